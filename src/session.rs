@@ -1,0 +1,1 @@
+//! The sans-IO ZooKeeper session (filled in by the session issue).
