@@ -11,6 +11,7 @@ use super::wire::{record, DecodeError, Wire};
 
 record! {
     /// Metadata of a node (68 bytes).
+    #[derive(Copy)]
     pub struct Stat {
         /// zxid of the create.
         pub czxid: i64,
@@ -84,6 +85,7 @@ impl Acl {
 
 record! {
     /// Header of every request after the handshake.
+    #[derive(Copy)]
     pub struct RequestHeader {
         /// Request id; see [`xid`](super::types::xid) for reserved values.
         pub xid: i32,
@@ -94,6 +96,7 @@ record! {
 
 record! {
     /// Header of every reply and notification after the handshake.
+    #[derive(Copy)]
     pub struct ReplyHeader {
         /// The request's xid, or -1 for a notification.
         pub xid: i32,
@@ -139,6 +142,7 @@ record! {
 
 record! {
     /// Header of each op in a multi request or result in a multi response.
+    #[derive(Copy)]
     pub struct MultiHeader {
         /// Opcode of the op or result; -1 for an error result or the terminator.
         pub op: i32,
