@@ -1,0 +1,465 @@
+use std::collections::HashMap;
+use std::fs;
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+const DEFAULT_JAR: &str = "/usr/share/java/zookeeper.jar";
+const INSTALL_HINT: &str = "install the server with `sudo apt-get install -y zookeeper` \
+     (Debian's package, ZooKeeper 3.8) or point ZOOKEEPER_JAR at a zookeeper server jar";
+
+/// How to start a server.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// `tickTime` in ms (the default session timeout range is 2..20 ticks).
+    pub tick_time_ms: u32,
+    /// `minSessionTimeout` in ms, so tests can use short sessions.
+    pub min_session_timeout_ms: u32,
+    /// Start the JVM with `-Dzookeeper.extendedTypesEnabled=true` (TTL nodes).
+    pub ttl_nodes: bool,
+    /// How long to wait for `ruok` to answer `imok`.
+    pub start_timeout: Duration,
+    /// Data directory parent; default a fresh temp dir. (`/dev/shm` makes writes cheaper.)
+    pub base_dir: Option<PathBuf>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            tick_time_ms: 2000,
+            min_session_timeout_ms: 1000,
+            ttl_nodes: true,
+            start_timeout: Duration::from_secs(60),
+            base_dir: None,
+        }
+    }
+}
+
+fn java() -> String {
+    std::env::var("JAVA").unwrap_or_else(|_| "java".into())
+}
+
+fn jar() -> io::Result<PathBuf> {
+    let jar = PathBuf::from(std::env::var("ZOOKEEPER_JAR").unwrap_or_else(|_| DEFAULT_JAR.into()));
+    if !jar.exists() {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("ZooKeeper jar {} not found: {INSTALL_HINT}", jar.display()),
+        ));
+    }
+    match Command::new(java()).arg("-version").stdout(Stdio::null()).stderr(Stdio::null()).status() {
+        Ok(s) if s.success() => Ok(jar),
+        _ => Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            "no working `java` on PATH (set JAVA): install a JRE, e.g. `sudo apt-get install -y default-jre-headless`",
+        )),
+    }
+}
+
+/// A free TCP port on 127.0.0.1 (bound then released).
+fn free_port() -> io::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// Sends a four-letter command to `addr` and returns the whole answer.
+pub fn four_letter(addr: SocketAddr, cmd: &str) -> io::Result<String> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    s.write_all(cmd.as_bytes())?;
+    let mut out = String::new();
+    s.read_to_string(&mut out)?;
+    Ok(out)
+}
+
+/// The `Mode:` of a server that serves requests (`standalone`, `leader`, `follower`).
+fn serving_mode(addr: SocketAddr) -> Option<String> {
+    let srvr = four_letter(addr, "srvr").ok()?;
+    srvr.lines()
+        .find_map(|l| l.strip_prefix("Mode: "))
+        .map(str::to_string)
+}
+
+/// One ZooKeeper JVM: its config, data dir and process.
+struct Jvm {
+    main_class: &'static str,
+    config: PathBuf,
+    log: PathBuf,
+    client_addr: SocketAddr,
+    ttl_nodes: bool,
+    child: Option<Child>,
+}
+
+impl Jvm {
+    fn spawn(&mut self) -> io::Result<()> {
+        let jar = jar()?;
+        let log = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)?;
+        let mut cmd = Command::new(java());
+        cmd.arg("-Xmx256m")
+            .arg("-XX:+UseSerialGC")
+            .arg("-XX:TieredStopAtLevel=1");
+        if self.ttl_nodes {
+            cmd.arg("-Dzookeeper.extendedTypesEnabled=true");
+        }
+        cmd.arg("-Dzookeeper.admin.enableServer=false")
+            .arg("-cp")
+            .arg(format!("{}:/etc/zookeeper/conf", jar.display()))
+            .arg(self.main_class)
+            .arg(&self.config)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log);
+        self.child = Some(cmd.spawn()?);
+        Ok(())
+    }
+
+    fn wait_ready(&mut self, timeout: Duration) -> io::Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            // `ruok` says imok before the server serves; `srvr` shows a Mode only once
+            // it does (standalone, leader or follower).
+            if serving_mode(self.client_addr).is_some() {
+                return Ok(());
+            }
+            if let Some(child) = &mut self.child {
+                if let Some(status) = child.try_wait()? {
+                    self.child = None;
+                    let log = fs::read_to_string(&self.log).unwrap_or_default();
+                    let tail: String = log
+                        .lines()
+                        .rev()
+                        .take(20)
+                        .collect::<Vec<_>>()
+                        .into_iter()
+                        .rev()
+                        .collect::<Vec<_>>()
+                        .join("\n");
+                    return Err(io::Error::other(format!(
+                        "ZooKeeper exited with {status} during start:\n{tail}"
+                    )));
+                }
+            }
+            if Instant::now() > deadline {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "ZooKeeper at {} is not serving (srvr shows no Mode)",
+                        self.client_addr
+                    ),
+                ));
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn signal(&self, sig: &str) -> io::Result<()> {
+        let Some(child) = &self.child else {
+            return Err(io::Error::other("server is not running"));
+        };
+        let status = Command::new("kill")
+            .arg(sig)
+            .arg(child.id().to_string())
+            .status()?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(io::Error::other(format!("kill {sig} failed")))
+        }
+    }
+
+    /// SIGTERM, then SIGKILL if it lingers; waits for the process.
+    fn stop(&mut self) -> io::Result<()> {
+        if self.child.is_none() {
+            return Ok(());
+        }
+        let _ = self.signal("-CONT");
+        let _ = self.signal("-TERM");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let child = self.child.as_mut().expect("checked above");
+        while child.try_wait()?.is_none() {
+            if Instant::now() > deadline {
+                child.kill()?;
+                break;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        child.wait()?;
+        self.child = None;
+        Ok(())
+    }
+
+    fn kill(&mut self) -> io::Result<()> {
+        if let Some(mut child) = self.child.take() {
+            child.kill()?;
+            child.wait()?;
+        }
+        Ok(())
+    }
+
+    fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+}
+
+impl Drop for Jvm {
+    fn drop(&mut self) {
+        let _ = self.kill();
+    }
+}
+
+fn write_config(path: &Path, lines: &[String]) -> io::Result<()> {
+    fs::write(path, lines.join("\n") + "\n")
+}
+
+fn common_config(data_dir: &Path, client_port: u16, tick: u32, min_timeout: u32) -> Vec<String> {
+    vec![
+        format!("tickTime={tick}"),
+        format!("dataDir={}", data_dir.display()),
+        format!("clientPort={client_port}"),
+        "clientPortAddress=127.0.0.1".into(),
+        "maxClientCnxns=0".into(),
+        "admin.enableServer=false".into(),
+        "4lw.commands.whitelist=*".into(),
+        format!("minSessionTimeout={min_timeout}"),
+    ]
+}
+
+/// A standalone ZooKeeper server on 127.0.0.1 with a temp data dir.
+pub struct TestServer {
+    jvm: Jvm,
+    // Declared after `jvm` so the process dies before its directory is removed.
+    _dir: tempfile::TempDir,
+}
+
+impl TestServer {
+    /// Starts a server with default [`Options`] and waits until it answers.
+    pub fn start() -> io::Result<TestServer> {
+        Self::start_with(Options::default())
+    }
+
+    /// Starts a server with the given options and waits until it answers.
+    pub fn start_with(opts: Options) -> io::Result<TestServer> {
+        let mut builder = tempfile::Builder::new();
+        builder
+            .prefix("zk-test-")
+            .disable_cleanup(std::env::var_os("ZK_TEST_KEEP").is_some());
+        let dir = match &opts.base_dir {
+            Some(base) => builder.tempdir_in(base)?,
+            None => builder.tempdir()?,
+        };
+        let data = dir.path().join("data");
+        fs::create_dir_all(&data)?;
+        let port = free_port()?;
+        let config = dir.path().join("zoo.cfg");
+        write_config(
+            &config,
+            &common_config(&data, port, opts.tick_time_ms, opts.min_session_timeout_ms),
+        )?;
+        let mut jvm = Jvm {
+            main_class: "org.apache.zookeeper.server.ZooKeeperServerMain",
+            config,
+            log: dir.path().join("server.log"),
+            client_addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            ttl_nodes: opts.ttl_nodes,
+            child: None,
+        };
+        jvm.spawn()?;
+        jvm.wait_ready(opts.start_timeout)?;
+        Ok(TestServer { jvm, _dir: dir })
+    }
+
+    /// `127.0.0.1:<port>`.
+    pub fn connect_string(&self) -> String {
+        self.jvm.client_addr.to_string()
+    }
+
+    /// The client address.
+    pub fn addr(&self) -> SocketAddr {
+        self.jvm.client_addr
+    }
+
+    /// The JVM's pid while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.jvm.pid()
+    }
+
+    /// Stops the server gracefully (SIGTERM) and waits for it.
+    pub fn stop(&mut self) -> io::Result<()> {
+        self.jvm.stop()
+    }
+
+    /// Kills the server (SIGKILL) and waits for it.
+    pub fn kill(&mut self) -> io::Result<()> {
+        self.jvm.kill()
+    }
+
+    /// Starts the server again on the same port and data dir (after stop/kill).
+    pub fn restart(&mut self) -> io::Result<()> {
+        self.jvm.stop()?;
+        self.jvm.spawn()?;
+        self.jvm.wait_ready(Duration::from_secs(60))
+    }
+
+    /// Freezes the JVM (SIGSTOP): connections stay open but nothing answers.
+    pub fn pause(&self) -> io::Result<()> {
+        self.jvm.signal("-STOP")
+    }
+
+    /// Thaws a paused JVM (SIGCONT).
+    pub fn resume(&self) -> io::Result<()> {
+        self.jvm.signal("-CONT")
+    }
+
+    /// Sends a four-letter command (`ruok`, `srvr`, `mntr`, `cons`, ...).
+    pub fn four_letter(&self, cmd: &str) -> io::Result<String> {
+        four_letter(self.jvm.client_addr, cmd)
+    }
+
+    /// The `mntr` counters as key → value.
+    pub fn mntr(&self) -> io::Result<HashMap<String, String>> {
+        parse_mntr(&self.four_letter("mntr")?)
+    }
+
+    /// One numeric `mntr` counter.
+    pub fn mntr_value(&self, key: &str) -> io::Result<i64> {
+        mntr_value(&self.mntr()?, key)
+    }
+}
+
+fn parse_mntr(text: &str) -> io::Result<HashMap<String, String>> {
+    let map: HashMap<_, _> = text
+        .lines()
+        .filter_map(|l| l.split_once('\t'))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect();
+    if map.is_empty() {
+        return Err(io::Error::other(format!(
+            "unexpected mntr answer: {text:?}"
+        )));
+    }
+    Ok(map)
+}
+
+fn mntr_value(map: &HashMap<String, String>, key: &str) -> io::Result<i64> {
+    map.get(key)
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| io::Error::other(format!("mntr has no numeric {key}")))
+}
+
+/// A three-server ZooKeeper ensemble on loopback ports.
+pub struct TestEnsemble {
+    servers: Vec<Jvm>,
+    _dir: tempfile::TempDir,
+}
+
+impl TestEnsemble {
+    /// Starts three quorum peers (tickTime 500) and waits until all answer and one leads.
+    pub fn start() -> io::Result<TestEnsemble> {
+        let dir = tempfile::Builder::new().prefix("zk-ensemble-").tempdir()?;
+        let ports: Vec<(u16, u16, u16)> = (0..3)
+            .map(|_| Ok((free_port()?, free_port()?, free_port()?)))
+            .collect::<io::Result<_>>()?;
+        let members: Vec<String> = ports
+            .iter()
+            .enumerate()
+            .map(|(i, (_, p, e))| format!("server.{}=127.0.0.1:{p}:{e}", i + 1))
+            .collect();
+        let mut servers = Vec::new();
+        for (i, (client, _, _)) in ports.iter().enumerate() {
+            let data = dir.path().join(format!("data{}", i + 1));
+            fs::create_dir_all(&data)?;
+            fs::write(data.join("myid"), format!("{}\n", i + 1))?;
+            let mut lines = common_config(&data, *client, 500, 1000);
+            lines.extend(["initLimit=10".into(), "syncLimit=5".into()]);
+            lines.extend(members.iter().cloned());
+            let config = dir.path().join(format!("zoo{}.cfg", i + 1));
+            write_config(&config, &lines)?;
+            let mut jvm = Jvm {
+                main_class: "org.apache.zookeeper.server.quorum.QuorumPeerMain",
+                config,
+                log: dir.path().join(format!("server{}.log", i + 1)),
+                client_addr: SocketAddr::from(([127, 0, 0, 1], *client)),
+                ttl_nodes: true,
+                child: None,
+            };
+            jvm.spawn()?;
+            servers.push(jvm);
+        }
+        let ensemble = TestEnsemble { servers, _dir: dir };
+        ensemble.wait_serving(&[0, 1, 2], Duration::from_secs(60))?;
+        Ok(ensemble)
+    }
+
+    /// Waits until the given servers answer `srvr` with a leader or follower mode.
+    pub fn wait_serving(&self, which: &[usize], timeout: Duration) -> io::Result<()> {
+        let deadline = Instant::now() + timeout;
+        for &i in which {
+            loop {
+                if self.mode(i).is_some() {
+                    break;
+                }
+                if Instant::now() > deadline {
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!("ensemble server {i} is not serving"),
+                    ));
+                }
+                thread::sleep(Duration::from_millis(100));
+            }
+        }
+        Ok(())
+    }
+
+    /// `leader` / `follower` for a serving server, else `None`.
+    pub fn mode(&self, i: usize) -> Option<String> {
+        serving_mode(self.servers[i].client_addr)
+    }
+
+    /// All three client addresses, comma separated.
+    pub fn connect_string(&self) -> String {
+        self.servers
+            .iter()
+            .map(|s| s.client_addr.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Client address of server `i` (0-based).
+    pub fn addr(&self, i: usize) -> SocketAddr {
+        self.servers[i].client_addr
+    }
+
+    /// Index of the server whose client port is `port`.
+    pub fn index_of_port(&self, port: u16) -> Option<usize> {
+        self.servers
+            .iter()
+            .position(|s| s.client_addr.port() == port)
+    }
+
+    /// Kills server `i` (SIGKILL).
+    pub fn kill(&mut self, i: usize) -> io::Result<()> {
+        self.servers[i].kill()
+    }
+
+    /// Restarts server `i` on its ports and data.
+    pub fn restart(&mut self, i: usize) -> io::Result<()> {
+        self.servers[i].stop()?;
+        self.servers[i].spawn()?;
+        self.wait_serving(&[i], Duration::from_secs(60))
+    }
+
+    /// Sends a four-letter command to server `i`.
+    pub fn four_letter(&self, i: usize, cmd: &str) -> io::Result<String> {
+        four_letter(self.servers[i].client_addr, cmd)
+    }
+
+    /// `mntr` of server `i`.
+    pub fn mntr_value(&self, i: usize, key: &str) -> io::Result<i64> {
+        mntr_value(&parse_mntr(&self.four_letter(i, "mntr")?)?, key)
+    }
+}
