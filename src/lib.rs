@@ -27,7 +27,8 @@
 //! let req = Request::GetData(PathWatch { path: "/app/config".into(), watch: true });
 //! let mut out = BytesMut::new();
 //! zk_recipes::proto::encode_request(&mut out, 7, &req, zk_recipes::proto::DEFAULT_MAX_REQUEST).unwrap();
-//! assert_eq!(&out[..4], &[0, 0, 0, 28]); // length prefix: 8-byte header + 20-byte body
+//! // Length prefix: 8-byte header + 16-byte body (4 + 11 path bytes + 1 watch flag).
+//! assert_eq!(&out[..4], &[0, 0, 0, 24]);
 //! ```
 #![no_std]
 #![forbid(unsafe_code)]

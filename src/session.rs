@@ -1,1 +1,0 @@
-//! The sans-IO ZooKeeper session (filled in by the session issue).

@@ -1,0 +1,1260 @@
+//! One logical ZooKeeper session across many TCP connections, as a sans-IO state machine.
+//!
+//! # Shape
+//!
+//! * **Input** — [`handle_connected`](Session::handle_connected) (the socket the session
+//!   asked for is up), [`handle_bytes`](Session::handle_bytes),
+//!   [`handle_disconnect`](Session::handle_disconnect) (the socket failed or closed),
+//!   [`handle_timeout`](Session::handle_timeout). Each takes `now`.
+//! * **Commands** — [`submit`](Session::submit) a request under a caller-chosen
+//!   [`Token`], [`close`](Session::close).
+//! * **Output** — [`poll_transport`](Session::poll_transport) (dial host *i* / close the
+//!   socket), [`poll_transmit`](Session::poll_transmit) (bytes to write),
+//!   [`poll_event`](Session::poll_event) (replies, watch events, state changes),
+//!   [`poll_timeout`](Session::poll_timeout) (when to call `handle_timeout`).
+//!
+//! After every input or command the driver drains the outputs in this order —
+//! `poll_transport`, `poll_transmit`, `poll_event` — until each returns nothing, then
+//! sleeps until `poll_timeout` or the next input.
+//!
+//! # Behaviour (reference §2, §3, §8, §12)
+//!
+//! * Hosts are tried in an order shuffled from the configured seed; after a full round
+//!   without a session, the next round waits with exponential backoff and jitter. Each
+//!   attempt gets `session timeout / number of hosts` to connect and handshake.
+//! * Only the `ConnectRequest` is written until the server answers it. An answer with a
+//!   zero timeout means the session is gone: [`SessionEvent::Expired`], for good.
+//! * Normal requests get xids 1, 2, … and replies must come back in that order; anything
+//!   else is a protocol error that drops the connection. Pings (-2), auth (-4) and
+//!   SetWatches (-8) are matched outside that queue.
+//! * A ping goes out after `readTimeout / 2` without sending (`readTimeout` = 2/3 of the
+//!   negotiated timeout); `readTimeout` without receiving drops the connection.
+//! * On connection loss every request in flight completes with
+//!   [`ErrorCode::ConnectionLoss`] (the server may or may not have applied it); requests
+//!   not yet written wait for the next connection, up to `max_pending`.
+//! * After a resume: auth packets are replayed, then SetWatches/SetWatches2 (in batches
+//!   under the frame limit, with the last zxid seen) re-arm every watch, then queued
+//!   requests go out.
+//! * Disconnected for the negotiated session timeout (counted from the last byte
+//!   received) ⇒ `Expired` locally: whoever holds something ephemeral must stop
+//!   believing it, even before a server confirms.
+
+mod connect_string;
+mod rng;
+mod watches;
+
+use alloc::collections::VecDeque;
+use alloc::string::String;
+use alloc::vec::Vec;
+use bytes::{Bytes, BytesMut};
+use core::fmt;
+use core::time::Duration;
+
+pub use connect_string::{ConnectString, ConnectStringError};
+pub use watches::{WatchKind, WatchLists};
+
+use crate::proto::*;
+use crate::time::Instant;
+use rng::Rng;
+use watches::WatchRegistry;
+
+/// The caller's name for a request; replies and watch events come back under it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Token(pub u64);
+
+/// Session settings. [`SessionConfig::new`] gives sensible defaults.
+#[derive(Clone, Debug)]
+pub struct SessionConfig {
+    /// Hosts and chroot.
+    pub connect_string: ConnectString,
+    /// Requested session timeout (the server clamps it).
+    pub session_timeout: Duration,
+    /// Accept a read-only server.
+    pub read_only: bool,
+    /// Seed for host order and backoff jitter.
+    pub seed: u64,
+    /// Cap on requests in flight plus requests waiting for a connection.
+    pub max_pending: usize,
+    /// Cap on watch registrations.
+    pub max_watches: usize,
+    /// Cap on an incoming frame body.
+    pub max_reply: usize,
+    /// Cap on an outgoing frame body.
+    pub max_request: usize,
+    /// First backoff after a full round of hosts failed.
+    pub backoff_min: Duration,
+    /// Longest backoff.
+    pub backoff_max: Duration,
+}
+
+impl SessionConfig {
+    /// Defaults: 30 s timeout, no read-only, seed 0, 10,000 pending requests, 100,000
+    /// watches, 1 MiB + 64 KiB replies, 0xfffff requests, backoff 50 ms … 2 s.
+    pub fn new(connect_string: ConnectString) -> Self {
+        SessionConfig {
+            connect_string,
+            session_timeout: Duration::from_secs(30),
+            read_only: false,
+            seed: 0,
+            max_pending: 10_000,
+            max_watches: 100_000,
+            max_reply: DEFAULT_MAX_REPLY,
+            max_request: DEFAULT_MAX_REQUEST,
+            backoff_min: Duration::from_millis(50),
+            backoff_max: Duration::from_secs(2),
+        }
+    }
+}
+
+/// What the driver must do with its socket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// Drop any current socket and connect to `hosts()[host]`; then call
+    /// `handle_connected`, or `handle_disconnect` if the connection fails.
+    Connect {
+        /// Index into [`ConnectString::hosts`].
+        host: usize,
+    },
+    /// Drop the current socket.
+    Close,
+}
+
+/// Why a connection ended (for logs; the session decides what follows).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DisconnectReason {
+    /// The driver reported the socket closed or failed.
+    Transport,
+    /// Nothing received for the read timeout.
+    ReadTimeout,
+    /// Connect plus handshake took longer than the connect timeout.
+    ConnectTimeout,
+    /// A bad frame length.
+    Frame(FrameError),
+    /// A frame that does not decode.
+    Decode(DecodeError),
+    /// A reply that does not answer the oldest request in flight.
+    UnexpectedXid {
+        /// xid of the oldest request in flight (0 if none).
+        expected: i32,
+        /// xid in the reply.
+        got: i32,
+    },
+}
+
+impl fmt::Display for DisconnectReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DisconnectReason::Transport => f.write_str("connection closed"),
+            DisconnectReason::ReadTimeout => {
+                f.write_str("nothing received within the read timeout")
+            }
+            DisconnectReason::ConnectTimeout => f.write_str("connect timed out"),
+            DisconnectReason::Frame(e) => write!(f, "protocol error: {e}"),
+            DisconnectReason::Decode(e) => write!(f, "protocol error: {e}"),
+            DisconnectReason::UnexpectedXid { expected, got } => {
+                write!(
+                    f,
+                    "protocol error: reply xid {got} while waiting for {expected}"
+                )
+            }
+        }
+    }
+}
+
+/// How a session ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SessionEnd {
+    /// The server said the session is gone, or it was disconnected for its whole timeout.
+    Expired,
+    /// Closed by [`Session::close`].
+    Closed,
+    /// The server rejected the credentials.
+    AuthFailed,
+}
+
+impl SessionEnd {
+    /// The error code requests fail with once the session ended this way.
+    pub fn error_code(self) -> ErrorCode {
+        match self {
+            SessionEnd::Expired => ErrorCode::SessionExpired,
+            SessionEnd::Closed => ErrorCode::ConnectionLoss,
+            SessionEnd::AuthFailed => ErrorCode::AuthFailed,
+        }
+    }
+}
+
+/// A reply to a submitted request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reply {
+    /// The request's token.
+    pub token: Token,
+    /// zxid from the reply header (0 for replies made up locally).
+    pub zxid: i64,
+    /// The body, or the error code (server error, `ConnectionLoss`, `SessionExpired`, ...).
+    pub result: Result<Response, ErrorCode>,
+}
+
+/// A watch firing for one registrant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WatchEvent {
+    /// What happened (`Node*`, or `*WatchRemoved` after removeWatches).
+    pub event_type: EventType,
+    /// Client path (chroot stripped). For recursive watches, the descendant's path.
+    pub path: String,
+}
+
+/// Output of the session.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SessionEvent {
+    /// A new session was established.
+    Connected {
+        /// Session id.
+        session_id: i64,
+        /// Negotiated timeout.
+        timeout: Duration,
+        /// The server is read-only.
+        read_only: bool,
+    },
+    /// The connection was lost; the session may still be alive. Anything ephemeral is
+    /// in doubt until `Reconnected` or `Expired`.
+    Suspended {
+        /// Why.
+        reason: DisconnectReason,
+    },
+    /// The same session is back on a new connection; watches were re-armed.
+    Reconnected {
+        /// The server is read-only.
+        read_only: bool,
+    },
+    /// The session is gone (server-confirmed when `confirmed`, else the client-side
+    /// estimate). Terminal: its ephemeral nodes are or will be deleted.
+    Expired {
+        /// The server said so (rather than the local estimate).
+        confirmed: bool,
+    },
+    /// The session was closed. Terminal.
+    Closed,
+    /// Authentication failed. Terminal.
+    AuthFailed,
+    /// A request completed.
+    Reply(Reply),
+    /// A watch fired for `token`.
+    Watch {
+        /// Registrant: the token of the request that set the watch.
+        token: Token,
+        /// The event.
+        event: WatchEvent,
+    },
+}
+
+/// Why a request was not accepted; nothing was sent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SubmitError {
+    /// A path breaks ZooKeeper's rules.
+    InvalidPath {
+        /// The path.
+        path: String,
+        /// The rule.
+        error: PathError,
+    },
+    /// The frame would exceed the request limit.
+    TooLarge(TooLarge),
+    /// `max_pending` requests are already waiting.
+    TooManyPending,
+    /// `max_watches` registrations exist already.
+    TooManyWatches,
+    /// This request type is managed by the session (ping, SetWatches, closeSession).
+    NotAllowed(OpCode),
+    /// The session has ended.
+    Ended(SessionEnd),
+}
+
+impl fmt::Display for SubmitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SubmitError::InvalidPath { path, error } => write!(f, "invalid path {path:?}: {error}"),
+            SubmitError::TooLarge(e) => write!(f, "{e}"),
+            SubmitError::TooManyPending => f.write_str("too many requests pending"),
+            SubmitError::TooManyWatches => f.write_str("too many watches registered"),
+            SubmitError::NotAllowed(op) => {
+                write!(f, "{op:?} requests are sent by the session itself")
+            }
+            SubmitError::Ended(end) => write!(f, "session ended: {end:?}"),
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for SubmitError {}
+
+/// Where the session stands, for getters and logs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SessionState {
+    /// No session yet; connecting.
+    Connecting,
+    /// Connected with a live session.
+    Connected,
+    /// Connection lost; the session may be alive; reconnecting.
+    Suspended,
+    /// Waiting for the closeSession reply.
+    Closing,
+    /// Ended.
+    Ended(SessionEnd),
+}
+
+/// What to do once a request's reply arrives.
+#[derive(Debug)]
+enum After {
+    Nothing,
+    /// Register a watch if the reply says it was set.
+    Watch {
+        path: String,
+        on_ok: Option<WatchKind>,
+        on_no_node: Option<WatchKind>,
+    },
+    /// Drop registrations the server removed.
+    RemoveWatches {
+        path: String,
+        which: WatcherType,
+    },
+    /// The closeSession reply.
+    Close,
+}
+
+#[derive(Debug)]
+struct InFlight {
+    xid: i32,
+    op: OpCode,
+    token: Token,
+    after: After,
+}
+
+/// A request waiting for a connection; its frame has a zero xid to patch.
+#[derive(Debug)]
+struct Queued {
+    frame: BytesMut,
+    op: OpCode,
+    token: Token,
+    after: After,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Waiting until `dial_at` to dial the next host.
+    Idle {
+        dial_at: Instant,
+    },
+    /// Asked the driver to connect; `deadline` covers connect + handshake.
+    Dialing {
+        deadline: Instant,
+    },
+    /// ConnectRequest written; waiting for the answer.
+    Handshaking {
+        deadline: Instant,
+    },
+    /// Session established on this connection.
+    Connected,
+    /// closeSession written; waiting for its reply until `deadline`.
+    Closing {
+        deadline: Instant,
+    },
+    Ended(SessionEnd),
+}
+
+const SET_WATCHES_BATCH: usize = 128 * 1024;
+
+/// The sans-IO session. See the [module docs](self).
+///
+/// ```
+/// use zk_recipes::session::*;
+/// use zk_recipes::time::Instant;
+/// use zk_recipes::proto::{Request, PathWatch};
+///
+/// let cfg = SessionConfig::new("127.0.0.1:2181".parse().unwrap());
+/// let mut s = Session::new(cfg, Instant::ZERO);
+/// // The driver is asked to dial host 0.
+/// assert_eq!(s.poll_transport(), Some(Transport::Connect { host: 0 }));
+/// // Requests made before the connection is up wait for it.
+/// s.submit(Instant::ZERO, Request::Exists(PathWatch { path: "/a".into(), watch: false }), Token(1)).unwrap();
+/// s.handle_connected(Instant::from_micros(1_000));
+/// let mut out = bytes::BytesMut::new();
+/// assert!(s.poll_transmit(&mut out)); // the ConnectRequest, and only that
+/// assert_eq!(out.len(), 4 + 45);
+/// ```
+#[derive(Debug)]
+pub struct Session {
+    config: SessionConfig,
+    rng: Rng,
+    now: Instant,
+    phase: Phase,
+    /// Host order (indices into the connect string) and position in it.
+    order: Vec<usize>,
+    position: usize,
+    /// Failed attempts since the last established connection, for backoff.
+    failed_attempts: usize,
+    backoff_rounds: u32,
+
+    session_id: i64,
+    passwd: Bytes,
+    negotiated: Option<Duration>,
+    read_only_server: bool,
+    last_zxid: i64,
+    /// The session had a connection that was lost and not yet regained.
+    suspended: bool,
+    last_recv: Instant,
+    last_send: Instant,
+
+    decoder: FrameDecoder,
+    tx: BytesMut,
+    next_xid: i32,
+    in_flight: VecDeque<InFlight>,
+    queued: VecDeque<Queued>,
+    /// Auth packets to replay on every connection; the token is reported once.
+    auths: Vec<(AuthPacket, Option<Token>)>,
+    auth_waiters: VecDeque<Option<Token>>,
+    watches: WatchRegistry,
+
+    transport: VecDeque<Transport>,
+    events: VecDeque<SessionEvent>,
+    scratch: Vec<Token>,
+}
+
+impl Session {
+    /// A session that starts connecting at once.
+    pub fn new(config: SessionConfig, now: Instant) -> Session {
+        let mut rng = Rng::new(config.seed);
+        let mut order: Vec<usize> = (0..config.connect_string.hosts().len()).collect();
+        rng.shuffle(&mut order);
+        let decoder = FrameDecoder::new(config.max_reply);
+        let mut s = Session {
+            config,
+            rng,
+            now,
+            phase: Phase::Idle { dial_at: now },
+            order,
+            position: 0,
+            failed_attempts: 0,
+            backoff_rounds: 0,
+            session_id: 0,
+            passwd: Bytes::from_static(&[0; 16]),
+            negotiated: None,
+            read_only_server: false,
+            last_zxid: 0,
+            suspended: false,
+            last_recv: now,
+            last_send: now,
+            decoder,
+            tx: BytesMut::new(),
+            next_xid: 1,
+            in_flight: VecDeque::new(),
+            queued: VecDeque::new(),
+            auths: Vec::new(),
+            auth_waiters: VecDeque::new(),
+            watches: WatchRegistry::default(),
+            transport: VecDeque::new(),
+            events: VecDeque::new(),
+            scratch: Vec::new(),
+        };
+        s.dial();
+        s
+    }
+
+    // ----- getters -----
+
+    /// The configuration.
+    pub fn config(&self) -> &SessionConfig {
+        &self.config
+    }
+
+    /// Session id (0 before the first handshake).
+    pub fn session_id(&self) -> i64 {
+        self.session_id
+    }
+
+    /// Session password (zeros before the first handshake).
+    pub fn password(&self) -> &[u8] {
+        &self.passwd
+    }
+
+    /// Negotiated timeout, once known.
+    pub fn negotiated_timeout(&self) -> Option<Duration> {
+        self.negotiated
+    }
+
+    /// Highest zxid seen in a reply.
+    pub fn last_zxid(&self) -> i64 {
+        self.last_zxid
+    }
+
+    /// Where the session stands.
+    pub fn state(&self) -> SessionState {
+        match self.phase {
+            Phase::Ended(end) => SessionState::Ended(end),
+            Phase::Closing { .. } => SessionState::Closing,
+            Phase::Connected => SessionState::Connected,
+            _ if self.suspended => SessionState::Suspended,
+            _ => SessionState::Connecting,
+        }
+    }
+
+    /// Index of the host being used or dialled.
+    pub fn current_host(&self) -> usize {
+        self.order.get(self.position).copied().unwrap_or(0)
+    }
+
+    /// Requests in flight plus requests waiting for a connection.
+    pub fn pending(&self) -> usize {
+        self.in_flight.len() + self.queued.len()
+    }
+
+    /// Watch registrations.
+    pub fn watch_count(&self) -> usize {
+        self.watches.len()
+    }
+
+    /// Registrants of one watch (for tests and introspection).
+    pub fn watch_registrants(&self, path: &str, kind: WatchKind) -> &[Token] {
+        self.watches.registrants(path, kind)
+    }
+
+    /// Paths with watches, by table.
+    pub fn watch_lists(&self) -> WatchLists {
+        self.watches.lists()
+    }
+
+    // ----- input -----
+
+    fn tick(&mut self, now: Instant) -> Instant {
+        // A `now` earlier than the last one is treated as the last one.
+        self.now = self.now.max(now);
+        self.now
+    }
+
+    /// The socket asked for by [`Transport::Connect`] is connected.
+    pub fn handle_connected(&mut self, now: Instant) {
+        let now = self.tick(now);
+        let Phase::Dialing { deadline } = self.phase else {
+            return;
+        };
+        self.phase = Phase::Handshaking { deadline };
+        self.decoder.reset();
+        self.tx.clear();
+        self.last_recv = now.max(self.last_recv);
+        let req = ConnectRequest {
+            protocol_version: 0,
+            last_zxid_seen: self.last_zxid,
+            timeout_ms: millis(self.config.session_timeout),
+            session_id: self.session_id,
+            passwd: self.passwd.clone(),
+            read_only: self.config.read_only,
+        };
+        encode_connect(&mut self.tx, &req);
+        self.last_send = now;
+    }
+
+    /// The socket failed or was closed by the peer.
+    pub fn handle_disconnect(&mut self, now: Instant) {
+        let now = self.tick(now);
+        match self.phase {
+            Phase::Dialing { .. } | Phase::Handshaking { .. } | Phase::Connected => {
+                self.connection_lost(now, DisconnectReason::Transport)
+            }
+            // The server closes the socket right after answering closeSession; if the
+            // answer did not make it, the close is done all the same.
+            Phase::Closing { .. } => self.end(SessionEnd::Closed, false),
+            Phase::Idle { .. } | Phase::Ended(_) => {}
+        }
+    }
+
+    /// Bytes read from the socket.
+    pub fn handle_bytes(&mut self, now: Instant, mut bytes: &[u8]) {
+        let now = self.tick(now);
+        if !matches!(
+            self.phase,
+            Phase::Handshaking { .. } | Phase::Connected | Phase::Closing { .. }
+        ) {
+            return; // stale bytes from a connection we already gave up
+        }
+        if !bytes.is_empty() {
+            self.last_recv = now;
+        }
+        while !bytes.is_empty() {
+            let frame = match self.decoder.decode(&mut bytes) {
+                Ok(Some(frame)) => frame,
+                Ok(None) => break,
+                Err(e) => return self.connection_lost(now, DisconnectReason::Frame(e)),
+            };
+            let result = match self.phase {
+                Phase::Handshaking { .. } => self.on_handshake(now, frame),
+                Phase::Connected | Phase::Closing { .. } => self.on_frame(frame),
+                _ => return,
+            };
+            if let Err(reason) = result {
+                return self.connection_lost(now, reason);
+            }
+        }
+    }
+
+    /// Time passed; call at or after [`poll_timeout`](Self::poll_timeout).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let now = self.tick(now);
+        // Each step moves its deadline past `now` or ends the session; a few rounds
+        // settle any chain (a read timeout that leads into an expired estimate).
+        for _ in 0..4 {
+            if !self.fire_due(now) {
+                break;
+            }
+        }
+    }
+
+    fn fire_due(&mut self, now: Instant) -> bool {
+        if let Some(at) = self.expiry_estimate() {
+            if at <= now {
+                self.end(SessionEnd::Expired, false);
+                return true;
+            }
+        }
+        match self.phase {
+            Phase::Idle { dial_at } if dial_at <= now => {
+                self.dial();
+                true
+            }
+            Phase::Dialing { deadline } | Phase::Handshaking { deadline } if deadline <= now => {
+                self.connection_lost(now, DisconnectReason::ConnectTimeout);
+                true
+            }
+            Phase::Connected | Phase::Closing { .. }
+                if self.last_recv + self.read_timeout() <= now =>
+            {
+                self.connection_lost(now, DisconnectReason::ReadTimeout);
+                true
+            }
+            Phase::Closing { deadline } if deadline <= now => {
+                self.end(SessionEnd::Closed, false);
+                true
+            }
+            Phase::Connected if self.last_send + self.ping_interval() <= now => {
+                let _ = encode_request(&mut self.tx, xid::PING, &Request::Ping, usize::MAX);
+                self.last_send = now;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    // ----- commands -----
+
+    /// Submits a request. Paths are validated and the chroot applied here; on error
+    /// nothing is queued or sent. The reply comes back as [`SessionEvent::Reply`] with
+    /// `token`, exactly once.
+    pub fn submit(
+        &mut self,
+        now: Instant,
+        mut request: Request,
+        token: Token,
+    ) -> Result<(), SubmitError> {
+        let now = self.tick(now);
+        match self.phase {
+            Phase::Ended(end) => return Err(SubmitError::Ended(end)),
+            Phase::Closing { .. } => return Err(SubmitError::Ended(SessionEnd::Closed)),
+            _ => {}
+        }
+        let op = request.op_code();
+        if matches!(
+            request,
+            Request::Ping
+                | Request::SetWatches(_)
+                | Request::SetWatches2(_)
+                | Request::CloseSession
+        ) {
+            return Err(SubmitError::NotAllowed(op));
+        }
+        if self.pending() >= self.config.max_pending {
+            return Err(SubmitError::TooManyPending);
+        }
+        let mut invalid = None;
+        let chroot = self.config.connect_string.chroot().clone();
+        request.for_each_path_mut(|role, path| {
+            let check = match role {
+                PathRole::Node => validate_path(path),
+                PathRole::SequentialPrefix => validate_sequential_prefix(path),
+                PathRole::Prefix => Ok(()),
+            };
+            if let Err(error) = check {
+                invalid.get_or_insert(SubmitError::InvalidPath {
+                    path: path.clone(),
+                    error,
+                });
+            }
+        });
+        if let Some(e) = invalid {
+            return Err(e);
+        }
+        let after = after_reply(&request);
+        if matches!(after, After::Watch { .. }) && self.watches.len() >= self.config.max_watches {
+            return Err(SubmitError::TooManyWatches);
+        }
+        request.for_each_path_mut(|_, path| {
+            if chroot.root().is_some() {
+                *path = chroot.prefix(path);
+            }
+        });
+        let mut frame = BytesMut::new();
+        encode_request(&mut frame, 0, &request, self.config.max_request)
+            .map_err(SubmitError::TooLarge)?;
+
+        if let Request::Auth(packet) = request {
+            // Replayed on every connection; this token hears about the first answer.
+            if self.phase == Phase::Connected {
+                self.write_auth(now, &packet, Some(token));
+                self.auths.push((packet, None));
+            } else {
+                self.auths.push((packet, Some(token)));
+            }
+            return Ok(());
+        }
+        let queued = Queued {
+            frame,
+            op,
+            token,
+            after,
+        };
+        if self.phase == Phase::Connected {
+            self.write(now, queued);
+        } else {
+            self.queued.push_back(queued);
+        }
+        Ok(())
+    }
+
+    /// Closes the session: sends closeSession after anything already queued and waits
+    /// for the answer until `deadline`. Without a connection it ends at once (the server
+    /// then expires the session after its timeout).
+    pub fn close(&mut self, now: Instant, deadline: Instant) {
+        let now = self.tick(now);
+        match self.phase {
+            Phase::Connected => {
+                let mut frame = BytesMut::new();
+                let _ = encode_request(&mut frame, 0, &Request::CloseSession, usize::MAX);
+                self.write(
+                    now,
+                    Queued {
+                        frame,
+                        op: OpCode::CloseSession,
+                        token: Token(u64::MAX),
+                        after: After::Close,
+                    },
+                );
+                self.phase = Phase::Closing {
+                    deadline: deadline.max(now),
+                };
+            }
+            Phase::Idle { .. } | Phase::Dialing { .. } | Phase::Handshaking { .. } => {
+                self.end(SessionEnd::Closed, false)
+            }
+            Phase::Closing { .. } | Phase::Ended(_) => {}
+        }
+    }
+
+    /// Forgets every watch registration of `token` (its owner is gone). The server's
+    /// watch remains until it fires; its event then reaches nobody.
+    pub fn forget_watches(&mut self, token: Token) {
+        self.watches.forget(token);
+    }
+
+    // ----- output -----
+
+    /// What to do with the socket, if anything.
+    pub fn poll_transport(&mut self) -> Option<Transport> {
+        self.transport.pop_front()
+    }
+
+    /// Moves bytes to write into `out`; true if there were any.
+    pub fn poll_transmit(&mut self, out: &mut BytesMut) -> bool {
+        if self.tx.is_empty() {
+            return false;
+        }
+        if out.is_empty() {
+            core::mem::swap(out, &mut self.tx);
+        } else {
+            out.extend_from_slice(&self.tx);
+            self.tx.clear();
+        }
+        true
+    }
+
+    /// The next event.
+    pub fn poll_event(&mut self) -> Option<SessionEvent> {
+        self.events.pop_front()
+    }
+
+    /// When to call [`handle_timeout`](Self::handle_timeout) next.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let phase = match self.phase {
+            Phase::Idle { dial_at } => Some(dial_at),
+            Phase::Dialing { deadline } | Phase::Handshaking { deadline } => Some(deadline),
+            Phase::Connected => Some(
+                (self.last_recv + self.read_timeout()).min(self.last_send + self.ping_interval()),
+            ),
+            Phase::Closing { deadline } => Some(deadline.min(self.last_recv + self.read_timeout())),
+            Phase::Ended(_) => None,
+        };
+        match (phase, self.expiry_estimate()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    // ----- internals -----
+
+    fn timeout(&self) -> Duration {
+        self.negotiated.unwrap_or(self.config.session_timeout)
+    }
+
+    fn read_timeout(&self) -> Duration {
+        (self.timeout() * 2 / 3).max(Duration::from_millis(1))
+    }
+
+    fn ping_interval(&self) -> Duration {
+        (self.read_timeout() / 2).max(Duration::from_millis(1))
+    }
+
+    fn connect_timeout(&self) -> Duration {
+        let hosts = u32::try_from(self.order.len().max(1)).unwrap_or(u32::MAX);
+        (self.timeout() / hosts).max(Duration::from_millis(1))
+    }
+
+    /// When the client gives the session up while disconnected.
+    fn expiry_estimate(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::Idle { .. } | Phase::Dialing { .. } | Phase::Handshaking { .. }
+                if self.suspended =>
+            {
+                Some(self.last_recv + self.timeout())
+            }
+            _ => None,
+        }
+    }
+
+    fn dial(&mut self) {
+        let deadline = self.now + self.connect_timeout();
+        self.phase = Phase::Dialing { deadline };
+        self.transport.push_back(Transport::Connect {
+            host: self.current_host(),
+        });
+    }
+
+    fn write(&mut self, now: Instant, q: Queued) {
+        let xid = self.next_xid;
+        self.next_xid = if self.next_xid == i32::MAX {
+            1
+        } else {
+            self.next_xid + 1
+        };
+        let mut frame = q.frame;
+        frame[4..8].copy_from_slice(&xid.to_be_bytes());
+        self.tx.extend_from_slice(&frame);
+        self.in_flight.push_back(InFlight {
+            xid,
+            op: q.op,
+            token: q.token,
+            after: q.after,
+        });
+        self.last_send = now;
+    }
+
+    fn write_auth(&mut self, now: Instant, packet: &AuthPacket, token: Option<Token>) {
+        let _ = encode_request(
+            &mut self.tx,
+            xid::AUTH,
+            &Request::Auth(packet.clone()),
+            usize::MAX,
+        );
+        self.auth_waiters.push_back(token);
+        self.last_send = now;
+    }
+
+    fn on_handshake(&mut self, now: Instant, mut frame: Bytes) -> Result<(), DisconnectReason> {
+        let resp = ConnectResponse::decode(&mut frame).map_err(DisconnectReason::Decode)?;
+        if resp.is_expired() {
+            self.end(SessionEnd::Expired, true);
+            return Ok(());
+        }
+        let timeout = Duration::from_millis(u64::try_from(resp.timeout_ms).unwrap_or(0));
+        let resumed = self.session_id != 0 && self.session_id == resp.session_id;
+        self.session_id = resp.session_id;
+        self.passwd = resp.passwd;
+        self.negotiated = Some(timeout);
+        self.read_only_server = resp.read_only;
+        self.phase = Phase::Connected;
+        self.failed_attempts = 0;
+        self.backoff_rounds = 0;
+        self.events.push_back(if resumed {
+            SessionEvent::Reconnected {
+                read_only: resp.read_only,
+            }
+        } else {
+            SessionEvent::Connected {
+                session_id: resp.session_id,
+                timeout,
+                read_only: resp.read_only,
+            }
+        });
+        self.suspended = false;
+        // Priming order: auth, then watches, then whatever waited for this connection.
+        let auths = core::mem::take(&mut self.auths);
+        for (packet, token) in &auths {
+            self.write_auth(now, packet, *token);
+        }
+        self.auths = auths.into_iter().map(|(p, _)| (p, None)).collect();
+        if resumed {
+            self.write_set_watches(now);
+        }
+        while let Some(q) = self.queued.pop_front() {
+            self.write(now, q);
+        }
+        Ok(())
+    }
+
+    fn write_set_watches(&mut self, now: Instant) {
+        let lists = self.watches.lists();
+        let chroot = self.config.connect_string.chroot().clone();
+        let mut batch = SetWatches2 {
+            relative_zxid: self.last_zxid,
+            ..Default::default()
+        };
+        let mut size = 0;
+        let tables: [(&Vec<String>, fn(&mut SetWatches2) -> &mut Vec<String>); 5] = [
+            (&lists.data, |b| &mut b.data_watches),
+            (&lists.exist, |b| &mut b.exist_watches),
+            (&lists.child, |b| &mut b.child_watches),
+            (&lists.persistent, |b| &mut b.persistent_watches),
+            (&lists.recursive, |b| &mut b.persistent_recursive_watches),
+        ];
+        for (paths, slot) in tables {
+            for p in paths {
+                let server_path = chroot.prefix(p);
+                if size + server_path.len() > SET_WATCHES_BATCH {
+                    self.write_watch_batch(now, core::mem::take(&mut batch));
+                    batch.relative_zxid = self.last_zxid;
+                    size = 0;
+                }
+                size += server_path.len() + 4;
+                slot(&mut batch).push(server_path);
+            }
+        }
+        self.write_watch_batch(now, batch);
+    }
+
+    fn write_watch_batch(&mut self, now: Instant, b: SetWatches2) {
+        let empty = b.data_watches.is_empty()
+            && b.exist_watches.is_empty()
+            && b.child_watches.is_empty()
+            && b.persistent_watches.is_empty()
+            && b.persistent_recursive_watches.is_empty();
+        if empty {
+            return;
+        }
+        // Plain SetWatches when possible, for servers older than 3.6.
+        let req = if b.persistent_watches.is_empty() && b.persistent_recursive_watches.is_empty() {
+            Request::SetWatches(SetWatches {
+                relative_zxid: b.relative_zxid,
+                data_watches: b.data_watches,
+                exist_watches: b.exist_watches,
+                child_watches: b.child_watches,
+            })
+        } else {
+            Request::SetWatches2(b)
+        };
+        let _ = encode_request(&mut self.tx, xid::SET_WATCHES, &req, usize::MAX);
+        self.last_send = now;
+    }
+
+    fn on_frame(&mut self, frame: Bytes) -> Result<(), DisconnectReason> {
+        let (header, body) = decode_reply(frame).map_err(DisconnectReason::Decode)?;
+        match header.xid {
+            xid::NOTIFICATION => {
+                let event: WatcherEvent = decode_exact(body).map_err(DisconnectReason::Decode)?;
+                self.on_notification(event);
+                Ok(())
+            }
+            xid::PING | xid::SET_WATCHES => Ok(()),
+            xid::AUTH => {
+                let token = self.auth_waiters.pop_front().flatten();
+                if header.err == ErrorCode::AuthFailed.to_i32() {
+                    self.end(SessionEnd::AuthFailed, false);
+                    return Ok(());
+                }
+                if let Some(token) = token {
+                    let result = if header.err == 0 {
+                        Ok(Response::Empty)
+                    } else {
+                        Err(ErrorCode::from_i32(header.err))
+                    };
+                    self.events.push_back(SessionEvent::Reply(Reply {
+                        token,
+                        zxid: header.zxid,
+                        result,
+                    }));
+                }
+                Ok(())
+            }
+            got => {
+                let Some(head) = self.in_flight.front() else {
+                    return Err(DisconnectReason::UnexpectedXid { expected: 0, got });
+                };
+                if head.xid != got {
+                    return Err(DisconnectReason::UnexpectedXid {
+                        expected: head.xid,
+                        got,
+                    });
+                }
+                let result = if header.err == 0 {
+                    Ok(Response::decode(head.op, body).map_err(DisconnectReason::Decode)?)
+                } else {
+                    Err(ErrorCode::from_i32(header.err))
+                };
+                let done = self.in_flight.pop_front().expect("head checked above");
+                if header.zxid > 0 {
+                    self.last_zxid = self.last_zxid.max(header.zxid);
+                }
+                self.complete(done, header.zxid, result);
+                Ok(())
+            }
+        }
+    }
+
+    fn complete(&mut self, req: InFlight, zxid: i64, mut result: Result<Response, ErrorCode>) {
+        match req.after {
+            After::Close => {
+                self.end(SessionEnd::Closed, false);
+                return;
+            }
+            After::Watch {
+                path,
+                on_ok,
+                on_no_node,
+            } => {
+                let kind = match &result {
+                    Ok(_) => on_ok,
+                    Err(ErrorCode::NoNode) => on_no_node,
+                    Err(_) => None,
+                };
+                if let Some(kind) = kind {
+                    self.watches.add(&path, kind, req.token);
+                }
+            }
+            After::RemoveWatches { path, which } => {
+                if result.is_ok() {
+                    for (token, kind) in self.watches.remove(&path, which) {
+                        let event_type = match kind {
+                            WatchKind::Data | WatchKind::Exist => EventType::DataWatchRemoved,
+                            WatchKind::Child => EventType::ChildWatchRemoved,
+                            WatchKind::Persistent | WatchKind::PersistentRecursive => {
+                                EventType::PersistentWatchRemoved
+                            }
+                        };
+                        self.events.push_back(SessionEvent::Watch {
+                            token,
+                            event: WatchEvent {
+                                event_type,
+                                path: path.clone(),
+                            },
+                        });
+                    }
+                }
+            }
+            After::Nothing => {}
+        }
+        if let Ok(resp) = &mut result {
+            self.strip_chroot(req.op, resp);
+        }
+        self.events.push_back(SessionEvent::Reply(Reply {
+            token: req.token,
+            zxid,
+            result,
+        }));
+    }
+
+    fn strip_chroot(&self, op: OpCode, resp: &mut Response) {
+        let chroot = self.config.connect_string.chroot();
+        if chroot.root().is_none() {
+            return;
+        }
+        match resp {
+            Response::Path(p) | Response::PathStat { path: p, .. } => *p = chroot.strip(p),
+            Response::Children(paths) if op == OpCode::GetEphemerals => {
+                for p in paths.iter_mut() {
+                    *p = chroot.strip(p);
+                }
+            }
+            Response::Multi(results) => {
+                for r in results {
+                    if let MultiResult::Create(p) | MultiResult::Create2 { path: p, .. } = r {
+                        *p = chroot.strip(p);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn on_notification(&mut self, event: WatcherEvent) {
+        let Some(event_type) = event.kind() else {
+            return;
+        };
+        let path = self.config.connect_string.chroot().strip(&event.path);
+        let mut tokens = core::mem::take(&mut self.scratch);
+        tokens.clear();
+        self.watches.trigger(&path, event_type, &mut tokens);
+        for token in tokens.drain(..) {
+            self.events.push_back(SessionEvent::Watch {
+                token,
+                event: WatchEvent {
+                    event_type,
+                    path: path.clone(),
+                },
+            });
+        }
+        self.scratch = tokens;
+    }
+
+    fn fail_in_flight(&mut self, code: ErrorCode) {
+        while let Some(req) = self.in_flight.pop_front() {
+            if !matches!(req.after, After::Close) {
+                self.events.push_back(SessionEvent::Reply(Reply {
+                    token: req.token,
+                    zxid: 0,
+                    result: Err(code),
+                }));
+            }
+        }
+        while let Some(token) = self.auth_waiters.pop_front() {
+            if let Some(token) = token {
+                self.events.push_back(SessionEvent::Reply(Reply {
+                    token,
+                    zxid: 0,
+                    result: Err(code),
+                }));
+            }
+        }
+    }
+
+    fn connection_lost(&mut self, now: Instant, reason: DisconnectReason) {
+        let was_connected = matches!(self.phase, Phase::Connected | Phase::Closing { .. });
+        let closing = matches!(self.phase, Phase::Closing { .. });
+        self.transport.push_back(Transport::Close);
+        self.decoder.reset();
+        self.tx.clear();
+        self.fail_in_flight(ErrorCode::ConnectionLoss);
+        if closing {
+            return self.end(SessionEnd::Closed, false);
+        }
+        if was_connected {
+            self.suspended = true;
+            self.events.push_back(SessionEvent::Suspended { reason });
+        }
+        // Next host; after a whole round without success, back off.
+        self.position = (self.position + 1) % self.order.len().max(1);
+        self.failed_attempts += 1;
+        if was_connected || self.failed_attempts < self.order.len() {
+            self.dial();
+        } else {
+            self.failed_attempts = 0;
+            let cap = self.config.backoff_max.max(self.config.backoff_min);
+            let base = self
+                .config
+                .backoff_min
+                .saturating_mul(1 << self.backoff_rounds.min(16))
+                .min(cap);
+            self.backoff_rounds = self.backoff_rounds.saturating_add(1);
+            // Jitter: uniform in [base/2, base].
+            let half = base / 2;
+            let jitter = Duration::from_micros(self.rng.next_u64() % (micros(half) + 1));
+            self.phase = Phase::Idle {
+                dial_at: now + half + jitter,
+            };
+        }
+    }
+
+    fn end(&mut self, end: SessionEnd, confirmed: bool) {
+        if matches!(self.phase, Phase::Ended(_)) {
+            return;
+        }
+        if !matches!(self.phase, Phase::Idle { .. }) {
+            self.transport.push_back(Transport::Close);
+        }
+        self.phase = Phase::Ended(end);
+        self.suspended = false;
+        self.tx.clear();
+        let code = end.error_code();
+        self.fail_in_flight(code);
+        while let Some(q) = self.queued.pop_front() {
+            self.events.push_back(SessionEvent::Reply(Reply {
+                token: q.token,
+                zxid: 0,
+                result: Err(code),
+            }));
+        }
+        for (_, token) in self.auths.drain(..) {
+            if let Some(token) = token {
+                self.events.push_back(SessionEvent::Reply(Reply {
+                    token,
+                    zxid: 0,
+                    result: Err(code),
+                }));
+            }
+        }
+        self.watches.clear();
+        self.events.push_back(match end {
+            SessionEnd::Expired => SessionEvent::Expired { confirmed },
+            SessionEnd::Closed => SessionEvent::Closed,
+            SessionEnd::AuthFailed => SessionEvent::AuthFailed,
+        });
+    }
+}
+
+fn after_reply(request: &Request) -> After {
+    use WatchKind::*;
+    let watch = |path: &str, on_ok, on_no_node| After::Watch {
+        path: path.into(),
+        on_ok,
+        on_no_node,
+    };
+    match request {
+        Request::GetData(r) if r.watch => watch(&r.path, Some(Data), None),
+        Request::Exists(r) if r.watch => watch(&r.path, Some(Data), Some(Exist)),
+        Request::GetChildren(r) | Request::GetChildren2(r) if r.watch => {
+            watch(&r.path, Some(Child), None)
+        }
+        Request::AddWatch(r) => match AddWatchMode::from_i32(r.mode) {
+            Some(AddWatchMode::Persistent) => watch(&r.path, Some(Persistent), None),
+            Some(AddWatchMode::PersistentRecursive) => {
+                watch(&r.path, Some(PersistentRecursive), None)
+            }
+            None => After::Nothing,
+        },
+        Request::RemoveWatches(r) => match WatcherType::from_i32(r.watcher_type) {
+            Some(which) => After::RemoveWatches {
+                path: r.path.clone(),
+                which,
+            },
+            None => After::Nothing,
+        },
+        _ => After::Nothing,
+    }
+}
+
+fn millis(d: Duration) -> i32 {
+    i32::try_from(d.as_millis()).unwrap_or(i32::MAX)
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests;

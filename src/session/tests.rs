@@ -1,0 +1,820 @@
+//! Transcript tests: scripted server frames in, exact requests and events out.
+
+use super::*;
+use alloc::vec;
+
+const T0: Instant = Instant::ZERO;
+
+fn ms(n: u64) -> Instant {
+    Instant::from_micros(n * 1000)
+}
+
+fn config(cs: &str) -> SessionConfig {
+    let mut c = SessionConfig::new(cs.parse().unwrap());
+    c.session_timeout = Duration::from_millis(6000);
+    c
+}
+
+fn connect_response(session_id: i64, timeout_ms: i32) -> BytesMut {
+    let mut b = BytesMut::new();
+    encode_connect_response(
+        &mut b,
+        &ConnectResponse {
+            protocol_version: 0,
+            timeout_ms,
+            session_id,
+            passwd: Bytes::from_static(&[7; 16]),
+            read_only: false,
+        },
+    );
+    b
+}
+
+fn reply(xid: i32, zxid: i64, err: ErrorCode, body: Option<Response>) -> BytesMut {
+    let mut b = BytesMut::new();
+    encode_reply(
+        &mut b,
+        &ReplyHeader {
+            xid,
+            zxid,
+            err: err.to_i32(),
+        },
+        body.as_ref(),
+    );
+    b
+}
+
+fn notification(t: EventType, path: &str) -> BytesMut {
+    let mut b = BytesMut::new();
+    encode_notification(
+        &mut b,
+        &WatcherEvent {
+            event_type: t.to_i32(),
+            state: 3,
+            path: path.into(),
+        },
+    );
+    b
+}
+
+/// Frames written since the last call, decoded as the server would.
+fn sent(s: &mut Session) -> Vec<(i32, Request)> {
+    let mut out = BytesMut::new();
+    s.poll_transmit(&mut out);
+    let mut dec = FrameDecoder::new(usize::MAX >> 1);
+    let mut input = &out[..];
+    let mut frames = Vec::new();
+    while let Some(f) = dec.decode(&mut input).unwrap() {
+        let (h, body) = decode_request(f).unwrap();
+        frames.push((h.xid, Request::decode(h.op, body).unwrap()));
+    }
+    frames
+}
+
+fn events(s: &mut Session) -> Vec<SessionEvent> {
+    core::iter::from_fn(|| s.poll_event()).collect()
+}
+
+fn transports(s: &mut Session) -> Vec<Transport> {
+    core::iter::from_fn(|| s.poll_transport()).collect()
+}
+
+fn get(path: &str, watch: bool) -> Request {
+    Request::GetData(PathWatch {
+        path: path.into(),
+        watch,
+    })
+}
+fn exists(path: &str, watch: bool) -> Request {
+    Request::Exists(PathWatch {
+        path: path.into(),
+        watch,
+    })
+}
+
+/// A session connected to host 0 with session id 0x42, timeout 6 s.
+fn connected() -> Session {
+    let mut s = Session::new(config("h:1"), T0);
+    assert_eq!(transports(&mut s), vec![Transport::Connect { host: 0 }]);
+    s.handle_connected(ms(1));
+    let mut out = BytesMut::new();
+    assert!(s.poll_transmit(&mut out));
+    let req: ConnectRequest = decode_exact(
+        FrameDecoder::new(100)
+            .decode(&mut &out[..])
+            .unwrap()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(req.timeout_ms, 6000);
+    assert_eq!(req.session_id, 0);
+    s.handle_bytes(ms(2), &connect_response(0x42, 6000));
+    assert_eq!(
+        events(&mut s),
+        vec![SessionEvent::Connected {
+            session_id: 0x42,
+            timeout: Duration::from_millis(6000),
+            read_only: false
+        }]
+    );
+    s
+}
+
+fn stat(mzxid: i64) -> Stat {
+    Stat {
+        czxid: 1,
+        mzxid,
+        ..Stat::default()
+    }
+}
+
+#[test]
+fn requests_wait_for_the_handshake_then_go_out_in_order() {
+    let mut s = Session::new(config("h:1"), T0);
+    s.submit(T0, get("/a", false), Token(1)).unwrap();
+    s.submit(T0, exists("/b", false), Token(2)).unwrap();
+    s.handle_connected(ms(1));
+    let mut out = BytesMut::new();
+    s.poll_transmit(&mut out);
+    assert_eq!(
+        out.len(),
+        49,
+        "only the ConnectRequest before the server answers"
+    );
+    s.handle_bytes(ms(2), &connect_response(9, 6000));
+    assert_eq!(
+        sent(&mut s),
+        vec![(1, get("/a", false)), (2, exists("/b", false))]
+    );
+    let mut both = reply(
+        1,
+        10,
+        ErrorCode::Ok,
+        Some(Response::Data {
+            data: Bytes::from_static(b"x"),
+            stat: stat(5),
+        }),
+    );
+    both.extend_from_slice(&reply(2, 11, ErrorCode::NoNode, None));
+    s.handle_bytes(ms(3), &both);
+    let ev = events(&mut s);
+    assert!(matches!(
+        &ev[0],
+        SessionEvent::Connected { session_id: 9, .. }
+    ));
+    assert_eq!(
+        ev[1],
+        SessionEvent::Reply(Reply {
+            token: Token(1),
+            zxid: 10,
+            result: Ok(Response::Data {
+                data: Bytes::from_static(b"x"),
+                stat: stat(5)
+            })
+        })
+    );
+    assert_eq!(
+        ev[2],
+        SessionEvent::Reply(Reply {
+            token: Token(2),
+            zxid: 11,
+            result: Err(ErrorCode::NoNode)
+        })
+    );
+    assert_eq!(s.last_zxid(), 11);
+}
+
+#[test]
+fn expired_answer_ends_the_session_and_fails_everything() {
+    let mut s = Session::new(config("h:1"), T0);
+    s.submit(T0, get("/a", false), Token(1)).unwrap();
+    s.handle_connected(ms(1));
+    s.handle_bytes(ms(2), &connect_response(0, 0));
+    assert_eq!(
+        events(&mut s),
+        vec![
+            SessionEvent::Reply(Reply {
+                token: Token(1),
+                zxid: 0,
+                result: Err(ErrorCode::SessionExpired)
+            }),
+            SessionEvent::Expired { confirmed: true }
+        ]
+    );
+    assert_eq!(s.state(), SessionState::Ended(SessionEnd::Expired));
+    assert_eq!(s.poll_timeout(), None);
+    assert_eq!(
+        s.submit(ms(3), get("/a", false), Token(2)),
+        Err(SubmitError::Ended(SessionEnd::Expired))
+    );
+}
+
+#[test]
+fn a_reply_out_of_order_drops_the_connection_not_the_process() {
+    let mut s = connected();
+    s.submit(ms(3), get("/a", false), Token(1)).unwrap();
+    s.submit(ms(3), get("/b", false), Token(2)).unwrap();
+    sent(&mut s);
+    s.handle_bytes(
+        ms(4),
+        &reply(
+            2,
+            10,
+            ErrorCode::Ok,
+            Some(Response::Data {
+                data: Bytes::new(),
+                stat: stat(1),
+            }),
+        ),
+    );
+    let ev = events(&mut s);
+    assert_eq!(
+        ev[0],
+        SessionEvent::Reply(Reply {
+            token: Token(1),
+            zxid: 0,
+            result: Err(ErrorCode::ConnectionLoss)
+        })
+    );
+    assert_eq!(
+        ev[1],
+        SessionEvent::Reply(Reply {
+            token: Token(2),
+            zxid: 0,
+            result: Err(ErrorCode::ConnectionLoss)
+        })
+    );
+    assert_eq!(
+        ev[2],
+        SessionEvent::Suspended {
+            reason: DisconnectReason::UnexpectedXid {
+                expected: 1,
+                got: 2
+            }
+        }
+    );
+    assert_eq!(
+        transports(&mut s),
+        vec![Transport::Close, Transport::Connect { host: 0 }]
+    );
+    assert_eq!(s.state(), SessionState::Suspended);
+}
+
+#[test]
+fn garbage_from_the_server_is_a_disconnect() {
+    for garbage in [
+        &[0xff, 0xff, 0xff, 0x00][..],
+        &[0x7f, 0, 0, 0],
+        &[0, 0, 0, 3, 1, 2, 3],
+    ] {
+        let mut s = connected();
+        s.handle_bytes(ms(3), garbage);
+        assert!(
+            matches!(events(&mut s)[..], [SessionEvent::Suspended { .. }]),
+            "{garbage:?}"
+        );
+    }
+}
+
+#[test]
+fn pings_keep_an_idle_connection_and_silence_kills_it() {
+    let mut s = connected();
+    // readTimeout = 4 s, ping after 2 s without sending.
+    assert_eq!(s.poll_timeout(), Some(ms(2001)));
+    s.handle_timeout(ms(2001));
+    assert_eq!(sent(&mut s), vec![(xid::PING, Request::Ping)]);
+    assert!(s.poll_timeout().unwrap() > ms(2001));
+    s.handle_bytes(ms(2002), &reply(xid::PING, 5, ErrorCode::Ok, None));
+    assert_eq!(s.last_zxid(), 0, "ping replies do not move lastZxid");
+    // Silence for the read timeout drops the connection.
+    s.handle_timeout(ms(4001));
+    sent(&mut s);
+    s.handle_timeout(ms(6002));
+    assert_eq!(
+        events(&mut s),
+        vec![SessionEvent::Suspended {
+            reason: DisconnectReason::ReadTimeout
+        }]
+    );
+}
+
+#[test]
+fn watch_registration_follows_the_reply() {
+    let mut s = connected();
+    s.submit(ms(3), exists("/missing", true), Token(1)).unwrap();
+    s.submit(ms(3), get("/missing", true), Token(2)).unwrap();
+    s.submit(
+        ms(3),
+        Request::GetChildren(PathWatch {
+            path: "/missing".into(),
+            watch: true,
+        }),
+        Token(3),
+    )
+    .unwrap();
+    sent(&mut s);
+    let mut r = reply(1, 1, ErrorCode::NoNode, None);
+    r.extend_from_slice(&reply(2, 1, ErrorCode::NoNode, None));
+    r.extend_from_slice(&reply(3, 1, ErrorCode::NoNode, None));
+    s.handle_bytes(ms(4), &r);
+    assert_eq!(
+        s.watch_registrants("/missing", WatchKind::Exist),
+        &[Token(1)]
+    );
+    assert_eq!(
+        s.watch_registrants("/missing", WatchKind::Data),
+        &[] as &[Token]
+    );
+    assert_eq!(s.watch_count(), 1);
+    events(&mut s);
+    s.handle_bytes(ms(5), &notification(EventType::NodeCreated, "/missing"));
+    assert_eq!(
+        events(&mut s),
+        vec![SessionEvent::Watch {
+            token: Token(1),
+            event: WatchEvent {
+                event_type: EventType::NodeCreated,
+                path: "/missing".into()
+            }
+        }]
+    );
+    assert_eq!(s.watch_count(), 0, "one-shot");
+}
+
+#[test]
+fn one_notification_reaches_every_registrant_once() {
+    let mut s = connected();
+    s.submit(ms(3), get("/n", true), Token(1)).unwrap();
+    s.submit(ms(3), exists("/n", true), Token(2)).unwrap();
+    s.submit(ms(3), get("/n", true), Token(1)).unwrap();
+    s.submit(
+        ms(3),
+        Request::AddWatch(AddWatchRequest {
+            path: "/".into(),
+            mode: 1,
+        }),
+        Token(3),
+    )
+    .unwrap();
+    s.submit(
+        ms(3),
+        Request::AddWatch(AddWatchRequest {
+            path: "/n".into(),
+            mode: 0,
+        }),
+        Token(4),
+    )
+    .unwrap();
+    sent(&mut s);
+    let data = Some(Response::Data {
+        data: Bytes::new(),
+        stat: stat(1),
+    });
+    let mut r = reply(1, 1, ErrorCode::Ok, data.clone());
+    r.extend_from_slice(&reply(2, 1, ErrorCode::Ok, Some(Response::Stat(stat(1)))));
+    r.extend_from_slice(&reply(3, 1, ErrorCode::Ok, data));
+    r.extend_from_slice(&reply(4, 1, ErrorCode::Ok, Some(Response::WatchAdded)));
+    r.extend_from_slice(&reply(5, 1, ErrorCode::Ok, Some(Response::WatchAdded)));
+    s.handle_bytes(ms(4), &r);
+    events(&mut s);
+    let fired = |s: &mut Session| -> Vec<u64> {
+        events(s)
+            .into_iter()
+            .map(|e| match e {
+                SessionEvent::Watch { token, .. } => token.0,
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    };
+    s.handle_bytes(ms(5), &notification(EventType::NodeDataChanged, "/n"));
+    assert_eq!(
+        fired(&mut s),
+        vec![1, 2, 4, 3],
+        "each registrant once; persistent and recursive fire too"
+    );
+    s.handle_bytes(ms(6), &notification(EventType::NodeDataChanged, "/n"));
+    assert_eq!(
+        fired(&mut s),
+        vec![4, 3],
+        "one-shot ones are gone; persistent stay"
+    );
+    s.handle_bytes(ms(7), &notification(EventType::NodeChildrenChanged, "/n"));
+    assert_eq!(
+        fired(&mut s),
+        vec![4],
+        "recursive watches never get child events"
+    );
+    s.handle_bytes(ms(8), &notification(EventType::NodeCreated, "/n/deep/er"));
+    assert_eq!(fired(&mut s), vec![3], "recursive reaches descendants");
+}
+
+#[test]
+fn remove_watches_tells_the_registrants() {
+    let mut s = connected();
+    s.submit(
+        ms(3),
+        Request::AddWatch(AddWatchRequest {
+            path: "/p".into(),
+            mode: 0,
+        }),
+        Token(1),
+    )
+    .unwrap();
+    s.submit(
+        ms(3),
+        Request::RemoveWatches(WatchesRequest {
+            path: "/p".into(),
+            watcher_type: 3,
+        }),
+        Token(2),
+    )
+    .unwrap();
+    sent(&mut s);
+    let mut r = reply(1, 1, ErrorCode::Ok, Some(Response::WatchAdded));
+    r.extend_from_slice(&reply(2, 1, ErrorCode::Ok, Some(Response::Empty)));
+    s.handle_bytes(ms(4), &r);
+    let ev = events(&mut s);
+    assert_eq!(
+        ev[1],
+        SessionEvent::Watch {
+            token: Token(1),
+            event: WatchEvent {
+                event_type: EventType::PersistentWatchRemoved,
+                path: "/p".into()
+            }
+        }
+    );
+    assert_eq!(s.watch_count(), 0);
+}
+
+#[test]
+fn resume_replays_auth_then_watches_then_queued_requests() {
+    let mut s = connected();
+    s.submit(
+        ms(3),
+        Request::Auth(AuthPacket {
+            auth_type: 0,
+            scheme: "digest".into(),
+            auth: Bytes::from_static(b"u:p"),
+        }),
+        Token(9),
+    )
+    .unwrap();
+    s.submit(ms(3), get("/d", true), Token(1)).unwrap();
+    s.submit(ms(3), exists("/e", true), Token(2)).unwrap();
+    s.submit(
+        ms(3),
+        Request::AddWatch(AddWatchRequest {
+            path: "/r".into(),
+            mode: 1,
+        }),
+        Token(3),
+    )
+    .unwrap();
+    assert_eq!(sent(&mut s).len(), 4);
+    let mut r = reply(xid::AUTH, 0, ErrorCode::Ok, None);
+    r.extend_from_slice(&reply(
+        1,
+        20,
+        ErrorCode::Ok,
+        Some(Response::Data {
+            data: Bytes::new(),
+            stat: stat(1),
+        }),
+    ));
+    r.extend_from_slice(&reply(2, 21, ErrorCode::NoNode, None));
+    r.extend_from_slice(&reply(3, 22, ErrorCode::Ok, Some(Response::WatchAdded)));
+    s.handle_bytes(ms(4), &r);
+    assert_eq!(
+        events(&mut s)[0],
+        SessionEvent::Reply(Reply {
+            token: Token(9),
+            zxid: 0,
+            result: Ok(Response::Empty)
+        })
+    );
+
+    s.handle_disconnect(ms(5));
+    assert_eq!(
+        events(&mut s),
+        vec![SessionEvent::Suspended {
+            reason: DisconnectReason::Transport
+        }]
+    );
+    assert_eq!(
+        transports(&mut s),
+        vec![Transport::Close, Transport::Connect { host: 0 }]
+    );
+    s.submit(ms(6), get("/later", false), Token(4)).unwrap();
+    s.handle_connected(ms(7));
+    let mut out = BytesMut::new();
+    s.poll_transmit(&mut out);
+    let req: ConnectRequest = decode_exact(
+        FrameDecoder::new(100)
+            .decode(&mut &out[..])
+            .unwrap()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        (req.session_id, req.last_zxid_seen, &req.passwd[..]),
+        (0x42, 22, &[7u8; 16][..])
+    );
+    s.handle_bytes(ms(8), &connect_response(0x42, 6000));
+    let frames = sent(&mut s);
+    assert_eq!(frames[0].0, xid::AUTH);
+    assert_eq!(
+        frames[1],
+        (
+            xid::SET_WATCHES,
+            Request::SetWatches2(SetWatches2 {
+                relative_zxid: 22,
+                data_watches: vec!["/d".into()],
+                exist_watches: vec!["/e".into()],
+                child_watches: vec![],
+                persistent_watches: vec![],
+                persistent_recursive_watches: vec!["/r".into()],
+            })
+        )
+    );
+    assert_eq!(frames[2], (4, get("/later", false)));
+    assert_eq!(
+        events(&mut s),
+        vec![SessionEvent::Reconnected { read_only: false }]
+    );
+    // The server fires what changed while we were away, before the SetWatches reply.
+    let mut r = notification(EventType::NodeDataChanged, "/d");
+    r.extend_from_slice(&reply(xid::SET_WATCHES, 23, ErrorCode::Ok, None));
+    s.handle_bytes(ms(9), &r);
+    assert!(matches!(
+        &events(&mut s)[..],
+        [SessionEvent::Watch {
+            token: Token(1),
+            ..
+        }]
+    ));
+}
+
+#[test]
+fn disconnected_for_the_session_timeout_means_expired() {
+    let mut s = connected();
+    s.submit(ms(3), get("/a", false), Token(1)).unwrap();
+    sent(&mut s);
+    s.handle_bytes(
+        ms(10),
+        &reply(
+            1,
+            1,
+            ErrorCode::Ok,
+            Some(Response::Data {
+                data: Bytes::new(),
+                stat: stat(1),
+            }),
+        ),
+    );
+    s.handle_disconnect(ms(11));
+    events(&mut s);
+    // Keep failing to connect; the estimate counts from the last byte received (10 ms).
+    let mut now = ms(11);
+    loop {
+        for t in transports(&mut s) {
+            if let Transport::Connect { .. } = t {
+                s.handle_disconnect(now);
+            }
+        }
+        let next = s.poll_timeout().expect("a deadline while reconnecting");
+        assert!(next > now || next == now, "deadline goes forward");
+        now = next;
+        s.handle_timeout(now);
+        assert!(s.poll_timeout().map_or(true, |t| t > now), "timer rule");
+        if s.state() == SessionState::Ended(SessionEnd::Expired) {
+            break;
+        }
+        assert!(now < ms(7000), "expiry estimate never fired");
+    }
+    assert_eq!(now, ms(6010));
+    assert_eq!(
+        events(&mut s).last(),
+        Some(&SessionEvent::Expired { confirmed: false })
+    );
+}
+
+#[test]
+fn bad_requests_are_refused_before_anything_is_queued() {
+    let mut s = connected();
+    let e = s.submit(ms(3), get("/a/", false), Token(1)).unwrap_err();
+    assert_eq!(
+        e,
+        SubmitError::InvalidPath {
+            path: "/a/".into(),
+            error: PathError::TrailingSlash
+        }
+    );
+    let big = Request::SetData(SetDataRequest {
+        path: "/a".into(),
+        data: Bytes::from(vec![0; DEFAULT_MAX_REQUEST]),
+        version: -1,
+    });
+    assert!(matches!(
+        s.submit(ms(3), big, Token(2)),
+        Err(SubmitError::TooLarge(_))
+    ));
+    assert_eq!(
+        s.submit(ms(3), Request::Ping, Token(3)),
+        Err(SubmitError::NotAllowed(OpCode::Ping))
+    );
+    // Sequential prefixes may end in '/'.
+    let seq = Request::Create(CreateRequest::new(
+        "/q/",
+        Bytes::new(),
+        Acl::open_unsafe(),
+        CreateMode::PersistentSequential,
+    ));
+    s.submit(ms(3), seq, Token(4)).unwrap();
+    assert_eq!(sent(&mut s).len(), 1);
+    assert_eq!(s.pending(), 1);
+}
+
+#[test]
+fn pending_requests_are_bounded() {
+    let mut c = config("h:1");
+    c.max_pending = 2;
+    let mut s = Session::new(c, T0);
+    s.submit(T0, get("/a", false), Token(1)).unwrap();
+    s.submit(T0, get("/a", false), Token(2)).unwrap();
+    assert_eq!(
+        s.submit(T0, get("/a", false), Token(3)),
+        Err(SubmitError::TooManyPending)
+    );
+}
+
+#[test]
+fn chroot_is_applied_and_stripped() {
+    let mut s = Session::new(config("h:1/app"), T0);
+    s.handle_connected(ms(1));
+    s.poll_transmit(&mut BytesMut::new());
+    s.handle_bytes(ms(2), &connect_response(1, 6000));
+    events(&mut s);
+    let create = Request::Create(CreateRequest::new(
+        "/x-",
+        Bytes::new(),
+        Acl::open_unsafe(),
+        CreateMode::EphemeralSequential,
+    ));
+    s.submit(ms(3), create, Token(1)).unwrap();
+    s.submit(ms(3), get("/", true), Token(2)).unwrap();
+    let frames = sent(&mut s);
+    assert!(matches!(&frames[0].1, Request::Create(r) if r.path == "/app/x-"));
+    assert_eq!(frames[1].1, get("/app", true));
+    let mut r = reply(
+        1,
+        1,
+        ErrorCode::Ok,
+        Some(Response::Path("/app/x-0000000001".into())),
+    );
+    r.extend_from_slice(&reply(
+        2,
+        1,
+        ErrorCode::Ok,
+        Some(Response::Data {
+            data: Bytes::new(),
+            stat: stat(1),
+        }),
+    ));
+    r.extend_from_slice(&notification(EventType::NodeDataChanged, "/app"));
+    s.handle_bytes(ms(4), &r);
+    let ev = events(&mut s);
+    assert_eq!(
+        ev[0],
+        SessionEvent::Reply(Reply {
+            token: Token(1),
+            zxid: 1,
+            result: Ok(Response::Path("/x-0000000001".into()))
+        })
+    );
+    assert_eq!(
+        ev[2],
+        SessionEvent::Watch {
+            token: Token(2),
+            event: WatchEvent {
+                event_type: EventType::NodeDataChanged,
+                path: "/".into()
+            }
+        }
+    );
+}
+
+#[test]
+fn close_waits_for_the_reply_or_the_deadline() {
+    let mut s = connected();
+    s.submit(ms(3), get("/a", false), Token(1)).unwrap();
+    s.close(ms(3), ms(1003));
+    assert_eq!(s.state(), SessionState::Closing);
+    let frames = sent(&mut s);
+    assert_eq!(
+        frames,
+        vec![(1, get("/a", false)), (2, Request::CloseSession)]
+    );
+    assert!(s.submit(ms(4), get("/b", false), Token(2)).is_err());
+    let mut r = reply(
+        1,
+        1,
+        ErrorCode::Ok,
+        Some(Response::Data {
+            data: Bytes::new(),
+            stat: stat(1),
+        }),
+    );
+    r.extend_from_slice(&reply(2, 2, ErrorCode::Ok, None));
+    s.handle_bytes(ms(5), &r);
+    let ev = events(&mut s);
+    assert!(matches!(
+        ev[0],
+        SessionEvent::Reply(Reply {
+            token: Token(1),
+            result: Ok(_),
+            ..
+        })
+    ));
+    assert_eq!(ev[1], SessionEvent::Closed);
+    assert_eq!(transports(&mut s), vec![Transport::Close]);
+
+    let mut s = connected();
+    s.close(ms(3), ms(1003));
+    s.handle_timeout(ms(1003));
+    assert_eq!(events(&mut s), vec![SessionEvent::Closed]);
+    assert_eq!(s.poll_timeout(), None);
+}
+
+#[test]
+fn auth_failure_is_terminal() {
+    let mut s = connected();
+    s.submit(
+        ms(3),
+        Request::Auth(AuthPacket {
+            auth_type: 0,
+            scheme: "digest".into(),
+            auth: Bytes::from_static(b"u:p"),
+        }),
+        Token(1),
+    )
+    .unwrap();
+    s.submit(ms(3), get("/a", false), Token(2)).unwrap();
+    sent(&mut s);
+    s.handle_bytes(ms(4), &reply(xid::AUTH, 0, ErrorCode::AuthFailed, None));
+    let ev = events(&mut s);
+    assert_eq!(ev.last(), Some(&SessionEvent::AuthFailed));
+    assert!(ev.contains(&SessionEvent::Reply(Reply {
+        token: Token(2),
+        zxid: 0,
+        result: Err(ErrorCode::AuthFailed)
+    })));
+}
+
+#[test]
+fn hosts_rotate_and_back_off_after_a_full_round() {
+    let mut c = config("a:1,b:2,c:3");
+    c.seed = 7;
+    let mut s = Session::new(c, T0);
+    let mut seen = Vec::new();
+    let mut now = T0;
+    for _ in 0..3 {
+        let t = transports(&mut s);
+        let Some(Transport::Connect { host }) = t.last().copied() else {
+            panic!("{t:?}")
+        };
+        seen.push(host);
+        s.handle_disconnect(now);
+    }
+    seen.sort_unstable();
+    assert_eq!(seen, vec![0, 1, 2], "each host once per round");
+    assert!(
+        !transports(&mut s)
+            .iter()
+            .any(|t| matches!(t, Transport::Connect { .. })),
+        "backing off"
+    );
+    let wake = s.poll_timeout().unwrap();
+    assert!(
+        wake >= ms(25) && wake <= ms(50),
+        "jittered backoff {wake:?}"
+    );
+    now = wake;
+    s.handle_timeout(now);
+    assert!(matches!(
+        transports(&mut s)[..],
+        [Transport::Connect { .. }]
+    ));
+    // Connect timeout = 6 s / 3 hosts.
+    assert_eq!(s.poll_timeout(), Some(now + Duration::from_secs(2)));
+}
+
+#[test]
+fn time_never_runs_backwards() {
+    let mut s = connected();
+    s.handle_timeout(ms(2001));
+    sent(&mut s);
+    let t = s.poll_timeout().unwrap();
+    s.handle_timeout(ms(5)); // earlier than before: treated as the last now
+    assert_eq!(s.poll_timeout(), Some(t));
+}
