@@ -366,6 +366,9 @@ enum Phase {
 
 const SET_WATCHES_BATCH: usize = 128 * 1024;
 
+/// Picks one list of a SetWatches2 batch.
+type WatchSlot = fn(&mut SetWatches2) -> &mut Vec<String>;
+
 /// The sans-IO session. See the [module docs](self).
 ///
 /// ```
@@ -927,7 +930,7 @@ impl Session {
             ..Default::default()
         };
         let mut size = 0;
-        let tables: [(&Vec<String>, fn(&mut SetWatches2) -> &mut Vec<String>); 5] = [
+        let tables: [(&Vec<String>, WatchSlot); 5] = [
             (&lists.data, |b| &mut b.data_watches),
             (&lists.exist, |b| &mut b.exist_watches),
             (&lists.child, |b| &mut b.child_watches),

@@ -1,0 +1,117 @@
+use alloc::string::String;
+use core::fmt;
+
+use crate::proto::{ErrorCode, OpCode, PathError, TooLarge};
+use crate::session::{SessionEnd, SubmitError};
+
+/// Everything a client call can fail with, shared by both adapters.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Error {
+    /// The server answered with this error code (`NoNode`, `NodeExists`, `BadVersion`, ...).
+    Server(ErrorCode),
+    /// The connection dropped before the reply arrived; the request may or may not have
+    /// been applied.
+    ConnectionLoss,
+    /// The session expired; a new client is needed.
+    SessionExpired,
+    /// The client was closed.
+    Closed,
+    /// Authentication failed; the session is closed.
+    AuthFailed,
+    /// No reply within the call's timeout (the request may still be applied).
+    Timeout,
+    /// A path breaks ZooKeeper's rules; nothing was sent.
+    InvalidPath {
+        /// The path.
+        path: String,
+        /// The rule.
+        error: PathError,
+    },
+    /// The request is larger than the frame limit; nothing was sent.
+    TooLarge(TooLarge),
+    /// Too many requests pending or watches registered.
+    Overloaded,
+    /// This request type is managed by the session.
+    NotAllowed(OpCode),
+    /// The connection string is invalid.
+    InvalidConnectString(String),
+    /// The reply had a shape this call does not expect (a server bug).
+    UnexpectedReply,
+}
+
+impl Error {
+    /// The ZooKeeper error code this error corresponds to, if any.
+    pub fn code(&self) -> Option<ErrorCode> {
+        match self {
+            Error::Server(c) => Some(*c),
+            Error::ConnectionLoss => Some(ErrorCode::ConnectionLoss),
+            Error::SessionExpired => Some(ErrorCode::SessionExpired),
+            Error::AuthFailed => Some(ErrorCode::AuthFailed),
+            Error::Timeout => Some(ErrorCode::OperationTimeout),
+            Error::InvalidPath { .. } => Some(ErrorCode::BadArguments),
+            _ => None,
+        }
+    }
+}
+
+impl From<ErrorCode> for Error {
+    fn from(code: ErrorCode) -> Error {
+        match code {
+            ErrorCode::ConnectionLoss => Error::ConnectionLoss,
+            ErrorCode::SessionExpired => Error::SessionExpired,
+            ErrorCode::AuthFailed => Error::AuthFailed,
+            other => Error::Server(other),
+        }
+    }
+}
+
+impl From<SessionEnd> for Error {
+    fn from(end: SessionEnd) -> Error {
+        match end {
+            SessionEnd::Expired => Error::SessionExpired,
+            SessionEnd::Closed => Error::Closed,
+            SessionEnd::AuthFailed => Error::AuthFailed,
+        }
+    }
+}
+
+impl From<SubmitError> for Error {
+    fn from(e: SubmitError) -> Error {
+        match e {
+            SubmitError::InvalidPath { path, error } => Error::InvalidPath { path, error },
+            SubmitError::TooLarge(t) => Error::TooLarge(t),
+            SubmitError::TooManyPending | SubmitError::TooManyWatches => Error::Overloaded,
+            SubmitError::NotAllowed(op) => Error::NotAllowed(op),
+            SubmitError::Ended(end) => end.into(),
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Server(c) => write!(f, "ZooKeeper error: {c}"),
+            Error::ConnectionLoss => f.write_str(
+                "connection lost before the reply; the request may or may not have been applied",
+            ),
+            Error::SessionExpired => {
+                f.write_str("session expired; its ephemeral nodes and watches are gone")
+            }
+            Error::Closed => f.write_str("client closed"),
+            Error::AuthFailed => f.write_str("authentication failed; the session is closed"),
+            Error::Timeout => {
+                f.write_str("no reply within the timeout; the request may still be applied")
+            }
+            Error::InvalidPath { path, error } => write!(f, "invalid path {path:?}: {error}"),
+            Error::TooLarge(t) => write!(f, "{t}"),
+            Error::Overloaded => f.write_str("too many requests pending or watches registered"),
+            Error::NotAllowed(op) => write!(f, "{op:?} is managed by the session itself"),
+            Error::InvalidConnectString(s) => write!(f, "invalid connection string: {s}"),
+            Error::UnexpectedReply => f.write_str("the server's reply has an unexpected shape"),
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for Error {}
