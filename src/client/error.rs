@@ -38,6 +38,8 @@ pub enum Error {
     InvalidConnectString(String),
     /// The reply had a shape this call does not expect (a server bug).
     UnexpectedReply,
+    /// A watch ended without firing: it was not set, was removed, or the session ended.
+    WatchEnded,
 }
 
 impl Error {
@@ -109,6 +111,9 @@ impl fmt::Display for Error {
             Error::NotAllowed(op) => write!(f, "{op:?} is managed by the session itself"),
             Error::InvalidConnectString(s) => write!(f, "invalid connection string: {s}"),
             Error::UnexpectedReply => f.write_str("the server's reply has an unexpected shape"),
+            Error::WatchEnded => {
+                f.write_str("the watch ended without firing (not set, removed, or session ended)")
+            }
         }
     }
 }

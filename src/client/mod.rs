@@ -30,8 +30,10 @@
 
 mod error;
 pub mod ops;
+mod routes;
 
 pub use error::Error;
+pub use routes::{Routes, Sink, Status, WatchMode};
 
 use core::time::Duration;
 

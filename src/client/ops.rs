@@ -3,11 +3,12 @@
 //!
 //! ```
 //! use zk_recipes::client::ops;
+//! use zk_recipes::client::Error;
 //! use zk_recipes::proto::{ErrorCode, Response, Stat};
 //! let req = ops::exists("/a", true);
 //! assert_eq!(req.op_code(), zk_recipes::proto::OpCode::Exists);
 //! // exists on a missing node is not an error: it is `None`.
-//! assert_eq!(ops::read_exists(Err(ErrorCode::NoNode)), Ok(None));
+//! assert_eq!(ops::read_exists(Err(Error::Server(ErrorCode::NoNode))), Ok(None));
 //! assert_eq!(ops::read_exists(Ok(Response::Stat(Stat::default()))), Ok(Some(Stat::default())));
 //! ```
 
@@ -215,7 +216,8 @@ pub fn add_auth(scheme: &str, auth: &[u8]) -> Request {
     })
 }
 
-type Raw = Result<Response, ErrorCode>;
+/// A reply as the adapters receive it.
+pub type Raw = Result<Response, Error>;
 
 fn read<T>(r: Raw, f: impl FnOnce(Response) -> Option<T>) -> Result<T, Error> {
     f(r?).ok_or(Error::UnexpectedReply)
@@ -223,7 +225,7 @@ fn read<T>(r: Raw, f: impl FnOnce(Response) -> Option<T>) -> Result<T, Error> {
 
 /// No body expected (delete, setWatches, removeWatches, auth, ...).
 pub fn read_unit(r: Raw) -> Result<(), Error> {
-    r.map(|_| ()).map_err(Error::from)
+    r.map(|_| ())
 }
 
 /// create / sync: the path.
@@ -245,7 +247,7 @@ pub fn read_path_stat(r: Raw) -> Result<(String, Stat), Error> {
 /// exists: `None` when the node is missing.
 pub fn read_exists(r: Raw) -> Result<Option<Stat>, Error> {
     match r {
-        Err(ErrorCode::NoNode) => Ok(None),
+        Err(Error::Server(ErrorCode::NoNode)) => Ok(None),
         r => read_stat(r).map(Some),
     }
 }

@@ -193,6 +193,10 @@ pub struct Reply {
     pub zxid: i64,
     /// The body, or the error code (server error, `ConnectionLoss`, `SessionExpired`, ...).
     pub result: Result<Response, ErrorCode>,
+    /// The watch this request registered under its token, if any: later
+    /// [`SessionEvent::Watch`] events for the token come from it. `None` means none
+    /// will come (e.g. getData with a watch on a missing node sets no watch).
+    pub watch: Option<WatchKind>,
 }
 
 /// A watch firing for one registrant.
@@ -1001,6 +1005,7 @@ impl Session {
                         token,
                         zxid: header.zxid,
                         result,
+                        watch: None,
                     }));
                 }
                 Ok(())
@@ -1031,6 +1036,7 @@ impl Session {
     }
 
     fn complete(&mut self, req: InFlight, zxid: i64, mut result: Result<Response, ErrorCode>) {
+        let mut registered = None;
         match req.after {
             After::Close => {
                 self.end(SessionEnd::Closed, false);
@@ -1049,6 +1055,7 @@ impl Session {
                 if let Some(kind) = kind {
                     self.watches.add(&path, kind, req.token);
                 }
+                registered = kind;
             }
             After::RemoveWatches { path, which } => {
                 if result.is_ok() {
@@ -1079,6 +1086,7 @@ impl Session {
             token: req.token,
             zxid,
             result,
+            watch: registered,
         }));
     }
 
@@ -1132,6 +1140,7 @@ impl Session {
                     token: req.token,
                     zxid: 0,
                     result: Err(code),
+                    watch: None,
                 }));
             }
         }
@@ -1141,6 +1150,7 @@ impl Session {
                     token,
                     zxid: 0,
                     result: Err(code),
+                    watch: None,
                 }));
             }
         }
@@ -1200,6 +1210,7 @@ impl Session {
                 token: q.token,
                 zxid: 0,
                 result: Err(code),
+                watch: None,
             }));
         }
         for (_, token) in self.auths.drain(..) {
@@ -1208,6 +1219,7 @@ impl Session {
                     token,
                     zxid: 0,
                     result: Err(code),
+                    watch: None,
                 }));
             }
         }

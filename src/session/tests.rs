@@ -170,7 +170,8 @@ fn requests_wait_for_the_handshake_then_go_out_in_order() {
             result: Ok(Response::Data {
                 data: Bytes::from_static(b"x"),
                 stat: stat(5)
-            })
+            }),
+            watch: None,
         })
     );
     assert_eq!(
@@ -178,7 +179,8 @@ fn requests_wait_for_the_handshake_then_go_out_in_order() {
         SessionEvent::Reply(Reply {
             token: Token(2),
             zxid: 11,
-            result: Err(ErrorCode::NoNode)
+            result: Err(ErrorCode::NoNode),
+            watch: None,
         })
     );
     assert_eq!(s.last_zxid(), 11);
@@ -196,7 +198,8 @@ fn expired_answer_ends_the_session_and_fails_everything() {
             SessionEvent::Reply(Reply {
                 token: Token(1),
                 zxid: 0,
-                result: Err(ErrorCode::SessionExpired)
+                result: Err(ErrorCode::SessionExpired),
+                watch: None,
             }),
             SessionEvent::Expired { confirmed: true }
         ]
@@ -233,7 +236,8 @@ fn a_reply_out_of_order_drops_the_connection_not_the_process() {
         SessionEvent::Reply(Reply {
             token: Token(1),
             zxid: 0,
-            result: Err(ErrorCode::ConnectionLoss)
+            result: Err(ErrorCode::ConnectionLoss),
+            watch: None,
         })
     );
     assert_eq!(
@@ -241,7 +245,8 @@ fn a_reply_out_of_order_drops_the_connection_not_the_process() {
         SessionEvent::Reply(Reply {
             token: Token(2),
             zxid: 0,
-            result: Err(ErrorCode::ConnectionLoss)
+            result: Err(ErrorCode::ConnectionLoss),
+            watch: None,
         })
     );
     assert_eq!(
@@ -490,7 +495,8 @@ fn resume_replays_auth_then_watches_then_queued_requests() {
         SessionEvent::Reply(Reply {
             token: Token(9),
             zxid: 0,
-            result: Ok(Response::Empty)
+            result: Ok(Response::Empty),
+            watch: None,
         })
     );
 
@@ -689,7 +695,8 @@ fn chroot_is_applied_and_stripped() {
         SessionEvent::Reply(Reply {
             token: Token(1),
             zxid: 1,
-            result: Ok(Response::Path("/x-0000000001".into()))
+            result: Ok(Response::Path("/x-0000000001".into())),
+            watch: None,
         })
     );
     assert_eq!(
@@ -767,7 +774,8 @@ fn auth_failure_is_terminal() {
     assert!(ev.contains(&SessionEvent::Reply(Reply {
         token: Token(2),
         zxid: 0,
-        result: Err(ErrorCode::AuthFailed)
+        result: Err(ErrorCode::AuthFailed),
+        watch: None,
     })));
 }
 

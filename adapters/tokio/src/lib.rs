@@ -1,1 +1,390 @@
-//! placeholder
+//! tokio driver for [`zk_recipes`]: a real ZooKeeper session over TCP, with the whole
+//! raw API as async methods.
+//!
+//! One driver task per session owns the sans-IO core, the socket and the timer; a
+//! [`Client`] is a cheap, cloneable, `Send + Sync` handle to it. Dropping any future is
+//! safe: the session is not affected, the reply is simply discarded. When the last
+//! handle drops, the session is closed.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), zk_recipes::client::Error> {
+//! use zk_recipes_tokio::{connect, CreateOptions, Options};
+//! let zk = connect("127.0.0.1:2181/app", Options::default()).await?;
+//! zk.create("/config", "v1", &CreateOptions::default()).await?;
+//! let ((data, stat), changed) = zk.get_data_watch("/config").await?;
+//! println!("{:?} at version {}", data, stat.version);
+//! zk.set_data("/config", "v2", None).await?;
+//! println!("watch fired: {:?}", changed.await?);
+//! zk.close().await;
+//! # Ok(()) }
+//! ```
+
+mod driver;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::{mpsc, oneshot, watch};
+pub use zk_recipes::client::ops::CreateOptions;
+use zk_recipes::client::ops::{self, Raw};
+pub use zk_recipes::client::{Error, Status};
+use zk_recipes::proto::Request;
+pub use zk_recipes::proto::{perms, Acl, Id};
+pub use zk_recipes::proto::{
+    AddWatchMode, ClientInfo, CreateMode, EventType, MultiOp, MultiResult, ReadOp, Stat,
+    WatcherType,
+};
+pub use zk_recipes::session::WatchEvent;
+
+use driver::{Command, WatchTx};
+
+/// Connection options.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Requested session timeout (the server clamps it; default 30 s).
+    pub session_timeout: Duration,
+    /// How long [`connect`] waits for the first session (default 30 s).
+    pub connect_timeout: Duration,
+    /// Accept read-only servers.
+    pub read_only: bool,
+    /// Seed for host order and jitter; default: random per client.
+    pub seed: Option<u64>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            session_timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(30),
+            read_only: false,
+            seed: None,
+        }
+    }
+}
+
+impl Options {
+    /// Sets the session timeout.
+    pub fn session_timeout(mut self, t: Duration) -> Self {
+        self.session_timeout = t;
+        self
+    }
+}
+
+/// Entropy for the session's seed, from std's per-process random hasher keys.
+pub(crate) fn random_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    h.finish()
+}
+
+/// Connects and waits for a session. Fails with [`Error::Timeout`] if none is
+/// established within `options.connect_timeout`.
+pub async fn connect(connect_string: &str, options: Options) -> Result<Client, Error> {
+    let core_options = zk_recipes::client::Options::new(connect_string)
+        .map_err(|e| Error::InvalidConnectString(e.to_string()))?
+        .session_timeout(options.session_timeout)
+        .read_only(options.read_only)
+        .seed(options.seed.unwrap_or_else(random_seed));
+    let epoch_now = zk_recipes::time::Instant::ZERO;
+    let core = zk_recipes::client::Client::new(core_options, epoch_now);
+    let (tx, rx) = mpsc::unbounded_channel();
+    let (status_tx, mut status) = watch::channel(Status::Connecting);
+    let credentials = std::sync::Arc::new(std::sync::Mutex::new((0, Vec::new())));
+    tokio::spawn(driver::run(core, rx, status_tx, credentials.clone()));
+    let client = Client {
+        commands: tx,
+        status: status.clone(),
+        credentials,
+    };
+    let wait = async {
+        status
+            .wait_for(|s| !matches!(s, Status::Connecting))
+            .await
+            .map(|s| *s)
+    };
+    match tokio::time::timeout(options.connect_timeout, wait).await {
+        Ok(Ok(s)) if matches!(s, Status::Connected { .. }) => Ok(client),
+        Ok(Ok(s)) => Err(terminal_error(s)),
+        Ok(Err(_)) => Err(Error::Closed),
+        Err(_) => Err(Error::Timeout),
+    }
+}
+
+fn terminal_error(s: Status) -> Error {
+    match s {
+        Status::Expired => Error::SessionExpired,
+        Status::AuthFailed => Error::AuthFailed,
+        _ => Error::Closed,
+    }
+}
+
+/// A handle to one ZooKeeper session. Clone it freely.
+#[derive(Clone, Debug)]
+pub struct Client {
+    commands: mpsc::UnboundedSender<Command>,
+    status: watch::Receiver<Status>,
+    credentials: std::sync::Arc<std::sync::Mutex<(i64, Vec<u8>)>>,
+}
+
+/// A one-shot watch: resolves with the event that fired it.
+#[derive(Debug)]
+pub struct Watch(oneshot::Receiver<WatchEvent>);
+
+impl Future for Watch {
+    type Output = Result<WatchEvent, Error>;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.0)
+            .poll(cx)
+            .map(|r| r.map_err(|_| Error::WatchEnded))
+    }
+}
+
+/// Events of a persistent (recursive) watch, until removed or the session ends.
+#[derive(Debug)]
+pub struct WatchStream(mpsc::UnboundedReceiver<WatchEvent>);
+
+impl WatchStream {
+    /// The next event; `None` once the watch is removed or the session ended.
+    pub async fn next(&mut self) -> Option<WatchEvent> {
+        self.0.recv().await
+    }
+}
+
+impl Client {
+    /// The current session status.
+    pub fn status(&self) -> Status {
+        *self.status.borrow()
+    }
+
+    /// A receiver of status changes (`changed().await`, `borrow()`).
+    pub fn status_changes(&self) -> watch::Receiver<Status> {
+        self.status.clone()
+    }
+
+    /// The session id (0 until the first session is established).
+    pub fn session_id(&self) -> i64 {
+        self.credentials.lock().map(|c| c.0).unwrap_or(0)
+    }
+
+    /// The session password (with [`session_id`](Self::session_id), enough to resume
+    /// the session from another process — or to end it, as tests do).
+    pub fn session_password(&self) -> Vec<u8> {
+        self.credentials
+            .lock()
+            .map(|c| c.1.clone())
+            .unwrap_or_default()
+    }
+
+    fn dead(&self) -> Error {
+        let s = self.status();
+        if s.is_terminal() {
+            terminal_error(s)
+        } else {
+            Error::Closed
+        }
+    }
+
+    async fn raw(&self, request: Request, watch: Option<WatchTx>) -> Raw {
+        let (tx, rx) = oneshot::channel();
+        self.commands
+            .send(Command::Submit {
+                request,
+                reply: tx,
+                watch,
+            })
+            .map_err(|_| self.dead())?;
+        rx.await.map_err(|_| self.dead())?
+    }
+
+    async fn call<T>(
+        &self,
+        request: Request,
+        read: fn(Raw) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        read(self.raw(request, None).await)
+    }
+
+    async fn call_watch<T>(
+        &self,
+        request: Request,
+        read: fn(Raw) -> Result<T, Error>,
+    ) -> Result<(T, Watch), Error> {
+        let (tx, rx) = oneshot::channel();
+        let value = read(self.raw(request, Some(WatchTx::Once(Some(tx)))).await)?;
+        Ok((value, Watch(rx)))
+    }
+
+    /// Creates a node; returns its final path (with any sequence suffix).
+    pub async fn create(
+        &self,
+        path: &str,
+        data: impl Into<Bytes>,
+        opts: &CreateOptions,
+    ) -> Result<String, Error> {
+        self.call(ops::create(path, data.into(), opts), ops::read_path)
+            .await
+    }
+
+    /// Creates a node; returns its final path and Stat.
+    pub async fn create2(
+        &self,
+        path: &str,
+        data: impl Into<Bytes>,
+        opts: &CreateOptions,
+    ) -> Result<(String, Stat), Error> {
+        self.call(ops::create2(path, data.into(), opts), ops::read_path_stat)
+            .await
+    }
+
+    /// Deletes a node (`None` = any version).
+    pub async fn delete(&self, path: &str, version: Option<i32>) -> Result<(), Error> {
+        self.call(ops::delete(path, version), ops::read_unit).await
+    }
+
+    /// The node's Stat, or `None` if it does not exist.
+    pub async fn exists(&self, path: &str) -> Result<Option<Stat>, Error> {
+        self.call(ops::exists(path, false), ops::read_exists).await
+    }
+
+    /// Like [`exists`](Self::exists), leaving a watch that fires on create, change or
+    /// delete (set even when the node is missing).
+    pub async fn exists_watch(&self, path: &str) -> Result<(Option<Stat>, Watch), Error> {
+        self.call_watch(ops::exists(path, true), ops::read_exists)
+            .await
+    }
+
+    /// The node's data and Stat.
+    pub async fn get_data(&self, path: &str) -> Result<(Bytes, Stat), Error> {
+        self.call(ops::get_data(path, false), ops::read_data).await
+    }
+
+    /// Like [`get_data`](Self::get_data), leaving a watch for change or delete.
+    pub async fn get_data_watch(&self, path: &str) -> Result<((Bytes, Stat), Watch), Error> {
+        self.call_watch(ops::get_data(path, true), ops::read_data)
+            .await
+    }
+
+    /// Replaces the node's data (`None` = any version); returns the new Stat.
+    pub async fn set_data(
+        &self,
+        path: &str,
+        data: impl Into<Bytes>,
+        version: Option<i32>,
+    ) -> Result<Stat, Error> {
+        self.call(ops::set_data(path, data.into(), version), ops::read_stat)
+            .await
+    }
+
+    /// Child names (unsorted).
+    pub async fn get_children(&self, path: &str) -> Result<Vec<String>, Error> {
+        self.call(ops::get_children(path, false), ops::read_children)
+            .await
+    }
+
+    /// Like [`get_children`](Self::get_children), leaving a watch for child changes.
+    pub async fn get_children_watch(&self, path: &str) -> Result<(Vec<String>, Watch), Error> {
+        self.call_watch(ops::get_children(path, true), ops::read_children)
+            .await
+    }
+
+    /// Child names and the parent's Stat.
+    pub async fn get_children2(&self, path: &str) -> Result<(Vec<String>, Stat), Error> {
+        self.call(ops::get_children2(path, false), ops::read_children2)
+            .await
+    }
+
+    /// The node's ACL and Stat.
+    pub async fn get_acl(&self, path: &str) -> Result<(Vec<Acl>, Stat), Error> {
+        self.call(ops::get_acl(path), ops::read_acl).await
+    }
+
+    /// Replaces the node's ACL (`None` = any ACL version).
+    pub async fn set_acl(
+        &self,
+        path: &str,
+        acl: Vec<Acl>,
+        version: Option<i32>,
+    ) -> Result<Stat, Error> {
+        self.call(ops::set_acl(path, acl, version), ops::read_stat)
+            .await
+    }
+
+    /// Makes the connected server catch up with the leader.
+    pub async fn sync(&self, path: &str) -> Result<String, Error> {
+        self.call(ops::sync(path), ops::read_path).await
+    }
+
+    /// An atomic transaction: one result per op. If it failed, nothing was applied and
+    /// the results are error results (see [`zk_recipes::proto::first_error`]).
+    pub async fn multi(&self, ops: Vec<MultiOp>) -> Result<Vec<MultiResult>, Error> {
+        self.call(Request::Multi(ops), ops::read_multi).await
+    }
+
+    /// A batch of reads, each succeeding or failing on its own.
+    pub async fn multi_read(&self, ops: Vec<ReadOp>) -> Result<Vec<MultiResult>, Error> {
+        self.call(Request::MultiRead(ops), ops::read_multi).await
+    }
+
+    /// Adds a persistent (recursive) watch; events arrive on the stream until removed.
+    pub async fn add_watch(&self, path: &str, mode: AddWatchMode) -> Result<WatchStream, Error> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        ops::read_unit(
+            self.raw(ops::add_watch(path, mode), Some(WatchTx::Stream(tx)))
+                .await,
+        )?;
+        Ok(WatchStream(rx))
+    }
+
+    /// Removes this session's watches of a kind on a path; their receivers end.
+    pub async fn remove_watches(&self, path: &str, which: WatcherType) -> Result<(), Error> {
+        self.call(ops::remove_watches(path, which), ops::read_unit)
+            .await
+    }
+
+    /// This session's ephemeral nodes whose path starts with `prefix` (`/` = all).
+    pub async fn get_ephemerals(&self, prefix: &str) -> Result<Vec<String>, Error> {
+        self.call(ops::get_ephemerals(prefix), ops::read_children)
+            .await
+    }
+
+    /// The number of all descendants of a node.
+    pub async fn get_all_children_number(&self, path: &str) -> Result<i32, Error> {
+        self.call(ops::get_all_children_number(path), ops::read_count)
+            .await
+    }
+
+    /// The identities this connection is authenticated as.
+    pub async fn who_am_i(&self) -> Result<Vec<ClientInfo>, Error> {
+        self.call(Request::WhoAmI, ops::read_who_am_i).await
+    }
+
+    /// Adds credentials (e.g. `("digest", b"user:password")`); replayed on reconnect.
+    /// Wrong credentials end the session with [`Error::AuthFailed`].
+    pub async fn add_auth(&self, scheme: &str, auth: &[u8]) -> Result<(), Error> {
+        self.call(ops::add_auth(scheme, auth), ops::read_unit).await
+    }
+
+    /// Closes the session (waits up to 5 s for the server to confirm).
+    pub async fn close(&self) {
+        let (tx, rx) = oneshot::channel();
+        if self
+            .commands
+            .send(Command::Close {
+                timeout: Duration::from_secs(5),
+                done: tx,
+            })
+            .is_ok()
+        {
+            let _ = rx.await;
+        }
+    }
+}

@@ -1,0 +1,162 @@
+//! The one delivery path every adapter uses: which waiter gets which reply, which
+//! watcher gets which watch event, and what the session state is. Adapters supply the
+//! channel types through [`Sink`].
+
+use hashbrown::HashMap;
+
+use super::{Client, Error};
+use crate::proto::{EventType, Response};
+use crate::session::{SessionEvent, Token, WatchEvent};
+use core::time::Duration;
+
+/// Something a value can be handed to: a oneshot sender, a channel, a callback.
+pub trait Sink<T> {
+    /// Hands over `value`; false if the receiving side is gone.
+    fn send(&mut self, value: T) -> bool;
+}
+
+/// Whether a watcher wants one event or every event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WatchMode {
+    /// A standard watch: the first event ends it.
+    Once,
+    /// A persistent (recursive) watch: events until removed or the receiver drops.
+    Persistent,
+}
+
+/// Session state as applications see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Status {
+    /// No session yet.
+    Connecting,
+    /// A live session on a live connection.
+    Connected {
+        /// Session id.
+        session_id: i64,
+        /// Negotiated timeout.
+        timeout: Duration,
+        /// The server is read-only.
+        read_only: bool,
+    },
+    /// Connection lost; the session may be alive; reconnecting.
+    Suspended,
+    /// The session expired. Terminal.
+    Expired,
+    /// Closed. Terminal.
+    Closed,
+    /// Authentication failed. Terminal.
+    AuthFailed,
+}
+
+impl Status {
+    /// Expired, closed or auth-failed: nothing more will happen.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Status::Expired | Status::Closed | Status::AuthFailed)
+    }
+}
+
+/// Waiters and watchers by token.
+#[derive(Debug)]
+pub struct Routes<R, W> {
+    replies: HashMap<Token, R>,
+    watches: HashMap<Token, (W, WatchMode)>,
+    status: Status,
+}
+
+impl<R, W> Default for Routes<R, W> {
+    fn default() -> Self {
+        Routes {
+            replies: HashMap::new(),
+            watches: HashMap::new(),
+            status: Status::Connecting,
+        }
+    }
+}
+
+impl<R: Sink<Result<Response, Error>>, W: Sink<WatchEvent>> Routes<R, W> {
+    /// Routes the reply of `token` to `reply` and its watch events, if any, to `watch`.
+    pub fn insert(&mut self, token: Token, reply: R, watch: Option<(W, WatchMode)>) {
+        self.replies.insert(token, reply);
+        if let Some(w) = watch {
+            self.watches.insert(token, w);
+        }
+    }
+
+    /// The current status.
+    pub fn status(&self) -> Status {
+        self.status
+    }
+
+    /// Waiters still expecting a reply.
+    pub fn waiting(&self) -> usize {
+        self.replies.len()
+    }
+
+    /// Watchers still registered.
+    pub fn watching(&self) -> usize {
+        self.watches.len()
+    }
+
+    /// Delivers one event; returns the new status when it changed.
+    pub fn deliver(&mut self, client: &mut Client, event: SessionEvent) -> Option<Status> {
+        let status = match event {
+            SessionEvent::Reply(reply) => {
+                if let Some(mut waiter) = self.replies.remove(&reply.token) {
+                    waiter.send(reply.result.map_err(Error::from));
+                }
+                if reply.watch.is_none() {
+                    // No watch was set: its receiver learns that by being dropped.
+                    self.watches.remove(&reply.token);
+                }
+                return None;
+            }
+            SessionEvent::Watch { token, event } => {
+                if let Some((watcher, mode)) = self.watches.get_mut(&token) {
+                    // A token holds one registration; a *Removed event is its last.
+                    let removed = matches!(
+                        event.event_type,
+                        EventType::DataWatchRemoved
+                            | EventType::ChildWatchRemoved
+                            | EventType::PersistentWatchRemoved
+                    );
+                    let alive = watcher.send(event);
+                    if *mode == WatchMode::Once || !alive || removed {
+                        self.watches.remove(&token);
+                        client.forget_watches(token);
+                    }
+                }
+                return None;
+            }
+            SessionEvent::Connected {
+                session_id,
+                timeout,
+                read_only,
+            } => Status::Connected {
+                session_id,
+                timeout,
+                read_only,
+            },
+            SessionEvent::Reconnected { read_only } => {
+                let s = client.session();
+                Status::Connected {
+                    session_id: s.session_id(),
+                    timeout: s.negotiated_timeout().unwrap_or_default(),
+                    read_only,
+                }
+            }
+            SessionEvent::Suspended { .. } => Status::Suspended,
+            SessionEvent::Expired { .. } => Status::Expired,
+            SessionEvent::Closed => Status::Closed,
+            SessionEvent::AuthFailed => Status::AuthFailed,
+        };
+        self.status = status;
+        if status.is_terminal() {
+            // Every request was already answered by the session; dropping the watchers
+            // tells their receivers nothing more will come.
+            self.replies.clear();
+            self.watches.clear();
+        }
+        Some(status)
+    }
+}
