@@ -112,7 +112,7 @@ pub async fn connect(connect_string: &str, options: Options) -> Result<Client, E
             .map(|s| *s)
     };
     match tokio::time::timeout(options.connect_timeout, wait).await {
-        Ok(Ok(s)) if matches!(s, Status::Connected { .. }) => Ok(client),
+        Ok(Ok(Status::Connected { .. })) => Ok(client),
         Ok(Ok(s)) => Err(terminal_error(s)),
         Ok(Err(_)) => Err(Error::Closed),
         Err(_) => Err(Error::Timeout),
