@@ -253,6 +253,47 @@ pub enum SessionEvent {
     },
 }
 
+impl SessionEvent {
+    /// Is this a change of session state (rather than a reply or a watch event)?
+    pub fn is_state_change(&self) -> bool {
+        !matches!(self, SessionEvent::Reply(_) | SessionEvent::Watch { .. })
+    }
+}
+
+/// One line for logs.
+impl fmt::Display for SessionEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SessionEvent::Connected {
+                session_id,
+                timeout,
+                read_only,
+            } => {
+                write!(f, "session 0x{session_id:x} established (timeout {timeout:?}, read-only {read_only})")
+            }
+            SessionEvent::Suspended { reason } => {
+                write!(f, "connection lost ({reason}); session suspended")
+            }
+            SessionEvent::Reconnected { read_only } => write!(
+                f,
+                "session resumed on a new connection (read-only {read_only})"
+            ),
+            SessionEvent::Expired { confirmed: true } => {
+                f.write_str("session expired (server-confirmed)")
+            }
+            SessionEvent::Expired { confirmed: false } => {
+                f.write_str("session expired (disconnected for its whole timeout)")
+            }
+            SessionEvent::Closed => f.write_str("session closed"),
+            SessionEvent::AuthFailed => f.write_str("authentication failed; session closed"),
+            SessionEvent::Reply(r) => write!(f, "reply to {:?}", r.token),
+            SessionEvent::Watch { token, event } => {
+                write!(f, "{:?} on {} for {token:?}", event.event_type, event.path)
+            }
+        }
+    }
+}
+
 /// Why a request was not accepted; nothing was sent.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]

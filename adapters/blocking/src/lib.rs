@@ -1,1 +1,411 @@
-//! placeholder
+//! Blocking driver for [`zk_recipes`]: a real ZooKeeper session over TCP for plain
+//! threaded code. One I/O thread per session (std only); every call has a timeout;
+//! watches arrive on channels.
+//!
+//! ```no_run
+//! use zk_recipes_blocking::{connect, CreateOptions, Options};
+//! let zk = connect("127.0.0.1:2181", Options::default())?;
+//! zk.create("/config", "v1", &CreateOptions::default())?;
+//! let ((data, _stat), changed) = zk.get_data_watch("/config")?;
+//! zk.set_data("/config", "v2", None)?;
+//! println!("{data:?} then {:?}", changed.wait()?);
+//! zk.close();
+//! # Ok::<(), zk_recipes_blocking::Error>(())
+//! ```
+
+mod driver;
+
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+pub use zk_recipes::client::ops::CreateOptions;
+use zk_recipes::client::ops::{self, Raw};
+use zk_recipes::client::WatchMode;
+pub use zk_recipes::client::{Error, Status};
+use zk_recipes::proto::Request;
+pub use zk_recipes::proto::{
+    perms, Acl, AddWatchMode, ClientInfo, CreateMode, EventType, Id, MultiOp, MultiResult, ReadOp,
+    Stat, WatcherType,
+};
+pub use zk_recipes::session::WatchEvent;
+
+use driver::{Input, Shared, WatchTx};
+
+/// Connection options.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Requested session timeout (default 30 s).
+    pub session_timeout: Duration,
+    /// How long [`connect`] waits for the first session (default 30 s).
+    pub connect_timeout: Duration,
+    /// How long each call waits for its reply (default 30 s).
+    pub call_timeout: Duration,
+    /// Accept read-only servers.
+    pub read_only: bool,
+    /// Seed for host order and jitter; default: random.
+    pub seed: Option<u64>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            session_timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(30),
+            call_timeout: Duration::from_secs(30),
+            read_only: false,
+            seed: None,
+        }
+    }
+}
+
+impl Options {
+    /// Sets the session timeout.
+    pub fn session_timeout(mut self, t: Duration) -> Self {
+        self.session_timeout = t;
+        self
+    }
+}
+
+fn random_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    h.finish()
+}
+
+/// Connects and waits for a session (up to `options.connect_timeout`).
+pub fn connect(connect_string: &str, options: Options) -> Result<Client, Error> {
+    let core_options = zk_recipes::client::Options::new(connect_string)
+        .map_err(|e| Error::InvalidConnectString(e.to_string()))?
+        .session_timeout(options.session_timeout)
+        .read_only(options.read_only)
+        .seed(options.seed.unwrap_or_else(random_seed));
+    let core = zk_recipes::client::Client::new(core_options, zk_recipes::time::Instant::ZERO);
+    let (tx, rx) = mpsc::channel();
+    let shared = Arc::new(Shared::default());
+    let feed = tx.clone();
+    let driver_shared = shared.clone();
+    thread::Builder::new()
+        .name("zk-session".into())
+        .spawn(move || driver::run(core, rx, feed, driver_shared))
+        .map_err(|_| Error::Closed)?;
+    let client = Client {
+        inner: Arc::new(Inner { inputs: tx, shared }),
+        call_timeout: options.call_timeout,
+    };
+    match client.wait_status(options.connect_timeout, |s| {
+        !matches!(s, Status::Connecting)
+    }) {
+        Some(Status::Connected { .. }) => Ok(client),
+        Some(s) if s.is_terminal() => Err(terminal_error(s)),
+        _ => Err(Error::Timeout),
+    }
+}
+
+fn terminal_error(s: Status) -> Error {
+    match s {
+        Status::Expired => Error::SessionExpired,
+        Status::AuthFailed => Error::AuthFailed,
+        _ => Error::Closed,
+    }
+}
+
+struct Inner {
+    inputs: mpsc::Sender<Input>,
+    shared: Arc<Shared>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // The last handle is gone: close the session.
+        let _ = self.inputs.send(Input::Shutdown);
+    }
+}
+
+/// A handle to one session; clone it to share it between threads.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+    call_timeout: Duration,
+}
+
+/// A one-shot watch.
+#[derive(Debug)]
+pub struct Watch(Receiver<WatchEvent>);
+
+impl Watch {
+    /// Waits for the event.
+    pub fn wait(&self) -> Result<WatchEvent, Error> {
+        self.0.recv().map_err(|_| Error::WatchEnded)
+    }
+    /// Waits for the event at most `timeout`.
+    pub fn wait_timeout(&self, timeout: Duration) -> Result<WatchEvent, Error> {
+        self.0.recv_timeout(timeout).map_err(watch_error)
+    }
+}
+
+/// Events of a persistent (recursive) watch.
+#[derive(Debug)]
+pub struct WatchStream(Receiver<WatchEvent>);
+
+impl WatchStream {
+    /// The next event; `None` once the watch is removed or the session ended.
+    pub fn next(&self) -> Option<WatchEvent> {
+        self.0.recv().ok()
+    }
+    /// The next event within `timeout`.
+    pub fn next_timeout(&self, timeout: Duration) -> Result<WatchEvent, Error> {
+        self.0.recv_timeout(timeout).map_err(watch_error)
+    }
+}
+
+fn watch_error(e: RecvTimeoutError) -> Error {
+    match e {
+        RecvTimeoutError::Timeout => Error::Timeout,
+        RecvTimeoutError::Disconnected => Error::WatchEnded,
+    }
+}
+
+impl Client {
+    /// A handle whose calls wait at most `timeout` for their reply.
+    pub fn with_call_timeout(&self, timeout: Duration) -> Client {
+        Client {
+            inner: self.inner.clone(),
+            call_timeout: timeout,
+        }
+    }
+
+    /// The current session status.
+    pub fn status(&self) -> Status {
+        self.inner
+            .shared
+            .state
+            .lock()
+            .ok()
+            .and_then(|s| s.0)
+            .unwrap_or(Status::Connecting)
+    }
+
+    /// Waits up to `timeout` for a status that satisfies `done`; returns it, or `None`.
+    pub fn wait_status(&self, timeout: Duration, done: impl Fn(Status) -> bool) -> Option<Status> {
+        let deadline = Instant::now() + timeout;
+        let mut state = self.inner.shared.state.lock().ok()?;
+        loop {
+            let s = state.0.unwrap_or(Status::Connecting);
+            if done(s) {
+                return Some(s);
+            }
+            let left = deadline.checked_duration_since(Instant::now())?;
+            state = self.inner.shared.changed.wait_timeout(state, left).ok()?.0;
+        }
+    }
+
+    /// The session id (0 until the first session is established).
+    pub fn session_id(&self) -> i64 {
+        self.inner.shared.state.lock().map(|s| s.1).unwrap_or(0)
+    }
+
+    /// The session password.
+    pub fn session_password(&self) -> Vec<u8> {
+        self.inner
+            .shared
+            .state
+            .lock()
+            .map(|s| s.2.clone())
+            .unwrap_or_default()
+    }
+
+    fn dead(&self) -> Error {
+        let s = self.status();
+        if s.is_terminal() {
+            terminal_error(s)
+        } else {
+            Error::Closed
+        }
+    }
+
+    fn raw(&self, request: Request, watch: Option<WatchTx>) -> Raw {
+        let (tx, rx) = mpsc::sync_channel(1);
+        self.inner
+            .inputs
+            .send(Input::Submit {
+                request,
+                reply: tx,
+                watch,
+            })
+            .map_err(|_| self.dead())?;
+        match rx.recv_timeout(self.call_timeout) {
+            Ok(r) => r,
+            Err(RecvTimeoutError::Timeout) => Err(Error::Timeout),
+            Err(RecvTimeoutError::Disconnected) => Err(self.dead()),
+        }
+    }
+
+    fn call<T>(&self, request: Request, read: fn(Raw) -> Result<T, Error>) -> Result<T, Error> {
+        read(self.raw(request, None))
+    }
+
+    fn call_watch<T>(
+        &self,
+        request: Request,
+        read: fn(Raw) -> Result<T, Error>,
+    ) -> Result<(T, Watch), Error> {
+        let (tx, rx) = mpsc::channel();
+        let value = read(self.raw(request, Some(WatchTx(tx, WatchMode::Once))))?;
+        Ok((value, Watch(rx)))
+    }
+
+    /// Creates a node; returns its final path.
+    pub fn create(
+        &self,
+        path: &str,
+        data: impl Into<Bytes>,
+        opts: &CreateOptions,
+    ) -> Result<String, Error> {
+        self.call(ops::create(path, data.into(), opts), ops::read_path)
+    }
+
+    /// Creates a node; returns its final path and Stat.
+    pub fn create2(
+        &self,
+        path: &str,
+        data: impl Into<Bytes>,
+        opts: &CreateOptions,
+    ) -> Result<(String, Stat), Error> {
+        self.call(ops::create2(path, data.into(), opts), ops::read_path_stat)
+    }
+
+    /// Deletes a node (`None` = any version).
+    pub fn delete(&self, path: &str, version: Option<i32>) -> Result<(), Error> {
+        self.call(ops::delete(path, version), ops::read_unit)
+    }
+
+    /// The node's Stat, or `None`.
+    pub fn exists(&self, path: &str) -> Result<Option<Stat>, Error> {
+        self.call(ops::exists(path, false), ops::read_exists)
+    }
+
+    /// Like `exists`, leaving a watch (set even when the node is missing).
+    pub fn exists_watch(&self, path: &str) -> Result<(Option<Stat>, Watch), Error> {
+        self.call_watch(ops::exists(path, true), ops::read_exists)
+    }
+
+    /// Data and Stat.
+    pub fn get_data(&self, path: &str) -> Result<(Bytes, Stat), Error> {
+        self.call(ops::get_data(path, false), ops::read_data)
+    }
+
+    /// Like `get_data`, leaving a watch.
+    pub fn get_data_watch(&self, path: &str) -> Result<((Bytes, Stat), Watch), Error> {
+        self.call_watch(ops::get_data(path, true), ops::read_data)
+    }
+
+    /// Replaces the data (`None` = any version).
+    pub fn set_data(
+        &self,
+        path: &str,
+        data: impl Into<Bytes>,
+        version: Option<i32>,
+    ) -> Result<Stat, Error> {
+        self.call(ops::set_data(path, data.into(), version), ops::read_stat)
+    }
+
+    /// Child names.
+    pub fn get_children(&self, path: &str) -> Result<Vec<String>, Error> {
+        self.call(ops::get_children(path, false), ops::read_children)
+    }
+
+    /// Like `get_children`, leaving a watch.
+    pub fn get_children_watch(&self, path: &str) -> Result<(Vec<String>, Watch), Error> {
+        self.call_watch(ops::get_children(path, true), ops::read_children)
+    }
+
+    /// Child names and the parent's Stat.
+    pub fn get_children2(&self, path: &str) -> Result<(Vec<String>, Stat), Error> {
+        self.call(ops::get_children2(path, false), ops::read_children2)
+    }
+
+    /// ACL and Stat.
+    pub fn get_acl(&self, path: &str) -> Result<(Vec<Acl>, Stat), Error> {
+        self.call(ops::get_acl(path), ops::read_acl)
+    }
+
+    /// Replaces the ACL (`None` = any ACL version).
+    pub fn set_acl(&self, path: &str, acl: Vec<Acl>, version: Option<i32>) -> Result<Stat, Error> {
+        self.call(ops::set_acl(path, acl, version), ops::read_stat)
+    }
+
+    /// sync.
+    pub fn sync(&self, path: &str) -> Result<String, Error> {
+        self.call(ops::sync(path), ops::read_path)
+    }
+
+    /// Atomic transaction: one result per op (error results if it failed).
+    pub fn multi(&self, ops: Vec<MultiOp>) -> Result<Vec<MultiResult>, Error> {
+        self.call(Request::Multi(ops), ops::read_multi)
+    }
+
+    /// Batch of reads.
+    pub fn multi_read(&self, ops: Vec<ReadOp>) -> Result<Vec<MultiResult>, Error> {
+        self.call(Request::MultiRead(ops), ops::read_multi)
+    }
+
+    /// Adds a persistent (recursive) watch.
+    pub fn add_watch(&self, path: &str, mode: AddWatchMode) -> Result<WatchStream, Error> {
+        let (tx, rx) = mpsc::channel();
+        ops::read_unit(self.raw(
+            ops::add_watch(path, mode),
+            Some(WatchTx(tx, WatchMode::Persistent)),
+        ))?;
+        Ok(WatchStream(rx))
+    }
+
+    /// Removes this session's watches of a kind on a path.
+    pub fn remove_watches(&self, path: &str, which: WatcherType) -> Result<(), Error> {
+        self.call(ops::remove_watches(path, which), ops::read_unit)
+    }
+
+    /// This session's ephemerals under a prefix.
+    pub fn get_ephemerals(&self, prefix: &str) -> Result<Vec<String>, Error> {
+        self.call(ops::get_ephemerals(prefix), ops::read_children)
+    }
+
+    /// Number of all descendants.
+    pub fn get_all_children_number(&self, path: &str) -> Result<i32, Error> {
+        self.call(ops::get_all_children_number(path), ops::read_count)
+    }
+
+    /// Identities of this connection.
+    pub fn who_am_i(&self) -> Result<Vec<ClientInfo>, Error> {
+        self.call(Request::WhoAmI, ops::read_who_am_i)
+    }
+
+    /// Adds credentials; replayed on reconnect.
+    pub fn add_auth(&self, scheme: &str, auth: &[u8]) -> Result<(), Error> {
+        self.call(ops::add_auth(scheme, auth), ops::read_unit)
+    }
+
+    /// Closes the session, waiting up to 5 s for the server.
+    pub fn close(&self) {
+        let (tx, rx) = mpsc::sync_channel(1);
+        if self
+            .inner
+            .inputs
+            .send(Input::Close {
+                timeout: Duration::from_secs(5),
+                done: tx,
+            })
+            .is_ok()
+        {
+            let _ = rx.recv_timeout(Duration::from_secs(10));
+        }
+    }
+}

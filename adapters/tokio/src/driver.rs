@@ -208,28 +208,7 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
 }
 
 fn log(event: &SessionEvent) {
-    match event {
-        SessionEvent::Connected {
-            session_id,
-            timeout,
-            read_only,
-        } => {
-            tracing::info!(
-                session_id = format!("0x{session_id:x}"),
-                ?timeout,
-                read_only,
-                "session established"
-            )
-        }
-        SessionEvent::Reconnected { read_only } => {
-            tracing::info!(read_only, "session resumed on a new connection")
-        }
-        SessionEvent::Suspended { reason } => {
-            tracing::warn!(%reason, "connection lost; session suspended")
-        }
-        SessionEvent::Expired { confirmed } => tracing::warn!(confirmed, "session expired"),
-        SessionEvent::Closed => tracing::info!("session closed"),
-        SessionEvent::AuthFailed => tracing::error!("authentication failed; session closed"),
-        _ => {}
+    if event.is_state_change() {
+        tracing::info!(target: "zk_recipes", "{event}");
     }
 }
