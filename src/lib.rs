@@ -41,4 +41,6 @@ extern crate std;
 pub mod client;
 pub mod proto;
 pub mod session;
+#[cfg(feature = "testkit")]
+pub mod testkit;
 pub mod time;

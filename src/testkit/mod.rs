@@ -1,0 +1,4 @@
+//! Test harnesses shared by the property tests and the fuzz targets (feature `testkit`).
+//! Each takes plain bytes, so proptest and libFuzzer drive the same code.
+
+pub mod session;
