@@ -1,41 +1,58 @@
-//! Demo: start a real ZooKeeper with the test support and talk to it with the codec.
+//! Demo: start a real ZooKeeper with the test support and use it through the tokio
+//! adapter — raw operations, a watch, and a server restart the session survives.
 //! `scripts/demo` runs it.
 
-use bytes::Bytes;
-use zk_recipes::proto::*;
-use zk_recipes_testing::{RawClient, TestServer};
+use std::time::Duration;
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let server = TestServer::start()?;
-    println!("ZooKeeper running at {}", server.connect_string());
-    let mut c = RawClient::connect(server.addr(), 10_000)?;
+use zk_recipes::client::Status;
+use zk_recipes_testing::TestServer;
+use zk_recipes_tokio::{connect, CreateMode, CreateOptions, Options};
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut server = TestServer::start()?;
+    println!("ZooKeeper 3.8 running at {}", server.connect_string());
+    let zk = connect(
+        &server.connect_string(),
+        Options::default().session_timeout(Duration::from_secs(10)),
+    )
+    .await?;
+    println!("session 0x{:x}: {:?}", zk.session_id(), zk.status());
+
+    zk.create("/demo", "hello", &CreateOptions::default())
+        .await?;
+    let me = zk
+        .create(
+            "/demo/member-",
+            "host-a",
+            &CreateOptions::mode(CreateMode::EphemeralSequential),
+        )
+        .await?;
+    println!("created /demo and ephemeral {me}");
+    let ((data, stat), changed) = zk.get_data_watch("/demo").await?;
+    println!("/demo = {:?} (version {})", data, stat.version);
+    zk.set_data("/demo", "world", Some(stat.version)).await?;
+    println!("watch fired: {:?}", changed.await?);
+
+    println!("killing the server and restarting it on the same port...");
+    let mut states = zk.status_changes();
+    server.kill()?;
+    states.wait_for(|s| *s == Status::Suspended).await?;
+    println!("  client says: {:?}", zk.status());
+    server.restart()?;
+    states
+        .wait_for(|s| matches!(s, Status::Connected { .. }))
+        .await?;
     println!(
-        "session 0x{:x}, timeout {} ms",
-        c.session.session_id, c.session.timeout_ms
+        "  client says: {:?} (same session 0x{:x})",
+        zk.status(),
+        zk.session_id()
     );
-    let create = Request::Create(CreateRequest::new(
-        "/demo",
-        Bytes::from_static(b"hello"),
-        Acl::open_unsafe(),
-        CreateMode::Persistent,
-    ));
-    println!("create /demo -> {:?}", c.call(&create)?.1);
-    let get = Request::GetData(PathWatch {
-        path: "/demo".into(),
-        watch: true,
-    });
-    println!("getData /demo -> {:?}", c.call(&get)?.1);
-    let set = Request::SetData(SetDataRequest {
-        path: "/demo".into(),
-        data: Bytes::from_static(b"world"),
-        version: -1,
-    });
-    c.call(&set)?;
-    println!("watch fired: {:?}", c.take_events());
+    println!("ephemeral still there: {}", zk.exists(&me).await?.is_some());
     println!(
-        "mntr zk_znode_count = {}",
+        "server counted {} znodes",
         server.mntr_value("zk_znode_count")?
     );
-    c.call(&Request::CloseSession)?;
+    zk.close().await;
     Ok(())
 }

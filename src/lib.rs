@@ -44,3 +44,8 @@ pub mod session;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 pub mod time;
+
+// The README's examples are compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
