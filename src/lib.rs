@@ -41,6 +41,8 @@ extern crate std;
 pub mod client;
 pub mod proto;
 pub mod session;
+#[cfg(feature = "sim")]
+pub mod sim;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 pub mod time;

@@ -592,7 +592,7 @@ fn disconnected_for_the_session_timeout_means_expired() {
         assert!(next >= now, "deadline goes forward");
         now = next;
         s.handle_timeout(now);
-        assert!(s.poll_timeout().map_or(true, |t| t > now), "timer rule");
+        assert!(s.poll_timeout().is_none_or(|t| t > now), "timer rule");
         if s.state() == SessionState::Ended(SessionEnd::Expired) {
             break;
         }

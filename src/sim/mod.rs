@@ -1,0 +1,7 @@
+//! Deterministic simulation (feature `sim`): an in-memory ZooKeeper model over the real
+//! codec, and a harness that runs many real clients against it in virtual time with
+//! seeded faults and invariants checked after every step.
+
+pub mod server;
+
+pub use server::{ConnId, ServerConfig, SimServer};
