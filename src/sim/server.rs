@@ -47,7 +47,12 @@ pub struct ServerConfig {
 impl Default for ServerConfig {
     fn default() -> Self {
         // As the test support starts real servers: tickTime 2000, min 1000.
-        ServerConfig { min_session_timeout_ms: 1000, max_session_timeout_ms: 40_000, ttl_enabled: true, container_check_ms: 60_000 }
+        ServerConfig {
+            min_session_timeout_ms: 1000,
+            max_session_timeout_ms: 40_000,
+            ttl_enabled: true,
+            container_check_ms: 60_000,
+        }
     }
 }
 
@@ -136,7 +141,8 @@ type OpResult = Result<Response, ErrorCode>;
 #[derive(Clone, Debug)]
 enum Change {
     Created(String),
-    Deleted(String),
+    /// With the deleted node's ACL, which decides who may hear about it.
+    Deleted(String, Vec<Acl>),
     DataChanged(String),
 }
 
@@ -217,12 +223,18 @@ impl SimServer {
 
     /// Children of a node (sorted), if it exists.
     pub fn children(&self, path: &str) -> Option<Vec<String>> {
-        self.tree.nodes.get(path).map(|n| n.children.iter().cloned().collect())
+        self.tree
+            .nodes
+            .get(path)
+            .map(|n| n.children.iter().cloned().collect())
     }
 
     /// Data and owner of a node, if it exists.
     pub fn node(&self, path: &str) -> Option<(Bytes, Stat)> {
-        self.tree.nodes.get(path).map(|n| (n.data.clone(), n.visible_stat()))
+        self.tree
+            .nodes
+            .get(path)
+            .map(|n| (n.data.clone(), n.visible_stat()))
     }
 
     /// Live sessions.
@@ -241,7 +253,13 @@ impl SimServer {
         self.next_conn += 1;
         self.conns.insert(
             id,
-            Conn { decoder: FrameDecoder::new(max_request), session: None, auth: Vec::new(), out: BytesMut::new(), closed: false },
+            Conn {
+                decoder: FrameDecoder::new(max_request),
+                session: None,
+                auth: Vec::new(),
+                out: BytesMut::new(),
+                closed: false,
+            },
         );
         id
     }
@@ -253,7 +271,10 @@ impl SimServer {
 
     /// Bytes the server wrote on `conn` since the last call.
     pub fn take_output(&mut self, conn: ConnId) -> BytesMut {
-        self.conns.get_mut(&conn).map(|c| c.out.split()).unwrap_or_default()
+        self.conns
+            .get_mut(&conn)
+            .map(|c| c.out.split())
+            .unwrap_or_default()
     }
 
     /// The server has closed `conn` (after its output).
@@ -263,7 +284,11 @@ impl SimServer {
 
     /// Connections with output waiting.
     pub fn conns_with_output(&self) -> Vec<ConnId> {
-        self.conns.iter().filter(|(_, c)| !c.out.is_empty() || c.closed).map(|(id, _)| *id).collect()
+        self.conns
+            .iter()
+            .filter(|(_, c)| !c.out.is_empty() || c.closed)
+            .map(|(id, _)| *id)
+            .collect()
     }
 
     /// Expires a session now (as if its timeout passed), deleting its ephemerals.
@@ -294,7 +319,10 @@ impl SimServer {
 
     /// The next time `tick` has something to do, ms.
     pub fn next_deadline_ms(&self) -> Option<i64> {
-        self.sessions.values().map(|s| s.last_heard_ms + i64::from(s.timeout_ms) + 1).min()
+        self.sessions
+            .values()
+            .map(|s| s.last_heard_ms + i64::from(s.timeout_ms) + 1)
+            .min()
     }
 
     fn reap(&mut self) {
@@ -316,8 +344,8 @@ impl SimServer {
         for path in doomed {
             self.zxid += 1;
             let zxid = self.zxid;
-            if self.remove_node(&path, zxid) {
-                self.fire(&[Change::Deleted(path)]);
+            if let Some(acl) = self.remove_node(&path, zxid) {
+                self.fire(&[Change::Deleted(path, acl)]);
             }
         }
     }
@@ -326,7 +354,9 @@ impl SimServer {
     pub fn handle_bytes(&mut self, now_ms: i64, conn: ConnId, mut bytes: &[u8]) {
         self.now_ms = self.now_ms.max(now_ms);
         while !bytes.is_empty() {
-            let Some(c) = self.conns.get_mut(&conn) else { return };
+            let Some(c) = self.conns.get_mut(&conn) else {
+                return;
+            };
             if c.closed {
                 return;
             }
@@ -364,7 +394,12 @@ impl SimServer {
     }
 
     fn forget_watches(&mut self, conn: ConnId) {
-        for map in [&mut self.watches.data, &mut self.watches.child, &mut self.watches.persistent, &mut self.watches.recursive] {
+        for map in [
+            &mut self.watches.data,
+            &mut self.watches.child,
+            &mut self.watches.persistent,
+            &mut self.watches.recursive,
+        ] {
             map.retain(|_, set| {
                 set.remove(&conn);
                 !set.is_empty()
@@ -373,11 +408,16 @@ impl SimServer {
     }
 
     fn handshake(&mut self, conn: ConnId, mut frame: Bytes) {
-        let Ok(req) = ConnectRequest::decode(&mut frame) else { return self.close_conn(conn) };
+        let Ok(req) = ConnectRequest::decode(&mut frame) else {
+            return self.close_conn(conn);
+        };
         if req.last_zxid_seen > self.zxid {
             return self.close_conn(conn); // the client has seen a future: refuse silently
         }
-        let timeout = req.timeout_ms.clamp(self.config.min_session_timeout_ms, self.config.max_session_timeout_ms);
+        let timeout = req.timeout_ms.clamp(
+            self.config.min_session_timeout_ms,
+            self.config.max_session_timeout_ms,
+        );
         let answer = if req.session_id == 0 {
             self.zxid += 1; // createSession
             let id = self.next_session;
@@ -385,7 +425,13 @@ impl SimServer {
             let passwd = Bytes::from(id.to_be_bytes().repeat(2));
             self.sessions.insert(
                 id,
-                SimSession { passwd: passwd.clone(), timeout_ms: timeout, last_heard_ms: self.now_ms, conn: Some(conn), ephemerals: BTreeSet::new() },
+                SimSession {
+                    passwd: passwd.clone(),
+                    timeout_ms: timeout,
+                    last_heard_ms: self.now_ms,
+                    conn: Some(conn),
+                    ephemerals: BTreeSet::new(),
+                },
             );
             Some((id, passwd, timeout))
         } else {
@@ -404,13 +450,24 @@ impl SimServer {
                 _ => None,
             }
         };
-        let Some(c) = self.conns.get_mut(&conn) else { return };
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
         let resp = match &answer {
             Some((id, passwd, timeout)) => {
                 c.session = Some(*id);
-                ConnectResponse { protocol_version: 0, timeout_ms: *timeout, session_id: *id, passwd: passwd.clone(), read_only: false }
+                ConnectResponse {
+                    protocol_version: 0,
+                    timeout_ms: *timeout,
+                    session_id: *id,
+                    passwd: passwd.clone(),
+                    read_only: false,
+                }
             }
-            None => ConnectResponse { passwd: Bytes::from_static(&[0; 16]), ..Default::default() },
+            None => ConnectResponse {
+                passwd: Bytes::from_static(&[0; 16]),
+                ..Default::default()
+            },
         };
         encode_connect_response(&mut c.out, &resp);
         if answer.is_none() {
@@ -419,16 +476,30 @@ impl SimServer {
     }
 
     fn reply(&mut self, conn: ConnId, xid: i32, zxid: i64, result: &OpResult) {
-        let Some(c) = self.conns.get_mut(&conn) else { return };
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
         match result {
             Ok(body) => encode_reply(&mut c.out, &ReplyHeader { xid, zxid, err: 0 }, Some(body)),
-            Err(code) => encode_reply(&mut c.out, &ReplyHeader { xid, zxid, err: code.to_i32() }, None),
+            Err(code) => encode_reply(
+                &mut c.out,
+                &ReplyHeader {
+                    xid,
+                    zxid,
+                    err: code.to_i32(),
+                },
+                None,
+            ),
         }
     }
 
     fn request(&mut self, conn: ConnId, frame: Bytes) {
-        let Ok((header, body)) = decode_request(frame) else { return self.close_conn(conn) };
-        let Some(sid) = self.conns.get(&conn).and_then(|c| c.session) else { return };
+        let Ok((header, body)) = decode_request(frame) else {
+            return self.close_conn(conn);
+        };
+        let Some(sid) = self.conns.get(&conn).and_then(|c| c.session) else {
+            return;
+        };
         match self.sessions.get_mut(&sid) {
             Some(s) => s.last_heard_ms = self.now_ms,
             None => return self.close_conn(conn), // session gone under the connection
@@ -443,7 +514,12 @@ impl SimServer {
                 return self.close_conn(conn);
             }
             Err(_) => {
-                self.reply(conn, header.xid, self.zxid, &Err(ErrorCode::MarshallingError));
+                self.reply(
+                    conn,
+                    header.xid,
+                    self.zxid,
+                    &Err(ErrorCode::MarshallingError),
+                );
                 return;
             }
         };
@@ -453,7 +529,10 @@ impl SimServer {
                 if p.scheme == "digest" {
                     let text = String::from_utf8_lossy(&p.auth).into_owned();
                     let (user, password) = text.split_once(':').unwrap_or((&text, ""));
-                    let id = Id { scheme: "digest".into(), id: digest_id(user, password) };
+                    let id = Id {
+                        scheme: "digest".into(),
+                        id: digest_id(user, password),
+                    };
                     if let Some(c) = self.conns.get_mut(&conn) {
                         if !c.auth.contains(&id) {
                             c.auth.push(id);
@@ -503,13 +582,15 @@ impl SimServer {
     }
 
     fn end_session(&mut self, id: i64) {
-        let Some(session) = self.sessions.remove(&id) else { return };
+        let Some(session) = self.sessions.remove(&id) else {
+            return;
+        };
         let zxid = self.zxid;
         let mut changes = Vec::new();
         // Deepest first would not matter: ephemerals have no children.
         for path in &session.ephemerals {
-            if self.remove_node(path, zxid) {
-                changes.push(Change::Deleted(path.clone()));
+            if let Some(acl) = self.remove_node(path, zxid) {
+                changes.push(Change::Deleted(path.clone(), acl));
             }
         }
         self.fire(&changes);
@@ -538,7 +619,11 @@ impl SimServer {
         if acl.is_empty() {
             return Err(ErrorCode::InvalidAcl);
         }
-        let auth = self.conns.get(&conn).map(|c| c.auth.clone()).unwrap_or_default();
+        let auth = self
+            .conns
+            .get(&conn)
+            .map(|c| c.auth.clone())
+            .unwrap_or_default();
         let mut out = Vec::new();
         for a in acl {
             match a.id.scheme.as_str() {
@@ -549,7 +634,10 @@ impl SimServer {
                     if auth.is_empty() {
                         return Err(ErrorCode::InvalidAcl);
                     }
-                    out.extend(auth.iter().map(|id| Acl { perms: a.perms, id: id.clone() }));
+                    out.extend(auth.iter().map(|id| Acl {
+                        perms: a.perms,
+                        id: id.clone(),
+                    }));
                 }
                 _ => return Err(ErrorCode::InvalidAcl),
             }
@@ -566,7 +654,11 @@ impl SimServer {
                 if r.watch {
                     add(&mut self.watches.data, &r.path, conn);
                 }
-                self.tree.nodes.get(&r.path).map(|n| Response::Stat(n.visible_stat())).ok_or(ErrorCode::NoNode)
+                self.tree
+                    .nodes
+                    .get(&r.path)
+                    .map(|n| Response::Stat(n.visible_stat()))
+                    .ok_or(ErrorCode::NoNode)
             }
             Request::GetData(r) => {
                 let data = self.get_data(conn, &r.path)?;
@@ -585,14 +677,21 @@ impl SimServer {
                 if r.watch {
                     add(&mut self.watches.child, &r.path, conn);
                 }
-                Ok(if two { Response::Children2 { children, stat } } else { Response::Children(children) })
+                Ok(if two {
+                    Response::Children2 { children, stat }
+                } else {
+                    Response::Children(children)
+                })
             }
             Request::GetAcl(r) => {
                 let node = self.tree.nodes.get(&r.path).ok_or(ErrorCode::NoNode)?;
                 if !self.allowed(conn, &node.acl, perms::READ | perms::ADMIN) {
                     return Err(ErrorCode::NoAuth);
                 }
-                Ok(Response::Acl { acl: node.acl.clone(), stat: node.visible_stat() })
+                Ok(Response::Acl {
+                    acl: node.acl.clone(),
+                    stat: node.visible_stat(),
+                })
             }
             Request::Sync(r) => Ok(Response::Path(r.path)),
             Request::MultiRead(ops) => {
@@ -600,14 +699,20 @@ impl SimServer {
                 for op in ops {
                     let r = match op {
                         ReadOp::GetData(r) => match self.get_data(conn, &r.path) {
-                            Ok(Response::Data { data, stat }) => MultiResult::GetData { data, stat },
+                            Ok(Response::Data { data, stat }) => {
+                                MultiResult::GetData { data, stat }
+                            }
                             Ok(_) => MultiResult::Error(ErrorCode::SystemError),
                             Err(e) => MultiResult::Error(e),
                         },
                         ReadOp::GetChildren(r) => match self.tree.nodes.get(&r.path) {
                             None => MultiResult::Error(ErrorCode::NoNode),
-                            Some(n) if !self.allowed(conn, &n.acl, perms::READ) => MultiResult::Error(ErrorCode::NoAuth),
-                            Some(n) => MultiResult::GetChildren(n.children.iter().cloned().collect()),
+                            Some(n) if !self.allowed(conn, &n.acl, perms::READ) => {
+                                MultiResult::Error(ErrorCode::NoAuth)
+                            }
+                            Some(n) => {
+                                MultiResult::GetChildren(n.children.iter().cloned().collect())
+                            }
                         },
                     };
                     results.push(r);
@@ -616,8 +721,12 @@ impl SimServer {
             }
             Request::AddWatch(r) => {
                 match AddWatchMode::from_i32(r.mode) {
-                    Some(AddWatchMode::Persistent) => add(&mut self.watches.persistent, &r.path, conn),
-                    Some(AddWatchMode::PersistentRecursive) => add(&mut self.watches.recursive, &r.path, conn),
+                    Some(AddWatchMode::Persistent) => {
+                        add(&mut self.watches.persistent, &r.path, conn)
+                    }
+                    Some(AddWatchMode::PersistentRecursive) => {
+                        add(&mut self.watches.recursive, &r.path, conn)
+                    }
                     None => return Err(ErrorCode::BadArguments),
                 }
                 Ok(Response::WatchAdded)
@@ -627,22 +736,44 @@ impl SimServer {
             Request::GetEphemerals(r) => {
                 let session = self.sessions.get(&sid).ok_or(ErrorCode::SessionExpired)?;
                 let prefix = if r.path == "/" { "" } else { r.path.as_str() };
-                Ok(Response::Children(session.ephemerals.iter().filter(|p| p.starts_with(prefix)).cloned().collect()))
+                Ok(Response::Children(
+                    session
+                        .ephemerals
+                        .iter()
+                        .filter(|p| p.starts_with(prefix))
+                        .cloned()
+                        .collect(),
+                ))
             }
             Request::GetAllChildrenNumber(r) => {
                 if !self.tree.nodes.contains_key(&r.path) {
                     return Err(ErrorCode::NoNode);
                 }
-                let prefix = if r.path == "/" { String::from("/") } else { format!("{}/", r.path) };
-                let n = self.tree.nodes.range(prefix.clone()..).take_while(|(p, _)| p.starts_with(&prefix)).count();
+                let prefix = if r.path == "/" {
+                    String::from("/")
+                } else {
+                    format!("{}/", r.path)
+                };
+                let n = self
+                    .tree
+                    .nodes
+                    .range(prefix.clone()..)
+                    .take_while(|(p, _)| p.starts_with(&prefix))
+                    .count();
                 Ok(Response::Count(i32::try_from(n).unwrap_or(i32::MAX)))
             }
             Request::WhoAmI => {
-                let mut infos = alloc::vec![ClientInfo { auth_scheme: "ip".into(), user: "127.0.0.1".into() }];
+                let mut infos = alloc::vec![ClientInfo {
+                    auth_scheme: "ip".into(),
+                    user: "127.0.0.1".into()
+                }];
                 if let Some(c) = self.conns.get(&conn) {
                     for id in &c.auth {
                         let user = id.id.split(':').next().unwrap_or("").to_string();
-                        infos.push(ClientInfo { auth_scheme: id.scheme.clone(), user });
+                        infos.push(ClientInfo {
+                            auth_scheme: id.scheme.clone(),
+                            user,
+                        });
                     }
                 }
                 Ok(Response::WhoAmI(infos))
@@ -657,7 +788,10 @@ impl SimServer {
         if !self.allowed(conn, &node.acl, perms::READ) {
             return Err(ErrorCode::NoAuth);
         }
-        Ok(Response::Data { data: node.data.clone(), stat: node.visible_stat() })
+        Ok(Response::Data {
+            data: node.data.clone(),
+            stat: node.visible_stat(),
+        })
     }
 }
 
@@ -679,14 +813,20 @@ impl SimServer {
     /// checkWatches / removeWatches: does `conn` hold watches of this type on the path?
     fn watch_tables(&mut self, conn: ConnId, r: &WatchesRequest, remove: bool) -> OpResult {
         let w = &mut self.watches;
-        let tables: Vec<&mut BTreeMap<String, BTreeSet<ConnId>>> = match WatcherType::from_i32(r.watcher_type) {
-            Some(WatcherType::Children) => alloc::vec![&mut w.child],
-            Some(WatcherType::Data) => alloc::vec![&mut w.data],
-            Some(WatcherType::Any) => alloc::vec![&mut w.data, &mut w.child, &mut w.persistent, &mut w.recursive],
-            Some(WatcherType::Persistent) => alloc::vec![&mut w.persistent],
-            Some(WatcherType::PersistentRecursive) => alloc::vec![&mut w.recursive],
-            None => return Err(ErrorCode::BadArguments),
-        };
+        let tables: Vec<&mut BTreeMap<String, BTreeSet<ConnId>>> =
+            match WatcherType::from_i32(r.watcher_type) {
+                Some(WatcherType::Children) => alloc::vec![&mut w.child],
+                Some(WatcherType::Data) => alloc::vec![&mut w.data],
+                Some(WatcherType::Any) => alloc::vec![
+                    &mut w.data,
+                    &mut w.child,
+                    &mut w.persistent,
+                    &mut w.recursive
+                ],
+                Some(WatcherType::Persistent) => alloc::vec![&mut w.persistent],
+                Some(WatcherType::PersistentRecursive) => alloc::vec![&mut w.recursive],
+                None => return Err(ErrorCode::BadArguments),
+            };
         let mut found = false;
         for table in tables {
             if let Some(set) = table.get_mut(&r.path) {
@@ -713,7 +853,9 @@ impl SimServer {
         for path in &w.data_watches {
             match self.tree.nodes.get(path) {
                 None => notes.push((path.clone(), EventType::NodeDeleted)),
-                Some(n) if n.stat.mzxid > w.relative_zxid => notes.push((path.clone(), EventType::NodeDataChanged)),
+                Some(n) if n.stat.mzxid > w.relative_zxid => {
+                    notes.push((path.clone(), EventType::NodeDataChanged))
+                }
                 Some(_) => add(&mut self.watches.data, path, conn),
             }
         }
@@ -727,7 +869,9 @@ impl SimServer {
         for path in &w.child_watches {
             match self.tree.nodes.get(path) {
                 None => notes.push((path.clone(), EventType::NodeDeleted)),
-                Some(n) if n.stat.pzxid > w.relative_zxid => notes.push((path.clone(), EventType::NodeChildrenChanged)),
+                Some(n) if n.stat.pzxid > w.relative_zxid => {
+                    notes.push((path.clone(), EventType::NodeChildrenChanged))
+                }
                 Some(_) => add(&mut self.watches.child, path, conn),
             }
         }
@@ -742,22 +886,39 @@ impl SimServer {
         }
     }
 
+    fn acl_of(&self, path: &str) -> Vec<Acl> {
+        self.tree
+            .nodes
+            .get(path)
+            .map(|n| n.acl.clone())
+            .unwrap_or_else(Acl::open_unsafe)
+    }
+
     fn notify(&mut self, conn: ConnId, t: EventType, path: &str) {
         if let Some(c) = self.conns.get_mut(&conn) {
             if !c.closed {
-                encode_notification(&mut c.out, &WatcherEvent { event_type: t.to_i32(), state: 3, path: path.into() });
+                encode_notification(
+                    &mut c.out,
+                    &WatcherEvent {
+                        event_type: t.to_i32(),
+                        state: 3,
+                        path: path.into(),
+                    },
+                );
             }
         }
     }
 
     /// Fires the watches for committed changes, in order: the node's own event, then
     /// its parent's child event; one notification per connection per path and event.
+    /// As in 3.8, a connection without READ on the node hears nothing (its one-shot
+    /// watch is used up all the same).
     fn fire(&mut self, changes: &[Change]) {
         for change in changes {
-            let (path, t) = match change {
-                Change::Created(p) => (p.as_str(), EventType::NodeCreated),
-                Change::Deleted(p) => (p.as_str(), EventType::NodeDeleted),
-                Change::DataChanged(p) => (p.as_str(), EventType::NodeDataChanged),
+            let (path, t, acl) = match change {
+                Change::Created(p) => (p.as_str(), EventType::NodeCreated, self.acl_of(p)),
+                Change::Deleted(p, acl) => (p.as_str(), EventType::NodeDeleted, acl.clone()),
+                Change::DataChanged(p) => (p.as_str(), EventType::NodeDataChanged, self.acl_of(p)),
             };
             let mut to: BTreeSet<ConnId> = take(&mut self.watches.data, path);
             if t == EventType::NodeDeleted {
@@ -770,14 +931,19 @@ impl SimServer {
                 at = parent_of(p);
             }
             for conn in to {
-                self.notify(conn, t, path);
+                if self.allowed(conn, &acl, perms::READ) {
+                    self.notify(conn, t, path);
+                }
             }
             if t != EventType::NodeDataChanged {
                 if let Some(parent) = parent_of(path) {
                     let mut to = take(&mut self.watches.child, parent);
                     to.extend(get(&self.watches.persistent, parent));
+                    let acl = self.acl_of(parent);
                     for conn in to {
-                        self.notify(conn, EventType::NodeChildrenChanged, parent);
+                        if self.allowed(conn, &acl, perms::READ) {
+                            self.notify(conn, EventType::NodeChildrenChanged, parent);
+                        }
                     }
                 }
             }
@@ -786,53 +952,106 @@ impl SimServer {
 
     // ----- writes -----
 
-    fn write(&mut self, conn: ConnId, sid: i64, request: Request, zxid: i64, changes: &mut Vec<Change>) -> OpResult {
+    fn write(
+        &mut self,
+        conn: ConnId,
+        sid: i64,
+        request: Request,
+        zxid: i64,
+        changes: &mut Vec<Change>,
+    ) -> OpResult {
         match request {
-            Request::Create(r) => self.create(conn, sid, &r.path, r.data, &r.acl, r.flags, -1, zxid, changes).map(|(p, _)| Response::Path(p)),
+            Request::Create(r) => self
+                .create(
+                    conn, sid, &r.path, r.data, &r.acl, r.flags, -1, zxid, changes,
+                )
+                .map(|(p, _)| Response::Path(p)),
             Request::Create2(r) | Request::CreateContainer(r) => self
-                .create(conn, sid, &r.path, r.data, &r.acl, r.flags, -1, zxid, changes)
+                .create(
+                    conn, sid, &r.path, r.data, &r.acl, r.flags, -1, zxid, changes,
+                )
                 .map(|(path, stat)| Response::PathStat { path, stat }),
             Request::CreateTtl(r) => {
                 if !self.config.ttl_enabled {
                     return Err(ErrorCode::Unimplemented);
                 }
-                self.create(conn, sid, &r.path, r.data, &r.acl, r.flags, r.ttl, zxid, changes)
-                    .map(|(path, stat)| Response::PathStat { path, stat })
+                self.create(
+                    conn, sid, &r.path, r.data, &r.acl, r.flags, r.ttl, zxid, changes,
+                )
+                .map(|(path, stat)| Response::PathStat { path, stat })
             }
-            Request::Delete(r) => self.delete(conn, &r.path, r.version, zxid, changes).map(|_| Response::Empty),
-            Request::SetData(r) => self.set_data(conn, &r.path, r.data, r.version, zxid, changes).map(Response::Stat),
-            Request::SetAcl(r) => self.set_acl(conn, &r.path, &r.acl, r.version, zxid).map(Response::Stat),
+            Request::Delete(r) => self
+                .delete(conn, &r.path, r.version, zxid, changes)
+                .map(|_| Response::Empty),
+            Request::SetData(r) => self
+                .set_data(conn, &r.path, r.data, r.version, zxid, changes)
+                .map(Response::Stat),
+            Request::SetAcl(r) => self
+                .set_acl(conn, &r.path, &r.acl, r.version, zxid)
+                .map(Response::Stat),
             Request::Multi(ops) => Ok(Response::Multi(self.multi(conn, sid, ops, zxid, changes))),
             _ => Err(ErrorCode::Unimplemented),
         }
     }
 
-    fn multi(&mut self, conn: ConnId, sid: i64, ops: Vec<MultiOp>, zxid: i64, changes: &mut Vec<Change>) -> Vec<MultiResult> {
+    fn multi(
+        &mut self,
+        conn: ConnId,
+        sid: i64,
+        ops: Vec<MultiOp>,
+        zxid: i64,
+        changes: &mut Vec<Change>,
+    ) -> Vec<MultiResult> {
         let tree = self.tree.clone();
-        let ephemerals: Vec<(i64, BTreeSet<String>)> = self.sessions.iter().map(|(id, s)| (*id, s.ephemerals.clone())).collect();
+        let ephemerals: Vec<(i64, BTreeSet<String>)> = self
+            .sessions
+            .iter()
+            .map(|(id, s)| (*id, s.ephemerals.clone()))
+            .collect();
         let count = ops.len();
         let mut results = Vec::new();
         let mut failed = None;
         for (i, op) in ops.into_iter().enumerate() {
             let r = match op {
                 MultiOp::Create(r) | MultiOp::Create2(r) => {
-                    // 3.8 turns create2 inside a multi into create: path only.
-                    self.create(conn, sid, &r.path, r.data, &r.acl, r.flags, -1, zxid, changes).map(|(p, _)| MultiResult::Create(p))
+                    // 3.8 turns create2 inside a multi into create (path only), except
+                    // for containers, which become createContainer (path and Stat).
+                    let container = r.flags == CreateMode::Container.to_i32();
+                    self.create(
+                        conn, sid, &r.path, r.data, &r.acl, r.flags, -1, zxid, changes,
+                    )
+                    .map(|(path, stat)| {
+                        if container {
+                            MultiResult::Create2 { path, stat }
+                        } else {
+                            MultiResult::Create(path)
+                        }
+                    })
                 }
                 MultiOp::CreateContainer(r) => self
-                    .create(conn, sid, &r.path, r.data, &r.acl, r.flags, -1, zxid, changes)
+                    .create(
+                        conn, sid, &r.path, r.data, &r.acl, r.flags, -1, zxid, changes,
+                    )
                     .map(|(path, stat)| MultiResult::Create2 { path, stat }),
                 MultiOp::CreateTtl(r) => {
                     if self.config.ttl_enabled {
-                        self.create(conn, sid, &r.path, r.data, &r.acl, r.flags, r.ttl, zxid, changes)
-                            .map(|(path, stat)| MultiResult::Create2 { path, stat })
+                        self.create(
+                            conn, sid, &r.path, r.data, &r.acl, r.flags, r.ttl, zxid, changes,
+                        )
+                        .map(|(path, stat)| MultiResult::Create2 { path, stat })
                     } else {
                         Err(ErrorCode::Unimplemented)
                     }
                 }
-                MultiOp::Delete(r) => self.delete(conn, &r.path, r.version, zxid, changes).map(|_| MultiResult::Delete),
-                MultiOp::SetData(r) => self.set_data(conn, &r.path, r.data, r.version, zxid, changes).map(MultiResult::SetData),
-                MultiOp::Check(r) => self.check(conn, &r.path, r.version).map(|_| MultiResult::Check),
+                MultiOp::Delete(r) => self
+                    .delete(conn, &r.path, r.version, zxid, changes)
+                    .map(|_| MultiResult::Delete),
+                MultiOp::SetData(r) => self
+                    .set_data(conn, &r.path, r.data, r.version, zxid, changes)
+                    .map(MultiResult::SetData),
+                MultiOp::Check(r) => self
+                    .check(conn, &r.path, r.version)
+                    .map(|_| MultiResult::Check),
             };
             match r {
                 Ok(result) => results.push(result),
@@ -842,7 +1061,9 @@ impl SimServer {
                 }
             }
         }
-        let Some((at, code)) = failed else { return results };
+        let Some((at, code)) = failed else {
+            return results;
+        };
         // Roll back and answer like 3.8: Ok before the failing op, its code, then -2.
         self.tree = tree;
         for (id, eph) in ephemerals {
@@ -894,7 +1115,9 @@ impl SimServer {
         } else if ttl >= 0 {
             return Err(ErrorCode::BadArguments);
         }
-        let Some(slash) = path.rfind('/') else { return Err(ErrorCode::BadArguments) };
+        let Some(slash) = path.rfind('/') else {
+            return Err(ErrorCode::BadArguments);
+        };
         if path.contains('\0') {
             return Err(ErrorCode::BadArguments);
         }
@@ -904,7 +1127,11 @@ impl SimServer {
         if !self.allowed(conn, &parent.acl, perms::CREATE) {
             return Err(ErrorCode::NoAuth);
         }
-        let full = if mode.is_sequential() { format!("{path}{:010}", parent.creates) } else { path.to_string() };
+        let full = if mode.is_sequential() {
+            format!("{path}{:010}", parent.creates)
+        } else {
+            path.to_string()
+        };
         validate_path(&full).map_err(|_| ErrorCode::BadArguments)?;
         if self.tree.nodes.contains_key(&full) {
             return Err(ErrorCode::NodeExists);
@@ -915,14 +1142,35 @@ impl SimServer {
         let kind = match mode {
             CreateMode::Ephemeral | CreateMode::EphemeralSequential => Kind::Ephemeral(sid),
             CreateMode::Container => Kind::Container,
-            CreateMode::PersistentWithTtl | CreateMode::PersistentSequentialWithTtl => Kind::Ttl(ttl),
+            CreateMode::PersistentWithTtl | CreateMode::PersistentSequentialWithTtl => {
+                Kind::Ttl(ttl)
+            }
             _ => Kind::Persistent,
         };
         let now = self.now_ms;
-        let stat = Stat { czxid: zxid, mzxid: zxid, ctime: now, mtime: now, pzxid: zxid, ..Stat::default() };
-        let node = Node { data, acl, stat, kind: kind.clone(), children: BTreeSet::new(), creates: 0, deletes: 0 };
+        let stat = Stat {
+            czxid: zxid,
+            mzxid: zxid,
+            ctime: now,
+            mtime: now,
+            pzxid: zxid,
+            ..Stat::default()
+        };
+        let node = Node {
+            data,
+            acl,
+            stat,
+            kind: kind.clone(),
+            children: BTreeSet::new(),
+            creates: 0,
+            deletes: 0,
+        };
         let visible = node.visible_stat();
-        let parent = self.tree.nodes.get_mut(parent_path).expect("looked up above");
+        let parent = self
+            .tree
+            .nodes
+            .get_mut(parent_path)
+            .expect("looked up above");
         parent.children.insert(name_of(&full).to_string());
         parent.creates = parent.creates.wrapping_add(1);
         parent.stat.pzxid = zxid;
@@ -936,9 +1184,19 @@ impl SimServer {
         Ok((full, visible))
     }
 
-    fn delete(&mut self, conn: ConnId, path: &str, version: i32, zxid: i64, changes: &mut Vec<Change>) -> Result<(), ErrorCode> {
+    fn delete(
+        &mut self,
+        conn: ConnId,
+        path: &str,
+        version: i32,
+        zxid: i64,
+        changes: &mut Vec<Change>,
+    ) -> Result<(), ErrorCode> {
         validate_path(path).map_err(|_| ErrorCode::BadArguments)?;
-        if matches!(path, "/" | "/zookeeper" | "/zookeeper/quota" | "/zookeeper/config") {
+        if matches!(
+            path,
+            "/" | "/zookeeper" | "/zookeeper/quota" | "/zookeeper/config"
+        ) {
             return Err(ErrorCode::BadArguments);
         }
         let parent_path = parent_of(path).ok_or(ErrorCode::BadArguments)?;
@@ -951,14 +1209,15 @@ impl SimServer {
         if !node.children.is_empty() {
             return Err(ErrorCode::NotEmpty);
         }
-        self.remove_node(path, zxid);
-        changes.push(Change::Deleted(path.to_string()));
+        if let Some(acl) = self.remove_node(path, zxid) {
+            changes.push(Change::Deleted(path.to_string(), acl));
+        }
         Ok(())
     }
 
-    /// Removes a childless node and updates its parent and owner; false if absent.
-    fn remove_node(&mut self, path: &str, zxid: i64) -> bool {
-        let Some(node) = self.tree.nodes.remove(path) else { return false };
+    /// Removes a childless node and updates its parent and owner; its ACL if it was there.
+    fn remove_node(&mut self, path: &str, zxid: i64) -> Option<Vec<Acl>> {
+        let node = self.tree.nodes.remove(path)?;
         if let Some(parent) = parent_of(path).and_then(|p| self.tree.nodes.get_mut(p)) {
             parent.children.remove(name_of(path));
             parent.deletes = parent.deletes.wrapping_add(1);
@@ -969,10 +1228,18 @@ impl SimServer {
                 s.ephemerals.remove(path);
             }
         }
-        true
+        Some(node.acl)
     }
 
-    fn set_data(&mut self, conn: ConnId, path: &str, data: Bytes, version: i32, zxid: i64, changes: &mut Vec<Change>) -> Result<Stat, ErrorCode> {
+    fn set_data(
+        &mut self,
+        conn: ConnId,
+        path: &str,
+        data: Bytes,
+        version: i32,
+        zxid: i64,
+        changes: &mut Vec<Change>,
+    ) -> Result<Stat, ErrorCode> {
         validate_path(path).map_err(|_| ErrorCode::BadArguments)?;
         let node = self.tree.nodes.get(path).ok_or(ErrorCode::NoNode)?;
         if !self.allowed(conn, &node.acl, perms::WRITE) {
@@ -990,7 +1257,14 @@ impl SimServer {
         Ok(stat)
     }
 
-    fn set_acl(&mut self, conn: ConnId, path: &str, acl: &[Acl], version: i32, _zxid: i64) -> Result<Stat, ErrorCode> {
+    fn set_acl(
+        &mut self,
+        conn: ConnId,
+        path: &str,
+        acl: &[Acl],
+        version: i32,
+        _zxid: i64,
+    ) -> Result<Stat, ErrorCode> {
         validate_path(path).map_err(|_| ErrorCode::BadArguments)?;
         let acl = self.fixup_acl(conn, acl)?;
         let node = self.tree.nodes.get(path).ok_or(ErrorCode::NoNode)?;
