@@ -750,11 +750,15 @@ impl Session {
                 *path = chroot.prefix(path);
             }
         });
-        let mut frame = BytesMut::new();
-        encode_request(&mut frame, 0, &request, self.config.max_request)
-            .map_err(SubmitError::TooLarge)?;
-
         if let Request::Auth(packet) = request {
+            // Same size rule as every request (auth packets are tiny in practice).
+            encode_request(
+                &mut BytesMut::new(),
+                xid::AUTH,
+                &Request::Auth(packet.clone()),
+                self.config.max_request,
+            )
+            .map_err(SubmitError::TooLarge)?;
             // Replayed on every connection; this token hears about the first answer.
             if self.phase == Phase::Connected {
                 self.write_auth(now, &packet, Some(token));
@@ -764,16 +768,30 @@ impl Session {
             }
             return Ok(());
         }
-        let queued = Queued {
-            frame,
-            op,
-            token,
-            after,
-        };
         if self.phase == Phase::Connected {
-            self.write(now, queued);
+            // Straight into the transmit buffer with its real xid (nothing is written
+            // if it is too large).
+            let xid = self.next_xid;
+            encode_request(&mut self.tx, xid, &request, self.config.max_request)
+                .map_err(SubmitError::TooLarge)?;
+            self.advance_xid();
+            self.in_flight.push_back(InFlight {
+                xid,
+                op,
+                token,
+                after,
+            });
+            self.last_send = now;
         } else {
-            self.queued.push_back(queued);
+            let mut frame = BytesMut::new();
+            encode_request(&mut frame, 0, &request, self.config.max_request)
+                .map_err(SubmitError::TooLarge)?;
+            self.queued.push_back(Queued {
+                frame,
+                op,
+                token,
+                after,
+            });
         }
         Ok(())
     }
@@ -895,13 +913,17 @@ impl Session {
         });
     }
 
-    fn write(&mut self, now: Instant, q: Queued) {
-        let xid = self.next_xid;
+    fn advance_xid(&mut self) {
         self.next_xid = if self.next_xid == i32::MAX {
             1
         } else {
             self.next_xid + 1
         };
+    }
+
+    fn write(&mut self, now: Instant, q: Queued) {
+        let xid = self.next_xid;
+        self.advance_xid();
         let mut frame = q.frame;
         frame[4..8].copy_from_slice(&xid.to_be_bytes());
         self.tx.extend_from_slice(&frame);

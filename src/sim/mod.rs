@@ -3,5 +3,7 @@
 //! seeded faults and invariants checked after every step.
 
 pub mod server;
+pub mod world;
 
 pub use server::{ConnId, ServerConfig, SimServer};
+pub use world::{Actor, SimConfig, Simulation, View};

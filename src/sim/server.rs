@@ -159,6 +159,8 @@ pub struct SimServer {
     next_conn: ConnId,
     watches: Watches,
     last_reap_ms: i64,
+    /// Connections that may have output or were closed since the last `conns_with_output`.
+    dirty: Vec<ConnId>,
     /// Frames handled (requests, pings, handshakes), for benchmarks.
     pub requests_handled: u64,
 }
@@ -207,6 +209,7 @@ impl SimServer {
             next_conn: 1,
             watches: Watches::default(),
             last_reap_ms: 0,
+            dirty: Vec::new(),
             requests_handled: 0,
         }
     }
@@ -377,6 +380,7 @@ impl SimServer {
     fn close_conn(&mut self, conn: ConnId) {
         if let Some(c) = self.conns.get_mut(&conn) {
             c.closed = true;
+            self.dirty.push(conn);
         }
         self.forget_watches(conn);
         if let Some(sid) = self.conns.get(&conn).and_then(|c| c.session) {
@@ -470,6 +474,7 @@ impl SimServer {
             },
         };
         encode_connect_response(&mut c.out, &resp);
+        self.dirty.push(conn);
         if answer.is_none() {
             c.closed = true;
         }
@@ -897,6 +902,7 @@ impl SimServer {
     fn notify(&mut self, conn: ConnId, t: EventType, path: &str) {
         if let Some(c) = self.conns.get_mut(&conn) {
             if !c.closed {
+                self.dirty.push(conn);
                 encode_notification(
                     &mut c.out,
                     &WatcherEvent {
@@ -914,6 +920,14 @@ impl SimServer {
     /// As in 3.8, a connection without READ on the node hears nothing (its one-shot
     /// watch is used up all the same).
     fn fire(&mut self, changes: &[Change]) {
+        let w = &self.watches;
+        if w.data.is_empty()
+            && w.child.is_empty()
+            && w.persistent.is_empty()
+            && w.recursive.is_empty()
+        {
+            return;
+        }
         for change in changes {
             let (path, t, acl) = match change {
                 Change::Created(p) => (p.as_str(), EventType::NodeCreated, self.acl_of(p)),

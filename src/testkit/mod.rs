@@ -2,3 +2,5 @@
 //! Each takes plain bytes, so proptest and libFuzzer drive the same code.
 
 pub mod session;
+#[cfg(feature = "sim")]
+pub mod sim_lock;
