@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use zk_recipes::client::Client;
+use zk_recipes::client::{Client, ClientEvent};
 use zk_recipes::proto::*;
 use zk_recipes::session::{SessionEvent, Token};
 use zk_recipes::sim::{Actor, SimConfig, Simulation};
@@ -17,10 +17,10 @@ struct Mix {
 }
 
 impl Actor for Mix {
-    fn step(&mut self, now: Instant, client: &mut Client, events: &[SessionEvent]) {
+    fn step(&mut self, now: Instant, client: &mut Client, events: &[ClientEvent]) {
         let answered = events
             .iter()
-            .any(|e| matches!(e, SessionEvent::Reply(r) if Some(r.token) == self.pending));
+            .any(|e| matches!(e, ClientEvent::Session(SessionEvent::Reply(r)) if Some(r.token) == self.pending));
         let connected = matches!(
             client.session().state(),
             zk_recipes::session::SessionState::Connected

@@ -40,6 +40,7 @@ extern crate std;
 
 pub mod client;
 pub mod proto;
+pub mod recipe;
 pub mod session;
 #[cfg(feature = "sim")]
 pub mod sim;

@@ -4,8 +4,9 @@
 
 use hashbrown::HashMap;
 
-use super::{Client, Error};
+use super::{Client, ClientEvent, Error, RecipeHandle};
 use crate::proto::{EventType, Response};
+use crate::recipe::RecipeEvent;
 use crate::session::{SessionEvent, Token, WatchEvent};
 use core::time::Duration;
 
@@ -56,25 +57,37 @@ impl Status {
     }
 }
 
-/// Waiters and watchers by token.
+/// Waiters and watchers by token, recipe listeners by handle.
 #[derive(Debug)]
-pub struct Routes<R, W> {
+pub struct Routes<R, W, L> {
     replies: HashMap<Token, R>,
     watches: HashMap<Token, (W, WatchMode)>,
+    recipes: HashMap<RecipeHandle, L>,
     status: Status,
 }
 
-impl<R, W> Default for Routes<R, W> {
+impl<R, W, L> Default for Routes<R, W, L> {
     fn default() -> Self {
         Routes {
             replies: HashMap::new(),
             watches: HashMap::new(),
+            recipes: HashMap::new(),
             status: Status::Connecting,
         }
     }
 }
 
-impl<R: Sink<Result<Response, Error>>, W: Sink<WatchEvent>> Routes<R, W> {
+impl<R: Sink<Result<Response, Error>>, W: Sink<WatchEvent>, L: Sink<RecipeEvent>> Routes<R, W, L> {
+    /// Routes the events of a hosted recipe to `listener`.
+    pub fn insert_recipe(&mut self, handle: RecipeHandle, listener: L) {
+        self.recipes.insert(handle, listener);
+    }
+
+    /// Stops routing a recipe's events (its listener went away).
+    pub fn remove_recipe(&mut self, handle: RecipeHandle) {
+        self.recipes.remove(&handle);
+    }
+
     /// Routes the reply of `token` to `reply` and its watch events, if any, to `watch`.
     pub fn insert(&mut self, token: Token, reply: R, watch: Option<(W, WatchMode)>) {
         self.replies.insert(token, reply);
@@ -99,7 +112,18 @@ impl<R: Sink<Result<Response, Error>>, W: Sink<WatchEvent>> Routes<R, W> {
     }
 
     /// Delivers one event; returns the new status when it changed.
-    pub fn deliver(&mut self, client: &mut Client, event: SessionEvent) -> Option<Status> {
+    pub fn deliver(&mut self, client: &mut Client, event: ClientEvent) -> Option<Status> {
+        let event = match event {
+            ClientEvent::Session(e) => e,
+            ClientEvent::Recipe { handle, event } => {
+                if let Some(listener) = self.recipes.get_mut(&handle) {
+                    if !listener.send(event) {
+                        self.recipes.remove(&handle);
+                    }
+                }
+                return None;
+            }
+        };
         let status = match event {
             SessionEvent::Reply(reply) => {
                 if let Some(mut waiter) = self.replies.remove(&reply.token) {
@@ -156,6 +180,7 @@ impl<R: Sink<Result<Response, Error>>, W: Sink<WatchEvent>> Routes<R, W> {
             // tells their receivers nothing more will come.
             self.replies.clear();
             self.watches.clear();
+            self.recipes.clear();
         }
         Some(status)
     }

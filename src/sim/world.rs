@@ -20,16 +20,17 @@ use core::cmp::Reverse;
 use core::time::Duration;
 
 use super::server::{ConnId, ServerConfig, SimServer};
+use crate::client::ClientEvent;
 use crate::client::{Client, Options};
 use crate::proto::DEFAULT_MAX_REQUEST;
-use crate::session::{SessionEvent, SessionState, Transport};
+use crate::session::{SessionState, Transport};
 use crate::time::Instant;
 
 /// A client's behaviour: it reacts to its session's events and its own timer.
 pub trait Actor {
     /// Called after every event that reached this client, with the session events it
     /// produced (possibly none). Submit requests on `client` here.
-    fn step(&mut self, now: Instant, client: &mut Client, events: &[SessionEvent]);
+    fn step(&mut self, now: Instant, client: &mut Client, events: &[ClientEvent]);
     /// When the actor wants `step` called again without new events.
     fn wake_at(&self) -> Option<Instant>;
     /// The slot got a new client (after its session ended or the process crashed):
@@ -192,7 +193,7 @@ pub struct Simulation<A> {
     paused_until: Option<Instant>,
     conn_owner: BTreeMap<ConnId, (usize, u64)>,
     trace: VecDeque<String>,
-    scratch: Vec<SessionEvent>,
+    scratch: Vec<ClientEvent>,
     /// Requests the server handled (for throughput numbers).
     pub events_handled: u64,
 }

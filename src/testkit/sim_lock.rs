@@ -8,7 +8,7 @@ use alloc::vec::Vec;
 use bytes::Bytes;
 use core::time::Duration;
 
-use crate::client::Client;
+use crate::client::{Client, ClientEvent};
 use crate::proto::*;
 use crate::session::{SessionEvent, Token};
 use crate::sim::{Actor, SimConfig, Simulation, View};
@@ -202,8 +202,11 @@ impl LockActor {
 }
 
 impl Actor for LockActor {
-    fn step(&mut self, now: Instant, client: &mut Client, events: &[SessionEvent]) {
+    fn step(&mut self, now: Instant, client: &mut Client, events: &[ClientEvent]) {
         for ev in events {
+            let ClientEvent::Session(ev) = ev else {
+                continue;
+            };
             match ev {
                 SessionEvent::Reply(r) if Some(r.token) == self.pending => {
                     self.pending = None;

@@ -10,9 +10,12 @@ use std::thread;
 use std::time::Duration;
 
 use bytes::BytesMut;
+use zk_recipes::client::ClientEvent;
 use zk_recipes::client::{Client as Core, Error, Routes, Sink, Status, WatchMode};
 use zk_recipes::proto::{Request, Response};
-use zk_recipes::session::{SessionEvent, Transport, WatchEvent};
+use zk_recipes::recipe::lock::LockEvent;
+use zk_recipes::recipe::RecipeEvent;
+use zk_recipes::session::{Transport, WatchEvent};
 use zk_recipes::time::Instant;
 
 pub(crate) enum Input {
@@ -46,6 +49,18 @@ pub(crate) struct WatchTx(pub(crate) Sender<WatchEvent>, pub(crate) WatchMode);
 impl Sink<WatchEvent> for WatchTx {
     fn send(&mut self, value: WatchEvent) -> bool {
         self.0.send(value).is_ok()
+    }
+}
+
+/// Where a lock's events go.
+pub(crate) struct LockTx(pub(crate) Sender<LockEvent>);
+
+impl Sink<RecipeEvent> for LockTx {
+    fn send(&mut self, value: RecipeEvent) -> bool {
+        match value {
+            RecipeEvent::Lock(e) => self.0.send(e).is_ok(),
+            _ => true,
+        }
     }
 }
 
@@ -112,7 +127,7 @@ pub(crate) fn run(
     let now = move || {
         Instant::from_micros(u64::try_from(epoch.elapsed().as_micros()).unwrap_or(u64::MAX))
     };
-    let mut routes: Routes<ReplyTx, WatchTx> = Routes::default();
+    let mut routes: Routes<ReplyTx, WatchTx, LockTx> = Routes::default();
     let mut socket: Option<TcpStream> = None;
     let mut generation = 0u64;
     let mut out = BytesMut::with_capacity(64 * 1024);
@@ -238,8 +253,10 @@ pub(crate) fn run(
     }
 }
 
-fn log(event: &SessionEvent) {
-    if event.is_state_change() {
-        tracing::info!(target: "zk_recipes", "{event}");
+fn log(event: &ClientEvent) {
+    if let ClientEvent::Session(event) = event {
+        if event.is_state_change() {
+            tracing::info!(target: "zk_recipes", "{event}");
+        }
     }
 }

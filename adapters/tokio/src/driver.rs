@@ -11,9 +11,12 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, watch};
+use zk_recipes::client::ClientEvent;
 use zk_recipes::client::{Client as Core, Error, Routes, Sink, Status, WatchMode};
 use zk_recipes::proto::{Request, Response};
-use zk_recipes::session::{SessionEvent, Transport, WatchEvent};
+use zk_recipes::recipe::lock::LockEvent;
+use zk_recipes::recipe::RecipeEvent;
+use zk_recipes::session::{Transport, WatchEvent};
 use zk_recipes::time::Instant;
 
 pub(crate) enum Command {
@@ -59,6 +62,18 @@ impl Sink<WatchEvent> for WatchTx {
     }
 }
 
+/// Where a lock's events go.
+pub(crate) struct LockTx(pub(crate) mpsc::UnboundedSender<LockEvent>);
+
+impl Sink<RecipeEvent> for LockTx {
+    fn send(&mut self, value: RecipeEvent) -> bool {
+        match value {
+            RecipeEvent::Lock(e) => self.0.send(e).is_ok(),
+            _ => true,
+        }
+    }
+}
+
 type Connecting = Pin<Box<dyn Future<Output = io::Result<TcpStream>> + Send>>;
 
 /// Reads from the socket if there is one; otherwise never completes.
@@ -86,7 +101,7 @@ pub(crate) async fn run(
     let now = move || {
         Instant::from_micros(u64::try_from(epoch.elapsed().as_micros()).unwrap_or(u64::MAX))
     };
-    let mut routes: Routes<ReplyTx, WatchTx> = Routes::default();
+    let mut routes: Routes<ReplyTx, WatchTx, LockTx> = Routes::default();
     let mut reader: Option<OwnedReadHalf> = None;
     let mut writer: Option<OwnedWriteHalf> = None;
     let mut connecting: Option<Connecting> = None;
@@ -207,8 +222,10 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
     }
 }
 
-fn log(event: &SessionEvent) {
-    if event.is_state_change() {
-        tracing::info!(target: "zk_recipes", "{event}");
+fn log(event: &ClientEvent) {
+    if let ClientEvent::Session(event) = event {
+        if event.is_state_change() {
+            tracing::info!(target: "zk_recipes", "{event}");
+        }
     }
 }
