@@ -602,7 +602,10 @@ impl Lock {
             Ok(Response::Children(c)) | Ok(Response::Children2 { children: c, .. }) => c,
             Ok(_) => return self.fail(ErrorCode::MarshallingError),
             Err(ErrorCode::ConnectionLoss) => {
-                if self.in_doubt || (self.node.is_some() && self.state == State::Waiting) {
+                let pending = self.in_flight(|p| matches!(p, Purpose::List(_)));
+                if !pending
+                    && (self.in_doubt || (self.node.is_some() && self.state == State::Waiting))
+                {
                     self.list(attempt); // again once connected
                 }
                 return;
