@@ -377,15 +377,55 @@ fn cancel_while_the_create_is_in_flight_deletes_what_it_created() {
 }
 
 #[test]
-fn try_lock_gives_up_at_the_deadline_and_removes_its_node() {
+fn try_lock_looks_once_then_gives_up_and_removes_its_node() {
     let mut l = lock(LockKind::Exclusive);
     l.acquire(T, Some(T));
+    let r = requests(&mut l);
+    // The deadline is already here, but a try-lock decides on the first listing.
+    l.handle_timeout(T);
+    assert!(events(&mut l).is_empty());
+    assert_eq!(
+        l.poll_timeout(),
+        None,
+        "no busy timer while waiting for the listing"
+    );
+    l.handle_reply(T, r[0].0, created(&ours(9), 90));
+    l.handle_reply(T, r[1].0, children(&[&ours(9), "_c_a-lock-0000000001"]));
+    assert_eq!(events(&mut l), vec![LockEvent::NotAcquired]);
+    let del = requests(&mut l);
+    assert_eq!(
+        del[0].1,
+        Request::Delete(DeleteRequest {
+            path: path(&ours(9)),
+            version: -1
+        })
+    );
+    l.handle_reply(T, del[0].0, Ok(Response::Empty));
+    assert!(l.is_done());
+}
+
+#[test]
+fn a_free_lock_is_taken_by_a_try_lock() {
+    let mut l = lock(LockKind::Exclusive);
+    l.acquire(T, Some(T));
+    let r = requests(&mut l);
+    l.handle_timeout(T);
+    l.handle_reply(T, r[0].0, created(&ours(2), 20));
+    l.handle_reply(T, r[1].0, children(&[&ours(2)]));
+    assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
+}
+
+#[test]
+fn a_waiting_deadline_gives_up_and_removes_its_node() {
+    let mut l = lock(LockKind::Exclusive);
+    let later = Instant::from_micros(5_000);
+    l.acquire(T, Some(later));
     let r = requests(&mut l);
     l.handle_reply(T, r[0].0, created(&ours(9), 90));
     l.handle_reply(T, r[1].0, children(&[&ours(9), "_c_a-lock-0000000001"]));
     let w = requests(&mut l);
-    assert_eq!(l.poll_timeout(), Some(T));
-    l.handle_timeout(T);
+    assert_eq!(l.poll_timeout(), Some(later));
+    l.handle_timeout(later);
     assert_eq!(events(&mut l), vec![LockEvent::NotAcquired]);
     let del = requests(&mut l);
     assert_eq!(

@@ -240,7 +240,11 @@ pub struct Lock {
     in_doubt: bool,
     /// Blockers in the last listing (1 means: when it goes, we hold).
     blockers: usize,
+    /// Children with our prefix still to check after a lost create reply.
+    candidates: Vec<String>,
     deadline: Option<Instant>,
+    /// The deadline passed before the first listing: give up right after it.
+    deadline_passed: bool,
     finish: Option<Finish>,
     suspended: bool,
     /// A data watch on our own node is registered (or being registered).
@@ -276,7 +280,9 @@ impl Lock {
             attempt: 0,
             in_doubt: false,
             blockers: 0,
+            candidates: Vec::new(),
             deadline: None,
+            deadline_passed: false,
             finish: None,
             suspended: false,
             own_armed: false,
@@ -444,6 +450,7 @@ impl Lock {
         self.blockers = blockers.len();
         match blockers.last() {
             None => self.acquired(),
+            Some(_) if self.deadline_passed => self.stop_with(Finish::NotAcquired),
             Some(nearest) => {
                 let path = join(&self.config.dir, &nearest.name);
                 let name = nearest.name.clone();
@@ -642,6 +649,21 @@ impl Lock {
         }
     }
 
+    /// Checks the next child carrying our prefix, or concludes our create never landed.
+    fn next_candidate(&mut self) {
+        match self.candidates.pop() {
+            Some(name) => {
+                let path = join(&self.config.dir, &name);
+                self.op(
+                    Purpose::Adopt(name),
+                    Request::Exists(PathWatch { path, watch: false }),
+                );
+            }
+            None if self.state == State::Deleting => self.done(),
+            None => self.send_create(),
+        }
+    }
+
     fn on_adopt(&mut self, name: String, result: Result<Response, ErrorCode>) {
         match result {
             Ok(Response::Stat(stat))
@@ -661,12 +683,12 @@ impl Lock {
                 }
             }
             Err(ErrorCode::ConnectionLoss) => {
+                self.candidates.clear();
                 self.in_doubt = true;
                 self.list(u32::MAX - 1);
             }
-            // Not ours (another session's) or gone: ours never landed.
-            _ if self.state == State::Deleting => self.done(),
-            _ => self.send_create(),
+            // Not ours (another session's) or gone: try the next one.
+            _ => self.next_candidate(),
         }
     }
 
@@ -833,9 +855,19 @@ impl Recipe for Lock {
 
     fn handle_timeout(&mut self, now: Instant) {
         if let Some(d) = self.deadline {
-            if now >= d && matches!(self.state, State::Creating | State::Waiting) {
-                self.deadline = None;
-                self.stop(now, Finish::NotAcquired);
+            if now >= d {
+                match self.state {
+                    State::Waiting => {
+                        self.deadline = None;
+                        self.stop(now, Finish::NotAcquired);
+                    }
+                    // A try-lock still deserves one look at the directory.
+                    State::Creating => {
+                        self.deadline = None;
+                        self.deadline_passed = true;
+                    }
+                    _ => {}
+                }
             }
         }
     }

@@ -65,6 +65,11 @@ pub struct SimConfig {
     pub crash_client: u32,
     /// Keep a trace of the last events for failure reports.
     pub trace: bool,
+    /// A run that handles more events than this fails (a livelock, not a slow run).
+    pub max_events: u64,
+    /// The last stretch of `duration` without faults, so that a run can end settled
+    /// (everyone released, dead sessions expired) and be checked for leftovers.
+    pub quiet: Duration,
 }
 
 impl SimConfig {
@@ -83,6 +88,8 @@ impl SimConfig {
             expire_session: 5,
             crash_client: 5,
             trace: true,
+            max_events: 20_000_000,
+            quiet: Duration::ZERO,
         }
     }
 
@@ -323,7 +330,17 @@ impl<A: Actor> Simulation<A> {
         self.push(Instant::ZERO + Duration::from_millis(100), Ev::ServerTick);
         self.push(Instant::ZERO + Duration::from_millis(100), Ev::Fault);
         let end = Instant::ZERO + self.config.duration;
+        let mut handled = 0u64;
         while let Some(Reverse(Queued(at, _, index))) = self.queue.pop() {
+            handled += 1;
+            if handled > self.config.max_events {
+                return Err(format!(
+                    "seed {}: more than {} events by {} us: livelock",
+                    self.config.seed,
+                    self.config.max_events,
+                    self.now.as_micros()
+                ));
+            }
             let Some(ev) = self.slab[index].take() else {
                 continue;
             };
@@ -389,7 +406,7 @@ impl<A: Actor> Simulation<A> {
                 let Some(conn) = self.slots[i].conn else {
                     return;
                 };
-                if self.roll(self.config.lose_request) {
+                if self.faults_on() && self.roll(self.config.lose_request) {
                     self.note(|| {
                         format!(
                             "c{i} connection drops; {} bytes to the server lost",
@@ -408,7 +425,7 @@ impl<A: Actor> Simulation<A> {
                 if self.slots[i].conn_gen != gen || !self.slots[i].running {
                     return;
                 }
-                if !bytes.is_empty() && self.roll(self.config.lose_reply) {
+                if !bytes.is_empty() && self.faults_on() && self.roll(self.config.lose_reply) {
                     self.note(|| {
                         format!(
                             "c{i} connection drops; {} bytes from the server lost",
@@ -463,7 +480,15 @@ impl<A: Actor> Simulation<A> {
         }
     }
 
+    /// Faults are off during the quiet stretch at the end.
+    fn faults_on(&self) -> bool {
+        self.now + self.config.quiet < Instant::ZERO + self.config.duration
+    }
+
     fn fault(&mut self) {
+        if !self.faults_on() {
+            return;
+        }
         let n = self.slots.len() as u64;
         if self.roll(self.config.drop_connection) {
             let i = self.below(n) as usize;

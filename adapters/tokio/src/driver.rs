@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use zk_recipes::client::ClientEvent;
 use zk_recipes::client::{Client as Core, Error, Routes, Sink, Status, WatchMode};
 use zk_recipes::proto::{Request, Response};
-use zk_recipes::recipe::lock::LockEvent;
+use zk_recipes::recipe::lock::{Lock, LockConfig, LockEvent};
 use zk_recipes::recipe::RecipeEvent;
 use zk_recipes::session::{Transport, WatchEvent};
 use zk_recipes::time::Instant;
@@ -29,6 +29,15 @@ pub(crate) enum Command {
         timeout: Duration,
         done: oneshot::Sender<()>,
     },
+    /// Host a lock under `key` and start acquiring.
+    Lock {
+        key: u64,
+        config: LockConfig,
+        wait: Option<Duration>,
+        events: mpsc::UnboundedSender<LockEvent>,
+    },
+    /// Release (or cancel) the lock hosted under `key`.
+    Unlock { key: u64 },
 }
 
 pub(crate) struct ReplyTx(Option<oneshot::Sender<Result<Response, Error>>>);
@@ -109,6 +118,8 @@ pub(crate) async fn run(
     let mut buf = vec![0u8; 64 * 1024];
     let mut close_waiters: Vec<oneshot::Sender<()>> = Vec::new();
     let mut handles_alive = true;
+    let mut locks: std::collections::HashMap<u64, zk_recipes::client::RecipeHandle> =
+        std::collections::HashMap::new();
 
     loop {
         // Drain every output until there is nothing but a deadline.
@@ -174,6 +185,19 @@ pub(crate) async fn run(
                     }
                     Err(e) => { let _ = reply.send(Err(e.into())); }
                 },
+                Some(Command::Lock { key, config, wait, events }) => {
+                    let t = now();
+                    let handle = core.add_lock(t, Lock::new(config));
+                    routes.insert_recipe(handle, LockTx(events));
+                    locks.insert(key, handle);
+                    core.lock_mut(t, handle, |l| l.acquire(t, wait.map(|w| t + w)));
+                }
+                Some(Command::Unlock { key }) => {
+                    if let Some(handle) = locks.remove(&key) {
+                        let t = now();
+                        core.lock_mut(t, handle, |l| l.release(t));
+                    }
+                }
                 Some(Command::Close { timeout, done }) => {
                     let t = now();
                     core.close(t, t + timeout);

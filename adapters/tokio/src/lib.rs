@@ -20,6 +20,10 @@
 //! ```
 
 mod driver;
+mod lock;
+
+pub use lock::{LockBuilder, LockChange, LockGuard, ReentrantGuard, ReentrantLock};
+pub use zk_recipes::recipe::lock::LostReason;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -130,7 +134,7 @@ fn terminal_error(s: Status) -> Error {
 /// A handle to one ZooKeeper session. Clone it freely.
 #[derive(Clone, Debug)]
 pub struct Client {
-    commands: mpsc::UnboundedSender<Command>,
+    pub(crate) commands: mpsc::UnboundedSender<Command>,
     status: watch::Receiver<Status>,
     credentials: std::sync::Arc<std::sync::Mutex<(i64, Vec<u8>)>>,
 }
@@ -184,7 +188,7 @@ impl Client {
             .unwrap_or_default()
     }
 
-    fn dead(&self) -> Error {
+    pub(crate) fn dead(&self) -> Error {
         let s = self.status();
         if s.is_terminal() {
             terminal_error(s)
