@@ -710,3 +710,31 @@ fn a_waiter_whose_node_is_deleted_fails() {
     );
     assert!(l.is_done());
 }
+
+#[test]
+fn a_late_event_from_an_older_watch_does_not_hand_over_the_lock() {
+    let mut l = lock(LockKind::Exclusive);
+    let (create, list) = start(&mut l);
+    l.handle_reply(T, create, created(&ours(7), 70));
+    l.handle_reply(
+        T,
+        list,
+        children(&[&ours(7), "_c_a-lock-0000000003", "_c_b-lock-0000000005"]),
+    );
+    let w = requests(&mut l);
+    l.handle_reply(T, w[0].0, data(b""));
+    l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
+    let relist = requests(&mut l);
+    l.handle_reply(
+        T,
+        relist[0].0,
+        children(&[&ours(7), "_c_a-lock-0000000003"]),
+    );
+    let w2 = requests(&mut l);
+    l.handle_reply(T, w2[0].0, data(b""));
+    // A second registration on the old blocker fires late: it must not count.
+    l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
+    assert!(events(&mut l).is_empty(), "still blocked by _c_a");
+    l.handle_watch(T, w2[0].0, &deleted(&path("_c_a-lock-0000000003")));
+    assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
+}

@@ -242,6 +242,8 @@ pub struct Lock {
     blockers: usize,
     /// Children with our prefix still to check after a lost create reply.
     candidates: Vec<String>,
+    /// The blocker we watch now (only its deletion counts: older watches may fire late).
+    watching: Option<String>,
     deadline: Option<Instant>,
     /// The deadline passed before the first listing: give up right after it.
     deadline_passed: bool,
@@ -281,6 +283,7 @@ impl Lock {
             in_doubt: false,
             blockers: 0,
             candidates: Vec::new(),
+            watching: None,
             deadline: None,
             deadline_passed: false,
             finish: None,
@@ -455,16 +458,18 @@ impl Lock {
                 let path = join(&self.config.dir, &nearest.name);
                 let name = nearest.name.clone();
                 self.state = State::Waiting;
+                self.watching = Some(name.clone());
                 self.watch_node(Purpose::Blocker(name), path);
             }
         }
     }
 
-    /// The blocker we watched is gone.
-    fn blocker_gone(&mut self) {
-        if self.state != State::Waiting {
+    /// Blocker `name` is gone; only the one we watch now matters.
+    fn blocker_gone(&mut self, name: &str) {
+        if self.state != State::Waiting || self.watching.as_deref() != Some(name) {
             return;
         }
+        self.watching = None;
         if self.blockers == 1 {
             self.acquired(); // lower sequence numbers never come back
         } else {
@@ -695,11 +700,14 @@ impl Lock {
     fn on_blocker(&mut self, name: &str, result: Result<Response, ErrorCode>) {
         match result {
             Ok(_) => {} // armed: wait for the watch
-            Err(ErrorCode::NoNode) => self.blocker_gone(),
-            Err(ErrorCode::ConnectionLoss) if self.state == State::Waiting => self.list(u32::MAX),
-            Err(_) => {
-                let _ = name;
+            Err(ErrorCode::NoNode) => self.blocker_gone(name),
+            Err(ErrorCode::ConnectionLoss)
+                if self.state == State::Waiting && self.watching.as_deref() == Some(name) =>
+            {
+                self.watching = None;
+                self.list(u32::MAX);
             }
+            Err(_) => {}
         }
     }
 
@@ -785,7 +793,10 @@ impl Recipe for Lock {
                     self.fail(ErrorCode::NoNode);
                 }
             }
-            EventType::NodeDeleted => self.blocker_gone(),
+            EventType::NodeDeleted => {
+                let name = event.path.rsplit('/').next().unwrap_or("").to_string();
+                self.blocker_gone(&name);
+            }
             EventType::NodeDataChanged if Some(&event.path) == ours.as_ref() => {
                 self.own_armed = false;
                 if matches!(self.state, State::Held | State::Waiting) {

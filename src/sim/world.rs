@@ -500,7 +500,11 @@ impl<A: Actor> Simulation<A> {
         if self.paused_until.is_none() && self.roll(self.config.pause_server) {
             let max =
                 u64::try_from(self.config.session_timeout.as_micros() * 2).unwrap_or(u64::MAX);
-            let d = Duration::from_micros(self.below(max) + 1);
+            let mut d = Duration::from_micros(self.below(max) + 1);
+            // A pause ends before the quiet stretch, which is for settling.
+            let quiet_starts =
+                Instant::ZERO + self.config.duration.saturating_sub(self.config.quiet);
+            d = d.min(quiet_starts.saturating_since(self.now));
             let until = self.now + d;
             self.paused_until = Some(until);
             self.note(|| format!("fault: server paused for {} ms", d.as_millis()));

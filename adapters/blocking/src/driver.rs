@@ -13,7 +13,7 @@ use bytes::BytesMut;
 use zk_recipes::client::ClientEvent;
 use zk_recipes::client::{Client as Core, Error, Routes, Sink, Status, WatchMode};
 use zk_recipes::proto::{Request, Response};
-use zk_recipes::recipe::lock::LockEvent;
+use zk_recipes::recipe::lock::{Lock, LockConfig, LockEvent};
 use zk_recipes::recipe::RecipeEvent;
 use zk_recipes::session::{Transport, WatchEvent};
 use zk_recipes::time::Instant;
@@ -30,6 +30,17 @@ pub(crate) enum Input {
     },
     /// Every handle is gone.
     Shutdown,
+    /// Host a lock under `key` and start acquiring.
+    Lock {
+        key: u64,
+        config: LockConfig,
+        wait: Option<Duration>,
+        events: Sender<LockEvent>,
+    },
+    /// Release (or cancel) the lock hosted under `key`.
+    Unlock {
+        key: u64,
+    },
     Connected(u64, TcpStream),
     ConnectFailed(u64),
     Bytes(u64, Vec<u8>),
@@ -132,6 +143,8 @@ pub(crate) fn run(
     let mut generation = 0u64;
     let mut out = BytesMut::with_capacity(64 * 1024);
     let mut close_waiters: Vec<SyncSender<()>> = Vec::new();
+    let mut locks: std::collections::HashMap<u64, zk_recipes::client::RecipeHandle> =
+        std::collections::HashMap::new();
 
     let drop_socket = |socket: &mut Option<TcpStream>| {
         if let Some(s) = socket.take() {
@@ -223,6 +236,24 @@ pub(crate) fn run(
                 let t = now();
                 core.close(t, t + timeout);
                 close_waiters.push(done);
+            }
+            Input::Lock {
+                key,
+                config,
+                wait,
+                events,
+            } => {
+                let t = now();
+                let handle = core.add_lock(t, Lock::new(config));
+                routes.insert_recipe(handle, LockTx(events));
+                locks.insert(key, handle);
+                core.lock_mut(t, handle, |l| l.acquire(t, wait.map(|w| t + w)));
+            }
+            Input::Unlock { key } => {
+                if let Some(handle) = locks.remove(&key) {
+                    let t = now();
+                    core.lock_mut(t, handle, |l| l.release(t));
+                }
             }
             Input::Shutdown => {
                 let t = now();

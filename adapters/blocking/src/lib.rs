@@ -14,6 +14,10 @@
 //! ```
 
 mod driver;
+mod lock;
+
+pub use lock::{LockBuilder, LockChange, LockGuard, ReentrantGuard, ReentrantLock};
+pub use zk_recipes::recipe::lock::LostReason;
 
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::Arc;
@@ -69,7 +73,7 @@ impl Options {
     }
 }
 
-fn random_seed() -> u64 {
+pub(crate) fn random_seed() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u128(
@@ -118,8 +122,8 @@ fn terminal_error(s: Status) -> Error {
     }
 }
 
-struct Inner {
-    inputs: mpsc::Sender<Input>,
+pub(crate) struct Inner {
+    pub(crate) inputs: mpsc::Sender<Input>,
     shared: Arc<Shared>,
 }
 
@@ -133,8 +137,8 @@ impl Drop for Inner {
 /// A handle to one session; clone it to share it between threads.
 #[derive(Clone)]
 pub struct Client {
-    inner: Arc<Inner>,
-    call_timeout: Duration,
+    pub(crate) inner: Arc<Inner>,
+    pub(crate) call_timeout: Duration,
 }
 
 /// A one-shot watch.
@@ -223,7 +227,7 @@ impl Client {
             .unwrap_or_default()
     }
 
-    fn dead(&self) -> Error {
+    pub(crate) fn dead(&self) -> Error {
         let s = self.status();
         if s.is_terminal() {
             terminal_error(s)

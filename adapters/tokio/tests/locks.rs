@@ -134,11 +134,10 @@ async fn holder_expiry_hands_the_lock_on() {
         if let Ok(mut thief) = RawClient::handshake(server.addr(), req.clone()) {
             let _ = thief.call(&Request::CloseSession);
         }
-        if !b
-            .exists(&format!("/exp/{}", held.node()))
+        if b.exists(&format!("/exp/{}", held.node()))
             .await
             .unwrap()
-            .is_some()
+            .is_none()
         {
             break;
         }
