@@ -234,3 +234,47 @@ async fn reentrancy_is_explicit() {
         .unwrap();
     g.release().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ensemble_holder_server_killed_mid_hold() {
+    use zk_recipes_testing::TestEnsemble;
+    let mut ensemble = TestEnsemble::start().unwrap();
+    let opts = || Options::default().session_timeout(Duration::from_secs(10));
+    let holder = connect(&ensemble.connect_string(), opts()).await.unwrap();
+    let other = connect(&ensemble.connect_string(), opts()).await.unwrap();
+    let mut guard = holder.lock("/ens/lock").acquire().await.unwrap();
+    let token = guard.fencing_token();
+    let sid = format!("sid=0x{:x}", holder.session_id());
+    let on = (0..3)
+        .find(|&i| {
+            ensemble
+                .four_letter(i, "cons")
+                .unwrap_or_default()
+                .contains(&sid)
+        })
+        .expect("holder's server");
+    ensemble.kill(on).unwrap();
+    assert_eq!(
+        within("suspended", guard.changed()).await,
+        LockChange::Suspended
+    );
+    assert_eq!(
+        within("reconnected", guard.changed()).await,
+        LockChange::Reconnected
+    );
+    assert_eq!(guard.fencing_token(), token, "same hold, same token");
+    assert!(
+        other
+            .lock("/ens/lock")
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_none(),
+        "still exclusive"
+    );
+    guard.release().await.unwrap();
+    let next = within("next", other.lock("/ens/lock").acquire())
+        .await
+        .unwrap();
+    assert!(next.fencing_token() > token);
+}
