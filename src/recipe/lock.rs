@@ -67,6 +67,25 @@ use crate::time::Instant;
 pub const REVOKE: &[u8] = b"unlock";
 const CURATOR_REVOKE: &[u8] = b"__REVOKE__";
 
+/// A UUID-formatted node id (version 4 layout, as Curator's protection ids) from 128
+/// bits of the driver's entropy: the core has no random source of its own.
+///
+/// ```
+/// let id = zk_recipes::recipe::lock::node_id(0x0123_4567_89ab_cdef, 0xfedc_ba98_7654_3210);
+/// assert_eq!(id, "01234567-89ab-4def-bedc-ba9876543210"); // version 4, variant bits set
+/// assert_eq!(id.len(), 36);
+/// ```
+pub fn node_id(a: u64, b: u64) -> String {
+    alloc::format!(
+        "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+        a >> 32,
+        (a >> 16) & 0xffff,
+        0x4000 | (a & 0x0fff),
+        0x8000 | ((b >> 48) & 0x3fff),
+        b & 0xffff_ffff_ffff
+    )
+}
+
 /// Which lock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LockKind {

@@ -24,6 +24,41 @@ const DIR: &str = "/l";
 const SESSION: i64 = 0x5e55;
 const BLOCKER: &str = "_c_other-lock-0000000000";
 
+/// The fake server's answer to a create2 or delete, keeping its node list in step.
+fn answer_write(
+    req: &Request,
+    nodes: &mut Vec<String>,
+    seq: &mut u32,
+) -> Option<Result<Response, ErrorCode>> {
+    match req {
+        Request::Create2(c) => {
+            let name = format!("{}{:010}", c.path.rsplit('/').next().unwrap_or(""), *seq);
+            *seq += 1;
+            nodes.push(name.clone());
+            let stat = Stat {
+                czxid: i64::from(*seq),
+                ephemeral_owner: SESSION,
+                ..Stat::default()
+            };
+            Some(Ok(Response::PathStat {
+                path: format!("{DIR}/{name}"),
+                stat,
+            }))
+        }
+        Request::Delete(d) => {
+            let name = d.path.rsplit('/').next().unwrap_or("").to_string();
+            Some(match nodes.iter().position(|n| *n == name) {
+                Some(i) => {
+                    nodes.remove(i);
+                    Ok(Response::Empty)
+                }
+                None => Err(ErrorCode::NoNode),
+            })
+        }
+        _ => None,
+    }
+}
+
 /// Runs one schedule; `Err` describes the broken invariant.
 pub fn run(schedule: &[u8]) -> Result<(), String> {
     let mut input = schedule.iter().copied();
@@ -72,18 +107,8 @@ pub fn run(schedule: &[u8]) -> Result<(), String> {
                 let (id, req) = pending.remove(usize::from(arg) % pending.len());
                 let reply = match (&req, arg % 8) {
                     (_, 7) => Err(ErrorCode::ConnectionLoss),
-                    (Request::Create2(c), _) => {
-                        let name = format!("{}{seq:010}", c.path.rsplit('/').next().unwrap_or(""));
-                        seq += 1;
-                        nodes.push(name.clone());
-                        Ok(Response::PathStat {
-                            path: format!("{DIR}/{name}"),
-                            stat: Stat {
-                                czxid: i64::from(seq),
-                                ephemeral_owner: SESSION,
-                                ..Stat::default()
-                            },
-                        })
+                    (Request::Create2(_), _) | (Request::Delete(_), _) => {
+                        answer_write(&req, &mut nodes, &mut seq).expect("a write")
                     }
                     (Request::CreateContainer(_), _) => Err(ErrorCode::NodeExists),
                     (Request::GetChildren(_), _) => {
@@ -117,16 +142,6 @@ pub fn run(schedule: &[u8]) -> Result<(), String> {
                                     ..Stat::default()
                                 },
                             })
-                        }
-                    }
-                    (Request::Delete(d), _) => {
-                        let name = d.path.rsplit('/').next().unwrap_or("").to_string();
-                        match nodes.iter().position(|n| *n == name) {
-                            Some(i) => {
-                                nodes.remove(i);
-                                Ok(Response::Empty)
-                            }
-                            None => Err(ErrorCode::NoNode),
                         }
                     }
                     _ => Err(ErrorCode::from_i32(-i32::from(arg))),
@@ -241,28 +256,8 @@ pub fn run(schedule: &[u8]) -> Result<(), String> {
             break;
         };
         let reply = match &req {
-            Request::Delete(d) => {
-                let name = d.path.rsplit('/').next().unwrap_or("").to_string();
-                match nodes.iter().position(|n| *n == name) {
-                    Some(i) => {
-                        nodes.remove(i);
-                        Ok(Response::Empty)
-                    }
-                    None => Err(ErrorCode::NoNode),
-                }
-            }
-            Request::Create2(c) => {
-                let name = format!("{}{seq:010}", c.path.rsplit('/').next().unwrap_or(""));
-                seq += 1;
-                nodes.push(name.clone());
-                Ok(Response::PathStat {
-                    path: format!("{DIR}/{name}"),
-                    stat: Stat {
-                        czxid: 1,
-                        ephemeral_owner: SESSION,
-                        ..Stat::default()
-                    },
-                })
+            Request::Delete(_) | Request::Create2(_) => {
+                answer_write(&req, &mut nodes, &mut seq).expect("a write")
             }
             Request::GetChildren(_) => Ok(Response::Children(nodes.clone())),
             Request::Exists(g) | Request::GetData(g) => {

@@ -14,16 +14,9 @@ use crate::{Client, Error};
 
 static NEXT_KEY: AtomicU64 = AtomicU64::new(1);
 
+/// A fresh random id for one lock node.
 fn node_id() -> String {
-    let (a, b) = (crate::random_seed(), crate::random_seed());
-    format!(
-        "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
-        a >> 32,
-        (a >> 16) & 0xffff,
-        0x4000 | (a & 0x0fff),
-        0x8000 | (b >> 50 & 0x3fff),
-        b & 0xffff_ffff_ffff
-    )
+    zk_recipes::recipe::lock::node_id(crate::random_seed(), crate::random_seed())
 }
 
 /// A change while holding a lock, from [`LockGuard::changed_timeout`].
