@@ -108,7 +108,8 @@ pub fn run(schedule: &[u8]) -> Result<(), String> {
                 let reply = match (&req, arg % 8) {
                     (_, 7) => Err(ErrorCode::ConnectionLoss),
                     (Request::Create2(_), _) | (Request::Delete(_), _) => {
-                        answer_write(&req, &mut nodes, &mut seq).expect("a write")
+                        answer_write(&req, &mut nodes, &mut seq)
+                            .unwrap_or(Err(ErrorCode::SystemError))
                     }
                     (Request::CreateContainer(_), _) => Err(ErrorCode::NodeExists),
                     (Request::GetChildren(_), _) => {
@@ -257,7 +258,7 @@ pub fn run(schedule: &[u8]) -> Result<(), String> {
         };
         let reply = match &req {
             Request::Delete(_) | Request::Create2(_) => {
-                answer_write(&req, &mut nodes, &mut seq).expect("a write")
+                answer_write(&req, &mut nodes, &mut seq).unwrap_or(Err(ErrorCode::SystemError))
             }
             Request::GetChildren(_) => Ok(Response::Children(nodes.clone())),
             Request::Exists(g) | Request::GetData(g) => {
