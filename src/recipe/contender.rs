@@ -69,6 +69,54 @@ impl Contender {
     }
 }
 
+/// Splits a child name into (marker, sequence text) without allocating.
+fn split(name: &str) -> Option<(&'static str, &str)> {
+    let (at, marker) = MARKERS
+        .iter()
+        .filter_map(|m| name.rfind(m).map(|i| (i, *m)))
+        .max_by_key(|(i, m)| (*i, m.len()))?;
+    Some((marker, &name[at + marker.len()..]))
+}
+
+/// What blocks `ours` in a listing: how many lower contenders block it, and the
+/// nearest one (the one to watch). `None` if `ours` is not in the listing. Readers are
+/// blocked only by writers. One pass, no sorting, no allocation.
+///
+/// ```
+/// use zk_recipes::recipe::contender::blockers;
+/// let kids: Vec<String> = ["_c_a-lock-0000000003", "_c_b-lock-0000000001", "_c_me-lock-0000000005", "_c_c-lock-0000000009", "x"]
+///     .iter().map(|s| s.to_string()).collect();
+/// assert_eq!(blockers(&kids, "_c_me-lock-0000000005", false), Some((2, Some("_c_a-lock-0000000003"))));
+/// ```
+pub fn blockers<'a>(
+    children: &'a [String],
+    ours: &str,
+    reader: bool,
+) -> Option<(usize, Option<&'a str>)> {
+    let (_, our_seq) = split(ours)?;
+    let mut found = false;
+    let mut count = 0;
+    let mut nearest: Option<(&str, &str)> = None; // (sequence, name)
+    for child in children {
+        if child == ours {
+            found = true;
+            continue;
+        }
+        let Some((marker, seq)) = split(child) else {
+            continue;
+        };
+        let lower = (seq, child.as_str()) < (our_seq, ours);
+        let blocks = !reader || !matches!(marker, READ | KAZOO_READ);
+        if lower && blocks {
+            count += 1;
+            if nearest.is_none_or(|n| (seq, child.as_str()) > n) {
+                nearest = Some((seq, child.as_str()));
+            }
+        }
+    }
+    found.then_some((count, nearest.map(|(_, name)| name)))
+}
+
 /// The children with known markers, in lock order.
 pub fn sorted(children: &[String]) -> Vec<Contender> {
     let mut out: Vec<Contender> = children

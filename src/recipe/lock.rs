@@ -57,7 +57,7 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::contender::{self, Contender};
+use super::contender;
 use super::{OpId, Recipe, RecipeEvent, SessionChange};
 use crate::proto::*;
 use crate::session::WatchEvent;
@@ -459,23 +459,19 @@ impl Lock {
         let Some((ours, _)) = self.node.clone() else {
             return;
         };
-        let sorted = contender::sorted(children);
-        let Some(at) = sorted.iter().position(|c| c.name == ours) else {
+        let reader = self.config.kind == LockKind::Read;
+        let Some((count, nearest)) = contender::blockers(children, &ours, reader) else {
             // Our node is gone while we wait: deleted by someone else.
             self.node = None;
             return self.fail(ErrorCode::NoNode);
         };
-        let blockers: Vec<&Contender> = match self.config.kind {
-            LockKind::Read => sorted[..at].iter().filter(|c| c.is_writer()).collect(),
-            LockKind::Exclusive | LockKind::Write => sorted[..at].iter().collect(),
-        };
-        self.blockers = blockers.len();
-        match blockers.last() {
+        self.blockers = count;
+        match nearest {
             None => self.acquired(),
             Some(_) if self.deadline_passed => self.stop_with(Finish::NotAcquired),
             Some(nearest) => {
-                let path = join(&self.config.dir, &nearest.name);
-                let name = nearest.name.clone();
+                let path = join(&self.config.dir, nearest);
+                let name = nearest.to_string();
                 self.state = State::Waiting;
                 self.watching = Some(name.clone());
                 self.watch_node(Purpose::Blocker(name), path);
