@@ -336,16 +336,15 @@ impl Lock {
         if self.state != State::Idle {
             return;
         }
-        if let Err(e) = validate_path(&self.config.dir) {
-            let _ = e;
+        if validate_path(&self.config.dir).is_err() {
             self.state = State::Done;
             self.emit(LockEvent::Failed {
                 error: ErrorCode::BadArguments,
             });
             return;
         }
+        let _ = now; // the deadline is absolute; nothing else depends on the time
         self.deadline = deadline;
-        let _ = now;
         self.state = State::Creating;
         self.send_create();
     }
@@ -353,12 +352,13 @@ impl Lock {
     /// Releases a held lock (or cancels an attempt). `Released` follows once our node
     /// is deleted.
     pub fn release(&mut self, now: Instant) {
+        let _ = now; // commands take `now` like every input; release needs no clock
         let finish = if self.state == State::Held {
             Finish::Released
         } else {
             Finish::Cancelled
         };
-        self.stop(now, finish);
+        self.stop_with(finish);
     }
 
     /// Gives up an attempt (or releases a held lock). `Cancelled` follows once whatever
@@ -494,10 +494,6 @@ impl Lock {
 
     fn fail(&mut self, error: ErrorCode) {
         self.stop_with(Finish::Failed(error));
-    }
-
-    fn stop(&mut self, _now: Instant, finish: Finish) {
-        self.stop_with(finish);
     }
 
     /// Ends the attempt: delete our node if we have one (or may have one), then report.
@@ -885,7 +881,7 @@ impl Recipe for Lock {
                 match self.state {
                     State::Waiting => {
                         self.deadline = None;
-                        self.stop(now, Finish::NotAcquired);
+                        self.stop_with(Finish::NotAcquired);
                     }
                     // A try-lock still deserves one look at the directory.
                     State::Creating => {
