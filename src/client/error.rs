@@ -2,7 +2,7 @@ use alloc::string::String;
 use core::fmt;
 
 use crate::proto::{ErrorCode, OpCode, PathError, TooLarge};
-use crate::session::{SessionEnd, SubmitError};
+use crate::session::{ConnectStringError, SessionEnd, SubmitError};
 
 /// Everything a client call can fail with, shared by both adapters.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -65,6 +65,12 @@ impl From<ErrorCode> for Error {
             ErrorCode::AuthFailed => Error::AuthFailed,
             other => Error::Server(other),
         }
+    }
+}
+
+impl From<ConnectStringError> for Error {
+    fn from(e: ConnectStringError) -> Error {
+        Error::InvalidConnectString(alloc::string::ToString::to_string(&e))
     }
 }
 

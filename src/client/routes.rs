@@ -55,6 +55,15 @@ impl Status {
     pub fn is_terminal(self) -> bool {
         matches!(self, Status::Expired | Status::Closed | Status::AuthFailed)
     }
+
+    /// The error a call fails with in this status, when the session is gone.
+    pub fn error(self) -> Error {
+        match self {
+            Status::Expired => Error::SessionExpired,
+            Status::AuthFailed => Error::AuthFailed,
+            _ => Error::Closed,
+        }
+    }
 }
 
 /// Waiters and watchers by token, recipe listeners by handle.

@@ -190,7 +190,32 @@ pub enum LockEvent {
     },
 }
 
+/// A change while holding, as guards report it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockChange {
+    /// The connection dropped: the lock may be gone. Stop touching the resource (or rely
+    /// on the fencing token) until `Reconnected`.
+    Suspended,
+    /// The session is back and our node verified: held again.
+    Reconnected,
+    /// Someone asked us to let go (`unlock` written into our node).
+    RevocationRequested,
+    /// No longer held.
+    Lost(LostReason),
+}
+
 impl LockEvent {
+    /// The change this event means for a holder, if any.
+    pub fn change(&self) -> Option<LockChange> {
+        match self {
+            LockEvent::Suspended => Some(LockChange::Suspended),
+            LockEvent::Reconnected => Some(LockChange::Reconnected),
+            LockEvent::RevocationRequested => Some(LockChange::RevocationRequested),
+            LockEvent::Lost { reason } => Some(LockChange::Lost(*reason)),
+            _ => None,
+        }
+    }
+
     /// Does this event end the attempt (nothing more will follow, except node cleanup)?
     pub fn ends_attempt(&self) -> bool {
         !matches!(

@@ -16,7 +16,8 @@
 mod driver;
 mod lock;
 
-pub use lock::{LockBuilder, LockChange, LockGuard, ReentrantGuard, ReentrantLock};
+pub use lock::{LockBuilder, LockGuard, ReentrantGuard, ReentrantLock};
+pub use zk_recipes::recipe::lock::LockChange;
 pub use zk_recipes::recipe::lock::LostReason;
 
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
@@ -87,8 +88,7 @@ pub(crate) fn random_seed() -> u64 {
 
 /// Connects and waits for a session (up to `options.connect_timeout`).
 pub fn connect(connect_string: &str, options: Options) -> Result<Client, Error> {
-    let core_options = zk_recipes::client::Options::new(connect_string)
-        .map_err(|e| Error::InvalidConnectString(e.to_string()))?
+    let core_options = zk_recipes::client::Options::new(connect_string)?
         .session_timeout(options.session_timeout)
         .read_only(options.read_only)
         .seed(options.seed.unwrap_or_else(random_seed));
@@ -109,16 +109,8 @@ pub fn connect(connect_string: &str, options: Options) -> Result<Client, Error> 
         !matches!(s, Status::Connecting)
     }) {
         Some(Status::Connected { .. }) => Ok(client),
-        Some(s) if s.is_terminal() => Err(terminal_error(s)),
+        Some(s) if s.is_terminal() => Err(s.error()),
         _ => Err(Error::Timeout),
-    }
-}
-
-fn terminal_error(s: Status) -> Error {
-    match s {
-        Status::Expired => Error::SessionExpired,
-        Status::AuthFailed => Error::AuthFailed,
-        _ => Error::Closed,
     }
 }
 
@@ -230,7 +222,7 @@ impl Client {
     pub(crate) fn dead(&self) -> Error {
         let s = self.status();
         if s.is_terminal() {
-            terminal_error(s)
+            s.error()
         } else {
             Error::Closed
         }

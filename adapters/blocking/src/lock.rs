@@ -7,7 +7,7 @@ use std::thread::ThreadId;
 use std::time::Duration;
 
 use bytes::Bytes;
-use zk_recipes::recipe::lock::{LockConfig, LockEvent, LockKind, LostReason, REVOKE};
+use zk_recipes::recipe::lock::{LockChange, LockConfig, LockEvent, LockKind, LostReason, REVOKE};
 
 use crate::driver::Input;
 use crate::{Client, Error};
@@ -17,19 +17,6 @@ static NEXT_KEY: AtomicU64 = AtomicU64::new(1);
 /// A fresh random id for one lock node.
 fn node_id() -> String {
     zk_recipes::recipe::lock::node_id(crate::random_seed(), crate::random_seed())
-}
-
-/// A change while holding a lock, from [`LockGuard::changed_timeout`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LockChange {
-    /// The connection dropped: the lock may be gone until `Reconnected`.
-    Suspended,
-    /// The session is back and our node verified.
-    Reconnected,
-    /// Someone asked us to let go.
-    RevocationRequested,
-    /// No longer held.
-    Lost(LostReason),
 }
 
 /// How to take a lock; made by [`Client::lock`], [`Client::read_lock`], [`Client::write_lock`].
@@ -141,11 +128,11 @@ impl LockGuard {
         loop {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
             match self.events.recv_timeout(left) {
-                Ok(LockEvent::Suspended) => return Some(LockChange::Suspended),
-                Ok(LockEvent::Reconnected) => return Some(LockChange::Reconnected),
-                Ok(LockEvent::RevocationRequested) => return Some(LockChange::RevocationRequested),
-                Ok(LockEvent::Lost { reason }) => return Some(LockChange::Lost(reason)),
-                Ok(_) => {}
+                Ok(e) => {
+                    if let Some(change) = e.change() {
+                        return Some(change);
+                    }
+                }
                 Err(RecvTimeoutError::Timeout) => return None,
                 Err(RecvTimeoutError::Disconnected) => {
                     return Some(LockChange::Lost(LostReason::SessionClosed))

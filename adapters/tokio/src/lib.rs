@@ -22,7 +22,8 @@
 mod driver;
 mod lock;
 
-pub use lock::{LockBuilder, LockChange, LockGuard, ReentrantGuard, ReentrantLock};
+pub use lock::{LockBuilder, LockGuard, ReentrantGuard, ReentrantLock};
+pub use zk_recipes::recipe::lock::LockChange;
 pub use zk_recipes::recipe::lock::LostReason;
 
 use std::future::Future;
@@ -93,8 +94,7 @@ pub(crate) fn random_seed() -> u64 {
 /// Connects and waits for a session. Fails with [`Error::Timeout`] if none is
 /// established within `options.connect_timeout`.
 pub async fn connect(connect_string: &str, options: Options) -> Result<Client, Error> {
-    let core_options = zk_recipes::client::Options::new(connect_string)
-        .map_err(|e| Error::InvalidConnectString(e.to_string()))?
+    let core_options = zk_recipes::client::Options::new(connect_string)?
         .session_timeout(options.session_timeout)
         .read_only(options.read_only)
         .seed(options.seed.unwrap_or_else(random_seed));
@@ -117,17 +117,9 @@ pub async fn connect(connect_string: &str, options: Options) -> Result<Client, E
     };
     match tokio::time::timeout(options.connect_timeout, wait).await {
         Ok(Ok(Status::Connected { .. })) => Ok(client),
-        Ok(Ok(s)) => Err(terminal_error(s)),
+        Ok(Ok(s)) => Err(s.error()),
         Ok(Err(_)) => Err(Error::Closed),
         Err(_) => Err(Error::Timeout),
-    }
-}
-
-fn terminal_error(s: Status) -> Error {
-    match s {
-        Status::Expired => Error::SessionExpired,
-        Status::AuthFailed => Error::AuthFailed,
-        _ => Error::Closed,
     }
 }
 
@@ -191,7 +183,7 @@ impl Client {
     pub(crate) fn dead(&self) -> Error {
         let s = self.status();
         if s.is_terminal() {
-            terminal_error(s)
+            s.error()
         } else {
             Error::Closed
         }

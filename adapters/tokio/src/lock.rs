@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::sync::mpsc;
-use zk_recipes::recipe::lock::{LockConfig, LockEvent, LockKind, LostReason, REVOKE};
+use zk_recipes::recipe::lock::{LockChange, LockConfig, LockEvent, LockKind, LostReason, REVOKE};
 
 use crate::driver::Command;
 use crate::{Client, Error};
@@ -23,20 +23,6 @@ fn node_id() -> String {
 pub struct LockBuilder {
     client: Client,
     config: LockConfig,
-}
-
-/// A change while holding a lock, from [`LockGuard::changed`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LockChange {
-    /// The connection dropped: the lock may be gone. Stop touching the resource (or
-    /// rely on the fencing token) until `Reconnected`.
-    Suspended,
-    /// The session is back and our node verified: held again.
-    Reconnected,
-    /// Someone asked us to let go (`unlock` written into our node).
-    RevocationRequested,
-    /// No longer held.
-    Lost(LostReason),
 }
 
 /// Cancels (deletes the node of) an attempt that was dropped before finishing.
@@ -181,11 +167,11 @@ impl LockGuard {
     pub async fn changed(&mut self) -> LockChange {
         loop {
             match self.events.recv().await {
-                Some(LockEvent::Suspended) => return LockChange::Suspended,
-                Some(LockEvent::Reconnected) => return LockChange::Reconnected,
-                Some(LockEvent::RevocationRequested) => return LockChange::RevocationRequested,
-                Some(LockEvent::Lost { reason }) => return LockChange::Lost(reason),
-                Some(_) => {}
+                Some(e) => {
+                    if let Some(change) = e.change() {
+                        return change;
+                    }
+                }
                 None => return LockChange::Lost(LostReason::SessionClosed),
             }
         }
