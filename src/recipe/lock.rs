@@ -455,6 +455,15 @@ impl Lock {
         self.op(purpose, Request::GetData(PathWatch { path, watch: true }));
     }
 
+    /// Holders watch their own node (unless disabled); revocable locks while waiting too.
+    fn wants_own_watch(&self) -> bool {
+        match self.state {
+            State::Held => self.config.watch_own_node || self.config.revocable,
+            State::Waiting => self.config.revocable,
+            _ => false,
+        }
+    }
+
     /// Arms the data watch on our own node unless it is armed already.
     fn arm_own(&mut self) {
         if !self.own_armed {
@@ -835,7 +844,7 @@ impl Recipe for Lock {
             }
             EventType::NodeDataChanged if Some(&event.path) == ours.as_ref() => {
                 self.own_armed = false;
-                if matches!(self.state, State::Held | State::Waiting) {
+                if self.wants_own_watch() {
                     self.arm_own(); // re-arm; the data tells whether it is a revocation
                 }
             }

@@ -59,8 +59,29 @@ fn answer_write(
     }
 }
 
-/// Runs one schedule; `Err` describes the broken invariant.
+/// Runs one schedule; `Err` describes the broken invariant and the last steps taken.
 pub fn run(schedule: &[u8]) -> Result<(), String> {
+    let mut trace = Vec::new();
+    run_traced(schedule, &mut trace).map_err(|e| {
+        let tail: Vec<&String> = trace
+            .iter()
+            .rev()
+            .take(40)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        format!(
+            "{e}\nlast steps:\n{}",
+            tail.iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        )
+    })
+}
+
+fn run_traced(schedule: &[u8], trace: &mut Vec<String>) -> Result<(), String> {
     let mut input = schedule.iter().copied();
     let first = input.next().unwrap_or(0);
     let kind = match first % 3 {
@@ -99,8 +120,10 @@ pub fn run(schedule: &[u8]) -> Result<(), String> {
             if ended && !matches!(r.1, Request::Delete(_)) {
                 return Err(format!("request {:?} after the attempt ended", r.1));
             }
+            trace.push(format!("  sent {} {:?}", r.0, r.1.op_code()));
             pending.push(r);
         }
+        trace.push(format!("step op {} arg {arg} nodes {nodes:?}", op % 10));
         match op % 10 {
             // Answer a pending request like a consistent server would.
             0..=3 if !pending.is_empty() => {
@@ -147,6 +170,7 @@ pub fn run(schedule: &[u8]) -> Result<(), String> {
                     }
                     _ => Err(ErrorCode::from_i32(-i32::from(arg))),
                 };
+                trace.push(format!("  reply {id} {req:?} -> {reply:?}"));
                 lock.handle_reply(now, id, reply);
             }
             // A garbage reply to a pending op.
@@ -167,6 +191,7 @@ pub fn run(schedule: &[u8]) -> Result<(), String> {
                     2 => Err(ErrorCode::Unknown(-999)),
                     _ => Err(ErrorCode::NoAuth),
                 };
+                trace.push(format!("  junk {id} -> {junk:?}"));
                 lock.handle_reply(now, id, junk);
             }
             // A watch event on any node of the directory (never the permanent blocker's deletion).
@@ -225,6 +250,7 @@ pub fn run(schedule: &[u8]) -> Result<(), String> {
             }
         }
         while let Some(RecipeEvent::Lock(e)) = lock.poll_event() {
+            trace.push(format!("  event {e:?}"));
             match &e {
                 LockEvent::Acquired { .. } => {
                     if blocked {
@@ -249,7 +275,7 @@ pub fn run(schedule: &[u8]) -> Result<(), String> {
     if session_alive && !ended {
         lock.cancel(now);
     }
-    for _ in 0..200 {
+    for _ in 0..20_000 {
         let Some((id, req)) = lock
             .poll_request()
             .or_else(|| (!pending.is_empty()).then(|| pending.remove(0)))
@@ -274,8 +300,11 @@ pub fn run(schedule: &[u8]) -> Result<(), String> {
             }
             _ => Err(ErrorCode::NodeExists),
         };
+        trace.push(format!("  settle {id} {req:?} -> {reply:?}"));
         lock.handle_reply(now, id, reply);
-        while lock.poll_event().is_some() {}
+        while let Some(e) = lock.poll_event() {
+            trace.push(format!("  event {e:?}"));
+        }
     }
     if session_alive && !nodes.is_empty() {
         return Err(format!(
