@@ -120,13 +120,20 @@ impl<R: Sink<Result<Response, Error>>, W: Sink<WatchEvent>, L: Sink<RecipeEvent>
         self.watches.len()
     }
 
+    /// Recipe listeners still registered.
+    pub fn listening(&self) -> usize {
+        self.recipes.len()
+    }
+
     /// Delivers one event; returns the new status when it changed.
     pub fn deliver(&mut self, client: &mut Client, event: ClientEvent) -> Option<Status> {
         let event = match event {
             ClientEvent::Session(e) => e,
             ClientEvent::Recipe { handle, event } => {
+                let last = event.is_final();
                 if let Some(listener) = self.recipes.get_mut(&handle) {
-                    if !listener.send(event) {
+                    // A listener goes with the recipe's last event (or with its receiver).
+                    if !listener.send(event) || last {
                         self.recipes.remove(&handle);
                     }
                 }
@@ -192,5 +199,56 @@ impl<R: Sink<Result<Response, Error>>, W: Sink<WatchEvent>, L: Sink<RecipeEvent>
             self.recipes.clear();
         }
         Some(status)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::Options;
+    use crate::recipe::lock::{Lock, LockConfig, LockEvent, LockKind};
+    use crate::time::Instant;
+    use alloc::vec::Vec;
+
+    struct Collect(Vec<RecipeEvent>);
+    impl Sink<RecipeEvent> for Collect {
+        fn send(&mut self, value: RecipeEvent) -> bool {
+            self.0.push(value);
+            true
+        }
+    }
+    struct Never;
+    impl Sink<Result<Response, Error>> for Never {
+        fn send(&mut self, _: Result<Response, Error>) -> bool {
+            true
+        }
+    }
+    impl Sink<WatchEvent> for Never {
+        fn send(&mut self, _: WatchEvent) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn a_recipe_listener_goes_with_its_last_event() {
+        let mut client = Client::new(Options::new("h:1").unwrap(), Instant::ZERO);
+        let handle = client.add_lock(
+            Instant::ZERO,
+            Lock::new(LockConfig::new("/l", LockKind::Exclusive, "id")),
+        );
+        let mut routes: Routes<Never, Never, Collect> = Routes::default();
+        routes.insert_recipe(handle, Collect(Vec::new()));
+        let suspended = ClientEvent::Recipe {
+            handle,
+            event: RecipeEvent::Lock(LockEvent::Suspended),
+        };
+        routes.deliver(&mut client, suspended);
+        assert_eq!(routes.listening(), 1, "not final");
+        let released = ClientEvent::Recipe {
+            handle,
+            event: RecipeEvent::Lock(LockEvent::Released),
+        };
+        routes.deliver(&mut client, released);
+        assert_eq!(routes.listening(), 0, "dropped after the final event");
     }
 }

@@ -82,3 +82,12 @@ pub enum RecipeEvent {
     /// From a [`lock::Lock`].
     Lock(lock::LockEvent),
 }
+
+impl RecipeEvent {
+    /// The recipe will report nothing after this event (it may still clean up).
+    pub fn is_final(&self) -> bool {
+        match self {
+            RecipeEvent::Lock(e) => e.ends_attempt(),
+        }
+    }
+}

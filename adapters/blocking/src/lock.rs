@@ -88,8 +88,15 @@ impl LockBuilder {
                         released: false,
                     }));
                 }
-                Ok(LockEvent::NotAcquired) => return Ok(None),
-                Ok(LockEvent::Failed { error }) => return Err(error.into()),
+                // Unlock frees the driver's entry (the machine removes any node itself).
+                Ok(LockEvent::NotAcquired) => {
+                    let _ = client.inner.inputs.send(Input::Unlock { key });
+                    return Ok(None);
+                }
+                Ok(LockEvent::Failed { error }) => {
+                    let _ = client.inner.inputs.send(Input::Unlock { key });
+                    return Err(error.into());
+                }
                 Ok(_) => {}
                 Err(RecvTimeoutError::Timeout) => {
                     let _ = client.inner.inputs.send(Input::Unlock { key }); // cancel, delete our node

@@ -120,14 +120,10 @@ impl LockBuilder {
                         released: false,
                     }));
                 }
-                Some(LockEvent::NotAcquired) => {
-                    pending.armed = false; // the machine removes its node itself
-                    return Ok(None);
-                }
-                Some(LockEvent::Failed { error }) => {
-                    pending.armed = false;
-                    return Err(error.into());
-                }
+                // (`pending` still sends the unlock on drop: it frees the driver's entry;
+                // the machine already removes any node itself.)
+                Some(LockEvent::NotAcquired) => return Ok(None),
+                Some(LockEvent::Failed { error }) => return Err(error.into()),
                 Some(_) => {}
                 None => {
                     pending.armed = false;
