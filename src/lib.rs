@@ -39,6 +39,8 @@ extern crate alloc;
 extern crate std;
 
 pub mod client;
+pub mod error;
+pub mod hash;
 pub mod proto;
 pub mod recipe;
 pub mod session;

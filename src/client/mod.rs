@@ -1,16 +1,23 @@
-//! The sans-IO client: a [`Session`] plus the allocation of operation handles. It is the
-//! only type adapters drive; recipes will be hosted here too.
+//! The sans-IO client: a [`Session`] plus the recipes it hosts. It is the only type
+//! adapters drive.
+//!
+//! It hosts *any* [`Recipe`] (the lock, the path helpers, or one written outside this
+//! crate) through one path: [`add`](Client::add) returns a typed [`RecipeHandle`];
+//! [`command`](Client::command) runs a method on it; its events come out of
+//! [`poll_event`](Client::poll_event) as [`ClientEvent::Recipe`] (type-erased, see
+//! [`AnyEvent`]) and, once it has finished, [`ClientEvent::RecipeDone`]. When a recipe
+//! finishes, the client forgets every watch registration it made.
 //!
 //! # Driving it (the adapters do exactly this)
 //!
 //! ```text
 //! loop {
 //!     feed one input: handle_connected / handle_bytes / handle_disconnect / handle_timeout,
-//!                     or a command: submit / close
+//!                     or a command: submit / add / command / abandon / close
 //!     drain outputs, in order, until each is empty:
 //!         poll_transport  -> dial a host / close the socket
-//!         poll_transmit   -> write these bytes
-//!         poll_event      -> replies, watch events, session state changes
+//!         poll_transmit   -> write these bytes (keep reading while a write waits)
+//!         poll_event      -> replies, watch events, session state changes, recipe events
 //!     sleep until poll_timeout() or the next input
 //! }
 //! ```
@@ -28,29 +35,31 @@
 //! # let _ = op;
 //! ```
 
-mod error;
 pub mod ops;
 mod routes;
 
-pub use error::Error;
+pub use crate::error::Error;
 pub use routes::{Routes, Sink, Status, WatchMode};
 
+use alloc::boxed::Box;
 use alloc::collections::VecDeque;
+use alloc::string::String;
 use alloc::vec::Vec;
+use core::any::Any;
+use core::marker::PhantomData;
 use core::time::Duration;
-use hashbrown::HashMap;
 
-use crate::proto::{ErrorCode, Request};
-use crate::recipe::lock::Lock;
-use crate::recipe::{OpId, Recipe, RecipeEvent, SessionChange};
+use crate::hash::{HashMap, HashSet};
+use crate::proto::Request;
+use crate::recipe::{AnyEvent, AnyRecipe, OpId, Recipe, SessionChange};
 use crate::session::{
     ConnectString, ConnectStringError, Session, SessionConfig, SessionEvent, SubmitError, Token,
-    Transport,
+    Transport, TransportError,
 };
 use crate::time::Instant;
 use bytes::BytesMut;
 
-/// Client options: the session settings plus nothing else yet.
+/// Client options: the session settings.
 #[derive(Clone, Debug)]
 pub struct Options {
     /// Session settings.
@@ -82,69 +91,125 @@ impl Options {
         self.session.read_only = read_only;
         self
     }
+
+    /// Start a new session by itself after an expiry (default on).
+    pub fn renew_on_expiry(mut self, renew: bool) -> Self {
+        self.session.renew_on_expiry = renew;
+        self
+    }
+
+    /// Cap on requests in flight plus requests waiting for a connection.
+    pub fn max_pending(mut self, n: usize) -> Self {
+        self.session.max_pending = n;
+        self
+    }
+
+    /// Cap on watch registrations.
+    pub fn max_watches(mut self, n: usize) -> Self {
+        self.session.max_watches = n;
+        self
+    }
+
+    /// Reconnect backoff: first delay and cap.
+    pub fn backoff(mut self, min: Duration, max: Duration) -> Self {
+        self.session.backoff_min = min;
+        self.session.backoff_max = max;
+        self
+    }
 }
 
-/// A recipe hosted by a [`Client`]. The generation makes a stale handle (to a recipe
+/// Which hosted recipe, without its type. The generation makes a stale id (to a recipe
 /// that finished and whose slot was reused) miss instead of reaching the newcomer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct RecipeHandle {
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RecipeId {
     index: u32,
     generation: u32,
 }
 
-/// What the client reports.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ClientEvent {
-    /// A raw reply, a raw watch event, or a session state change.
-    Session(SessionEvent),
-    /// An event of a hosted recipe.
-    Recipe {
-        /// Which recipe.
-        handle: RecipeHandle,
-        /// What happened.
-        event: RecipeEvent,
-    },
+/// A hosted recipe of type `R`, as [`Client::add`] returns it.
+pub struct RecipeHandle<R> {
+    id: RecipeId,
+    _recipe: PhantomData<fn() -> R>,
 }
 
-/// The recipes a client can host.
-#[derive(Debug)]
-enum Hosted {
-    Lock(Lock),
-}
+impl<R> RecipeHandle<R> {
+    /// The untyped id (what [`ClientEvent::Recipe`] carries).
+    pub fn id(&self) -> RecipeId {
+        self.id
+    }
 
-impl Hosted {
-    fn recipe(&mut self) -> &mut dyn Recipe {
-        match self {
-            Hosted::Lock(l) => l,
+    /// A typed handle for an id, for hosts that keep ids (the caller vouches for `R`;
+    /// a wrong type makes commands miss, nothing worse).
+    pub fn from_id(id: RecipeId) -> Self {
+        RecipeHandle {
+            id,
+            _recipe: PhantomData,
         }
     }
 }
 
-#[derive(Debug)]
+impl<R> Clone for RecipeHandle<R> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<R> Copy for RecipeHandle<R> {}
+impl<R> core::fmt::Debug for RecipeHandle<R> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        self.id.fmt(f)
+    }
+}
+impl<R> PartialEq for RecipeHandle<R> {
+    fn eq(&self, other: &Self) -> bool {
+        self.id == other.id
+    }
+}
+impl<R> Eq for RecipeHandle<R> {}
+
+/// What the client reports.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum ClientEvent {
+    /// A raw reply, a raw watch event, or a session state change.
+    Session(SessionEvent),
+    /// An event of a hosted recipe (its type is the recipe's `Event`).
+    Recipe {
+        /// Which recipe.
+        id: RecipeId,
+        /// What happened.
+        event: AnyEvent,
+    },
+    /// A hosted recipe finished after its last event and was dropped; its watch
+    /// registrations are forgotten.
+    RecipeDone {
+        /// Which recipe.
+        id: RecipeId,
+    },
+}
+
 struct Slot {
     generation: u32,
-    hosted: Option<Hosted>,
+    recipe: Option<Box<dyn AnyRecipe>>,
+    /// Session tokens of its requests still routed to it (replies or watches).
+    tokens: HashSet<Token>,
 }
 
 /// See the [module docs](self).
-#[derive(Debug)]
 pub struct Client {
     session: Session,
     next_token: u64,
     slots: Vec<Slot>,
     /// Session tokens of recipe requests: which recipe, which of its ops.
-    recipe_tokens: HashMap<Token, (RecipeHandle, OpId)>,
+    recipe_tokens: HashMap<Token, (RecipeId, OpId)>,
     events: VecDeque<ClientEvent>,
 }
 
-fn submit_error_code(e: &SubmitError) -> ErrorCode {
-    match e {
-        SubmitError::InvalidPath { .. } | SubmitError::TooLarge(_) | SubmitError::NotAllowed(_) => {
-            ErrorCode::BadArguments
-        }
-        SubmitError::TooManyPending | SubmitError::TooManyWatches => ErrorCode::Throttled,
-        SubmitError::Ended(end) => end.error_code(),
+impl core::fmt::Debug for Client {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Client")
+            .field("session", &self.session)
+            .field("recipes", &self.recipes())
+            .finish()
     }
 }
 
@@ -155,7 +220,7 @@ impl Client {
             session: Session::new(options.session, now),
             next_token: 1,
             slots: Vec::new(),
-            recipe_tokens: HashMap::new(),
+            recipe_tokens: HashMap::default(),
             events: VecDeque::new(),
         }
     }
@@ -163,6 +228,12 @@ impl Client {
     /// The session (for getters).
     pub fn session(&self) -> &Session {
         &self.session
+    }
+
+    /// Has the session ended for good (closed, auth failed, or expired without
+    /// renewal)? Nothing more will happen; drivers stop.
+    pub fn is_ended(&self) -> bool {
+        matches!(self.session.state(), crate::session::SessionState::Ended(_))
     }
 
     /// `host:port` of host `i` of the connection string.
@@ -204,73 +275,87 @@ impl Client {
 
     // ----- recipes -----
 
-    /// Hosts a lock (it does nothing until acquired; see [`Client::lock_mut`]).
-    pub fn add_lock(&mut self, now: Instant, lock: Lock) -> RecipeHandle {
-        let handle = self.host_recipe(Hosted::Lock(lock));
-        let id = self.session.session_id();
-        if let Some(h) = self.hosted(handle) {
-            if id != 0 {
-                h.recipe()
-                    .handle_session(now, SessionChange::Connected { session_id: id });
-            }
-        }
-        handle
+    /// Hosts a recipe. It hears the current session state at once (`Connected`, and
+    /// `Suspended` if the connection is down), then every change.
+    pub fn add<R: Recipe>(&mut self, now: Instant, recipe: R) -> RecipeHandle<R> {
+        RecipeHandle::from_id(self.add_boxed(now, Box::new(recipe)))
     }
 
-    fn host_recipe(&mut self, hosted: Hosted) -> RecipeHandle {
-        match self.slots.iter().position(|s| s.hosted.is_none()) {
-            Some(i) => {
-                let slot = &mut self.slots[i];
-                slot.hosted = Some(hosted);
-                RecipeHandle {
-                    index: i as u32,
-                    generation: slot.generation,
-                }
+    /// [`add`](Self::add) for a boxed recipe (drivers move recipes between threads
+    /// this way).
+    pub fn add_boxed(&mut self, now: Instant, mut recipe: Box<dyn AnyRecipe>) -> RecipeId {
+        let id = self.session.session_id();
+        if id != 0 {
+            recipe.handle_session(now, SessionChange::Connected { session_id: id });
+            if self.session.state() == crate::session::SessionState::Suspended {
+                recipe.handle_session(now, SessionChange::Suspended);
             }
+        }
+        let slot = match self.slots.iter().position(|s| s.recipe.is_none()) {
+            Some(i) => i,
             None => {
                 self.slots.push(Slot {
                     generation: 0,
-                    hosted: Some(hosted),
+                    recipe: None,
+                    tokens: HashSet::default(),
                 });
-                RecipeHandle {
-                    index: (self.slots.len() - 1) as u32,
-                    generation: 0,
-                }
+                self.slots.len() - 1
             }
-        }
+        };
+        self.slots[slot].recipe = Some(recipe);
+        let id = RecipeId {
+            index: slot as u32,
+            generation: self.slots[slot].generation,
+        };
+        self.pump(now);
+        id
     }
 
-    fn hosted(&mut self, h: RecipeHandle) -> Option<&mut Hosted> {
+    fn slot(&mut self, id: RecipeId) -> Option<&mut Box<dyn AnyRecipe>> {
         self.slots
-            .get_mut(h.index as usize)
-            .filter(|s| s.generation == h.generation)
-            .and_then(|s| s.hosted.as_mut())
+            .get_mut(id.index as usize)
+            .filter(|s| s.generation == id.generation)
+            .and_then(|s| s.recipe.as_mut())
     }
 
-    /// The lock behind `handle`, if it is still hosted.
-    pub fn lock(&self, handle: RecipeHandle) -> Option<&Lock> {
-        match self
-            .slots
-            .get(handle.index as usize)
-            .filter(|s| s.generation == handle.generation)?
-            .hosted
+    /// The recipe behind `handle`, if it is still hosted.
+    pub fn recipe<R: Recipe>(&self, handle: RecipeHandle<R>) -> Option<&R> {
+        self.slots
+            .get(handle.id.index as usize)
+            .filter(|s| s.generation == handle.id.generation)?
+            .recipe
             .as_ref()?
-        {
-            Hosted::Lock(l) => Some(l),
-        }
+            .as_any()
+            .downcast_ref::<R>()
     }
 
-    /// Runs a command on a hosted lock (`|lock| lock.acquire(now, None)`), then lets
-    /// its requests and events flow. False if the handle is stale.
-    pub fn lock_mut(
+    /// Runs a command on a hosted recipe (`|lock, now| lock.acquire(now, None)`), then
+    /// lets its requests and events flow. `None` if the recipe is no longer hosted.
+    pub fn command<R: Recipe, T>(
         &mut self,
         now: Instant,
-        handle: RecipeHandle,
-        command: impl FnOnce(&mut Lock),
+        handle: RecipeHandle<R>,
+        command: impl FnOnce(&mut R, Instant) -> T,
+    ) -> Option<T> {
+        let out = self
+            .slot(handle.id)
+            .and_then(|r| r.as_any_mut().downcast_mut::<R>())
+            .map(|r| command(r, now));
+        self.pump(now);
+        out
+    }
+
+    /// [`command`](Self::command) without the type: the closure downcasts. False if
+    /// the recipe is no longer hosted.
+    pub fn command_any(
+        &mut self,
+        now: Instant,
+        id: RecipeId,
+        command: impl FnOnce(&mut dyn Any, Instant),
     ) -> bool {
-        let found = match self.hosted(handle) {
-            Some(Hosted::Lock(l)) => {
-                command(l);
+        let found = match self.slot(id) {
+            Some(r) => {
+                command(r.as_any_mut(), now);
                 true
             }
             None => false,
@@ -279,9 +364,18 @@ impl Client {
         found
     }
 
+    /// The recipe's owner went away: it cleans up and ends (see
+    /// [`Recipe::handle_abandon`]).
+    pub fn abandon(&mut self, now: Instant, id: RecipeId) {
+        if let Some(r) = self.slot(id) {
+            r.handle_abandon(now);
+        }
+        self.pump(now);
+    }
+
     /// Hosted recipes that have not finished.
     pub fn recipes(&self) -> usize {
-        self.slots.iter().filter(|s| s.hosted.is_some()).count()
+        self.slots.iter().filter(|s| s.recipe.is_some()).count()
     }
 
     // ----- input -----
@@ -304,12 +398,20 @@ impl Client {
         self.pump(now);
     }
 
+    /// See [`Session::handle_transport_error`].
+    pub fn handle_transport_error(&mut self, now: Instant, error: TransportError) {
+        self.session.handle_transport_error(now, error);
+        self.pump(now);
+    }
+
     /// See [`Session::handle_timeout`]; also every recipe's timer.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.session.handle_timeout(now);
         for slot in &mut self.slots {
-            if let Some(h) = &mut slot.hosted {
-                h.recipe().handle_timeout(now);
+            if let Some(r) = &mut slot.recipe {
+                if r.poll_timeout().is_some_and(|t| t <= now) {
+                    r.handle_timeout(now);
+                }
             }
         }
         self.pump(now);
@@ -327,17 +429,18 @@ impl Client {
         self.session.poll_transmit(out)
     }
 
-    /// The next event: raw replies, raw watch events and state changes, and recipe events.
+    /// The next event: raw replies, raw watch events and state changes, and recipe
+    /// events.
     pub fn poll_event(&mut self) -> Option<ClientEvent> {
         self.events.pop_front()
     }
 
     /// The earliest of the session's and the recipes' deadlines.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let recipes = self.slots.iter().filter_map(|s| match &s.hosted {
-            Some(Hosted::Lock(l)) => l.poll_timeout(),
-            None => None,
-        });
+        let recipes = self
+            .slots
+            .iter()
+            .filter_map(|s| s.recipe.as_ref().and_then(|r| r.poll_timeout()));
         self.session.poll_timeout().into_iter().chain(recipes).min()
     }
 
@@ -351,46 +454,8 @@ impl Client {
                 self.route(now, event);
             }
             for i in 0..self.slots.len() {
-                let generation = self.slots[i].generation;
-                let handle = RecipeHandle {
-                    index: i as u32,
-                    generation,
-                };
-                while let Some((op, request)) = self.slots[i]
-                    .hosted
-                    .as_mut()
-                    .and_then(|h| h.recipe().poll_request())
-                {
+                if self.drain_slot(now, i) {
                     moved = true;
-                    let token = self.token();
-                    match self.session.submit(now, request, token) {
-                        Ok(()) => {
-                            self.recipe_tokens.insert(token, (handle, op));
-                        }
-                        Err(e) => {
-                            // Refused: the recipe hears it at once, as an error reply.
-                            if let Some(h) = self.slots[i].hosted.as_mut() {
-                                h.recipe().handle_reply(now, op, Err(submit_error_code(&e)));
-                            }
-                        }
-                    }
-                }
-                while let Some(event) = self.slots[i]
-                    .hosted
-                    .as_mut()
-                    .and_then(|h| h.recipe().poll_event())
-                {
-                    moved = true;
-                    self.events.push_back(ClientEvent::Recipe { handle, event });
-                }
-                if self.slots[i]
-                    .hosted
-                    .as_mut()
-                    .is_some_and(|h| h.recipe().is_done())
-                {
-                    self.slots[i].hosted = None;
-                    self.slots[i].generation = self.slots[i].generation.wrapping_add(1);
-                    self.recipe_tokens.retain(|_, (h, _)| *h != handle);
                 }
             }
             if !moved {
@@ -399,22 +464,71 @@ impl Client {
         }
     }
 
+    /// Moves one recipe's requests to the session and its events out; drops it when it
+    /// is done. True if anything moved.
+    fn drain_slot(&mut self, now: Instant, i: usize) -> bool {
+        let id = RecipeId {
+            index: i as u32,
+            generation: self.slots[i].generation,
+        };
+        let mut moved = false;
+        while let Some((op, request)) = self.slots[i].recipe.as_mut().and_then(|r| r.poll_request())
+        {
+            moved = true;
+            let token = self.token();
+            match self.session.submit(now, request, token) {
+                Ok(()) => {
+                    self.recipe_tokens.insert(token, (id, op));
+                    self.slots[i].tokens.insert(token);
+                }
+                Err(e) => {
+                    // Refused: the recipe hears it at once, as an error reply it must
+                    // retry or report (never take for success).
+                    if let Some(r) = self.slots[i].recipe.as_mut() {
+                        r.handle_reply(now, op, Err(e.into()));
+                    }
+                }
+            }
+        }
+        while let Some(event) = self.slots[i]
+            .recipe
+            .as_mut()
+            .and_then(|r| r.poll_any_event())
+        {
+            moved = true;
+            self.events.push_back(ClientEvent::Recipe { id, event });
+        }
+        if self.slots[i].recipe.as_ref().is_some_and(|r| r.is_done()) {
+            moved = true;
+            let slot = &mut self.slots[i];
+            slot.recipe = None;
+            slot.generation = slot.generation.wrapping_add(1);
+            for token in core::mem::take(&mut slot.tokens) {
+                self.recipe_tokens.remove(&token);
+                self.session.forget_watches(token);
+            }
+            self.events.push_back(ClientEvent::RecipeDone { id });
+        }
+        moved
+    }
+
     fn route(&mut self, now: Instant, event: SessionEvent) {
         match event {
             SessionEvent::Reply(reply) if self.recipe_tokens.contains_key(&reply.token) => {
-                let (handle, op) = self.recipe_tokens[&reply.token];
+                let (id, op) = self.recipe_tokens[&reply.token];
                 if reply.watch.is_none() {
-                    self.recipe_tokens.remove(&reply.token);
+                    self.untrack(reply.token, id);
                 }
-                if let Some(h) = self.hosted(handle) {
-                    h.recipe().handle_reply(now, op, reply.result);
+                if let Some(r) = self.slot(id) {
+                    r.handle_reply(now, op, reply.result);
                 }
             }
             SessionEvent::Watch { token, event } if self.recipe_tokens.contains_key(&token) => {
                 // Recipes set one-shot watches only: the first event ends the route.
-                let (handle, op) = self.recipe_tokens.remove(&token).expect("checked");
-                if let Some(h) = self.hosted(handle) {
-                    h.recipe().handle_watch(now, op, &event);
+                let (id, op) = self.recipe_tokens[&token];
+                self.untrack(token, id);
+                if let Some(r) = self.slot(id) {
+                    r.handle_watch(now, op, &event);
                 }
             }
             event if event.is_state_change() => {
@@ -432,11 +546,15 @@ impl Client {
                 };
                 if let Some(change) = change {
                     if matches!(change, SessionChange::Expired | SessionChange::Closed) {
+                        // Every request was answered and every watch dropped.
                         self.recipe_tokens.clear();
+                        for slot in &mut self.slots {
+                            slot.tokens.clear();
+                        }
                     }
                     for slot in &mut self.slots {
-                        if let Some(h) = &mut slot.hosted {
-                            h.recipe().handle_session(now, change);
+                        if let Some(r) = &mut slot.recipe {
+                            r.handle_session(now, change);
                         }
                     }
                 }
@@ -445,9 +563,14 @@ impl Client {
             event => self.events.push_back(ClientEvent::Session(event)),
         }
     }
-}
 
-use alloc::string::String;
+    fn untrack(&mut self, token: Token, id: RecipeId) {
+        self.recipe_tokens.remove(&token);
+        if let Some(slot) = self.slots.get_mut(id.index as usize) {
+            slot.tokens.remove(&token);
+        }
+    }
+}
 
 // Core types are moved into driver threads and tasks.
 const _: () = {

@@ -1,13 +1,15 @@
 //! The one delivery path every adapter uses: which waiter gets which reply, which
-//! watcher gets which watch event, and what the session state is. Adapters supply the
-//! channel types through [`Sink`].
+//! watcher gets which watch event, which listener gets a hosted recipe's events, and
+//! what the session state is (with every transition, for status streams). Adapters
+//! supply the channel types through [`Sink`].
 
-use hashbrown::HashMap;
+use alloc::vec::Vec;
 
-use super::{Client, ClientEvent, Error, RecipeHandle};
+use super::{Client, ClientEvent, Error, RecipeId};
+use crate::hash::HashMap;
 use crate::proto::{EventType, Response};
-use crate::recipe::RecipeEvent;
-use crate::session::{SessionEvent, Token, WatchEvent};
+use crate::recipe::AnyEvent;
+use crate::session::{DisconnectReason, SessionEvent, Token, WatchEvent};
 use core::time::Duration;
 
 /// Something a value can be handed to: a oneshot sender, a channel, a callback.
@@ -29,7 +31,7 @@ pub enum WatchMode {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Status {
-    /// No session yet.
+    /// No session yet (or a new one after an expiry is being established).
     Connecting,
     /// A live session on a live connection.
     Connected {
@@ -42,8 +44,13 @@ pub enum Status {
     },
     /// Connection lost; the session may be alive; reconnecting.
     Suspended,
-    /// The session expired. Terminal.
-    Expired,
+    /// The session expired: its ephemeral nodes, watches and recipes are gone. With
+    /// `renewing`, a new session is on its way (`Connected` with a new id follows);
+    /// otherwise terminal.
+    Expired {
+        /// A new session is being established.
+        renewing: bool,
+    },
     /// Closed. Terminal.
     Closed,
     /// Authentication failed. Terminal.
@@ -51,50 +58,63 @@ pub enum Status {
 }
 
 impl Status {
-    /// Expired, closed or auth-failed: nothing more will happen.
+    /// Nothing more will happen (closed, auth failed, expired without renewal).
     pub fn is_terminal(self) -> bool {
-        matches!(self, Status::Expired | Status::Closed | Status::AuthFailed)
+        matches!(
+            self,
+            Status::Expired { renewing: false } | Status::Closed | Status::AuthFailed
+        )
+    }
+
+    /// Connected now.
+    pub fn is_connected(self) -> bool {
+        matches!(self, Status::Connected { .. })
     }
 
     /// The error a call fails with in this status, when the session is gone.
     pub fn error(self) -> Error {
         match self {
-            Status::Expired => Error::SessionExpired,
+            Status::Expired { .. } => Error::SessionExpired,
             Status::AuthFailed => Error::AuthFailed,
             _ => Error::Closed,
         }
     }
 }
 
-/// Waiters and watchers by token, recipe listeners by handle.
+/// Waiters and watchers by token, recipe listeners by id, status subscribers.
 #[derive(Debug)]
-pub struct Routes<R, W, L> {
+pub struct Routes<R, W, L, S> {
     replies: HashMap<Token, R>,
     watches: HashMap<Token, (W, WatchMode)>,
-    recipes: HashMap<RecipeHandle, L>,
+    recipes: HashMap<RecipeId, L>,
+    statuses: Vec<S>,
     status: Status,
+    unreachable: Option<DisconnectReason>,
 }
 
-impl<R, W, L> Default for Routes<R, W, L> {
+impl<R, W, L, S> Default for Routes<R, W, L, S> {
     fn default() -> Self {
         Routes {
-            replies: HashMap::new(),
-            watches: HashMap::new(),
-            recipes: HashMap::new(),
+            replies: HashMap::default(),
+            watches: HashMap::default(),
+            recipes: HashMap::default(),
+            statuses: Vec::new(),
             status: Status::Connecting,
+            unreachable: None,
         }
     }
 }
 
-impl<R: Sink<Result<Response, Error>>, W: Sink<WatchEvent>, L: Sink<RecipeEvent>> Routes<R, W, L> {
-    /// Routes the events of a hosted recipe to `listener`.
-    pub fn insert_recipe(&mut self, handle: RecipeHandle, listener: L) {
-        self.recipes.insert(handle, listener);
-    }
-
-    /// Stops routing a recipe's events (its listener went away).
-    pub fn remove_recipe(&mut self, handle: RecipeHandle) {
-        self.recipes.remove(&handle);
+impl<R, W, L, S> Routes<R, W, L, S>
+where
+    R: Sink<Result<Response, Error>>,
+    W: Sink<WatchEvent>,
+    L: Sink<AnyEvent>,
+    S: Sink<Status>,
+{
+    /// Routes the events of a hosted recipe to `listener` until it is done.
+    pub fn insert_recipe(&mut self, id: RecipeId, listener: L) {
+        self.recipes.insert(id, listener);
     }
 
     /// Routes the reply of `token` to `reply` and its watch events, if any, to `watch`.
@@ -105,9 +125,23 @@ impl<R: Sink<Result<Response, Error>>, W: Sink<WatchEvent>, L: Sink<RecipeEvent>
         }
     }
 
+    /// Adds a status subscriber: it gets the current status now, then every change,
+    /// none dropped.
+    pub fn subscribe_status(&mut self, mut subscriber: S) {
+        if subscriber.send(self.status) {
+            self.statuses.push(subscriber);
+        }
+    }
+
     /// The current status.
     pub fn status(&self) -> Status {
         self.status
+    }
+
+    /// Why no server could be reached, if every host failed since the last session
+    /// (cleared by the next session).
+    pub fn unreachable(&self) -> Option<&DisconnectReason> {
+        self.unreachable.as_ref()
     }
 
     /// Waiters still expecting a reply.
@@ -125,25 +159,29 @@ impl<R: Sink<Result<Response, Error>>, W: Sink<WatchEvent>, L: Sink<RecipeEvent>
         self.recipes.len()
     }
 
-    /// Delivers one event; returns the new status when it changed.
+    /// Delivers one event; returns the new status when it changed (or when every host
+    /// was found unreachable: see [`unreachable`](Self::unreachable)).
     pub fn deliver(&mut self, client: &mut Client, event: ClientEvent) -> Option<Status> {
         let event = match event {
             ClientEvent::Session(e) => e,
-            ClientEvent::Recipe { handle, event } => {
-                let last = event.is_final();
-                if let Some(listener) = self.recipes.get_mut(&handle) {
-                    // A listener goes with the recipe's last event (or with its receiver).
-                    if !listener.send(event) || last {
-                        self.recipes.remove(&handle);
+            ClientEvent::Recipe { id, event } => {
+                if let Some(listener) = self.recipes.get_mut(&id) {
+                    if !listener.send(event) {
+                        self.recipes.remove(&id);
                     }
                 }
+                return None;
+            }
+            ClientEvent::RecipeDone { id } => {
+                // Dropping the listener tells its receiver nothing more will come.
+                self.recipes.remove(&id);
                 return None;
             }
         };
         let status = match event {
             SessionEvent::Reply(reply) => {
                 if let Some(mut waiter) = self.replies.remove(&reply.token) {
-                    waiter.send(reply.result.map_err(Error::from));
+                    waiter.send(reply.result);
                 }
                 if reply.watch.is_none() {
                     // No watch was set: its receiver learns that by being dropped.
@@ -168,6 +206,10 @@ impl<R: Sink<Result<Response, Error>>, W: Sink<WatchEvent>, L: Sink<RecipeEvent>
                 }
                 return None;
             }
+            SessionEvent::Unreachable { reason } => {
+                self.unreachable = Some(reason);
+                return Some(self.status);
+            }
             SessionEvent::Connected {
                 session_id,
                 timeout,
@@ -186,18 +228,22 @@ impl<R: Sink<Result<Response, Error>>, W: Sink<WatchEvent>, L: Sink<RecipeEvent>
                 }
             }
             SessionEvent::Suspended { .. } => Status::Suspended,
-            SessionEvent::Expired { .. } => Status::Expired,
+            SessionEvent::Expired { renewing, .. } => Status::Expired { renewing },
             SessionEvent::Closed => Status::Closed,
             SessionEvent::AuthFailed => Status::AuthFailed,
         };
-        self.status = status;
-        if status.is_terminal() {
-            // Every request was already answered by the session; dropping the watchers
-            // tells their receivers nothing more will come.
+        if status.is_connected() {
+            self.unreachable = None;
+        }
+        if matches!(status, Status::Expired { .. }) || status.is_terminal() {
+            // Every request was already answered by the session and every watch is
+            // gone: dropping the watchers tells their receivers nothing more will come.
+            // Recipe listeners stay until each recipe's last event and `RecipeDone`.
             self.replies.clear();
             self.watches.clear();
-            self.recipes.clear();
         }
+        self.status = status;
+        self.statuses.retain_mut(|s| s.send(status));
         Some(status)
     }
 }
@@ -206,13 +252,13 @@ impl<R: Sink<Result<Response, Error>>, W: Sink<WatchEvent>, L: Sink<RecipeEvent>
 mod tests {
     use super::*;
     use crate::client::Options;
-    use crate::recipe::lock::{Lock, LockConfig, LockEvent, LockKind};
+    use crate::recipe::path::DeleteAll;
+    use crate::recipe::Recipe;
     use crate::time::Instant;
-    use alloc::vec::Vec;
 
-    struct Collect(Vec<RecipeEvent>);
-    impl Sink<RecipeEvent> for Collect {
-        fn send(&mut self, value: RecipeEvent) -> bool {
+    struct Collect(Vec<AnyEvent>);
+    impl Sink<AnyEvent> for Collect {
+        fn send(&mut self, value: AnyEvent) -> bool {
             self.0.push(value);
             true
         }
@@ -228,27 +274,28 @@ mod tests {
             true
         }
     }
+    impl Sink<Status> for Never {
+        fn send(&mut self, _: Status) -> bool {
+            true
+        }
+    }
 
     #[test]
-    fn a_recipe_listener_goes_with_its_last_event() {
+    fn a_recipe_listener_goes_with_recipe_done_after_its_last_event() {
         let mut client = Client::new(Options::new("h:1").unwrap(), Instant::ZERO);
-        let handle = client.add_lock(
-            Instant::ZERO,
-            Lock::new(LockConfig::new("/l", LockKind::Exclusive, "id")),
-        );
-        let mut routes: Routes<Never, Never, Collect> = Routes::default();
-        routes.insert_recipe(handle, Collect(Vec::new()));
-        let suspended = ClientEvent::Recipe {
-            handle,
-            event: RecipeEvent::Lock(LockEvent::Suspended),
-        };
-        routes.deliver(&mut client, suspended);
-        assert_eq!(routes.listening(), 1, "not final");
-        let released = ClientEvent::Recipe {
-            handle,
-            event: RecipeEvent::Lock(LockEvent::Released),
-        };
-        routes.deliver(&mut client, released);
-        assert_eq!(routes.listening(), 0, "dropped after the final event");
+        let handle = client.add(Instant::ZERO, DeleteAll::new("/x"));
+        let mut routes: Routes<Never, Never, Collect, Never> = Routes::default();
+        routes.insert_recipe(handle.id(), Collect(Vec::new()));
+        // Abandoned before it started: done at once, no event.
+        client.abandon(Instant::ZERO, handle.id());
+        let mut seen = 0;
+        while let Some(e) = client.poll_event() {
+            seen += 1;
+            routes.deliver(&mut client, e);
+        }
+        assert_eq!(seen, 1, "RecipeDone");
+        assert_eq!(routes.listening(), 0, "dropped after RecipeDone");
+        assert_eq!(client.recipes(), 0);
+        let _ = Recipe::is_done(&DeleteAll::new("/y"));
     }
 }

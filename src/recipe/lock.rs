@@ -1,5 +1,6 @@
 //! Exclusive, read and write locks (ZooKeeper recipes "Locks" and "Shared locks";
-//! paper: "Simple locks without herd effect"), Curator-compatible and fenced.
+//! paper: "Simple locks without herd effect"), Curator-compatible, fenced, optionally
+//! re-entrant and revocable.
 //!
 //! # Protocol
 //!
@@ -8,7 +9,9 @@
 //!    session's requests in order and the listing therefore contains our node. Markers:
 //!    `lock-` (exclusive, Curator's `InterProcessMutex`), `__READ__` / `__WRIT__`
 //!    (Curator's `InterProcessReadWriteLock`). If `<dir>` is missing, its ancestors are
-//!    created as containers in the same pipeline and the pair is sent again.
+//!    created as containers in the same pipeline and the pair is sent again — at most
+//!    twice; an ancestor that cannot be created ends the attempt with
+//!    [`Error::NoParent`] naming it, or [`Error::ChrootMissing`].
 //! 2. Sort the children by the sequence after their last known marker (unknown
 //!    children are ignored). Our *blockers*: every lower contender for exclusive and
 //!    write locks; every lower writer for read locks.
@@ -16,12 +19,25 @@
 //!    predecessor; for a reader the highest lower writer) — no herd. When it goes and it
 //!    was our only blocker, we hold the lock without listing again (lower sequence numbers
 //!    never reappear); otherwise list again.
-//! 4. Holding: a data watch on our own node (unless disabled) reports its deletion by
-//!    someone else as `Lost`, and, for revocable locks, `unlock` written into it as
-//!    `RevocationRequested`.
-//! 5. Release or cancel deletes our node; a delete that hits connection loss is retried
-//!    after reconnecting. A create whose reply was lost is found again by its unique
-//!    prefix and adopted only if its `ephemeralOwner` is our session.
+//! 4. From its creation, a data watch on our own node (unless disabled) reports its
+//!    deletion by someone else (`Failed` while waiting, `Lost` while holding) and, for
+//!    revocable locks, `unlock` (or Curator's `__REVOKE__`) written into it as
+//!    `RevocationRequested`. It goes out in the pipeline after the listing: one read per
+//!    attempt, no extra round trip.
+//! 5. Release or cancel deletes our node. `Released`/`Cancelled` only once the delete
+//!    answered OK or `NoNode` (or the session ended, taking the node along).
+//!
+//! # Liveness: every attempt ends, nothing is left behind
+//!
+//! The machine is a reconcile loop: each reply either moves the state on or marks what
+//! must be done again (create, list, watch, verify, delete); [`drive`](Lock) sends what
+//! is marked as soon as the session allows ([`Retry`]: after `Reconnected` when
+//! suspended, after a backoff when a request was refused). So every failure that is
+//! not final leads to a retry, and every final one to a final event. A create whose
+//! reply was lost is looked for after `sync(<dir>)` (a reconnect may land on a lagging
+//! follower) by its unique prefix; a child with our prefix is adopted only if its
+//! `ephemeralOwner` is our session, and any second one of ours (an orphan) is deleted.
+//! A holder's reconnect is verified the same way (`sync` + `exists`).
 //!
 //! # Fencing
 //!
@@ -29,6 +45,18 @@
 //! in sequence order and zxids grow with it, so tokens strictly increase from one holder
 //! to the next: a protected resource that remembers the highest token it has seen and
 //! rejects lower ones cannot be written by a holder whose session has quietly expired.
+//!
+//! # Commands and the events that end them
+//!
+//! * [`acquire`](Lock::acquire) answers [`Acquire::Held`] at once for a re-entrant hold,
+//!   or [`Acquire::Pending`]: then [`LockEvent::acquire_outcome`] says which event ends
+//!   the wait (`Acquired`, `NotAcquired` at the deadline, `Failed`, ...). A deadline of
+//!   `now + w` ends the wait by `now + w` — a try-lock (`w = 0`) still looks at one
+//!   listing if the connection is up, for at most [`LockConfig::try_grace`].
+//! * [`release`](Lock::release) answers [`Release::StillHeld`] for an inner re-entrant
+//!   level, or [`Release::Pending`]: [`LockEvent::release_outcome`] ends the wait.
+//! * A holder folds the events into a [`LockStatus`] (held, suspended, lost; the
+//!   changes not yet reported, a revocation asked while waiting included).
 //!
 //! # Session semantics
 //!
@@ -56,16 +84,19 @@ use alloc::collections::VecDeque;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use bytes::Bytes;
+use core::time::Duration;
 
-use super::contender;
-use super::{OpId, Recipe, RecipeEvent, SessionChange};
+use super::path::{ancestor_creates, ancestor_result};
+use super::{contender, OpId, Outbox, Recipe, Retry, SessionChange};
+use crate::error::Error;
 use crate::proto::*;
 use crate::session::WatchEvent;
 use crate::time::Instant;
 
 /// Data a revoker writes into a holder's node (Curator writes `__REVOKE__`; both count).
 pub const REVOKE: &[u8] = b"unlock";
-const CURATOR_REVOKE: &[u8] = b"__REVOKE__";
+/// Curator's revocation data.
+pub const CURATOR_REVOKE: &[u8] = b"__REVOKE__";
 
 /// A UUID-formatted node id (version 4 layout, as Curator's protection ids) from 128
 /// bits of the driver's entropy: the core has no random source of its own.
@@ -114,7 +145,9 @@ pub struct LockConfig {
     pub dir: String,
     /// Exclusive, read or write.
     pub kind: LockKind,
-    /// A fresh unique id per session (a UUID string, as Curator uses) from the driver.
+    /// A fresh unique id for this lock (one attempt, or one re-entrant hold): a UUID
+    /// string, as Curator uses, from the driver's entropy. It is how a create whose
+    /// reply was lost is found again, so it must never be shared.
     pub id: String,
     /// Data stored in our node (Curator: the host's address by default; here empty).
     pub data: Bytes,
@@ -122,13 +155,22 @@ pub struct LockConfig {
     pub acl: Vec<Acl>,
     /// Watch our own node while waiting too, and report `unlock` written into it.
     pub revocable: bool,
-    /// Watch our own node while holding (one read per acquisition) to report its
-    /// deletion by someone else as `Lost`. On by default.
+    /// Watch our own node from its creation (one read per attempt, pipelined) to notice
+    /// its deletion by someone else: `Lost` while holding, `Failed` while waiting. On by
+    /// default; off saves the read, but such a deletion then goes unnoticed until the
+    /// session ends.
     pub watch_own_node: bool,
+    /// Re-entrant: `acquire` on a held lock adds a level, `release` removes one; the
+    /// node goes with the last level.
+    pub reentrant: bool,
+    /// How long a try-lock (or an attempt whose deadline passed while its first
+    /// listing was on the way) waits for that listing. Default 1 s.
+    pub try_grace: Duration,
 }
 
 impl LockConfig {
-    /// A config with empty data, the open ACL, not revocable, own node watched.
+    /// A config with empty data, the open ACL, not revocable, not re-entrant, own node
+    /// watched.
     pub fn new(dir: &str, kind: LockKind, id: &str) -> Self {
         LockConfig {
             dir: dir.into(),
@@ -138,12 +180,14 @@ impl LockConfig {
             acl: Acl::open_unsafe(),
             revocable: false,
             watch_own_node: true,
+            reentrant: false,
+            try_grace: Duration::from_secs(1),
         }
     }
 }
 
 /// Why a held lock is no longer held.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum LostReason {
     /// The session expired (its ephemeral node is or will be gone).
     SessionExpired,
@@ -153,9 +197,21 @@ pub enum LostReason {
     NodeDeleted,
 }
 
-/// What a lock reports. `Acquired`, `NotAcquired`, `Released`, `Cancelled`, `Lost` and
-/// `Failed` end an attempt; `Suspended`, `Reconnected` and `RevocationRequested` are
-/// edges while holding.
+impl LostReason {
+    /// The error a call on a lock lost this way fails with.
+    pub fn error(self) -> Error {
+        match self {
+            LostReason::SessionExpired => Error::SessionExpired,
+            LostReason::SessionClosed => Error::Closed,
+            LostReason::NodeDeleted => Error::Server(ErrorCode::NoNode),
+        }
+    }
+}
+
+/// What a lock reports. `Acquired` starts a hold; `Suspended`, `Reconnected` and
+/// `RevocationRequested` are edges while holding (a revocable waiter may hear
+/// `RevocationRequested` before `Acquired`); `NotAcquired`, `Lost`, `Released`,
+/// `Cancelled` and `Failed` end the attempt.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum LockEvent {
@@ -183,10 +239,11 @@ pub enum LockEvent {
     Released,
     /// Cancelled before acquiring: our node (if any) is deleted.
     Cancelled,
-    /// The attempt failed (no permission, bad path, session gone while waiting, ...).
+    /// The attempt failed (no permission, missing chroot, session gone while waiting,
+    /// a delete the server refused for good, ...).
     Failed {
         /// The cause.
-        error: ErrorCode,
+        error: Error,
     },
 }
 
@@ -216,7 +273,7 @@ impl LockEvent {
         }
     }
 
-    /// Does this event end the attempt (nothing more will follow, except node cleanup)?
+    /// Does this event end the attempt (nothing more will follow)?
     pub fn ends_attempt(&self) -> bool {
         !matches!(
             self,
@@ -226,17 +283,170 @@ impl LockEvent {
                 | LockEvent::RevocationRequested
         )
     }
+
+    /// For a caller waiting after [`Acquire::Pending`]: `Some` when this event ends the
+    /// wait — `Ok(true)` held (`Acquired`, or `Reconnected` for a re-entry made while
+    /// suspended), `Ok(false)` not acquired by the deadline, `Err` the reason it
+    /// cannot be had.
+    pub fn acquire_outcome(&self) -> Option<Result<bool, Error>> {
+        match self {
+            LockEvent::Acquired { .. } | LockEvent::Reconnected => Some(Ok(true)),
+            LockEvent::NotAcquired => Some(Ok(false)),
+            LockEvent::Failed { error } => Some(Err(error.clone())),
+            LockEvent::Lost { reason } => Some(Err(reason.error())),
+            LockEvent::Released | LockEvent::Cancelled => Some(Err(Error::Closed)),
+            LockEvent::Suspended | LockEvent::RevocationRequested => None,
+        }
+    }
+
+    /// For a caller waiting after [`Release::Pending`]: `Some` when this event ends the
+    /// wait. A lock that was lost is released too (its node is gone).
+    pub fn release_outcome(&self) -> Option<Result<(), Error>> {
+        match self {
+            LockEvent::Released | LockEvent::Cancelled | LockEvent::Lost { .. } => Some(Ok(())),
+            LockEvent::NotAcquired => Some(Ok(())),
+            LockEvent::Failed { error } => Some(Err(error.clone())),
+            _ => None,
+        }
+    }
+}
+
+/// What [`Lock::acquire`] answers at once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Acquire {
+    /// Held now: a re-entrant level was added to a verified hold.
+    Held {
+        /// The hold's fencing token.
+        fencing_token: i64,
+        /// Our node's name.
+        node: String,
+    },
+    /// Wait for [`LockEvent::acquire_outcome`].
+    Pending,
+    /// The hold this re-entrant lock had is lost (guards of it are still alive).
+    Failed(Error),
+    /// This machine's attempt is over; a new attempt needs a new `Lock` (new id).
+    Ended,
+}
+
+/// What [`Lock::release`] answers at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Release {
+    /// An inner re-entrant level was released; the lock is still held.
+    StillHeld {
+        /// Levels left.
+        depth: u32,
+    },
+    /// Wait for [`LockEvent::release_outcome`].
+    Pending,
+    /// Nothing to release (the attempt already ended).
+    Done,
+}
+
+/// A hold as its owner sees it, folded from the lock's events: the guard state both
+/// adapters report, decided once here.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LockStatus {
+    state: HoldState,
+    unreported: VecDeque<LockChange>,
+    revocation_requested: bool,
+}
+
+/// Where a hold stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HoldState {
+    /// Not (yet) held.
+    Waiting,
+    /// Held, connection up.
+    Held,
+    /// Held as far as we know, but the connection is down: do not act.
+    Suspended,
+    /// Lost.
+    Lost(LostReason),
+    /// Released or the attempt ended.
+    Ended,
+}
+
+impl Default for LockStatus {
+    fn default() -> Self {
+        LockStatus {
+            state: HoldState::Waiting,
+            unreported: VecDeque::new(),
+            revocation_requested: false,
+        }
+    }
+}
+
+impl LockStatus {
+    /// A status for a hold that is held now (a re-entrant level joining it).
+    pub fn held() -> Self {
+        LockStatus {
+            state: HoldState::Held,
+            ..Self::default()
+        }
+    }
+
+    /// Folds one event in.
+    pub fn apply(&mut self, event: &LockEvent) {
+        match event {
+            LockEvent::Acquired { .. } => self.state = HoldState::Held,
+            LockEvent::Suspended if self.state == HoldState::Held => {
+                self.state = HoldState::Suspended
+            }
+            LockEvent::Reconnected if self.state == HoldState::Suspended => {
+                self.state = HoldState::Held
+            }
+            LockEvent::RevocationRequested => self.revocation_requested = true,
+            LockEvent::Lost { reason } => self.state = HoldState::Lost(*reason),
+            e if e.ends_attempt() => {
+                if !matches!(self.state, HoldState::Lost(_)) {
+                    self.state = HoldState::Ended;
+                }
+            }
+            _ => {}
+        }
+        if let Some(change) = event.change() {
+            if self.unreported.len() < 64 {
+                self.unreported.push_back(change);
+            }
+        }
+    }
+
+    /// The next change not reported yet (for a guard's `changed()`).
+    pub fn next_change(&mut self) -> Option<LockChange> {
+        self.unreported.pop_front()
+    }
+
+    /// Where the hold stands.
+    pub fn state(&self) -> HoldState {
+        self.state
+    }
+
+    /// Held with the connection up: safe to act (within the session timeout's 1/3
+    /// margin; see the module docs on session semantics).
+    pub fn is_held(&self) -> bool {
+        self.state == HoldState::Held
+    }
+
+    /// Someone asked for the lock back (`unlock` was written into our node).
+    pub fn revocation_requested(&self) -> bool {
+        self.revocation_requested
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Purpose {
     /// A container for an ancestor of the directory.
-    Parent,
-    /// create2 of our node, in attempt `n`.
-    Create(u32),
-    /// getChildren paired with create `n` (or a later relisting, `u32::MAX`).
-    List(u32),
-    /// exists on a child with our prefix, found after a lost create reply.
+    Parent(String),
+    /// create2 of our node.
+    Create,
+    /// getChildren to decide (paired with the create, or again).
+    List,
+    /// sync before a read that recovery or verification relies on.
+    Sync,
+    /// getChildren to find our node after a lost create reply.
+    Recover,
+    /// exists on a child with our prefix, found by recovery.
     Adopt(String),
     /// getData(watch) on the blocker we wait for.
     Blocker(String),
@@ -246,12 +456,14 @@ enum Purpose {
     Verify,
     /// delete of our node.
     Delete,
+    /// delete of a second node of ours found by recovery.
+    Orphan(String),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
     Idle,
-    /// Our create is in flight or its outcome unknown.
+    /// Our create is in flight, or its outcome unknown.
     Creating,
     /// We have a node and wait (listing or watching a blocker).
     Waiting,
@@ -267,8 +479,22 @@ enum Finish {
     Released,
     Cancelled,
     NotAcquired,
-    Failed(ErrorCode),
+    Failed(Error),
 }
+
+// What must be (re)sent; `drive` sends it when the session allows.
+const CREATE: u16 = 1;
+const PARENTS: u16 = 2;
+const RECOVER: u16 = 4;
+const LIST: u16 = 8;
+const BLOCKER: u16 = 16;
+const OWN: u16 = 32;
+const VERIFY: u16 = 64;
+const DELETE: u16 = 128;
+const ORPHANS: u16 = 256;
+
+/// How many times the directory's ancestors are created before giving up.
+const MAX_PARENT_ROUNDS: u8 = 2;
 
 /// The lock state machine. See the [module docs](self).
 #[derive(Debug)]
@@ -279,27 +505,41 @@ pub struct Lock {
     session_id: i64,
     /// Our node's name and creation zxid, once known.
     node: Option<(String, i64)>,
-    attempt: u32,
-    /// The create reply was lost: look for our node by prefix before creating again.
+    /// A create may have landed without our hearing of it: find it before anything else.
     in_doubt: bool,
+    need: u16,
+    /// The next read after a reconnect or a failure goes after a `sync`.
+    sync_next: bool,
+    /// The last `sync` failed: the read paired with it may be stale; do it again.
+    sync_failed: bool,
+    retry: Retry,
     /// Blockers in the last listing (1 means: when it goes, we hold).
     blockers: usize,
-    /// Children with our prefix still to check after a lost create reply.
-    candidates: Vec<String>,
     /// The blocker we watch now (only its deletion counts: older watches may fire late).
     watching: Option<String>,
+    /// Recovery: the best node of ours found so far, and whether to look again.
+    adopted: Option<(String, i64)>,
+    recover_again: bool,
+    orphans: Vec<String>,
+    parent_rounds: u8,
+    parent_error: Option<Error>,
+    parents_again: bool,
     deadline: Option<Instant>,
-    /// The deadline passed before the first listing: give up right after it.
-    deadline_passed: bool,
+    /// The deadline passed while the first listing was on its way: decide on it, but
+    /// not after this.
+    deadline_passed: Option<Instant>,
     finish: Option<Finish>,
+    /// A holder was told `Suspended` and not yet `Reconnected`.
     suspended: bool,
     /// A data watch on our own node is registered (or being registered).
     own_armed: bool,
     revocation_told: bool,
-    next_op: OpId,
-    ops: Vec<(OpId, Purpose)>,
-    requests: VecDeque<(OpId, Request)>,
-    events: VecDeque<RecipeEvent>,
+    /// Re-entrant levels held, and callers waiting to join the hold.
+    depth: u32,
+    joining: u32,
+    lost: Option<LostReason>,
+    outbox: Outbox<Purpose>,
+    events: VecDeque<LockEvent>,
 }
 
 fn join(dir: &str, name: &str) -> String {
@@ -310,6 +550,10 @@ fn join(dir: &str, name: &str) -> String {
     }
     s.push_str(name);
     s
+}
+
+fn name_of(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or("")
 }
 
 impl Lock {
@@ -323,23 +567,34 @@ impl Lock {
             state: State::Idle,
             session_id: 0,
             node: None,
-            attempt: 0,
             in_doubt: false,
+            need: 0,
+            sync_next: false,
+            sync_failed: false,
+            retry: Retry::default(),
             blockers: 0,
-            candidates: Vec::new(),
             watching: None,
+            adopted: None,
+            recover_again: false,
+            orphans: Vec::new(),
+            parent_rounds: 0,
+            parent_error: None,
+            parents_again: false,
             deadline: None,
-            deadline_passed: false,
+            deadline_passed: None,
             finish: None,
             suspended: false,
             own_armed: false,
             revocation_told: false,
-            next_op: 1,
-            ops: Vec::new(),
-            requests: VecDeque::new(),
+            depth: 0,
+            joining: 0,
+            lost: None,
+            outbox: Outbox::default(),
             events: VecDeque::new(),
         }
     }
+
+    // ----- getters -----
 
     /// The configuration.
     pub fn config(&self) -> &LockConfig {
@@ -356,126 +611,271 @@ impl Lock {
         self.node.as_ref().map(|(n, _)| n.as_str())
     }
 
-    /// Starts acquiring; `deadline` bounds the wait (`Some(now)` is a try-lock).
-    pub fn acquire(&mut self, now: Instant, deadline: Option<Instant>) {
-        if self.state != State::Idle {
-            return;
+    /// Re-entrant levels held.
+    pub fn depth(&self) -> u32 {
+        self.depth
+    }
+
+    /// Has the attempt ended (held no more, nothing to wait for)?
+    pub fn has_ended(&self) -> bool {
+        self.state == State::Done
+    }
+
+    // ----- commands -----
+
+    /// Starts acquiring; `deadline` bounds the wait (`Some(now)` is a try-lock). On a
+    /// re-entrant lock that is held, adds a level. See [`Acquire`].
+    pub fn acquire(&mut self, now: Instant, deadline: Option<Instant>) -> Acquire {
+        match self.state {
+            State::Idle => {
+                self.joining = 1;
+                if let Err(error) = validate_path(&self.config.dir) {
+                    self.state = State::Done;
+                    self.emit(LockEvent::Failed {
+                        error: Error::InvalidPath {
+                            path: self.config.dir.clone(),
+                            error,
+                        },
+                    });
+                    return Acquire::Pending;
+                }
+                self.deadline = deadline;
+                self.state = State::Creating;
+                self.need |= CREATE;
+                self.drive(now);
+                Acquire::Pending
+            }
+            State::Held if self.config.reentrant && !self.suspended => {
+                self.depth += 1;
+                match &self.node {
+                    Some((node, token)) => Acquire::Held {
+                        fencing_token: *token,
+                        node: node.clone(),
+                    },
+                    None => Acquire::Ended,
+                }
+            }
+            State::Held | State::Creating | State::Waiting if self.config.reentrant => {
+                self.joining += 1;
+                Acquire::Pending
+            }
+            State::Done if self.config.reentrant && self.depth > 0 => match self.lost {
+                Some(reason) => Acquire::Failed(reason.error()),
+                None => Acquire::Ended,
+            },
+            _ => Acquire::Ended,
         }
-        if validate_path(&self.config.dir).is_err() {
-            self.state = State::Done;
-            self.emit(LockEvent::Failed {
-                error: ErrorCode::BadArguments,
-            });
-            return;
+    }
+
+    /// Releases one level of a held lock, or cancels an attempt. See [`Release`].
+    pub fn release(&mut self, now: Instant) -> Release {
+        let answer = self.release_level(now);
+        self.drive(now);
+        answer
+    }
+
+    fn release_level(&mut self, now: Instant) -> Release {
+        match self.state {
+            State::Held if self.depth > 1 => {
+                self.depth -= 1;
+                Release::StillHeld { depth: self.depth }
+            }
+            State::Held => {
+                self.depth = 0;
+                self.stop_with(Finish::Released, now);
+                Release::Pending
+            }
+            State::Creating | State::Waiting if self.joining > 1 => {
+                self.joining -= 1;
+                Release::StillHeld {
+                    depth: self.joining,
+                }
+            }
+            State::Idle | State::Creating | State::Waiting => {
+                self.joining = 0;
+                self.stop_with(Finish::Cancelled, now);
+                if self.state == State::Done {
+                    Release::Done
+                } else {
+                    Release::Pending
+                }
+            }
+            State::Deleting => Release::Pending,
+            State::Done => {
+                self.depth = self.depth.saturating_sub(1);
+                Release::Done
+            }
         }
-        let _ = now; // the deadline is absolute; nothing else depends on the time
-        self.deadline = deadline;
-        self.state = State::Creating;
-        self.send_create();
     }
 
-    /// Releases a held lock (or cancels an attempt). `Released` follows once our node
-    /// is deleted.
-    pub fn release(&mut self, now: Instant) {
-        let _ = now; // commands take `now` like every input; release needs no clock
-        let finish = if self.state == State::Held {
-            Finish::Released
-        } else {
-            Finish::Cancelled
-        };
-        self.stop_with(finish);
+    /// Gives up an attempt (or releases a held lock): [`release`](Self::release).
+    pub fn cancel(&mut self, now: Instant) -> Release {
+        self.release(now)
     }
 
-    /// Gives up an attempt (or releases a held lock). `Cancelled` follows once whatever
-    /// we created is deleted.
-    pub fn cancel(&mut self, now: Instant) {
-        self.release(now);
-    }
-
-    fn op(&mut self, purpose: Purpose, request: Request) {
-        let id = self.next_op;
-        self.next_op += 1;
-        self.ops.push((id, purpose));
-        self.requests.push_back((id, request));
-    }
+    // ----- internals -----
 
     fn emit(&mut self, event: LockEvent) {
-        self.events.push_back(RecipeEvent::Lock(event));
+        self.events.push_back(event);
     }
 
     fn our_path(&self) -> Option<String> {
         self.node.as_ref().map(|(n, _)| join(&self.config.dir, n))
     }
 
-    fn send_create(&mut self) {
-        self.attempt += 1;
-        let create = CreateRequest::new(
-            join(&self.config.dir, &self.prefix),
-            self.config.data.clone(),
-            self.config.acl.clone(),
-            CreateMode::EphemeralSequential,
-        );
-        self.op(Purpose::Create(self.attempt), Request::Create2(create));
-        self.list(self.attempt);
+    fn dir_path(&self, name: &str) -> String {
+        join(&self.config.dir, name)
     }
 
-    fn list(&mut self, attempt: u32) {
-        self.op(
-            Purpose::List(attempt),
+    /// Sends what is needed, if the session allows it now.
+    fn drive(&mut self, now: Instant) {
+        if self.need == 0 || !self.retry.allows(now) {
+            return;
+        }
+        let dir = self.config.dir.clone();
+        if self.state != State::Done && (self.in_doubt || self.need & RECOVER != 0) {
+            // Nothing else makes sense until we know whether our create landed.
+            if self
+                .outbox
+                .any(|p| matches!(p, Purpose::Recover | Purpose::Adopt(_)))
+            {
+                return; // the search is on; its end decides
+            }
+            self.need &= ORPHANS;
+            self.in_doubt = true;
+            self.adopted = None;
+            self.recover_again = false;
+            self.sync(&dir);
+            self.outbox.send(
+                Purpose::Recover,
+                Request::GetChildren(PathWatch {
+                    path: dir,
+                    watch: false,
+                }),
+            );
+            return;
+        }
+        let need = core::mem::take(&mut self.need);
+        if need & (CREATE | PARENTS) != 0 && self.state == State::Creating {
+            if need & PARENTS != 0 {
+                self.parent_error = None;
+                self.parents_again = false;
+                for (p, req) in ancestor_creates(&dir, &self.config.acl, CreateMode::Container) {
+                    self.outbox.send(Purpose::Parent(p), req);
+                }
+            }
+            let create = CreateRequest::new(
+                self.dir_path(&self.prefix),
+                self.config.data.clone(),
+                self.config.acl.clone(),
+                CreateMode::EphemeralSequential,
+            );
+            self.outbox.send(Purpose::Create, Request::Create2(create));
+            // Executed after the create: the listing contains our node.
+            self.list(false);
+        }
+        if need & LIST != 0 && matches!(self.state, State::Creating | State::Waiting) {
+            self.list(true);
+        }
+        if need & BLOCKER != 0 && self.state == State::Waiting {
+            if let Some(b) = self.watching.clone() {
+                let path = self.dir_path(&b);
+                self.outbox.send(
+                    Purpose::Blocker(b),
+                    Request::GetData(PathWatch { path, watch: true }),
+                );
+            }
+        }
+        if need & VERIFY != 0 && self.state == State::Held {
+            if let Some(path) = self.our_path() {
+                self.sync(&dir);
+                self.outbox.send(
+                    Purpose::Verify,
+                    Request::Exists(PathWatch { path, watch: false }),
+                );
+            }
+        }
+        if need & OWN != 0 && self.wants_own_watch() {
+            if let Some(path) = self.our_path() {
+                self.own_armed = true;
+                self.outbox.send(
+                    Purpose::Own,
+                    Request::GetData(PathWatch { path, watch: true }),
+                );
+            }
+        }
+        if need & DELETE != 0 && self.state == State::Deleting {
+            if let Some(path) = self.our_path() {
+                self.outbox.send(
+                    Purpose::Delete,
+                    Request::Delete(DeleteRequest { path, version: -1 }),
+                );
+            }
+        }
+        if need & ORPHANS != 0 {
+            for name in core::mem::take(&mut self.orphans) {
+                let path = self.dir_path(&name);
+                self.outbox.send(
+                    Purpose::Orphan(name),
+                    Request::Delete(DeleteRequest { path, version: -1 }),
+                );
+            }
+        }
+    }
+
+    fn sync(&mut self, dir: &str) {
+        self.sync_next = false;
+        self.outbox.send(
+            Purpose::Sync,
+            Request::Sync(PathRequest { path: dir.into() }),
+        );
+    }
+
+    fn list(&mut self, may_sync: bool) {
+        let dir = self.config.dir.clone();
+        if may_sync && self.sync_next {
+            self.sync(&dir);
+        }
+        self.outbox.send(
+            Purpose::List,
             Request::GetChildren(PathWatch {
-                path: self.config.dir.clone(),
+                path: dir,
                 watch: false,
             }),
         );
     }
 
-    fn send_parents_then_create(&mut self) {
-        // Every ancestor, top down, as a container; NodeExists is fine.
-        let dir = self.config.dir.clone();
-        let mut ends: Vec<usize> = dir
-            .match_indices('/')
-            .map(|(i, _)| i)
-            .filter(|&i| i > 0)
-            .collect();
-        ends.push(dir.len());
-        for end in ends {
-            let path = &dir[..end];
-            let req = CreateRequest::new(
-                path,
-                Bytes::new(),
-                self.config.acl.clone(),
-                CreateMode::Container,
-            );
-            self.op(Purpose::Parent, Request::CreateContainer(req));
-        }
-        self.send_create();
+    /// Marks `need` for a retry after a retryable failure at `now`.
+    fn again(&mut self, now: Instant, need: u16) {
+        self.need |= need;
+        self.sync_next = true;
+        self.retry.failed(now);
     }
 
-    fn watch_node(&mut self, purpose: Purpose, path: String) {
-        self.op(purpose, Request::GetData(PathWatch { path, watch: true }));
-    }
-
-    /// Holders watch their own node (unless disabled); revocable locks while waiting too.
+    /// Our own node is watched from its creation (unless disabled): its deletion by
+    /// someone else while we wait must be noticed before a blocker's later deletion
+    /// would hand us a lock we no longer queue for. Revocable locks always watch it.
     fn wants_own_watch(&self) -> bool {
         match self.state {
-            State::Held => self.config.watch_own_node || self.config.revocable,
-            State::Waiting => self.config.revocable,
+            State::Held | State::Waiting | State::Creating => {
+                self.config.watch_own_node || self.config.revocable
+            }
             _ => false,
         }
     }
 
-    /// Arms the data watch on our own node unless it is armed already.
     fn arm_own(&mut self) {
-        if !self.own_armed {
-            if let Some(path) = self.our_path() {
-                self.own_armed = true;
-                self.watch_node(Purpose::Own, path);
-            }
+        if !self.own_armed && self.wants_own_watch() {
+            self.need |= OWN;
         }
     }
 
     fn acquired(&mut self) {
         self.state = State::Held;
+        self.depth = self.joining.max(1);
+        self.joining = 0;
+        self.deadline = None;
+        self.deadline_passed = None;
         let Some((node, czxid)) = self.node.clone() else {
             return;
         };
@@ -483,32 +883,29 @@ impl Lock {
             fencing_token: czxid,
             node,
         });
-        if self.config.watch_own_node || self.config.revocable {
-            self.arm_own();
-        }
+        self.arm_own();
     }
 
     /// Decides from a listing: held, or wait for the nearest blocker.
-    fn evaluate(&mut self, children: &[String]) {
+    fn evaluate(&mut self, children: &[String], now: Instant) {
         let Some((ours, _)) = self.node.clone() else {
             return;
         };
         let reader = self.config.kind == LockKind::Read;
-        let Some((count, nearest)) = contender::blockers(children, &ours, reader) else {
-            // Our node is gone while we wait: deleted by someone else.
-            self.node = None;
-            return self.fail(ErrorCode::NoNode);
-        };
-        self.blockers = count;
-        match nearest {
-            None => self.acquired(),
-            Some(_) if self.deadline_passed => self.stop_with(Finish::NotAcquired),
-            Some(nearest) => {
-                let path = join(&self.config.dir, nearest);
-                let name = nearest.to_string();
+        match contender::blockers(children, &ours, reader) {
+            None => {
+                // Our node is gone while we wait: deleted by someone else.
+                self.node = None;
+                self.fail(Error::Server(ErrorCode::NoNode), now);
+            }
+            Some((_, None)) => self.acquired(),
+            Some(_) if self.deadline_passed.is_some() => self.stop_with(Finish::NotAcquired, now),
+            Some((count, Some(nearest))) => {
                 self.state = State::Waiting;
-                self.watching = Some(name.clone());
-                self.watch_node(Purpose::Blocker(name), path);
+                self.blockers = count;
+                self.watching = Some(nearest.to_string());
+                self.need |= BLOCKER;
+                self.arm_own();
             }
         }
     }
@@ -522,49 +919,45 @@ impl Lock {
         if self.blockers == 1 {
             self.acquired(); // lower sequence numbers never come back
         } else {
-            self.list(u32::MAX);
+            self.need |= LIST;
         }
     }
 
-    fn fail(&mut self, error: ErrorCode) {
-        self.stop_with(Finish::Failed(error));
+    fn fail(&mut self, error: Error, now: Instant) {
+        self.stop_with(Finish::Failed(error), now);
     }
 
     /// Ends the attempt: delete our node if we have one (or may have one), then report.
-    fn stop_with(&mut self, finish: Finish) {
+    fn stop_with(&mut self, finish: Finish, _now: Instant) {
         match self.state {
-            State::Done => {}
-            State::Deleting => {
-                // Already on the way out; keep the first reason.
-            }
+            State::Done | State::Deleting => {} // keep the first reason
             State::Idle => {
                 self.state = State::Done;
                 self.report(finish);
             }
             _ => {
-                self.finish = Some(finish);
-                self.state = State::Deleting;
-                if matches!(self.finish, Some(Finish::NotAcquired)) {
+                if finish == Finish::NotAcquired {
                     self.emit(LockEvent::NotAcquired); // tell the caller now; clean up after
                 }
-                if let Some(path) = self.our_path() {
-                    self.op(
-                        Purpose::Delete,
-                        Request::Delete(DeleteRequest { path, version: -1 }),
-                    );
-                } else if !self.in_flight(|p| matches!(p, Purpose::Create(_) | Purpose::Adopt(_)))
-                    && !self.in_doubt
+                self.finish = Some(finish);
+                self.state = State::Deleting;
+                self.joining = 0;
+                self.deadline = None;
+                self.deadline_passed = None;
+                self.watching = None;
+                self.need &= RECOVER | ORPHANS;
+                if self.node.is_some() {
+                    self.need |= DELETE;
+                } else if !self.in_doubt
+                    && !self.outbox.any(|p| {
+                        matches!(p, Purpose::Create | Purpose::Recover | Purpose::Adopt(_))
+                    })
                 {
-                    self.done();
+                    self.done(); // nothing was created
                 }
-                // Otherwise: the create (or the search for it) is in flight; its answer
-                // leads to the delete.
+                // Otherwise the create's answer, or the search for it, leads to the delete.
             }
         }
-    }
-
-    fn in_flight(&self, f: impl Fn(&Purpose) -> bool) -> bool {
-        self.ops.iter().any(|(_, p)| f(p))
     }
 
     fn report(&mut self, finish: Finish) {
@@ -579,6 +972,7 @@ impl Lock {
     fn done(&mut self) {
         self.state = State::Done;
         self.node = None;
+        self.need &= ORPHANS;
         if let Some(f) = self.finish.take() {
             self.report(f);
         }
@@ -586,6 +980,7 @@ impl Lock {
 
     fn check_revocation(&mut self, data: &[u8]) {
         if self.config.revocable
+            && matches!(self.state, State::Creating | State::Waiting | State::Held)
             && !self.revocation_told
             && (data == REVOKE || data == CURATOR_REVOKE)
         {
@@ -598,268 +993,345 @@ impl Lock {
         if self.state == State::Held {
             self.emit(LockEvent::Lost { reason });
             self.state = State::Done;
+            self.lost = Some(reason);
             self.node = None;
+            self.need &= ORPHANS;
         }
     }
 
-    fn on_create(&mut self, attempt: u32, result: Result<Response, ErrorCode>) {
-        if attempt != self.attempt {
-            return;
-        }
-        match result {
-            Ok(Response::PathStat { path, stat }) => {
-                let name = path.rsplit('/').next().unwrap_or("").to_string();
-                self.node = Some((name, stat.czxid));
-                self.in_doubt = false;
-                if self.config.revocable && self.state != State::Deleting {
-                    self.arm_own(); // waiters hear revocation too
-                }
-                if self.state == State::Deleting {
-                    let path = join(
-                        &self.config.dir,
-                        &self.node.as_ref().map(|n| n.0.clone()).unwrap_or_default(),
-                    );
-                    self.op(
-                        Purpose::Delete,
-                        Request::Delete(DeleteRequest { path, version: -1 }),
-                    );
-                }
-                // The paired listing follows and decides.
+    /// Our node is gone while we wait or hold.
+    fn own_node_gone(&mut self, now: Instant) {
+        match self.state {
+            State::Held => self.lost(LostReason::NodeDeleted),
+            State::Creating | State::Waiting => {
+                self.node = None;
+                self.fail(Error::Server(ErrorCode::NoNode), now);
             }
-            Ok(_) => self.fail(ErrorCode::MarshallingError),
-            Err(ErrorCode::NoNode) if self.state == State::Creating => {
-                self.send_parents_then_create()
-            }
-            Err(ErrorCode::ConnectionLoss) => {
-                // Did it land? Look for our prefix once connected again.
-                self.in_doubt = true;
-                self.list(u32::MAX - 1);
-            }
-            Err(ErrorCode::NoNode) => {
-                self.state = State::Done;
-                self.finish = None;
-                self.emit(LockEvent::Cancelled);
-            }
-            Err(e) if self.state == State::Deleting => {
-                let _ = e;
-                self.done();
-            }
-            Err(e) => {
-                self.state = State::Done;
-                self.emit(LockEvent::Failed { error: e });
-            }
-        }
-    }
-
-    fn on_list(&mut self, attempt: u32, result: Result<Response, ErrorCode>) {
-        if attempt != u32::MAX && attempt != u32::MAX - 1 && attempt != self.attempt {
-            return; // the listing paired with a create we already retried
-        }
-        let children = match result {
-            Ok(Response::Children(c)) | Ok(Response::Children2 { children: c, .. }) => c,
-            Ok(_) => return self.fail(ErrorCode::MarshallingError),
-            Err(ErrorCode::ConnectionLoss) => {
-                let pending = self.in_flight(|p| matches!(p, Purpose::List(_)));
-                if !pending
-                    && (self.in_doubt || (self.node.is_some() && self.state == State::Waiting))
-                {
-                    self.list(attempt); // again once connected
-                }
-                return;
-            }
-            Err(ErrorCode::NoNode) if self.in_doubt => {
-                // The directory is gone, so is any node of ours: start over (or finish).
-                self.in_doubt = false;
-                return if self.state == State::Deleting {
-                    self.done()
-                } else {
-                    self.send_create()
-                };
-            }
-            Err(_) => return, // the paired create's error decides
-        };
-        if self.in_doubt {
-            self.in_doubt = false;
-            match children.iter().find(|c| c.starts_with(&self.prefix)) {
-                Some(found) => {
-                    let path = join(&self.config.dir, found);
-                    let name = found.clone();
-                    self.op(
-                        Purpose::Adopt(name),
-                        Request::Exists(PathWatch { path, watch: false }),
-                    );
-                }
-                None if self.state == State::Deleting => self.done(),
-                None => self.send_create(),
-            }
-            return;
-        }
-        if self.state == State::Waiting || self.state == State::Creating {
-            self.evaluate(&children);
-        }
-    }
-
-    /// Checks the next child carrying our prefix, or concludes our create never landed.
-    fn next_candidate(&mut self) {
-        match self.candidates.pop() {
-            Some(name) => {
-                let path = join(&self.config.dir, &name);
-                self.op(
-                    Purpose::Adopt(name),
-                    Request::Exists(PathWatch { path, watch: false }),
-                );
-            }
-            None if self.state == State::Deleting => self.done(),
-            None => self.send_create(),
-        }
-    }
-
-    fn on_adopt(&mut self, name: String, result: Result<Response, ErrorCode>) {
-        match result {
-            Ok(Response::Stat(stat))
-                if stat.ephemeral_owner == self.session_id && self.session_id != 0 =>
-            {
-                self.node = Some((name, stat.czxid));
-                if self.state == State::Deleting {
-                    if let Some(path) = self.our_path() {
-                        self.op(
-                            Purpose::Delete,
-                            Request::Delete(DeleteRequest { path, version: -1 }),
-                        );
-                    }
-                } else {
-                    self.state = State::Waiting;
-                    self.list(u32::MAX);
-                }
-            }
-            Err(ErrorCode::ConnectionLoss) => {
-                self.candidates.clear();
-                self.in_doubt = true;
-                self.list(u32::MAX - 1);
-            }
-            // Not ours (another session's) or gone: try the next one.
-            _ => self.next_candidate(),
-        }
-    }
-
-    fn on_blocker(&mut self, name: &str, result: Result<Response, ErrorCode>) {
-        match result {
-            Ok(_) => {} // armed: wait for the watch
-            Err(ErrorCode::NoNode) => self.blocker_gone(name),
-            Err(ErrorCode::ConnectionLoss)
-                if self.state == State::Waiting && self.watching.as_deref() == Some(name) =>
-            {
-                self.watching = None;
-                self.list(u32::MAX);
-            }
-            Err(_) => {}
-        }
-    }
-
-    fn on_verify(&mut self, result: Result<Response, ErrorCode>) {
-        match result {
-            Ok(_) if self.state == State::Held => {
-                if self.suspended {
-                    self.suspended = false;
-                    self.emit(LockEvent::Reconnected);
-                }
-                if self.config.watch_own_node || self.config.revocable {
-                    self.arm_own();
-                }
-            }
-            Err(ErrorCode::NoNode) => self.lost(LostReason::NodeDeleted),
-            Err(ErrorCode::ConnectionLoss) => {} // asked again after the next reconnect
             _ => {}
         }
     }
 
-    fn on_own(&mut self, result: Result<Response, ErrorCode>) {
+    fn on_create(&mut self, now: Instant, result: Result<Response, Error>) {
         match result {
-            Ok(Response::Data { data, .. }) => self.check_revocation(&data),
-            Ok(_) => {}
-            Err(ErrorCode::NoNode) => {
-                if self.state == State::Held {
-                    self.lost(LostReason::NodeDeleted);
-                } else if self.state == State::Waiting {
-                    self.node = None;
-                    self.fail(ErrorCode::NoNode);
+            Ok(Response::PathStat { path, stat }) => {
+                self.retry.succeeded();
+                self.node = Some((name_of(&path).to_string(), stat.czxid));
+                self.in_doubt = false;
+                if self.state == State::Deleting {
+                    self.need |= DELETE;
+                } else {
+                    self.arm_own(); // revocable waiters hear revocation too
+                }
+                // The paired listing follows and decides.
+            }
+            Ok(_) => self.fail(Error::UnexpectedReply, now),
+            Err(Error::Server(ErrorCode::NoNode)) => {
+                if self.state == State::Deleting {
+                    return self.done();
+                }
+                if self.parents_again {
+                    return self.again(now, PARENTS | CREATE);
+                }
+                if let Some(e) = self.parent_error.take() {
+                    return self.fail(e, now);
+                }
+                if self.parent_rounds >= MAX_PARENT_ROUNDS {
+                    let dir = self.config.dir.clone();
+                    let e = ancestor_result(&dir, &Err(Error::Server(ErrorCode::NoNode)))
+                        .unwrap_or(Error::Server(ErrorCode::NoNode));
+                    return self.fail(e, now);
+                }
+                self.parent_rounds += 1;
+                self.need |= PARENTS | CREATE;
+            }
+            Err(e) if e.may_have_applied() => {
+                // Did it land? Look for our prefix once connected again.
+                self.in_doubt = true;
+                self.again(now, RECOVER);
+            }
+            Err(e) if e.is_retryable() => {
+                // Refused: never applied.
+                if self.state == State::Deleting {
+                    self.done();
+                } else {
+                    self.again(now, CREATE);
                 }
             }
-            Err(ErrorCode::ConnectionLoss) => self.own_armed = false, // armed again on reconnect
-            Err(_) => {}
+            Err(e) if e.ends_session() => {} // the session change decides
+            Err(e) => {
+                if self.state == State::Deleting {
+                    self.done();
+                } else {
+                    self.fail(e, now);
+                }
+            }
         }
     }
 
-    fn on_delete(&mut self, result: Result<Response, ErrorCode>) {
+    fn on_list(&mut self, now: Instant, result: Result<Response, Error>) {
+        if self.node.is_none() || !matches!(self.state, State::Creating | State::Waiting) {
+            return; // the create's answer decides (it failed, or we are leaving)
+        }
+        if core::mem::take(&mut self.sync_failed) {
+            return self.again(now, LIST); // possibly stale
+        }
         match result {
-            Err(ErrorCode::ConnectionLoss) => {
-                // Retried once the connection is back (the session queues it).
-                if let Some(path) = self.our_path() {
-                    self.op(
-                        Purpose::Delete,
-                        Request::Delete(DeleteRequest { path, version: -1 }),
+            Ok(Response::Children(c)) | Ok(Response::Children2 { children: c, .. }) => {
+                self.retry.succeeded();
+                self.evaluate(&c, now);
+            }
+            Ok(_) => self.fail(Error::UnexpectedReply, now),
+            Err(e) if e.is_retryable() => self.again(now, LIST),
+            Err(Error::Server(ErrorCode::NoNode)) => self.own_node_gone(now),
+            Err(e) if e.ends_session() => {}
+            Err(e) => self.fail(e, now),
+        }
+    }
+
+    fn on_recover(&mut self, now: Instant, result: Result<Response, Error>) {
+        let result = if core::mem::take(&mut self.sync_failed) {
+            Err(Error::ConnectionLoss) // possibly stale: look again
+        } else {
+            result
+        };
+        match result {
+            Ok(Response::Children(children)) | Ok(Response::Children2 { children, .. }) => {
+                let mine: Vec<String> = children
+                    .into_iter()
+                    .filter(|c| c.starts_with(&self.prefix))
+                    .collect();
+                for name in mine {
+                    let path = self.dir_path(&name);
+                    self.outbox.send(
+                        Purpose::Adopt(name),
+                        Request::Exists(PathWatch { path, watch: false }),
                     );
                 }
             }
-            _ => self.done(),
+            Err(Error::Server(ErrorCode::NoNode)) => {} // no directory, no node of ours
+            Err(e) if e.is_retryable() => self.recover_again = true,
+            Err(e) if e.ends_session() => {}
+            Err(e) => {
+                // We cannot look: our node (if any) stays until the session ends.
+                self.in_doubt = false;
+                if self.state == State::Deleting {
+                    self.done();
+                } else {
+                    self.fail(e, now);
+                }
+            }
+            Ok(_) => self.recover_again = true,
+        }
+        self.recovery_step(now);
+    }
+
+    fn on_adopt(&mut self, now: Instant, name: String, result: Result<Response, Error>) {
+        match result {
+            Ok(Response::Stat(stat))
+                if stat.ephemeral_owner == self.session_id && self.session_id != 0 =>
+            {
+                let seq = |n: &str| contender::Contender::parse(n).map(|c| c.sequence);
+                match self.adopted.take() {
+                    // Keep the lower one (our place in line); the other is an orphan.
+                    Some(prev) if seq(&prev.0) <= seq(&name) => {
+                        self.orphans.push(name);
+                        self.adopted = Some(prev);
+                    }
+                    Some(prev) => {
+                        self.orphans.push(prev.0);
+                        self.adopted = Some((name, stat.czxid));
+                    }
+                    None => self.adopted = Some((name, stat.czxid)),
+                }
+            }
+            Err(e) if e.is_retryable() => self.recover_again = true,
+            // Another session's (not ours), or gone.
+            _ => {}
+        }
+        self.recovery_step(now);
+    }
+
+    /// Concludes a recovery once every answer is in.
+    fn recovery_step(&mut self, now: Instant) {
+        if !self.in_doubt
+            || self
+                .outbox
+                .any(|p| matches!(p, Purpose::Recover | Purpose::Adopt(_)))
+        {
+            return;
+        }
+        if self.recover_again {
+            self.recover_again = false;
+            return self.again(now, RECOVER);
+        }
+        self.in_doubt = false;
+        if !self.orphans.is_empty() {
+            self.need |= ORPHANS;
+        }
+        match self.adopted.take() {
+            Some(node) => {
+                self.node = Some(node);
+                if self.state == State::Deleting {
+                    self.need |= DELETE;
+                } else {
+                    self.need |= LIST;
+                    self.arm_own();
+                }
+            }
+            None if self.state == State::Deleting => self.done(),
+            None => self.need |= CREATE,
+        }
+    }
+
+    fn on_blocker(&mut self, now: Instant, name: String, result: Result<Response, Error>) {
+        if self.watching.as_deref() != Some(name.as_str()) {
+            return; // an older blocker
+        }
+        match result {
+            Ok(_) => self.retry.succeeded(), // armed: wait for the watch
+            Err(Error::Server(ErrorCode::NoNode)) => self.blocker_gone(&name),
+            Err(e) if e.is_retryable() => {
+                self.watching = None;
+                self.again(now, LIST);
+            }
+            Err(e) if e.ends_session() => {}
+            Err(e) => self.fail(e, now),
+        }
+    }
+
+    fn on_verify(&mut self, now: Instant, result: Result<Response, Error>) {
+        if self.state != State::Held {
+            return; // lost or released meanwhile
+        }
+        if core::mem::take(&mut self.sync_failed) {
+            return self.again(now, VERIFY); // possibly stale
+        }
+        match result {
+            Ok(Response::Stat(stat)) if stat.ephemeral_owner == self.session_id => {
+                if self.suspended {
+                    self.suspended = false;
+                    self.emit(LockEvent::Reconnected);
+                    self.depth += core::mem::take(&mut self.joining);
+                }
+                self.arm_own();
+            }
+            Ok(_) | Err(Error::Server(ErrorCode::NoNode)) => self.lost(LostReason::NodeDeleted),
+            Err(e) if e.is_retryable() => self.again(now, VERIFY),
+            Err(_) => {} // the session change decides
+        }
+    }
+
+    fn on_own(&mut self, now: Instant, result: Result<Response, Error>) {
+        match result {
+            Ok(Response::Data { data, .. }) => self.check_revocation(&data),
+            Ok(_) => {}
+            Err(Error::Server(ErrorCode::NoNode)) => self.own_node_gone(now),
+            Err(e) if e.is_retryable() => {
+                self.own_armed = false;
+                self.again(now, OWN);
+            }
+            Err(_) => self.own_armed = false,
+        }
+    }
+
+    fn on_delete(&mut self, now: Instant, result: Result<Response, Error>) {
+        match result {
+            Ok(_) | Err(Error::Server(ErrorCode::NoNode)) => self.done(),
+            Err(e) if e.is_retryable() => self.again(now, DELETE),
+            Err(e) if e.ends_session() => {}
+            Err(e) => {
+                // Refused for good (no permission): the node stays; say so.
+                self.finish = Some(Finish::Failed(e));
+                self.done();
+            }
+        }
+    }
+
+    fn on_orphan(&mut self, now: Instant, name: String, result: Result<Response, Error>) {
+        if let Err(e) = result {
+            if e.is_retryable() {
+                self.orphans.push(name);
+                self.again(now, ORPHANS);
+            }
+        }
+    }
+
+    fn on_session_end(&mut self, reason: LostReason) {
+        self.outbox.clear();
+        self.need = 0;
+        self.orphans.clear();
+        self.in_doubt = false;
+        match self.state {
+            State::Held => self.lost(reason),
+            State::Done => {}
+            State::Deleting => self.done(), // the node went with the session
+            State::Idle | State::Creating | State::Waiting => {
+                self.state = State::Done;
+                self.node = None;
+                self.joining = 0;
+                self.emit(LockEvent::Failed {
+                    error: reason.error(),
+                });
+            }
         }
     }
 }
 
 impl Recipe for Lock {
-    fn handle_reply(&mut self, _now: Instant, op: OpId, result: Result<Response, ErrorCode>) {
-        let Some(at) = self.ops.iter().position(|(id, _)| *id == op) else {
+    type Event = LockEvent;
+
+    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+        let Some(purpose) = self.outbox.take(op) else {
             return;
         };
-        let (_, purpose) = self.ops.swap_remove(at);
-        if result == Err(ErrorCode::SessionExpired) || self.state == State::Done {
-            return; // the session change handles expiry
-        }
         match purpose {
-            Purpose::Parent => {}
-            Purpose::Create(n) => self.on_create(n, result),
-            Purpose::List(n) => self.on_list(n, result),
-            Purpose::Adopt(name) => self.on_adopt(name, result),
-            Purpose::Blocker(name) => self.on_blocker(&name, result),
-            Purpose::Own => self.on_own(result),
-            Purpose::Verify => self.on_verify(result),
-            Purpose::Delete => self.on_delete(result),
+            Purpose::Parent(p) => {
+                if let Some(e) = ancestor_result(&p, &result) {
+                    if e.is_retryable() {
+                        self.parents_again = true;
+                    } else if !e.ends_session() && self.parent_error.is_none() {
+                        self.parent_error = Some(e);
+                    }
+                }
+            }
+            Purpose::Sync => self.sync_failed = result.is_err(),
+            Purpose::Create => self.on_create(now, result),
+            Purpose::List => self.on_list(now, result),
+            Purpose::Recover => self.on_recover(now, result),
+            Purpose::Adopt(name) => self.on_adopt(now, name, result),
+            Purpose::Blocker(name) => self.on_blocker(now, name, result),
+            Purpose::Own => self.on_own(now, result),
+            Purpose::Verify => self.on_verify(now, result),
+            Purpose::Delete => self.on_delete(now, result),
+            Purpose::Orphan(name) => self.on_orphan(now, name, result),
         }
+        self.drive(now);
     }
 
-    fn handle_watch(&mut self, _now: Instant, op: OpId, event: &WatchEvent) {
+    fn handle_watch(&mut self, now: Instant, _op: OpId, event: &WatchEvent) {
         let ours = self.our_path();
+        let is_ours = Some(&event.path) == ours.as_ref();
         match event.event_type {
-            EventType::NodeDeleted if Some(&event.path) == ours.as_ref() => {
-                if self.state == State::Held {
-                    self.lost(LostReason::NodeDeleted);
-                } else if self.state == State::Waiting {
-                    self.node = None;
-                    self.fail(ErrorCode::NoNode);
-                }
-            }
-            EventType::NodeDeleted => {
-                let name = event.path.rsplit('/').next().unwrap_or("").to_string();
-                self.blocker_gone(&name);
-            }
-            EventType::NodeDataChanged if Some(&event.path) == ours.as_ref() => {
+            EventType::NodeDeleted if is_ours => self.own_node_gone(now),
+            EventType::NodeDeleted => self.blocker_gone(name_of(&event.path)),
+            EventType::NodeDataChanged if is_ours => {
                 self.own_armed = false;
-                if self.wants_own_watch() {
-                    self.arm_own(); // re-arm; the data tells whether it is a revocation
-                }
+                self.arm_own(); // re-arm; the data tells whether it is a revocation
             }
-            EventType::NodeDataChanged if self.state == State::Waiting => {
+            EventType::NodeDataChanged
+                if self.state == State::Waiting
+                    && self.watching.as_deref() == Some(name_of(&event.path)) =>
+            {
                 // Someone wrote to our blocker (a revocation aimed at it): watch on.
-                let name = event.path.rsplit('/').next().unwrap_or("").to_string();
-                let path = event.path.clone();
-                self.watch_node(Purpose::Blocker(name), path);
+                self.need |= BLOCKER;
             }
             _ => {}
         }
-        let _ = op;
+        self.drive(now);
     }
 
-    fn handle_session(&mut self, _now: Instant, change: SessionChange) {
+    fn handle_session(&mut self, now: Instant, change: SessionChange) {
+        self.retry.session(change);
         match change {
             SessionChange::Connected { session_id } => self.session_id = session_id,
             SessionChange::Suspended => {
@@ -870,83 +1342,82 @@ impl Recipe for Lock {
             }
             SessionChange::Reconnected { session_id } => {
                 self.session_id = session_id;
+                self.sync_next = true;
                 if self.state == State::Held {
                     // Still ours? (The session re-armed our watches itself.)
-                    if let Some(path) = self.our_path() {
-                        self.op(
-                            Purpose::Verify,
-                            Request::Exists(PathWatch { path, watch: false }),
-                        );
-                    }
-                } else if self.state == State::Waiting && self.config.revocable {
-                    self.arm_own();
+                    self.need |= VERIFY;
                 }
             }
-            SessionChange::Expired | SessionChange::Closed => {
-                let reason = if change == SessionChange::Expired {
-                    LostReason::SessionExpired
-                } else {
-                    LostReason::SessionClosed
-                };
-                self.ops.clear();
-                self.requests.clear();
-                match self.state {
-                    State::Held => self.lost(reason),
-                    State::Done => {}
-                    State::Deleting => self.done(), // the node went with the session
-                    _ => {
-                        self.state = State::Done;
-                        self.node = None;
-                        let error = if reason == LostReason::SessionExpired {
-                            ErrorCode::SessionExpired
-                        } else {
-                            ErrorCode::ConnectionLoss
-                        };
-                        self.emit(LockEvent::Failed { error });
-                    }
-                }
-            }
+            SessionChange::Expired => self.on_session_end(LostReason::SessionExpired),
+            SessionChange::Closed => self.on_session_end(LostReason::SessionClosed),
         }
+        self.drive(now);
     }
 
     fn handle_timeout(&mut self, now: Instant) {
         if let Some(d) = self.deadline {
-            if now >= d {
-                match self.state {
-                    State::Waiting => {
-                        self.deadline = None;
-                        self.stop_with(Finish::NotAcquired);
-                    }
-                    // A try-lock still deserves one look at the directory.
-                    State::Creating => {
-                        self.deadline = None;
-                        self.deadline_passed = true;
-                    }
-                    _ => {}
+            if now >= d && matches!(self.state, State::Creating | State::Waiting) {
+                self.deadline = None;
+                let first_listing_on_its_way = self.state == State::Creating
+                    && !self.retry.is_suspended()
+                    && self.need == 0
+                    && self.outbox.any(|p| *p == Purpose::List);
+                if first_listing_on_its_way {
+                    // A try-lock deserves one look at the directory, but not forever.
+                    self.deadline_passed = Some(d + self.config.try_grace);
+                } else {
+                    self.stop_with(Finish::NotAcquired, now);
                 }
             }
         }
+        if self.deadline_passed.is_some_and(|t| now >= t) && self.state == State::Creating {
+            self.stop_with(Finish::NotAcquired, now);
+        }
+        self.drive(now);
+    }
+
+    fn handle_abandon(&mut self, now: Instant) {
+        self.depth = 0;
+        self.joining = 0;
+        let finish = if self.state == State::Held {
+            Finish::Released
+        } else {
+            Finish::Cancelled
+        };
+        self.stop_with(finish, now);
+        self.drive(now);
     }
 
     fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.requests.pop_front()
+        self.outbox.poll()
     }
 
-    fn poll_event(&mut self) -> Option<RecipeEvent> {
+    fn poll_event(&mut self) -> Option<LockEvent> {
         self.events.pop_front()
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        match self.state {
-            State::Creating | State::Waiting => self.deadline,
+        let deadline = match self.state {
+            State::Creating | State::Waiting => self.deadline.or(self.deadline_passed),
             _ => None,
+        };
+        let retry = if self.need != 0 && self.state != State::Done || !self.orphans.is_empty() {
+            self.retry.deadline()
+        } else {
+            None
+        };
+        match (deadline, retry) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 
     fn is_done(&self) -> bool {
         self.state == State::Done
-            && self.ops.is_empty()
-            && self.requests.is_empty()
+            && self.outbox.is_empty()
             && self.events.is_empty()
+            && self.orphans.is_empty()
+            && self.need & ORPHANS == 0
+            && (!self.config.reentrant || self.depth == 0)
     }
 }

@@ -8,9 +8,12 @@
 //! * **Input** — [`handle_reply`](Recipe::handle_reply) for a request it issued (by its
 //!   own [`OpId`]), [`handle_watch`](Recipe::handle_watch) for a watch one of its
 //!   requests set, [`handle_session`](Recipe::handle_session) for every session state
-//!   change, [`handle_timeout`](Recipe::handle_timeout).
-//! * **Commands** — plain methods on the concrete type (`acquire`, `release`, `cancel`,
-//!   ...). They only change state and queue output; they never block or do I/O.
+//!   change, [`handle_timeout`](Recipe::handle_timeout), and
+//!   [`handle_abandon`](Recipe::handle_abandon) when its owner went away.
+//! * **Commands** — plain methods on the concrete type (`acquire`, `release`, ...). They
+//!   only change state and queue output; they never block or do I/O. A command that
+//!   answers at once returns its answer; one that needs the server reports its outcome
+//!   as an event, and the recipe's module says which events end which command.
 //! * **Output** — [`poll_request`](Recipe::poll_request) (requests to send, tagged with
 //!   the recipe's own op ids), [`poll_event`](Recipe::poll_event) (the recipe's typed
 //!   events), [`poll_timeout`](Recipe::poll_timeout) (its next deadline).
@@ -23,11 +26,32 @@
 //!
 //! A recipe never sees another recipe's replies or watches, and never reads a clock:
 //! `now` comes with every input. Randomness (node ids) comes in its configuration.
+//!
+//! # Rules every recipe keeps (and the helpers here that make them easy)
+//!
+//! * **Liveness.** Every request that fails with a retryable error
+//!   ([`Error::is_retryable`]: connection loss, a local or server refusal) is retried —
+//!   after [`Reconnected`](SessionChange::Reconnected) when the session is suspended,
+//!   else after a [`Backoff`] — or the recipe reports a final event. A refusal is never
+//!   taken for success. The [`Outbox`] keeps each request's purpose so a reply always
+//!   finds its reason.
+//! * **Cleanliness.** A recipe that ends has deleted what it created (or its session
+//!   ended, taking its ephemeral nodes along). The host forgets its watch registrations.
+//! * **Session semantics.** `Expired`/`Closed` end every recipe with a final event.
 
 pub mod contender;
 pub mod lock;
+pub mod path;
 
-use crate::proto::{ErrorCode, Response};
+use alloc::boxed::Box;
+use alloc::collections::VecDeque;
+use alloc::vec::Vec;
+use core::any::Any;
+use core::fmt;
+use core::time::Duration;
+
+use crate::error::Error;
+use crate::proto::{Request, Response};
 use crate::session::WatchEvent;
 use crate::time::Instant;
 
@@ -37,7 +61,8 @@ pub type OpId = u64;
 /// A session state change, as recipes see it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SessionChange {
-    /// A session was established (the first connection).
+    /// A session was established (the first connection, or a new session after an
+    /// expiry). Also given to a recipe when it is hosted on a live session.
     Connected {
         /// Its id: the `ephemeralOwner` of nodes this session creates.
         session_id: i64,
@@ -49,45 +74,305 @@ pub enum SessionChange {
         /// Its id.
         session_id: i64,
     },
-    /// The session expired (server-confirmed or the client-side estimate). Terminal.
+    /// The session expired (server-confirmed or the client-side estimate). Every
+    /// recipe running on it ends.
     Expired,
     /// The session was closed or authentication failed. Terminal.
     Closed,
 }
 
 /// The contract every recipe implements; see the [module docs](self).
-pub trait Recipe {
-    /// A reply to request `op`.
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, ErrorCode>);
+///
+/// Any type implementing it can be hosted by a [`Client`](crate::client::Client) and
+/// by both adapters, including recipes written outside this crate.
+pub trait Recipe: Send + 'static {
+    /// What the recipe reports to its user.
+    type Event: Clone + fmt::Debug + Send + 'static;
+    /// A reply to request `op`: the server's answer, or the error it failed with
+    /// (`ConnectionLoss`, a local refusal such as `Overloaded` or `Closed`, ...).
+    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>);
     /// A watch set by request `op` fired.
     fn handle_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent);
     /// The session's state changed.
     fn handle_session(&mut self, now: Instant, change: SessionChange);
-    /// Time passed (call at or after `poll_timeout`).
+    /// Time passed (called at or after `poll_timeout`, possibly earlier).
     fn handle_timeout(&mut self, now: Instant);
+    /// The owner went away (a dropped guard, handle or future): clean up what was
+    /// created and end.
+    fn handle_abandon(&mut self, now: Instant);
     /// The next request to send.
-    fn poll_request(&mut self) -> Option<(OpId, crate::proto::Request)>;
+    fn poll_request(&mut self) -> Option<(OpId, Request)>;
     /// The next event for the application.
-    fn poll_event(&mut self) -> Option<RecipeEvent>;
+    fn poll_event(&mut self) -> Option<Self::Event>;
     /// The next deadline.
     fn poll_timeout(&self) -> Option<Instant>;
-    /// Finished: nothing in flight, nothing more will happen; the host may drop it.
+    /// Finished: nothing in flight, nothing more will happen; the host drops it.
     fn is_done(&self) -> bool;
 }
 
-/// Events of every recipe kind, as the host surfaces them.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum RecipeEvent {
-    /// From a [`lock::Lock`].
-    Lock(lock::LockEvent),
+/// The object-safe form of [`Recipe`] a host stores; implemented for every `Recipe`
+/// (never implement it yourself). Events come out type-erased as [`AnyEvent`].
+pub trait AnyRecipe: Send {
+    /// See [`Recipe::handle_reply`].
+    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>);
+    /// See [`Recipe::handle_watch`].
+    fn handle_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent);
+    /// See [`Recipe::handle_session`].
+    fn handle_session(&mut self, now: Instant, change: SessionChange);
+    /// See [`Recipe::handle_timeout`].
+    fn handle_timeout(&mut self, now: Instant);
+    /// See [`Recipe::handle_abandon`].
+    fn handle_abandon(&mut self, now: Instant);
+    /// See [`Recipe::poll_request`].
+    fn poll_request(&mut self) -> Option<(OpId, Request)>;
+    /// [`Recipe::poll_event`], boxed.
+    fn poll_any_event(&mut self) -> Option<AnyEvent>;
+    /// See [`Recipe::poll_timeout`].
+    fn poll_timeout(&self) -> Option<Instant>;
+    /// See [`Recipe::is_done`].
+    fn is_done(&self) -> bool;
+    /// The concrete recipe, for commands.
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+    /// The concrete recipe, for getters.
+    fn as_any(&self) -> &dyn Any;
 }
 
-impl RecipeEvent {
-    /// The recipe will report nothing after this event (it may still clean up).
-    pub fn is_final(&self) -> bool {
-        match self {
-            RecipeEvent::Lock(e) => e.ends_attempt(),
+impl<R: Recipe> AnyRecipe for R {
+    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+        Recipe::handle_reply(self, now, op, result)
+    }
+    fn handle_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
+        Recipe::handle_watch(self, now, op, event)
+    }
+    fn handle_session(&mut self, now: Instant, change: SessionChange) {
+        Recipe::handle_session(self, now, change)
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        Recipe::handle_timeout(self, now)
+    }
+    fn handle_abandon(&mut self, now: Instant) {
+        Recipe::handle_abandon(self, now)
+    }
+    fn poll_request(&mut self) -> Option<(OpId, Request)> {
+        Recipe::poll_request(self)
+    }
+    fn poll_any_event(&mut self) -> Option<AnyEvent> {
+        Recipe::poll_event(self).map(AnyEvent::new)
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        Recipe::poll_timeout(self)
+    }
+    fn is_done(&self) -> bool {
+        Recipe::is_done(self)
+    }
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+trait EventBox: Any + Send + fmt::Debug {
+    fn clone_box(&self) -> Box<dyn EventBox>;
+    fn into_any(self: Box<Self>) -> Box<dyn Any>;
+    fn as_any(&self) -> &dyn Any;
+}
+
+impl<E: Clone + fmt::Debug + Send + 'static> EventBox for E {
+    fn clone_box(&self) -> Box<dyn EventBox> {
+        Box::new(self.clone())
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// A recipe event with its type erased, as the host carries it; the recipe's owner
+/// knows the type and gets it back with [`downcast`](AnyEvent::downcast).
+///
+/// ```
+/// use zk_recipes::recipe::AnyEvent;
+/// let e = AnyEvent::new(42u32);
+/// assert_eq!(e.downcast_ref::<u32>(), Some(&42));
+/// assert_eq!(e.downcast::<u32>().ok(), Some(42));
+/// ```
+pub struct AnyEvent(Box<dyn EventBox>);
+
+impl AnyEvent {
+    /// Wraps an event.
+    pub fn new<E: Clone + fmt::Debug + Send + 'static>(event: E) -> Self {
+        AnyEvent(Box::new(event))
+    }
+
+    /// The event, if it is an `E`.
+    pub fn downcast<E: 'static>(self) -> Result<E, AnyEvent> {
+        if self.0.as_any().is::<E>() {
+            match self.0.into_any().downcast::<E>() {
+                Ok(e) => Ok(*e),
+                // Unreachable (checked above); an event is never lost all the same.
+                Err(_) => Err(AnyEvent::new(())),
+            }
+        } else {
+            Err(self)
+        }
+    }
+
+    /// A reference to the event, if it is an `E`.
+    pub fn downcast_ref<E: 'static>(&self) -> Option<&E> {
+        self.0.as_any().downcast_ref::<E>()
+    }
+}
+
+impl Clone for AnyEvent {
+    fn clone(&self) -> Self {
+        AnyEvent(self.0.clone_box())
+    }
+}
+
+impl fmt::Debug for AnyEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// The requests a recipe has issued and what each was for: every recipe's
+/// bookkeeping, written once. `P` is the recipe's own "purpose" type.
+#[derive(Debug)]
+pub struct Outbox<P> {
+    next: OpId,
+    in_flight: Vec<(OpId, P)>,
+    queue: VecDeque<(OpId, Request)>,
+}
+
+impl<P> Default for Outbox<P> {
+    fn default() -> Self {
+        Outbox {
+            next: 1,
+            in_flight: Vec::new(),
+            queue: VecDeque::new(),
+        }
+    }
+}
+
+impl<P> Outbox<P> {
+    /// Queues `request` for `purpose`; returns its op id.
+    pub fn send(&mut self, purpose: P, request: Request) -> OpId {
+        let id = self.next;
+        self.next += 1;
+        self.in_flight.push((id, purpose));
+        self.queue.push_back((id, request));
+        id
+    }
+
+    /// The purpose of `op`, removed (its reply arrived). `None` for an op this outbox
+    /// does not know (a late reply after [`clear`](Self::clear)).
+    pub fn take(&mut self, op: OpId) -> Option<P> {
+        let at = self.in_flight.iter().position(|(id, _)| *id == op)?;
+        Some(self.in_flight.swap_remove(at).1)
+    }
+
+    /// Is a request whose purpose matches `f` in flight?
+    pub fn any(&self, f: impl Fn(&P) -> bool) -> bool {
+        self.in_flight.iter().any(|(_, p)| f(p))
+    }
+
+    /// How many requests are in flight.
+    pub fn len(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    /// Nothing in flight and nothing queued.
+    pub fn is_empty(&self) -> bool {
+        self.in_flight.is_empty() && self.queue.is_empty()
+    }
+
+    /// Forgets everything (the session ended: every request was answered).
+    pub fn clear(&mut self) {
+        self.in_flight.clear();
+        self.queue.clear();
+    }
+
+    /// The next request to send (for [`Recipe::poll_request`]).
+    pub fn poll(&mut self) -> Option<(OpId, Request)> {
+        self.queue.pop_front()
+    }
+}
+
+/// When a recipe may retry what failed with a retryable error: while the session is
+/// suspended, not until `Reconnected` (the session would only queue the request);
+/// while connected (a refusal: too many requests pending, throttled), after a backoff
+/// of 10 ms doubling up to 2 s, reset by [`succeeded`](Retry::succeeded).
+///
+/// ```
+/// use zk_recipes::recipe::{Retry, SessionChange};
+/// use zk_recipes::time::Instant;
+/// let mut r = Retry::default();
+/// let t = Instant::from_micros(1_000);
+/// r.failed(t);
+/// assert!(!r.allows(t));
+/// assert_eq!(r.deadline(), Some(Instant::from_micros(11_000)));
+/// r.session(SessionChange::Suspended);
+/// assert_eq!(r.deadline(), None); // wait for the reconnect, not the clock
+/// r.session(SessionChange::Reconnected { session_id: 1 });
+/// assert!(r.allows(t)); // at once
+/// ```
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Retry {
+    failures: u32,
+    at: Option<Instant>,
+    suspended: bool,
+}
+
+impl Retry {
+    const FIRST: Duration = Duration::from_millis(10);
+    const MAX: Duration = Duration::from_secs(2);
+
+    /// A retryable failure at `now`: the next attempt waits.
+    pub fn failed(&mut self, now: Instant) {
+        let delay = Self::FIRST
+            .saturating_mul(1 << self.failures.min(10))
+            .min(Self::MAX);
+        self.failures = self.failures.saturating_add(1);
+        self.at = Some(now + delay);
+    }
+
+    /// Something worked: the next failure waits the shortest time again.
+    pub fn succeeded(&mut self) {
+        self.failures = 0;
+    }
+
+    /// Follows the session: suspended ⇒ wait; back ⇒ retry at once.
+    pub fn session(&mut self, change: SessionChange) {
+        match change {
+            SessionChange::Suspended => self.suspended = true,
+            SessionChange::Connected { .. } | SessionChange::Reconnected { .. } => {
+                self.suspended = false;
+                self.at = None;
+            }
+            SessionChange::Expired | SessionChange::Closed => {}
+        }
+    }
+
+    /// Is the session suspended (as far as this recipe heard)?
+    pub fn is_suspended(&self) -> bool {
+        self.suspended
+    }
+
+    /// May the recipe send its retries at `now`?
+    pub fn allows(&self, now: Instant) -> bool {
+        !self.suspended && self.at.is_none_or(|at| now >= at)
+    }
+
+    /// When the backoff ends (none while suspended or not backing off).
+    pub fn deadline(&self) -> Option<Instant> {
+        if self.suspended {
+            None
+        } else {
+            self.at
         }
     }
 }

@@ -53,6 +53,7 @@ use core::time::Duration;
 pub use connect_string::{ConnectString, ConnectStringError};
 pub use watches::{WatchKind, WatchLists};
 
+use crate::error::Error;
 use crate::proto::*;
 use crate::time::Instant;
 use rng::Rng;
@@ -85,11 +86,19 @@ pub struct SessionConfig {
     pub backoff_min: Duration,
     /// Longest backoff.
     pub backoff_max: Duration,
+    /// A connection that lasted this long counts as healthy: losing it resets the
+    /// backoff. One lost sooner (a server that answers the handshake and then fails)
+    /// counts as a failed attempt, so such servers are redialled with growing backoff.
+    pub stable_after: Duration,
+    /// After the session expires, start a new session by itself (as Curator and kazoo
+    /// do). Off: `Expired` ends the session for good.
+    pub renew_on_expiry: bool,
 }
 
 impl SessionConfig {
     /// Defaults: 30 s timeout, no read-only, seed 0, 10,000 pending requests, 100,000
-    /// watches, 1 MiB + 64 KiB replies, 0xfffff requests, backoff 50 ms … 2 s.
+    /// watches, 1 MiB + 64 KiB replies, 0xfffff requests, backoff 50 ms … 2 s, a
+    /// connection stable after 2 s, a new session after expiry.
     pub fn new(connect_string: ConnectString) -> Self {
         SessionConfig {
             connect_string,
@@ -102,6 +111,8 @@ impl SessionConfig {
             max_request: DEFAULT_MAX_REQUEST,
             backoff_min: Duration::from_millis(50),
             backoff_max: Duration::from_secs(2),
+            stable_after: Duration::from_secs(2),
+            renew_on_expiry: true,
         }
     }
 }
@@ -119,16 +130,52 @@ pub enum Transport {
     Close,
 }
 
-/// Why a connection ended (for logs; the session decides what follows).
+/// What the driver saw happen to its socket (it maps its I/O errors to these).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TransportError {
+    /// The peer refused the connection (nothing listens there).
+    Refused,
+    /// The peer reset the connection.
+    Reset,
+    /// The peer closed the connection (end of stream).
+    Closed,
+    /// The address could not be resolved or reached.
+    Unreachable,
+    /// Any other I/O failure.
+    Other,
+}
+
+impl fmt::Display for TransportError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TransportError::Refused => "connection refused",
+            TransportError::Reset => "connection reset by the server",
+            TransportError::Closed => "connection closed by the server",
+            TransportError::Unreachable => "host unreachable or not resolvable",
+            TransportError::Other => "I/O error",
+        })
+    }
+}
+
+/// Why a connection ended (for logs and errors; the session decides what follows).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum DisconnectReason {
     /// The driver reported the socket closed or failed.
-    Transport,
+    Transport(TransportError),
+    /// The socket closed (or failed) after connecting but before the server answered
+    /// the handshake.
+    ClosedBeforeHandshake(TransportError),
+    /// The first bytes the server sent are not a ZooKeeper handshake answer (an HTTP
+    /// server, say).
+    NotZooKeeper,
     /// Nothing received for the read timeout.
     ReadTimeout,
-    /// Connect plus handshake took longer than the connect timeout.
+    /// The TCP connection was not established within the connect timeout.
     ConnectTimeout,
+    /// The server accepted the connection but did not answer the handshake in time.
+    NoHandshakeReply,
     /// A bad frame length.
     Frame(FrameError),
     /// A frame that does not decode.
@@ -145,11 +192,20 @@ pub enum DisconnectReason {
 impl fmt::Display for DisconnectReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            DisconnectReason::Transport => f.write_str("connection closed"),
-            DisconnectReason::ReadTimeout => {
-                f.write_str("nothing received within the read timeout")
+            DisconnectReason::Transport(e) => write!(f, "{e}"),
+            DisconnectReason::ClosedBeforeHandshake(e) => {
+                write!(f, "{e} before answering the handshake")
             }
-            DisconnectReason::ConnectTimeout => f.write_str("connect timed out"),
+            DisconnectReason::NotZooKeeper => f.write_str(
+                "the server's answer is not a ZooKeeper handshake (not a ZooKeeper server?)",
+            ),
+            DisconnectReason::ReadTimeout => {
+                f.write_str("no complete frame received within the read timeout")
+            }
+            DisconnectReason::ConnectTimeout => f.write_str("TCP connect timed out"),
+            DisconnectReason::NoHandshakeReply => {
+                f.write_str("connected, but no handshake answer within the connect timeout")
+            }
             DisconnectReason::Frame(e) => write!(f, "protocol error: {e}"),
             DisconnectReason::Decode(e) => write!(f, "protocol error: {e}"),
             DisconnectReason::UnexpectedXid { expected, got } => {
@@ -174,6 +230,15 @@ pub enum SessionEnd {
 }
 
 impl SessionEnd {
+    /// The error requests fail with once the session ended this way.
+    pub fn error(self) -> Error {
+        match self {
+            SessionEnd::Expired => Error::SessionExpired,
+            SessionEnd::Closed => Error::Closed,
+            SessionEnd::AuthFailed => Error::AuthFailed,
+        }
+    }
+
     /// The error code requests fail with once the session ended this way.
     pub fn error_code(self) -> ErrorCode {
         match self {
@@ -191,8 +256,9 @@ pub struct Reply {
     pub token: Token,
     /// zxid from the reply header (0 for replies made up locally).
     pub zxid: i64,
-    /// The body, or the error code (server error, `ConnectionLoss`, `SessionExpired`, ...).
-    pub result: Result<Response, ErrorCode>,
+    /// The body, or the error (a server error code, `ConnectionLoss`, `SessionExpired`,
+    /// `Closed`, ...).
+    pub result: Result<Response, Error>,
     /// The watch this request registered under its token, if any: later
     /// [`SessionEvent::Watch`] events for the token come from it. `None` means none
     /// will come (e.g. getData with a watch on a missing node sets no watch).
@@ -233,10 +299,22 @@ pub enum SessionEvent {
         read_only: bool,
     },
     /// The session is gone (server-confirmed when `confirmed`, else the client-side
-    /// estimate). Terminal: its ephemeral nodes are or will be deleted.
+    /// estimate): its ephemeral nodes are or will be deleted, every request still
+    /// pending failed with `SessionExpired`, every watch is gone. With
+    /// [`SessionConfig::renew_on_expiry`] a new session follows (`Connected` with a new
+    /// id); otherwise this is terminal.
     Expired {
         /// The server said so (rather than the local estimate).
         confirmed: bool,
+        /// A new session is being established.
+        renewing: bool,
+    },
+    /// Every host failed once in a row before any session was established (reported
+    /// once per such round; the session keeps trying with backoff). Drivers use it to
+    /// fail `connect` early with the reason instead of a bare timeout.
+    Unreachable {
+        /// What happened to the last attempt.
+        reason: DisconnectReason,
     },
     /// The session was closed. Terminal.
     Closed,
@@ -278,11 +356,22 @@ impl fmt::Display for SessionEvent {
                 f,
                 "session resumed on a new connection (read-only {read_only})"
             ),
-            SessionEvent::Expired { confirmed: true } => {
-                f.write_str("session expired (server-confirmed)")
+            SessionEvent::Expired {
+                confirmed,
+                renewing,
+            } => {
+                f.write_str(if *confirmed {
+                    "session expired (server-confirmed)"
+                } else {
+                    "session expired (no word from the server for its whole timeout)"
+                })?;
+                if *renewing {
+                    f.write_str("; starting a new session")?;
+                }
+                Ok(())
             }
-            SessionEvent::Expired { confirmed: false } => {
-                f.write_str("session expired (disconnected for its whole timeout)")
+            SessionEvent::Unreachable { reason } => {
+                write!(f, "no server reachable (last attempt: {reason})")
             }
             SessionEvent::Closed => f.write_str("session closed"),
             SessionEvent::AuthFailed => f.write_str("authentication failed; session closed"),
@@ -441,9 +530,15 @@ pub struct Session {
     /// Host order (indices into the connect string) and position in it.
     order: Vec<usize>,
     position: usize,
-    /// Failed attempts since the last established connection, for backoff.
-    failed_attempts: usize,
-    backoff_rounds: u32,
+    /// Failed connection attempts since the last stable connection (a connection lost
+    /// within `stable_after` of its handshake counts as failed), for backoff.
+    failures: u32,
+    /// When the current connection's handshake completed.
+    connected_at: Instant,
+    /// Why the last connection attempt failed (for `Unreachable` and logs).
+    last_failure: Option<DisconnectReason>,
+    /// A session was ever established (on this session id or an earlier one).
+    ever_connected: bool,
 
     session_id: i64,
     passwd: Bytes,
@@ -484,8 +579,10 @@ impl Session {
             phase: Phase::Idle { dial_at: now },
             order,
             position: 0,
-            failed_attempts: 0,
-            backoff_rounds: 0,
+            failures: 0,
+            connected_at: now,
+            last_failure: None,
+            ever_connected: false,
             session_id: 0,
             passwd: Bytes::from_static(&[0; 16]),
             negotiated: None,
@@ -548,6 +645,11 @@ impl Session {
         }
     }
 
+    /// Why the last connection attempt failed, if one did.
+    pub fn last_failure(&self) -> Option<&DisconnectReason> {
+        self.last_failure.as_ref()
+    }
+
     /// Index of the host being used or dialled.
     pub fn current_host(&self) -> usize {
         self.order.get(self.position).copied().unwrap_or(0)
@@ -564,7 +666,7 @@ impl Session {
     }
 
     /// Registrants of one watch (for tests and introspection).
-    pub fn watch_registrants(&self, path: &str, kind: WatchKind) -> &[Token] {
+    pub fn watch_registrants(&self, path: &str, kind: WatchKind) -> Vec<Token> {
         self.watches.registrants(path, kind)
     }
 
@@ -590,7 +692,7 @@ impl Session {
         self.phase = Phase::Handshaking { deadline };
         self.decoder.reset();
         self.tx.clear();
-        self.last_recv = now.max(self.last_recv);
+        // `last_recv` stays: only the server's words count as hearing from it.
         let req = ConnectRequest {
             protocol_version: 0,
             last_zxid_seen: self.last_zxid,
@@ -603,12 +705,21 @@ impl Session {
         self.last_send = now;
     }
 
-    /// The socket failed or was closed by the peer.
+    /// The socket was closed by the peer (same as
+    /// [`handle_transport_error`](Self::handle_transport_error) with `Closed`).
     pub fn handle_disconnect(&mut self, now: Instant) {
+        self.handle_transport_error(now, TransportError::Closed)
+    }
+
+    /// The socket failed to connect, or failed or closed afterwards.
+    pub fn handle_transport_error(&mut self, now: Instant, error: TransportError) {
         let now = self.tick(now);
         match self.phase {
-            Phase::Dialing { .. } | Phase::Handshaking { .. } | Phase::Connected => {
-                self.connection_lost(now, DisconnectReason::Transport)
+            Phase::Dialing { .. } | Phase::Connected => {
+                self.connection_lost(now, DisconnectReason::Transport(error))
+            }
+            Phase::Handshaking { .. } => {
+                self.connection_lost(now, DisconnectReason::ClosedBeforeHandshake(error))
             }
             // The server closes the socket right after answering closeSession; if the
             // answer did not make it, the close is done all the same.
@@ -626,15 +737,19 @@ impl Session {
         ) {
             return; // stale bytes from a connection we already gave up
         }
-        if !bytes.is_empty() {
-            self.last_recv = now;
-        }
         while !bytes.is_empty() {
+            let handshaking = matches!(self.phase, Phase::Handshaking { .. });
             let frame = match self.decoder.decode(&mut bytes) {
                 Ok(Some(frame)) => frame,
                 Ok(None) => break,
+                Err(_) if handshaking => {
+                    return self.connection_lost(now, DisconnectReason::NotZooKeeper)
+                }
                 Err(e) => return self.connection_lost(now, DisconnectReason::Frame(e)),
             };
+            // Only a whole frame counts as hearing from the server: a reply trickled a
+            // byte at a time does not keep a dead connection alive.
+            self.last_recv = now;
             let result = match self.phase {
                 Phase::Handshaking { .. } => self.on_handshake(now, frame),
                 Phase::Connected | Phase::Closing { .. } => self.on_frame(frame),
@@ -661,7 +776,7 @@ impl Session {
     fn fire_due(&mut self, now: Instant) -> bool {
         if let Some(at) = self.expiry_estimate() {
             if at <= now {
-                self.end(SessionEnd::Expired, false);
+                self.expire(now, false);
                 return true;
             }
         }
@@ -670,8 +785,12 @@ impl Session {
                 self.dial();
                 true
             }
-            Phase::Dialing { deadline } | Phase::Handshaking { deadline } if deadline <= now => {
+            Phase::Dialing { deadline } if deadline <= now => {
                 self.connection_lost(now, DisconnectReason::ConnectTimeout);
+                true
+            }
+            Phase::Handshaking { deadline } if deadline <= now => {
+                self.connection_lost(now, DisconnectReason::NoHandshakeReply);
                 true
             }
             Phase::Connected | Phase::Closing { .. }
@@ -948,9 +1067,10 @@ impl Session {
     }
 
     fn on_handshake(&mut self, now: Instant, mut frame: Bytes) -> Result<(), DisconnectReason> {
-        let resp = ConnectResponse::decode(&mut frame).map_err(DisconnectReason::Decode)?;
+        let resp =
+            ConnectResponse::decode(&mut frame).map_err(|_| DisconnectReason::NotZooKeeper)?;
         if resp.is_expired() {
-            self.end(SessionEnd::Expired, true);
+            self.expire(now, true);
             return Ok(());
         }
         let timeout = Duration::from_millis(u64::try_from(resp.timeout_ms).unwrap_or(0));
@@ -960,8 +1080,8 @@ impl Session {
         self.negotiated = Some(timeout);
         self.read_only_server = resp.read_only;
         self.phase = Phase::Connected;
-        self.failed_attempts = 0;
-        self.backoff_rounds = 0;
+        self.connected_at = now;
+        self.ever_connected = true;
         self.events.push_back(if resumed {
             SessionEvent::Reconnected {
                 read_only: resp.read_only,
@@ -1062,7 +1182,7 @@ impl Session {
                     let result = if header.err == 0 {
                         Ok(Response::Empty)
                     } else {
-                        Err(ErrorCode::from_i32(header.err))
+                        Err(Error::from(ErrorCode::from_i32(header.err)))
                     };
                     self.events.push_back(SessionEvent::Reply(Reply {
                         token,
@@ -1086,7 +1206,7 @@ impl Session {
                 let result = if header.err == 0 {
                     Ok(Response::decode(head.op, body).map_err(DisconnectReason::Decode)?)
                 } else {
-                    Err(ErrorCode::from_i32(header.err))
+                    Err(Error::from(ErrorCode::from_i32(header.err)))
                 };
                 let done = self.in_flight.pop_front().expect("head checked above");
                 if header.zxid > 0 {
@@ -1098,7 +1218,7 @@ impl Session {
         }
     }
 
-    fn complete(&mut self, req: InFlight, zxid: i64, mut result: Result<Response, ErrorCode>) {
+    fn complete(&mut self, req: InFlight, zxid: i64, mut result: Result<Response, Error>) {
         let mut registered = None;
         match req.after {
             After::Close => {
@@ -1112,7 +1232,7 @@ impl Session {
             } => {
                 let kind = match &result {
                     Ok(_) => on_ok,
-                    Err(ErrorCode::NoNode) => on_no_node,
+                    Err(Error::Server(ErrorCode::NoNode)) => on_no_node,
                     Err(_) => None,
                 };
                 if let Some(kind) = kind {
@@ -1196,13 +1316,13 @@ impl Session {
         self.scratch = tokens;
     }
 
-    fn fail_in_flight(&mut self, code: ErrorCode) {
+    fn fail_in_flight(&mut self, code: Error) {
         while let Some(req) = self.in_flight.pop_front() {
             if !matches!(req.after, After::Close) {
                 self.events.push_back(SessionEvent::Reply(Reply {
                     token: req.token,
                     zxid: 0,
-                    result: Err(code),
+                    result: Err(code.clone()),
                     watch: None,
                 }));
             }
@@ -1212,7 +1332,7 @@ impl Session {
                 self.events.push_back(SessionEvent::Reply(Reply {
                     token,
                     zxid: 0,
-                    result: Err(code),
+                    result: Err(code.clone()),
                     watch: None,
                 }));
             }
@@ -1225,35 +1345,113 @@ impl Session {
         self.transport.push_back(Transport::Close);
         self.decoder.reset();
         self.tx.clear();
-        self.fail_in_flight(ErrorCode::ConnectionLoss);
+        self.fail_in_flight(Error::ConnectionLoss);
         if closing {
             return self.end(SessionEnd::Closed, false);
         }
         if was_connected {
             self.suspended = true;
-            self.events.push_back(SessionEvent::Suspended { reason });
+            self.events.push_back(SessionEvent::Suspended {
+                reason: reason.clone(),
+            });
         }
-        // Next host; after a whole round without success, back off.
-        self.position = (self.position + 1) % self.order.len().max(1);
-        self.failed_attempts += 1;
-        if was_connected || self.failed_attempts < self.order.len() {
-            self.dial();
+        let stable =
+            was_connected && now.saturating_since(self.connected_at) >= self.config.stable_after;
+        if stable {
+            self.failures = 0;
         } else {
-            self.failed_attempts = 0;
+            self.failures = self.failures.saturating_add(1);
+        }
+        let hosts = u32::try_from(self.order.len().max(1)).unwrap_or(u32::MAX);
+        if !self.ever_connected && self.failures % hosts == 0 {
+            self.events.push_back(SessionEvent::Unreachable {
+                reason: reason.clone(),
+            });
+        }
+        self.last_failure = Some(reason);
+        self.position = (self.position + 1) % self.order.len().max(1);
+        self.schedule_dial(now, stable);
+    }
+
+    /// Dials the next host now or after a backoff. After a stable connection: a short
+    /// random delay in `[0, backoff_min]`, so that the clients of a restarted server do
+    /// not all come back at once. Otherwise the first round of hosts is tried at once,
+    /// and each later round waits twice as long as the one before (up to
+    /// `backoff_max`), with jitter in `[base / 2, base]`.
+    fn schedule_dial(&mut self, now: Instant, after_stable: bool) {
+        let hosts = u32::try_from(self.order.len().max(1)).unwrap_or(u32::MAX);
+        let delay = if after_stable {
+            Duration::from_micros(self.rng.next_u64() % (micros(self.config.backoff_min) + 1))
+        } else if self.failures < hosts {
+            Duration::ZERO
+        } else {
+            let rounds = self.failures / hosts - 1;
             let cap = self.config.backoff_max.max(self.config.backoff_min);
             let base = self
                 .config
                 .backoff_min
-                .saturating_mul(1 << self.backoff_rounds.min(16))
+                .saturating_mul(1 << rounds.min(16))
                 .min(cap);
-            self.backoff_rounds = self.backoff_rounds.saturating_add(1);
-            // Jitter: uniform in [base/2, base].
             let half = base / 2;
-            let jitter = Duration::from_micros(self.rng.next_u64() % (micros(half) + 1));
+            half + Duration::from_micros(self.rng.next_u64() % (micros(half) + 1))
+        };
+        if delay.is_zero() {
+            self.dial();
+        } else {
             self.phase = Phase::Idle {
-                dial_at: now + half + jitter,
+                dial_at: now + delay,
             };
         }
+    }
+
+    /// The session is gone. With `renew_on_expiry`, fail what it had and start a new one.
+    fn expire(&mut self, now: Instant, confirmed: bool) {
+        if !self.config.renew_on_expiry {
+            return self.end(SessionEnd::Expired, confirmed);
+        }
+        if !matches!(self.phase, Phase::Idle { .. }) {
+            self.transport.push_back(Transport::Close);
+        }
+        self.fail_everything(Error::SessionExpired);
+        self.events.push_back(SessionEvent::Expired {
+            confirmed,
+            renewing: true,
+        });
+        self.session_id = 0;
+        self.passwd = Bytes::from_static(&[0; 16]);
+        self.negotiated = None;
+        self.suspended = false;
+        self.decoder.reset();
+        self.tx.clear();
+        // A session that ends this way is a failed attempt: a server that keeps
+        // expiring new sessions is redialled with backoff, not in a loop.
+        self.failures = self.failures.saturating_add(1);
+        self.position = (self.position + 1) % self.order.len().max(1);
+        self.schedule_dial(now, false);
+    }
+
+    /// Fails every request in flight, queued, or waiting for an auth answer.
+    fn fail_everything(&mut self, code: Error) {
+        self.fail_in_flight(code.clone());
+        while let Some(q) = self.queued.pop_front() {
+            self.events.push_back(SessionEvent::Reply(Reply {
+                token: q.token,
+                zxid: 0,
+                result: Err(code.clone()),
+                watch: None,
+            }));
+        }
+        for (_, token) in self.auths.iter_mut() {
+            if let Some(t) = token.take() {
+                self.events.push_back(SessionEvent::Reply(Reply {
+                    token: t,
+                    zxid: 0,
+                    result: Err(code.clone()),
+                    watch: None,
+                }));
+            }
+        }
+        self.watches.clear();
     }
 
     fn end(&mut self, end: SessionEnd, confirmed: bool) {
@@ -1266,29 +1464,13 @@ impl Session {
         self.phase = Phase::Ended(end);
         self.suspended = false;
         self.tx.clear();
-        let code = end.error_code();
-        self.fail_in_flight(code);
-        while let Some(q) = self.queued.pop_front() {
-            self.events.push_back(SessionEvent::Reply(Reply {
-                token: q.token,
-                zxid: 0,
-                result: Err(code),
-                watch: None,
-            }));
-        }
-        for (_, token) in self.auths.drain(..) {
-            if let Some(token) = token {
-                self.events.push_back(SessionEvent::Reply(Reply {
-                    token,
-                    zxid: 0,
-                    result: Err(code),
-                    watch: None,
-                }));
-            }
-        }
-        self.watches.clear();
+        self.fail_everything(end.error());
+        self.auths.clear();
         self.events.push_back(match end {
-            SessionEnd::Expired => SessionEvent::Expired { confirmed },
+            SessionEnd::Expired => SessionEvent::Expired {
+                confirmed,
+                renewing: false,
+            },
             SessionEnd::Closed => SessionEvent::Closed,
             SessionEnd::AuthFailed => SessionEvent::AuthFailed,
         });

@@ -5,10 +5,12 @@
 //! them, drops one-shot registrations when they fire, and lists what to re-arm after a
 //! reconnect.
 
+use alloc::collections::BTreeSet;
 use alloc::string::String;
 use alloc::vec::Vec;
-use hashbrown::HashMap;
 use smallvec::SmallVec;
+
+use crate::hash::HashMap;
 
 use super::Token;
 use crate::proto::{parent, EventType, WatcherType};
@@ -36,7 +38,9 @@ const KINDS: [WatchKind; 5] = [
     WatchKind::PersistentRecursive,
 ];
 
-type Registrants = SmallVec<[Token; 2]>;
+/// Ordered sets: adding, removing and forgetting one registrant cost O(log n) however
+/// many share a path, and tokens (allocated in order) keep registration order.
+type Registrants = BTreeSet<Token>;
 
 #[derive(Default, Debug)]
 struct PathWatches([Registrants; 5]);
@@ -68,6 +72,8 @@ pub struct WatchLists {
 #[derive(Debug, Default)]
 pub(crate) struct WatchRegistry {
     paths: HashMap<String, PathWatches>,
+    /// Where each token is registered, so forgetting it does not scan every path.
+    by_token: HashMap<Token, SmallVec<[(String, WatchKind); 1]>>,
     count: usize,
 }
 
@@ -83,14 +89,26 @@ impl WatchRegistry {
             Some(e) => e,
             None => self.paths.entry(String::from(path)).or_default(),
         };
-        let slot = entry.slot(kind);
-        if !slot.contains(&token) {
-            slot.push(token);
+        if entry.slot(kind).insert(token) {
             self.count += 1;
+            self.by_token
+                .entry(token)
+                .or_default()
+                .push((String::from(path), kind));
         }
     }
 
-    /// Every registrant the event reaches, each once; one-shot registrations removed.
+    fn unindex(&mut self, token: Token, path: &str, kind: WatchKind) {
+        if let Some(places) = self.by_token.get_mut(&token) {
+            places.retain(|(p, k)| !(p == path && *k == kind));
+            if places.is_empty() {
+                self.by_token.remove(&token);
+            }
+        }
+    }
+
+    /// Every registrant the event reaches, each once, in registration order; one-shot
+    /// registrations removed. O(n log n) in the registrants reached.
     pub(crate) fn trigger(&mut self, path: &str, event: EventType, out: &mut Vec<Token>) {
         use WatchKind::*;
         let (one_shot, persistent_recursive): (&[WatchKind], bool) = match event {
@@ -100,36 +118,51 @@ impl WatchRegistry {
             _ => return,
         };
         let start = out.len();
+        let mut sources = 0;
+        let mut fired: SmallVec<[(Token, WatchKind); 4]> = SmallVec::new();
         if let Some(entry) = self.paths.get_mut(path) {
             for kind in one_shot {
-                let fired = core::mem::take(entry.slot(*kind));
-                self.count -= fired.len();
-                out.extend(fired);
+                let taken = core::mem::take(entry.slot(*kind));
+                if !taken.is_empty() {
+                    sources += 1;
+                    self.count -= taken.len();
+                    for t in &taken {
+                        fired.push((*t, *kind));
+                    }
+                    out.extend(taken);
+                }
             }
-            out.extend(entry.slot(Persistent).iter().copied());
+            let persistent = entry.slot(Persistent);
+            if !persistent.is_empty() {
+                sources += 1;
+                out.extend(persistent.iter().copied());
+            }
             if entry.is_empty() {
                 self.paths.remove(path);
             }
+        }
+        for (t, kind) in fired {
+            self.unindex(t, path, kind);
         }
         if persistent_recursive {
             let mut p = Some(path);
             while let Some(at) = p {
                 if let Some(entry) = self.paths.get_mut(at) {
-                    out.extend(entry.slot(PersistentRecursive).iter().copied());
+                    let recursive = entry.slot(PersistentRecursive);
+                    if !recursive.is_empty() {
+                        sources += 1;
+                        out.extend(recursive.iter().copied());
+                    }
                 }
                 p = parent(at);
             }
         }
-        // One event per registrant, in first-registered order.
-        let mut seen: SmallVec<[Token; 8]> = SmallVec::new();
-        let mut i = start;
-        while i < out.len() {
-            if seen.contains(&out[i]) {
-                out.remove(i);
-            } else {
-                seen.push(out[i]);
-                i += 1;
-            }
+        // One event per registrant: one source is already sorted and unique.
+        if sources > 1 {
+            out[start..].sort_unstable();
+            let mut tail = out.split_off(start);
+            tail.dedup();
+            out.extend(tail);
         }
     }
 
@@ -155,27 +188,34 @@ impl WatchRegistry {
                 self.paths.remove(path);
             }
         }
+        for (t, kind) in &removed {
+            self.unindex(*t, path, *kind);
+        }
         self.count -= removed.len();
         removed
     }
 
     /// Drops every registration of `token` (its owner went away). Server-side watches
-    /// stay until they fire; their notifications then reach nobody.
+    /// stay until they fire; their notifications then reach nobody. O(log n).
     pub(crate) fn forget(&mut self, token: Token) {
-        let mut removed = 0;
-        self.paths.retain(|_, entry| {
-            for slot in entry.0.iter_mut() {
-                let before = slot.len();
-                slot.retain(|t| *t != token);
-                removed += before - slot.len();
+        let Some(places) = self.by_token.remove(&token) else {
+            return;
+        };
+        for (path, kind) in places {
+            if let Some(entry) = self.paths.get_mut(&path) {
+                if entry.slot(kind).remove(&token) {
+                    self.count -= 1;
+                }
+                if entry.is_empty() {
+                    self.paths.remove(&path);
+                }
             }
-            !entry.is_empty()
-        });
-        self.count -= removed;
+        }
     }
 
     pub(crate) fn clear(&mut self) {
         self.paths.clear();
+        self.by_token.clear();
         self.count = 0;
     }
 
@@ -199,11 +239,11 @@ impl WatchRegistry {
         l
     }
 
-    /// The registrants of one path and kind.
-    pub(crate) fn registrants(&self, path: &str, kind: WatchKind) -> &[Token] {
+    /// The registrants of one path and kind, in registration order.
+    pub(crate) fn registrants(&self, path: &str, kind: WatchKind) -> Vec<Token> {
         self.paths
             .get(path)
-            .map(|e| &e.0[kind as usize][..])
-            .unwrap_or(&[])
+            .map(|e| e.0[kind as usize].iter().copied().collect())
+            .unwrap_or_default()
     }
 }

@@ -1,61 +1,572 @@
-//! A [`Lock`] fed arbitrary replies, watch events, session changes, commands and time
-//! from bytes. Invariants checked after every step:
+//! A [`Lock`] against a small model of one contention directory, driven by bytes
+//! (proptest and libFuzzer share it). The bytes choose the lock (kind, deadline,
+//! revocable, re-entrant), the directory at the start (missing, a missing chroot, a
+//! parent we may not create, lower contenders of other sessions, a node with our prefix
+//! owned by another session), and then a schedule of steps:
 //!
-//! * never `Acquired` while a blocker it was shown still exists (the fake directory
-//!   always holds a lower contender that is never deleted, in "blocked" schedules);
-//! * at most one `Acquired` per attempt, and nothing after the attempt ended except
-//!   node cleanup;
-//! * every node the fake server created for it is deleted or reported (the lock ends
-//!   `Done` only after deleting its node or losing its session);
-//! * `poll_timeout` never lies in the past after `handle_timeout`.
+//! * the server answers the oldest request on the wire, or answers it and the
+//!   connection breaks before the reply arrives (applied, reply lost), or the connection
+//!   breaks before it is read; the session refuses a request (`Overloaded`) or the
+//!   server throttles one;
+//! * a reconnect, possibly to a *lagging follower* whose reads miss recent writes until
+//!   the lock sends `sync` or writes; the session expires;
+//! * other sessions add and remove contenders; an operator deletes our node; a revoker
+//!   writes `unlock` into it; time passes; the user releases or re-enters.
+//!
+//! Safety, after every step: `Acquired` only when no lower blocking node exists in the
+//! live directory, with our node's real czxid as fencing token; one final event per
+//! attempt and nothing after it; `Released`/`Cancelled` only when our node is really
+//! gone; no request but cleanup after the final event; `poll_timeout` never in the past
+//! after `handle_timeout`.
+//!
+//! Liveness, at the end — no cancel: faults stop, the connection comes back, other
+//! contenders leave one by one, a holder releases what it holds, time passes. Within a
+//! bounded number of rounds the attempt must have reported its final event, the machine
+//! must be done, and no node of our session may be left in the directory.
 
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use bytes::Bytes;
+use core::time::Duration;
 
+use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::lock::{Lock, LockConfig, LockEvent, LockKind};
-use crate::recipe::{OpId, Recipe, RecipeEvent, SessionChange};
+use crate::recipe::contender;
+use crate::recipe::lock::{Acquire, Lock, LockConfig, LockEvent, LockKind};
+use crate::recipe::{OpId, Recipe, SessionChange};
 use crate::session::WatchEvent;
 use crate::time::Instant;
 
 const DIR: &str = "/l";
 const SESSION: i64 = 0x5e55;
-const BLOCKER: &str = "_c_other-lock-0000000000";
+const OTHER: i64 = 0x0be7;
+const ID: &str = "fuzz";
 
-/// The fake server's answer to a create2 or delete, keeping its node list in step.
-fn answer_write(
-    req: &Request,
-    nodes: &mut Vec<String>,
-    seq: &mut u32,
-) -> Option<Result<Response, ErrorCode>> {
-    match req {
-        Request::Create2(c) => {
-            let name = format!("{}{:010}", c.path.rsplit('/').next().unwrap_or(""), *seq);
-            *seq += 1;
-            nodes.push(name.clone());
-            let stat = Stat {
-                czxid: i64::from(*seq),
-                ephemeral_owner: SESSION,
-                ..Stat::default()
-            };
-            Some(Ok(Response::PathStat {
-                path: format!("{DIR}/{name}"),
-                stat,
-            }))
+#[derive(Clone, Debug, PartialEq)]
+struct Node {
+    name: String,
+    owner: i64,
+    czxid: i64,
+    data: Bytes,
+}
+
+/// The directory as one server sees it.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct View {
+    dir_exists: bool,
+    nodes: Vec<Node>,
+    zxid: i64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Parents {
+    Creatable,
+    ChrootMissing,
+    NoAuth,
+}
+
+struct World {
+    live: View,
+    /// Reads of a lagging follower come from here until it catches up.
+    stale: Option<View>,
+    /// Snapshots after each write, for lagging followers.
+    history: Vec<View>,
+    parents: Parents,
+    seq: u32,
+    connected: bool,
+    alive: bool,
+    /// Highest zxid the client has seen (a follower behind it refuses the client).
+    seen_zxid: i64,
+    /// Sent, not yet read by the server.
+    wire: Vec<(OpId, Request)>,
+    /// Read and applied, reply not yet delivered.
+    replies: Vec<(OpId, Result<Response, Error>, i64)>,
+    /// Submitted while disconnected: sent after the reconnect.
+    queued: Vec<(OpId, Request)>,
+    /// One-shot data watches: (path, op).
+    watches: Vec<(String, OpId)>,
+    /// Watch events waiting for a connection, with the zxid that caused them.
+    notify: Vec<(OpId, WatchEvent, i64)>,
+    /// Deleted nodes and the zxid of their deletion: what the client may not have heard
+    /// of yet.
+    graveyard: Vec<(Node, i64)>,
+}
+
+fn seq_of(name: &str) -> String {
+    contender::Contender::parse(name)
+        .map(|c| c.sequence)
+        .unwrap_or_default()
+}
+
+impl World {
+    fn view(&self) -> &View {
+        self.stale.as_ref().unwrap_or(&self.live)
+    }
+
+    fn write(&mut self) -> i64 {
+        self.live.zxid += 1;
+        self.stale = None; // a write catches the follower up
+        self.live.zxid
+    }
+
+    fn snapshot(&mut self) {
+        self.history.push(self.live.clone());
+        if self.history.len() > 16 {
+            self.history.remove(0);
         }
-        Request::Delete(d) => {
-            let name = d.path.rsplit('/').next().unwrap_or("").to_string();
-            Some(match nodes.iter().position(|n| *n == name) {
-                Some(i) => {
-                    nodes.remove(i);
-                    Ok(Response::Empty)
+    }
+
+    fn path(name: &str) -> String {
+        format!("{DIR}/{name}")
+    }
+
+    fn fire(&mut self, path: &str, t: EventType) {
+        let mut i = 0;
+        while i < self.watches.len() {
+            if self.watches[i].0 == path {
+                let (p, op) = self.watches.remove(i);
+                self.notify.push((
+                    op,
+                    WatchEvent {
+                        event_type: t,
+                        path: p,
+                    },
+                    self.live.zxid,
+                ));
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    fn remove(&mut self, name: &str) -> bool {
+        match self.live.nodes.iter().position(|n| n.name == name) {
+            Some(i) => {
+                let node = self.live.nodes.remove(i);
+                let zxid = self.write();
+                self.graveyard.push((node, zxid));
+                self.fire(&Self::path(name), EventType::NodeDeleted);
+                self.snapshot();
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn add(&mut self, prefix: &str, owner: i64) -> Node {
+        let zxid = self.write();
+        let name = format!("{prefix}{:010}", self.seq);
+        self.seq += 1;
+        let node = Node {
+            name,
+            owner,
+            czxid: zxid,
+            data: Bytes::new(),
+        };
+        self.live.nodes.push(node.clone());
+        self.snapshot();
+        node
+    }
+
+    /// Applies one request as the server would; returns the reply and its zxid.
+    fn apply(&mut self, req: &Request, op: OpId) -> (Result<Response, Error>, i64) {
+        let no_node = Err(Error::Server(ErrorCode::NoNode));
+        match req {
+            Request::CreateContainer(c) | Request::Create(c) => {
+                self.write();
+                let r = if c.path != DIR {
+                    Err(Error::Server(ErrorCode::NodeExists)) // "/" exists
+                } else if self.live.dir_exists {
+                    Err(Error::Server(ErrorCode::NodeExists))
+                } else {
+                    match self.parents {
+                        Parents::Creatable => {
+                            self.live.dir_exists = true;
+                            self.snapshot();
+                            Ok(Response::Path(c.path.clone()))
+                        }
+                        Parents::ChrootMissing => no_node,
+                        Parents::NoAuth => Err(Error::Server(ErrorCode::NoAuth)),
+                    }
+                };
+                (r, self.live.zxid)
+            }
+            Request::Create2(c) => {
+                if !self.live.dir_exists {
+                    self.write();
+                    return (no_node, self.live.zxid);
                 }
-                None => Err(ErrorCode::NoNode),
-            })
+                let prefix = c.path.rsplit('/').next().unwrap_or("").to_string();
+                let node = self.add(&prefix, SESSION);
+                let stat = Stat {
+                    czxid: node.czxid,
+                    ephemeral_owner: SESSION,
+                    ..Stat::default()
+                };
+                (
+                    Ok(Response::PathStat {
+                        path: Self::path(&node.name),
+                        stat,
+                    }),
+                    node.czxid,
+                )
+            }
+            Request::Delete(d) => {
+                let name = d.path.rsplit('/').next().unwrap_or("").to_string();
+                let r = if self.remove(&name) {
+                    Ok(Response::Empty)
+                } else {
+                    self.write();
+                    no_node
+                };
+                (r, self.live.zxid)
+            }
+            Request::Sync(p) => {
+                self.stale = None;
+                (Ok(Response::Path(p.path.clone())), self.live.zxid)
+            }
+            Request::GetChildren(_) => {
+                let v = self.view();
+                let r = if v.dir_exists {
+                    Ok(Response::Children(
+                        v.nodes.iter().map(|n| n.name.clone()).collect(),
+                    ))
+                } else {
+                    no_node
+                };
+                (r, v.zxid)
+            }
+            Request::GetData(g) | Request::Exists(g) => {
+                let name = g.path.rsplit('/').next().unwrap_or("");
+                let v = self.view();
+                let zxid = v.zxid;
+                match v.nodes.iter().find(|n| n.name == name).cloned() {
+                    Some(n) => {
+                        if g.watch {
+                            self.watches.push((g.path.clone(), op));
+                            if self.stale.is_some() {
+                                // A lagging follower fires the watch when it applies
+                                // the change it has not seen yet.
+                                let live = self.live.nodes.iter().find(|x| x.name == name);
+                                match live {
+                                    None => self.fire(&g.path, EventType::NodeDeleted),
+                                    Some(l) if l.data != n.data => {
+                                        self.fire(&g.path, EventType::NodeDataChanged)
+                                    }
+                                    Some(_) => {}
+                                }
+                            }
+                        }
+                        let stat = Stat {
+                            czxid: n.czxid,
+                            ephemeral_owner: n.owner,
+                            ..Stat::default()
+                        };
+                        let r = if matches!(req, Request::Exists(_)) {
+                            Ok(Response::Stat(stat))
+                        } else {
+                            Ok(Response::Data { data: n.data, stat })
+                        };
+                        (r, zxid)
+                    }
+                    None => (no_node, zxid),
+                }
+            }
+            _ => (Err(Error::Server(ErrorCode::Unimplemented)), self.live.zxid),
         }
-        _ => None,
+    }
+
+    /// The connection breaks: everything unanswered fails with `ConnectionLoss`.
+    fn drop_connection(&mut self) -> Vec<(OpId, Result<Response, Error>)> {
+        self.connected = false;
+        self.stale = None;
+        let mut lost: Vec<(OpId, Result<Response, Error>)> = self
+            .replies
+            .drain(..)
+            .map(|(op, _, _)| (op, Err(Error::ConnectionLoss)))
+            .collect();
+        lost.extend(
+            self.wire
+                .drain(..)
+                .map(|(op, _)| (op, Err(Error::ConnectionLoss))),
+        );
+        lost
+    }
+
+    /// The nodes that existed when the server was at `zxid`.
+    fn at(&self, zxid: i64) -> Vec<&Node> {
+        self.live
+            .nodes
+            .iter()
+            .filter(|n| n.czxid <= zxid)
+            .chain(
+                self.graveyard
+                    .iter()
+                    .filter(|(n, gone)| n.czxid <= zxid && *gone > zxid)
+                    .map(|(n, _)| n),
+            )
+            .collect()
+    }
+
+    fn ours(&self) -> Vec<&Node> {
+        self.live
+            .nodes
+            .iter()
+            .filter(|n| n.owner == SESSION)
+            .collect()
+    }
+}
+
+struct Run {
+    world: World,
+    lock: Lock,
+    kind: LockKind,
+    now: Instant,
+    /// Final events so far (must end at 1).
+    finals: u32,
+    acquired: u32,
+    /// Re-entrant levels the user holds.
+    levels: u32,
+    holding: bool,
+    trace: Vec<String>,
+}
+
+fn blocks(kind: LockKind, other: &str) -> bool {
+    kind != LockKind::Read
+        || !matches!(contender::Contender::parse(other).map(|c| c.marker), Some(m) if m == contender::READ)
+}
+
+impl Run {
+    fn note(&mut self, line: String) {
+        if self.trace.len() == 400 {
+            self.trace.remove(0);
+        }
+        self.trace.push(line);
+    }
+
+    /// Moves the lock's requests out: refused, queued, or on the wire.
+    fn pump(&mut self, refuse: bool) -> Result<(), String> {
+        let mut refused_one = false;
+        while let Some((op, req)) = self.lock.poll_request() {
+            if self.finals > 0
+                && !matches!(
+                    req,
+                    Request::Delete(_)
+                        | Request::Sync(_)
+                        | Request::GetChildren(_)
+                        | Request::Exists(_)
+                )
+            {
+                return Err(format!("request {req:?} after the attempt ended"));
+            }
+            self.note(format!(
+                "  sent {op} {:?} {}",
+                req.op_code(),
+                req_path(&req)
+            ));
+            if !self.world.alive {
+                self.lock
+                    .handle_reply(self.now, op, Err(Error::SessionExpired));
+            } else if refuse && !refused_one {
+                refused_one = true;
+                self.note(format!("  refused {op}"));
+                self.lock.handle_reply(self.now, op, Err(Error::Overloaded));
+            } else if self.world.connected {
+                self.world.wire.push((op, req));
+            } else {
+                self.world.queued.push((op, req));
+            }
+        }
+        self.events()
+    }
+
+    fn events(&mut self) -> Result<(), String> {
+        while let Some(e) = self.lock.poll_event() {
+            self.note(format!("  event {e:?}"));
+            match &e {
+                LockEvent::Acquired {
+                    fencing_token,
+                    node,
+                } => {
+                    self.acquired += 1;
+                    if self.acquired > 1 {
+                        return Err("Acquired twice in one attempt".into());
+                    }
+                    // Judged against the directory as of the last thing the client
+                    // heard: later changes may still be on their way.
+                    let our_seq = seq_of(node);
+                    let seen = self.world.at(self.world.seen_zxid);
+                    match seen.iter().find(|n| n.name == *node) {
+                        Some(ours) if ours.czxid != *fencing_token => {
+                            return Err(format!(
+                                "fencing token {fencing_token} is not our czxid {}",
+                                ours.czxid
+                            ));
+                        }
+                        None if self.lock.config().watch_own_node => {
+                            return Err(format!("Acquired on {node}, which was deleted"));
+                        }
+                        _ => {}
+                    }
+                    if let Some(b) = seen.iter().find(|n| {
+                        n.name != *node
+                            && (seq_of(&n.name), n.name.as_str()) < (our_seq.clone(), node.as_str())
+                            && blocks(self.kind, &n.name)
+                            && contender::Contender::parse(&n.name).is_some()
+                    }) {
+                        return Err(format!("Acquired while lower blocker {} exists", b.name));
+                    }
+                    self.holding = true;
+                    self.levels = 1;
+                }
+                e if e.ends_attempt() => {
+                    self.finals += 1;
+                    if self.finals > 1 {
+                        return Err(format!("second final event {e:?}"));
+                    }
+                    self.holding = false;
+                    if matches!(e, LockEvent::Released | LockEvent::Cancelled)
+                        && self.world.alive
+                        && !self.world.ours().is_empty()
+                    {
+                        let left: Vec<&String> =
+                            self.world.ours().iter().map(|n| &n.name).collect();
+                        return Err(format!("{e:?} reported while our nodes {left:?} exist"));
+                    }
+                }
+                _ => {
+                    if self.finals > 0 {
+                        return Err(format!("{e:?} after the final event"));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The server reads the oldest request on the wire.
+    fn serve_one(&mut self) {
+        if self.world.wire.is_empty() {
+            return;
+        }
+        let (op, req) = self.world.wire.remove(0);
+        let (r, zxid) = self.world.apply(&req, op);
+        self.note(format!("  server {op} {:?} -> {r:?}", req.op_code()));
+        self.world.replies.push((op, r, zxid));
+    }
+
+    /// The client receives the oldest reply (after any notification sent before it).
+    fn deliver_one(&mut self) {
+        if !self.world.connected {
+            return;
+        }
+        for (op, ev, zxid) in core::mem::take(&mut self.world.notify) {
+            self.note(format!("  watch {op} {ev:?}"));
+            self.world.seen_zxid = self.world.seen_zxid.max(zxid);
+            self.lock.handle_watch(self.now, op, &ev);
+        }
+        if self.world.replies.is_empty() {
+            return;
+        }
+        let (op, r, zxid) = self.world.replies.remove(0);
+        self.world.seen_zxid = self.world.seen_zxid.max(zxid);
+        self.lock.handle_reply(self.now, op, r);
+    }
+
+    fn disconnect(&mut self) {
+        if !self.world.connected {
+            return;
+        }
+        for (op, r) in self.world.drop_connection() {
+            self.lock.handle_reply(self.now, op, r);
+        }
+        self.lock.handle_session(self.now, SessionChange::Suspended);
+    }
+
+    fn reconnect(&mut self, lag: Option<u8>) {
+        if self.world.connected || !self.world.alive {
+            return;
+        }
+        self.world.connected = true;
+        if let Some(pick) = lag {
+            // A follower that has the client's last zxid but not everything since.
+            let seen = self.world.seen_zxid;
+            let eligible: Vec<&View> = self
+                .world
+                .history
+                .iter()
+                .filter(|v| v.zxid >= seen && v.zxid < self.world.live.zxid)
+                .collect();
+            if !eligible.is_empty() {
+                let v = eligible[usize::from(pick) % eligible.len()].clone();
+                self.note(format!(
+                    "  lagging follower at zxid {} (live {})",
+                    v.zxid, self.world.live.zxid
+                ));
+                self.world.stale = Some(v);
+            }
+        }
+        self.lock.handle_session(
+            self.now,
+            SessionChange::Reconnected {
+                session_id: SESSION,
+            },
+        );
+        // Then the session re-arms watches (events pending go out) and sends what waited.
+        let queued = core::mem::take(&mut self.world.queued);
+        self.world.wire.extend(queued);
+    }
+
+    fn expire(&mut self) {
+        if !self.world.alive {
+            return;
+        }
+        self.world.alive = false;
+        self.world.connected = false;
+        let ours: Vec<String> = self.world.ours().iter().map(|n| n.name.clone()).collect();
+        for n in ours {
+            self.world.remove(&n);
+        }
+        let mut failed: Vec<OpId> = self.world.replies.drain(..).map(|r| r.0).collect();
+        failed.extend(self.world.wire.drain(..).map(|r| r.0));
+        failed.extend(self.world.queued.drain(..).map(|r| r.0));
+        for op in failed {
+            self.lock
+                .handle_reply(self.now, op, Err(Error::SessionExpired));
+        }
+        self.world.watches.clear();
+        self.world.notify.clear();
+        self.lock.handle_session(self.now, SessionChange::Expired);
+    }
+
+    fn tick(&mut self, by: Duration) -> Result<(), String> {
+        self.now = self.now + by;
+        if self.lock.poll_timeout().is_some_and(|t| t <= self.now) {
+            self.lock.handle_timeout(self.now);
+            if self.lock.poll_timeout().is_some_and(|t| t <= self.now) {
+                return Err("deadline not after now after handle_timeout".into());
+            }
+        }
+        Ok(())
+    }
+
+    fn release_one(&mut self) {
+        if self.levels > 0 {
+            self.levels -= 1;
+            let r = self.lock.release(self.now);
+            self.note(format!("  user release -> {r:?}"));
+        }
+    }
+}
+
+fn req_path(r: &Request) -> String {
+    match r {
+        Request::Create2(c) | Request::CreateContainer(c) | Request::Create(c) => c.path.clone(),
+        Request::Delete(d) => d.path.clone(),
+        Request::GetChildren(g) | Request::GetData(g) | Request::Exists(g) => g.path.clone(),
+        Request::Sync(p) => p.path.clone(),
+        _ => String::new(),
     }
 }
 
@@ -63,253 +574,238 @@ fn answer_write(
 pub fn run(schedule: &[u8]) -> Result<(), String> {
     let mut trace = Vec::new();
     run_traced(schedule, &mut trace).map_err(|e| {
-        let tail: Vec<&String> = trace
-            .iter()
-            .rev()
-            .take(40)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect();
-        format!(
-            "{e}\nlast steps:\n{}",
-            tail.iter()
-                .map(|s| s.as_str())
-                .collect::<Vec<_>>()
-                .join("\n")
-        )
+        let from = trace.len().saturating_sub(400);
+        format!("{e}\nlast steps:\n{}", trace[from..].join("\n"))
     })
 }
 
 fn run_traced(schedule: &[u8], trace: &mut Vec<String>) -> Result<(), String> {
     let mut input = schedule.iter().copied();
-    let first = input.next().unwrap_or(0);
-    let kind = match first % 3 {
+    let a = input.next().unwrap_or(0);
+    let b = input.next().unwrap_or(0);
+    let kind = match a % 3 {
         0 => LockKind::Exclusive,
         1 => LockKind::Read,
         _ => LockKind::Write,
     };
-    // "Blocked": a lower writer that never goes away exists; the lock must never be held.
-    let blocked = first & 4 != 0;
-    let mut config = LockConfig::new(DIR, kind, "fuzz");
-    config.revocable = first & 8 != 0;
-    let mut lock = Lock::new(config);
-    lock.handle_session(
-        Instant::ZERO,
+    let mut config = LockConfig::new(DIR, kind, ID);
+    config.revocable = a & 4 != 0;
+    config.reentrant = a & 8 != 0;
+    config.watch_own_node = a & 16 == 0;
+    let parents = match b % 8 {
+        6 => Parents::ChrootMissing,
+        7 => Parents::NoAuth,
+        _ => Parents::Creatable,
+    };
+    let mut world = World {
+        live: View {
+            dir_exists: b & 8 == 0,
+            nodes: Vec::new(),
+            zxid: 1,
+        },
+        stale: None,
+        history: Vec::new(),
+        parents,
+        seq: 0,
+        connected: true,
+        alive: true,
+        seen_zxid: 1,
+        wire: Vec::new(),
+        replies: Vec::new(),
+        queued: Vec::new(),
+        watches: Vec::new(),
+        notify: Vec::new(),
+        graveyard: Vec::new(),
+    };
+    if world.live.dir_exists {
+        // Lower contenders of another session, and perhaps a node with our prefix that
+        // is not ours (it must never be adopted).
+        for i in 0..(b >> 4) % 4 {
+            let marker = match (a >> (5 + i)) & 3 {
+                0 => "_c_o-__READ__",
+                1 => "_c_o-__WRIT__",
+                _ => "_c_o-lock-",
+            };
+            world.add(marker, OTHER);
+        }
+        if a & 128 != 0 {
+            let prefix = format!(
+                "{}{}",
+                contender::protected_prefix(ID),
+                match kind {
+                    LockKind::Exclusive => contender::LOCK,
+                    LockKind::Read => contender::READ,
+                    LockKind::Write => contender::WRITE,
+                }
+            );
+            world.add(&prefix, OTHER);
+        }
+        world.seen_zxid = world.live.zxid;
+    }
+    let mut run = Run {
+        world,
+        lock: Lock::new(config),
+        kind,
+        now: Instant::ZERO,
+        finals: 0,
+        acquired: 0,
+        levels: 0,
+        holding: false,
+        trace: Vec::new(),
+    };
+    let result = drive(&mut run, &mut input);
+    core::mem::swap(trace, &mut run.trace);
+    result
+}
+
+fn drive(run: &mut Run, input: &mut impl Iterator<Item = u8>) -> Result<(), String> {
+    run.lock.handle_session(
+        run.now,
         SessionChange::Connected {
             session_id: SESSION,
         },
     );
-    let mut now = Instant::ZERO;
-    let mut pending: Vec<(OpId, Request)> = Vec::new();
-    let mut seq = 1u32;
-    let mut nodes: Vec<String> = Vec::new(); // our nodes the fake server holds
-    let mut acquired = 0;
-    let mut ended = false;
-    let mut session_alive = true;
-    let blocker_name = if kind == LockKind::Read {
-        "_c_other-__WRIT__0000000000"
-    } else {
-        BLOCKER
+    let deadline = match input.next().unwrap_or(0) % 4 {
+        0 => Some(run.now), // try-lock
+        1 => Some(run.now + Duration::from_millis(300)),
+        _ => None,
     };
+    run.note(format!("acquire deadline {deadline:?}"));
+    let _ = run.lock.acquire(run.now, deadline);
+    run.pump(false)?;
 
-    lock.acquire(now, None);
     while let Some(op) = input.next() {
         let arg = input.next().unwrap_or(0);
-        while let Some(r) = lock.poll_request() {
-            if ended && !matches!(r.1, Request::Delete(_)) {
-                return Err(format!("request {:?} after the attempt ended", r.1));
+        run.note(format!("step {} arg {arg}", op % 16));
+        match op % 16 {
+            0..=3 => run.serve_one(),
+            4..=6 => run.deliver_one(),
+            7 => {
+                // Applied, then the connection breaks before the reply arrives.
+                run.serve_one();
+                run.disconnect();
             }
-            trace.push(format!("  sent {} {:?}", r.0, r.1.op_code()));
-            pending.push(r);
-        }
-        trace.push(format!("step op {} arg {arg} nodes {nodes:?}", op % 10));
-        match op % 10 {
-            // Answer a pending request like a consistent server would.
-            0..=3 if !pending.is_empty() => {
-                let (id, req) = pending.remove(usize::from(arg) % pending.len());
-                let reply = match (&req, arg % 8) {
-                    (_, 7) => Err(ErrorCode::ConnectionLoss),
-                    (Request::Create2(_), _) | (Request::Delete(_), _) => {
-                        answer_write(&req, &mut nodes, &mut seq)
-                            .unwrap_or(Err(ErrorCode::SystemError))
-                    }
-                    (Request::CreateContainer(_), _) => Err(ErrorCode::NodeExists),
-                    (Request::GetChildren(_), _) => {
-                        let mut kids = nodes.clone();
-                        if blocked {
-                            kids.push(blocker_name.into());
-                        }
-                        kids.push("unrelated".into());
-                        Ok(Response::Children(kids))
-                    }
-                    (Request::GetData(g), _) | (Request::Exists(g), _) => {
-                        let name = g.path.rsplit('/').next().unwrap_or("");
-                        let exists =
-                            nodes.iter().any(|n| n == name) || (blocked && name == blocker_name);
-                        if !exists {
-                            Err(ErrorCode::NoNode)
-                        } else if matches!(req, Request::Exists(_)) {
-                            Ok(Response::Stat(Stat {
-                                ephemeral_owner: SESSION,
-                                ..Stat::default()
-                            }))
-                        } else {
-                            Ok(Response::Data {
-                                data: Bytes::from_static(if arg & 1 == 0 {
-                                    b""
-                                } else {
-                                    b"unlock"
-                                }),
-                                stat: Stat {
-                                    ephemeral_owner: SESSION,
-                                    ..Stat::default()
-                                },
-                            })
-                        }
-                    }
-                    _ => Err(ErrorCode::from_i32(-i32::from(arg))),
-                };
-                trace.push(format!("  reply {id} {req:?} -> {reply:?}"));
-                lock.handle_reply(now, id, reply);
+            8 => run.disconnect(),
+            9 => run.reconnect((arg & 1 == 1).then_some(arg >> 1)),
+            10 => {
+                // The session refuses the next request, or the server throttles one.
+                if arg & 1 == 0 {
+                    run.pump(true)?;
+                } else if !run.world.wire.is_empty() {
+                    let (op, _) = run.world.wire.remove(0);
+                    run.world
+                        .replies
+                        .push((op, Err(Error::Server(ErrorCode::Throttled)), 0));
+                }
             }
-            // A garbage reply to a pending op.
-            // (Creates and deletes always get consistent answers: the fake server's
-            // state must match what the lock is told.)
-            4 if pending
-                .iter()
-                .any(|(_, r)| !matches!(r, Request::Delete(_) | Request::Create2(_))) =>
-            {
-                let at = pending
+            11 => {
+                // Other sessions: a new contender, or one leaves.
+                if arg & 1 == 0 && run.world.live.dir_exists {
+                    run.world.add("_c_n-lock-", OTHER);
+                } else if let Some(n) = run
+                    .world
+                    .live
+                    .nodes
                     .iter()
-                    .position(|(_, r)| !matches!(r, Request::Delete(_) | Request::Create2(_)))
-                    .unwrap_or(0);
-                let (id, _) = pending.remove(at);
-                let junk = match arg % 4 {
-                    0 => Ok(Response::Empty),
-                    1 => Ok(Response::Count(7)),
-                    2 => Err(ErrorCode::Unknown(-999)),
-                    _ => Err(ErrorCode::NoAuth),
-                };
-                trace.push(format!("  junk {id} -> {junk:?}"));
-                lock.handle_reply(now, id, junk);
-            }
-            // A watch event on any node of the directory (never the permanent blocker's deletion).
-            5 => {
-                let name = match (arg % 3, nodes.first()) {
-                    (0, Some(n)) => n.clone(),
-                    (1, _) => blocker_name.into(),
-                    _ => "_c_x-lock-0000000009".into(),
-                };
-                let event_type = if arg & 8 != 0 {
-                    EventType::NodeDataChanged
-                } else {
-                    EventType::NodeDeleted
-                };
-                if event_type == EventType::NodeDeleted
-                    && (blocked && name == blocker_name || nodes.contains(&name))
+                    .filter(|n| n.owner == OTHER)
+                    .nth(usize::from(arg >> 1))
+                    .map(|n| n.name.clone())
                 {
-                    continue; // that node still exists: the server would not say otherwise
-                }
-                lock.handle_watch(
-                    now,
-                    OpId::from(arg),
-                    &WatchEvent {
-                        event_type,
-                        path: format!("{DIR}/{name}"),
-                    },
-                );
-            }
-            6 => {
-                let change = match arg % 5 {
-                    0 => SessionChange::Suspended,
-                    1 => SessionChange::Reconnected {
-                        session_id: SESSION,
-                    },
-                    2 if arg > 200 => SessionChange::Expired,
-                    _ => SessionChange::Suspended,
-                };
-                if change == SessionChange::Expired {
-                    session_alive = false;
-                    nodes.clear(); // ephemerals go with the session
-                    pending.clear();
-                }
-                lock.handle_session(now, change);
-            }
-            7 => match arg % 3 {
-                0 => lock.release(now),
-                1 => lock.cancel(now),
-                _ => {}
-            },
-            _ => {
-                now = now + core::time::Duration::from_millis(u64::from(arg));
-                lock.handle_timeout(now);
-                if lock.poll_timeout().is_some_and(|t| t < now) {
-                    return Err(String::from("deadline in the past after handle_timeout"));
+                    run.world.remove(&n);
                 }
             }
+            12 => {
+                // An operator deletes our node, or a revoker writes `unlock` into it.
+                let ours: Vec<String> = run.world.ours().iter().map(|n| n.name.clone()).collect();
+                if let Some(n) = ours.first() {
+                    if arg & 1 == 0 {
+                        run.world.remove(n);
+                    } else if let Some(node) =
+                        run.world.live.nodes.iter_mut().find(|x| x.name == *n)
+                    {
+                        node.data = Bytes::from_static(b"unlock");
+                        run.world.write();
+                        run.world.fire(&World::path(n), EventType::NodeDataChanged);
+                    }
+                }
+            }
+            13 if arg > 240 => run.expire(),
+            14 => {
+                // The user: release a level, or re-enter a re-entrant hold.
+                if arg & 1 == 0 {
+                    run.release_one();
+                } else if run.lock.config().reentrant && run.holding {
+                    match run.lock.acquire(run.now, None) {
+                        Acquire::Held { .. } => run.levels += 1,
+                        Acquire::Pending => {
+                            run.levels += 1; // joins; reconnect verification decides
+                        }
+                        other => run.note(format!("  re-entry -> {other:?}")),
+                    }
+                }
+            }
+            _ => run.tick(Duration::from_millis(u64::from(arg) * 4))?,
         }
-        while let Some(RecipeEvent::Lock(e)) = lock.poll_event() {
-            trace.push(format!("  event {e:?}"));
-            match &e {
-                LockEvent::Acquired { .. } => {
-                    if blocked {
-                        return Err(String::from("Acquired while a lower blocker exists"));
-                    }
-                    acquired += 1;
-                    if acquired > 1 {
-                        return Err(String::from("Acquired twice in one attempt"));
-                    }
-                }
-                e if e.ends_attempt() => {
-                    if ended && !matches!(e, LockEvent::Released | LockEvent::Cancelled) {
-                        return Err(format!("{e:?} after the attempt ended"));
-                    }
-                    ended = true;
-                }
-                _ => {}
-            }
+        run.pump(false)?;
+    }
+    settle(run)
+}
+
+/// Faults stop; the world behaves. The attempt must end, and leave nothing behind.
+fn settle(run: &mut Run) -> Result<(), String> {
+    run.note("settle".into());
+    for round in 0..400 {
+        if run.world.alive && !run.world.connected {
+            run.reconnect(None);
         }
-    }
-    // Settle: answer everything consistently; the lock must clean up after itself.
-    if session_alive && !ended {
-        lock.cancel(now);
-    }
-    for _ in 0..20_000 {
-        let Some((id, req)) = lock
-            .poll_request()
-            .or_else(|| (!pending.is_empty()).then(|| pending.remove(0)))
-        else {
+        run.pump(false)?;
+        for _ in 0..64 {
+            if run.world.wire.is_empty()
+                && run.world.replies.is_empty()
+                && run.world.notify.is_empty()
+            {
+                break;
+            }
+            run.serve_one();
+            run.deliver_one();
+            run.pump(false)?;
+        }
+        if run.lock.is_done() {
             break;
-        };
-        let reply = match &req {
-            Request::Delete(_) | Request::Create2(_) => {
-                answer_write(&req, &mut nodes, &mut seq).unwrap_or(Err(ErrorCode::SystemError))
-            }
-            Request::GetChildren(_) => Ok(Response::Children(nodes.clone())),
-            Request::Exists(g) | Request::GetData(g) => {
-                let name = g.path.rsplit('/').next().unwrap_or("");
-                if nodes.iter().any(|n| n == name) {
-                    Ok(Response::Stat(Stat {
-                        ephemeral_owner: SESSION,
-                        ..Stat::default()
-                    }))
-                } else {
-                    Err(ErrorCode::NoNode)
-                }
-            }
-            _ => Err(ErrorCode::NodeExists),
-        };
-        trace.push(format!("  settle {id} {req:?} -> {reply:?}"));
-        lock.handle_reply(now, id, reply);
-        while let Some(e) = lock.poll_event() {
-            trace.push(format!("  event {e:?}"));
         }
+        // A holder finishes its work (every guard goes); other contenders leave, one
+        // per round.
+        while run.levels > 0 {
+            run.release_one();
+        }
+        if !run.holding && round % 2 == 1 {
+            if let Some(n) = run
+                .world
+                .live
+                .nodes
+                .iter()
+                .find(|n| n.owner == OTHER)
+                .map(|n| n.name.clone())
+            {
+                run.world.remove(&n);
+            }
+        }
+        run.pump(false)?;
+        run.tick(Duration::from_millis(50))?;
+        run.pump(false)?;
     }
-    if session_alive && !nodes.is_empty() {
+    if run.finals != 1 {
         return Err(format!(
-            "nodes left after cancel/release settled: {nodes:?}"
+            "liveness: the attempt did not end ({} final events) once faults stopped",
+            run.finals
         ));
+    }
+    if !run.lock.is_done() {
+        return Err("liveness: the machine is not done after its final event settled".into());
+    }
+    let left: Vec<String> = run.world.ours().iter().map(|n| n.name.clone()).collect();
+    if !left.is_empty() {
+        return Err(format!("cleanliness: nodes of ours left behind: {left:?}"));
     }
     Ok(())
 }

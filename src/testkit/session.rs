@@ -8,12 +8,12 @@
 //! * after `handle_timeout(t)`, `poll_timeout()` is `None` or later than `t`;
 //! * nothing panics, whatever the bytes.
 
+use crate::hash::HashMap;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 use bytes::{Bytes, BytesMut};
 use core::time::Duration;
-use hashbrown::HashMap;
 
 use crate::proto::*;
 use crate::session::*;
@@ -66,7 +66,7 @@ impl SessionHarness {
             session: Session::new(config, Instant::ZERO),
             now: Instant::ZERO,
             next_token: 1,
-            replies: HashMap::new(),
+            replies: HashMap::default(),
             unanswered: Vec::new(),
             decoder: FrameDecoder::new(1 << 20),
             server_connected: false,

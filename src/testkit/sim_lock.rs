@@ -125,19 +125,28 @@ impl LockActor {
         self.state = State::Idle { until: now + pause };
     }
 
-    fn on_reply(&mut self, now: Instant, client: &mut Client, result: Result<Response, ErrorCode>) {
+    fn on_reply(
+        &mut self,
+        now: Instant,
+        client: &mut Client,
+        result: Result<Response, crate::error::Error>,
+    ) {
         let me = client.session().session_id();
         match (self.state, result) {
             (State::Creating, Ok(_)) => self.hold(now),
-            (State::Creating, Err(ErrorCode::NodeExists)) if self.retried => {
+            (State::Creating, Err(crate::error::Error::Server(ErrorCode::NodeExists)))
+                if self.retried =>
+            {
                 if self.careful {
                     self.check_owner(now, client, State::Checking);
                 } else {
                     self.hold(now); // "my earlier create must have landed" — the bug
                 }
             }
-            (State::Creating, Err(ErrorCode::NodeExists)) => self.wait(now, client),
-            (State::Creating, Err(ErrorCode::ConnectionLoss)) => {
+            (State::Creating, Err(crate::error::Error::Server(ErrorCode::NodeExists))) => {
+                self.wait(now, client)
+            }
+            (State::Creating, Err(crate::error::Error::ConnectionLoss)) => {
                 self.retried = true;
                 self.create(now, client);
             }
@@ -149,19 +158,19 @@ impl LockActor {
                     self.wait(now, client);
                 }
             }
-            (State::Checking, Err(ErrorCode::NoNode)) => {
+            (State::Checking, Err(crate::error::Error::Server(ErrorCode::NoNode))) => {
                 self.retried = false;
                 self.create(now, client);
             }
-            (State::Checking, Err(ErrorCode::ConnectionLoss)) => {
+            (State::Checking, Err(crate::error::Error::ConnectionLoss)) => {
                 self.check_owner(now, client, State::Checking)
             }
             (State::Waiting, Ok(_)) => {} // the watch will tell us when it goes
-            (State::Waiting, Err(ErrorCode::NoNode)) => {
+            (State::Waiting, Err(crate::error::Error::Server(ErrorCode::NoNode))) => {
                 self.retried = false;
                 self.create(now, client);
             }
-            (State::Waiting, Err(ErrorCode::ConnectionLoss)) => self.wait(now, client),
+            (State::Waiting, Err(crate::error::Error::ConnectionLoss)) => self.wait(now, client),
             (State::Releasing, Ok(Response::Data { stat, .. })) => {
                 if stat.ephemeral_owner == me {
                     self.submit(
@@ -176,7 +185,8 @@ impl LockActor {
                     self.idle(now);
                 }
             }
-            (State::Releasing, Ok(_)) | (State::Releasing, Err(ErrorCode::NoNode)) => {
+            (State::Releasing, Ok(_))
+            | (State::Releasing, Err(crate::error::Error::Server(ErrorCode::NoNode))) => {
                 self.idle(now)
             }
             (State::Releasing, Err(_)) => self.release(now, client),

@@ -1,8 +1,11 @@
+//! The one error type of every call, reply and recipe (re-exported as
+//! [`client::Error`](crate::client::Error)).
+
 use alloc::string::String;
 use core::fmt;
 
 use crate::proto::{ErrorCode, OpCode, PathError, TooLarge};
-use crate::session::{ConnectStringError, SessionEnd, SubmitError};
+use crate::session::{ConnectStringError, DisconnectReason, SessionEnd, SubmitError};
 
 /// Everything a client call can fail with, shared by both adapters.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -40,6 +43,21 @@ pub enum Error {
     UnexpectedReply,
     /// A watch ended without firing: it was not set, was removed, or the session ended.
     WatchEnded,
+    /// No session could be established: every host failed (the reason is the last
+    /// attempt's: refused, reset, closed before the handshake, not a ZooKeeper server,
+    /// no handshake answer in time, ...).
+    Unreachable(DisconnectReason),
+    /// A node a recipe needs could not be created because its parent does not exist
+    /// and could not be created (`path` is the parent, as the client sees it).
+    NoParent {
+        /// The missing parent.
+        path: String,
+        /// Why creating it failed.
+        code: ErrorCode,
+    },
+    /// The chroot of the connection string does not exist on the server (create it
+    /// from a client without the chroot first).
+    ChrootMissing,
 }
 
 impl Error {
@@ -52,6 +70,7 @@ impl Error {
             Error::AuthFailed => Some(ErrorCode::AuthFailed),
             Error::Timeout => Some(ErrorCode::OperationTimeout),
             Error::InvalidPath { .. } => Some(ErrorCode::BadArguments),
+            Error::NoParent { .. } | Error::ChrootMissing => Some(ErrorCode::NoNode),
             _ => None,
         }
     }
@@ -81,6 +100,51 @@ impl From<SessionEnd> for Error {
             SessionEnd::Closed => Error::Closed,
             SessionEnd::AuthFailed => Error::AuthFailed,
         }
+    }
+}
+
+impl Error {
+    /// Worth retrying the same request later: the connection was lost (the request may
+    /// or may not have been applied), the client or the server refused it for now
+    /// (too many requests pending, throttled), or it timed out. Recipes retry these;
+    /// anything else is final.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Error::ConnectionLoss | Error::Overloaded | Error::Timeout => true,
+            Error::Server(code) => matches!(
+                code,
+                ErrorCode::ConnectionLoss
+                    | ErrorCode::OperationTimeout
+                    | ErrorCode::Throttled
+                    | ErrorCode::RequestTimeout
+                    | ErrorCode::SessionMoved
+                    | ErrorCode::NewConfigNoQuorum
+                    | ErrorCode::ReconfigInProgress
+            ),
+            _ => false,
+        }
+    }
+
+    /// Might the request have been applied although it failed (the connection was lost
+    /// or it timed out after it was sent)? A refusal (`Overloaded`, `Throttled`) never
+    /// was.
+    pub fn may_have_applied(&self) -> bool {
+        match self {
+            Error::ConnectionLoss | Error::Timeout => true,
+            Error::Server(code) => matches!(
+                code,
+                ErrorCode::ConnectionLoss | ErrorCode::OperationTimeout | ErrorCode::RequestTimeout
+            ),
+            _ => false,
+        }
+    }
+
+    /// Does this error mean the session is over (expired, closed, auth failed)?
+    pub fn ends_session(&self) -> bool {
+        matches!(
+            self,
+            Error::SessionExpired | Error::Closed | Error::AuthFailed
+        )
     }
 }
 
@@ -120,6 +184,13 @@ impl fmt::Display for Error {
             Error::WatchEnded => {
                 f.write_str("the watch ended without firing (not set, removed, or session ended)")
             }
+            Error::Unreachable(reason) => write!(f, "no ZooKeeper server reachable: {reason}"),
+            Error::NoParent { path, code } => {
+                write!(f, "cannot create parent node {path}: {code}")
+            }
+            Error::ChrootMissing => f.write_str(
+                "the chroot of the connection string does not exist on the server; create it first",
+            ),
         }
     }
 }

@@ -1,0 +1,80 @@
+//! Deterministic hash maps for the core.
+//!
+//! hashbrown's default hasher is seeded at random, so iteration order (the order of
+//! re-armed watches in SetWatches, for one) would differ between runs and a simulation
+//! seed would not decide everything. The core uses this fixed FxHash-style hasher
+//! instead: the same inputs give the same order in every process.
+
+use core::hash::{BuildHasherDefault, Hasher};
+
+/// The hasher: Firefox's FxHash (multiply-rotate), fast on short keys, seedless.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FxHasher(u64);
+
+const K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+
+impl FxHasher {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(K);
+    }
+}
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            self.add(u64::from_le_bytes(w));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut w = [0u8; 8];
+            w[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(w) ^ ((rest.len() as u64) << 56));
+        }
+    }
+    fn write_u8(&mut self, i: u8) {
+        self.add(u64::from(i));
+    }
+    fn write_u32(&mut self, i: u32) {
+        self.add(u64::from(i));
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.add(i);
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// A hash map with the fixed hasher.
+pub type HashMap<K, V> = hashbrown::HashMap<K, V, BuildHasherDefault<FxHasher>>;
+
+/// A hash set with the fixed hasher.
+pub type HashSet<K> = hashbrown::HashSet<K, BuildHasherDefault<FxHasher>>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::string::{String, ToString};
+    use alloc::vec::Vec;
+
+    #[test]
+    fn iteration_order_is_the_same_every_time() {
+        let make = || {
+            let mut m: HashMap<String, u32> = HashMap::default();
+            for i in 0..200u32 {
+                m.insert(alloc::format!("/path/{i}"), i);
+            }
+            m.keys().cloned().collect::<Vec<_>>()
+        };
+        assert_eq!(make(), make());
+        // And not trivially insertion order (it is a hash map).
+        let order = make();
+        assert_ne!(order.first(), Some(&"/path/0".to_string()));
+    }
+}

@@ -1,0 +1,500 @@
+//! Paths: creating a node with its missing parents and deleting a subtree, as small
+//! recipes (Curator's `creatingParentsIfNeeded` / `deletingChildrenIfNeeded`, kazoo's
+//! `ensure_path` / `delete(recursive=True)`), and the parent-creation helpers every
+//! recipe that needs a directory uses.
+//!
+//! # Create with parents ([`CreateAll`])
+//!
+//! 1. Every ancestor is created top down (persistent, or container), then the node, in
+//!    one pipeline: one round trip. `NodeExists` on an ancestor is fine.
+//! 2. An ancestor that cannot be created ends the call with [`Error::NoParent`] naming
+//!    it, or [`Error::ChrootMissing`] when the missing node is the chroot itself.
+//! 3. A refusal (too many requests pending, throttled) is retried after a backoff. A
+//!    lost connection is reported as `ConnectionLoss`, as for a plain create (the node
+//!    may or may not exist).
+//!
+//! # Delete a subtree ([`DeleteAll`])
+//!
+//! 1. List the node, then every child, level by level (each level pipelined).
+//! 2. Delete deepest first, in one pipeline (the server applies them in order).
+//! 3. A node someone added meanwhile (`NotEmpty`) starts another round, at most
+//!    [`DeleteAll::MAX_ROUNDS`]; connection loss and refusals are retried.
+
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use bytes::Bytes;
+
+use super::{OpId, Outbox, Recipe, Retry, SessionChange};
+use crate::client::ops::{create2, CreateOptions};
+use crate::error::Error;
+use crate::proto::*;
+use crate::session::WatchEvent;
+use crate::time::Instant;
+
+/// The ancestors of `path`, top down (`/a`, `/a/b` for `/a/b/c`).
+///
+/// ```
+/// let a: Vec<&str> = zk_recipes::recipe::path::ancestors("/a/b/c").collect();
+/// assert_eq!(a, ["/a", "/a/b"]);
+/// assert_eq!(zk_recipes::recipe::path::ancestors("/a").count(), 0);
+/// ```
+pub fn ancestors(path: &str) -> impl Iterator<Item = &str> {
+    path.match_indices('/')
+        .map(|(i, _)| i)
+        .filter(|&i| i > 0)
+        .map(move |i| &path[..i])
+}
+
+/// Creates for every ancestor of `path`, top down, in `mode` (containers for recipe
+/// directories, as Curator does; persistent for [`CreateAll`] by default).
+pub fn ancestor_creates(path: &str, acl: &[Acl], mode: CreateMode) -> Vec<(String, Request)> {
+    ancestors(path)
+        .map(|p| {
+            let req = CreateRequest::new(p, Bytes::new(), acl.to_vec(), mode);
+            let request = if mode == CreateMode::Container {
+                Request::CreateContainer(req)
+            } else {
+                Request::Create(req)
+            };
+            (p.to_string(), request)
+        })
+        .collect()
+}
+
+/// The answer to creating ancestor `path`: `None` if it exists now; otherwise the
+/// error that names it. A top-level node that cannot be created for lack of a parent
+/// means the chroot does not exist (`/` always does).
+pub fn ancestor_result(path: &str, result: &Result<Response, Error>) -> Option<Error> {
+    match result {
+        Ok(_) | Err(Error::Server(ErrorCode::NodeExists)) => None,
+        Err(Error::Server(ErrorCode::NoNode)) if parent(path) == Some("/") => {
+            Some(Error::ChrootMissing)
+        }
+        Err(Error::Server(code)) => Some(Error::NoParent {
+            path: path.to_string(),
+            code: *code,
+        }),
+        Err(e) => Some(e.clone()),
+    }
+}
+
+fn is_refusal(e: &Error) -> bool {
+    matches!(e, Error::Overloaded | Error::Server(ErrorCode::Throttled))
+}
+
+#[derive(Debug)]
+enum Step {
+    Parent(String),
+    Node,
+}
+
+/// Creates a node and any missing parents; see the [module docs](self). Reports one
+/// [`CreateAllEvent`].
+///
+/// ```
+/// use zk_recipes::recipe::path::CreateAll;
+/// use zk_recipes::recipe::Recipe;
+/// use zk_recipes::client::ops::CreateOptions;
+/// use zk_recipes::time::Instant;
+/// let mut c = CreateAll::new("/a/b/c", "x".into(), CreateOptions::default());
+/// c.start(Instant::ZERO);
+/// let sent: Vec<_> = std::iter::from_fn(|| c.poll_request()).collect();
+/// assert_eq!(sent.len(), 3); // /a, /a/b, then /a/b/c: one round trip
+/// ```
+#[derive(Debug)]
+pub struct CreateAll {
+    path: String,
+    data: Bytes,
+    options: CreateOptions,
+    parents: CreateMode,
+    outbox: Outbox<Step>,
+    retry: Retry,
+    again: bool,
+    parent_error: Option<Error>,
+    started: bool,
+    done: bool,
+    events: Vec<CreateAllEvent>,
+}
+
+/// The outcome of a [`CreateAll`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CreateAllEvent {
+    /// Created: the node's final path (with any sequence suffix) and Stat.
+    Created {
+        /// The path.
+        path: String,
+        /// Its Stat.
+        stat: Stat,
+    },
+    /// Not created.
+    Failed(Error),
+}
+
+impl CreateAll {
+    /// Creates `path` with `data` as `options` say; missing ancestors become
+    /// persistent nodes with the same ACL.
+    pub fn new(path: &str, data: Bytes, options: CreateOptions) -> Self {
+        CreateAll {
+            path: path.into(),
+            data,
+            options,
+            parents: CreateMode::Persistent,
+            outbox: Outbox::default(),
+            retry: Retry::default(),
+            again: false,
+            parent_error: None,
+            started: false,
+            done: false,
+            events: Vec::new(),
+        }
+    }
+
+    /// Create missing ancestors as containers instead (deleted by the server once
+    /// empty).
+    pub fn parent_containers(mut self) -> Self {
+        self.parents = CreateMode::Container;
+        self
+    }
+
+    /// Starts (once).
+    pub fn start(&mut self, now: Instant) {
+        if self.started {
+            return;
+        }
+        self.started = true;
+        if let Err(error) = validate_path(&self.path) {
+            return self.finish(CreateAllEvent::Failed(Error::InvalidPath {
+                path: self.path.clone(),
+                error,
+            }));
+        }
+        self.send(now);
+    }
+
+    fn send(&mut self, _now: Instant) {
+        self.parent_error = None;
+        for (p, req) in ancestor_creates(&self.path, &self.options.acl, self.parents) {
+            self.outbox.send(Step::Parent(p), req);
+        }
+        let request = create2(&self.path, self.data.clone(), &self.options);
+        self.outbox.send(Step::Node, request);
+    }
+
+    fn finish(&mut self, event: CreateAllEvent) {
+        if !self.done {
+            self.done = true;
+            self.events.push(event);
+        }
+    }
+}
+
+impl Recipe for CreateAll {
+    type Event = CreateAllEvent;
+
+    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+        let Some(step) = self.outbox.take(op) else {
+            return;
+        };
+        if self.done {
+            return;
+        }
+        match step {
+            Step::Parent(p) => {
+                if let Some(e) = ancestor_result(&p, &result) {
+                    if is_refusal(&e) {
+                        self.again = true;
+                    } else if self.parent_error.is_none() {
+                        self.parent_error = Some(e);
+                    }
+                }
+            }
+            Step::Node => match result {
+                Ok(Response::PathStat { path, stat }) => {
+                    self.finish(CreateAllEvent::Created { path, stat })
+                }
+                Ok(Response::Path(path)) => self.finish(CreateAllEvent::Created {
+                    path,
+                    stat: Stat::default(),
+                }),
+                Ok(_) => self.finish(CreateAllEvent::Failed(Error::UnexpectedReply)),
+                Err(e)
+                    if is_refusal(&e) || (self.again && e == Error::Server(ErrorCode::NoNode)) =>
+                {
+                    // Never applied: try the whole pipeline again after a backoff.
+                    self.again = true;
+                    self.retry.failed(now);
+                }
+                Err(Error::Server(ErrorCode::NoNode)) => {
+                    let e = match self.parent_error.take() {
+                        Some(e) => e,
+                        None if parent(&self.path) == Some("/") => Error::ChrootMissing,
+                        None => Error::Server(ErrorCode::NoNode),
+                    };
+                    self.finish(CreateAllEvent::Failed(e))
+                }
+                Err(e) => self.finish(CreateAllEvent::Failed(e)),
+            },
+        }
+    }
+
+    fn handle_watch(&mut self, _: Instant, _: OpId, _: &WatchEvent) {}
+
+    fn handle_session(&mut self, now: Instant, change: SessionChange) {
+        self.retry.session(change);
+        match change {
+            SessionChange::Expired => self.finish(CreateAllEvent::Failed(Error::SessionExpired)),
+            SessionChange::Closed => self.finish(CreateAllEvent::Failed(Error::Closed)),
+            _ => self.handle_timeout(now),
+        }
+        if self.done {
+            self.outbox.clear();
+        }
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        if self.again && !self.done && self.outbox.len() == 0 && self.retry.allows(now) {
+            self.again = false;
+            self.send(now);
+        }
+    }
+
+    fn handle_abandon(&mut self, _: Instant) {
+        // Nothing to undo: the caller went away; the create completes or not.
+        self.done = true;
+    }
+
+    fn poll_request(&mut self) -> Option<(OpId, Request)> {
+        self.outbox.poll()
+    }
+
+    fn poll_event(&mut self) -> Option<CreateAllEvent> {
+        self.events.pop()
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        if self.again && !self.done {
+            self.retry.deadline()
+        } else {
+            None
+        }
+    }
+
+    fn is_done(&self) -> bool {
+        self.done && self.outbox.len() == 0 && self.events.is_empty()
+    }
+}
+
+#[derive(Debug)]
+enum Del {
+    List(String, usize),
+    Delete(String),
+}
+
+/// Deletes a node and everything below it; see the [module docs](self). Reports one
+/// `Result<(), Error>`: `Err(Server(NoNode))` if the node did not exist at the start.
+#[derive(Debug)]
+pub struct DeleteAll {
+    root: String,
+    outbox: Outbox<Del>,
+    retry: Retry,
+    /// (depth, path) of every node found in this round.
+    found: Vec<(usize, String)>,
+    round: u32,
+    again: bool,
+    failed: Option<Error>,
+    started: bool,
+    done: bool,
+    events: Vec<Result<(), Error>>,
+}
+
+impl DeleteAll {
+    /// Rounds (someone keeps adding children) before giving up with `NotEmpty`.
+    pub const MAX_ROUNDS: u32 = 8;
+
+    /// Deletes `root` and its subtree.
+    pub fn new(root: &str) -> Self {
+        DeleteAll {
+            root: root.into(),
+            outbox: Outbox::default(),
+            retry: Retry::default(),
+            found: Vec::new(),
+            round: 0,
+            again: false,
+            failed: None,
+            started: false,
+            done: false,
+            events: Vec::new(),
+        }
+    }
+
+    /// Starts (once).
+    pub fn start(&mut self, now: Instant) {
+        if self.started {
+            return;
+        }
+        self.started = true;
+        match validate_path(&self.root) {
+            Err(error) => self.finish(Err(Error::InvalidPath {
+                path: self.root.clone(),
+                error,
+            })),
+            Ok(()) if self.root == "/" => self.finish(Err(Error::Server(ErrorCode::BadArguments))),
+            Ok(()) => self.begin(now),
+        }
+    }
+
+    fn begin(&mut self, _now: Instant) {
+        self.round += 1;
+        self.found.clear();
+        self.found.push((0, self.root.clone()));
+        let root = self.root.clone();
+        self.list(root, 0);
+    }
+
+    fn list(&mut self, path: String, depth: usize) {
+        let req = Request::GetChildren(PathWatch {
+            path: path.clone(),
+            watch: false,
+        });
+        self.outbox.send(Del::List(path, depth), req);
+    }
+
+    fn finish(&mut self, result: Result<(), Error>) {
+        if !self.done {
+            self.done = true;
+            self.events.push(result);
+        }
+    }
+
+    /// A retryable failure: start the round again once allowed.
+    fn again(&mut self, now: Instant) {
+        if !self.again {
+            self.again = true;
+            self.retry.failed(now);
+        }
+    }
+
+    fn lists_done(&mut self) {
+        if self.outbox.any(|d| matches!(d, Del::List(..))) || self.again || self.done {
+            return;
+        }
+        if let Some(e) = self.failed.take() {
+            return self.finish(Err(e));
+        }
+        if self.found.is_empty() {
+            return self.finish(Ok(())); // someone else deleted it all
+        }
+        // Deepest first; the server applies one session's requests in order.
+        self.found
+            .sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+        for (_, path) in core::mem::take(&mut self.found) {
+            let req = Request::Delete(DeleteRequest {
+                path: path.clone(),
+                version: -1,
+            });
+            self.outbox.send(Del::Delete(path), req);
+        }
+    }
+}
+
+impl Recipe for DeleteAll {
+    type Event = Result<(), Error>;
+
+    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+        let Some(step) = self.outbox.take(op) else {
+            return;
+        };
+        if self.done {
+            return;
+        }
+        match (step, result) {
+            (Del::List(path, depth), Ok(Response::Children(kids))) => {
+                for k in kids {
+                    let child = if path == "/" {
+                        alloc::format!("/{k}")
+                    } else {
+                        alloc::format!("{path}/{k}")
+                    };
+                    self.found.push((depth + 1, child.clone()));
+                    self.list(child, depth + 1);
+                }
+                self.lists_done();
+            }
+            (Del::List(path, _), Err(Error::Server(ErrorCode::NoNode))) => {
+                if path == self.root && self.round == 1 {
+                    return self.finish(Err(Error::Server(ErrorCode::NoNode)));
+                }
+                self.found.retain(|(_, p)| *p != path);
+                self.lists_done();
+            }
+            (Del::Delete(path), Ok(_))
+            | (Del::Delete(path), Err(Error::Server(ErrorCode::NoNode))) => {
+                self.retry.succeeded();
+                if path == self.root && !self.again {
+                    self.finish(Ok(()));
+                }
+            }
+            (Del::Delete(_), Err(Error::Server(ErrorCode::NotEmpty))) => {
+                if self.round >= Self::MAX_ROUNDS {
+                    self.finish(Err(Error::Server(ErrorCode::NotEmpty)));
+                } else {
+                    self.again = true; // start over as soon as the pipeline drained
+                }
+            }
+            (_, Err(e)) if e.is_retryable() => self.again(now),
+            (_, Err(e)) => {
+                self.failed.get_or_insert(e.clone());
+                if self.outbox.len() == 0 {
+                    self.finish(Err(e));
+                }
+            }
+            (_, Ok(_)) => self.finish(Err(Error::UnexpectedReply)),
+        }
+        self.handle_timeout(now);
+    }
+
+    fn handle_watch(&mut self, _: Instant, _: OpId, _: &WatchEvent) {}
+
+    fn handle_session(&mut self, now: Instant, change: SessionChange) {
+        self.retry.session(change);
+        match change {
+            SessionChange::Expired => self.finish(Err(Error::SessionExpired)),
+            SessionChange::Closed => self.finish(Err(Error::Closed)),
+            _ => self.handle_timeout(now),
+        }
+        if self.done {
+            self.outbox.clear();
+        }
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        if self.again && !self.done && self.outbox.len() == 0 && self.retry.allows(now) {
+            self.again = false;
+            self.begin(now);
+        }
+    }
+
+    fn handle_abandon(&mut self, _: Instant) {
+        self.done = true;
+    }
+
+    fn poll_request(&mut self) -> Option<(OpId, Request)> {
+        self.outbox.poll()
+    }
+
+    fn poll_event(&mut self) -> Option<Result<(), Error>> {
+        self.events.pop()
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        if self.again && !self.done {
+            self.retry.deadline()
+        } else {
+            None
+        }
+    }
+
+    fn is_done(&self) -> bool {
+        self.done && self.outbox.len() == 0 && self.events.is_empty()
+    }
+}
