@@ -35,14 +35,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("watch fired: {:?}", changed.await?);
 
     println!("killing the server and restarting it on the same port...");
-    let mut states = zk.status_changes();
+    let mut states = zk.status_stream();
     server.kill()?;
-    states.wait_for(|s| *s == Status::Suspended).await?;
+    states
+        .wait_for(|s| *s == Status::Suspended)
+        .await
+        .ok_or("client ended")?;
     println!("  client says: {:?}", zk.status());
     server.restart()?;
     states
         .wait_for(|s| matches!(s, Status::Connected { .. }))
-        .await?;
+        .await
+        .ok_or("client ended")?;
     println!(
         "  client says: {:?} (same session 0x{:x})",
         zk.status(),

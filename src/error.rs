@@ -58,6 +58,8 @@ pub enum Error {
     /// The chroot of the connection string does not exist on the server (create it
     /// from a client without the chroot first).
     ChrootMissing,
+    /// The hosted recipe has finished; a new one is needed.
+    Finished,
 }
 
 impl Error {
@@ -188,6 +190,7 @@ impl fmt::Display for Error {
             Error::NoParent { path, code } => {
                 write!(f, "cannot create parent node {path}: {code}")
             }
+            Error::Finished => f.write_str("the recipe has finished"),
             Error::ChrootMissing => f.write_str(
                 "the chroot of the connection string does not exist on the server; create it first",
             ),

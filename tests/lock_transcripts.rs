@@ -1,18 +1,35 @@
-//! Transcript tests for `recipe::lock`: scripted replies in, exact requests and events out.
+//! Transcript tests for `recipe::lock`: scripted replies in, exact requests and events
+//! out. Requests are shown as short lines (`create2 <path>`, `list <dir>`, `sync <dir>`,
+//! `watch <path>` for getData with a watch, `exists <path>`, `delete <path>`,
+//! `container <path>`).
 
 use bytes::Bytes;
+use std::time::Duration;
+use zk_recipes::client::Error;
 use zk_recipes::proto::*;
-use zk_recipes::recipe::lock::{Lock, LockConfig, LockEvent, LockKind, LostReason};
-use zk_recipes::recipe::{OpId, Recipe, RecipeEvent, SessionChange};
+use zk_recipes::recipe::lock::{
+    Acquire, AcquireWait, HoldState, Lock, LockChange, LockConfig, LockEvent, LockKind, LockStatus,
+    LostReason, Release,
+};
+use zk_recipes::recipe::{OpId, Recipe, SessionChange};
 use zk_recipes::session::WatchEvent;
 use zk_recipes::time::Instant;
 
 const ID: &str = "6f1c2a4e-2b1d-4d7e-9a63-0c2f5a7b8d90";
 const SESSION: i64 = 0x77;
 const T: Instant = Instant::ZERO;
+const DIR: &str = "/locks/job";
 
-fn lock(kind: LockKind) -> Lock {
-    let mut l = Lock::new(LockConfig::new("/locks/job", kind, ID));
+fn ms(n: u64) -> Instant {
+    Instant::from_micros(n * 1000)
+}
+
+fn config(kind: LockKind) -> LockConfig {
+    LockConfig::new(DIR, kind, ID)
+}
+
+fn lock_with(config: LockConfig) -> Lock {
+    let mut l = Lock::new(config);
     l.handle_session(
         T,
         SessionChange::Connected {
@@ -22,17 +39,36 @@ fn lock(kind: LockKind) -> Lock {
     l
 }
 
-fn requests(l: &mut Lock) -> Vec<(OpId, Request)> {
-    std::iter::from_fn(|| l.poll_request()).collect()
+fn lock(kind: LockKind) -> Lock {
+    lock_with(config(kind))
+}
+
+/// The requests sent since the last call, as (op, short line).
+fn sent(l: &mut Lock) -> Vec<(OpId, String)> {
+    std::iter::from_fn(|| l.poll_request())
+        .map(|(op, r)| {
+            let line = match r {
+                Request::Create2(c) => format!("create2 {}", c.path),
+                Request::CreateContainer(c) => format!("container {}", c.path),
+                Request::GetChildren(g) => format!("list {}", g.path),
+                Request::GetData(g) if g.watch => format!("watch {}", g.path),
+                Request::Exists(g) => format!("exists {}", g.path),
+                Request::Delete(d) => format!("delete {}", d.path),
+                Request::Sync(p) => format!("sync {}", p.path),
+                other => format!("{other:?}"),
+            };
+            (op, line)
+        })
+        .collect()
+}
+
+/// Just the lines.
+fn lines(l: &mut Lock) -> Vec<String> {
+    sent(l).into_iter().map(|(_, s)| s).collect()
 }
 
 fn events(l: &mut Lock) -> Vec<LockEvent> {
-    std::iter::from_fn(|| l.poll_event())
-        .map(|e| match e {
-            RecipeEvent::Lock(e) => e,
-            other => panic!("{other:?}"),
-        })
-        .collect()
+    std::iter::from_fn(|| l.poll_event()).collect()
 }
 
 fn stat(czxid: i64, owner: i64) -> Stat {
@@ -43,24 +79,28 @@ fn stat(czxid: i64, owner: i64) -> Stat {
     }
 }
 
-fn created(name: &str, czxid: i64) -> Result<Response, ErrorCode> {
+fn created(name: &str, czxid: i64) -> Result<Response, Error> {
     Ok(Response::PathStat {
-        path: format!("/locks/job/{name}"),
+        path: path(name),
         stat: stat(czxid, SESSION),
     })
 }
 
-fn children(names: &[&str]) -> Result<Response, ErrorCode> {
+fn children(names: &[&str]) -> Result<Response, Error> {
     Ok(Response::Children(
         names.iter().map(|s| s.to_string()).collect(),
     ))
 }
 
-fn data(d: &'static [u8]) -> Result<Response, ErrorCode> {
+fn data(d: &'static [u8]) -> Result<Response, Error> {
     Ok(Response::Data {
         data: Bytes::from_static(d),
         stat: stat(1, SESSION),
     })
+}
+
+fn code(c: ErrorCode) -> Result<Response, Error> {
+    Err(Error::from(c))
 }
 
 fn ours(n: u32) -> String {
@@ -68,7 +108,7 @@ fn ours(n: u32) -> String {
 }
 
 fn path(name: &str) -> String {
-    format!("/locks/job/{name}")
+    format!("{DIR}/{name}")
 }
 
 fn deleted(p: &str) -> WatchEvent {
@@ -78,34 +118,67 @@ fn deleted(p: &str) -> WatchEvent {
     }
 }
 
-/// Starts an attempt and checks the pipelined pair.
-fn start(l: &mut Lock) -> (OpId, OpId) {
-    l.acquire(T, None);
-    let r = requests(l);
-    assert_eq!(r.len(), 2, "create2 and getChildren back to back: {r:?}");
-    match &r[0].1 {
-        Request::Create2(c) => {
-            assert_eq!(c.path, format!("/locks/job/_c_{ID}-lock-"));
-            assert_eq!(c.flags, CreateMode::EphemeralSequential.to_i32());
-        }
-        other => panic!("{other:?}"),
+fn changed(p: &str) -> WatchEvent {
+    WatchEvent {
+        event_type: EventType::NodeDataChanged,
+        path: p.into(),
     }
+}
+
+fn reconnect(l: &mut Lock) {
+    l.handle_session(T, SessionChange::Suspended);
+    l.handle_session(
+        T,
+        SessionChange::Reconnected {
+            session_id: SESSION,
+        },
+    );
+}
+
+/// acquire(): create2 and getChildren go out back to back. Returns their ops.
+fn start(l: &mut Lock, deadline: Option<Instant>) -> (OpId, OpId) {
+    assert_eq!(l.acquire(T, deadline), Acquire::Pending);
+    let r = sent(l);
     assert_eq!(
-        r[1].1,
-        Request::GetChildren(PathWatch {
-            path: "/locks/job".into(),
-            watch: false
-        })
+        r.iter().map(|(_, s)| s.as_str()).collect::<Vec<_>>(),
+        [
+            format!("create2 {DIR}/_c_{ID}-lock-"),
+            format!("list {DIR}")
+        ],
+        "one round trip"
     );
     (r[0].0, r[1].0)
+}
+
+/// A lock that holds `ours(5)` (token 50), own-node watch armed and answered.
+fn held_with(config: LockConfig) -> Lock {
+    let mut l = lock_with(config);
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, created(&ours(5), 50));
+    let own = sent(&mut l);
+    l.handle_reply(T, list, children(&[&ours(5)]));
+    assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
+    if let Some((op, _)) = own.first() {
+        l.handle_reply(T, *op, data(b""));
+    }
+    l
+}
+
+fn held() -> Lock {
+    held_with(config(LockKind::Exclusive))
 }
 
 #[test]
 fn uncontended_acquire_is_one_round_trip_and_release_one_delete() {
     let mut l = lock(LockKind::Exclusive);
-    let (create, list) = start(&mut l);
+    let (create, list) = start(&mut l, None);
     l.handle_reply(T, create, created(&ours(5), 0x500));
-    assert!(requests(&mut l).is_empty());
+    let own = sent(&mut l);
+    assert_eq!(
+        own.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [format!("watch {}", path(&ours(5)))],
+        "our own node is watched from its creation, pipelined behind the listing"
+    );
     l.handle_reply(
         T,
         list,
@@ -118,25 +191,11 @@ fn uncontended_acquire_is_one_round_trip_and_release_one_delete() {
             node: ours(5)
         }]
     );
-    let own = requests(&mut l);
-    assert_eq!(
-        own[0].1,
-        Request::GetData(PathWatch {
-            path: path(&ours(5)),
-            watch: true
-        }),
-        "watch our own node"
-    );
+    assert!(sent(&mut l).is_empty());
     l.handle_reply(T, own[0].0, data(b""));
-    l.release(T);
-    let del = requests(&mut l);
-    assert_eq!(
-        del[0].1,
-        Request::Delete(DeleteRequest {
-            path: path(&ours(5)),
-            version: -1
-        })
-    );
+    assert_eq!(l.release(T), Release::Pending);
+    let del = sent(&mut l);
+    assert_eq!(del[0].1, format!("delete {}", path(&ours(5))));
     l.handle_reply(T, del[0].0, Ok(Response::Empty));
     assert_eq!(events(&mut l), vec![LockEvent::Released]);
     assert!(l.is_done());
@@ -144,21 +203,24 @@ fn uncontended_acquire_is_one_round_trip_and_release_one_delete() {
 
 #[test]
 fn without_the_own_node_watch_it_is_three_requests_in_all() {
-    let mut config = LockConfig::new("/locks/job", LockKind::Exclusive, ID);
-    config.watch_own_node = false;
-    let mut l = Lock::new(config);
-    let (create, list) = start(&mut l);
+    let mut c = config(LockKind::Exclusive);
+    c.watch_own_node = false;
+    let mut l = lock_with(c);
+    let (create, list) = start(&mut l, None);
     l.handle_reply(T, create, created(&ours(1), 9));
     l.handle_reply(T, list, children(&[&ours(1)]));
     assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
-    assert!(requests(&mut l).is_empty());
+    assert!(sent(&mut l).is_empty());
+    l.release(T);
+    assert_eq!(lines(&mut l), [format!("delete {}", path(&ours(1)))]);
 }
 
 #[test]
 fn a_waiter_watches_only_its_predecessor_and_takes_over_without_listing() {
     let mut l = lock(LockKind::Exclusive);
-    let (create, list) = start(&mut l);
+    let (create, list) = start(&mut l, None);
     l.handle_reply(T, create, created(&ours(7), 70));
+    let own = sent(&mut l);
     l.handle_reply(
         T,
         list,
@@ -169,42 +231,23 @@ fn a_waiter_watches_only_its_predecessor_and_takes_over_without_listing() {
             "other",
         ]),
     );
-    let w = requests(&mut l);
-    assert_eq!(
-        w,
-        vec![(
-            w[0].0,
-            Request::GetData(PathWatch {
-                path: path("_c_b-lock-0000000006"),
-                watch: true
-            })
-        )]
-    );
+    let w = sent(&mut l);
+    assert_eq!(w[0].1, format!("watch {}", path("_c_b-lock-0000000006")));
+    assert_eq!(w.len(), 1, "the predecessor only: no herd");
+    l.handle_reply(T, own[0].0, data(b""));
     l.handle_reply(T, w[0].0, data(b""));
     assert!(events(&mut l).is_empty());
     // Two blockers: when the predecessor goes, list again.
     l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000006")));
-    let relist = requests(&mut l);
-    assert_eq!(
-        relist[0].1,
-        Request::GetChildren(PathWatch {
-            path: "/locks/job".into(),
-            watch: false
-        })
-    );
+    let relist = sent(&mut l);
+    assert_eq!(relist[0].1, format!("list {DIR}"));
     l.handle_reply(
         T,
         relist[0].0,
         children(&[&ours(7), "_c_a-lock-0000000003"]),
     );
-    let w = requests(&mut l);
-    assert_eq!(
-        w[0].1,
-        Request::GetData(PathWatch {
-            path: path("_c_a-lock-0000000003"),
-            watch: true
-        })
-    );
+    let w = sent(&mut l);
+    assert_eq!(w[0].1, format!("watch {}", path("_c_a-lock-0000000003")));
     l.handle_reply(T, w[0].0, data(b""));
     // Only one blocker left: its deletion hands over the lock with no listing.
     l.handle_watch(T, w[0].0, &deleted(&path("_c_a-lock-0000000003")));
@@ -215,18 +258,21 @@ fn a_waiter_watches_only_its_predecessor_and_takes_over_without_listing() {
             node: ours(7)
         }]
     );
-    let after = requests(&mut l);
-    assert_eq!(after.len(), 1, "only the own-node watch: {after:?}");
+    assert!(
+        sent(&mut l).is_empty(),
+        "the own-node watch is armed already"
+    );
 }
 
 #[test]
 fn a_predecessor_gone_before_the_watch_is_set_counts_as_gone() {
     let mut l = lock(LockKind::Exclusive);
-    let (create, list) = start(&mut l);
+    let (create, list) = start(&mut l, None);
     l.handle_reply(T, create, created(&ours(2), 20));
+    sent(&mut l);
     l.handle_reply(T, list, children(&[&ours(2), "_c_a-lock-0000000001"]));
-    let w = requests(&mut l);
-    l.handle_reply(T, w[0].0, Err(ErrorCode::NoNode));
+    let w = sent(&mut l);
+    l.handle_reply(T, w[0].0, code(ErrorCode::NoNode));
     assert!(matches!(
         events(&mut l)[..],
         [LockEvent::Acquired {
@@ -239,37 +285,21 @@ fn a_predecessor_gone_before_the_watch_is_set_counts_as_gone() {
 #[test]
 fn missing_parents_are_created_as_containers_in_the_same_pipeline() {
     let mut l = lock(LockKind::Exclusive);
-    let (create, list) = start(&mut l);
-    l.handle_reply(T, create, Err(ErrorCode::NoNode));
-    let r = requests(&mut l);
-    let kinds: Vec<String> = r
-        .iter()
-        .map(|(_, q)| match q {
-            Request::CreateContainer(c) => format!("container {}", c.path),
-            Request::Create2(c) => format!("create2 {}", c.path),
-            Request::GetChildren(g) => format!("list {}", g.path),
-            other => format!("{other:?}"),
-        })
-        .collect();
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, code(ErrorCode::NoNode));
+    let r = sent(&mut l);
     assert_eq!(
-        kinds,
-        vec![
+        r.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [
             "container /locks".to_string(),
             "container /locks/job".into(),
-            format!("create2 /locks/job/_c_{ID}-lock-"),
-            "list /locks/job".into()
+            format!("create2 {DIR}/_c_{ID}-lock-"),
+            format!("list {DIR}"),
         ]
     );
-    l.handle_reply(T, list, Err(ErrorCode::NoNode)); // the old listing is ignored
-    l.handle_reply(
-        T,
-        r[0].0,
-        Ok(Response::PathStat {
-            path: "/locks".into(),
-            stat: stat(1, 0),
-        }),
-    );
-    l.handle_reply(T, r[1].0, Err(ErrorCode::NodeExists));
+    l.handle_reply(T, list, code(ErrorCode::NoNode)); // the old listing is ignored
+    l.handle_reply(T, r[0].0, Ok(Response::Path("/locks".into())));
+    l.handle_reply(T, r[1].0, code(ErrorCode::NodeExists));
     l.handle_reply(T, r[2].0, created(&ours(0), 3));
     l.handle_reply(T, r[3].0, children(&[&ours(0)]));
     assert!(matches!(
@@ -281,51 +311,99 @@ fn missing_parents_are_created_as_containers_in_the_same_pipeline() {
     ));
 }
 
+/// Issue 9, defect 4: an ancestor that cannot be created used to loop forever.
 #[test]
-fn a_lost_create_reply_is_recovered_by_prefix_and_adopted_only_if_ours() {
+fn a_parent_that_cannot_be_created_fails_with_its_name() {
+    // A missing chroot: the top-level container cannot be created.
     let mut l = lock(LockKind::Exclusive);
-    let (create, list) = start(&mut l);
-    l.handle_reply(T, create, Err(ErrorCode::ConnectionLoss));
-    l.handle_reply(T, list, Err(ErrorCode::ConnectionLoss));
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, code(ErrorCode::NoNode));
+    l.handle_reply(T, list, code(ErrorCode::NoNode));
+    let r = sent(&mut l);
+    l.handle_reply(T, r[0].0, code(ErrorCode::NoNode));
+    l.handle_reply(T, r[1].0, code(ErrorCode::NoNode));
+    l.handle_reply(T, r[2].0, code(ErrorCode::NoNode));
+    l.handle_reply(T, r[3].0, code(ErrorCode::NoNode));
+    assert_eq!(
+        events(&mut l),
+        vec![LockEvent::Failed {
+            error: Error::ChrootMissing
+        }]
+    );
+    assert!(sent(&mut l).is_empty(), "no loop");
+    assert!(l.is_done());
+
+    // No permission on an ancestor: named.
+    let mut l = lock(LockKind::Exclusive);
+    let (create, _) = start(&mut l, None);
+    l.handle_reply(T, create, code(ErrorCode::NoNode));
+    let r = sent(&mut l);
+    l.handle_reply(T, r[0].0, code(ErrorCode::NodeExists));
+    l.handle_reply(T, r[1].0, code(ErrorCode::NoAuth));
+    l.handle_reply(T, r[2].0, code(ErrorCode::NoNode));
+    assert_eq!(
+        events(&mut l),
+        vec![LockEvent::Failed {
+            error: Error::NoParent {
+                path: DIR.into(),
+                code: ErrorCode::NoAuth
+            }
+        }]
+    );
+
+    // Parents "created" but the create keeps failing (reaped in between): bounded.
+    let mut l = lock(LockKind::Exclusive);
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, code(ErrorCode::NoNode));
+    l.handle_reply(T, list, code(ErrorCode::NoNode));
+    let mut rounds = 0;
+    while l.poll_event().is_none() {
+        let r = sent(&mut l);
+        assert!(!r.is_empty(), "it neither retries nor ends");
+        for (op, line) in r {
+            let reply = if line.starts_with("container") {
+                Ok(Response::Path(line))
+            } else {
+                code(ErrorCode::NoNode)
+            };
+            l.handle_reply(T, op, reply);
+        }
+        rounds += 1;
+        assert!(rounds < 5, "unbounded parent creation");
+    }
+    assert!(l.is_done(), "{l:?}");
+}
+
+#[test]
+fn a_lost_create_reply_is_recovered_by_prefix_after_a_sync_and_adopted_only_if_ours() {
+    let mut l = lock(LockKind::Exclusive);
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, code(ErrorCode::ConnectionLoss));
+    l.handle_reply(T, list, code(ErrorCode::ConnectionLoss));
     l.handle_session(T, SessionChange::Suspended);
+    assert!(sent(&mut l).is_empty(), "nothing while suspended");
     l.handle_session(
         T,
         SessionChange::Reconnected {
             session_id: SESSION,
         },
     );
-    let r = requests(&mut l);
-    assert_eq!(r.len(), 1, "one listing to look for our node: {r:?}");
-    l.handle_reply(T, r[0].0, children(&[&ours(4), "_c_z-lock-0000000002"]));
-    let adopt = requests(&mut l);
+    let r = sent(&mut l);
     assert_eq!(
-        adopt[0].1,
-        Request::Exists(PathWatch {
-            path: path(&ours(4)),
-            watch: false
-        })
+        r.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [format!("sync {DIR}"), format!("list {DIR}")],
+        "sync first: a reconnect may land on a lagging follower"
     );
+    l.handle_reply(T, r[0].0, Ok(Response::Path(DIR.into())));
+    l.handle_reply(T, r[1].0, children(&[&ours(4), "_c_z-lock-0000000002"]));
+    let adopt = sent(&mut l);
+    assert_eq!(adopt[0].1, format!("exists {}", path(&ours(4))));
     l.handle_reply(T, adopt[0].0, Ok(Response::Stat(stat(40, SESSION))));
-    let relist = requests(&mut l);
+    let next = lines(&mut l);
     assert_eq!(
-        relist[0].1,
-        Request::GetChildren(PathWatch {
-            path: "/locks/job".into(),
-            watch: false
-        })
-    );
-    l.handle_reply(
-        T,
-        relist[0].0,
-        children(&[&ours(4), "_c_z-lock-0000000002"]),
-    );
-    let w = requests(&mut l);
-    assert_eq!(
-        w[0].1,
-        Request::GetData(PathWatch {
-            path: path("_c_z-lock-0000000002"),
-            watch: true
-        })
+        next,
+        [format!("list {DIR}"), format!("watch {}", path(&ours(4)))],
+        "the recovery's sync still holds on this connection"
     );
     assert_eq!(
         l.node(),
@@ -337,40 +415,193 @@ fn a_lost_create_reply_is_recovered_by_prefix_and_adopted_only_if_ours() {
 #[test]
 fn a_node_with_our_prefix_from_another_session_is_never_adopted() {
     let mut l = lock(LockKind::Exclusive);
-    let (create, _list) = start(&mut l);
-    l.handle_reply(T, create, Err(ErrorCode::ConnectionLoss));
-    let r = requests(&mut l);
-    l.handle_reply(T, r[0].0, children(&[&ours(4)]));
-    let adopt = requests(&mut l);
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, code(ErrorCode::ConnectionLoss));
+    l.handle_reply(T, list, code(ErrorCode::ConnectionLoss));
+    reconnect(&mut l);
+    let r = sent(&mut l);
+    l.handle_reply(T, r[0].0, Ok(Response::Path(DIR.into())));
+    l.handle_reply(T, r[1].0, children(&[&ours(4)]));
+    let adopt = sent(&mut l);
     l.handle_reply(T, adopt[0].0, Ok(Response::Stat(stat(40, 0x999))));
-    let again = requests(&mut l);
-    assert!(
-        matches!(&again[0].1, Request::Create2(_)),
-        "creates anew: {again:?}"
+    assert_eq!(
+        lines(&mut l),
+        [
+            format!("create2 {DIR}/_c_{ID}-lock-"),
+            format!("list {DIR}")
+        ],
+        "not ours: create our own"
     );
-    assert_eq!(again.len(), 2);
+}
+
+/// Issue 9, defect 6: a second node of ours (the create landed twice) is an orphan.
+#[test]
+fn recovery_adopts_the_lower_of_two_nodes_and_deletes_the_orphan() {
+    let mut l = lock(LockKind::Exclusive);
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, code(ErrorCode::ConnectionLoss));
+    l.handle_reply(T, list, code(ErrorCode::ConnectionLoss));
+    reconnect(&mut l);
+    let r = sent(&mut l);
+    l.handle_reply(T, r[0].0, Ok(Response::Path(DIR.into())));
+    l.handle_reply(T, r[1].0, children(&[&ours(9), &ours(4)]));
+    let adopt = sent(&mut l);
+    assert_eq!(adopt.len(), 2);
+    for (op, line) in &adopt {
+        let czxid = if line.ends_with(&ours(4)) { 40 } else { 90 };
+        l.handle_reply(T, *op, Ok(Response::Stat(stat(czxid, SESSION))));
+    }
+    let next = lines(&mut l);
+    assert!(
+        next.contains(&format!("delete {}", path(&ours(9)))),
+        "{next:?}"
+    );
+    assert!(next.contains(&format!("list {DIR}")), "{next:?}");
+    assert_eq!(
+        l.node(),
+        Some(ours(4).as_str()),
+        "the lower one keeps our place"
+    );
+}
+
+/// Issue 9, defect 3: the create landed, the paired listing was lost with the
+/// connection; the lock used to stay `Creating` forever.
+#[test]
+fn a_listing_lost_after_a_successful_create_is_done_again_after_the_reconnect() {
+    let mut l = lock(LockKind::Exclusive);
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, created(&ours(3), 30));
+    let own = sent(&mut l);
+    l.handle_reply(T, list, code(ErrorCode::ConnectionLoss));
+    l.handle_reply(T, own[0].0, code(ErrorCode::ConnectionLoss));
+    l.handle_session(T, SessionChange::Suspended);
+    assert!(sent(&mut l).is_empty());
+    l.handle_session(
+        T,
+        SessionChange::Reconnected {
+            session_id: SESSION,
+        },
+    );
+    let r = sent(&mut l);
+    assert_eq!(
+        r.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [
+            format!("sync {DIR}"),
+            format!("list {DIR}"),
+            format!("watch {}", path(&ours(3)))
+        ]
+    );
+    l.handle_reply(T, r[1].0, children(&[&ours(3)]));
+    assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
+}
+
+/// Issue 9, defect 5: a delete refused locally used to end as `Released`.
+#[test]
+fn a_refused_delete_is_retried_and_released_only_when_it_answered() {
+    let mut l = held();
+    l.release(T);
+    let del = sent(&mut l);
+    // The session refuses it (too many requests pending).
+    l.handle_reply(T, del[0].0, Err(Error::Overloaded));
+    assert!(events(&mut l).is_empty(), "a refusal is not a release");
+    assert!(sent(&mut l).is_empty(), "backing off");
+    let at = l.poll_timeout().expect("a retry is scheduled");
+    assert!(at > T && at <= ms(10), "{at:?}");
+    l.handle_timeout(at);
+    let del = sent(&mut l);
+    assert_eq!(del[0].1, format!("delete {}", path(&ours(5))));
+    // Then the connection drops before the answer: retried after the reconnect.
+    l.handle_reply(T, del[0].0, code(ErrorCode::ConnectionLoss));
+    l.handle_session(T, SessionChange::Suspended);
+    assert!(sent(&mut l).is_empty());
+    l.handle_session(
+        T,
+        SessionChange::Reconnected {
+            session_id: SESSION,
+        },
+    );
+    let del = sent(&mut l);
+    assert_eq!(del[0].1, format!("delete {}", path(&ours(5))));
+    l.handle_reply(T, del[0].0, code(ErrorCode::NoNode)); // it had landed
+    assert_eq!(events(&mut l), vec![LockEvent::Released]);
+    assert!(l.is_done());
+}
+
+#[test]
+fn refused_watches_and_verifications_are_retried() {
+    // A refused blocker watch: list and watch again.
+    let mut l = lock(LockKind::Exclusive);
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, created(&ours(7), 70));
+    let own = sent(&mut l);
+    l.handle_reply(T, own[0].0, data(b""));
+    l.handle_reply(T, list, children(&[&ours(7), "_c_a-lock-0000000003"]));
+    let w = sent(&mut l);
+    l.handle_reply(T, w[0].0, Err(Error::Server(ErrorCode::Throttled)));
+    l.handle_timeout(l.poll_timeout().unwrap());
+    assert_eq!(
+        lines(&mut l),
+        [format!("sync {DIR}"), format!("list {DIR}")],
+        "a waiter is never left without a watch"
+    );
+
+    // A refused verification after a reconnect: asked again until answered.
+    let mut l = held();
+    reconnect(&mut l);
+    assert_eq!(events(&mut l), vec![LockEvent::Suspended]);
+    let v = sent(&mut l);
+    assert_eq!(
+        v.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [format!("sync {DIR}"), format!("exists {}", path(&ours(5)))]
+    );
+    l.handle_reply(T, v[0].0, Ok(Response::Path(DIR.into())));
+    l.handle_reply(T, v[1].0, Err(Error::Overloaded));
+    assert!(events(&mut l).is_empty(), "still suspended");
+    l.handle_timeout(l.poll_timeout().unwrap());
+    let v = sent(&mut l);
+    l.handle_reply(T, v[0].0, Ok(Response::Path(DIR.into())));
+    l.handle_reply(T, v[1].0, Ok(Response::Stat(stat(50, SESSION))));
+    assert_eq!(events(&mut l), vec![LockEvent::Reconnected]);
+
+    // A refused own-node watch: armed again.
+    let mut l = lock(LockKind::Exclusive);
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, created(&ours(1), 10));
+    let own = sent(&mut l);
+    l.handle_reply(T, list, children(&[&ours(1)]));
+    events(&mut l);
+    l.handle_reply(T, own[0].0, Err(Error::Overloaded));
+    l.handle_timeout(l.poll_timeout().unwrap());
+    assert_eq!(lines(&mut l), [format!("watch {}", path(&ours(1)))]);
+}
+
+#[test]
+fn a_sync_that_fails_makes_its_read_count_for_nothing() {
+    let mut l = held();
+    reconnect(&mut l);
+    events(&mut l);
+    let v = sent(&mut l);
+    l.handle_reply(T, v[0].0, Err(Error::Server(ErrorCode::Throttled)));
+    // The exists after it went to a possibly stale server: not trusted.
+    l.handle_reply(T, v[1].0, Ok(Response::Stat(stat(50, SESSION))));
+    assert!(events(&mut l).is_empty(), "not verified by a stale read");
+    l.handle_timeout(l.poll_timeout().unwrap());
+    assert_eq!(
+        lines(&mut l),
+        [format!("sync {DIR}"), format!("exists {}", path(&ours(5)))]
+    );
 }
 
 #[test]
 fn cancel_while_the_create_is_in_flight_deletes_what_it_created() {
     let mut l = lock(LockKind::Exclusive);
-    let (create, list) = start(&mut l);
-    l.cancel(T);
-    assert!(
-        events(&mut l).is_empty(),
-        "nothing to report until cleaned up"
-    );
-    l.handle_reply(T, create, created(&ours(3), 30));
-    let del = requests(&mut l);
-    assert_eq!(
-        del[0].1,
-        Request::Delete(DeleteRequest {
-            path: path(&ours(3)),
-            version: -1
-        })
-    );
-    l.handle_reply(T, list, children(&[&ours(3)]));
-    assert!(events(&mut l).is_empty(), "the listing no longer acquires");
+    let (create, list) = start(&mut l, None);
+    assert_eq!(l.cancel(T), Release::Pending);
+    l.handle_reply(T, create, created(&ours(1), 10));
+    let del = sent(&mut l);
+    assert_eq!(del[0].1, format!("delete {}", path(&ours(1))));
+    l.handle_reply(T, list, children(&[&ours(1)]));
+    assert!(events(&mut l).is_empty(), "no Acquired after cancel");
     l.handle_reply(T, del[0].0, Ok(Response::Empty));
     assert_eq!(events(&mut l), vec![LockEvent::Cancelled]);
     assert!(l.is_done());
@@ -379,82 +610,87 @@ fn cancel_while_the_create_is_in_flight_deletes_what_it_created() {
 #[test]
 fn try_lock_looks_once_then_gives_up_and_removes_its_node() {
     let mut l = lock(LockKind::Exclusive);
-    l.acquire(T, Some(T));
-    let r = requests(&mut l);
-    // The deadline is already here, but a try-lock decides on the first listing.
-    l.handle_timeout(T);
+    let (create, list) = start(&mut l, Some(T));
+    l.handle_timeout(T); // the deadline passes at once; the first listing still counts
     assert!(events(&mut l).is_empty());
-    assert_eq!(
-        l.poll_timeout(),
-        None,
-        "no busy timer while waiting for the listing"
-    );
-    l.handle_reply(T, r[0].0, created(&ours(9), 90));
-    l.handle_reply(T, r[1].0, children(&[&ours(9), "_c_a-lock-0000000001"]));
+    l.handle_reply(T, create, created(&ours(2), 20));
+    let own = sent(&mut l);
+    l.handle_reply(T, list, children(&[&ours(2), "_c_a-lock-0000000001"]));
+    l.handle_reply(T, own[0].0, data(b""));
     assert_eq!(events(&mut l), vec![LockEvent::NotAcquired]);
-    let del = requests(&mut l);
-    assert_eq!(
-        del[0].1,
-        Request::Delete(DeleteRequest {
-            path: path(&ours(9)),
-            version: -1
-        })
-    );
+    let del = sent(&mut l);
+    assert_eq!(del[0].1, format!("delete {}", path(&ours(2))));
     l.handle_reply(T, del[0].0, Ok(Response::Empty));
+    assert!(events(&mut l).is_empty(), "NotAcquired was the final word");
     assert!(l.is_done());
 }
 
 #[test]
 fn a_free_lock_is_taken_by_a_try_lock() {
     let mut l = lock(LockKind::Exclusive);
-    l.acquire(T, Some(T));
-    let r = requests(&mut l);
+    let (create, list) = start(&mut l, Some(T));
     l.handle_timeout(T);
-    l.handle_reply(T, r[0].0, created(&ours(2), 20));
-    l.handle_reply(T, r[1].0, children(&[&ours(2)]));
+    l.handle_reply(T, create, created(&ours(2), 20));
+    l.handle_reply(T, list, children(&[&ours(2)]));
     assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
+}
+
+/// Issue 9, defect 8: the deadline was not enforced while creating (a 2 s try took
+/// 30 s); a try-lock on a dead connection must give up at its deadline.
+#[test]
+fn a_deadline_is_kept_while_creating() {
+    // Disconnected: give up at the deadline.
+    let mut l = lock(LockKind::Exclusive);
+    let (create, list) = start(&mut l, Some(ms(2000)));
+    l.handle_reply(T, create, code(ErrorCode::ConnectionLoss));
+    l.handle_reply(T, list, code(ErrorCode::ConnectionLoss));
+    l.handle_session(T, SessionChange::Suspended);
+    assert_eq!(l.poll_timeout(), Some(ms(2000)));
+    l.handle_timeout(ms(2000));
+    assert_eq!(events(&mut l), vec![LockEvent::NotAcquired]);
+    // Cleanup goes on after the reconnect: find what may have landed and delete it.
+    l.handle_session(
+        T,
+        SessionChange::Reconnected {
+            session_id: SESSION,
+        },
+    );
+    let r = sent(&mut l);
+    l.handle_reply(T, r[0].0, Ok(Response::Path(DIR.into())));
+    l.handle_reply(T, r[1].0, children(&[&ours(8)]));
+    let adopt = sent(&mut l);
+    l.handle_reply(T, adopt[0].0, Ok(Response::Stat(stat(80, SESSION))));
+    let del = sent(&mut l);
+    assert_eq!(del[0].1, format!("delete {}", path(&ours(8))));
+    l.handle_reply(T, del[0].0, Ok(Response::Empty));
+    assert!(l.is_done());
+
+    // Connected but the listing never comes: give up after the grace.
+    let mut l = lock(LockKind::Exclusive);
+    let _ = start(&mut l, Some(T));
+    l.handle_timeout(T);
+    assert_eq!(l.poll_timeout(), Some(ms(1000)), "the try grace");
+    l.handle_timeout(ms(1000));
+    assert_eq!(events(&mut l), vec![LockEvent::NotAcquired]);
 }
 
 #[test]
 fn a_waiting_deadline_gives_up_and_removes_its_node() {
     let mut l = lock(LockKind::Exclusive);
-    let later = Instant::from_micros(5_000);
-    l.acquire(T, Some(later));
-    let r = requests(&mut l);
-    l.handle_reply(T, r[0].0, created(&ours(9), 90));
-    l.handle_reply(T, r[1].0, children(&[&ours(9), "_c_a-lock-0000000001"]));
-    let w = requests(&mut l);
-    assert_eq!(l.poll_timeout(), Some(later));
-    l.handle_timeout(later);
+    let (create, list) = start(&mut l, Some(ms(500)));
+    l.handle_reply(T, create, created(&ours(2), 20));
+    sent(&mut l);
+    l.handle_reply(T, list, children(&[&ours(2), "_c_a-lock-0000000001"]));
+    sent(&mut l);
+    assert_eq!(l.poll_timeout(), Some(ms(500)));
+    l.handle_timeout(ms(500));
     assert_eq!(events(&mut l), vec![LockEvent::NotAcquired]);
-    let del = requests(&mut l);
-    assert_eq!(
-        del[0].1,
-        Request::Delete(DeleteRequest {
-            path: path(&ours(9)),
-            version: -1
-        })
-    );
-    l.handle_reply(T, w[0].0, data(b""));
-    l.handle_reply(T, del[0].0, Ok(Response::Empty));
-    assert!(events(&mut l).is_empty());
-    assert!(l.is_done());
-}
-
-fn held() -> (Lock, OpId) {
-    let mut l = lock(LockKind::Exclusive);
-    let (create, list) = start(&mut l);
-    l.handle_reply(T, create, created(&ours(1), 11));
-    l.handle_reply(T, list, children(&[&ours(1)]));
-    events(&mut l);
-    let own = requests(&mut l);
-    l.handle_reply(T, own[0].0, data(b""));
-    (l, own[0].0)
+    assert_eq!(lines(&mut l), [format!("delete {}", path(&ours(2)))]);
 }
 
 #[test]
 fn suspended_then_reconnected_after_verifying_the_node() {
-    let (mut l, _) = held();
+    let mut l = held();
     l.handle_session(T, SessionChange::Suspended);
     assert_eq!(events(&mut l), vec![LockEvent::Suspended]);
     assert!(!l.is_held());
@@ -464,25 +700,17 @@ fn suspended_then_reconnected_after_verifying_the_node() {
             session_id: SESSION,
         },
     );
-    let v = requests(&mut l);
-    assert_eq!(
-        v,
-        vec![(
-            v[0].0,
-            Request::Exists(PathWatch {
-                path: path(&ours(1)),
-                watch: false
-            })
-        )]
-    );
-    l.handle_reply(T, v[0].0, Ok(Response::Stat(stat(11, SESSION))));
+    assert!(events(&mut l).is_empty(), "not before verifying");
+    let v = sent(&mut l);
+    l.handle_reply(T, v[0].0, Ok(Response::Path(DIR.into())));
+    l.handle_reply(T, v[1].0, Ok(Response::Stat(stat(50, SESSION))));
     assert_eq!(events(&mut l), vec![LockEvent::Reconnected]);
     assert!(l.is_held());
 }
 
 #[test]
 fn lost_on_expiry_and_on_deletion_by_someone_else() {
-    let (mut l, _) = held();
+    let mut l = held();
     l.handle_session(T, SessionChange::Expired);
     assert_eq!(
         events(&mut l),
@@ -492,130 +720,196 @@ fn lost_on_expiry_and_on_deletion_by_someone_else() {
     );
     assert!(l.is_done());
 
-    let (mut l, own) = held();
-    l.handle_watch(T, own, &deleted(&path(&ours(1))));
+    let mut l = held();
+    l.handle_watch(T, 0, &deleted(&path(&ours(5))));
     assert_eq!(
         events(&mut l),
         vec![LockEvent::Lost {
             reason: LostReason::NodeDeleted
         }]
     );
+    assert!(sent(&mut l).is_empty());
 
-    let (mut l, _) = held();
+    // A verification that finds the node gone.
+    let mut l = held();
+    reconnect(&mut l);
+    events(&mut l);
+    let v = sent(&mut l);
+    l.handle_reply(T, v[1].0, code(ErrorCode::NoNode));
+    assert_eq!(
+        events(&mut l),
+        vec![LockEvent::Lost {
+            reason: LostReason::NodeDeleted
+        }]
+    );
+}
+
+#[test]
+fn invalid_paths_fail_at_once() {
+    let mut l = lock_with(LockConfig::new("no-slash", LockKind::Exclusive, ID));
+    assert_eq!(l.acquire(T, None), Acquire::Pending);
+    assert!(matches!(
+        events(&mut l)[..],
+        [LockEvent::Failed {
+            error: Error::InvalidPath { .. }
+        }]
+    ));
+    assert!(sent(&mut l).is_empty());
+    assert!(l.is_done());
+}
+
+#[test]
+fn revocation_is_reported_once_including_curators_marker() {
+    let mut c = config(LockKind::Exclusive);
+    c.revocable = true;
+    let mut l = held_with(c);
+    l.handle_watch(T, 0, &changed(&path(&ours(5))));
+    let own = sent(&mut l);
+    assert_eq!(own[0].1, format!("watch {}", path(&ours(5))));
+    l.handle_reply(T, own[0].0, data(b"__REVOKE__"));
+    assert_eq!(events(&mut l), vec![LockEvent::RevocationRequested]);
+    l.handle_watch(T, 0, &changed(&path(&ours(5))));
+    let own = sent(&mut l);
+    l.handle_reply(T, own[0].0, data(b"unlock"));
+    assert!(events(&mut l).is_empty(), "once");
+}
+
+/// Issue 9, defect 8: a revocation written while waiting was dropped by the adapters;
+/// the status a guard starts from carries it.
+#[test]
+fn a_revocation_asked_while_waiting_reaches_the_holder() {
+    let mut c = config(LockKind::Exclusive);
+    c.revocable = true;
+    let mut l = lock_with(c);
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, created(&ours(7), 70));
+    let own = sent(&mut l);
+    l.handle_reply(T, list, children(&[&ours(7), "_c_a-lock-0000000003"]));
+    let w = sent(&mut l);
+    l.handle_reply(T, own[0].0, data(b"unlock"));
+    l.handle_reply(T, w[0].0, data(b""));
+    l.handle_watch(T, w[0].0, &deleted(&path("_c_a-lock-0000000003")));
+    let mut wait = AcquireWait::after(&Acquire::Pending).unwrap();
+    let mut outcome = None;
+    for e in events(&mut l) {
+        if let Some(o) = wait.feed(&e) {
+            outcome = Some(o);
+        }
+    }
+    assert_eq!(outcome, Some(Ok(Some((70, ours(7))))));
+    let mut status = wait.into_status();
+    assert!(status.is_held());
+    assert!(status.revocation_requested());
+    assert_eq!(status.next_change(), Some(LockChange::RevocationRequested));
+}
+
+#[test]
+fn reentrant_levels_count_in_the_core() {
+    let mut c = config(LockKind::Exclusive);
+    c.reentrant = true;
+    let mut l = held_with(c);
+    assert_eq!(l.depth(), 1);
+    assert_eq!(
+        l.acquire(T, None),
+        Acquire::Held {
+            fencing_token: 50,
+            node: ours(5)
+        }
+    );
+    assert!(sent(&mut l).is_empty(), "re-entry costs no request");
+    assert_eq!(l.release(T), Release::StillHeld { depth: 1 });
+    assert!(sent(&mut l).is_empty());
+    assert_eq!(l.release(T), Release::Pending);
+    assert_eq!(lines(&mut l), [format!("delete {}", path(&ours(5)))]);
+}
+
+/// Issue 10, defect 1: re-entry on a hold that is already lost returned `Ok`.
+#[test]
+fn reentry_on_a_lost_hold_fails_and_one_while_suspended_waits_for_the_verification() {
+    let mut c = config(LockKind::Exclusive);
+    c.reentrant = true;
+    let mut l = held_with(c.clone());
+    l.handle_watch(T, 0, &deleted(&path(&ours(5))));
+    events(&mut l);
+    assert_eq!(
+        l.acquire(T, None),
+        Acquire::Failed(Error::Server(ErrorCode::NoNode))
+    );
+    assert!(!l.is_done(), "a guard of the lost hold still lives");
+    assert_eq!(l.release(T), Release::Done);
+    assert!(l.is_done(), "the last guard went");
+    assert_eq!(
+        l.acquire(T, None),
+        Acquire::Ended,
+        "a new hold needs a new lock"
+    );
+
+    let mut l = held_with(c);
     l.handle_session(T, SessionChange::Suspended);
+    events(&mut l);
+    let answer = l.acquire(T, None);
+    assert_eq!(
+        answer,
+        Acquire::Suspended {
+            fencing_token: 50,
+            node: ours(5)
+        }
+    );
+    let mut wait = AcquireWait::after(&answer).unwrap();
     l.handle_session(
         T,
         SessionChange::Reconnected {
             session_id: SESSION,
         },
     );
-    let v = requests(&mut l);
-    l.handle_reply(T, v[0].0, Err(ErrorCode::NoNode));
-    assert_eq!(
-        events(&mut l),
-        vec![
-            LockEvent::Suspended,
-            LockEvent::Lost {
-                reason: LostReason::NodeDeleted
-            }
-        ]
-    );
+    let v = sent(&mut l);
+    l.handle_reply(T, v[1].0, Ok(Response::Stat(stat(50, SESSION))));
+    let outcome = events(&mut l).iter().find_map(|e| wait.feed(e));
+    assert_eq!(outcome, Some(Ok(Some((50, ours(5))))));
+    assert_eq!(l.depth(), 2);
 }
 
 #[test]
-fn a_release_that_hits_connection_loss_is_retried() {
-    let (mut l, _) = held();
-    l.release(T);
-    let d = requests(&mut l);
-    l.handle_reply(T, d[0].0, Err(ErrorCode::ConnectionLoss));
-    let again = requests(&mut l);
-    assert_eq!(
-        again[0].1,
-        Request::Delete(DeleteRequest {
-            path: path(&ours(1)),
-            version: -1
-        })
-    );
-    l.handle_reply(T, again[0].0, Err(ErrorCode::NoNode));
-    assert_eq!(events(&mut l), vec![LockEvent::Released]);
-}
-
-#[test]
-fn invalid_paths_fail_at_once() {
-    let mut l = Lock::new(LockConfig::new("locks/no-slash", LockKind::Exclusive, ID));
-    l.acquire(T, None);
-    assert_eq!(
-        events(&mut l),
-        vec![LockEvent::Failed {
-            error: ErrorCode::BadArguments
-        }]
-    );
-    assert!(requests(&mut l).is_empty());
-}
-
-#[test]
-fn revocation_is_reported_once() {
-    let mut config = LockConfig::new("/locks/job", LockKind::Exclusive, ID);
-    config.revocable = true;
-    let mut l = Lock::new(config);
-    l.handle_session(
-        T,
-        SessionChange::Connected {
-            session_id: SESSION,
+fn a_holder_status_folds_events_none_dropped() {
+    let mut s = LockStatus::held();
+    for e in [
+        LockEvent::Suspended,
+        LockEvent::Reconnected,
+        LockEvent::Lost {
+            reason: LostReason::SessionExpired,
         },
-    );
-    let (create, list) = start(&mut l);
-    l.handle_reply(T, create, created(&ours(1), 11));
-    let own = requests(&mut l);
+    ] {
+        s.apply(&e);
+    }
+    assert_eq!(s.next_change(), Some(LockChange::Suspended));
+    assert_eq!(s.next_change(), Some(LockChange::Reconnected));
     assert_eq!(
-        own[0].1,
-        Request::GetData(PathWatch {
-            path: path(&ours(1)),
-            watch: true
-        }),
-        "waiters watch their own node"
+        s.next_change(),
+        Some(LockChange::Lost(LostReason::SessionExpired))
     );
-    l.handle_reply(T, list, children(&[&ours(1)]));
-    assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
-    l.handle_reply(T, own[0].0, data(b""));
-    let changed = WatchEvent {
-        event_type: EventType::NodeDataChanged,
-        path: path(&ours(1)),
-    };
-    l.handle_watch(T, own[0].0, &changed);
-    let rearm = requests(&mut l);
-    l.handle_reply(T, rearm[0].0, data(b"unlock"));
-    assert_eq!(events(&mut l), vec![LockEvent::RevocationRequested]);
-    l.handle_watch(T, rearm[0].0, &changed);
-    let rearm2 = requests(&mut l);
-    l.handle_reply(T, rearm2[0].0, data(b"unlock"));
-    assert!(events(&mut l).is_empty(), "once per hold");
+    assert_eq!(s.state(), HoldState::Lost(LostReason::SessionExpired));
 }
 
-fn rw(kind: LockKind, me: &str, others: &[&str]) -> Vec<Request> {
+fn rw(kind: LockKind, me: &str, others: &[&str]) -> Vec<String> {
     let mut l = lock(kind);
-    let (create, list) = {
-        l.acquire(T, None);
-        let r = requests(&mut l);
-        (r[0].0, r[1].0)
-    };
-    l.handle_reply(T, create, created(me, 50));
+    l.acquire(T, None);
+    let r = sent(&mut l);
+    l.handle_reply(T, r[0].0, created(me, 50));
+    sent(&mut l); // own watch
     let mut all: Vec<&str> = others.to_vec();
     all.push(me);
-    l.handle_reply(T, list, children(&all));
+    l.handle_reply(T, r[1].0, children(&all));
     let evs = events(&mut l);
-    let reqs: Vec<Request> = requests(&mut l).into_iter().map(|r| r.1).collect();
     if matches!(evs[..], [LockEvent::Acquired { .. }]) {
         vec![]
     } else {
-        reqs
+        lines(&mut l)
     }
 }
 
 #[test]
 fn readers_wait_only_for_the_highest_lower_writer() {
     let me = format!("_c_{ID}-__READ__0000000005");
-    // Readers below don't block; the highest lower writer does.
     let r = rw(
         LockKind::Read,
         &me,
@@ -626,13 +920,7 @@ fn readers_wait_only_for_the_highest_lower_writer() {
             "_c_d-__READ__0000000004",
         ],
     );
-    assert_eq!(
-        r,
-        vec![Request::GetData(PathWatch {
-            path: path("_c_c-__WRIT__0000000003"),
-            watch: true
-        })]
-    );
+    assert_eq!(r, [format!("watch {}", path("_c_c-__WRIT__0000000003"))]);
     // kazoo 2.8 (#649) waited on *higher* writers: we must not.
     let r = rw(
         LockKind::Read,
@@ -643,20 +931,14 @@ fn readers_wait_only_for_the_highest_lower_writer() {
             "_c_x-__WRIT__0000000009",
         ],
     );
-    assert_eq!(r, vec![], "acquired: only higher writers exist");
+    assert!(r.is_empty(), "acquired: only higher writers exist");
     // Exclusive `lock-` and kazoo's `__lock__` exclude readers too; kazoo readers do not.
     let r = rw(
         LockKind::Read,
         &me,
         &["k__rlock__0000000001", "k__lock__0000000002"],
     );
-    assert_eq!(
-        r,
-        vec![Request::GetData(PathWatch {
-            path: path("k__lock__0000000002"),
-            watch: true
-        })]
-    );
+    assert_eq!(r, [format!("watch {}", path("k__lock__0000000002"))]);
 }
 
 #[test]
@@ -671,70 +953,80 @@ fn writers_wait_for_anything_lower() {
             "_c_c-__WRIT__0000000009",
         ],
     );
-    assert_eq!(
-        r,
-        vec![Request::GetData(PathWatch {
-            path: path("_c_b-__READ__0000000004"),
-            watch: true
-        })]
-    );
+    assert_eq!(r, [format!("watch {}", path("_c_b-__READ__0000000004"))]);
     let r = rw(LockKind::Write, &me, &["_c_c-__READ__0000000006"]);
-    assert_eq!(r, vec![]);
+    assert!(r.is_empty());
 }
 
 #[test]
-fn a_waiter_whose_node_is_deleted_fails() {
+fn a_waiter_whose_node_is_deleted_fails_at_the_notification() {
     let mut l = lock(LockKind::Exclusive);
-    let (create, list) = start(&mut l);
+    let (create, list) = start(&mut l, None);
     l.handle_reply(T, create, created(&ours(7), 70));
+    let own = sent(&mut l);
     l.handle_reply(
         T,
         list,
         children(&[&ours(7), "_c_a-lock-0000000003", "_c_b-lock-0000000005"]),
     );
-    let w = requests(&mut l);
+    let w = sent(&mut l);
+    l.handle_reply(T, own[0].0, data(b""));
     l.handle_reply(T, w[0].0, data(b""));
-    l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
-    let relist = requests(&mut l);
-    // Someone deleted our node meanwhile (a forced revocation, an administrator).
-    l.handle_reply(T, relist[0].0, children(&["_c_a-lock-0000000003"]));
+    // Someone deletes our node (a forced revocation, an administrator), then our only
+    // blocker goes: we must not take a lock we no longer queue for.
+    l.handle_watch(T, own[0].0, &deleted(&path(&ours(7))));
     assert_eq!(
         events(&mut l),
         vec![LockEvent::Failed {
-            error: ErrorCode::NoNode
+            error: Error::from(ErrorCode::NoNode)
         }]
     );
-    assert!(
-        requests(&mut l).is_empty(),
-        "nothing of ours left to delete"
-    );
+    l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
+    assert!(events(&mut l).is_empty());
+    assert!(sent(&mut l).is_empty(), "nothing of ours left to delete");
     assert!(l.is_done());
 }
 
 #[test]
 fn a_late_event_from_an_older_watch_does_not_hand_over_the_lock() {
     let mut l = lock(LockKind::Exclusive);
-    let (create, list) = start(&mut l);
+    let (create, list) = start(&mut l, None);
     l.handle_reply(T, create, created(&ours(7), 70));
+    sent(&mut l);
     l.handle_reply(
         T,
         list,
         children(&[&ours(7), "_c_a-lock-0000000003", "_c_b-lock-0000000005"]),
     );
-    let w = requests(&mut l);
+    let w = sent(&mut l);
     l.handle_reply(T, w[0].0, data(b""));
     l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
-    let relist = requests(&mut l);
+    let relist = sent(&mut l);
     l.handle_reply(
         T,
         relist[0].0,
         children(&[&ours(7), "_c_a-lock-0000000003"]),
     );
-    let w2 = requests(&mut l);
+    let w2 = sent(&mut l);
     l.handle_reply(T, w2[0].0, data(b""));
     // A second registration on the old blocker fires late: it must not count.
     l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
     assert!(events(&mut l).is_empty(), "still blocked by _c_a");
     l.handle_watch(T, w2[0].0, &deleted(&path("_c_a-lock-0000000003")));
     assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
+}
+
+#[test]
+fn a_waiter_on_a_closed_session_fails_with_closed_not_connection_loss() {
+    // Issue 9, defect 8.
+    let mut l = lock(LockKind::Exclusive);
+    let _ = start(&mut l, None);
+    l.handle_session(T, SessionChange::Closed);
+    assert_eq!(
+        events(&mut l),
+        vec![LockEvent::Failed {
+            error: Error::Closed
+        }]
+    );
+    let _ = Duration::ZERO;
 }

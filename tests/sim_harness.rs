@@ -1,74 +1,81 @@
-//! The invariant harness must be able to fail: a naive raw-API lock is caught violating
-//! mutual exclusion under lost replies, with a seed that replays the same failure; the
-//! careful version of the same lock survives thousands of faulty schedules.
+//! The headline simulator test: the real lock recipe, 8 clients, every fault, 10,000
+//! schedules — safety after every event, liveness and cleanliness once faults stop
+//! (see `zk_recipes::testkit::sim_lock`). The harness itself must be able to fail: a
+//! naive raw-API lock is caught violating mutual exclusion, with a seed that replays
+//! the same failure.
 //!
-//! `SIM_SEED=n cargo test --all-features --test sim_harness` replays one seed with its trace.
+//! `SIM_SEED=n cargo test --all-features --test sim_harness -- --nocapture` replays one
+//! seed; `SIM_SEEDS=n` runs more.
 
 use proptest::prelude::*;
 use zk_recipes::sim::SimConfig;
-use zk_recipes::testkit::sim_lock::{run, run_with};
+use zk_recipes::testkit::{sim_lock, sim_naive};
 
 fn replay_seed() -> Option<u64> {
     std::env::var("SIM_SEED").ok().and_then(|s| s.parse().ok())
 }
 
-#[test]
-fn the_harness_catches_a_naive_lock_and_replays_it() {
-    if let Some(seed) = replay_seed() {
-        if let Err(e) = run(false, seed) {
-            println!("{e}");
-        }
-        return;
+fn seeds(default: u64) -> Vec<u64> {
+    match replay_seed() {
+        Some(seed) => vec![seed],
+        None => (0..std::env::var("SIM_SEEDS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(default))
+            .collect(),
     }
-    let failing = (0..2000)
-        .find(|&seed| run(false, seed).is_err())
-        .expect("the naive lock was never caught");
-    let first = run(false, failing).unwrap_err();
-    let again = run(false, failing).unwrap_err();
-    assert_eq!(first, again, "a seed must replay exactly");
-    assert!(first.contains(&format!("seed {failing}")), "{first}");
-    assert!(first.contains("two live holders"), "{first}");
-    println!("naive lock caught at seed {failing}:\n{first}");
 }
 
-#[test]
-fn a_careful_lock_survives_every_schedule() {
-    if let Some(seed) = replay_seed() {
-        run(true, seed).unwrap_or_else(|e| panic!("{e}"));
-        return;
-    }
-    let seeds: u64 = std::env::var("SIM_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(10_000);
-    let threads = 2;
-    let total: u64 = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
+/// Runs seeds on both cores; returns the grants.
+pub fn run_all(seeds: Vec<u64>, readers: bool) -> usize {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..2)
             .map(|t| {
+                let chunk: Vec<u64> = seeds.iter().copied().skip(t).step_by(2).collect();
                 s.spawn(move || {
-                    let mut acquired = 0;
-                    for seed in (t..seeds).step_by(threads as usize) {
-                        acquired += run(true, seed).unwrap_or_else(|e| panic!("{e}"));
-                    }
-                    acquired
+                    chunk
+                        .into_iter()
+                        .map(|seed| {
+                            sim_lock::run(seed, 8, readers).unwrap_or_else(|e| panic!("{e}"))
+                        })
+                        .sum::<usize>()
                 })
             })
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).sum()
-    });
-    println!("{seeds} schedules x 8 clients, {total} acquisitions, no double holder");
+    })
+}
+
+#[test]
+fn the_harness_catches_a_naive_lock_and_replays_it() {
+    let failing = (0..2000)
+        .find(|&seed| sim_naive::run(false, seed).is_err())
+        .expect("the naive lock was never caught");
+    let first = sim_naive::run(false, failing).unwrap_err();
+    let again = sim_naive::run(false, failing).unwrap_err();
+    assert_eq!(first, again, "a seed must replay exactly");
+    assert!(first.contains(&format!("seed {failing}")), "{first}");
+    assert!(first.contains("two live holders"), "{first}");
+}
+
+#[test]
+fn the_lock_recipe_survives_every_schedule() {
+    let seeds = seeds(10_000);
+    let n = seeds.len();
+    let grants = run_all(seeds, false);
+    println!("{n} schedules x 8 clients: {grants} grants; exclusion, fencing, liveness and cleanliness held");
     assert!(
-        total > seeds * 8,
-        "the lock should change hands many times per schedule ({total})"
+        grants > n * 8,
+        "the lock must change hands many times ({grants})"
     );
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
-    /// Shrinking-friendly: fault rates and client counts are inputs, so a failure shrinks
-    /// to the fewest faults that still break the invariant.
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    /// Fault rates and client counts are inputs, so a failure shrinks to the fewest
+    /// faults that still break an invariant.
     #[test]
-    fn careful_lock_under_any_fault_mix(
+    fn the_lock_recipe_under_any_fault_mix(
         seed in any::<u64>(),
         clients in 2usize..10,
         lose in 0u32..30,
@@ -76,15 +83,18 @@ proptest! {
         pause in 0u32..30,
         expire in 0u32..50,
         crash in 0u32..50,
+        readers in any::<bool>(),
     ) {
         let mut config = SimConfig::with_faults(seed, clients);
+        config.duration = std::time::Duration::from_millis(5500);
+        config.quiet = std::time::Duration::from_secs(3);
         config.lose_request = lose;
         config.lose_reply = lose;
         config.drop_connection = drop;
         config.pause_server = pause;
         config.expire_session = expire;
         config.crash_client = crash;
-        if let Err(e) = run_with(true, config) {
+        if let Err(e) = sim_lock::run_with(config, readers) {
             prop_assert!(false, "{}", e);
         }
     }

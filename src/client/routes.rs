@@ -117,6 +117,11 @@ where
         self.recipes.insert(id, listener);
     }
 
+    /// The listener of a hosted recipe (to add subscribers to it, say).
+    pub fn listener_mut(&mut self, id: RecipeId) -> Option<&mut L> {
+        self.recipes.get_mut(&id)
+    }
+
     /// Routes the reply of `token` to `reply` and its watch events, if any, to `watch`.
     pub fn insert(&mut self, token: Token, reply: R, watch: Option<(W, WatchMode)>) {
         self.replies.insert(token, reply);

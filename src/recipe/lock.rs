@@ -321,12 +321,70 @@ pub enum Acquire {
         /// Our node's name.
         node: String,
     },
-    /// Wait for [`LockEvent::acquire_outcome`].
+    /// Wait for the outcome ([`AcquireWait`]).
     Pending,
+    /// A re-entrant level joins a hold whose connection is down: wait for
+    /// `Reconnected` (held) or `Lost` ([`AcquireWait`]).
+    Suspended {
+        /// The hold's fencing token.
+        fencing_token: i64,
+        /// Our node's name.
+        node: String,
+    },
     /// The hold this re-entrant lock had is lost (guards of it are still alive).
     Failed(Error),
     /// This machine's attempt is over; a new attempt needs a new `Lock` (new id).
     Ended,
+}
+
+/// Follows a pending [`Lock::acquire`] through the lock's events: what both adapters
+/// wait for, decided once.
+#[derive(Clone, Debug, Default)]
+pub struct AcquireWait {
+    status: LockStatus,
+    held: Option<(i64, String)>,
+}
+
+impl AcquireWait {
+    /// A wait after `answer`; `None` if the answer needs no wait (the caller has its
+    /// outcome already).
+    pub fn after(answer: &Acquire) -> Option<AcquireWait> {
+        match answer {
+            Acquire::Pending => Some(AcquireWait::default()),
+            Acquire::Suspended {
+                fencing_token,
+                node,
+            } => Some(AcquireWait {
+                status: LockStatus::held(),
+                held: Some((*fencing_token, node.clone())),
+            }),
+            _ => None,
+        }
+    }
+
+    /// Folds one event in; `Some` when the wait is over: `Ok(Some((fencing_token,
+    /// node)))` held, `Ok(None)` not acquired by the deadline, `Err` the reason it
+    /// cannot be had.
+    pub fn feed(&mut self, event: &LockEvent) -> Option<Result<Option<(i64, String)>, Error>> {
+        self.status.apply(event);
+        if let LockEvent::Acquired {
+            fencing_token,
+            node,
+        } = event
+        {
+            self.held = Some((*fencing_token, node.clone()));
+        }
+        match event.acquire_outcome()? {
+            Ok(true) => Some(self.held.clone().ok_or(Error::Finished).map(Some)),
+            Ok(false) => Some(Ok(None)),
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    /// The hold's status so far (a revocation asked while waiting included).
+    pub fn into_status(self) -> LockStatus {
+        self.status
+    }
 }
 
 /// What [`Lock::release`] answers at once.
@@ -398,10 +456,8 @@ impl LockStatus {
             }
             LockEvent::RevocationRequested => self.revocation_requested = true,
             LockEvent::Lost { reason } => self.state = HoldState::Lost(*reason),
-            e if e.ends_attempt() => {
-                if !matches!(self.state, HoldState::Lost(_)) {
-                    self.state = HoldState::Ended;
-                }
+            e if e.ends_attempt() && !matches!(self.state, HoldState::Lost(_)) => {
+                self.state = HoldState::Ended
             }
             _ => {}
         }
@@ -611,6 +667,14 @@ impl Lock {
         self.node.as_ref().map(|(n, _)| n.as_str())
     }
 
+    /// Our node and its fencing token while held.
+    pub fn held_node(&self) -> Option<(i64, String)> {
+        match (&self.node, self.state) {
+            (Some((n, token)), State::Held) => Some((*token, n.clone())),
+            _ => None,
+        }
+    }
+
     /// Re-entrant levels held.
     pub fn depth(&self) -> u32 {
         self.depth
@@ -655,7 +719,17 @@ impl Lock {
                     None => Acquire::Ended,
                 }
             }
-            State::Held | State::Creating | State::Waiting if self.config.reentrant => {
+            State::Held if self.config.reentrant => {
+                self.joining += 1;
+                match &self.node {
+                    Some((node, token)) => Acquire::Suspended {
+                        fencing_token: *token,
+                        node: node.clone(),
+                    },
+                    None => Acquire::Ended,
+                }
+            }
+            State::Creating | State::Waiting if self.config.reentrant => {
                 self.joining += 1;
                 Acquire::Pending
             }
@@ -760,7 +834,8 @@ impl Lock {
             if need & PARENTS != 0 {
                 self.parent_error = None;
                 self.parents_again = false;
-                for (p, req) in ancestor_creates(&dir, &self.config.acl, CreateMode::Container) {
+                let node = self.dir_path(&self.prefix);
+                for (p, req) in ancestor_creates(&node, &self.config.acl, CreateMode::Container) {
                     self.outbox.send(Purpose::Parent(p), req);
                 }
             }
@@ -1419,5 +1494,163 @@ impl Recipe for Lock {
             && self.orphans.is_empty()
             && self.need & ORPHANS == 0
             && (!self.config.reentrant || self.depth == 0)
+    }
+}
+
+/// Asks the holder of a lock node to let go: writes [`REVOKE`] into it and, with a
+/// grace period, deletes the node if it is still there afterwards (its holder then
+/// sees `Lost`). Reports one `Result<(), Error>`; a node already gone is success.
+/// Refusals and lost connections are retried (both writes are idempotent).
+#[derive(Debug)]
+pub struct Revoke {
+    node: String,
+    force_after: Option<Duration>,
+    force_at: Option<Instant>,
+    step: RevokeStep,
+    retry: Retry,
+    outbox: Outbox<RevokeStep>,
+    result: Option<Result<(), Error>>,
+    reported: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RevokeStep {
+    Idle,
+    Ask,
+    Grace,
+    Force,
+    Done,
+}
+
+impl Revoke {
+    /// Revokes `node` (a full path), deleting it `force_after` the request if given.
+    pub fn new(node: &str, force_after: Option<Duration>) -> Self {
+        Revoke {
+            node: node.into(),
+            force_after,
+            force_at: None,
+            step: RevokeStep::Idle,
+            retry: Retry::default(),
+            outbox: Outbox::default(),
+            result: None,
+            reported: false,
+        }
+    }
+
+    /// Starts (once).
+    pub fn start(&mut self, now: Instant) {
+        if self.step == RevokeStep::Idle {
+            self.step = RevokeStep::Ask;
+            self.send(now);
+        }
+    }
+
+    fn send(&mut self, now: Instant) {
+        if !self.retry.allows(now) || !self.outbox.is_empty() {
+            return;
+        }
+        let path = self.node.clone();
+        match self.step {
+            RevokeStep::Ask => {
+                self.outbox.send(
+                    RevokeStep::Ask,
+                    Request::SetData(SetDataRequest {
+                        path,
+                        data: Bytes::from_static(REVOKE),
+                        version: -1,
+                    }),
+                );
+            }
+            RevokeStep::Force => {
+                self.outbox.send(
+                    RevokeStep::Force,
+                    Request::Delete(DeleteRequest { path, version: -1 }),
+                );
+            }
+            _ => {}
+        }
+    }
+
+    fn finish(&mut self, result: Result<(), Error>) {
+        self.step = RevokeStep::Done;
+        self.result.get_or_insert(result);
+    }
+}
+
+impl Recipe for Revoke {
+    type Event = Result<(), Error>;
+
+    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+        let Some(step) = self.outbox.take(op) else {
+            return;
+        };
+        match (step, result) {
+            (_, Err(Error::Server(ErrorCode::NoNode))) => self.finish(Ok(())),
+            (_, Err(e)) if e.is_retryable() => self.retry.failed(now),
+            (_, Err(e)) => self.finish(Err(e)),
+            (RevokeStep::Ask, Ok(_)) => match self.force_after {
+                Some(grace) => {
+                    self.step = RevokeStep::Grace;
+                    self.force_at = Some(now + grace);
+                }
+                None => self.finish(Ok(())),
+            },
+            (_, Ok(_)) => self.finish(Ok(())),
+        }
+        self.send(now);
+    }
+
+    fn handle_watch(&mut self, _: Instant, _: OpId, _: &WatchEvent) {}
+
+    fn handle_session(&mut self, now: Instant, change: SessionChange) {
+        self.retry.session(change);
+        match change {
+            SessionChange::Expired => self.finish(Err(Error::SessionExpired)),
+            SessionChange::Closed => self.finish(Err(Error::Closed)),
+            _ => self.send(now),
+        }
+        if self.step == RevokeStep::Done {
+            self.outbox.clear();
+        }
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        if self.step == RevokeStep::Grace && self.force_at.is_some_and(|t| now >= t) {
+            self.step = RevokeStep::Force;
+        }
+        self.send(now);
+    }
+
+    fn handle_abandon(&mut self, _: Instant) {
+        // The caller went away: stop asking (a write in flight completes on its own).
+        self.finish(Err(Error::Closed));
+        self.reported = true;
+    }
+
+    fn poll_request(&mut self) -> Option<(OpId, Request)> {
+        self.outbox.poll()
+    }
+
+    fn poll_event(&mut self) -> Option<Result<(), Error>> {
+        if self.reported {
+            return None;
+        }
+        let r = self.result.clone()?;
+        self.reported = true;
+        Some(r)
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        match self.step {
+            RevokeStep::Grace => self.force_at,
+            RevokeStep::Ask | RevokeStep::Force if self.outbox.is_empty() => self.retry.deadline(),
+            _ => None,
+        }
+    }
+
+    fn is_done(&self) -> bool {
+        self.step == RevokeStep::Done
+            && self.outbox.is_empty()
+            && (self.reported || self.result.is_none())
     }
 }

@@ -252,7 +252,7 @@ impl Recipe for CreateAll {
     }
 
     fn handle_timeout(&mut self, now: Instant) {
-        if self.again && !self.done && self.outbox.len() == 0 && self.retry.allows(now) {
+        if self.again && !self.done && self.outbox.is_empty() && self.retry.allows(now) {
             self.again = false;
             self.send(now);
         }
@@ -280,7 +280,7 @@ impl Recipe for CreateAll {
     }
 
     fn is_done(&self) -> bool {
-        self.done && self.outbox.len() == 0 && self.events.is_empty()
+        self.done && self.outbox.is_empty() && self.events.is_empty()
     }
 }
 
@@ -444,7 +444,7 @@ impl Recipe for DeleteAll {
             (_, Err(e)) if e.is_retryable() => self.again(now),
             (_, Err(e)) => {
                 self.failed.get_or_insert(e.clone());
-                if self.outbox.len() == 0 {
+                if self.outbox.is_empty() {
                     self.finish(Err(e));
                 }
             }
@@ -468,7 +468,7 @@ impl Recipe for DeleteAll {
     }
 
     fn handle_timeout(&mut self, now: Instant) {
-        if self.again && !self.done && self.outbox.len() == 0 && self.retry.allows(now) {
+        if self.again && !self.done && self.outbox.is_empty() && self.retry.allows(now) {
             self.again = false;
             self.begin(now);
         }
@@ -495,6 +495,6 @@ impl Recipe for DeleteAll {
     }
 
     fn is_done(&self) -> bool {
-        self.done && self.outbox.len() == 0 && self.events.is_empty()
+        self.done && self.outbox.is_empty() && self.events.is_empty()
     }
 }

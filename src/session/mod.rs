@@ -158,6 +158,23 @@ impl fmt::Display for TransportError {
     }
 }
 
+#[cfg(feature = "std")]
+impl From<&std::io::Error> for TransportError {
+    /// Maps a socket error the way both adapters do.
+    fn from(e: &std::io::Error) -> Self {
+        use std::io::ErrorKind::*;
+        match e.kind() {
+            ConnectionRefused => TransportError::Refused,
+            ConnectionReset | ConnectionAborted | BrokenPipe => TransportError::Reset,
+            UnexpectedEof => TransportError::Closed,
+            NotFound | AddrNotAvailable | HostUnreachable | NetworkUnreachable => {
+                TransportError::Unreachable
+            }
+            _ => TransportError::Other,
+        }
+    }
+}
+
 /// Why a connection ended (for logs and errors; the session decides what follows).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -951,6 +968,12 @@ impl Session {
     }
 
     // ----- output -----
+
+    /// Has the session something to say about the socket (close it, dial)? A driver
+    /// reading in a loop stops when it has.
+    pub fn transport_pending(&self) -> bool {
+        !self.transport.is_empty()
+    }
 
     /// What to do with the socket, if anything.
     pub fn poll_transport(&mut self) -> Option<Transport> {

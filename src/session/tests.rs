@@ -1,6 +1,7 @@
 //! Transcript tests: scripted server frames in, exact requests and events out.
 
 use super::*;
+use crate::error::Error;
 use alloc::vec;
 
 const T0: Instant = Instant::ZERO;
@@ -9,9 +10,13 @@ fn ms(n: u64) -> Instant {
     Instant::from_micros(n * 1000)
 }
 
+/// Transcript settings: 6 s sessions, no reconnect delay (so transcripts stay short),
+/// expiry terminal. The tests of backoff and renewal use the defaults.
 fn config(cs: &str) -> SessionConfig {
     let mut c = SessionConfig::new(cs.parse().unwrap());
     c.session_timeout = Duration::from_millis(6000);
+    c.backoff_min = Duration::ZERO;
+    c.renew_on_expiry = false;
     c
 }
 
@@ -179,7 +184,7 @@ fn requests_wait_for_the_handshake_then_go_out_in_order() {
         SessionEvent::Reply(Reply {
             token: Token(2),
             zxid: 11,
-            result: Err(ErrorCode::NoNode),
+            result: Err(Error::from(ErrorCode::NoNode)),
             watch: None,
         })
     );
@@ -198,10 +203,13 @@ fn expired_answer_ends_the_session_and_fails_everything() {
             SessionEvent::Reply(Reply {
                 token: Token(1),
                 zxid: 0,
-                result: Err(ErrorCode::SessionExpired),
+                result: Err(Error::from(ErrorCode::SessionExpired)),
                 watch: None,
             }),
-            SessionEvent::Expired { confirmed: true }
+            SessionEvent::Expired {
+                confirmed: true,
+                renewing: false
+            }
         ]
     );
     assert_eq!(s.state(), SessionState::Ended(SessionEnd::Expired));
@@ -236,7 +244,7 @@ fn a_reply_out_of_order_drops_the_connection_not_the_process() {
         SessionEvent::Reply(Reply {
             token: Token(1),
             zxid: 0,
-            result: Err(ErrorCode::ConnectionLoss),
+            result: Err(Error::from(ErrorCode::ConnectionLoss)),
             watch: None,
         })
     );
@@ -245,7 +253,7 @@ fn a_reply_out_of_order_drops_the_connection_not_the_process() {
         SessionEvent::Reply(Reply {
             token: Token(2),
             zxid: 0,
-            result: Err(ErrorCode::ConnectionLoss),
+            result: Err(Error::from(ErrorCode::ConnectionLoss)),
             watch: None,
         })
     );
@@ -394,13 +402,13 @@ fn one_notification_reaches_every_registrant_once() {
     s.handle_bytes(ms(5), &notification(EventType::NodeDataChanged, "/n"));
     assert_eq!(
         fired(&mut s),
-        vec![1, 2, 4, 3],
-        "each registrant once; persistent and recursive fire too"
+        vec![1, 2, 3, 4],
+        "each registrant once, in registration order; persistent and recursive fire too"
     );
     s.handle_bytes(ms(6), &notification(EventType::NodeDataChanged, "/n"));
     assert_eq!(
         fired(&mut s),
-        vec![4, 3],
+        vec![3, 4],
         "one-shot ones are gone; persistent stay"
     );
     s.handle_bytes(ms(7), &notification(EventType::NodeChildrenChanged, "/n"));
@@ -504,7 +512,7 @@ fn resume_replays_auth_then_watches_then_queued_requests() {
     assert_eq!(
         events(&mut s),
         vec![SessionEvent::Suspended {
-            reason: DisconnectReason::Transport
+            reason: DisconnectReason::Transport(TransportError::Closed)
         }]
     );
     assert_eq!(
@@ -601,7 +609,10 @@ fn disconnected_for_the_session_timeout_means_expired() {
     assert_eq!(now, ms(6010));
     assert_eq!(
         events(&mut s).last(),
-        Some(&SessionEvent::Expired { confirmed: false })
+        Some(&SessionEvent::Expired {
+            confirmed: false,
+            renewing: false
+        })
     );
 }
 
@@ -774,7 +785,7 @@ fn auth_failure_is_terminal() {
     assert!(ev.contains(&SessionEvent::Reply(Reply {
         token: Token(2),
         zxid: 0,
-        result: Err(ErrorCode::AuthFailed),
+        result: Err(Error::from(ErrorCode::AuthFailed)),
         watch: None,
     })));
 }
@@ -783,6 +794,7 @@ fn auth_failure_is_terminal() {
 fn hosts_rotate_and_back_off_after_a_full_round() {
     let mut c = config("a:1,b:2,c:3");
     c.seed = 7;
+    c.backoff_min = Duration::from_millis(50);
     let mut s = Session::new(c, T0);
     let mut seen = Vec::new();
     let mut now = T0;
@@ -825,4 +837,322 @@ fn time_never_runs_backwards() {
     let t = s.poll_timeout().unwrap();
     s.handle_timeout(ms(5)); // earlier than before: treated as the last now
     assert_eq!(s.poll_timeout(), Some(t));
+}
+
+/// Dials whatever the session asks for, answering each dial with `answer`, until the
+/// session reaches `stop` or `until` passes; returns the times of the dials.
+fn dial_loop(
+    s: &mut Session,
+    mut now: Instant,
+    until: Instant,
+    mut answer: impl FnMut(&mut Session, Instant),
+    stop: impl Fn(&Session) -> bool,
+) -> (Vec<Instant>, Instant) {
+    let mut dials = Vec::new();
+    loop {
+        for t in transports(s) {
+            if let Transport::Connect { .. } = t {
+                dials.push(now);
+                answer(s, now);
+            }
+        }
+        if stop(s) || now >= until {
+            return (dials, now);
+        }
+        let next = s.poll_timeout().expect("a deadline while reconnecting");
+        assert!(next >= now, "deadlines go forward");
+        now = next;
+        s.handle_timeout(now);
+        assert!(s.poll_timeout().is_none_or(|t| t > now), "timer rule");
+    }
+}
+
+#[test]
+fn hosts_that_accept_tcp_but_never_answer_do_not_postpone_expiry() {
+    // Issue 9, defect 2: the estimate used to restart at every TCP connect.
+    let mut c = config("a:1,b:2,c:3");
+    c.session_timeout = Duration::from_secs(3);
+    let mut s = Session::new(c, T0);
+    let _ = transports(&mut s);
+    s.handle_connected(ms(1));
+    let _ = s.poll_transmit(&mut BytesMut::new());
+    s.handle_bytes(ms(2), &connect_response(0x42, 3000));
+    events(&mut s);
+    s.handle_disconnect(ms(10));
+    events(&mut s);
+    // Every host accepts the connection and then says nothing.
+    let (_, now) = dial_loop(
+        &mut s,
+        ms(10),
+        ms(60_000),
+        |s, now| s.handle_connected(now),
+        |s| s.state() == SessionState::Ended(SessionEnd::Expired),
+    );
+    assert_eq!(s.state(), SessionState::Ended(SessionEnd::Expired));
+    assert_eq!(
+        now,
+        ms(3002),
+        "the session timeout after the server's last word"
+    );
+    let ev = events(&mut s);
+    assert!(ev.contains(&SessionEvent::Expired {
+        confirmed: false,
+        renewing: false
+    }));
+}
+
+#[test]
+fn backoff_grows_across_connections_that_fail_soon_after_the_handshake() {
+    // Issue 9, defect 10: a server that answers the handshake and then sends garbage
+    // was redialled at once, thousands of times a second.
+    let mut c = SessionConfig::new("a:1".parse().unwrap());
+    c.renew_on_expiry = false;
+    let mut s = Session::new(c, T0);
+    let garbage = [0xffu8; 8];
+    let (dials, now) = dial_loop(
+        &mut s,
+        T0,
+        ms(10_000),
+        |s, now| {
+            s.handle_connected(now);
+            let _ = s.poll_transmit(&mut BytesMut::new());
+            s.handle_bytes(now, &connect_response(0x42, 30_000));
+            s.handle_bytes(now, &garbage);
+        },
+        |_| false,
+    );
+    assert!(now >= ms(10_000));
+    // 50 ms doubling to 2 s, jittered [half, full]: at most ~12 dials in 10 s.
+    assert!(
+        dials.len() <= 14,
+        "{} dials in 10 s: {dials:?}",
+        dials.len()
+    );
+    let gaps: Vec<u64> = dials
+        .windows(2)
+        .map(|w| (w[1] - w[0]).as_millis() as u64)
+        .collect();
+    assert!(gaps.iter().all(|g| *g >= 25), "{gaps:?}");
+    assert!(*gaps.last().unwrap() >= 1000, "grew to the cap: {gaps:?}");
+}
+
+#[test]
+fn a_stable_connection_lost_is_redialled_after_a_short_jitter() {
+    // Issue 9, defect 8: no jitter after losing an established connection meant a
+    // reconnect storm after a server restart.
+    let mut c = SessionConfig::new("a:1".parse().unwrap());
+    c.seed = 3;
+    let mut s = Session::new(c, T0);
+    let _ = transports(&mut s);
+    s.handle_connected(ms(1));
+    let _ = s.poll_transmit(&mut BytesMut::new());
+    s.handle_bytes(ms(2), &connect_response(0x42, 30_000));
+    events(&mut s);
+    s.handle_timeout(ms(5_000)); // a ping
+    sent(&mut s);
+    s.handle_bytes(ms(5_001), &reply(xid::PING, 0, ErrorCode::Ok, None));
+    s.handle_disconnect(ms(6_000)); // stable for 6 s
+    assert_eq!(transports(&mut s), vec![Transport::Close], "not at once");
+    let at = s.poll_timeout().unwrap();
+    assert!(at > ms(6_000) && at <= ms(6_050), "{at:?}");
+    s.handle_timeout(at);
+    assert_eq!(transports(&mut s), vec![Transport::Connect { host: 0 }]);
+}
+
+#[test]
+fn a_trickled_reply_does_not_keep_a_dead_connection_alive() {
+    // Issue 9, defect 11: each byte used to count as hearing from the server.
+    let mut s = connected(); // 6 s session: 4 s read timeout
+    s.submit(ms(3), get("/a", false), Token(1)).unwrap();
+    sent(&mut s);
+    let frame = reply(
+        1,
+        1,
+        ErrorCode::Ok,
+        Some(Response::Data {
+            data: Bytes::from_static(b"0123456789"),
+            stat: stat(1),
+        }),
+    );
+    let mut now = ms(3);
+    for b in frame.iter().take(frame.len() - 1) {
+        now = now + Duration::from_millis(300);
+        if s.poll_timeout().is_some_and(|t| t <= now) {
+            s.handle_timeout(now);
+        }
+        s.handle_bytes(now, &[*b]);
+        if s.state() != SessionState::Connected {
+            break;
+        }
+    }
+    assert_eq!(s.state(), SessionState::Suspended, "dropped at {now:?}");
+    assert!(
+        now <= ms(4_400),
+        "read timeout from the last whole frame: {now:?}"
+    );
+    let ev = events(&mut s);
+    assert!(ev.iter().any(|e| matches!(
+        e,
+        SessionEvent::Suspended {
+            reason: DisconnectReason::ReadTimeout
+        }
+    )));
+}
+
+#[test]
+fn after_expiry_a_new_session_starts_by_itself() {
+    let mut c = config("h:1");
+    c.renew_on_expiry = true;
+    let mut s = Session::new(c, T0);
+    let _ = transports(&mut s);
+    s.handle_connected(ms(1));
+    let _ = s.poll_transmit(&mut BytesMut::new());
+    s.handle_bytes(ms(2), &connect_response(0x42, 6000));
+    events(&mut s);
+    s.submit(ms(3), get("/a", true), Token(1)).unwrap();
+    sent(&mut s);
+    s.handle_disconnect(ms(4));
+    s.submit(ms(5), get("/queued", false), Token(2)).unwrap();
+    events(&mut s);
+    // Reconnect; the server says the session is gone.
+    let _ = transports(&mut s);
+    s.handle_timeout(s.poll_timeout().unwrap());
+    let _ = transports(&mut s);
+    s.handle_connected(ms(10));
+    let _ = s.poll_transmit(&mut BytesMut::new());
+    s.handle_bytes(ms(11), &connect_response(0, 0));
+    let ev = events(&mut s);
+    assert!(ev.contains(&SessionEvent::Reply(Reply {
+        token: Token(2),
+        zxid: 0,
+        result: Err(Error::SessionExpired),
+        watch: None
+    })));
+    assert_eq!(
+        ev.last(),
+        Some(&SessionEvent::Expired {
+            confirmed: true,
+            renewing: true
+        })
+    );
+    assert_eq!(s.state(), SessionState::Connecting);
+    assert_eq!(s.session_id(), 0);
+    assert_eq!(s.watch_count(), 0, "the old session's watches are gone");
+    // A new session on a new connection (no delay in this config): handshake with id 0.
+    assert_eq!(
+        transports(&mut s),
+        vec![Transport::Close, Transport::Connect { host: 0 }]
+    );
+    let at = ms(12);
+    s.handle_connected(at);
+    let mut out = BytesMut::new();
+    assert!(s.poll_transmit(&mut out));
+    let req: ConnectRequest = decode_exact(
+        FrameDecoder::new(100)
+            .decode(&mut &out[..])
+            .unwrap()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(req.session_id, 0, "a new session, not the old one");
+    s.handle_bytes(at, &connect_response(0x43, 6000));
+    assert!(matches!(
+        events(&mut s)[..],
+        [SessionEvent::Connected {
+            session_id: 0x43,
+            ..
+        }]
+    ));
+}
+
+#[test]
+fn connection_failures_say_what_happened() {
+    let unreachable = |answer: &dyn Fn(&mut Session, Instant)| -> DisconnectReason {
+        let mut c = SessionConfig::new("a:1".parse().unwrap());
+        c.session_timeout = Duration::from_secs(3);
+        let mut s = Session::new(c, T0);
+        let _ = transports(&mut s);
+        answer(&mut s, ms(1));
+        if s.poll_timeout().is_some_and(|t| t <= ms(3_001)) {
+            s.handle_timeout(ms(3_001));
+        }
+        events(&mut s)
+            .into_iter()
+            .find_map(|e| match e {
+                SessionEvent::Unreachable { reason } => Some(reason),
+                _ => None,
+            })
+            .expect("an Unreachable event after the round")
+    };
+    assert_eq!(
+        unreachable(&|s, t| s.handle_transport_error(t, TransportError::Refused)),
+        DisconnectReason::Transport(TransportError::Refused)
+    );
+    assert_eq!(
+        unreachable(&|s, t| {
+            s.handle_connected(t);
+            s.handle_bytes(t, b"HTTP/1.1 400 Bad Request\r\n\r\n");
+        }),
+        DisconnectReason::NotZooKeeper
+    );
+    assert_eq!(
+        unreachable(&|s, t| {
+            s.handle_connected(t);
+            s.handle_disconnect(t);
+        }),
+        DisconnectReason::ClosedBeforeHandshake(TransportError::Closed)
+    );
+    assert_eq!(
+        unreachable(&|s, t| s.handle_connected(t)),
+        DisconnectReason::NoHandshakeReply
+    );
+    assert_eq!(unreachable(&|_, _| {}), DisconnectReason::ConnectTimeout);
+}
+
+#[test]
+fn fan_out_and_forgetting_scale_to_tens_of_thousands_of_registrants() {
+    // Issue 9, defect 7: fan-out to 40,000 registrants was quadratic (292 ms).
+    let mut s = connected();
+    let n = 40_000u64;
+    for chunk in 0..4u64 {
+        let mut r = BytesMut::new();
+        for i in 0..10_000u64 {
+            let t = chunk * 10_000 + i;
+            s.submit(ms(3), exists("/hot", true), Token(t + 10))
+                .unwrap();
+            r.extend_from_slice(&reply(
+                t as i32 + 1,
+                1,
+                ErrorCode::Ok,
+                Some(Response::Stat(stat(1))),
+            ));
+        }
+        sent(&mut s);
+        s.handle_bytes(ms(4), &r);
+        events(&mut s);
+    }
+    assert_eq!(s.watch_count(), n as usize);
+    // Half the waiters go away (their recipes ended): O(log n) each.
+    for t in (0..n).step_by(2) {
+        s.forget_watches(Token(t + 10));
+    }
+    assert_eq!(s.watch_count(), n as usize / 2);
+    s.handle_bytes(ms(5), &notification(EventType::NodeDeleted, "/hot"));
+    let fired: Vec<u64> = events(&mut s)
+        .into_iter()
+        .map(|e| match e {
+            SessionEvent::Watch { token, .. } => token.0,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        fired.len(),
+        n as usize / 2,
+        "each remaining registrant once"
+    );
+    assert!(
+        fired.windows(2).all(|w| w[0] < w[1]),
+        "in registration order"
+    );
+    assert_eq!(s.watch_count(), 0);
 }

@@ -80,13 +80,15 @@ struct World {
     seen_zxid: i64,
     /// Sent, not yet read by the server.
     wire: Vec<(OpId, Request)>,
-    /// Read and applied, reply not yet delivered.
-    replies: Vec<(OpId, Result<Response, Error>, i64)>,
+    /// What the server wrote and the client has not read yet, in order: replies
+    /// (`Ok`) and watch notifications (`Err`), each with its zxid.
+    replies: Vec<(OpId, Result<Result<Response, Error>, WatchEvent>, i64)>,
     /// Submitted while disconnected: sent after the reconnect.
     queued: Vec<(OpId, Request)>,
     /// One-shot data watches: (path, op).
     watches: Vec<(String, OpId)>,
-    /// Watch events waiting for a connection, with the zxid that caused them.
+    /// Watch events that fired while disconnected: the session re-arms its watches
+    /// after the reconnect and the server sends them then.
     notify: Vec<(OpId, WatchEvent, i64)>,
     /// Deleted nodes and the zxid of their deletion: what the client may not have heard
     /// of yet.
@@ -126,14 +128,15 @@ impl World {
         while i < self.watches.len() {
             if self.watches[i].0 == path {
                 let (p, op) = self.watches.remove(i);
-                self.notify.push((
-                    op,
-                    WatchEvent {
-                        event_type: t,
-                        path: p,
-                    },
-                    self.live.zxid,
-                ));
+                let ev = WatchEvent {
+                    event_type: t,
+                    path: p,
+                };
+                if self.connected {
+                    self.replies.push((op, Err(ev), self.live.zxid));
+                } else {
+                    self.notify.push((op, ev, self.live.zxid));
+                }
             } else {
                 i += 1;
             }
@@ -281,11 +284,14 @@ impl World {
     fn drop_connection(&mut self) -> Vec<(OpId, Result<Response, Error>)> {
         self.connected = false;
         self.stale = None;
-        let mut lost: Vec<(OpId, Result<Response, Error>)> = self
-            .replies
-            .drain(..)
-            .map(|(op, _, _)| (op, Err(Error::ConnectionLoss)))
-            .collect();
+        let mut lost: Vec<(OpId, Result<Response, Error>)> = Vec::new();
+        for (op, r, zxid) in self.replies.drain(..) {
+            match r {
+                Ok(_) => lost.push((op, Err(Error::ConnectionLoss))),
+                // Not lost: the watch is re-armed after the reconnect and fires then.
+                Err(ev) => self.notify.push((op, ev, zxid)),
+            }
+        }
         lost.extend(
             self.wire
                 .drain(..)
@@ -453,7 +459,7 @@ impl Run {
         let (op, req) = self.world.wire.remove(0);
         let (r, zxid) = self.world.apply(&req, op);
         self.note(format!("  server {op} {:?} -> {r:?}", req.op_code()));
-        self.world.replies.push((op, r, zxid));
+        self.world.replies.push((op, Ok(r), zxid));
     }
 
     /// The client receives the oldest reply (after any notification sent before it).
@@ -461,17 +467,18 @@ impl Run {
         if !self.world.connected {
             return;
         }
-        for (op, ev, zxid) in core::mem::take(&mut self.world.notify) {
-            self.note(format!("  watch {op} {ev:?}"));
-            self.world.seen_zxid = self.world.seen_zxid.max(zxid);
-            self.lock.handle_watch(self.now, op, &ev);
-        }
         if self.world.replies.is_empty() {
             return;
         }
         let (op, r, zxid) = self.world.replies.remove(0);
         self.world.seen_zxid = self.world.seen_zxid.max(zxid);
-        self.lock.handle_reply(self.now, op, r);
+        match r {
+            Ok(r) => self.lock.handle_reply(self.now, op, r),
+            Err(ev) => {
+                self.note(format!("  watch {op} {ev:?}"));
+                self.lock.handle_watch(self.now, op, &ev);
+            }
+        }
     }
 
     fn disconnect(&mut self) {
@@ -514,6 +521,10 @@ impl Run {
             },
         );
         // Then the session re-arms watches (events pending go out) and sends what waited.
+        let fired = core::mem::take(&mut self.world.notify);
+        self.world
+            .replies
+            .extend(fired.into_iter().map(|(op, ev, z)| (op, Err(ev), z)));
         let queued = core::mem::take(&mut self.world.queued);
         self.world.wire.extend(queued);
     }
@@ -528,7 +539,13 @@ impl Run {
         for n in ours {
             self.world.remove(&n);
         }
-        let mut failed: Vec<OpId> = self.world.replies.drain(..).map(|r| r.0).collect();
+        let mut failed: Vec<OpId> = self
+            .world
+            .replies
+            .drain(..)
+            .filter(|r| r.1.is_ok())
+            .map(|r| r.0)
+            .collect();
         failed.extend(self.world.wire.drain(..).map(|r| r.0));
         failed.extend(self.world.queued.drain(..).map(|r| r.0));
         for op in failed {
@@ -695,7 +712,7 @@ fn drive(run: &mut Run, input: &mut impl Iterator<Item = u8>) -> Result<(), Stri
                     let (op, _) = run.world.wire.remove(0);
                     run.world
                         .replies
-                        .push((op, Err(Error::Server(ErrorCode::Throttled)), 0));
+                        .push((op, Ok(Err(Error::Server(ErrorCode::Throttled))), 0));
                 }
             }
             11 => {
@@ -737,7 +754,7 @@ fn drive(run: &mut Run, input: &mut impl Iterator<Item = u8>) -> Result<(), Stri
                 } else if run.lock.config().reentrant && run.holding {
                     match run.lock.acquire(run.now, None) {
                         Acquire::Held { .. } => run.levels += 1,
-                        Acquire::Pending => {
+                        Acquire::Pending | Acquire::Suspended { .. } => {
                             run.levels += 1; // joins; reconnect verification decides
                         }
                         other => run.note(format!("  re-entry -> {other:?}")),

@@ -5,3 +5,5 @@ pub mod lock;
 pub mod session;
 #[cfg(feature = "sim")]
 pub mod sim_lock;
+#[cfg(feature = "sim")]
+pub mod sim_naive;

@@ -1,294 +1,280 @@
-//! A raw-API exclusive lock for exercising the simulator's invariant harness before
-//! the lock recipe exists: a naive version (a common real bug) that the harness must
-//! catch, and a careful one that must survive every schedule.
+//! The real lock recipe ([`Lock`]) in the simulator: N clients, each running the full
+//! stack (codec → session → client → recipe), taking exclusive or read/write locks with
+//! and without deadlines under every fault the simulator has.
+//!
+//! Safety, after every event: never two live holders of an exclusive lock (or a writer
+//! beside anyone); fencing tokens of exclusive grants rise in grant order.
+//!
+//! Liveness, once faults stop (the last stretch of the run is quiet): clients start no
+//! new attempt, but every running attempt goes on — holders release when their work is
+//! done, waiters wait. By the end every attempt must have reported its final event, no
+//! recipe may still be hosted, and no contender node may be left in the directory.
+//! Nothing is cancelled to get there.
 
 use alloc::format;
 use alloc::string::String;
+use alloc::vec;
 use alloc::vec::Vec;
-use bytes::Bytes;
 use core::time::Duration;
 
-use crate::client::{Client, ClientEvent};
-use crate::proto::*;
-use crate::session::{SessionEvent, Token};
+use crate::client::{Client, ClientEvent, RecipeHandle};
+use crate::recipe::lock::{Lock, LockConfig, LockEvent, LockKind};
 use crate::sim::{Actor, SimConfig, Simulation, View};
 use crate::time::Instant;
 
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum State {
-    Idle {
-        until: Instant,
-    },
-    Creating,
-    /// Careful only: after NodeExists on a retried create, whose node is it?
-    Checking,
-    Waiting,
-    Holding {
-        until: Instant,
-    },
-    Releasing,
-}
+/// The contention directory.
+pub const DIR: &str = "/app/locks/job";
 
-/// A raw-API lock actor: `careful` adopts a node after a lost create reply only if its
-/// `ephemeralOwner` is this session; the naive one assumes it is.
-pub struct LockActor {
-    careful: bool,
+/// One client's user of the lock.
+pub struct LockUser {
     rng: u64,
-    state: State,
-    pending: Option<Token>,
-    watch: Option<Token>,
-    retried: bool,
+    mix_readers: bool,
+    kind: LockKind,
+    handle: Option<RecipeHandle<Lock>>,
+    holding: bool,
     suspended: bool,
-    /// Times this actor got the lock.
-    pub acquisitions: u64,
+    until: Instant,
+    idle_until: Instant,
+    stop_at: Instant,
+    releasing: bool,
+    /// Fencing tokens of every grant, in order, with the lock kind.
+    pub grants: Vec<(i64, LockKind)>,
+    /// (node id, events) of every attempt, for failure reports.
+    pub log: Vec<(String, Vec<String>)>,
 }
 
-const HOLDER: &str = "/holder";
-
-impl LockActor {
-    /// A new actor.
-    pub fn new(careful: bool, seed: u64) -> Self {
-        LockActor {
-            careful,
+impl LockUser {
+    /// A user that starts attempts until `stop_at`; `mix_readers` mixes read and write
+    /// locks (else exclusive only).
+    pub fn new(seed: u64, mix_readers: bool, stop_at: Instant) -> Self {
+        LockUser {
             rng: seed | 1,
-            state: State::Idle {
-                until: Instant::ZERO,
-            },
-            pending: None,
-            watch: None,
-            retried: false,
+            mix_readers,
+            kind: LockKind::Exclusive,
+            handle: None,
+            holding: false,
             suspended: false,
-            acquisitions: 0,
+            until: Instant::ZERO,
+            idle_until: Instant::ZERO,
+            stop_at,
+            releasing: false,
+            grants: Vec::new(),
+            log: Vec::new(),
         }
     }
 
-    /// Does it believe it holds the lock (and, if careful, is not suspended)?
-    pub fn holds(&self) -> bool {
-        matches!(self.state, State::Holding { .. }) && !(self.careful && self.suspended)
-    }
-
-    fn rand_ms(&mut self, lo: u64, hi: u64) -> Duration {
+    fn next(&mut self) -> u64 {
         self.rng ^= self.rng << 13;
         self.rng ^= self.rng >> 7;
         self.rng ^= self.rng << 17;
-        Duration::from_millis(lo + self.rng % (hi - lo))
+        self.rng
     }
 
-    fn submit(&mut self, now: Instant, client: &mut Client, req: Request) {
-        self.pending = client.submit(now, req).ok();
+    fn ms(&mut self, lo: u64, hi: u64) -> Duration {
+        Duration::from_millis(lo + self.next() % (hi - lo))
     }
 
-    fn create(&mut self, now: Instant, client: &mut Client) {
-        self.state = State::Creating;
-        let req = CreateRequest::new(
-            HOLDER,
-            Bytes::new(),
-            Acl::open_unsafe(),
-            CreateMode::Ephemeral,
-        );
-        self.submit(now, client, Request::Create(req));
+    /// Does it believe it holds the lock, with the connection up?
+    pub fn holds(&self) -> bool {
+        self.holding && !self.suspended
     }
 
-    fn check_owner(&mut self, now: Instant, client: &mut Client, next: State) {
-        self.state = next;
-        self.submit(
-            now,
-            client,
-            Request::GetData(PathWatch {
-                path: HOLDER.into(),
-                watch: false,
-            }),
-        );
+    /// Is an attempt still running (no final event yet)?
+    pub fn attempting(&self) -> bool {
+        self.handle.is_some()
     }
 
-    fn wait(&mut self, now: Instant, client: &mut Client) {
-        self.state = State::Waiting;
-        self.submit(
-            now,
-            client,
-            Request::Exists(PathWatch {
-                path: HOLDER.into(),
-                watch: true,
-            }),
-        );
-        self.watch = self.pending;
-    }
-
-    fn hold(&mut self, now: Instant) {
-        self.acquisitions += 1;
-        let hold = self.rand_ms(2, 40);
-        self.state = State::Holding { until: now + hold };
-    }
-
-    fn idle(&mut self, now: Instant) {
-        let pause = self.rand_ms(1, 30);
-        self.state = State::Idle { until: now + pause };
-    }
-
-    fn on_reply(
-        &mut self,
-        now: Instant,
-        client: &mut Client,
-        result: Result<Response, crate::error::Error>,
-    ) {
-        let me = client.session().session_id();
-        match (self.state, result) {
-            (State::Creating, Ok(_)) => self.hold(now),
-            (State::Creating, Err(crate::error::Error::Server(ErrorCode::NodeExists)))
-                if self.retried =>
-            {
-                if self.careful {
-                    self.check_owner(now, client, State::Checking);
-                } else {
-                    self.hold(now); // "my earlier create must have landed" — the bug
-                }
-            }
-            (State::Creating, Err(crate::error::Error::Server(ErrorCode::NodeExists))) => {
-                self.wait(now, client)
-            }
-            (State::Creating, Err(crate::error::Error::ConnectionLoss)) => {
-                self.retried = true;
-                self.create(now, client);
-            }
-            (State::Checking, Ok(Response::Data { stat, .. })) => {
-                self.retried = false;
-                if stat.ephemeral_owner == me {
-                    self.hold(now);
-                } else {
-                    self.wait(now, client);
-                }
-            }
-            (State::Checking, Err(crate::error::Error::Server(ErrorCode::NoNode))) => {
-                self.retried = false;
-                self.create(now, client);
-            }
-            (State::Checking, Err(crate::error::Error::ConnectionLoss)) => {
-                self.check_owner(now, client, State::Checking)
-            }
-            (State::Waiting, Ok(_)) => {} // the watch will tell us when it goes
-            (State::Waiting, Err(crate::error::Error::Server(ErrorCode::NoNode))) => {
-                self.retried = false;
-                self.create(now, client);
-            }
-            (State::Waiting, Err(crate::error::Error::ConnectionLoss)) => self.wait(now, client),
-            (State::Releasing, Ok(Response::Data { stat, .. })) => {
-                if stat.ephemeral_owner == me {
-                    self.submit(
-                        now,
-                        client,
-                        Request::Delete(DeleteRequest {
-                            path: HOLDER.into(),
-                            version: stat.version,
-                        }),
-                    );
-                } else {
-                    self.idle(now);
-                }
-            }
-            (State::Releasing, Ok(_))
-            | (State::Releasing, Err(crate::error::Error::Server(ErrorCode::NoNode))) => {
-                self.idle(now)
-            }
-            (State::Releasing, Err(_)) => self.release(now, client),
-            _ => {}
-        }
-    }
-
-    fn release(&mut self, now: Instant, client: &mut Client) {
-        if self.careful {
-            self.check_owner(now, client, State::Releasing);
-        } else {
-            self.state = State::Releasing;
-            self.submit(
-                now,
-                client,
-                Request::Delete(DeleteRequest {
-                    path: HOLDER.into(),
-                    version: -1,
-                }),
-            );
-        }
+    fn end_attempt(&mut self, now: Instant) {
+        self.handle = None;
+        self.holding = false;
+        self.suspended = false;
+        self.releasing = false;
+        self.idle_until = now + self.ms(1, 20);
     }
 }
 
-impl Actor for LockActor {
+impl Actor for LockUser {
     fn step(&mut self, now: Instant, client: &mut Client, events: &[ClientEvent]) {
         for ev in events {
-            let ClientEvent::Session(ev) = ev else {
+            let ClientEvent::Recipe { id, event } = ev else {
                 continue;
             };
-            match ev {
-                SessionEvent::Reply(r) if Some(r.token) == self.pending => {
-                    self.pending = None;
-                    self.on_reply(now, client, r.result.clone());
+            let Some(e) = event.downcast_ref::<LockEvent>() else {
+                continue;
+            };
+            if let Some(l) = self.log.last_mut() {
+                l.1.push(format!("{id:?} {} {e:?}", now.as_micros()));
+            }
+            if Some(*id) != self.handle.map(|h| h.id()) {
+                continue;
+            }
+            match e {
+                LockEvent::Acquired { fencing_token, .. } => {
+                    self.holding = true;
+                    self.grants.push((*fencing_token, self.kind));
+                    self.until = now + self.ms(1, 25);
                 }
-                SessionEvent::Watch { token, event } if Some(*token) == self.watch => {
-                    self.watch = None;
-                    if self.state == State::Waiting && event.event_type == EventType::NodeDeleted {
-                        self.retried = false;
-                        self.create(now, client);
-                    }
-                }
-                SessionEvent::Suspended { .. } => self.suspended = true,
-                SessionEvent::Reconnected { .. } => {
-                    self.suspended = false;
-                    if self.careful && matches!(self.state, State::Holding { .. }) {
-                        // Still ours? Verify before believing it again.
-                        self.check_owner(now, client, State::Checking);
-                        self.retried = true;
-                    }
-                }
-                _ => {}
+                LockEvent::Suspended => self.suspended = true,
+                LockEvent::Reconnected => self.suspended = false,
+                LockEvent::RevocationRequested => {}
+                _ => self.end_attempt(now),
             }
         }
-        match self.state {
-            State::Idle { until } if now >= until => {
-                self.retried = false;
-                self.create(now, client);
+        if let Some(h) = self.handle {
+            // A holder releases when its work is done, faults or not; a waiter waits.
+            if self.holding && !self.releasing && now >= self.until {
+                self.releasing = true;
+                self.holding = false;
+                client.command(now, h, |l, now| l.release(now));
             }
-            State::Holding { until } if now >= until && self.pending.is_none() => {
-                self.release(now, client)
-            }
-            _ => {}
+        } else if now >= self.idle_until && now < self.stop_at {
+            self.kind = match (self.mix_readers, self.next() % 10) {
+                (false, _) => LockKind::Exclusive,
+                (true, 0..=6) => LockKind::Read,
+                (true, _) => LockKind::Write,
+            };
+            let id = format!("{:016x}-{:04x}", self.next(), self.next() & 0xffff);
+            let deadline = match self.next() % 5 {
+                0 => Some(now), // try-lock
+                1 => Some(now + self.ms(1, 20)),
+                _ => None,
+            };
+            let config = LockConfig::new(DIR, self.kind, &id);
+            self.log.push((
+                id.clone(),
+                vec![format!("{} deadline {deadline:?}", now.as_micros())],
+            ));
+            let h = client.add(now, Lock::new(config));
+            self.handle = Some(h);
+            self.releasing = false;
+            client.command(now, h, |l, now| l.acquire(now, deadline));
         }
     }
 
     fn wake_at(&self) -> Option<Instant> {
-        match self.state {
-            State::Idle { until } | State::Holding { until } => Some(until),
-            _ => None,
+        match self.handle {
+            Some(_) if self.holding && !self.releasing => Some(self.until),
+            Some(_) => None, // the lock's own timers and events drive it
+            None if self.idle_until < self.stop_at => Some(self.idle_until),
+            None => None,
         }
     }
 
     fn restart(&mut self) {
-        let seed = self.rng;
-        *self = LockActor::new(self.careful, seed);
+        self.handle = None;
+        self.holding = false;
+        self.suspended = false;
+        self.releasing = false;
     }
 }
 
-/// The invariant: never two holders whose processes run and whose sessions the server
-/// still has.
-pub fn mutual_exclusion(view: &View<'_, LockActor>) -> Result<(), String> {
-    let holders: Vec<usize> = (0..view.actors.len())
-        .filter(|&i| view.actors[i].holds() && view.live(i))
-        .collect();
-    if holders.len() > 1 {
-        return Err(format!("two live holders: clients {holders:?}"));
+/// Checks exclusion and fencing after every event.
+#[derive(Default)]
+pub struct Checker {
+    seen: Vec<usize>,
+    max_token: i64,
+}
+
+impl Checker {
+    /// The safety invariants.
+    pub fn check(&mut self, view: &View<'_, LockUser>) -> Result<(), String> {
+        let live_holders: Vec<usize> = (0..view.actors.len())
+            .filter(|&i| view.actors[i].holds() && view.live(i))
+            .collect();
+        let writers = live_holders
+            .iter()
+            .filter(|&&i| view.actors[i].kind != LockKind::Read)
+            .count();
+        if writers > 0 && live_holders.len() > 1 {
+            let kinds: Vec<_> = live_holders
+                .iter()
+                .map(|&i| (i, view.actors[i].kind))
+                .collect();
+            return Err(format!("two live holders: exclusion broken {kinds:?}"));
+        }
+        self.seen.resize(view.actors.len(), 0);
+        for (i, a) in view.actors.iter().enumerate() {
+            for &(token, kind) in &a.grants[self.seen[i]..] {
+                if kind != LockKind::Read && token <= self.max_token {
+                    return Err(format!(
+                        "fencing token {token} of client {i} not above {}",
+                        self.max_token
+                    ));
+                }
+                self.max_token = self.max_token.max(token);
+            }
+            self.seen[i] = a.grants.len();
+        }
+        Ok(())
     }
-    Ok(())
 }
 
-/// One schedule with every fault; returns the number of acquisitions.
-pub fn run(careful: bool, seed: u64) -> Result<u64, String> {
-    run_with(careful, SimConfig::with_faults(seed, 8))
+/// One schedule with every fault (2.5 s of faults, then 3 s of quiet); returns the
+/// number of grants.
+pub fn run(seed: u64, clients: usize, readers: bool) -> Result<usize, String> {
+    let mut config = SimConfig::with_faults(seed, clients);
+    config.duration = Duration::from_millis(5500);
+    config.quiet = Duration::from_secs(3);
+    run_with(config, readers)
 }
 
-/// One schedule with the given settings.
-pub fn run_with(careful: bool, config: SimConfig) -> Result<u64, String> {
+/// One schedule with the given settings. Attempts start until `duration - quiet`;
+/// the quiet stretch must be long enough for every attempt to end (longer than the
+/// session timeout plus the longest hold and backoff).
+pub fn run_with(config: SimConfig, readers: bool) -> Result<usize, String> {
     let seed = config.seed;
+    let clients = config.clients;
+    let stop_at = Instant::ZERO + config.duration.saturating_sub(config.quiet);
     let mut sim = Simulation::new(config, |i| {
-        LockActor::new(careful, seed.wrapping_mul(31).wrapping_add(i as u64))
+        LockUser::new(
+            ((seed << 8) | i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x2545_F491_4F6C_DD1D,
+            readers,
+            stop_at,
+        )
     });
-    sim.run(mutual_exclusion)?;
-    Ok(sim.actors().iter().map(|a| a.acquisitions).sum())
+    let mut checker = Checker::default();
+    sim.run(|v| checker.check(v))?;
+    // Liveness and cleanliness: every attempt ended, nothing hosted, nothing left.
+    let mut problems = Vec::new();
+    for i in 0..clients {
+        let a = &sim.actors()[i];
+        if a.attempting() {
+            problems.push(format!(
+                "client {i}: attempt never ended: {:?}",
+                a.log.last()
+            ));
+        }
+        if sim.client(i).recipes() != 0 {
+            problems.push(format!(
+                "client {i}: {} recipes still hosted",
+                sim.client(i).recipes()
+            ));
+        }
+    }
+    if let Some(left) = sim.server().children(DIR) {
+        for n in left {
+            let owner = sim
+                .server()
+                .node(&format!("{DIR}/{n}"))
+                .map(|(_, s)| s.ephemeral_owner)
+                .unwrap_or(0);
+            let history: Vec<&(String, Vec<String>)> = sim
+                .actors()
+                .iter()
+                .flat_map(|a| a.log.iter())
+                .filter(|(id, _)| n.contains(id.as_str()))
+                .collect();
+            problems.push(format!(
+                "node {n} left (owner 0x{owner:x}, alive {}): {history:?}",
+                sim.server().session_alive(owner)
+            ));
+        }
+    }
+    if !problems.is_empty() {
+        return Err(format!(
+            "seed {seed}: liveness/cleanliness broken once faults stopped:\n{}",
+            problems.join("\n")
+        ));
+    }
+    Ok(sim.actors().iter().map(|a| a.grants.len()).sum())
 }

@@ -1,22 +1,33 @@
-//! The I/O thread: one per session. A reader thread per connection and a connector
-//! thread per dial feed the same input channel; inputs carry the connection generation
-//! so that anything from an abandoned socket is ignored. No protocol decisions here.
+//! The I/O thread: one per session, and the only one. It waits in `mio::Poll` for the
+//! socket (readable, writable, connected), for a command (a `Waker`), or for the core's
+//! next deadline, whichever comes first, so a write that cannot proceed never holds up
+//! reads, pings or timers. Bytes read go straight into the core. No protocol decisions
+//! here.
 
-use std::io::{Read, Write};
-use std::net::{Shutdown, TcpStream, ToSocketAddrs};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, SyncSender};
+use std::any::Any;
+use std::collections::HashMap;
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::mpsc::{Receiver, Sender, SyncSender};
 use std::sync::{Arc, Condvar, Mutex};
-use std::thread;
 use std::time::Duration;
 
-use bytes::BytesMut;
-use zk_recipes::client::ClientEvent;
-use zk_recipes::client::{Client as Core, Error, Routes, Sink, Status, WatchMode};
+use bytes::{Buf, BytesMut};
+use mio::net::TcpStream;
+use mio::{Events as MioEvents, Interest, Poll, Token, Waker};
+use zk_recipes::client::{
+    Client as Core, ClientEvent, Error, RecipeId, Routes, Sink, Status, WatchMode,
+};
 use zk_recipes::proto::{Request, Response};
-use zk_recipes::recipe::lock::{Lock, LockConfig, LockEvent};
-use zk_recipes::recipe::RecipeEvent;
-use zk_recipes::session::{Transport, WatchEvent};
+use zk_recipes::recipe::{AnyEvent, AnyRecipe};
+use zk_recipes::session::{DisconnectReason, Transport, TransportError, WatchEvent};
 use zk_recipes::time::Instant;
+
+const SOCKET: Token = Token(0);
+const WAKE: Token = Token(1);
+
+/// A command run on a hosted recipe in the driver (it downcasts to its type).
+pub(crate) type RecipeCommand = Box<dyn FnOnce(&mut dyn Any, Instant) + Send>;
 
 pub(crate) enum Input {
     Submit {
@@ -30,21 +41,36 @@ pub(crate) enum Input {
     },
     /// Every handle is gone.
     Shutdown,
-    /// Host a lock under `key` and start acquiring.
-    Lock {
+    /// Host a recipe under `key`; its events go to `events`.
+    Host {
         key: u64,
-        config: LockConfig,
-        wait: Option<Duration>,
-        events: Sender<LockEvent>,
+        recipe: Box<dyn AnyRecipe>,
+        events: Sender<AnyEvent>,
     },
-    /// Release (or cancel) the lock hosted under `key`.
-    Unlock {
+    /// Run a command on the recipe under `key`, after adding `subscribe` to its
+    /// listeners. Dropped unrun if the recipe is gone.
+    Run {
         key: u64,
+        command: RecipeCommand,
+        subscribe: Option<Sender<AnyEvent>>,
     },
-    Connected(u64, TcpStream),
-    ConnectFailed(u64),
-    Bytes(u64, Vec<u8>),
-    Eof(u64),
+    /// The owner of the recipe under `key` went away.
+    Abandon { key: u64 },
+    /// Every status change from now on.
+    Statuses(Sender<Status>),
+}
+
+/// The way into the I/O thread: a channel plus the waker of its poll.
+pub(crate) struct Inputs {
+    tx: Sender<Input>,
+    waker: Arc<Waker>,
+}
+
+impl Inputs {
+    pub(crate) fn send(&self, input: Input) -> Result<(), ()> {
+        self.tx.send(input).map_err(|_| ())?;
+        self.waker.wake().map_err(|_| ())
+    }
 }
 
 pub(crate) struct ReplyTx(SyncSender<Result<Response, Error>>);
@@ -63,224 +89,319 @@ impl Sink<WatchEvent> for WatchTx {
     }
 }
 
-/// Where a lock's events go.
-pub(crate) struct LockTx(pub(crate) Sender<LockEvent>);
+/// Every subscriber of one hosted recipe's events.
+pub(crate) struct Fanout(Vec<Sender<AnyEvent>>);
 
-impl Sink<RecipeEvent> for LockTx {
-    fn send(&mut self, value: RecipeEvent) -> bool {
-        match value {
-            RecipeEvent::Lock(e) => self.0.send(e).is_ok(),
-            _ => true,
-        }
+impl Sink<AnyEvent> for Fanout {
+    fn send(&mut self, value: AnyEvent) -> bool {
+        self.0.retain(|tx| tx.send(value.clone()).is_ok());
+        true // the recipe's listener lives until it is done
     }
 }
 
-/// Status and credentials, shared with every handle.
-#[derive(Default)]
+pub(crate) struct StatusTx(Sender<Status>);
+
+impl Sink<Status> for StatusTx {
+    fn send(&mut self, value: Status) -> bool {
+        self.0.send(value).is_ok()
+    }
+}
+
+/// What the handles see of the driver's state.
+#[derive(Clone, Debug)]
+pub(crate) struct Published {
+    pub(crate) status: Status,
+    pub(crate) session_id: i64,
+    pub(crate) password: Vec<u8>,
+    pub(crate) unreachable: Option<DisconnectReason>,
+    /// The I/O thread has stopped.
+    pub(crate) stopped: bool,
+}
+
+/// Published state, shared with every handle.
 pub(crate) struct Shared {
-    pub(crate) state: Mutex<(Option<Status>, i64, Vec<u8>)>,
+    pub(crate) state: Mutex<Published>,
     pub(crate) changed: Condvar,
 }
 
-fn publish(shared: &Shared, status: Status, core: &Core) {
-    if let Ok(mut s) = shared.state.lock() {
-        *s = (
-            Some(status),
-            core.session().session_id(),
-            core.session().password().to_vec(),
-        );
-    }
-    shared.changed.notify_all();
-}
-
-fn spawn_reader(generation: u64, mut stream: TcpStream, inputs: Sender<Input>) {
-    thread::spawn(move || {
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            match stream.read(&mut buf) {
-                Ok(n) if n > 0 => {
-                    if inputs
-                        .send(Input::Bytes(generation, buf[..n].to_vec()))
-                        .is_err()
-                    {
-                        return;
-                    }
-                }
-                _ => {
-                    let _ = inputs.send(Input::Eof(generation));
-                    return;
-                }
-            }
+impl Shared {
+    pub(crate) fn new() -> Self {
+        Shared {
+            state: Mutex::new(Published {
+                status: Status::Connecting,
+                session_id: 0,
+                password: Vec::new(),
+                unreachable: None,
+                stopped: false,
+            }),
+            changed: Condvar::new(),
         }
-    });
+    }
+
+    fn publish(&self, update: impl FnOnce(&mut Published)) {
+        if let Ok(mut s) = self.state.lock() {
+            update(&mut s);
+        }
+        self.changed.notify_all();
+    }
 }
 
-fn spawn_connector(generation: u64, addr: String, timeout: Duration, inputs: Sender<Input>) {
-    thread::spawn(move || {
-        let stream = addr
-            .to_socket_addrs()
-            .ok()
-            .and_then(|mut addrs| addrs.find_map(|a| TcpStream::connect_timeout(&a, timeout).ok()));
-        let _ = inputs.send(match stream {
-            Some(s) => Input::Connected(generation, s),
-            None => Input::ConnectFailed(generation),
-        });
-    });
+/// A poll, its waker and the input channel, made before the thread starts.
+pub(crate) fn channel() -> io::Result<(Inputs, Receiver<Input>, Poll)> {
+    let poll = Poll::new()?;
+    let waker = Arc::new(Waker::new(poll.registry(), WAKE)?);
+    let (tx, rx) = std::sync::mpsc::channel();
+    Ok((Inputs { tx, waker }, rx, poll))
 }
 
-pub(crate) fn run(
-    mut core: Core,
-    inputs: Receiver<Input>,
-    feed: Sender<Input>,
-    shared: Arc<Shared>,
-) {
+struct Socket {
+    stream: TcpStream,
+    connected: bool,
+}
+
+fn dial(poll: &Poll, addr: &str) -> Result<Socket, TransportError> {
+    let addr: SocketAddr = addr
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or(TransportError::Unreachable)?;
+    let mut stream = TcpStream::connect(addr).map_err(|e| TransportError::from(&e))?;
+    poll.registry()
+        .register(&mut stream, SOCKET, Interest::READABLE | Interest::WRITABLE)
+        .map_err(|e| TransportError::from(&e))?;
+    Ok(Socket {
+        stream,
+        connected: false,
+    })
+}
+
+fn close(poll: &Poll, socket: &mut Option<Socket>) {
+    if let Some(mut s) = socket.take() {
+        let _ = poll.registry().deregister(&mut s.stream);
+    }
+}
+
+pub(crate) fn run(mut core: Core, inputs: Receiver<Input>, mut poll: Poll, shared: Arc<Shared>) {
     let epoch = std::time::Instant::now();
     let now = move || {
         Instant::from_micros(u64::try_from(epoch.elapsed().as_micros()).unwrap_or(u64::MAX))
     };
-    let mut routes: Routes<ReplyTx, WatchTx, LockTx> = Routes::default();
-    let mut socket: Option<TcpStream> = None;
-    let mut generation = 0u64;
+    let mut routes: Routes<ReplyTx, WatchTx, Fanout, StatusTx> = Routes::default();
+    let mut socket: Option<Socket> = None;
     let mut out = BytesMut::with_capacity(64 * 1024);
+    let mut buf = vec![0u8; 64 * 1024];
     let mut close_waiters: Vec<SyncSender<()>> = Vec::new();
-    let mut locks: std::collections::HashMap<u64, zk_recipes::client::RecipeHandle> =
-        std::collections::HashMap::new();
-
-    let drop_socket = |socket: &mut Option<TcpStream>| {
-        if let Some(s) = socket.take() {
-            let _ = s.shutdown(Shutdown::Both); // unblocks its reader thread
-        }
-    };
+    let mut recipes: HashMap<u64, RecipeId> = HashMap::new();
+    let mut events = MioEvents::with_capacity(16);
 
     loop {
+        // Drain every output until there is nothing but a deadline (and bytes to write).
         loop {
             let mut progressed = false;
             while let Some(t) = core.poll_transport() {
                 progressed = true;
-                generation += 1;
-                drop_socket(&mut socket);
+                close(&poll, &mut socket);
+                out.clear();
                 if let Transport::Connect { host } = t {
                     let addr = core.host(host).to_string();
                     tracing::debug!(%addr, "connecting");
-                    // The session enforces its own connect deadline; this only bounds the thread.
-                    spawn_connector(generation, addr, Duration::from_secs(60), feed.clone());
-                }
-            }
-            if core.poll_transmit(&mut out) {
-                progressed = true;
-                if let Some(s) = &mut socket {
-                    if let Err(e) = s.write_all(&out) {
-                        tracing::debug!(error = %e, "write failed");
-                        generation += 1;
-                        drop_socket(&mut socket);
-                        core.handle_disconnect(now());
+                    match dial(&poll, &addr) {
+                        Ok(s) => socket = Some(s),
+                        Err(e) => core.handle_transport_error(now(), e),
                     }
                 }
-                out.clear();
+            }
+            if socket.as_ref().is_some_and(|s| s.connected) && core.poll_transmit(&mut out) {
+                progressed = true;
+            }
+            // Write what the socket takes now; the rest waits for `writable`.
+            if let Some(s) = socket.as_mut().filter(|s| s.connected) {
+                while !out.is_empty() {
+                    match s.stream.write(&out) {
+                        Ok(n) => out.advance(n),
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) => {
+                            close(&poll, &mut socket);
+                            out.clear();
+                            core.handle_transport_error(now(), TransportError::from(&e));
+                            progressed = true;
+                            break;
+                        }
+                    }
+                }
             }
             while let Some(event) = core.poll_event() {
                 progressed = true;
                 log(&event);
-                if let Some(status) = routes.deliver(&mut core, event) {
-                    publish(&shared, status, &core);
+                if let ClientEvent::RecipeDone { id } = &event {
+                    recipes.retain(|_, r| r != id);
+                }
+                if routes.deliver(&mut core, event).is_some() {
+                    shared.publish(|p| {
+                        p.status = routes.status();
+                        p.session_id = core.session().session_id();
+                        p.password = core.session().password().to_vec();
+                        p.unreachable = routes.unreachable().cloned();
+                    });
                 }
             }
             if !progressed {
                 break;
             }
         }
-        if routes.status().is_terminal() {
-            drop_socket(&mut socket);
+        if core.is_ended() {
+            close(&poll, &mut socket);
             for done in close_waiters.drain(..) {
                 let _ = done.try_send(());
             }
+            shared.publish(|p| p.stopped = true);
             return;
         }
 
-        let input = match core.poll_timeout() {
-            Some(deadline) => {
-                let wait =
-                    Duration::from_micros(deadline.as_micros().saturating_sub(now().as_micros()));
-                match inputs.recv_timeout(wait) {
-                    Ok(input) => input,
-                    Err(RecvTimeoutError::Timeout) => {
-                        core.handle_timeout(now());
-                        continue;
-                    }
-                    Err(RecvTimeoutError::Disconnected) => return,
-                }
-            }
-            None => match inputs.recv() {
-                Ok(input) => input,
-                Err(_) => return,
-            },
-        };
-        match input {
-            Input::Submit {
-                request,
-                reply,
-                watch,
-            } => match core.submit(now(), request) {
-                Ok(token) => {
-                    let watch = watch.map(|w| {
-                        let mode = w.1;
-                        (w, mode)
-                    });
-                    routes.insert(token, ReplyTx(reply), watch);
-                }
-                Err(e) => {
-                    let _ = reply.try_send(Err(e.into()));
-                }
-            },
-            Input::Close { timeout, done } => {
+        let timeout = core.poll_timeout().map(|deadline| {
+            Duration::from_micros(deadline.as_micros().saturating_sub(now().as_micros()))
+        });
+        if let Err(e) = poll.poll(&mut events, timeout) {
+            if e.kind() != io::ErrorKind::Interrupted {
+                tracing::warn!(error = %e, "poll failed; closing the session");
                 let t = now();
-                core.close(t, t + timeout);
-                close_waiters.push(done);
+                core.close(t, t);
             }
-            Input::Lock {
-                key,
-                config,
-                wait,
-                events,
-            } => {
-                let t = now();
-                let handle = core.add_lock(t, Lock::new(config));
-                routes.insert_recipe(handle, LockTx(events));
-                locks.insert(key, handle);
-                core.lock_mut(t, handle, |l| l.acquire(t, wait.map(|w| t + w)));
-            }
-            Input::Unlock { key } => {
-                if let Some(handle) = locks.remove(&key) {
-                    let t = now();
-                    core.lock_mut(t, handle, |l| l.release(t));
-                }
-            }
-            Input::Shutdown => {
-                let t = now();
-                core.close(t, t + Duration::from_secs(2));
-            }
-            Input::Connected(g, stream) if g == generation => {
-                let _ = stream.set_nodelay(true);
-                match stream.try_clone() {
-                    Ok(reader) => {
-                        spawn_reader(g, reader, feed.clone());
-                        socket = Some(stream);
-                        core.handle_connected(now());
-                    }
-                    Err(_) => core.handle_disconnect(now()),
-                }
-            }
-            Input::ConnectFailed(g) | Input::Eof(g) if g == generation => {
-                drop_socket(&mut socket);
-                core.handle_disconnect(now());
-            }
-            Input::Bytes(g, bytes) if g == generation => core.handle_bytes(now(), &bytes),
-            // Input from an abandoned connection.
-            Input::Connected(_, stream) => {
-                let _ = stream.shutdown(Shutdown::Both);
-            }
-            Input::ConnectFailed(_) | Input::Eof(_) | Input::Bytes(..) => {}
+            continue;
         }
+        if events.is_empty() {
+            core.handle_timeout(now());
+            continue;
+        }
+        for event in events.iter() {
+            match event.token() {
+                WAKE => {
+                    while let Ok(input) = inputs.try_recv() {
+                        handle(
+                            &mut core,
+                            &mut routes,
+                            &mut recipes,
+                            &mut close_waiters,
+                            input,
+                            now(),
+                        );
+                    }
+                }
+                SOCKET => {
+                    let Some(s) = socket.as_mut() else { continue };
+                    if !s.connected && (event.is_writable() || event.is_error()) {
+                        match s.stream.take_error() {
+                            Ok(None) if s.stream.peer_addr().is_ok() => {
+                                let _ = s.stream.set_nodelay(true);
+                                s.connected = true;
+                                core.handle_connected(now());
+                            }
+                            Ok(None) => {} // not yet
+                            Ok(Some(e)) | Err(e) => {
+                                close(&poll, &mut socket);
+                                core.handle_transport_error(now(), TransportError::from(&e));
+                                continue;
+                            }
+                        }
+                    }
+                    if event.is_readable() || event.is_read_closed() {
+                        read_all(&mut core, &poll, &mut socket, &mut buf, now());
+                    }
+                }
+                _ => {}
+            }
+        }
+        // Deadlines that passed while we were busy.
+        if core.poll_timeout().is_some_and(|t| t <= now()) {
+            core.handle_timeout(now());
+        }
+    }
+}
+
+/// Reads until the socket would block (mio is edge-triggered), feeding the core.
+fn read_all(core: &mut Core, poll: &Poll, socket: &mut Option<Socket>, buf: &mut [u8], t: Instant) {
+    loop {
+        let Some(s) = socket.as_mut().filter(|s| s.connected) else {
+            return;
+        };
+        match s.stream.read(buf) {
+            Ok(0) => {
+                close(poll, socket);
+                return core.handle_transport_error(t, TransportError::Closed);
+            }
+            Ok(n) => core.handle_bytes(t, &buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                close(poll, socket);
+                return core.handle_transport_error(t, TransportError::from(&e));
+            }
+        }
+        // The core dropped the connection (a bad frame, say): the drain loop closes it.
+        if core.session().transport_pending() {
+            return;
+        }
+    }
+}
+
+fn handle(
+    core: &mut Core,
+    routes: &mut Routes<ReplyTx, WatchTx, Fanout, StatusTx>,
+    recipes: &mut HashMap<u64, RecipeId>,
+    close_waiters: &mut Vec<SyncSender<()>>,
+    input: Input,
+    t: Instant,
+) {
+    match input {
+        Input::Submit {
+            request,
+            reply,
+            watch,
+        } => match core.submit(t, request) {
+            Ok(token) => {
+                let watch = watch.map(|w| {
+                    let mode = w.1;
+                    (w, mode)
+                });
+                routes.insert(token, ReplyTx(reply), watch);
+            }
+            Err(e) => {
+                let _ = reply.try_send(Err(e.into()));
+            }
+        },
+        Input::Host {
+            key,
+            recipe,
+            events,
+        } => {
+            let id = core.add_boxed(t, recipe);
+            routes.insert_recipe(id, Fanout(vec![events]));
+            recipes.insert(key, id);
+        }
+        Input::Run {
+            key,
+            command,
+            subscribe,
+        } => {
+            if let Some(&id) = recipes.get(&key) {
+                if let (Some(tx), Some(fanout)) = (subscribe, routes.listener_mut(id)) {
+                    fanout.0.push(tx);
+                }
+                core.command_any(t, id, command);
+            }
+        }
+        Input::Abandon { key } => {
+            if let Some(&id) = recipes.get(&key) {
+                core.abandon(t, id);
+            }
+        }
+        Input::Statuses(tx) => routes.subscribe_status(StatusTx(tx)),
+        Input::Close { timeout, done } => {
+            core.close(t, t + timeout);
+            close_waiters.push(done);
+        }
+        Input::Shutdown => core.close(t, t + Duration::from_secs(2)),
     }
 }
 

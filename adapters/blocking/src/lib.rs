@@ -1,5 +1,9 @@
 //! Blocking driver for [`zk_recipes`]: a real ZooKeeper session over TCP for plain
-//! threaded code. One I/O thread per session (std only); every call has a timeout;
+//! threaded code. Exactly one I/O thread per session, waiting in `mio` for the socket,
+//! commands and the core's deadlines at once (a write that cannot proceed never holds
+//! up reads, pings or timers); bytes read go straight into the core. Raw calls wait at
+//! most the call timeout; recipe calls wait as the recipe decides (a lock's
+//! `acquire_timeout(w)` returns within `w` plus one round trip, in both adapters);
 //! watches arrive on channels.
 //!
 //! ```no_run
@@ -14,11 +18,13 @@
 //! ```
 
 mod driver;
+pub mod hosted;
 mod lock;
 
-pub use lock::{LockBuilder, LockGuard, ReentrantGuard, ReentrantLock};
-pub use zk_recipes::recipe::lock::LockChange;
-pub use zk_recipes::recipe::lock::LostReason;
+pub use hosted::{Events, Hosted};
+pub use lock::{LockBuilder, LockGuard, ReentrantLock};
+pub use zk_recipes::recipe::lock::{HoldState, LockChange, LostReason};
+pub use zk_recipes::recipe::Recipe;
 
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::Arc;
@@ -32,12 +38,14 @@ use zk_recipes::client::WatchMode;
 pub use zk_recipes::client::{Error, Status};
 use zk_recipes::proto::Request;
 pub use zk_recipes::proto::{
-    perms, Acl, AddWatchMode, ClientInfo, CreateMode, EventType, Id, MultiOp, MultiResult, ReadOp,
-    Stat, WatcherType,
+    perms, Acl, AddWatchMode, ClientInfo, CreateMode, ErrorCode, EventType, Id, MultiOp,
+    MultiResult, ReadOp, Stat, WatcherType,
 };
+use zk_recipes::recipe::lock::Revoke;
+use zk_recipes::recipe::path::{CreateAll, CreateAllEvent, DeleteAll};
 pub use zk_recipes::session::WatchEvent;
 
-use driver::{Input, Shared, WatchTx};
+use driver::{Input, Inputs, Shared, WatchTx};
 
 /// Connection options.
 #[derive(Clone, Debug)]
@@ -52,6 +60,9 @@ pub struct Options {
     pub read_only: bool,
     /// Seed for host order and jitter; default: random.
     pub seed: Option<u64>,
+    /// Start a new session by itself after an expiry (default on, as Curator and kazoo
+    /// do); off: `Expired` ends the client.
+    pub renew_on_expiry: bool,
 }
 
 impl Default for Options {
@@ -62,6 +73,7 @@ impl Default for Options {
             call_timeout: Duration::from_secs(30),
             read_only: false,
             seed: None,
+            renew_on_expiry: true,
         }
     }
 }
@@ -70,6 +82,36 @@ impl Options {
     /// Sets the session timeout.
     pub fn session_timeout(mut self, t: Duration) -> Self {
         self.session_timeout = t;
+        self
+    }
+
+    /// Sets how long [`connect`] waits for the first session.
+    pub fn connect_timeout(mut self, t: Duration) -> Self {
+        self.connect_timeout = t;
+        self
+    }
+
+    /// Sets how long each raw call waits for its reply.
+    pub fn call_timeout(mut self, t: Duration) -> Self {
+        self.call_timeout = t;
+        self
+    }
+
+    /// Accept read-only servers.
+    pub fn read_only(mut self, read_only: bool) -> Self {
+        self.read_only = read_only;
+        self
+    }
+
+    /// Sets the seed for host order and jitter.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// Start a new session after an expiry, or not.
+    pub fn renew_on_expiry(mut self, renew: bool) -> Self {
+        self.renew_on_expiry = renew;
         self
     }
 }
@@ -86,36 +128,60 @@ pub(crate) fn random_seed() -> u64 {
     h.finish()
 }
 
-/// Connects and waits for a session (up to `options.connect_timeout`).
+/// Connects and waits for a session. Fails with [`Error::Unreachable`] (saying what
+/// happened: refused, reset, not a ZooKeeper server, no handshake answer, ...) as soon
+/// as every host has failed once, or [`Error::Timeout`] if no session is established
+/// within `options.connect_timeout`.
 pub fn connect(connect_string: &str, options: Options) -> Result<Client, Error> {
     let core_options = zk_recipes::client::Options::new(connect_string)?
         .session_timeout(options.session_timeout)
         .read_only(options.read_only)
+        .renew_on_expiry(options.renew_on_expiry)
         .seed(options.seed.unwrap_or_else(random_seed));
     let core = zk_recipes::client::Client::new(core_options, zk_recipes::time::Instant::ZERO);
-    let (tx, rx) = mpsc::channel();
-    let shared = Arc::new(Shared::default());
-    let feed = tx.clone();
+    let (inputs, rx, poll) = driver::channel().map_err(|_| Error::Closed)?;
+    let shared = Arc::new(Shared::new());
     let driver_shared = shared.clone();
     thread::Builder::new()
         .name("zk-session".into())
-        .spawn(move || driver::run(core, rx, feed, driver_shared))
+        .spawn(move || driver::run(core, rx, poll, driver_shared))
         .map_err(|_| Error::Closed)?;
     let client = Client {
-        inner: Arc::new(Inner { inputs: tx, shared }),
+        inner: Arc::new(Inner { inputs, shared }),
         call_timeout: options.call_timeout,
     };
-    match client.wait_status(options.connect_timeout, |s| {
-        !matches!(s, Status::Connecting)
-    }) {
-        Some(Status::Connected { .. }) => Ok(client),
-        Some(s) if s.is_terminal() => Err(s.error()),
-        _ => Err(Error::Timeout),
+    let deadline = Instant::now() + options.connect_timeout;
+    let mut state = client
+        .inner
+        .shared
+        .state
+        .lock()
+        .map_err(|_| Error::Closed)?;
+    loop {
+        if state.status.is_connected() {
+            return Ok(client.clone());
+        }
+        if let Some(reason) = &state.unreachable {
+            return Err(Error::Unreachable(reason.clone()));
+        }
+        if state.status.is_terminal() || state.stopped {
+            return Err(state.status.error());
+        }
+        let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+            return Err(Error::Timeout);
+        };
+        state = client
+            .inner
+            .shared
+            .changed
+            .wait_timeout(state, left)
+            .map_err(|_| Error::Closed)?
+            .0;
     }
 }
 
 pub(crate) struct Inner {
-    pub(crate) inputs: mpsc::Sender<Input>,
+    pub(crate) inputs: Inputs,
     shared: Arc<Shared>,
 }
 
@@ -131,6 +197,25 @@ impl Drop for Inner {
 pub struct Client {
     pub(crate) inner: Arc<Inner>,
     pub(crate) call_timeout: Duration,
+}
+
+/// Every status change of a session, in order.
+#[derive(Debug)]
+pub struct StatusStream(Receiver<Status>);
+
+impl StatusStream {
+    /// The next status; `None` once the client has ended.
+    pub fn next(&self) -> Option<Status> {
+        self.0.recv().ok()
+    }
+
+    /// The next status within `timeout`.
+    pub fn next_timeout(&self, timeout: Duration) -> Result<Status, Error> {
+        self.0.recv_timeout(timeout).map_err(|e| match e {
+            RecvTimeoutError::Timeout => Error::Timeout,
+            RecvTimeoutError::Disconnected => Error::Closed,
+        })
+    }
 }
 
 /// A one-shot watch.
@@ -185,9 +270,16 @@ impl Client {
             .shared
             .state
             .lock()
-            .ok()
-            .and_then(|s| s.0)
-            .unwrap_or(Status::Connecting)
+            .map(|s| s.status)
+            .unwrap_or(Status::Closed)
+    }
+
+    /// Every status change from now on, none dropped (the current status first). The
+    /// stream ends when the client does.
+    pub fn status_stream(&self) -> StatusStream {
+        let (tx, rx) = mpsc::channel();
+        let _ = self.inner.inputs.send(Input::Statuses(tx));
+        StatusStream(rx)
     }
 
     /// Waits up to `timeout` for a status that satisfies `done`; returns it, or `None`.
@@ -195,7 +287,7 @@ impl Client {
         let deadline = Instant::now() + timeout;
         let mut state = self.inner.shared.state.lock().ok()?;
         loop {
-            let s = state.0.unwrap_or(Status::Connecting);
+            let s = state.status;
             if done(s) {
                 return Some(s);
             }
@@ -206,7 +298,12 @@ impl Client {
 
     /// The session id (0 until the first session is established).
     pub fn session_id(&self) -> i64 {
-        self.inner.shared.state.lock().map(|s| s.1).unwrap_or(0)
+        self.inner
+            .shared
+            .state
+            .lock()
+            .map(|s| s.session_id)
+            .unwrap_or(0)
     }
 
     /// The session password.
@@ -215,7 +312,7 @@ impl Client {
             .shared
             .state
             .lock()
-            .map(|s| s.2.clone())
+            .map(|s| s.password.clone())
             .unwrap_or_default()
     }
 
@@ -387,6 +484,41 @@ impl Client {
     /// Adds credentials; replayed on reconnect.
     pub fn add_auth(&self, scheme: &str, auth: &[u8]) -> Result<(), Error> {
         self.call(ops::add_auth(scheme, auth), ops::read_unit)
+    }
+
+    /// Creates `path` and any missing parents (persistent, same ACL) in one round
+    /// trip; returns the final path. An ancestor that cannot be created is named in
+    /// [`Error::NoParent`] (or [`Error::ChrootMissing`]).
+    pub fn create_all(
+        &self,
+        path: &str,
+        data: impl Into<Bytes>,
+        opts: &CreateOptions,
+    ) -> Result<String, Error> {
+        let recipe = CreateAll::new(path, data.into(), opts.clone());
+        let (hold, mut events) = self.host(recipe)?;
+        hold.run(|r, now| r.start(now))?;
+        match events.next() {
+            Some(CreateAllEvent::Created { path, .. }) => Ok(path),
+            Some(CreateAllEvent::Failed(e)) => Err(e),
+            None => Err(self.dead()),
+        }
+    }
+
+    /// Deletes `path` and everything below it.
+    pub fn delete_all(&self, path: &str) -> Result<(), Error> {
+        let (hold, mut events) = self.host(DeleteAll::new(path))?;
+        hold.run(|r, now| r.start(now))?;
+        events.next().unwrap_or_else(|| Err(self.dead()))
+    }
+
+    /// Asks the holder of lock node `node` (a full path) to release by writing
+    /// `unlock` into it; with `force_after`, deletes the node if it still exists after
+    /// that grace period (its holder then sees `Lost`).
+    pub fn revoke(&self, node: &str, force_after: Option<Duration>) -> Result<(), Error> {
+        let (hold, mut events) = self.host(Revoke::new(node, force_after))?;
+        hold.run(|r, now| r.start(now))?;
+        events.next().unwrap_or_else(|| Err(self.dead()))
     }
 
     /// Closes the session, waiting up to 5 s for the server.

@@ -1,26 +1,26 @@
-//! Locks for the blocking adapter: exclusive, read and write, with guards.
+//! Locks for the blocking adapter: thin typed wrappers over the core [`Lock`]; what each
+//! call and event means is decided there (see `zk_recipes::recipe::lock`).
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
-use std::thread::ThreadId;
 use std::time::Duration;
 
 use bytes::Bytes;
-use zk_recipes::recipe::lock::{LockChange, LockConfig, LockEvent, LockKind, LostReason, REVOKE};
+use zk_recipes::recipe::lock::{
+    Acquire, AcquireWait, HoldState, Lock, LockChange, LockConfig, LockEvent, LockKind, LockStatus,
+    Release,
+};
 
-use crate::driver::Input;
+use crate::hosted::{Events, Hosted};
 use crate::{Client, Error};
-
-static NEXT_KEY: AtomicU64 = AtomicU64::new(1);
 
 /// A fresh random id for one lock node.
 fn node_id() -> String {
     zk_recipes::recipe::lock::node_id(crate::random_seed(), crate::random_seed())
 }
 
-/// How to take a lock; made by [`Client::lock`], [`Client::read_lock`], [`Client::write_lock`].
+/// How to take a lock; made by [`Client::lock`], [`Client::read_lock`],
+/// [`Client::write_lock`] and [`ReentrantLock`].
 #[must_use = "a lock builder does nothing until acquired"]
+#[derive(Clone)]
 pub struct LockBuilder {
     client: Client,
     config: LockConfig,
@@ -33,86 +33,78 @@ impl LockBuilder {
         self
     }
 
-    /// Revocable: `unlock` written into our node is reported.
+    /// Revocable: `unlock` written into our node is reported as
+    /// [`LockChange::RevocationRequested`] (see [`Client::revoke`]).
     pub fn revocable(mut self) -> Self {
         self.config.revocable = true;
         self
     }
 
-    /// Waits for the lock (at most the client's call timeout).
+    /// Skip the watch on our own node: one request less per acquisition, but a deletion
+    /// of our node by someone else goes unnoticed until the session ends.
+    pub fn without_own_node_watch(mut self) -> Self {
+        self.config.watch_own_node = false;
+        self
+    }
+
+    /// Waits until the lock is held, or fails when it cannot be had (the session is
+    /// lost, no permission, ...). No call timeout applies: use
+    /// [`acquire_timeout`](Self::acquire_timeout) to bound the wait.
     pub fn acquire(self) -> Result<LockGuard, Error> {
-        let timeout = self.client.call_timeout;
-        self.start(None, timeout)?.ok_or(Error::Timeout)
+        acquire(&Hosted::new(&self.client, Lock::new(self.config))?.0, None)?.ok_or(Error::Finished)
     }
 
-    /// Takes the lock only if it is free now.
+    /// Takes the lock only if it is free now (one look at the directory).
     pub fn try_acquire(self) -> Result<Option<LockGuard>, Error> {
-        let timeout = self.client.call_timeout;
-        self.start(Some(Duration::ZERO), timeout)
+        self.acquire_timeout(Duration::ZERO)
     }
 
-    /// Waits at most `wait` for the lock.
+    /// Waits at most `wait` (plus one round trip for a first look) for the lock.
     pub fn acquire_timeout(self, wait: Duration) -> Result<Option<LockGuard>, Error> {
-        let timeout = self.client.call_timeout.max(wait * 2);
-        self.start(Some(wait), timeout)
-    }
-
-    fn start(self, wait: Option<Duration>, give_up: Duration) -> Result<Option<LockGuard>, Error> {
-        let key = NEXT_KEY.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = mpsc::channel();
-        let client = self.client;
-        client
-            .inner
-            .inputs
-            .send(Input::Lock {
-                key,
-                config: self.config,
-                wait,
-                events: tx,
-            })
-            .map_err(|_| client.dead())?;
-        let deadline = std::time::Instant::now() + give_up;
-        loop {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            match rx.recv_timeout(left) {
-                Ok(LockEvent::Acquired {
-                    fencing_token,
-                    node,
-                }) => {
-                    return Ok(Some(LockGuard {
-                        client,
-                        key,
-                        events: rx,
-                        fencing_token,
-                        node,
-                        released: false,
-                    }));
-                }
-                // Unlock frees the driver's entry (the machine removes any node itself).
-                Ok(LockEvent::NotAcquired) => {
-                    let _ = client.inner.inputs.send(Input::Unlock { key });
-                    return Ok(None);
-                }
-                Ok(LockEvent::Failed { error }) => {
-                    let _ = client.inner.inputs.send(Input::Unlock { key });
-                    return Err(error.into());
-                }
-                Ok(_) => {}
-                Err(RecvTimeoutError::Timeout) => {
-                    let _ = client.inner.inputs.send(Input::Unlock { key }); // cancel, delete our node
-                    return Err(Error::Timeout);
-                }
-                Err(RecvTimeoutError::Disconnected) => return Err(client.dead()),
-            }
-        }
+        acquire(
+            &Hosted::new(&self.client, Lock::new(self.config))?.0,
+            Some(wait),
+        )
     }
 }
 
-/// A held lock. Dropping it releases the lock without blocking.
+fn acquire(hold: &Hosted<Lock>, wait: Option<Duration>) -> Result<Option<LockGuard>, Error> {
+    let (answer, mut events) =
+        hold.call_subscribed(move |l, now| l.acquire(now, wait.map(|w| now + w)))?;
+    let (fencing_token, node, status) = match (&answer, AcquireWait::after(&answer)) {
+        (
+            Acquire::Held {
+                fencing_token,
+                node,
+            },
+            _,
+        ) => (*fencing_token, node.clone(), LockStatus::held()),
+        (_, Some(mut wait)) => match events
+            .wait(|_| {}, |e| wait.feed(e))
+            .unwrap_or(Err(Error::Finished))?
+        {
+            Some((token, node)) => (token, node, wait.into_status()),
+            None => return Ok(None),
+        },
+        (Acquire::Failed(e), _) => return Err(e.clone()),
+        _ => return Err(Error::Finished),
+    };
+    Ok(Some(LockGuard {
+        hold: hold.clone(),
+        events,
+        status,
+        fencing_token,
+        node,
+        released: false,
+    }))
+}
+
+/// A held lock (or one level of a re-entrant hold). Dropping it releases it without
+/// waiting (it only sends a message to the I/O thread).
 pub struct LockGuard {
-    client: Client,
-    key: u64,
-    events: Receiver<LockEvent>,
+    hold: Hosted<Lock>,
+    events: Events<Lock>,
+    status: LockStatus,
     fencing_token: i64,
     node: String,
     released: bool,
@@ -120,52 +112,72 @@ pub struct LockGuard {
 
 impl LockGuard {
     /// The creation zxid of our node: strictly increasing across successive holders.
+    /// Hand it to the protected resource, which rejects any token lower than the
+    /// highest it has seen.
     pub fn fencing_token(&self) -> i64 {
         self.fencing_token
     }
 
-    /// Our node's name.
+    /// Our node's name in the lock directory.
     pub fn node(&self) -> &str {
         &self.node
     }
 
-    /// The next change while holding, waiting at most `timeout`.
-    pub fn changed_timeout(&self, timeout: Duration) -> Option<LockChange> {
+    fn fold(&mut self) -> &mut LockStatus {
+        while let Some(e) = self.events.try_next() {
+            self.status.apply(&e);
+        }
+        &mut self.status
+    }
+
+    /// Where the hold stands now.
+    pub fn status(&mut self) -> HoldState {
+        self.fold().state()
+    }
+
+    /// Held with the connection up: check before acting on the protected resource.
+    pub fn is_held(&mut self) -> bool {
+        self.fold().is_held()
+    }
+
+    /// Someone asked for the lock (revocable locks), now or while we waited.
+    pub fn revocation_requested(&mut self) -> bool {
+        self.fold().revocation_requested()
+    }
+
+    /// The next change while holding, none skipped, waiting at most `timeout`; `None`
+    /// if nothing changed.
+    pub fn changed_timeout(&mut self, timeout: Duration) -> Option<LockChange> {
         let deadline = std::time::Instant::now() + timeout;
         loop {
+            if let Some(c) = self.fold().next_change() {
+                return Some(c);
+            }
             let left = deadline.saturating_duration_since(std::time::Instant::now());
-            match self.events.recv_timeout(left) {
-                Ok(e) => {
-                    if let Some(change) = e.change() {
-                        return Some(change);
+            match self.events.next_timeout(left) {
+                Ok(Some(e)) => self.status.apply(&e),
+                Ok(None) => {
+                    return match self.status.state() {
+                        HoldState::Lost(r) => Some(LockChange::Lost(r)),
+                        _ => None,
                     }
                 }
-                Err(RecvTimeoutError::Timeout) => return None,
-                Err(RecvTimeoutError::Disconnected) => {
-                    return Some(LockChange::Lost(LostReason::SessionClosed))
-                }
+                Err(_) => return None,
             }
         }
     }
 
-    /// Releases and waits (at most the call timeout) until our node is deleted.
+    /// Releases (one level) and waits until our node is deleted (or, for an inner
+    /// re-entrant level, at once).
     pub fn release(mut self) -> Result<(), Error> {
         self.released = true;
-        self.client
-            .inner
-            .inputs
-            .send(Input::Unlock { key: self.key })
-            .map_err(|_| self.client.dead())?;
-        loop {
-            match self.events.recv_timeout(self.client.call_timeout) {
-                Ok(LockEvent::Released) | Ok(LockEvent::Cancelled) | Ok(LockEvent::Lost { .. }) => {
-                    return Ok(())
-                }
-                Ok(LockEvent::Failed { error }) => return Err(error.into()),
-                Ok(_) => {}
-                Err(RecvTimeoutError::Timeout) => return Err(Error::Timeout),
-                Err(RecvTimeoutError::Disconnected) => return Ok(()),
-            }
+        match self.hold.call(|l, now| l.release(now)) {
+            Ok(Release::Pending) => self
+                .events
+                .wait(|_| {}, LockEvent::release_outcome)
+                .unwrap_or(Ok(())),
+            Ok(Release::StillHeld { .. }) | Ok(Release::Done) | Err(Error::Finished) => Ok(()),
+            Err(e) => Err(e),
         }
     }
 }
@@ -173,88 +185,72 @@ impl LockGuard {
 impl Drop for LockGuard {
     fn drop(&mut self) {
         if !self.released {
-            let _ = self
-                .client
-                .inner
-                .inputs
-                .send(Input::Unlock { key: self.key });
+            let _ = self.hold.run(|l, now| {
+                l.release(now);
+            });
         }
     }
 }
 
-/// A re-entrant exclusive lock, counted per thread like Curator's `InterProcessMutex`:
-/// a thread that holds it may acquire again; other threads wait.
-#[derive(Clone)]
+/// A re-entrant exclusive lock: acquiring through a handle that holds the lock adds a
+/// level at once; the node is released with the last level's guard. The handle is the
+/// owner (one per logical owner: a task, a request), in both adapters.
 pub struct ReentrantLock {
-    client: Client,
-    dir: String,
-    state: Arc<Mutex<Option<(ThreadId, usize, LockGuard)>>>,
-}
-
-/// One level of a [`ReentrantLock`] hold.
-pub struct ReentrantGuard {
-    state: Arc<Mutex<Option<(ThreadId, usize, LockGuard)>>>,
-    fencing_token: i64,
+    builder: LockBuilder,
+    hold: std::sync::Mutex<Option<Hosted<Lock>>>,
 }
 
 impl ReentrantLock {
-    /// Acquires, or joins this thread's hold.
-    pub fn acquire(&self) -> Result<ReentrantGuard, Error> {
-        let me = std::thread::current().id();
-        {
-            let mut s = self.state.lock().map_err(|_| Error::Closed)?;
-            if let Some((owner, depth, guard)) = s.as_mut() {
-                if *owner == me {
-                    *depth += 1;
-                    return Ok(ReentrantGuard {
-                        state: self.state.clone(),
-                        fencing_token: guard.fencing_token(),
-                    });
-                }
+    /// Acquires, or adds a level to the hold this handle has. Fails if that hold was
+    /// lost (while any of its guards lives).
+    pub fn acquire(&self) -> Result<LockGuard, Error> {
+        self.acquire_inner(None)?.ok_or(Error::Finished)
+    }
+
+    /// Levels held now through this handle (0 when it holds nothing).
+    pub fn depth(&self) -> u32 {
+        let hold = self.hold.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        match hold {
+            Some(h) => h.call(|l, _| l.depth()).unwrap_or(0),
+            None => 0,
+        }
+    }
+
+    /// Like [`acquire`](Self::acquire), waiting at most `wait` for a new hold.
+    pub fn acquire_timeout(&self, wait: Duration) -> Result<Option<LockGuard>, Error> {
+        self.acquire_inner(Some(wait))
+    }
+
+    fn acquire_inner(&self, wait: Option<Duration>) -> Result<Option<LockGuard>, Error> {
+        let mut hold = self.hold.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(h) = hold.as_ref() {
+            match acquire(h, wait) {
+                Err(Error::Finished) => {} // that hold is over: start a new one
+                other => return other,
             }
         }
-        // Another thread (or nobody) holds it: queue in ZooKeeper like anyone else.
-        let guard = self.client.lock(&self.dir).acquire()?;
-        let fencing_token = guard.fencing_token();
-        *self.state.lock().map_err(|_| Error::Closed)? = Some((me, 1, guard));
-        Ok(ReentrantGuard {
-            state: self.state.clone(),
-            fencing_token,
-        })
-    }
-}
-
-impl ReentrantGuard {
-    /// The hold's fencing token.
-    pub fn fencing_token(&self) -> i64 {
-        self.fencing_token
-    }
-}
-
-impl Drop for ReentrantGuard {
-    fn drop(&mut self) {
-        if let Ok(mut s) = self.state.lock() {
-            let last = match s.as_mut() {
-                Some((_, depth, _)) => {
-                    *depth -= 1;
-                    *depth == 0
-                }
-                None => false,
-            };
-            if last {
-                *s = None; // drops the LockGuard, which releases
-            }
-        }
+        let mut config = self.builder.config.clone();
+        config.id = node_id();
+        let h = Hosted::new(&self.builder.client, Lock::new(config))?.0;
+        *hold = Some(h.clone());
+        acquire(&h, wait)
     }
 }
 
 impl Client {
+    fn lock_kind(&self, dir: &str, kind: LockKind) -> LockBuilder {
+        LockBuilder {
+            client: self.clone(),
+            config: LockConfig::new(dir, kind, &node_id()),
+        }
+    }
+
     /// An exclusive lock on `dir` (Curator `InterProcessMutex` compatible).
     pub fn lock(&self, dir: &str) -> LockBuilder {
         self.lock_kind(dir, LockKind::Exclusive)
     }
 
-    /// The read side of a read/write lock on `dir`.
+    /// The read side of a read/write lock on `dir` (Curator `InterProcessReadWriteLock`).
     pub fn read_lock(&self, dir: &str) -> LockBuilder {
         self.lock_kind(dir, LockKind::Read)
     }
@@ -264,39 +260,13 @@ impl Client {
         self.lock_kind(dir, LockKind::Write)
     }
 
-    fn lock_kind(&self, dir: &str, kind: LockKind) -> LockBuilder {
-        LockBuilder {
-            client: self.clone(),
-            config: LockConfig::new(dir, kind, &node_id()),
-        }
-    }
-
-    /// A re-entrant exclusive lock on `dir`, counted per thread.
+    /// A re-entrant exclusive lock on `dir` (see [`ReentrantLock`]).
     pub fn reentrant_lock(&self, dir: &str) -> ReentrantLock {
+        let mut builder = self.lock(dir);
+        builder.config.reentrant = true;
         ReentrantLock {
-            client: self.clone(),
-            dir: dir.into(),
-            state: Arc::new(Mutex::new(None)),
+            builder,
+            hold: std::sync::Mutex::new(None),
         }
-    }
-
-    /// Asks the holder of `node` to release (writes `unlock`); with `force_after`,
-    /// deletes the node after that grace period if it is still there.
-    pub fn revoke(&self, node: &str, force_after: Option<Duration>) -> Result<(), Error> {
-        let no_node = Error::Server(zk_recipes::proto::ErrorCode::NoNode);
-        match self.set_data(node, Bytes::from_static(REVOKE), None) {
-            Err(e) if e == no_node => return Ok(()),
-            other => {
-                other?;
-            }
-        }
-        if let Some(grace) = force_after {
-            std::thread::sleep(grace);
-            match self.delete(node, None) {
-                Err(e) if e != no_node => return Err(e),
-                _ => {}
-            }
-        }
-        Ok(())
     }
 }

@@ -75,7 +75,7 @@ fn try_timeout_drop_rw_revocation_and_reentrancy() {
     r2.release().unwrap();
     assert!(b.write_lock("/rw").try_acquire().unwrap().is_some());
 
-    let held = a.lock("/rev").revocable().acquire().unwrap();
+    let mut held = a.lock("/rev").revocable().acquire().unwrap();
     let node = format!("/rev/{}", held.node());
     b.revoke(&node, None).unwrap();
     assert_eq!(

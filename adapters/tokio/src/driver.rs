@@ -1,23 +1,29 @@
 //! The driver task: socket I/O, the timer and channels around one core `Client`.
-//! No protocol decisions are made here.
+//! No protocol decisions are made here. A write never holds up reads or timers: the
+//! socket is written from inside the same `select!` as it becomes writable.
 
+use std::any::Any;
+use std::collections::HashMap;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::time::Duration;
 
-use bytes::BytesMut;
+use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, watch};
-use zk_recipes::client::ClientEvent;
-use zk_recipes::client::{Client as Core, Error, Routes, Sink, Status, WatchMode};
+use zk_recipes::client::{
+    Client as Core, ClientEvent, Error, RecipeId, Routes, Sink, Status, WatchMode,
+};
 use zk_recipes::proto::{Request, Response};
-use zk_recipes::recipe::lock::{Lock, LockConfig, LockEvent};
-use zk_recipes::recipe::RecipeEvent;
-use zk_recipes::session::{Transport, WatchEvent};
+use zk_recipes::recipe::{AnyEvent, AnyRecipe};
+use zk_recipes::session::{DisconnectReason, Transport, TransportError, WatchEvent};
 use zk_recipes::time::Instant;
+
+/// A command run on a hosted recipe in the driver (it downcasts to its type).
+pub(crate) type RecipeCommand = Box<dyn FnOnce(&mut dyn Any, Instant) + Send>;
 
 pub(crate) enum Command {
     Submit {
@@ -29,15 +35,32 @@ pub(crate) enum Command {
         timeout: Duration,
         done: oneshot::Sender<()>,
     },
-    /// Host a lock under `key` and start acquiring.
-    Lock {
+    /// Host a recipe under `key`; its events go to `events`.
+    Host {
         key: u64,
-        config: LockConfig,
-        wait: Option<Duration>,
-        events: mpsc::UnboundedSender<LockEvent>,
+        recipe: Box<dyn AnyRecipe>,
+        events: mpsc::UnboundedSender<AnyEvent>,
     },
-    /// Release (or cancel) the lock hosted under `key`.
-    Unlock { key: u64 },
+    /// Run a command on the recipe under `key`, after adding `subscribe` (if any) to
+    /// its listeners. Dropped unrun if the recipe is gone.
+    Run {
+        key: u64,
+        command: RecipeCommand,
+        subscribe: Option<mpsc::UnboundedSender<AnyEvent>>,
+    },
+    /// The owner of the recipe under `key` went away.
+    Abandon { key: u64 },
+    /// Every status change from now on.
+    Statuses(mpsc::UnboundedSender<Status>),
+}
+
+/// What the handles see of the driver's state.
+#[derive(Clone, Debug)]
+pub(crate) struct Published {
+    pub(crate) status: Status,
+    pub(crate) session_id: i64,
+    pub(crate) password: Vec<u8>,
+    pub(crate) unreachable: Option<DisconnectReason>,
 }
 
 pub(crate) struct ReplyTx(Option<oneshot::Sender<Result<Response, Error>>>);
@@ -71,15 +94,22 @@ impl Sink<WatchEvent> for WatchTx {
     }
 }
 
-/// Where a lock's events go.
-pub(crate) struct LockTx(pub(crate) mpsc::UnboundedSender<LockEvent>);
+/// Every subscriber of one hosted recipe's events.
+#[derive(Default)]
+pub(crate) struct Fanout(Vec<mpsc::UnboundedSender<AnyEvent>>);
 
-impl Sink<RecipeEvent> for LockTx {
-    fn send(&mut self, value: RecipeEvent) -> bool {
-        match value {
-            RecipeEvent::Lock(e) => self.0.send(e).is_ok(),
-            _ => true,
-        }
+impl Sink<AnyEvent> for Fanout {
+    fn send(&mut self, value: AnyEvent) -> bool {
+        self.0.retain(|tx| tx.send(value.clone()).is_ok());
+        true // the recipe's listener lives until it is done
+    }
+}
+
+pub(crate) struct StatusTx(mpsc::UnboundedSender<Status>);
+
+impl Sink<Status> for StatusTx {
+    fn send(&mut self, value: Status) -> bool {
+        self.0.send(value).is_ok()
     }
 }
 
@@ -93,6 +123,15 @@ async fn read_some(socket: &mut Option<OwnedReadHalf>, buf: &mut [u8]) -> io::Re
     }
 }
 
+/// Writes some of `out` if there is a socket and something to write (cancel-safe:
+/// a write that did not complete wrote nothing).
+async fn write_some(socket: &mut Option<OwnedWriteHalf>, out: &[u8]) -> io::Result<usize> {
+    match socket {
+        Some(s) if !out.is_empty() => s.write(out).await,
+        _ => std::future::pending().await,
+    }
+}
+
 async fn connected(connecting: &mut Option<Connecting>) -> io::Result<TcpStream> {
     match connecting {
         Some(f) => f.await,
@@ -100,17 +139,23 @@ async fn connected(connecting: &mut Option<Connecting>) -> io::Result<TcpStream>
     }
 }
 
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
 pub(crate) async fn run(
     mut core: Core,
     mut commands: mpsc::UnboundedReceiver<Command>,
-    status: watch::Sender<Status>,
-    credentials: std::sync::Arc<std::sync::Mutex<(i64, Vec<u8>)>>,
+    published: watch::Sender<Published>,
 ) {
     let epoch = tokio::time::Instant::now();
     let now = move || {
         Instant::from_micros(u64::try_from(epoch.elapsed().as_micros()).unwrap_or(u64::MAX))
     };
-    let mut routes: Routes<ReplyTx, WatchTx, LockTx> = Routes::default();
+    let mut routes: Routes<ReplyTx, WatchTx, Fanout, StatusTx> = Routes::default();
     let mut reader: Option<OwnedReadHalf> = None;
     let mut writer: Option<OwnedWriteHalf> = None;
     let mut connecting: Option<Connecting> = None;
@@ -118,11 +163,10 @@ pub(crate) async fn run(
     let mut buf = vec![0u8; 64 * 1024];
     let mut close_waiters: Vec<oneshot::Sender<()>> = Vec::new();
     let mut handles_alive = true;
-    let mut locks: std::collections::HashMap<u64, zk_recipes::client::RecipeHandle> =
-        std::collections::HashMap::new();
+    let mut recipes: HashMap<u64, RecipeId> = HashMap::new();
 
     loop {
-        // Drain every output until there is nothing but a deadline.
+        // Drain every output until there is nothing but a deadline (and bytes to write).
         loop {
             let mut progressed = false;
             while let Some(t) = core.poll_transport() {
@@ -130,42 +174,36 @@ pub(crate) async fn run(
                 reader = None;
                 writer = None;
                 connecting = None;
+                out.clear();
                 if let Transport::Connect { host } = t {
                     let addr = core.host(host).to_string();
                     tracing::debug!(%addr, "connecting");
                     connecting = Some(Box::pin(TcpStream::connect(addr)));
                 }
             }
-            if core.poll_transmit(&mut out) {
+            if writer.is_some() && core.poll_transmit(&mut out) {
                 progressed = true;
-                if let Some(w) = &mut writer {
-                    if let Err(e) = w.write_all(&out).await {
-                        tracing::debug!(error = %e, "write failed");
-                        reader = None;
-                        writer = None;
-                        core.handle_disconnect(now());
-                    }
-                }
-                out.clear();
             }
             while let Some(event) = core.poll_event() {
                 progressed = true;
                 log(&event);
-                if let Some(s) = routes.deliver(&mut core, event) {
-                    if let Ok(mut c) = credentials.lock() {
-                        *c = (
-                            core.session().session_id(),
-                            core.session().password().to_vec(),
-                        );
-                    }
-                    status.send_replace(s);
+                if let ClientEvent::RecipeDone { id } = &event {
+                    recipes.retain(|_, r| r != id);
+                }
+                if routes.deliver(&mut core, event).is_some() {
+                    published.send_replace(Published {
+                        status: routes.status(),
+                        session_id: core.session().session_id(),
+                        password: core.session().password().to_vec(),
+                        unreachable: routes.unreachable().cloned(),
+                    });
                 }
             }
             if !progressed {
                 break;
             }
         }
-        if routes.status().is_terminal() {
+        if core.is_ended() {
             for done in close_waiters.drain(..) {
                 let _ = done.send(());
             }
@@ -178,31 +216,7 @@ pub(crate) async fn run(
             .map(|t| epoch + Duration::from_micros(t.as_micros()));
         tokio::select! {
             command = commands.recv(), if handles_alive => match command {
-                Some(Command::Submit { request, reply, watch }) => match core.submit(now(), request) {
-                    Ok(token) => {
-                        let watch = watch.map(|w| { let m = w.mode(); (w, m) });
-                        routes.insert(token, ReplyTx(Some(reply)), watch);
-                    }
-                    Err(e) => { let _ = reply.send(Err(e.into())); }
-                },
-                Some(Command::Lock { key, config, wait, events }) => {
-                    let t = now();
-                    let handle = core.add_lock(t, Lock::new(config));
-                    routes.insert_recipe(handle, LockTx(events));
-                    locks.insert(key, handle);
-                    core.lock_mut(t, handle, |l| l.acquire(t, wait.map(|w| t + w)));
-                }
-                Some(Command::Unlock { key }) => {
-                    if let Some(handle) = locks.remove(&key) {
-                        let t = now();
-                        core.lock_mut(t, handle, |l| l.release(t));
-                    }
-                }
-                Some(Command::Close { timeout, done }) => {
-                    let t = now();
-                    core.close(t, t + timeout);
-                    close_waiters.push(done);
-                }
+                Some(c) => handle(&mut core, &mut routes, &mut recipes, &mut close_waiters, c, now()),
                 None => {
                     // Every handle is gone: close the session politely.
                     handles_alive = false;
@@ -212,10 +226,24 @@ pub(crate) async fn run(
             },
             result = read_some(&mut reader, &mut buf) => match result {
                 Ok(n) if n > 0 => core.handle_bytes(now(), &buf[..n]),
-                Ok(_) | Err(_) => {
+                Ok(_) => {
                     reader = None;
                     writer = None;
-                    core.handle_disconnect(now());
+                    core.handle_transport_error(now(), TransportError::Closed);
+                }
+                Err(e) => {
+                    reader = None;
+                    writer = None;
+                    core.handle_transport_error(now(), TransportError::from(&e));
+                }
+            },
+            result = write_some(&mut writer, &out) => match result {
+                Ok(n) => out.advance(n),
+                Err(e) => {
+                    tracing::debug!(error = %e, "write failed");
+                    reader = None;
+                    writer = None;
+                    core.handle_transport_error(now(), TransportError::from(&e));
                 }
             },
             result = connected(&mut connecting) => {
@@ -226,11 +254,12 @@ pub(crate) async fn run(
                         let (r, w) = stream.into_split();
                         reader = Some(r);
                         writer = Some(w);
+                        out.clear();
                         core.handle_connected(now());
                     }
                     Err(e) => {
                         tracing::debug!(error = %e, "connect failed");
-                        core.handle_disconnect(now());
+                        core.handle_transport_error(now(), TransportError::from(&e));
                     }
                 }
             },
@@ -239,10 +268,65 @@ pub(crate) async fn run(
     }
 }
 
-async fn sleep_until(deadline: Option<tokio::time::Instant>) {
-    match deadline {
-        Some(d) => tokio::time::sleep_until(d).await,
-        None => std::future::pending().await,
+fn handle(
+    core: &mut Core,
+    routes: &mut Routes<ReplyTx, WatchTx, Fanout, StatusTx>,
+    recipes: &mut HashMap<u64, RecipeId>,
+    close_waiters: &mut Vec<oneshot::Sender<()>>,
+    command: Command,
+    t: Instant,
+) {
+    match command {
+        Command::Submit {
+            request,
+            reply,
+            watch,
+        } => match core.submit(t, request) {
+            Ok(token) => {
+                let watch = watch.map(|w| {
+                    let m = w.mode();
+                    (w, m)
+                });
+                routes.insert(token, ReplyTx(Some(reply)), watch);
+            }
+            Err(e) => {
+                let _ = reply.send(Err(e.into()));
+            }
+        },
+        Command::Host {
+            key,
+            recipe,
+            events,
+        } => {
+            let id = core.add_boxed(t, recipe);
+            routes.insert_recipe(id, Fanout(vec![events]));
+            recipes.insert(key, id);
+            // Events it reported while being hosted are already queued in the core.
+        }
+        Command::Run {
+            key,
+            command,
+            subscribe,
+        } => {
+            if let Some(&id) = recipes.get(&key) {
+                if let Some(tx) = subscribe {
+                    if let Some(fanout) = routes.listener_mut(id) {
+                        fanout.0.push(tx);
+                    }
+                }
+                core.command_any(t, id, command);
+            }
+        }
+        Command::Abandon { key } => {
+            if let Some(&id) = recipes.get(&key) {
+                core.abandon(t, id);
+            }
+        }
+        Command::Statuses(tx) => routes.subscribe_status(StatusTx(tx)),
+        Command::Close { timeout, done } => {
+            core.close(t, t + timeout);
+            close_waiters.push(done);
+        }
     }
 }
 

@@ -20,11 +20,13 @@
 //! ```
 
 mod driver;
+pub mod hosted;
 mod lock;
 
-pub use lock::{LockBuilder, LockGuard, ReentrantGuard, ReentrantLock};
-pub use zk_recipes::recipe::lock::LockChange;
-pub use zk_recipes::recipe::lock::LostReason;
+pub use hosted::{Events, Hosted};
+pub use lock::{LockBuilder, LockGuard, ReentrantLock};
+pub use zk_recipes::recipe::lock::{HoldState, LockChange, LostReason};
+pub use zk_recipes::recipe::Recipe;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -37,14 +39,16 @@ pub use zk_recipes::client::ops::CreateOptions;
 use zk_recipes::client::ops::{self, Raw};
 pub use zk_recipes::client::{Error, Status};
 use zk_recipes::proto::Request;
-pub use zk_recipes::proto::{perms, Acl, Id};
+pub use zk_recipes::proto::{perms, Acl, ErrorCode, Id};
 pub use zk_recipes::proto::{
     AddWatchMode, ClientInfo, CreateMode, EventType, MultiOp, MultiResult, ReadOp, Stat,
     WatcherType,
 };
+use zk_recipes::recipe::lock::Revoke;
+use zk_recipes::recipe::path::{CreateAll, CreateAllEvent, DeleteAll};
 pub use zk_recipes::session::WatchEvent;
 
-use driver::{Command, WatchTx};
+use driver::{Command, Published, WatchTx};
 
 /// Connection options.
 #[derive(Clone, Debug)]
@@ -57,6 +61,9 @@ pub struct Options {
     pub read_only: bool,
     /// Seed for host order and jitter; default: random per client.
     pub seed: Option<u64>,
+    /// Start a new session by itself after an expiry (default on, as Curator and kazoo
+    /// do); off: `Expired` ends the client.
+    pub renew_on_expiry: bool,
 }
 
 impl Default for Options {
@@ -66,6 +73,7 @@ impl Default for Options {
             connect_timeout: Duration::from_secs(30),
             read_only: false,
             seed: None,
+            renew_on_expiry: true,
         }
     }
 }
@@ -74,6 +82,30 @@ impl Options {
     /// Sets the session timeout.
     pub fn session_timeout(mut self, t: Duration) -> Self {
         self.session_timeout = t;
+        self
+    }
+
+    /// Sets how long [`connect`] waits for the first session.
+    pub fn connect_timeout(mut self, t: Duration) -> Self {
+        self.connect_timeout = t;
+        self
+    }
+
+    /// Accept read-only servers.
+    pub fn read_only(mut self, read_only: bool) -> Self {
+        self.read_only = read_only;
+        self
+    }
+
+    /// Sets the seed for host order and jitter.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// Start a new session after an expiry, or not.
+    pub fn renew_on_expiry(mut self, renew: bool) -> Self {
+        self.renew_on_expiry = renew;
         self
     }
 }
@@ -91,33 +123,46 @@ pub(crate) fn random_seed() -> u64 {
     h.finish()
 }
 
-/// Connects and waits for a session. Fails with [`Error::Timeout`] if none is
-/// established within `options.connect_timeout`.
+/// Connects and waits for a session. Fails with [`Error::Unreachable`] (saying what
+/// happened: refused, reset, not a ZooKeeper server, no handshake answer, ...) as soon
+/// as every host has failed once, or [`Error::Timeout`] if no session is established
+/// within `options.connect_timeout`.
+///
+/// How long calls wait: a request in flight ends with `ConnectionLoss` once the
+/// connection is declared dead (no complete frame for 2/3 of the session timeout); one
+/// waiting for a connection ends when the session is back or expired (the session
+/// timeout at most). Bound a single call further with `tokio::time::timeout`.
 pub async fn connect(connect_string: &str, options: Options) -> Result<Client, Error> {
     let core_options = zk_recipes::client::Options::new(connect_string)?
         .session_timeout(options.session_timeout)
         .read_only(options.read_only)
+        .renew_on_expiry(options.renew_on_expiry)
         .seed(options.seed.unwrap_or_else(random_seed));
-    let epoch_now = zk_recipes::time::Instant::ZERO;
-    let core = zk_recipes::client::Client::new(core_options, epoch_now);
+    let core = zk_recipes::client::Client::new(core_options, zk_recipes::time::Instant::ZERO);
     let (tx, rx) = mpsc::unbounded_channel();
-    let (status_tx, mut status) = watch::channel(Status::Connecting);
-    let credentials = std::sync::Arc::new(std::sync::Mutex::new((0, Vec::new())));
-    tokio::spawn(driver::run(core, rx, status_tx, credentials.clone()));
+    let (published_tx, mut published) = watch::channel(Published {
+        status: Status::Connecting,
+        session_id: 0,
+        password: Vec::new(),
+        unreachable: None,
+    });
+    tokio::spawn(driver::run(core, rx, published_tx));
     let client = Client {
         commands: tx,
-        status: status.clone(),
-        credentials,
+        published: published.clone(),
     };
     let wait = async {
-        status
-            .wait_for(|s| !matches!(s, Status::Connecting))
+        published
+            .wait_for(|p| p.status != Status::Connecting || p.unreachable.is_some())
             .await
-            .map(|s| *s)
+            .map(|p| p.clone())
     };
     match tokio::time::timeout(options.connect_timeout, wait).await {
-        Ok(Ok(Status::Connected { .. })) => Ok(client),
-        Ok(Ok(s)) => Err(s.error()),
+        Ok(Ok(p)) if p.status.is_connected() => Ok(client),
+        Ok(Ok(p)) => Err(match p.unreachable {
+            Some(reason) => Error::Unreachable(reason),
+            None => p.status.error(),
+        }),
         Ok(Err(_)) => Err(Error::Closed),
         Err(_) => Err(Error::Timeout),
     }
@@ -127,8 +172,7 @@ pub async fn connect(connect_string: &str, options: Options) -> Result<Client, E
 #[derive(Clone, Debug)]
 pub struct Client {
     pub(crate) commands: mpsc::UnboundedSender<Command>,
-    status: watch::Receiver<Status>,
-    credentials: std::sync::Arc<std::sync::Mutex<(i64, Vec<u8>)>>,
+    published: watch::Receiver<Published>,
 }
 
 /// A one-shot watch: resolves with the event that fired it.
@@ -141,6 +185,28 @@ impl Future for Watch {
         Pin::new(&mut self.0)
             .poll(cx)
             .map(|r| r.map_err(|_| Error::WatchEnded))
+    }
+}
+
+/// Every status change of a session, in order.
+#[derive(Debug)]
+pub struct StatusStream(mpsc::UnboundedReceiver<Status>);
+
+impl StatusStream {
+    /// The next status; `None` once the client has ended.
+    pub async fn next(&mut self) -> Option<Status> {
+        self.0.recv().await
+    }
+
+    /// The first status from here on that satisfies `done`; `None` if the client ended
+    /// first.
+    pub async fn wait_for(&mut self, done: impl Fn(&Status) -> bool) -> Option<Status> {
+        loop {
+            let s = self.next().await?;
+            if done(&s) {
+                return Some(s);
+            }
+        }
     }
 }
 
@@ -158,26 +224,26 @@ impl WatchStream {
 impl Client {
     /// The current session status.
     pub fn status(&self) -> Status {
-        *self.status.borrow()
+        self.published.borrow().status
     }
 
-    /// A receiver of status changes (`changed().await`, `borrow()`).
-    pub fn status_changes(&self) -> watch::Receiver<Status> {
-        self.status.clone()
+    /// Every status change from now on, none dropped (the current status first). The
+    /// stream ends when the client does.
+    pub fn status_stream(&self) -> StatusStream {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let _ = self.commands.send(Command::Statuses(tx));
+        StatusStream(rx)
     }
 
     /// The session id (0 until the first session is established).
     pub fn session_id(&self) -> i64 {
-        self.credentials.lock().map(|c| c.0).unwrap_or(0)
+        self.published.borrow().session_id
     }
 
     /// The session password (with [`session_id`](Self::session_id), enough to resume
     /// the session from another process — or to end it, as tests do).
     pub fn session_password(&self) -> Vec<u8> {
-        self.credentials
-            .lock()
-            .map(|c| c.1.clone())
-            .unwrap_or_default()
+        self.published.borrow().password.clone()
     }
 
     pub(crate) fn dead(&self) -> Error {
@@ -367,6 +433,41 @@ impl Client {
     /// Wrong credentials end the session with [`Error::AuthFailed`].
     pub async fn add_auth(&self, scheme: &str, auth: &[u8]) -> Result<(), Error> {
         self.call(ops::add_auth(scheme, auth), ops::read_unit).await
+    }
+
+    /// Creates `path` and any missing parents (persistent, same ACL) in one round
+    /// trip; returns the final path. An ancestor that cannot be created is named in
+    /// [`Error::NoParent`] (or [`Error::ChrootMissing`]).
+    pub async fn create_all(
+        &self,
+        path: &str,
+        data: impl Into<Bytes>,
+        opts: &CreateOptions,
+    ) -> Result<String, Error> {
+        let recipe = CreateAll::new(path, data.into(), opts.clone());
+        let (hold, mut events) = self.host(recipe)?;
+        hold.run(|r, now| r.start(now))?;
+        match events.next().await {
+            Some(CreateAllEvent::Created { path, .. }) => Ok(path),
+            Some(CreateAllEvent::Failed(e)) => Err(e),
+            None => Err(self.dead()),
+        }
+    }
+
+    /// Deletes `path` and everything below it.
+    pub async fn delete_all(&self, path: &str) -> Result<(), Error> {
+        let (hold, mut events) = self.host(DeleteAll::new(path))?;
+        hold.run(|r, now| r.start(now))?;
+        events.next().await.unwrap_or_else(|| Err(self.dead()))
+    }
+
+    /// Asks the holder of lock node `node` (a full path) to release by writing
+    /// `unlock` into it; with `force_after`, deletes the node if it still exists after
+    /// that grace period (its holder then sees `Lost`).
+    pub async fn revoke(&self, node: &str, force_after: Option<Duration>) -> Result<(), Error> {
+        let (hold, mut events) = self.host(Revoke::new(node, force_after))?;
+        hold.run(|r, now| r.start(now))?;
+        events.next().await.unwrap_or_else(|| Err(self.dead()))
     }
 
     /// Closes the session (waits up to 5 s for the server to confirm).

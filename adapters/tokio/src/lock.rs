@@ -1,53 +1,32 @@
-//! Locks for the tokio adapter: exclusive, read and write, with guards.
+//! Locks for the tokio adapter: thin typed wrappers over the core [`Lock`]; what each
+//! call and event means is decided there (see `zk_recipes::recipe::lock`).
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::sync::mpsc;
-use zk_recipes::recipe::lock::{LockChange, LockConfig, LockEvent, LockKind, LostReason, REVOKE};
+use zk_recipes::recipe::lock::{
+    Acquire, AcquireWait, HoldState, Lock, LockChange, LockConfig, LockEvent, LockKind, LockStatus,
+    Release,
+};
 
-use crate::driver::Command;
+use crate::hosted::{Events, Hosted};
 use crate::{Client, Error};
-
-static NEXT_KEY: AtomicU64 = AtomicU64::new(1);
 
 /// A fresh random id for one lock node.
 fn node_id() -> String {
     zk_recipes::recipe::lock::node_id(crate::random_seed(), crate::random_seed())
 }
 
-/// How to take a lock; made by [`Client::lock`], [`Client::read_lock`], [`Client::write_lock`].
+/// How to take a lock; made by [`Client::lock`], [`Client::read_lock`],
+/// [`Client::write_lock`] and [`ReentrantLock`].
 #[must_use = "a lock builder does nothing until acquired"]
+#[derive(Clone)]
 pub struct LockBuilder {
     client: Client,
     config: LockConfig,
 }
 
-/// Cancels (deletes the node of) an attempt that was dropped before finishing.
-struct Pending {
-    client: Client,
-    key: u64,
-    armed: bool,
-}
-
-impl Drop for Pending {
-    fn drop(&mut self) {
-        if self.armed {
-            let _ = self.client.commands.send(Command::Unlock { key: self.key });
-        }
-    }
-}
-
 impl LockBuilder {
-    pub(crate) fn new(client: Client, dir: &str, kind: LockKind) -> Self {
-        LockBuilder {
-            config: LockConfig::new(dir, kind, &node_id()),
-            client,
-        }
-    }
-
     /// Data stored in our node.
     pub fn data(mut self, data: impl Into<Bytes>) -> Self {
         self.config.data = data.into();
@@ -61,85 +40,75 @@ impl LockBuilder {
         self
     }
 
-    /// Skip the watch on our own node while holding: one request less per acquisition,
-    /// but a deletion of our node by someone else goes unnoticed until the session ends.
+    /// Skip the watch on our own node: one request less per acquisition, but a deletion
+    /// of our node by someone else goes unnoticed until the session ends.
     pub fn without_own_node_watch(mut self) -> Self {
         self.config.watch_own_node = false;
         self
     }
 
-    /// Waits for the lock. Dropping the future cancels the attempt and deletes our node.
+    /// Waits until the lock is held, or fails when it cannot be had (the session is
+    /// lost, no permission, ...). Dropping the future cancels and deletes our node.
     pub async fn acquire(self) -> Result<LockGuard, Error> {
-        match self.start(None).await? {
-            Some(g) => Ok(g),
-            None => Err(Error::Timeout),
-        }
+        acquire(&Hosted::new(&self.client, Lock::new(self.config))?.0, None)
+            .await?
+            .ok_or(Error::Finished)
     }
 
-    /// Takes the lock only if it is free now.
+    /// Takes the lock only if it is free now (one look at the directory).
     pub async fn try_acquire(self) -> Result<Option<LockGuard>, Error> {
-        self.start(Some(Duration::ZERO)).await
+        self.acquire_timeout(Duration::ZERO).await
     }
 
-    /// Waits at most `timeout` for the lock.
-    pub async fn acquire_timeout(self, timeout: Duration) -> Result<Option<LockGuard>, Error> {
-        self.start(Some(timeout)).await
-    }
-
-    async fn start(self, wait: Option<Duration>) -> Result<Option<LockGuard>, Error> {
-        let key = NEXT_KEY.fetch_add(1, Ordering::Relaxed);
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        let client = self.client;
-        client
-            .commands
-            .send(Command::Lock {
-                key,
-                config: self.config,
-                wait,
-                events: tx,
-            })
-            .map_err(|_| client.dead())?;
-        let mut pending = Pending {
-            client: client.clone(),
-            key,
-            armed: true,
-        };
-        loop {
-            match rx.recv().await {
-                Some(LockEvent::Acquired {
-                    fencing_token,
-                    node,
-                }) => {
-                    pending.armed = false;
-                    return Ok(Some(LockGuard {
-                        client,
-                        key,
-                        events: rx,
-                        fencing_token,
-                        node,
-                        released: false,
-                    }));
-                }
-                // (`pending` still sends the unlock on drop: it frees the driver's entry;
-                // the machine already removes any node itself.)
-                Some(LockEvent::NotAcquired) => return Ok(None),
-                Some(LockEvent::Failed { error }) => return Err(error.into()),
-                Some(_) => {}
-                None => {
-                    pending.armed = false;
-                    return Err(client.dead());
-                }
-            }
-        }
+    /// Waits at most `wait` (plus one round trip for a first look) for the lock.
+    pub async fn acquire_timeout(self, wait: Duration) -> Result<Option<LockGuard>, Error> {
+        acquire(
+            &Hosted::new(&self.client, Lock::new(self.config))?.0,
+            Some(wait),
+        )
+        .await
     }
 }
 
-/// A held lock. Dropping it releases the lock (without waiting).
-#[derive(Debug)]
+async fn acquire(hold: &Hosted<Lock>, wait: Option<Duration>) -> Result<Option<LockGuard>, Error> {
+    let (answer, mut events) = hold
+        .call_subscribed(move |l, now| l.acquire(now, wait.map(|w| now + w)))
+        .await?;
+    let (fencing_token, node, status) = match (&answer, AcquireWait::after(&answer)) {
+        (
+            Acquire::Held {
+                fencing_token,
+                node,
+            },
+            _,
+        ) => (*fencing_token, node.clone(), LockStatus::held()),
+        (_, Some(mut wait)) => match events
+            .wait(|_| {}, |e| wait.feed(e))
+            .await
+            .unwrap_or(Err(Error::Finished))?
+        {
+            Some((token, node)) => (token, node, wait.into_status()),
+            None => return Ok(None),
+        },
+        (Acquire::Failed(e), _) => return Err(e.clone()),
+        _ => return Err(Error::Finished),
+    };
+    Ok(Some(LockGuard {
+        hold: hold.clone(),
+        events,
+        status,
+        fencing_token,
+        node,
+        released: false,
+    }))
+}
+
+/// A held lock (or one level of a re-entrant hold). Dropping it releases it without
+/// waiting (from any context: it only sends a message).
 pub struct LockGuard {
-    client: Client,
-    key: u64,
-    events: mpsc::UnboundedReceiver<LockEvent>,
+    hold: Hosted<Lock>,
+    events: Events<Lock>,
+    status: LockStatus,
     fencing_token: i64,
     node: String,
     released: bool,
@@ -158,37 +127,57 @@ impl LockGuard {
         &self.node
     }
 
-    /// The next change while holding; pending forever while nothing happens (use it in
-    /// `select!` beside the protected work).
+    fn fold(&mut self) -> &mut LockStatus {
+        while let Some(e) = self.events.try_next() {
+            self.status.apply(&e);
+        }
+        &mut self.status
+    }
+
+    /// Where the hold stands now.
+    pub fn status(&mut self) -> HoldState {
+        self.fold().state()
+    }
+
+    /// Held with the connection up: check before acting on the protected resource.
+    pub fn is_held(&mut self) -> bool {
+        self.fold().is_held()
+    }
+
+    /// Someone asked for the lock (revocable locks), now or while we waited.
+    pub fn revocation_requested(&mut self) -> bool {
+        self.fold().revocation_requested()
+    }
+
+    /// The next change while holding, none skipped; pending while nothing happens (use
+    /// it in `select!` beside the protected work).
     pub async fn changed(&mut self) -> LockChange {
         loop {
-            match self.events.recv().await {
-                Some(e) => {
-                    if let Some(change) = e.change() {
-                        return change;
-                    }
-                }
-                None => return LockChange::Lost(LostReason::SessionClosed),
+            if let Some(c) = self.fold().next_change() {
+                return c;
+            }
+            match self.events.next().await {
+                Some(e) => self.status.apply(&e),
+                None => match self.status.state() {
+                    HoldState::Lost(r) => return LockChange::Lost(r),
+                    _ => std::future::pending::<()>().await,
+                },
             }
         }
     }
 
-    /// Releases the lock and waits until our node is deleted.
+    /// Releases (one level) and waits until our node is deleted (or, for an inner
+    /// re-entrant level, at once).
     pub async fn release(mut self) -> Result<(), Error> {
         self.released = true;
-        self.client
-            .commands
-            .send(Command::Unlock { key: self.key })
-            .map_err(|_| self.client.dead())?;
-        loop {
-            match self.events.recv().await {
-                Some(LockEvent::Released)
-                | Some(LockEvent::Cancelled)
-                | Some(LockEvent::Lost { .. })
-                | None => return Ok(()),
-                Some(LockEvent::Failed { error }) => return Err(error.into()),
-                Some(_) => {}
-            }
+        match self.hold.call(|l, now| l.release(now)).await {
+            Ok(Release::Pending) => self
+                .events
+                .wait(|_| {}, LockEvent::release_outcome)
+                .await
+                .unwrap_or(Ok(())),
+            Ok(Release::StillHeld { .. }) | Ok(Release::Done) | Err(Error::Finished) => Ok(()),
+            Err(e) => Err(e),
         }
     }
 }
@@ -196,125 +185,88 @@ impl LockGuard {
 impl Drop for LockGuard {
     fn drop(&mut self) {
         if !self.released {
-            let _ = self.client.commands.send(Command::Unlock { key: self.key });
+            let _ = self.hold.run(|l, now| {
+                l.release(now);
+            });
         }
     }
 }
 
-/// A re-entrant lock: nested [`acquire`](ReentrantLock::acquire)s through the same
-/// handle join the current hold; the node is released with the last guard. Curator
-/// counts per thread; here the handle is the owner, so share a handle only within one
-/// logical owner (one task, one request).
-#[derive(Clone)]
+/// A re-entrant exclusive lock: acquiring through a handle that holds the lock adds a
+/// level at once; the node is released with the last level's guard. The handle is the
+/// owner (one per logical owner: a task, a request), in both adapters.
 pub struct ReentrantLock {
-    client: Client,
-    dir: String,
-    state: Arc<tokio::sync::Mutex<(usize, Option<LockGuard>)>>,
-}
-
-/// One level of a [`ReentrantLock`] hold.
-pub struct ReentrantGuard {
-    state: Arc<tokio::sync::Mutex<(usize, Option<LockGuard>)>>,
-    fencing_token: i64,
+    builder: LockBuilder,
+    hold: tokio::sync::Mutex<Option<Hosted<Lock>>>,
 }
 
 impl ReentrantLock {
-    pub(crate) fn new(client: Client, dir: &str) -> Self {
-        ReentrantLock {
-            client,
-            dir: dir.into(),
-            state: Arc::new(tokio::sync::Mutex::new((0, None))),
+    /// Acquires, or adds a level to the hold this handle has. Fails if that hold was
+    /// lost (while any of its guards lives).
+    pub async fn acquire(&self) -> Result<LockGuard, Error> {
+        self.acquire_inner(None).await?.ok_or(Error::Finished)
+    }
+
+    /// Levels held now through this handle (0 when it holds nothing).
+    pub async fn depth(&self) -> u32 {
+        let hold = self.hold.lock().await.clone();
+        match hold {
+            Some(h) => h.call(|l, _| l.depth()).await.unwrap_or(0),
+            None => 0,
         }
     }
 
-    /// Acquires, or joins the hold this handle already has.
-    pub async fn acquire(&self) -> Result<ReentrantGuard, Error> {
-        let mut s = self.state.lock().await;
-        if s.0 == 0 {
-            s.1 = Some(self.client.lock(&self.dir).acquire().await?);
-        }
-        s.0 += 1;
-        let fencing_token = s.1.as_ref().map(LockGuard::fencing_token).unwrap_or(0);
-        Ok(ReentrantGuard {
-            state: self.state.clone(),
-            fencing_token,
-        })
+    /// Like [`acquire`](Self::acquire), waiting at most `wait` for a new hold.
+    pub async fn acquire_timeout(&self, wait: Duration) -> Result<Option<LockGuard>, Error> {
+        self.acquire_inner(Some(wait)).await
     }
 
-    /// How many levels are held now.
-    pub async fn depth(&self) -> usize {
-        self.state.lock().await.0
-    }
-}
-
-impl ReentrantGuard {
-    /// The hold's fencing token.
-    pub fn fencing_token(&self) -> i64 {
-        self.fencing_token
-    }
-}
-
-impl Drop for ReentrantGuard {
-    fn drop(&mut self) {
-        let state = self.state.clone();
-        // The last level releases: dropping the inner guard sends the release.
-        let release = move |s: &mut (usize, Option<LockGuard>)| {
-            s.0 = s.0.saturating_sub(1);
-            if s.0 == 0 {
-                s.1 = None;
+    async fn acquire_inner(&self, wait: Option<Duration>) -> Result<Option<LockGuard>, Error> {
+        let mut hold = self.hold.lock().await;
+        if let Some(h) = hold.as_ref() {
+            match acquire(h, wait).await {
+                Err(Error::Finished) => {} // that hold is over: start a new one
+                other => return other,
             }
-        };
-        let done = match state.try_lock() {
-            Ok(mut s) => {
-                release(&mut s);
-                true
-            }
-            Err(_) => false,
-        };
-        if !done {
-            tokio::spawn(async move { release(&mut *state.lock().await) });
         }
+        let mut config = self.builder.config.clone();
+        config.id = node_id();
+        let h = Hosted::new(&self.builder.client, Lock::new(config))?.0;
+        *hold = Some(h.clone());
+        acquire(&h, wait).await
     }
 }
 
 impl Client {
+    fn lock_kind(&self, dir: &str, kind: LockKind) -> LockBuilder {
+        LockBuilder {
+            client: self.clone(),
+            config: LockConfig::new(dir, kind, &node_id()),
+        }
+    }
+
     /// An exclusive lock on `dir` (Curator `InterProcessMutex` compatible).
     pub fn lock(&self, dir: &str) -> LockBuilder {
-        LockBuilder::new(self.clone(), dir, LockKind::Exclusive)
+        self.lock_kind(dir, LockKind::Exclusive)
     }
 
     /// The read side of a read/write lock on `dir` (Curator `InterProcessReadWriteLock`).
     pub fn read_lock(&self, dir: &str) -> LockBuilder {
-        LockBuilder::new(self.clone(), dir, LockKind::Read)
+        self.lock_kind(dir, LockKind::Read)
     }
 
     /// The write side of a read/write lock on `dir`.
     pub fn write_lock(&self, dir: &str) -> LockBuilder {
-        LockBuilder::new(self.clone(), dir, LockKind::Write)
+        self.lock_kind(dir, LockKind::Write)
     }
 
-    /// A re-entrant exclusive lock on `dir` (explicit opt-in; see [`ReentrantLock`]).
+    /// A re-entrant exclusive lock on `dir` (see [`ReentrantLock`]).
     pub fn reentrant_lock(&self, dir: &str) -> ReentrantLock {
-        ReentrantLock::new(self.clone(), dir)
-    }
-
-    /// Asks the holder of `node` (a full path) to release by writing `unlock` into it;
-    /// with `force_after`, deletes the node if it still exists after that grace period
-    /// (the holder then sees `Lost`).
-    pub async fn revoke(&self, node: &str, force_after: Option<Duration>) -> Result<(), Error> {
-        match self.set_data(node, Bytes::from_static(REVOKE), None).await {
-            Err(Error::Server(zk_recipes::proto::ErrorCode::NoNode)) => return Ok(()),
-            other => {
-                other?;
-            }
+        let mut builder = self.lock(dir);
+        builder.config.reentrant = true;
+        ReentrantLock {
+            builder,
+            hold: tokio::sync::Mutex::new(None),
         }
-        if let Some(grace) = force_after {
-            tokio::time::sleep(grace).await;
-            match self.delete(node, None).await {
-                Ok(()) | Err(Error::Server(zk_recipes::proto::ErrorCode::NoNode)) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
     }
 }

@@ -366,7 +366,7 @@ async fn restart_within_the_timeout_keeps_the_session_and_rearms_watches() {
         .await
         .unwrap();
     let (_, changed) = zk.get_data_watch("/watched").await.unwrap();
-    let mut states = zk.status_changes();
+    let mut states = zk.status_stream();
 
     server.kill().unwrap();
     within("suspended", states.wait_for(|s| *s == Status::Suspended))
@@ -405,7 +405,7 @@ async fn expiry_is_reported_and_a_new_session_can_start() {
     zk.create("/gone", "", &CreateOptions::mode(CreateMode::Ephemeral))
         .await
         .unwrap();
-    let mut states = zk.status_changes();
+    let mut states = zk.status_stream();
     // Another connection takes the session over and closes it. Our client fights back
     // (re-attaching closes the thief's connection), so try until the close lands.
     let id = zk.session_id();
@@ -428,7 +428,7 @@ async fn expiry_is_reported_and_a_new_session_can_start() {
         }
         if tokio::time::timeout(
             Duration::from_millis(500),
-            states.wait_for(|s| *s == Status::Expired),
+            states.wait_for(|s| matches!(*s, Status::Expired { .. })),
         )
         .await
         .is_ok()
@@ -441,16 +441,22 @@ async fn expiry_is_reported_and_a_new_session_can_start() {
         closed,
         "could not close the session from a second connection"
     );
-    within("expired", states.wait_for(|s| *s == Status::Expired))
-        .await
-        .unwrap();
-    assert_eq!(zk.exists("/gone").await, Err(Error::SessionExpired));
-    let fresh = client(&server).await;
-    assert_ne!(fresh.session_id(), 0);
+    // The same client goes on with a new session by itself (as Curator and kazoo do).
+    let renewed = within(
+        "a new session",
+        states.wait_for(|s| matches!(s, Status::Connected { .. })),
+    )
+    .await
+    .unwrap();
+    assert!(
+        matches!(renewed, Status::Connected { session_id, .. } if session_id != id),
+        "{renewed:?}"
+    );
+    assert_ne!(zk.session_id(), id);
     assert_eq!(
-        fresh.exists("/gone").await.unwrap(),
+        zk.exists("/gone").await.unwrap(),
         None,
-        "ephemeral went with the session"
+        "ephemeral went with the old session"
     );
 }
 
@@ -459,24 +465,26 @@ async fn a_frozen_server_makes_the_client_give_the_session_up() {
     let server = TestServer::start().unwrap();
     let zk = connect(
         &server.connect_string(),
-        Options::default().session_timeout(Duration::from_secs(2)),
+        Options::default()
+            .session_timeout(Duration::from_secs(2))
+            .renew_on_expiry(false),
     )
     .await
     .unwrap();
-    let mut states = zk.status_changes();
+    let mut states = zk.status_stream();
     server.pause().unwrap();
     let pending = zk.get_data("/");
     let (result, _) = tokio::join!(pending, async {
         within(
             "expired estimate",
-            states.wait_for(|s| *s == Status::Expired),
+            states.wait_for(|s| matches!(*s, Status::Expired { .. })),
         )
         .await
         .unwrap();
     });
     server.resume().unwrap();
     assert_eq!(result, Err(Error::ConnectionLoss));
-    assert_eq!(zk.status(), Status::Expired);
+    assert_eq!(zk.status(), Status::Expired { renewing: false });
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -579,7 +587,7 @@ async fn ensemble_failover_keeps_the_session() {
                 .contains(&sid)
         })
         .expect("our session is on one server");
-    let mut states = zk.status_changes();
+    let mut states = zk.status_stream();
     ensemble.kill(on).unwrap();
     within("suspended", states.wait_for(|s| *s == Status::Suspended))
         .await
