@@ -7,7 +7,7 @@
 //!
 //! Everything it does is bounded: one thread per connection (at most
 //! [`MAX_LIVE_CONNECTIONS`] at a time), every blocking call has a short timeout and
-//! checks the stop flag, buffers hold at most one request frame, and [`FakeServer::stop`]
+//! checks the stop flag, buffers hold at most one request frame (1 MiB), and [`FakeServer::stop`]
 //! (or drop) ends every thread and closes every socket within about 100 ms.
 //!
 //! ```
