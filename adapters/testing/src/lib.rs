@@ -18,6 +18,8 @@
 //!
 //! Environment: `ZOOKEEPER_JAR` overrides the jar path, `JAVA` the java binary.
 
+#![warn(missing_docs)]
+
 mod fake;
 mod raw;
 mod server;
