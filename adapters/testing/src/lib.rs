@@ -5,6 +5,8 @@
 //! as a standalone [`TestServer`] or a three-server [`TestEnsemble`]. Servers can be
 //! stopped, killed, paused and restarted on the same port and data; everything is cleaned
 //! up on drop. [`RawClient`] talks to a server with nothing but the `zk-recipes` codec.
+//! [`FakeServer`] is the opposite of a real server: a loopback listener that misbehaves
+//! on purpose (garbage, bad lengths, silence, resets, ...; see [`Misbehaviour`]).
 //!
 //! ```no_run
 //! use zk_recipes_testing::TestServer;
@@ -16,8 +18,15 @@
 //!
 //! Environment: `ZOOKEEPER_JAR` overrides the jar path, `JAVA` the java binary.
 
+#![warn(missing_docs)]
+
+mod fake;
 mod raw;
 mod server;
 
+pub use fake::{
+    FakeServer, Misbehaviour, FAKE_PASSWORD, FAKE_SESSION_ID, FAKE_ZXID, GARBAGE_FRAME, HTTP_400,
+    MAX_LIVE_CONNECTIONS, MAX_RECORDED_TIMES, UNKNOWN_XID,
+};
 pub use raw::RawClient;
 pub use server::{four_letter, Options, TestEnsemble, TestServer};
