@@ -4,7 +4,9 @@
 //!
 //! Each client slot runs a real [`Client`] (codec → session → client) driven by an
 //! [`Actor`]. The network delivers bytes with random latency, FIFO within a connection;
-//! messages of different sessions reorder freely. Faults, all from the seed:
+//! messages of different sessions reorder freely. Every frame the server writes is a
+//! message of its own, so a connection can break between two replies. Faults, all from
+//! the seed:
 //! a request lost before the server reads it, a reply lost after the server applied
 //! the request (the lost-create-reply case), a dropped connection, a server pause
 //! (possibly longer than the session timeout), a forced session expiry, and a client
@@ -53,7 +55,10 @@ pub struct SimConfig {
     pub latency: (Duration, Duration),
     /// Per message to the server: the connection drops and the message is lost.
     pub lose_request: u32,
-    /// Per message to a client: the connection drops after the server acted.
+    /// Per message to a client (each frame the server wrote is its own message): the
+    /// connection drops after the server acted, losing this frame and everything after
+    /// it; earlier frames of the same write (e.g. the first reply of a pipelined pair)
+    /// were delivered.
     pub lose_reply: u32,
     /// Per fault tick (every 100 ms): drop a random connection.
     pub drop_connection: u32,
@@ -211,6 +216,18 @@ fn splitmix(state: &mut u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
+}
+
+/// Length of the first frame in `bytes` with its 4-byte big-endian prefix (all of
+/// `bytes` when they hold less than a prefix).
+fn frame_len(bytes: &[u8]) -> usize {
+    match bytes {
+        [a, b, c, d, ..] => {
+            let body = u32::from_be_bytes([*a, *b, *c, *d]);
+            usize::try_from(body).map_or(usize::MAX, |n| n.saturating_add(4))
+        }
+        _ => bytes.len(),
+    }
 }
 
 impl<A: Actor> Simulation<A> {
@@ -545,10 +562,10 @@ impl<A: Actor> Simulation<A> {
         self.drive(i);
     }
 
-    /// Ships everything the server wrote, FIFO per connection.
+    /// Ships everything the server wrote, FIFO per connection, one message per frame.
     fn flush_server(&mut self) {
         for conn in self.server.conns_with_output() {
-            let bytes = self.server.take_output(conn).freeze();
+            let mut bytes = self.server.take_output(conn).freeze();
             let closed = self.server.is_closed(conn);
             if closed {
                 self.server.disconnect(conn);
@@ -561,7 +578,19 @@ impl<A: Actor> Simulation<A> {
             }
             let at = (self.now + self.latency()).max(self.slots[i].last_to_client);
             self.slots[i].last_to_client = at;
-            self.push(at, Ev::ToClient(i, gen, bytes, closed));
+            // One message per frame, all arriving together in write order (equal times
+            // keep push order), so that the connection can break between two replies of
+            // a pipelined pair. The server only writes whole frames; splitting a frozen
+            // buffer is zero-copy.
+            loop {
+                let len = frame_len(&bytes);
+                if len >= bytes.len() {
+                    self.push(at, Ev::ToClient(i, gen, bytes, closed));
+                    break;
+                }
+                let frame = bytes.split_to(len);
+                self.push(at, Ev::ToClient(i, gen, frame, false));
+            }
         }
     }
 
