@@ -9,9 +9,10 @@
 //! the seed:
 //! a request lost before the server reads it, a reply lost after the server applied
 //! the request (the lost-create-reply case), a dropped connection, a server pause
-//! (possibly longer than the session timeout), a forced session expiry, and a client
+//! (possibly longer than the session timeout), a forced session expiry, a client
 //! crash (the process stops; its session expires later; the slot restarts with a new
-//! session). A failure names its seed; the same seed replays the same run.
+//! session), and a reconnect that lands on a lagging follower (stale reads until it
+//! catches up; off by default). A failure names its seed; the same seed replays the same run.
 
 use alloc::collections::{BTreeMap, BinaryHeap, VecDeque};
 use alloc::format;
@@ -21,7 +22,7 @@ use bytes::{Bytes, BytesMut};
 use core::cmp::Reverse;
 use core::time::Duration;
 
-use super::server::{ConnId, ServerConfig, SimServer};
+use super::server::{ConnId, Lag, ServerConfig, SimServer};
 use crate::client::ClientEvent;
 use crate::client::{Client, Options};
 use crate::proto::DEFAULT_MAX_REQUEST;
@@ -68,6 +69,17 @@ pub struct SimConfig {
     pub expire_session: u32,
     /// Per fault tick: crash a random client.
     pub crash_client: u32,
+    /// Per reconnect of a live session (a re-attach, not a new session): the new
+    /// connection lands on a follower that lags behind the leader, so its reads miss
+    /// recent writes — possibly the session's own write whose reply was lost — until it
+    /// catches up: on `sync`, on a write of its own, or after `stale_catch_up`. Its
+    /// watches fire at catch-up for what it missed (see [`SimServer::connect_lagging`]).
+    /// 0 in both [`with_faults`](Self::with_faults) and [`calm`](Self::calm) for now:
+    /// a recipe survives it only if it syncs before trusting a read after a reconnect.
+    pub stale_reconnect: u32,
+    /// How long a lagging follower takes to catch up by itself (a random duration in
+    /// this range, server time).
+    pub stale_catch_up: (Duration, Duration),
     /// Keep a trace of the last events for failure reports.
     pub trace: bool,
     /// A run that handles more events than this fails (a livelock, not a slow run).
@@ -92,6 +104,8 @@ impl SimConfig {
             pause_server: 3,
             expire_session: 5,
             crash_client: 5,
+            stale_reconnect: 0,
+            stale_catch_up: (Duration::from_millis(50), Duration::from_millis(500)),
             trace: true,
             max_events: 20_000_000,
             quiet: Duration::ZERO,
@@ -107,6 +121,7 @@ impl SimConfig {
             pause_server: 0,
             expire_session: 0,
             crash_client: 0,
+            stale_reconnect: 0,
             trace: false,
             ..Self::with_faults(seed, clients)
         }
@@ -236,6 +251,9 @@ impl<A: Actor> Simulation<A> {
         let mut rng = config.seed ^ 0x5EED;
         let server = SimServer::new(ServerConfig {
             container_check_ms: 1000,
+            // Old trees for lagging followers, only when reconnects may lag.
+            snapshot_every_ms: if config.stale_reconnect > 0 { 10 } else { 0 },
+            snapshots_kept: 8,
             ..ServerConfig::default()
         });
         let mut slots = Vec::new();
@@ -403,7 +421,24 @@ impl<A: Actor> Simulation<A> {
             }
             Ev::Dialed(i, gen) => {
                 if self.slots[i].conn_gen == gen && self.slots[i].running {
-                    let conn = self.server.connect(DEFAULT_MAX_REQUEST);
+                    // A session that re-attaches may land on a lagging follower.
+                    let stale = self.slots[i].client.session().session_id() != 0
+                        && self.faults_on()
+                        && self.roll(self.config.stale_reconnect);
+                    let conn = if stale {
+                        let (lo, hi) = self.config.stale_catch_up;
+                        let span = u64::try_from(hi.saturating_sub(lo).as_millis()).unwrap_or(0);
+                        let ms = u64::try_from(lo.as_millis()).unwrap_or(u64::MAX);
+                        let lag = Lag {
+                            catch_up_ms: i64::try_from(ms.saturating_add(self.below(span + 1)))
+                                .unwrap_or(i64::MAX),
+                            pick: splitmix(&mut self.rng),
+                        };
+                        self.note(|| format!("c{i} dials a follower that may lag ({lag:?})"));
+                        self.server.connect_lagging(DEFAULT_MAX_REQUEST, lag)
+                    } else {
+                        self.server.connect(DEFAULT_MAX_REQUEST)
+                    };
                     self.conn_owner.insert(conn, (i, gen));
                     self.slots[i].conn = Some(conn);
                     self.note(|| format!("c{i} connected (conn {conn})"));
