@@ -368,10 +368,24 @@ impl SimServer {
 
     /// If `conn` is lagging, the zxid of the snapshot it reads from.
     pub fn lag_zxid(&self, conn: ConnId) -> Option<i64> {
+        self.lagging(conn).map(|l| l.zxid)
+    }
+
+    /// `conn`'s lag, if it lags. Without snapshots no connection can (the fast path).
+    fn lagging(&self, conn: ConnId) -> Option<&Lagging> {
+        if self.snapshots.is_empty() {
+            return None;
+        }
+        self.conns.get(&conn).and_then(|c| c.lagging.as_deref())
+    }
+
+    fn lagging_mut(&mut self, conn: ConnId) -> Option<&mut Lagging> {
+        if self.snapshots.is_empty() {
+            return None;
+        }
         self.conns
-            .get(&conn)
-            .and_then(|c| c.lagging.as_ref())
-            .map(|l| l.zxid)
+            .get_mut(&conn)
+            .and_then(|c| c.lagging.as_deref_mut())
     }
 
     /// Zxids of the snapshots kept for lagging connections, oldest first.
@@ -762,9 +776,7 @@ impl SimServer {
             None => return self.close_conn(conn), // session gone under the connection
         }
         if self
-            .conns
-            .get(&conn)
-            .and_then(|c| c.lagging.as_ref())
+            .lagging(conn)
             .is_some_and(|l| l.until_ms <= self.now_ms)
         {
             self.catch_up(conn);
@@ -923,10 +935,7 @@ impl SimServer {
 
     /// The old tree a lagging `conn` reads from.
     fn lagging_tree(&self, conn: ConnId) -> Option<Arc<Tree>> {
-        self.conns
-            .get(&conn)
-            .and_then(|c| c.lagging.as_ref())
-            .map(|l| Arc::clone(&l.tree))
+        self.lagging(conn).map(|l| Arc::clone(&l.tree))
     }
 
     /// The zxid a read on `conn` is answered with: the follower's.
@@ -949,7 +958,7 @@ impl SimServer {
     /// Registers watches (the relative zxid is ignored): in the live tables, or, on a
     /// lagging connection, held back until it catches up.
     fn arm(&mut self, conn: ConnId, w: SetWatches2) {
-        if let Some(l) = self.conns.get_mut(&conn).and_then(|c| c.lagging.as_mut()) {
+        if let Some(l) = self.lagging_mut(conn) {
             let held = &mut l.watches;
             for (from, to) in [
                 (w.data_watches, &mut held.data_watches),
