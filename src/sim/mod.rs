@@ -5,5 +5,5 @@
 pub mod server;
 pub mod world;
 
-pub use server::{ConnId, ServerConfig, SimServer};
+pub use server::{ConnId, Lag, ServerConfig, SimServer};
 pub use world::{Actor, SimConfig, Simulation, View};

@@ -14,14 +14,19 @@
 //! multi (atomic, per-op error results) and multiRead; sync; auth (digest) and ACLs for
 //! world, digest, ip and auth; zxids consumed exactly like the server (failed writes and
 //! session create/close included). Notifications precede the reply that caused them.
+//! A re-attaching session may land on a lagging follower
+//! ([`SimServer::connect_lagging`]): its reads see an older tree until it catches up
+//! (on `sync`, on a write of its own, or after a while).
 //!
-//! Not modelled: quorum, read-only mode, SASL, quotas, reconfig (answered
+//! Not modelled: quorum (beyond that lag), read-only mode, SASL, quotas, reconfig (answered
 //! `ReconfigDisabled`), getACL's digest masking, and the 3.8 quirk where a standard watch
 //! turns a persistent watch on the same path into a one-shot.
 
-use alloc::collections::{BTreeMap, BTreeSet};
+use alloc::boxed::Box;
+use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::format;
 use alloc::string::{String, ToString};
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 use bytes::{Bytes, BytesMut};
 
@@ -42,6 +47,12 @@ pub struct ServerConfig {
     pub ttl_enabled: bool,
     /// How often empty containers and expired TTL nodes are reaped, ms.
     pub container_check_ms: i64,
+    /// Keep a copy of the tree at most this often (server time, ms), for connections
+    /// that model a lagging follower ([`SimServer::connect_lagging`]). 0 (the default):
+    /// never, and no connection ever lags.
+    pub snapshot_every_ms: i64,
+    /// How many of those copies to keep (the oldest goes first).
+    pub snapshots_kept: usize,
 }
 
 impl Default for ServerConfig {
@@ -52,6 +63,8 @@ impl Default for ServerConfig {
             max_session_timeout_ms: 40_000,
             ttl_enabled: true,
             container_check_ms: 60_000,
+            snapshot_every_ms: 0,
+            snapshots_kept: 8,
         }
     }
 }
@@ -107,6 +120,53 @@ struct Conn {
     out: BytesMut,
     /// Closed by the server: the driver should drop the socket after sending `out`.
     closed: bool,
+    /// Asked for by [`SimServer::connect_lagging`]; applies if the handshake re-attaches.
+    lag: Option<Lag>,
+    /// Reads come from an old tree until the follower catches up.
+    lagging: Option<Box<Lagging>>,
+}
+
+/// How a connection to a lagging follower lags; see [`SimServer::connect_lagging`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Lag {
+    /// The follower catches up by itself this long (server time, ms) after the
+    /// handshake, if nothing made it catch up earlier. 0 or less: no lag.
+    pub catch_up_ms: i64,
+    /// Which of the eligible snapshots the follower is at: the `pick % n`-th newest of
+    /// the `n` eligible ones (0 is the newest, so the least stale). Pass a random number
+    /// for a uniform choice.
+    pub pick: u64,
+}
+
+/// A copy of the tree as it was after `zxid`.
+#[derive(Debug)]
+struct Snapshot {
+    zxid: i64,
+    taken_ms: i64,
+    tree: Arc<Tree>,
+}
+
+/// A connection on a follower that has applied the transactions up to `zxid` only.
+#[derive(Debug)]
+struct Lagging {
+    tree: Arc<Tree>,
+    zxid: i64,
+    /// Server time at which it catches up by itself.
+    until_ms: i64,
+    /// Watches registered while lagging: the follower fires them as it applies what it
+    /// missed, which the model does at catch-up (`relative_zxid` is unused).
+    watches: SetWatches2,
+}
+
+/// Which one-shot watch a read registers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WatchOn {
+    /// getData, or exists on a node that exists.
+    Data,
+    /// exists on a missing node.
+    Exist,
+    /// getChildren.
+    Child,
 }
 
 #[derive(Debug, Default)]
@@ -161,6 +221,8 @@ pub struct SimServer {
     last_reap_ms: i64,
     /// Connections that may have output or were closed since the last `conns_with_output`.
     dirty: Vec<ConnId>,
+    /// Old trees, oldest first, for lagging connections (see `ServerConfig`).
+    snapshots: VecDeque<Snapshot>,
     /// Frames handled (requests, pings, handshakes), for benchmarks.
     pub requests_handled: u64,
 }
@@ -210,6 +272,7 @@ impl SimServer {
             watches: Watches::default(),
             last_reap_ms: 0,
             dirty: Vec::new(),
+            snapshots: VecDeque::new(),
             requests_handled: 0,
         }
     }
@@ -252,6 +315,40 @@ impl SimServer {
 
     /// A new client connection.
     pub fn connect(&mut self, max_request: usize) -> ConnId {
+        self.open_conn(max_request, None)
+    }
+
+    /// A new client connection to a follower that may lag behind the leader.
+    ///
+    /// If the handshake re-attaches an existing session (a new session is created
+    /// through the leader, so its follower is fresh), the connection serves reads from
+    /// one of the kept snapshots of the tree (see [`ServerConfig::snapshot_every_ms`]):
+    /// one whose zxid is at least the client's `last_zxid_seen` (a follower never
+    /// accepts a client that has seen more than it has) and older than the live tree,
+    /// chosen by [`Lag::pick`]. With no such snapshot the connection does not lag.
+    ///
+    /// While lagging, exists, getData, getChildren(2), getACL, getAllChildrenNumber,
+    /// getEphemerals and multiRead answer from the snapshot (Stats, owners and versions
+    /// included) with the snapshot's zxid in the reply header, as do pings. Watches the
+    /// connection sets (by reads, addWatch or setWatches) are checked against the
+    /// snapshot and otherwise held back: writes the leader applies meanwhile notify it
+    /// of nothing, as a real follower, which has not applied them yet, would not.
+    ///
+    /// It catches up — reads the live tree from then on — at the first of: a `sync` on
+    /// it (answered after catching up), any write request on it (writes go through the
+    /// leader and the follower applies everything up to them before the reply), or
+    /// [`Lag::catch_up_ms`] of server time (at [`tick`](Self::tick) or the next request).
+    /// Catching up fires the held-back one-shot watches as SetWatches would with the
+    /// snapshot's zxid as the relative zxid (so NodeDeleted, NodeCreated,
+    /// NodeDataChanged and NodeChildrenChanged for what changed since), one notification
+    /// per path and type, and persistent watches once per changed path (a coalesced
+    /// version of the events the follower would have sent one by one); those
+    /// notifications precede the reply to the request that caused the catch-up.
+    pub fn connect_lagging(&mut self, max_request: usize, lag: Lag) -> ConnId {
+        self.open_conn(max_request, Some(lag))
+    }
+
+    fn open_conn(&mut self, max_request: usize, lag: Option<Lag>) -> ConnId {
         let id = self.next_conn;
         self.next_conn += 1;
         self.conns.insert(
@@ -262,9 +359,38 @@ impl SimServer {
                 auth: Vec::new(),
                 out: BytesMut::new(),
                 closed: false,
+                lag,
+                lagging: None,
             },
         );
         id
+    }
+
+    /// If `conn` is lagging, the zxid of the snapshot it reads from.
+    pub fn lag_zxid(&self, conn: ConnId) -> Option<i64> {
+        self.lagging(conn).map(|l| l.zxid)
+    }
+
+    /// `conn`'s lag, if it lags. Without snapshots no connection can (the fast path).
+    fn lagging(&self, conn: ConnId) -> Option<&Lagging> {
+        if self.snapshots.is_empty() {
+            return None;
+        }
+        self.conns.get(&conn).and_then(|c| c.lagging.as_deref())
+    }
+
+    fn lagging_mut(&mut self, conn: ConnId) -> Option<&mut Lagging> {
+        if self.snapshots.is_empty() {
+            return None;
+        }
+        self.conns
+            .get_mut(&conn)
+            .and_then(|c| c.lagging.as_deref_mut())
+    }
+
+    /// Zxids of the snapshots kept for lagging connections, oldest first.
+    pub fn snapshot_zxids(&self) -> Vec<i64> {
+        self.snapshots.iter().map(|s| s.zxid).collect()
     }
 
     /// The client closed its socket (or the network lost it).
@@ -297,14 +423,30 @@ impl SimServer {
     /// Expires a session now (as if its timeout passed), deleting its ephemerals.
     pub fn expire_session(&mut self, id: i64) {
         if self.sessions.contains_key(&id) {
+            self.maybe_snapshot();
             self.zxid += 1;
             self.end_session(id);
         }
     }
 
-    /// Advances the server clock: expires silent sessions, reaps containers and TTLs.
+    /// Advances the server clock: expires silent sessions, reaps containers and TTLs,
+    /// lets lagging connections whose time is up catch up.
     pub fn tick(&mut self, now_ms: i64) {
         self.now_ms = self.now_ms.max(now_ms);
+        self.maybe_snapshot();
+        let due: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| {
+                c.lagging
+                    .as_ref()
+                    .is_some_and(|l| l.until_ms <= self.now_ms)
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for conn in due {
+            self.catch_up(conn);
+        }
         let dead: Vec<i64> = self
             .sessions
             .iter()
@@ -322,10 +464,109 @@ impl SimServer {
 
     /// The next time `tick` has something to do, ms.
     pub fn next_deadline_ms(&self) -> Option<i64> {
-        self.sessions
+        let expiry = self
+            .sessions
             .values()
-            .map(|s| s.last_heard_ms + i64::from(s.timeout_ms) + 1)
-            .min()
+            .map(|s| s.last_heard_ms + i64::from(s.timeout_ms) + 1);
+        let catch_up = self
+            .conns
+            .values()
+            .filter_map(|c| c.lagging.as_ref().map(|l| l.until_ms));
+        expiry.chain(catch_up).min()
+    }
+
+    /// Keeps a copy of the tree if the last one is old enough and the tree moved on.
+    fn maybe_snapshot(&mut self) {
+        let every = self.config.snapshot_every_ms;
+        let kept = self.config.snapshots_kept;
+        if every <= 0 || kept == 0 {
+            return;
+        }
+        if let Some(last) = self.snapshots.back() {
+            if last.zxid == self.zxid || self.now_ms.saturating_sub(last.taken_ms) < every {
+                return;
+            }
+        }
+        while self.snapshots.len() >= kept {
+            self.snapshots.pop_front();
+        }
+        self.snapshots.push_back(Snapshot {
+            zxid: self.zxid,
+            taken_ms: self.now_ms,
+            tree: Arc::new(self.tree.clone()),
+        });
+    }
+
+    /// The snapshot a follower that has seen up to `last_zxid_seen` may be at, if any.
+    fn lag_snapshot(&self, last_zxid_seen: i64, pick: u64) -> Option<(i64, Arc<Tree>)> {
+        let eligible = || {
+            self.snapshots
+                .iter()
+                .rev()
+                .filter(|s| s.zxid >= last_zxid_seen && s.zxid < self.zxid)
+        };
+        let n = eligible().count();
+        if n == 0 {
+            return None;
+        }
+        let index = usize::try_from(pick % n as u64).unwrap_or(0);
+        eligible().nth(index).map(|s| (s.zxid, Arc::clone(&s.tree)))
+    }
+
+    /// The follower behind `conn` applies what it missed: it reads the live tree from
+    /// now on, and the watches it registered meanwhile fire for what changed since.
+    fn catch_up(&mut self, conn: ConnId) {
+        let Some(lag) = self.conns.get_mut(&conn).and_then(|c| c.lagging.take()) else {
+            return;
+        };
+        let Lagging {
+            tree: old,
+            zxid,
+            mut watches,
+            ..
+        } = *lag;
+        let persistent = core::mem::take(&mut watches.persistent_watches);
+        let recursive = core::mem::take(&mut watches.persistent_recursive_watches);
+        watches.relative_zxid = zxid;
+        let (notes, arm) = check_watches(&self.tree, &watches);
+        let mut sent: BTreeSet<(String, i32)> = BTreeSet::new();
+        for (path, t) in notes {
+            // A follower applying a change triggers each watcher once per path.
+            if sent.insert((path.clone(), t.to_i32())) {
+                self.notify(conn, t, &path);
+            }
+        }
+        self.arm(conn, arm);
+        let mut changed: Vec<(String, EventType)> = Vec::new();
+        for path in &persistent {
+            diff_node(&old, &self.tree, path, true, &mut changed);
+            add(&mut self.watches.persistent, path, conn);
+        }
+        for path in &recursive {
+            let prefix = if path == "/" {
+                String::from("/")
+            } else {
+                format!("{path}/")
+            };
+            let under = |tree: &Tree| -> Vec<String> {
+                tree.nodes
+                    .range(path.clone()..)
+                    .take_while(|(p, _)| *p == path || p.starts_with(&prefix))
+                    .map(|(p, _)| p.clone())
+                    .collect()
+            };
+            let mut paths: BTreeSet<String> = under(&old).into_iter().collect();
+            paths.extend(under(&self.tree));
+            for p in &paths {
+                diff_node(&old, &self.tree, p, false, &mut changed);
+            }
+            add(&mut self.watches.recursive, path, conn);
+        }
+        for (path, t) in changed {
+            if sent.insert((path.clone(), t.to_i32())) {
+                self.notify(conn, t, &path);
+            }
+        }
     }
 
     fn reap(&mut self) {
@@ -356,6 +597,7 @@ impl SimServer {
     /// Feeds bytes a client wrote on `conn`.
     pub fn handle_bytes(&mut self, now_ms: i64, conn: ConnId, mut bytes: &[u8]) {
         self.now_ms = self.now_ms.max(now_ms);
+        self.maybe_snapshot();
         while !bytes.is_empty() {
             let Some(c) = self.conns.get_mut(&conn) else {
                 return;
@@ -380,6 +622,7 @@ impl SimServer {
     fn close_conn(&mut self, conn: ConnId) {
         if let Some(c) = self.conns.get_mut(&conn) {
             c.closed = true;
+            c.lagging = None; // nothing left to catch up for
             self.dirty.push(conn);
         }
         self.forget_watches(conn);
@@ -449,6 +692,7 @@ impl SimServer {
                     let s = self.sessions.get_mut(&req.session_id).expect("checked");
                     s.conn = Some(conn);
                     s.last_heard_ms = self.now_ms;
+                    self.start_lag(conn, req.last_zxid_seen);
                     Some((req.session_id, passwd, timeout))
                 }
                 _ => None,
@@ -477,6 +721,28 @@ impl SimServer {
         self.dirty.push(conn);
         if answer.is_none() {
             c.closed = true;
+        }
+    }
+
+    /// A re-attach on a connection made by `connect_lagging`: pick the follower's state.
+    fn start_lag(&mut self, conn: ConnId, last_zxid_seen: i64) {
+        let Some(lag) = self.conns.get_mut(&conn).and_then(|c| c.lag.take()) else {
+            return;
+        };
+        if lag.catch_up_ms <= 0 {
+            return;
+        }
+        let Some((zxid, tree)) = self.lag_snapshot(last_zxid_seen, lag.pick) else {
+            return;
+        };
+        let until_ms = self.now_ms.saturating_add(lag.catch_up_ms);
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.lagging = Some(Box::new(Lagging {
+                tree,
+                zxid,
+                until_ms,
+                watches: SetWatches2::default(),
+            }));
         }
     }
 
@@ -509,6 +775,12 @@ impl SimServer {
             Some(s) => s.last_heard_ms = self.now_ms,
             None => return self.close_conn(conn), // session gone under the connection
         }
+        if self
+            .lagging(conn)
+            .is_some_and(|l| l.until_ms <= self.now_ms)
+        {
+            self.catch_up(conn);
+        }
         if header.op == OpCode::Check.to_i32() {
             return; // 3.8 never answers a standalone check
         }
@@ -519,17 +791,16 @@ impl SimServer {
                 return self.close_conn(conn);
             }
             Err(_) => {
-                self.reply(
-                    conn,
-                    header.xid,
-                    self.zxid,
-                    &Err(ErrorCode::MarshallingError),
-                );
+                let zxid = self.read_zxid(conn);
+                self.reply(conn, header.xid, zxid, &Err(ErrorCode::MarshallingError));
                 return;
             }
         };
         match request {
-            Request::Ping => self.reply(conn, header.xid, self.zxid, &Ok(Response::Empty)),
+            Request::Ping => {
+                let zxid = self.read_zxid(conn);
+                self.reply(conn, header.xid, zxid, &Ok(Response::Empty));
+            }
             Request::Auth(p) => {
                 if p.scheme == "digest" {
                     let text = String::from_utf8_lossy(&p.auth).into_owned();
@@ -565,13 +836,22 @@ impl SimServer {
                     ..Default::default()
                 };
                 self.set_watches(conn, &w);
-                self.reply(conn, header.xid, self.zxid, &Ok(Response::Empty));
+                let zxid = self.read_zxid(conn);
+                self.reply(conn, header.xid, zxid, &Ok(Response::Empty));
             }
             Request::SetWatches2(w) => {
                 self.set_watches(conn, &w);
-                self.reply(conn, header.xid, self.zxid, &Ok(Response::Empty));
+                let zxid = self.read_zxid(conn);
+                self.reply(conn, header.xid, zxid, &Ok(Response::Empty));
+            }
+            Request::Sync(r) => {
+                // The follower applies everything up to the leader's state first.
+                self.catch_up(conn);
+                self.reply(conn, header.xid, self.zxid, &Ok(Response::Path(r.path)));
             }
             request if is_write(&request) => {
+                // Through the leader: the follower applies what it missed, then this.
+                self.catch_up(conn);
                 self.zxid += 1; // failed writes consume a zxid too
                 let zxid = self.zxid;
                 let mut changes = Vec::new();
@@ -581,7 +861,8 @@ impl SimServer {
             }
             request => {
                 let result = self.read(conn, sid, request);
-                self.reply(conn, header.xid, self.zxid, &result);
+                let zxid = self.read_zxid(conn);
+                self.reply(conn, header.xid, zxid, &result);
             }
         }
     }
@@ -652,35 +933,136 @@ impl SimServer {
 
     // ----- reads -----
 
+    /// The old tree a lagging `conn` reads from.
+    fn lagging_tree(&self, conn: ConnId) -> Option<Arc<Tree>> {
+        self.lagging(conn).map(|l| Arc::clone(&l.tree))
+    }
+
+    /// The zxid a read on `conn` is answered with: the follower's.
+    fn read_zxid(&self, conn: ConnId) -> i64 {
+        self.lag_zxid(conn).unwrap_or(self.zxid)
+    }
+
+    /// Registers a one-shot watch: live, or held back on a lagging connection.
+    fn watch(&mut self, conn: ConnId, on: WatchOn, path: &str) {
+        let mut w = SetWatches2::default();
+        let list = match on {
+            WatchOn::Data => &mut w.data_watches,
+            WatchOn::Exist => &mut w.exist_watches,
+            WatchOn::Child => &mut w.child_watches,
+        };
+        list.push(path.to_string());
+        self.arm(conn, w);
+    }
+
+    /// Registers watches (the relative zxid is ignored): in the live tables, or, on a
+    /// lagging connection, held back until it catches up.
+    fn arm(&mut self, conn: ConnId, w: SetWatches2) {
+        if let Some(l) = self.lagging_mut(conn) {
+            let held = &mut l.watches;
+            for (from, to) in [
+                (w.data_watches, &mut held.data_watches),
+                (w.exist_watches, &mut held.exist_watches),
+                (w.child_watches, &mut held.child_watches),
+                (w.persistent_watches, &mut held.persistent_watches),
+                (
+                    w.persistent_recursive_watches,
+                    &mut held.persistent_recursive_watches,
+                ),
+            ] {
+                for path in from {
+                    if !to.contains(&path) {
+                        to.push(path);
+                    }
+                }
+            }
+            return;
+        }
+        // As in the server, exist watches live in the data watch table.
+        for path in w.data_watches.iter().chain(&w.exist_watches) {
+            add(&mut self.watches.data, path, conn);
+        }
+        for path in &w.child_watches {
+            add(&mut self.watches.child, path, conn);
+        }
+        for path in &w.persistent_watches {
+            add(&mut self.watches.persistent, path, conn);
+        }
+        for path in &w.persistent_recursive_watches {
+            add(&mut self.watches.recursive, path, conn);
+        }
+    }
+
     fn read(&mut self, conn: ConnId, sid: i64, request: Request) -> OpResult {
+        match request {
+            Request::AddWatch(r) => {
+                let mut w = SetWatches2::default();
+                match AddWatchMode::from_i32(r.mode) {
+                    Some(AddWatchMode::Persistent) => w.persistent_watches.push(r.path),
+                    Some(AddWatchMode::PersistentRecursive) => {
+                        w.persistent_recursive_watches.push(r.path)
+                    }
+                    None => return Err(ErrorCode::BadArguments),
+                }
+                self.arm(conn, w);
+                Ok(Response::WatchAdded)
+            }
+            Request::CheckWatches(r) => self.watch_tables(conn, &r, false),
+            Request::RemoveWatches(r) => self.watch_tables(conn, &r, true),
+            request => {
+                let snapshot = self.lagging_tree(conn);
+                let tree = snapshot.as_deref().unwrap_or(&self.tree);
+                let mut watch = None;
+                let result = self.read_tree(tree, conn, sid, request, &mut watch);
+                if let Some((on, path)) = watch {
+                    self.watch(conn, on, &path);
+                }
+                result
+            }
+        }
+    }
+
+    /// Reads that only look at `tree` (the live one, or a lagging follower's); the
+    /// watch to register goes to `watch`.
+    fn read_tree(
+        &self,
+        tree: &Tree,
+        conn: ConnId,
+        sid: i64,
+        request: Request,
+        watch: &mut Option<(WatchOn, String)>,
+    ) -> OpResult {
         let two = matches!(request, Request::GetChildren2(_));
         match request {
             Request::Exists(r) => {
+                let node = tree.nodes.get(&r.path);
                 if r.watch {
-                    add(&mut self.watches.data, &r.path, conn);
+                    let on = if node.is_some() {
+                        WatchOn::Data
+                    } else {
+                        WatchOn::Exist
+                    };
+                    *watch = Some((on, r.path));
                 }
-                self.tree
-                    .nodes
-                    .get(&r.path)
-                    .map(|n| Response::Stat(n.visible_stat()))
+                node.map(|n| Response::Stat(n.visible_stat()))
                     .ok_or(ErrorCode::NoNode)
             }
             Request::GetData(r) => {
-                let data = self.get_data(conn, &r.path)?;
+                let data = self.get_data(tree, conn, &r.path)?;
                 if r.watch {
-                    add(&mut self.watches.data, &r.path, conn);
+                    *watch = Some((WatchOn::Data, r.path));
                 }
                 Ok(data)
             }
             Request::GetChildren(r) | Request::GetChildren2(r) => {
-                let node = self.tree.nodes.get(&r.path).ok_or(ErrorCode::NoNode)?;
+                let node = tree.nodes.get(&r.path).ok_or(ErrorCode::NoNode)?;
                 if !self.allowed(conn, &node.acl, perms::READ) {
                     return Err(ErrorCode::NoAuth);
                 }
                 let children: Vec<String> = node.children.iter().cloned().collect();
                 let stat = node.visible_stat();
                 if r.watch {
-                    add(&mut self.watches.child, &r.path, conn);
+                    *watch = Some((WatchOn::Child, r.path));
                 }
                 Ok(if two {
                     Response::Children2 { children, stat }
@@ -689,7 +1071,7 @@ impl SimServer {
                 })
             }
             Request::GetAcl(r) => {
-                let node = self.tree.nodes.get(&r.path).ok_or(ErrorCode::NoNode)?;
+                let node = tree.nodes.get(&r.path).ok_or(ErrorCode::NoNode)?;
                 if !self.allowed(conn, &node.acl, perms::READ | perms::ADMIN) {
                     return Err(ErrorCode::NoAuth);
                 }
@@ -698,19 +1080,18 @@ impl SimServer {
                     stat: node.visible_stat(),
                 })
             }
-            Request::Sync(r) => Ok(Response::Path(r.path)),
             Request::MultiRead(ops) => {
                 let mut results = Vec::new();
                 for op in ops {
                     let r = match op {
-                        ReadOp::GetData(r) => match self.get_data(conn, &r.path) {
+                        ReadOp::GetData(r) => match self.get_data(tree, conn, &r.path) {
                             Ok(Response::Data { data, stat }) => {
                                 MultiResult::GetData { data, stat }
                             }
                             Ok(_) => MultiResult::Error(ErrorCode::SystemError),
                             Err(e) => MultiResult::Error(e),
                         },
-                        ReadOp::GetChildren(r) => match self.tree.nodes.get(&r.path) {
+                        ReadOp::GetChildren(r) => match tree.nodes.get(&r.path) {
                             None => MultiResult::Error(ErrorCode::NoNode),
                             Some(n) if !self.allowed(conn, &n.acl, perms::READ) => {
                                 MultiResult::Error(ErrorCode::NoAuth)
@@ -724,34 +1105,28 @@ impl SimServer {
                 }
                 Ok(Response::Multi(results))
             }
-            Request::AddWatch(r) => {
-                match AddWatchMode::from_i32(r.mode) {
-                    Some(AddWatchMode::Persistent) => {
-                        add(&mut self.watches.persistent, &r.path, conn)
-                    }
-                    Some(AddWatchMode::PersistentRecursive) => {
-                        add(&mut self.watches.recursive, &r.path, conn)
-                    }
-                    None => return Err(ErrorCode::BadArguments),
-                }
-                Ok(Response::WatchAdded)
-            }
-            Request::CheckWatches(r) => self.watch_tables(conn, &r, false),
-            Request::RemoveWatches(r) => self.watch_tables(conn, &r, true),
             Request::GetEphemerals(r) => {
                 let session = self.sessions.get(&sid).ok_or(ErrorCode::SessionExpired)?;
                 let prefix = if r.path == "/" { "" } else { r.path.as_str() };
-                Ok(Response::Children(
+                let ephemerals = if core::ptr::eq(tree, &self.tree) {
                     session
                         .ephemerals
                         .iter()
                         .filter(|p| p.starts_with(prefix))
                         .cloned()
-                        .collect(),
-                ))
+                        .collect()
+                } else {
+                    // A follower knows the session's ephemerals as of its own tree.
+                    tree.nodes
+                        .iter()
+                        .filter(|(p, n)| n.kind == Kind::Ephemeral(sid) && p.starts_with(prefix))
+                        .map(|(p, _)| p.clone())
+                        .collect()
+                };
+                Ok(Response::Children(ephemerals))
             }
             Request::GetAllChildrenNumber(r) => {
-                if !self.tree.nodes.contains_key(&r.path) {
+                if !tree.nodes.contains_key(&r.path) {
                     return Err(ErrorCode::NoNode);
                 }
                 let prefix = if r.path == "/" {
@@ -759,8 +1134,7 @@ impl SimServer {
                 } else {
                     format!("{}/", r.path)
                 };
-                let n = self
-                    .tree
+                let n = tree
                     .nodes
                     .range(prefix.clone()..)
                     .take_while(|(p, _)| p.starts_with(&prefix))
@@ -788,8 +1162,8 @@ impl SimServer {
         }
     }
 
-    fn get_data(&self, conn: ConnId, path: &str) -> OpResult {
-        let node = self.tree.nodes.get(path).ok_or(ErrorCode::NoNode)?;
+    fn get_data(&self, tree: &Tree, conn: ConnId, path: &str) -> OpResult {
+        let node = tree.nodes.get(path).ok_or(ErrorCode::NoNode)?;
         if !self.allowed(conn, &node.acl, perms::READ) {
             return Err(ErrorCode::NoAuth);
         }
@@ -798,6 +1172,73 @@ impl SimServer {
             stat: node.visible_stat(),
         })
     }
+}
+
+/// What a watch on `path` hears while a follower goes from `old` to `new`, coalesced
+/// to one event per kind of change: created, deleted (deleted and re-created is both),
+/// data changed, and children changed if `children` (persistent, not recursive).
+fn diff_node(
+    old: &Tree,
+    new: &Tree,
+    path: &str,
+    children: bool,
+    out: &mut Vec<(String, EventType)>,
+) {
+    let mut push = |t| out.push((path.to_string(), t));
+    match (old.nodes.get(path), new.nodes.get(path)) {
+        (None, None) => {}
+        (None, Some(_)) => push(EventType::NodeCreated),
+        (Some(_), None) => push(EventType::NodeDeleted),
+        (Some(a), Some(b)) if a.stat.czxid != b.stat.czxid => {
+            push(EventType::NodeDeleted);
+            push(EventType::NodeCreated);
+        }
+        (Some(a), Some(b)) => {
+            if a.stat.mzxid != b.stat.mzxid {
+                push(EventType::NodeDataChanged);
+            }
+            if children && a.stat.pzxid != b.stat.pzxid {
+                push(EventType::NodeChildrenChanged);
+            }
+        }
+    }
+}
+
+/// SetWatches against `tree`: the notifications due now (for changes after
+/// `relative_zxid`), and the watches to register. Exist watches on a node that exists
+/// fire NodeCreated; data and child watches on a missing node fire NodeDeleted.
+fn check_watches(tree: &Tree, w: &SetWatches2) -> (Vec<(String, EventType)>, SetWatches2) {
+    let mut notes: Vec<(String, EventType)> = Vec::new();
+    let mut arm = SetWatches2::default();
+    for path in &w.data_watches {
+        match tree.nodes.get(path) {
+            None => notes.push((path.clone(), EventType::NodeDeleted)),
+            Some(n) if n.stat.mzxid > w.relative_zxid => {
+                notes.push((path.clone(), EventType::NodeDataChanged))
+            }
+            Some(_) => arm.data_watches.push(path.clone()),
+        }
+    }
+    for path in &w.exist_watches {
+        if tree.nodes.contains_key(path) {
+            notes.push((path.clone(), EventType::NodeCreated));
+        } else {
+            arm.exist_watches.push(path.clone());
+        }
+    }
+    for path in &w.child_watches {
+        match tree.nodes.get(path) {
+            None => notes.push((path.clone(), EventType::NodeDeleted)),
+            Some(n) if n.stat.pzxid > w.relative_zxid => {
+                notes.push((path.clone(), EventType::NodeChildrenChanged))
+            }
+            Some(_) => arm.child_watches.push(path.clone()),
+        }
+    }
+    arm.persistent_watches.clone_from(&w.persistent_watches);
+    arm.persistent_recursive_watches
+        .clone_from(&w.persistent_recursive_watches);
+    (notes, arm)
 }
 
 fn is_write(r: &Request) -> bool {
@@ -833,6 +1274,36 @@ impl SimServer {
                 None => return Err(ErrorCode::BadArguments),
             };
         let mut found = false;
+        if let Some(l) = self.conns.get_mut(&conn).and_then(|c| c.lagging.as_mut()) {
+            // Watches a lagging follower holds for this connection.
+            let held = &mut l.watches;
+            let lists: Vec<&mut Vec<String>> = match WatcherType::from_i32(r.watcher_type) {
+                Some(WatcherType::Children) => alloc::vec![&mut held.child_watches],
+                Some(WatcherType::Data) => {
+                    alloc::vec![&mut held.data_watches, &mut held.exist_watches]
+                }
+                Some(WatcherType::Any) => alloc::vec![
+                    &mut held.data_watches,
+                    &mut held.exist_watches,
+                    &mut held.child_watches,
+                    &mut held.persistent_watches,
+                    &mut held.persistent_recursive_watches
+                ],
+                Some(WatcherType::Persistent) => alloc::vec![&mut held.persistent_watches],
+                Some(WatcherType::PersistentRecursive) => {
+                    alloc::vec![&mut held.persistent_recursive_watches]
+                }
+                None => Vec::new(),
+            };
+            for list in lists {
+                if list.contains(&r.path) {
+                    found = true;
+                    if remove {
+                        list.retain(|p| *p != r.path);
+                    }
+                }
+            }
+        }
         for table in tables {
             if let Some(set) = table.get_mut(&r.path) {
                 if set.contains(&conn) {
@@ -853,39 +1324,12 @@ impl SimServer {
         }
     }
 
+    /// SetWatches(2): against the live tree, or a lagging connection's old one (whose
+    /// remaining watches are then held back until it catches up).
     fn set_watches(&mut self, conn: ConnId, w: &SetWatches2) {
-        let mut notes: Vec<(String, EventType)> = Vec::new();
-        for path in &w.data_watches {
-            match self.tree.nodes.get(path) {
-                None => notes.push((path.clone(), EventType::NodeDeleted)),
-                Some(n) if n.stat.mzxid > w.relative_zxid => {
-                    notes.push((path.clone(), EventType::NodeDataChanged))
-                }
-                Some(_) => add(&mut self.watches.data, path, conn),
-            }
-        }
-        for path in &w.exist_watches {
-            if self.tree.nodes.contains_key(path) {
-                notes.push((path.clone(), EventType::NodeCreated));
-            } else {
-                add(&mut self.watches.data, path, conn);
-            }
-        }
-        for path in &w.child_watches {
-            match self.tree.nodes.get(path) {
-                None => notes.push((path.clone(), EventType::NodeDeleted)),
-                Some(n) if n.stat.pzxid > w.relative_zxid => {
-                    notes.push((path.clone(), EventType::NodeChildrenChanged))
-                }
-                Some(_) => add(&mut self.watches.child, path, conn),
-            }
-        }
-        for path in &w.persistent_watches {
-            add(&mut self.watches.persistent, path, conn);
-        }
-        for path in &w.persistent_recursive_watches {
-            add(&mut self.watches.recursive, path, conn);
-        }
+        let snapshot = self.lagging_tree(conn);
+        let (notes, arm) = check_watches(snapshot.as_deref().unwrap_or(&self.tree), w);
+        self.arm(conn, arm);
         for (path, t) in notes {
             self.notify(conn, t, &path);
         }

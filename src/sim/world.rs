@@ -4,12 +4,15 @@
 //!
 //! Each client slot runs a real [`Client`] (codec → session → client) driven by an
 //! [`Actor`]. The network delivers bytes with random latency, FIFO within a connection;
-//! messages of different sessions reorder freely. Faults, all from the seed:
+//! messages of different sessions reorder freely. Every frame the server writes is a
+//! message of its own, so a connection can break between two replies. Faults, all from
+//! the seed:
 //! a request lost before the server reads it, a reply lost after the server applied
 //! the request (the lost-create-reply case), a dropped connection, a server pause
-//! (possibly longer than the session timeout), a forced session expiry, and a client
+//! (possibly longer than the session timeout), a forced session expiry, a client
 //! crash (the process stops; its session expires later; the slot restarts with a new
-//! session). A failure names its seed; the same seed replays the same run.
+//! session), and a reconnect that lands on a lagging follower (stale reads until it
+//! catches up; off by default). A failure names its seed; the same seed replays the same run.
 
 use alloc::collections::{BTreeMap, BinaryHeap, VecDeque};
 use alloc::format;
@@ -19,7 +22,7 @@ use bytes::{Bytes, BytesMut};
 use core::cmp::Reverse;
 use core::time::Duration;
 
-use super::server::{ConnId, ServerConfig, SimServer};
+use super::server::{ConnId, Lag, ServerConfig, SimServer};
 use crate::client::ClientEvent;
 use crate::client::{Client, Options};
 use crate::proto::DEFAULT_MAX_REQUEST;
@@ -53,7 +56,10 @@ pub struct SimConfig {
     pub latency: (Duration, Duration),
     /// Per message to the server: the connection drops and the message is lost.
     pub lose_request: u32,
-    /// Per message to a client: the connection drops after the server acted.
+    /// Per message to a client (each frame the server wrote is its own message): the
+    /// connection drops after the server acted, losing this frame and everything after
+    /// it; earlier frames of the same write (e.g. the first reply of a pipelined pair)
+    /// were delivered.
     pub lose_reply: u32,
     /// Per fault tick (every 100 ms): drop a random connection.
     pub drop_connection: u32,
@@ -63,6 +69,17 @@ pub struct SimConfig {
     pub expire_session: u32,
     /// Per fault tick: crash a random client.
     pub crash_client: u32,
+    /// Per reconnect of a live session (a re-attach, not a new session): the new
+    /// connection lands on a follower that lags behind the leader, so its reads miss
+    /// recent writes — possibly the session's own write whose reply was lost — until it
+    /// catches up: on `sync`, on a write of its own, or after `stale_catch_up`. Its
+    /// watches fire at catch-up for what it missed (see [`SimServer::connect_lagging`]).
+    /// 0 in both [`with_faults`](Self::with_faults) and [`calm`](Self::calm) for now:
+    /// a recipe survives it only if it syncs before trusting a read after a reconnect.
+    pub stale_reconnect: u32,
+    /// How long a lagging follower takes to catch up by itself (a random duration in
+    /// this range, server time).
+    pub stale_catch_up: (Duration, Duration),
     /// Keep a trace of the last events for failure reports.
     pub trace: bool,
     /// A run that handles more events than this fails (a livelock, not a slow run).
@@ -87,6 +104,8 @@ impl SimConfig {
             pause_server: 3,
             expire_session: 5,
             crash_client: 5,
+            stale_reconnect: 0,
+            stale_catch_up: (Duration::from_millis(50), Duration::from_millis(500)),
             trace: true,
             max_events: 20_000_000,
             quiet: Duration::ZERO,
@@ -102,6 +121,7 @@ impl SimConfig {
             pause_server: 0,
             expire_session: 0,
             crash_client: 0,
+            stale_reconnect: 0,
             trace: false,
             ..Self::with_faults(seed, clients)
         }
@@ -213,12 +233,27 @@ fn splitmix(state: &mut u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// Length of the first frame in `bytes` with its 4-byte big-endian prefix (all of
+/// `bytes` when they hold less than a prefix).
+fn frame_len(bytes: &[u8]) -> usize {
+    match bytes {
+        [a, b, c, d, ..] => {
+            let body = u32::from_be_bytes([*a, *b, *c, *d]);
+            usize::try_from(body).map_or(usize::MAX, |n| n.saturating_add(4))
+        }
+        _ => bytes.len(),
+    }
+}
+
 impl<A: Actor> Simulation<A> {
     /// A simulation whose slot `i` runs `make_actor(i)`.
     pub fn new(config: SimConfig, mut make_actor: impl FnMut(usize) -> A) -> Self {
         let mut rng = config.seed ^ 0x5EED;
         let server = SimServer::new(ServerConfig {
             container_check_ms: 1000,
+            // Old trees for lagging followers, only when reconnects may lag.
+            snapshot_every_ms: if config.stale_reconnect > 0 { 10 } else { 0 },
+            snapshots_kept: 8,
             ..ServerConfig::default()
         });
         let mut slots = Vec::new();
@@ -386,7 +421,24 @@ impl<A: Actor> Simulation<A> {
             }
             Ev::Dialed(i, gen) => {
                 if self.slots[i].conn_gen == gen && self.slots[i].running {
-                    let conn = self.server.connect(DEFAULT_MAX_REQUEST);
+                    // A session that re-attaches may land on a lagging follower.
+                    let stale = self.slots[i].client.session().session_id() != 0
+                        && self.faults_on()
+                        && self.roll(self.config.stale_reconnect);
+                    let conn = if stale {
+                        let (lo, hi) = self.config.stale_catch_up;
+                        let span = u64::try_from(hi.saturating_sub(lo).as_millis()).unwrap_or(0);
+                        let ms = u64::try_from(lo.as_millis()).unwrap_or(u64::MAX);
+                        let lag = Lag {
+                            catch_up_ms: i64::try_from(ms.saturating_add(self.below(span + 1)))
+                                .unwrap_or(i64::MAX),
+                            pick: splitmix(&mut self.rng),
+                        };
+                        self.note(|| format!("c{i} dials a follower that may lag ({lag:?})"));
+                        self.server.connect_lagging(DEFAULT_MAX_REQUEST, lag)
+                    } else {
+                        self.server.connect(DEFAULT_MAX_REQUEST)
+                    };
                     self.conn_owner.insert(conn, (i, gen));
                     self.slots[i].conn = Some(conn);
                     self.note(|| format!("c{i} connected (conn {conn})"));
@@ -545,10 +597,10 @@ impl<A: Actor> Simulation<A> {
         self.drive(i);
     }
 
-    /// Ships everything the server wrote, FIFO per connection.
+    /// Ships everything the server wrote, FIFO per connection, one message per frame.
     fn flush_server(&mut self) {
         for conn in self.server.conns_with_output() {
-            let bytes = self.server.take_output(conn).freeze();
+            let mut bytes = self.server.take_output(conn).freeze();
             let closed = self.server.is_closed(conn);
             if closed {
                 self.server.disconnect(conn);
@@ -561,7 +613,19 @@ impl<A: Actor> Simulation<A> {
             }
             let at = (self.now + self.latency()).max(self.slots[i].last_to_client);
             self.slots[i].last_to_client = at;
-            self.push(at, Ev::ToClient(i, gen, bytes, closed));
+            // One message per frame, all arriving together in write order (equal times
+            // keep push order), so that the connection can break between two replies of
+            // a pipelined pair. The server only writes whole frames; splitting a frozen
+            // buffer is zero-copy.
+            loop {
+                let len = frame_len(&bytes);
+                if len >= bytes.len() {
+                    self.push(at, Ev::ToClient(i, gen, bytes, closed));
+                    break;
+                }
+                let frame = bytes.split_to(len);
+                self.push(at, Ev::ToClient(i, gen, frame, false));
+            }
         }
     }
 
