@@ -432,7 +432,7 @@ impl Actor for Pairs {
         for e in events {
             if let ClientEvent::Session(SessionEvent::Reply(r)) = e {
                 if let Some(p) = self.pending.iter_mut().find(|p| p.0 == r.token) {
-                    p.1 = Some(r.result != Err(ErrorCode::ConnectionLoss));
+                    p.1 = Some(r.result != Err(zk_recipes::client::Error::ConnectionLoss));
                 }
             }
         }
@@ -514,7 +514,7 @@ struct Flipper {
     name: String,
     path: String,
     pending: Option<Token>,
-    check: Vec<(Token, Option<Result<Response, ErrorCode>>)>,
+    check: Vec<(Token, Option<Result<Response, zk_recipes::client::Error>>)>,
     unsure: bool,
     have: bool,
     next_at: Instant,
@@ -533,9 +533,9 @@ impl Actor for Flipper {
                 self.pending = None;
                 self.next_at = now + Duration::from_millis(15);
                 match &r.result {
-                    Err(ErrorCode::ConnectionLoss) => self.unsure = true,
+                    Err(zk_recipes::client::Error::ConnectionLoss) => self.unsure = true,
                     Ok(_) => self.have = !self.have,
-                    Err(ErrorCode::NodeExists) => self.have = true,
+                    Err(zk_recipes::client::Error::Server(ErrorCode::NodeExists)) => self.have = true,
                     Err(_) => self.have = false,
                 }
             } else if let Some(c) = self.check.iter_mut().find(|c| c.0 == r.token) {

@@ -104,7 +104,7 @@ impl SimConfig {
             pause_server: 3,
             expire_session: 5,
             crash_client: 5,
-            stale_reconnect: 0,
+            stale_reconnect: 200,
             stale_catch_up: (Duration::from_millis(50), Duration::from_millis(500)),
             trace: true,
             max_events: 20_000_000,
