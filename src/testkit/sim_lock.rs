@@ -194,8 +194,12 @@ impl Checker {
         }
         self.seen.resize(view.actors.len(), 0);
         for (i, a) in view.actors.iter().enumerate() {
+            // A grant that reaches a session the server has already expired is a stale
+            // holder (its reply was on the way): exactly what fencing tokens are for —
+            // the resource has seen a higher token and rejects it. Live grants rise.
+            let live = view.live(i);
             for &(token, kind) in &a.grants[self.seen[i]..] {
-                if kind != LockKind::Read && token <= self.max_token {
+                if live && kind != LockKind::Read && token <= self.max_token {
                     return Err(format!(
                         "fencing token {token} of client {i} not above {}",
                         self.max_token
