@@ -535,7 +535,9 @@ impl Actor for Flipper {
                 match &r.result {
                     Err(zk_recipes::client::Error::ConnectionLoss) => self.unsure = true,
                     Ok(_) => self.have = !self.have,
-                    Err(zk_recipes::client::Error::Server(ErrorCode::NodeExists)) => self.have = true,
+                    Err(zk_recipes::client::Error::Server(ErrorCode::NodeExists)) => {
+                        self.have = true
+                    }
                     Err(_) => self.have = false,
                 }
             } else if let Some(c) = self.check.iter_mut().find(|c| c.0 == r.token) {

@@ -28,5 +28,5 @@ pub use fake::{
     FakeServer, Misbehaviour, FAKE_PASSWORD, FAKE_SESSION_ID, FAKE_ZXID, GARBAGE_FRAME, HTTP_400,
     MAX_LIVE_CONNECTIONS, MAX_RECORDED_TIMES, UNKNOWN_XID,
 };
-pub use raw::RawClient;
+pub use raw::{expire_session, RawClient};
 pub use server::{four_letter, Options, TestEnsemble, TestServer};

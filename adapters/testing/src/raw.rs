@@ -156,3 +156,29 @@ impl RawClient {
         self.stream.set_read_timeout(t)
     }
 }
+
+/// Ends a live session from outside, as an operator (or a partition) would: takes it
+/// over with its id and password and closes it, until the server says it is gone. The
+/// session's own client fights back by re-attaching, hence the loop (bounded: 10 s).
+pub fn expire_session(addr: SocketAddr, session_id: i64, password: &[u8]) -> io::Result<()> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while std::time::Instant::now() < deadline {
+        let req = ConnectRequest {
+            timeout_ms: 6000,
+            session_id,
+            passwd: Bytes::copy_from_slice(password),
+            ..Default::default()
+        };
+        if let Ok(mut thief) = RawClient::handshake(addr, req) {
+            if thief.session.is_expired() {
+                return Ok(());
+            }
+            let _ = thief.call(&Request::CloseSession);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Err(io::Error::new(
+        io::ErrorKind::TimedOut,
+        "the session would not end",
+    ))
+}
