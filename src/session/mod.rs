@@ -193,6 +193,9 @@ pub enum DisconnectReason {
     ConnectTimeout,
     /// The server accepted the connection but did not answer the handshake in time.
     NoHandshakeReply,
+    /// The server answered a request for a new session with "expired": it will not
+    /// give this client a session.
+    SessionRefused,
     /// A bad frame length.
     Frame(FrameError),
     /// A frame that does not decode.
@@ -222,6 +225,9 @@ impl fmt::Display for DisconnectReason {
             DisconnectReason::ConnectTimeout => f.write_str("TCP connect timed out"),
             DisconnectReason::NoHandshakeReply => {
                 f.write_str("connected, but no handshake answer within the connect timeout")
+            }
+            DisconnectReason::SessionRefused => {
+                f.write_str("the server refused to create a session")
             }
             DisconnectReason::Frame(e) => write!(f, "protocol error: {e}"),
             DisconnectReason::Decode(e) => write!(f, "protocol error: {e}"),
@@ -1436,10 +1442,17 @@ impl Session {
             self.transport.push_back(Transport::Close);
         }
         self.fail_everything(Error::SessionExpired);
-        self.events.push_back(SessionEvent::Expired {
-            confirmed,
-            renewing: true,
-        });
+        if self.session_id == 0 {
+            // Not even a first session: the server refuses us one.
+            self.events.push_back(SessionEvent::Unreachable {
+                reason: DisconnectReason::SessionRefused,
+            });
+        } else {
+            self.events.push_back(SessionEvent::Expired {
+                confirmed,
+                renewing: true,
+            });
+        }
         self.session_id = 0;
         self.passwd = Bytes::from_static(&[0; 16]);
         self.negotiated = None;

@@ -62,6 +62,8 @@ pub trait Zk: Clone + Send + Sync + 'static {
     fn exists(&self, path: &str) -> Result<bool, Error>;
     fn delete(&self, path: &str) -> Result<(), Error>;
     fn get_data(&self, path: &str) -> Result<Bytes, Error>;
+    /// Starts a setData without waiting for it (on a thread or a task).
+    fn fire_set_data(&self, path: &str, data: Bytes);
     /// Hosts any recipe and returns its first event (within `within`).
     fn host_first_event<R: Recipe>(
         &self,
@@ -185,6 +187,10 @@ impl Zk for zb::Client {
     }
     fn get_data(&self, path: &str) -> Result<Bytes, Error> {
         Ok(zb::Client::get_data(self, path)?.0)
+    }
+    fn fire_set_data(&self, path: &str, data: Bytes) {
+        let (zk, path) = (self.clone(), path.to_string());
+        std::thread::spawn(move || zk.set_data(&path, data, None));
     }
     fn host_first_event<R: Recipe>(
         &self,
@@ -335,6 +341,10 @@ impl Zk for zt::Client {
     }
     fn get_data(&self, path: &str) -> Result<Bytes, Error> {
         Ok(runtime().block_on(zt::Client::get_data(self, path))?.0)
+    }
+    fn fire_set_data(&self, path: &str, data: Bytes) {
+        let (zk, path) = (self.clone(), path.to_string());
+        runtime().spawn(async move { zk.set_data(&path, data, None).await });
     }
     fn host_first_event<R: Recipe>(
         &self,

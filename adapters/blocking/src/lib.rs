@@ -158,7 +158,8 @@ pub fn connect(connect_string: &str, options: Options) -> Result<Client, Error> 
         .lock()
         .map_err(|_| Error::Closed)?;
     loop {
-        if state.status.is_connected() {
+        // A session exists (it may already be suspended again: still a session).
+        if state.status.is_connected() || (state.session_id != 0 && !state.status.is_terminal()) {
             return Ok(client.clone());
         }
         if let Some(reason) = &state.unreachable {

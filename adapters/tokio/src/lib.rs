@@ -158,7 +158,8 @@ pub async fn connect(connect_string: &str, options: Options) -> Result<Client, E
             .map(|p| p.clone())
     };
     match tokio::time::timeout(options.connect_timeout, wait).await {
-        Ok(Ok(p)) if p.status.is_connected() => Ok(client),
+        // A session exists (it may already be suspended again: still a session).
+        Ok(Ok(p)) if p.status.is_connected() || p.session_id != 0 => Ok(client),
         Ok(Ok(p)) => Err(match p.unreachable {
             Some(reason) => Error::Unreachable(reason),
             None => p.status.error(),
