@@ -3,12 +3,15 @@
 //! Latencies are reported in round trips measured in the same run against the same
 //! server: a read RTT (`exists`) and a write RTT (`setData` of 100 bytes). Server work is
 //! `mntr`'s `zk_packets_received` delta (each probe itself counts one packet, subtracted)
-//! and `zk_sum_node_deleted_watch_count` (watchers notified of deletions). Mutual
-//! exclusion is checked inside the benchmark.
+//! and `zk_sum_node_deleted_watch_count` (watchers notified of deletions).
+//!
+//! The benchmark fails (panics, exit code 101) if it sees two holders at once or a
+//! fencing token that does not rise: each holder marks itself inside, yields to every
+//! other task ten times while holding, and checks it is still the only one inside.
 // A benchmark is a driver: it owns the clock.
 #![allow(clippy::disallowed_methods)]
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -97,6 +100,7 @@ async fn contended(
         );
     }
     let inside = Arc::new(AtomicUsize::new(0));
+    let max_token = Arc::new(AtomicI64::new(0));
     let violations = Arc::new(AtomicUsize::new(0));
     let acquisitions = Arc::new(AtomicUsize::new(0));
     let stop = Arc::new(AtomicBool::new(false));
@@ -106,7 +110,9 @@ async fn contended(
     let n0 = mntr(server_addr, "zk_sum_node_deleted_watch_count");
     let start = Instant::now();
     let mut tasks = Vec::new();
-    for zk in clients.clone() {
+    for (me, zk) in clients.clone().into_iter().enumerate() {
+        let me = me + 1;
+        let max_token = max_token.clone();
         let (inside, violations, acquisitions, stop, released_at, handoffs) = (
             inside.clone(),
             violations.clone(),
@@ -127,11 +133,21 @@ async fn contended(
                 if let Some(t) = released_at.lock().unwrap().take() {
                     handoffs.lock().unwrap().push(t.elapsed());
                 }
-                if inside.fetch_add(1, Ordering::SeqCst) != 0 {
+                if inside.swap(me, Ordering::SeqCst) != 0 {
+                    violations.fetch_add(1, Ordering::SeqCst);
+                }
+                if max_token.fetch_max(g.fencing_token(), Ordering::SeqCst) >= g.fencing_token() {
+                    violations.fetch_add(1, Ordering::SeqCst);
+                }
+                // Hold for a moment: every other task gets to run, and would be seen.
+                for _ in 0..10 {
+                    tokio::task::yield_now().await;
+                }
+                if inside.load(Ordering::SeqCst) != me {
                     violations.fetch_add(1, Ordering::SeqCst);
                 }
                 acquisitions.fetch_add(1, Ordering::Relaxed);
-                inside.fetch_sub(1, Ordering::SeqCst);
+                inside.store(0, Ordering::SeqCst);
                 *released_at.lock().unwrap() = Some(Instant::now());
                 g.release().await.unwrap();
             }
@@ -161,6 +177,11 @@ async fn contended(
     for c in clients {
         c.close().await;
     }
+    assert_eq!(
+        violations.load(Ordering::SeqCst),
+        0,
+        "mutual exclusion or fencing broken"
+    );
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]

@@ -5,6 +5,8 @@
 //!
 //! `cargo run --example custom_runtime` starts a server with the test support; with
 //! `ZK_ADDR=host:port` it uses that one instead.
+// A test (or example) is a driver: it owns the clock.
+#![allow(clippy::disallowed_methods)]
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};

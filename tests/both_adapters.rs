@@ -1,6 +1,8 @@
 //! The same scenarios through both adapters, against a real ZooKeeper 3.8: each call
 //! must mean the same thing in `zk-recipes-blocking` and `zk-recipes-tokio` (issue 10).
 //! Every test runs its scenario once per adapter on one server.
+// A test (or example) is a driver: it owns the clock.
+#![allow(clippy::disallowed_methods)]
 
 mod support;
 
@@ -8,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use support::{Guard, Zk};
+use support::Zk;
 use zk_recipes::client::{Error, Status};
 use zk_recipes::proto::*;
 use zk_recipes::recipe::lock::{HoldState, LockChange, LostReason};

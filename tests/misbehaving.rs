@@ -6,6 +6,8 @@
 //! within its deadline; a lock's `acquire_timeout(2 s)` returns within the deadline
 //! plus the try grace; nothing panics; and the client opens no more connections than
 //! its backoff schedule allows.
+// A test (or example) is a driver: it owns the clock.
+#![allow(clippy::disallowed_methods)]
 
 mod support;
 

@@ -30,7 +30,7 @@
 //! # Liveness: every attempt ends, nothing is left behind
 //!
 //! The machine is a reconcile loop: each reply either moves the state on or marks what
-//! must be done again (create, list, watch, verify, delete); [`drive`](Lock) sends what
+//! must be done again (create, list, watch, verify, delete); one `drive` step sends what
 //! is marked as soon as the session allows ([`Retry`]: after `Reconnected` when
 //! suspended, after a backoff when a request was refused). So every failure that is
 //! not final leads to a retry, and every final one to a final event. A create whose

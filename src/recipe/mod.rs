@@ -32,7 +32,7 @@
 //! * **Liveness.** Every request that fails with a retryable error
 //!   ([`Error::is_retryable`]: connection loss, a local or server refusal) is retried —
 //!   after [`Reconnected`](SessionChange::Reconnected) when the session is suspended,
-//!   else after a [`Backoff`] — or the recipe reports a final event. A refusal is never
+//!   else after a backoff ([`Retry`]) — or the recipe reports a final event. A refusal is never
 //!   taken for success. The [`Outbox`] keeps each request's purpose so a reply always
 //!   finds its reason.
 //! * **Cleanliness.** A recipe that ends has deleted what it created (or its session

@@ -66,6 +66,9 @@ enum Parents {
     NoAuth,
 }
 
+/// What the server writes: a reply (`Ok`) or a watch notification (`Err`).
+type Outbound = Result<Result<Response, Error>, WatchEvent>;
+
 struct World {
     live: View,
     /// Reads of a lagging follower come from here until it catches up.
@@ -82,7 +85,7 @@ struct World {
     wire: Vec<(OpId, Request)>,
     /// What the server wrote and the client has not read yet, in order: replies
     /// (`Ok`) and watch notifications (`Err`), each with its zxid.
-    replies: Vec<(OpId, Result<Result<Response, Error>, WatchEvent>, i64)>,
+    replies: Vec<(OpId, Outbound, i64)>,
     /// Submitted while disconnected: sent after the reconnect.
     queued: Vec<(OpId, Request)>,
     /// One-shot data watches: (path, op).
@@ -178,9 +181,8 @@ impl World {
         match req {
             Request::CreateContainer(c) | Request::Create(c) => {
                 self.write();
-                let r = if c.path != DIR {
-                    Err(Error::Server(ErrorCode::NodeExists)) // "/" exists
-                } else if self.live.dir_exists {
+                // Any other ancestor ("/") exists.
+                let r = if c.path != DIR || self.live.dir_exists {
                     Err(Error::Server(ErrorCode::NodeExists))
                 } else {
                     match self.parents {

@@ -2,6 +2,8 @@
 //! by the blocking adapter directly and by the tokio adapter on a shared runtime. The
 //! scenarios (in the test files that include this module) are written once.
 #![allow(dead_code)]
+// A driver owns the clock.
+#![allow(clippy::disallowed_methods)]
 
 use std::sync::OnceLock;
 use std::time::Duration;
