@@ -216,7 +216,17 @@ pub(crate) async fn run(
             .map(|t| epoch + Duration::from_micros(t.as_micros()));
         tokio::select! {
             command = commands.recv(), if handles_alive => match command {
-                Some(c) => handle(&mut core, &mut routes, &mut recipes, &mut close_waiters, c, now()),
+                Some(c) => {
+                    let t = now();
+                    handle(&mut core, &mut routes, &mut recipes, &mut close_waiters, c, t);
+                    // Take what else is waiting in one go: one write for many requests.
+                    for _ in 0..256 {
+                        match commands.try_recv() {
+                            Ok(c) => handle(&mut core, &mut routes, &mut recipes, &mut close_waiters, c, t),
+                            Err(_) => break,
+                        }
+                    }
+                }
                 None => {
                     // Every handle is gone: close the session politely.
                     handles_alive = false;
