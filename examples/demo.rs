@@ -1,5 +1,6 @@
 //! Demo: start a real ZooKeeper with the test support and use it through the tokio
-//! adapter — raw operations, a watch, and a server restart the session survives.
+//! adapter — raw operations, a watch, a lock and a re-entrant lock, and a server
+//! restart the session survives.
 //! `scripts/demo` runs it.
 
 use std::time::Duration;
@@ -33,6 +34,25 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("/demo = {:?} (version {})", data, stat.version);
     zk.set_data("/demo", "world", Some(stat.version)).await?;
     println!("watch fired: {:?}", changed.await?);
+
+    let mut guard = zk.lock("/demo/locks/job").acquire().await?;
+    let held = guard.is_held();
+    println!(
+        "lock held: node {} fencing token {} (held: {held})",
+        guard.node(),
+        guard.fencing_token(),
+    );
+    guard.release().await?;
+    let m = zk.reentrant_lock("/demo/locks/config");
+    let outer = m.acquire().await?;
+    let inner = m.acquire().await?;
+    println!("re-entrant lock: {} levels on one node", m.depth().await);
+    drop(inner);
+    drop(outer);
+    zk.create_all("/demo/a/b/c", "deep", &CreateOptions::default())
+        .await?;
+    zk.delete_all("/demo/a").await?;
+    println!("created /demo/a/b/c with its parents and deleted the subtree");
 
     println!("killing the server and restarting it on the same port...");
     let mut states = zk.status_stream();
