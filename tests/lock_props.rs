@@ -4,7 +4,7 @@
 use proptest::prelude::*;
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(3000))]
+    #![proptest_config(ProptestConfig::with_cases(20_000))]
     #[test]
     fn lock_invariants_hold(schedule in proptest::collection::vec(any::<u8>(), 0..400)) {
         if let Err(e) = zk_recipes::testkit::lock::run(&schedule) {
