@@ -9,42 +9,10 @@
 
 use proptest::prelude::*;
 use zk_recipes::sim::SimConfig;
+mod sim_support;
+
+use sim_support::{run_all, seeds};
 use zk_recipes::testkit::{sim_lock, sim_naive};
-
-fn replay_seed() -> Option<u64> {
-    std::env::var("SIM_SEED").ok().and_then(|s| s.parse().ok())
-}
-
-fn seeds(default: u64) -> Vec<u64> {
-    match replay_seed() {
-        Some(seed) => vec![seed],
-        None => (0..std::env::var("SIM_SEEDS")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(default))
-            .collect(),
-    }
-}
-
-/// Runs seeds on both cores; returns the grants.
-pub fn run_all(seeds: Vec<u64>, readers: bool) -> usize {
-    std::thread::scope(|s| {
-        let handles: Vec<_> = (0..2)
-            .map(|t| {
-                let chunk: Vec<u64> = seeds.iter().copied().skip(t).step_by(2).collect();
-                s.spawn(move || {
-                    chunk
-                        .into_iter()
-                        .map(|seed| {
-                            sim_lock::run(seed, 8, readers).unwrap_or_else(|e| panic!("{e}"))
-                        })
-                        .sum::<usize>()
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).sum()
-    })
-}
 
 #[test]
 fn the_harness_catches_a_naive_lock_and_replays_it() {
@@ -60,7 +28,7 @@ fn the_harness_catches_a_naive_lock_and_replays_it() {
 
 #[test]
 fn the_lock_recipe_survives_every_schedule() {
-    let seeds = seeds(10_000);
+    let seeds = seeds(0, 10_000);
     let n = seeds.len();
     let grants = run_all(seeds, false);
     println!("{n} schedules x 8 clients: {grants} grants; exclusion, fencing, liveness and cleanliness held");

@@ -39,7 +39,7 @@ pub mod ops;
 mod routes;
 
 pub use crate::error::Error;
-pub use routes::{Routes, Sink, Status, WatchMode};
+pub use routes::{Command, RecipeCommand, Routes, Sink, Status, WatchMode};
 
 use alloc::boxed::Box;
 use alloc::collections::VecDeque;

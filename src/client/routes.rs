@@ -1,15 +1,21 @@
-//! The one delivery path every adapter uses: which waiter gets which reply, which
-//! watcher gets which watch event, which listener gets a hosted recipe's events, and
-//! what the session state is (with every transition, for status streams). Adapters
-//! supply the channel types through [`Sink`].
+//! The one path every adapter uses between its handles and the core: the commands a
+//! handle sends ([`Command`]: submit, host a recipe, run a command on it, abandon it,
+//! subscribe to status), and the delivery of what comes back — which waiter gets which
+//! reply, which watcher gets which watch event, which subscribers get a hosted recipe's
+//! events, and what the session state is (every transition, for status streams).
+//! Adapters supply only the channel types, through [`Sink`].
 
+use alloc::boxed::Box;
+use alloc::vec;
 use alloc::vec::Vec;
+use core::any::Any;
 
 use super::{Client, ClientEvent, Error, RecipeId};
 use crate::hash::HashMap;
-use crate::proto::{EventType, Response};
-use crate::recipe::AnyEvent;
+use crate::proto::{EventType, Request, Response};
+use crate::recipe::{AnyEvent, AnyRecipe};
 use crate::session::{DisconnectReason, SessionEvent, Token, WatchEvent};
+use crate::time::Instant;
 use core::time::Duration;
 
 /// Something a value can be handed to: a oneshot sender, a channel, a callback.
@@ -25,6 +31,52 @@ pub enum WatchMode {
     Once,
     /// A persistent (recursive) watch: events until removed or the receiver drops.
     Persistent,
+}
+
+/// A command run on a hosted recipe in the driver; it downcasts to the recipe's type.
+pub type RecipeCommand = Box<dyn FnOnce(&mut dyn Any, Instant) + Send>;
+
+/// What a handle asks of its driver, the same in every adapter (the adapter picks the
+/// channel types). Keys name hosted recipes; the handle side allocates them, so hosting
+/// needs no round trip to the driver.
+pub enum Command<R, W, L, S> {
+    /// A raw request: its reply goes to `reply`, its watch events (if it sets one) to
+    /// `watch`.
+    Submit {
+        /// The request.
+        request: Request,
+        /// Where its reply goes (a refusal included).
+        reply: R,
+        /// Where its watch events go, and whether one or all.
+        watch: Option<(W, WatchMode)>,
+    },
+    /// Host a recipe under `key`; its events go to `listener`.
+    Host {
+        /// The handle side's name for it.
+        key: u64,
+        /// The recipe.
+        recipe: Box<dyn AnyRecipe>,
+        /// Its first subscriber.
+        listener: L,
+    },
+    /// Run `command` on the recipe under `key`, after adding `subscribe` to its
+    /// subscribers (so nothing the command causes is missed). Dropped unrun if the
+    /// recipe is gone: the handle side learns it from its dropped reply channel.
+    Run {
+        /// Which recipe.
+        key: u64,
+        /// What to run.
+        command: RecipeCommand,
+        /// A new subscriber, if any.
+        subscribe: Option<L>,
+    },
+    /// The owner of the recipe under `key` went away: it cleans up and ends.
+    Abandon {
+        /// Which recipe.
+        key: u64,
+    },
+    /// Every status change from now on goes to this subscriber.
+    Statuses(S),
 }
 
 /// Session state as applications see it.
@@ -81,12 +133,14 @@ impl Status {
     }
 }
 
-/// Waiters and watchers by token, recipe listeners by id, status subscribers.
+/// Waiters and watchers by token, recipe subscribers by id, status subscribers.
 #[derive(Debug)]
 pub struct Routes<R, W, L, S> {
     replies: HashMap<Token, R>,
     watches: HashMap<Token, (W, WatchMode)>,
-    recipes: HashMap<RecipeId, L>,
+    /// Each hosted recipe's key and subscribers.
+    recipes: HashMap<RecipeId, (u64, Vec<L>)>,
+    keys: HashMap<u64, RecipeId>,
     statuses: Vec<S>,
     status: Status,
     unreachable: Option<DisconnectReason>,
@@ -98,6 +152,7 @@ impl<R, W, L, S> Default for Routes<R, W, L, S> {
             replies: HashMap::default(),
             watches: HashMap::default(),
             recipes: HashMap::default(),
+            keys: HashMap::default(),
             statuses: Vec::new(),
             status: Status::Connecting,
             unreachable: None,
@@ -112,18 +167,52 @@ where
     L: Sink<AnyEvent>,
     S: Sink<Status>,
 {
-    /// Routes the events of a hosted recipe to `listener` until it is done.
-    pub fn insert_recipe(&mut self, id: RecipeId, listener: L) {
-        self.recipes.insert(id, listener);
-    }
-
-    /// The listener of a hosted recipe (to add subscribers to it, say).
-    pub fn listener_mut(&mut self, id: RecipeId) -> Option<&mut L> {
-        self.recipes.get_mut(&id)
+    /// Carries out a handle's command.
+    pub fn handle(&mut self, client: &mut Client, now: Instant, command: Command<R, W, L, S>) {
+        match command {
+            Command::Submit {
+                request,
+                mut reply,
+                watch,
+            } => match client.submit(now, request) {
+                Ok(token) => self.insert(token, reply, watch),
+                Err(e) => {
+                    reply.send(Err(e.into()));
+                }
+            },
+            Command::Host {
+                key,
+                recipe,
+                listener,
+            } => {
+                let id = client.add_boxed(now, recipe);
+                // Events it reported while being hosted wait in the client's queue.
+                self.recipes.insert(id, (key, vec![listener]));
+                self.keys.insert(key, id);
+            }
+            Command::Run {
+                key,
+                command,
+                subscribe,
+            } => {
+                if let Some(&id) = self.keys.get(&key) {
+                    if let (Some(s), Some((_, subs))) = (subscribe, self.recipes.get_mut(&id)) {
+                        subs.push(s);
+                    }
+                    client.command_any(now, id, command);
+                }
+            }
+            Command::Abandon { key } => {
+                if let Some(&id) = self.keys.get(&key) {
+                    client.abandon(now, id);
+                }
+            }
+            Command::Statuses(s) => self.subscribe_status(s),
+        }
     }
 
     /// Routes the reply of `token` to `reply` and its watch events, if any, to `watch`.
-    pub fn insert(&mut self, token: Token, reply: R, watch: Option<(W, WatchMode)>) {
+    fn insert(&mut self, token: Token, reply: R, watch: Option<(W, WatchMode)>) {
         self.replies.insert(token, reply);
         if let Some(w) = watch {
             self.watches.insert(token, w);
@@ -170,16 +259,18 @@ where
         let event = match event {
             ClientEvent::Session(e) => e,
             ClientEvent::Recipe { id, event } => {
-                if let Some(listener) = self.recipes.get_mut(&id) {
-                    if !listener.send(event) {
-                        self.recipes.remove(&id);
-                    }
+                if let Some((_, subscribers)) = self.recipes.get_mut(&id) {
+                    // Each subscriber gets its own copy; gone ones are dropped. The
+                    // entry itself lives until the recipe is done.
+                    subscribers.retain_mut(|s| s.send(event.clone()));
                 }
                 return None;
             }
             ClientEvent::RecipeDone { id } => {
-                // Dropping the listener tells its receiver nothing more will come.
-                self.recipes.remove(&id);
+                // Dropping the subscribers tells their receivers nothing more will come.
+                if let Some((key, _)) = self.recipes.remove(&id) {
+                    self.keys.remove(&key);
+                }
                 return None;
             }
         };
@@ -258,7 +349,6 @@ mod tests {
     use super::*;
     use crate::client::Options;
     use crate::recipe::path::DeleteAll;
-    use crate::recipe::Recipe;
     use crate::time::Instant;
 
     struct Collect(Vec<AnyEvent>);
@@ -288,11 +378,17 @@ mod tests {
     #[test]
     fn a_recipe_listener_goes_with_recipe_done_after_its_last_event() {
         let mut client = Client::new(Options::new("h:1").unwrap(), Instant::ZERO);
-        let handle = client.add(Instant::ZERO, DeleteAll::new("/x"));
         let mut routes: Routes<Never, Never, Collect, Never> = Routes::default();
-        routes.insert_recipe(handle.id(), Collect(Vec::new()));
+        let t = Instant::ZERO;
+        let host = Command::Host {
+            key: 7,
+            recipe: alloc::boxed::Box::new(DeleteAll::new("/x")),
+            listener: Collect(Vec::new()),
+        };
+        routes.handle(&mut client, t, host);
+        assert_eq!(routes.listening(), 1);
         // Abandoned before it started: done at once, no event.
-        client.abandon(Instant::ZERO, handle.id());
+        routes.handle(&mut client, t, Command::Abandon { key: 7 });
         let mut seen = 0;
         while let Some(e) = client.poll_event() {
             seen += 1;
@@ -301,6 +397,6 @@ mod tests {
         assert_eq!(seen, 1, "RecipeDone");
         assert_eq!(routes.listening(), 0, "dropped after RecipeDone");
         assert_eq!(client.recipes(), 0);
-        let _ = Recipe::is_done(&DeleteAll::new("/y"));
+        assert!(routes.keys.is_empty(), "the key went with it");
     }
 }

@@ -4,8 +4,6 @@
 //! reads, pings or timers. Bytes read go straight into the core. No protocol decisions
 //! here.
 
-use std::any::Any;
-use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::mpsc::{Receiver, Sender, SyncSender};
@@ -15,49 +13,27 @@ use std::time::Duration;
 use bytes::{Buf, BytesMut};
 use mio::net::TcpStream;
 use mio::{Events as MioEvents, Interest, Poll, Token, Waker};
-use zk_recipes::client::{
-    Client as Core, ClientEvent, Error, RecipeId, Routes, Sink, Status, WatchMode,
-};
-use zk_recipes::proto::{Request, Response};
-use zk_recipes::recipe::{AnyEvent, AnyRecipe};
+use zk_recipes::client::{Client as Core, ClientEvent, Error, Routes, Sink, Status, WatchMode};
+use zk_recipes::proto::Response;
+use zk_recipes::recipe::AnyEvent;
 use zk_recipes::session::{DisconnectReason, Transport, TransportError, WatchEvent};
 use zk_recipes::time::Instant;
 
 const SOCKET: Token = Token(0);
 const WAKE: Token = Token(1);
 
-/// A command run on a hosted recipe in the driver (it downcasts to its type).
-pub(crate) type RecipeCommand = Box<dyn FnOnce(&mut dyn Any, Instant) + Send>;
+/// The routed commands, with this adapter's channel types.
+pub(crate) type Routed = zk_recipes::client::Command<ReplyTx, WatchTx, EventTx, StatusTx>;
 
 pub(crate) enum Input {
-    Submit {
-        request: Request,
-        reply: SyncSender<Result<Response, Error>>,
-        watch: Option<WatchTx>,
-    },
+    /// Submit, host, run, abandon, subscribe: carried out by the core's `Routes`.
+    Route(Routed),
     Close {
         timeout: Duration,
         done: SyncSender<()>,
     },
     /// Every handle is gone.
     Shutdown,
-    /// Host a recipe under `key`; its events go to `events`.
-    Host {
-        key: u64,
-        recipe: Box<dyn AnyRecipe>,
-        events: Sender<AnyEvent>,
-    },
-    /// Run a command on the recipe under `key`, after adding `subscribe` to its
-    /// listeners. Dropped unrun if the recipe is gone.
-    Run {
-        key: u64,
-        command: RecipeCommand,
-        subscribe: Option<Sender<AnyEvent>>,
-    },
-    /// The owner of the recipe under `key` went away.
-    Abandon { key: u64 },
-    /// Every status change from now on.
-    Statuses(Sender<Status>),
 }
 
 /// The way into the I/O thread: a channel plus the waker of its poll.
@@ -73,7 +49,7 @@ impl Inputs {
     }
 }
 
-pub(crate) struct ReplyTx(SyncSender<Result<Response, Error>>);
+pub(crate) struct ReplyTx(pub(crate) SyncSender<Result<Response, Error>>);
 
 impl Sink<Result<Response, Error>> for ReplyTx {
     fn send(&mut self, value: Result<Response, Error>) -> bool {
@@ -89,17 +65,16 @@ impl Sink<WatchEvent> for WatchTx {
     }
 }
 
-/// Every subscriber of one hosted recipe's events.
-pub(crate) struct Fanout(Vec<Sender<AnyEvent>>);
+/// One subscriber of a hosted recipe's events.
+pub(crate) struct EventTx(pub(crate) Sender<AnyEvent>);
 
-impl Sink<AnyEvent> for Fanout {
+impl Sink<AnyEvent> for EventTx {
     fn send(&mut self, value: AnyEvent) -> bool {
-        self.0.retain(|tx| tx.send(value.clone()).is_ok());
-        true // the recipe's listener lives until it is done
+        self.0.send(value).is_ok()
     }
 }
 
-pub(crate) struct StatusTx(Sender<Status>);
+pub(crate) struct StatusTx(pub(crate) Sender<Status>);
 
 impl Sink<Status> for StatusTx {
     fn send(&mut self, value: Status) -> bool {
@@ -186,12 +161,11 @@ pub(crate) fn run(mut core: Core, inputs: Receiver<Input>, mut poll: Poll, share
     let now = move || {
         Instant::from_micros(u64::try_from(epoch.elapsed().as_micros()).unwrap_or(u64::MAX))
     };
-    let mut routes: Routes<ReplyTx, WatchTx, Fanout, StatusTx> = Routes::default();
+    let mut routes: Routes<ReplyTx, WatchTx, EventTx, StatusTx> = Routes::default();
     let mut socket: Option<Socket> = None;
     let mut out = BytesMut::with_capacity(64 * 1024);
     let mut buf = vec![0u8; 64 * 1024];
     let mut close_waiters: Vec<SyncSender<()>> = Vec::new();
-    let mut recipes: HashMap<u64, RecipeId> = HashMap::new();
     let mut events = MioEvents::with_capacity(16);
 
     loop {
@@ -234,9 +208,6 @@ pub(crate) fn run(mut core: Core, inputs: Receiver<Input>, mut poll: Poll, share
             while let Some(event) = core.poll_event() {
                 progressed = true;
                 log(&event);
-                if let ClientEvent::RecipeDone { id } = &event {
-                    recipes.retain(|_, r| r != id);
-                }
                 if routes.deliver(&mut core, event).is_some() {
                     shared.publish(|p| {
                         p.status = routes.status();
@@ -278,14 +249,15 @@ pub(crate) fn run(mut core: Core, inputs: Receiver<Input>, mut poll: Poll, share
             match event.token() {
                 WAKE => {
                     while let Ok(input) = inputs.try_recv() {
-                        handle(
-                            &mut core,
-                            &mut routes,
-                            &mut recipes,
-                            &mut close_waiters,
-                            input,
-                            now(),
-                        );
+                        let t = now();
+                        match input {
+                            Input::Route(r) => routes.handle(&mut core, t, r),
+                            Input::Close { timeout, done } => {
+                                core.close(t, t + timeout);
+                                close_waiters.push(done);
+                            }
+                            Input::Shutdown => core.close(t, t + Duration::from_secs(2)),
+                        }
                     }
                 }
                 SOCKET => {
@@ -342,66 +314,6 @@ fn read_all(core: &mut Core, poll: &Poll, socket: &mut Option<Socket>, buf: &mut
         if core.session().transport_pending() {
             return;
         }
-    }
-}
-
-fn handle(
-    core: &mut Core,
-    routes: &mut Routes<ReplyTx, WatchTx, Fanout, StatusTx>,
-    recipes: &mut HashMap<u64, RecipeId>,
-    close_waiters: &mut Vec<SyncSender<()>>,
-    input: Input,
-    t: Instant,
-) {
-    match input {
-        Input::Submit {
-            request,
-            reply,
-            watch,
-        } => match core.submit(t, request) {
-            Ok(token) => {
-                let watch = watch.map(|w| {
-                    let mode = w.1;
-                    (w, mode)
-                });
-                routes.insert(token, ReplyTx(reply), watch);
-            }
-            Err(e) => {
-                let _ = reply.try_send(Err(e.into()));
-            }
-        },
-        Input::Host {
-            key,
-            recipe,
-            events,
-        } => {
-            let id = core.add_boxed(t, recipe);
-            routes.insert_recipe(id, Fanout(vec![events]));
-            recipes.insert(key, id);
-        }
-        Input::Run {
-            key,
-            command,
-            subscribe,
-        } => {
-            if let Some(&id) = recipes.get(&key) {
-                if let (Some(tx), Some(fanout)) = (subscribe, routes.listener_mut(id)) {
-                    fanout.0.push(tx);
-                }
-                core.command_any(t, id, command);
-            }
-        }
-        Input::Abandon { key } => {
-            if let Some(&id) = recipes.get(&key) {
-                core.abandon(t, id);
-            }
-        }
-        Input::Statuses(tx) => routes.subscribe_status(StatusTx(tx)),
-        Input::Close { timeout, done } => {
-            core.close(t, t + timeout);
-            close_waiters.push(done);
-        }
-        Input::Shutdown => core.close(t, t + Duration::from_secs(2)),
     }
 }
 

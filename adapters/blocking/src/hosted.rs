@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use zk_recipes::recipe::{AnyEvent, Recipe};
 
-use crate::driver::Input;
+use crate::driver::{EventTx, Input, Routed};
 use crate::{Client, Error};
 
 static NEXT_KEY: AtomicU64 = AtomicU64::new(1);
@@ -32,7 +32,7 @@ impl Drop for Owner {
             .client
             .inner
             .inputs
-            .send(Input::Abandon { key: self.key });
+            .send(Input::Route(Routed::Abandon { key: self.key }));
     }
 }
 
@@ -134,11 +134,11 @@ impl<R: Recipe> Hosted<R> {
         client
             .inner
             .inputs
-            .send(Input::Host {
+            .send(Input::Route(Routed::Host {
                 key,
                 recipe: Box::new(recipe),
-                events: tx,
-            })
+                listener: EventTx(tx),
+            }))
             .map_err(|_| client.dead())?;
         let owner = Arc::new(Owner {
             client: client.clone(),
@@ -162,15 +162,15 @@ impl<R: Recipe> Hosted<R> {
         o.client
             .inner
             .inputs
-            .send(Input::Run {
+            .send(Input::Route(Routed::Run {
                 key: o.key,
                 command: Box::new(move |any, now| {
                     if let Some(r) = any.downcast_mut::<R>() {
                         command(r, now)
                     }
                 }),
-                subscribe,
-            })
+                subscribe: subscribe.map(EventTx),
+            }))
             .map_err(|_| o.client.dead())
     }
 

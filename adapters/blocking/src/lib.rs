@@ -45,7 +45,7 @@ use zk_recipes::recipe::lock::Revoke;
 use zk_recipes::recipe::path::{CreateAll, CreateAllEvent, DeleteAll};
 pub use zk_recipes::session::WatchEvent;
 
-use driver::{Input, Inputs, Shared, WatchTx};
+use driver::{Input, Inputs, ReplyTx, Routed, Shared, StatusTx, WatchTx};
 
 /// Connection options.
 #[derive(Clone, Debug)]
@@ -279,7 +279,10 @@ impl Client {
     /// stream ends when the client does.
     pub fn status_stream(&self) -> StatusStream {
         let (tx, rx) = mpsc::channel();
-        let _ = self.inner.inputs.send(Input::Statuses(tx));
+        let _ = self
+            .inner
+            .inputs
+            .send(Input::Route(Routed::Statuses(StatusTx(tx))));
         StatusStream(rx)
     }
 
@@ -330,11 +333,14 @@ impl Client {
         let (tx, rx) = mpsc::sync_channel(1);
         self.inner
             .inputs
-            .send(Input::Submit {
+            .send(Input::Route(Routed::Submit {
                 request,
-                reply: tx,
-                watch,
-            })
+                reply: ReplyTx(tx),
+                watch: watch.map(|w| {
+                    let mode = w.1;
+                    (w, mode)
+                }),
+            }))
             .map_err(|_| self.dead())?;
         match rx.recv_timeout(self.call_timeout) {
             Ok(r) => r,

@@ -2,8 +2,6 @@
 //! No protocol decisions are made here. A write never holds up reads or timers: the
 //! socket is written from inside the same `select!` as it becomes writable.
 
-use std::any::Any;
-use std::collections::HashMap;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
@@ -14,44 +12,22 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, watch};
-use zk_recipes::client::{
-    Client as Core, ClientEvent, Error, RecipeId, Routes, Sink, Status, WatchMode,
-};
-use zk_recipes::proto::{Request, Response};
-use zk_recipes::recipe::{AnyEvent, AnyRecipe};
+use zk_recipes::client::{Client as Core, ClientEvent, Error, Routes, Sink, Status, WatchMode};
+use zk_recipes::proto::Response;
+use zk_recipes::recipe::AnyEvent;
 use zk_recipes::session::{DisconnectReason, Transport, TransportError, WatchEvent};
 use zk_recipes::time::Instant;
 
-/// A command run on a hosted recipe in the driver (it downcasts to its type).
-pub(crate) type RecipeCommand = Box<dyn FnOnce(&mut dyn Any, Instant) + Send>;
+/// The routed commands, with this adapter's channel types.
+pub(crate) type Routed = zk_recipes::client::Command<ReplyTx, WatchTx, EventTx, StatusTx>;
 
 pub(crate) enum Command {
-    Submit {
-        request: Request,
-        reply: oneshot::Sender<Result<Response, Error>>,
-        watch: Option<WatchTx>,
-    },
+    /// Submit, host, run, abandon, subscribe: carried out by the core's `Routes`.
+    Route(Routed),
     Close {
         timeout: Duration,
         done: oneshot::Sender<()>,
     },
-    /// Host a recipe under `key`; its events go to `events`.
-    Host {
-        key: u64,
-        recipe: Box<dyn AnyRecipe>,
-        events: mpsc::UnboundedSender<AnyEvent>,
-    },
-    /// Run a command on the recipe under `key`, after adding `subscribe` (if any) to
-    /// its listeners. Dropped unrun if the recipe is gone.
-    Run {
-        key: u64,
-        command: RecipeCommand,
-        subscribe: Option<mpsc::UnboundedSender<AnyEvent>>,
-    },
-    /// The owner of the recipe under `key` went away.
-    Abandon { key: u64 },
-    /// Every status change from now on.
-    Statuses(mpsc::UnboundedSender<Status>),
 }
 
 /// What the handles see of the driver's state.
@@ -63,7 +39,7 @@ pub(crate) struct Published {
     pub(crate) unreachable: Option<DisconnectReason>,
 }
 
-pub(crate) struct ReplyTx(Option<oneshot::Sender<Result<Response, Error>>>);
+pub(crate) struct ReplyTx(pub(crate) Option<oneshot::Sender<Result<Response, Error>>>);
 
 impl Sink<Result<Response, Error>> for ReplyTx {
     fn send(&mut self, value: Result<Response, Error>) -> bool {
@@ -77,7 +53,7 @@ pub(crate) enum WatchTx {
 }
 
 impl WatchTx {
-    fn mode(&self) -> WatchMode {
+    pub(crate) fn mode(&self) -> WatchMode {
         match self {
             WatchTx::Once(_) => WatchMode::Once,
             WatchTx::Stream(_) => WatchMode::Persistent,
@@ -94,18 +70,16 @@ impl Sink<WatchEvent> for WatchTx {
     }
 }
 
-/// Every subscriber of one hosted recipe's events.
-#[derive(Default)]
-pub(crate) struct Fanout(Vec<mpsc::UnboundedSender<AnyEvent>>);
+/// One subscriber of a hosted recipe's events.
+pub(crate) struct EventTx(pub(crate) mpsc::UnboundedSender<AnyEvent>);
 
-impl Sink<AnyEvent> for Fanout {
+impl Sink<AnyEvent> for EventTx {
     fn send(&mut self, value: AnyEvent) -> bool {
-        self.0.retain(|tx| tx.send(value.clone()).is_ok());
-        true // the recipe's listener lives until it is done
+        self.0.send(value).is_ok()
     }
 }
 
-pub(crate) struct StatusTx(mpsc::UnboundedSender<Status>);
+pub(crate) struct StatusTx(pub(crate) mpsc::UnboundedSender<Status>);
 
 impl Sink<Status> for StatusTx {
     fn send(&mut self, value: Status) -> bool {
@@ -155,7 +129,7 @@ pub(crate) async fn run(
     let now = move || {
         Instant::from_micros(u64::try_from(epoch.elapsed().as_micros()).unwrap_or(u64::MAX))
     };
-    let mut routes: Routes<ReplyTx, WatchTx, Fanout, StatusTx> = Routes::default();
+    let mut routes: Routes<ReplyTx, WatchTx, EventTx, StatusTx> = Routes::default();
     let mut reader: Option<OwnedReadHalf> = None;
     let mut writer: Option<OwnedWriteHalf> = None;
     let mut connecting: Option<Connecting> = None;
@@ -163,7 +137,6 @@ pub(crate) async fn run(
     let mut buf = vec![0u8; 64 * 1024];
     let mut close_waiters: Vec<oneshot::Sender<()>> = Vec::new();
     let mut handles_alive = true;
-    let mut recipes: HashMap<u64, RecipeId> = HashMap::new();
 
     loop {
         // Drain every output until there is nothing but a deadline (and bytes to write).
@@ -187,9 +160,6 @@ pub(crate) async fn run(
             while let Some(event) = core.poll_event() {
                 progressed = true;
                 log(&event);
-                if let ClientEvent::RecipeDone { id } = &event {
-                    recipes.retain(|_, r| r != id);
-                }
                 if routes.deliver(&mut core, event).is_some() {
                     published.send_replace(Published {
                         status: routes.status(),
@@ -218,13 +188,18 @@ pub(crate) async fn run(
             command = commands.recv(), if handles_alive => match command {
                 Some(c) => {
                     let t = now();
-                    handle(&mut core, &mut routes, &mut recipes, &mut close_waiters, c, t);
+                    let mut next = Some(c);
                     // Take what else is waiting in one go: one write for many requests.
                     for _ in 0..256 {
-                        match commands.try_recv() {
-                            Ok(c) => handle(&mut core, &mut routes, &mut recipes, &mut close_waiters, c, t),
-                            Err(_) => break,
+                        let Some(c) = next.take() else { break };
+                        match c {
+                            Command::Route(r) => routes.handle(&mut core, t, r),
+                            Command::Close { timeout, done } => {
+                                core.close(t, t + timeout);
+                                close_waiters.push(done);
+                            }
                         }
+                        next = commands.try_recv().ok();
                     }
                 }
                 None => {
@@ -274,68 +249,6 @@ pub(crate) async fn run(
                 }
             },
             _ = sleep_until(deadline) => core.handle_timeout(now()),
-        }
-    }
-}
-
-fn handle(
-    core: &mut Core,
-    routes: &mut Routes<ReplyTx, WatchTx, Fanout, StatusTx>,
-    recipes: &mut HashMap<u64, RecipeId>,
-    close_waiters: &mut Vec<oneshot::Sender<()>>,
-    command: Command,
-    t: Instant,
-) {
-    match command {
-        Command::Submit {
-            request,
-            reply,
-            watch,
-        } => match core.submit(t, request) {
-            Ok(token) => {
-                let watch = watch.map(|w| {
-                    let m = w.mode();
-                    (w, m)
-                });
-                routes.insert(token, ReplyTx(Some(reply)), watch);
-            }
-            Err(e) => {
-                let _ = reply.send(Err(e.into()));
-            }
-        },
-        Command::Host {
-            key,
-            recipe,
-            events,
-        } => {
-            let id = core.add_boxed(t, recipe);
-            routes.insert_recipe(id, Fanout(vec![events]));
-            recipes.insert(key, id);
-            // Events it reported while being hosted are already queued in the core.
-        }
-        Command::Run {
-            key,
-            command,
-            subscribe,
-        } => {
-            if let Some(&id) = recipes.get(&key) {
-                if let Some(tx) = subscribe {
-                    if let Some(fanout) = routes.listener_mut(id) {
-                        fanout.0.push(tx);
-                    }
-                }
-                core.command_any(t, id, command);
-            }
-        }
-        Command::Abandon { key } => {
-            if let Some(&id) = recipes.get(&key) {
-                core.abandon(t, id);
-            }
-        }
-        Command::Statuses(tx) => routes.subscribe_status(StatusTx(tx)),
-        Command::Close { timeout, done } => {
-            core.close(t, t + timeout);
-            close_waiters.push(done);
         }
     }
 }

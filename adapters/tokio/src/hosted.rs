@@ -14,7 +14,7 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 use zk_recipes::recipe::{AnyEvent, Recipe};
 
-use crate::driver::Command;
+use crate::driver::{Command, EventTx, Routed};
 use crate::{Client, Error};
 
 static NEXT_KEY: AtomicU64 = AtomicU64::new(1);
@@ -30,7 +30,7 @@ impl Drop for Owner {
         let _ = self
             .client
             .commands
-            .send(Command::Abandon { key: self.key });
+            .send(Command::Route(Routed::Abandon { key: self.key }));
     }
 }
 
@@ -109,11 +109,11 @@ impl<R: Recipe> Hosted<R> {
         let (tx, rx) = mpsc::unbounded_channel();
         client
             .commands
-            .send(Command::Host {
+            .send(Command::Route(Routed::Host {
                 key,
                 recipe: Box::new(recipe),
-                events: tx,
-            })
+                listener: EventTx(tx),
+            }))
             .map_err(|_| client.dead())?;
         let owner = Arc::new(Owner {
             client: client.clone(),
@@ -136,15 +136,15 @@ impl<R: Recipe> Hosted<R> {
         let o = &self.owner;
         o.client
             .commands
-            .send(Command::Run {
+            .send(Command::Route(Routed::Run {
                 key: o.key,
                 command: Box::new(move |any, now| {
                     if let Some(r) = any.downcast_mut::<R>() {
                         command(r, now)
                     }
                 }),
-                subscribe,
-            })
+                subscribe: subscribe.map(EventTx),
+            }))
             .map_err(|_| o.client.dead())
     }
 

@@ -48,7 +48,7 @@ use zk_recipes::recipe::lock::Revoke;
 use zk_recipes::recipe::path::{CreateAll, CreateAllEvent, DeleteAll};
 pub use zk_recipes::session::WatchEvent;
 
-use driver::{Command, Published, WatchTx};
+use driver::{Command, Published, ReplyTx, Routed, StatusTx, WatchTx};
 
 /// Connection options.
 #[derive(Clone, Debug)]
@@ -232,7 +232,9 @@ impl Client {
     /// stream ends when the client does.
     pub fn status_stream(&self) -> StatusStream {
         let (tx, rx) = mpsc::unbounded_channel();
-        let _ = self.commands.send(Command::Statuses(tx));
+        let _ = self
+            .commands
+            .send(Command::Route(Routed::Statuses(StatusTx(tx))));
         StatusStream(rx)
     }
 
@@ -259,11 +261,14 @@ impl Client {
     async fn raw(&self, request: Request, watch: Option<WatchTx>) -> Raw {
         let (tx, rx) = oneshot::channel();
         self.commands
-            .send(Command::Submit {
+            .send(Command::Route(Routed::Submit {
                 request,
-                reply: tx,
-                watch,
-            })
+                reply: ReplyTx(Some(tx)),
+                watch: watch.map(|w| {
+                    let mode = w.mode();
+                    (w, mode)
+                }),
+            }))
             .map_err(|_| self.dead())?;
         rx.await.map_err(|_| self.dead())?
     }

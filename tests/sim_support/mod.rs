@@ -1,0 +1,39 @@
+//! Seeds and a two-core runner for the simulator tests of the lock recipe.
+
+use zk_recipes::testkit::sim_lock;
+
+/// `SIM_SEED=n` replays one seed; `SIM_SEEDS=n` runs n seeds from `first`; else
+/// `default` of them.
+pub fn seeds(first: u64, default: u64) -> Vec<u64> {
+    match std::env::var("SIM_SEED").ok().and_then(|s| s.parse().ok()) {
+        Some(seed) => vec![seed],
+        None => {
+            let n = std::env::var("SIM_SEEDS")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(default);
+            (first..first + n).collect()
+        }
+    }
+}
+
+/// Runs every seed (8 clients) on both cores; panics with the first failure's report;
+/// returns the grants.
+pub fn run_all(seeds: Vec<u64>, readers: bool) -> usize {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..2)
+            .map(|t| {
+                let chunk: Vec<u64> = seeds.iter().copied().skip(t).step_by(2).collect();
+                s.spawn(move || {
+                    chunk
+                        .into_iter()
+                        .map(|seed| {
+                            sim_lock::run(seed, 8, readers).unwrap_or_else(|e| panic!("{e}"))
+                        })
+                        .sum::<usize>()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).sum()
+    })
+}
