@@ -1604,10 +1604,9 @@ impl Recipe for Revoke {
 
     fn handle_session(&mut self, now: Instant, change: SessionChange) {
         self.retry.session(change);
-        match change {
-            SessionChange::Expired => self.finish(Err(Error::SessionExpired)),
-            SessionChange::Closed => self.finish(Err(Error::Closed)),
-            _ => self.send(now),
+        match change.end_error() {
+            Some(e) => self.finish(Err(e)),
+            None => self.send(now),
         }
         if self.step == RevokeStep::Done {
             self.outbox.clear();

@@ -81,6 +81,17 @@ pub enum SessionChange {
     Closed,
 }
 
+impl SessionChange {
+    /// The error a recipe still running ends with when the session ends this way.
+    pub fn end_error(self) -> Option<Error> {
+        match self {
+            SessionChange::Expired => Some(Error::SessionExpired),
+            SessionChange::Closed => Some(Error::Closed),
+            _ => None,
+        }
+    }
+}
+
 /// The contract every recipe implements; see the [module docs](self).
 ///
 /// Any type implementing it can be hosted by a [`Client`](crate::client::Client) and

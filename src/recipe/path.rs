@@ -241,10 +241,9 @@ impl Recipe for CreateAll {
 
     fn handle_session(&mut self, now: Instant, change: SessionChange) {
         self.retry.session(change);
-        match change {
-            SessionChange::Expired => self.finish(CreateAllEvent::Failed(Error::SessionExpired)),
-            SessionChange::Closed => self.finish(CreateAllEvent::Failed(Error::Closed)),
-            _ => self.handle_timeout(now),
+        match change.end_error() {
+            Some(e) => self.finish(CreateAllEvent::Failed(e)),
+            None => self.handle_timeout(now),
         }
         if self.done {
             self.outbox.clear();
@@ -457,10 +456,9 @@ impl Recipe for DeleteAll {
 
     fn handle_session(&mut self, now: Instant, change: SessionChange) {
         self.retry.session(change);
-        match change {
-            SessionChange::Expired => self.finish(Err(Error::SessionExpired)),
-            SessionChange::Closed => self.finish(Err(Error::Closed)),
-            _ => self.handle_timeout(now),
+        match change.end_error() {
+            Some(e) => self.finish(Err(e)),
+            None => self.handle_timeout(now),
         }
         if self.done {
             self.outbox.clear();
