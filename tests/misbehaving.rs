@@ -57,7 +57,7 @@ fn check<Z: Zk>(mode: Misbehaviour) {
     let r = zk.exists("/x");
     let took = t.elapsed();
     assert!(
-        took < Duration::from_millis(2500),
+        took < Duration::from_millis(3000),
         "{} {mode:?}: raw call took {took:?}",
         Z::NAME
     );
@@ -77,7 +77,7 @@ fn check<Z: Zk>(mode: Misbehaviour) {
     let got = zk.lock_timeout("/app/lock", Duration::from_secs(2));
     let took = t.elapsed();
     assert!(
-        took < Duration::from_millis(3500),
+        took < Duration::from_millis(4000),
         "{} {mode:?}: acquire_timeout(2 s) took {took:?} ({:?})",
         Z::NAME,
         got.as_ref().map(|g| g.is_some())
@@ -181,7 +181,7 @@ fn writes_never_stall_timers<Z: Zk>() {
     let at = started.elapsed();
     assert_eq!(suspended, Some(Status::Suspended), "{}", Z::NAME);
     assert!(
-        at < Duration::from_millis(2200),
+        at < Duration::from_millis(2500),
         "{}: Suspended after {at:?} (read timeout 1.33 s)",
         Z::NAME
     );
