@@ -544,7 +544,18 @@ impl Client {
                     SessionEvent::Closed | SessionEvent::AuthFailed => Some(SessionChange::Closed),
                     _ => None,
                 };
-                if let Some(change) = change {
+                // An expiry no new session follows ends the client: recipes that would
+                // carry on into the next session (re-joining, re-creating) hear `Closed`
+                // right after `Expired`, so they end too.
+                let terminal = matches!(
+                    event,
+                    SessionEvent::Expired {
+                        renewing: false,
+                        ..
+                    }
+                )
+                .then_some(SessionChange::Closed);
+                for change in change.into_iter().chain(terminal) {
                     if matches!(change, SessionChange::Expired | SessionChange::Closed) {
                         // Every request was answered and every watch dropped.
                         self.recipe_tokens.clear();

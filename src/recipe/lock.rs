@@ -126,6 +126,9 @@ pub enum LockKind {
     Read,
     /// Exclusive against readers and writers (`__WRIT__`).
     Write,
+    /// A leader-election candidate (`latch-`, Curator's `LeaderLatch`): exclusive, held
+    /// until resigned. Used by [`election`](super::election).
+    Latch,
 }
 
 impl LockKind {
@@ -134,6 +137,7 @@ impl LockKind {
             LockKind::Exclusive => contender::LOCK,
             LockKind::Read => contender::READ,
             LockKind::Write => contender::WRITE,
+            LockKind::Latch => contender::LATCH,
         }
     }
 }

@@ -37,9 +37,12 @@
 //!   finds its reason.
 //! * **Cleanliness.** A recipe that ends has deleted what it created (or its session
 //!   ended, taking its ephemeral nodes along). The host forgets its watch registrations.
-//! * **Session semantics.** `Expired`/`Closed` end every recipe with a final event.
+//! * **Session semantics.** `Closed` ends every recipe with a final event; so does
+//!   `Expired`, unless the recipe is made to carry on into the next session (then it
+//!   waits for `Connected`, and `Closed` follows `Expired` when none will come).
 
 pub mod contender;
+pub mod election;
 pub mod lock;
 pub mod path;
 
@@ -74,8 +77,11 @@ pub enum SessionChange {
         /// Its id.
         session_id: i64,
     },
-    /// The session expired (server-confirmed or the client-side estimate). Every
-    /// recipe running on it ends.
+    /// The session expired (server-confirmed or the client-side estimate): its
+    /// ephemeral nodes and watches are gone. Recipes bound to the session end; a
+    /// recipe that carries on into the next session (an election candidate that
+    /// re-joins, a group member re-created) waits for the next `Connected`. If no new
+    /// session follows, `Closed` comes right after.
     Expired,
     /// The session was closed or authentication failed. Terminal.
     Closed,

@@ -655,6 +655,7 @@ fn run_traced(schedule: &[u8], trace: &mut Vec<String>) -> Result<(), String> {
                     LockKind::Exclusive => contender::LOCK,
                     LockKind::Read => contender::READ,
                     LockKind::Write => contender::WRITE,
+                    LockKind::Latch => contender::LATCH,
                 }
             );
             world.add(&prefix, OTHER);

@@ -1,0 +1,802 @@
+//! Leader election (ZooKeeper recipes "Leader Election"), Curator-compatible, herd-free,
+//! fenced, with the recipe documents' *leader acknowledgement*.
+//!
+//! # Protocol
+//!
+//! A candidate is a [`Lock`] of kind [`LockKind::Latch`]: an `EPHEMERAL_SEQUENTIAL`
+//! node `<dir>/_c_<uuid>-latch-<seq>` holding the participant id — Apache Curator
+//! `LeaderLatch`'s format, so a Rust service and a Java service using `LeaderLatch` on
+//! the same path elect one leader between them. Candidates are ordered by the sequence
+//! after the marker; the lowest leads. Everything the lock does, a candidate does: one
+//! round trip to join (create + list, pipelined), a watch on its predecessor only (no
+//! herd; when the predecessor goes and it was the only lower candidate, we lead
+//! without listing again), lost creates found again by the protected prefix, a
+//! reconnect verified with `sync` + `exists`, a watch on our own node from its
+//! creation (someone deleting it deposes us at once).
+//!
+//! # The one rule: act as leader only between `Elected` and the next `Suspended`/`Lost`
+//!
+//! [`ElectionEvent::Elected`] means our node was the lowest when the server answered.
+//! The client reports [`Suspended`](ElectionEvent::Suspended) when it has not heard from
+//! the server for 2/3 of the session timeout (its read timeout); the server expires
+//! the session — deleting our node, which is what lets the next candidate lead — only
+//! after the full timeout without hearing from us. So a leader that stops acting at
+//! `Suspended` has stopped at least 1/3 of the timeout before anyone else is elected
+//! (less the clock drift between the two machines over that time). `Reconnected`
+//! (same session, our node verified after a `sync`) makes it leader again; `Lost` ends
+//! it (expiry, our node deleted, session closed). For protected resources that cannot
+//! rely on timing, `Elected { fencing_token }` carries our node's creation zxid: it
+//! rises from one leader to the next.
+//!
+//! # Acknowledgement
+//!
+//! "The absence of a predecessor does not mean the creator knows it is the leader":
+//! after its leader procedure the application calls
+//! [`acknowledge`](Election::acknowledge); the leader writes an ephemeral node at
+//! [`ElectionConfig::ack_path`] (by default the sibling `<dir>-leader`, outside the
+//! candidates' directory, since Curator counts every child there as a candidate)
+//! holding `<fencing token> <participant id>`, in one `multi` that also checks our
+//! candidate node still exists, so a deposed leader cannot acknowledge. An
+//! acknowledgement left by an earlier leader (its node deleted while its session lived)
+//! has a lower token: it is replaced, again checked against our candidate node. A
+//! leader that resigns deletes its acknowledgement first, while it is still the only
+//! leader. Observers compare the acknowledgement's token with the current leader's
+//! node (see [`parse_ack`]).
+//!
+//! # Commands and events
+//!
+//! * [`join`](Election::join) becomes a candidate (again); [`resign`](Election::resign)
+//!   deletes our node (`Resigned` once it is gone), then joins again if asked;
+//!   [`close`](Election::close) resigns for good and ends the machine.
+//! * With [`ElectionConfig::rejoin`] (the default, as Curator's `LeaderLatch`), a
+//!   candidacy that ends by itself — the session expired and a new one started, or our
+//!   node was deleted — is made again with a fresh node.
+//! * Events: `Elected`, `Suspended`, `Reconnected`, `Lost`, `Acknowledged`,
+//!   `AckFailed`, `Resigned`, `Failed` (final: the candidacy cannot be made, e.g. no
+//!   permission), and `Closed` (final).
+//!
+//! ```
+//! use zk_recipes::recipe::election::{Election, ElectionConfig};
+//! use zk_recipes::recipe::{Recipe, SessionChange};
+//! use zk_recipes::time::Instant;
+//!
+//! let mut e = Election::new(ElectionConfig::new("/election/app", "node-1", (7, 9)));
+//! e.handle_session(Instant::ZERO, SessionChange::Connected { session_id: 7 });
+//! e.join(Instant::ZERO);
+//! let (_, create) = e.poll_request().unwrap(); // create2 _c_<uuid>-latch- ...
+//! let (_, list) = e.poll_request().unwrap(); // ... and getChildren, back to back
+//! let zk_recipes::proto::Request::Create2(c) = create else { panic!() };
+//! assert_eq!(c.path, "/election/app/_c_00000000-0000-4007-8000-00000000000a-latch-");
+//! assert_eq!(c.data.as_ref(), b"node-1"); // the participant id, as Curator writes it
+//! assert_eq!(list.op_code(), zk_recipes::proto::OpCode::GetChildren);
+//! ```
+
+use alloc::collections::VecDeque;
+use alloc::format;
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
+use bytes::Bytes;
+
+use super::lock::{node_id, Lock, LockConfig, LockEvent, LockKind, LostReason};
+use super::{OpId, Outbox, Recipe, Retry, SessionChange};
+use crate::error::Error;
+use crate::proto::*;
+use crate::session::WatchEvent;
+use crate::time::Instant;
+
+/// How to stand for election.
+#[derive(Clone, Debug)]
+pub struct ElectionConfig {
+    /// The candidates' directory (Curator's latch path).
+    pub dir: String,
+    /// Our participant id: the data of our candidate node (Curator's `LeaderLatch` id).
+    pub participant: String,
+    /// 128 bits of the driver's entropy: each candidacy's node id (the protected
+    /// prefix) is made from it and the candidacy's number.
+    pub entropy: (u64, u64),
+    /// Where the leader acknowledges (default `<dir>-leader`); must not be inside `dir`.
+    pub ack_path: String,
+    /// ACL of our nodes and of parents we create.
+    pub acl: Vec<Acl>,
+    /// Stand again when a candidacy ends by itself (session expired and renewed, our
+    /// node deleted). Default true, as Curator's `LeaderLatch`.
+    pub rejoin: bool,
+}
+
+impl ElectionConfig {
+    /// A config with the default acknowledgement path, the open ACL, rejoining.
+    pub fn new(dir: &str, participant: &str, entropy: (u64, u64)) -> Self {
+        ElectionConfig {
+            dir: dir.into(),
+            participant: participant.into(),
+            entropy,
+            ack_path: default_ack_path(dir),
+            acl: Acl::open_unsafe(),
+            rejoin: true,
+        }
+    }
+}
+
+/// The default acknowledgement path for a candidates' directory: `<dir>-leader`.
+pub fn default_ack_path(dir: &str) -> String {
+    format!("{}-leader", dir.trim_end_matches('/'))
+}
+
+/// The data of an acknowledgement: `<fencing token> <participant id>`.
+pub fn ack_data(fencing_token: i64, participant: &str) -> Bytes {
+    Bytes::from(format!("{fencing_token} {participant}"))
+}
+
+/// Reads an acknowledgement's data: `(fencing token, participant id)`.
+///
+/// ```
+/// use zk_recipes::recipe::election::{ack_data, parse_ack};
+/// assert_eq!(parse_ack(&ack_data(42, "node 1")), Some((42, "node 1")));
+/// assert_eq!(parse_ack(b"garbage"), None);
+/// ```
+pub fn parse_ack(data: &[u8]) -> Option<(i64, &str)> {
+    let text = core::str::from_utf8(data).ok()?;
+    let (token, participant) = text.split_once(' ')?;
+    Some((token.parse().ok()?, participant))
+}
+
+/// What an election reports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ElectionEvent {
+    /// We lead. Act as leader until the next `Suspended` or `Lost`.
+    Elected {
+        /// Our node's creation zxid: rises from one leader to the next.
+        fencing_token: i64,
+        /// Our node's name.
+        node: String,
+    },
+    /// The connection dropped while leading: stop acting as leader until `Reconnected`.
+    Suspended,
+    /// The same session is back and our node verified: leading again.
+    Reconnected,
+    /// We lead no more (and were leading).
+    Lost {
+        /// Why.
+        reason: LostReason,
+    },
+    /// Our acknowledgement is written (see [`Election::acknowledge`]).
+    Acknowledged {
+        /// The token it carries (the current leadership's).
+        fencing_token: i64,
+    },
+    /// Our acknowledgement could not be written (we were deposed, no permission, ...).
+    AckFailed {
+        /// Why.
+        error: Error,
+    },
+    /// Our candidacy is withdrawn: our node (and acknowledgement) deleted.
+    Resigned,
+    /// The candidacy cannot be made (no permission, invalid path, missing chroot,
+    /// session ended and not rejoining, ...). Final.
+    Failed {
+        /// Why.
+        error: Error,
+    },
+    /// Closed: resigned for good, or the session ended. Final.
+    Closed,
+}
+
+impl ElectionEvent {
+    /// Does this event end the machine?
+    pub fn is_final(&self) -> bool {
+        matches!(self, ElectionEvent::Failed { .. } | ElectionEvent::Closed)
+    }
+}
+
+/// Where leadership stands, folded from the events (what guards report).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Leadership {
+    /// Not leading (a candidate, resigned, or not joined).
+    Follower,
+    /// Leading, connection up: act as leader.
+    Leading,
+    /// Leading as far as we know, connection down: do not act.
+    Suspended,
+    /// The machine ended.
+    Ended,
+}
+
+impl Leadership {
+    /// The state after `event`.
+    pub fn after(self, event: &ElectionEvent) -> Leadership {
+        match event {
+            ElectionEvent::Elected { .. } => Leadership::Leading,
+            ElectionEvent::Suspended if self == Leadership::Leading => Leadership::Suspended,
+            ElectionEvent::Reconnected if self == Leadership::Suspended => Leadership::Leading,
+            ElectionEvent::Lost { .. } | ElectionEvent::Resigned => Leadership::Follower,
+            e if e.is_final() => Leadership::Ended,
+            _ => self,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Purpose {
+    /// multi [check candidate, create ack].
+    Write,
+    /// getData on an acknowledgement that was already there.
+    Read,
+    /// multi [check candidate, delete ack@version]: an older leader's acknowledgement.
+    Replace,
+    /// multi [check candidate, delete ack]: ours, before resigning.
+    Withdraw,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ack {
+    /// Nothing to do.
+    Idle,
+    /// To write (again) when the session allows.
+    Wanted,
+    /// A request of ours is in flight.
+    Busy,
+    /// Written.
+    Done,
+}
+
+/// Op ids: the candidate lock's ops are even (its generation in the high bits, so a
+/// late reply to an earlier candidacy finds nobody), ours odd.
+const GEN_SHIFT: u32 = 33;
+
+/// The election state machine. See the [module docs](self).
+#[derive(Debug)]
+pub struct Election {
+    config: ElectionConfig,
+    lock: Option<Lock>,
+    /// Candidacies made so far (the current lock's generation).
+    generation: u32,
+    session_id: Option<i64>,
+    /// We should be a candidate.
+    wanted: bool,
+    /// Resigning: our node is being deleted; `then_join` stands again afterwards.
+    resigning: bool,
+    then_join: bool,
+    closing: bool,
+    ended: bool,
+    /// Leading: (fencing token, node).
+    leading: Option<(i64, String)>,
+    ack: Ack,
+    /// An acknowledgement of ours may exist on the server.
+    ack_maybe_written: bool,
+    /// Resigning waits for our acknowledgement to be withdrawn.
+    withdraw: bool,
+    retry: Retry,
+    outbox: Outbox<Purpose>,
+    events: VecDeque<ElectionEvent>,
+}
+
+impl Election {
+    /// An election that does nothing until [`join`](Self::join).
+    pub fn new(config: ElectionConfig) -> Election {
+        Election {
+            config,
+            lock: None,
+            generation: 0,
+            session_id: None,
+            wanted: false,
+            resigning: false,
+            then_join: false,
+            closing: false,
+            ended: false,
+            leading: None,
+            ack: Ack::Idle,
+            ack_maybe_written: false,
+            withdraw: false,
+            retry: Retry::default(),
+            outbox: Outbox::default(),
+            events: VecDeque::new(),
+        }
+    }
+
+    // ----- getters -----
+
+    /// The configuration.
+    pub fn config(&self) -> &ElectionConfig {
+        &self.config
+    }
+
+    /// Do we lead with the connection up?
+    pub fn is_leader(&self) -> bool {
+        self.leading.is_some() && self.lock.as_ref().is_some_and(|l| l.is_held())
+    }
+
+    /// Our leadership's fencing token and node, while leading.
+    pub fn leadership(&self) -> Option<(i64, &str)> {
+        self.leading.as_ref().map(|(t, n)| (*t, n.as_str()))
+    }
+
+    /// Our current candidate node's name, once created.
+    pub fn node(&self) -> Option<&str> {
+        self.lock.as_ref().and_then(|l| l.node())
+    }
+
+    /// Is our acknowledgement written for the current leadership?
+    pub fn is_acknowledged(&self) -> bool {
+        self.ack == Ack::Done && self.leading.is_some()
+    }
+
+    // ----- commands -----
+
+    /// Stands for election (again). `false` if the machine has ended.
+    pub fn join(&mut self, now: Instant) -> bool {
+        if self.ended || self.closing {
+            return false;
+        }
+        self.wanted = true;
+        if self.resigning {
+            self.then_join = true;
+        }
+        self.start(now);
+        true
+    }
+
+    /// Withdraws our candidacy: deletes our acknowledgement, if any, then our node;
+    /// `Resigned` once both are gone. With `rejoin`, stands again right after (at the
+    /// back of the line). `false` if there was no candidacy.
+    pub fn resign(&mut self, now: Instant, rejoin: bool) -> bool {
+        if self.lock.is_none() || self.ended {
+            if rejoin {
+                return self.join(now);
+            }
+            self.wanted = false;
+            return false;
+        }
+        self.wanted = rejoin;
+        self.then_join = rejoin;
+        if !self.resigning {
+            self.resigning = true;
+            self.withdraw = self.ack_maybe_written && self.leading.is_some();
+            self.ack = Ack::Idle;
+            if !self.withdraw {
+                self.release_lock(now);
+            }
+        }
+        self.drive(now);
+        true
+    }
+
+    /// Resigns for good; `Closed` once our nodes are gone. The machine then ends.
+    pub fn close(&mut self, now: Instant) {
+        if self.ended {
+            return;
+        }
+        self.closing = true;
+        if self.lock.is_some() {
+            self.resign(now, false);
+        }
+        self.wanted = false;
+        self.maybe_end();
+    }
+
+    /// After the leader procedure: writes our acknowledgement (see the
+    /// [module docs](self)); `Acknowledged` or `AckFailed` follows. `false` if we do
+    /// not lead now.
+    pub fn acknowledge(&mut self, now: Instant) -> bool {
+        if self.leading.is_none() || self.resigning {
+            return false;
+        }
+        if self.ack != Ack::Done && self.ack != Ack::Busy {
+            self.ack = Ack::Wanted;
+        }
+        if self.ack == Ack::Done {
+            if let Some((token, _)) = self.leading {
+                self.emit(ElectionEvent::Acknowledged {
+                    fencing_token: token,
+                });
+            }
+        }
+        self.drive(now);
+        true
+    }
+
+    // ----- internals -----
+
+    fn emit(&mut self, e: ElectionEvent) {
+        self.events.push_back(e);
+    }
+
+    fn our_path(&self) -> Option<String> {
+        let node = self.lock.as_ref()?.node()?;
+        Some(format!("{}/{}", self.config.dir.trim_end_matches('/'), node))
+    }
+
+    /// Makes a new candidacy if one is wanted and possible.
+    fn start(&mut self, now: Instant) {
+        let Some(session_id) = self.session_id else {
+            return;
+        };
+        if self.lock.is_some() || !self.wanted || self.closing || self.ended {
+            return;
+        }
+        if let Err(error) = self.check_paths() {
+            self.fail(error);
+            return;
+        }
+        self.generation = self.generation.wrapping_add(1);
+        let (a, b) = self.config.entropy;
+        let id = node_id(a, b.wrapping_add(u64::from(self.generation)));
+        let mut config = LockConfig::new(&self.config.dir, LockKind::Latch, &id);
+        config.data = Bytes::from(self.config.participant.clone().into_bytes());
+        config.acl = self.config.acl.clone();
+        let mut lock = Lock::new(config);
+        lock.handle_session(now, SessionChange::Connected { session_id });
+        lock.acquire(now, None);
+        self.lock = Some(lock);
+        self.pump(now);
+    }
+
+    fn check_paths(&self) -> Result<(), Error> {
+        let dir = self.config.dir.trim_end_matches('/');
+        let ack = &self.config.ack_path;
+        validate_path(ack).map_err(|error| Error::InvalidPath {
+            path: ack.clone(),
+            error,
+        })?;
+        if dir.is_empty() || ack.starts_with(&format!("{dir}/")) || *ack == dir {
+            return Err(Error::InvalidPath {
+                path: ack.clone(),
+                error: PathError::Empty,
+            });
+        }
+        Ok(())
+    }
+
+    fn fail(&mut self, error: Error) {
+        self.wanted = false;
+        self.ended = true;
+        self.emit(ElectionEvent::Failed { error });
+    }
+
+    fn release_lock(&mut self, now: Instant) {
+        if let Some(l) = self.lock.as_mut() {
+            l.release(now);
+        }
+        self.pump(now);
+    }
+
+    /// Moves the candidate lock's events into ours; drops it when it is done.
+    fn pump(&mut self, now: Instant) {
+        while let Some(e) = self.lock.as_mut().and_then(|l| l.poll_event()) {
+            self.on_lock_event(now, e);
+        }
+        if self.lock.as_ref().is_some_and(|l| l.is_done()) {
+            self.lock = None;
+            self.resigning = false;
+            self.start(now);
+            self.maybe_end();
+        }
+    }
+
+    fn on_lock_event(&mut self, _now: Instant, e: LockEvent) {
+        match e {
+            LockEvent::Acquired {
+                fencing_token,
+                node,
+            } => {
+                self.leading = Some((fencing_token, node.clone()));
+                self.ack = Ack::Idle;
+                self.ack_maybe_written = false;
+                self.emit(ElectionEvent::Elected {
+                    fencing_token,
+                    node,
+                });
+            }
+            LockEvent::Suspended => self.emit(ElectionEvent::Suspended),
+            LockEvent::Reconnected => self.emit(ElectionEvent::Reconnected),
+            LockEvent::Lost { reason } => {
+                self.deposed();
+                if !self.config.rejoin {
+                    self.wanted = false;
+                }
+                self.emit(ElectionEvent::Lost { reason });
+            }
+            LockEvent::Released | LockEvent::Cancelled | LockEvent::NotAcquired => {
+                self.deposed();
+                self.wanted = self.then_join;
+                self.then_join = false;
+                self.emit(ElectionEvent::Resigned);
+            }
+            LockEvent::Failed { error } => {
+                self.deposed();
+                if error.ends_session() && self.config.rejoin && !self.closing {
+                    // The session is gone: stand again in the next one.
+                } else if error.ends_session() {
+                    self.wanted = false;
+                } else {
+                    self.fail(error);
+                }
+            }
+            LockEvent::RevocationRequested => {}
+        }
+    }
+
+    fn deposed(&mut self) {
+        self.leading = None;
+        if self.ack == Ack::Wanted || self.ack == Ack::Done {
+            self.ack = Ack::Idle;
+        }
+    }
+
+    fn maybe_end(&mut self) {
+        if self.closing && !self.ended && self.lock.is_none() && !self.withdraw {
+            self.ended = true;
+            self.emit(ElectionEvent::Closed);
+        }
+    }
+
+    fn drive(&mut self, now: Instant) {
+        if !self.retry.allows(now) || self.outbox.len() > 0 {
+            return;
+        }
+        let held = self.lock.as_ref().is_some_and(|l| l.is_held());
+        let (Some(ours), true) = (self.our_path(), held) else {
+            return;
+        };
+        let check = MultiOp::Check(CheckVersionRequest {
+            path: ours,
+            version: -1,
+        });
+        let ack_path = self.config.ack_path.clone();
+        if self.withdraw {
+            let delete = MultiOp::Delete(DeleteRequest {
+                path: ack_path,
+                version: -1,
+            });
+            self.outbox
+                .send(Purpose::Withdraw, Request::Multi(vec![check, delete]));
+        } else if self.ack == Ack::Wanted {
+            if let Some((token, _)) = self.leading {
+                let create = MultiOp::Create(CreateRequest::new(
+                    ack_path,
+                    ack_data(token, &self.config.participant),
+                    self.config.acl.clone(),
+                    CreateMode::Ephemeral,
+                ));
+                self.ack = Ack::Busy;
+                self.ack_maybe_written = true;
+                self.outbox
+                    .send(Purpose::Write, Request::Multi(vec![check, create]));
+            }
+        }
+    }
+
+    fn on_reply(&mut self, now: Instant, purpose: Purpose, result: Result<Response, Error>) {
+        if let Err(e) = &result {
+            if e.is_retryable() {
+                // Retried when the session allows (a lost create shows up as ours).
+                self.retry.failed(now);
+                if self.ack == Ack::Busy {
+                    self.ack = Ack::Wanted;
+                }
+                return;
+            }
+            if e.ends_session() {
+                return;
+            }
+        }
+        self.retry.succeeded();
+        let failure = multi_failure(&result);
+        match purpose {
+            Purpose::Withdraw => {
+                // Gone, not there, or we are no longer its owner: resign either way.
+                self.withdraw = false;
+                self.ack_maybe_written = false;
+                self.release_lock(now);
+            }
+            _ if self.ack != Ack::Busy || self.leading.is_none() => {
+                // Deposed (or resigning) while it was in flight.
+                if self.ack == Ack::Busy {
+                    self.ack = Ack::Idle;
+                }
+            }
+            Purpose::Write => match (result, failure) {
+                (Ok(Response::Multi(_)), None) => self.acknowledged(),
+                (_, Some((1, ErrorCode::NodeExists))) => {
+                    self.outbox.send(
+                        Purpose::Read,
+                        Request::GetData(PathWatch {
+                            path: self.config.ack_path.clone(),
+                            watch: false,
+                        }),
+                    );
+                }
+                (_, Some((1, ErrorCode::NoNode))) => self.ack_failed(Error::NoParent {
+                    path: parent_of(&self.config.ack_path).into(),
+                    code: ErrorCode::NoNode,
+                }),
+                (_, Some((_, code))) => self.ack_failed(Error::Server(code)),
+                (Err(e), None) => self.ack_failed(e),
+                (Ok(_), None) => self.ack_failed(Error::UnexpectedReply),
+            },
+            Purpose::Read => match result {
+                Ok(Response::Data { data, stat }) => {
+                    let ours = self.leading.as_ref().map(|(t, _)| *t);
+                    match parse_ack(&data).map(|(t, _)| t) {
+                        Some(t) if Some(t) == ours => self.acknowledged(),
+                        Some(t) if ours.is_some_and(|o| t > o) => {
+                            self.ack_failed(Error::Server(ErrorCode::NodeExists))
+                        }
+                        _ => match self.our_path() {
+                            // An earlier leader's (or garbage): replace it, as leader.
+                            Some(ours) => {
+                                let ops = vec![
+                                    MultiOp::Check(CheckVersionRequest {
+                                        path: ours,
+                                        version: -1,
+                                    }),
+                                    MultiOp::Delete(DeleteRequest {
+                                        path: self.config.ack_path.clone(),
+                                        version: stat.version,
+                                    }),
+                                ];
+                                self.outbox.send(Purpose::Replace, Request::Multi(ops));
+                            }
+                            None => self.ack = Ack::Idle,
+                        },
+                    }
+                }
+                Err(Error::Server(ErrorCode::NoNode)) => self.ack = Ack::Wanted,
+                Err(e) => self.ack_failed(e),
+                Ok(_) => self.ack_failed(Error::UnexpectedReply),
+            },
+            Purpose::Replace => match failure {
+                Some((0, code)) => self.ack_failed(Error::Server(code)),
+                // Replaced, or changed under us (version, gone): write ours again.
+                _ => self.ack = Ack::Wanted,
+            },
+        }
+    }
+
+    fn acknowledged(&mut self) {
+        self.ack = Ack::Done;
+        if let Some((token, _)) = self.leading {
+            self.emit(ElectionEvent::Acknowledged {
+                fencing_token: token,
+            });
+        }
+    }
+
+    fn ack_failed(&mut self, error: Error) {
+        self.ack = Ack::Idle;
+        self.emit(ElectionEvent::AckFailed { error });
+    }
+}
+
+/// Which op of a failed multi failed, and how: (index, code).
+fn multi_failure(r: &Result<Response, Error>) -> Option<(usize, ErrorCode)> {
+    match r {
+        Ok(Response::Multi(results)) => results.iter().enumerate().find_map(|(i, r)| match r {
+            MultiResult::Error(c) if !c.is_ok() && *c != ErrorCode::RuntimeInconsistency => {
+                Some((i, *c))
+            }
+            _ => None,
+        }),
+        _ => None,
+    }
+}
+
+fn parent_of(path: &str) -> &str {
+    match path.rfind('/') {
+        Some(0) | None => "/",
+        Some(i) => &path[..i],
+    }
+}
+
+impl Election {
+    fn encode(&self, op: OpId) -> OpId {
+        (u64::from(self.generation) << GEN_SHIFT) | ((op & 0xffff_ffff) << 1)
+    }
+
+    /// The current lock's op for `op`, if it is one.
+    fn lock_op(&self, op: OpId) -> Option<OpId> {
+        (op & 1 == 0 && (op >> GEN_SHIFT) as u32 == self.generation)
+            .then_some((op >> 1) & 0xffff_ffff)
+    }
+}
+
+impl Recipe for Election {
+    type Event = ElectionEvent;
+
+    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+        if op & 1 == 1 {
+            if let Some(purpose) = self.outbox.take(op >> 1) {
+                self.on_reply(now, purpose, result);
+            }
+        } else if let (Some(op), Some(lock)) = (self.lock_op(op), self.lock.as_mut()) {
+            lock.handle_reply(now, op, result);
+        }
+        self.pump(now);
+        self.drive(now);
+        self.maybe_end();
+    }
+
+    fn handle_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
+        if let (Some(op), Some(lock)) = (self.lock_op(op), self.lock.as_mut()) {
+            lock.handle_watch(now, op, event);
+        }
+        self.pump(now);
+        self.drive(now);
+    }
+
+    fn handle_session(&mut self, now: Instant, change: SessionChange) {
+        self.retry.session(change);
+        if let Some(lock) = self.lock.as_mut() {
+            lock.handle_session(now, change);
+        }
+        match change {
+            SessionChange::Connected { session_id } => self.session_id = Some(session_id),
+            SessionChange::Reconnected { session_id } => self.session_id = Some(session_id),
+            SessionChange::Suspended => {}
+            SessionChange::Expired | SessionChange::Closed => {
+                // Every request was answered; our nodes went with the session.
+                self.session_id = None;
+                self.outbox.clear();
+                self.withdraw = false;
+                self.ack_maybe_written = false;
+                if change == SessionChange::Closed || !self.config.rejoin {
+                    self.wanted = false;
+                    self.closing = true;
+                }
+            }
+        }
+        self.pump(now);
+        if matches!(change, SessionChange::Expired | SessionChange::Closed) {
+            // The lock has ended with the session; a resignation is complete.
+            self.lock = None;
+            if self.resigning {
+                self.resigning = false;
+            }
+        }
+        self.start(now);
+        self.drive(now);
+        self.maybe_end();
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        if let Some(lock) = self.lock.as_mut() {
+            lock.handle_timeout(now);
+        }
+        self.pump(now);
+        self.drive(now);
+    }
+
+    fn handle_abandon(&mut self, now: Instant) {
+        self.close(now);
+    }
+
+    fn poll_request(&mut self) -> Option<(OpId, Request)> {
+        if let Some((op, r)) = self.outbox.poll() {
+            return Some(((op << 1) | 1, r));
+        }
+        let (op, r) = self.lock.as_mut()?.poll_request()?;
+        Some((self.encode(op), r))
+    }
+
+    fn poll_event(&mut self) -> Option<ElectionEvent> {
+        self.events.pop_front()
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        let ours = if self.ack == Ack::Wanted || self.withdraw {
+            self.retry.deadline()
+        } else {
+            None
+        };
+        let lock = self.lock.as_ref().and_then(|l| l.poll_timeout());
+        match (ours, lock) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn is_done(&self) -> bool {
+        self.ended && self.lock.is_none() && self.outbox.is_empty() && self.events.is_empty()
+    }
+}
