@@ -60,6 +60,8 @@ pub enum Error {
     ChrootMissing,
     /// The hosted recipe has finished; a new one is needed.
     Finished,
+    /// The command needs leadership we do not have (or lost while it ran).
+    NotLeader,
 }
 
 impl Error {
@@ -191,6 +193,7 @@ impl fmt::Display for Error {
                 write!(f, "cannot create parent node {path}: {code}")
             }
             Error::Finished => f.write_str("the recipe has finished"),
+            Error::NotLeader => f.write_str("not the leader"),
             Error::ChrootMissing => f.write_str(
                 "the chroot of the connection string does not exist on the server; create it first",
             ),

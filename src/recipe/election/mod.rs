@@ -71,6 +71,8 @@
 //! assert_eq!(list.op_code(), zk_recipes::proto::OpCode::GetChildren);
 //! ```
 
+pub mod observer;
+
 use alloc::collections::VecDeque;
 use alloc::format;
 use alloc::string::String;
@@ -213,6 +215,110 @@ impl Leadership {
             ElectionEvent::Lost { .. } | ElectionEvent::Resigned => Leadership::Follower,
             e if e.is_final() => Leadership::Ended,
             _ => self,
+        }
+    }
+}
+
+impl ElectionEvent {
+    /// For a caller waiting for an acknowledgement: `Some` when this event ends the
+    /// wait — `Ok(token)` written, `Err` why not (deposed: [`Error::NotLeader`]).
+    pub fn ack_outcome(&self) -> Option<Result<i64, Error>> {
+        match self {
+            ElectionEvent::Acknowledged { fencing_token } => Some(Ok(*fencing_token)),
+            ElectionEvent::AckFailed { error } => Some(Err(error.clone())),
+            ElectionEvent::Suspended
+            | ElectionEvent::Lost { .. }
+            | ElectionEvent::Resigned
+            | ElectionEvent::Closed => Some(Err(Error::NotLeader)),
+            ElectionEvent::Failed { error } => Some(Err(error.clone())),
+            _ => None,
+        }
+    }
+
+    /// For a caller waiting after [`Election::resign`]: `Some` when the wait is over.
+    pub fn resign_outcome(&self) -> Option<Result<(), Error>> {
+        match self {
+            ElectionEvent::Resigned | ElectionEvent::Closed => Some(Ok(())),
+            ElectionEvent::Failed { error } => Some(Err(error.clone())),
+            _ => None,
+        }
+    }
+
+    /// For a caller waiting after [`Election::close`]: `Some` when the wait is over.
+    pub fn close_outcome(&self) -> Option<Result<(), Error>> {
+        match self {
+            ElectionEvent::Closed => Some(Ok(())),
+            ElectionEvent::Failed { error } => Some(Err(error.clone())),
+            _ => None,
+        }
+    }
+}
+
+/// A candidate as its owner sees it, folded from the election's events: what both
+/// adapters report, decided once here.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CandidateStatus {
+    state: Leadership,
+    token: Option<i64>,
+    unreported: VecDeque<ElectionEvent>,
+    end: Option<Error>,
+}
+
+impl Default for CandidateStatus {
+    fn default() -> Self {
+        CandidateStatus {
+            state: Leadership::Follower,
+            token: None,
+            unreported: VecDeque::new(),
+            end: None,
+        }
+    }
+}
+
+impl CandidateStatus {
+    /// Folds one event in.
+    pub fn apply(&mut self, event: &ElectionEvent) {
+        self.state = self.state.after(event);
+        match event {
+            ElectionEvent::Elected { fencing_token, .. } => self.token = Some(*fencing_token),
+            ElectionEvent::Failed { error } => self.end = Some(error.clone()),
+            ElectionEvent::Closed => self.end = Some(Error::Closed),
+            _ => {}
+        }
+        if self.unreported.len() < 64 {
+            self.unreported.push_back(event.clone());
+        }
+    }
+
+    /// Where leadership stands.
+    pub fn state(&self) -> Leadership {
+        self.state
+    }
+
+    /// Leading with the connection up: safe to act as leader.
+    pub fn is_leader(&self) -> bool {
+        self.state == Leadership::Leading
+    }
+
+    /// The fencing token of the current (or last) leadership.
+    pub fn fencing_token(&self) -> Option<i64> {
+        self.token
+    }
+
+    /// The next event not reported yet (for a candidate's `changed()`).
+    pub fn next_change(&mut self) -> Option<ElectionEvent> {
+        self.unreported.pop_front()
+    }
+
+    /// For a caller waiting to lead: `Some` once the wait is over — `Ok(token)`
+    /// leading (elected, or reconnected after a suspension), `Err` the machine ended.
+    pub fn elected_outcome(&self) -> Option<Result<i64, Error>> {
+        if let Some(e) = &self.end {
+            return Some(Err(e.clone()));
+        }
+        match (self.is_leader(), self.token) {
+            (true, Some(t)) => Some(Ok(t)),
+            _ => None,
         }
     }
 }
@@ -404,7 +510,11 @@ impl Election {
 
     fn our_path(&self) -> Option<String> {
         let node = self.lock.as_ref()?.node()?;
-        Some(format!("{}/{}", self.config.dir.trim_end_matches('/'), node))
+        Some(format!(
+            "{}/{}",
+            self.config.dir.trim_end_matches('/'),
+            node
+        ))
     }
 
     /// Makes a new candidacy if one is wanted and possible.
@@ -532,7 +642,7 @@ impl Election {
     }
 
     fn drive(&mut self, now: Instant) {
-        if !self.retry.allows(now) || self.outbox.len() > 0 {
+        if !self.retry.allows(now) || !self.outbox.is_empty() {
             return;
         }
         let held = self.lock.as_ref().is_some_and(|l| l.is_held());
