@@ -14,7 +14,8 @@
 //! on a reconnect report what changed while away; a request lost with the connection is
 //! sent again after `Reconnected`, everything after a new session.
 //!
-//! Events: [`ObserverEvent::Leader`] whenever the leader changes (`None`: nobody leads),
+//! Events: [`ObserverEvent::Leader`] once the first listing is read, then whenever the
+//! leader changes (`None`: nobody leads),
 //! [`ObserverEvent::Acknowledged`] when the current leader's acknowledgement appears,
 //! `Failed` (final: no permission, invalid path) and `Closed` (final).
 
@@ -85,6 +86,9 @@ pub struct Observer {
     leader: Option<Participant>,
     ack: Option<(i64, String)>,
     acked: Option<i64>,
+    /// A listing has been answered, and its leader reported.
+    listed: bool,
+    reported: bool,
     need: u8,
     retry: Retry,
     outbox: Outbox<Purpose>,
@@ -110,6 +114,8 @@ impl Observer {
             leader: None,
             ack: None,
             acked: None,
+            listed: false,
+            reported: false,
             need: 0,
             retry: Retry::default(),
             outbox: Outbox::default(),
@@ -220,7 +226,8 @@ impl Observer {
             .find(|n| !self.unread.contains(n) && self.known.iter().any(|p| &p.node == *n));
         let leader = first.and_then(|n| self.known.iter().find(|p| &p.node == n).cloned());
         let waiting = self.order.first().is_some_and(|n| self.unread.contains(n));
-        if leader != self.leader && !waiting {
+        if (leader != self.leader || !self.reported) && self.listed && !waiting {
+            self.reported = true;
             self.leader = leader.clone();
             self.events.push_back(ObserverEvent::Leader(leader));
         }
@@ -235,6 +242,7 @@ impl Observer {
     fn on_list(&mut self, result: Result<Response, Error>) {
         match result {
             Ok(Response::Children(children)) | Ok(Response::Children2 { children, .. }) => {
+                self.listed = true;
                 let sorted = contender::sorted(&children);
                 self.order = sorted.into_iter().map(|c| c.name).collect();
                 let order = &self.order;
@@ -247,6 +255,7 @@ impl Observer {
                 }
             }
             Err(Error::Server(ErrorCode::NoNode)) => {
+                self.listed = true;
                 self.order.clear();
                 self.known.clear();
                 self.unread.clear();

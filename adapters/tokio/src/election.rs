@@ -1,0 +1,301 @@
+//! Leader election for the tokio adapter: thin typed wrappers over the core
+//! [`Election`] and [`Observer`]; what each call and event means is decided there (see
+//! `zk_recipes::recipe::election`).
+
+use std::future::Future;
+
+use zk_recipes::recipe::election::observer::{Observer, ObserverEvent, Participant};
+use zk_recipes::recipe::election::{
+    CandidateStatus, Election, ElectionConfig, ElectionEvent, Leadership,
+};
+
+use crate::hosted::{Events, Hosted};
+use crate::{Acl, Client, Error};
+
+/// How to stand for election; made by [`Client::election`].
+#[must_use = "an election builder does nothing until joined"]
+#[derive(Clone)]
+pub struct ElectionBuilder {
+    client: Client,
+    config: ElectionConfig,
+}
+
+impl ElectionBuilder {
+    /// Where the leader acknowledges (default `<dir>-leader`).
+    pub fn ack_path(mut self, path: &str) -> Self {
+        self.config.ack_path = path.into();
+        self
+    }
+
+    /// ACL of our nodes and of parents we create.
+    pub fn acl(mut self, acl: Vec<Acl>) -> Self {
+        self.config.acl = acl;
+        self
+    }
+
+    /// Do not stand again by ourselves when a candidacy ends (session expired, node
+    /// deleted): the candidate then ends with it.
+    pub fn without_rejoin(mut self) -> Self {
+        self.config.rejoin = false;
+        self
+    }
+
+    /// Stands for election: our node is created and the candidate waits in line.
+    pub async fn join(self) -> Result<Candidate, Error> {
+        let (hosted, events) = Hosted::new(&self.client, Election::new(self.config))?;
+        let mut c = Candidate {
+            hosted,
+            events,
+            status: CandidateStatus::default(),
+        };
+        c.join().await?;
+        Ok(c)
+    }
+}
+
+/// A candidate: the guard of our candidacy. [`elected`](Self::elected) waits to lead;
+/// act as leader only while [`is_leader`](Self::is_leader) (between `Elected` and the
+/// next `Suspended`/`Lost`, see the core's module docs for the timing argument);
+/// [`changed`](Self::changed) reports every event. Dropping it withdraws the candidacy
+/// (without waiting).
+pub struct Candidate {
+    hosted: Hosted<Election>,
+    events: Events<Election>,
+    status: CandidateStatus,
+}
+
+impl Candidate {
+    fn fold(&mut self) -> &mut CandidateStatus {
+        while let Some(e) = self.events.try_next() {
+            self.status.apply(&e);
+        }
+        &mut self.status
+    }
+
+    /// Leading with the connection up: check before acting as leader.
+    pub fn is_leader(&mut self) -> bool {
+        self.fold().is_leader()
+    }
+
+    /// Where leadership stands now.
+    pub fn leadership(&mut self) -> Leadership {
+        self.fold().state()
+    }
+
+    /// The fencing token of the current (or last) leadership.
+    pub fn fencing_token(&mut self) -> Option<i64> {
+        self.fold().fencing_token()
+    }
+
+    async fn next_event(&mut self) -> Result<(), Error> {
+        match self.events.next().await {
+            Some(e) => {
+                self.status.apply(&e);
+                Ok(())
+            }
+            None => Err(Error::Finished),
+        }
+    }
+
+    /// Waits until we lead (elected, or back after a suspension); the leadership's
+    /// fencing token. Fails when the candidacy ends for good.
+    pub async fn elected(&mut self) -> Result<i64, Error> {
+        loop {
+            if let Some(outcome) = self.fold().elected_outcome() {
+                return outcome;
+            }
+            self.next_event().await?;
+        }
+    }
+
+    /// The next event, none skipped (use it in `select!` beside the leader's work);
+    /// `None` once the candidate has ended and everything was reported.
+    pub async fn changed(&mut self) -> Option<ElectionEvent> {
+        loop {
+            if let Some(e) = self.fold().next_change() {
+                return Some(e);
+            }
+            self.next_event().await.ok()?;
+        }
+    }
+
+    async fn wait<T>(
+        &mut self,
+        outcome: impl Fn(&ElectionEvent) -> Option<Result<T, Error>>,
+    ) -> Result<T, Error> {
+        let status = &mut self.status;
+        self.events
+            .wait(|e| status.apply(e), outcome)
+            .await
+            .unwrap_or(Err(Error::Finished))
+    }
+
+    /// After the leader procedure: writes our acknowledgement (checked against our
+    /// candidacy in one `multi`). Fails with [`Error::NotLeader`] if we do not lead.
+    pub async fn acknowledge(&mut self) -> Result<i64, Error> {
+        if !self.hosted.call(|e, now| e.acknowledge(now)).await? {
+            return Err(Error::NotLeader);
+        }
+        self.wait(ElectionEvent::ack_outcome).await
+    }
+
+    /// Withdraws our candidacy and waits until our node is gone; [`join`](Self::join)
+    /// stands again.
+    pub async fn resign(&mut self) -> Result<(), Error> {
+        self.resign_inner(false).await
+    }
+
+    /// Resigns and stands again at once, at the back of the line (lets another
+    /// candidate lead).
+    pub async fn requeue(&mut self) -> Result<(), Error> {
+        self.resign_inner(true).await
+    }
+
+    async fn resign_inner(&mut self, rejoin: bool) -> Result<(), Error> {
+        if self
+            .hosted
+            .call(move |e, now| e.resign(now, rejoin))
+            .await?
+        {
+            self.wait(ElectionEvent::resign_outcome).await
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Stands again after [`resign`](Self::resign).
+    pub async fn join(&mut self) -> Result<(), Error> {
+        match self.hosted.call(|e, now| e.join(now)).await? {
+            true => Ok(()),
+            false => Err(Error::Finished),
+        }
+    }
+
+    /// Withdraws for good and waits until our nodes are gone.
+    pub async fn close(mut self) -> Result<(), Error> {
+        if self.fold().state() == Leadership::Ended {
+            return Ok(());
+        }
+        self.hosted.call(|e, now| e.close(now)).await?;
+        self.wait(ElectionEvent::close_outcome).await
+    }
+
+    /// Curator's `LeaderSelector`: each time we lead, runs `work(fencing_token)` and
+    /// drops (cancels) it as soon as leadership is suspended or lost. When `work`
+    /// finishes, leadership is given up: with `requeue` we stand again at the back of
+    /// the line and carry on; without, we resign and return.
+    pub async fn lead<F, Fut>(&mut self, requeue: bool, mut work: F) -> Result<(), Error>
+    where
+        F: FnMut(i64) -> Fut,
+        Fut: Future<Output = ()>,
+    {
+        loop {
+            let token = self.elected().await?;
+            let finished = {
+                let run = work(token);
+                tokio::pin!(run);
+                loop {
+                    tokio::select! {
+                        _ = &mut run => break true,
+                        e = self.changed() => {
+                            if e.is_none() || !self.status.is_leader() {
+                                break false;
+                            }
+                        }
+                    }
+                }
+            };
+            if finished {
+                if requeue {
+                    self.requeue().await?;
+                } else {
+                    return self.resign().await;
+                }
+            }
+        }
+    }
+}
+
+/// Watches an election without standing in it; made by [`Client::election_observer`].
+pub struct ElectionObserver {
+    hosted: Hosted<Observer>,
+    events: Events<Observer>,
+}
+
+impl ElectionObserver {
+    /// The next leader change or acknowledgement after the first view; `None` once
+    /// closed.
+    pub async fn next(&mut self) -> Option<ObserverEvent> {
+        self.events.next().await
+    }
+
+    /// Waits for the first event `done` accepts.
+    pub async fn wait_for(
+        &mut self,
+        done: impl Fn(&ObserverEvent) -> bool,
+    ) -> Option<ObserverEvent> {
+        self.events
+            .wait(|_| {}, |e| done(e).then(|| e.clone()))
+            .await
+    }
+
+    /// The current leader.
+    pub async fn leader(&self) -> Result<Option<Participant>, Error> {
+        self.hosted.call(|o, _| o.leader().cloned()).await
+    }
+
+    /// The participants in election order, the leader first.
+    pub async fn participants(&self) -> Result<Vec<Participant>, Error> {
+        self.hosted.call(|o, _| o.participants()).await
+    }
+
+    /// The current leader if it has acknowledged.
+    pub async fn acknowledged(&self) -> Result<Option<Participant>, Error> {
+        self.hosted.call(|o, _| o.acknowledged().cloned()).await
+    }
+}
+
+impl Drop for Candidate {
+    fn drop(&mut self) {
+        let _ = self.hosted.run(|e, now| e.close(now));
+    }
+}
+
+impl Client {
+    /// Leader election in `dir` as `participant` (Curator `LeaderLatch` compatible).
+    pub fn election(&self, dir: &str, participant: &str) -> ElectionBuilder {
+        ElectionBuilder {
+            client: self.clone(),
+            config: ElectionConfig::new(
+                dir,
+                participant,
+                (crate::random_seed(), crate::random_seed()),
+            ),
+        }
+    }
+
+    /// Observes the election in `dir` (leader acknowledging at the default path).
+    pub async fn election_observer(&self, dir: &str) -> Result<ElectionObserver, Error> {
+        self.observe(Observer::new(dir)).await
+    }
+
+    /// Observes the election in `dir` whose leader acknowledges at `ack_path`.
+    pub async fn election_observer_with_ack(
+        &self,
+        dir: &str,
+        ack_path: &str,
+    ) -> Result<ElectionObserver, Error> {
+        self.observe(Observer::with_ack_path(dir, ack_path)).await
+    }
+
+    async fn observe(&self, observer: Observer) -> Result<ElectionObserver, Error> {
+        let (hosted, mut events) = Hosted::new(self, observer)?;
+        hosted.call(|o, now| o.start(now)).await?;
+        // The first view (its `Leader` event) is in before we return.
+        match events.next().await {
+            Some(ObserverEvent::Failed { error }) => Err(error),
+            Some(_) => Ok(ElectionObserver { hosted, events }),
+            None => Err(Error::Finished),
+        }
+    }
+}
