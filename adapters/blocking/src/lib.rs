@@ -18,11 +18,15 @@
 //! ```
 
 mod driver;
+mod election;
 pub mod hosted;
 mod lock;
 
+pub use election::{Candidate, ElectionBuilder, ElectionObserver};
 pub use hosted::{Events, Hosted};
 pub use lock::{LockBuilder, LockGuard, ReentrantLock};
+pub use zk_recipes::recipe::election::observer::{ObserverEvent, Participant};
+pub use zk_recipes::recipe::election::{ElectionEvent, Leadership};
 pub use zk_recipes::recipe::lock::{HoldState, LockChange, LostReason};
 pub use zk_recipes::recipe::Recipe;
 

@@ -1,0 +1,308 @@
+//! Leader election for the blocking adapter: thin typed wrappers over the core
+//! [`Election`] and [`Observer`]; what each call and event means is decided there (see
+//! `zk_recipes::recipe::election`). Same calls, same meaning as the tokio adapter.
+
+use std::time::Duration;
+
+use zk_recipes::recipe::election::observer::{Observer, ObserverEvent, Participant};
+use zk_recipes::recipe::election::{
+    CandidateStatus, Election, ElectionConfig, ElectionEvent, Leadership,
+};
+
+use crate::hosted::{Events, Hosted};
+use crate::{Acl, Client, Error};
+
+/// How to stand for election; made by [`Client::election`].
+#[must_use = "an election builder does nothing until joined"]
+#[derive(Clone)]
+pub struct ElectionBuilder {
+    client: Client,
+    config: ElectionConfig,
+}
+
+impl ElectionBuilder {
+    /// Where the leader acknowledges (default `<dir>-leader`).
+    pub fn ack_path(mut self, path: &str) -> Self {
+        self.config.ack_path = path.into();
+        self
+    }
+
+    /// ACL of our nodes and of parents we create.
+    pub fn acl(mut self, acl: Vec<Acl>) -> Self {
+        self.config.acl = acl;
+        self
+    }
+
+    /// Do not stand again by ourselves when a candidacy ends (session expired, node
+    /// deleted): the candidate then ends with it.
+    pub fn without_rejoin(mut self) -> Self {
+        self.config.rejoin = false;
+        self
+    }
+
+    /// Stands for election: our node is created and the candidate waits in line.
+    pub fn join(self) -> Result<Candidate, Error> {
+        let (hosted, events) = Hosted::new(&self.client, Election::new(self.config))?;
+        let mut c = Candidate {
+            hosted,
+            events,
+            status: CandidateStatus::default(),
+        };
+        c.join()?;
+        Ok(c)
+    }
+}
+
+/// A candidate: the guard of our candidacy. [`wait_elected`](Self::wait_elected) waits
+/// to lead; act as leader only while [`is_leader`](Self::is_leader) (between `Elected`
+/// and the next `Suspended`/`Lost`, see the core's module docs for the timing
+/// argument); [`changed_timeout`](Self::changed_timeout) reports every event. Dropping
+/// it withdraws the candidacy (without waiting).
+pub struct Candidate {
+    hosted: Hosted<Election>,
+    events: Events<Election>,
+    status: CandidateStatus,
+}
+
+impl Candidate {
+    fn fold(&mut self) -> &mut CandidateStatus {
+        while let Some(e) = self.events.try_next() {
+            self.status.apply(&e);
+        }
+        &mut self.status
+    }
+
+    /// Leading with the connection up: check before acting as leader.
+    pub fn is_leader(&mut self) -> bool {
+        self.fold().is_leader()
+    }
+
+    /// Where leadership stands now.
+    pub fn leadership(&mut self) -> Leadership {
+        self.fold().state()
+    }
+
+    /// The fencing token of the current (or last) leadership.
+    pub fn fencing_token(&mut self) -> Option<i64> {
+        self.fold().fencing_token()
+    }
+
+    /// Waits until we lead (elected, or back after a suspension); the leadership's
+    /// fencing token. Fails when the candidacy ends for good.
+    pub fn wait_elected(&mut self) -> Result<i64, Error> {
+        loop {
+            if let Some(outcome) = self.fold().elected_outcome() {
+                return outcome;
+            }
+            match self.events.next() {
+                Some(e) => self.status.apply(&e),
+                None => return Err(Error::Finished),
+            }
+        }
+    }
+
+    /// Like [`wait_elected`](Self::wait_elected), at most `timeout`: `Ok(None)` if we
+    /// do not lead by then.
+    pub fn wait_elected_timeout(&mut self, timeout: Duration) -> Result<Option<i64>, Error> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            if let Some(outcome) = self.fold().elected_outcome() {
+                return outcome.map(Some);
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.events.next_timeout(left) {
+                Ok(Some(e)) => self.status.apply(&e),
+                Ok(None) => return Err(Error::Finished),
+                Err(_) => return Ok(None),
+            }
+        }
+    }
+
+    /// The next event, none skipped, waiting at most `timeout`; `None` if nothing
+    /// happened (or the candidate has ended and everything was reported).
+    pub fn changed_timeout(&mut self, timeout: Duration) -> Option<ElectionEvent> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            if let Some(e) = self.fold().next_change() {
+                return Some(e);
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.events.next_timeout(left) {
+                Ok(Some(e)) => self.status.apply(&e),
+                _ => return None,
+            }
+        }
+    }
+
+    fn wait<T>(
+        &mut self,
+        outcome: impl Fn(&ElectionEvent) -> Option<Result<T, Error>>,
+    ) -> Result<T, Error> {
+        let status = &mut self.status;
+        self.events
+            .wait(|e| status.apply(e), outcome)
+            .unwrap_or(Err(Error::Finished))
+    }
+
+    /// After the leader procedure: writes our acknowledgement (checked against our
+    /// candidacy in one `multi`). Fails with [`Error::NotLeader`] if we do not lead.
+    pub fn acknowledge(&mut self) -> Result<i64, Error> {
+        if !self.hosted.call(|e, now| e.acknowledge(now))? {
+            return Err(Error::NotLeader);
+        }
+        self.wait(ElectionEvent::ack_outcome)
+    }
+
+    /// Withdraws our candidacy and waits until our node is gone; [`join`](Self::join)
+    /// stands again.
+    pub fn resign(&mut self) -> Result<(), Error> {
+        self.resign_inner(false)
+    }
+
+    /// Resigns and stands again at once, at the back of the line (lets another
+    /// candidate lead).
+    pub fn requeue(&mut self) -> Result<(), Error> {
+        self.resign_inner(true)
+    }
+
+    fn resign_inner(&mut self, rejoin: bool) -> Result<(), Error> {
+        if self.hosted.call(move |e, now| e.resign(now, rejoin))? {
+            self.wait(ElectionEvent::resign_outcome)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Stands again after [`resign`](Self::resign).
+    pub fn join(&mut self) -> Result<(), Error> {
+        match self.hosted.call(|e, now| e.join(now))? {
+            true => Ok(()),
+            false => Err(Error::Finished),
+        }
+    }
+
+    /// Withdraws for good and waits until our nodes are gone.
+    pub fn close(mut self) -> Result<(), Error> {
+        if self.fold().state() == Leadership::Ended {
+            return Ok(());
+        }
+        self.hosted.call(|e, now| e.close(now))?;
+        self.wait(ElectionEvent::close_outcome)
+    }
+
+    /// Curator's `LeaderSelector`: each time we lead, runs `work(candidate, token)` on
+    /// this thread. A thread cannot be cancelled from outside: `work` must stop soon
+    /// after [`is_leader`](Self::is_leader) turns false (check it between steps; the
+    /// tokio adapter drops the future at that point). When `work` returns, leadership
+    /// is given up: with `requeue` we stand again at the back of the line and carry on;
+    /// without, we resign and return.
+    pub fn lead(
+        &mut self,
+        requeue: bool,
+        mut work: impl FnMut(&mut Candidate, i64),
+    ) -> Result<(), Error> {
+        loop {
+            let token = self.wait_elected()?;
+            work(self, token);
+            if !self.is_leader() {
+                continue; // lost while working: wait to lead again
+            }
+            if requeue {
+                self.requeue()?;
+            } else {
+                return self.resign();
+            }
+        }
+    }
+}
+
+impl Drop for Candidate {
+    fn drop(&mut self) {
+        let _ = self.hosted.run(|e, now| e.close(now));
+    }
+}
+
+/// Watches an election without standing in it; made by [`Client::election_observer`].
+pub struct ElectionObserver {
+    hosted: Hosted<Observer>,
+    events: Events<Observer>,
+}
+
+impl ElectionObserver {
+    /// The next leader change or acknowledgement after the first view, waiting at most
+    /// `timeout`; `Ok(None)` once closed.
+    pub fn next_timeout(&mut self, timeout: Duration) -> Result<Option<ObserverEvent>, Error> {
+        self.events.next_timeout(timeout)
+    }
+
+    /// Waits at most `timeout` for the first event `done` accepts.
+    pub fn wait_for(
+        &mut self,
+        timeout: Duration,
+        done: impl Fn(&ObserverEvent) -> bool,
+    ) -> Option<ObserverEvent> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.events.next_timeout(left) {
+                Ok(Some(e)) if done(&e) => return Some(e),
+                Ok(Some(_)) => {}
+                _ => return None,
+            }
+        }
+    }
+
+    /// The current leader.
+    pub fn leader(&self) -> Result<Option<Participant>, Error> {
+        self.hosted.call(|o, _| o.leader().cloned())
+    }
+
+    /// The participants in election order, the leader first.
+    pub fn participants(&self) -> Result<Vec<Participant>, Error> {
+        self.hosted.call(|o, _| o.participants())
+    }
+
+    /// The current leader if it has acknowledged.
+    pub fn acknowledged(&self) -> Result<Option<Participant>, Error> {
+        self.hosted.call(|o, _| o.acknowledged().cloned())
+    }
+}
+
+impl Client {
+    /// Leader election in `dir` as `participant` (Curator `LeaderLatch` compatible).
+    pub fn election(&self, dir: &str, participant: &str) -> ElectionBuilder {
+        ElectionBuilder {
+            client: self.clone(),
+            config: ElectionConfig::new(
+                dir,
+                participant,
+                (crate::random_seed(), crate::random_seed()),
+            ),
+        }
+    }
+
+    /// Observes the election in `dir` (leader acknowledging at the default path).
+    pub fn election_observer(&self, dir: &str) -> Result<ElectionObserver, Error> {
+        self.observe(Observer::new(dir))
+    }
+
+    /// Observes the election in `dir` whose leader acknowledges at `ack_path`.
+    pub fn election_observer_with_ack(
+        &self,
+        dir: &str,
+        ack_path: &str,
+    ) -> Result<ElectionObserver, Error> {
+        self.observe(Observer::with_ack_path(dir, ack_path))
+    }
+
+    fn observe(&self, observer: Observer) -> Result<ElectionObserver, Error> {
+        let (hosted, mut events) = Hosted::new(self, observer)?;
+        hosted.call(|o, now| o.start(now))?;
+        // The first view (its `Leader` event) is in before we return.
+        match events.next() {
+            Some(ObserverEvent::Failed { error }) => Err(error),
+            Some(_) => Ok(ElectionObserver { hosted, events }),
+            None => Err(Error::Finished),
+        }
+    }
+}
