@@ -1,0 +1,663 @@
+//! Transcript tests for `recipe::election`: scripted replies in, exact requests and
+//! events out. Requests are short lines (`create2 <path>`, `list <dir>`, `watch <path>`
+//! for getData with a watch, `get <path>` without, `exists <path>`, `sync <path>`,
+//! `delete <path>`, `multi check <path> + create <path>` ...).
+
+use bytes::Bytes;
+use zk_recipes::client::Error;
+use zk_recipes::proto::*;
+use zk_recipes::recipe::election::observer::{Observer, ObserverEvent, Participant};
+use zk_recipes::recipe::election::{
+    ack_data, CandidateStatus, Election, ElectionConfig, ElectionEvent, Leadership,
+};
+use zk_recipes::recipe::lock::LostReason;
+use zk_recipes::recipe::{OpId, Recipe, SessionChange};
+use zk_recipes::session::WatchEvent;
+use zk_recipes::time::Instant;
+
+const DIR: &str = "/app/election";
+const ACK: &str = "/app/election-leader";
+const SESSION: i64 = 0x77;
+const T: Instant = Instant::ZERO;
+
+/// A recipe and the requests it has sent and not had answered, by line.
+struct Script<R: Recipe> {
+    r: R,
+    pending: Vec<(OpId, String)>,
+    answered: Vec<(OpId, String)>,
+}
+
+fn line(r: &Request) -> String {
+    let op = |o: &MultiOp| match o {
+        MultiOp::Check(c) => format!("check {}", c.path),
+        MultiOp::Create(c) => format!("create {}", c.path),
+        MultiOp::Delete(d) if d.version >= 0 => format!("delete {}@{}", d.path, d.version),
+        MultiOp::Delete(d) => format!("delete {}", d.path),
+        other => format!("{other:?}"),
+    };
+    match r {
+        Request::Create2(c) => format!("create2 {}", c.path),
+        Request::CreateContainer(c) => format!("container {}", c.path),
+        Request::GetChildren(g) => format!("list {}", g.path),
+        Request::GetData(g) if g.watch => format!("watch {}", g.path),
+        Request::GetData(g) => format!("get {}", g.path),
+        Request::Exists(g) => format!("exists {}", g.path),
+        Request::Delete(d) => format!("delete {}", d.path),
+        Request::Sync(p) => format!("sync {}", p.path),
+        Request::Multi(ops) => format!(
+            "multi {}",
+            ops.iter().map(op).collect::<Vec<_>>().join(" + ")
+        ),
+        other => format!("{other:?}"),
+    }
+}
+
+impl<R: Recipe> Script<R> {
+    fn new(r: R) -> Self {
+        Script {
+            r,
+            pending: Vec::new(),
+            answered: Vec::new(),
+        }
+    }
+
+    /// The requests sent since the last call.
+    fn sent(&mut self) -> Vec<String> {
+        let new: Vec<(OpId, String)> = std::iter::from_fn(|| self.r.poll_request())
+            .map(|(op, r)| (op, line(&r)))
+            .collect();
+        let lines = new.iter().map(|(_, l)| l.clone()).collect();
+        self.pending.extend(new);
+        lines
+    }
+
+    /// Answers the oldest pending request whose line starts with `prefix`.
+    fn reply(&mut self, prefix: &str, result: Result<Response, Error>) {
+        self.sent();
+        let at = self
+            .pending
+            .iter()
+            .position(|(_, l)| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no pending `{prefix}` in {:?}", self.pending));
+        let (op, l) = self.pending.remove(at);
+        self.answered.push((op, l));
+        self.r.handle_reply(T, op, result);
+    }
+
+    /// A watch fires on `path`: routed by the op of the last answered request that
+    /// watched it (as the host does).
+    fn fire(&mut self, event_type: EventType, path: &str) {
+        let op = self
+            .answered
+            .iter()
+            .rev()
+            .find(|(_, l)| {
+                (l.starts_with("watch ") || l.starts_with("list ") || l.starts_with("exists "))
+                    && l.ends_with(path)
+            })
+            .map(|(op, _)| *op)
+            .unwrap_or_else(|| panic!("nothing watched {path}"));
+        self.r.handle_watch(
+            T,
+            op,
+            &WatchEvent {
+                event_type,
+                path: path.into(),
+            },
+        );
+    }
+
+    fn events(&mut self) -> Vec<R::Event> {
+        std::iter::from_fn(|| self.r.poll_event()).collect()
+    }
+
+    fn session(&mut self, change: SessionChange) {
+        self.r.handle_session(T, change);
+    }
+}
+
+fn stat(czxid: i64, owner: i64) -> Stat {
+    Stat {
+        czxid,
+        ephemeral_owner: owner,
+        ..Stat::default()
+    }
+}
+
+fn node(id_n: u32, seq: u32) -> String {
+    format!("_c_{}-latch-{seq:010}", id(id_n))
+}
+
+/// The node id of candidacy `n` (config entropy (7, 9)).
+fn id(n: u32) -> String {
+    zk_recipes::recipe::lock::node_id(7, 9 + n as u64)
+}
+
+fn path(name: &str) -> String {
+    format!("{DIR}/{name}")
+}
+
+fn created(name: &str, czxid: i64) -> Result<Response, Error> {
+    Ok(Response::PathStat {
+        path: path(name),
+        stat: stat(czxid, SESSION),
+    })
+}
+
+fn children(names: &[&str]) -> Result<Response, Error> {
+    Ok(Response::Children(
+        names.iter().map(|s| s.to_string()).collect(),
+    ))
+}
+
+fn data(d: &[u8], czxid: i64, version: i32) -> Result<Response, Error> {
+    Ok(Response::Data {
+        data: Bytes::copy_from_slice(d),
+        stat: Stat {
+            czxid,
+            version,
+            ephemeral_owner: SESSION,
+            ..Stat::default()
+        },
+    })
+}
+
+fn code(c: ErrorCode) -> Result<Response, Error> {
+    Err(Error::from(c))
+}
+
+fn multi_ok(n: usize) -> Result<Response, Error> {
+    Ok(Response::Multi(vec![MultiResult::Check; n]))
+}
+
+fn multi_failed(at: usize, c: ErrorCode, n: usize) -> Result<Response, Error> {
+    Ok(Response::Multi(
+        (0..n)
+            .map(|i| {
+                MultiResult::Error(match i.cmp(&at) {
+                    std::cmp::Ordering::Less => ErrorCode::Ok,
+                    std::cmp::Ordering::Equal => c,
+                    std::cmp::Ordering::Greater => ErrorCode::RuntimeInconsistency,
+                })
+            })
+            .collect(),
+    ))
+}
+
+fn election() -> Script<Election> {
+    let mut s = Script::new(Election::new(ElectionConfig::new(DIR, "node-1", (7, 9))));
+    s.session(SessionChange::Connected {
+        session_id: SESSION,
+    });
+    s
+}
+
+/// Joins and leads as candidacy 1 with `node(1, 5)`, token 50; own watch answered.
+fn leading() -> Script<Election> {
+    let mut s = election();
+    assert!(s.r.join(T));
+    assert_eq!(
+        s.sent(),
+        [
+            format!("create2 {DIR}/_c_{}-latch-", id(1)),
+            format!("list {DIR}")
+        ],
+        "one round trip to join"
+    );
+    s.reply("create2", created(&node(1, 5), 50));
+    assert_eq!(s.sent(), [format!("watch {}", path(&node(1, 5)))]);
+    s.reply("list", children(&[&node(1, 5), "config"]));
+    assert_eq!(
+        s.events(),
+        [ElectionEvent::Elected {
+            fencing_token: 50,
+            node: node(1, 5)
+        }]
+    );
+    s.reply("watch", data(b"node-1", 50, 0));
+    assert!(s.r.is_leader());
+    s
+}
+
+#[test]
+fn a_lone_candidate_leads_after_one_round_trip_with_curator_latch_nodes() {
+    let s = leading();
+    assert_eq!(s.r.leadership(), Some((50, node(1, 5).as_str())));
+}
+
+#[test]
+fn a_follower_watches_only_its_predecessor_and_leads_when_it_goes_without_listing_again() {
+    let mut s = election();
+    s.r.join(T);
+    s.reply("create2", created(&node(1, 7), 70));
+    // Curator's and kazoo's contenders count too; unknown children do not.
+    s.reply(
+        "list",
+        children(&[
+            &node(1, 7),
+            "_c_j-latch-0000000003",
+            "_c_k-lock-0000000005",
+            "x",
+        ]),
+    );
+    assert_eq!(
+        s.sent(),
+        [format!("watch {DIR}/_c_k-lock-0000000005")],
+        "the nearest lower candidate only (our own node's watch went out with the listing)"
+    );
+    assert!(s.events().is_empty());
+    s.reply(
+        &format!("watch {}", path(&node(1, 7))),
+        data(b"node-1", 70, 0),
+    );
+    s.reply("watch /app/election/_c_k", data(b"k", 5, 0));
+    s.fire(
+        EventType::NodeDeleted,
+        &format!("{DIR}/_c_k-lock-0000000005"),
+    );
+    // Two blockers were listed: list again, watch the next.
+    assert_eq!(s.sent(), [format!("list {DIR}")]);
+    s.reply("list", children(&[&node(1, 7), "_c_j-latch-0000000003"]));
+    assert_eq!(s.sent(), [format!("watch {DIR}/_c_j-latch-0000000003")]);
+    s.reply("watch", data(b"j", 3, 0));
+    s.fire(
+        EventType::NodeDeleted,
+        &format!("{DIR}/_c_j-latch-0000000003"),
+    );
+    assert!(
+        s.sent().is_empty(),
+        "the only lower candidate went: no listing"
+    );
+    assert_eq!(
+        s.events(),
+        [ElectionEvent::Elected {
+            fencing_token: 70,
+            node: node(1, 7)
+        }]
+    );
+}
+
+#[test]
+fn a_suspended_leader_is_told_and_leads_again_only_after_a_synced_check_of_its_node() {
+    let mut s = leading();
+    s.session(SessionChange::Suspended);
+    assert_eq!(s.events(), [ElectionEvent::Suspended]);
+    assert!(!s.r.is_leader());
+    s.session(SessionChange::Reconnected {
+        session_id: SESSION,
+    });
+    assert_eq!(
+        s.sent(),
+        [
+            format!("sync {DIR}"),
+            format!("exists {}", path(&node(1, 5)))
+        ]
+    );
+    assert!(s.events().is_empty(), "not before the check");
+    s.reply("sync", Ok(Response::Path(DIR.into())));
+    s.reply("exists", Ok(Response::Stat(stat(50, SESSION))));
+    assert_eq!(s.events(), [ElectionEvent::Reconnected]);
+    assert!(s.r.is_leader());
+}
+
+#[test]
+fn expiry_ends_the_leadership_and_the_next_session_stands_again_with_a_fresh_node_id() {
+    let mut s = leading();
+    s.session(SessionChange::Suspended);
+    s.session(SessionChange::Expired);
+    assert_eq!(
+        s.events(),
+        [
+            ElectionEvent::Suspended,
+            ElectionEvent::Lost {
+                reason: LostReason::SessionExpired
+            }
+        ]
+    );
+    s.pending.clear(); // the session answered everything
+    assert!(s.sent().is_empty(), "nothing until a new session");
+    s.session(SessionChange::Connected { session_id: 0x88 });
+    assert_eq!(
+        s.sent(),
+        [
+            format!("create2 {DIR}/_c_{}-latch-", id(2)),
+            format!("list {DIR}")
+        ],
+        "a new candidacy, a new protected id"
+    );
+    assert!(!s.r.is_done());
+}
+
+#[test]
+fn expiry_with_no_new_session_ends_the_machine() {
+    let mut s = leading();
+    s.session(SessionChange::Expired);
+    s.session(SessionChange::Closed); // the client says no new session follows
+    assert_eq!(
+        s.events(),
+        [
+            ElectionEvent::Lost {
+                reason: LostReason::SessionExpired
+            },
+            ElectionEvent::Closed
+        ]
+    );
+    assert!(s.r.is_done());
+}
+
+#[test]
+fn without_rejoin_an_expiry_ends_the_candidate() {
+    let mut config = ElectionConfig::new(DIR, "node-1", (7, 9));
+    config.rejoin = false;
+    let mut s = Script::new(Election::new(config));
+    s.session(SessionChange::Connected {
+        session_id: SESSION,
+    });
+    s.r.join(T);
+    s.session(SessionChange::Expired);
+    s.pending.clear();
+    assert_eq!(s.events(), [ElectionEvent::Closed]);
+    assert!(s.r.is_done());
+}
+
+#[test]
+fn acknowledgement_is_one_multi_checked_against_our_candidate_node() {
+    let mut s = leading();
+    assert!(s.r.acknowledge(T));
+    assert_eq!(
+        s.sent(),
+        [format!("multi check {} + create {ACK}", path(&node(1, 5)))]
+    );
+    s.reply("multi", multi_ok(2));
+    assert_eq!(
+        s.events(),
+        [ElectionEvent::Acknowledged { fencing_token: 50 }]
+    );
+    assert!(s.r.is_acknowledged());
+}
+
+#[test]
+fn a_deposed_leader_cannot_acknowledge() {
+    let mut s = leading();
+    s.r.acknowledge(T);
+    // Our node was deleted under us (the watch has not fired yet): the check fails.
+    s.reply("multi", multi_failed(0, ErrorCode::NoNode, 2));
+    assert_eq!(
+        s.events(),
+        [ElectionEvent::AckFailed {
+            error: Error::Server(ErrorCode::NoNode)
+        }]
+    );
+    let mut follower = election();
+    assert!(!follower.r.acknowledge(T), "not leading: refused at once");
+}
+
+#[test]
+fn a_stale_acknowledgement_of_an_earlier_leader_is_replaced_under_the_same_check() {
+    let mut s = leading();
+    s.r.acknowledge(T);
+    s.reply("multi", multi_failed(1, ErrorCode::NodeExists, 2));
+    assert_eq!(s.sent(), [format!("get {ACK}")]);
+    s.reply("get", data(&ack_data(30, "old"), 30, 4));
+    assert_eq!(
+        s.sent(),
+        [format!(
+            "multi check {} + delete {ACK}@4",
+            path(&node(1, 5))
+        )],
+        "delete exactly the version we read, while we are still the candidate"
+    );
+    s.reply("multi", multi_ok(2));
+    assert_eq!(
+        s.sent(),
+        [format!("multi check {} + create {ACK}", path(&node(1, 5)))]
+    );
+    s.reply("multi", multi_ok(2));
+    assert_eq!(
+        s.events(),
+        [ElectionEvent::Acknowledged { fencing_token: 50 }]
+    );
+}
+
+#[test]
+fn an_acknowledgement_whose_reply_was_lost_is_found_to_be_ours() {
+    let mut s = leading();
+    s.r.acknowledge(T);
+    s.sent();
+    s.session(SessionChange::Suspended);
+    s.reply("multi", Err(Error::ConnectionLoss));
+    assert_eq!(s.events(), [ElectionEvent::Suspended]);
+    s.session(SessionChange::Reconnected {
+        session_id: SESSION,
+    });
+    s.reply("sync", Ok(Response::Path(DIR.into())));
+    s.reply("exists", Ok(Response::Stat(stat(50, SESSION))));
+    assert_eq!(s.events(), [ElectionEvent::Reconnected]);
+    // Sent again only once leading again; the first one had been applied.
+    assert_eq!(
+        s.sent(),
+        [format!("multi check {} + create {ACK}", path(&node(1, 5)))]
+    );
+    s.reply("multi", multi_failed(1, ErrorCode::NodeExists, 2));
+    s.reply("get", data(&ack_data(50, "node-1"), 50, 0));
+    assert_eq!(
+        s.events(),
+        [ElectionEvent::Acknowledged { fencing_token: 50 }]
+    );
+}
+
+#[test]
+fn a_refused_acknowledgement_is_retried_after_a_backoff_never_taken_for_success() {
+    let mut s = leading();
+    s.r.acknowledge(T);
+    s.reply("multi", Err(Error::Overloaded));
+    assert!(s.events().is_empty());
+    assert!(s.sent().is_empty(), "not at once");
+    let at = s.r.poll_timeout().expect("a retry deadline");
+    s.r.handle_timeout(at);
+    assert_eq!(
+        s.sent(),
+        [format!("multi check {} + create {ACK}", path(&node(1, 5)))]
+    );
+    s.reply("multi", multi_ok(2));
+    assert_eq!(
+        s.events(),
+        [ElectionEvent::Acknowledged { fencing_token: 50 }]
+    );
+}
+
+#[test]
+fn resigning_withdraws_the_acknowledgement_first_then_the_node_and_can_requeue() {
+    let mut s = leading();
+    s.r.acknowledge(T);
+    s.reply("multi", multi_ok(2));
+    s.events();
+    assert!(s.r.resign(T, true));
+    assert_eq!(
+        s.sent(),
+        [format!("multi check {} + delete {ACK}", path(&node(1, 5)))],
+        "while we are still the only leader"
+    );
+    s.reply("multi", multi_ok(2));
+    assert_eq!(s.sent(), [format!("delete {}", path(&node(1, 5)))]);
+    s.reply("delete", Ok(Response::Empty));
+    // The own-node watch request is still answered later; the lock ends after it.
+    assert_eq!(s.events(), [ElectionEvent::Resigned]);
+    assert_eq!(
+        s.sent(),
+        [
+            format!("create2 {DIR}/_c_{}-latch-", id(2)),
+            format!("list {DIR}")
+        ],
+        "requeued at the back of the line"
+    );
+}
+
+#[test]
+fn close_ends_with_closed_and_nothing_left() {
+    let mut s = leading();
+    s.r.close(T);
+    s.reply("delete", Ok(Response::Empty));
+    assert_eq!(s.events(), [ElectionEvent::Resigned, ElectionEvent::Closed]);
+    assert!(s.r.is_done());
+    assert!(!s.r.join(T), "a closed election stays closed");
+}
+
+#[test]
+fn an_acknowledgement_path_inside_the_candidates_directory_is_refused() {
+    let mut config = ElectionConfig::new(DIR, "node-1", (7, 9));
+    config.ack_path = format!("{DIR}/leader");
+    let mut s = Script::new(Election::new(config));
+    s.session(SessionChange::Connected {
+        session_id: SESSION,
+    });
+    s.r.join(T);
+    assert!(s.sent().is_empty());
+    assert!(matches!(
+        s.events()[..],
+        [ElectionEvent::Failed {
+            error: Error::InvalidPath { .. }
+        }]
+    ));
+    assert!(s.r.is_done());
+}
+
+#[test]
+fn the_candidate_status_is_what_both_adapters_report() {
+    let mut st = CandidateStatus::default();
+    assert_eq!(st.elected_outcome(), None);
+    st.apply(&ElectionEvent::Elected {
+        fencing_token: 9,
+        node: "n".into(),
+    });
+    assert_eq!(st.elected_outcome(), Some(Ok(9)));
+    st.apply(&ElectionEvent::Suspended);
+    assert_eq!(st.state(), Leadership::Suspended);
+    assert_eq!(st.elected_outcome(), None, "do not act while suspended");
+    st.apply(&ElectionEvent::Reconnected);
+    assert!(st.is_leader());
+    st.apply(&ElectionEvent::Lost {
+        reason: LostReason::NodeDeleted,
+    });
+    assert_eq!(st.state(), Leadership::Follower);
+    st.apply(&ElectionEvent::Closed);
+    assert_eq!(st.elected_outcome(), Some(Err(Error::Closed)));
+    assert_eq!(
+        ElectionEvent::Lost {
+            reason: LostReason::NodeDeleted
+        }
+        .ack_outcome(),
+        Some(Err(Error::NotLeader))
+    );
+}
+
+// ----- observer -----
+
+fn observer() -> Script<Observer> {
+    let mut s = Script::new(Observer::new(DIR));
+    s.session(SessionChange::Connected {
+        session_id: SESSION,
+    });
+    s.r.start(T);
+    assert_eq!(s.sent(), [format!("list {DIR}"), format!("watch {ACK}")]);
+    s
+}
+
+fn participant(id: &str, node: &str, token: i64) -> Participant {
+    Participant {
+        id: id.into(),
+        node: node.into(),
+        fencing_token: token,
+    }
+}
+
+#[test]
+fn an_observer_reads_each_candidate_once_and_reports_the_leader_and_its_acknowledgement() {
+    let mut s = observer();
+    s.reply(
+        "list",
+        children(&["_c_b-latch-0000000002", "_c_a-latch-0000000001", "stray"]),
+    );
+    assert_eq!(
+        s.sent(),
+        [
+            format!("get {DIR}/_c_a-latch-0000000001"),
+            format!("get {DIR}/_c_b-latch-0000000002")
+        ],
+        "in election order: the leader first"
+    );
+    s.reply("get /app/election/_c_b", data(b"b", 20, 0));
+    assert!(s.events().is_empty(), "the leader's data is not in yet");
+    s.reply("get /app/election/_c_a", data(b"a", 10, 0));
+    let a = participant("a", "_c_a-latch-0000000001", 10);
+    let b = participant("b", "_c_b-latch-0000000002", 20);
+    assert_eq!(s.events(), [ObserverEvent::Leader(Some(a.clone()))]);
+    assert_eq!(s.r.participants(), [a.clone(), b.clone()]);
+    // The acknowledgement: a stale one (older token) does not count.
+    s.reply("watch /app/election-leader", data(&ack_data(5, "z"), 5, 0));
+    assert!(s.events().is_empty());
+    assert_eq!(s.r.acknowledged(), None);
+    s.fire(EventType::NodeDataChanged, ACK);
+    s.reply(
+        "watch /app/election-leader",
+        data(&ack_data(10, "a"), 10, 1),
+    );
+    assert_eq!(s.events(), [ObserverEvent::Acknowledged(a.clone())]);
+    // The leader goes: one new listing, no new reads (b is known).
+    s.fire(EventType::NodeChildrenChanged, DIR);
+    s.reply("list", children(&["_c_b-latch-0000000002"]));
+    assert!(s.sent().is_empty());
+    assert_eq!(s.events(), [ObserverEvent::Leader(Some(b))]);
+    assert_eq!(s.r.acknowledged(), None, "a's acknowledgement is not b's");
+}
+
+#[test]
+fn an_observer_of_a_missing_directory_sees_nobody_and_waits_for_it() {
+    let mut s = observer();
+    s.reply("list", code(ErrorCode::NoNode));
+    assert_eq!(s.sent(), [format!("exists {DIR}")]);
+    assert_eq!(s.events(), [ObserverEvent::Leader(None)]);
+    s.reply("watch /app/election-leader", code(ErrorCode::NoNode));
+    assert_eq!(s.sent(), [format!("exists {ACK}")]);
+    s.reply(&format!("exists {DIR}"), code(ErrorCode::NoNode));
+    s.fire(EventType::NodeCreated, DIR);
+    assert_eq!(s.sent(), [format!("list {DIR}")]);
+}
+
+#[test]
+fn an_observer_retries_what_the_connection_lost_after_the_reconnect() {
+    let mut s = observer();
+    s.session(SessionChange::Suspended);
+    s.reply("list", Err(Error::ConnectionLoss));
+    s.reply("watch", Err(Error::ConnectionLoss));
+    assert!(s.sent().is_empty(), "not while suspended");
+    s.session(SessionChange::Reconnected {
+        session_id: SESSION,
+    });
+    assert_eq!(s.sent(), [format!("list {DIR}"), format!("watch {ACK}")]);
+}
+
+#[test]
+fn a_leader_whose_node_is_deleted_is_deposed_at_once_and_stands_again() {
+    let mut s = leading();
+    s.r.acknowledge(T);
+    s.reply("multi", multi_ok(2));
+    s.events();
+    s.fire(EventType::NodeDeleted, &path(&node(1, 5)));
+    assert_eq!(
+        s.events(),
+        [ElectionEvent::Lost {
+            reason: LostReason::NodeDeleted
+        }]
+    );
+    assert!(!s.r.is_leader());
+    // Our acknowledgement is left for the next leader to replace (its token is lower):
+    // deleting it now could delete the next leader's.
+    assert_eq!(
+        s.sent(),
+        [
+            format!("create2 {DIR}/_c_{}-latch-", id(2)),
+            format!("list {DIR}")
+        ]
+    );
+}
