@@ -19,7 +19,7 @@
 //! [`ObserverEvent::Acknowledged`] when the current leader's acknowledgement appears,
 //! `Failed` (final: no permission, invalid path) and `Closed` (final).
 
-use alloc::collections::VecDeque;
+use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::string::String;
 use alloc::vec::Vec;
 
@@ -80,9 +80,10 @@ pub struct Observer {
     /// Contender names in election order, from the last listing.
     order: Vec<String>,
     /// What we read of them: name → participant.
-    known: Vec<Participant>,
-    /// Reads in flight or to send.
-    unread: Vec<String>,
+    known: BTreeMap<String, Participant>,
+    /// Contenders to read, and contenders being read.
+    unread: BTreeSet<String>,
+    reading: BTreeSet<String>,
     leader: Option<Participant>,
     ack: Option<(i64, String)>,
     acked: Option<i64>,
@@ -109,8 +110,9 @@ impl Observer {
             started: false,
             ended: false,
             order: Vec::new(),
-            known: Vec::new(),
-            unread: Vec::new(),
+            known: BTreeMap::new(),
+            unread: BTreeSet::new(),
+            reading: BTreeSet::new(),
             leader: None,
             ack: None,
             acked: None,
@@ -153,7 +155,7 @@ impl Observer {
     pub fn participants(&self) -> Vec<Participant> {
         self.order
             .iter()
-            .filter_map(|n| self.known.iter().find(|p| &p.node == n).cloned())
+            .filter_map(|n| self.known.get(n).cloned())
             .collect()
     }
 
@@ -205,14 +207,13 @@ impl Observer {
                 Request::GetData(PathWatch { path, watch: true }),
             );
         }
-        for name in self.unread.clone() {
-            if !self.outbox.any(|p| *p == Purpose::Read(name.clone())) {
-                let path = self.child(&name);
-                self.outbox.send(
-                    Purpose::Read(name),
-                    Request::GetData(PathWatch { path, watch: false }),
-                );
-            }
+        for name in core::mem::take(&mut self.unread) {
+            let path = self.child(&name);
+            self.reading.insert(name.clone());
+            self.outbox.send(
+                Purpose::Read(name),
+                Request::GetData(PathWatch { path, watch: false }),
+            );
         }
     }
 
@@ -220,12 +221,10 @@ impl Observer {
     fn update(&mut self) {
         // The leader is the first contender, once read (a node that vanished before we
         // read it is skipped: the next listing drops it).
-        let first = self
-            .order
-            .iter()
-            .find(|n| !self.unread.contains(n) && self.known.iter().any(|p| &p.node == *n));
-        let leader = first.and_then(|n| self.known.iter().find(|p| &p.node == n).cloned());
-        let waiting = self.order.first().is_some_and(|n| self.unread.contains(n));
+        let first = self.order.first();
+        let leader = first.and_then(|n| self.known.get(n).cloned());
+        // The first contender is not read yet: wait for it rather than report a gap.
+        let waiting = first.is_some() && leader.is_none();
         if (leader != self.leader || !self.reported) && self.listed && !waiting {
             self.reported = true;
             self.leader = leader.clone();
@@ -245,12 +244,12 @@ impl Observer {
                 self.listed = true;
                 let sorted = contender::sorted(&children);
                 self.order = sorted.into_iter().map(|c| c.name).collect();
-                let order = &self.order;
-                self.known.retain(|p| order.contains(&p.node));
-                self.unread.retain(|n| order.contains(n));
+                let listed: BTreeSet<&String> = self.order.iter().collect();
+                self.known.retain(|n, _| listed.contains(n));
+                self.unread.retain(|n| listed.contains(n));
                 for n in &self.order {
-                    if !self.known.iter().any(|p| &p.node == n) && !self.unread.contains(n) {
-                        self.unread.push(n.clone());
+                    if !self.known.contains_key(n) && !self.reading.contains(n) {
+                        self.unread.insert(n.clone());
                     }
                 }
             }
@@ -304,22 +303,26 @@ impl Recipe for Observer {
             },
             Purpose::Read(name) => match result {
                 Ok(Response::Data { data, stat }) => {
-                    self.unread.retain(|n| *n != name);
-                    if self.order.contains(&name) {
-                        let id = String::from_utf8_lossy(&data).into();
-                        self.known.push(Participant {
-                            id,
-                            node: name,
-                            fencing_token: stat.czxid,
-                        });
-                    }
+                    // (One that vanished meanwhile is dropped by the next listing.)
+                    self.reading.remove(&name);
+                    let id = String::from_utf8_lossy(&data).into();
+                    let p = Participant {
+                        id,
+                        node: name.clone(),
+                        fencing_token: stat.czxid,
+                    };
+                    self.known.insert(name, p);
                 }
                 Err(Error::Server(ErrorCode::NoNode)) => {
                     // Gone before we read it: drop it (our watch brings the listing).
-                    self.unread.retain(|n| *n != name);
+                    self.reading.remove(&name);
                     self.order.retain(|n| *n != name);
                 }
-                Err(e) if e.is_retryable() => {} // still unread: sent again
+                Err(e) if e.is_retryable() => {
+                    // Read again when the session allows.
+                    self.reading.remove(&name);
+                    self.unread.insert(name);
+                }
                 Err(e) => self.failed(e, 0),
                 Ok(_) => self.end(Some(Error::UnexpectedReply)),
             },
@@ -366,7 +369,11 @@ impl Recipe for Observer {
                 // A new session: no watch survived.
                 self.need |= LIST | ACK;
             }
-            SessionChange::Expired => self.outbox.clear(),
+            SessionChange::Expired => {
+                self.outbox.clear();
+                let reading = core::mem::take(&mut self.reading);
+                self.unread.extend(reading);
+            }
             SessionChange::Closed => {
                 self.outbox.clear();
                 self.end(None);
@@ -393,11 +400,7 @@ impl Recipe for Observer {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        let pending = self.need != 0
-            || self
-                .unread
-                .iter()
-                .any(|n| !self.outbox.any(|p| *p == Purpose::Read(n.clone())));
+        let pending = self.need != 0 || !self.unread.is_empty();
         if pending && !self.ended {
             self.retry.deadline()
         } else {
