@@ -661,3 +661,41 @@ fn a_leader_whose_node_is_deleted_is_deposed_at_once_and_stands_again() {
         ]
     );
 }
+
+#[test]
+fn a_resignation_ends_even_when_the_session_expires_before_our_node_could_be_deleted() {
+    let mut s = leading();
+    s.session(SessionChange::Suspended);
+    assert!(s.r.resign(T, false));
+    assert!(s.sent().is_empty(), "the delete waits for the connection");
+    s.session(SessionChange::Expired);
+    s.pending.clear();
+    let ev = s.events();
+    assert_eq!(ev.last(), Some(&ElectionEvent::Resigned), "{ev:?}");
+    s.session(SessionChange::Connected { session_id: 0x88 });
+    assert!(
+        s.sent().is_empty(),
+        "resigned without rejoin: no new candidacy"
+    );
+}
+
+#[test]
+fn a_resignation_ends_when_our_node_was_deleted_under_the_withdrawal() {
+    let mut s = leading();
+    s.r.acknowledge(T);
+    s.reply("multi", multi_ok(2));
+    s.events();
+    s.r.resign(T, false);
+    s.fire(EventType::NodeDeleted, &path(&node(1, 5)));
+    s.reply("multi", multi_failed(0, ErrorCode::NoNode, 2));
+    assert_eq!(
+        s.events(),
+        [
+            ElectionEvent::Lost {
+                reason: LostReason::NodeDeleted
+            },
+            ElectionEvent::Resigned
+        ]
+    );
+    assert!(s.sent().is_empty());
+}

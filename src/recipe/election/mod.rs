@@ -578,7 +578,7 @@ impl Election {
         }
         if self.lock.as_ref().is_some_and(|l| l.is_done()) {
             self.lock = None;
-            self.resigning = false;
+            self.candidacy_over();
             self.start(now);
             self.maybe_end();
         }
@@ -609,9 +609,6 @@ impl Election {
             }
             LockEvent::Released | LockEvent::Cancelled | LockEvent::NotAcquired => {
                 self.deposed();
-                self.wanted = self.then_join;
-                self.then_join = false;
-                self.emit(ElectionEvent::Resigned);
             }
             LockEvent::Failed { error } => {
                 self.deposed();
@@ -624,6 +621,18 @@ impl Election {
                 }
             }
             LockEvent::RevocationRequested => {}
+        }
+    }
+
+    /// Our candidate node is gone (the lock ended): a resignation is complete, however
+    /// it ended (deleted, deposed, the session gone).
+    fn candidacy_over(&mut self) {
+        if self.resigning {
+            self.resigning = false;
+            self.withdraw = false;
+            self.wanted = self.then_join && !self.closing;
+            self.then_join = false;
+            self.emit(ElectionEvent::Resigned);
         }
     }
 
@@ -860,9 +869,7 @@ impl Recipe for Election {
         if matches!(change, SessionChange::Expired | SessionChange::Closed) {
             // The lock has ended with the session; a resignation is complete.
             self.lock = None;
-            if self.resigning {
-                self.resigning = false;
-            }
+            self.candidacy_over();
         }
         self.start(now);
         self.drive(now);
