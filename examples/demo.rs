@@ -49,6 +49,21 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("re-entrant lock: {} levels on one node", m.depth().await);
     drop(inner);
     drop(outer);
+    // Leader election: two candidates on two sessions; the first leads, acknowledges,
+    // and when its session closes the second takes over with a higher fencing token.
+    let other = connect(&server.connect_string(), Options::default()).await?;
+    let mut first = other.election("/demo/election", "first").join().await?;
+    let t1 = first.elected().await?;
+    first.acknowledge().await?;
+    let mut second = zk.election("/demo/election", "second").join().await?;
+    let observer = zk.election_observer("/demo/election").await?;
+    let leader = observer.acknowledged().await?.map(|p| p.id);
+    println!("election: first leads (token {t1}), acknowledged leader {leader:?}");
+    other.close().await;
+    let t2 = second.elected().await?;
+    println!("first's session closed: second leads (token {t2} > {t1})");
+    second.close().await?;
+    drop(first);
     zk.create_all("/demo/a/b/c", "deep", &CreateOptions::default())
         .await?;
     zk.delete_all("/demo/a").await?;
