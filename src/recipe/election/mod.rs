@@ -612,10 +612,14 @@ impl Election {
             }
             LockEvent::Failed { error } => {
                 self.deposed();
+                let node_deleted = error == Error::Server(ErrorCode::NoNode);
                 if error.ends_session() && self.config.rejoin && !self.closing {
                     // The session is gone: stand again in the next one.
                 } else if error.ends_session() {
                     self.wanted = false;
+                } else if node_deleted && self.config.rejoin && !self.closing {
+                    // Our node was deleted while we waited (an operator, or the server
+                    // expiring our session before we heard of it): stand again.
                 } else {
                     self.fail(error);
                 }
