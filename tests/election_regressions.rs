@@ -23,7 +23,7 @@ fn waiting_candidate(config: ElectionConfig) -> (Election, u64, String) {
     let now = Instant::ZERO;
     let mut e = Election::new(config);
     e.handle_session(now, SessionChange::Connected { session_id: 7 });
-    assert!(e.join(now));
+    assert_eq!(e.join(now), zk_recipes::recipe::election::Join::Pending);
     let sent = requests(&mut e);
     let (create, list) = (sent[0].0, sent[1].0);
     let Request::Create2(c) = &sent[0].1 else {
@@ -60,7 +60,10 @@ fn waiting_candidate(config: ElectionConfig) -> (Election, u64, String) {
         e.handle_reply(now, op, Ok(data));
     }
     assert!(requests(&mut e).is_empty());
-    assert!(events(&mut e).is_empty());
+    assert!(
+        matches!(events(&mut e)[..], [ElectionEvent::Joined { .. }]),
+        "in line, not leading"
+    );
     (e, own, ours)
 }
 

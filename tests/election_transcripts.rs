@@ -8,7 +8,7 @@ use zk_recipes::client::Error;
 use zk_recipes::proto::*;
 use zk_recipes::recipe::election::observer::{Observer, ObserverEvent, Participant};
 use zk_recipes::recipe::election::{
-    ack_data, CandidateStatus, Election, ElectionConfig, ElectionEvent, Leadership,
+    ack_data, CandidateStatus, Election, ElectionConfig, ElectionEvent, Join, Leadership,
 };
 use zk_recipes::recipe::lock::LostReason;
 use zk_recipes::recipe::{OpId, Recipe, SessionChange};
@@ -195,7 +195,7 @@ fn election() -> Script<Election> {
 /// Joins and leads as candidacy 1 with `node(1, 5)`, token 50; own watch answered.
 fn leading() -> Script<Election> {
     let mut s = election();
-    assert!(s.r.join(T));
+    assert_eq!(s.r.join(T), Join::Pending);
     assert_eq!(
         s.sent(),
         [
@@ -205,6 +205,7 @@ fn leading() -> Script<Election> {
         "one round trip to join"
     );
     s.reply("create2", created(&node(1, 5), 50));
+    assert_eq!(s.events(), [ElectionEvent::Joined { node: node(1, 5) }]);
     assert_eq!(s.sent(), [format!("watch {}", path(&node(1, 5)))]);
     s.reply("list", children(&[&node(1, 5), "config"]));
     assert_eq!(
@@ -230,6 +231,7 @@ fn a_follower_watches_only_its_predecessor_and_leads_when_it_goes_without_listin
     let mut s = election();
     s.r.join(T);
     s.reply("create2", created(&node(1, 7), 70));
+    assert_eq!(s.events(), [ElectionEvent::Joined { node: node(1, 7) }]);
     // Curator's and kazoo's contenders count too; unknown children do not.
     s.reply(
         "list",
@@ -500,7 +502,7 @@ fn close_ends_with_closed_and_nothing_left() {
     s.reply("delete", Ok(Response::Empty));
     assert_eq!(s.events(), [ElectionEvent::Resigned, ElectionEvent::Closed]);
     assert!(s.r.is_done());
-    assert!(!s.r.join(T), "a closed election stays closed");
+    assert_eq!(s.r.join(T), Join::Ended, "a closed election stays closed");
 }
 
 #[test]

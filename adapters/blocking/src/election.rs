@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use zk_recipes::recipe::election::observer::{Observer, ObserverEvent, Participant};
 use zk_recipes::recipe::election::{
-    CandidateStatus, Election, ElectionConfig, ElectionEvent, Leadership,
+    CandidateStatus, Election, ElectionConfig, ElectionEvent, Join, Leadership,
 };
 
 use crate::hosted::{Events, Hosted};
@@ -40,7 +40,8 @@ impl ElectionBuilder {
         self
     }
 
-    /// Stands for election: our node is created and the candidate waits in line.
+    /// Stands for election; returns once our node exists: in line behind every
+    /// candidate that joined before.
     pub fn join(self) -> Result<Candidate, Error> {
         let (hosted, events) = Hosted::new(&self.client, Election::new(self.config))?;
         let mut c = Candidate {
@@ -173,11 +174,13 @@ impl Candidate {
         }
     }
 
-    /// Stands again after [`resign`](Self::resign).
+    /// Stands again after [`resign`](Self::resign); returns once our node exists (in
+    /// line behind every candidate that joined before).
     pub fn join(&mut self) -> Result<(), Error> {
         match self.hosted.call(|e, now| e.join(now))? {
-            true => Ok(()),
-            false => Err(Error::Finished),
+            Join::Pending => self.wait(ElectionEvent::join_outcome),
+            Join::InLine => Ok(()),
+            Join::Ended => Err(Error::Finished),
         }
     }
 

@@ -51,7 +51,8 @@
 //! * With [`ElectionConfig::rejoin`] (the default, as Curator's `LeaderLatch`), a
 //!   candidacy that ends by itself — the session expired and a new one started, or our
 //!   node was deleted — is made again with a fresh node.
-//! * Events: `Elected`, `Suspended`, `Reconnected`, `Lost`, `Acknowledged`,
+//! * Events: `Joined` (our node exists: we are in line), `Elected`, `Suspended`,
+//!   `Reconnected`, `Lost`, `Acknowledged`,
 //!   `AckFailed`, `Resigned`, `Failed` (final: the candidacy cannot be made, e.g. no
 //!   permission), and `Closed` (final).
 //!
@@ -147,6 +148,11 @@ pub fn parse_ack(data: &[u8]) -> Option<(i64, &str)> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ElectionEvent {
+    /// Our candidate node exists: we are in line (each candidacy, rejoins included).
+    Joined {
+        /// Our node's name.
+        node: String,
+    },
     /// We lead. Act as leader until the next `Suspended` or `Lost`.
     Elected {
         /// Our node's creation zxid: rises from one leader to the next.
@@ -192,6 +198,17 @@ impl ElectionEvent {
     }
 }
 
+/// What [`Election::join`] answers at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Join {
+    /// Wait for [`ElectionEvent::join_outcome`] (`Joined` once our node exists).
+    Pending,
+    /// Already in line: our node exists.
+    InLine,
+    /// The machine has ended.
+    Ended,
+}
+
 /// Where leadership stands, folded from the events (what guards report).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Leadership {
@@ -220,6 +237,17 @@ impl Leadership {
 }
 
 impl ElectionEvent {
+    /// For a caller waiting after [`Election::join`]: `Some` once we are in line
+    /// (`Joined`), or the candidacy cannot be made.
+    pub fn join_outcome(&self) -> Option<Result<(), Error>> {
+        match self {
+            ElectionEvent::Joined { .. } => Some(Ok(())),
+            ElectionEvent::Failed { error } => Some(Err(error.clone())),
+            ElectionEvent::Closed => Some(Err(Error::Closed)),
+            _ => None,
+        }
+    }
+
     /// For a caller waiting for an acknowledgement: `Some` when this event ends the
     /// wait — `Ok(token)` written, `Err` why not (deposed: [`Error::NotLeader`]).
     pub fn ack_outcome(&self) -> Option<Result<i64, Error>> {
@@ -368,6 +396,8 @@ pub struct Election {
     ended: bool,
     /// Leading: (fencing token, node).
     leading: Option<(i64, String)>,
+    /// The candidacy (generation) whose `Joined` was reported.
+    joined: u32,
     ack: Ack,
     /// An acknowledgement of ours may exist on the server.
     ack_maybe_written: bool,
@@ -392,6 +422,7 @@ impl Election {
             closing: false,
             ended: false,
             leading: None,
+            joined: 0,
             ack: Ack::Idle,
             ack_maybe_written: false,
             withdraw: false,
@@ -430,17 +461,22 @@ impl Election {
 
     // ----- commands -----
 
-    /// Stands for election (again). `false` if the machine has ended.
-    pub fn join(&mut self, now: Instant) -> bool {
+    /// Stands for election (again). See [`Join`].
+    pub fn join(&mut self, now: Instant) -> Join {
         if self.ended || self.closing {
-            return false;
+            return Join::Ended;
         }
         self.wanted = true;
         if self.resigning {
             self.then_join = true;
+            return Join::Pending;
+        }
+        if self.lock.is_some() && self.joined == self.generation {
+            return Join::InLine;
         }
         self.start(now);
-        true
+        // `start` may have reported it already (a failure), or it comes later.
+        Join::Pending
     }
 
     /// Withdraws our candidacy: deletes our acknowledgement, if any, then our node;
@@ -448,10 +484,12 @@ impl Election {
     /// back of the line). `false` if there was no candidacy.
     pub fn resign(&mut self, now: Instant, rejoin: bool) -> bool {
         if self.lock.is_none() || self.ended {
+            // Nothing to withdraw (nothing to wait for): just follow `rejoin`.
             if rejoin {
-                return self.join(now);
+                self.join(now);
+            } else {
+                self.wanted = false;
             }
-            self.wanted = false;
             return false;
         }
         self.wanted = rejoin;
@@ -573,7 +611,9 @@ impl Election {
 
     /// Moves the candidate lock's events into ours; drops it when it is done.
     fn pump(&mut self, now: Instant) {
+        self.report_joined();
         while let Some(e) = self.lock.as_mut().and_then(|l| l.poll_event()) {
+            self.report_joined();
             self.on_lock_event(now, e);
         }
         if self.lock.as_ref().is_some_and(|l| l.is_done()) {
@@ -625,6 +665,17 @@ impl Election {
                 }
             }
             LockEvent::RevocationRequested => {}
+        }
+    }
+
+    /// Reports `Joined` once per candidacy, when its node is known.
+    fn report_joined(&mut self) {
+        if self.joined != self.generation {
+            if let Some(node) = self.node() {
+                let node = node.into();
+                self.joined = self.generation;
+                self.emit(ElectionEvent::Joined { node });
+            }
         }
     }
 
