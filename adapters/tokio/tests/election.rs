@@ -56,6 +56,11 @@ async fn one_leader_then_the_next_acknowledged_and_observed() {
     a.close().await;
     let t2 = within(second.elected()).await.unwrap();
     assert!(t2 > t1);
+    // Every event is reported, none skipped: in line, then elected.
+    assert!(matches!(
+        second.changed().await,
+        Some(ElectionEvent::Joined { .. })
+    ));
     assert!(matches!(
         second.changed().await,
         Some(ElectionEvent::Elected { .. })
