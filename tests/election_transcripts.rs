@@ -701,3 +701,30 @@ fn a_resignation_ends_when_our_node_was_deleted_under_the_withdrawal() {
     );
     assert!(s.sent().is_empty());
 }
+
+#[test]
+fn without_rejoin_a_leader_whose_node_is_deleted_ends() {
+    let mut config = ElectionConfig::new(DIR, "node-1", (7, 9));
+    config.rejoin = false;
+    let mut s = Script::new(Election::new(config));
+    s.session(SessionChange::Connected {
+        session_id: SESSION,
+    });
+    s.r.join(T);
+    s.reply("create2", created(&node(1, 5), 50));
+    s.reply("list", children(&[&node(1, 5)]));
+    s.reply("watch", data(b"node-1", 50, 0));
+    s.events();
+    s.fire(EventType::NodeDeleted, &path(&node(1, 5)));
+    assert_eq!(
+        s.events(),
+        [
+            ElectionEvent::Lost {
+                reason: LostReason::NodeDeleted
+            },
+            ElectionEvent::Closed
+        ]
+    );
+    assert!(s.sent().is_empty());
+    assert!(s.r.is_done());
+}

@@ -642,10 +642,13 @@ impl Election {
             LockEvent::Reconnected => self.emit(ElectionEvent::Reconnected),
             LockEvent::Lost { reason } => {
                 self.deposed();
-                if !self.config.rejoin {
-                    self.wanted = false;
-                }
                 self.emit(ElectionEvent::Lost { reason });
+                if !self.config.rejoin && !self.resigning {
+                    // The candidacy ended by itself and we do not stand again: the
+                    // candidate ends with it (`Closed` once the lock is done).
+                    self.wanted = false;
+                    self.closing = true;
+                }
             }
             LockEvent::Released | LockEvent::Cancelled | LockEvent::NotAcquired => {
                 self.deposed();
