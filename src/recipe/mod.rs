@@ -40,8 +40,11 @@
 //! * **Session semantics.** `Expired`/`Closed` end every recipe with a final event.
 
 pub mod contender;
+pub mod group;
 pub mod lock;
+pub mod node;
 pub mod path;
+pub mod rendezvous;
 
 use alloc::boxed::Box;
 use alloc::collections::VecDeque;
