@@ -296,7 +296,10 @@ fn master_publishes_once_zr_exists() {
     m.handle_session(T, SessionChange::Suspended);
     m.handle_session(T, SessionChange::Reconnected { session_id: S });
     let w = sent(&mut m);
-    assert_eq!(lines(&w), ["set /job/zr m:2", "sync /job/zr", "get /job/zr"]);
+    assert_eq!(
+        lines(&w),
+        ["set /job/zr m:2", "sync /job/zr", "get /job/zr"]
+    );
     m.handle_reply(T, w[0].0, Ok(Response::Stat(stat(2, 5))));
     assert_eq!(
         events(&mut m),

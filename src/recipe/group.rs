@@ -54,7 +54,7 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::node::{OwnedNode, OwnedNodeConfig, OwnedNodeEvent};
+use super::node::{NodeCommands, OwnedNode, OwnedNodeConfig, OwnedNodeEvent};
 use super::{OpId, Outbox, Recipe, Retry, SessionChange};
 use crate::error::Error;
 use crate::proto::*;
@@ -187,6 +187,18 @@ impl GroupMember {
     /// written.
     pub fn set_data(&mut self, now: Instant, data: Bytes) {
         self.node.set_data(now, data)
+    }
+}
+
+impl NodeCommands for GroupMember {
+    fn create_node(&mut self, now: Instant) {
+        self.join(now)
+    }
+    fn delete_node(&mut self, now: Instant) {
+        self.leave(now)
+    }
+    fn set_node_data(&mut self, now: Instant, data: Bytes) {
+        self.set_data(now, data)
     }
 }
 

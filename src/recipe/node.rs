@@ -518,9 +518,11 @@ impl OwnedNode {
         if self.present {
             self.present = false;
             self.suspended = false;
-            self.emit(OwnedNodeEvent::Lost {
-                reason: LostReason::NodeDeleted,
-            });
+            if self.phase == Phase::Active {
+                self.emit(OwnedNodeEvent::Lost {
+                    reason: LostReason::NodeDeleted,
+                });
+            }
         }
         if self.phase == Phase::Active && self.created_once && !self.config.recreate {
             self.fail(Error::Server(ErrorCode::NoNode));
@@ -824,6 +826,30 @@ impl Recipe for OwnedNode {
 
     fn is_done(&self) -> bool {
         self.phase == Phase::Done && self.events.is_empty()
+    }
+}
+
+/// The commands of a machine that keeps one node in place ([`OwnedNode`], and
+/// [`GroupMember`](super::group::GroupMember) built on it), so hosts can wrap both the
+/// same way.
+pub trait NodeCommands: Recipe<Event = OwnedNodeEvent> {
+    /// Creates the node and keeps it ([`OwnedNode::create`]).
+    fn create_node(&mut self, now: Instant);
+    /// Deletes it if it is ours and ends ([`OwnedNode::delete`]).
+    fn delete_node(&mut self, now: Instant);
+    /// Keeps new data in it ([`OwnedNode::set_data`]).
+    fn set_node_data(&mut self, now: Instant, data: Bytes);
+}
+
+impl NodeCommands for OwnedNode {
+    fn create_node(&mut self, now: Instant) {
+        self.create(now)
+    }
+    fn delete_node(&mut self, now: Instant) {
+        self.delete(now)
+    }
+    fn set_node_data(&mut self, now: Instant, data: Bytes) {
+        self.set_data(now, data)
     }
 }
 

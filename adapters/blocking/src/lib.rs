@@ -18,9 +18,11 @@
 //! ```
 
 mod driver;
+mod group;
 pub mod hosted;
 mod lock;
 
+pub use group::{GroupMemberHandle, GroupView, NodeHandle, RendezvousHandle};
 pub use hosted::{Events, Hosted};
 pub use lock::{LockBuilder, LockGuard, ReentrantLock};
 pub use zk_recipes::recipe::lock::{HoldState, LockChange, LostReason};
