@@ -10,7 +10,6 @@ mod support_group;
 
 use std::time::Duration;
 
-use support::Zk;
 use support_group::{GroupZk, ViewH};
 use zk_recipes::proto::Stat;
 use zk_recipes::recipe::group::{Member, ViewEvent};
