@@ -369,31 +369,17 @@ impl World {
         ) {
             return Err(format!("view event after final: {e:?}"));
         }
-        match e {
-            ViewEvent::Joined(m) => {
-                if self
-                    .shadow
-                    .insert(m.name.clone(), (m.data.clone(), m.stat.czxid))
-                    .is_some()
-                {
-                    return Err(format!("joined twice: {}", m.name));
-                }
-            }
-            ViewEvent::Left(m) => {
-                if self.shadow.remove(&m.name).is_none() {
-                    return Err(format!("left without joining: {}", m.name));
-                }
-            }
-            ViewEvent::Changed(m) => {
-                if self
-                    .shadow
-                    .insert(m.name.clone(), (m.data.clone(), m.stat.czxid))
-                    .is_none()
-                {
-                    return Err(format!("changed without joining: {}", m.name));
-                }
-            }
-            _ => {}
+        let entry = |m: &crate::recipe::group::Member| (m.data.clone(), m.stat.czxid);
+        let (name, had, wants) = match e {
+            ViewEvent::Joined(m) => (&m.name, self.shadow.insert(m.name.clone(), entry(m)), false),
+            ViewEvent::Left(m) => (&m.name, self.shadow.remove(&m.name), true),
+            ViewEvent::Changed(m) => (&m.name, self.shadow.insert(m.name.clone(), entry(m)), true),
+            _ => return Ok(()),
+        };
+        if had.is_some() != wants {
+            return Err(format!(
+                "{e:?} does not fit the view's events so far ({name})"
+            ));
         }
         Ok(())
     }
