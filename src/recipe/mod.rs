@@ -43,8 +43,11 @@
 
 pub mod contender;
 pub mod election;
+pub mod group;
 pub mod lock;
+pub mod node;
 pub mod path;
+pub mod rendezvous;
 
 use alloc::boxed::Box;
 use alloc::collections::VecDeque;

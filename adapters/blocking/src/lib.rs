@@ -19,10 +19,12 @@
 
 mod driver;
 mod election;
+mod group;
 pub mod hosted;
 mod lock;
 
 pub use election::{Candidate, ElectionBuilder, ElectionObserver};
+pub use group::{GroupMemberHandle, GroupView, NodeHandle, RendezvousHandle};
 pub use hosted::{Events, Hosted};
 pub use lock::{LockBuilder, LockGuard, ReentrantLock};
 pub use zk_recipes::recipe::election::observer::{ObserverEvent, Participant};

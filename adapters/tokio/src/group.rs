@@ -1,0 +1,302 @@
+//! Group membership and rendezvous for the tokio adapter: thin typed wrappers over the
+//! core machines (`zk_recipes::recipe::{group, node, rendezvous}`); what each call and
+//! event means is decided there.
+//!
+//! Each handle owns its hosted machine and its event stream; the waiting calls
+//! (`created`, `synced`, `address`, ...) read that stream, so events they pass over
+//! are not seen again by the handle's `next`. Dropping a handle abandons the
+//! machine: a member leaves, a coordinator deletes `z_r`, a view or worker stops.
+
+use bytes::Bytes;
+use zk_recipes::proto::{ErrorCode, Stat};
+use zk_recipes::recipe::group::{GroupMember, Member, MemberConfig, View, ViewConfig, ViewEvent};
+use zk_recipes::recipe::node::{NodeCommands, OwnedNode, OwnedNodeConfig, OwnedNodeEvent};
+use zk_recipes::recipe::rendezvous::{
+    coordinator_config, publisher_config, Master, RendezvousEvent, Worker,
+};
+
+use crate::hosted::{Events, Hosted};
+use crate::{Client, Error};
+
+/// A node kept in place: a group member ([`Client::group_member`]), a rendezvous
+/// coordinator or publisher ([`Client::rendezvous_coordinator`],
+/// [`Client::rendezvous_publisher`]), or any [`OwnedNode`] ([`Client::owned_node`]).
+pub struct NodeHandle<R: NodeCommands> {
+    hosted: Hosted<R>,
+    events: Events<R>,
+}
+
+/// A group member ([`Client::group_member`]).
+pub type GroupMemberHandle = NodeHandle<GroupMember>;
+
+fn node_error(e: &OwnedNodeEvent) -> Option<Error> {
+    match e {
+        OwnedNodeEvent::Failed { error } => Some(error.clone()),
+        OwnedNodeEvent::Removed => Some(Error::Finished),
+        _ => None,
+    }
+}
+
+impl<R: NodeCommands> NodeHandle<R> {
+    fn host(client: &Client, recipe: R) -> Result<Self, Error> {
+        let (hosted, events) = Hosted::new(client, recipe)?;
+        hosted.run(|r, now| r.create_node(now))?;
+        Ok(NodeHandle { hosted, events })
+    }
+
+    /// Waits until the node is in place (`Created`): its Stat. Fails if the machine
+    /// ends first.
+    pub async fn created(&mut self) -> Result<Stat, Error> {
+        self.events
+            .wait(
+                |_| {},
+                |e| match e {
+                    OwnedNodeEvent::Created { stat } => Some(Ok(*stat)),
+                    e => node_error(e).map(Err),
+                },
+            )
+            .await
+            .unwrap_or(Err(Error::Finished))
+    }
+
+    /// The next event; `None` once the machine is done.
+    pub async fn next(&mut self) -> Option<OwnedNodeEvent> {
+        self.events.next().await
+    }
+
+    /// The next event if one is waiting.
+    pub fn try_next(&mut self) -> Option<OwnedNodeEvent> {
+        self.events.try_next()
+    }
+
+    /// Keeps `data` in the node and waits until it is written (`DataSet`): the Stat.
+    pub async fn set_data(&mut self, data: impl Into<Bytes>) -> Result<Stat, Error> {
+        let data = data.into();
+        self.hosted.run(move |r, now| r.set_node_data(now, data))?;
+        self.events
+            .wait(
+                |_| {},
+                |e| match e {
+                    OwnedNodeEvent::DataSet { stat } => Some(Ok(*stat)),
+                    OwnedNodeEvent::DataRefused { error } => Some(Err(error.clone())),
+                    e => node_error(e).map(Err),
+                },
+            )
+            .await
+            .unwrap_or(Err(Error::Finished))
+    }
+
+    /// Deletes the node (if it is ours) and waits until it is gone.
+    pub async fn delete(mut self) -> Result<(), Error> {
+        self.hosted.run(|r, now| r.delete_node(now))?;
+        self.events
+            .wait(
+                |_| {},
+                |e| match e {
+                    OwnedNodeEvent::Removed => Some(Ok(())),
+                    OwnedNodeEvent::Failed { error } => Some(Err(error.clone())),
+                    _ => None,
+                },
+            )
+            .await
+            .unwrap_or(Ok(()))
+    }
+
+    /// [`delete`](Self::delete) for a member: leaves the group.
+    pub async fn leave(self) -> Result<(), Error> {
+        self.delete().await
+    }
+}
+
+/// A view of a group's members ([`Client::group_view`]).
+pub struct GroupView {
+    hosted: Hosted<View>,
+    events: Events<View>,
+}
+
+impl GroupView {
+    /// Waits for the next `Synced` (a complete view) and returns the members.
+    pub async fn synced(&mut self) -> Result<Vec<Member>, Error> {
+        self.events
+            .wait(
+                |_| {},
+                |e| match e {
+                    ViewEvent::Synced => Some(Ok(())),
+                    ViewEvent::Failed(e) => Some(Err(e.clone())),
+                    ViewEvent::Closed => Some(Err(Error::Finished)),
+                    _ => None,
+                },
+            )
+            .await
+            .unwrap_or(Err(Error::Finished))?;
+        self.members().await
+    }
+
+    /// The members now (a snapshot, sorted by name).
+    pub async fn members(&self) -> Result<Vec<Member>, Error> {
+        self.hosted.call(|v, _| v.members().to_vec()).await
+    }
+
+    /// The next event; `None` once the view is done.
+    pub async fn next(&mut self) -> Option<ViewEvent> {
+        self.events.next().await
+    }
+
+    /// The next event if one is waiting.
+    pub fn try_next(&mut self) -> Option<ViewEvent> {
+        self.events.try_next()
+    }
+}
+
+/// A rendezvous master or worker ([`Client::rendezvous_master`],
+/// [`Client::rendezvous_worker`]).
+pub struct RendezvousHandle<R: zk_recipes::recipe::Recipe<Event = RendezvousEvent>> {
+    hosted: Hosted<R>,
+    events: Events<R>,
+}
+
+/// What ends a rendezvous wait: `z_r` gone is `NoNode`.
+fn rendezvous_error(e: &RendezvousEvent) -> Option<Error> {
+    match e {
+        RendezvousEvent::Gone => Some(Error::Server(ErrorCode::NoNode)),
+        RendezvousEvent::Failed(e) => Some(e.clone()),
+        RendezvousEvent::Closed => Some(Error::Finished),
+        _ => None,
+    }
+}
+
+impl<R: zk_recipes::recipe::Recipe<Event = RendezvousEvent>> RendezvousHandle<R> {
+    /// The next event; `None` once the role is done.
+    pub async fn next(&mut self) -> Option<RendezvousEvent> {
+        self.events.next().await
+    }
+
+    /// The next event if one is waiting.
+    pub fn try_next(&mut self) -> Option<RendezvousEvent> {
+        self.events.try_next()
+    }
+
+    /// Waits until `z_r` is deleted (`Gone`): `Ok` then; `Err` if the role ends
+    /// otherwise.
+    pub async fn gone(&mut self) -> Result<(), Error> {
+        self.events
+            .wait(
+                |_| {},
+                |e| match e {
+                    RendezvousEvent::Gone => Some(Ok(())),
+                    e => rendezvous_error(e).map(Err),
+                },
+            )
+            .await
+            .unwrap_or(Err(Error::Finished))
+    }
+}
+
+impl RendezvousHandle<Worker> {
+    /// Waits for the next address in `z_r` (the first, or a newer one): its data.
+    /// `Err(Server(NoNode))` if `z_r` goes first.
+    pub async fn address(&mut self) -> Result<Bytes, Error> {
+        self.events
+            .wait(
+                |_| {},
+                |e| match e {
+                    RendezvousEvent::Address { data, .. } => Some(Ok(data.clone())),
+                    e => rendezvous_error(e).map(Err),
+                },
+            )
+            .await
+            .unwrap_or(Err(Error::Finished))
+    }
+}
+
+impl RendezvousHandle<Master> {
+    /// Waits until our address is in `z_r` (`Published`): `z_r`'s Stat.
+    /// `Err(Server(NoNode))` if `z_r` goes first.
+    pub async fn published(&mut self) -> Result<Stat, Error> {
+        self.events
+            .wait(
+                |_| {},
+                |e| match e {
+                    RendezvousEvent::Published { stat } => Some(Ok(*stat)),
+                    e => rendezvous_error(e).map(Err),
+                },
+            )
+            .await
+            .unwrap_or(Err(Error::Finished))
+    }
+
+    /// Writes a new address; then [`published`](Self::published) waits for it.
+    pub fn publish(&self, address: impl Into<Bytes>) -> Result<(), Error> {
+        let address = address.into();
+        self.hosted.run(move |m, now| m.publish(now, address))
+    }
+}
+
+impl Client {
+    /// Joins group `dir` as `id` with `data` (Curator's `GroupMember` layout); the
+    /// member node is kept in place (see `zk_recipes::recipe::group`).
+    pub fn group_member(
+        &self,
+        dir: &str,
+        id: &str,
+        data: impl Into<Bytes>,
+    ) -> Result<GroupMemberHandle, Error> {
+        self.group_member_with(MemberConfig::new(dir, id, data))
+    }
+
+    /// [`group_member`](Self::group_member) with a full configuration (ACL, no
+    /// re-creation).
+    pub fn group_member_with(&self, config: MemberConfig) -> Result<GroupMemberHandle, Error> {
+        NodeHandle::host(self, GroupMember::new(config))
+    }
+
+    /// Follows the members of group `dir`.
+    pub fn group_view(&self, dir: &str) -> Result<GroupView, Error> {
+        self.group_view_with(ViewConfig::new(dir))
+    }
+
+    /// [`group_view`](Self::group_view) with a full configuration.
+    pub fn group_view_with(&self, config: ViewConfig) -> Result<GroupView, Error> {
+        let (hosted, events) = Hosted::new(self, View::new(config))?;
+        hosted.run(|v, now| v.start(now))?;
+        Ok(GroupView { hosted, events })
+    }
+
+    /// Keeps any node in place (see `zk_recipes::recipe::node::OwnedNode`).
+    pub fn owned_node(&self, config: OwnedNodeConfig) -> Result<NodeHandle<OwnedNode>, Error> {
+        NodeHandle::host(self, OwnedNode::new(config))
+    }
+
+    /// Creates rendezvous node `path` (`z_r`, ephemeral) as its coordinator; dropping
+    /// or deleting the handle deletes it, which ends the master and the workers.
+    pub fn rendezvous_coordinator(&self, path: &str) -> Result<NodeHandle<OwnedNode>, Error> {
+        self.owned_node(coordinator_config(path))
+    }
+
+    /// The simpler rendezvous: creates `path` itself with `address` as its data.
+    pub fn rendezvous_publisher(
+        &self,
+        path: &str,
+        address: impl Into<Bytes>,
+    ) -> Result<NodeHandle<OwnedNode>, Error> {
+        self.owned_node(publisher_config(path, address))
+    }
+
+    /// A rendezvous master: writes `address` into `path` once it exists.
+    pub fn rendezvous_master(
+        &self,
+        path: &str,
+        address: impl Into<Bytes>,
+    ) -> Result<RendezvousHandle<Master>, Error> {
+        let (hosted, events) = Hosted::new(self, Master::new(path, address))?;
+        hosted.run(|m, now| m.start(now))?;
+        Ok(RendezvousHandle { hosted, events })
+    }
+
+    /// A rendezvous worker: waits for the master's address in `path`.
+    pub fn rendezvous_worker(&self, path: &str) -> Result<RendezvousHandle<Worker>, Error> {
+        let (hosted, events) = Hosted::new(self, Worker::new(path))?;
+        hosted.run(|w, now| w.start(now))?;
+        Ok(RendezvousHandle { hosted, events })
+    }
+}

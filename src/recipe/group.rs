@@ -1,0 +1,794 @@
+//! Group membership (ZooKeeper paper: "group membership"), Curator-compatible: a
+//! [`GroupMember`] keeps an ephemeral member node in the group directory; a [`View`]
+//! follows the directory and reports who is in the group, with each member's data.
+//!
+//! # Member ([`GroupMember`]): Curator's `GroupMember` layout
+//!
+//! 1. The member node is `<dir>/<member-id>`, `EPHEMERAL`, no protection prefix, the
+//!    payload as its data (what Curator's `GroupMember` makes with a `PersistentNode`
+//!    at `ZKPaths.makePath(membershipPath, thisId)`); missing parents are created as
+//!    containers. A Java member and a Rust member can share a group.
+//! 2. It is an [`OwnedNode`]: kept in place while joined. Deleted by someone else while
+//!    our session lives, or gone with an expired session, it is re-created (after the
+//!    next `Connected` for an expiry) unless [`MemberConfig::recreate`] is off; a node
+//!    of ours found at our path (a lost create reply) is adopted and its data set if
+//!    it differs; another session's node at our path is waited out
+//!    ([`MemberEvent::Blocked`]).
+//! 3. [`leave`](GroupMember::leave) deletes it (only if it is ours).
+//!
+//! # View ([`View`])
+//!
+//! 1. `getChildren(<dir>, watch)`; every member not in the view yet is read with
+//!    `getData(<dir>/<name>, watch)` (all pipelined behind the listing's answer).
+//!    A missing directory is an empty group: `exists(<dir>, watch)` waits for it.
+//! 2. The child watch firing lists again; the difference to the view is reported:
+//!    [`ViewEvent::Left`] for names gone, [`ViewEvent::Joined`] once a new name's data
+//!    is read. A data watch firing re-reads that member: [`ViewEvent::Changed`]. A
+//!    member node deleted and re-created under the same name is `Left` then `Joined`.
+//! 3. [`ViewEvent::Synced`] once a listing and the reads it asked for are all answered:
+//!    the first complete view, and again after each resync.
+//! 4. After a reconnect (or a new session after an expiry) the view is resynchronised:
+//!    `sync`, list again, re-read members whose data watch is not registered, and
+//!    report only the real differences. Nothing is lost or invented: the events are
+//!    exactly the differences between what was reported and what the server has.
+//!
+//! At most one watch is registered per node (the directory's child watch, one data
+//! watch per member, and an `exists` watch while the directory is missing), however
+//! often the group changes.
+//!
+//! ```
+//! use zk_recipes::recipe::group::{View, ViewConfig};
+//! use zk_recipes::recipe::{Recipe, SessionChange};
+//! use zk_recipes::time::Instant;
+//!
+//! let mut view = View::new(ViewConfig::new("/services/web"));
+//! view.handle_session(Instant::ZERO, SessionChange::Connected { session_id: 7 });
+//! view.start(Instant::ZERO);
+//! let (_, list) = view.poll_request().unwrap();
+//! assert_eq!(list.op_code(), zk_recipes::proto::OpCode::GetChildren);
+//! assert!(!view.is_synced());
+//! ```
+
+use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use bytes::Bytes;
+
+use super::node::{NodeCommands, OwnedNode, OwnedNodeConfig, OwnedNodeEvent};
+use super::{OpId, Outbox, Recipe, Retry, SessionChange};
+use crate::error::Error;
+use crate::proto::*;
+use crate::session::WatchEvent;
+use crate::time::Instant;
+
+fn join(dir: &str, name: &str) -> String {
+    let mut s = String::with_capacity(dir.len() + name.len() + 1);
+    s.push_str(dir);
+    if !dir.ends_with('/') {
+        s.push('/');
+    }
+    s.push_str(name);
+    s
+}
+
+// ======================================================================================
+// GroupMember
+// ======================================================================================
+
+/// How to join a group.
+#[derive(Clone, Debug)]
+pub struct MemberConfig {
+    /// The group directory (Curator's `membershipPath`).
+    pub dir: String,
+    /// This member's id, unique in the group (Curator's `thisId`): the node's name.
+    pub id: String,
+    /// The member's data (Curator's payload).
+    pub data: Bytes,
+    /// ACL of the member node and of parents created for it.
+    pub acl: Vec<Acl>,
+    /// Re-create the member node after a session expiry (once a new session is up) or
+    /// a deletion by someone else (default: on, as Curator's `PersistentNode`).
+    pub recreate: bool,
+}
+
+impl MemberConfig {
+    /// Member `id` of group `dir` with `data`, open ACL, re-created.
+    pub fn new(dir: &str, id: &str, data: impl Into<Bytes>) -> Self {
+        MemberConfig {
+            dir: dir.into(),
+            id: id.into(),
+            data: data.into(),
+            acl: Acl::open_unsafe(),
+            recreate: true,
+        }
+    }
+}
+
+/// What a [`GroupMember`] reports: its node's life. `Created` means joined (again),
+/// `Lost` left involuntarily (followed by `Created` once re-created, or by `Failed`),
+/// `Removed` left after [`GroupMember::leave`] (final), `Failed` final.
+pub type MemberEvent = OwnedNodeEvent;
+
+/// A member of a group; see the [module docs](self).
+///
+/// ```
+/// use zk_recipes::recipe::group::{GroupMember, MemberConfig};
+/// use zk_recipes::recipe::{Recipe, SessionChange};
+/// use zk_recipes::time::Instant;
+///
+/// let mut m = GroupMember::new(MemberConfig::new("/services/web", "host-1", "10.0.0.1:80"));
+/// m.handle_session(Instant::ZERO, SessionChange::Connected { session_id: 7 });
+/// m.join(Instant::ZERO);
+/// let (_, create) = m.poll_request().unwrap(); // create2 /services/web/host-1 ...
+/// let (_, read) = m.poll_request().unwrap();   // ... and getData(watch) right behind it
+/// assert_eq!(create.op_code(), zk_recipes::proto::OpCode::Create2);
+/// assert_eq!(read.op_code(), zk_recipes::proto::OpCode::GetData);
+/// ```
+#[derive(Debug)]
+pub struct GroupMember {
+    node: OwnedNode,
+    id: String,
+}
+
+impl GroupMember {
+    /// A member that does nothing until [`join`](Self::join).
+    pub fn new(config: MemberConfig) -> Self {
+        let mut path = join(&config.dir, &config.id);
+        if config.id.contains('/') {
+            // An id is one node name: a trailing slash makes `join` fail with
+            // `InvalidPath` naming it.
+            path.push('/');
+        }
+        let mut node = OwnedNodeConfig::new(&path, config.data);
+        node.acl = config.acl;
+        node.recreate = config.recreate;
+        GroupMember {
+            node: OwnedNode::new(node),
+            id: config.id,
+        }
+    }
+
+    /// This member's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The member node's path.
+    pub fn path(&self) -> &str {
+        &self.node.config().path
+    }
+
+    /// Joined (our node is in place and the connection is up)?
+    pub fn is_joined(&self) -> bool {
+        self.node.is_present()
+    }
+
+    /// The data we keep in our node.
+    pub fn data(&self) -> &Bytes {
+        &self.node.config().data
+    }
+
+    /// Has it ended (left or failed)?
+    pub fn has_ended(&self) -> bool {
+        self.node.has_ended()
+    }
+
+    /// Joins: creates our member node and keeps it in place.
+    pub fn join(&mut self, now: Instant) {
+        self.node.create(now)
+    }
+
+    /// Leaves: deletes our member node; [`MemberEvent::Removed`] once it is gone.
+    pub fn leave(&mut self, now: Instant) {
+        self.node.delete(now)
+    }
+
+    /// Changes our data (Curator's `setThisData`); [`MemberEvent::DataSet`] once
+    /// written.
+    pub fn set_data(&mut self, now: Instant, data: Bytes) {
+        self.node.set_data(now, data)
+    }
+}
+
+impl NodeCommands for GroupMember {
+    fn create_node(&mut self, now: Instant) {
+        self.join(now)
+    }
+    fn delete_node(&mut self, now: Instant) {
+        self.leave(now)
+    }
+    fn set_node_data(&mut self, now: Instant, data: Bytes) {
+        self.set_data(now, data)
+    }
+}
+
+impl Recipe for GroupMember {
+    type Event = MemberEvent;
+    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+        self.node.handle_reply(now, op, result)
+    }
+    fn handle_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
+        self.node.handle_watch(now, op, event)
+    }
+    fn handle_session(&mut self, now: Instant, change: SessionChange) {
+        self.node.handle_session(now, change)
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        self.node.handle_timeout(now)
+    }
+    fn handle_abandon(&mut self, now: Instant) {
+        self.node.handle_abandon(now)
+    }
+    fn poll_request(&mut self) -> Option<(OpId, Request)> {
+        self.node.poll_request()
+    }
+    fn poll_event(&mut self) -> Option<MemberEvent> {
+        self.node.poll_event()
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.node.poll_timeout()
+    }
+    fn is_done(&self) -> bool {
+        self.node.is_done()
+    }
+}
+
+// ======================================================================================
+// View
+// ======================================================================================
+
+/// One member of a group as the [`View`] sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Member {
+    /// The member node's name (the member id).
+    pub name: String,
+    /// Its data.
+    pub data: Bytes,
+    /// Its Stat.
+    pub stat: Stat,
+}
+
+/// What a [`View`] follows.
+#[derive(Clone, Debug)]
+pub struct ViewConfig {
+    /// The group directory.
+    pub dir: String,
+    /// Watch each member's data and report [`ViewEvent::Changed`] (default: on). Off,
+    /// members are read once when they join (and again on a resync).
+    pub watch_data: bool,
+}
+
+impl ViewConfig {
+    /// A view of `dir`, member data watched.
+    pub fn new(dir: &str) -> Self {
+        ViewConfig {
+            dir: dir.into(),
+            watch_data: true,
+        }
+    }
+}
+
+/// What a [`View`] reports. `Failed` and `Closed` are final; `Joined`, `Left` and
+/// `Changed` are edges in the order the server's answers reveal them; `Synced` marks
+/// a complete view.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ViewEvent {
+    /// The view is complete: the first time, and after each resync.
+    Synced,
+    /// A member joined (its data read).
+    Joined(Member),
+    /// A member left (as last seen).
+    Left(Member),
+    /// A member's data changed (the new version).
+    Changed(Member),
+    /// The connection dropped (or the session expired): the view may be stale.
+    Suspended,
+    /// A session is back; a resync is under way (`Synced` when it is done).
+    Reconnected,
+    /// Ended: the directory cannot be read (`NoAuth`, an invalid path), or the session
+    /// was closed. Final.
+    Failed(Error),
+    /// Ended by [`close`](View::close). Final.
+    Closed,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum ViewOp {
+    Sync,
+    List,
+    Exists,
+    Read(String),
+}
+
+/// The members of a group, kept up to date; see the [module docs](self).
+#[derive(Debug)]
+pub struct View {
+    config: ViewConfig,
+    running: bool,
+    done: bool,
+    live: bool,
+    /// The view, sorted by name.
+    members: Vec<Member>,
+    /// Listed, data not read yet.
+    awaiting: BTreeSet<String>,
+    /// Names to (re)read.
+    to_read: BTreeSet<String>,
+    /// Names with a read in flight.
+    reading: BTreeSet<String>,
+    /// Registered data watches by member name.
+    data_watch: BTreeMap<String, OpId>,
+    child_watch: Option<OpId>,
+    dir_watch: Option<OpId>,
+    need_list: bool,
+    need_exists: bool,
+    /// The next listing re-reads members without a registered data watch.
+    reread: bool,
+    resyncing: bool,
+    synced: bool,
+    suspended: bool,
+    sync_next: bool,
+    sync_failed: bool,
+    waiting: bool,
+    retry: Retry,
+    outbox: Outbox<ViewOp>,
+    events: VecDeque<ViewEvent>,
+}
+
+impl View {
+    /// A view that does nothing until [`start`](Self::start).
+    pub fn new(config: ViewConfig) -> Self {
+        View {
+            config,
+            running: false,
+            done: false,
+            live: false,
+            members: Vec::new(),
+            awaiting: BTreeSet::new(),
+            to_read: BTreeSet::new(),
+            reading: BTreeSet::new(),
+            data_watch: BTreeMap::new(),
+            child_watch: None,
+            dir_watch: None,
+            need_list: false,
+            need_exists: false,
+            reread: false,
+            resyncing: false,
+            synced: false,
+            suspended: false,
+            sync_next: false,
+            sync_failed: false,
+            waiting: false,
+            retry: Retry::default(),
+            outbox: Outbox::default(),
+            events: VecDeque::new(),
+        }
+    }
+
+    // ----- getters -----
+
+    /// The configuration.
+    pub fn config(&self) -> &ViewConfig {
+        &self.config
+    }
+
+    /// The members as reported so far, sorted by name (a full snapshot).
+    pub fn members(&self) -> &[Member] {
+        &self.members
+    }
+
+    /// One member by name.
+    pub fn member(&self, name: &str) -> Option<&Member> {
+        self.position(name).ok().map(|i| &self.members[i])
+    }
+
+    /// Is the view complete and the connection up (`Synced` reported, no `Suspended`
+    /// since)?
+    pub fn is_synced(&self) -> bool {
+        self.synced && !self.done
+    }
+
+    /// Has it ended?
+    pub fn has_ended(&self) -> bool {
+        self.done
+    }
+
+    // ----- commands -----
+
+    /// Starts following the group (once).
+    pub fn start(&mut self, now: Instant) {
+        if self.running || self.done {
+            return;
+        }
+        if let Err(error) = validate_path(&self.config.dir) {
+            return self.finish(ViewEvent::Failed(Error::InvalidPath {
+                path: self.config.dir.clone(),
+                error,
+            }));
+        }
+        self.running = true;
+        self.resync();
+        self.drive(now);
+    }
+
+    /// Stops following; [`ViewEvent::Closed`].
+    pub fn close(&mut self, _now: Instant) {
+        if !self.done {
+            self.finish(ViewEvent::Closed);
+        }
+    }
+
+    // ----- internals -----
+
+    fn position(&self, name: &str) -> Result<usize, usize> {
+        self.members.binary_search_by(|m| m.name.as_str().cmp(name))
+    }
+
+    fn finish(&mut self, e: ViewEvent) {
+        self.done = true;
+        self.running = false;
+        self.synced = false;
+        self.outbox.clear();
+        self.child_watch = None;
+        self.dir_watch = None;
+        self.data_watch.clear();
+        self.events.push_back(e);
+    }
+
+    fn resync(&mut self) {
+        self.need_list = true;
+        self.reread = true;
+        self.resyncing = true;
+        for n in &self.awaiting {
+            if !self.reading.contains(n) {
+                self.to_read.insert(n.clone());
+            }
+        }
+    }
+
+    fn again(&mut self, now: Instant) {
+        self.sync_next = true;
+        self.retry.failed(now);
+    }
+
+    fn drive(&mut self, now: Instant) {
+        if !self.running || !self.live {
+            return;
+        }
+        if !self.retry.allows(now) {
+            self.waiting = !self.retry.is_suspended();
+            return;
+        }
+        self.waiting = false;
+        let dir = self.config.dir.clone();
+        if self.need_list && !self.outbox.any(|p| *p == ViewOp::List) {
+            self.need_list = false;
+            if core::mem::take(&mut self.sync_next) {
+                self.outbox.send(
+                    ViewOp::Sync,
+                    Request::Sync(PathRequest { path: dir.clone() }),
+                );
+            }
+            let watch = self.child_watch.is_none();
+            let op = self.outbox.send(
+                ViewOp::List,
+                Request::GetChildren(PathWatch {
+                    path: dir.clone(),
+                    watch,
+                }),
+            );
+            if watch {
+                self.child_watch = Some(op);
+            }
+        }
+        if self.need_exists && self.dir_watch.is_none() {
+            self.need_exists = false;
+            let op = self.outbox.send(
+                ViewOp::Exists,
+                Request::Exists(PathWatch {
+                    path: dir.clone(),
+                    watch: true,
+                }),
+            );
+            self.dir_watch = Some(op);
+        }
+        if !self.to_read.is_empty() {
+            let names: Vec<String> = self
+                .to_read
+                .iter()
+                .filter(|n| !self.reading.contains(*n))
+                .cloned()
+                .collect();
+            for name in names {
+                self.to_read.remove(&name);
+                self.reading.insert(name.clone());
+                let watch = self.config.watch_data && !self.data_watch.contains_key(&name);
+                let path = join(&dir, &name);
+                let op = self.outbox.send(
+                    ViewOp::Read(name.clone()),
+                    Request::GetData(PathWatch { path, watch }),
+                );
+                if watch {
+                    self.data_watch.insert(name, op);
+                }
+            }
+        }
+        self.check_synced();
+    }
+
+    fn check_synced(&mut self) {
+        if self.resyncing
+            && self.live
+            && !self.need_list
+            && !self.outbox.any(|p| *p == ViewOp::List)
+            && self.awaiting.is_empty()
+            && self.to_read.is_empty()
+            && self.reading.is_empty()
+        {
+            self.resyncing = false;
+            self.synced = true;
+            self.events.push_back(ViewEvent::Synced);
+        }
+    }
+
+    fn apply_listing(&mut self, names: Vec<String>) {
+        let listed: BTreeSet<String> = names.into_iter().collect();
+        let mut left = Vec::new();
+        for m in core::mem::take(&mut self.members) {
+            if listed.contains(&m.name) {
+                self.members.push(m);
+            } else {
+                self.to_read.remove(&m.name);
+                left.push(m);
+            }
+        }
+        self.awaiting.retain(|n| listed.contains(n));
+        self.to_read.retain(|n| listed.contains(n));
+        for m in left {
+            self.events.push_back(ViewEvent::Left(m));
+        }
+        for n in listed {
+            if self.position(&n).is_err() && self.awaiting.insert(n.clone()) {
+                self.to_read.insert(n);
+            }
+        }
+        if core::mem::take(&mut self.reread) {
+            for m in &self.members {
+                if !self.data_watch.contains_key(&m.name) {
+                    self.to_read.insert(m.name.clone());
+                }
+            }
+        }
+    }
+
+    fn on_list(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+        if self.child_watch == Some(op) && result.is_err() {
+            self.child_watch = None;
+        }
+        let result = if core::mem::take(&mut self.sync_failed) && result.is_ok() {
+            Err(Error::ConnectionLoss) // possibly stale
+        } else {
+            result
+        };
+        match result {
+            Ok(Response::Children(c)) | Ok(Response::Children2 { children: c, .. }) => {
+                self.retry.succeeded();
+                self.apply_listing(c);
+            }
+            Ok(_) => self.finish(ViewEvent::Failed(Error::UnexpectedReply)),
+            Err(Error::Server(ErrorCode::NoNode)) => {
+                // No directory: an empty group until it appears.
+                self.retry.succeeded();
+                self.apply_listing(Vec::new());
+                self.need_exists = true;
+            }
+            Err(e) if e.is_retryable() => {
+                self.need_list = true;
+                self.again(now);
+            }
+            Err(e) if e.ends_session() => {}
+            Err(e) => self.finish(ViewEvent::Failed(e)),
+        }
+    }
+
+    fn on_read(&mut self, now: Instant, op: OpId, name: String, result: Result<Response, Error>) {
+        self.reading.remove(&name);
+        if result.is_err() && self.data_watch.get(&name) == Some(&op) {
+            self.data_watch.remove(&name);
+        }
+        match result {
+            Ok(Response::Data { data, stat }) => {
+                self.retry.succeeded();
+                let member = Member {
+                    name: name.clone(),
+                    data,
+                    stat,
+                };
+                if self.awaiting.remove(&name) {
+                    if let Err(i) = self.position(&name) {
+                        self.members.insert(i, member.clone());
+                        self.events.push_back(ViewEvent::Joined(member));
+                    }
+                } else if let Ok(i) = self.position(&name) {
+                    let old = &self.members[i];
+                    if old.stat.czxid != stat.czxid {
+                        // Deleted and re-created under the same name meanwhile.
+                        let old = core::mem::replace(&mut self.members[i], member.clone());
+                        self.events.push_back(ViewEvent::Left(old));
+                        self.events.push_back(ViewEvent::Joined(member));
+                    } else if stat.mzxid > old.stat.mzxid
+                        || (stat.mzxid == old.stat.mzxid && old.data != member.data)
+                    {
+                        self.members[i] = member.clone();
+                        self.events.push_back(ViewEvent::Changed(member));
+                    }
+                }
+                // Otherwise a newer listing dropped the name already.
+            }
+            Ok(_) => self.finish(ViewEvent::Failed(Error::UnexpectedReply)),
+            Err(Error::Server(ErrorCode::NoNode)) => {
+                self.awaiting.remove(&name);
+                if let Ok(i) = self.position(&name) {
+                    let m = self.members.remove(i);
+                    self.events.push_back(ViewEvent::Left(m));
+                }
+            }
+            Err(e) if e.is_retryable() => {
+                if self.awaiting.contains(&name) || self.position(&name).is_ok() {
+                    self.to_read.insert(name);
+                }
+                self.again(now);
+            }
+            Err(e) if e.ends_session() => {}
+            Err(e) => self.finish(ViewEvent::Failed(e)),
+        }
+    }
+
+    fn on_exists(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+        match result {
+            Ok(_) => {
+                // The directory appeared meanwhile: list it (the exists watch stays
+                // registered as a data watch; it fires at most once more).
+                self.retry.succeeded();
+                self.need_list = true;
+            }
+            Err(Error::Server(ErrorCode::NoNode)) => self.retry.succeeded(), // armed
+            Err(e) if e.is_retryable() => {
+                if self.dir_watch == Some(op) {
+                    self.dir_watch = None;
+                }
+                self.need_exists = true;
+                self.again(now);
+            }
+            Err(e) if e.ends_session() => {}
+            Err(e) => self.finish(ViewEvent::Failed(e)),
+        }
+    }
+}
+
+impl Recipe for View {
+    type Event = ViewEvent;
+
+    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+        let Some(purpose) = self.outbox.take(op) else {
+            return;
+        };
+        if self.done {
+            return;
+        }
+        match purpose {
+            ViewOp::Sync => self.sync_failed = result.is_err(),
+            ViewOp::List => self.on_list(now, op, result),
+            ViewOp::Exists => self.on_exists(now, op, result),
+            ViewOp::Read(name) => self.on_read(now, op, name, result),
+        }
+        self.drive(now);
+    }
+
+    fn handle_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
+        if self.done {
+            return;
+        }
+        if self.child_watch == Some(op) {
+            self.child_watch = None;
+            self.need_list = true;
+        } else if self.dir_watch == Some(op) {
+            self.dir_watch = None;
+            self.need_list = true;
+        } else {
+            let name = event.path.rsplit('/').next().unwrap_or("").to_string();
+            if self.data_watch.get(&name) != Some(&op) {
+                return; // not a registration we hold
+            }
+            self.data_watch.remove(&name);
+            match event.event_type {
+                EventType::NodeDeleted => {
+                    self.awaiting.remove(&name);
+                    self.to_read.remove(&name);
+                    if let Ok(i) = self.position(&name) {
+                        let m = self.members.remove(i);
+                        self.events.push_back(ViewEvent::Left(m));
+                    }
+                }
+                _ => {
+                    if self.awaiting.contains(&name) || self.position(&name).is_ok() {
+                        self.to_read.insert(name);
+                    }
+                }
+            }
+        }
+        self.drive(now);
+    }
+
+    fn handle_session(&mut self, now: Instant, change: SessionChange) {
+        self.retry.session(change);
+        if self.done {
+            return;
+        }
+        match change {
+            SessionChange::Connected { .. } | SessionChange::Reconnected { .. } => {
+                self.live = true;
+                // A reconnect may land on a lagging follower.
+                self.sync_next = self.running;
+                if self.running {
+                    if core::mem::take(&mut self.suspended) {
+                        self.events.push_back(ViewEvent::Reconnected);
+                    }
+                    self.resync();
+                }
+            }
+            SessionChange::Suspended => {
+                if self.running && !self.suspended {
+                    self.suspended = true;
+                    self.synced = false;
+                    self.events.push_back(ViewEvent::Suspended);
+                }
+            }
+            SessionChange::Expired => {
+                self.outbox.clear();
+                self.child_watch = None;
+                self.dir_watch = None;
+                self.data_watch.clear();
+                self.reading.clear();
+                self.live = false;
+                self.waiting = false;
+                self.sync_failed = false;
+                if self.running && !self.suspended {
+                    self.suspended = true;
+                    self.synced = false;
+                    self.events.push_back(ViewEvent::Suspended);
+                }
+            }
+            SessionChange::Closed => self.finish(ViewEvent::Failed(Error::Closed)),
+        }
+        self.drive(now);
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        self.drive(now);
+    }
+
+    fn handle_abandon(&mut self, now: Instant) {
+        self.close(now);
+    }
+
+    fn poll_request(&mut self) -> Option<(OpId, Request)> {
+        self.outbox.poll()
+    }
+
+    fn poll_event(&mut self) -> Option<ViewEvent> {
+        self.events.pop_front()
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        if self.waiting && self.running {
+            self.retry.deadline()
+        } else {
+            None
+        }
+    }
+
+    fn is_done(&self) -> bool {
+        self.done && self.events.is_empty()
+    }
+}

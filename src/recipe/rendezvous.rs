@@ -1,0 +1,463 @@
+//! Rendezvous (ZooKeeper paper: "rendezvous"): a coordinator creates the rendezvous
+//! node `z_r` and hands its path to a master and its workers; the master, once
+//! started, writes its address into `z_r`; workers read `z_r` and wait for the
+//! address; when `z_r` goes (its ephemeral creator left), master and workers are told,
+//! so they can clean up and exit.
+//!
+//! # Roles
+//!
+//! 1. **Coordinator**: an [`OwnedNode`] from [`coordinator_config`]: creates `z_r`
+//!    (ephemeral by default; missing parents as containers), never re-creates it (its
+//!    going is the signal), never overwrites what the master writes, deletes it on
+//!    `delete`.
+//! 2. **[`Master`]**: `setData(z_r, address)`. `z_r` not created yet (`NoNode`): it
+//!    waits for its creation (an `exists` watch) and writes then:
+//!    [`Published`](RendezvousEvent::Published). [`publish`](Master::publish) writes a
+//!    new address.
+//! 3. **[`Worker`]**: follows `z_r` ([`NodeWatch`]). Not created yet, or created but
+//!    still empty: it waits (for the creation, then the data-change notification).
+//!    Each new non-empty version is an [`Address`](RendezvousEvent::Address): a
+//!    master that writes again is followed, the latest address last.
+//! 4. **The simpler form**: a publisher creates `z_r` itself with its address as data —
+//!    an [`OwnedNode`] from [`publisher_config`]; workers are the same.
+//!
+//! `z_r` deleted after it existed — even if it was created and deleted before we
+//! could read it — ends master and workers with [`Gone`](RendezvousEvent::Gone).
+//!
+//! # Session semantics
+//!
+//! `Suspended` on connection loss; `Reconnected` when a session is back, after which
+//! `z_r` is read again (after `sync`), so no version and no deletion is missed. Both
+//! carry on across a session expiry when the client renews the session. A master's
+//! write whose reply was lost is written again (it is idempotent).
+//!
+//! ```
+//! use zk_recipes::recipe::rendezvous::{RendezvousEvent, Worker};
+//! use zk_recipes::recipe::{Recipe, SessionChange};
+//! use zk_recipes::time::Instant;
+//!
+//! let mut w = Worker::new("/jobs/42/rendezvous");
+//! w.handle_session(Instant::ZERO, SessionChange::Connected { session_id: 7 });
+//! w.start(Instant::ZERO);
+//! let (_, read) = w.poll_request().unwrap(); // getData(z_r, watch)
+//! assert_eq!(read.op_code(), zk_recipes::proto::OpCode::GetData);
+//! assert_eq!(w.address(), None);
+//! ```
+
+use alloc::collections::VecDeque;
+use bytes::Bytes;
+
+#[cfg(doc)]
+use super::node::OwnedNode;
+use super::node::{NodeWatch, NodeWatchEvent, OwnedNodeConfig};
+use super::{OpId, Outbox, Recipe, Retry, SessionChange};
+use crate::error::Error;
+use crate::proto::*;
+use crate::session::WatchEvent;
+use crate::time::Instant;
+
+/// The coordinator's `z_r`: ephemeral, empty, not re-created, the master's data left
+/// alone. Host it as an [`OwnedNode`]; set `mode` to `Persistent` for a `z_r` that
+/// outlives the coordinator's session.
+pub fn coordinator_config(path: &str) -> OwnedNodeConfig {
+    let mut c = OwnedNodeConfig::new(path, Bytes::new());
+    c.recreate = false;
+    c.restore_data = false;
+    c
+}
+
+/// A publisher that creates `z_r` itself with `address` as its data: ephemeral, not
+/// re-created. Host it as an [`OwnedNode`]; `set_data` publishes a new address.
+pub fn publisher_config(path: &str, address: impl Into<Bytes>) -> OwnedNodeConfig {
+    let mut c = OwnedNodeConfig::new(path, address);
+    c.recreate = false;
+    c
+}
+
+/// What a [`Master`] or [`Worker`] reports. `Gone`, `Failed` and `Closed` are final.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RendezvousEvent {
+    /// Master: our address is in `z_r`.
+    Published {
+        /// `z_r`'s Stat after the write.
+        stat: Stat,
+    },
+    /// Worker: the (new) address in `z_r`; the latest one wins.
+    Address {
+        /// The address.
+        data: Bytes,
+        /// `z_r`'s Stat.
+        stat: Stat,
+    },
+    /// `z_r` was deleted: the rendezvous is over. Final.
+    Gone,
+    /// The connection dropped (or the session expired).
+    Suspended,
+    /// A session is back; `z_r` is read again.
+    Reconnected,
+    /// Ended: `z_r` cannot be read or written (`NoAuth`, ...), or the session was
+    /// closed. Final.
+    Failed(Error),
+    /// Ended by `close`. Final.
+    Closed,
+}
+
+impl RendezvousEvent {
+    /// Does this event end the role?
+    pub fn is_final(&self) -> bool {
+        matches!(
+            self,
+            RendezvousEvent::Gone | RendezvousEvent::Failed(_) | RendezvousEvent::Closed
+        )
+    }
+
+    fn from_watch(e: NodeWatchEvent) -> Option<Self> {
+        match e {
+            NodeWatchEvent::Suspended => Some(RendezvousEvent::Suspended),
+            NodeWatchEvent::Reconnected => Some(RendezvousEvent::Reconnected),
+            NodeWatchEvent::Failed(e) => Some(RendezvousEvent::Failed(e)),
+            NodeWatchEvent::Closed => Some(RendezvousEvent::Closed),
+            _ => None,
+        }
+    }
+}
+
+// ======================================================================================
+// Worker
+// ======================================================================================
+
+/// A worker: waits for the master's address in `z_r`; see the [module docs](self).
+#[derive(Debug)]
+pub struct Worker {
+    watch: NodeWatch,
+    seen: bool,
+    address: Option<(Bytes, Stat)>,
+    ended: bool,
+    events: VecDeque<RendezvousEvent>,
+}
+
+impl Worker {
+    /// A worker of rendezvous `path` (`z_r`), idle until [`start`](Self::start).
+    pub fn new(path: &str) -> Self {
+        Worker {
+            watch: NodeWatch::new(path),
+            seen: false,
+            address: None,
+            ended: false,
+            events: VecDeque::new(),
+        }
+    }
+
+    /// The latest address reported.
+    pub fn address(&self) -> Option<&Bytes> {
+        self.address.as_ref().map(|(d, _)| d)
+    }
+
+    /// Starts waiting (once).
+    pub fn start(&mut self, now: Instant) {
+        self.watch.start(now);
+        self.pump();
+    }
+
+    /// Stops; [`RendezvousEvent::Closed`].
+    pub fn close(&mut self, now: Instant) {
+        self.watch.close(now);
+        self.pump();
+    }
+
+    fn pump(&mut self) {
+        while let Some(e) = self.watch.poll_event() {
+            if self.ended {
+                continue;
+            }
+            match e {
+                NodeWatchEvent::Data { data, stat } => {
+                    self.seen = true;
+                    if !data.is_empty() {
+                        self.address = Some((data.clone(), stat));
+                        self.events
+                            .push_back(RendezvousEvent::Address { data, stat });
+                    }
+                }
+                NodeWatchEvent::Missing { gone } => {
+                    if gone || self.seen {
+                        self.ended = true;
+                        self.events.push_back(RendezvousEvent::Gone);
+                        self.watch.close(Instant::ZERO);
+                    }
+                }
+                other => {
+                    if let Some(e) = RendezvousEvent::from_watch(other) {
+                        self.ended |= e.is_final();
+                        self.events.push_back(e);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Recipe for Worker {
+    type Event = RendezvousEvent;
+    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+        self.watch.handle_reply(now, op, result);
+        self.pump();
+    }
+    fn handle_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
+        self.watch.handle_watch(now, op, event);
+        self.pump();
+    }
+    fn handle_session(&mut self, now: Instant, change: SessionChange) {
+        self.watch.handle_session(now, change);
+        self.pump();
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        self.watch.handle_timeout(now);
+        self.pump();
+    }
+    fn handle_abandon(&mut self, now: Instant) {
+        self.close(now);
+    }
+    fn poll_request(&mut self) -> Option<(OpId, Request)> {
+        self.watch.poll_request()
+    }
+    fn poll_event(&mut self) -> Option<RendezvousEvent> {
+        self.events.pop_front()
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.watch.poll_timeout()
+    }
+    fn is_done(&self) -> bool {
+        self.watch.is_done() && self.events.is_empty()
+    }
+}
+
+// ======================================================================================
+// Master
+// ======================================================================================
+
+/// Op ids of the master's own writes (the watch's ops are small numbers).
+const OWN: OpId = 1 << 62;
+
+/// A master: writes its address into `z_r` once it exists; see the
+/// [module docs](self).
+#[derive(Debug)]
+pub struct Master {
+    watch: NodeWatch,
+    address: Bytes,
+    /// Our address still needs writing.
+    need_publish: bool,
+    /// The last write found no `z_r`: wait for the watch to see it.
+    missing: bool,
+    seen: bool,
+    live: bool,
+    started: bool,
+    ended: bool,
+    waiting: bool,
+    retry: Retry,
+    outbox: Outbox<Bytes>,
+    events: VecDeque<RendezvousEvent>,
+}
+
+impl Master {
+    /// The master of rendezvous `path` (`z_r`) at `address`, idle until
+    /// [`start`](Self::start).
+    pub fn new(path: &str, address: impl Into<Bytes>) -> Self {
+        Master {
+            watch: NodeWatch::new(path),
+            address: address.into(),
+            need_publish: false,
+            missing: false,
+            seen: false,
+            live: false,
+            started: false,
+            ended: false,
+            waiting: false,
+            retry: Retry::default(),
+            outbox: Outbox::default(),
+            events: VecDeque::new(),
+        }
+    }
+
+    /// Has our current address been written (and not replaced by a newer `publish`)?
+    pub fn is_published(&self) -> bool {
+        self.started && !self.need_publish && !self.ended
+    }
+
+    /// Starts: writes the address as soon as `z_r` exists (once).
+    pub fn start(&mut self, now: Instant) {
+        if self.started {
+            return;
+        }
+        self.started = true;
+        self.need_publish = true;
+        self.watch.start(now);
+        self.pump(now);
+    }
+
+    /// Writes a new address; [`RendezvousEvent::Published`] again.
+    pub fn publish(&mut self, now: Instant, address: Bytes) {
+        self.address = address;
+        if self.started && !self.ended {
+            self.need_publish = true;
+        }
+        self.pump(now);
+    }
+
+    /// Stops; [`RendezvousEvent::Closed`].
+    pub fn close(&mut self, now: Instant) {
+        self.watch.close(now);
+        self.pump(now);
+    }
+
+    fn end(&mut self, e: RendezvousEvent) {
+        self.ended = true;
+        self.outbox.clear();
+        self.need_publish = false;
+        self.events.push_back(e);
+        self.watch.close(Instant::ZERO);
+    }
+
+    fn pump(&mut self, now: Instant) {
+        while let Some(e) = self.watch.poll_event() {
+            if self.ended {
+                continue;
+            }
+            match e {
+                NodeWatchEvent::Data { .. } => {
+                    self.seen = true;
+                    self.missing = false;
+                }
+                NodeWatchEvent::Missing { gone } => {
+                    self.missing = true;
+                    if gone || self.seen {
+                        self.end(RendezvousEvent::Gone);
+                    }
+                }
+                other => {
+                    if let Some(e) = RendezvousEvent::from_watch(other) {
+                        if e.is_final() {
+                            self.ended = true;
+                            self.outbox.clear();
+                        }
+                        self.events.push_back(e);
+                    }
+                }
+            }
+        }
+        self.drive(now);
+    }
+
+    fn drive(&mut self, now: Instant) {
+        if self.ended || !self.live || !self.need_publish || self.missing {
+            return;
+        }
+        if !self.retry.allows(now) {
+            self.waiting = !self.retry.is_suspended();
+            return;
+        }
+        self.waiting = false;
+        if !self.outbox.is_empty() {
+            return; // one write at a time; its answer decides
+        }
+        let path = self.watch.path().into();
+        let data = self.address.clone();
+        self.outbox.send(
+            data.clone(),
+            Request::SetData(SetDataRequest {
+                path,
+                data,
+                version: -1,
+            }),
+        );
+    }
+
+    fn on_set(&mut self, now: Instant, sent: Bytes, result: Result<Response, Error>) {
+        match result {
+            Ok(Response::Stat(stat)) => {
+                self.retry.succeeded();
+                self.seen = true;
+                if sent == self.address {
+                    self.need_publish = false;
+                    self.events.push_back(RendezvousEvent::Published { stat });
+                }
+            }
+            Ok(_) => self.end(RendezvousEvent::Failed(Error::UnexpectedReply)),
+            Err(Error::Server(ErrorCode::NoNode)) => {
+                if self.seen {
+                    self.end(RendezvousEvent::Gone);
+                } else {
+                    self.missing = true; // not created yet: the watch tells us when
+                }
+            }
+            Err(e) if e.is_retryable() => self.retry.failed(now),
+            Err(e) if e.ends_session() => {}
+            Err(e) => self.end(RendezvousEvent::Failed(e)),
+        }
+    }
+}
+
+impl Recipe for Master {
+    type Event = RendezvousEvent;
+    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+        if op & OWN != 0 {
+            if let Some(sent) = self.outbox.take(op & !OWN) {
+                if !self.ended {
+                    self.on_set(now, sent, result);
+                }
+            }
+        } else {
+            self.watch.handle_reply(now, op, result);
+        }
+        self.pump(now);
+    }
+    fn handle_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
+        self.watch.handle_watch(now, op, event);
+        self.pump(now);
+    }
+    fn handle_session(&mut self, now: Instant, change: SessionChange) {
+        self.retry.session(change);
+        match change {
+            SessionChange::Connected { .. } | SessionChange::Reconnected { .. } => self.live = true,
+            SessionChange::Expired => {
+                self.live = false;
+                self.waiting = false;
+                self.outbox.clear();
+            }
+            _ => {}
+        }
+        self.watch.handle_session(now, change);
+        self.pump(now);
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        self.watch.handle_timeout(now);
+        self.pump(now);
+    }
+    fn handle_abandon(&mut self, now: Instant) {
+        self.close(now);
+    }
+    fn poll_request(&mut self) -> Option<(OpId, Request)> {
+        if let Some((op, r)) = self.outbox.poll() {
+            return Some((op | OWN, r));
+        }
+        self.watch.poll_request()
+    }
+    fn poll_event(&mut self) -> Option<RendezvousEvent> {
+        self.events.pop_front()
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        let own = if self.waiting && !self.ended {
+            self.retry.deadline()
+        } else {
+            None
+        };
+        match (own, self.watch.poll_timeout()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+    fn is_done(&self) -> bool {
+        self.ended && self.watch.is_done() && self.events.is_empty()
+    }
+}

@@ -1,0 +1,742 @@
+//! Transcript tests for `recipe::group` (and the `OwnedNode` under `GroupMember`):
+//! scripted replies in, exact requests and events out. Requests are short lines:
+//! `create2 <path>`, `container <path>`, `list <dir>` / `list! <dir>` (with a watch),
+//! `get <path>` / `get! <path>`, `exists! <path>`, `set <path> <data>`, `delete <path>`,
+//! `sync <path>`.
+
+use bytes::Bytes;
+use zk_recipes::client::Error;
+use zk_recipes::proto::*;
+use zk_recipes::recipe::group::{
+    GroupMember, Member, MemberConfig, MemberEvent, View, ViewConfig, ViewEvent,
+};
+use zk_recipes::recipe::lock::LostReason;
+use zk_recipes::recipe::{OpId, Recipe, SessionChange};
+use zk_recipes::session::WatchEvent;
+use zk_recipes::time::Instant;
+
+const T: Instant = Instant::ZERO;
+const S: i64 = 0x77;
+const DIR: &str = "/g";
+const ME: &str = "/g/me";
+
+fn sent<R: Recipe>(r: &mut R) -> Vec<(OpId, String)> {
+    std::iter::from_fn(|| r.poll_request())
+        .map(|(op, r)| {
+            let line = match r {
+                Request::Create2(c) => format!("create2 {}", c.path),
+                Request::CreateContainer(c) => format!("container {}", c.path),
+                Request::GetChildren(g) if g.watch => format!("list! {}", g.path),
+                Request::GetChildren(g) => format!("list {}", g.path),
+                Request::GetData(g) if g.watch => format!("get! {}", g.path),
+                Request::GetData(g) => format!("get {}", g.path),
+                Request::Exists(g) if g.watch => format!("exists! {}", g.path),
+                Request::SetData(s) => {
+                    format!("set {} {}", s.path, String::from_utf8_lossy(&s.data))
+                }
+                Request::Delete(d) => format!("delete {}", d.path),
+                Request::Sync(p) => format!("sync {}", p.path),
+                other => format!("{other:?}"),
+            };
+            (op, line)
+        })
+        .collect()
+}
+
+fn lines(s: &[(OpId, String)]) -> Vec<&str> {
+    s.iter().map(|(_, l)| l.as_str()).collect()
+}
+
+fn events<R: Recipe>(r: &mut R) -> Vec<R::Event> {
+    std::iter::from_fn(|| r.poll_event()).collect()
+}
+
+fn stat(czxid: i64, mzxid: i64, owner: i64) -> Stat {
+    Stat {
+        czxid,
+        mzxid,
+        ephemeral_owner: owner,
+        ..Stat::default()
+    }
+}
+
+fn data(d: &'static str, st: Stat) -> Result<Response, Error> {
+    Ok(Response::Data {
+        data: Bytes::from_static(d.as_bytes()),
+        stat: st,
+    })
+}
+
+fn code(c: ErrorCode) -> Result<Response, Error> {
+    Err(Error::from(c))
+}
+
+fn children(names: &[&str]) -> Result<Response, Error> {
+    Ok(Response::Children(
+        names.iter().map(|s| s.to_string()).collect(),
+    ))
+}
+
+fn ev(t: EventType, p: &str) -> WatchEvent {
+    WatchEvent {
+        event_type: t,
+        path: p.into(),
+    }
+}
+
+fn member(name: &str, d: &'static str, st: Stat) -> Member {
+    Member {
+        name: name.into(),
+        data: Bytes::from_static(d.as_bytes()),
+        stat: st,
+    }
+}
+
+fn connected<R: Recipe>(r: &mut R) {
+    r.handle_session(T, SessionChange::Connected { session_id: S });
+}
+
+fn reconnect<R: Recipe>(r: &mut R) {
+    r.handle_session(T, SessionChange::Suspended);
+    r.handle_session(T, SessionChange::Reconnected { session_id: S });
+}
+
+// ----- member -----
+
+fn joined_member() -> (GroupMember, OpId) {
+    let mut m = GroupMember::new(MemberConfig::new(DIR, "me", "a"));
+    connected(&mut m);
+    m.join(T);
+    let s = sent(&mut m);
+    assert_eq!(lines(&s), ["create2 /g/me", "get! /g/me"]);
+    m.handle_reply(
+        T,
+        s[0].0,
+        Ok(Response::PathStat {
+            path: ME.into(),
+            stat: stat(5, 5, S),
+        }),
+    );
+    assert_eq!(
+        events(&mut m),
+        [MemberEvent::Created {
+            stat: stat(5, 5, S)
+        }]
+    );
+    m.handle_reply(T, s[1].0, data("a", stat(5, 5, S)));
+    assert!(sent(&mut m).is_empty());
+    assert!(events(&mut m).is_empty());
+    assert!(m.is_joined());
+    (m, s[1].0)
+}
+
+#[test]
+fn member_join_and_leave() {
+    let (mut m, _) = joined_member();
+    m.leave(T);
+    let s = sent(&mut m);
+    assert_eq!(lines(&s), ["delete /g/me"]);
+    assert!(!m.is_done());
+    m.handle_reply(T, s[0].0, Ok(Response::Empty));
+    assert_eq!(events(&mut m), [MemberEvent::Removed]);
+    assert!(m.is_done());
+}
+
+#[test]
+fn member_missing_parents_are_created_as_containers() {
+    let mut m = GroupMember::new(MemberConfig::new("/a/g", "me", "x"));
+    connected(&mut m);
+    m.join(T);
+    let s = sent(&mut m);
+    m.handle_reply(T, s[0].0, code(ErrorCode::NoNode));
+    m.handle_reply(T, s[1].0, code(ErrorCode::NoNode));
+    let s = sent(&mut m);
+    assert_eq!(
+        lines(&s),
+        [
+            "container /a",
+            "container /a/g",
+            "create2 /a/g/me",
+            "get! /a/g/me"
+        ]
+    );
+}
+
+#[test]
+fn member_parent_that_cannot_be_created_fails_naming_it() {
+    let mut m = GroupMember::new(MemberConfig::new("/a/g", "me", "x"));
+    connected(&mut m);
+    m.join(T);
+    let s = sent(&mut m);
+    m.handle_reply(T, s[0].0, code(ErrorCode::NoNode));
+    m.handle_reply(T, s[1].0, code(ErrorCode::NoNode));
+    let s = sent(&mut m);
+    m.handle_reply(T, s[0].0, Ok(Response::Path("/a".into())));
+    m.handle_reply(T, s[1].0, code(ErrorCode::NoAuth));
+    m.handle_reply(T, s[2].0, code(ErrorCode::NoNode));
+    m.handle_reply(T, s[3].0, code(ErrorCode::NoNode));
+    assert_eq!(
+        events(&mut m),
+        [MemberEvent::Failed {
+            error: Error::NoParent {
+                path: "/a/g".into(),
+                code: ErrorCode::NoAuth
+            }
+        }]
+    );
+    assert!(m.is_done());
+}
+
+#[test]
+fn member_lost_create_reply_adopts_own_node_and_sets_data() {
+    let mut m = GroupMember::new(MemberConfig::new(DIR, "me", "new"));
+    connected(&mut m);
+    m.join(T);
+    let s = sent(&mut m);
+    m.handle_reply(T, s[0].0, Err(Error::ConnectionLoss));
+    m.handle_reply(T, s[1].0, Err(Error::ConnectionLoss));
+    assert!(sent(&mut m).is_empty());
+    reconnect(&mut m);
+    let s = sent(&mut m);
+    assert_eq!(lines(&s), ["sync /g/me", "get! /g/me"]);
+    m.handle_reply(T, s[0].0, Ok(Response::Path(ME.into())));
+    // Ours, but with other data (say an older payload): set ours.
+    m.handle_reply(T, s[1].0, data("old", stat(5, 5, S)));
+    assert_eq!(
+        events(&mut m),
+        [MemberEvent::Created {
+            stat: stat(5, 5, S)
+        }]
+    );
+    assert_eq!(lines(&sent(&mut m)), ["set /g/me new"]);
+}
+
+#[test]
+fn member_node_of_another_session_is_waited_out() {
+    let mut m = GroupMember::new(MemberConfig::new(DIR, "me", "a"));
+    connected(&mut m);
+    m.join(T);
+    let s = sent(&mut m);
+    m.handle_reply(T, s[0].0, code(ErrorCode::NodeExists));
+    m.handle_reply(T, s[1].0, data("x", stat(3, 3, 0x99)));
+    assert_eq!(events(&mut m), [MemberEvent::Blocked { owner: 0x99 }]);
+    assert!(sent(&mut m).is_empty()); // watched, never deleted
+    m.handle_watch(T, s[1].0, &ev(EventType::NodeDeleted, ME));
+    assert_eq!(lines(&sent(&mut m)), ["create2 /g/me", "get! /g/me"]);
+}
+
+#[test]
+fn member_deleted_by_someone_else_is_recreated() {
+    let (mut m, watch) = joined_member();
+    m.handle_watch(T, watch, &ev(EventType::NodeDeleted, ME));
+    assert_eq!(
+        events(&mut m),
+        [MemberEvent::Lost {
+            reason: LostReason::NodeDeleted
+        }]
+    );
+    assert_eq!(lines(&sent(&mut m)), ["create2 /g/me", "get! /g/me"]);
+}
+
+#[test]
+fn member_without_recreate_fails_when_deleted() {
+    let mut c = MemberConfig::new(DIR, "me", "a");
+    c.recreate = false;
+    let mut m = GroupMember::new(c);
+    connected(&mut m);
+    m.join(T);
+    let s = sent(&mut m);
+    m.handle_reply(
+        T,
+        s[0].0,
+        Ok(Response::PathStat {
+            path: ME.into(),
+            stat: stat(5, 5, S),
+        }),
+    );
+    m.handle_reply(T, s[1].0, data("a", stat(5, 5, S)));
+    m.handle_watch(T, s[1].0, &ev(EventType::NodeDeleted, ME));
+    assert_eq!(
+        events(&mut m),
+        [
+            MemberEvent::Created {
+                stat: stat(5, 5, S)
+            },
+            MemberEvent::Lost {
+                reason: LostReason::NodeDeleted
+            },
+            MemberEvent::Failed {
+                error: Error::Server(ErrorCode::NoNode)
+            }
+        ]
+    );
+    assert!(sent(&mut m).is_empty());
+    assert!(m.is_done());
+}
+
+#[test]
+fn member_session_expiry_recreates_on_the_new_session() {
+    let (mut m, _) = joined_member();
+    m.handle_session(T, SessionChange::Suspended);
+    m.handle_session(T, SessionChange::Expired);
+    assert_eq!(
+        events(&mut m),
+        [
+            MemberEvent::Suspended,
+            MemberEvent::Lost {
+                reason: LostReason::SessionExpired
+            }
+        ]
+    );
+    assert!(sent(&mut m).is_empty());
+    m.handle_session(T, SessionChange::Connected { session_id: 0x88 });
+    let s = sent(&mut m);
+    assert_eq!(lines(&s), ["create2 /g/me", "get! /g/me"]);
+    m.handle_reply(
+        T,
+        s[0].0,
+        Ok(Response::PathStat {
+            path: ME.into(),
+            stat: stat(9, 9, 0x88),
+        }),
+    );
+    assert_eq!(
+        events(&mut m),
+        [MemberEvent::Created {
+            stat: stat(9, 9, 0x88)
+        }]
+    );
+}
+
+#[test]
+fn member_expiry_while_old_node_lingers_waits_for_it() {
+    let (mut m, _) = joined_member();
+    m.handle_session(T, SessionChange::Expired);
+    m.handle_session(T, SessionChange::Connected { session_id: 0x88 });
+    events(&mut m);
+    let s = sent(&mut m);
+    // The old session's node is still there (the expiry is not applied yet).
+    m.handle_reply(T, s[0].0, code(ErrorCode::NodeExists));
+    m.handle_reply(T, s[1].0, data("a", stat(5, 5, S)));
+    assert_eq!(events(&mut m), [MemberEvent::Blocked { owner: S }]);
+    m.handle_watch(T, s[1].0, &ev(EventType::NodeDeleted, ME));
+    assert_eq!(lines(&sent(&mut m)), ["create2 /g/me", "get! /g/me"]);
+}
+
+#[test]
+fn member_reconnect_verifies_the_node() {
+    let (mut m, _) = joined_member();
+    m.handle_session(T, SessionChange::Suspended);
+    assert_eq!(events(&mut m), [MemberEvent::Suspended]);
+    assert!(!m.is_joined());
+    m.handle_session(T, SessionChange::Reconnected { session_id: S });
+    let s = sent(&mut m);
+    // The watch is still registered (re-armed by the session): read without one.
+    assert_eq!(lines(&s), ["sync /g/me", "get /g/me"]);
+    m.handle_reply(T, s[0].0, Ok(Response::Path(ME.into())));
+    m.handle_reply(T, s[1].0, data("a", stat(5, 5, S)));
+    assert_eq!(events(&mut m), [MemberEvent::Reconnected]);
+    assert!(m.is_joined());
+}
+
+#[test]
+fn member_set_data_and_restore_after_foreign_write() {
+    let (mut m, watch) = joined_member();
+    m.set_data(T, Bytes::from_static(b"b"));
+    let s = sent(&mut m);
+    assert_eq!(lines(&s), ["set /g/me b"]);
+    m.handle_reply(T, s[0].0, Ok(Response::Stat(stat(5, 6, S))));
+    assert_eq!(
+        events(&mut m),
+        [MemberEvent::DataSet {
+            stat: stat(5, 6, S)
+        }]
+    );
+    // Our own write fires the watch; a re-read finds our data: nothing more.
+    m.handle_watch(T, watch, &ev(EventType::NodeDataChanged, ME));
+    let s = sent(&mut m);
+    assert_eq!(lines(&s), ["get! /g/me"]);
+    m.handle_reply(T, s[0].0, data("b", stat(5, 6, S)));
+    assert!(sent(&mut m).is_empty());
+    // Someone else writes: ours is set back.
+    m.handle_watch(T, s[0].0, &ev(EventType::NodeDataChanged, ME));
+    let s = sent(&mut m);
+    m.handle_reply(T, s[0].0, data("zzz", stat(5, 7, S)));
+    assert_eq!(lines(&sent(&mut m)), ["set /g/me b"]);
+    assert!(events(&mut m).is_empty());
+}
+
+#[test]
+fn member_refused_write_is_reported_not_retried() {
+    let (mut m, _) = joined_member();
+    m.set_data(T, Bytes::from_static(b"b"));
+    let s = sent(&mut m);
+    m.handle_reply(T, s[0].0, code(ErrorCode::NoAuth));
+    assert_eq!(
+        events(&mut m),
+        [MemberEvent::DataRefused {
+            error: Error::Server(ErrorCode::NoAuth)
+        }]
+    );
+    assert!(sent(&mut m).is_empty());
+}
+
+#[test]
+fn member_leave_after_lost_delete_reply_checks_first() {
+    let (mut m, _) = joined_member();
+    m.leave(T);
+    let s = sent(&mut m);
+    m.handle_reply(T, s[0].0, Err(Error::ConnectionLoss));
+    assert!(events(&mut m).is_empty());
+    reconnect(&mut m);
+    let s = sent(&mut m);
+    assert_eq!(lines(&s), ["sync /g/me", "get /g/me"]);
+    m.handle_reply(T, s[0].0, Ok(Response::Path(ME.into())));
+    m.handle_reply(T, s[1].0, code(ErrorCode::NoNode)); // it was applied
+    assert_eq!(events(&mut m), [MemberEvent::Removed]);
+    assert!(m.is_done());
+}
+
+#[test]
+fn member_leave_never_deletes_another_sessions_node() {
+    let mut m = GroupMember::new(MemberConfig::new(DIR, "me", "a"));
+    connected(&mut m);
+    m.join(T);
+    let s = sent(&mut m);
+    m.leave(T); // while the create is on its way
+    m.handle_reply(T, s[0].0, code(ErrorCode::NodeExists));
+    m.handle_reply(T, s[1].0, data("x", stat(3, 3, 0x99)));
+    assert!(sent(&mut m).is_empty());
+    assert_eq!(events(&mut m), [MemberEvent::Removed]);
+}
+
+#[test]
+fn member_leave_while_create_in_flight_deletes_it() {
+    let mut m = GroupMember::new(MemberConfig::new(DIR, "me", "a"));
+    connected(&mut m);
+    m.join(T);
+    let s = sent(&mut m);
+    m.leave(T);
+    m.handle_reply(
+        T,
+        s[0].0,
+        Ok(Response::PathStat {
+            path: ME.into(),
+            stat: stat(5, 5, S),
+        }),
+    );
+    m.handle_reply(T, s[1].0, data("a", stat(5, 5, S)));
+    let s = sent(&mut m);
+    assert_eq!(lines(&s), ["delete /g/me"]);
+    m.handle_reply(T, s[0].0, code(ErrorCode::NoNode));
+    assert_eq!(events(&mut m), [MemberEvent::Removed]);
+}
+
+#[test]
+fn member_refusal_backs_off() {
+    let mut m = GroupMember::new(MemberConfig::new(DIR, "me", "a"));
+    connected(&mut m);
+    m.join(T);
+    let s = sent(&mut m);
+    m.handle_reply(T, s[0].0, Err(Error::Overloaded));
+    m.handle_reply(T, s[1].0, code(ErrorCode::NoNode));
+    assert!(sent(&mut m).is_empty());
+    let at = m.poll_timeout().expect("a backoff deadline");
+    m.handle_timeout(at);
+    assert_eq!(lines(&sent(&mut m)), ["create2 /g/me", "get! /g/me"]);
+    assert!(m.poll_timeout().is_none_or(|t| t > at));
+}
+
+#[test]
+fn member_bad_id_fails() {
+    let mut m = GroupMember::new(MemberConfig::new(DIR, "a/b", "x"));
+    connected(&mut m);
+    m.join(T);
+    assert!(matches!(
+        events(&mut m)[..],
+        [MemberEvent::Failed {
+            error: Error::InvalidPath { .. }
+        }]
+    ));
+    assert!(m.is_done());
+}
+
+#[test]
+fn member_session_closed_ends() {
+    let (mut m, _) = joined_member();
+    m.handle_session(T, SessionChange::Closed);
+    assert_eq!(
+        events(&mut m),
+        [
+            MemberEvent::Lost {
+                reason: LostReason::SessionClosed
+            },
+            MemberEvent::Failed {
+                error: Error::Closed
+            }
+        ]
+    );
+    assert!(m.is_done());
+}
+
+// ----- view -----
+
+/// A started view whose first listing found `a` and `b`; returns the view and the ops
+/// of the listing and the two reads.
+fn synced_view() -> (View, OpId, OpId, OpId) {
+    let mut v = View::new(ViewConfig::new(DIR));
+    connected(&mut v);
+    v.start(T);
+    let s = sent(&mut v);
+    assert_eq!(lines(&s), ["list! /g"]);
+    v.handle_reply(T, s[0].0, children(&["b", "a"]));
+    let r = sent(&mut v);
+    assert_eq!(lines(&r), ["get! /g/a", "get! /g/b"]);
+    v.handle_reply(T, r[0].0, data("A", stat(1, 1, 0x1)));
+    assert_eq!(
+        events(&mut v),
+        [ViewEvent::Joined(member("a", "A", stat(1, 1, 0x1)))]
+    );
+    assert!(!v.is_synced());
+    v.handle_reply(T, r[1].0, data("B", stat(2, 2, 0x2)));
+    assert_eq!(
+        events(&mut v),
+        [
+            ViewEvent::Joined(member("b", "B", stat(2, 2, 0x2))),
+            ViewEvent::Synced
+        ]
+    );
+    assert!(v.is_synced());
+    assert_eq!(v.members().len(), 2);
+    (v, s[0].0, r[0].0, r[1].0)
+}
+
+#[test]
+fn view_first_listing_reads_every_member_then_synced() {
+    let (v, ..) = synced_view();
+    assert_eq!(v.members()[0].name, "a");
+    assert_eq!(v.members()[1].name, "b");
+}
+
+#[test]
+fn view_join_leave_change() {
+    let (mut v, list, a, _b) = synced_view();
+    v.handle_watch(T, list, &ev(EventType::NodeChildrenChanged, DIR));
+    let s = sent(&mut v);
+    assert_eq!(lines(&s), ["list! /g"]);
+    v.handle_reply(T, s[0].0, children(&["a", "c"])); // b left, c joined
+    assert_eq!(
+        events(&mut v),
+        [ViewEvent::Left(member("b", "B", stat(2, 2, 0x2)))]
+    );
+    let r = sent(&mut v);
+    assert_eq!(lines(&r), ["get! /g/c"]);
+    v.handle_reply(T, r[0].0, data("C", stat(4, 4, 0x3)));
+    assert_eq!(
+        events(&mut v),
+        [ViewEvent::Joined(member("c", "C", stat(4, 4, 0x3)))]
+    );
+    // a's data changes.
+    v.handle_watch(T, a, &ev(EventType::NodeDataChanged, "/g/a"));
+    let r = sent(&mut v);
+    assert_eq!(lines(&r), ["get! /g/a"]);
+    v.handle_reply(T, r[0].0, data("A2", stat(1, 5, 0x1)));
+    assert_eq!(
+        events(&mut v),
+        [ViewEvent::Changed(member("a", "A2", stat(1, 5, 0x1)))]
+    );
+    let names: Vec<&str> = v.members().iter().map(|m| m.name.as_str()).collect();
+    assert_eq!(names, ["a", "c"]);
+}
+
+#[test]
+fn view_member_deleted_is_left_at_once() {
+    let (mut v, list, _a, b) = synced_view();
+    v.handle_watch(T, b, &ev(EventType::NodeDeleted, "/g/b"));
+    assert_eq!(
+        events(&mut v),
+        [ViewEvent::Left(member("b", "B", stat(2, 2, 0x2)))]
+    );
+    // The child watch fires too: the listing confirms; nothing is reported twice.
+    v.handle_watch(T, list, &ev(EventType::NodeChildrenChanged, DIR));
+    let s = sent(&mut v);
+    v.handle_reply(T, s[0].0, children(&["a"]));
+    assert!(events(&mut v).is_empty());
+    assert!(sent(&mut v).is_empty());
+}
+
+#[test]
+fn view_member_gone_before_its_read_is_never_reported() {
+    let mut v = View::new(ViewConfig::new(DIR));
+    connected(&mut v);
+    v.start(T);
+    let s = sent(&mut v);
+    v.handle_reply(T, s[0].0, children(&["a"]));
+    let r = sent(&mut v);
+    v.handle_reply(T, r[0].0, code(ErrorCode::NoNode));
+    assert_eq!(events(&mut v), [ViewEvent::Synced]);
+    assert!(v.members().is_empty());
+}
+
+#[test]
+fn view_recreated_member_is_left_then_joined() {
+    let (mut v, list, ..) = synced_view();
+    // Without the data watch telling (say it was lost with a reconnect) a re-read
+    // finds a new node under the same name.
+    v.handle_session(T, SessionChange::Suspended);
+    v.handle_session(T, SessionChange::Expired);
+    v.handle_session(T, SessionChange::Connected { session_id: 0x88 });
+    assert_eq!(
+        events(&mut v),
+        [ViewEvent::Suspended, ViewEvent::Reconnected]
+    );
+    let s = sent(&mut v);
+    assert_eq!(lines(&s), ["sync /g", "list! /g"]);
+    let _ = list;
+    v.handle_reply(T, s[0].0, Ok(Response::Path(DIR.into())));
+    v.handle_reply(T, s[1].0, children(&["a", "b"]));
+    let r = sent(&mut v);
+    assert_eq!(lines(&r), ["get! /g/a", "get! /g/b"]);
+    v.handle_reply(T, r[0].0, data("A", stat(1, 1, 0x1))); // unchanged
+    v.handle_reply(T, r[1].0, data("B", stat(7, 7, 0x5))); // new node
+    assert_eq!(
+        events(&mut v),
+        [
+            ViewEvent::Left(member("b", "B", stat(2, 2, 0x2))),
+            ViewEvent::Joined(member("b", "B", stat(7, 7, 0x5))),
+            ViewEvent::Synced
+        ]
+    );
+}
+
+#[test]
+fn view_reconnect_resyncs_reporting_only_real_differences() {
+    let (mut v, ..) = synced_view();
+    v.handle_session(T, SessionChange::Suspended);
+    assert_eq!(events(&mut v), [ViewEvent::Suspended]);
+    assert!(!v.is_synced());
+    v.handle_session(T, SessionChange::Reconnected { session_id: S });
+    assert_eq!(events(&mut v), [ViewEvent::Reconnected]);
+    let s = sent(&mut v);
+    // Watches were re-armed by the session: list without one, no re-reads.
+    assert_eq!(lines(&s), ["sync /g", "list /g"]);
+    v.handle_reply(T, s[0].0, Ok(Response::Path(DIR.into())));
+    v.handle_reply(T, s[1].0, children(&["a", "b"]));
+    assert_eq!(events(&mut v), [ViewEvent::Synced]);
+    assert!(sent(&mut v).is_empty());
+    assert!(v.is_synced());
+}
+
+#[test]
+fn view_reconnect_with_reads_in_flight_rereads_them() {
+    let mut v = View::new(ViewConfig::new(DIR));
+    connected(&mut v);
+    v.start(T);
+    let s = sent(&mut v);
+    v.handle_reply(T, s[0].0, children(&["a"]));
+    let r = sent(&mut v);
+    v.handle_reply(T, r[0].0, Err(Error::ConnectionLoss));
+    reconnect(&mut v);
+    assert_eq!(
+        events(&mut v),
+        [ViewEvent::Suspended, ViewEvent::Reconnected]
+    );
+    let s = sent(&mut v);
+    assert_eq!(lines(&s), ["sync /g", "list /g", "get! /g/a"]);
+    v.handle_reply(T, s[0].0, Ok(Response::Path(DIR.into())));
+    v.handle_reply(T, s[1].0, children(&["a"]));
+    v.handle_reply(T, s[2].0, data("A", stat(1, 1, 0x1)));
+    assert_eq!(
+        events(&mut v),
+        [
+            ViewEvent::Joined(member("a", "A", stat(1, 1, 0x1))),
+            ViewEvent::Synced
+        ]
+    );
+}
+
+#[test]
+fn view_missing_directory_is_an_empty_group_until_created() {
+    let mut v = View::new(ViewConfig::new(DIR));
+    connected(&mut v);
+    v.start(T);
+    let s = sent(&mut v);
+    v.handle_reply(T, s[0].0, code(ErrorCode::NoNode));
+    assert_eq!(events(&mut v), [ViewEvent::Synced]);
+    let e = sent(&mut v);
+    assert_eq!(lines(&e), ["exists! /g"]);
+    v.handle_reply(T, e[0].0, code(ErrorCode::NoNode));
+    assert!(sent(&mut v).is_empty());
+    v.handle_watch(T, e[0].0, &ev(EventType::NodeCreated, DIR));
+    let s = sent(&mut v);
+    assert_eq!(lines(&s), ["list! /g"]);
+    v.handle_reply(T, s[0].0, children(&["a"]));
+    let r = sent(&mut v);
+    v.handle_reply(T, r[0].0, data("A", stat(1, 1, 0x1)));
+    assert_eq!(
+        events(&mut v),
+        [ViewEvent::Joined(member("a", "A", stat(1, 1, 0x1)))]
+    );
+}
+
+#[test]
+fn view_directory_deleted_empties_the_view() {
+    let (mut v, list, ..) = synced_view();
+    v.handle_watch(T, list, &ev(EventType::NodeDeleted, DIR));
+    let s = sent(&mut v);
+    v.handle_reply(T, s[0].0, code(ErrorCode::NoNode));
+    assert_eq!(
+        events(&mut v),
+        [
+            ViewEvent::Left(member("a", "A", stat(1, 1, 0x1))),
+            ViewEvent::Left(member("b", "B", stat(2, 2, 0x2)))
+        ]
+    );
+    assert_eq!(lines(&sent(&mut v)), ["exists! /g"]);
+}
+
+#[test]
+fn view_no_auth_fails_and_close_ends() {
+    let mut v = View::new(ViewConfig::new(DIR));
+    connected(&mut v);
+    v.start(T);
+    let s = sent(&mut v);
+    v.handle_reply(T, s[0].0, code(ErrorCode::NoAuth));
+    assert_eq!(
+        events(&mut v),
+        [ViewEvent::Failed(Error::Server(ErrorCode::NoAuth))]
+    );
+    assert!(v.is_done());
+
+    let (mut v, ..) = synced_view();
+    v.close(T);
+    assert_eq!(events(&mut v), [ViewEvent::Closed]);
+    assert!(v.is_done());
+    assert!(sent(&mut v).is_empty());
+}
+
+#[test]
+fn view_without_data_watches_reads_once() {
+    let mut c = ViewConfig::new(DIR);
+    c.watch_data = false;
+    let mut v = View::new(c);
+    connected(&mut v);
+    v.start(T);
+    let s = sent(&mut v);
+    v.handle_reply(T, s[0].0, children(&["a"]));
+    assert_eq!(lines(&sent(&mut v)), ["get /g/a"]);
+}
+
+#[test]
+fn view_listing_refused_backs_off() {
+    let mut v = View::new(ViewConfig::new(DIR));
+    connected(&mut v);
+    v.start(T);
+    let s = sent(&mut v);
+    v.handle_reply(T, s[0].0, Err(Error::Overloaded));
+    assert!(sent(&mut v).is_empty());
+    let at = v.poll_timeout().expect("backoff");
+    v.handle_timeout(at);
+    assert_eq!(lines(&sent(&mut v)), ["sync /g", "list! /g"]);
+    assert!(v.poll_timeout().is_none_or(|t| t > at));
+}
