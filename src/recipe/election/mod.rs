@@ -404,7 +404,11 @@ impl Election {
 
     fn our_path(&self) -> Option<String> {
         let node = self.lock.as_ref()?.node()?;
-        Some(format!("{}/{}", self.config.dir.trim_end_matches('/'), node))
+        Some(format!(
+            "{}/{}",
+            self.config.dir.trim_end_matches('/'),
+            node
+        ))
     }
 
     /// Makes a new candidacy if one is wanted and possible.
@@ -505,10 +509,14 @@ impl Election {
             }
             LockEvent::Failed { error } => {
                 self.deposed();
+                let node_deleted = error == Error::Server(ErrorCode::NoNode);
                 if error.ends_session() && self.config.rejoin && !self.closing {
                     // The session is gone: stand again in the next one.
                 } else if error.ends_session() {
                     self.wanted = false;
+                } else if node_deleted && self.config.rejoin && !self.closing {
+                    // Our node was deleted while we waited (an operator, or the server
+                    // expiring our session before we heard of it): stand again.
                 } else {
                     self.fail(error);
                 }

@@ -1,0 +1,116 @@
+//! Regressions found in the election machine by its simulator harness
+//! (`zk_recipes::testkit::sim_election`), each reduced to a hand-driven transcript.
+
+use zk_recipes::proto::*;
+use zk_recipes::recipe::election::{Election, ElectionConfig, ElectionEvent};
+use zk_recipes::recipe::{Recipe, SessionChange};
+use zk_recipes::session::WatchEvent;
+use zk_recipes::time::Instant;
+
+const DIR: &str = "/e";
+
+fn requests(e: &mut Election) -> Vec<(u64, Request)> {
+    core::iter::from_fn(|| e.poll_request()).collect()
+}
+
+fn events(e: &mut Election) -> Vec<ElectionEvent> {
+    core::iter::from_fn(|| e.poll_event()).collect()
+}
+
+/// A candidate waiting behind a lower node: returns the machine and the op of the read
+/// that watches its own node.
+fn waiting_candidate(config: ElectionConfig) -> (Election, u64, String) {
+    let now = Instant::ZERO;
+    let mut e = Election::new(config);
+    e.handle_session(now, SessionChange::Connected { session_id: 7 });
+    assert!(e.join(now));
+    let sent = requests(&mut e);
+    let (create, list) = (sent[0].0, sent[1].0);
+    let Request::Create2(c) = &sent[0].1 else {
+        panic!("{sent:?}")
+    };
+    let ours = format!("{}0000000002", c.path.rsplit('/').next().unwrap());
+    let stat = Stat {
+        czxid: 20,
+        ephemeral_owner: 7,
+        ..Stat::default()
+    };
+    e.handle_reply(
+        now,
+        create,
+        Ok(Response::PathStat {
+            path: format!("{DIR}/{ours}"),
+            stat,
+        }),
+    );
+    let lower = "_c_other-latch-0000000001".to_string();
+    e.handle_reply(now, list, Ok(Response::Children(vec![lower, ours.clone()])));
+    // Two reads with watches: the predecessor's and our own node's; both answered.
+    let reads = requests(&mut e);
+    let own = reads
+        .iter()
+        .find(|(_, r)| matches!(r, Request::GetData(g) if g.path.ends_with(&ours)))
+        .expect("a watch on our own node")
+        .0;
+    for (op, _) in reads {
+        let data = Response::Data {
+            data: bytes::Bytes::new(),
+            stat: Stat::default(),
+        };
+        e.handle_reply(now, op, Ok(data));
+    }
+    assert!(requests(&mut e).is_empty());
+    assert!(events(&mut e).is_empty());
+    (e, own, ours)
+}
+
+/// The module docs: "a candidacy that ends by itself — the session expired and a new
+/// one started, or our node was deleted — is made again with a fresh node". A waiting
+/// candidate whose node is deleted (by an operator, or by the server expiring our
+/// session while the connection is still up: the deletion's watch can reach us before
+/// the expiry does) ended the machine with `Failed { NoNode }` instead.
+#[test]
+fn a_waiting_candidate_whose_node_is_deleted_stands_again() {
+    let (mut e, own, ours) = waiting_candidate(ElectionConfig::new(DIR, "p1", (1, 2)));
+    let now = Instant::from_micros(1_000);
+    e.handle_watch(
+        now,
+        own,
+        &WatchEvent {
+            event_type: EventType::NodeDeleted,
+            path: format!("{DIR}/{ours}"),
+        },
+    );
+    let evs = events(&mut e);
+    assert!(
+        !evs.iter().any(ElectionEvent::is_final),
+        "the candidacy must be made again, not end the machine: {evs:?}"
+    );
+    let again = requests(&mut e);
+    assert!(
+        again.iter().any(|(_, r)| matches!(r, Request::Create2(_))),
+        "a fresh candidate node: {again:?}"
+    );
+    assert!(!e.is_done());
+}
+
+/// Without `rejoin`, the same deletion ends the candidacy for good (a final event).
+#[test]
+fn without_rejoin_a_deleted_candidate_ends() {
+    let mut config = ElectionConfig::new(DIR, "p1", (1, 2));
+    config.rejoin = false;
+    let (mut e, own, ours) = waiting_candidate(config);
+    e.handle_watch(
+        Instant::ZERO,
+        own,
+        &WatchEvent {
+            event_type: EventType::NodeDeleted,
+            path: format!("{DIR}/{ours}"),
+        },
+    );
+    let evs = events(&mut e);
+    assert!(evs.iter().any(ElectionEvent::is_final), "{evs:?}");
+    assert!(!requests(&mut e)
+        .iter()
+        .any(|(_, r)| matches!(r, Request::Create2(_))));
+}
