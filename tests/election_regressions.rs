@@ -174,3 +174,75 @@ fn no_deadline_in_the_past_while_the_withdrawal_is_in_flight() {
         e.poll_timeout()
     );
 }
+
+/// A leader closes while its acknowledgement's write is in flight, and its candidate
+/// node is deleted (an operator) before the withdrawal of the acknowledgement could
+/// run: the machine hears `Lost`, the write fails its check, and — the withdrawal still
+/// marked pending with no candidate left to check it against — `close` never reached
+/// `Closed`.
+#[test]
+fn close_ends_even_if_the_candidate_is_lost_before_the_withdrawal() {
+    let now = Instant::ZERO;
+    let mut e = Election::new(ElectionConfig::new(DIR, "p1", (1, 2)));
+    e.handle_session(now, SessionChange::Connected { session_id: 7 });
+    assert!(e.join(now));
+    let sent = requests(&mut e);
+    let Request::Create2(c) = &sent[0].1 else {
+        panic!("{sent:?}")
+    };
+    let ours = format!("{}0000000001", c.path.rsplit('/').next().unwrap());
+    let path = format!("{DIR}/{ours}");
+    let stat = Stat {
+        czxid: 20,
+        ephemeral_owner: 7,
+        ..Stat::default()
+    };
+    e.handle_reply(
+        now,
+        sent[0].0,
+        Ok(Response::PathStat {
+            path: path.clone(),
+            stat,
+        }),
+    );
+    e.handle_reply(now, sent[1].0, Ok(Response::Children(vec![ours.clone()])));
+    assert!(matches!(
+        events(&mut e)[..],
+        [ElectionEvent::Elected { .. }]
+    ));
+    let own = requests(&mut e);
+    let [(own, Request::GetData(_))] = own[..] else {
+        panic!("{own:?}")
+    };
+    let data = Response::Data {
+        data: bytes::Bytes::new(),
+        stat,
+    };
+    e.handle_reply(now, own, Ok(data));
+    assert!(e.acknowledge(now));
+    let write = requests(&mut e);
+    let [(write, Request::Multi(_))] = write[..] else {
+        panic!("{write:?}")
+    };
+    e.close(now);
+    // The operator deletes our node: the watch fires, then the write fails its check.
+    e.handle_watch(
+        now,
+        own,
+        &WatchEvent {
+            event_type: EventType::NodeDeleted,
+            path,
+        },
+    );
+    let failed = Response::Multi(vec![
+        MultiResult::Error(ErrorCode::NoNode),
+        MultiResult::Error(ErrorCode::RuntimeInconsistency),
+    ]);
+    e.handle_reply(now, write, Ok(failed));
+    let evs = events(&mut e);
+    let more = requests(&mut e);
+    assert!(
+        evs.contains(&ElectionEvent::Closed) && e.is_done(),
+        "close must end the machine: events {evs:?}, requests {more:?}"
+    );
+}

@@ -527,6 +527,10 @@ impl Election {
 
     fn deposed(&mut self) {
         self.leading = None;
+        // The candidacy is over: a withdrawal still pending has no candidate node to be
+        // checked against any more (an acknowledgement left behind is an earlier
+        // leader's, which the next leader replaces).
+        self.withdraw = false;
         if self.ack == Ack::Wanted || self.ack == Ack::Done {
             self.ack = Ack::Idle;
         }
