@@ -117,3 +117,135 @@ fn without_rejoin_a_deleted_candidate_ends() {
         .iter()
         .any(|(_, r)| matches!(r, Request::Create2(_))));
 }
+
+/// A leader closes while its acknowledgement's write is in flight; the write is
+/// refused (retryable), so the withdrawal waits for the backoff. Once it is sent,
+/// `poll_timeout` kept answering the backoff's deadline, now in the past: a host that
+/// sleeps until `poll_timeout` spun until the reply came.
+#[test]
+fn no_deadline_in_the_past_while_the_withdrawal_is_in_flight() {
+    let now = Instant::ZERO;
+    let mut e = Election::new(ElectionConfig::new(DIR, "p1", (1, 2)));
+    e.handle_session(now, SessionChange::Connected { session_id: 7 });
+    assert_eq!(e.join(now), zk_recipes::recipe::election::Join::Pending);
+    let sent = requests(&mut e);
+    let Request::Create2(c) = &sent[0].1 else {
+        panic!("{sent:?}")
+    };
+    let ours = format!("{}0000000001", c.path.rsplit('/').next().unwrap());
+    let stat = Stat {
+        czxid: 20,
+        ephemeral_owner: 7,
+        ..Stat::default()
+    };
+    e.handle_reply(
+        now,
+        sent[0].0,
+        Ok(Response::PathStat {
+            path: format!("{DIR}/{ours}"),
+            stat,
+        }),
+    );
+    e.handle_reply(now, sent[1].0, Ok(Response::Children(vec![ours.clone()])));
+    assert!(matches!(
+        events(&mut e)[..],
+        [ElectionEvent::Elected { .. }]
+    ));
+    let _own_watch = requests(&mut e);
+    assert!(e.acknowledge(now));
+    let write = requests(&mut e);
+    let [(write, Request::Multi(_))] = write[..] else {
+        panic!("{write:?}")
+    };
+    e.close(now);
+    assert!(
+        requests(&mut e).is_empty(),
+        "the withdrawal waits for the write"
+    );
+    e.handle_reply(now, write, Err(zk_recipes::error::Error::Overloaded));
+    let backoff = e.poll_timeout().expect("a retry deadline");
+    assert!(backoff > now);
+    e.handle_timeout(backoff);
+    let withdraw = requests(&mut e);
+    assert!(
+        matches!(withdraw[..], [(_, Request::Multi(_))]),
+        "{withdraw:?}"
+    );
+    assert!(
+        e.poll_timeout().is_none_or(|t| t > backoff),
+        "deadline {:?} is not after now ({backoff:?}) while the withdrawal is in flight",
+        e.poll_timeout()
+    );
+}
+
+/// A leader closes while its acknowledgement's write is in flight, and its candidate
+/// node is deleted (an operator) before the withdrawal of the acknowledgement could
+/// run: the machine hears `Lost`, the write fails its check, and — the withdrawal still
+/// marked pending with no candidate left to check it against — `close` never reached
+/// `Closed`.
+#[test]
+fn close_ends_even_if_the_candidate_is_lost_before_the_withdrawal() {
+    let now = Instant::ZERO;
+    let mut e = Election::new(ElectionConfig::new(DIR, "p1", (1, 2)));
+    e.handle_session(now, SessionChange::Connected { session_id: 7 });
+    assert_eq!(e.join(now), zk_recipes::recipe::election::Join::Pending);
+    let sent = requests(&mut e);
+    let Request::Create2(c) = &sent[0].1 else {
+        panic!("{sent:?}")
+    };
+    let ours = format!("{}0000000001", c.path.rsplit('/').next().unwrap());
+    let path = format!("{DIR}/{ours}");
+    let stat = Stat {
+        czxid: 20,
+        ephemeral_owner: 7,
+        ..Stat::default()
+    };
+    e.handle_reply(
+        now,
+        sent[0].0,
+        Ok(Response::PathStat {
+            path: path.clone(),
+            stat,
+        }),
+    );
+    e.handle_reply(now, sent[1].0, Ok(Response::Children(vec![ours.clone()])));
+    assert!(matches!(
+        events(&mut e)[..],
+        [ElectionEvent::Elected { .. }]
+    ));
+    let own = requests(&mut e);
+    let [(own, Request::GetData(_))] = own[..] else {
+        panic!("{own:?}")
+    };
+    let data = Response::Data {
+        data: bytes::Bytes::new(),
+        stat,
+    };
+    e.handle_reply(now, own, Ok(data));
+    assert!(e.acknowledge(now));
+    let write = requests(&mut e);
+    let [(write, Request::Multi(_))] = write[..] else {
+        panic!("{write:?}")
+    };
+    e.close(now);
+    // The operator deletes our node: the watch fires, then the write fails its check.
+    e.handle_watch(
+        now,
+        own,
+        &WatchEvent {
+            event_type: EventType::NodeDeleted,
+            path,
+        },
+    );
+    let failed = Response::Multi(vec![
+        MultiResult::Error(ErrorCode::NoNode),
+        MultiResult::Error(ErrorCode::RuntimeInconsistency),
+    ]);
+    e.handle_reply(now, write, Ok(failed));
+    let evs = events(&mut e);
+    let more = requests(&mut e);
+    assert!(
+        evs.contains(&ElectionEvent::Closed) && e.is_done(),
+        "close must end the machine: events {evs:?}, requests {more:?}"
+    );
+}

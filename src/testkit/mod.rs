@@ -1,9 +1,12 @@
 //! Test harnesses shared by the property tests and the fuzz targets (feature `testkit`).
 //! Each takes plain bytes, so proptest and libFuzzer drive the same code.
 
+pub mod election;
 pub mod group;
 pub mod lock;
 pub mod session;
+#[cfg(feature = "sim")]
+pub mod sim_election;
 #[cfg(feature = "sim")]
 pub mod sim_lock;
 #[cfg(feature = "sim")]

@@ -696,6 +696,10 @@ impl Election {
 
     fn deposed(&mut self) {
         self.leading = None;
+        // The candidacy is over: a withdrawal still pending has no candidate node to be
+        // checked against any more (an acknowledgement left behind is an earlier
+        // leader's, which the next leader replaces).
+        self.withdraw = false;
         if self.ack == Ack::Wanted || self.ack == Ack::Done {
             self.ack = Ack::Idle;
         }
@@ -959,11 +963,12 @@ impl Recipe for Election {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        let ours = if self.ack == Ack::Wanted || self.withdraw {
-            self.retry.deadline()
-        } else {
-            None
-        };
+        // Our retry deadline matters only while `drive` waits for it to send: not while
+        // our request is in flight (the deadline has passed by then).
+        let waiting = (self.ack == Ack::Wanted || self.withdraw)
+            && self.outbox.is_empty()
+            && self.lock.as_ref().is_some_and(|l| l.is_held());
+        let ours = if waiting { self.retry.deadline() } else { None };
         let lock = self.lock.as_ref().and_then(|l| l.poll_timeout());
         match (ours, lock) {
             (Some(a), Some(b)) => Some(a.min(b)),

@@ -1,0 +1,47 @@
+//! Property test for the election machine over arbitrary inputs (the same harness as
+//! the `election` fuzz target): several machines, each with its own session, against a
+//! model server with refusals, lost replies, dropped connections, expiry and operator
+//! deletions; safety after every step, liveness once faults stop (see
+//! `zk_recipes::testkit::election`).
+
+use proptest::prelude::*;
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(10_000))]
+    #[test]
+    fn election_invariants_hold(schedule in proptest::collection::vec(any::<u8>(), 0..400)) {
+        if let Err(e) = zk_recipes::testkit::election::run(&schedule) {
+            prop_assert!(false, "{}", e);
+        }
+    }
+}
+
+/// Schedules that once broke an invariant: each must now pass.
+#[test]
+fn regressions() {
+    let cases: &[&[u8]] = &[&[], &[0], &[2, 7, 0], &[1, 11, 255, 9, 0]];
+    for case in cases {
+        zk_recipes::testkit::election::run(case).unwrap_or_else(|e| panic!("{case:?}: {e}"));
+    }
+}
+
+/// A known issue, reported rather than fixed: a leader acknowledges, then an operator
+/// deletes its candidate node. The machine hears `Lost`; its acknowledgement (an
+/// ephemeral node of its still-live session) stays until the session ends or the next
+/// leader replaces it — also after the machine reports `Closed`, against the recipe
+/// contract's cleanliness rule. The default harness tolerates exactly this;
+/// `run_strict` does not. Un-ignore once the election cleans it up.
+#[test]
+#[ignore = "known issue: a stale acknowledgement outlives Closed after an operator deletion"]
+fn known_issue_the_acknowledgement_of_a_deleted_candidate_outlives_close() {
+    let schedule = [
+        55, 14, 0, 8, 91, 11, 0, 16, 62, 46, 0, 14, 0, 29, 87, 84, 44, 13, 15, 80, 14, 13, 87, 84,
+        74, 0, 0, 205, 18, 61, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 76, 0, 0, 0, 0, 0, 0, 0,
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 109, 206,
+    ];
+    zk_recipes::testkit::election::run(&schedule).unwrap();
+    zk_recipes::testkit::election::run_strict(&schedule).unwrap();
+}
