@@ -149,7 +149,7 @@ fn no_deadline_in_the_past_while_the_withdrawal_is_in_flight() {
     e.handle_reply(now, sent[1].0, Ok(Response::Children(vec![ours.clone()])));
     assert!(matches!(
         events(&mut e)[..],
-        [ElectionEvent::Elected { .. }]
+        [ElectionEvent::Joined { .. }, ElectionEvent::Elected { .. }]
     ));
     let _own_watch = requests(&mut e);
     assert!(e.acknowledge(now));
@@ -211,7 +211,7 @@ fn close_ends_even_if_the_candidate_is_lost_before_the_withdrawal() {
     e.handle_reply(now, sent[1].0, Ok(Response::Children(vec![ours.clone()])));
     assert!(matches!(
         events(&mut e)[..],
-        [ElectionEvent::Elected { .. }]
+        [ElectionEvent::Joined { .. }, ElectionEvent::Elected { .. }]
     ));
     let own = requests(&mut e);
     let [(own, Request::GetData(_))] = own[..] else {

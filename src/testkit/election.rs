@@ -671,7 +671,7 @@ impl Run {
         let r = match what % 6 {
             0 => {
                 mach.joined = true;
-                mach.e.join(now)
+                mach.e.join(now) != crate::recipe::election::Join::Ended
             }
             1 | 2 => {
                 let rejoin = what % 6 == 1;
