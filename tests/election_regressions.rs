@@ -168,7 +168,7 @@ fn no_deadline_in_the_past_while_the_withdrawal_is_in_flight() {
     e.handle_timeout(backoff);
     let withdraw = requests(&mut e);
     assert!(
-        matches!(withdraw[..], [(_, Request::Multi(_))]),
+        matches!(withdraw[..], [(_, Request::Delete(_))]),
         "{withdraw:?}"
     );
     assert!(
@@ -242,6 +242,17 @@ fn close_ends_even_if_the_candidate_is_lost_before_the_withdrawal() {
         MultiResult::Error(ErrorCode::RuntimeInconsistency),
     ]);
     e.handle_reply(now, write, Ok(failed));
+    // The acknowledgement is withdrawn all the same (an earlier attempt could have been
+    // applied); it is not there.
+    let withdraw = requests(&mut e);
+    let [(withdraw, Request::Delete(_))] = withdraw[..] else {
+        panic!("{withdraw:?}")
+    };
+    e.handle_reply(
+        now,
+        withdraw,
+        Err(zk_recipes::error::Error::Server(ErrorCode::NoNode)),
+    );
     let evs = events(&mut e);
     let more = requests(&mut e);
     assert!(

@@ -8,7 +8,7 @@ use zk_recipes::client::Error;
 use zk_recipes::proto::*;
 use zk_recipes::recipe::election::observer::{Observer, ObserverEvent, Participant};
 use zk_recipes::recipe::election::{
-    ack_data, CandidateStatus, Election, ElectionConfig, ElectionEvent, Join, Leadership,
+    CandidateStatus, Election, ElectionConfig, ElectionEvent, Join, Leadership,
 };
 use zk_recipes::recipe::lock::LostReason;
 use zk_recipes::recipe::{OpId, Recipe, SessionChange};
@@ -17,6 +17,8 @@ use zk_recipes::time::Instant;
 
 const DIR: &str = "/app/election";
 const ACK: &str = "/app/election-leader";
+/// The acknowledgement node of the leadership with token 50.
+const ACK50: &str = "/app/election-leader/50";
 const SESSION: i64 = 0x77;
 const T: Instant = Instant::ZERO;
 
@@ -368,7 +370,10 @@ fn acknowledgement_is_one_multi_checked_against_our_candidate_node() {
     assert!(s.r.acknowledge(T));
     assert_eq!(
         s.sent(),
-        [format!("multi check {} + create {ACK}", path(&node(1, 5)))]
+        [format!(
+            "multi check {} + create {ACK50}",
+            path(&node(1, 5))
+        )]
     );
     s.reply("multi", multi_ok(2));
     assert_eq!(
@@ -395,30 +400,51 @@ fn a_deposed_leader_cannot_acknowledge() {
 }
 
 #[test]
-fn a_stale_acknowledgement_of_an_earlier_leader_is_replaced_under_the_same_check() {
+fn a_missing_acknowledgement_directory_is_created_as_a_container_then_written_again() {
     let mut s = leading();
     s.r.acknowledge(T);
-    s.reply("multi", multi_failed(1, ErrorCode::NodeExists, 2));
-    assert_eq!(s.sent(), [format!("get {ACK}")]);
-    s.reply("get", data(&ack_data(30, "old"), 30, 4));
+    s.reply("multi", multi_failed(1, ErrorCode::NoNode, 2));
+    assert_eq!(
+        s.sent(),
+        ["container /app".to_string(), format!("container {ACK}")]
+    );
+    assert!(s.events().is_empty());
+    s.reply("container /app", code(ErrorCode::NodeExists));
+    s.reply("container", Ok(Response::Path(ACK.into())));
     assert_eq!(
         s.sent(),
         [format!(
-            "multi check {} + delete {ACK}@4",
+            "multi check {} + create {ACK50}",
             path(&node(1, 5))
-        )],
-        "delete exactly the version we read, while we are still the candidate"
-    );
-    s.reply("multi", multi_ok(2));
-    assert_eq!(
-        s.sent(),
-        [format!("multi check {} + create {ACK}", path(&node(1, 5)))]
+        )]
     );
     s.reply("multi", multi_ok(2));
     assert_eq!(
         s.events(),
         [ElectionEvent::Acknowledged { fencing_token: 50 }]
     );
+}
+
+#[test]
+fn an_acknowledgement_directory_that_cannot_be_made_is_a_clear_error() {
+    let mut s = leading();
+    s.r.acknowledge(T);
+    for _ in 0..2 {
+        s.reply("multi", multi_failed(1, ErrorCode::NoNode, 2));
+        s.reply("container /app", code(ErrorCode::NoAuth));
+        s.reply("container", code(ErrorCode::NoNode));
+    }
+    s.reply("multi", multi_failed(1, ErrorCode::NoNode, 2));
+    assert_eq!(
+        s.events(),
+        [ElectionEvent::AckFailed {
+            error: Error::NoParent {
+                path: ACK.into(),
+                code: ErrorCode::NoNode
+            }
+        }]
+    );
+    assert!(s.sent().is_empty(), "bounded: no third round");
 }
 
 #[test]
@@ -438,10 +464,13 @@ fn an_acknowledgement_whose_reply_was_lost_is_found_to_be_ours() {
     // Sent again only once leading again; the first one had been applied.
     assert_eq!(
         s.sent(),
-        [format!("multi check {} + create {ACK}", path(&node(1, 5)))]
+        [format!(
+            "multi check {} + create {ACK50}",
+            path(&node(1, 5))
+        )]
     );
+    // Its name is ours alone: it exists, so it is ours.
     s.reply("multi", multi_failed(1, ErrorCode::NodeExists, 2));
-    s.reply("get", data(&ack_data(50, "node-1"), 50, 0));
     assert_eq!(
         s.events(),
         [ElectionEvent::Acknowledged { fencing_token: 50 }]
@@ -459,7 +488,10 @@ fn a_refused_acknowledgement_is_retried_after_a_backoff_never_taken_for_success(
     s.r.handle_timeout(at);
     assert_eq!(
         s.sent(),
-        [format!("multi check {} + create {ACK}", path(&node(1, 5)))]
+        [format!(
+            "multi check {} + create {ACK50}",
+            path(&node(1, 5))
+        )]
     );
     s.reply("multi", multi_ok(2));
     assert_eq!(
@@ -477,10 +509,10 @@ fn resigning_withdraws_the_acknowledgement_first_then_the_node_and_can_requeue()
     assert!(s.r.resign(T, true));
     assert_eq!(
         s.sent(),
-        [format!("multi check {} + delete {ACK}", path(&node(1, 5)))],
-        "while we are still the only leader"
+        [format!("delete {ACK50}")],
+        "the acknowledgement first: never one of a candidate that is gone"
     );
-    s.reply("multi", multi_ok(2));
+    s.reply(&format!("delete {ACK50}"), Ok(Response::Empty));
     assert_eq!(s.sent(), [format!("delete {}", path(&node(1, 5)))]);
     s.reply("delete", Ok(Response::Empty));
     // The own-node watch request is still answered later; the lock ends after it.
@@ -508,7 +540,7 @@ fn close_ends_with_closed_and_nothing_left() {
 #[test]
 fn an_acknowledgement_path_inside_the_candidates_directory_is_refused() {
     let mut config = ElectionConfig::new(DIR, "node-1", (7, 9));
-    config.ack_path = format!("{DIR}/leader");
+    config.ack_dir = format!("{DIR}/leader");
     let mut s = Script::new(Election::new(config));
     s.session(SessionChange::Connected {
         session_id: SESSION,
@@ -561,7 +593,7 @@ fn observer() -> Script<Observer> {
         session_id: SESSION,
     });
     s.r.start(T);
-    assert_eq!(s.sent(), [format!("list {DIR}"), format!("watch {ACK}")]);
+    assert_eq!(s.sent(), [format!("list {DIR}"), format!("list {ACK}")]);
     s
 }
 
@@ -595,15 +627,12 @@ fn an_observer_reads_each_candidate_once_and_reports_the_leader_and_its_acknowle
     let b = participant("b", "_c_b-latch-0000000002", 20);
     assert_eq!(s.events(), [ObserverEvent::Leader(Some(a.clone()))]);
     assert_eq!(s.r.participants(), [a.clone(), b.clone()]);
-    // The acknowledgement: a stale one (older token) does not count.
-    s.reply("watch /app/election-leader", data(&ack_data(5, "z"), 5, 0));
+    // The acknowledgements: an earlier leader's (token 5) does not count.
+    s.reply("list /app/election-leader", children(&["5"]));
     assert!(s.events().is_empty());
     assert_eq!(s.r.acknowledged(), None);
-    s.fire(EventType::NodeDataChanged, ACK);
-    s.reply(
-        "watch /app/election-leader",
-        data(&ack_data(10, "a"), 10, 1),
-    );
+    s.fire(EventType::NodeChildrenChanged, ACK);
+    s.reply("list /app/election-leader", children(&["5", "10"]));
     assert_eq!(s.events(), [ObserverEvent::Acknowledged(a.clone())]);
     // The leader goes: one new listing, no new reads (b is known).
     s.fire(EventType::NodeChildrenChanged, DIR);
@@ -619,7 +648,7 @@ fn an_observer_of_a_missing_directory_sees_nobody_and_waits_for_it() {
     s.reply("list", code(ErrorCode::NoNode));
     assert_eq!(s.sent(), [format!("exists {DIR}")]);
     assert_eq!(s.events(), [ObserverEvent::Leader(None)]);
-    s.reply("watch /app/election-leader", code(ErrorCode::NoNode));
+    s.reply("list /app/election-leader", code(ErrorCode::NoNode));
     assert_eq!(s.sent(), [format!("exists {ACK}")]);
     s.reply(&format!("exists {DIR}"), code(ErrorCode::NoNode));
     s.fire(EventType::NodeCreated, DIR);
@@ -631,12 +660,12 @@ fn an_observer_retries_what_the_connection_lost_after_the_reconnect() {
     let mut s = observer();
     s.session(SessionChange::Suspended);
     s.reply("list", Err(Error::ConnectionLoss));
-    s.reply("watch", Err(Error::ConnectionLoss));
+    s.reply("list", Err(Error::ConnectionLoss));
     assert!(s.sent().is_empty(), "not while suspended");
     s.session(SessionChange::Reconnected {
         session_id: SESSION,
     });
-    assert_eq!(s.sent(), [format!("list {DIR}"), format!("watch {ACK}")]);
+    assert_eq!(s.sent(), [format!("list {DIR}"), format!("list {ACK}")]);
 }
 
 #[test]
@@ -653,11 +682,12 @@ fn a_leader_whose_node_is_deleted_is_deposed_at_once_and_stands_again() {
         }]
     );
     assert!(!s.r.is_leader());
-    // Our acknowledgement is left for the next leader to replace (its token is lower):
-    // deleting it now could delete the next leader's.
+    // Our acknowledgement goes (its name is ours alone: no risk of deleting the next
+    // leader's), and we stand again.
     assert_eq!(
         s.sent(),
         [
+            format!("delete {ACK50}"),
             format!("create2 {DIR}/_c_{}-latch-", id(2)),
             format!("list {DIR}")
         ]
@@ -688,8 +718,9 @@ fn a_resignation_ends_when_our_node_was_deleted_under_the_withdrawal() {
     s.reply("multi", multi_ok(2));
     s.events();
     s.r.resign(T, false);
+    assert_eq!(s.sent(), [format!("delete {ACK50}")]);
     s.fire(EventType::NodeDeleted, &path(&node(1, 5)));
-    s.reply("multi", multi_failed(0, ErrorCode::NoNode, 2));
+    s.reply(&format!("delete {ACK50}"), Ok(Response::Empty));
     assert_eq!(
         s.events(),
         [

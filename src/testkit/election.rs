@@ -38,7 +38,7 @@ use crate::error::Error;
 use crate::proto::*;
 use crate::recipe::contender::Contender;
 use crate::recipe::election::{
-    default_ack_path, parse_ack, Election, ElectionConfig, ElectionEvent, Leadership,
+    default_ack_dir, parse_ack_node, Election, ElectionConfig, ElectionEvent, Leadership,
 };
 use crate::recipe::{OpId, Recipe, SessionChange};
 use crate::session::WatchEvent;
@@ -55,9 +55,9 @@ struct Node {
 
 #[derive(Clone, Debug)]
 struct AckNode {
-    data: Bytes,
+    /// The token its name carries (`<ack_dir>/<token>`).
+    token: i64,
     owner: i64,
-    czxid: i64,
 }
 
 /// The server's tree: the candidates' directory (which always exists) and the
@@ -65,7 +65,8 @@ struct AckNode {
 #[derive(Clone, Debug, Default)]
 struct Tree {
     nodes: Vec<Node>,
-    ack: Option<AckNode>,
+    /// The acknowledgement directory's children (the directory always exists).
+    acks: Vec<AckNode>,
     zxid: i64,
     seq: u32,
 }
@@ -132,24 +133,21 @@ struct Run {
     ms: Vec<Machine>,
     next_session: i64,
     now: Instant,
-    ack_path: String,
+    ack_dir: String,
     /// Candidate nodes an operator deleted.
     operator_deleted: Vec<String>,
-    /// Count a stale acknowledgement left by a closed machine whose node an operator
-    /// deleted (a known issue, see [`run_strict`]) as a failure.
-    strict: bool,
     trace: Vec<String>,
 }
 
 impl Run {
-    /// Was the acknowledgement `ack` written for a candidate node an operator deleted?
-    fn orphaned_by_operator(&self, ack: &AckNode) -> bool {
-        let token = parse_ack(&ack.data).map(|(t, _)| t);
-        self.history.iter().any(|n| {
-            Some(n.czxid) == token
-                && n.owner == ack.owner
-                && self.operator_deleted.contains(&n.name)
-        })
+    /// The token of an acknowledgement node path, if it is one.
+    fn ack_token(&self, path: &str) -> Option<i64> {
+        let (dir, name) = path.rsplit_once('/')?;
+        if dir == self.ack_dir {
+            parse_ack_node(name)
+        } else {
+            None
+        }
     }
 
     fn note(&mut self, line: String) {
@@ -209,34 +207,20 @@ impl Run {
                 if c.version != -1 {
                     return Err(ErrorCode::Unimplemented);
                 }
-                if tree.candidate(&c.path).is_some()
-                    || (c.path == self.ack_path && tree.ack.is_some())
-                {
+                if tree.candidate(&c.path).is_some() {
                     Ok(MultiResult::Check)
                 } else {
                     Err(ErrorCode::NoNode)
                 }
             }
-            MultiOp::Create(c) if c.path == self.ack_path => {
-                if tree.ack.is_some() {
+            MultiOp::Create(c) if self.ack_token(&c.path).is_some() => {
+                let token = self.ack_token(&c.path).unwrap_or(0);
+                if tree.acks.iter().any(|a| a.token == token) {
                     return Err(ErrorCode::NodeExists);
                 }
-                tree.ack = Some(AckNode {
-                    data: c.data.clone(),
-                    owner: sid,
-                    czxid: tree.zxid,
-                });
+                tree.acks.push(AckNode { token, owner: sid });
                 Ok(MultiResult::Create(c.path.clone()))
             }
-            MultiOp::Delete(d) if d.path == self.ack_path => match &tree.ack {
-                None => Err(ErrorCode::NoNode),
-                // The acknowledgement is written once: its version is 0.
-                Some(_) if d.version != -1 && d.version != 0 => Err(ErrorCode::BadVersion),
-                Some(_) => {
-                    tree.ack = None;
-                    Ok(MultiResult::Delete)
-                }
-            },
             _ => Err(ErrorCode::Unimplemented),
         }
     }
@@ -278,29 +262,16 @@ impl Run {
             )),
             Request::Sync(p) => Ok(Response::Path(p.path.clone())),
             Request::GetData(g) | Request::Exists(g) => {
-                let stat = if g.path == self.ack_path {
-                    self.tree.ack.as_ref().map(|a| {
-                        (
-                            a.data.clone(),
-                            Stat {
-                                czxid: a.czxid,
-                                ephemeral_owner: a.owner,
-                                ..Stat::default()
-                            },
-                        )
-                    })
-                } else {
-                    self.tree.candidate(&g.path).map(|n| {
-                        (
-                            Bytes::new(),
-                            Stat {
-                                czxid: n.czxid,
-                                ephemeral_owner: n.owner,
-                                ..Stat::default()
-                            },
-                        )
-                    })
-                };
+                let stat = self.tree.candidate(&g.path).map(|n| {
+                    (
+                        Bytes::new(),
+                        Stat {
+                            czxid: n.czxid,
+                            ephemeral_owner: n.owner,
+                            ..Stat::default()
+                        },
+                    )
+                });
                 match stat {
                     Some((data, stat)) => {
                         if g.watch {
@@ -316,14 +287,13 @@ impl Run {
                 }
             }
             Request::Delete(d) => {
-                if d.path == self.ack_path {
-                    let r = match self.tree.ack {
-                        Some(_) if d.version == -1 || d.version == 0 => {
-                            self.tree.ack = None;
-                            Ok(Response::Empty)
-                        }
-                        Some(_) => Err(Error::Server(ErrorCode::BadVersion)),
-                        None => no_node,
+                if let Some(token) = self.ack_token(&d.path) {
+                    let before = self.tree.acks.len();
+                    self.tree.acks.retain(|a| a.token != token);
+                    let r = if self.tree.acks.len() < before {
+                        Ok(Response::Empty)
+                    } else {
+                        no_node
                     };
                     self.write();
                     return r;
@@ -455,15 +425,14 @@ impl Run {
                         .as_ref()
                         .is_some_and(|(_, n)| self.tree.nodes.iter().any(|x| x.name == *n));
                     if alive && exists {
-                        let ack = self.tree.ack.as_ref();
-                        let token = ack.and_then(|a| parse_ack(&a.data).map(|(t, _)| t));
+                        let ack = self.tree.acks.iter().find(|a| a.token == *fencing_token);
                         if ack.map(|a| a.owner) != Some(sid)
-                            || token != Some(*fencing_token)
                             || node.map(|(t, _)| t) != Some(*fencing_token)
                         {
                             return Err(format!(
                                 "m{m}: Acknowledged {{ {fencing_token} }} but the \
-                                 acknowledgement is {ack:?}"
+                                 acknowledgements are {:?}",
+                                self.tree.acks
                             ));
                         }
                     }
@@ -477,9 +446,7 @@ impl Run {
                 }
                 ElectionEvent::Closed if alive => {
                     let left = self.tree.nodes.iter().any(|n| n.owner == sid)
-                        || self.tree.ack.as_ref().is_some_and(|a| {
-                            a.owner == sid && (self.strict || !self.orphaned_by_operator(a))
-                        });
+                        || self.tree.acks.iter().any(|a| a.owner == sid);
                     if left {
                         return Err(format!("m{m}: Closed while nodes of its session exist"));
                     }
@@ -516,12 +483,11 @@ impl Run {
         if leaders.len() > 1 {
             return Err(format!("two leaders at once: {leaders:?}"));
         }
-        if let Some(ack) = &self.tree.ack {
-            let token = parse_ack(&ack.data).map(|(t, _)| t);
+        for ack in &self.tree.acks {
             let written_by = self
                 .history
                 .iter()
-                .find(|n| Some(n.czxid) == token && n.owner == ack.owner);
+                .find(|n| n.czxid == ack.token && n.owner == ack.owner);
             match written_by {
                 None => {
                     return Err(format!(
@@ -633,9 +599,7 @@ impl Run {
         for n in ours {
             self.remove_candidate(&n);
         }
-        if self.tree.ack.as_ref().is_some_and(|a| a.owner == sid) {
-            self.tree.ack = None;
-        }
+        self.tree.acks.retain(|a| a.owner != sid);
         self.write();
         let mach = &mut self.ms[m];
         mach.alive = false;
@@ -721,31 +685,17 @@ impl Run {
 }
 
 /// Runs one schedule; `Err` describes the broken invariant and the last steps taken.
-///
-/// One known issue is tolerated: a leader whose candidate node an operator deletes
-/// after it acknowledged, and which then closes, ends with `Closed` while its
-/// acknowledgement stays on the server until its session ends or the next leader
-/// replaces it (the withdrawal's check fails, and the machine cannot tell its own
-/// acknowledgement from a newer leader's without a race). [`run_strict`] does not
-/// tolerate it.
+/// Nothing is tolerated: a leader deposed by an operator deleting its node still
+/// withdraws its acknowledgement (its name is unique to its leadership).
 pub fn run(schedule: &[u8]) -> Result<(), String> {
-    run_with(schedule, false)
-}
-
-/// [`run`], without tolerating the known issue.
-pub fn run_strict(schedule: &[u8]) -> Result<(), String> {
-    run_with(schedule, true)
-}
-
-fn run_with(schedule: &[u8], strict: bool) -> Result<(), String> {
     let mut trace = Vec::new();
-    run_traced(schedule, strict, &mut trace).map_err(|e| {
+    run_traced(schedule, &mut trace).map_err(|e| {
         let from = trace.len().saturating_sub(300);
         format!("{e}\nlast steps:\n{}", trace[from..].join("\n"))
     })
 }
 
-fn run_traced(schedule: &[u8], strict: bool, trace: &mut Vec<String>) -> Result<(), String> {
+fn run_traced(schedule: &[u8], trace: &mut Vec<String>) -> Result<(), String> {
     let mut input = schedule.iter().copied();
     let a = input.next().unwrap_or(0);
     let count = 1 + usize::from(a % 3);
@@ -782,9 +732,8 @@ fn run_traced(schedule: &[u8], strict: bool, trace: &mut Vec<String>) -> Result<
         ms,
         next_session: 0x1000,
         now: Instant::ZERO,
-        ack_path: default_ack_path(DIR),
+        ack_dir: default_ack_dir(DIR),
         operator_deleted: Vec::new(),
-        strict,
         trace: Vec::new(),
     };
     let result = drive(&mut run, &mut input);
@@ -893,15 +842,10 @@ fn settle(run: &mut Run) -> Result<(), String> {
             return Err(format!("liveness: m{m} is not done after its final event"));
         }
     }
-    let ack_left = run
-        .tree
-        .ack
-        .as_ref()
-        .is_some_and(|a| run.strict || !run.orphaned_by_operator(a));
-    if !run.tree.nodes.is_empty() || ack_left {
+    if !run.tree.nodes.is_empty() || !run.tree.acks.is_empty() {
         return Err(format!(
-            "cleanliness: left behind {:?}, acknowledgement {:?}",
-            run.tree.nodes, run.tree.ack
+            "cleanliness: left behind {:?}, acknowledgements {:?}",
+            run.tree.nodes, run.tree.acks
         ));
     }
     Ok(())
@@ -947,13 +891,9 @@ fn standing(run: &Run) -> Result<(), String> {
     if lowest != Some(run.ms[l].session) {
         return Err(format!("leader m{l} does not own the lowest node"));
     }
-    let token = run
-        .tree
-        .ack
-        .as_ref()
-        .and_then(|a| parse_ack(&a.data).map(|(t, _)| t));
     let ours = run.ms[l].leading_node.as_ref().map(|(t, _)| *t);
-    if token.is_none() || token != ours || !run.ms[l].e.is_acknowledged() {
+    let token = ours.filter(|t| run.tree.acks.iter().any(|a| a.token == *t));
+    if token.is_none() || !run.ms[l].e.is_acknowledged() {
         return Err(format!(
             "leader m{l} (token {ours:?}) not acknowledged: acknowledgement {token:?}"
         ));

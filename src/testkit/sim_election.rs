@@ -37,7 +37,7 @@ use core::time::Duration;
 use crate::client::{Client, ClientEvent, RecipeHandle};
 use crate::recipe::contender::Contender;
 use crate::recipe::election::{
-    default_ack_path, parse_ack, Election, ElectionConfig, ElectionEvent, Leadership,
+    ack_node, default_ack_dir, parse_ack_node, Election, ElectionConfig, ElectionEvent, Leadership,
 };
 use crate::sim::{Actor, SimConfig, SimServer, Simulation, View};
 use crate::time::Instant;
@@ -470,7 +470,7 @@ fn candidates(server: &SimServer) -> Vec<Candidate> {
 /// Checks the invariants after every event.
 pub struct Checker {
     phases: Phases,
-    ack_path: String,
+    ack_dir: String,
     seen_elections: Vec<usize>,
     seen_acks: Vec<usize>,
     max_token: i64,
@@ -485,7 +485,7 @@ impl Checker {
     pub fn new(phases: Phases) -> Self {
         Checker {
             phases,
-            ack_path: default_ack_path(DIR),
+            ack_dir: default_ack_dir(DIR),
             seen_elections: Vec::new(),
             seen_acks: Vec::new(),
             max_token: 0,
@@ -559,9 +559,9 @@ impl Checker {
                 let lowest = cands.first().map(|c| c.1);
                 let on_server = view
                     .server
-                    .node(&self.ack_path)
-                    .and_then(|(d, _)| parse_ack(&d).map(|(t, _)| t));
-                if lowest != Some(token) || on_server != Some(token) {
+                    .node(&ack_node(&self.ack_dir, token))
+                    .map(|(_, stat)| stat.ephemeral_owner);
+                if lowest != Some(token) || on_server != Some(view.session(i).0) {
                     return Err(format!(
                         "c{i} reported Acknowledged {{ {token} }}: lowest candidate's czxid \
                          {lowest:?}, acknowledgement on the server {on_server:?}"
@@ -581,19 +581,17 @@ impl Checker {
                 }
             }
         }
-        if let Some((data, stat)) = view.server.node(&self.ack_path) {
-            // An acknowledgement on the server is the current leader's.
-            let token = parse_ack(&data).map(|(t, _)| t);
-            match cands.first() {
-                Some((_, czxid, owner))
-                    if *owner == stat.ephemeral_owner && Some(*czxid) == token => {}
-                other => {
+        for (token, owner) in acks(view.server, &self.ack_dir) {
+            // An acknowledgement of a live candidate is the current leader's, by the
+            // candidate's own session (a deposed leader's, whose node is gone, is being
+            // withdrawn; the end of the run checks it went).
+            if let Some(pos) = cands.iter().position(|c| c.1 == token) {
+                if pos != 0 || cands[pos].2 != owner {
                     return Err(format!(
-                        "acknowledgement {:?} (owner 0x{:x}) on the server, but the lowest \
-                         candidate is {other:?}",
-                        core::str::from_utf8(&data).unwrap_or("?"),
-                        stat.ephemeral_owner
-                    ))
+                        "acknowledgement {token} (owner 0x{owner:x}) on the server, but the \
+                         lowest candidate is {:?}",
+                        cands.first()
+                    ));
                 }
             }
         }
@@ -633,11 +631,13 @@ impl Checker {
                 problems.push(format!("leader c{l} does not own the lowest node"));
             }
             if view.now >= self.phases.ack_check_at {
-                let on_server = view
-                    .server
-                    .node(&self.ack_path)
-                    .and_then(|(d, _)| parse_ack(&d).map(|(t, _)| t));
-                if on_server.is_none() || on_server != cands.first().map(|c| c.1) {
+                let lowest = cands.first().map(|c| c.1);
+                let on_server = lowest.filter(|t| {
+                    acks(view.server, &self.ack_dir)
+                        .iter()
+                        .any(|(a, o)| a == t && *o == owner)
+                });
+                if on_server.is_none() {
                     problems.push(format!(
                         "leader c{l} has not acknowledged: acknowledgement {on_server:?}"
                     ));
@@ -755,13 +755,8 @@ pub fn run_with(mut config: SimConfig, user: User) -> Result<Totals, String> {
             sim.server().session_alive(owner)
         ));
     }
-    let ack_path = default_ack_path(DIR);
-    if let Some((data, stat)) = sim.server().node(&ack_path) {
-        problems.push(format!(
-            "acknowledgement {:?} left (owner 0x{:x})",
-            core::str::from_utf8(&data).unwrap_or("?"),
-            stat.ephemeral_owner
-        ));
+    for (token, owner) in acks(sim.server(), &default_ack_dir(DIR)) {
+        problems.push(format!("acknowledgement {token} left (owner 0x{owner:x})"));
     }
     if !problems.is_empty() {
         return Err(format!(
@@ -788,4 +783,18 @@ fn client_logs(actors: &[ElectionUser]) -> String {
         s.push_str(&format!("c{i}: {:#?}\n", a.log));
     }
     s
+}
+
+/// The acknowledgements on the server: (token, owner session).
+fn acks(server: &SimServer, dir: &str) -> Vec<(i64, i64)> {
+    server
+        .children(dir)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|name| {
+            let token = parse_ack_node(name)?;
+            let (_, stat) = server.node(&ack_node(dir, token))?;
+            Some((token, stat.ephemeral_owner))
+        })
+        .collect()
 }

@@ -21,9 +21,10 @@ pub struct ElectionBuilder {
 }
 
 impl ElectionBuilder {
-    /// Where the leader acknowledges (default `<dir>-leader`).
-    pub fn ack_path(mut self, path: &str) -> Self {
-        self.config.ack_path = path.into();
+    /// The directory where leaders acknowledge (default `<dir>-leader`; the leader
+    /// with fencing token `t` creates `<ack_dir>/<t>`).
+    pub fn ack_dir(mut self, dir: &str) -> Self {
+        self.config.ack_dir = dir.into();
         self
     }
 
@@ -284,18 +285,18 @@ impl Client {
         }
     }
 
-    /// Observes the election in `dir` (leader acknowledging at the default path).
+    /// Observes the election in `dir` (leaders acknowledging in `<dir>-leader`).
     pub fn election_observer(&self, dir: &str) -> Result<ElectionObserver, Error> {
         self.observe(Observer::new(dir))
     }
 
-    /// Observes the election in `dir` whose leader acknowledges at `ack_path`.
-    pub fn election_observer_with_ack(
+    /// Observes the election in `dir` whose leaders acknowledge in `ack_dir`.
+    pub fn election_observer_with_ack_dir(
         &self,
         dir: &str,
-        ack_path: &str,
+        ack_dir: &str,
     ) -> Result<ElectionObserver, Error> {
-        self.observe(Observer::with_ack_path(dir, ack_path))
+        self.observe(Observer::with_ack_dir(dir, ack_dir))
     }
 
     fn observe(&self, observer: Observer) -> Result<ElectionObserver, Error> {

@@ -39,12 +39,12 @@ async fn one_leader_then_the_next_acknowledged_and_observed() {
     );
     assert_eq!(
         watcher
-            .get_data("/app/election-leader")
+            .get_data(&format!("/app/election-leader/{t1}"))
             .await
             .unwrap()
             .0
             .as_ref(),
-        format!("{t1} a").as_bytes()
+        b"a"
     );
     let parts = observer.participants().await.unwrap();
     assert_eq!(
@@ -74,8 +74,8 @@ async fn one_leader_then_the_next_acknowledged_and_observed() {
         .unwrap()
         .is_empty());
     assert!(watcher
-        .exists("/app/election-leader")
+        .get_children("/app/election-leader")
         .await
         .unwrap()
-        .is_none());
+        .is_empty());
 }

@@ -32,16 +32,18 @@
 //!
 //! "The absence of a predecessor does not mean the creator knows it is the leader":
 //! after its leader procedure the application calls
-//! [`acknowledge`](Election::acknowledge); the leader writes an ephemeral node at
-//! [`ElectionConfig::ack_path`] (by default the sibling `<dir>-leader`, outside the
-//! candidates' directory, since Curator counts every child there as a candidate)
-//! holding `<fencing token> <participant id>`, in one `multi` that also checks our
-//! candidate node still exists, so a deposed leader cannot acknowledge. An
-//! acknowledgement left by an earlier leader (its node deleted while its session lived)
-//! has a lower token: it is replaced, again checked against our candidate node. A
-//! leader that resigns deletes its acknowledgement first, while it is still the only
-//! leader. Observers compare the acknowledgement's token with the current leader's
-//! node (see [`parse_ack`]).
+//! [`acknowledge`](Election::acknowledge); the leader creates the ephemeral node
+//! `<ack_dir>/<fencing token>` holding its participant id ([`ack_node`]), in one
+//! `multi` that also checks our candidate node still exists, so a deposed leader cannot
+//! acknowledge. [`ElectionConfig::ack_dir`] is by default the sibling `<dir>-leader`,
+//! outside the candidates' directory (Curator counts every child there as a
+//! candidate); it is created as a container when missing. The node's name is unique
+//! to one leadership, which makes everything else simple: a write whose reply was
+//! lost answers `NodeExists` next time — ours; a leader that resigns deletes its
+//! acknowledgement before its candidate node (observers never see an acknowledgement
+//! of a candidate that is gone); a leader deposed while its session lives (an operator
+//! deleted its node) deletes its own without any risk of touching the next leader's.
+//! Observers count the acknowledgement whose token is the current leader's.
 //!
 //! # Commands and events
 //!
@@ -82,6 +84,7 @@ use alloc::vec::Vec;
 use bytes::Bytes;
 
 use super::lock::{node_id, Lock, LockConfig, LockEvent, LockKind, LostReason};
+use super::path::ancestor_creates;
 use super::{OpId, Outbox, Recipe, Retry, SessionChange};
 use crate::error::Error;
 use crate::proto::*;
@@ -98,8 +101,10 @@ pub struct ElectionConfig {
     /// 128 bits of the driver's entropy: each candidacy's node id (the protected
     /// prefix) is made from it and the candidacy's number.
     pub entropy: (u64, u64),
-    /// Where the leader acknowledges (default `<dir>-leader`); must not be inside `dir`.
-    pub ack_path: String,
+    /// The directory where leaders acknowledge (default `<dir>-leader`), outside
+    /// `dir`: the leader with fencing token `t` creates `<ack_dir>/<t>` (see
+    /// [`ack_node`]).
+    pub ack_dir: String,
     /// ACL of our nodes and of parents we create.
     pub acl: Vec<Acl>,
     /// Stand again when a candidacy ends by itself (session expired and renewed, our
@@ -114,34 +119,36 @@ impl ElectionConfig {
             dir: dir.into(),
             participant: participant.into(),
             entropy,
-            ack_path: default_ack_path(dir),
+            ack_dir: default_ack_dir(dir),
             acl: Acl::open_unsafe(),
             rejoin: true,
         }
     }
 }
 
-/// The default acknowledgement path for a candidates' directory: `<dir>-leader`.
-pub fn default_ack_path(dir: &str) -> String {
+/// The default acknowledgement directory for a candidates' directory: `<dir>-leader`.
+pub fn default_ack_dir(dir: &str) -> String {
     format!("{}-leader", dir.trim_end_matches('/'))
 }
 
-/// The data of an acknowledgement: `<fencing token> <participant id>`.
-pub fn ack_data(fencing_token: i64, participant: &str) -> Bytes {
-    Bytes::from(format!("{fencing_token} {participant}"))
-}
-
-/// Reads an acknowledgement's data: `(fencing token, participant id)`.
+/// The acknowledgement node of the leadership with `fencing_token`:
+/// `<ack_dir>/<fencing_token>` (ephemeral, data = the participant id). Its name is
+/// unique to one leadership, so its leader can always delete it — even after being
+/// deposed — without any risk of deleting another leader's.
 ///
 /// ```
-/// use zk_recipes::recipe::election::{ack_data, parse_ack};
-/// assert_eq!(parse_ack(&ack_data(42, "node 1")), Some((42, "node 1")));
-/// assert_eq!(parse_ack(b"garbage"), None);
+/// use zk_recipes::recipe::election::{ack_node, parse_ack_node};
+/// assert_eq!(ack_node("/app/election-leader", 42), "/app/election-leader/42");
+/// assert_eq!(parse_ack_node("42"), Some(42));
+/// assert_eq!(parse_ack_node("ready"), None);
 /// ```
-pub fn parse_ack(data: &[u8]) -> Option<(i64, &str)> {
-    let text = core::str::from_utf8(data).ok()?;
-    let (token, participant) = text.split_once(' ')?;
-    Some((token.parse().ok()?, participant))
+pub fn ack_node(ack_dir: &str, fencing_token: i64) -> String {
+    format!("{}/{fencing_token}", ack_dir.trim_end_matches('/'))
+}
+
+/// The fencing token an acknowledgement node's name carries.
+pub fn parse_ack_node(name: &str) -> Option<i64> {
+    name.parse().ok()
 }
 
 /// What an election reports.
@@ -353,13 +360,11 @@ impl CandidateStatus {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Purpose {
-    /// multi [check candidate, create ack].
+    /// multi [check candidate, create `<ack_dir>/<token>`].
     Write,
-    /// getData on an acknowledgement that was already there.
-    Read,
-    /// multi [check candidate, delete ack@version]: an older leader's acknowledgement.
-    Replace,
-    /// multi [check candidate, delete ack]: ours, before resigning.
+    /// A container for an ancestor of the acknowledgement node.
+    Parent,
+    /// delete of our acknowledgement node (before resigning, or once deposed).
     Withdraw,
 }
 
@@ -374,6 +379,9 @@ enum Ack {
     /// Written.
     Done,
 }
+
+/// How many times the acknowledgement directory is created before giving up.
+const MAX_PARENT_ROUNDS: u8 = 2;
 
 /// Op ids: the candidate lock's ops are even (its generation in the high bits, so a
 /// late reply to an earlier candidacy finds nobody), ours odd.
@@ -399,10 +407,13 @@ pub struct Election {
     /// The candidacy (generation) whose `Joined` was reported.
     joined: u32,
     ack: Ack,
-    /// An acknowledgement of ours may exist on the server.
-    ack_maybe_written: bool,
-    /// Resigning waits for our acknowledgement to be withdrawn.
+    /// Our acknowledgement node, once a write of it was sent: it may exist until a
+    /// delete (or the directory's absence, or the session's end) says it does not.
+    written: Option<String>,
+    /// Delete `written` (resigning, or deposed) when the session allows.
     withdraw: bool,
+    /// Rounds of creating the acknowledgement directory.
+    parent_rounds: u8,
     retry: Retry,
     outbox: Outbox<Purpose>,
     events: VecDeque<ElectionEvent>,
@@ -424,8 +435,9 @@ impl Election {
             leading: None,
             joined: 0,
             ack: Ack::Idle,
-            ack_maybe_written: false,
+            written: None,
             withdraw: false,
+            parent_rounds: 0,
             retry: Retry::default(),
             outbox: Outbox::default(),
             events: VecDeque::new(),
@@ -496,7 +508,9 @@ impl Election {
         self.then_join = rejoin;
         if !self.resigning {
             self.resigning = true;
-            self.withdraw = self.ack_maybe_written && self.leading.is_some();
+            // Our acknowledgement goes first (observers never see one of a candidate
+            // that is gone), then our node.
+            self.withdraw = self.written.is_some();
             self.ack = Ack::Idle;
             if !self.withdraw {
                 self.release_lock(now);
@@ -582,14 +596,14 @@ impl Election {
 
     fn check_paths(&self) -> Result<(), Error> {
         let dir = self.config.dir.trim_end_matches('/');
-        let ack = &self.config.ack_path;
+        let ack = self.config.ack_dir.trim_end_matches('/');
         validate_path(ack).map_err(|error| Error::InvalidPath {
-            path: ack.clone(),
+            path: ack.into(),
             error,
         })?;
-        if dir.is_empty() || ack.starts_with(&format!("{dir}/")) || *ack == dir {
+        if dir.is_empty() || ack == "/" || ack.starts_with(&format!("{dir}/")) || ack == dir {
             return Err(Error::InvalidPath {
-                path: ack.clone(),
+                path: ack.into(),
                 error: PathError::Empty,
             });
         }
@@ -632,7 +646,7 @@ impl Election {
             } => {
                 self.leading = Some((fencing_token, node.clone()));
                 self.ack = Ack::Idle;
-                self.ack_maybe_written = false;
+                self.parent_rounds = 0;
                 self.emit(ElectionEvent::Elected {
                     fencing_token,
                     node,
@@ -656,7 +670,9 @@ impl Election {
             LockEvent::Failed { error } => {
                 self.deposed();
                 let node_deleted = error == Error::Server(ErrorCode::NoNode);
-                if error.ends_session() && self.config.rejoin && !self.closing {
+                if node_deleted && self.resigning {
+                    // Our node went while we were withdrawing it: that is the point.
+                } else if error.ends_session() && self.config.rejoin && !self.closing {
                     // The session is gone: stand again in the next one.
                 } else if error.ends_session() {
                     self.wanted = false;
@@ -682,12 +698,11 @@ impl Election {
         }
     }
 
-    /// Our candidate node is gone (the lock ended): a resignation is complete, however
-    /// it ended (deleted, deposed, the session gone).
+    /// Our candidate node is gone (the lock ended) and our acknowledgement withdrawn:
+    /// a resignation is complete, however it ended (deleted, deposed, the session gone).
     fn candidacy_over(&mut self) {
-        if self.resigning {
+        if self.resigning && self.lock.is_none() && !self.withdraw {
             self.resigning = false;
-            self.withdraw = false;
             self.wanted = self.then_join && !self.closing;
             self.then_join = false;
             self.emit(ElectionEvent::Resigned);
@@ -696,10 +711,9 @@ impl Election {
 
     fn deposed(&mut self) {
         self.leading = None;
-        // The candidacy is over: a withdrawal still pending has no candidate node to be
-        // checked against any more (an acknowledgement left behind is an earlier
-        // leader's, which the next leader replaces).
-        self.withdraw = false;
+        // Our acknowledgement, if any, must go too: its name is ours alone, so deleting
+        // it cannot touch a later leader's.
+        self.withdraw = self.written.is_some();
         if self.ack == Ack::Wanted || self.ack == Ack::Done {
             self.ack = Ack::Idle;
         }
@@ -713,45 +727,51 @@ impl Election {
     }
 
     fn drive(&mut self, now: Instant) {
-        if !self.retry.allows(now) || !self.outbox.is_empty() {
+        if !self.retry.allows(now) || !self.outbox.is_empty() || self.session_id.is_none() {
+            return;
+        }
+        if self.withdraw {
+            if let Some(path) = self.written.clone() {
+                self.outbox.send(
+                    Purpose::Withdraw,
+                    Request::Delete(DeleteRequest { path, version: -1 }),
+                );
+            }
             return;
         }
         let held = self.lock.as_ref().is_some_and(|l| l.is_held());
-        let (Some(ours), true) = (self.our_path(), held) else {
+        let (Some(ours), true, Some((token, _))) = (self.our_path(), held, &self.leading) else {
             return;
         };
-        let check = MultiOp::Check(CheckVersionRequest {
-            path: ours,
-            version: -1,
-        });
-        let ack_path = self.config.ack_path.clone();
-        if self.withdraw {
-            let delete = MultiOp::Delete(DeleteRequest {
-                path: ack_path,
-                version: -1,
-            });
-            self.outbox
-                .send(Purpose::Withdraw, Request::Multi(vec![check, delete]));
-        } else if self.ack == Ack::Wanted {
-            if let Some((token, _)) = self.leading {
-                let create = MultiOp::Create(CreateRequest::new(
-                    ack_path,
-                    ack_data(token, &self.config.participant),
+        if self.ack == Ack::Wanted {
+            let path = ack_node(&self.config.ack_dir, *token);
+            let ops = vec![
+                MultiOp::Check(CheckVersionRequest {
+                    path: ours,
+                    version: -1,
+                }),
+                MultiOp::Create(CreateRequest::new(
+                    path.clone(),
+                    Bytes::from(self.config.participant.clone().into_bytes()),
                     self.config.acl.clone(),
                     CreateMode::Ephemeral,
-                ));
-                self.ack = Ack::Busy;
-                self.ack_maybe_written = true;
-                self.outbox
-                    .send(Purpose::Write, Request::Multi(vec![check, create]));
-            }
+                )),
+            ];
+            self.ack = Ack::Busy;
+            self.written = Some(path);
+            self.outbox.send(Purpose::Write, Request::Multi(ops));
         }
     }
 
     fn on_reply(&mut self, now: Instant, purpose: Purpose, result: Result<Response, Error>) {
+        if purpose == Purpose::Parent {
+            // What the parents' creation came to shows in the next write.
+            return;
+        }
         if let Err(e) = &result {
             if e.is_retryable() {
-                // Retried when the session allows (a lost create shows up as ours).
+                // Retried when the session allows (a write that was applied after all
+                // answers `NodeExists` next time: ours, by its name).
                 self.retry.failed(now);
                 if self.ack == Ack::Busy {
                     self.ack = Ack::Wanted;
@@ -765,78 +785,58 @@ impl Election {
         self.retry.succeeded();
         let failure = multi_failure(&result);
         match purpose {
+            Purpose::Parent => {}
             Purpose::Withdraw => {
-                // Gone, not there, or we are no longer its owner: resign either way.
+                // Deleted or not there (anything else: nothing more we can do).
                 self.withdraw = false;
-                self.ack_maybe_written = false;
-                self.release_lock(now);
+                self.written = None;
+                if self.resigning && self.lock.is_some() {
+                    self.release_lock(now);
+                }
+                self.candidacy_over();
             }
             _ if self.ack != Ack::Busy || self.leading.is_none() => {
                 // Deposed (or resigning) while it was in flight.
+                // (`written` stays: an earlier attempt may have been applied; the
+                // withdrawal deletes it, or finds it absent.)
                 if self.ack == Ack::Busy {
                     self.ack = Ack::Idle;
                 }
             }
             Purpose::Write => match (result, failure) {
                 (Ok(Response::Multi(_)), None) => self.acknowledged(),
-                (_, Some((1, ErrorCode::NodeExists))) => {
-                    self.outbox.send(
-                        Purpose::Read,
-                        Request::GetData(PathWatch {
-                            path: self.config.ack_path.clone(),
-                            watch: false,
-                        }),
-                    );
+                // Applied before (its reply lost): the name is ours alone.
+                (_, Some((1, ErrorCode::NodeExists))) => self.acknowledged(),
+                // No acknowledgement directory: so no acknowledgement of ours either.
+                (_, Some((1, ErrorCode::NoNode))) if self.parent_rounds < MAX_PARENT_ROUNDS => {
+                    self.parent_rounds += 1;
+                    self.written = None;
+                    self.ack = Ack::Wanted;
+                    let node = ack_node(&self.config.ack_dir, 0);
+                    for (_, req) in ancestor_creates(&node, &self.config.acl, CreateMode::Container)
+                    {
+                        self.outbox.send(Purpose::Parent, req);
+                    }
                 }
-                (_, Some((1, ErrorCode::NoNode))) => self.ack_failed(Error::NoParent {
-                    path: parent_of(&self.config.ack_path).into(),
-                    code: ErrorCode::NoNode,
-                }),
+                (_, Some((1, ErrorCode::NoNode))) => {
+                    self.written = None;
+                    self.ack_failed(Error::NoParent {
+                        path: self.config.ack_dir.clone(),
+                        code: ErrorCode::NoNode,
+                    })
+                }
+                // Refused (deposed: the check failed; no permission...). An earlier
+                // attempt may have been applied: `written` stays for the withdrawal.
                 (_, Some((_, code))) => self.ack_failed(Error::Server(code)),
                 (Err(e), None) => self.ack_failed(e),
                 (Ok(_), None) => self.ack_failed(Error::UnexpectedReply),
-            },
-            Purpose::Read => match result {
-                Ok(Response::Data { data, stat }) => {
-                    let ours = self.leading.as_ref().map(|(t, _)| *t);
-                    match parse_ack(&data).map(|(t, _)| t) {
-                        Some(t) if Some(t) == ours => self.acknowledged(),
-                        Some(t) if ours.is_some_and(|o| t > o) => {
-                            self.ack_failed(Error::Server(ErrorCode::NodeExists))
-                        }
-                        _ => match self.our_path() {
-                            // An earlier leader's (or garbage): replace it, as leader.
-                            Some(ours) => {
-                                let ops = vec![
-                                    MultiOp::Check(CheckVersionRequest {
-                                        path: ours,
-                                        version: -1,
-                                    }),
-                                    MultiOp::Delete(DeleteRequest {
-                                        path: self.config.ack_path.clone(),
-                                        version: stat.version,
-                                    }),
-                                ];
-                                self.outbox.send(Purpose::Replace, Request::Multi(ops));
-                            }
-                            None => self.ack = Ack::Idle,
-                        },
-                    }
-                }
-                Err(Error::Server(ErrorCode::NoNode)) => self.ack = Ack::Wanted,
-                Err(e) => self.ack_failed(e),
-                Ok(_) => self.ack_failed(Error::UnexpectedReply),
-            },
-            Purpose::Replace => match failure {
-                Some((0, code)) => self.ack_failed(Error::Server(code)),
-                // Replaced, or changed under us (version, gone): write ours again.
-                _ => self.ack = Ack::Wanted,
             },
         }
     }
 
     fn acknowledged(&mut self) {
         self.ack = Ack::Done;
+        self.parent_rounds = 0;
         if let Some((token, _)) = self.leading {
             self.emit(ElectionEvent::Acknowledged {
                 fencing_token: token,
@@ -860,13 +860,6 @@ fn multi_failure(r: &Result<Response, Error>) -> Option<(usize, ErrorCode)> {
             _ => None,
         }),
         _ => None,
-    }
-}
-
-fn parent_of(path: &str) -> &str {
-    match path.rfind('/') {
-        Some(0) | None => "/",
-        Some(i) => &path[..i],
     }
 }
 
@@ -894,6 +887,8 @@ impl Recipe for Election {
             lock.handle_reply(now, op, result);
         }
         self.pump(now);
+        // A resignation that ended with our acknowledgement's withdrawal may stand again.
+        self.start(now);
         self.drive(now);
         self.maybe_end();
     }
@@ -920,7 +915,7 @@ impl Recipe for Election {
                 self.session_id = None;
                 self.outbox.clear();
                 self.withdraw = false;
-                self.ack_maybe_written = false;
+                self.written = None;
                 if change == SessionChange::Closed || !self.config.rejoin {
                     self.wanted = false;
                     self.closing = true;
@@ -965,9 +960,9 @@ impl Recipe for Election {
     fn poll_timeout(&self) -> Option<Instant> {
         // Our retry deadline matters only while `drive` waits for it to send: not while
         // our request is in flight (the deadline has passed by then).
-        let waiting = (self.ack == Ack::Wanted || self.withdraw)
-            && self.outbox.is_empty()
-            && self.lock.as_ref().is_some_and(|l| l.is_held());
+        let waiting = self.outbox.is_empty()
+            && (self.withdraw
+                || self.ack == Ack::Wanted && self.lock.as_ref().is_some_and(|l| l.is_held()));
         let ours = if waiting { self.retry.deadline() } else { None };
         let lock = self.lock.as_ref().and_then(|l| l.poll_timeout());
         match (ours, lock) {

@@ -7,9 +7,10 @@
 //! `getChildren(<dir>, watch)`; the contenders are sorted as candidates sort them (by
 //! the sequence after the last known marker; other children ignored). Each new
 //! contender's node is read once (`getData`: participant id, and its creation zxid,
-//! the leadership's fencing token); the lowest is the leader. The acknowledgement node
-//! is followed with `getData(watch)` (or `exists(watch)` while it is missing); it
-//! counts only when its token is the current leader's. A missing directory is an empty
+//! the leadership's fencing token); the lowest is the leader. The acknowledgement
+//! directory is listed with a watch (or followed with `exists(watch)` while it is
+//! missing): the leader has acknowledged when `<ack_dir>/<its token>` is in it (see
+//! [`ack_node`](super::ack_node)). A missing directory is an empty
 //! election (followed with `exists(watch)` until it appears). Watches the session re-arms
 //! on a reconnect report what changed while away; a request lost with the connection is
 //! sent again after `Reconnected`, everything after a new session.
@@ -24,7 +25,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use super::super::{contender, OpId, Outbox, Recipe, Retry, SessionChange};
-use super::{default_ack_path, parse_ack};
+use super::{default_ack_dir, parse_ack_node};
 use crate::error::Error;
 use crate::proto::*;
 use crate::session::WatchEvent;
@@ -74,7 +75,7 @@ const ACK: u8 = 2;
 #[derive(Debug)]
 pub struct Observer {
     dir: String,
-    ack_path: String,
+    ack_dir: String,
     started: bool,
     ended: bool,
     /// Contender names in election order, from the last listing.
@@ -85,7 +86,8 @@ pub struct Observer {
     unread: BTreeSet<String>,
     reading: BTreeSet<String>,
     leader: Option<Participant>,
-    ack: Option<(i64, String)>,
+    /// The tokens in the acknowledgement directory.
+    acks: BTreeSet<i64>,
     acked: Option<i64>,
     /// A listing has been answered, and its leader reported.
     listed: bool,
@@ -97,16 +99,17 @@ pub struct Observer {
 }
 
 impl Observer {
-    /// An observer of the election in `dir`, with the default acknowledgement path.
+    /// An observer of the election in `dir`, with the default acknowledgement
+    /// directory.
     pub fn new(dir: &str) -> Observer {
-        Observer::with_ack_path(dir, &default_ack_path(dir))
+        Observer::with_ack_dir(dir, &default_ack_dir(dir))
     }
 
-    /// An observer of the election in `dir` whose leader acknowledges at `ack_path`.
-    pub fn with_ack_path(dir: &str, ack_path: &str) -> Observer {
+    /// An observer of the election in `dir` whose leaders acknowledge in `ack_dir`.
+    pub fn with_ack_dir(dir: &str, ack_dir: &str) -> Observer {
         Observer {
             dir: dir.trim_end_matches('/').into(),
-            ack_path: ack_path.into(),
+            ack_dir: ack_dir.trim_end_matches('/').into(),
             started: false,
             ended: false,
             order: Vec::new(),
@@ -114,7 +117,7 @@ impl Observer {
             unread: BTreeSet::new(),
             reading: BTreeSet::new(),
             leader: None,
-            ack: None,
+            acks: BTreeSet::new(),
             acked: None,
             listed: false,
             reported: false,
@@ -131,7 +134,7 @@ impl Observer {
             return;
         }
         self.started = true;
-        for path in [self.dir.clone(), self.ack_path.clone()] {
+        for path in [self.dir.clone(), self.ack_dir.clone()] {
             if let Err(error) = validate_path(&path) {
                 self.end(Some(Error::InvalidPath { path, error }));
                 return;
@@ -161,11 +164,9 @@ impl Observer {
 
     /// The acknowledged leader: the current leader, if its acknowledgement is written.
     pub fn acknowledged(&self) -> Option<&Participant> {
-        self.leader.as_ref().filter(|l| {
-            self.ack
-                .as_ref()
-                .is_some_and(|(t, _)| *t == l.fencing_token)
-        })
+        self.leader
+            .as_ref()
+            .filter(|l| self.acks.contains(&l.fencing_token))
     }
 
     fn end(&mut self, error: Option<Error>) {
@@ -201,10 +202,10 @@ impl Observer {
         }
         if self.need & ACK != 0 && !self.outbox.any(|p| *p == Purpose::Ack) {
             self.need &= !ACK;
-            let path = self.ack_path.clone();
+            let path = self.ack_dir.clone();
             self.outbox.send(
                 Purpose::Ack,
-                Request::GetData(PathWatch { path, watch: true }),
+                Request::GetChildren(PathWatch { path, watch: true }),
             );
         }
         for name in core::mem::take(&mut self.unread) {
@@ -333,13 +334,16 @@ impl Recipe for Observer {
                 Ok(_) => self.end(Some(Error::UnexpectedReply)),
             },
             Purpose::Ack => match result {
-                Ok(Response::Data { data, .. }) => {
-                    self.ack = parse_ack(&data).map(|(t, p)| (t, p.into()));
+                Ok(Response::Children(names))
+                | Ok(Response::Children2 {
+                    children: names, ..
+                }) => {
+                    self.acks = names.iter().filter_map(|n| parse_ack_node(n)).collect();
                 }
                 Err(Error::Server(ErrorCode::NoNode)) => {
-                    self.ack = None;
-                    // getData set no watch on a missing node: follow its creation.
-                    let path = self.ack_path.clone();
+                    self.acks.clear();
+                    // A listing of a missing node sets no watch: follow its creation.
+                    let path = self.ack_dir.clone();
                     self.outbox.send(
                         Purpose::AckExists,
                         Request::Exists(PathWatch { path, watch: true }),
@@ -354,7 +358,7 @@ impl Recipe for Observer {
     }
 
     fn handle_watch(&mut self, now: Instant, _op: OpId, event: &WatchEvent) {
-        if event.path == self.ack_path {
+        if event.path == self.ack_dir {
             self.need |= ACK;
         } else if event.path == self.dir {
             self.need |= LIST;
