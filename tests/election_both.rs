@@ -43,7 +43,7 @@ both!(three_candidates_one_leader_the_observer_agrees);
 both!(leader_session_closed_the_next_leads_with_a_higher_token);
 both!(leader_session_expired_the_next_leads_and_the_old_one_rejoins_at_the_back);
 both!(resign_and_requeue_hand_leadership_over);
-both!(acknowledgement_guarded_against_deposed_leaders_and_stale_ones_replaced);
+both!(acknowledgement_guarded_against_deposed_leaders_and_withdrawn_by_them);
 both!(lead_stops_the_work_when_deposed_and_requeue_hands_over);
 both!(nothing_left_after_close_resign_or_drop);
 both!(without_rejoin_an_expired_candidacy_ends);
@@ -160,10 +160,11 @@ fn no_nodes_left<Z: Zk>(zk: &Z, dir: &str) {
         "{}: candidates left in {dir}: {kids:?}",
         Z::NAME
     );
+    // The acknowledgement directory is a container the server removes once empty.
     let ack = format!("{dir}-leader");
     assert!(
-        eventually(LONG, || !zk.exists(&ack).unwrap()),
-        "{}: acknowledgement left at {ack}",
+        eventually(LONG, || zk.get_children(&ack).unwrap_or_default().is_empty()),
+        "{}: acknowledgement left in {ack}",
         Z::NAME
     );
 }
@@ -425,7 +426,7 @@ mod scenarios {
         }
     }
 
-    pub fn acknowledgement_guarded_against_deposed_leaders_and_stale_ones_replaced<Z: Zk>(
+    pub fn acknowledgement_guarded_against_deposed_leaders_and_withdrawn_by_them<Z: Zk>(
         server: &TestServer,
         root: &str,
     ) {
@@ -449,15 +450,12 @@ mod scenarios {
             "{n}: {seen:?}"
         );
         assert_eq!(obs.acknowledged().unwrap().map(|p| p.id), Some("a".into()));
-        assert_eq!(
-            w.get_data(&ack).unwrap().as_ref(),
-            format!("{t1} a").as_bytes()
-        );
+        assert_eq!(w.get_data(&format!("{ack}/{t1}")).unwrap().as_ref(), b"a");
         // Acknowledging again is idempotent.
         assert_eq!(a.acknowledge(), Ok(t1), "{n}");
 
         // An operator deletes the leader's node: it is deposed, cannot acknowledge, and
-        // its acknowledgement (its session lives) is now stale.
+        // withdraws its acknowledgement (its name is its leadership's alone).
         let leader = leader_is(n, &*obs, "a");
         w.delete(&format!("{dir}/{}", leader.node)).unwrap();
         let seen = events_until(&mut *a, |e| matches!(e, ElectionEvent::Lost { .. }));
@@ -473,21 +471,21 @@ mod scenarios {
         let t2 = elected(n, &mut *b);
         assert!(t2 > t1, "{n}");
         leader_is(n, &*obs, "b");
-        assert_eq!(
-            w.get_data(&ack).unwrap().as_ref(),
-            format!("{t1} a").as_bytes(),
-            "{n}: the stale acknowledgement stays until the new leader replaces it"
+        assert!(
+            eventually(LONG, || !w.exists(&format!("{ack}/{t1}")).unwrap()),
+            "{n}: the deposed leader withdraws its acknowledgement"
         );
-        assert_eq!(obs.acknowledged().unwrap(), None, "{n}: stale, not counted");
+        assert_eq!(
+            obs.acknowledged().unwrap(),
+            None,
+            "{n}: b has not acknowledged"
+        );
         // a stood again, at the back.
         participants_are(n, &*obs, &["b", "a"]);
 
-        // The new leader replaces it.
+        // The new leader acknowledges.
         assert_eq!(b.acknowledge(), Ok(t2), "{n}");
-        assert_eq!(
-            w.get_data(&ack).unwrap().as_ref(),
-            format!("{t2} b").as_bytes()
-        );
+        assert_eq!(w.get_data(&format!("{ack}/{t2}")).unwrap().as_ref(), b"b");
         let seen = obs.wait_for(
             LONG,
             &|e| matches!(e, ObserverEvent::Acknowledged(p) if p.id == "b"),
@@ -498,15 +496,12 @@ mod scenarios {
         // A leader that resigns withdraws its acknowledgement; the next one writes its own.
         b.resign().unwrap();
         assert!(
-            !w.exists(&ack).unwrap(),
+            w.get_children(&ack).unwrap().is_empty(),
             "{n}: withdrawn with the resignation"
         );
         let t3 = elected(n, &mut *a);
         assert_eq!(a.acknowledge(), Ok(t3), "{n}");
-        assert_eq!(
-            w.get_data(&ack).unwrap().as_ref(),
-            format!("{t3} a").as_bytes()
-        );
+        assert_eq!(w.get_data(&format!("{ack}/{t3}")).unwrap().as_ref(), b"a");
         a.close().unwrap();
         b.close().unwrap();
         no_nodes_left(&w, &dir);
@@ -737,7 +732,10 @@ mod scenarios {
         assert_eq!(w.get_children(&dir).unwrap().len(), 2, "{n}");
         // The acknowledged leader closes: its node and acknowledgement go.
         a.close().unwrap();
-        assert!(!w.exists(&format!("{dir}-leader")).unwrap(), "{n}");
+        assert!(
+            w.get_children(&format!("{dir}-leader")).unwrap().is_empty(),
+            "{n}"
+        );
         assert_eq!(w.get_children(&dir).unwrap().len(), 1, "{n}");
         b.close().unwrap();
         no_nodes_left(&w, &dir);
