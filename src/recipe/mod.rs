@@ -45,6 +45,7 @@ pub mod contender;
 pub mod election;
 pub mod lock;
 pub mod path;
+pub mod queue;
 
 use alloc::boxed::Box;
 use alloc::collections::VecDeque;
