@@ -911,7 +911,7 @@ impl Consumer {
                     self.last_empty = true;
                     self.listing.clear();
                     self.cursor = 0;
-                    if !watched {
+                    if !watched && !self.takes.is_empty() && !self.closing {
                         // List again, this time with a watch (no lost wake-up).
                         self.list();
                     }
