@@ -62,7 +62,7 @@ use alloc::vec::Vec;
 use core::fmt::Write as _;
 
 pub use consumer::{Consumer, ConsumerConfig, ConsumerEvent, Delivery, Item, TakeId};
-pub use producer::{Producer, ProducerConfig, ProducerEvent, PutId};
+pub use producer::{Producer, ProducerConfig, ProducerEvent, PutId, PutsWait};
 
 /// Curator's (and ZooKeeper's contrib) FIFO item prefix.
 pub const FIFO_PREFIX: &str = "qn-";

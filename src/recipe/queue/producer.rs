@@ -137,6 +137,73 @@ impl ProducerEvent {
     }
 }
 
+/// Follows a run of consecutive puts (as one command makes them) to their outcomes:
+/// what both adapters wait for, decided once.
+///
+/// ```
+/// use zk_recipes::recipe::queue::producer::{ProducerEvent, PutsWait};
+/// let mut w = PutsWait::new(5, 2);
+/// assert_eq!(w.feed(&ProducerEvent::Put { id: 6, node: None }), None);
+/// assert_eq!(w.feed(&ProducerEvent::Put { id: 5, node: Some("qn-0000000001".into()) }),
+///            Some(Ok(vec![Some("qn-0000000001".into()), None])));
+/// ```
+#[derive(Clone, Debug)]
+pub struct PutsWait {
+    first: PutId,
+    nodes: Vec<Option<String>>,
+    answered: Vec<bool>,
+    left: usize,
+    error: Option<Error>,
+}
+
+impl PutsWait {
+    /// Waits for puts `first .. first + n`.
+    pub fn new(first: PutId, n: usize) -> Self {
+        PutsWait {
+            first,
+            nodes: alloc::vec![None; n],
+            answered: alloc::vec![false; n],
+            left: n,
+            error: None,
+        }
+    }
+
+    /// Folds one event in; `Some` once every put is answered: the item names (`None`
+    /// where only recovery confirmed the put), or the first error (the other puts may
+    /// have succeeded). `Closed` ends the wait at once.
+    pub fn feed(&mut self, event: &ProducerEvent) -> Option<Result<Vec<Option<String>>, Error>> {
+        let (id, outcome) = match event {
+            ProducerEvent::Put { id, node } => (*id, Ok(node.clone())),
+            ProducerEvent::PutFailed { id, error, .. } => (*id, Err(error.clone())),
+            ProducerEvent::Closed => return Some(Err(self.error.clone().unwrap_or(Error::Closed))),
+        };
+        let Some(at) = id
+            .checked_sub(self.first)
+            .and_then(|i| usize::try_from(i).ok())
+        else {
+            return None;
+        };
+        if at >= self.nodes.len() || self.answered[at] {
+            return None;
+        }
+        self.answered[at] = true;
+        self.left -= 1;
+        match outcome {
+            Ok(node) => self.nodes[at] = node,
+            Err(e) => {
+                self.error.get_or_insert(e);
+            }
+        }
+        if self.left > 0 {
+            return None;
+        }
+        Some(match self.error.clone() {
+            Some(e) => Err(e),
+            None => Ok(core::mem::take(&mut self.nodes)),
+        })
+    }
+}
+
 #[derive(Clone, Debug)]
 struct PutItem {
     id: PutId,
