@@ -786,3 +786,22 @@ fn close_fails_waiting_takes_releases_claims_and_deletes_the_marker() {
     );
     assert_eq!(ev.last(), Some(&ConsumerEvent::Closed));
 }
+
+#[test]
+fn a_take_made_while_waiting_on_the_watch_times_out_too() {
+    let mut s = consumer(Delivery::AtMostOnce, Format::Fifo);
+    let d = Instant::from_micros(1_000);
+    let t1 = s.r.take(T, 1, Some(d));
+    s.reply("list Q", kids(&[]));
+    s.reply("list! Q", kids(&[]));
+    s.r.handle_timeout(d);
+    assert_eq!(s.events(), [ConsumerEvent::TimedOut { take: t1 }]);
+    // The next take finds the consumer waiting on its watch: no listing, and its
+    // deadline still ends it (regression: it used to wait forever).
+    let d2 = Instant::from_micros(2_000);
+    let t2 = s.r.take(d, 1, Some(d2));
+    assert!(s.sent().is_empty());
+    assert_eq!(s.r.poll_timeout(), Some(d2));
+    s.r.handle_timeout(d2);
+    assert_eq!(s.events(), [ConsumerEvent::TimedOut { take: t2 }]);
+}

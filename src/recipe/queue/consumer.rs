@@ -1366,8 +1366,9 @@ impl Consumer {
             let t = &self.takes[i];
             let blocked = Some(t.id) == batch_take
                 || (i == 0 && !t.looked && connected && self.listing_in_flight);
-            if !blocked && t.deadline.is_some_and(|d| now >= d) && (t.looked || !connected || i > 0)
-            {
+            // Already waiting on the watch of an empty listing: that was its look.
+            let looked = t.looked || self.waiting_watch || !connected || i > 0;
+            if !blocked && t.deadline.is_some_and(|d| now >= d) && looked {
                 let id = t.id;
                 self.takes.remove(i);
                 self.emit(ConsumerEvent::TimedOut { take: id });
