@@ -575,10 +575,9 @@ fn a_take_with_a_deadline_times_out_on_an_empty_queue() {
     assert_eq!(s.r.poll_timeout(), Some(d));
     s.r.handle_timeout(d);
     assert_eq!(s.events(), [ConsumerEvent::TimedOut { take: t }]);
-    // A try-take (deadline now) still gets one look.
-    let t = s.r.take(d, 1, Some(d));
-    s.r.handle_timeout(d);
+    // The watch fires: a try-take (deadline now) still gets one look at the listing.
     s.fire(EventType::NodeChildrenChanged, DIR);
+    let t = s.r.take(d, 1, Some(d));
     assert_eq!(s.sent(), ["list! Q"]);
     s.r.handle_timeout(d);
     assert!(s.events().is_empty());

@@ -223,7 +223,7 @@ impl Queue {
     pub fn take_claimed(&mut self) -> Result<Claimed, Error> {
         loop {
             if let Some(item) = self.take_inner(Delivery::AtLeastOnce, 1, None)?.pop() {
-                return Ok(self.claimed(item)?);
+                return self.claimed(item);
             }
         }
     }

@@ -242,7 +242,7 @@ impl Queue {
     pub async fn take_claimed(&mut self) -> Result<Claimed, Error> {
         loop {
             if let Some(item) = self.take_inner(Delivery::AtLeastOnce, 1, None).await?.pop() {
-                return Ok(self.claimed(item)?);
+                return self.claimed(item);
             }
         }
     }

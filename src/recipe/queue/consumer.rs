@@ -535,7 +535,7 @@ impl Consumer {
                         version: -1,
                     }),
                 );
-            } else if self.outbox.len() == 0 {
+            } else if self.outbox.is_empty() {
                 self.end();
             }
         }

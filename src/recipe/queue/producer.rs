@@ -177,12 +177,7 @@ impl PutsWait {
             ProducerEvent::PutFailed { id, error, .. } => (*id, Err(error.clone())),
             ProducerEvent::Closed => return Some(Err(self.error.clone().unwrap_or(Error::Closed))),
         };
-        let Some(at) = id
-            .checked_sub(self.first)
-            .and_then(|i| usize::try_from(i).ok())
-        else {
-            return None;
-        };
+        let at = usize::try_from(id.checked_sub(self.first)?).ok()?;
         if at >= self.nodes.len() || self.answered[at] {
             return None;
         }
