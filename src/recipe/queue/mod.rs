@@ -38,7 +38,7 @@
 //!
 //! # Claims and the order guarantee
 //!
-//! See [`consumer`](self::consumer). In short: a consumer lists the queue once and
+//! See [`consumer`]. In short: a consumer lists the queue once and
 //! works through the listing in sequence order, `k` items per round: at most once, it
 //! reads the batch (`multiRead`, one request) and then deletes the items that were still
 //! there in one `multi` with its marker bump (one request) — the items the transaction

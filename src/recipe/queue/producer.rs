@@ -58,7 +58,7 @@ pub type PutId = u64;
 pub struct ProducerConfig {
     /// The queue directory.
     pub dir: String,
-    /// The side directory for our marker ([`meta_dir`](super::meta_dir) by default).
+    /// The side directory for our marker ([`super::meta_dir`] by default).
     pub meta_dir: String,
     /// A fresh unique id (a UUID string from the driver's entropy): names our marker.
     pub id: String,
