@@ -47,6 +47,7 @@ pub mod group;
 pub mod lock;
 pub mod node;
 pub mod path;
+pub mod queue;
 pub mod rendezvous;
 
 use alloc::boxed::Box;

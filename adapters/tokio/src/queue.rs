@@ -1,0 +1,293 @@
+//! Distributed queues for the tokio adapter: thin typed wrappers over the core
+//! [`Producer`] and [`Consumer`]; what each call and event means is decided there (see
+//! `zk_recipes::recipe::queue`).
+
+use bytes::Bytes;
+use std::time::Duration;
+use zk_recipes::recipe::queue::{
+    Consumer, ConsumerConfig, ConsumerEvent, Delivery, Format, Item, Producer, ProducerConfig,
+    PutsWait,
+};
+
+use crate::hosted::{Events, Hosted};
+use crate::{Client, Error};
+
+fn fresh_id() -> String {
+    zk_recipes::recipe::lock::node_id(crate::random_seed(), crate::random_seed())
+}
+
+/// A queue handle, made by [`Client::queue`] or [`Client::priority_queue`]. Puts and
+/// takes host their machines on first use; dropping the handle ends them (items
+/// claimed at least once and not completed are released).
+pub struct Queue {
+    client: Client,
+    dir: String,
+    format: Format,
+    ephemeral: bool,
+    producer: Option<Hosted<Producer>>,
+    consumer: Option<Hosted<Consumer>>,
+    claimer: Option<Hosted<Consumer>>,
+}
+
+/// An item held at least once ([`Queue::take_claimed`]): [`complete`](Self::complete)
+/// it once processed. Dropping it releases the claim (another consumer takes the item).
+pub struct Claimed {
+    item: Item,
+    hosted: Hosted<Consumer>,
+    settled: bool,
+}
+
+impl Claimed {
+    /// The item.
+    pub fn item(&self) -> &Item {
+        &self.item
+    }
+
+    /// Its data.
+    pub fn data(&self) -> &Bytes {
+        &self.item.data
+    }
+
+    async fn settle(mut self, complete: bool) -> Result<(), Error> {
+        self.settled = true;
+        let name = self.item.name.clone();
+        let n = name.clone();
+        let (r, mut events) = self
+            .hosted
+            .call_subscribed(move |c, now| {
+                if complete {
+                    c.complete(now, &n)
+                } else {
+                    c.release(now, &n)
+                }
+            })
+            .await?;
+        r?;
+        events
+            .wait(|_| {}, |e| e.settle_outcome(&name))
+            .await
+            .unwrap_or(Err(Error::Finished))
+    }
+
+    /// Deletes the item and our claim in one transaction.
+    pub async fn complete(self) -> Result<(), Error> {
+        self.settle(true).await
+    }
+
+    /// Gives the item back: deletes our claim only.
+    pub async fn release(self) -> Result<(), Error> {
+        self.settle(false).await
+    }
+}
+
+impl Drop for Claimed {
+    fn drop(&mut self) {
+        if !self.settled {
+            let name = self.item.name.clone();
+            let _ = self.hosted.run(move |c, now| {
+                let _ = c.release(now, &name);
+            });
+        }
+    }
+}
+
+impl Queue {
+    /// Items vanish with this client's session (`EPHEMERAL_SEQUENTIAL`); call before the
+    /// first put.
+    pub fn ephemeral(mut self) -> Self {
+        self.ephemeral = true;
+        self
+    }
+
+    fn producer(&mut self) -> Result<&Hosted<Producer>, Error> {
+        if self.producer.is_none() {
+            let mut config = ProducerConfig::new(&self.dir, &fresh_id());
+            config.format = self.format;
+            config.ephemeral = self.ephemeral;
+            let (hosted, _events): (_, Events<Producer>) =
+                Hosted::new(&self.client, Producer::new(config))?;
+            self.producer = Some(hosted);
+        }
+        self.producer.as_ref().ok_or(Error::Finished)
+    }
+
+    fn consumer(&mut self, delivery: Delivery) -> Result<Hosted<Consumer>, Error> {
+        let slot = match delivery {
+            Delivery::AtMostOnce => &mut self.consumer,
+            Delivery::AtLeastOnce => &mut self.claimer,
+        };
+        if slot.is_none() {
+            let mut config = ConsumerConfig::new(&self.dir, &fresh_id());
+            config.format = self.format;
+            config.delivery = delivery;
+            config.spread = crate::random_seed();
+            let (hosted, _events) = Hosted::new(&self.client, Consumer::new(config))?;
+            *slot = Some(hosted);
+        }
+        slot.clone().ok_or(Error::Finished)
+    }
+
+    /// Puts one item (default priority in a priority queue); its name once the server
+    /// answered (`None` if only recovery after a lost reply confirmed it).
+    pub async fn put(&mut self, data: impl Into<Bytes>) -> Result<Option<String>, Error> {
+        let mut names = self.put_many_priority(vec![(data.into(), None)]).await?;
+        Ok(names.pop().flatten())
+    }
+
+    /// Puts one item with `priority` (0..=999, lower first) into a priority queue.
+    pub async fn put_priority(
+        &mut self,
+        data: impl Into<Bytes>,
+        priority: u16,
+    ) -> Result<Option<String>, Error> {
+        let mut names = self
+            .put_many_priority(vec![(data.into(), Some(priority))])
+            .await?;
+        Ok(names.pop().flatten())
+    }
+
+    /// Puts many items, pipelined and batched, in order; waits for all of them.
+    pub async fn put_many<I, D>(&mut self, items: I) -> Result<Vec<Option<String>>, Error>
+    where
+        I: IntoIterator<Item = D>,
+        D: Into<Bytes>,
+    {
+        let items = items.into_iter().map(|d| (d.into(), None)).collect();
+        self.put_many_priority(items).await
+    }
+
+    async fn put_many_priority(
+        &mut self,
+        items: Vec<(Bytes, Option<u16>)>,
+    ) -> Result<Vec<Option<String>>, Error> {
+        let n = items.len();
+        let (first, mut events) = self
+            .producer()?
+            .call_subscribed(move |p, now| {
+                let mut first = None;
+                for (data, prio) in items {
+                    let prio = prio.unwrap_or(zk_recipes::recipe::queue::DEFAULT_PRIORITY);
+                    let id = p.put_with_priority(now, data, prio)?;
+                    first.get_or_insert(id);
+                }
+                Ok::<_, Error>(first)
+            })
+            .await?;
+        let Some(first) = first? else {
+            return Ok(Vec::new());
+        };
+        let mut wait = PutsWait::new(first, n);
+        events
+            .wait(|_| {}, |e| wait.feed(e))
+            .await
+            .unwrap_or(Err(Error::Finished))
+    }
+
+    async fn take_inner(
+        &mut self,
+        delivery: Delivery,
+        max: usize,
+        wait: Option<Duration>,
+    ) -> Result<Vec<Item>, Error> {
+        let hosted = self.consumer(delivery)?;
+        let (id, mut events) = hosted
+            .call_subscribed(move |c, now| c.take(now, max, wait.map(|w| now + w)))
+            .await?;
+        events
+            .wait(|_| {}, |e: &ConsumerEvent| e.take_outcome(id))
+            .await
+            .unwrap_or(Err(Error::Finished))
+    }
+
+    /// Takes the next item, waiting as long as it takes (at most once: it is deleted).
+    pub async fn take(&mut self) -> Result<Item, Error> {
+        loop {
+            if let Some(item) = self.take_inner(Delivery::AtMostOnce, 1, None).await?.pop() {
+                return Ok(item);
+            }
+        }
+    }
+
+    /// Takes the next item, waiting at most `wait`; `None` if none came.
+    pub async fn take_timeout(&mut self, wait: Duration) -> Result<Option<Item>, Error> {
+        Ok(self
+            .take_inner(Delivery::AtMostOnce, 1, Some(wait))
+            .await?
+            .pop())
+    }
+
+    /// Takes up to `k` items in order (at least one, waiting as long as it takes), in
+    /// one round of requests where the queue allows.
+    pub async fn take_batch(&mut self, k: usize) -> Result<Vec<Item>, Error> {
+        loop {
+            let items = self.take_inner(Delivery::AtMostOnce, k, None).await?;
+            if !items.is_empty() {
+                return Ok(items);
+            }
+        }
+    }
+
+    /// Takes up to `k` items, waiting at most `wait` (empty if none came).
+    pub async fn take_batch_timeout(
+        &mut self,
+        k: usize,
+        wait: Duration,
+    ) -> Result<Vec<Item>, Error> {
+        self.take_inner(Delivery::AtMostOnce, k, Some(wait)).await
+    }
+
+    /// Claims the next item at least once: it stays in the queue, held by our ephemeral
+    /// claim, until [`Claimed::complete`]. If this session dies first, another consumer
+    /// takes it.
+    pub async fn take_claimed(&mut self) -> Result<Claimed, Error> {
+        loop {
+            if let Some(item) = self.take_inner(Delivery::AtLeastOnce, 1, None).await?.pop() {
+                return self.claimed(item);
+            }
+        }
+    }
+
+    /// [`take_claimed`](Self::take_claimed), waiting at most `wait`.
+    pub async fn take_claimed_timeout(&mut self, wait: Duration) -> Result<Option<Claimed>, Error> {
+        match self
+            .take_inner(Delivery::AtLeastOnce, 1, Some(wait))
+            .await?
+            .pop()
+        {
+            Some(item) => Ok(Some(self.claimed(item)?)),
+            None => Ok(None),
+        }
+    }
+
+    fn claimed(&mut self, item: Item) -> Result<Claimed, Error> {
+        Ok(Claimed {
+            item,
+            hosted: self.consumer(Delivery::AtLeastOnce)?,
+            settled: false,
+        })
+    }
+}
+
+impl Client {
+    /// A FIFO queue at `dir` (Curator `SimpleDistributedQueue` compatible: `qn-` items).
+    pub fn queue(&self, dir: &str) -> Queue {
+        self.queue_with(dir, Format::Fifo)
+    }
+
+    /// A priority queue at `dir` (kazoo `Queue` compatible: `entry-<ppp>-` items).
+    pub fn priority_queue(&self, dir: &str) -> Queue {
+        self.queue_with(dir, Format::Priority)
+    }
+
+    fn queue_with(&self, dir: &str, format: Format) -> Queue {
+        Queue {
+            client: self.clone(),
+            dir: dir.into(),
+            format,
+            ephemeral: false,
+            producer: None,
+            consumer: None,
+            claimer: None,
+        }
+    }
+}

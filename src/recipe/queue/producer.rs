@@ -1,0 +1,841 @@
+//! The queue producer: pipelined, batched, duplicate-free puts.
+//!
+//! # Protocol
+//!
+//! Puts queue up locally and go out in batches: one `multi` per batch holding
+//! `setData(<meta>/p-<id>, version = n - 1)` (the batch number `n` chained on our
+//! marker, see the [module docs](super)) and one sequential `create` per item. A batch
+//! does not wait for the previous one's reply: up to [`ProducerConfig::max_in_flight`]
+//! items are on the wire at once (ZooKeeper applies one session's requests in order),
+//! and whatever queued up while the window was full goes out as the next batch — low
+//! latency when idle, large batches under load. The first batch of a session creates
+//! the marker (ephemeral) in the same transaction.
+//!
+//! # Failures
+//!
+//! When a batch fails, later batches fail too (their versioned `setData` no longer
+//! matches); once every batch in flight has answered, the producer decides:
+//!
+//! * connection lost (the batch may have been applied): after `Reconnected`, `sync` and
+//!   `exists(marker)`: batches numbered up to the marker's version were applied (each of
+//!   their items is reported [`Put`](ProducerEvent::Put) with `node: None`), the others
+//!   are sent again, in order. No duplicate, no loss.
+//! * the queue directory or the side directory is missing: both are created (as
+//!   containers, with their ancestors) and the batches sent again; at most twice, then
+//!   [`Error::NoParent`] / [`Error::ChrootMissing`].
+//! * a refusal (too many requests pending, throttled): sent again after a backoff.
+//! * a final error (no permission, an item too large): its batch's puts fail.
+//! * session expired: puts whose batch was in flight fail with `may_have_applied: true`
+//!   (the marker went with the session: their fate cannot be known); puts not yet sent
+//!   go out in the next session.
+//!
+//! # Commands and events
+//!
+//! [`put`](Producer::put) answers a [`PutId`] at once (or refuses: bounds, bad
+//! priority, closed); exactly one [`ProducerEvent::Put`] or
+//! [`ProducerEvent::PutFailed`] follows for it. [`close`](Producer::close) sends what is
+//! queued, waits for every answer, deletes the marker and reports
+//! [`ProducerEvent::Closed`].
+
+use alloc::collections::VecDeque;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use bytes::Bytes;
+
+use super::{item_prefix, join, meta_dir, multi_failure, name_of, Format, DEFAULT_PRIORITY};
+use crate::error::Error;
+use crate::proto::*;
+use crate::recipe::path::{ancestor_creates, ancestor_result};
+use crate::recipe::{OpId, Outbox, Recipe, Retry, SessionChange};
+use crate::session::WatchEvent;
+use crate::time::Instant;
+
+/// Names one put.
+pub type PutId = u64;
+
+/// How to produce.
+#[derive(Clone, Debug)]
+pub struct ProducerConfig {
+    /// The queue directory.
+    pub dir: String,
+    /// The side directory for our marker ([`super::meta_dir`] by default).
+    pub meta_dir: String,
+    /// A fresh unique id (a UUID string from the driver's entropy): names our marker.
+    pub id: String,
+    /// FIFO (`qn-`) or priority (`entry-ppp-`) names.
+    pub format: Format,
+    /// Items vanish with our session (`EPHEMERAL_SEQUENTIAL`). Off by default.
+    pub ephemeral: bool,
+    /// ACL of items, the marker and parents we create.
+    pub acl: Vec<Acl>,
+    /// Items on the wire at once (default 10,000).
+    pub max_in_flight: usize,
+    /// Batches on the wire at once (default 4): puts made while they are all out wait
+    /// and go together as the next batch, so batches grow with the load.
+    pub max_batches_in_flight: usize,
+    /// Items per batch (default 512).
+    pub max_batch: usize,
+    /// Data bytes per batch (default 256 KiB; an item larger than this goes alone).
+    pub max_batch_bytes: usize,
+    /// Puts queued locally, not yet sent (default 100,000); more are refused.
+    pub max_queued: usize,
+}
+
+impl ProducerConfig {
+    /// FIFO, persistent items, open ACL, default bounds.
+    pub fn new(dir: &str, id: &str) -> Self {
+        ProducerConfig {
+            dir: dir.into(),
+            meta_dir: meta_dir(dir),
+            id: id.into(),
+            format: Format::Fifo,
+            ephemeral: false,
+            acl: Acl::open_unsafe(),
+            max_in_flight: 10_000,
+            max_batches_in_flight: 4,
+            max_batch: 512,
+            max_batch_bytes: 256 * 1024,
+            max_queued: 100_000,
+        }
+    }
+}
+
+/// What a producer reports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ProducerEvent {
+    /// The item is in the queue.
+    Put {
+        /// Which put.
+        id: PutId,
+        /// The item's name, when the server's answer arrived (`None` when the put was
+        /// confirmed by recovery after a lost reply).
+        node: Option<String>,
+    },
+    /// The put failed.
+    PutFailed {
+        /// Which put.
+        id: PutId,
+        /// Why.
+        error: Error,
+        /// The item may be in the queue all the same (the session ended while its
+        /// batch was in flight).
+        may_have_applied: bool,
+    },
+    /// Closed: every put was answered, the marker is gone. Nothing follows.
+    Closed,
+}
+
+impl ProducerEvent {
+    /// For a caller waiting on put `id`: `Some` when this event answers it.
+    pub fn put_outcome(&self, id: PutId) -> Option<Result<Option<String>, Error>> {
+        match self {
+            ProducerEvent::Put { id: i, node } if *i == id => Some(Ok(node.clone())),
+            ProducerEvent::PutFailed { id: i, error, .. } if *i == id => Some(Err(error.clone())),
+            _ => None,
+        }
+    }
+}
+
+/// Follows a run of consecutive puts (as one command makes them) to their outcomes:
+/// what both adapters wait for, decided once.
+///
+/// ```
+/// use zk_recipes::recipe::queue::producer::{ProducerEvent, PutsWait};
+/// let mut w = PutsWait::new(5, 2);
+/// assert_eq!(w.feed(&ProducerEvent::Put { id: 6, node: None }), None);
+/// assert_eq!(w.feed(&ProducerEvent::Put { id: 5, node: Some("qn-0000000001".into()) }),
+///            Some(Ok(vec![Some("qn-0000000001".into()), None])));
+/// ```
+#[derive(Clone, Debug)]
+pub struct PutsWait {
+    first: PutId,
+    nodes: Vec<Option<String>>,
+    answered: Vec<bool>,
+    left: usize,
+    error: Option<Error>,
+}
+
+impl PutsWait {
+    /// Waits for puts `first .. first + n`.
+    pub fn new(first: PutId, n: usize) -> Self {
+        PutsWait {
+            first,
+            nodes: alloc::vec![None; n],
+            answered: alloc::vec![false; n],
+            left: n,
+            error: None,
+        }
+    }
+
+    /// Folds one event in; `Some` once every put is answered: the item names (`None`
+    /// where only recovery confirmed the put), or the first error (the other puts may
+    /// have succeeded). `Closed` ends the wait at once.
+    pub fn feed(&mut self, event: &ProducerEvent) -> Option<Result<Vec<Option<String>>, Error>> {
+        let (id, outcome) = match event {
+            ProducerEvent::Put { id, node } => (*id, Ok(node.clone())),
+            ProducerEvent::PutFailed { id, error, .. } => (*id, Err(error.clone())),
+            ProducerEvent::Closed => return Some(Err(self.error.clone().unwrap_or(Error::Closed))),
+        };
+        let at = usize::try_from(id.checked_sub(self.first)?).ok()?;
+        if at >= self.nodes.len() || self.answered[at] {
+            return None;
+        }
+        self.answered[at] = true;
+        self.left -= 1;
+        match outcome {
+            Ok(node) => self.nodes[at] = node,
+            Err(e) => {
+                self.error.get_or_insert(e);
+            }
+        }
+        if self.left > 0 {
+            return None;
+        }
+        Some(match self.error.clone() {
+            Some(e) => Err(e),
+            None => Ok(core::mem::take(&mut self.nodes)),
+        })
+    }
+}
+
+#[derive(Clone, Debug)]
+struct PutItem {
+    id: PutId,
+    data: Bytes,
+    priority: u16,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Fail {
+    /// May have been applied.
+    Doubt,
+    /// Not applied; send again.
+    Again,
+    /// Not applied; the parents are missing.
+    Parents,
+    /// Not applied; the marker is not as we think.
+    Marker,
+    /// Not applied, never will be.
+    Final(Error),
+}
+
+#[derive(Debug)]
+struct Batch {
+    no: u32,
+    items: Vec<PutItem>,
+    creates_marker: bool,
+    fail: Option<Fail>,
+}
+
+#[derive(Debug)]
+enum Purpose {
+    Batch(u32),
+    Parent(String),
+    Sync,
+    ReadMarker,
+    DeleteMarker,
+}
+
+/// How many times the directories are created before giving up.
+const MAX_PARENT_ROUNDS: u8 = 2;
+/// Batches on the wire at once.
+const MAX_BATCHES: usize = 64;
+
+/// The producer state machine; see the [module docs](self).
+#[derive(Debug)]
+pub struct Producer {
+    config: ProducerConfig,
+    marker: String,
+    session_id: i64,
+    next_id: PutId,
+    pending: VecDeque<PutItem>,
+    in_flight: VecDeque<Batch>,
+    items_in_flight: usize,
+    /// Failed batches waiting for the others to answer, in order.
+    failed: Vec<Batch>,
+    /// The marker exists (a batch creating it was applied in this session).
+    marker_present: bool,
+    /// Batches applied since the marker was created (its version).
+    applied: u32,
+    /// A batch of this marker lifetime was confirmed applied.
+    marker_used: bool,
+    /// Resolving failed batches: reading the marker.
+    reading: bool,
+    sync_failed: bool,
+    need_parents: bool,
+    parent_rounds: u8,
+    parent_error: Option<Error>,
+    retry: Retry,
+    closing: bool,
+    deleting_marker: bool,
+    ended: bool,
+    outbox: Outbox<Purpose>,
+    events: VecDeque<ProducerEvent>,
+}
+
+impl Producer {
+    /// A producer; puts wait for the session's `Connected`.
+    pub fn new(config: ProducerConfig) -> Self {
+        let mut name = String::from("p-");
+        name.push_str(&config.id);
+        let marker = join(&config.meta_dir, &name);
+        Producer {
+            config,
+            marker,
+            session_id: 0,
+            next_id: 1,
+            pending: VecDeque::new(),
+            in_flight: VecDeque::new(),
+            items_in_flight: 0,
+            failed: Vec::new(),
+            marker_present: false,
+            applied: 0,
+            marker_used: false,
+            reading: false,
+            sync_failed: false,
+            need_parents: false,
+            parent_rounds: 0,
+            parent_error: None,
+            retry: Retry::default(),
+            closing: false,
+            deleting_marker: false,
+            ended: false,
+            outbox: Outbox::default(),
+            events: VecDeque::new(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ProducerConfig {
+        &self.config
+    }
+
+    /// Our marker's path.
+    pub fn marker(&self) -> &str {
+        &self.marker
+    }
+
+    /// Puts not yet answered (queued or in flight).
+    pub fn outstanding(&self) -> usize {
+        self.pending.len()
+            + self.items_in_flight
+            + self.failed.iter().map(|b| b.items.len()).sum::<usize>()
+    }
+
+    /// Has the producer ended?
+    pub fn has_ended(&self) -> bool {
+        self.ended
+    }
+
+    /// Puts `data` (priority [`DEFAULT_PRIORITY`] in a priority queue).
+    pub fn put(&mut self, now: Instant, data: Bytes) -> Result<PutId, Error> {
+        self.put_with_priority(now, data, DEFAULT_PRIORITY)
+    }
+
+    /// Puts `data` with `priority` (0..=999, lower first; ignored by FIFO queues).
+    /// Refused at once when the producer is closing, `max_queued` puts wait already
+    /// ([`Error::Overloaded`]), or the priority is out of range.
+    pub fn put_with_priority(
+        &mut self,
+        now: Instant,
+        data: Bytes,
+        priority: u16,
+    ) -> Result<PutId, Error> {
+        if self.closing || self.ended {
+            return Err(Error::Closed);
+        }
+        if priority > super::MAX_PRIORITY {
+            return Err(Error::Server(ErrorCode::BadArguments));
+        }
+        if let Err(error) = validate_path(&self.config.dir) {
+            return Err(Error::InvalidPath {
+                path: self.config.dir.clone(),
+                error,
+            });
+        }
+        if self.pending.len() >= self.config.max_queued {
+            return Err(Error::Overloaded);
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        self.pending.push_back(PutItem { id, data, priority });
+        self.drive(now);
+        Ok(id)
+    }
+
+    /// Sends what is queued, waits for every answer, deletes the marker, then reports
+    /// [`ProducerEvent::Closed`].
+    pub fn close(&mut self, now: Instant) {
+        self.closing = true;
+        self.drive(now);
+    }
+
+    fn emit(&mut self, e: ProducerEvent) {
+        self.events.push_back(e);
+    }
+
+    fn can_send(&self, now: Instant) -> bool {
+        self.session_id != 0
+            && self.retry.allows(now)
+            && self.failed.is_empty()
+            && !self.reading
+            && !self.deleting_marker
+    }
+
+    fn drive(&mut self, now: Instant) {
+        if self.ended {
+            return;
+        }
+        if !self.failed.is_empty() && self.in_flight.is_empty() {
+            self.resolve(now);
+        }
+        if self.can_send(now) && self.need_parents {
+            self.need_parents = false;
+            self.parent_rounds = self.parent_rounds.saturating_add(1);
+            let acl = self.config.acl.clone();
+            for dir in [self.config.dir.clone(), self.config.meta_dir.clone()] {
+                let probe = join(&dir, "x");
+                for (p, req) in ancestor_creates(&probe, &acl, CreateMode::Container) {
+                    self.outbox.send(Purpose::Parent(p), req);
+                }
+            }
+        }
+        while self.can_send(now)
+            && !self.pending.is_empty()
+            && self.items_in_flight < self.config.max_in_flight.max(1)
+            && self.in_flight.len() < self.config.max_batches_in_flight.clamp(1, MAX_BATCHES)
+        {
+            self.send_batch();
+        }
+        if self.closing
+            && !self.deleting_marker
+            && self.pending.is_empty()
+            && self.in_flight.is_empty()
+            && self.failed.is_empty()
+            && !self.reading
+        {
+            if self.marker_present && self.session_id != 0 && self.retry.allows(now) {
+                self.deleting_marker = true;
+                self.outbox.send(
+                    Purpose::DeleteMarker,
+                    Request::Delete(DeleteRequest {
+                        path: self.marker.clone(),
+                        version: -1,
+                    }),
+                );
+            } else if !self.marker_present || self.session_id == 0 {
+                self.end();
+            }
+        }
+    }
+
+    fn end(&mut self) {
+        if !self.ended {
+            self.ended = true;
+            for item in core::mem::take(&mut self.pending) {
+                self.events.push_back(ProducerEvent::PutFailed {
+                    id: item.id,
+                    error: Error::Closed,
+                    may_have_applied: false,
+                });
+            }
+            self.emit(ProducerEvent::Closed);
+        }
+    }
+
+    fn send_batch(&mut self) {
+        let room = self
+            .config
+            .max_in_flight
+            .max(1)
+            .saturating_sub(self.items_in_flight)
+            .clamp(1, self.config.max_batch.max(1));
+        let mut items = Vec::new();
+        let mut bytes = 0usize;
+        while let Some(first) = self.pending.front() {
+            if items.len() >= room
+                || (!items.is_empty() && bytes + first.data.len() > self.config.max_batch_bytes)
+            {
+                break;
+            }
+            bytes += first.data.len();
+            if let Some(item) = self.pending.pop_front() {
+                items.push(item);
+            }
+        }
+        let no = self.applied + self.in_flight.len() as u32 + 1;
+        let creates_marker = !self.marker_present && self.in_flight.is_empty();
+        let mut ops = Vec::with_capacity(items.len() + 2);
+        if creates_marker {
+            ops.push(MultiOp::Create(CreateRequest::new(
+                self.marker.clone(),
+                Bytes::new(),
+                self.config.acl.clone(),
+                CreateMode::Ephemeral,
+            )));
+        }
+        ops.push(MultiOp::SetData(SetDataRequest {
+            path: self.marker.clone(),
+            data: Bytes::new(),
+            version: (no.wrapping_sub(1)) as i32,
+        }));
+        let mode = if self.config.ephemeral {
+            CreateMode::EphemeralSequential
+        } else {
+            CreateMode::PersistentSequential
+        };
+        for item in &items {
+            let path = join(
+                &self.config.dir,
+                &item_prefix(self.config.format, item.priority),
+            );
+            ops.push(MultiOp::Create(CreateRequest::new(
+                path,
+                item.data.clone(),
+                self.config.acl.clone(),
+                mode,
+            )));
+        }
+        self.items_in_flight += items.len();
+        self.outbox.send(Purpose::Batch(no), Request::Multi(ops));
+        self.in_flight.push_back(Batch {
+            no,
+            items,
+            creates_marker,
+            fail: None,
+        });
+    }
+
+    /// Every batch in flight has answered and some failed: decide.
+    fn resolve(&mut self, now: Instant) {
+        if self.reading {
+            return;
+        }
+        let needs_read = self
+            .failed
+            .iter()
+            .any(|b| matches!(b.fail, Some(Fail::Doubt) | Some(Fail::Marker)));
+        if needs_read {
+            if self.session_id == 0 || !self.retry.allows(now) {
+                return;
+            }
+            self.reading = true;
+            self.outbox.send(
+                Purpose::Sync,
+                Request::Sync(PathRequest {
+                    path: self.config.meta_dir.clone(),
+                }),
+            );
+            self.outbox.send(
+                Purpose::ReadMarker,
+                Request::Exists(PathWatch {
+                    path: self.marker.clone(),
+                    watch: false,
+                }),
+            );
+            return;
+        }
+        // Nothing in doubt: the marker is as we know it.
+        self.settle(self.marker_present, self.applied);
+    }
+
+    /// The marker's state is known (`present`, `version`): report applied batches,
+    /// fail final ones, queue the rest again in order.
+    fn settle(&mut self, present: bool, version: u32) {
+        let lost_marker = !present && self.marker_used;
+        let mut again: Vec<PutItem> = Vec::new();
+        for batch in core::mem::take(&mut self.failed) {
+            let applied = present && version >= batch.no;
+            match batch.fail {
+                Some(Fail::Doubt) if applied => {
+                    for item in batch.items {
+                        self.events.push_back(ProducerEvent::Put {
+                            id: item.id,
+                            node: None,
+                        });
+                    }
+                }
+                Some(Fail::Doubt) if lost_marker => {
+                    // Our marker vanished under us: the fate of these is unknowable.
+                    for item in batch.items {
+                        self.events.push_back(ProducerEvent::PutFailed {
+                            id: item.id,
+                            error: Error::ConnectionLoss,
+                            may_have_applied: true,
+                        });
+                    }
+                }
+                Some(Fail::Final(e)) => {
+                    for item in batch.items {
+                        self.events.push_back(ProducerEvent::PutFailed {
+                            id: item.id,
+                            error: e.clone(),
+                            may_have_applied: false,
+                        });
+                    }
+                }
+                _ => again.extend(batch.items),
+            }
+        }
+        if present {
+            self.applied = version;
+            if lost_marker {
+                self.marker_used = false;
+            }
+        } else {
+            self.applied = 0;
+            self.marker_used = false;
+        }
+        self.marker_present = present;
+        for item in again.into_iter().rev() {
+            self.pending.push_front(item);
+        }
+    }
+
+    fn on_batch(&mut self, now: Instant, no: u32, result: Result<Response, Error>) {
+        let Some(at) = self.in_flight.iter().position(|b| b.no == no) else {
+            return;
+        };
+        let Some(mut batch) = self.in_flight.remove(at) else {
+            return;
+        };
+        self.items_in_flight = self.items_in_flight.saturating_sub(batch.items.len());
+        let failure = multi_failure(&result);
+        match (&result, failure) {
+            (Ok(Response::Multi(results)), None) => {
+                self.retry.succeeded();
+                self.parent_rounds = 0;
+                self.parent_error = None;
+                self.marker_present = true;
+                self.marker_used = true;
+                self.applied = self.applied.max(no);
+                let skip = if batch.creates_marker { 2 } else { 1 };
+                for (i, item) in batch.items.into_iter().enumerate() {
+                    let node = match results.get(skip + i) {
+                        Some(MultiResult::Create(p))
+                        | Some(MultiResult::Create2 { path: p, .. }) => {
+                            Some(name_of(p).to_string())
+                        }
+                        _ => None,
+                    };
+                    self.events
+                        .push_back(ProducerEvent::Put { id: item.id, node });
+                }
+                return;
+            }
+            (_, Some((i, code))) => {
+                let marker_ops = if batch.creates_marker { 2 } else { 1 };
+                batch.fail = Some(match code {
+                    ErrorCode::NoNode if batch.creates_marker && i == 0 => Fail::Parents,
+                    ErrorCode::NoNode if i >= marker_ops => Fail::Parents,
+                    ErrorCode::NoNode | ErrorCode::BadVersion | ErrorCode::NodeExists => {
+                        Fail::Marker
+                    }
+                    c => Fail::Final(Error::Server(c)),
+                });
+                if batch.fail == Some(Fail::Parents) {
+                    if self.parent_rounds >= MAX_PARENT_ROUNDS || self.parent_error.is_some() {
+                        let e = self.parent_error.clone().unwrap_or_else(|| {
+                            ancestor_result(
+                                &self.config.dir,
+                                &Err(Error::Server(ErrorCode::NoNode)),
+                            )
+                            .unwrap_or(Error::Server(ErrorCode::NoNode))
+                        });
+                        batch.fail = Some(Fail::Final(e));
+                    } else {
+                        self.need_parents = true;
+                    }
+                }
+            }
+            (Err(e), None) if e.may_have_applied() || e.ends_session() => {
+                // Resolved once connected again (the marker read waits for it).
+                self.retry.failed(now);
+                batch.fail = Some(Fail::Doubt);
+            }
+            (Err(e), None) if e.is_retryable() => {
+                self.retry.failed(now);
+                batch.fail = Some(Fail::Again);
+            }
+            (Err(e), None) => batch.fail = Some(Fail::Final(e.clone())),
+            (Ok(_), None) => batch.fail = Some(Fail::Final(Error::UnexpectedReply)),
+        }
+        self.failed.push(batch);
+        self.failed.sort_by_key(|b| b.no);
+    }
+
+    fn on_read_marker(&mut self, now: Instant, result: Result<Response, Error>) {
+        self.reading = false;
+        let result = if core::mem::take(&mut self.sync_failed) {
+            Err(Error::ConnectionLoss)
+        } else {
+            result
+        };
+        match result {
+            Ok(Response::Stat(stat)) if stat.ephemeral_owner == self.session_id => {
+                self.settle(true, stat.version as u32)
+            }
+            Ok(_) | Err(Error::Server(ErrorCode::NoNode)) => {
+                // Not there (or not ours: treat as absent and replace it).
+                self.settle(false, 0)
+            }
+            Err(e) if e.is_retryable() => self.retry.failed(now),
+            Err(e) if e.ends_session() => {}
+            Err(e) => {
+                for b in &mut self.failed {
+                    if b.fail == Some(Fail::Doubt) {
+                        b.fail = Some(Fail::Final(e.clone()));
+                    }
+                }
+                self.settle(false, 0);
+            }
+        }
+    }
+
+    fn on_parent(&mut self, path: String, result: Result<Response, Error>) {
+        if let Some(e) = ancestor_result(&path, &result) {
+            if e.is_retryable() {
+                self.need_parents = true;
+            } else if !e.ends_session() && self.parent_error.is_none() {
+                self.parent_error = Some(e);
+            }
+        }
+    }
+
+    fn on_session_end(&mut self, error: Error, terminal: bool) {
+        self.outbox.clear();
+        self.reading = false;
+        self.deleting_marker = false;
+        self.need_parents = false;
+        let mut batches: Vec<Batch> = core::mem::take(&mut self.failed);
+        batches.extend(self.in_flight.drain(..));
+        batches.sort_by_key(|b| b.no);
+        self.items_in_flight = 0;
+        let mut again = Vec::new();
+        for b in batches {
+            let doubt = matches!(b.fail, None | Some(Fail::Doubt));
+            if doubt || terminal {
+                for item in b.items {
+                    self.events.push_back(ProducerEvent::PutFailed {
+                        id: item.id,
+                        error: error.clone(),
+                        may_have_applied: doubt,
+                    });
+                }
+            } else if let Some(Fail::Final(e)) = b.fail {
+                for item in b.items {
+                    self.events.push_back(ProducerEvent::PutFailed {
+                        id: item.id,
+                        error: e.clone(),
+                        may_have_applied: false,
+                    });
+                }
+            } else {
+                again.extend(b.items);
+            }
+        }
+        for item in again.into_iter().rev() {
+            self.pending.push_front(item);
+        }
+        self.marker_present = false;
+        self.marker_used = false;
+        self.applied = 0;
+        self.session_id = 0;
+        if terminal {
+            for item in core::mem::take(&mut self.pending) {
+                self.events.push_back(ProducerEvent::PutFailed {
+                    id: item.id,
+                    error: error.clone(),
+                    may_have_applied: false,
+                });
+            }
+            self.ended = true;
+            self.emit(ProducerEvent::Closed);
+        }
+    }
+}
+
+impl Recipe for Producer {
+    type Event = ProducerEvent;
+
+    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+        let Some(purpose) = self.outbox.take(op) else {
+            return;
+        };
+        match purpose {
+            Purpose::Batch(no) => self.on_batch(now, no, result),
+            Purpose::Parent(p) => self.on_parent(p, result),
+            Purpose::Sync => self.sync_failed = result.is_err(),
+            Purpose::ReadMarker => self.on_read_marker(now, result),
+            Purpose::DeleteMarker => {
+                self.deleting_marker = false;
+                match result {
+                    Err(e) if e.is_retryable() => self.retry.failed(now),
+                    _ => {
+                        self.marker_present = false;
+                        self.end();
+                    }
+                }
+            }
+        }
+        self.drive(now);
+    }
+
+    fn handle_watch(&mut self, _now: Instant, _op: OpId, _event: &WatchEvent) {}
+
+    fn handle_session(&mut self, now: Instant, change: SessionChange) {
+        self.retry.session(change);
+        match change {
+            SessionChange::Connected { session_id } => {
+                self.session_id = session_id;
+                self.marker_present = false;
+                self.applied = 0;
+            }
+            SessionChange::Suspended => {}
+            SessionChange::Reconnected { session_id } => {
+                self.session_id = session_id;
+            }
+            SessionChange::Expired => self.on_session_end(Error::SessionExpired, false),
+            SessionChange::Closed => self.on_session_end(Error::Closed, true),
+        }
+        self.drive(now);
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        self.drive(now);
+    }
+
+    fn handle_abandon(&mut self, now: Instant) {
+        // The owner is gone: nobody waits for the queued puts; what is on the wire ends.
+        self.pending.clear();
+        self.close(now);
+    }
+
+    fn poll_request(&mut self) -> Option<(OpId, Request)> {
+        self.outbox.poll()
+    }
+
+    fn poll_event(&mut self) -> Option<ProducerEvent> {
+        self.events.pop_front()
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        if self.ended {
+            return None;
+        }
+        let waiting = !self.pending.is_empty()
+            || !self.failed.is_empty()
+            || self.need_parents
+            || (self.closing && self.marker_present);
+        if waiting {
+            self.retry.deadline()
+        } else {
+            None
+        }
+    }
+
+    fn is_done(&self) -> bool {
+        self.ended && self.outbox.is_empty() && self.events.is_empty()
+    }
+}
