@@ -4,28 +4,28 @@
 //!
 //! # Protocol
 //!
-//! `getChildren(<dir>, watch)`; the contenders are sorted as candidates sort them (by
-//! the sequence after the last known marker; other children ignored). Each new
-//! contender's node is read once (`getData`: participant id, and its creation zxid,
-//! the leadership's fencing token); the lowest is the leader. The acknowledgement
-//! directory is listed with a watch (or followed with `exists(watch)` while it is
-//! missing): the leader has acknowledged when `<ack_dir>/<its token>` is in it (see
-//! [`ack_node`](super::ack_node)). A missing directory is an empty
-//! election (followed with `exists(watch)` until it appears). Watches the session re-arms
-//! on a reconnect report what changed while away; a request lost with the connection is
-//! sent again after `Reconnected`, everything after a new session.
+//! Two group [`View`]s, which do all the reading: one of the candidates' directory
+//! (each candidate's node read once: its participant id, and its creation zxid — the
+//! fencing token it leads with; no data watches, candidate data never changes), one of
+//! the acknowledgement directory. The contenders are sorted as candidates sort them
+//! (by the sequence after the last known marker; other children ignored); the lowest
+//! is the leader. It has acknowledged when `<ack_dir>/<its token>` exists (see
+//! [`ack_node`](super::ack_node)). The views take care of missing directories (an empty
+//! election), reconnects and new sessions (resynchronised: nothing lost, nothing
+//! invented).
 //!
-//! Events: [`ObserverEvent::Leader`] once the first listing is read, then whenever the
-//! leader changes (`None`: nobody leads),
-//! [`ObserverEvent::Acknowledged`] when the current leader's acknowledgement appears,
-//! `Failed` (final: no permission, invalid path) and `Closed` (final).
+//! Events: [`ObserverEvent::Leader`] once the first view is complete, then whenever
+//! the leader changes (`None`: nobody leads); [`ObserverEvent::Acknowledged`] when the
+//! current leader's acknowledgement appears; `Failed` (final: no permission, invalid
+//! path) and `Closed` (final).
 
-use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
-use alloc::string::String;
+use alloc::collections::VecDeque;
+use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
-use super::super::{contender, OpId, Outbox, Recipe, Retry, SessionChange};
-use super::{default_ack_dir, parse_ack_node};
+use super::super::group::{View, ViewConfig, ViewEvent};
+use super::super::{contender, OpId, Recipe, SessionChange};
+use super::default_ack_dir;
 use crate::error::Error;
 use crate::proto::*;
 use crate::session::WatchEvent;
@@ -59,43 +59,21 @@ pub enum ObserverEvent {
     Closed,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Purpose {
-    List,
-    DirExists,
-    Read(String),
-    Ack,
-    AckExists,
-}
-
-const LIST: u8 = 1;
-const ACK: u8 = 2;
-
 /// The observer state machine. See the [module docs](self).
 #[derive(Debug)]
 pub struct Observer {
-    dir: String,
-    ack_dir: String,
-    started: bool,
+    candidates: View,
+    acks: View,
     ended: bool,
-    /// Contender names in election order, from the last listing.
-    order: Vec<String>,
-    /// What we read of them: name → participant.
-    known: BTreeMap<String, Participant>,
-    /// Contenders to read, and contenders being read.
-    unread: BTreeSet<String>,
-    reading: BTreeSet<String>,
-    leader: Option<Participant>,
-    /// The tokens in the acknowledgement directory.
-    acks: BTreeSet<i64>,
+    /// The leader last reported (`Some` once the first view was complete).
+    reported: Option<Option<Participant>>,
     acked: Option<i64>,
-    /// A listing has been answered, and its leader reported.
-    listed: bool,
-    reported: bool,
-    need: u8,
-    retry: Retry,
-    outbox: Outbox<Purpose>,
     events: VecDeque<ObserverEvent>,
+}
+
+/// Op ids: the candidates view's are even, the acknowledgements view's odd.
+fn tag(op: OpId, acks: bool) -> OpId {
+    (op << 1) | u64::from(acks)
 }
 
 impl Observer {
@@ -107,128 +85,93 @@ impl Observer {
 
     /// An observer of the election in `dir` whose leaders acknowledge in `ack_dir`.
     pub fn with_ack_dir(dir: &str, ack_dir: &str) -> Observer {
+        let view = |d: &str| {
+            let mut c = ViewConfig::new(d.trim_end_matches('/'));
+            c.watch_data = false;
+            View::new(c)
+        };
         Observer {
-            dir: dir.trim_end_matches('/').into(),
-            ack_dir: ack_dir.trim_end_matches('/').into(),
-            started: false,
+            candidates: view(dir),
+            acks: view(ack_dir),
             ended: false,
-            order: Vec::new(),
-            known: BTreeMap::new(),
-            unread: BTreeSet::new(),
-            reading: BTreeSet::new(),
-            leader: None,
-            acks: BTreeSet::new(),
+            reported: None,
             acked: None,
-            listed: false,
-            reported: false,
-            need: 0,
-            retry: Retry::default(),
-            outbox: Outbox::default(),
             events: VecDeque::new(),
         }
     }
 
     /// Starts observing.
     pub fn start(&mut self, now: Instant) {
-        if self.started || self.ended {
-            return;
-        }
-        self.started = true;
-        for path in [self.dir.clone(), self.ack_dir.clone()] {
-            if let Err(error) = validate_path(&path) {
-                self.end(Some(Error::InvalidPath { path, error }));
-                return;
-            }
-        }
-        self.need = LIST | ACK;
-        self.drive(now);
+        self.candidates.start(now);
+        self.acks.start(now);
+        self.pump();
     }
 
     /// Stops observing; `Closed` follows.
-    pub fn close(&mut self, _now: Instant) {
+    pub fn close(&mut self, now: Instant) {
+        self.candidates.close(now);
+        self.acks.close(now);
+        self.pump();
         self.end(None);
     }
 
-    /// The current leader, as of the last listing.
+    /// The current leader, as of the last complete view.
     pub fn leader(&self) -> Option<&Participant> {
-        self.leader.as_ref()
+        self.reported.as_ref().and_then(|l| l.as_ref())
     }
 
     /// The participants in election order (the leader first), as far as read.
     pub fn participants(&self) -> Vec<Participant> {
-        self.order
+        let names: Vec<String> = self
+            .candidates
+            .members()
             .iter()
-            .filter_map(|n| self.known.get(n).cloned())
+            .map(|m| m.name.clone())
+            .collect();
+        contender::sorted(&names)
+            .into_iter()
+            .filter_map(|c| {
+                let m = self.candidates.member(&c.name)?;
+                Some(Participant {
+                    id: String::from_utf8_lossy(&m.data).into(),
+                    node: c.name,
+                    fencing_token: m.stat.czxid,
+                })
+            })
             .collect()
     }
 
     /// The acknowledged leader: the current leader, if its acknowledgement is written.
     pub fn acknowledged(&self) -> Option<&Participant> {
-        self.leader
-            .as_ref()
-            .filter(|l| self.acks.contains(&l.fencing_token))
+        self.leader()
+            .filter(|l| self.acks.member(&l.fencing_token.to_string()).is_some())
     }
 
     fn end(&mut self, error: Option<Error>) {
-        if self.ended {
+        if !self.ended {
+            self.ended = true;
+            self.events.push_back(match error {
+                Some(error) => ObserverEvent::Failed { error },
+                None => ObserverEvent::Closed,
+            });
+        }
+    }
+
+    /// Drains both views' events and reports what they mean for the election.
+    fn pump(&mut self) {
+        while let Some(e) = self.candidates.poll_event().or_else(|| self.acks.poll_event()) {
+            match e {
+                ViewEvent::Failed(Error::Closed) | ViewEvent::Closed => self.end(None),
+                ViewEvent::Failed(error) => self.end(Some(error)),
+                _ => {}
+            }
+        }
+        if self.ended || !self.candidates.is_synced() {
             return;
         }
-        self.ended = true;
-        self.need = 0;
-        self.events.push_back(match error {
-            Some(error) => ObserverEvent::Failed { error },
-            None => ObserverEvent::Closed,
-        });
-    }
-
-    fn child(&self, name: &str) -> String {
-        let mut s = self.dir.clone();
-        s.push('/');
-        s.push_str(name);
-        s
-    }
-
-    fn drive(&mut self, now: Instant) {
-        if self.ended || !self.retry.allows(now) {
-            return;
-        }
-        if self.need & LIST != 0 && !self.outbox.any(|p| *p == Purpose::List) {
-            self.need &= !LIST;
-            let path = self.dir.clone();
-            self.outbox.send(
-                Purpose::List,
-                Request::GetChildren(PathWatch { path, watch: true }),
-            );
-        }
-        if self.need & ACK != 0 && !self.outbox.any(|p| *p == Purpose::Ack) {
-            self.need &= !ACK;
-            let path = self.ack_dir.clone();
-            self.outbox.send(
-                Purpose::Ack,
-                Request::GetChildren(PathWatch { path, watch: true }),
-            );
-        }
-        for name in core::mem::take(&mut self.unread) {
-            let path = self.child(&name);
-            self.reading.insert(name.clone());
-            self.outbox.send(
-                Purpose::Read(name),
-                Request::GetData(PathWatch { path, watch: false }),
-            );
-        }
-    }
-
-    /// Recomputes the leader from the order and what we know; reports a change.
-    fn update(&mut self) {
-        // The leader is the first contender, once read (a node that vanished before we
-        // read it is skipped: the next listing drops it).
-        let first = self.order.first();
-        let leader = first.and_then(|n| self.known.get(n).cloned());
-        // The first contender is not read yet: wait for it rather than report a gap.
-        let waiting = first.is_some() && leader.is_none();
-        if (leader != self.leader || !self.reported) && self.listed && !waiting {
-            self.reported = true;
-            self.leader = leader.clone();
+        let leader = self.participants().into_iter().next();
+        if self.reported.as_ref() != Some(&leader) {
+            self.reported = Some(leader.clone());
             self.events.push_back(ObserverEvent::Leader(leader));
         }
         if let Some(l) = self.acknowledged().cloned() {
@@ -238,157 +181,37 @@ impl Observer {
             }
         }
     }
-
-    fn on_list(&mut self, result: Result<Response, Error>) {
-        match result {
-            Ok(Response::Children(children)) | Ok(Response::Children2 { children, .. }) => {
-                self.listed = true;
-                let sorted = contender::sorted(&children);
-                self.order = sorted.into_iter().map(|c| c.name).collect();
-                let listed: BTreeSet<&String> = self.order.iter().collect();
-                self.known.retain(|n, _| listed.contains(n));
-                self.unread.retain(|n| listed.contains(n));
-                for n in &self.order {
-                    if !self.known.contains_key(n) && !self.reading.contains(n) {
-                        self.unread.insert(n.clone());
-                    }
-                }
-            }
-            Err(Error::Server(ErrorCode::NoNode)) => {
-                self.listed = true;
-                self.order.clear();
-                self.known.clear();
-                self.unread.clear();
-                let path = self.dir.clone();
-                self.outbox.send(
-                    Purpose::DirExists,
-                    Request::Exists(PathWatch { path, watch: true }),
-                );
-            }
-            Err(e) => self.failed(e, LIST),
-            Ok(_) => self.end(Some(Error::UnexpectedReply)),
-        }
-    }
-
-    fn failed(&mut self, e: Error, need: u8) {
-        if e.is_retryable() {
-            self.need |= need;
-        } else if !e.ends_session() {
-            self.end(Some(e));
-        }
-    }
 }
 
 impl Recipe for Observer {
     type Event = ObserverEvent;
 
     fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some(purpose) = self.outbox.take(op) else {
-            return;
-        };
-        if self.ended {
-            return;
+        match op & 1 {
+            0 => self.candidates.handle_reply(now, op >> 1, result),
+            _ => self.acks.handle_reply(now, op >> 1, result),
         }
-        if result.as_ref().is_err_and(|e| e.is_retryable()) {
-            self.retry.failed(now);
-        }
-        match purpose {
-            Purpose::List => self.on_list(result),
-            Purpose::DirExists => match result {
-                // It appeared: list it (and watch).
-                Ok(Response::Stat(_)) => self.need |= LIST,
-                // Still missing: the watch will say when it appears.
-                Err(Error::Server(ErrorCode::NoNode)) => {}
-                Err(e) => self.failed(e, LIST),
-                Ok(_) => self.end(Some(Error::UnexpectedReply)),
-            },
-            Purpose::Read(name) => match result {
-                Ok(Response::Data { data, stat }) => {
-                    // (One that vanished meanwhile is dropped by the next listing.)
-                    self.reading.remove(&name);
-                    let id = String::from_utf8_lossy(&data).into();
-                    let p = Participant {
-                        id,
-                        node: name.clone(),
-                        fencing_token: stat.czxid,
-                    };
-                    self.known.insert(name, p);
-                }
-                Err(Error::Server(ErrorCode::NoNode)) => {
-                    // Gone before we read it: drop it (our watch brings the listing).
-                    self.reading.remove(&name);
-                    self.order.retain(|n| *n != name);
-                }
-                Err(e) if e.is_retryable() => {
-                    // Read again when the session allows.
-                    self.reading.remove(&name);
-                    self.unread.insert(name);
-                }
-                Err(e) => self.failed(e, 0),
-                Ok(_) => self.end(Some(Error::UnexpectedReply)),
-            },
-            Purpose::AckExists => match result {
-                Ok(Response::Stat(_)) => self.need |= ACK,
-                Err(Error::Server(ErrorCode::NoNode)) => {}
-                Err(e) => self.failed(e, ACK),
-                Ok(_) => self.end(Some(Error::UnexpectedReply)),
-            },
-            Purpose::Ack => match result {
-                Ok(Response::Children(names))
-                | Ok(Response::Children2 {
-                    children: names, ..
-                }) => {
-                    self.acks = names.iter().filter_map(|n| parse_ack_node(n)).collect();
-                }
-                Err(Error::Server(ErrorCode::NoNode)) => {
-                    self.acks.clear();
-                    // A listing of a missing node sets no watch: follow its creation.
-                    let path = self.ack_dir.clone();
-                    self.outbox.send(
-                        Purpose::AckExists,
-                        Request::Exists(PathWatch { path, watch: true }),
-                    );
-                }
-                Err(e) => self.failed(e, ACK),
-                Ok(_) => self.end(Some(Error::UnexpectedReply)),
-            },
-        }
-        self.update();
-        self.drive(now);
+        self.pump();
     }
 
-    fn handle_watch(&mut self, now: Instant, _op: OpId, event: &WatchEvent) {
-        if event.path == self.ack_dir {
-            self.need |= ACK;
-        } else if event.path == self.dir {
-            self.need |= LIST;
+    fn handle_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
+        match op & 1 {
+            0 => self.candidates.handle_watch(now, op >> 1, event),
+            _ => self.acks.handle_watch(now, op >> 1, event),
         }
-        self.drive(now);
+        self.pump();
     }
 
     fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.retry.session(change);
-        match change {
-            SessionChange::Connected { .. } if self.started => {
-                // A new session: no watch survived.
-                self.need |= LIST | ACK;
-            }
-            SessionChange::Expired => {
-                self.outbox.clear();
-                let reading = core::mem::take(&mut self.reading);
-                self.unread.extend(reading);
-            }
-            SessionChange::Closed => {
-                self.outbox.clear();
-                self.end(None);
-            }
-            _ => {}
-        }
-        self.drive(now);
+        self.candidates.handle_session(now, change);
+        self.acks.handle_session(now, change);
+        self.pump();
     }
 
     fn handle_timeout(&mut self, now: Instant) {
-        self.drive(now);
+        self.candidates.handle_timeout(now);
+        self.acks.handle_timeout(now);
+        self.pump();
     }
 
     fn handle_abandon(&mut self, now: Instant) {
@@ -396,7 +219,11 @@ impl Recipe for Observer {
     }
 
     fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.outbox.poll()
+        if let Some((op, r)) = self.candidates.poll_request() {
+            return Some((tag(op, false), r));
+        }
+        let (op, r) = self.acks.poll_request()?;
+        Some((tag(op, true), r))
     }
 
     fn poll_event(&mut self) -> Option<ObserverEvent> {
@@ -404,15 +231,13 @@ impl Recipe for Observer {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        let pending = self.need != 0 || !self.unread.is_empty();
-        if pending && !self.ended {
-            self.retry.deadline()
-        } else {
-            None
+        match (self.candidates.poll_timeout(), self.acks.poll_timeout()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 
     fn is_done(&self) -> bool {
-        self.ended && self.outbox.is_empty() && self.events.is_empty()
+        self.ended && self.candidates.is_done() && self.acks.is_done() && self.events.is_empty()
     }
 }
