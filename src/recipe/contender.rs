@@ -69,6 +69,18 @@ impl Contender {
     }
 }
 
+/// What orders a contender (the text after its last known marker, then its name);
+/// `None` for children without a known marker. No allocation.
+///
+/// ```
+/// use zk_recipes::recipe::contender::order_key;
+/// assert!(order_key("_c_b-latch-0000000001") < order_key("_c_a-latch-0000000002"));
+/// assert_eq!(order_key("ready"), None);
+/// ```
+pub fn order_key(name: &str) -> Option<(&str, &str)> {
+    split(name).map(|(_, seq)| (seq, name))
+}
+
 /// Splits a child name into (marker, sequence text) without allocating.
 fn split(name: &str) -> Option<(&'static str, &str)> {
     let (at, marker) = MARKERS

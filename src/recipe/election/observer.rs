@@ -169,7 +169,17 @@ impl Observer {
         if self.ended || !self.candidates.is_synced() {
             return;
         }
-        let leader = self.participants().into_iter().next();
+        let leader = self
+            .candidates
+            .members()
+            .iter()
+            .filter_map(|m| Some((contender::order_key(&m.name)?, m)))
+            .min_by(|a, b| a.0.cmp(&b.0))
+            .map(|(_, m)| Participant {
+                id: String::from_utf8_lossy(&m.data).into(),
+                node: m.name.clone(),
+                fencing_token: m.stat.czxid,
+            });
         if self.reported.as_ref() != Some(&leader) {
             self.reported = Some(leader.clone());
             self.events.push_back(ObserverEvent::Leader(leader));
