@@ -45,6 +45,7 @@ pub mod contender;
 pub mod election;
 pub mod lock;
 pub mod path;
+pub mod two_phase;
 
 use alloc::boxed::Box;
 use alloc::collections::VecDeque;
