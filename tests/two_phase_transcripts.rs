@@ -768,3 +768,39 @@ fn a_closed_session_ends_the_site() {
     );
     assert!(s.r.is_done());
 }
+
+#[test]
+fn a_refusal_because_the_session_is_ending_is_not_retried_in_a_loop() {
+    let mut s = site(Variant::Coordinator);
+    ready(&mut s, (b"", 0));
+    s.events();
+    s.fire(EventType::NodeDataChanged, TX);
+    s.reply("watch /app/tx", data(b"abort", 1));
+    assert_eq!(s.sent(), ["delete /app/tx/alive/a"]);
+    s.reply("delete", Err(Error::Closed)); // refused: the session is closing
+    assert!(
+        s.sent().is_empty(),
+        "no retry until the session says what comes next"
+    );
+    assert_eq!(s.r.poll_timeout(), None);
+    s.session(SessionChange::Closed);
+    assert_eq!(
+        s.events(),
+        [SiteEvent::Decided {
+            outcome: Outcome::Abort
+        }]
+    );
+    assert!(s.r.is_done());
+
+    let mut c = coordinator(Variant::Coordinator);
+    c.reply("multi create", Err(Error::Closed));
+    assert!(c.sent().is_empty());
+    c.session(SessionChange::Closed);
+    assert_eq!(
+        c.events(),
+        [CoordinatorEvent::Failed {
+            error: Error::Closed
+        }]
+    );
+    assert!(c.r.is_done());
+}

@@ -23,13 +23,16 @@ mod driver;
 mod election;
 pub mod hosted;
 mod lock;
+mod two_phase;
 
 pub use election::{Candidate, ElectionBuilder, ElectionObserver};
 pub use hosted::{Events, Hosted};
 pub use lock::{LockBuilder, LockGuard, ReentrantLock};
+pub use two_phase::{Transaction, TransactionBuilder, TransactionSite};
 pub use zk_recipes::recipe::election::observer::{ObserverEvent, Participant};
 pub use zk_recipes::recipe::election::{ElectionEvent, Leadership};
 pub use zk_recipes::recipe::lock::{HoldState, LockChange, LostReason};
+pub use zk_recipes::recipe::two_phase::{CoordinatorEvent, Outcome, Variant, Vote, VoteOutcome};
 pub use zk_recipes::recipe::Recipe;
 
 use std::future::Future;

@@ -598,6 +598,9 @@ impl Coordinator {
     fn on_reply(&mut self, now: Instant, p: P, result: Result<Response, Error>) {
         if let Err(e) = &result {
             if e.ends_session() {
+                // Refused because the session is ending: send nothing more until the
+                // session change says what comes next (a new session, or the end).
+                self.between_sessions = true;
                 return;
             }
         }
@@ -823,7 +826,7 @@ impl Recipe for Coordinator {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        let retry = if self.need != 0 {
+        let retry = if self.need != 0 && !self.between_sessions {
             self.retry.deadline()
         } else {
             None

@@ -597,6 +597,9 @@ impl Site {
     fn on_reply(&mut self, now: Instant, p: P, result: Result<Response, Error>) {
         if let Err(e) = &result {
             if e.ends_session() {
+                // Refused because the session is ending: send nothing more until the
+                // session change says what comes next (a new session, or the end).
+                self.between_sessions = true;
                 return; // the session change decides
             }
         }
@@ -935,7 +938,7 @@ impl Recipe for Site {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        if self.need != 0 {
+        if self.need != 0 && !self.between_sessions {
             self.retry.deadline()
         } else {
             None
