@@ -7,3 +7,5 @@ pub mod session;
 pub mod sim_lock;
 #[cfg(feature = "sim")]
 pub mod sim_naive;
+#[cfg(feature = "sim")]
+pub mod sim_two_phase;
