@@ -9,3 +9,4 @@ pub mod sim_lock;
 pub mod sim_naive;
 #[cfg(feature = "sim")]
 pub mod sim_two_phase;
+pub mod two_phase;

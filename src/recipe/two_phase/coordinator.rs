@@ -448,6 +448,7 @@ impl Coordinator {
             );
             if self.config.variant == Variant::Coordinator {
                 self.tracking = true;
+                self.vote_reads.clear(); // all read here
                 for s in self.config.sites.clone() {
                     let path = vote_path(&tx, &s);
                     self.outbox.send(
@@ -651,7 +652,9 @@ impl Coordinator {
                     if let (Some(slot), Some(v)) = (self.votes.get_mut(&site), vote) {
                         if slot.is_none() {
                             *slot = Some(v);
-                            self.emit(CoordinatorEvent::Voted { site, vote: v });
+                            if !self.finished {
+                                self.emit(CoordinatorEvent::Voted { site, vote: v });
+                            }
                         }
                     }
                 }
