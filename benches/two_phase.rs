@@ -4,8 +4,9 @@
 //! One coordinator and 8 sites, each on its own session (its own tokio client). For each
 //! transaction the sites are already waiting for it (joined, `exists` watch on the
 //! transaction node); the clock starts when the coordinator starts and stops when the
-//! last site knows the outcome. Every site votes commit, so every transaction must
-//! commit (the bench fails otherwise). Both variants:
+//! last site knows the outcome. Each site votes commit once every site has joined (its
+//! "prepare" step), so every transaction must commit (the bench fails otherwise). Both
+//! variants:
 //!
 //! * O(n): only the coordinator watches the votes and writes the outcome;
 //! * O(n²): every site watches every vote and may write the outcome itself.
@@ -18,6 +19,7 @@
 // A benchmark is a driver: it owns the clock.
 #![allow(clippy::disallowed_methods)]
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use zk_recipes::recipe::two_phase::{Outcome, Variant, Vote};
@@ -82,12 +84,16 @@ async fn run(
     let mut latencies = Vec::with_capacity(n);
     for k in 0..n {
         let tx = format!("/bench/2pc-{variant:?}/tx-{k}");
-        // The sites wait for the transaction (each on its own session).
+        // The sites wait for the transaction (each on its own session); each votes once
+        // every site has joined (its "prepare" work done), so votes are watched.
+        let prepared = Arc::new(tokio::sync::Barrier::new(SITES));
         let mut waiting = Vec::new();
         for (i, client) in sites.iter().enumerate() {
             let (client, tx, name) = (client.clone(), tx.clone(), names[i].clone());
+            let prepared = prepared.clone();
             waiting.push(tokio::spawn(async move {
                 let mut site = client.site(&tx, &name, variant).await.unwrap();
+                prepared.wait().await;
                 site.vote(Vote::Commit).await.unwrap();
                 let outcome = site.outcome().await.unwrap();
                 (Instant::now(), outcome)
