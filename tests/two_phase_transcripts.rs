@@ -804,3 +804,46 @@ fn a_refusal_because_the_session_is_ending_is_not_retried_in_a_loop() {
     );
     assert!(c.r.is_done());
 }
+
+#[test]
+fn a_restarted_coordinator_resumes_its_transaction_but_leaves_the_old_presence_node_alone() {
+    // A new process, same transaction and id: the setup finds it made already.
+    let mut s = coordinator(Variant::Coordinator);
+    s.reply("multi create", failed_multi(7, 0, ErrorCode::NodeExists));
+    assert_eq!(s.sent(), ["sync /app/tx", "get /app/tx/votes"]);
+    // The setup's reads answer first (in order), before we know the node is ours.
+    s.reply("watch /app/tx", data(b"", 0));
+    s.reply("watch /app/tx/votes/a", data(b"", 0));
+    s.reply("watch /app/tx/votes/b", data(b"", 0));
+    s.reply("sync", Ok(Response::Path(TX.into())));
+    let id = zk_recipes::recipe::lock::node_id(1, 2);
+    s.reply(
+        "get /app/tx/votes",
+        Ok(Response::Data {
+            data: Bytes::from(id),
+            stat: Stat::default(),
+        }),
+    );
+    assert_eq!(s.events(), [CoordinatorEvent::Started]);
+    assert!(
+        s.sent().is_empty(),
+        "its reads (and watches) are in already"
+    );
+    s.fire(EventType::NodeDataChanged, &p("votes/a"));
+    s.reply("watch /app/tx/votes/a", data(b"commit", 1));
+    s.fire(EventType::NodeDataChanged, &p("votes/b"));
+    s.reply("watch /app/tx/votes/b", data(b"commit", 1));
+    s.reply("multi check", ok_multi(3));
+    let ev = s.events();
+    assert_eq!(
+        ev.last(),
+        Some(&CoordinatorEvent::Decided {
+            outcome: Outcome::Commit
+        })
+    );
+    assert!(
+        s.sent().is_empty(),
+        "the presence node is an earlier session's"
+    );
+    assert!(s.r.is_done());
+}

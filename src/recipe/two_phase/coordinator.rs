@@ -181,6 +181,9 @@ pub struct Coordinator {
     lost_presence: bool,
     /// `<tx>/coordinator` exists and is ours.
     ours: bool,
+    /// A setup of this session may have been applied without our hearing of it (so a
+    /// transaction found with our id has our presence node too).
+    applied_here: bool,
     tx: TxView,
     votes: BTreeMap<String, Option<Vote>>,
     /// Vote watches are (being) armed.
@@ -214,6 +217,7 @@ impl Coordinator {
             parent_error: None,
             lost_presence: false,
             ours: false,
+            applied_here: false,
             tx: TxView::Unknown,
             votes: BTreeMap::new(),
             tracking: false,
@@ -532,10 +536,11 @@ impl Coordinator {
     fn setup_done(&mut self) {
         self.retry.succeeded();
         if self.setup != Setup::Done {
+            // Made by our own multi in this session; else (a restarted process found
+            // its transaction) the presence node is an earlier session's: not touched.
+            let made_here = self.setup == Setup::Sending || self.applied_here;
+            self.ours = !self.lost_presence && made_here;
             self.setup = Setup::Done;
-            if !self.lost_presence {
-                self.ours = true;
-            }
             self.emit(CoordinatorEvent::Started);
         }
     }
@@ -586,6 +591,7 @@ impl Coordinator {
             }
             (Some((_, code)), _) => self.fail(Error::Server(code)),
             (None, Err(e)) if e.may_have_applied() => {
+                self.applied_here = true;
                 self.setup = Setup::InDoubt;
                 self.again(now, 0);
             }
@@ -790,6 +796,7 @@ impl Recipe for Coordinator {
                 if self.setup != Setup::Idle {
                     self.lost_presence = true;
                 }
+                self.applied_here = false;
                 self.sync_next = false;
                 self.between_sessions = self.started && !self.finished;
             }
