@@ -46,7 +46,8 @@ impl SiteConfig {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SiteEvent {
-    /// The transaction exists and is undecided: here is its payload. `voted` is our
+    /// The transaction exists and is undecided (in the peers variant, we watch every
+    /// vote now): here is its payload. `voted` is our
     /// vote if it was written before (by an earlier incarnation of this site, before a
     /// restart): a vote is never changed, so [`Site::vote`] will answer with it.
     Ready {
@@ -406,7 +407,12 @@ impl Site {
     }
 
     fn progress(&mut self) {
-        if self.tx == TxView::Undecided && !self.ready_told {
+        // In the peers variant, ready means watching every vote too.
+        let watching = self.config.variant != Variant::Peers
+            || (self.peers.is_some()
+                && self.peer_reads.is_empty()
+                && !self.outbox.any(|p| matches!(p, P::Peer(_))));
+        if self.tx == TxView::Undecided && !self.ready_told && watching {
             if let (Some(payload), Own::Empty | Own::Cast(_)) = (self.payload.clone(), self.own) {
                 self.ready_told = true;
                 let voted = self.vote_cast();
