@@ -28,9 +28,7 @@ macro_rules! both {
         #[test]
         fn $name() {
             let server = TestServer::start().expect("a real ZooKeeper");
-            if std::env::var("ONLY_TOKIO").is_err() {
-                scenarios::$name::<B>(&server, "/blocking");
-            }
+            scenarios::$name::<B>(&server, "/blocking");
             scenarios::$name::<T>(&server, "/tokio");
         }
     };
