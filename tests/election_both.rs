@@ -163,7 +163,10 @@ fn no_nodes_left<Z: Zk>(zk: &Z, dir: &str) {
     // The acknowledgement directory is a container the server removes once empty.
     let ack = format!("{dir}-leader");
     assert!(
-        eventually(LONG, || zk.get_children(&ack).unwrap_or_default().is_empty()),
+        eventually(LONG, || zk
+            .get_children(&ack)
+            .unwrap_or_default()
+            .is_empty()),
         "{}: acknowledgement left in {ack}",
         Z::NAME
     );

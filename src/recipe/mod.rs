@@ -49,6 +49,7 @@ pub mod node;
 pub mod path;
 pub mod queue;
 pub mod rendezvous;
+pub mod two_phase;
 
 use alloc::boxed::Box;
 use alloc::collections::VecDeque;

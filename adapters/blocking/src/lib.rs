@@ -23,16 +23,19 @@ mod group;
 pub mod hosted;
 mod lock;
 mod queue;
+mod two_phase;
 
 pub use election::{Candidate, ElectionBuilder, ElectionObserver};
 pub use group::{GroupMemberHandle, GroupView, NodeHandle, RendezvousHandle};
 pub use hosted::{Events, Hosted};
 pub use lock::{LockBuilder, LockGuard, ReentrantLock};
 pub use queue::{Claimed, Queue};
+pub use two_phase::{Transaction, TransactionBuilder, TransactionSite};
 pub use zk_recipes::recipe::election::observer::{ObserverEvent, Participant};
 pub use zk_recipes::recipe::election::{ElectionEvent, Leadership};
 pub use zk_recipes::recipe::lock::{HoldState, LockChange, LostReason};
 pub use zk_recipes::recipe::queue::Item as QueueItem;
+pub use zk_recipes::recipe::two_phase::{CoordinatorEvent, Outcome, Variant, Vote, VoteOutcome};
 pub use zk_recipes::recipe::Recipe;
 
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};

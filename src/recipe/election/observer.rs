@@ -159,7 +159,11 @@ impl Observer {
 
     /// Drains both views' events and reports what they mean for the election.
     fn pump(&mut self) {
-        while let Some(e) = self.candidates.poll_event().or_else(|| self.acks.poll_event()) {
+        while let Some(e) = self
+            .candidates
+            .poll_event()
+            .or_else(|| self.acks.poll_event())
+        {
             match e {
                 ViewEvent::Failed(Error::Closed) | ViewEvent::Closed => self.end(None),
                 ViewEvent::Failed(error) => self.end(Some(error)),
