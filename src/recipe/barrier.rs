@@ -152,6 +152,10 @@ pub struct Barrier {
     sync_failed: bool,
     /// Waiting: the last `exists` said the node is there (a deletion releases us).
     watching: bool,
+    /// An `exists` has answered (a wait with a past deadline still looks once).
+    looked: bool,
+    /// The deadline passed before the first look: decided by its answer.
+    deferred: bool,
     suspended: bool,
     retry: Retry,
     outbox: Outbox<Purpose>,
@@ -174,6 +178,8 @@ impl Barrier {
             sync_next: false,
             sync_failed: false,
             watching: false,
+            looked: false,
+            deferred: false,
             suspended: false,
             retry: Retry::default(),
             outbox: Outbox::default(),
@@ -194,6 +200,14 @@ impl Barrier {
     /// A machine that waits until the barrier does not exist, or `deadline`.
     pub fn wait(config: BarrierConfig, deadline: Option<Instant>) -> Self {
         Self::new(config, BarrierCommand::Wait, deadline)
+    }
+
+    /// Sets (or clears) the wait's deadline before [`start`](Self::start) (a driver that
+    /// knows its clock only inside a command computes it there).
+    pub fn set_deadline(&mut self, deadline: Option<Instant>) {
+        if !self.started {
+            self.deadline = deadline;
+        }
     }
 
     /// The command this machine runs.
@@ -329,13 +343,23 @@ impl Barrier {
         match result {
             Ok(Response::Stat(_)) => {
                 self.retry.succeeded();
+                self.looked = true;
                 self.watching = true;
+                if self.deadline.is_some_and(|d| now >= d) {
+                    self.finish(BarrierEvent::TimedOut);
+                }
             }
             Ok(_) => self.finish(BarrierEvent::Failed {
                 error: Error::UnexpectedReply,
             }),
             Err(Error::Server(ErrorCode::NoNode)) => self.finish(BarrierEvent::Released),
-            Err(e) if e.is_retryable() => self.again(now),
+            Err(e) if e.is_retryable() => {
+                self.looked = true;
+                self.again(now);
+                if self.deadline.is_some_and(|d| now >= d) {
+                    self.finish(BarrierEvent::TimedOut);
+                }
+            }
             Err(e) if e.ends_session() => {}
             Err(error) => self.finish(BarrierEvent::Failed { error }),
         }
@@ -425,11 +449,17 @@ impl Recipe for Barrier {
     }
 
     fn handle_timeout(&mut self, now: Instant) {
+        // A wait whose deadline passed before its first look still looks once (if the
+        // connection is up): a zero timeout is a "poll".
         if self.command == BarrierCommand::Wait
             && self.started
             && self.deadline.is_some_and(|d| now >= d)
         {
-            self.finish(BarrierEvent::TimedOut);
+            if self.looked || self.retry.is_suspended() {
+                self.finish(BarrierEvent::TimedOut);
+            } else {
+                self.deferred = true;
+            }
         }
         self.drive(now);
     }
@@ -458,7 +488,7 @@ impl Recipe for Barrier {
         } else {
             None
         };
-        let deadline = if self.command == BarrierCommand::Wait {
+        let deadline = if self.command == BarrierCommand::Wait && !self.deferred {
             self.deadline
         } else {
             None

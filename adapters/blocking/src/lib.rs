@@ -17,14 +17,18 @@
 //! # Ok::<(), zk_recipes_blocking::Error>(())
 //! ```
 
+mod barrier;
 mod driver;
 mod election;
 pub mod hosted;
 mod lock;
 
+pub use barrier::{Barrier, DoubleBarrier};
 pub use election::{Candidate, ElectionBuilder, ElectionObserver};
 pub use hosted::{Events, Hosted};
 pub use lock::{LockBuilder, LockGuard, ReentrantLock};
+pub use zk_recipes::recipe::barrier::BarrierEvent;
+pub use zk_recipes::recipe::double_barrier::DoubleBarrierEvent;
 pub use zk_recipes::recipe::election::observer::{ObserverEvent, Participant};
 pub use zk_recipes::recipe::election::{ElectionEvent, Leadership};
 pub use zk_recipes::recipe::lock::{HoldState, LockChange, LostReason};
