@@ -325,6 +325,7 @@ fn child(n: &str) -> String {
 
 fn triple() -> Vec<String> {
     vec![
+        format!("container {B}"),
         format!("exists {}", ready()),
         format!("create {}", me()),
         format!("list {B}"),
@@ -335,6 +336,7 @@ fn participant(n: u32, deadline: Option<Instant>) -> Script<DoubleBarrier> {
     let mut s = Script::new(DoubleBarrier::new(DoubleBarrierConfig::new(B, n, ME)));
     s.r.enter(Instant::ZERO, deadline).unwrap();
     assert_eq!(s.sent(), triple(), "one round trip");
+    s.reply("container", code(ErrorCode::NodeExists));
     s
 }
 
@@ -465,9 +467,10 @@ fn a_lost_create_reply_is_sent_again_and_node_exists_is_ours() {
     s.session(SessionChange::Reconnected {
         session_id: SESSION,
     });
-    let mut expected = vec![format!("sync {B}")];
-    expected.extend(triple());
+    let mut expected = triple();
+    expected.insert(1, format!("sync {B}"));
     assert_eq!(s.sent(), expected);
+    s.reply("container", code(ErrorCode::NodeExists));
     s.reply("sync", path_ok(B));
     s.reply("exists", code(ErrorCode::NoNode));
     s.reply("create", code(ErrorCode::NodeExists));

@@ -11,9 +11,10 @@
 //!
 //! # Enter (one round trip)
 //!
-//! `exists(b/ready, watch)`, `create(b/<id>)`, `getChildren(b)` go out back to back (the
-//! server runs them in this order). Then, from the listing (it was taken after our node
-//! existed):
+//! `createContainer(b)` (the last leaver of the previous round removed it; `NodeExists`
+//! is the usual answer), `exists(b/ready, watch)`, `create(b/<id>)`, `getChildren(b)`
+//! go out back to back (the server runs them in this order). Then, from the listing (it
+//! was taken after our node existed):
 //! * it shows `ready`: **entered** (a late arrival: the round is on);
 //! * `N` or more members: `create(b/ready)` (`NodeExists` is fine), **entered**;
 //! * else wait for the creation of `ready`. A `NodeCreated` heard *after* our create's
@@ -30,8 +31,12 @@
 //! # Leave (the documents' lowest/highest rule)
 //!
 //! Repeat: `L = getChildren(b)` minus `ready`, sorted.
-//! * `L` empty: left (if a `ready` is left over from a crashed last leaver, remove it
-//!   with `b` in one `multi`).
+//! * no `ready`: left. `ready` goes only together with the round's last member node, so
+//!   the round is over and whoever is in `b` now belongs to the next round (waiting for
+//!   them would deadlock both rounds). (Curator's leave removes `ready` early; if our node
+//!   is still there then, we delete it and go too.)
+//! * `L` empty: left (a `ready` left over by a crashed last leaver is removed with `b`
+//!   in one `multi` first).
 //! * only ours: `multi(delete b/<id>, delete b/ready, delete b)`: left. The `multi` fails
 //!   if anyone arrived meanwhile (`NotEmpty`): then look again.
 //! * ours is the lowest: `exists(highest, watch)`; wait for its deletion.
@@ -79,7 +84,7 @@
 //! b.handle_session(Instant::ZERO, SessionChange::Connected { session_id: 7 });
 //! b.enter(Instant::ZERO, None).unwrap();
 //! let ops: Vec<OpCode> = std::iter::from_fn(|| b.poll_request()).map(|(_, r)| r.op_code()).collect();
-//! assert_eq!(ops, [OpCode::Exists, OpCode::Create, OpCode::GetChildren]);
+//! assert_eq!(ops, [OpCode::CreateContainer, OpCode::Exists, OpCode::Create, OpCode::GetChildren]);
 //! ```
 
 use alloc::collections::VecDeque;
@@ -212,6 +217,9 @@ pub enum Phase {
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Purpose {
     Parent(String),
+    /// createContainer of `b` in front of our create (its answer does not matter: the
+    /// create's does).
+    Dir,
     Sync,
     ReadyExists,
     Create,
@@ -219,8 +227,13 @@ enum Purpose {
     ReadyCreate,
     Wait(String),
     DeleteOwn,
-    Final { with_ready: bool, with_dir: bool },
-    Cleanup { with_dir: bool },
+    Final {
+        with_ready: bool,
+        with_dir: bool,
+    },
+    Cleanup {
+        with_dir: bool,
+    },
     StopDelete,
 }
 
@@ -438,6 +451,18 @@ impl DoubleBarrier {
                         ) {
                             self.outbox.send(Purpose::Parent(p), req);
                         }
+                    } else if !self.keep_dir {
+                        // The last leaver of a round removes `b`: make it again in the
+                        // same pipeline (`NodeExists` is the usual answer) rather than
+                        // learn of it from a failed create one round trip later.
+                        let dir = CreateRequest::new(
+                            self.config.path.clone(),
+                            Bytes::new(),
+                            self.config.acl.clone(),
+                            CreateMode::Container,
+                        );
+                        self.outbox
+                            .send(Purpose::Dir, Request::CreateContainer(dir));
                     }
                     if core::mem::take(&mut self.sync_next) {
                         let path = self.config.path.clone();
@@ -703,6 +728,17 @@ impl DoubleBarrier {
         if !mine {
             self.deleted_own = true;
         }
+        if !self.saw_ready {
+            // `ready` goes only with the round's last member (in one `multi`), so the
+            // round is over: whoever is in `b` now belongs to the next round.
+            if mine {
+                // Only if someone removed `ready` early (Curator's leave does): go too.
+                self.need |= DELETE_OWN | LIST;
+            } else {
+                self.left();
+            }
+            return;
+        }
         match (members.first(), members.last()) {
             (None, _) => {
                 if self.saw_ready {
@@ -820,6 +856,7 @@ impl Recipe for DoubleBarrier {
                     }
                 }
             }
+            Purpose::Dir => {}
             Purpose::Sync => self.sync_failed = result.is_err(),
             Purpose::Create if phase == Phase::Entering => self.on_create(now, result),
             Purpose::ReadyExists if phase == Phase::Entering => self.on_ready_exists(now, result),

@@ -4,6 +4,8 @@
 pub mod lock;
 pub mod session;
 #[cfg(feature = "sim")]
+pub mod sim_double_barrier;
+#[cfg(feature = "sim")]
 pub mod sim_lock;
 #[cfg(feature = "sim")]
 pub mod sim_naive;
