@@ -38,8 +38,7 @@ fn classpath(extra: &Path) -> String {
 
 fn compiled() -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().unwrap();
-    let src =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/curator/CuratorDoubleBarrier.java");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/curator/CuratorDoubleBarrier.java");
     let cp = classpath(dir.path());
     let status = Command::new("javac")
         .arg("-cp")
