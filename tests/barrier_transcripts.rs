@@ -173,7 +173,8 @@ fn multi_failed(at: usize, c: ErrorCode, n: usize) -> Result<Response, Error> {
 fn waiter(deadline: Option<Instant>) -> Script<Barrier> {
     let mut s = Script::new(Barrier::wait(BarrierConfig::new(B), deadline));
     s.r.start(Instant::ZERO);
-    assert_eq!(s.sent(), [format!("exists {B}")]);
+    assert_eq!(s.sent(), [format!("sync {B}"), format!("exists {B}")]);
+    s.reply("sync", path_ok(B));
     s
 }
 
@@ -191,7 +192,8 @@ fn wait_is_released_by_the_deletion() {
     s.reply("exists", stat());
     assert!(s.events().is_empty());
     s.fire(EventType::NodeDataChanged, B); // still up: watch on
-    assert_eq!(s.sent(), [format!("exists {B}")]);
+    assert_eq!(s.sent(), [format!("sync {B}"), format!("exists {B}")]);
+    s.reply("sync", path_ok(B));
     s.reply("exists", stat());
     s.fire(EventType::NodeDeleted, B);
     assert_eq!(s.events(), [BarrierEvent::Released]);

@@ -7,7 +7,9 @@
 //!   container in the same pipeline and the create sent again (bounded); `NodeExists`
 //!   is success (the barrier is up). A create whose reply was lost is sent again.
 //! * **Remove** — `delete(b)`; `NoNode` is success. A lost reply is sent again.
-//! * **Wait** — `exists(b, watch)`: `NoNode` releases at once; otherwise the waiter
+//! * **Wait** — `sync(b)` and `exists(b, watch)` back to back (one round trip; the
+//!   sync keeps a lagging follower from answering with a state older than the wait):
+//!   `NoNode` releases at once; otherwise the waiter
 //!   is released by the node's deletion. Only a deletion heard *after* this wait's
 //!   `exists` answered counts: a notification for an older node of the same path
 //!   arrives before that answer (ZooKeeper orders notifications before the replies that
@@ -34,6 +36,8 @@
 //! let mut w = Barrier::wait(BarrierConfig::new("/jobs/b"), None);
 //! w.handle_session(Instant::ZERO, SessionChange::Connected { session_id: 7 });
 //! w.start(Instant::ZERO);
+//! let (_, sync) = w.poll_request().unwrap();
+//! assert_eq!(sync.op_code(), OpCode::Sync);
 //! let (op, exists) = w.poll_request().unwrap();
 //! assert_eq!(exists.op_code(), OpCode::Exists);
 //! w.handle_reply(Instant::ZERO, op, Err(ErrorCode::NoNode.into()));
@@ -281,12 +285,13 @@ impl Barrier {
                 );
             }
             BarrierCommand::Wait => {
-                if core::mem::take(&mut self.sync_next) {
-                    self.outbox.send(
-                        Purpose::Sync,
-                        Request::Sync(PathRequest { path: path.clone() }),
-                    );
-                }
+                // Always synced (pipelined: no extra round trip): a follower behind the
+                // leader must not release us with a removal older than the wait.
+                self.sync_next = false;
+                self.outbox.send(
+                    Purpose::Sync,
+                    Request::Sync(PathRequest { path: path.clone() }),
+                );
                 self.watching = false;
                 self.outbox.send(
                     Purpose::Exists,

@@ -5,6 +5,8 @@ pub mod double_barrier;
 pub mod lock;
 pub mod session;
 #[cfg(feature = "sim")]
+pub mod sim_barrier;
+#[cfg(feature = "sim")]
 pub mod sim_double_barrier;
 #[cfg(feature = "sim")]
 pub mod sim_lock;
