@@ -196,13 +196,11 @@ impl Checker {
                     continue;
                 }
                 match r {
-                    Report::Released(began) => {
-                        if !self.last_absent.is_some_and(|t| t >= *began) {
-                            return Err(format!(
-                                "client {i} released from a wait begun at {} us, but the barrier has been up since",
-                                began.as_micros()
-                            ));
-                        }
+                    Report::Released(began) if self.last_absent.is_none_or(|t| t < *began) => {
+                        return Err(format!(
+                            "client {i} released from a wait begun at {} us, but the barrier has been up since",
+                            began.as_micros()
+                        ));
                     }
                     Report::Set if !exists => {
                         return Err(format!("client {i} told Set, but the node is gone"));
