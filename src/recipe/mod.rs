@@ -41,7 +41,9 @@
 //!   `Expired`, unless the recipe is made to carry on into the next session (then it
 //!   waits for `Connected`, and `Closed` follows `Expired` when none will come).
 
+pub mod barrier;
 pub mod contender;
+pub mod double_barrier;
 pub mod election;
 pub mod group;
 pub mod lock;

@@ -17,6 +17,7 @@
 //! # Ok::<(), zk_recipes_blocking::Error>(())
 //! ```
 
+mod barrier;
 mod driver;
 mod election;
 mod group;
@@ -25,12 +26,15 @@ mod lock;
 mod queue;
 mod two_phase;
 
+pub use barrier::{Barrier, DoubleBarrier};
 pub use election::{Candidate, ElectionBuilder, ElectionObserver};
 pub use group::{GroupMemberHandle, GroupView, NodeHandle, RendezvousHandle};
 pub use hosted::{Events, Hosted};
 pub use lock::{LockBuilder, LockGuard, ReentrantLock};
 pub use queue::{Claimed, Queue};
 pub use two_phase::{Transaction, TransactionBuilder, TransactionSite};
+pub use zk_recipes::recipe::barrier::BarrierEvent;
+pub use zk_recipes::recipe::double_barrier::DoubleBarrierEvent;
 pub use zk_recipes::recipe::election::observer::{ObserverEvent, Participant};
 pub use zk_recipes::recipe::election::{ElectionEvent, Leadership};
 pub use zk_recipes::recipe::lock::{HoldState, LockChange, LostReason};

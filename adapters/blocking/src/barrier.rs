@@ -1,0 +1,197 @@
+//! Barrier and double barrier for the blocking adapter: thin typed wrappers over the core
+//! [`Barrier`](zk_recipes::recipe::barrier::Barrier) and
+//! [`DoubleBarrier`](zk_recipes::recipe::double_barrier::DoubleBarrier); what each call
+//! and event means is decided there (see `zk_recipes::recipe::barrier` and
+//! `zk_recipes::recipe::double_barrier`). Same calls, same meaning as the tokio adapter.
+
+use std::time::Duration;
+
+use zk_recipes::recipe::barrier::{Barrier as Machine, BarrierConfig, BarrierEvent};
+use zk_recipes::recipe::double_barrier::{
+    DoubleBarrier as Participant, DoubleBarrierConfig, DoubleBarrierEvent,
+};
+
+use crate::hosted::{Events, Hosted};
+use crate::{Client, Error};
+
+/// A barrier node (Curator's `DistributedBarrier`); made by [`Client::barrier`].
+#[derive(Clone)]
+pub struct Barrier {
+    client: Client,
+    config: BarrierConfig,
+}
+
+impl Barrier {
+    fn run(
+        &self,
+        machine: Machine,
+        timeout: Option<Duration>,
+        mut seen: impl FnMut(&BarrierEvent),
+    ) -> Result<bool, Error> {
+        let (hosted, mut events) = Hosted::new(&self.client, machine)?;
+        hosted.call(move |m, now| {
+            m.set_deadline(timeout.map(|t| now + t));
+            m.start(now)
+        })?;
+        events
+            .wait(|e| seen(e), BarrierEvent::outcome)
+            .unwrap_or(Err(Error::Finished))
+    }
+
+    /// Sets the barrier (creates its node; parents as containers). Already set is fine.
+    pub fn set(&self) -> Result<(), Error> {
+        self.run(Machine::set(self.config.clone()), None, |_| {})
+            .map(drop)
+    }
+
+    /// Removes the barrier (deletes its node). Already gone is fine.
+    pub fn remove(&self) -> Result<(), Error> {
+        self.run(Machine::remove(self.config.clone()), None, |_| {})
+            .map(drop)
+    }
+
+    /// Waits until the barrier does not exist. Fails if the session is lost.
+    pub fn wait(&self) -> Result<(), Error> {
+        self.wait_with(None, |_| {}).map(drop)
+    }
+
+    /// Waits at most `timeout`: `Ok(false)` if the barrier was still up.
+    pub fn wait_timeout(&self, timeout: Duration) -> Result<bool, Error> {
+        self.wait_with(Some(timeout), |_| {})
+    }
+
+    /// [`wait_timeout`](Self::wait_timeout) (no deadline for `None`), telling `seen`
+    /// every event on the way (`Suspended` / `Reconnected` while the connection is
+    /// down).
+    pub fn wait_with(
+        &self,
+        timeout: Option<Duration>,
+        seen: impl FnMut(&BarrierEvent),
+    ) -> Result<bool, Error> {
+        self.run(Machine::wait(self.config.clone(), None), timeout, seen)
+    }
+}
+
+/// A double barrier participant (Curator's `DistributedDoubleBarrier`); made by
+/// [`Client::double_barrier`]. Each [`enter`](Self::enter) starts a new participation
+/// (a new member node) that [`leave`](Self::leave) ends; dropping it mid-way removes
+/// our node.
+pub struct DoubleBarrier {
+    client: Client,
+    path: String,
+    count: u32,
+    current: Option<(Hosted<Participant>, Events<Participant>)>,
+    late: Option<bool>,
+}
+
+impl DoubleBarrier {
+    /// Enters and waits until `N` have entered (or the round was already on).
+    pub fn enter(&mut self) -> Result<(), Error> {
+        self.enter_inner(None).map(drop)
+    }
+
+    /// Enters, waiting at most `timeout`: `Ok(false)` if not entered by then (our node
+    /// is removed).
+    pub fn enter_timeout(&mut self, timeout: Duration) -> Result<bool, Error> {
+        self.enter_inner(Some(timeout))
+    }
+
+    fn enter_inner(&mut self, timeout: Option<Duration>) -> Result<bool, Error> {
+        let id = zk_recipes::recipe::lock::node_id(crate::random_seed(), crate::random_seed());
+        let config = DoubleBarrierConfig::new(&self.path, self.count, &id);
+        let (hosted, events) = Hosted::new(&self.client, Participant::new(config))?;
+        self.late = None;
+        self.current = Some((hosted, events));
+        let Some((hosted, events)) = self.current.as_mut() else {
+            return Err(Error::Finished);
+        };
+        hosted.call(move |p, now| p.enter(now, timeout.map(|t| now + t)))??;
+        let late = &mut self.late;
+        events
+            .wait(
+                |e| {
+                    if let DoubleBarrierEvent::Entered { late: l } = e {
+                        *late = Some(*l);
+                    }
+                },
+                DoubleBarrierEvent::enter_outcome,
+            )
+            .unwrap_or(Err(Error::Finished))
+    }
+
+    /// Leaves and waits until every participant of the round has left.
+    pub fn leave(&mut self) -> Result<(), Error> {
+        self.leave_inner(None).map(drop)
+    }
+
+    /// Leaves, waiting at most `timeout`: `Ok(false)` if others were still in the
+    /// barrier by then (our node is removed, so they are not held up by us).
+    pub fn leave_timeout(&mut self, timeout: Duration) -> Result<bool, Error> {
+        self.leave_inner(Some(timeout))
+    }
+
+    fn leave_inner(&mut self, timeout: Option<Duration>) -> Result<bool, Error> {
+        let Some((hosted, events)) = self.current.as_mut() else {
+            return Err(Error::Finished);
+        };
+        // Ended while we worked (session lost, ...)? Say why.
+        while let Some(e) = events.try_next() {
+            if let Some(Err(error)) = e.leave_outcome() {
+                self.current = None;
+                return Err(error);
+            }
+        }
+        let started = hosted.call(move |p, now| p.leave(now, timeout.map(|t| now + t)));
+        if let Err(e) = started.and_then(|r| r) {
+            while let Some(ev) = events.try_next() {
+                if let Some(Err(error)) = ev.leave_outcome() {
+                    return Err(error);
+                }
+            }
+            return Err(e);
+        }
+        events
+            .wait(|_| {}, DoubleBarrierEvent::leave_outcome)
+            .unwrap_or(Err(Error::Finished))
+    }
+
+    /// Did the last `enter` find the round already on (`ready` existed)?
+    pub fn entered_late(&self) -> Option<bool> {
+        self.late
+    }
+
+    /// The next event of the current participation within `timeout` (`Suspended`,
+    /// `Reconnected`, `Failed` while we work between enter and leave): `Ok(None)` once
+    /// it has ended, `Err(Timeout)` if none came.
+    pub fn changed_timeout(
+        &mut self,
+        timeout: Duration,
+    ) -> Result<Option<DoubleBarrierEvent>, Error> {
+        match self.current.as_mut() {
+            Some((_, events)) => events.next_timeout(timeout),
+            None => Ok(None),
+        }
+    }
+}
+
+impl Client {
+    /// The barrier node `path` (set / remove / wait).
+    pub fn barrier(&self, path: &str) -> Barrier {
+        Barrier {
+            client: self.clone(),
+            config: BarrierConfig::new(path),
+        }
+    }
+
+    /// A participant of the double barrier at `path` for `count` participants
+    /// (Curator `DistributedDoubleBarrier` compatible).
+    pub fn double_barrier(&self, path: &str, count: u32) -> DoubleBarrier {
+        DoubleBarrier {
+            client: self.clone(),
+            path: path.into(),
+            count,
+            current: None,
+            late: None,
+        }
+    }
+}

@@ -1,0 +1,202 @@
+//! Barrier and double barrier for the tokio adapter: thin typed wrappers over the core
+//! [`Barrier`](zk_recipes::recipe::barrier::Barrier) and
+//! [`DoubleBarrier`](zk_recipes::recipe::double_barrier::DoubleBarrier); what each call
+//! and event means is decided there (see `zk_recipes::recipe::barrier` and
+//! `zk_recipes::recipe::double_barrier`).
+
+use std::time::Duration;
+
+use zk_recipes::recipe::barrier::{Barrier as Machine, BarrierConfig, BarrierEvent};
+use zk_recipes::recipe::double_barrier::{
+    DoubleBarrier as Participant, DoubleBarrierConfig, DoubleBarrierEvent,
+};
+
+use crate::hosted::{Events, Hosted};
+use crate::{Client, Error};
+
+/// A barrier node (Curator's `DistributedBarrier`); made by [`Client::barrier`].
+#[derive(Clone)]
+pub struct Barrier {
+    client: Client,
+    config: BarrierConfig,
+}
+
+impl Barrier {
+    async fn run(
+        &self,
+        machine: Machine,
+        timeout: Option<Duration>,
+        mut seen: impl FnMut(&BarrierEvent),
+    ) -> Result<bool, Error> {
+        let (hosted, mut events) = Hosted::new(&self.client, machine)?;
+        hosted
+            .call(move |m, now| {
+                m.set_deadline(timeout.map(|t| now + t));
+                m.start(now)
+            })
+            .await?;
+        events
+            .wait(|e| seen(e), BarrierEvent::outcome)
+            .await
+            .unwrap_or(Err(Error::Finished))
+    }
+
+    /// Sets the barrier (creates its node; parents as containers). Already set is fine.
+    pub async fn set(&self) -> Result<(), Error> {
+        self.run(Machine::set(self.config.clone()), None, |_| {})
+            .await
+            .map(drop)
+    }
+
+    /// Removes the barrier (deletes its node). Already gone is fine.
+    pub async fn remove(&self) -> Result<(), Error> {
+        self.run(Machine::remove(self.config.clone()), None, |_| {})
+            .await
+            .map(drop)
+    }
+
+    /// Waits until the barrier does not exist. Fails if the session is lost.
+    pub async fn wait(&self) -> Result<(), Error> {
+        self.wait_with(None, |_| {}).await.map(drop)
+    }
+
+    /// Waits at most `timeout`: `Ok(false)` if the barrier was still up.
+    pub async fn wait_timeout(&self, timeout: Duration) -> Result<bool, Error> {
+        self.wait_with(Some(timeout), |_| {}).await
+    }
+
+    /// [`wait_timeout`](Self::wait_timeout) (no deadline for `None`), telling `seen`
+    /// every event on the way (`Suspended` / `Reconnected` while the connection is
+    /// down).
+    pub async fn wait_with(
+        &self,
+        timeout: Option<Duration>,
+        seen: impl FnMut(&BarrierEvent),
+    ) -> Result<bool, Error> {
+        self.run(Machine::wait(self.config.clone(), None), timeout, seen)
+            .await
+    }
+}
+
+/// A double barrier participant (Curator's `DistributedDoubleBarrier`); made by
+/// [`Client::double_barrier`]. Each [`enter`](Self::enter) starts a new participation
+/// (a new member node) that [`leave`](Self::leave) ends; dropping it mid-way removes
+/// our node.
+pub struct DoubleBarrier {
+    client: Client,
+    path: String,
+    count: u32,
+    current: Option<(Hosted<Participant>, Events<Participant>)>,
+    late: Option<bool>,
+}
+
+impl DoubleBarrier {
+    /// Enters and waits until `N` have entered (or the round was already on).
+    pub async fn enter(&mut self) -> Result<(), Error> {
+        self.enter_inner(None).await.map(drop)
+    }
+
+    /// Enters, waiting at most `timeout`: `Ok(false)` if not entered by then (our node
+    /// is removed).
+    pub async fn enter_timeout(&mut self, timeout: Duration) -> Result<bool, Error> {
+        self.enter_inner(Some(timeout)).await
+    }
+
+    async fn enter_inner(&mut self, timeout: Option<Duration>) -> Result<bool, Error> {
+        let id = zk_recipes::recipe::lock::node_id(crate::random_seed(), crate::random_seed());
+        let config = DoubleBarrierConfig::new(&self.path, self.count, &id);
+        let (hosted, events) = Hosted::new(&self.client, Participant::new(config))?;
+        self.late = None;
+        self.current = Some((hosted, events));
+        let Some((hosted, events)) = self.current.as_mut() else {
+            return Err(Error::Finished);
+        };
+        hosted
+            .call(move |p, now| p.enter(now, timeout.map(|t| now + t)))
+            .await??;
+        let late = &mut self.late;
+        events
+            .wait(
+                |e| {
+                    if let DoubleBarrierEvent::Entered { late: l } = e {
+                        *late = Some(*l);
+                    }
+                },
+                DoubleBarrierEvent::enter_outcome,
+            )
+            .await
+            .unwrap_or(Err(Error::Finished))
+    }
+
+    /// Leaves and waits until every participant of the round has left.
+    pub async fn leave(&mut self) -> Result<(), Error> {
+        self.leave_inner(None).await.map(drop)
+    }
+
+    /// Leaves, waiting at most `timeout`: `Ok(false)` if others were still in the
+    /// barrier by then (our node is removed, so they are not held up by us).
+    pub async fn leave_timeout(&mut self, timeout: Duration) -> Result<bool, Error> {
+        self.leave_inner(Some(timeout)).await
+    }
+
+    async fn leave_inner(&mut self, timeout: Option<Duration>) -> Result<bool, Error> {
+        let Some((hosted, events)) = self.current.as_mut() else {
+            return Err(Error::Finished);
+        };
+        // Ended while we worked (session lost, ...)? Say why.
+        while let Some(e) = events.try_next() {
+            if let Some(Err(error)) = e.leave_outcome() {
+                self.current = None;
+                return Err(error);
+            }
+        }
+        let started = hosted
+            .call(move |p, now| p.leave(now, timeout.map(|t| now + t)))
+            .await;
+        if let Err(e) = started.and_then(|r| r) {
+            while let Some(ev) = events.try_next() {
+                if let Some(Err(error)) = ev.leave_outcome() {
+                    return Err(error);
+                }
+            }
+            return Err(e);
+        }
+        events
+            .wait(|_| {}, DoubleBarrierEvent::leave_outcome)
+            .await
+            .unwrap_or(Err(Error::Finished))
+    }
+
+    /// Did the last `enter` find the round already on (`ready` existed)?
+    pub fn entered_late(&self) -> Option<bool> {
+        self.late
+    }
+
+    /// The next event of the current participation (`Suspended`, `Reconnected`,
+    /// `Failed` while we work between enter and leave); `None` once it has ended.
+    pub async fn changed(&mut self) -> Option<DoubleBarrierEvent> {
+        self.current.as_mut()?.1.next().await
+    }
+}
+
+impl Client {
+    /// The barrier node `path` (set / remove / wait).
+    pub fn barrier(&self, path: &str) -> Barrier {
+        Barrier {
+            client: self.clone(),
+            config: BarrierConfig::new(path),
+        }
+    }
+
+    /// A participant of the double barrier at `path` for `count` participants
+    /// (Curator `DistributedDoubleBarrier` compatible).
+    pub fn double_barrier(&self, path: &str, count: u32) -> DoubleBarrier {
+        DoubleBarrier {
+            client: self.clone(),
+            path: path.into(),
+            count,
+            current: None,
+            late: None,
+        }
+    }
+}

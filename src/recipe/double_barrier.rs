@@ -1,0 +1,1031 @@
+//! Double barrier (ZooKeeper recipe "Double Barriers"; paper: "Double Barrier"):
+//! participants enter together once `N` have arrived and leave together once all have
+//! finished. Interoperates with Curator's `DistributedDoubleBarrier` on the same path.
+//!
+//! # Layout (Curator's)
+//!
+//! Under the barrier node `b`: one `EPHEMERAL` member node per participant, named by its
+//! id (a UUID, as Curator's `UUID.randomUUID()`), and the persistent `b/ready` node.
+//! Every child but `ready` counts as a member; members are ordered by name (Curator sorts
+//! the names the same way), so lowest and highest are the same for every participant.
+//!
+//! # Enter (one round trip)
+//!
+//! `createContainer(b)` (the last leaver of the previous round removed it; `NodeExists`
+//! is the usual answer), `exists(b/ready, watch)`, `create(b/<id>)`, `getChildren(b)`
+//! go out back to back (the server runs them in this order). Then, from the listing (it
+//! was taken after our node existed):
+//! * it shows `ready`: **entered** (a late arrival: the round is on);
+//! * `N` or more members: `create(b/ready)` (`NodeExists` is fine), **entered**;
+//! * else wait for the creation of `ready`. A `NodeCreated` heard *after* our create's
+//!   answer releases us even if `ready` is gone again by then (Curator 5.4 counts the
+//!   children again at that point and can hang forever, ignoring its timeout). One heard
+//!   before it is about an older `ready` and only makes us look again.
+//!
+//! A missing `b` (and its ancestors) is created as containers in the same pipeline, and
+//! the triple sent again (bounded). A create whose reply was lost is sent again
+//! (`NodeExists` means ours: the name is unique). After a reconnect the waiter syncs
+//! and looks again (`exists` + listing): a `ready` created while the connection was down
+//! releases it.
+//!
+//! # Leave (the documents' lowest/highest rule)
+//!
+//! Repeat: `L = getChildren(b)` minus `ready`, sorted.
+//! * no `ready`: left. `ready` goes only together with the round's last member node, so
+//!   the round is over and whoever is in `b` now belongs to the next round (waiting for
+//!   them would deadlock both rounds). (Curator's leave removes `ready` early; if our node
+//!   is still there then, we delete it and go too.)
+//! * `L` empty: left (a `ready` left over by a crashed last leaver is removed with `b`
+//!   in one `multi` first).
+//! * only ours: `multi(delete b/<id>, delete b/ready, delete b)`: left. The `multi` fails
+//!   if anyone arrived meanwhile (`NotEmpty`): then look again.
+//! * ours is the lowest: `exists(highest, watch)`; wait for its deletion.
+//! * otherwise: `delete(b/<id>)` if it is still there and, in the same breath,
+//!   `exists(lowest, watch)`; wait for its deletion.
+//!
+//! Each deletion wakes one participant (the lowest, watching the highest), except the
+//! lowest's, which ends the round for everyone. A participant that crashes takes its
+//! node along with its session, so nobody is stuck waiting for it.
+//!
+//! # Rounds: reusing the path
+//!
+//! A round lasts from the creation of `ready` until its last participant leaves: that
+//! one deletes its node, `ready` and `b` in one atomic `multi`, which only succeeds if
+//! nobody else is in `b`. The path is then clean and the next round starts from scratch.
+//!
+//! * A participant whose node is created while `ready` exists — after `ready` was
+//!   created, even after some have left — sees `Entered { late: true }` at once. It is a
+//!   member of that round: the others' leave waits for it (its node is in `L`, and the
+//!   last leaver's `multi` fails while it is there).
+//! * A participant of a round that arrives after the round's last participant left is a
+//!   participant of the next round: it waits for `N` arrivals there. What it heard of
+//!   the old round (an `exists` that saw the old `ready`, a notification about it) never
+//!   releases it — only a listing taken after its own node exists or a creation of
+//!   `ready` heard after that — so a straggler can never pass into the next round alone,
+//!   nor make it pass with fewer than `N` nodes of the round present at once.
+//!
+//! # Events
+//!
+//! `Entered { late }` ends `enter`, `Left` ends `leave`; `NotEntered` / `NotLeft` say a
+//! deadline passed (our node is deleted after that, so the others go on); `Failed` ends
+//! the machine (session expired or closed, our node deleted by someone else, no
+//! permission, ...). `Suspended` / `Reconnected` are edges while the connection is down.
+//! [`DoubleBarrierEvent::enter_outcome`] and [`DoubleBarrierEvent::leave_outcome`] say
+//! which event ends each call.
+//!
+//! ```
+//! use zk_recipes::recipe::double_barrier::{DoubleBarrier, DoubleBarrierConfig};
+//! use zk_recipes::recipe::{Recipe, SessionChange};
+//! use zk_recipes::proto::OpCode;
+//! use zk_recipes::time::Instant;
+//!
+//! let id = zk_recipes::recipe::lock::node_id(1, 2);
+//! let mut b = DoubleBarrier::new(DoubleBarrierConfig::new("/jobs/db", 3, &id));
+//! b.handle_session(Instant::ZERO, SessionChange::Connected { session_id: 7 });
+//! b.enter(Instant::ZERO, None).unwrap();
+//! let ops: Vec<OpCode> = std::iter::from_fn(|| b.poll_request()).map(|(_, r)| r.op_code()).collect();
+//! assert_eq!(ops, [OpCode::CreateContainer, OpCode::Exists, OpCode::Create, OpCode::GetChildren]);
+//! ```
+
+use alloc::collections::VecDeque;
+use alloc::string::String;
+use alloc::vec::Vec;
+use bytes::Bytes;
+
+use super::path::{ancestor_creates, ancestor_result};
+use super::{OpId, Outbox, Recipe, Retry, SessionChange};
+use crate::error::Error;
+use crate::proto::*;
+use crate::session::WatchEvent;
+use crate::time::Instant;
+
+/// The name of the node that says the round is on (Curator's `READY_NODE`).
+pub const READY: &str = "ready";
+
+/// How to take part in a double barrier.
+#[derive(Clone, Debug)]
+pub struct DoubleBarrierConfig {
+    /// The barrier node `b`.
+    pub path: String,
+    /// How many participants must have entered before anyone passes (`N`, at least 1).
+    pub count: u32,
+    /// Our member node's name: a fresh UUID string per participation, from the
+    /// driver's entropy (see [`node_id`](super::lock::node_id)). Must be unique.
+    pub id: String,
+    /// Data of our member node.
+    pub data: Bytes,
+    /// ACL of our nodes and of parents we create.
+    pub acl: Vec<Acl>,
+}
+
+impl DoubleBarrierConfig {
+    /// A barrier at `path` for `count` participants, our node named `id`.
+    pub fn new(path: &str, count: u32, id: &str) -> Self {
+        DoubleBarrierConfig {
+            path: path.into(),
+            count,
+            id: id.into(),
+            data: Bytes::new(),
+            acl: Acl::open_unsafe(),
+        }
+    }
+}
+
+/// What a double barrier participant reports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DoubleBarrierEvent {
+    /// We passed enter. `late`: the round was already on when our node appeared
+    /// (`ready` existed); we are a member of it all the same.
+    Entered {
+        /// We arrived after `ready` was created.
+        late: bool,
+    },
+    /// Enter's deadline passed first; our node is being removed. Final.
+    NotEntered,
+    /// We left: no participant of the round is left in the barrier. Final.
+    Left,
+    /// Leave's deadline passed first; our node is being removed (the others go on
+    /// without us). Final.
+    NotLeft,
+    /// The connection dropped; our node may be gone if the session expires.
+    Suspended,
+    /// The same session is back.
+    Reconnected,
+    /// The participation ended (session expired or closed, our node deleted by
+    /// someone else, no permission, ...). Final.
+    Failed {
+        /// The cause.
+        error: Error,
+    },
+}
+
+impl DoubleBarrierEvent {
+    /// Does this event end the participation?
+    pub fn is_final(&self) -> bool {
+        matches!(
+            self,
+            DoubleBarrierEvent::NotEntered
+                | DoubleBarrierEvent::Left
+                | DoubleBarrierEvent::NotLeft
+                | DoubleBarrierEvent::Failed { .. }
+        )
+    }
+
+    /// For a caller waiting in `enter`: `Some` when this event ends the wait —
+    /// `Ok(true)` entered, `Ok(false)` the deadline passed, `Err` the failure.
+    pub fn enter_outcome(&self) -> Option<Result<bool, Error>> {
+        match self {
+            DoubleBarrierEvent::Entered { .. } => Some(Ok(true)),
+            DoubleBarrierEvent::NotEntered => Some(Ok(false)),
+            DoubleBarrierEvent::Failed { error } => Some(Err(error.clone())),
+            DoubleBarrierEvent::Left | DoubleBarrierEvent::NotLeft => Some(Err(Error::Finished)),
+            DoubleBarrierEvent::Suspended | DoubleBarrierEvent::Reconnected => None,
+        }
+    }
+
+    /// For a caller waiting in `leave`: `Some` when this event ends the wait —
+    /// `Ok(true)` left, `Ok(false)` the deadline passed, `Err` the failure.
+    pub fn leave_outcome(&self) -> Option<Result<bool, Error>> {
+        match self {
+            DoubleBarrierEvent::Left => Some(Ok(true)),
+            DoubleBarrierEvent::NotLeft => Some(Ok(false)),
+            DoubleBarrierEvent::Failed { error } => Some(Err(error.clone())),
+            DoubleBarrierEvent::NotEntered => Some(Err(Error::Finished)),
+            _ => None,
+        }
+    }
+}
+
+/// Where a participant stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// `enter` not called yet.
+    Idle,
+    /// Entering: our node being created, or waiting for `ready`.
+    Entering,
+    /// Passed enter; `leave` not called yet.
+    Entered,
+    /// Leaving.
+    Leaving,
+    /// A deadline passed or the owner went away: our node is being removed.
+    Stopping,
+    /// Finished.
+    Done,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Purpose {
+    Parent(String),
+    /// createContainer of `b` in front of our create (its answer does not matter: the
+    /// create's does).
+    Dir,
+    Sync,
+    ReadyExists,
+    Create,
+    List,
+    ReadyCreate,
+    Wait(String),
+    DeleteOwn,
+    Final {
+        with_ready: bool,
+        with_dir: bool,
+    },
+    Cleanup {
+        with_dir: bool,
+    },
+    StopDelete,
+}
+
+// What must be (re)sent; `drive` sends it when the session allows.
+const ENTER: u16 = 1; // exists(ready, watch) + create + list
+const PARENTS: u16 = 2;
+const ARM: u16 = 4; // exists(ready, watch) + list
+const LIST: u16 = 8;
+const READY_CREATE: u16 = 16;
+const WAIT: u16 = 32;
+const DELETE_OWN: u16 = 64;
+const FINAL: u16 = 128;
+const CLEANUP: u16 = 256;
+const STOP_DELETE: u16 = 512;
+
+const MAX_PARENT_ROUNDS: u8 = 2;
+
+/// A double barrier participant: one `enter` and one `leave`. See the
+/// [module docs](self).
+#[derive(Debug)]
+pub struct DoubleBarrier {
+    config: DoubleBarrierConfig,
+    node_path: String,
+    ready_path: String,
+    phase: Phase,
+    need: u16,
+    /// Our create was answered (OK or `NodeExists`): our node exists.
+    created: bool,
+    /// A creation watch on `ready` is armed (the last `exists` said it is absent).
+    ready_armed: bool,
+    /// The last listing showed `ready` (leave: delete it with the last node).
+    saw_ready: bool,
+    /// Our node is deleted (by us in leave).
+    deleted_own: bool,
+    /// Leave: the member we wait for.
+    watching: Option<String>,
+    /// Deleting `b` is refused for good (no permission, or it is `/`): leave it.
+    keep_dir: bool,
+    parent_rounds: u8,
+    parent_error: Option<Error>,
+    parents_again: bool,
+    sync_next: bool,
+    sync_failed: bool,
+    suspended: bool,
+    deadline: Option<Instant>,
+    retry: Retry,
+    outbox: Outbox<Purpose>,
+    events: VecDeque<DoubleBarrierEvent>,
+}
+
+fn join(dir: &str, name: &str) -> String {
+    let mut s = String::with_capacity(dir.len() + name.len() + 1);
+    s.push_str(dir);
+    if !dir.ends_with('/') {
+        s.push('/');
+    }
+    s.push_str(name);
+    s
+}
+
+fn name_of(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or("")
+}
+
+impl DoubleBarrier {
+    /// A participant that does nothing until [`enter`](Self::enter).
+    pub fn new(config: DoubleBarrierConfig) -> Self {
+        let node_path = join(&config.path, &config.id);
+        let ready_path = join(&config.path, READY);
+        let keep_dir = config.path == "/";
+        DoubleBarrier {
+            config,
+            node_path,
+            ready_path,
+            phase: Phase::Idle,
+            need: 0,
+            created: false,
+            ready_armed: false,
+            saw_ready: false,
+            deleted_own: false,
+            watching: None,
+            keep_dir,
+            parent_rounds: 0,
+            parent_error: None,
+            parents_again: false,
+            sync_next: false,
+            sync_failed: false,
+            suspended: false,
+            deadline: None,
+            retry: Retry::default(),
+            outbox: Outbox::default(),
+            events: VecDeque::new(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &DoubleBarrierConfig {
+        &self.config
+    }
+
+    /// Our member node's full path.
+    pub fn node_path(&self) -> &str {
+        &self.node_path
+    }
+
+    /// Where we stand.
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    /// Starts entering; `deadline` bounds the wait. `Err(Error::Finished)` if enter was
+    /// called before; a path or count that cannot work fails at once.
+    pub fn enter(&mut self, now: Instant, deadline: Option<Instant>) -> Result<(), Error> {
+        if self.phase != Phase::Idle {
+            return Err(Error::Finished);
+        }
+        let bad_id =
+            self.config.id.is_empty() || self.config.id == READY || self.config.id.contains('/');
+        let path_error = validate_path(&self.config.path)
+            .err()
+            .or_else(|| validate_path(&self.node_path).err());
+        if let Some(error) = path_error {
+            self.phase = Phase::Done;
+            return Err(Error::InvalidPath {
+                path: self.node_path.clone(),
+                error,
+            });
+        }
+        if bad_id || self.config.count == 0 {
+            self.phase = Phase::Done;
+            return Err(Error::Server(ErrorCode::BadArguments));
+        }
+        self.phase = Phase::Entering;
+        self.deadline = deadline;
+        self.need |= ENTER;
+        self.handle_timeout(now);
+        Ok(())
+    }
+
+    /// Starts leaving (after `Entered`); `deadline` bounds the wait.
+    /// `Err(Error::Finished)` if we have not entered (or already left).
+    pub fn leave(&mut self, now: Instant, deadline: Option<Instant>) -> Result<(), Error> {
+        if self.phase != Phase::Entered {
+            return Err(Error::Finished);
+        }
+        self.phase = Phase::Leaving;
+        self.deadline = deadline;
+        self.need |= LIST;
+        self.handle_timeout(now);
+        Ok(())
+    }
+
+    fn emit(&mut self, event: DoubleBarrierEvent) {
+        self.events.push_back(event);
+    }
+
+    fn again(&mut self, now: Instant, need: u16) {
+        self.need |= need;
+        self.sync_next = true;
+        self.retry.failed(now);
+    }
+
+    fn in_flight(&self, f: impl Fn(&Purpose) -> bool) -> bool {
+        self.outbox.any(f)
+    }
+
+    fn list_request(&mut self) {
+        let path = self.config.path.clone();
+        if core::mem::take(&mut self.sync_next) {
+            self.outbox.send(
+                Purpose::Sync,
+                Request::Sync(PathRequest { path: path.clone() }),
+            );
+        }
+        self.outbox.send(
+            Purpose::List,
+            Request::GetChildren(PathWatch { path, watch: false }),
+        );
+    }
+
+    fn ready_exists(&mut self) {
+        self.ready_armed = false;
+        self.outbox.send(
+            Purpose::ReadyExists,
+            Request::Exists(PathWatch {
+                path: self.ready_path.clone(),
+                watch: true,
+            }),
+        );
+    }
+
+    fn delete(&mut self, purpose: Purpose, path: String) {
+        self.outbox.send(
+            purpose,
+            Request::Delete(DeleteRequest { path, version: -1 }),
+        );
+    }
+
+    /// Sends what is needed, if the session allows it now.
+    fn drive(&mut self, now: Instant) {
+        if self.need == 0 || !self.retry.allows(now) {
+            return;
+        }
+        let need = core::mem::take(&mut self.need);
+        match self.phase {
+            Phase::Entering => {
+                if need & ENTER != 0 {
+                    if need & PARENTS != 0 {
+                        self.parent_error = None;
+                        self.parents_again = false;
+                        for (p, req) in ancestor_creates(
+                            &self.node_path,
+                            &self.config.acl,
+                            CreateMode::Container,
+                        ) {
+                            self.outbox.send(Purpose::Parent(p), req);
+                        }
+                    } else if !self.keep_dir {
+                        // The last leaver of a round removes `b`: make it again in the
+                        // same pipeline (`NodeExists` is the usual answer) rather than
+                        // learn of it from a failed create one round trip later.
+                        let dir = CreateRequest::new(
+                            self.config.path.clone(),
+                            Bytes::new(),
+                            self.config.acl.clone(),
+                            CreateMode::Container,
+                        );
+                        self.outbox
+                            .send(Purpose::Dir, Request::CreateContainer(dir));
+                    }
+                    if core::mem::take(&mut self.sync_next) {
+                        let path = self.config.path.clone();
+                        self.outbox
+                            .send(Purpose::Sync, Request::Sync(PathRequest { path }));
+                    }
+                    self.ready_exists();
+                    let create = CreateRequest::new(
+                        self.node_path.clone(),
+                        self.config.data.clone(),
+                        self.config.acl.clone(),
+                        CreateMode::Ephemeral,
+                    );
+                    self.outbox.send(Purpose::Create, Request::Create(create));
+                    self.list_request();
+                } else if need & ARM != 0 {
+                    if core::mem::take(&mut self.sync_next) {
+                        let path = self.config.path.clone();
+                        self.outbox
+                            .send(Purpose::Sync, Request::Sync(PathRequest { path }));
+                    }
+                    self.ready_exists();
+                    self.list_request();
+                } else if need & LIST != 0 {
+                    self.list_request();
+                }
+                if need & READY_CREATE != 0 {
+                    let create = CreateRequest::new(
+                        self.ready_path.clone(),
+                        Bytes::new(),
+                        self.config.acl.clone(),
+                        CreateMode::Persistent,
+                    );
+                    self.outbox
+                        .send(Purpose::ReadyCreate, Request::Create(create));
+                }
+            }
+            Phase::Leaving => {
+                if need & DELETE_OWN != 0 && !self.deleted_own {
+                    self.delete(Purpose::DeleteOwn, self.node_path.clone());
+                }
+                if need & WAIT != 0 {
+                    if let Some(name) = self.watching.clone() {
+                        let path = join(&self.config.path, &name);
+                        self.outbox.send(
+                            Purpose::Wait(name),
+                            Request::Exists(PathWatch { path, watch: true }),
+                        );
+                    }
+                }
+                if need & FINAL != 0 {
+                    let with_ready = self.saw_ready;
+                    let with_dir = !self.keep_dir;
+                    let mut ops = Vec::with_capacity(3);
+                    ops.push(MultiOp::Delete(DeleteRequest {
+                        path: self.node_path.clone(),
+                        version: -1,
+                    }));
+                    if with_ready {
+                        ops.push(MultiOp::Delete(DeleteRequest {
+                            path: self.ready_path.clone(),
+                            version: -1,
+                        }));
+                    }
+                    if with_dir {
+                        ops.push(MultiOp::Delete(DeleteRequest {
+                            path: self.config.path.clone(),
+                            version: -1,
+                        }));
+                    }
+                    self.outbox.send(
+                        Purpose::Final {
+                            with_ready,
+                            with_dir,
+                        },
+                        Request::Multi(ops),
+                    );
+                }
+                if need & CLEANUP != 0 {
+                    let with_dir = !self.keep_dir;
+                    let mut ops = Vec::with_capacity(2);
+                    ops.push(MultiOp::Delete(DeleteRequest {
+                        path: self.ready_path.clone(),
+                        version: -1,
+                    }));
+                    if with_dir {
+                        ops.push(MultiOp::Delete(DeleteRequest {
+                            path: self.config.path.clone(),
+                            version: -1,
+                        }));
+                    }
+                    self.outbox
+                        .send(Purpose::Cleanup { with_dir }, Request::Multi(ops));
+                }
+                if need & LIST != 0 {
+                    self.list_request();
+                }
+            }
+            Phase::Stopping if need & STOP_DELETE != 0 => {
+                self.delete(Purpose::StopDelete, self.node_path.clone());
+            }
+            _ => {}
+        }
+    }
+
+    fn fail(&mut self, error: Error) {
+        match self.phase {
+            Phase::Done | Phase::Stopping => {}
+            _ => {
+                self.emit(DoubleBarrierEvent::Failed { error });
+                self.stop();
+            }
+        }
+    }
+
+    /// Ends the participation: our node (if any, or if it may exist) is deleted.
+    fn stop(&mut self) {
+        self.deadline = None;
+        self.watching = None;
+        self.need = 0;
+        // In doubt too: a create in flight or lost is followed by our delete (FIFO).
+        let may_exist = !self.deleted_own && self.phase != Phase::Idle;
+        if may_exist {
+            self.phase = Phase::Stopping;
+            self.need = STOP_DELETE;
+        } else {
+            self.phase = Phase::Done;
+        }
+    }
+
+    fn entered(&mut self, late: bool) {
+        if self.phase != Phase::Entering {
+            return;
+        }
+        self.phase = Phase::Entered;
+        self.deadline = None;
+        self.need = 0;
+        self.retry.succeeded();
+        self.emit(DoubleBarrierEvent::Entered { late });
+    }
+
+    fn left(&mut self) {
+        if self.phase != Phase::Leaving {
+            return;
+        }
+        self.phase = Phase::Done;
+        self.deadline = None;
+        self.need = 0;
+        self.watching = None;
+        self.deleted_own = true;
+        self.emit(DoubleBarrierEvent::Left);
+    }
+
+    fn on_create(&mut self, now: Instant, result: Result<Response, Error>) {
+        match result {
+            Ok(_) | Err(Error::Server(ErrorCode::NodeExists)) => {
+                // NodeExists: our earlier create landed (the name is unique).
+                self.created = true;
+                self.retry.succeeded();
+            }
+            Err(Error::Server(ErrorCode::NoNode)) => {
+                if self.parents_again {
+                    return self.again(now, ENTER | PARENTS);
+                }
+                if let Some(e) = self.parent_error.take() {
+                    return self.fail(e);
+                }
+                if self.parent_rounds >= MAX_PARENT_ROUNDS {
+                    let e =
+                        ancestor_result(&self.config.path, &Err(Error::Server(ErrorCode::NoNode)))
+                            .unwrap_or(Error::Server(ErrorCode::NoNode));
+                    return self.fail(e);
+                }
+                self.parent_rounds += 1;
+                self.need |= ENTER | PARENTS;
+            }
+            Err(e) if e.is_retryable() => self.again(now, ENTER),
+            Err(e) if e.ends_session() => {}
+            Err(e) => self.fail(e),
+        }
+    }
+
+    fn on_ready_exists(&mut self, now: Instant, result: Result<Response, Error>) {
+        match result {
+            // A watch on an existing `ready` fires on its deletion, not a creation.
+            Ok(_) => self.ready_armed = false,
+            Err(Error::Server(ErrorCode::NoNode)) => self.ready_armed = true,
+            Err(e) if e.is_retryable() => {
+                self.ready_armed = false;
+                // The listing paired with it decides whether to look again.
+                self.sync_next = true;
+                self.retry.failed(now);
+            }
+            Err(e) if e.ends_session() => {}
+            Err(e) => self.fail(e),
+        }
+    }
+
+    fn on_list_enter(&mut self, now: Instant, result: Result<Response, Error>) {
+        if !self.created || self.need & ENTER != 0 {
+            return; // the create's answer decides (it is sent again)
+        }
+        if core::mem::take(&mut self.sync_failed) {
+            return self.again(now, ARM);
+        }
+        let children = match result {
+            Ok(Response::Children(c)) | Ok(Response::Children2 { children: c, .. }) => c,
+            Ok(_) => return self.fail(Error::UnexpectedReply),
+            Err(Error::Server(ErrorCode::NoNode)) => Vec::new(),
+            Err(e) if e.is_retryable() => return self.again(now, ARM),
+            Err(e) if e.ends_session() => return,
+            Err(e) => return self.fail(e),
+        };
+        self.retry.succeeded();
+        if !children.contains(&self.config.id) {
+            // Our node is gone while we enter: deleted by someone else.
+            self.created = false;
+            return self.fail(Error::Server(ErrorCode::NoNode));
+        }
+        let has_ready = children.iter().any(|c| c == READY);
+        let members = children.len() - usize::from(has_ready);
+        if has_ready {
+            self.entered(true);
+        } else if members >= self.config.count as usize {
+            if !self.in_flight(|p| *p == Purpose::ReadyCreate) {
+                self.need |= READY_CREATE;
+            }
+        } else if !self.ready_armed && !self.in_flight(|p| *p == Purpose::ReadyExists) {
+            // The watch we have (if any) is about an older `ready`: arm a creation watch.
+            self.need |= ARM;
+        }
+    }
+
+    fn on_ready_create(&mut self, now: Instant, result: Result<Response, Error>) {
+        match result {
+            Ok(_) | Err(Error::Server(ErrorCode::NodeExists)) => self.entered(false),
+            Err(Error::Server(ErrorCode::NoNode)) => self.again(now, ARM),
+            Err(e) if e.is_retryable() => self.again(now, READY_CREATE),
+            Err(e) if e.ends_session() => {}
+            Err(e) => self.fail(e),
+        }
+    }
+
+    /// Decides from a listing in leave.
+    fn on_list_leave(&mut self, now: Instant, result: Result<Response, Error>) {
+        if core::mem::take(&mut self.sync_failed) {
+            return self.again(now, LIST);
+        }
+        let children = match result {
+            Ok(Response::Children(c)) | Ok(Response::Children2 { children: c, .. }) => c,
+            Ok(_) => return self.fail(Error::UnexpectedReply),
+            Err(Error::Server(ErrorCode::NoNode)) => Vec::new(),
+            Err(e) if e.is_retryable() => return self.again(now, LIST),
+            Err(e) if e.ends_session() => return,
+            Err(e) => return self.fail(e),
+        };
+        self.retry.succeeded();
+        self.saw_ready = children.iter().any(|c| c == READY);
+        let mut members: Vec<String> = children.into_iter().filter(|c| c != READY).collect();
+        members.sort_unstable();
+        let ours = self.config.id.as_str();
+        let mine = members.iter().any(|m| m == ours);
+        if !mine {
+            self.deleted_own = true;
+        }
+        if !self.saw_ready {
+            // `ready` goes only with the round's last member (in one `multi`), so the
+            // round is over: whoever is in `b` now belongs to the next round.
+            if mine {
+                // Only if someone removed `ready` early (Curator's leave does): go too.
+                self.need |= DELETE_OWN | LIST;
+            } else {
+                self.left();
+            }
+            return;
+        }
+        match (members.first(), members.last()) {
+            (None, _) => {
+                if self.saw_ready {
+                    self.need |= CLEANUP; // a crashed last leaver's `ready`
+                } else {
+                    self.left();
+                }
+            }
+            (Some(low), Some(high)) if low == high && mine => self.need |= FINAL,
+            (Some(low), Some(high)) if low == ours => {
+                self.watching = Some(high.clone());
+                self.need |= WAIT;
+            }
+            (Some(low), _) => {
+                self.watching = Some(low.clone());
+                if mine {
+                    self.need |= DELETE_OWN;
+                }
+                self.need |= WAIT;
+            }
+        }
+    }
+
+    fn on_wait(&mut self, now: Instant, name: String, result: Result<Response, Error>) {
+        if self.watching.as_deref() != Some(name.as_str()) {
+            return;
+        }
+        match result {
+            Ok(_) => {} // armed: wait for its deletion
+            Err(Error::Server(ErrorCode::NoNode)) => {
+                self.watching = None;
+                self.need |= LIST;
+            }
+            Err(e) if e.is_retryable() => {
+                self.watching = None;
+                self.again(now, LIST);
+            }
+            Err(e) if e.ends_session() => {}
+            Err(e) => self.fail(e),
+        }
+    }
+
+    fn on_delete_own(&mut self, now: Instant, result: Result<Response, Error>) {
+        match result {
+            Ok(_) | Err(Error::Server(ErrorCode::NoNode)) => self.deleted_own = true,
+            Err(e) if e.is_retryable() => self.again(now, DELETE_OWN),
+            Err(e) if e.ends_session() => {}
+            Err(e) => self.fail(e),
+        }
+    }
+
+    /// The answer to the last leaver's (or the cleanup's) `multi`.
+    fn on_final(&mut self, now: Instant, result: Result<Response, Error>, dir_at: Option<usize>) {
+        match result {
+            Ok(Response::Multi(results)) => {
+                let failure = results.iter().enumerate().find_map(|(i, r)| match r {
+                    MultiResult::Error(c)
+                        if !c.is_ok() && *c != ErrorCode::RuntimeInconsistency =>
+                    {
+                        Some((i, *c))
+                    }
+                    _ => None,
+                });
+                match failure {
+                    None => self.left(),
+                    Some((i, code)) => {
+                        let refused_for_good =
+                            !matches!(code, ErrorCode::NotEmpty | ErrorCode::NoNode);
+                        if Some(i) == dir_at && refused_for_good {
+                            self.keep_dir = true; // leave `b` (no permission)
+                        } else if refused_for_good {
+                            return self.fail(Error::Server(code));
+                        }
+                        // Someone arrived, or something is gone already: look again.
+                        self.need |= LIST;
+                    }
+                }
+            }
+            Ok(_) => self.fail(Error::UnexpectedReply),
+            Err(e) if e.is_retryable() => self.again(now, LIST),
+            Err(e) if e.ends_session() => {}
+            Err(e) => self.fail(e),
+        }
+    }
+
+    fn on_stop_delete(&mut self, now: Instant, result: Result<Response, Error>) {
+        match result {
+            Ok(_) | Err(Error::Server(ErrorCode::NoNode)) => {
+                // Any create of ours was sent before this delete: it is answered.
+                self.deleted_own = true;
+                self.phase = Phase::Done;
+            }
+            Err(e) if e.is_retryable() => self.again(now, STOP_DELETE),
+            // Refused for good: the node stays until the session ends.
+            Err(_) => self.phase = Phase::Done,
+        }
+    }
+}
+
+impl Recipe for DoubleBarrier {
+    type Event = DoubleBarrierEvent;
+
+    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+        let Some(purpose) = self.outbox.take(op) else {
+            return;
+        };
+        let phase = self.phase;
+        match purpose {
+            Purpose::Parent(p) => {
+                if let Some(e) = ancestor_result(&p, &result) {
+                    if e.is_retryable() {
+                        self.parents_again = true;
+                    } else if !e.ends_session() && self.parent_error.is_none() {
+                        self.parent_error = Some(e);
+                    }
+                }
+            }
+            Purpose::Dir => {}
+            Purpose::Sync => self.sync_failed = result.is_err(),
+            Purpose::Create if phase == Phase::Entering => self.on_create(now, result),
+            Purpose::ReadyExists if phase == Phase::Entering => self.on_ready_exists(now, result),
+            Purpose::List if phase == Phase::Entering => self.on_list_enter(now, result),
+            Purpose::List if phase == Phase::Leaving => self.on_list_leave(now, result),
+            Purpose::ReadyCreate if phase == Phase::Entering => self.on_ready_create(now, result),
+            Purpose::Wait(name) if phase == Phase::Leaving => self.on_wait(now, name, result),
+            Purpose::DeleteOwn if phase == Phase::Leaving => self.on_delete_own(now, result),
+            Purpose::DeleteOwn => {
+                if matches!(result, Ok(_) | Err(Error::Server(ErrorCode::NoNode))) {
+                    self.deleted_own = true;
+                }
+            }
+            Purpose::Final {
+                with_ready,
+                with_dir,
+            } if phase == Phase::Leaving => {
+                let dir_at = with_dir.then_some(1 + usize::from(with_ready));
+                self.on_final(now, result, dir_at)
+            }
+            Purpose::Cleanup { with_dir } if phase == Phase::Leaving => {
+                self.on_final(now, result, with_dir.then_some(1))
+            }
+            Purpose::StopDelete => self.on_stop_delete(now, result),
+            _ => {} // an answer for a phase that is over
+        }
+        self.drive(now);
+    }
+
+    fn handle_watch(&mut self, now: Instant, _op: OpId, event: &WatchEvent) {
+        match self.phase {
+            Phase::Entering if event.path == self.ready_path => {
+                match event.event_type {
+                    // Created after our node existed: the round is on.
+                    EventType::NodeCreated if self.created && self.need & ENTER == 0 => {
+                        self.entered(false)
+                    }
+                    _ => {
+                        // About an older `ready` (heard before our create's answer), or
+                        // a deletion: look again unless a look is on its way.
+                        self.ready_armed = false;
+                        if self.created
+                            && self.need & ENTER == 0
+                            && !self.in_flight(|p| matches!(p, Purpose::List | Purpose::Create))
+                        {
+                            self.need |= ARM;
+                        }
+                    }
+                }
+            }
+            Phase::Leaving => {
+                let name = name_of(&event.path);
+                if self.watching.as_deref() == Some(name) {
+                    match event.event_type {
+                        EventType::NodeDeleted => {
+                            self.watching = None;
+                            self.need |= LIST;
+                        }
+                        _ => self.need |= WAIT, // still there: watch on
+                    }
+                }
+            }
+            _ => {}
+        }
+        self.drive(now);
+    }
+
+    fn handle_session(&mut self, now: Instant, change: SessionChange) {
+        self.retry.session(change);
+        if let Some(error) = change.end_error() {
+            self.outbox.clear();
+            self.need = 0;
+            match self.phase {
+                Phase::Entering | Phase::Entered | Phase::Leaving => {
+                    self.emit(DoubleBarrierEvent::Failed { error })
+                }
+                _ => {} // the node went with the session
+            }
+            self.phase = Phase::Done;
+            return;
+        }
+        let active = matches!(
+            self.phase,
+            Phase::Entering | Phase::Entered | Phase::Leaving
+        );
+        match change {
+            SessionChange::Suspended if active && !self.suspended => {
+                self.suspended = true;
+                self.emit(DoubleBarrierEvent::Suspended);
+            }
+            SessionChange::Reconnected { .. } => {
+                if core::mem::take(&mut self.suspended) && active {
+                    self.emit(DoubleBarrierEvent::Reconnected);
+                }
+                self.sync_next = true;
+                // Look again (synced): a change while the connection was down counts.
+                match self.phase {
+                    Phase::Entering
+                        if self.created
+                            && self.need & ENTER == 0
+                            && !self.in_flight(|p| {
+                                matches!(p, Purpose::List | Purpose::ReadyExists)
+                            }) =>
+                    {
+                        self.need |= ARM;
+                    }
+                    Phase::Leaving if !self.in_flight(|p| matches!(p, Purpose::List)) => {
+                        self.watching = None;
+                        self.need &= !WAIT;
+                        self.need |= LIST;
+                    }
+                    _ => {}
+                }
+            }
+            _ => {}
+        }
+        self.drive(now);
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        if self.deadline.is_some_and(|d| now >= d) {
+            match self.phase {
+                Phase::Entering => {
+                    self.emit(DoubleBarrierEvent::NotEntered);
+                    self.stop();
+                }
+                Phase::Leaving => {
+                    self.emit(DoubleBarrierEvent::NotLeft);
+                    self.stop();
+                }
+                _ => self.deadline = None,
+            }
+        }
+        self.drive(now);
+    }
+
+    fn handle_abandon(&mut self, now: Instant) {
+        if !matches!(self.phase, Phase::Done | Phase::Stopping) {
+            self.stop();
+        }
+        self.events.clear();
+        self.drive(now);
+    }
+
+    fn poll_request(&mut self) -> Option<(OpId, Request)> {
+        self.outbox.poll()
+    }
+
+    fn poll_event(&mut self) -> Option<DoubleBarrierEvent> {
+        self.events.pop_front()
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        let deadline = match self.phase {
+            Phase::Entering | Phase::Leaving => self.deadline,
+            _ => None,
+        };
+        let retry = if self.need != 0 && self.phase != Phase::Done {
+            self.retry.deadline()
+        } else {
+            None
+        };
+        match (deadline, retry) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn is_done(&self) -> bool {
+        self.phase == Phase::Done && self.outbox.is_empty() && self.events.is_empty()
+    }
+}
