@@ -33,7 +33,10 @@
 //!    item and its claim in one `multi` (only the holder of a claim ever deletes an
 //!    item), [`release`](Consumer::release) deletes the claim only. A consumer that dies
 //!    loses its claims with its session, and the items are taken again: never two live
-//!    claims on one item, delivered at least once, completed exactly once.
+//!    claims on one item, delivered at least once, completed exactly once. A claim is
+//!    never deleted blindly twice: after a lost reply to a complete, a release or the
+//!    delete of a stale claim, `sync` + `exists(claim)` tells whether it landed (the
+//!    claim is gone or another session's by now) before anything is sent again.
 //!
 //! # Contention
 //!
@@ -257,7 +260,10 @@ enum Purpose {
     Take(u32, Vec<usize>),
     ReadMarker,
     Complete(String),
-    CheckComplete(String),
+    /// exists of our claim after a complete or release whose reply was lost.
+    CheckSettle(String),
+    /// exists of a stale claim after its delete's reply was lost.
+    CheckOrphan(String),
     Release(String),
     Orphan(String),
     DeleteMarker,
@@ -275,7 +281,8 @@ enum SettleState {
     Send,
     /// In flight.
     Busy,
-    /// A complete whose reply was lost: check our claim (gone iff it was applied).
+    /// A complete or release whose reply was lost: check our claim (gone, or another
+    /// session's, iff it was applied).
     Check,
 }
 
@@ -322,6 +329,8 @@ pub struct Consumer {
     held: Vec<String>,
     settling: Vec<(String, Settle, SettleState)>,
     orphans: Vec<String>,
+    /// Stale claims whose delete's reply was lost: whose are they now?
+    orphan_checks: Vec<String>,
     retry: Retry,
     closing: bool,
     deleting_marker: bool,
@@ -361,6 +370,7 @@ impl Consumer {
             held: Vec::new(),
             settling: Vec::new(),
             orphans: Vec::new(),
+            orphan_checks: Vec::new(),
             retry: Retry::default(),
             closing: false,
             deleting_marker: false,
@@ -503,6 +513,21 @@ impl Consumer {
             }
         }
         self.drive_settling();
+        if !self.orphan_checks.is_empty() {
+            self.outbox.send(
+                Purpose::Sync,
+                Request::Sync(PathRequest {
+                    path: self.config.meta_dir.clone(),
+                }),
+            );
+            for name in core::mem::take(&mut self.orphan_checks) {
+                let path = self.claim_path(&name);
+                self.outbox.send(
+                    Purpose::CheckOrphan(name),
+                    Request::Exists(PathWatch { path, watch: false }),
+                );
+            }
+        }
         if !self.orphans.is_empty() {
             for name in core::mem::take(&mut self.orphans) {
                 let path = self.claim_path(&name);
@@ -568,7 +593,7 @@ impl Consumer {
                     );
                 }
                 self.outbox.send(
-                    Purpose::CheckComplete(name),
+                    Purpose::CheckSettle(name),
                     Request::Exists(PathWatch {
                         path: claim,
                         watch: false,
@@ -1300,23 +1325,31 @@ impl Consumer {
         }
     }
 
-    fn on_check_complete(&mut self, now: Instant, name: String, result: Result<Response, Error>) {
+    /// Our claim after a complete or release whose reply was lost: gone, or another
+    /// session's (only we delete ours while our session lives), means it landed; still
+    /// ours means it did not: send it again.
+    fn on_check_settle(&mut self, now: Instant, name: String, result: Result<Response, Error>) {
         let stale = core::mem::take(&mut self.sync_failed);
         let Some(at) = self.settling.iter().position(|s| s.0 == name) else {
             return;
         };
+        let how = self.settling[at].1;
         let result = if stale {
             Err(Error::ConnectionLoss)
         } else {
             result
         };
+        let landed = |this: &mut Self| {
+            this.settling.remove(at);
+            this.emit(match how {
+                Settle::Complete => ConsumerEvent::Completed { item: name.clone() },
+                Settle::Release => ConsumerEvent::Released { item: name.clone() },
+            });
+        };
         match result {
-            Err(Error::Server(ErrorCode::NoNode)) => {
-                // Our claim is gone: only our complete deletes it, with the item.
-                self.settling.remove(at);
-                self.emit(ConsumerEvent::Completed { item: name });
-            }
-            Ok(_) => self.settling[at].2 = SettleState::Send, // not applied: again
+            Err(Error::Server(ErrorCode::NoNode)) => landed(self),
+            Ok(Response::Stat(stat)) if stat.ephemeral_owner != self.session_id => landed(self),
+            Ok(_) => self.settling[at].2 = SettleState::Send, // ours: not applied, again
             Err(e) if e.is_retryable() => {
                 self.settling[at].2 = SettleState::Check;
                 self.retry.failed(now);
@@ -1340,6 +1373,12 @@ impl Consumer {
             Ok(_) | Err(Error::Server(ErrorCode::NoNode)) => {
                 self.settling.remove(at);
                 self.emit(ConsumerEvent::Released { item: name });
+            }
+            Err(e) if e.may_have_applied() => {
+                // Did it land? Another consumer may hold a claim of that name by now:
+                // check whose it is before deleting again.
+                self.settling[at].2 = SettleState::Check;
+                self.retry.failed(now);
             }
             Err(e) if e.is_retryable() => {
                 self.settling[at].2 = SettleState::Send;
@@ -1390,6 +1429,7 @@ impl Consumer {
         self.applied = 0;
         self.need_parents = false;
         self.orphans.clear();
+        self.orphan_checks.clear();
         if let Some(b) = self.batch.take() {
             // At most once, a take in flight or in doubt may have deleted the items.
             let maybe_taken = self.config.delivery == Delivery::AtMostOnce
@@ -1464,14 +1504,38 @@ impl Recipe for Consumer {
             Purpose::Take(no, slots) => self.on_take(now, no, slots, result),
             Purpose::ReadMarker => self.on_read_marker(now, result),
             Purpose::Complete(name) => self.on_complete(now, name, result),
-            Purpose::CheckComplete(name) => self.on_check_complete(now, name, result),
+            Purpose::CheckSettle(name) => self.on_check_settle(now, name, result),
+            Purpose::CheckOrphan(name) => {
+                let stale = core::mem::take(&mut self.sync_failed);
+                match result {
+                    // Still ours (our delete did not land): delete it again.
+                    Ok(Response::Stat(stat))
+                        if !stale && stat.ephemeral_owner == self.session_id =>
+                    {
+                        self.orphans.push(name)
+                    }
+                    Err(e) if stale || e.is_retryable() => {
+                        self.orphan_checks.push(name);
+                        self.retry.failed(now);
+                    }
+                    // Gone, or another session's claim: nothing of ours to delete.
+                    _ => {}
+                }
+            }
             Purpose::Release(name) => self.on_release(now, name, result),
-            Purpose::Orphan(name) => {
-                if matches!(&result, Err(e) if e.is_retryable()) {
+            Purpose::Orphan(name) => match &result {
+                // It may have landed, and the item's name may be claimed by someone
+                // else since: never delete it blindly again.
+                Err(e) if e.may_have_applied() => {
+                    self.orphan_checks.push(name);
+                    self.retry.failed(now);
+                }
+                Err(e) if e.is_retryable() => {
                     self.orphans.push(name);
                     self.retry.failed(now);
                 }
-            }
+                _ => {}
+            },
             Purpose::DeleteMarker => {
                 self.deleting_marker = false;
                 match result {
@@ -1565,6 +1629,7 @@ impl Recipe for Consumer {
             .min();
         let stuck = self.need_parents
             || !self.orphans.is_empty()
+            || !self.orphan_checks.is_empty()
             || self.settling.iter().any(|s| s.2 != SettleState::Busy)
             || (!self.takes.is_empty() && !self.listing_in_flight && !self.waiting_watch)
             || self.closing;

@@ -1,0 +1,285 @@
+//! Regressions of the queue recipe found by the simulator and property harnesses
+//! (`tests/queue_sim.rs`, `tests/queue_props.rs`), as transcripts: scripted replies in,
+//! exact requests and events out (the notation of `queue_transcripts.rs`).
+#![allow(dead_code)]
+
+use bytes::Bytes;
+use zk_recipes::client::Error;
+use zk_recipes::proto::*;
+use zk_recipes::recipe::queue::*;
+use zk_recipes::recipe::{OpId, Recipe, SessionChange};
+use zk_recipes::session::WatchEvent;
+use zk_recipes::time::Instant;
+
+const DIR: &str = "/app/q";
+const META: &str = "/app/q-meta";
+const SESSION: i64 = 0x77;
+const T: Instant = Instant::ZERO;
+
+struct Script<R: Recipe> {
+    r: R,
+    pending: Vec<(OpId, String)>,
+    answered: Vec<(OpId, String)>,
+}
+
+fn short(p: &str) -> String {
+    p.replace(META, "M").replace(DIR, "Q")
+}
+
+fn line(r: &Request) -> String {
+    let op = |o: &MultiOp| match o {
+        MultiOp::Create(c) => format!("create {}", short(&c.path)),
+        MultiOp::SetData(s) => format!("set {}@{}", short(&s.path), s.version),
+        MultiOp::Delete(d) => format!("delete {}", short(&d.path)),
+        other => format!("{other:?}"),
+    };
+    match r {
+        Request::Create(c) => format!("create {}", short(&c.path)),
+        Request::CreateContainer(c) => format!("container {}", short(&c.path)),
+        Request::GetChildren(g) if g.watch => format!("list! {}", short(&g.path)),
+        Request::GetChildren(g) => format!("list {}", short(&g.path)),
+        Request::Exists(g) => format!("exists {}", short(&g.path)),
+        Request::Delete(d) => format!("delete {}", short(&d.path)),
+        Request::Sync(p) => format!("sync {}", short(&p.path)),
+        Request::MultiRead(ops) => format!(
+            "read {}",
+            ops.iter()
+                .map(|o| match o {
+                    ReadOp::GetData(g) => short(&g.path),
+                    ReadOp::GetChildren(g) => short(&g.path),
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
+        Request::Multi(ops) => format!(
+            "multi {}",
+            ops.iter().map(op).collect::<Vec<_>>().join(" + ")
+        ),
+        other => format!("{other:?}"),
+    }
+}
+
+impl<R: Recipe> Script<R> {
+    fn new(mut r: R) -> Self {
+        r.handle_session(
+            T,
+            SessionChange::Connected {
+                session_id: SESSION,
+            },
+        );
+        Script {
+            r,
+            pending: Vec::new(),
+            answered: Vec::new(),
+        }
+    }
+
+    fn sent(&mut self) -> Vec<String> {
+        let new: Vec<(OpId, String)> = std::iter::from_fn(|| self.r.poll_request())
+            .map(|(op, r)| (op, line(&r)))
+            .collect();
+        let lines = new.iter().map(|(_, l)| l.clone()).collect();
+        self.pending.extend(new);
+        lines
+    }
+
+    fn reply(&mut self, prefix: &str, result: Result<Response, Error>) {
+        self.sent();
+        let at = self
+            .pending
+            .iter()
+            .position(|(_, l)| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no pending `{prefix}` in {:?}", self.pending));
+        let (op, l) = self.pending.remove(at);
+        self.answered.push((op, l));
+        self.r.handle_reply(T, op, result);
+    }
+
+    /// Every pending request fails with connection loss, then the session is suspended.
+    fn drop_connection(&mut self) {
+        self.sent();
+        for (op, l) in std::mem::take(&mut self.pending) {
+            self.answered.push((op, l));
+            self.r.handle_reply(T, op, Err(Error::ConnectionLoss));
+        }
+        self.r.handle_session(T, SessionChange::Suspended);
+    }
+
+    fn fire(&mut self, event_type: EventType, path: &str) {
+        let op = self
+            .answered
+            .iter()
+            .rev()
+            .find(|(_, l)| l.starts_with("list! ") && l.ends_with(&short(path)))
+            .map(|(op, _)| *op)
+            .unwrap_or_else(|| panic!("nothing watched {path}"));
+        self.r.handle_watch(
+            T,
+            op,
+            &WatchEvent {
+                event_type,
+                path: path.into(),
+            },
+        );
+    }
+
+    fn events(&mut self) -> Vec<R::Event> {
+        std::iter::from_fn(|| self.r.poll_event()).collect()
+    }
+}
+
+fn stat(version: i32, owner: i64) -> Stat {
+    Stat {
+        version,
+        ephemeral_owner: owner,
+        ..Stat::default()
+    }
+}
+
+fn kids(names: &[&str]) -> Result<Response, Error> {
+    Ok(Response::Children(
+        names.iter().map(|s| s.to_string()).collect(),
+    ))
+}
+
+fn multi(results: Vec<MultiResult>) -> Result<Response, Error> {
+    Ok(Response::Multi(results))
+}
+
+fn created(name: &str) -> MultiResult {
+    MultiResult::Create(format!("{DIR}/{name}"))
+}
+
+fn data(d: &str) -> MultiResult {
+    MultiResult::GetData {
+        data: Bytes::copy_from_slice(d.as_bytes()),
+        stat: Stat::default(),
+    }
+}
+
+fn err(code: ErrorCode) -> MultiResult {
+    MultiResult::Error(code)
+}
+
+fn consumer(delivery: Delivery) -> Script<Consumer> {
+    let mut c = ConsumerConfig::new(DIR, "c1");
+    c.delivery = delivery;
+    c.spread = 0;
+    Script::new(Consumer::new(c))
+}
+
+const OTHER: i64 = 0x99;
+
+/// An at-least-once consumer holding `qn-0000000001`.
+fn holding() -> Script<Consumer> {
+    let mut s = consumer(Delivery::AtLeastOnce);
+    s.r.take(T, 1, None);
+    s.reply("list M", kids(&[]));
+    s.reply("list Q", kids(&["qn-0000000001"]));
+    s.reply("create", Ok(Response::Path("x".into())));
+    s.reply("read", multi(vec![data("one")]));
+    assert!(matches!(&s.events()[..], [ConsumerEvent::Taken { .. }]));
+    s
+}
+
+fn reconnect(s: &mut Script<Consumer>) {
+    s.r.handle_session(
+        T,
+        SessionChange::Reconnected {
+            session_id: SESSION,
+        },
+    );
+}
+
+/// Found by the simulator: a release whose reply was lost was sent again as a blind
+/// `delete claim`. The first one had landed, another consumer had claimed the item
+/// since, and the second delete removed *its* claim — two live holders of one item.
+/// After a lost reply the consumer now checks whose claim it is before deleting again.
+#[test]
+fn a_release_whose_reply_was_lost_never_deletes_another_consumers_claim() {
+    let mut s = holding();
+    s.r.release(T, "qn-0000000001").unwrap();
+    assert_eq!(s.sent(), ["delete M/claim-qn-0000000001"]);
+    s.drop_connection();
+    reconnect(&mut s);
+    assert_eq!(s.sent(), ["sync M", "exists M/claim-qn-0000000001"]);
+    s.reply("sync", Ok(Response::Path(META.into())));
+    // Someone else's claim now: ours is gone, the release landed.
+    s.reply("exists", Ok(Response::Stat(stat(0, OTHER))));
+    assert_eq!(s.sent(), Vec::<String>::new());
+    assert_eq!(
+        s.events(),
+        [ConsumerEvent::Released {
+            item: "qn-0000000001".into()
+        }]
+    );
+}
+
+#[test]
+fn a_release_whose_reply_was_lost_is_sent_again_while_the_claim_is_ours() {
+    let mut s = holding();
+    s.r.release(T, "qn-0000000001").unwrap();
+    s.drop_connection();
+    reconnect(&mut s);
+    s.reply("sync", Ok(Response::Path(META.into())));
+    s.reply("exists", Ok(Response::Stat(stat(0, SESSION))));
+    assert_eq!(s.sent(), ["delete M/claim-qn-0000000001"]);
+    s.reply("delete", Ok(Response::Empty));
+    assert_eq!(
+        s.events(),
+        [ConsumerEvent::Released {
+            item: "qn-0000000001".into()
+        }]
+    );
+}
+
+/// The same for a completion: a claim of another session under our item's name (the
+/// item was completed, the container directory reaped and made again, and the new
+/// item of the same name claimed) means ours is gone — completed; the old code sent
+/// the multi again and deleted the other consumer's claim and item.
+#[test]
+fn a_completion_whose_reply_was_lost_never_deletes_another_consumers_claim() {
+    let mut s = holding();
+    s.r.complete(T, "qn-0000000001").unwrap();
+    s.drop_connection();
+    reconnect(&mut s);
+    assert_eq!(s.sent(), ["sync M", "exists M/claim-qn-0000000001"]);
+    s.reply("sync", Ok(Response::Path(META.into())));
+    s.reply("exists", Ok(Response::Stat(stat(0, OTHER))));
+    assert_eq!(s.sent(), Vec::<String>::new());
+    assert_eq!(
+        s.events(),
+        [ConsumerEvent::Completed {
+            item: "qn-0000000001".into()
+        }]
+    );
+}
+
+/// A stale claim (its item completed meanwhile) whose delete reply was lost: checked,
+/// never deleted again blindly.
+#[test]
+fn an_orphan_claim_whose_delete_reply_was_lost_is_checked_before_deleting_again() {
+    let mut s = consumer(Delivery::AtLeastOnce);
+    s.r.take(T, 1, None);
+    s.reply("list M", kids(&[]));
+    s.reply("list Q", kids(&["qn-0000000001"]));
+    s.reply("create", Ok(Response::Path("x".into())));
+    s.reply("read", multi(vec![err(ErrorCode::NoNode)]));
+    let sent = s.sent();
+    assert!(sent.contains(&"delete M/claim-qn-0000000001".to_string()), "{sent:?}");
+    s.drop_connection();
+    reconnect(&mut s);
+    let sent = s.sent();
+    assert!(
+        !sent.contains(&"delete M/claim-qn-0000000001".to_string()),
+        "{sent:?}"
+    );
+    assert!(sent.contains(&"exists M/claim-qn-0000000001".to_string()), "{sent:?}");
+    s.reply("sync", Ok(Response::Path(META.into())));
+    s.reply("exists", Ok(Response::Stat(stat(0, OTHER))));
+    let sent = s.sent();
+    assert!(
+        !sent.contains(&"delete M/claim-qn-0000000001".to_string()),
+        "{sent:?}"
+    );
+}
