@@ -266,7 +266,10 @@ fn an_orphan_claim_whose_delete_reply_was_lost_is_checked_before_deleting_again(
     s.reply("create", Ok(Response::Path("x".into())));
     s.reply("read", multi(vec![err(ErrorCode::NoNode)]));
     let sent = s.sent();
-    assert!(sent.contains(&"delete M/claim-qn-0000000001".to_string()), "{sent:?}");
+    assert!(
+        sent.contains(&"delete M/claim-qn-0000000001".to_string()),
+        "{sent:?}"
+    );
     s.drop_connection();
     reconnect(&mut s);
     let sent = s.sent();
@@ -274,7 +277,10 @@ fn an_orphan_claim_whose_delete_reply_was_lost_is_checked_before_deleting_again(
         !sent.contains(&"delete M/claim-qn-0000000001".to_string()),
         "{sent:?}"
     );
-    assert!(sent.contains(&"exists M/claim-qn-0000000001".to_string()), "{sent:?}");
+    assert!(
+        sent.contains(&"exists M/claim-qn-0000000001".to_string()),
+        "{sent:?}"
+    );
     s.reply("sync", Ok(Response::Path(META.into())));
     s.reply("exists", Ok(Response::Stat(stat(0, OTHER))));
     let sent = s.sent();
@@ -282,4 +288,50 @@ fn an_orphan_claim_whose_delete_reply_was_lost_is_checked_before_deleting_again(
         !sent.contains(&"delete M/claim-qn-0000000001".to_string()),
         "{sent:?}"
     );
+}
+
+/// Found by the simulator: every item left was claimed by a consumer whose session then
+/// died. The other consumers had filtered the claimed items out, found nothing, and
+/// waited on the queue directory's watch — but a claim going away changes only the side
+/// directory, so nobody woke up and the item stayed until the next put. A listing that
+/// finds only claimed items now watches the side directory too.
+#[test]
+fn a_consumer_that_finds_only_claimed_items_wakes_when_a_claim_goes() {
+    let mut s = consumer(Delivery::AtLeastOnce);
+    let t = s.r.take(T, 1, None);
+    assert_eq!(s.sent(), ["list M", "list Q"]);
+    s.reply("list M", kids(&["claim-qn-0000000001", "c-x"]));
+    s.reply("list Q", kids(&["qn-0000000001"]));
+    // Nothing to take: list again with watches, on the claims too.
+    assert_eq!(s.sent(), ["list! M", "list! Q"]);
+    s.reply("list! M", kids(&["claim-qn-0000000001", "c-x"]));
+    s.reply("list! Q", kids(&["qn-0000000001"]));
+    assert_eq!(s.sent(), Vec::<String>::new());
+    // The holder's session expires: its claim goes.
+    s.fire(EventType::NodeChildrenChanged, META);
+    assert_eq!(s.sent(), ["list! M", "list! Q"]);
+    s.reply("list! M", kids(&["c-x"]));
+    s.reply("list! Q", kids(&["qn-0000000001"]));
+    assert_eq!(
+        s.sent(),
+        ["create M/claim-qn-0000000001", "read Q/qn-0000000001"]
+    );
+    s.reply("create", Ok(Response::Path("x".into())));
+    s.reply("read", multi(vec![data("one")]));
+    assert!(matches!(&s.events()[..], [ConsumerEvent::Taken { take, .. }] if *take == t));
+}
+
+/// The claim may go while the listing is on the wire (after the claims were listed,
+/// before the queue was): the side directory's watch fires then, and the consumer
+/// lists again instead of waiting for a watch that already fired.
+#[test]
+fn a_claim_that_goes_while_listing_is_not_missed() {
+    let mut s = consumer(Delivery::AtLeastOnce);
+    s.r.take(T, 1, None);
+    s.reply("list M", kids(&["claim-qn-0000000001"]));
+    s.reply("list Q", kids(&["qn-0000000001"]));
+    s.reply("list! M", kids(&["claim-qn-0000000001"]));
+    s.fire(EventType::NodeChildrenChanged, META);
+    s.reply("list! Q", kids(&["qn-0000000001"]));
+    assert_eq!(s.sent(), ["list! M", "list! Q"]);
 }

@@ -29,6 +29,9 @@
 //!    items, all in one pipeline. A claim that exists already is someone else's (skip);
 //!    a claimed item that is gone was completed meanwhile (our claim is deleted again).
 //!    A claim whose reply was lost is checked after `sync` by its `ephemeralOwner`.
+//!    A listing that finds only items claimed by others waits on the side directory's
+//!    watch as well as the queue's: a claim that goes with its holder's session (or is
+//!    released) changes only the side directory.
 //! 2. The items are delivered as held; [`complete`](Consumer::complete) deletes the
 //!    item and its claim in one `multi` (only the holder of a claim ever deletes an
 //!    item), [`release`](Consumer::release) deletes the claim only. A consumer that dies
@@ -313,6 +316,13 @@ pub struct Consumer {
     listing_valid: bool,
     listing_in_flight: bool,
     claims_listing: Vec<String>,
+    /// At least once: the last listing found items, all claimed by others. Waiting
+    /// then watches the side directory too (a claim that goes changes only that).
+    claims_blocked: bool,
+    /// The claims listing in flight set that watch.
+    claims_watched: bool,
+    /// The side directory's watch fired since the claims were listed.
+    claims_fired: bool,
     /// The last listing was empty: the next one sets a watch; with a watch set, wait.
     last_empty: bool,
     waiting_watch: bool,
@@ -356,6 +366,9 @@ impl Consumer {
             listing_valid: false,
             listing_in_flight: false,
             claims_listing: Vec::new(),
+            claims_blocked: false,
+            claims_watched: false,
+            claims_fired: false,
             last_empty: false,
             waiting_watch: false,
             contended: false,
@@ -669,11 +682,14 @@ impl Consumer {
         self.listing_valid = false;
         let watch = self.last_empty || self.config.format == Format::Priority;
         if self.at_least_once() {
+            let claims_watch = watch && self.claims_blocked;
+            self.claims_watched = claims_watch;
+            self.claims_fired = false;
             self.outbox.send(
                 Purpose::ListClaims,
                 Request::GetChildren(PathWatch {
                     path: self.config.meta_dir.clone(),
-                    watch: false,
+                    watch: claims_watch,
                 }),
             );
         }
@@ -923,6 +939,7 @@ impl Consumer {
                 }
                 let mut items =
                     sorted_items(self.config.format, &children, self.config.max_listing);
+                let listed = items.len();
                 if self.at_least_once() {
                     let claims = core::mem::take(&mut self.claims_listing);
                     items.retain(|n| {
@@ -931,12 +948,18 @@ impl Consumer {
                             .any(|c| c.strip_prefix(CLAIM_PREFIX) == Some(n.as_str()))
                     });
                 }
+                self.claims_blocked = listed > 0 && items.is_empty();
                 if items.is_empty() {
                     let watched = self.waiting_watch;
+                    // Only claimed items: the wake-up is a claim going away, so the
+                    // side directory must be watched too, and must not have changed
+                    // while we listed.
+                    let claims_missed =
+                        self.claims_blocked && (!self.claims_watched || self.claims_fired);
                     self.last_empty = true;
                     self.listing.clear();
                     self.cursor = 0;
-                    if !watched && !self.takes.is_empty() && !self.closing {
+                    if (!watched || claims_missed) && !self.takes.is_empty() && !self.closing {
                         // List again, this time with a watch (no lost wake-up).
                         self.list();
                     }
@@ -1567,6 +1590,15 @@ impl Recipe for Consumer {
                 // A newer item may outrank what we cached.
                 self.listing_valid = false;
                 self.waiting_watch = false;
+            }
+        }
+        if event.path == self.config.meta_dir && event.event_type == EventType::NodeChildrenChanged
+        {
+            // A claim may have gone: wake if only claimed items were left.
+            self.claims_fired = true;
+            if self.claims_blocked && self.waiting_watch && !self.listing_in_flight {
+                self.waiting_watch = false;
+                self.listing_valid = false;
             }
         }
         self.drive(now);
