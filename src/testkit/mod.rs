@@ -11,3 +11,5 @@ pub mod sim_election;
 pub mod sim_lock;
 #[cfg(feature = "sim")]
 pub mod sim_naive;
+#[cfg(feature = "sim")]
+pub mod sim_queue;
