@@ -335,3 +335,50 @@ fn a_claim_that_goes_while_listing_is_not_missed() {
     s.reply("list! Q", kids(&["qn-0000000001"]));
     assert_eq!(s.sent(), ["list! M", "list! Q"]);
 }
+
+fn producer() -> Script<Producer> {
+    Script::new(Producer::new(ProducerConfig::new(DIR, "p1")))
+}
+
+/// Found by the simulator: after an expiry the client estimated before the server
+/// acted on it, the old session's marker (same path) was still there. The new
+/// session's first batch (creating the marker) failed with `NodeExists`, but the second
+/// batch, pipelined behind it and chained on version 1, matched the *old* marker's
+/// version and applied — its items landed before the first batch's, which was sent
+/// again: the producer's put order broken (and the marker no longer counting only this
+/// session's batches). Now nothing is pipelined behind a batch that creates the marker,
+/// and a marker of another session is waited out with a backoff.
+#[test]
+fn a_new_sessions_batches_wait_for_the_marker_and_never_chain_on_a_stale_one() {
+    const NEW: i64 = 0x78;
+    let mut s = producer();
+    s.r.handle_session(T, SessionChange::Expired);
+    s.r.handle_session(T, SessionChange::Connected { session_id: NEW });
+    s.r.put(T, Bytes::from_static(b"a")).unwrap();
+    assert_eq!(
+        s.sent(),
+        ["multi create M/p-p1 + set M/p-p1@0 + create Q/qn-"]
+    );
+    s.r.put(T, Bytes::from_static(b"b")).unwrap();
+    // Nothing chained behind the batch that creates the marker.
+    assert_eq!(s.sent(), Vec::<String>::new());
+    s.reply(
+        "multi create",
+        multi(vec![
+            err(ErrorCode::NodeExists),
+            err(ErrorCode::RuntimeInconsistency),
+            err(ErrorCode::RuntimeInconsistency),
+        ]),
+    );
+    assert_eq!(s.sent(), ["sync M", "exists M/p-p1"]);
+    s.reply("sync", Ok(Response::Path(META.into())));
+    // The old session's marker, not expired on the server yet.
+    s.reply("exists", Ok(Response::Stat(stat(3, SESSION))));
+    assert_eq!(s.sent(), Vec::<String>::new(), "waits before trying again");
+    let at = s.r.poll_timeout().expect("a retry deadline");
+    s.r.handle_timeout(at);
+    assert_eq!(
+        s.sent(),
+        ["multi create M/p-p1 + set M/p-p1@0 + create Q/qn- + create Q/qn-"]
+    );
+}
