@@ -382,3 +382,32 @@ fn a_new_sessions_batches_wait_for_the_marker_and_never_chain_on_a_stale_one() {
         ["multi create M/p-p1 + set M/p-p1@0 + create Q/qn- + create Q/qn-"]
     );
 }
+
+/// Found by the property harness: once a retry had waited (its backoff deadline in the
+/// past), a producer with puts queued but no room to send them (the window full, or the
+/// first batch still creating the marker) kept answering that past deadline from
+/// `poll_timeout` — a host would spin on `handle_timeout` until the reply came. Only a
+/// producer that could send but for the backoff (or must resolve, create parents or
+/// delete its marker) has a deadline.
+#[test]
+fn a_producer_waiting_for_replies_has_no_deadline_in_the_past() {
+    let mut s = producer();
+    s.r.put(T, Bytes::from_static(b"a")).unwrap();
+    // Refused once: sent again after the backoff.
+    s.reply("multi create", Err(Error::Overloaded));
+    assert_eq!(s.sent(), Vec::<String>::new());
+    let at = s.r.poll_timeout().expect("the backoff");
+    s.r.handle_timeout(at);
+    assert_eq!(
+        s.sent(),
+        ["multi create M/p-p1 + set M/p-p1@0 + create Q/qn-"]
+    );
+    // A second put waits for the first batch (it creates the marker).
+    s.r.put(at, Bytes::from_static(b"b")).unwrap();
+    assert_eq!(s.sent(), Vec::<String>::new());
+    assert!(
+        s.r.poll_timeout().is_none_or(|t| t > at),
+        "deadline {:?} not after {at:?}",
+        s.r.poll_timeout()
+    );
+}

@@ -836,10 +836,20 @@ impl Recipe for Producer {
         if self.ended {
             return None;
         }
-        let waiting = !self.pending.is_empty()
-            || !self.failed.is_empty()
-            || self.need_parents
-            || (self.closing && self.marker_present);
+        // Only what could go out but for the backoff waits on it: queued puts with room
+        // on the wire, failed batches to resolve, parents, the marker's delete. A
+        // producer waiting for replies has no deadline (the backoff's may be past).
+        let room = !self.pending.is_empty()
+            && self.items_in_flight < self.config.max_in_flight.max(1)
+            && self.in_flight.len() < self.config.max_batches_in_flight.clamp(1, MAX_BATCHES)
+            && (self.marker_present || self.in_flight.is_empty());
+        let waiting = self.session_id != 0
+            && !self.reading
+            && !self.deleting_marker
+            && (room
+                || (!self.failed.is_empty() && self.in_flight.is_empty())
+                || (self.need_parents && self.failed.is_empty())
+                || (self.closing && self.marker_present && self.in_flight.is_empty()));
         if waiting {
             self.retry.deadline()
         } else {
