@@ -411,3 +411,26 @@ fn a_producer_waiting_for_replies_has_no_deadline_in_the_past() {
         s.r.poll_timeout()
     );
 }
+
+/// Found by the property harness: the consumer's `poll_timeout` answered the last
+/// backoff's deadline — in the past — whenever a take was waiting, even while its batch
+/// was on the wire or the session was gone (expired, a new one not yet connected): a
+/// host would spin on `handle_timeout`. Only a consumer that could send but for the
+/// backoff has that deadline now.
+#[test]
+fn a_consumer_waiting_for_replies_or_a_session_has_no_deadline_in_the_past() {
+    let mut s = consumer(Delivery::AtMostOnce);
+    s.r.take(T, 1, None);
+    s.reply("list Q", Err(Error::Server(ErrorCode::Throttled)));
+    let at = s.r.poll_timeout().expect("the backoff");
+    s.r.handle_timeout(at);
+    assert_eq!(s.sent(), ["list Q"]);
+    s.reply("list Q", kids(&["qn-0000000001"]));
+    // (The script answers at time zero: still inside the backoff.)
+    s.r.handle_timeout(at);
+    assert_eq!(s.sent(), ["read Q/qn-0000000001"]);
+    let after = |s: &Script<Consumer>| s.r.poll_timeout().is_none_or(|t| t > at);
+    assert!(after(&s), "reading: deadline {:?}", s.r.poll_timeout());
+    s.r.handle_session(at, SessionChange::Expired);
+    assert!(after(&s), "expired: deadline {:?}", s.r.poll_timeout());
+}

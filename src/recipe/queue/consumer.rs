@@ -1659,12 +1659,32 @@ impl Recipe for Consumer {
             })
             .filter_map(|(_, t)| t.deadline)
             .min();
-        let stuck = self.need_parents
-            || !self.orphans.is_empty()
-            || !self.orphan_checks.is_empty()
-            || self.settling.iter().any(|s| s.2 != SettleState::Busy)
-            || (!self.takes.is_empty() && !self.listing_in_flight && !self.waiting_watch)
-            || self.closing;
+        // Only what could go out but for the backoff waits on it; a consumer waiting
+        // for replies or for a session has no deadline (the backoff's may be past).
+        let batch_waits = match &self.batch {
+            None => !self.takes.is_empty() && !self.listing_in_flight && !self.waiting_watch,
+            Some(b) => {
+                b.send_claim
+                    || (b.doubt && !self.reading_marker)
+                    || b.slots
+                        .iter()
+                        .any(|s| matches!(s, Slot::ToClaim | Slot::Check | Slot::NeedData))
+            }
+        };
+        let closing = self.closing
+            && self.takes.is_empty()
+            && self.batch.is_none()
+            && self.settling.is_empty()
+            && self.marker_present
+            && !self.deleting_marker
+            && !self.reading_marker;
+        let stuck = connected
+            && (self.need_parents
+                || !self.orphans.is_empty()
+                || !self.orphan_checks.is_empty()
+                || self.settling.iter().any(|s| s.2 != SettleState::Busy)
+                || batch_waits
+                || closing);
         let retry = if stuck { self.retry.deadline() } else { None };
         match (deadline, retry) {
             (Some(a), Some(b)) => Some(a.min(b)),
