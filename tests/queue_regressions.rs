@@ -434,3 +434,41 @@ fn a_consumer_waiting_for_replies_or_a_session_has_no_deadline_in_the_past() {
     s.r.handle_session(at, SessionChange::Expired);
     assert!(after(&s), "expired: deadline {:?}", s.r.poll_timeout());
 }
+
+/// Found by the property harness: an at-least-once take whose claims were on the wire
+/// when the user closed the consumer still delivered its items (`Taken` after `close`)
+/// and kept them held — nothing released those claims, `Closed` followed, and the items
+/// stayed claimed by a live session: never taken again. Now such a take fails with
+/// `Closed` and its claims are released before `Closed`.
+#[test]
+fn claims_that_land_after_close_are_released_not_delivered() {
+    let mut s = consumer(Delivery::AtLeastOnce);
+    let t = s.r.take(T, 1, None);
+    s.reply("list M", kids(&[]));
+    s.reply("list Q", kids(&["qn-0000000001"]));
+    assert_eq!(
+        s.sent(),
+        ["create M/claim-qn-0000000001", "read Q/qn-0000000001"]
+    );
+    s.r.close(T);
+    s.reply("create", Ok(Response::Path("x".into())));
+    s.reply("read", multi(vec![data("one")]));
+    assert_eq!(
+        s.events(),
+        [ConsumerEvent::TakeFailed {
+            take: t,
+            error: Error::Closed
+        }]
+    );
+    assert_eq!(s.sent(), ["delete M/claim-qn-0000000001"]);
+    s.reply("delete", Ok(Response::Empty));
+    assert_eq!(
+        s.events(),
+        [
+            ConsumerEvent::Released {
+                item: "qn-0000000001".into()
+            },
+            ConsumerEvent::Closed
+        ]
+    );
+}

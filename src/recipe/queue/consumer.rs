@@ -474,7 +474,9 @@ impl Consumer {
     }
 
     /// Ends the consumer: waiting takes fail with `Closed`, held claims are released,
-    /// the marker deleted; then [`ConsumerEvent::Closed`].
+    /// the marker deleted; then [`ConsumerEvent::Closed`]. At least once, a take whose
+    /// claims were on the wire fails with `Closed` too, and its claims are released
+    /// (reported `Released`).
     pub fn close(&mut self, now: Instant) {
         if self.closing {
             return;
@@ -887,6 +889,22 @@ impl Consumer {
                     data,
                 });
             }
+        }
+        if self.at_least_once() && self.closing && !items.is_empty() {
+            // Claimed while closing: nobody will complete them. The take fails, the
+            // claims are released before `Closed`.
+            for it in items {
+                self.settling
+                    .push((it.name, Settle::Release, SettleState::Send));
+            }
+            self.finish_take(
+                b.take,
+                ConsumerEvent::TakeFailed {
+                    take: b.take,
+                    error: Error::Closed,
+                },
+            );
+            return;
         }
         if self.at_least_once() {
             for it in &items {
