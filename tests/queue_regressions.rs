@@ -472,3 +472,33 @@ fn claims_that_land_after_close_are_released_not_delivered() {
         ]
     );
 }
+
+/// The same with a failed batch waiting for the batches behind it to answer: nothing can
+/// be sent until they do, so no deadline either.
+#[test]
+fn a_producer_resolving_a_failed_batch_waits_for_replies_without_a_deadline() {
+    let mut cfg = ProducerConfig::new(DIR, "p1");
+    cfg.max_batches_in_flight = 2;
+    let mut s = Script::new(Producer::new(cfg));
+    s.r.put(T, Bytes::from_static(b"a")).unwrap();
+    s.reply(
+        "multi create",
+        multi(vec![
+            MultiResult::Create(format!("{META}/p-p1")),
+            MultiResult::SetData(stat(1, SESSION)),
+            created("qn-0000000001"),
+        ]),
+    );
+    for d in [b"b", b"c", b"d"] {
+        s.r.put(T, Bytes::from_static(d)).unwrap();
+    }
+    assert_eq!(s.sent().len(), 2);
+    s.reply("multi set M/p-p1@1", Err(Error::Overloaded));
+    let at = s.r.poll_timeout().unwrap_or(T);
+    s.r.handle_timeout(at);
+    assert!(
+        s.r.poll_timeout().is_none_or(|t| t > at),
+        "deadline {:?} not after {at:?}",
+        s.r.poll_timeout()
+    );
+}

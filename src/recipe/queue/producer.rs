@@ -840,6 +840,7 @@ impl Recipe for Producer {
         // on the wire, failed batches to resolve, parents, the marker's delete. A
         // producer waiting for replies has no deadline (the backoff's may be past).
         let room = !self.pending.is_empty()
+            && self.failed.is_empty()
             && self.items_in_flight < self.config.max_in_flight.max(1)
             && self.in_flight.len() < self.config.max_batches_in_flight.clamp(1, MAX_BATCHES)
             && (self.marker_present || self.in_flight.is_empty());
