@@ -502,3 +502,17 @@ fn a_producer_resolving_a_failed_batch_waits_for_replies_without_a_deadline() {
         s.r.poll_timeout()
     );
 }
+
+/// A close that found the consumer inside a backoff must still end once it is over
+/// (the deadline fix above must not drop the close's own).
+#[test]
+fn a_close_inside_a_backoff_ends_when_the_backoff_is_over() {
+    let mut s = consumer(Delivery::AtMostOnce);
+    s.r.take(T, 1, None);
+    s.reply("list Q", Err(Error::Server(ErrorCode::Throttled)));
+    s.r.close(T);
+    s.events();
+    let at = s.r.poll_timeout().expect("the close waits for the backoff");
+    s.r.handle_timeout(at);
+    assert_eq!(s.events(), [ConsumerEvent::Closed]);
+}

@@ -1693,7 +1693,7 @@ impl Recipe for Consumer {
             && self.takes.is_empty()
             && self.batch.is_none()
             && self.settling.is_empty()
-            && self.marker_present
+            && (self.marker_present || self.outbox.is_empty())
             && !self.deleting_marker
             && !self.reading_marker;
         let stuck = connected
