@@ -516,3 +516,28 @@ fn a_close_inside_a_backoff_ends_when_the_backoff_is_over() {
     s.r.handle_timeout(at);
     assert_eq!(s.events(), [ConsumerEvent::Closed]);
 }
+
+/// Found by the property harness: a take whose batch was on the wire at `close` ended
+/// with nothing (every item of the batch claimed by someone else) and then went on
+/// waiting — the consumer never reported `Closed`. A take left when the batch ends
+/// during a close now fails with `Closed`.
+#[test]
+fn a_take_whose_batch_comes_back_empty_during_close_fails_and_the_close_ends() {
+    let mut s = consumer(Delivery::AtLeastOnce);
+    let t = s.r.take(T, 1, None);
+    s.reply("list M", kids(&[]));
+    s.reply("list Q", kids(&["qn-0000000001"]));
+    s.r.close(T);
+    s.reply("create", Err(Error::Server(ErrorCode::NodeExists)));
+    s.reply("read", multi(vec![data("one")]));
+    assert_eq!(
+        s.events(),
+        [
+            ConsumerEvent::TakeFailed {
+                take: t,
+                error: Error::Closed
+            },
+            ConsumerEvent::Closed
+        ]
+    );
+}

@@ -556,6 +556,10 @@ impl Consumer {
             self.drive_batch();
         }
         self.expire_takes(now);
+        if self.closing && self.batch.is_none() && !self.takes.is_empty() {
+            // The take whose batch was on the wire at close: that batch is over.
+            self.fail_takes(Error::Closed);
+        }
         if self.batch.is_none() && !self.takes.is_empty() {
             self.next_batch();
         }
