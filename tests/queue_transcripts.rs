@@ -177,18 +177,11 @@ fn consumer(delivery: Delivery, format: Format) -> Script<Consumer> {
 fn puts_are_pipelined_chained_on_the_marker_and_report_names() {
     let mut s = producer();
     let a = s.r.put(T, Bytes::from_static(b"a")).unwrap();
-    let b = s.r.put(T, Bytes::from_static(b"b")).unwrap();
-    let c = s.r.put(T, Bytes::from_static(b"c")).unwrap();
-    // Each put goes out at once, without waiting for the previous reply.
+    // The first batch of a session creates the marker; nothing is chained behind it.
     assert_eq!(
         s.sent(),
-        [
-            "multi create M/p-p1 + set M/p-p1@0 + create Q/qn-",
-            "multi set M/p-p1@1 + create Q/qn-",
-            "multi set M/p-p1@2 + create Q/qn-",
-        ]
+        ["multi create M/p-p1 + set M/p-p1@0 + create Q/qn-"]
     );
-    let ok = |n: &str| multi(vec![MultiResult::SetData(stat(1, SESSION)), created(n)]);
     s.reply(
         "multi create",
         multi(vec![
@@ -197,6 +190,17 @@ fn puts_are_pipelined_chained_on_the_marker_and_report_names() {
             created("qn-0000000007"),
         ]),
     );
+    let b = s.r.put(T, Bytes::from_static(b"b")).unwrap();
+    let c = s.r.put(T, Bytes::from_static(b"c")).unwrap();
+    // Then each put goes out at once, without waiting for the previous reply.
+    assert_eq!(
+        s.sent(),
+        [
+            "multi set M/p-p1@1 + create Q/qn-",
+            "multi set M/p-p1@2 + create Q/qn-",
+        ]
+    );
+    let ok = |n: &str| multi(vec![MultiResult::SetData(stat(1, SESSION)), created(n)]);
     s.reply("multi set M/p-p1@1", ok("qn-0000000008"));
     s.reply("multi set M/p-p1@2", ok("qn-0000000009"));
     assert_eq!(
@@ -242,11 +246,7 @@ fn puts_queued_while_the_window_is_full_go_out_as_one_batch() {
 
     // The batch bound: four batches out, the rest wait and go together.
     let mut s = Script::new(Producer::new(ProducerConfig::new(DIR, "p2")));
-    for _ in 0..6 {
-        s.r.put(T, Bytes::from_static(b"x")).unwrap();
-    }
-    let sent = s.sent();
-    assert_eq!(sent.len(), 4, "one batch per put while the window has room");
+    s.r.put(T, Bytes::from_static(b"x")).unwrap();
     s.reply(
         "multi create",
         multi(vec![
@@ -255,16 +255,38 @@ fn puts_queued_while_the_window_is_full_go_out_as_one_batch() {
             created("qn-0000000001"),
         ]),
     );
+    for _ in 0..6 {
+        s.r.put(T, Bytes::from_static(b"x")).unwrap();
+    }
+    let sent = s.sent();
+    assert_eq!(sent.len(), 4, "one batch per put while the window has room");
+    s.reply(
+        "multi set M/p-p2@1",
+        multi(vec![
+            MultiResult::SetData(stat(2, SESSION)),
+            created("qn-0000000002"),
+        ]),
+    );
     // The two that waited go out together, in one multi.
     assert_eq!(
         s.sent(),
-        ["multi set M/p-p2@4 + create Q/qn- + create Q/qn-"]
+        ["multi set M/p-p2@5 + create Q/qn- + create Q/qn-"]
     );
 }
 
 #[test]
 fn a_lost_put_reply_is_resolved_by_the_marker_version_without_duplicates() {
     let mut s = producer();
+    s.r.put(T, Bytes::from_static(b"first")).unwrap();
+    s.reply(
+        "multi create",
+        multi(vec![
+            MultiResult::Create(format!("{META}/p-p1")),
+            MultiResult::SetData(stat(1, SESSION)),
+            created("qn-0000000001"),
+        ]),
+    );
+    s.events();
     let a = s.r.put(T, Bytes::from_static(b"a")).unwrap();
     let b = s.r.put(T, Bytes::from_static(b"b")).unwrap();
     assert_eq!(s.sent().len(), 2);
@@ -279,15 +301,15 @@ fn a_lost_put_reply_is_resolved_by_the_marker_version_without_duplicates() {
     );
     assert_eq!(s.sent(), ["sync M", "exists M/p-p1"]);
     s.reply("sync", Ok(Response::Path(META.into())));
-    // The first batch was applied (version 1), the second was not.
-    s.reply("exists", Ok(Response::Stat(stat(1, SESSION))));
+    // The first batch was applied (version 2), the second was not.
+    s.reply("exists", Ok(Response::Stat(stat(2, SESSION))));
     assert_eq!(s.events(), [ProducerEvent::Put { id: a, node: None }]);
-    // The second is sent again, chained on version 1: never twice in the queue.
-    assert_eq!(s.sent(), ["multi set M/p-p1@1 + create Q/qn-"]);
+    // The second is sent again, chained on version 2: never twice in the queue.
+    assert_eq!(s.sent(), ["multi set M/p-p1@2 + create Q/qn-"]);
     s.reply(
         "multi",
         multi(vec![
-            MultiResult::SetData(stat(2, SESSION)),
+            MultiResult::SetData(stat(3, SESSION)),
             created("qn-0000000003"),
         ]),
     );

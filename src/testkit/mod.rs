@@ -17,5 +17,7 @@ pub mod sim_lock;
 #[cfg(feature = "sim")]
 pub mod sim_naive;
 #[cfg(feature = "sim")]
+pub mod sim_queue;
+#[cfg(feature = "sim")]
 pub mod sim_two_phase;
 pub mod two_phase;

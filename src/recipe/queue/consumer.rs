@@ -29,11 +29,17 @@
 //!    items, all in one pipeline. A claim that exists already is someone else's (skip);
 //!    a claimed item that is gone was completed meanwhile (our claim is deleted again).
 //!    A claim whose reply was lost is checked after `sync` by its `ephemeralOwner`.
+//!    A listing that finds only items claimed by others waits on the side directory's
+//!    watch as well as the queue's: a claim that goes with its holder's session (or is
+//!    released) changes only the side directory.
 //! 2. The items are delivered as held; [`complete`](Consumer::complete) deletes the
 //!    item and its claim in one `multi` (only the holder of a claim ever deletes an
 //!    item), [`release`](Consumer::release) deletes the claim only. A consumer that dies
 //!    loses its claims with its session, and the items are taken again: never two live
-//!    claims on one item, delivered at least once, completed exactly once.
+//!    claims on one item, delivered at least once, completed exactly once. A claim is
+//!    never deleted blindly twice: after a lost reply to a complete, a release or the
+//!    delete of a stale claim, `sync` + `exists(claim)` tells whether it landed (the
+//!    claim is gone or another session's by now) before anything is sent again.
 //!
 //! # Contention
 //!
@@ -257,7 +263,10 @@ enum Purpose {
     Take(u32, Vec<usize>),
     ReadMarker,
     Complete(String),
-    CheckComplete(String),
+    /// exists of our claim after a complete or release whose reply was lost.
+    CheckSettle(String),
+    /// exists of a stale claim after its delete's reply was lost.
+    CheckOrphan(String),
     Release(String),
     Orphan(String),
     DeleteMarker,
@@ -275,7 +284,8 @@ enum SettleState {
     Send,
     /// In flight.
     Busy,
-    /// A complete whose reply was lost: check our claim (gone iff it was applied).
+    /// A complete or release whose reply was lost: check our claim (gone, or another
+    /// session's, iff it was applied).
     Check,
 }
 
@@ -306,6 +316,13 @@ pub struct Consumer {
     listing_valid: bool,
     listing_in_flight: bool,
     claims_listing: Vec<String>,
+    /// At least once: the last listing found items, all claimed by others. Waiting
+    /// then watches the side directory too (a claim that goes changes only that).
+    claims_blocked: bool,
+    /// The claims listing in flight set that watch.
+    claims_watched: bool,
+    /// The side directory's watch fired since the claims were listed.
+    claims_fired: bool,
     /// The last listing was empty: the next one sets a watch; with a watch set, wait.
     last_empty: bool,
     waiting_watch: bool,
@@ -322,6 +339,8 @@ pub struct Consumer {
     held: Vec<String>,
     settling: Vec<(String, Settle, SettleState)>,
     orphans: Vec<String>,
+    /// Stale claims whose delete's reply was lost: whose are they now?
+    orphan_checks: Vec<String>,
     retry: Retry,
     closing: bool,
     deleting_marker: bool,
@@ -347,6 +366,9 @@ impl Consumer {
             listing_valid: false,
             listing_in_flight: false,
             claims_listing: Vec::new(),
+            claims_blocked: false,
+            claims_watched: false,
+            claims_fired: false,
             last_empty: false,
             waiting_watch: false,
             contended: false,
@@ -361,6 +383,7 @@ impl Consumer {
             held: Vec::new(),
             settling: Vec::new(),
             orphans: Vec::new(),
+            orphan_checks: Vec::new(),
             retry: Retry::default(),
             closing: false,
             deleting_marker: false,
@@ -451,7 +474,9 @@ impl Consumer {
     }
 
     /// Ends the consumer: waiting takes fail with `Closed`, held claims are released,
-    /// the marker deleted; then [`ConsumerEvent::Closed`].
+    /// the marker deleted; then [`ConsumerEvent::Closed`]. At least once, a take whose
+    /// claims were on the wire fails with `Closed` too, and its claims are released
+    /// (reported `Released`).
     pub fn close(&mut self, now: Instant) {
         if self.closing {
             return;
@@ -503,6 +528,21 @@ impl Consumer {
             }
         }
         self.drive_settling();
+        if !self.orphan_checks.is_empty() {
+            self.outbox.send(
+                Purpose::Sync,
+                Request::Sync(PathRequest {
+                    path: self.config.meta_dir.clone(),
+                }),
+            );
+            for name in core::mem::take(&mut self.orphan_checks) {
+                let path = self.claim_path(&name);
+                self.outbox.send(
+                    Purpose::CheckOrphan(name),
+                    Request::Exists(PathWatch { path, watch: false }),
+                );
+            }
+        }
         if !self.orphans.is_empty() {
             for name in core::mem::take(&mut self.orphans) {
                 let path = self.claim_path(&name);
@@ -516,6 +556,10 @@ impl Consumer {
             self.drive_batch();
         }
         self.expire_takes(now);
+        if self.closing && self.batch.is_none() && !self.takes.is_empty() {
+            // The take whose batch was on the wire at close: that batch is over.
+            self.fail_takes(Error::Closed);
+        }
         if self.batch.is_none() && !self.takes.is_empty() {
             self.next_batch();
         }
@@ -568,7 +612,7 @@ impl Consumer {
                     );
                 }
                 self.outbox.send(
-                    Purpose::CheckComplete(name),
+                    Purpose::CheckSettle(name),
                     Request::Exists(PathWatch {
                         path: claim,
                         watch: false,
@@ -644,11 +688,14 @@ impl Consumer {
         self.listing_valid = false;
         let watch = self.last_empty || self.config.format == Format::Priority;
         if self.at_least_once() {
+            let claims_watch = watch && self.claims_blocked;
+            self.claims_watched = claims_watch;
+            self.claims_fired = false;
             self.outbox.send(
                 Purpose::ListClaims,
                 Request::GetChildren(PathWatch {
                     path: self.config.meta_dir.clone(),
-                    watch: false,
+                    watch: claims_watch,
                 }),
             );
         }
@@ -847,6 +894,22 @@ impl Consumer {
                 });
             }
         }
+        if self.at_least_once() && self.closing && !items.is_empty() {
+            // Claimed while closing: nobody will complete them. The take fails, the
+            // claims are released before `Closed`.
+            for it in items {
+                self.settling
+                    .push((it.name, Settle::Release, SettleState::Send));
+            }
+            self.finish_take(
+                b.take,
+                ConsumerEvent::TakeFailed {
+                    take: b.take,
+                    error: Error::Closed,
+                },
+            );
+            return;
+        }
         if self.at_least_once() {
             for it in &items {
                 self.held.push(it.name.clone());
@@ -898,6 +961,7 @@ impl Consumer {
                 }
                 let mut items =
                     sorted_items(self.config.format, &children, self.config.max_listing);
+                let listed = items.len();
                 if self.at_least_once() {
                     let claims = core::mem::take(&mut self.claims_listing);
                     items.retain(|n| {
@@ -906,12 +970,18 @@ impl Consumer {
                             .any(|c| c.strip_prefix(CLAIM_PREFIX) == Some(n.as_str()))
                     });
                 }
+                self.claims_blocked = listed > 0 && items.is_empty();
                 if items.is_empty() {
                     let watched = self.waiting_watch;
+                    // Only claimed items: the wake-up is a claim going away, so the
+                    // side directory must be watched too, and must not have changed
+                    // while we listed.
+                    let claims_missed =
+                        self.claims_blocked && (!self.claims_watched || self.claims_fired);
                     self.last_empty = true;
                     self.listing.clear();
                     self.cursor = 0;
-                    if !watched && !self.takes.is_empty() && !self.closing {
+                    if (!watched || claims_missed) && !self.takes.is_empty() && !self.closing {
                         // List again, this time with a watch (no lost wake-up).
                         self.list();
                     }
@@ -1300,23 +1370,31 @@ impl Consumer {
         }
     }
 
-    fn on_check_complete(&mut self, now: Instant, name: String, result: Result<Response, Error>) {
+    /// Our claim after a complete or release whose reply was lost: gone, or another
+    /// session's (only we delete ours while our session lives), means it landed; still
+    /// ours means it did not: send it again.
+    fn on_check_settle(&mut self, now: Instant, name: String, result: Result<Response, Error>) {
         let stale = core::mem::take(&mut self.sync_failed);
         let Some(at) = self.settling.iter().position(|s| s.0 == name) else {
             return;
         };
+        let how = self.settling[at].1;
         let result = if stale {
             Err(Error::ConnectionLoss)
         } else {
             result
         };
+        let landed = |this: &mut Self| {
+            this.settling.remove(at);
+            this.emit(match how {
+                Settle::Complete => ConsumerEvent::Completed { item: name.clone() },
+                Settle::Release => ConsumerEvent::Released { item: name.clone() },
+            });
+        };
         match result {
-            Err(Error::Server(ErrorCode::NoNode)) => {
-                // Our claim is gone: only our complete deletes it, with the item.
-                self.settling.remove(at);
-                self.emit(ConsumerEvent::Completed { item: name });
-            }
-            Ok(_) => self.settling[at].2 = SettleState::Send, // not applied: again
+            Err(Error::Server(ErrorCode::NoNode)) => landed(self),
+            Ok(Response::Stat(stat)) if stat.ephemeral_owner != self.session_id => landed(self),
+            Ok(_) => self.settling[at].2 = SettleState::Send, // ours: not applied, again
             Err(e) if e.is_retryable() => {
                 self.settling[at].2 = SettleState::Check;
                 self.retry.failed(now);
@@ -1340,6 +1418,12 @@ impl Consumer {
             Ok(_) | Err(Error::Server(ErrorCode::NoNode)) => {
                 self.settling.remove(at);
                 self.emit(ConsumerEvent::Released { item: name });
+            }
+            Err(e) if e.may_have_applied() => {
+                // Did it land? Another consumer may hold a claim of that name by now:
+                // check whose it is before deleting again.
+                self.settling[at].2 = SettleState::Check;
+                self.retry.failed(now);
             }
             Err(e) if e.is_retryable() => {
                 self.settling[at].2 = SettleState::Send;
@@ -1390,6 +1474,7 @@ impl Consumer {
         self.applied = 0;
         self.need_parents = false;
         self.orphans.clear();
+        self.orphan_checks.clear();
         if let Some(b) = self.batch.take() {
             // At most once, a take in flight or in doubt may have deleted the items.
             let maybe_taken = self.config.delivery == Delivery::AtMostOnce
@@ -1464,14 +1549,38 @@ impl Recipe for Consumer {
             Purpose::Take(no, slots) => self.on_take(now, no, slots, result),
             Purpose::ReadMarker => self.on_read_marker(now, result),
             Purpose::Complete(name) => self.on_complete(now, name, result),
-            Purpose::CheckComplete(name) => self.on_check_complete(now, name, result),
+            Purpose::CheckSettle(name) => self.on_check_settle(now, name, result),
+            Purpose::CheckOrphan(name) => {
+                let stale = core::mem::take(&mut self.sync_failed);
+                match result {
+                    // Still ours (our delete did not land): delete it again.
+                    Ok(Response::Stat(stat))
+                        if !stale && stat.ephemeral_owner == self.session_id =>
+                    {
+                        self.orphans.push(name)
+                    }
+                    Err(e) if stale || e.is_retryable() => {
+                        self.orphan_checks.push(name);
+                        self.retry.failed(now);
+                    }
+                    // Gone, or another session's claim: nothing of ours to delete.
+                    _ => {}
+                }
+            }
             Purpose::Release(name) => self.on_release(now, name, result),
-            Purpose::Orphan(name) => {
-                if matches!(&result, Err(e) if e.is_retryable()) {
+            Purpose::Orphan(name) => match &result {
+                // It may have landed, and the item's name may be claimed by someone
+                // else since: never delete it blindly again.
+                Err(e) if e.may_have_applied() => {
+                    self.orphan_checks.push(name);
+                    self.retry.failed(now);
+                }
+                Err(e) if e.is_retryable() => {
                     self.orphans.push(name);
                     self.retry.failed(now);
                 }
-            }
+                _ => {}
+            },
             Purpose::DeleteMarker => {
                 self.deleting_marker = false;
                 match result {
@@ -1503,6 +1612,15 @@ impl Recipe for Consumer {
                 // A newer item may outrank what we cached.
                 self.listing_valid = false;
                 self.waiting_watch = false;
+            }
+        }
+        if event.path == self.config.meta_dir && event.event_type == EventType::NodeChildrenChanged
+        {
+            // A claim may have gone: wake if only claimed items were left.
+            self.claims_fired = true;
+            if self.claims_blocked && self.waiting_watch && !self.listing_in_flight {
+                self.waiting_watch = false;
+                self.listing_valid = false;
             }
         }
         self.drive(now);
@@ -1563,11 +1681,32 @@ impl Recipe for Consumer {
             })
             .filter_map(|(_, t)| t.deadline)
             .min();
-        let stuck = self.need_parents
-            || !self.orphans.is_empty()
-            || self.settling.iter().any(|s| s.2 != SettleState::Busy)
-            || (!self.takes.is_empty() && !self.listing_in_flight && !self.waiting_watch)
-            || self.closing;
+        // Only what could go out but for the backoff waits on it; a consumer waiting
+        // for replies or for a session has no deadline (the backoff's may be past).
+        let batch_waits = match &self.batch {
+            None => !self.takes.is_empty() && !self.listing_in_flight && !self.waiting_watch,
+            Some(b) => {
+                b.send_claim
+                    || (b.doubt && !self.reading_marker)
+                    || b.slots
+                        .iter()
+                        .any(|s| matches!(s, Slot::ToClaim | Slot::Check | Slot::NeedData))
+            }
+        };
+        let closing = self.closing
+            && self.takes.is_empty()
+            && self.batch.is_none()
+            && self.settling.is_empty()
+            && (self.marker_present || self.outbox.is_empty())
+            && !self.deleting_marker
+            && !self.reading_marker;
+        let stuck = connected
+            && (self.need_parents
+                || !self.orphans.is_empty()
+                || !self.orphan_checks.is_empty()
+                || self.settling.iter().any(|s| s.2 != SettleState::Busy)
+                || batch_waits
+                || closing);
         let retry = if stuck { self.retry.deadline() } else { None };
         match (deadline, retry) {
             (Some(a), Some(b)) => Some(a.min(b)),

@@ -9,7 +9,9 @@
 //! items are on the wire at once (ZooKeeper applies one session's requests in order),
 //! and whatever queued up while the window was full goes out as the next batch — low
 //! latency when idle, large batches under load. The first batch of a session creates
-//! the marker (ephemeral) in the same transaction.
+//! the marker (ephemeral) in the same transaction, and nothing is pipelined behind it:
+//! a marker of the same name left by our previous session (expired by the client's
+//! estimate, not yet by the server) must not let a chained batch apply out of order.
 //!
 //! # Failures
 //!
@@ -401,8 +403,12 @@ impl Producer {
                 }
             }
         }
+        // Nothing is chained behind a batch that creates the marker: a marker of the
+        // same name left by our previous session (expired by our estimate, not yet by
+        // the server) could match the chained version and apply it out of order.
         while self.can_send(now)
             && !self.pending.is_empty()
+            && (self.marker_present || self.in_flight.is_empty())
             && self.items_in_flight < self.config.max_in_flight.max(1)
             && self.in_flight.len() < self.config.max_batches_in_flight.clamp(1, MAX_BATCHES)
         {
@@ -676,6 +682,12 @@ impl Producer {
             Ok(Response::Stat(stat)) if stat.ephemeral_owner == self.session_id => {
                 self.settle(true, stat.version as u32)
             }
+            Ok(Response::Stat(_)) => {
+                // Another session's (our previous one, not yet expired on the server):
+                // wait for it to go before creating ours.
+                self.retry.failed(now);
+                self.settle(false, 0)
+            }
             Ok(_) | Err(Error::Server(ErrorCode::NoNode)) => {
                 // Not there (or not ours: treat as absent and replace it).
                 self.settle(false, 0)
@@ -824,10 +836,21 @@ impl Recipe for Producer {
         if self.ended {
             return None;
         }
-        let waiting = !self.pending.is_empty()
-            || !self.failed.is_empty()
-            || self.need_parents
-            || (self.closing && self.marker_present);
+        // Only what could go out but for the backoff waits on it: queued puts with room
+        // on the wire, failed batches to resolve, parents, the marker's delete. A
+        // producer waiting for replies has no deadline (the backoff's may be past).
+        let room = !self.pending.is_empty()
+            && self.failed.is_empty()
+            && self.items_in_flight < self.config.max_in_flight.max(1)
+            && self.in_flight.len() < self.config.max_batches_in_flight.clamp(1, MAX_BATCHES)
+            && (self.marker_present || self.in_flight.is_empty());
+        let waiting = self.session_id != 0
+            && !self.reading
+            && !self.deleting_marker
+            && (room
+                || (!self.failed.is_empty() && self.in_flight.is_empty())
+                || (self.need_parents && self.failed.is_empty())
+                || (self.closing && self.marker_present && self.in_flight.is_empty()));
         if waiting {
             self.retry.deadline()
         } else {

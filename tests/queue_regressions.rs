@@ -1,0 +1,543 @@
+//! Regressions of the queue recipe found by the simulator and property harnesses
+//! (`tests/queue_sim.rs`, `tests/queue_props.rs`), as transcripts: scripted replies in,
+//! exact requests and events out (the notation of `queue_transcripts.rs`).
+#![allow(dead_code)]
+
+use bytes::Bytes;
+use zk_recipes::client::Error;
+use zk_recipes::proto::*;
+use zk_recipes::recipe::queue::*;
+use zk_recipes::recipe::{OpId, Recipe, SessionChange};
+use zk_recipes::session::WatchEvent;
+use zk_recipes::time::Instant;
+
+const DIR: &str = "/app/q";
+const META: &str = "/app/q-meta";
+const SESSION: i64 = 0x77;
+const T: Instant = Instant::ZERO;
+
+struct Script<R: Recipe> {
+    r: R,
+    pending: Vec<(OpId, String)>,
+    answered: Vec<(OpId, String)>,
+}
+
+fn short(p: &str) -> String {
+    p.replace(META, "M").replace(DIR, "Q")
+}
+
+fn line(r: &Request) -> String {
+    let op = |o: &MultiOp| match o {
+        MultiOp::Create(c) => format!("create {}", short(&c.path)),
+        MultiOp::SetData(s) => format!("set {}@{}", short(&s.path), s.version),
+        MultiOp::Delete(d) => format!("delete {}", short(&d.path)),
+        other => format!("{other:?}"),
+    };
+    match r {
+        Request::Create(c) => format!("create {}", short(&c.path)),
+        Request::CreateContainer(c) => format!("container {}", short(&c.path)),
+        Request::GetChildren(g) if g.watch => format!("list! {}", short(&g.path)),
+        Request::GetChildren(g) => format!("list {}", short(&g.path)),
+        Request::Exists(g) => format!("exists {}", short(&g.path)),
+        Request::Delete(d) => format!("delete {}", short(&d.path)),
+        Request::Sync(p) => format!("sync {}", short(&p.path)),
+        Request::MultiRead(ops) => format!(
+            "read {}",
+            ops.iter()
+                .map(|o| match o {
+                    ReadOp::GetData(g) => short(&g.path),
+                    ReadOp::GetChildren(g) => short(&g.path),
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
+        Request::Multi(ops) => format!(
+            "multi {}",
+            ops.iter().map(op).collect::<Vec<_>>().join(" + ")
+        ),
+        other => format!("{other:?}"),
+    }
+}
+
+impl<R: Recipe> Script<R> {
+    fn new(mut r: R) -> Self {
+        r.handle_session(
+            T,
+            SessionChange::Connected {
+                session_id: SESSION,
+            },
+        );
+        Script {
+            r,
+            pending: Vec::new(),
+            answered: Vec::new(),
+        }
+    }
+
+    fn sent(&mut self) -> Vec<String> {
+        let new: Vec<(OpId, String)> = std::iter::from_fn(|| self.r.poll_request())
+            .map(|(op, r)| (op, line(&r)))
+            .collect();
+        let lines = new.iter().map(|(_, l)| l.clone()).collect();
+        self.pending.extend(new);
+        lines
+    }
+
+    fn reply(&mut self, prefix: &str, result: Result<Response, Error>) {
+        self.sent();
+        let at = self
+            .pending
+            .iter()
+            .position(|(_, l)| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no pending `{prefix}` in {:?}", self.pending));
+        let (op, l) = self.pending.remove(at);
+        self.answered.push((op, l));
+        self.r.handle_reply(T, op, result);
+    }
+
+    /// Every pending request fails with connection loss, then the session is suspended.
+    fn drop_connection(&mut self) {
+        self.sent();
+        for (op, l) in std::mem::take(&mut self.pending) {
+            self.answered.push((op, l));
+            self.r.handle_reply(T, op, Err(Error::ConnectionLoss));
+        }
+        self.r.handle_session(T, SessionChange::Suspended);
+    }
+
+    fn fire(&mut self, event_type: EventType, path: &str) {
+        let op = self
+            .answered
+            .iter()
+            .rev()
+            .find(|(_, l)| l.starts_with("list! ") && l.ends_with(&short(path)))
+            .map(|(op, _)| *op)
+            .unwrap_or_else(|| panic!("nothing watched {path}"));
+        self.r.handle_watch(
+            T,
+            op,
+            &WatchEvent {
+                event_type,
+                path: path.into(),
+            },
+        );
+    }
+
+    fn events(&mut self) -> Vec<R::Event> {
+        std::iter::from_fn(|| self.r.poll_event()).collect()
+    }
+}
+
+fn stat(version: i32, owner: i64) -> Stat {
+    Stat {
+        version,
+        ephemeral_owner: owner,
+        ..Stat::default()
+    }
+}
+
+fn kids(names: &[&str]) -> Result<Response, Error> {
+    Ok(Response::Children(
+        names.iter().map(|s| s.to_string()).collect(),
+    ))
+}
+
+fn multi(results: Vec<MultiResult>) -> Result<Response, Error> {
+    Ok(Response::Multi(results))
+}
+
+fn created(name: &str) -> MultiResult {
+    MultiResult::Create(format!("{DIR}/{name}"))
+}
+
+fn data(d: &str) -> MultiResult {
+    MultiResult::GetData {
+        data: Bytes::copy_from_slice(d.as_bytes()),
+        stat: Stat::default(),
+    }
+}
+
+fn err(code: ErrorCode) -> MultiResult {
+    MultiResult::Error(code)
+}
+
+fn consumer(delivery: Delivery) -> Script<Consumer> {
+    let mut c = ConsumerConfig::new(DIR, "c1");
+    c.delivery = delivery;
+    c.spread = 0;
+    Script::new(Consumer::new(c))
+}
+
+const OTHER: i64 = 0x99;
+
+/// An at-least-once consumer holding `qn-0000000001`.
+fn holding() -> Script<Consumer> {
+    let mut s = consumer(Delivery::AtLeastOnce);
+    s.r.take(T, 1, None);
+    s.reply("list M", kids(&[]));
+    s.reply("list Q", kids(&["qn-0000000001"]));
+    s.reply("create", Ok(Response::Path("x".into())));
+    s.reply("read", multi(vec![data("one")]));
+    assert!(matches!(&s.events()[..], [ConsumerEvent::Taken { .. }]));
+    s
+}
+
+fn reconnect(s: &mut Script<Consumer>) {
+    s.r.handle_session(
+        T,
+        SessionChange::Reconnected {
+            session_id: SESSION,
+        },
+    );
+}
+
+/// Found by the simulator: a release whose reply was lost was sent again as a blind
+/// `delete claim`. The first one had landed, another consumer had claimed the item
+/// since, and the second delete removed *its* claim — two live holders of one item.
+/// After a lost reply the consumer now checks whose claim it is before deleting again.
+#[test]
+fn a_release_whose_reply_was_lost_never_deletes_another_consumers_claim() {
+    let mut s = holding();
+    s.r.release(T, "qn-0000000001").unwrap();
+    assert_eq!(s.sent(), ["delete M/claim-qn-0000000001"]);
+    s.drop_connection();
+    reconnect(&mut s);
+    assert_eq!(s.sent(), ["sync M", "exists M/claim-qn-0000000001"]);
+    s.reply("sync", Ok(Response::Path(META.into())));
+    // Someone else's claim now: ours is gone, the release landed.
+    s.reply("exists", Ok(Response::Stat(stat(0, OTHER))));
+    assert_eq!(s.sent(), Vec::<String>::new());
+    assert_eq!(
+        s.events(),
+        [ConsumerEvent::Released {
+            item: "qn-0000000001".into()
+        }]
+    );
+}
+
+#[test]
+fn a_release_whose_reply_was_lost_is_sent_again_while_the_claim_is_ours() {
+    let mut s = holding();
+    s.r.release(T, "qn-0000000001").unwrap();
+    s.drop_connection();
+    reconnect(&mut s);
+    s.reply("sync", Ok(Response::Path(META.into())));
+    s.reply("exists", Ok(Response::Stat(stat(0, SESSION))));
+    assert_eq!(s.sent(), ["delete M/claim-qn-0000000001"]);
+    s.reply("delete", Ok(Response::Empty));
+    assert_eq!(
+        s.events(),
+        [ConsumerEvent::Released {
+            item: "qn-0000000001".into()
+        }]
+    );
+}
+
+/// The same for a completion: a claim of another session under our item's name (the
+/// item was completed, the container directory reaped and made again, and the new
+/// item of the same name claimed) means ours is gone — completed; the old code sent
+/// the multi again and deleted the other consumer's claim and item.
+#[test]
+fn a_completion_whose_reply_was_lost_never_deletes_another_consumers_claim() {
+    let mut s = holding();
+    s.r.complete(T, "qn-0000000001").unwrap();
+    s.drop_connection();
+    reconnect(&mut s);
+    assert_eq!(s.sent(), ["sync M", "exists M/claim-qn-0000000001"]);
+    s.reply("sync", Ok(Response::Path(META.into())));
+    s.reply("exists", Ok(Response::Stat(stat(0, OTHER))));
+    assert_eq!(s.sent(), Vec::<String>::new());
+    assert_eq!(
+        s.events(),
+        [ConsumerEvent::Completed {
+            item: "qn-0000000001".into()
+        }]
+    );
+}
+
+/// A stale claim (its item completed meanwhile) whose delete reply was lost: checked,
+/// never deleted again blindly.
+#[test]
+fn an_orphan_claim_whose_delete_reply_was_lost_is_checked_before_deleting_again() {
+    let mut s = consumer(Delivery::AtLeastOnce);
+    s.r.take(T, 1, None);
+    s.reply("list M", kids(&[]));
+    s.reply("list Q", kids(&["qn-0000000001"]));
+    s.reply("create", Ok(Response::Path("x".into())));
+    s.reply("read", multi(vec![err(ErrorCode::NoNode)]));
+    let sent = s.sent();
+    assert!(
+        sent.contains(&"delete M/claim-qn-0000000001".to_string()),
+        "{sent:?}"
+    );
+    s.drop_connection();
+    reconnect(&mut s);
+    let sent = s.sent();
+    assert!(
+        !sent.contains(&"delete M/claim-qn-0000000001".to_string()),
+        "{sent:?}"
+    );
+    assert!(
+        sent.contains(&"exists M/claim-qn-0000000001".to_string()),
+        "{sent:?}"
+    );
+    s.reply("sync", Ok(Response::Path(META.into())));
+    s.reply("exists", Ok(Response::Stat(stat(0, OTHER))));
+    let sent = s.sent();
+    assert!(
+        !sent.contains(&"delete M/claim-qn-0000000001".to_string()),
+        "{sent:?}"
+    );
+}
+
+/// Found by the simulator: every item left was claimed by a consumer whose session then
+/// died. The other consumers had filtered the claimed items out, found nothing, and
+/// waited on the queue directory's watch — but a claim going away changes only the side
+/// directory, so nobody woke up and the item stayed until the next put. A listing that
+/// finds only claimed items now watches the side directory too.
+#[test]
+fn a_consumer_that_finds_only_claimed_items_wakes_when_a_claim_goes() {
+    let mut s = consumer(Delivery::AtLeastOnce);
+    let t = s.r.take(T, 1, None);
+    assert_eq!(s.sent(), ["list M", "list Q"]);
+    s.reply("list M", kids(&["claim-qn-0000000001", "c-x"]));
+    s.reply("list Q", kids(&["qn-0000000001"]));
+    // Nothing to take: list again with watches, on the claims too.
+    assert_eq!(s.sent(), ["list! M", "list! Q"]);
+    s.reply("list! M", kids(&["claim-qn-0000000001", "c-x"]));
+    s.reply("list! Q", kids(&["qn-0000000001"]));
+    assert_eq!(s.sent(), Vec::<String>::new());
+    // The holder's session expires: its claim goes.
+    s.fire(EventType::NodeChildrenChanged, META);
+    assert_eq!(s.sent(), ["list! M", "list! Q"]);
+    s.reply("list! M", kids(&["c-x"]));
+    s.reply("list! Q", kids(&["qn-0000000001"]));
+    assert_eq!(
+        s.sent(),
+        ["create M/claim-qn-0000000001", "read Q/qn-0000000001"]
+    );
+    s.reply("create", Ok(Response::Path("x".into())));
+    s.reply("read", multi(vec![data("one")]));
+    assert!(matches!(&s.events()[..], [ConsumerEvent::Taken { take, .. }] if *take == t));
+}
+
+/// The claim may go while the listing is on the wire (after the claims were listed,
+/// before the queue was): the side directory's watch fires then, and the consumer
+/// lists again instead of waiting for a watch that already fired.
+#[test]
+fn a_claim_that_goes_while_listing_is_not_missed() {
+    let mut s = consumer(Delivery::AtLeastOnce);
+    s.r.take(T, 1, None);
+    s.reply("list M", kids(&["claim-qn-0000000001"]));
+    s.reply("list Q", kids(&["qn-0000000001"]));
+    s.reply("list! M", kids(&["claim-qn-0000000001"]));
+    s.fire(EventType::NodeChildrenChanged, META);
+    s.reply("list! Q", kids(&["qn-0000000001"]));
+    assert_eq!(s.sent(), ["list! M", "list! Q"]);
+}
+
+fn producer() -> Script<Producer> {
+    Script::new(Producer::new(ProducerConfig::new(DIR, "p1")))
+}
+
+/// Found by the simulator: after an expiry the client estimated before the server
+/// acted on it, the old session's marker (same path) was still there. The new
+/// session's first batch (creating the marker) failed with `NodeExists`, but the second
+/// batch, pipelined behind it and chained on version 1, matched the *old* marker's
+/// version and applied — its items landed before the first batch's, which was sent
+/// again: the producer's put order broken (and the marker no longer counting only this
+/// session's batches). Now nothing is pipelined behind a batch that creates the marker,
+/// and a marker of another session is waited out with a backoff.
+#[test]
+fn a_new_sessions_batches_wait_for_the_marker_and_never_chain_on_a_stale_one() {
+    const NEW: i64 = 0x78;
+    let mut s = producer();
+    s.r.handle_session(T, SessionChange::Expired);
+    s.r.handle_session(T, SessionChange::Connected { session_id: NEW });
+    s.r.put(T, Bytes::from_static(b"a")).unwrap();
+    assert_eq!(
+        s.sent(),
+        ["multi create M/p-p1 + set M/p-p1@0 + create Q/qn-"]
+    );
+    s.r.put(T, Bytes::from_static(b"b")).unwrap();
+    // Nothing chained behind the batch that creates the marker.
+    assert_eq!(s.sent(), Vec::<String>::new());
+    s.reply(
+        "multi create",
+        multi(vec![
+            err(ErrorCode::NodeExists),
+            err(ErrorCode::RuntimeInconsistency),
+            err(ErrorCode::RuntimeInconsistency),
+        ]),
+    );
+    assert_eq!(s.sent(), ["sync M", "exists M/p-p1"]);
+    s.reply("sync", Ok(Response::Path(META.into())));
+    // The old session's marker, not expired on the server yet.
+    s.reply("exists", Ok(Response::Stat(stat(3, SESSION))));
+    assert_eq!(s.sent(), Vec::<String>::new(), "waits before trying again");
+    let at = s.r.poll_timeout().expect("a retry deadline");
+    s.r.handle_timeout(at);
+    assert_eq!(
+        s.sent(),
+        ["multi create M/p-p1 + set M/p-p1@0 + create Q/qn- + create Q/qn-"]
+    );
+}
+
+/// Found by the property harness: once a retry had waited (its backoff deadline in the
+/// past), a producer with puts queued but no room to send them (the window full, or the
+/// first batch still creating the marker) kept answering that past deadline from
+/// `poll_timeout` — a host would spin on `handle_timeout` until the reply came. Only a
+/// producer that could send but for the backoff (or must resolve, create parents or
+/// delete its marker) has a deadline.
+#[test]
+fn a_producer_waiting_for_replies_has_no_deadline_in_the_past() {
+    let mut s = producer();
+    s.r.put(T, Bytes::from_static(b"a")).unwrap();
+    // Refused once: sent again after the backoff.
+    s.reply("multi create", Err(Error::Overloaded));
+    assert_eq!(s.sent(), Vec::<String>::new());
+    let at = s.r.poll_timeout().expect("the backoff");
+    s.r.handle_timeout(at);
+    assert_eq!(
+        s.sent(),
+        ["multi create M/p-p1 + set M/p-p1@0 + create Q/qn-"]
+    );
+    // A second put waits for the first batch (it creates the marker).
+    s.r.put(at, Bytes::from_static(b"b")).unwrap();
+    assert_eq!(s.sent(), Vec::<String>::new());
+    assert!(
+        s.r.poll_timeout().is_none_or(|t| t > at),
+        "deadline {:?} not after {at:?}",
+        s.r.poll_timeout()
+    );
+}
+
+/// Found by the property harness: the consumer's `poll_timeout` answered the last
+/// backoff's deadline — in the past — whenever a take was waiting, even while its batch
+/// was on the wire or the session was gone (expired, a new one not yet connected): a
+/// host would spin on `handle_timeout`. Only a consumer that could send but for the
+/// backoff has that deadline now.
+#[test]
+fn a_consumer_waiting_for_replies_or_a_session_has_no_deadline_in_the_past() {
+    let mut s = consumer(Delivery::AtMostOnce);
+    s.r.take(T, 1, None);
+    s.reply("list Q", Err(Error::Server(ErrorCode::Throttled)));
+    let at = s.r.poll_timeout().expect("the backoff");
+    s.r.handle_timeout(at);
+    assert_eq!(s.sent(), ["list Q"]);
+    s.reply("list Q", kids(&["qn-0000000001"]));
+    // (The script answers at time zero: still inside the backoff.)
+    s.r.handle_timeout(at);
+    assert_eq!(s.sent(), ["read Q/qn-0000000001"]);
+    let after = |s: &Script<Consumer>| s.r.poll_timeout().is_none_or(|t| t > at);
+    assert!(after(&s), "reading: deadline {:?}", s.r.poll_timeout());
+    s.r.handle_session(at, SessionChange::Expired);
+    assert!(after(&s), "expired: deadline {:?}", s.r.poll_timeout());
+}
+
+/// Found by the property harness: an at-least-once take whose claims were on the wire
+/// when the user closed the consumer still delivered its items (`Taken` after `close`)
+/// and kept them held — nothing released those claims, `Closed` followed, and the items
+/// stayed claimed by a live session: never taken again. Now such a take fails with
+/// `Closed` and its claims are released before `Closed`.
+#[test]
+fn claims_that_land_after_close_are_released_not_delivered() {
+    let mut s = consumer(Delivery::AtLeastOnce);
+    let t = s.r.take(T, 1, None);
+    s.reply("list M", kids(&[]));
+    s.reply("list Q", kids(&["qn-0000000001"]));
+    assert_eq!(
+        s.sent(),
+        ["create M/claim-qn-0000000001", "read Q/qn-0000000001"]
+    );
+    s.r.close(T);
+    s.reply("create", Ok(Response::Path("x".into())));
+    s.reply("read", multi(vec![data("one")]));
+    assert_eq!(
+        s.events(),
+        [ConsumerEvent::TakeFailed {
+            take: t,
+            error: Error::Closed
+        }]
+    );
+    assert_eq!(s.sent(), ["delete M/claim-qn-0000000001"]);
+    s.reply("delete", Ok(Response::Empty));
+    assert_eq!(
+        s.events(),
+        [
+            ConsumerEvent::Released {
+                item: "qn-0000000001".into()
+            },
+            ConsumerEvent::Closed
+        ]
+    );
+}
+
+/// The same with a failed batch waiting for the batches behind it to answer: nothing can
+/// be sent until they do, so no deadline either.
+#[test]
+fn a_producer_resolving_a_failed_batch_waits_for_replies_without_a_deadline() {
+    let mut cfg = ProducerConfig::new(DIR, "p1");
+    cfg.max_batches_in_flight = 2;
+    let mut s = Script::new(Producer::new(cfg));
+    s.r.put(T, Bytes::from_static(b"a")).unwrap();
+    s.reply(
+        "multi create",
+        multi(vec![
+            MultiResult::Create(format!("{META}/p-p1")),
+            MultiResult::SetData(stat(1, SESSION)),
+            created("qn-0000000001"),
+        ]),
+    );
+    for d in [b"b", b"c", b"d"] {
+        s.r.put(T, Bytes::from_static(d)).unwrap();
+    }
+    assert_eq!(s.sent().len(), 2);
+    s.reply("multi set M/p-p1@1", Err(Error::Overloaded));
+    let at = s.r.poll_timeout().unwrap_or(T);
+    s.r.handle_timeout(at);
+    assert!(
+        s.r.poll_timeout().is_none_or(|t| t > at),
+        "deadline {:?} not after {at:?}",
+        s.r.poll_timeout()
+    );
+}
+
+/// A close that found the consumer inside a backoff must still end once it is over
+/// (the deadline fix above must not drop the close's own).
+#[test]
+fn a_close_inside_a_backoff_ends_when_the_backoff_is_over() {
+    let mut s = consumer(Delivery::AtMostOnce);
+    s.r.take(T, 1, None);
+    s.reply("list Q", Err(Error::Server(ErrorCode::Throttled)));
+    s.r.close(T);
+    s.events();
+    let at = s.r.poll_timeout().expect("the close waits for the backoff");
+    s.r.handle_timeout(at);
+    assert_eq!(s.events(), [ConsumerEvent::Closed]);
+}
+
+/// Found by the property harness: a take whose batch was on the wire at `close` ended
+/// with nothing (every item of the batch claimed by someone else) and then went on
+/// waiting — the consumer never reported `Closed`. A take left when the batch ends
+/// during a close now fails with `Closed`.
+#[test]
+fn a_take_whose_batch_comes_back_empty_during_close_fails_and_the_close_ends() {
+    let mut s = consumer(Delivery::AtLeastOnce);
+    let t = s.r.take(T, 1, None);
+    s.reply("list M", kids(&[]));
+    s.reply("list Q", kids(&["qn-0000000001"]));
+    s.r.close(T);
+    s.reply("create", Err(Error::Server(ErrorCode::NodeExists)));
+    s.reply("read", multi(vec![data("one")]));
+    assert_eq!(
+        s.events(),
+        [
+            ConsumerEvent::TakeFailed {
+                take: t,
+                error: Error::Closed
+            },
+            ConsumerEvent::Closed
+        ]
+    );
+}
