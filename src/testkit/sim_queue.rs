@@ -1001,14 +1001,15 @@ impl Checker {
             for p in &a.puts {
                 let name = self.seen.get(p.data.as_bytes()).map(|s| &s.name);
                 match &p.outcome {
-                    PutOutcome::Put(node) => {
-                        if name.is_none() || (node.is_some() && node.as_ref() != name) {
-                            problems.push(format!(
-                                "c{i}: put {} reported Put({node:?}), the item was {name:?}",
-                                p.data
-                            ));
-                        }
+                    PutOutcome::Put(node)
+                        if name.is_none() || (node.is_some() && node.as_ref() != name) =>
+                    {
+                        problems.push(format!(
+                            "c{i}: put {} reported Put({node:?}), the item was {name:?}",
+                            p.data
+                        ))
                     }
+                    PutOutcome::Put(_) => {}
                     PutOutcome::Failed {
                         may_have_applied: false,
                     } if name.is_some() => problems.push(format!(
