@@ -4,6 +4,7 @@
 pub mod election;
 pub mod group;
 pub mod lock;
+pub mod queue;
 pub mod session;
 #[cfg(feature = "sim")]
 pub mod sim_election;
