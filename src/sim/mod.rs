@@ -6,4 +6,4 @@ pub mod server;
 pub mod world;
 
 pub use server::{ConnId, Lag, ServerConfig, SimServer};
-pub use world::{Actor, SimConfig, Simulation, View};
+pub use world::{Actor, SimConfig, Simulation, View, RESTART_DELAY_MAX};

@@ -112,6 +112,30 @@ impl SimConfig {
         }
     }
 
+    /// The longest a client can take, once faults stop, to be back on the server with a
+    /// live session — what a quiet stretch must at least last before a workload may
+    /// require everyone to finish (plus the workload's own time):
+    /// * a crashed client restarts up to [`RESTART_DELAY_MAX`] after its crash (then
+    ///   connects at once, with a new session);
+    /// * a suspended session that last heard from the server just before the quiet
+    ///   stretch, and whose reconnect backoff the faults have grown (connections lost
+    ///   before they were stable count as failed attempts), ends by its own expiry
+    ///   estimate one (negotiated) session timeout later, and dials its new session up
+    ///   to the backoff cap after that.
+    pub fn recovery_bound(&self) -> Duration {
+        let server = ServerConfig::default();
+        let ms = |v: i32| Duration::from_millis(u64::try_from(v).unwrap_or(0));
+        let negotiated = self.session_timeout.clamp(
+            ms(server.min_session_timeout_ms),
+            ms(server.max_session_timeout_ms),
+        );
+        let backoff_max = client_options(self).session.backoff_max;
+        let (_, latency) = self.latency;
+        // Dial, handshake: a few one-way trips.
+        let connect = latency * 4;
+        RESTART_DELAY_MAX.max(negotiated + backoff_max) + connect
+    }
+
     /// No faults at all (for benchmarks and baselines).
     pub fn calm(seed: u64, clients: usize) -> Self {
         SimConfig {
@@ -225,6 +249,17 @@ pub struct Simulation<A> {
     pub events_handled: u64,
 }
 
+/// The longest a crashed client stays down: it restarts, with a new session, a random
+/// 500 ms to this long after the crash.
+pub const RESTART_DELAY_MAX: Duration = Duration::from_millis(2500);
+
+/// Every simulated client's options (before its seed).
+fn client_options(config: &SimConfig) -> Options {
+    Options::new("sim:2181")
+        .expect("valid")
+        .session_timeout(config.session_timeout)
+}
+
 fn splitmix(state: &mut u64) -> u64 {
     *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
     let mut z = *state;
@@ -292,10 +327,7 @@ impl<A: Actor> Simulation<A> {
     }
 
     fn new_client(config: &SimConfig, rng: &mut u64) -> Client {
-        let options = Options::new("sim:2181")
-            .expect("valid")
-            .session_timeout(config.session_timeout)
-            .seed(splitmix(rng));
+        let options = client_options(config).seed(splitmix(rng));
         Client::new(options, Instant::ZERO)
     }
 
@@ -580,7 +612,9 @@ impl<A: Actor> Simulation<A> {
                     self.server.disconnect(conn); // the OS closes the socket
                 }
                 self.slots[i].conn_gen += 1;
-                let back = self.now + Duration::from_millis(500 + self.below(2000));
+                let least = Duration::from_millis(500);
+                let span = u64::try_from((RESTART_DELAY_MAX - least).as_millis()).unwrap_or(0);
+                let back = self.now + least + Duration::from_millis(self.below(span));
                 self.slots[i].restart_pending = true;
                 self.push(back, Ev::Restart(i));
             }

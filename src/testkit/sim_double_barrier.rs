@@ -16,7 +16,8 @@
 //!   participant of the round has not yet left);
 //! * no member node belongs to two rounds.
 //!
-//! Liveness, once faults stop (the quiet stretch): no new deadlines; an idle client
+//! Liveness, once faults stop (the quiet stretch, long enough for every client to be
+//! back on the server with a session: [`SimConfig::recovery_bound`]): no new deadlines; an idle client
 //! joins a new round only while someone is waiting in enter (so the run can end with
 //! every round complete). By the end no participation may still be running, every one
 //! started in the quiet stretch must have ended with `Left`, no recipe may still be
@@ -359,9 +360,9 @@ impl Checker {
     }
 }
 
-/// One schedule with every fault (1.5 s of faults, then 2.5 s of quiet: more than the
-/// session timeout, so a crashed participant's node is gone in time); returns the
-/// number of `Left` reports.
+/// One schedule with every fault (1.5 s of faults, then a quiet stretch long enough for
+/// every client to be back with a session and the rounds to finish: see
+/// [`run_with`]); returns the number of `Left` reports.
 pub fn run(seed: u64, clients: usize) -> Result<usize, String> {
     let mut config = SimConfig::with_faults(seed, clients);
     config.duration = Duration::from_millis(4000);
@@ -376,8 +377,27 @@ pub fn run(seed: u64, clients: usize) -> Result<usize, String> {
     })
 }
 
+/// What the workload itself needs, once every client is back with a session, to finish
+/// the rounds then on: a few round trips, a little work, a server tick.
+const WORKLOAD_SETTLE: Duration = Duration::from_secs(1);
+
 /// One schedule with the given settings and barrier size.
-pub fn run_with(config: SimConfig, count: u32) -> Result<usize, String> {
+///
+/// The quiet stretch is lengthened (and the run with it: the faulty stretch stays as
+/// configured) to at least [`SimConfig::recovery_bound`] plus the workload's own time.
+/// A participant can only be held to finishing once its client can be back on the
+/// server: after heavy connection faults a client's reconnect backoff reaches its cap,
+/// so a session suspended just before the quiet stretch may expire by its own estimate
+/// a session timeout in, and dial its next session up to the backoff cap after that —
+/// its participation's requests wait in the session all that time. A shorter quiet
+/// stretch would blame the recipe for the client's backoff.
+pub fn run_with(mut config: SimConfig, count: u32) -> Result<usize, String> {
+    let settle = config.recovery_bound() + WORKLOAD_SETTLE;
+    if config.quiet < settle {
+        let more = settle - config.quiet;
+        config.quiet += more;
+        config.duration += more;
+    }
     let seed = config.seed;
     let clients = config.clients;
     let stop_at = Instant::ZERO + config.duration.saturating_sub(config.quiet);
@@ -412,9 +432,12 @@ pub fn run_with(config: SimConfig, count: u32) -> Result<usize, String> {
     for i in 0..clients {
         let a = &sim.actors()[i];
         if a.participating() {
+            let recipe = a.handle.and_then(|h| sim.client(i).recipe(h));
             problems.push(format!(
-                "client {i}: participation never ended: {:?}",
-                a.log.last()
+                "client {i}: participation never ended: {:?}\n  session {:?} 0x{:x}; recipe {recipe:?}",
+                a.log.last(),
+                sim.client(i).session().state(),
+                sim.client(i).session().session_id(),
             ));
         }
         if !a.quiet_failures.is_empty() {
