@@ -30,3 +30,27 @@ fn fuzz_regressions() {
     }
     assert!(checked >= 1, "no regression inputs found in {dir}");
 }
+
+/// OPEN (found by `lock_invariants_hold` in a clean-clone CI run at the end of the
+/// session that added the election, not yet diagnosed): a write lock waiting behind an
+/// older node with our protected prefix (left by an earlier session of ours) reports
+/// `Acquired` after its own node was deleted — its own-node reads had answered `NoNode`
+/// across a disconnect, then the blocker's deletion arrived. Either the lock misses
+/// its own deletion on this path, or the model orders the notification wrongly. Run
+/// with `--ignored`; un-ignore once fixed.
+#[test]
+#[ignore = "open: Acquired on a deleted node after a lost own-node read; see the doc comment"]
+fn open_acquired_on_a_deleted_node_after_a_lost_own_read() {
+    let schedule = [
+        167u8, 64, 10, 121, 0, 16, 0, 11, 2, 9, 0, 16, 0, 100, 0, 48, 0, 121, 0, 68, 0, 0, 0, 0, 0,
+        236, 43, 0, 0, 84, 0, 4, 0, 23, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        25, 0, 9, 0, 9, 0, 0, 0, 9, 0, 0, 0, 100, 0, 0, 0, 183, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 29, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        0, 29, 0, 0, 0, 0, 0, 0, 0, 0, 0, 10, 0, 0, 0, 188, 29, 26, 0, 0, 0, 0, 0, 0, 0, 26, 0, 0,
+        0, 10, 0, 0, 0, 90, 0, 0, 0, 0, 0, 41, 0, 42, 65, 9, 0, 73, 0, 9, 0, 108, 20, 89, 0, 9, 0,
+        73, 0, 9, 0, 0, 0, 164, 0, 0, 0, 0, 0, 199, 0, 0, 0, 0, 0, 10, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 42, 0, 0, 0, 0, 0, 0, 0, 25, 0,
+        106, 5,
+    ];
+    zk_recipes::testkit::lock::run(&schedule).unwrap();
+}
