@@ -1074,9 +1074,6 @@ pub fn config(seed: u64, clients: usize) -> SimConfig {
     config.expire_session = 25;
     config.crash_client = 25;
     config.trace = false;
-    // A livelock fails with its seed instead of hanging the run (far above what a
-    // passing schedule handles).
-    config.max_events = 1_000_000;
     config
 }
 
