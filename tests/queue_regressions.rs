@@ -385,3 +385,56 @@ fn a_take_whose_batch_comes_back_empty_during_close_fails_and_the_close_ends() {
         ]
     );
 }
+
+/// Found by the simulator (at-most-once seed 3204): every refused reply of a round of
+/// container creates started a whole new round at once, with no backoff, so a session
+/// refusing requests (too many pending) fed the consumer's in-flight list without
+/// bound inside one input. Now one round is on the wire at a time, and a refused round
+/// goes again once, after a backoff.
+#[test]
+fn a_refused_round_of_parent_creates_goes_again_once_after_a_backoff() {
+    let mut s = consumer(Delivery::AtMostOnce);
+    s.r.take(T, 1, None);
+    s.reply("list", Err(Error::Server(ErrorCode::NoNode)));
+    let round = ["container /app", "container Q", "container /app", "container M"];
+    assert_eq!(s.sent(), [&round[..], &["list Q"]].concat());
+    for _ in 0..4 {
+        s.reply("container", Err(Error::Overloaded));
+        assert_eq!(s.sent(), Vec::<String>::new(), "nothing until the backoff ends");
+    }
+    // The listing behind the round finds no directory: no new round yet either.
+    s.reply("list", Err(Error::Server(ErrorCode::NoNode)));
+    assert_eq!(s.sent(), Vec::<String>::new(), "nothing until the backoff ends");
+    let at = s.r.poll_timeout().expect("the backoff's deadline");
+    assert!(at > T);
+    s.r.handle_timeout(at);
+    assert_eq!(s.sent()[..4], round, "one round again");
+    assert_eq!(s.sent(), Vec::<String>::new());
+}
+
+#[test]
+fn a_producers_refused_round_of_parent_creates_goes_again_once_after_a_backoff() {
+    let mut s = producer();
+    s.r.put(T, Bytes::from_static(b"a")).unwrap();
+    s.reply(
+        "multi create",
+        multi(vec![
+            err(ErrorCode::NoNode),
+            err(ErrorCode::RuntimeInconsistency),
+            err(ErrorCode::RuntimeInconsistency),
+        ]),
+    );
+    let round = ["container /app", "container Q", "container /app", "container M"];
+    assert_eq!(s.sent()[..4], round);
+    for _ in 0..4 {
+        s.reply("container", Err(Error::Overloaded));
+    }
+    // The put that went behind the round fails for the missing parent: no new round yet.
+    s.reply("multi", multi(vec![err(ErrorCode::NoNode)]));
+    assert!(!s.sent().iter().any(|l| l.starts_with("container")));
+    let at = s.r.poll_timeout().expect("the backoff's deadline");
+    assert!(at > T);
+    s.r.handle_timeout(at);
+    let again = s.sent();
+    assert_eq!(again.iter().filter(|l| l.starts_with("container")).count(), 4, "{again:?}");
+}

@@ -55,10 +55,10 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::{join, meta_dir, multi_failure, sorted_items, Format, CLAIM_PREFIX};
+use super::{join, meta_dir, multi_failure, parent_round, sorted_items, Format, CLAIM_PREFIX};
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::path::{ancestor_creates, ancestor_result};
+use crate::recipe::path::ancestor_result;
 use crate::recipe::{OpId, Outbox, Recipe, Retry, SessionChange};
 use crate::session::WatchEvent;
 use crate::time::Instant;
@@ -516,15 +516,13 @@ impl Consumer {
         if self.ended || !self.can_send(now) {
             return;
         }
-        if self.need_parents {
+        // One round at a time: the replies of a round on the wire decide on the next.
+        if self.need_parents && !self.outbox.any(|p| matches!(p, Purpose::Parent(_))) {
             self.need_parents = false;
             self.parent_rounds = self.parent_rounds.saturating_add(1);
-            let acl = self.config.acl.clone();
-            for dir in [self.config.dir.clone(), self.config.meta_dir.clone()] {
-                let probe = join(&dir, "x");
-                for (p, req) in ancestor_creates(&probe, &acl, CreateMode::Container) {
-                    self.outbox.send(Purpose::Parent(p), req);
-                }
+            for (p, req) in parent_round(&self.config.dir, &self.config.meta_dir, &self.config.acl)
+            {
+                self.outbox.send(Purpose::Parent(p), req);
             }
         }
         self.drive_settling();
@@ -1443,23 +1441,42 @@ impl Consumer {
 
     /// Takes whose deadline passed and that wait for nothing in flight end.
     fn expire_takes(&mut self, now: Instant) {
-        let batch_take = self.batch.as_ref().map(|b| b.take);
-        let connected = self.session_id != 0 && !self.retry.is_suspended();
         let mut i = 0;
         while i < self.takes.len() {
-            let t = &self.takes[i];
-            let blocked = Some(t.id) == batch_take
-                || (i == 0 && !t.looked && connected && self.listing_in_flight);
-            // Already waiting on the watch of an empty listing: that was its look.
-            let looked = t.looked || self.waiting_watch || !connected || i > 0;
-            if !blocked && t.deadline.is_some_and(|d| now >= d) && looked {
-                let id = t.id;
+            if self.take_expiry(i).is_some_and(|at| now >= at) && self.take_looked(i, now) {
+                let id = self.takes[i].id;
                 self.takes.remove(i);
                 self.emit(ConsumerEvent::TimedOut { take: id });
             } else {
                 i += 1;
             }
         }
+    }
+
+    /// When take `i` may end on its deadline: never while its batch or its first
+    /// listing is on the wire (their replies decide).
+    fn take_expiry(&self, i: usize) -> Option<Instant> {
+        let t = self.takes.get(i)?;
+        let connected = self.session_id != 0 && !self.retry.is_suspended();
+        let blocked = self.batch.as_ref().is_some_and(|b| b.take == t.id)
+            || (i == 0 && !t.looked && connected && self.listing_in_flight);
+        if blocked {
+            None
+        } else {
+            t.deadline
+        }
+    }
+
+    /// Has take `i` had its one look by `now`? A listing answered, a watch on an empty
+    /// queue, no connection, a take behind another, or a backoff that still holds at
+    /// `now` (a refused look is a look: the deadline is not stretched by the backoff).
+    fn take_looked(&self, i: usize, now: Instant) -> bool {
+        let connected = self.session_id != 0 && !self.retry.is_suspended();
+        self.takes.get(i).is_some_and(|t| t.looked)
+            || self.waiting_watch
+            || !connected
+            || i > 0
+            || !self.retry.allows(now)
     }
 
     fn on_session_end(&mut self, error: Error, terminal: bool) {
@@ -1536,6 +1553,10 @@ impl Recipe for Consumer {
             Purpose::Parent(p) => {
                 if let Some(e) = ancestor_result(&p, &result) {
                     if e.is_retryable() {
+                        // Refused: the round goes again after a backoff (once per round).
+                        if !self.need_parents {
+                            self.retry.failed(now);
+                        }
                         self.need_parents = true;
                     } else if !e.ends_session() && self.parent_error.is_none() {
                         self.parent_error = Some(e);
@@ -1669,17 +1690,11 @@ impl Recipe for Consumer {
         if self.ended {
             return None;
         }
-        let batch_take = self.batch.as_ref().map(|b| b.take);
         let connected = self.session_id != 0 && !self.retry.is_suspended();
-        let deadline = self
-            .takes
-            .iter()
-            .enumerate()
-            .filter(|(i, t)| {
-                Some(t.id) != batch_take
-                    && !(*i == 0 && !t.looked && connected && self.listing_in_flight)
-            })
-            .filter_map(|(_, t)| t.deadline)
+        // A take not yet looked at waits for its look (the backoff's deadline below),
+        // unless the backoff still holds at its deadline.
+        let deadline = (0..self.takes.len())
+            .filter_map(|i| self.take_expiry(i).filter(|&at| self.take_looked(i, at)))
             .min();
         // Only what could go out but for the backoff waits on it; a consumer waiting
         // for replies or for a session has no deadline (the backoff's may be past).

@@ -190,6 +190,25 @@ pub(crate) fn join(dir: &str, name: &str) -> String {
     s
 }
 
+/// One round of container creates for the queue's directory and its side directory
+/// (each ancestor path with its request), shared by producer and consumer.
+pub(crate) fn parent_round(
+    dir: &str,
+    meta_dir: &str,
+    acl: &[crate::proto::Acl],
+) -> Vec<(String, crate::proto::Request)> {
+    [dir, meta_dir]
+        .into_iter()
+        .flat_map(|d| {
+            crate::recipe::path::ancestor_creates(
+                &join(d, "x"),
+                acl,
+                crate::proto::CreateMode::Container,
+            )
+        })
+        .collect()
+}
+
 pub(crate) fn name_of(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or("")
 }

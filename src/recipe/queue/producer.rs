@@ -44,10 +44,12 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::{item_prefix, join, meta_dir, multi_failure, name_of, Format, DEFAULT_PRIORITY};
+use super::{
+    item_prefix, join, meta_dir, multi_failure, name_of, parent_round, Format, DEFAULT_PRIORITY,
+};
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::path::{ancestor_creates, ancestor_result};
+use crate::recipe::path::ancestor_result;
 use crate::recipe::{OpId, Outbox, Recipe, Retry, SessionChange};
 use crate::session::WatchEvent;
 use crate::time::Instant;
@@ -392,15 +394,16 @@ impl Producer {
         if !self.failed.is_empty() && self.in_flight.is_empty() {
             self.resolve(now);
         }
-        if self.can_send(now) && self.need_parents {
+        // One round at a time: the replies of a round on the wire decide on the next.
+        if self.can_send(now)
+            && self.need_parents
+            && !self.outbox.any(|p| matches!(p, Purpose::Parent(_)))
+        {
             self.need_parents = false;
             self.parent_rounds = self.parent_rounds.saturating_add(1);
-            let acl = self.config.acl.clone();
-            for dir in [self.config.dir.clone(), self.config.meta_dir.clone()] {
-                let probe = join(&dir, "x");
-                for (p, req) in ancestor_creates(&probe, &acl, CreateMode::Container) {
-                    self.outbox.send(Purpose::Parent(p), req);
-                }
+            for (p, req) in parent_round(&self.config.dir, &self.config.meta_dir, &self.config.acl)
+            {
+                self.outbox.send(Purpose::Parent(p), req);
             }
         }
         // Nothing is chained behind a batch that creates the marker: a marker of the
@@ -705,9 +708,13 @@ impl Producer {
         }
     }
 
-    fn on_parent(&mut self, path: String, result: Result<Response, Error>) {
+    fn on_parent(&mut self, now: Instant, path: String, result: Result<Response, Error>) {
         if let Some(e) = ancestor_result(&path, &result) {
             if e.is_retryable() {
+                // Refused: the round goes again after a backoff (once per round).
+                if !self.need_parents {
+                    self.retry.failed(now);
+                }
                 self.need_parents = true;
             } else if !e.ends_session() && self.parent_error.is_none() {
                 self.parent_error = Some(e);
@@ -777,7 +784,7 @@ impl Recipe for Producer {
         };
         match purpose {
             Purpose::Batch(no) => self.on_batch(now, no, result),
-            Purpose::Parent(p) => self.on_parent(p, result),
+            Purpose::Parent(p) => self.on_parent(now, p, result),
             Purpose::Sync => self.sync_failed = result.is_err(),
             Purpose::ReadMarker => self.on_read_marker(now, result),
             Purpose::DeleteMarker => {
