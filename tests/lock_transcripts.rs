@@ -269,9 +269,10 @@ fn a_predecessor_gone_before_the_watch_is_set_counts_as_gone() {
     let mut l = lock(LockKind::Exclusive);
     let (create, list) = start(&mut l, None);
     l.handle_reply(T, create, created(&ours(2), 20));
-    sent(&mut l);
+    let own = sent(&mut l);
     l.handle_reply(T, list, children(&[&ours(2), "_c_a-lock-0000000001"]));
     let w = sent(&mut l);
+    l.handle_reply(T, own[0].0, data(b"")); // answered in order, before the blocker's
     l.handle_reply(T, w[0].0, code(ErrorCode::NoNode));
     assert!(matches!(
         events(&mut l)[..],
@@ -992,13 +993,14 @@ fn a_late_event_from_an_older_watch_does_not_hand_over_the_lock() {
     let mut l = lock(LockKind::Exclusive);
     let (create, list) = start(&mut l, None);
     l.handle_reply(T, create, created(&ours(7), 70));
-    sent(&mut l);
+    let own = sent(&mut l);
     l.handle_reply(
         T,
         list,
         children(&[&ours(7), "_c_a-lock-0000000003", "_c_b-lock-0000000005"]),
     );
     let w = sent(&mut l);
+    l.handle_reply(T, own[0].0, data(b""));
     l.handle_reply(T, w[0].0, data(b""));
     l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
     let relist = sent(&mut l);
@@ -1029,4 +1031,44 @@ fn a_waiter_on_a_closed_session_fails_with_closed_not_connection_loss() {
         }]
     );
     let _ = Duration::ZERO;
+}
+
+/// Found by the lock's property harness: our node's data watch fired (a revoker wrote
+/// to it), the re-arming read was refused, and an operator deleted our node in that gap
+/// (no watch of ours was on it, so no notification). When the last blocker then went,
+/// the lock took its deletion for a handover and reported `Acquired` on a deleted node.
+/// A blocker's deletion proves our node still queues only while the server holds our
+/// own-node watch; otherwise the lock lists first.
+#[test]
+fn a_blocker_gone_while_our_own_node_was_unwatched_is_checked_by_a_listing() {
+    let mut l = lock(LockKind::Exclusive);
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, created(&ours(2), 20));
+    let own = sent(&mut l);
+    l.handle_reply(T, list, children(&[&ours(2), "_c_a-lock-0000000001"]));
+    let w = sent(&mut l);
+    l.handle_reply(T, own[0].0, data(b""));
+    l.handle_reply(T, w[0].0, data(b""));
+    // Our watch fires; the re-arming read is refused; the retry waits for a backoff.
+    l.handle_watch(T, own[0].0, &changed(&path(&ours(2))));
+    let rearm = sent(&mut l);
+    assert_eq!(rearm[0].1, format!("watch {}", path(&ours(2))));
+    l.handle_reply(T, rearm[0].0, Err(Error::Overloaded));
+    // (Our node is deleted now, unseen.) The blocker goes.
+    l.handle_watch(T, w[0].0, &deleted(&path("_c_a-lock-0000000001")));
+    assert!(events(&mut l).is_empty(), "not acquired on trust");
+    let at = l.poll_timeout().expect("the backoff");
+    l.handle_timeout(at);
+    let r = sent(&mut l);
+    let list = r
+        .iter()
+        .find(|(_, s)| s.starts_with("list "))
+        .expect("a listing");
+    l.handle_reply(T, list.0, children(&[]));
+    assert_eq!(
+        events(&mut l),
+        vec![LockEvent::Failed {
+            error: Error::from(ErrorCode::NoNode)
+        }]
+    );
 }

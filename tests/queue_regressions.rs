@@ -396,15 +396,28 @@ fn a_refused_round_of_parent_creates_goes_again_once_after_a_backoff() {
     let mut s = consumer(Delivery::AtMostOnce);
     s.r.take(T, 1, None);
     s.reply("list", Err(Error::Server(ErrorCode::NoNode)));
-    let round = ["container /app", "container Q", "container /app", "container M"];
+    let round = [
+        "container /app",
+        "container Q",
+        "container /app",
+        "container M",
+    ];
     assert_eq!(s.sent(), [&round[..], &["list Q"]].concat());
     for _ in 0..4 {
         s.reply("container", Err(Error::Overloaded));
-        assert_eq!(s.sent(), Vec::<String>::new(), "nothing until the backoff ends");
+        assert_eq!(
+            s.sent(),
+            Vec::<String>::new(),
+            "nothing until the backoff ends"
+        );
     }
     // The listing behind the round finds no directory: no new round yet either.
     s.reply("list", Err(Error::Server(ErrorCode::NoNode)));
-    assert_eq!(s.sent(), Vec::<String>::new(), "nothing until the backoff ends");
+    assert_eq!(
+        s.sent(),
+        Vec::<String>::new(),
+        "nothing until the backoff ends"
+    );
     let at = s.r.poll_timeout().expect("the backoff's deadline");
     assert!(at > T);
     s.r.handle_timeout(at);
@@ -424,7 +437,12 @@ fn a_producers_refused_round_of_parent_creates_goes_again_once_after_a_backoff()
             err(ErrorCode::RuntimeInconsistency),
         ]),
     );
-    let round = ["container /app", "container Q", "container /app", "container M"];
+    let round = [
+        "container /app",
+        "container Q",
+        "container /app",
+        "container M",
+    ];
     assert_eq!(s.sent()[..4], round);
     for _ in 0..4 {
         s.reply("container", Err(Error::Overloaded));
@@ -436,5 +454,9 @@ fn a_producers_refused_round_of_parent_creates_goes_again_once_after_a_backoff()
     assert!(at > T);
     s.r.handle_timeout(at);
     let again = s.sent();
-    assert_eq!(again.iter().filter(|l| l.starts_with("container")).count(), 4, "{again:?}");
+    assert_eq!(
+        again.iter().filter(|l| l.starts_with("container")).count(),
+        4,
+        "{again:?}"
+    );
 }

@@ -593,6 +593,10 @@ pub struct Lock {
     suspended: bool,
     /// A data watch on our own node is registered (or being registered).
     own_armed: bool,
+    /// The server holds that watch: an own-node read answered and nothing fired it
+    /// since. Only then does a blocker's deletion prove our node still queues (the
+    /// server would have told us of its deletion first).
+    own_live: bool,
     revocation_told: bool,
     /// Re-entrant levels held, and callers waiting to join the hold.
     depth: u32,
@@ -645,6 +649,7 @@ impl Lock {
             finish: None,
             suspended: false,
             own_armed: false,
+            own_live: false,
             revocation_told: false,
             depth: 0,
             joining: 0,
@@ -877,6 +882,7 @@ impl Lock {
         if need & OWN != 0 && self.wants_own_watch() {
             if let Some(path) = self.our_path() {
                 self.own_armed = true;
+                self.own_live = false;
                 self.outbox.send(
                     Purpose::Own,
                     Request::GetData(PathWatch { path, watch: true }),
@@ -995,9 +1001,11 @@ impl Lock {
             return;
         }
         self.watching = None;
-        if self.blockers == 1 {
+        if self.blockers == 1 && (self.own_live || !self.wants_own_watch()) {
             self.acquired(); // lower sequence numbers never come back
         } else {
+            // More blockers; or our own node went unwatched for a while (a watch fired
+            // or a read was lost): it may have been deleted unseen, so list.
             self.need |= LIST;
         }
     }
@@ -1302,7 +1310,10 @@ impl Lock {
 
     fn on_own(&mut self, now: Instant, result: Result<Response, Error>) {
         match result {
-            Ok(Response::Data { data, .. }) => self.check_revocation(&data),
+            Ok(Response::Data { data, .. }) => {
+                self.own_live = self.own_armed;
+                self.check_revocation(&data)
+            }
             Ok(_) => {}
             Err(Error::Server(ErrorCode::NoNode)) => self.own_node_gone(now),
             Err(e) if e.is_retryable() => {
@@ -1395,6 +1406,7 @@ impl Recipe for Lock {
             EventType::NodeDeleted => self.blocker_gone(name_of(&event.path)),
             EventType::NodeDataChanged if is_ours => {
                 self.own_armed = false;
+                self.own_live = false;
                 self.arm_own(); // re-arm; the data tells whether it is a revocation
             }
             EventType::NodeDataChanged
