@@ -192,6 +192,8 @@ struct Slot {
     recipe: Option<Box<dyn AnyRecipe>>,
     /// Session tokens of its requests still routed to it (replies or watches).
     tokens: HashSet<Token>,
+    /// A request of it was refused in this pump: its requests wait for the next input.
+    refused: bool,
 }
 
 /// See the [module docs](self).
@@ -298,6 +300,7 @@ impl Client {
                     generation: 0,
                     recipe: None,
                     tokens: HashSet::default(),
+                    refused: false,
                 });
                 self.slots.len() - 1
             }
@@ -447,6 +450,9 @@ impl Client {
     /// Routes session events to their owners and recipe requests to the session until
     /// nothing moves.
     fn pump(&mut self, now: Instant) {
+        for slot in &mut self.slots {
+            slot.refused = false;
+        }
         loop {
             let mut moved = false;
             while let Some(event) = self.session.poll_event() {
@@ -472,21 +478,31 @@ impl Client {
             generation: self.slots[i].generation,
         };
         let mut moved = false;
-        while let Some((op, request)) = self.slots[i].recipe.as_mut().and_then(|r| r.poll_request())
-        {
-            moved = true;
+        while let Some((op, request)) = match &mut self.slots[i] {
+            Slot {
+                recipe: Some(r),
+                refused: false,
+                ..
+            } => r.poll_request(),
+            _ => None,
+        } {
             let token = self.token();
             match self.session.submit(now, request, token) {
                 Ok(()) => {
+                    moved = true;
                     self.recipe_tokens.insert(token, (id, op));
                     self.slots[i].tokens.insert(token);
                 }
                 Err(e) => {
                     // Refused: the recipe hears it at once, as an error reply it must
-                    // retry or report (never take for success).
+                    // retry or report (never take for success). What it sends in answer
+                    // waits for the next input (once per pump): a recipe that sends
+                    // again at once cannot spin the pump.
+                    self.slots[i].refused = true;
                     if let Some(r) = self.slots[i].recipe.as_mut() {
                         r.handle_reply(now, op, Err(e.into()));
                     }
+                    moved = true;
                 }
             }
         }
