@@ -395,10 +395,8 @@ impl Update {
                     self.outbox
                         .send(Op::Sync, Request::Sync(PathRequest { path: path.clone() }));
                 }
-                self.outbox.send(
-                    Op::Read,
-                    Request::GetData(PathWatch { path, watch: false }),
-                );
+                self.outbox
+                    .send(Op::Read, Request::GetData(PathWatch { path, watch: false }));
             }
             Stage::Writing => {
                 let data = self.proposal.clone();
@@ -858,9 +856,9 @@ impl Counter {
         if self.closed {
             return;
         }
+        self.closed = true; // no next operation starts
         self.update.handle_abandon(now);
         self.pump(now);
-        self.closed = true;
         for _ in self.ops.drain(..) {
             self.events.push_back(CounterEvent::Failed {
                 error: Error::Closed,
