@@ -88,7 +88,7 @@ fn four_adders(format: zt::CounterFormat, path: &str) {
     // Every add saw its own value: 1..=400, each once.
     assert_eq!(all, (1..=4 * ADDS).collect::<BTreeSet<_>>());
     let (data, _) = b.get_data(path).unwrap();
-    assert_eq!(data.len(), format.len());
+    assert_eq!(data.len(), format.width());
     assert_eq!(counter_value(&data, format), Ok(4 * ADDS));
     let mut reader = t.counter(path, format).unwrap();
     assert_eq!(runtime().block_on(reader.get()), Ok(4 * ADDS));

@@ -685,8 +685,8 @@ pub enum CounterFormat {
 }
 
 impl CounterFormat {
-    /// The node's data length in this format.
-    pub fn len(self) -> usize {
+    /// The node's data length in this format, in bytes.
+    pub fn width(self) -> usize {
         match self {
             CounterFormat::I32 => 4,
             CounterFormat::I64 => 8,
@@ -731,7 +731,7 @@ impl CounterFormat {
 /// ```
 pub fn counter_value(data: &[u8], format: CounterFormat) -> Result<i64, Error> {
     let bad = || Error::BadCounter {
-        expected: format.len(),
+        expected: format.width(),
         found: data.len(),
     };
     if data.is_empty() {
