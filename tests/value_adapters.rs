@@ -2,7 +2,8 @@
 //! adapters at once: 2 tokio tasks and 2 blocking threads each add 1 a hundred times to
 //! one counter (I32 and I64): the node ends at exactly 400 and every add saw its own
 //! value; and an update that loses a race to another writer runs its function again on
-//! the other writer's value.
+//! the other writer's value; and adds through both adapters across a killed and
+//! restarted server (none lost, none counted twice).
 #![allow(clippy::disallowed_methods)]
 
 mod support;
@@ -175,4 +176,73 @@ fn update_reruns_after_a_concurrent_writer() {
     );
     let (data, _) = b.get_data("/cfg/a").unwrap();
     assert_eq!(&data[..], b"again+b");
+}
+
+/// Adds through both adapters while the server is killed and restarted: every add either reports its
+/// own value or fails; the node ends between the adds reported and those plus the ones
+/// whose error says `may_have_applied` (none lost, none counted twice).
+#[test]
+fn counter_across_a_server_restart() {
+    use std::sync::atomic::AtomicUsize;
+    let mut server = server();
+    let cs = server.connect_string();
+    let t = tokio_client(&cs);
+    let b = blocking(&cs);
+    let path = "/counters/restart";
+    let format = zt::CounterFormat::I64;
+    let done = Arc::new(AtomicUsize::new(0));
+    type Outcome = (Vec<i64>, usize, usize); // values, in doubt, not applied
+    let tally = |r: Result<i64, zt::Error>, o: &mut Outcome| match r {
+        Ok(v) => o.0.push(v),
+        Err(e) if e.may_have_applied() => o.1 += 1,
+        Err(_) => o.2 += 1,
+    };
+    let mut c = t.counter(path, format).unwrap();
+    let d = done.clone();
+    let task = runtime().spawn(async move {
+        let mut o: Outcome = Default::default();
+        for _ in 0..ADDS {
+            tally(c.add(1).await, &mut o);
+            d.fetch_add(1, Ordering::SeqCst);
+        }
+        o
+    });
+    let mut c = b.counter(path, format).unwrap();
+    let d = done.clone();
+    let thread = std::thread::spawn(move || {
+        let mut o: Outcome = Default::default();
+        for _ in 0..ADDS {
+            tally(c.add(1), &mut o);
+            d.fetch_add(1, Ordering::SeqCst);
+        }
+        o
+    });
+    while done.load(Ordering::SeqCst) < 40 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    server.kill().unwrap(); // SIGKILL: replies in flight are lost
+    server.restart().unwrap();
+    let restarted_at = done.load(Ordering::SeqCst);
+    let a = runtime().block_on(task).unwrap();
+    let z = thread.join().unwrap();
+    let ok = a.0.len() + z.0.len();
+    let doubt = a.1 + z.1;
+    let mut values: Vec<i64> = a.0.iter().chain(&z.0).copied().collect();
+    values.sort();
+    values.dedup();
+    assert_eq!(values.len(), ok, "a value reported twice");
+    let (data, _) = b.get_data(path).unwrap();
+    let v = counter_value(&data, format).unwrap();
+    println!(
+        "restart after {restarted_at} adds: {ok} added, {doubt} in doubt, {} not applied; node {v}",
+        a.2 + z.2
+    );
+    assert!(
+        restarted_at < 2 * ADDS as usize,
+        "the restart came after the adds"
+    );
+    assert!(
+        v >= ok as i64 && v <= (ok + doubt) as i64,
+        "node {v}, {ok} added, {doubt} in doubt"
+    );
 }

@@ -1,6 +1,15 @@
 //! Versioned compare-and-set updates and shared counters for the blocking adapter: thin
 //! wrappers over the core machines (`zk_recipes::recipe::value`); what each call and
 //! event means is decided there (the retry loop, the lost-reply rule, the formats).
+//!
+//! ```no_run
+//! # fn demo(zk: zk_recipes_blocking::Client) -> Result<(), zk_recipes_blocking::Error> {
+//! use zk_recipes_blocking::CounterFormat;
+//! let mut hits = zk.counter("/stats/hits", CounterFormat::I64)?; // DistributedAtomicLong
+//! let now = hits.add(1)?; // never lost, never counted twice
+//! zk.update("/cfg/limit", |old| Some(format!("{}0", String::from_utf8_lossy(old.unwrap_or(b"1"))).into()))?;
+//! # let _ = now; Ok(()) }
+//! ```
 
 use bytes::Bytes;
 use zk_recipes::proto::Stat;

@@ -1,6 +1,15 @@
 //! Versioned compare-and-set updates and shared counters for the tokio adapter: thin
 //! wrappers over the core machines (`zk_recipes::recipe::value`); what each call and
 //! event means is decided there (the retry loop, the lost-reply rule, the formats).
+//!
+//! ```no_run
+//! # async fn demo(zk: zk_recipes_tokio::Client) -> Result<(), zk_recipes_tokio::Error> {
+//! use zk_recipes_tokio::CounterFormat;
+//! let mut hits = zk.counter("/stats/hits", CounterFormat::I32)?; // Curator SharedCount
+//! let now = hits.add(1).await?; // never lost, never counted twice
+//! zk.update("/cfg/limit", |old| Some(format!("{}0", String::from_utf8_lossy(old.unwrap_or(b"1"))).into())).await?;
+//! # let _ = now; Ok(()) }
+//! ```
 
 use bytes::Bytes;
 use zk_recipes::proto::Stat;
