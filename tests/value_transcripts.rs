@@ -553,3 +553,32 @@ fn counter_close_fails_pending_and_ends() {
     );
     assert!(c.is_done());
 }
+
+#[test]
+fn counter_session_closed_with_add_in_doubt() {
+    let mut c = counter(CounterFormat::I32);
+    c.add(T, 1);
+    c.add(T, 1);
+    let s = sent(&mut c);
+    c.handle_reply(T, s[0].0, data(&[0, 0, 0, 1], stat(10, 1)));
+    let s = sent(&mut c);
+    c.handle_reply(T, s[0].0, Err(Error::ConnectionLoss));
+    c.handle_session(T, SessionChange::Suspended);
+    c.handle_session(T, SessionChange::Closed);
+    assert_eq!(
+        events(&mut c),
+        [
+            CounterEvent::Failed {
+                error: Error::ConnectionLoss
+            },
+            CounterEvent::Failed {
+                error: Error::Closed
+            },
+            CounterEvent::Closed
+        ]
+    );
+    c.add(T, 1); // ignored after Closed
+    assert_eq!(events(&mut c), []);
+    assert_eq!(sent(&mut c), []);
+    assert!(c.is_done());
+}

@@ -839,12 +839,14 @@ impl Counter {
         self.ops.len() + usize::from(self.current.is_some())
     }
 
-    /// Adds `delta` (negative subtracts): [`CounterEvent::Added`] or `Failed`.
+    /// Adds `delta` (negative subtracts): [`CounterEvent::Added`] or `Failed`. Ignored
+    /// once the counter has ended.
     pub fn add(&mut self, now: Instant, delta: i64) {
         self.ask(now, CounterOp::Add(delta));
     }
 
-    /// Reads the value: [`CounterEvent::Value`] or `Failed`.
+    /// Reads the value: [`CounterEvent::Value`] or `Failed`. Ignored once the counter
+    /// has ended.
     pub fn get(&mut self, now: Instant) {
         self.ask(now, CounterOp::Get);
     }
@@ -869,10 +871,7 @@ impl Counter {
 
     fn ask(&mut self, now: Instant, op: CounterOp) {
         if self.closed {
-            self.events.push_back(CounterEvent::Failed {
-                error: Error::Closed,
-            });
-            return;
+            return; // ended: nothing follows `Closed`
         }
         self.ops.push_back(op);
         self.pump(now);
@@ -970,11 +969,12 @@ impl Recipe for Counter {
     fn handle_watch(&mut self, _now: Instant, _op: OpId, _event: &WatchEvent) {}
 
     fn handle_session(&mut self, now: Instant, change: SessionChange) {
+        if change == SessionChange::Closed {
+            // The update in flight ends as abandoned (ConnectionLoss if in doubt).
+            return self.close(now);
+        }
         self.update.handle_session(now, change);
         self.pump(now);
-        if change == SessionChange::Closed {
-            self.close(now);
-        }
     }
 
     fn handle_timeout(&mut self, now: Instant) {
