@@ -582,3 +582,16 @@ fn counter_session_closed_with_add_in_doubt() {
     assert_eq!(sent(&mut c), []);
     assert!(c.is_done());
 }
+
+#[test]
+fn closed_with_write_on_the_wire_says_may_have_applied() {
+    let mut u = update(UpdateConfig::new(P));
+    proposed(&mut u); // the set is sent, no reply yet
+    u.handle_session(T, SessionChange::Closed);
+    assert_eq!(
+        events(&mut u),
+        [UpdateEvent::Failed {
+            error: Error::ConnectionLoss
+        }]
+    );
+}

@@ -356,9 +356,12 @@ impl Update {
         self.events.push_back(e);
     }
 
-    /// Ends with `error` — or `ConnectionLoss` if a write of ours is in doubt, so the
-    /// error always tells whether something of ours may be in the node.
+    /// Ends with `error` — or `ConnectionLoss` if a write of ours is in doubt (its reply
+    /// was lost, or it is still on its way), so the error always tells whether something
+    /// of ours may be in the node.
     fn fail(&mut self, error: Error) {
+        // A write still on its way may yet be applied.
+        self.in_doubt |= self.outbox.any(|p| matches!(p, Op::Set | Op::Create));
         let error = if self.in_doubt && !error.may_have_applied() {
             Error::ConnectionLoss
         } else {

@@ -662,6 +662,39 @@ pub fn run(schedule: &[u8]) -> Result<Stats, String> {
             w.stats.added - added
         ));
     }
+    // The sessions close with an add on the wire, which the server still applies: the
+    // add is answered `Failed` with a `may_have_applied` error, then `Closed`.
+    for who in 0..CLIENTS {
+        w.ask(who, Asked::Add(1));
+    }
+    w.pump()?;
+    let now = w.now;
+    for who in 0..CLIENTS {
+        w.serve_one(who, true); // the read; its reply arrives: the set goes out
+        w.deliver_one(who);
+        w.pump()?;
+        if w.clients[who].wire.is_empty() {
+            return Err(format!("client {who}: no write after the read"));
+        }
+        w.clients[who]
+            .counter
+            .handle_session(now, SessionChange::Closed);
+        w.pump()?;
+        // The server applies what was sent before the close.
+        while let Some((op, req)) = w.clients[who].wire.pop_front() {
+            let _ = w.apply(who, op, &req);
+        }
+        w.pump()?;
+        let c = &w.clients[who];
+        if !c.closed || c.answered != c.asked.len() || !c.counter.is_done() {
+            return Err(format!(
+                "client {who}: closed {}, {} of {} answered",
+                c.closed,
+                c.answered,
+                c.asked.len()
+            ));
+        }
+    }
     // Nothing lost or doubled: the node is the other writer's additions, the Added
     // deltas, and some of the in-doubt deltas.
     let v = w.value()?;
