@@ -87,8 +87,12 @@
 //! updates never trust same-bytes confirmation, see above), and every applied increment
 //! is reported `Added` or `Failed` with a `may_have_applied` error. So, without other
 //! writers, the node's value is the sum of the `Added` deltas plus some of the deltas
-//! whose `Failed` says `may_have_applied`. Curator's own loop retries a lost reply, which
-//! can count an increment twice; this one cannot.
+//! whose `Failed` says `may_have_applied`. Curator's `DistributedAtomicValue.tryOnce`
+//! (read, `makeFrom`, `setData().withVersion(v)`) treats `BadVersion` and `NodeExists` as
+//! a lost race and tries again; the framework retries a `setData` whose connection was
+//! lost, and if the lost attempt was applied the retry answers `BadVersion`, so the
+//! increment is applied a second time. Here a lost reply is verified instead, and an
+//! increment is never applied twice.
 //!
 //! ```
 //! use zk_recipes::recipe::value::{Counter, CounterEvent, CounterFormat};
