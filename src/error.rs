@@ -62,6 +62,14 @@ pub enum Error {
     Finished,
     /// The command needs leadership we do not have (or lost while it ran).
     NotLeader,
+    /// A counter node holds data of the wrong length for its format (nothing was
+    /// written); see `recipe::value`.
+    BadCounter {
+        /// The bytes the format needs (0 also counts as zero).
+        expected: usize,
+        /// The bytes the node holds.
+        found: usize,
+    },
 }
 
 impl Error {
@@ -194,6 +202,10 @@ impl fmt::Display for Error {
             }
             Error::Finished => f.write_str("the recipe has finished"),
             Error::NotLeader => f.write_str("not the leader"),
+            Error::BadCounter { expected, found } => write!(
+                f,
+                "the counter node holds {found} bytes, not a {expected}-byte big-endian integer; nothing was written"
+            ),
             Error::ChrootMissing => f.write_str(
                 "the chroot of the connection string does not exist on the server; create it first",
             ),

@@ -52,6 +52,7 @@ pub mod path;
 pub mod queue;
 pub mod rendezvous;
 pub mod two_phase;
+pub mod value;
 
 use alloc::boxed::Box;
 use alloc::collections::VecDeque;

@@ -22,3 +22,4 @@ pub mod sim_queue;
 #[cfg(feature = "sim")]
 pub mod sim_two_phase;
 pub mod two_phase;
+pub mod value;

@@ -25,6 +25,7 @@ pub mod hosted;
 mod lock;
 mod queue;
 mod two_phase;
+mod value;
 
 pub use barrier::{Barrier, DoubleBarrier};
 pub use election::{Candidate, ElectionBuilder, ElectionObserver};
@@ -33,6 +34,7 @@ pub use hosted::{Events, Hosted};
 pub use lock::{LockBuilder, LockGuard, ReentrantLock};
 pub use queue::{Claimed, Queue};
 pub use two_phase::{Transaction, TransactionBuilder, TransactionSite};
+pub use value::{CounterFormat, CounterHandle};
 pub use zk_recipes::recipe::barrier::BarrierEvent;
 pub use zk_recipes::recipe::double_barrier::DoubleBarrierEvent;
 pub use zk_recipes::recipe::election::observer::{ObserverEvent, Participant};

@@ -1,0 +1,104 @@
+//! Versioned compare-and-set updates and shared counters for the tokio adapter: thin
+//! wrappers over the core machines (`zk_recipes::recipe::value`); what each call and
+//! event means is decided there (the retry loop, the lost-reply rule, the formats).
+//!
+//! ```no_run
+//! # async fn demo(zk: zk_recipes_tokio::Client) -> Result<(), zk_recipes_tokio::Error> {
+//! use zk_recipes_tokio::CounterFormat;
+//! let mut hits = zk.counter("/stats/hits", CounterFormat::I32)?; // Curator SharedCount
+//! let now = hits.add(1).await?; // never lost, never counted twice
+//! zk.update("/cfg/limit", |old| Some(format!("{}0", String::from_utf8_lossy(old.unwrap_or(b"1"))).into())).await?;
+//! # let _ = now; Ok(()) }
+//! ```
+
+use bytes::Bytes;
+use zk_recipes::proto::Stat;
+pub use zk_recipes::recipe::value::CounterFormat;
+use zk_recipes::recipe::value::{
+    Counter, CounterEvent, Proposal, Update, UpdateConfig, UpdateEvent,
+};
+
+use crate::hosted::{Events, Hosted};
+use crate::{Client, Error};
+
+impl Client {
+    /// Updates the node at `path` by compare-and-set: `f` gets its data (`None`: missing)
+    /// and returns the new data (`None`: keep it as it is); `f` runs again whenever
+    /// another writer got there first. `Ok(Some(stat))` once our data is in the node,
+    /// `Ok(None)` when `f` kept it. A missing node (and missing ancestors, as
+    /// containers) is created. An error whose `may_have_applied()` is true means our
+    /// write may be in the node all the same (its reply was lost and the node changed
+    /// meanwhile); `f` is never applied twice.
+    pub async fn update<F>(&self, path: &str, f: F) -> Result<Option<Stat>, Error>
+    where
+        F: FnMut(Option<&[u8]>) -> Option<Bytes>,
+    {
+        self.update_with(UpdateConfig::new(path), f).await
+    }
+
+    /// [`update`](Self::update) with options (`sync_first`, `create_if_missing`,
+    /// `confirm_by_data`, `acl`).
+    pub async fn update_with<F>(
+        &self,
+        config: UpdateConfig,
+        mut f: F,
+    ) -> Result<Option<Stat>, Error>
+    where
+        F: FnMut(Option<&[u8]>) -> Option<Bytes>,
+    {
+        let (hosted, mut events) = Hosted::new(self, Update::new(config))?;
+        hosted.run(|u, now| u.start(now))?;
+        loop {
+            match events.next().await {
+                Some(UpdateEvent::Current { data, .. }) => {
+                    let p = f(data.as_deref()).map_or(Proposal::Keep, Proposal::Set);
+                    hosted.run(move |u, now| u.propose(now, p))?;
+                }
+                Some(UpdateEvent::Updated { stat }) => return Ok(Some(stat)),
+                Some(UpdateEvent::Kept) => return Ok(None),
+                Some(UpdateEvent::Failed { error }) => return Err(error),
+                Some(_) => {}
+                None => return Err(Error::Finished),
+            }
+        }
+    }
+
+    /// A shared counter in node `path` (Curator's `SharedCount` format for
+    /// [`CounterFormat::I32`], `DistributedAtomicLong`'s for [`CounterFormat::I64`]).
+    pub fn counter(&self, path: &str, format: CounterFormat) -> Result<CounterHandle, Error> {
+        let (hosted, events) = Hosted::new(self, Counter::new(path, format))?;
+        Ok(CounterHandle { hosted, events })
+    }
+}
+
+/// A shared counter ([`Client::counter`]). Each call runs one operation; handles on
+/// the same node (in this process or elsewhere) never lose or double an increment.
+/// Dropping the handle ends the counter.
+pub struct CounterHandle {
+    hosted: Hosted<Counter>,
+    events: Events<Counter>,
+}
+
+impl CounterHandle {
+    async fn answer(&mut self) -> Result<i64, Error> {
+        match self.events.next().await {
+            Some(CounterEvent::Added { after, .. }) => Ok(after),
+            Some(CounterEvent::Value { value, .. }) => Ok(value),
+            Some(CounterEvent::Failed { error }) => Err(error),
+            Some(_) | None => Err(Error::Finished),
+        }
+    }
+
+    /// Adds `delta` (negative subtracts): the value after our addition. An error whose
+    /// `may_have_applied()` is true: the addition may be in the node all the same.
+    pub async fn add(&mut self, delta: i64) -> Result<i64, Error> {
+        self.hosted.run(move |c, now| c.add(now, delta))?;
+        self.answer().await
+    }
+
+    /// The value now (0 for a missing node).
+    pub async fn get(&mut self) -> Result<i64, Error> {
+        self.hosted.run(|c, now| c.get(now))?;
+        self.answer().await
+    }
+}

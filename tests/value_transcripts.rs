@@ -1,0 +1,597 @@
+//! Transcript tests for `recipe::value` (`Update`, `Counter`): scripted replies in,
+//! exact requests and events out.
+
+use bytes::Bytes;
+use core::time::Duration;
+use zk_recipes::client::Error;
+use zk_recipes::proto::*;
+use zk_recipes::recipe::value::{
+    counter_value, Counter, CounterEvent, CounterFormat, Proposal, Update, UpdateConfig,
+    UpdateEvent,
+};
+use zk_recipes::recipe::{OpId, Recipe, SessionChange};
+use zk_recipes::time::Instant;
+
+const T: Instant = Instant::ZERO;
+const S: i64 = 0x77;
+const P: &str = "/c";
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn sent<R: Recipe>(r: &mut R) -> Vec<(OpId, String)> {
+    std::iter::from_fn(|| r.poll_request())
+        .map(|(op, r)| {
+            let line = match r {
+                Request::Create2(c) => format!("create2 {} {}", c.path, hex(&c.data)),
+                Request::CreateContainer(c) => format!("container {}", c.path),
+                Request::GetData(g) if g.watch => format!("get! {}", g.path),
+                Request::GetData(g) => format!("get {}", g.path),
+                Request::SetData(s) => format!("set {} {} v{}", s.path, hex(&s.data), s.version),
+                Request::Sync(p) => format!("sync {}", p.path),
+                other => format!("{other:?}"),
+            };
+            (op, line)
+        })
+        .collect()
+}
+
+fn lines(s: &[(OpId, String)]) -> Vec<&str> {
+    s.iter().map(|(_, l)| l.as_str()).collect()
+}
+
+fn events<R: Recipe>(r: &mut R) -> Vec<R::Event> {
+    std::iter::from_fn(|| r.poll_event()).collect()
+}
+
+fn stat(czxid: i64, version: i32) -> Stat {
+    Stat {
+        czxid,
+        mzxid: czxid + i64::from(version),
+        version,
+        ..Stat::default()
+    }
+}
+
+fn data(d: &[u8], st: Stat) -> Result<Response, Error> {
+    Ok(Response::Data {
+        data: Bytes::copy_from_slice(d),
+        stat: st,
+    })
+}
+
+fn err(c: ErrorCode) -> Result<Response, Error> {
+    Err(Error::from(c))
+}
+
+fn current(d: &[u8], st: Stat) -> UpdateEvent {
+    UpdateEvent::Current {
+        data: Some(Bytes::copy_from_slice(d)),
+        stat: Some(st),
+    }
+}
+
+fn missing() -> UpdateEvent {
+    UpdateEvent::Current {
+        data: None,
+        stat: None,
+    }
+}
+
+fn update(config: UpdateConfig) -> Update {
+    let mut u = Update::new(config);
+    u.handle_session(T, SessionChange::Connected { session_id: S });
+    u.start(T);
+    u
+}
+
+fn set(d: &'static str) -> Proposal {
+    Proposal::Set(Bytes::from_static(d.as_bytes()))
+}
+
+/// A node at version 3 holding "a" has been read and "b" proposed; returns the set's op.
+fn proposed(u: &mut Update) -> OpId {
+    let s = sent(u);
+    assert_eq!(lines(&s), ["get /c"]);
+    u.handle_reply(T, s[0].0, data(b"a", stat(10, 3)));
+    assert_eq!(events(u), [current(b"a", stat(10, 3))]);
+    assert!(u.is_proposing());
+    u.propose(T, set("b"));
+    let s = sent(u);
+    assert_eq!(lines(&s), ["set /c 62 v3"]);
+    s[0].0
+}
+
+// ----- Update -----
+
+#[test]
+fn update_happy_path() {
+    let mut u = update(UpdateConfig::new(P));
+    let op = proposed(&mut u);
+    u.handle_reply(T, op, Ok(Response::Stat(stat(10, 4))));
+    assert_eq!(events(&mut u), [UpdateEvent::Updated { stat: stat(10, 4) }]);
+    assert!(u.is_done());
+    assert_eq!(u.rounds(), 1);
+}
+
+#[test]
+fn update_bad_version_runs_the_function_again() {
+    let mut u = update(UpdateConfig::new(P));
+    let op = proposed(&mut u);
+    u.handle_reply(T, op, err(ErrorCode::BadVersion));
+    assert_eq!(events(&mut u), []);
+    let s = sent(&mut u);
+    assert_eq!(lines(&s), ["get /c"]); // no sync needed after BadVersion
+    u.handle_reply(T, s[0].0, data(b"z", stat(10, 4)));
+    assert_eq!(events(&mut u), [current(b"z", stat(10, 4))]);
+    u.propose(T, set("zz"));
+    let s = sent(&mut u);
+    assert_eq!(lines(&s), ["set /c 7a7a v4"]);
+    u.handle_reply(T, s[0].0, Ok(Response::Stat(stat(10, 5))));
+    assert_eq!(events(&mut u), [UpdateEvent::Updated { stat: stat(10, 5) }]);
+    assert_eq!(u.rounds(), 2);
+}
+
+#[test]
+fn update_keep_writes_nothing() {
+    let mut u = update(UpdateConfig::new(P));
+    let s = sent(&mut u);
+    u.handle_reply(T, s[0].0, data(b"a", stat(10, 3)));
+    events(&mut u);
+    u.propose(T, Proposal::Keep);
+    assert_eq!(sent(&mut u), []);
+    assert_eq!(events(&mut u), [UpdateEvent::Kept]);
+    assert!(u.is_done());
+}
+
+#[test]
+fn update_creates_missing_node_and_its_parents() {
+    let mut u = update(UpdateConfig::new("/a/b/c"));
+    let s = sent(&mut u);
+    assert_eq!(lines(&s), ["get /a/b/c"]);
+    u.handle_reply(T, s[0].0, err(ErrorCode::NoNode));
+    assert_eq!(events(&mut u), [missing()]);
+    u.propose(T, set("x"));
+    let s = sent(&mut u);
+    assert_eq!(lines(&s), ["create2 /a/b/c 78"]);
+    u.handle_reply(T, s[0].0, err(ErrorCode::NoNode));
+    let s = sent(&mut u);
+    assert_eq!(
+        lines(&s),
+        ["container /a", "container /a/b", "create2 /a/b/c 78"]
+    );
+    u.handle_reply(T, s[0].0, err(ErrorCode::NodeExists));
+    u.handle_reply(T, s[1].0, Ok(Response::Path("/a/b".into())));
+    u.handle_reply(
+        T,
+        s[2].0,
+        Ok(Response::PathStat {
+            path: "/a/b/c".into(),
+            stat: stat(20, 0),
+        }),
+    );
+    assert_eq!(events(&mut u), [UpdateEvent::Updated { stat: stat(20, 0) }]);
+}
+
+#[test]
+fn update_without_create_fails_on_missing_node() {
+    let mut c = UpdateConfig::new(P);
+    c.create_if_missing = false;
+    let mut u = update(c);
+    let s = sent(&mut u);
+    u.handle_reply(T, s[0].0, err(ErrorCode::NoNode));
+    assert_eq!(events(&mut u), [missing()]);
+    u.propose(T, set("x"));
+    assert_eq!(sent(&mut u), []);
+    assert_eq!(
+        events(&mut u),
+        [UpdateEvent::Failed {
+            error: Error::Server(ErrorCode::NoNode)
+        }]
+    );
+}
+
+#[test]
+fn update_node_exists_race_reads_again() {
+    let mut u = update(UpdateConfig::new(P));
+    let s = sent(&mut u);
+    u.handle_reply(T, s[0].0, err(ErrorCode::NoNode));
+    events(&mut u);
+    u.propose(T, set("x"));
+    let s = sent(&mut u);
+    u.handle_reply(T, s[0].0, err(ErrorCode::NodeExists));
+    let s = sent(&mut u);
+    assert_eq!(lines(&s), ["get /c"]);
+    u.handle_reply(T, s[0].0, data(b"y", stat(30, 0)));
+    assert_eq!(events(&mut u), [current(b"y", stat(30, 0))]);
+    u.propose(T, set("yx"));
+    assert_eq!(lines(&sent(&mut u)), ["set /c 7978 v0"]);
+}
+
+/// The set's reply is lost; after the reconnect the machine syncs and re-reads.
+fn lost_set(config: UpdateConfig) -> (Update, OpId) {
+    let mut u = update(config);
+    let op = proposed(&mut u);
+    u.handle_reply(T, op, Err(Error::ConnectionLoss));
+    u.handle_session(T, SessionChange::Suspended);
+    assert_eq!(sent(&mut u), []);
+    u.handle_session(T, SessionChange::Reconnected { session_id: S });
+    let s = sent(&mut u);
+    assert_eq!(lines(&s), ["sync /c", "get /c"]);
+    u.handle_reply(T, s[0].0, Ok(Response::Path(P.into())));
+    (u, s[1].0)
+}
+
+#[test]
+fn lost_set_reply_not_applied_runs_again() {
+    let (mut u, read) = lost_set(UpdateConfig::new(P));
+    u.handle_reply(T, read, data(b"a", stat(10, 3)));
+    assert_eq!(events(&mut u), [current(b"a", stat(10, 3))]);
+    u.propose(T, set("b"));
+    assert_eq!(lines(&sent(&mut u)), ["set /c 62 v3"]);
+}
+
+#[test]
+fn lost_set_reply_applied_is_confirmed() {
+    let (mut u, read) = lost_set(UpdateConfig::new(P));
+    u.handle_reply(T, read, data(b"b", stat(10, 4)));
+    assert_eq!(events(&mut u), [UpdateEvent::Updated { stat: stat(10, 4) }]);
+}
+
+#[test]
+fn lost_set_reply_unknowable_fails_may_have_applied() {
+    let (mut u, read) = lost_set(UpdateConfig::new(P));
+    u.handle_reply(T, read, data(b"q", stat(10, 5)));
+    let e = events(&mut u);
+    assert_eq!(
+        e,
+        [UpdateEvent::Failed {
+            error: Error::ConnectionLoss
+        }]
+    );
+    assert!(matches!(&e[0], UpdateEvent::Failed { error } if error.may_have_applied()));
+    assert_eq!(sent(&mut u), []);
+}
+
+#[test]
+fn lost_set_reply_same_bytes_not_trusted_without_confirm() {
+    let mut c = UpdateConfig::new(P);
+    c.confirm_by_data = false;
+    let (mut u, read) = lost_set(c);
+    u.handle_reply(T, read, data(b"b", stat(10, 4)));
+    assert_eq!(
+        events(&mut u),
+        [UpdateEvent::Failed {
+            error: Error::ConnectionLoss
+        }]
+    );
+}
+
+#[test]
+fn lost_reply_with_failed_sync_reads_again() {
+    let mut u = update(UpdateConfig::new(P));
+    let op = proposed(&mut u);
+    u.handle_reply(T, op, Err(Error::ConnectionLoss));
+    u.handle_session(T, SessionChange::Suspended);
+    u.handle_session(T, SessionChange::Reconnected { session_id: S });
+    let s = sent(&mut u);
+    u.handle_reply(T, s[0].0, Err(Error::Overloaded)); // the sync was refused
+    u.handle_reply(T, s[1].0, data(b"a", stat(10, 3))); // possibly stale: not used
+    assert_eq!(events(&mut u), []);
+    assert_eq!(sent(&mut u), []);
+    let at = u.poll_timeout().expect("a backoff");
+    u.handle_timeout(at);
+    assert_eq!(lines(&sent(&mut u)), ["sync /c", "get /c"]);
+}
+
+#[test]
+fn refused_set_is_sent_again_after_backoff() {
+    let mut u = update(UpdateConfig::new(P));
+    let op = proposed(&mut u);
+    u.handle_reply(T, op, Err(Error::Overloaded));
+    assert_eq!(sent(&mut u), []);
+    assert_eq!(events(&mut u), []);
+    assert_eq!(u.poll_timeout(), Some(T + Duration::from_millis(10)));
+    u.handle_timeout(T + Duration::from_millis(5));
+    assert_eq!(sent(&mut u), []);
+    u.handle_timeout(T + Duration::from_millis(10));
+    let s = sent(&mut u);
+    assert_eq!(lines(&s), ["set /c 62 v3"]);
+    u.handle_reply(T, s[0].0, err(ErrorCode::Throttled));
+    assert_eq!(u.poll_timeout(), Some(T + Duration::from_millis(20)));
+    u.handle_timeout(T + Duration::from_millis(20));
+    let s = sent(&mut u);
+    assert_eq!(lines(&s), ["set /c 62 v3"]);
+    u.handle_reply(T, s[0].0, Ok(Response::Stat(stat(10, 4))));
+    assert_eq!(events(&mut u), [UpdateEvent::Updated { stat: stat(10, 4) }]);
+}
+
+#[test]
+fn sync_first_syncs_before_the_read() {
+    let mut c = UpdateConfig::new(P);
+    c.sync_first = true;
+    let mut u = update(c);
+    let s = sent(&mut u);
+    assert_eq!(lines(&s), ["sync /c", "get /c"]);
+    u.handle_reply(T, s[0].0, Ok(Response::Path(P.into())));
+    u.handle_reply(T, s[1].0, data(b"a", stat(10, 3)));
+    assert_eq!(events(&mut u), [current(b"a", stat(10, 3))]);
+}
+
+#[test]
+fn expiry_during_write_verifies_on_the_next_session() {
+    let mut u = update(UpdateConfig::new(P));
+    let op = proposed(&mut u);
+    u.handle_reply(T, op, Err(Error::SessionExpired));
+    u.handle_session(T, SessionChange::Expired);
+    assert_eq!(sent(&mut u), []);
+    u.handle_session(T, SessionChange::Connected { session_id: S + 1 });
+    let s = sent(&mut u);
+    assert_eq!(lines(&s), ["sync /c", "get /c"]);
+    u.handle_reply(T, s[0].0, Ok(Response::Path(P.into())));
+    u.handle_reply(T, s[1].0, data(b"a", stat(10, 3)));
+    assert_eq!(events(&mut u), [current(b"a", stat(10, 3))]);
+}
+
+#[test]
+fn closed_with_write_in_doubt_says_may_have_applied() {
+    let mut u = update(UpdateConfig::new(P));
+    let op = proposed(&mut u);
+    u.handle_reply(T, op, Err(Error::ConnectionLoss));
+    u.handle_session(T, SessionChange::Closed);
+    assert_eq!(
+        events(&mut u),
+        [UpdateEvent::Failed {
+            error: Error::ConnectionLoss
+        }]
+    );
+    let mut u = update(UpdateConfig::new(P));
+    sent(&mut u);
+    u.handle_session(T, SessionChange::Closed);
+    assert_eq!(
+        events(&mut u),
+        [UpdateEvent::Failed {
+            error: Error::Closed
+        }]
+    );
+}
+
+// ----- Counter -----
+
+fn counter(format: CounterFormat) -> Counter {
+    let mut c = Counter::new(P, format);
+    c.handle_session(T, SessionChange::Connected { session_id: S });
+    c
+}
+
+#[test]
+fn counter_i32_is_curator_shared_count() {
+    let mut c = counter(CounterFormat::I32);
+    c.add(T, 1);
+    let s = sent(&mut c);
+    assert_eq!(lines(&s), ["get /c"]);
+    c.handle_reply(T, s[0].0, data(&[0, 0, 0, 41], stat(10, 7)));
+    let s = sent(&mut c);
+    assert_eq!(lines(&s), ["set /c 0000002a v7"]);
+    c.handle_reply(T, s[0].0, Ok(Response::Stat(stat(10, 8))));
+    assert_eq!(
+        events(&mut c),
+        [CounterEvent::Added {
+            before: 41,
+            after: 42,
+            stat: stat(10, 8)
+        }]
+    );
+    // Wraps like Java's int.
+    c.add(T, 2);
+    let s = sent(&mut c);
+    c.handle_reply(T, s[0].0, data(&[0x7f, 0xff, 0xff, 0xff], stat(10, 8)));
+    assert_eq!(lines(&sent(&mut c)), ["set /c 80000001 v8"]);
+}
+
+#[test]
+fn counter_i64_is_curator_atomic_long_and_missing_is_zero() {
+    let mut c = counter(CounterFormat::I64);
+    c.add(T, -3);
+    let s = sent(&mut c);
+    c.handle_reply(T, s[0].0, err(ErrorCode::NoNode));
+    let s = sent(&mut c);
+    assert_eq!(lines(&s), ["create2 /c fffffffffffffffd"]);
+    c.handle_reply(
+        T,
+        s[0].0,
+        Ok(Response::PathStat {
+            path: P.into(),
+            stat: stat(40, 0),
+        }),
+    );
+    assert_eq!(
+        events(&mut c),
+        [CounterEvent::Added {
+            before: 0,
+            after: -3,
+            stat: stat(40, 0)
+        }]
+    );
+    // Empty data (a node made by an ensure-path helper) counts as 0.
+    c.add(T, 5);
+    let s = sent(&mut c);
+    c.handle_reply(T, s[0].0, data(&[], stat(40, 1)));
+    assert_eq!(lines(&sent(&mut c)), ["set /c 0000000000000005 v1"]);
+}
+
+#[test]
+fn counter_malformed_data_fails_and_writes_nothing() {
+    let mut c = counter(CounterFormat::I32);
+    c.add(T, 1);
+    c.get(T);
+    let s = sent(&mut c);
+    c.handle_reply(T, s[0].0, data(&[1, 2, 3], stat(10, 1)));
+    assert_eq!(
+        events(&mut c),
+        [CounterEvent::Failed {
+            error: Error::BadCounter {
+                expected: 4,
+                found: 3
+            }
+        }]
+    );
+    // The next operation (the get) runs; it fails the same way, nothing is written.
+    let s = sent(&mut c);
+    assert_eq!(lines(&s), ["get /c"]);
+    c.handle_reply(T, s[0].0, data(&[0; 8], stat(10, 1)));
+    assert_eq!(
+        events(&mut c),
+        [CounterEvent::Failed {
+            error: Error::BadCounter {
+                expected: 4,
+                found: 8
+            }
+        }]
+    );
+    assert_eq!(sent(&mut c), []);
+    assert_eq!(
+        counter_value(&[0; 8], CounterFormat::I64),
+        Ok(0),
+        "8 bytes are an I64"
+    );
+}
+
+#[test]
+fn counter_get_and_out_of_range_delta() {
+    let mut c = counter(CounterFormat::I32);
+    c.add(T, i64::from(i32::MAX) + 1);
+    assert_eq!(
+        events(&mut c),
+        [CounterEvent::Failed {
+            error: Error::Server(ErrorCode::BadArguments)
+        }]
+    );
+    assert_eq!(sent(&mut c), []);
+    c.get(T);
+    let s = sent(&mut c);
+    c.handle_reply(T, s[0].0, data(&[0xff, 0xff, 0xff, 0xfe], stat(10, 2)));
+    assert_eq!(
+        events(&mut c),
+        [CounterEvent::Value {
+            value: -2,
+            stat: Some(stat(10, 2))
+        }]
+    );
+    assert_eq!(sent(&mut c), []);
+}
+
+#[test]
+fn counter_lost_reply_same_bytes_is_not_counted() {
+    let mut c = counter(CounterFormat::I32);
+    c.add(T, 1);
+    let s = sent(&mut c);
+    c.handle_reply(T, s[0].0, data(&[0, 0, 0, 1], stat(10, 1)));
+    let s = sent(&mut c);
+    c.handle_reply(T, s[0].0, Err(Error::ConnectionLoss));
+    c.handle_session(T, SessionChange::Suspended);
+    c.handle_session(T, SessionChange::Reconnected { session_id: S });
+    let s = sent(&mut c);
+    assert_eq!(lines(&s), ["sync /c", "get /c"]);
+    c.handle_reply(T, s[0].0, Ok(Response::Path(P.into())));
+    // Our bytes at the next version: ours, or a twin adder's; cannot be told apart.
+    c.handle_reply(T, s[1].0, data(&[0, 0, 0, 2], stat(10, 2)));
+    let e = events(&mut c);
+    assert_eq!(
+        e,
+        [CounterEvent::Failed {
+            error: Error::ConnectionLoss
+        }]
+    );
+}
+
+#[test]
+fn counter_lost_reply_not_applied_retries() {
+    let mut c = counter(CounterFormat::I32);
+    c.add(T, 1);
+    let s = sent(&mut c);
+    c.handle_reply(T, s[0].0, data(&[0, 0, 0, 1], stat(10, 1)));
+    let s = sent(&mut c);
+    c.handle_reply(T, s[0].0, Err(Error::ConnectionLoss));
+    c.handle_session(T, SessionChange::Suspended);
+    c.handle_session(T, SessionChange::Reconnected { session_id: S });
+    let s = sent(&mut c);
+    c.handle_reply(T, s[0].0, Ok(Response::Path(P.into())));
+    c.handle_reply(T, s[1].0, data(&[0, 0, 0, 1], stat(10, 1)));
+    let s = sent(&mut c);
+    assert_eq!(lines(&s), ["set /c 00000002 v1"]);
+    c.handle_reply(T, s[0].0, Ok(Response::Stat(stat(10, 2))));
+    assert_eq!(
+        events(&mut c),
+        [CounterEvent::Added {
+            before: 1,
+            after: 2,
+            stat: stat(10, 2)
+        }]
+    );
+}
+
+#[test]
+fn counter_close_fails_pending_and_ends() {
+    let mut c = counter(CounterFormat::I64);
+    c.add(T, 1);
+    c.add(T, 2);
+    sent(&mut c);
+    c.close(T);
+    assert_eq!(
+        events(&mut c),
+        [
+            CounterEvent::Failed {
+                error: Error::Closed
+            },
+            CounterEvent::Failed {
+                error: Error::Closed
+            },
+            CounterEvent::Closed
+        ]
+    );
+    assert!(c.is_done());
+}
+
+#[test]
+fn counter_session_closed_with_add_in_doubt() {
+    let mut c = counter(CounterFormat::I32);
+    c.add(T, 1);
+    c.add(T, 1);
+    let s = sent(&mut c);
+    c.handle_reply(T, s[0].0, data(&[0, 0, 0, 1], stat(10, 1)));
+    let s = sent(&mut c);
+    c.handle_reply(T, s[0].0, Err(Error::ConnectionLoss));
+    c.handle_session(T, SessionChange::Suspended);
+    c.handle_session(T, SessionChange::Closed);
+    assert_eq!(
+        events(&mut c),
+        [
+            CounterEvent::Failed {
+                error: Error::ConnectionLoss
+            },
+            CounterEvent::Failed {
+                error: Error::Closed
+            },
+            CounterEvent::Closed
+        ]
+    );
+    c.add(T, 1); // ignored after Closed
+    assert_eq!(events(&mut c), []);
+    assert_eq!(sent(&mut c), []);
+    assert!(c.is_done());
+}
+
+#[test]
+fn closed_with_write_on_the_wire_says_may_have_applied() {
+    let mut u = update(UpdateConfig::new(P));
+    proposed(&mut u); // the set is sent, no reply yet
+    u.handle_session(T, SessionChange::Closed);
+    assert_eq!(
+        events(&mut u),
+        [UpdateEvent::Failed {
+            error: Error::ConnectionLoss
+        }]
+    );
+}
