@@ -924,6 +924,8 @@ pub struct NodeWatch {
     retry: Retry,
     outbox: Outbox<WatchOp>,
     events: VecDeque<NodeWatchEvent>,
+    /// The last data and Stat reported (`None`: missing, or not read yet).
+    value: Option<(Bytes, Stat)>,
 }
 
 impl NodeWatch {
@@ -946,6 +948,24 @@ impl NodeWatch {
             retry: Retry::default(),
             outbox: Outbox::default(),
             events: VecDeque::new(),
+            value: None,
+        }
+    }
+
+    /// The node's data and Stat as last reported (`None`: missing, or not read yet).
+    pub fn value(&self) -> Option<(&Bytes, &Stat)> {
+        self.value.as_ref().map(|(d, s)| (d, s))
+    }
+
+    /// Reads the node again now, after a `sync`: for a reader told by some other
+    /// channel that the node changed (the paper's case for `sync`: without it the
+    /// server we read from may not have applied that change yet). A newer version is
+    /// reported as usual; the same version is not reported again.
+    pub fn refresh(&mut self, now: Instant) {
+        if self.running && !self.done {
+            self.sync_next = true;
+            self.need_read = true;
+            self.drive(now);
         }
     }
 
@@ -1059,6 +1079,7 @@ impl NodeWatch {
                 self.existed = true;
                 if self.seen != v {
                     self.seen = v;
+                    self.value = Some((data.clone(), stat));
                     self.events.push_back(NodeWatchEvent::Data { data, stat });
                 }
             }
@@ -1067,6 +1088,7 @@ impl NodeWatch {
                 self.retry.succeeded();
                 let gone = self.existed || matches!(self.seen, Seen::Version { .. });
                 if self.seen != Seen::Missing || gone {
+                    self.value = None;
                     self.events.push_back(NodeWatchEvent::Missing { gone });
                 }
                 self.seen = Seen::Missing;

@@ -10,7 +10,9 @@
 use bytes::Bytes;
 use zk_recipes::proto::{ErrorCode, Stat};
 use zk_recipes::recipe::group::{GroupMember, Member, MemberConfig, View, ViewConfig, ViewEvent};
-use zk_recipes::recipe::node::{NodeCommands, OwnedNode, OwnedNodeConfig, OwnedNodeEvent};
+use zk_recipes::recipe::node::{
+    NodeCommands, NodeWatch, NodeWatchEvent, OwnedNode, OwnedNodeConfig, OwnedNodeEvent,
+};
 use zk_recipes::recipe::rendezvous::{
     coordinator_config, publisher_config, Master, RendezvousEvent, Worker,
 };
@@ -298,5 +300,66 @@ impl Client {
         let (hosted, events) = Hosted::new(self, Worker::new(path))?;
         hosted.run(|w, now| w.start(now))?;
         Ok(RendezvousHandle { hosted, events })
+    }
+}
+
+/// A followed node: its data kept current ([`Client::watch_node`], the paper's watched
+/// configuration value; see `zk_recipes::recipe::node::NodeWatch`).
+pub struct NodeWatchHandle {
+    hosted: Hosted<NodeWatch>,
+    events: Events<NodeWatch>,
+}
+
+impl NodeWatchHandle {
+    /// The node's data and Stat as last read (`None`: missing, or not read yet).
+    pub async fn value(&self) -> Result<Option<(Bytes, Stat)>, Error> {
+        self.hosted
+            .call(|w, _| w.value().map(|(d, s)| (d.clone(), *s)))
+            .await
+    }
+
+    /// Waits for the next version the watch reports: `Some(data)` for a new version,
+    /// `None` when the node is missing. `Err` if the watch ends.
+    pub async fn changed(&mut self) -> Result<Option<Bytes>, Error> {
+        self.events
+            .wait(
+                |_| {},
+                |e| match e {
+                    NodeWatchEvent::Data { data, .. } => Some(Ok(Some(data.clone()))),
+                    NodeWatchEvent::Missing { .. } => Some(Ok(None)),
+                    NodeWatchEvent::Failed(e) => Some(Err(e.clone())),
+                    NodeWatchEvent::Closed => Some(Err(Error::Finished)),
+                    _ => None,
+                },
+            )
+            .await
+            .unwrap_or(Err(Error::Finished))
+    }
+
+    /// `sync`, then read again: after an out-of-band notice that the node changed, the
+    /// next [`changed`](Self::changed) sees that change or a later one.
+    pub fn refresh(&self) -> Result<(), Error> {
+        self.hosted.run(|w, now| w.refresh(now))
+    }
+
+    /// The next event; `None` once the watch is done.
+    pub async fn next(&mut self) -> Option<NodeWatchEvent> {
+        self.events.next().await
+    }
+
+    /// The next event if one is waiting.
+    pub fn try_next(&mut self) -> Option<NodeWatchEvent> {
+        self.events.try_next()
+    }
+}
+
+impl Client {
+    /// Follows the node at `path`: its data and Stat kept current, every version the
+    /// server reports, a deleted and re-created node followed, re-read after a
+    /// reconnect (nothing missed).
+    pub fn watch_node(&self, path: &str) -> Result<NodeWatchHandle, Error> {
+        let (hosted, events) = Hosted::new(self, NodeWatch::new(path))?;
+        hosted.run(|w, now| w.start(now))?;
+        Ok(NodeWatchHandle { hosted, events })
     }
 }

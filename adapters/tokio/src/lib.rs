@@ -31,7 +31,7 @@ mod value;
 
 pub use barrier::{Barrier, DoubleBarrier};
 pub use election::{Candidate, ElectionBuilder, ElectionObserver};
-pub use group::{GroupMemberHandle, GroupView, NodeHandle, RendezvousHandle};
+pub use group::{GroupMemberHandle, GroupView, NodeHandle, NodeWatchHandle, RendezvousHandle};
 pub use hosted::{Events, Hosted};
 pub use lock::{LockBuilder, LockGuard, ReentrantLock};
 pub use queue::{Claimed, Queue};
