@@ -59,7 +59,7 @@
 //! write larger than [`WriterConfig::max_multi_bytes`] is refused up front with
 //! [`Error::TooLarge`]. A failed `multi` (`NoNode`: a node is missing; `NodeExists`:
 //! created meanwhile) is followed by `exists` of every node and a new `multi` (at most
-//! three). A lost reply: the `multi` is sent again (sets are idempotent; a create that
+//! four). A lost reply: the `multi` is sent again (sets are idempotent; a create that
 //! was applied fails the `multi`, and the next one sets).
 //!
 //! **Reader**: `exists(<node>, watch)` for every node not watched yet, then one
@@ -100,7 +100,7 @@ use crate::time::Instant;
 /// How many times missing ancestors are created before giving up.
 const MAX_PARENT_ROUNDS: u8 = 2;
 /// How many failed `multi`s a multi-mode write tries before giving up.
-const MAX_MULTI_ROUNDS: u8 = 3;
+const MAX_MULTI_ROUNDS: u8 = 4;
 
 /// Which protocol keeps readers from seeing half a write; see the [module docs](self).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -424,11 +424,12 @@ impl ConfigReader {
 
     /// A request of the round failed: retryable errors redo the round, others end.
     fn round_error(&mut self, e: Error) {
-        if e.is_retryable() {
+        if e.is_retryable() || e.ends_session() {
+            // (After a session ends, `Expired` or `Closed` follows and decides.)
             if let Some(r) = &mut self.round {
                 r.failed = true;
             }
-        } else if !e.ends_session() {
+        } else {
             self.finish(ReaderEvent::Failed(e));
         }
     }
@@ -771,9 +772,9 @@ enum Item {
 enum WriteOp {
     DeleteReady,
     Set(usize),
-    Create(usize),
+    Create(usize, bool),
     Parent(String),
-    CreateReady,
+    CreateReady(bool),
     Multi,
     Probe(usize),
 }
@@ -800,6 +801,8 @@ pub struct ConfigWriter {
     ready_parent_rounds: u8,
     parent_error: Option<Error>,
     multi_rounds: u8,
+    /// A probe of this batch failed: the batch is sent again.
+    probe_failed: bool,
     stage: Stage,
     live: bool,
     waiting: bool,
@@ -824,6 +827,7 @@ impl ConfigWriter {
             ready_parent_rounds: 0,
             parent_error: None,
             multi_rounds: 0,
+            probe_failed: false,
             stage: Stage::Idle,
             live: false,
             waiting: false,
@@ -928,6 +932,7 @@ impl ConfigWriter {
             return; // a batch at a time
         }
         self.again = false;
+        self.parent_error = None;
         match self.stage {
             Stage::DeleteReady => {
                 let path = self.config.ready.clone();
@@ -952,11 +957,12 @@ impl ConfigWriter {
                             );
                         }
                         Item::Create | Item::Parents => {
-                            if self.items[i] == Item::Parents {
+                            let with_parents = self.items[i] == Item::Parents;
+                            if with_parents {
                                 self.send_parents(&path, &mut parents);
                             }
                             self.outbox.send(
-                                WriteOp::Create(i),
+                                WriteOp::Create(i, with_parents),
                                 Request::Create(CreateRequest::new(
                                     path,
                                     data,
@@ -980,7 +986,7 @@ impl ConfigWriter {
                     self.send_parents(&path, &mut BTreeSet::new());
                 }
                 self.outbox.send(
-                    WriteOp::CreateReady,
+                    WriteOp::CreateReady(self.ready_parents),
                     Request::Create(CreateRequest::new(
                         path,
                         Bytes::new(),
@@ -1039,7 +1045,7 @@ impl ConfigWriter {
                 if let Some(e) = ancestor_result(&p, &result) {
                     if e.is_retryable() {
                         self.retryable(now);
-                    } else if !e.ends_session() && self.parent_error.is_none() {
+                    } else if !e.ends_session() && !self.again && self.parent_error.is_none() {
                         self.parent_error = Some(e);
                     }
                 }
@@ -1063,11 +1069,16 @@ impl ConfigWriter {
                 Err(e) if e.ends_session() => self.items[i] = Item::Set,
                 Err(e) => self.fail(e),
             },
-            WriteOp::Create(i) => match result {
+            WriteOp::Create(i, with_parents) => match result {
                 Ok(_) => self.items[i] = Item::Done,
                 Err(Error::Server(ErrorCode::NodeExists)) => self.items[i] = Item::Set,
+                // Not sent with its parents yet, or one of them was refused: again,
+                // with parents.
+                Err(Error::Server(ErrorCode::NoNode)) if !with_parents || self.again => {
+                    self.items[i] = Item::Parents;
+                }
                 Err(Error::Server(ErrorCode::NoNode)) => {
-                    if self.parent_rounds[i] >= MAX_PARENT_ROUNDS {
+                    if self.parent_rounds[i] >= MAX_PARENT_ROUNDS || self.parent_error.is_some() {
                         let e = self.parent_error.take().unwrap_or(Error::NoParent {
                             path: parent(&self.updates[i].0).unwrap_or("/").to_string(),
                             code: ErrorCode::NoNode,
@@ -1078,18 +1089,32 @@ impl ConfigWriter {
                     self.items[i] = Item::Parents;
                 }
                 Err(e) if e.is_retryable() => {
-                    self.items[i] = Item::Create;
+                    self.items[i] = if with_parents {
+                        Item::Parents
+                    } else {
+                        Item::Create
+                    };
                     self.retryable(now);
                 }
-                Err(e) if e.ends_session() => self.items[i] = Item::Create,
+                Err(e) if e.ends_session() => {
+                    self.items[i] = if with_parents {
+                        Item::Parents
+                    } else {
+                        Item::Create
+                    };
+                }
                 Err(e) => self.fail(e),
             },
-            WriteOp::CreateReady => match result {
+            WriteOp::CreateReady(with_parents) => match result {
                 Ok(_) | Err(Error::Server(ErrorCode::NodeExists)) => {
                     self.finish(WriterEvent::Written)
                 }
+                Err(Error::Server(ErrorCode::NoNode)) if !with_parents || self.again => {
+                    self.ready_parents = true;
+                }
                 Err(Error::Server(ErrorCode::NoNode)) => {
-                    if self.ready_parent_rounds >= MAX_PARENT_ROUNDS {
+                    if self.ready_parent_rounds >= MAX_PARENT_ROUNDS || self.parent_error.is_some()
+                    {
                         let e = self.parent_error.take().unwrap_or(Error::NoParent {
                             path: parent(&self.config.ready).unwrap_or("/").to_string(),
                             code: ErrorCode::NoNode,
@@ -1114,10 +1139,15 @@ impl ConfigWriter {
                 };
                 match failed {
                     Error::Server(ErrorCode::NoNode | ErrorCode::NodeExists) => {
-                        self.multi_rounds += 1;
-                        if self.multi_rounds >= MAX_MULTI_ROUNDS {
-                            let e = self.parent_error.take().unwrap_or(failed);
-                            return self.fail(e);
+                        if let Some(e) = self.parent_error.take() {
+                            return self.fail(e); // a parent that cannot be created
+                        }
+                        // A parent refused in this batch explains the failure: no count.
+                        if !self.again {
+                            self.multi_rounds += 1;
+                            if self.multi_rounds >= MAX_MULTI_ROUNDS {
+                                return self.fail(failed);
+                            }
                         }
                         self.stage = Stage::Probe;
                     }
@@ -1148,9 +1178,16 @@ impl Recipe for ConfigWriter {
             return;
         }
         let probe = matches!(purpose, WriteOp::Probe(_));
+        if probe && result.is_err() && result != Err(Error::Server(ErrorCode::NoNode)) {
+            self.probe_failed = true;
+        }
         self.on_reply(now, purpose, result);
-        if probe && self.stage == Stage::Probe && self.outbox.is_empty() && !self.again {
-            self.stage = Stage::Multi;
+        if probe && self.stage == Stage::Probe && self.outbox.is_empty() {
+            if core::mem::take(&mut self.probe_failed) {
+                // Not every node was probed: probe again (drive resends).
+            } else {
+                self.stage = Stage::Multi;
+            }
         }
         self.drive(now);
     }
@@ -1179,9 +1216,6 @@ impl Recipe for ConfigWriter {
                 }
                 if self.stage == Stage::Write {
                     self.stage = Stage::DeleteReady;
-                }
-                if self.stage == Stage::Probe {
-                    self.stage = Stage::Multi;
                 }
             }
             SessionChange::Closed => self.fail(Error::Closed),
