@@ -20,6 +20,7 @@
 //! ```
 
 mod barrier;
+mod config;
 mod driver;
 mod election;
 mod group;
@@ -29,6 +30,9 @@ mod queue;
 mod two_phase;
 
 pub use barrier::{Barrier, DoubleBarrier};
+pub use config::{
+    ConfigMode, ConfigReaderHandle, ConfigSnapshot, ReaderConfig, ReaderEvent, WriterConfig,
+};
 pub use election::{Candidate, ElectionBuilder, ElectionObserver};
 pub use group::{GroupMemberHandle, GroupView, NodeHandle, RendezvousHandle};
 pub use hosted::{Events, Hosted};
