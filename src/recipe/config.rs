@@ -78,6 +78,32 @@
 //! a `multi` that lands during a round); a `Multi` reader only with a `Multi` writer.
 //! Either way, writers must not write concurrently (use a lock).
 //!
+//! # Example (sans-IO: the host sends the requests and feeds the replies back)
+//!
+//! ```
+//! use zk_recipes::proto::{ErrorCode, Request, Response};
+//! use zk_recipes::recipe::config::{ConfigWriter, WriterConfig, WriterEvent};
+//! use zk_recipes::recipe::{Recipe, SessionChange};
+//! use zk_recipes::time::Instant;
+//! use zk_recipes::client::Error;
+//!
+//! let t = Instant::ZERO;
+//! let update = vec![("/app/db".to_string(), bytes::Bytes::from("10.0.0.7"))];
+//! let mut w = ConfigWriter::new(WriterConfig::ready_node("/app/ready"), update);
+//! w.handle_session(t, SessionChange::Connected { session_id: 1 });
+//! w.start(t);
+//! let (op, req) = w.poll_request().unwrap();
+//! assert!(matches!(req, Request::Delete(_))); // 1. delete ready
+//! w.handle_reply(t, op, Err(Error::Server(ErrorCode::NoNode)));
+//! let (op, req) = w.poll_request().unwrap();
+//! assert!(matches!(req, Request::SetData(_))); // 2. every node, pipelined
+//! w.handle_reply(t, op, Ok(Response::Stat(Default::default())));
+//! let (op, req) = w.poll_request().unwrap();
+//! assert!(matches!(req, Request::Create(_))); // 3. ready, last
+//! w.handle_reply(t, op, Ok(Response::Path("/app/ready".into())));
+//! assert_eq!(w.poll_event(), Some(WriterEvent::Written));
+//! ```
+//!
 //! # Session semantics
 //!
 //! Reader: after a reconnect, `sync` and a new round (nothing written while away is
@@ -977,7 +1003,7 @@ impl ConfigWriter {
                 }
                 if self.outbox.is_empty() {
                     self.stage = Stage::CreateReady;
-                    return self.drive(now);
+                    self.drive(now);
                 }
             }
             Stage::CreateReady => {
