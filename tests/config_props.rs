@@ -36,6 +36,7 @@ fn schedules_exercise_every_path() {
         total.lost_replies += s.lost_replies;
         total.disconnects += s.disconnects;
         total.expiries += s.expiries;
+        total.stale_catch_ups += s.stale_catch_ups;
     }
     println!("{total:?}");
     // 2,000 of the writes are the final ones, written without faults.
@@ -48,5 +49,8 @@ fn schedules_exercise_every_path() {
         total.lost_replies > 100 && total.disconnects > 1_000,
         "{total:?}"
     );
-    assert!(total.expiries > 100, "{total:?}");
+    assert!(
+        total.expiries > 100 && total.stale_catch_ups > 100,
+        "{total:?}"
+    );
 }

@@ -11,6 +11,9 @@
 //!   arrives (a lost reply after apply); a connection breaks; a reconnect; the client
 //!   refuses a session's next request (`Overloaded`); a session expires (a new one
 //!   starts, as the client renews it);
+//! * a reader reconnects to a server that lags: it reads the tree as it was when the
+//!   connection broke, and gets the notifications for later changes only when that
+//!   server catches up (on a `sync`, on a step, or once faults stop);
 //! * the writer starts the next configuration (once the previous write ended); a reader
 //!   is told out of band to read again; time passes.
 //!
@@ -82,6 +85,11 @@ struct Sess {
     /// Notifications that fired while disconnected (sent after the reconnect).
     notify: Vec<Msg>,
     refuse_next: bool,
+    /// The tree as this session last saw it before a disconnect (a reader's).
+    at_disconnect: Option<BTreeMap<String, Node>>,
+    /// Reconnected to a lagging server: reads are served from this older tree until
+    /// a `sync` (or the server catches up); its notifications wait until then.
+    lag: Option<BTreeMap<String, Node>>,
 }
 
 struct World {
@@ -183,7 +191,59 @@ impl World {
     // ----- the server -----
 
     fn stat(&self, path: &str) -> Option<Stat> {
-        let n = self.nodes.get(path)?;
+        stat_in(&self.nodes, path)
+    }
+
+    /// The tree session `who` reads (older while it lags).
+    fn view(&self, who: Who) -> &BTreeMap<String, Node> {
+        self.sess[who].lag.as_ref().unwrap_or(&self.nodes)
+    }
+
+    /// A lagging server catches up: the notifications it held back for `who`'s
+    /// watches fire now (before any later reply).
+    fn catch_up(&mut self, who: Who) {
+        let Some(old) = self.sess[who].lag.take() else {
+            return;
+        };
+        self.stats.stale_catch_ups += 1;
+        let mut i = 0;
+        while i < self.watches.len() {
+            let (p, _, w, _) = &self.watches[i];
+            let (before, after) = (old.get(p), self.nodes.get(p));
+            let t = match (before, after) {
+                _ if *w != who => None,
+                (None, Some(_)) => Some(EventType::NodeCreated),
+                (Some(_), None) => Some(EventType::NodeDeleted),
+                (Some(a), Some(b)) if a.czxid != b.czxid => Some(EventType::NodeDeleted),
+                (Some(a), Some(b)) if a.mzxid != b.mzxid => Some(EventType::NodeDataChanged),
+                _ => None,
+            };
+            match t {
+                Some(t) => {
+                    let (p, _, _, op) = self.watches.remove(i);
+                    let msg = Msg::Watch(
+                        op,
+                        WatchEvent {
+                            event_type: t,
+                            path: p,
+                        },
+                    );
+                    let s = &mut self.sess[who];
+                    if s.connected {
+                        s.inbox.push_back(msg);
+                    } else {
+                        s.notify.push(msg);
+                    }
+                }
+                None => i += 1,
+            }
+        }
+    }
+}
+
+fn stat_in(nodes: &BTreeMap<String, Node>, path: &str) -> Option<Stat> {
+    {
+        let n = nodes.get(path)?;
         Some(Stat {
             czxid: n.czxid,
             mzxid: n.mzxid,
@@ -192,7 +252,9 @@ impl World {
             ..Stat::default()
         })
     }
+}
 
+impl World {
     fn has_children(&self, path: &str) -> bool {
         let prefix = format!("{path}/");
         self.nodes.keys().any(|k| k.starts_with(&prefix))
@@ -201,7 +263,9 @@ impl World {
     fn fire(&mut self, path: &str, kinds: &[Kind], t: EventType) {
         let mut i = 0;
         while i < self.watches.len() {
-            if self.watches[i].0 == path && kinds.contains(&self.watches[i].1) {
+            // A lagging server has not applied the change yet: it notifies later.
+            let lagging = self.sess[self.watches[i].2].lag.is_some();
+            if !lagging && self.watches[i].0 == path && kinds.contains(&self.watches[i].1) {
                 let (p, _, who, op) = self.watches.remove(i);
                 let msg = Msg::Watch(
                     op,
@@ -352,7 +416,7 @@ impl World {
                 .map(Response::Stat)
                 .or_else(e),
             Request::Exists(p) => {
-                let stat = self.stat(&p.path);
+                let stat = stat_in(self.view(who), &p.path);
                 if p.watch {
                     let kind = if stat.is_some() {
                         Kind::Data
@@ -364,7 +428,10 @@ impl World {
                 stat.map(Response::Stat)
                     .ok_or(Error::Server(ErrorCode::NoNode))
             }
-            Request::GetData(p) => match (self.stat(&p.path), self.nodes.get(&p.path)) {
+            Request::GetData(p) => match (
+                stat_in(self.view(who), &p.path),
+                self.view(who).get(&p.path),
+            ) {
                 (Some(stat), Some(n)) => {
                     let data = n.data.clone();
                     if p.watch {
@@ -374,12 +441,18 @@ impl World {
                 }
                 _ => e(ErrorCode::NoNode),
             },
-            Request::Sync(p) => Ok(Response::Path(p.path.clone())),
+            Request::Sync(p) => {
+                self.catch_up(who);
+                Ok(Response::Path(p.path.clone()))
+            }
             Request::Multi(ops) => Ok(self.multi(ops)),
             Request::MultiRead(ops) => Ok(Response::Multi(
                 ops.iter()
                     .map(|op| match op {
-                        ReadOp::GetData(p) => match (self.stat(&p.path), self.nodes.get(&p.path)) {
+                        ReadOp::GetData(p) => match (
+                            stat_in(self.view(who), &p.path),
+                            self.view(who).get(&p.path),
+                        ) {
                             (Some(stat), Some(n)) => MultiResult::GetData {
                                 data: n.data.clone(),
                                 stat,
@@ -535,6 +608,10 @@ impl World {
         }
         self.sess[who].connected = false;
         self.stats.disconnects += 1;
+        if who != 0 {
+            let seen = self.view(who).clone();
+            self.sess[who].at_disconnect = Some(seen);
+        }
         let now = self.now;
         let mut failed = Vec::new();
         let inbox: Vec<Msg> = self.sess[who].inbox.drain(..).collect();
@@ -556,13 +633,19 @@ impl World {
         }
     }
 
-    fn reconnect(&mut self, who: Who) {
+    /// `stale`: a reader lands on a server that lags (still at the tree it saw when the
+    /// connection broke: ZooKeeper never lets a client see an older one).
+    fn reconnect(&mut self, who: Who, stale: bool) {
         if self.sess[who].connected {
             return;
         }
         let now = self.now;
         let s = &mut self.sess[who];
         s.connected = true;
+        let seen = s.at_disconnect.take();
+        if stale && s.lag.is_none() {
+            s.lag = seen;
+        }
         let notify = core::mem::take(&mut s.notify);
         s.inbox.extend(notify);
         let id = s.id;
@@ -587,6 +670,8 @@ impl World {
         failed.extend(s.wire.drain(..).map(|(o, _)| o));
         failed.extend(s.queued.drain(..).map(|(o, _)| o));
         s.notify.clear();
+        s.lag = None;
+        s.at_disconnect = None;
         s.id += 1;
         s.connected = true;
         let id = s.id;
@@ -664,7 +749,7 @@ impl World {
                 }
             }
             7 => self.disconnect(who),
-            8 => self.reconnect(who),
+            8 => self.reconnect(who, arg >= 8),
             9 => self.sess[who].refuse_next = true,
             10 => {
                 if arg < 3 {
@@ -677,10 +762,11 @@ impl World {
                 }
             }
             12 => self.advance(Duration::from_millis(5 << (arg % 8)))?,
-            13 => {
+            13 if arg < 8 => {
                 let now = self.now;
                 self.readers[(arg % 2) as usize].refresh(now);
             }
+            13 => self.catch_up(1 + (arg % 2) as usize),
             _ => {
                 for who in 0..3 {
                     if !self.deliver_one(who) {
@@ -695,7 +781,8 @@ impl World {
     /// Faults stop: connected, everything answered, time passes.
     fn settle(&mut self) -> Result<(), String> {
         for who in 0..3 {
-            self.reconnect(who);
+            self.reconnect(who, false);
+            self.catch_up(who); // lagging servers catch up eventually
         }
         self.pump()?;
         for _ in 0..200 {
@@ -745,6 +832,8 @@ pub struct Stats {
     pub disconnects: usize,
     /// Sessions expired.
     pub expiries: usize,
+    /// Lagging servers that caught up (after a reconnect that served stale reads).
+    pub stale_catch_ups: usize,
 }
 
 /// Runs one schedule; `Err` names the violated invariant.
