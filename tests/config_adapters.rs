@@ -174,3 +174,66 @@ fn a_multi_write_larger_than_the_limit_is_refused_up_front() {
         "something was written"
     );
 }
+
+/// The server restarts in the middle of the writes: writers resume (lost replies are
+/// resent, `ready` comes back last), readers sync and read again; nobody sees a mixed
+/// configuration and everybody ends on the last one.
+#[test]
+fn writes_and_reads_survive_a_server_restart() {
+    let mut server = TestServer::start().expect("a real ZooKeeper");
+    let cs = server.connect_string();
+    let root = "/cfg-restart";
+    let ready = format!("{root}/ready");
+    let paths = paths(root);
+    let refs: Vec<&str> = paths.iter().map(|p| p.as_str()).collect();
+    let config = ReaderConfig::ready_node(&ready, &refs);
+    let session = Duration::from_secs(30);
+    let bz = zb::connect(&cs, zb::Options::default().session_timeout(session)).unwrap();
+    let tz = runtime()
+        .block_on(zt::connect(
+            &cs,
+            zt::Options::default().session_timeout(session),
+        ))
+        .unwrap();
+    let wz = zb::connect(&cs, zb::Options::default().session_timeout(session)).unwrap();
+    let mut b_reader = bz.config_reader_with(config.clone()).unwrap();
+    let mut t_reader = tz.config_reader_with(config).unwrap();
+
+    let progress = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let writer = {
+        let (progress, paths, ready, wz) =
+            (progress.clone(), paths.clone(), ready.clone(), wz.clone());
+        std::thread::spawn(move || {
+            for k in 1..=CONFIGS {
+                let value = Bytes::from(k.to_string());
+                let updates = paths.iter().map(|p| (p.clone(), value.clone())).collect();
+                wz.write_config(&ready, updates, ConfigMode::ReadyNode)
+                    .unwrap_or_else(|e| panic!("write {k}: {e}"));
+                progress.store(k, std::sync::atomic::Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        })
+    };
+    while progress.load(std::sync::atomic::Ordering::SeqCst) < 10 {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    server.restart().unwrap();
+    writer.join().expect("the writer");
+
+    let seen_b = follow(|| b_reader.snapshot(), "blocking");
+    let seen_t = follow(
+        || {
+            runtime().block_on(async {
+                tokio::time::timeout(W, t_reader.snapshot())
+                    .await
+                    .unwrap_or(Err(zk_recipes::client::Error::Timeout))
+            })
+        },
+        "tokio",
+    );
+    println!("restart: blocking saw {seen_b:?}, tokio {seen_t:?}");
+    for p in &paths {
+        assert_eq!(wz.get_data(p).unwrap().0, CONFIGS.to_string().as_bytes());
+    }
+    assert!(wz.exists(&ready).unwrap().is_some());
+}
