@@ -37,6 +37,7 @@ fn schedules_exercise_every_path() {
         total.disconnects += s.disconnects;
         total.expiries += s.expiries;
         total.stale_catch_ups += s.stale_catch_ups;
+        total.refreshes += s.refreshes;
     }
     println!("{total:?}");
     // 2,000 of the writes are the final ones, written without faults.

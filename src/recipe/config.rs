@@ -311,6 +311,17 @@ impl ConfigReader {
         self.done
     }
 
+    /// Nothing to do until a notification, a session change or a command: the last
+    /// round completed and its result was reported (or was the same as the last one).
+    pub fn is_idle(&self) -> bool {
+        self.running && self.live && self.round.is_none() && !self.need_round
+    }
+
+    /// `ready` existed at the last completed round (always, in the multi mode).
+    pub fn is_ready(&self) -> bool {
+        !self.not_ready
+    }
+
     /// Starts reading (once).
     pub fn start(&mut self, now: Instant) {
         if self.running || self.done {

@@ -11,9 +11,10 @@
 //!   arrives (a lost reply after apply); a connection breaks; a reconnect; the client
 //!   refuses a session's next request (`Overloaded`); a session expires (a new one
 //!   starts, as the client renews it);
-//! * a reader reconnects to a server that lags: it reads the tree as it was when the
-//!   connection broke, and gets the notifications for later changes only when that
-//!   server catches up (on a `sync`, on a step, or once faults stop);
+//! * a reader's server falls behind, or a reader reconnects to a server that lags (it
+//!   reads the tree as it was when the connection broke): it gets later changes and
+//!   their notifications only when that server catches up (on a `sync`, on a step, or
+//!   once faults stop);
 //! * the writer starts the next configuration (once the previous write ended); a reader
 //!   is told out of band to read again; time passes.
 //!
@@ -24,7 +25,10 @@
 //!
 //! Safety, after every step: every `Snapshot` holds one configuration (every node `"k"`
 //! for one `k`, or every node missing before the first write), never older than the
-//! reader's previous one nor newer than the last write started; at most one watch per
+//! reader's previous one nor newer than the last write started; a reader that syncs
+//! first and was told out of band that configuration `k` was written never reports an
+//! older one from a round begun after the notice (the paper's case for `sync`: the
+//! reader may sit on a lagging server); at most one watch per
 //! reader per node; no event after a final one; `poll_timeout` never in the past after
 //! `handle_timeout`.
 //!
@@ -108,6 +112,9 @@ struct World {
     reader_events: [Vec<ReaderEvent>; 2],
     /// Each reader's last snapshot: `Some(k)`, or `Some(0)` for "all missing".
     last_snapshot: [Option<u32>; 2],
+    /// A `sync_first` reader told to read again when configuration `k` was written:
+    /// (k, a round began since: it sent a request after the notice).
+    fresh_floor: [Option<(u32, bool)>; 2],
     stats: Stats,
 }
 
@@ -122,7 +129,7 @@ impl World {
     fn new(multi: bool) -> World {
         let readers = if multi {
             [
-                ConfigReader::new(ReaderConfig::multi(&PATHS)),
+                ConfigReader::new(ReaderConfig::multi(&PATHS).sync_first(true)),
                 ConfigReader::new(ReaderConfig::ready_node(READY, &PATHS)),
             ]
         } else {
@@ -145,6 +152,7 @@ impl World {
             readers,
             reader_events: [Vec::new(), Vec::new()],
             last_snapshot: [None, None],
+            fresh_floor: [None, None],
             stats: Stats::default(),
         };
         w.nodes.insert(
@@ -473,25 +481,8 @@ impl World {
     fn pump(&mut self) -> Result<(), String> {
         loop {
             let mut moved = false;
-            for who in 0..3 {
-                loop {
-                    let Some((op, req)) = self.machine(who).and_then(|m| m.poll_request()) else {
-                        break;
-                    };
-                    moved = true;
-                    let now = self.now;
-                    let s = &mut self.sess[who];
-                    if core::mem::take(&mut s.refuse_next) {
-                        if let Some(m) = self.machine(who) {
-                            m.handle_reply(now, op, Err(Error::Overloaded));
-                        }
-                    } else if s.connected {
-                        s.wire.push_back((op, req));
-                    } else {
-                        s.queued.push((op, req));
-                    }
-                }
-            }
+            // Events first: a round that ends reports before the next one starts, so a
+            // `sync` polled below belongs to a round begun after every event seen.
             if let Some(w) = &mut self.writer {
                 while let Some(e) = w.poll_event() {
                     moved = true;
@@ -515,8 +506,45 @@ impl World {
                     self.reader_events[i].push(e);
                 }
             }
+            for who in 0..3 {
+                loop {
+                    let Some((op, req)) = self.machine(who).and_then(|m| m.poll_request()) else {
+                        break;
+                    };
+                    moved = true;
+                    if who > 0 {
+                        if let Some((_, began)) = &mut self.fresh_floor[who - 1] {
+                            *began = true;
+                        }
+                    }
+                    let now = self.now;
+                    let s = &mut self.sess[who];
+                    if core::mem::take(&mut s.refuse_next) {
+                        if let Some(m) = self.machine(who) {
+                            m.handle_reply(now, op, Err(Error::Overloaded));
+                        }
+                    } else if s.connected {
+                        s.wire.push_back((op, req));
+                    } else {
+                        s.queued.push((op, req));
+                    }
+                }
+            }
             if !moved {
                 break;
+            }
+        }
+        // A reader told out of band, idle after a round begun since: it holds at least
+        // what was written when it was told (unless a newer write is under way).
+        for i in 0..2 {
+            if let Some((floor, true)) = self.fresh_floor[i] {
+                let r = &self.readers[i];
+                if r.is_idle() && r.is_ready() && self.last_snapshot[i].unwrap_or(0) < floor {
+                    return Err(format!(
+                        "reader {i}: idle on {:?} after being told {floor} was written",
+                        self.last_snapshot[i]
+                    ));
+                }
             }
         }
         self.check_watches()
@@ -548,6 +576,13 @@ impl World {
                         "reader {i}: went back from {:?} to {k}",
                         self.last_snapshot[i]
                     ));
+                }
+                if let Some((floor, true)) = self.fresh_floor[i] {
+                    if k < floor {
+                        return Err(format!(
+                            "reader {i}: read {k} after being told {floor} was written"
+                        ));
+                    }
                 }
                 self.last_snapshot[i] = Some(k);
             }
@@ -763,10 +798,25 @@ impl World {
             }
             12 => self.advance(Duration::from_millis(5 << (arg % 8)))?,
             13 if arg < 8 => {
+                // Told out of band that configuration `written` is out.
+                let i = (arg % 2) as usize;
                 let now = self.now;
-                self.readers[(arg % 2) as usize].refresh(now);
+                self.readers[i].refresh(now);
+                if self.readers[i].config().sync_first {
+                    let floor = self.written.unwrap_or(0);
+                    self.fresh_floor[i] = Some((floor, false));
+                    self.stats.refreshes += 1;
+                }
             }
-            13 => self.catch_up(1 + (arg % 2) as usize),
+            13 if arg < 12 => self.catch_up(1 + (arg % 2) as usize),
+            13 => {
+                // A reader's server falls behind: later writes reach it only when it
+                // catches up (its notifications too).
+                let who = 1 + (arg % 2) as usize;
+                if self.sess[who].lag.is_none() {
+                    self.sess[who].lag = Some(self.nodes.clone());
+                }
+            }
             _ => {
                 for who in 0..3 {
                     if !self.deliver_one(who) {
@@ -834,6 +884,8 @@ pub struct Stats {
     pub expiries: usize,
     /// Lagging servers that caught up (after a reconnect that served stale reads).
     pub stale_catch_ups: usize,
+    /// Out-of-band notices to a `sync_first` reader.
+    pub refreshes: usize,
 }
 
 /// Runs one schedule; `Err` names the violated invariant.
