@@ -6,6 +6,15 @@
 //! [`snapshot`](ConfigReaderHandle::snapshot) reads that stream, so events it passes
 //! over are not seen again by `next` (the handle is an [`Iterator`] of events). Dropping the handle
 //! stops the reader.
+//!
+//! ```no_run
+//! use zk_recipes_blocking::{connect, ConfigMode, Options};
+//! let zk = connect("127.0.0.1:2181", Options::default())?;
+//! zk.write_config("/app/ready", vec![("/app/db".into(), "10.0.0.7".into())], ConfigMode::ReadyNode)?;
+//! let mut config = zk.config_reader("/app/ready", &["/app/db"])?;
+//! let snapshot = config.snapshot()?; // never half of a write
+//! # Ok::<(), zk_recipes_blocking::Error>(())
+//! ```
 
 use bytes::Bytes;
 pub use zk_recipes::recipe::config::{

@@ -6,6 +6,16 @@
 //! [`snapshot`](ConfigReaderHandle::snapshot) reads that stream, so events it passes
 //! over are not seen again by [`next`](ConfigReaderHandle::next). Dropping the handle
 //! stops the reader.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), zk_recipes_tokio::Error> {
+//! use zk_recipes_tokio::{connect, ConfigMode, Options};
+//! let zk = connect("127.0.0.1:2181", Options::default()).await?;
+//! zk.write_config("/app/ready", vec![("/app/db".into(), "10.0.0.7".into())], ConfigMode::ReadyNode).await?;
+//! let mut config = zk.config_reader("/app/ready", &["/app/db"])?;
+//! let snapshot = config.snapshot().await?; // never half of a write
+//! # Ok(()) }
+//! ```
 
 use bytes::Bytes;
 pub use zk_recipes::recipe::config::{
