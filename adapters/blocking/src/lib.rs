@@ -18,6 +18,7 @@
 //! ```
 
 mod barrier;
+mod config;
 mod driver;
 mod election;
 mod group;
@@ -28,6 +29,9 @@ mod two_phase;
 mod value;
 
 pub use barrier::{Barrier, DoubleBarrier};
+pub use config::{
+    ConfigMode, ConfigReaderHandle, ConfigSnapshot, ReaderConfig, ReaderEvent, WriterConfig,
+};
 pub use election::{Candidate, ElectionBuilder, ElectionObserver};
 pub use group::{GroupMemberHandle, GroupView, NodeHandle, NodeWatchHandle, RendezvousHandle};
 pub use hosted::{Events, Hosted};

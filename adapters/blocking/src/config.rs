@@ -1,0 +1,132 @@
+//! Configuration (several nodes read and written as one) for the blocking adapter: thin
+//! typed wrappers over `zk_recipes::recipe::config`, where the protocols (the paper's
+//! ready node, or `multi`) and their guarantees are described.
+//!
+//! A [`ConfigReaderHandle`] owns its hosted reader and its event stream:
+//! [`snapshot`](ConfigReaderHandle::snapshot) reads that stream, so events it passes
+//! over are not seen again by `next` (the handle is an [`Iterator`] of events). Dropping the handle
+//! stops the reader.
+//!
+//! ```no_run
+//! use zk_recipes_blocking::{connect, ConfigMode, Options};
+//! let zk = connect("127.0.0.1:2181", Options::default())?;
+//! zk.write_config("/app/ready", vec![("/app/db".into(), "10.0.0.7".into())], ConfigMode::ReadyNode)?;
+//! let mut config = zk.config_reader("/app/ready", &["/app/db"])?;
+//! let snapshot = config.snapshot()?; // never half of a write
+//! # Ok::<(), zk_recipes_blocking::Error>(())
+//! ```
+
+use bytes::Bytes;
+pub use zk_recipes::recipe::config::{
+    ConfigMode, ConfigSnapshot, ReaderConfig, ReaderEvent, WriterConfig,
+};
+use zk_recipes::recipe::config::{ConfigReader, ConfigWriter, WriterEvent};
+
+use crate::hosted::{Events, Hosted};
+use crate::{Client, Error};
+
+/// A configuration reader ([`Client::config_reader`]).
+pub struct ConfigReaderHandle {
+    hosted: Hosted<ConfigReader>,
+    events: Events<ConfigReader>,
+}
+
+impl ConfigReaderHandle {
+    /// Waits for the next complete configuration (`Snapshot`), passing over
+    /// `NotReady`. Fails if the reader ends first.
+    pub fn snapshot(&mut self) -> Result<ConfigSnapshot, Error> {
+        self.events
+            .wait(|_| {}, snapshot_outcome)
+            .unwrap_or(Err(Error::Finished))
+    }
+
+    /// Reads again now (after `sync` if the reader was made with
+    /// [`ReaderConfig::sync_first`]): for a reader told by another channel that the
+    /// configuration changed.
+    pub fn refresh(&self) -> Result<(), Error> {
+        self.hosted.run(|r, now| r.refresh(now))
+    }
+
+    /// The next event within `timeout`: `Err(Timeout)` if none came, `Ok(None)` once
+    /// the reader is done.
+    pub fn next_timeout(
+        &mut self,
+        timeout: std::time::Duration,
+    ) -> Result<Option<ReaderEvent>, Error> {
+        self.events.next_timeout(timeout)
+    }
+
+    /// The next event if one is waiting.
+    pub fn try_next(&mut self) -> Option<ReaderEvent> {
+        self.events.try_next()
+    }
+}
+
+/// The events, blocking: `next()` waits for the next one; `None` once the reader is
+/// done.
+impl Iterator for ConfigReaderHandle {
+    type Item = ReaderEvent;
+    fn next(&mut self) -> Option<ReaderEvent> {
+        self.events.next()
+    }
+}
+
+fn snapshot_outcome(e: &ReaderEvent) -> Option<Result<ConfigSnapshot, Error>> {
+    match e {
+        ReaderEvent::Snapshot(s) => Some(Ok(s.clone())),
+        ReaderEvent::Failed(e) => Some(Err(e.clone())),
+        ReaderEvent::Closed => Some(Err(Error::Finished)),
+        _ => None,
+    }
+}
+
+impl Client {
+    /// Reads configuration nodes `paths` under the paper's `ready`-node protocol.
+    pub fn config_reader(&self, ready: &str, paths: &[&str]) -> Result<ConfigReaderHandle, Error> {
+        self.config_reader_with(ReaderConfig::ready_node(ready, paths))
+    }
+
+    /// [`config_reader`](Self::config_reader) with a full configuration (the `multi`
+    /// mode, `sync` before every read).
+    pub fn config_reader_with(&self, config: ReaderConfig) -> Result<ConfigReaderHandle, Error> {
+        let (hosted, events) = Hosted::new(self, ConfigReader::new(config))?;
+        hosted.run(|r, now| r.start(now))?;
+        Ok(ConfigReaderHandle { hosted, events })
+    }
+
+    /// Writes `updates` (path, value) as one configuration: with the paper's protocol
+    /// around the `ready` node ([`ConfigMode::ReadyNode`]), or as one `multi`
+    /// ([`ConfigMode::Multi`]; `ready` is not used). Missing nodes are created.
+    pub fn write_config(
+        &self,
+        ready: &str,
+        updates: Vec<(String, Bytes)>,
+        mode: ConfigMode,
+    ) -> Result<(), Error> {
+        let mut config = WriterConfig::ready_node(ready);
+        config.mode = mode;
+        self.config_writer(config, updates)
+    }
+
+    /// [`write_config`](Self::write_config) with a full configuration (ACL, the limit
+    /// on one `multi`).
+    pub fn config_writer(
+        &self,
+        config: WriterConfig,
+        updates: Vec<(String, Bytes)>,
+    ) -> Result<(), Error> {
+        let (hosted, mut events) = Hosted::new(self, ConfigWriter::new(config, updates))?;
+        hosted.run(|w, now| w.start(now))?;
+        events
+            .wait(|_| {}, writer_outcome)
+            .unwrap_or(Err(Error::Finished))
+    }
+}
+
+fn writer_outcome(e: &WriterEvent) -> Option<Result<(), Error>> {
+    match e {
+        WriterEvent::Written => Some(Ok(())),
+        WriterEvent::Failed(e) => Some(Err(e.clone())),
+        _ => None,
+    }
+}
