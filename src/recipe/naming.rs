@@ -332,13 +332,14 @@ impl Recipe for Resolve {
             return;
         }
         if purpose == ReadOp::Sync {
-            self.sync_failed = result.is_err();
+            self.sync_failed = result.as_ref().is_err_and(Error::is_retryable);
             return;
         }
-        // A read after a failed sync may be stale: read again.
-        let result = match (core::mem::take(&mut self.sync_failed), result) {
-            (true, Ok(_)) => Err(Error::ConnectionLoss),
-            (_, r) => r,
+        // A read behind a sync that did not happen may be stale: read again.
+        let result = if core::mem::take(&mut self.sync_failed) {
+            Err(Error::ConnectionLoss)
+        } else {
+            result
         };
         match result {
             Ok(Response::Data { data, stat }) => self.finish(ResolveEvent::Resolved { data, stat }),
@@ -670,6 +671,7 @@ impl IdGenerator {
     /// Sends what can be sent now.
     fn drive(&mut self, now: Instant) {
         self.timer = false;
+        self.settle();
         if self.done || !self.live {
             return self.settle();
         }
@@ -866,9 +868,11 @@ impl IdGenerator {
     }
 
     fn on_list(&mut self, now: Instant, result: Result<Response, Error>) {
-        let result = match (core::mem::take(&mut self.sync_failed), result) {
-            (true, Ok(_)) => Err(Error::ConnectionLoss),
-            (_, r) => r,
+        // A listing behind a sync that did not happen may be stale: list again.
+        let result = if core::mem::take(&mut self.sync_failed) {
+            Err(Error::ConnectionLoss)
+        } else {
+            result
         };
         let children = match result {
             Ok(Response::Children(c)) => c,
@@ -954,7 +958,7 @@ impl Recipe for IdGenerator {
                     }
                 }
             }
-            IdOp::Sync => self.sync_failed = result.is_err(),
+            IdOp::Sync => self.sync_failed = result.as_ref().is_err_and(Error::is_retryable),
             IdOp::List => self.on_list(now, result),
             IdOp::Create(n) => self.on_create(now, n, result),
             IdOp::Delete(path) => self.on_delete(now, path, result),
