@@ -987,6 +987,7 @@ impl Recipe for IdGenerator {
                 self.live = false;
                 self.parents = false;
                 self.parents_again = false;
+                self.round = 0;
                 self.attempts
                     .retain(|a| !matches!(a.draw, Draw::Sent | Draw::Lost { .. }));
             }
