@@ -516,6 +516,7 @@ pub struct IdGenerator {
     parents: bool,
     parents_again: bool,
     parent_error: Option<Error>,
+    /// Rounds of directory creates sent since a create last worked.
     round: u32,
     sync_failed: bool,
     recovered: u64,
@@ -705,6 +706,7 @@ impl IdGenerator {
         if core::mem::take(&mut self.parents) {
             self.parent_error = None;
             self.parents_again = false;
+            self.round += 1;
             let probe = self.node_path("x");
             for (p, req) in ancestor_creates(&probe, &self.config.acl, CreateMode::Persistent) {
                 self.outbox.send(IdOp::Parent(p), req);
@@ -826,23 +828,24 @@ impl IdGenerator {
             }
             Err(Error::Server(ErrorCode::NoNode)) => {
                 drop(self);
+                // Sent before the latest round of directory creates: that round decides.
+                if a.round < self.round || self.parents {
+                    return;
+                }
                 if self.parents_again {
-                    // The directory's creation was refused: try it again.
+                    // The round was refused or lost: send it again.
                     self.parents = true;
                     self.retry.failed(now);
-                } else if a.round == self.round {
-                    if self.round >= MAX_PARENT_ROUNDS {
-                        let e = self.parent_error.take().unwrap_or_else(|| {
-                            let dir = self.config.dir.clone();
-                            ancestor_result(&dir, &Err(Error::Server(ErrorCode::NoNode)))
-                                .unwrap_or(Error::Server(ErrorCode::NoNode))
-                        });
-                        self.round = 0;
-                        self.fail_all(e);
-                    } else {
-                        self.round += 1;
-                        self.parents = true;
-                    }
+                } else if self.round >= MAX_PARENT_ROUNDS {
+                    let e = self.parent_error.take().unwrap_or_else(|| {
+                        let dir = self.config.dir.clone();
+                        ancestor_result(&dir, &Err(Error::Server(ErrorCode::NoNode)))
+                            .unwrap_or(Error::Server(ErrorCode::NoNode))
+                    });
+                    self.round = 0;
+                    self.fail_all(e);
+                } else {
+                    self.parents = true;
                 }
             }
             Err(e) if e.may_have_applied() => {
@@ -864,7 +867,9 @@ impl IdGenerator {
     }
 
     fn round_ok(&mut self) {
-        self.round = 0;
+        if !self.outbox.any(|p| matches!(p, IdOp::Parent(_))) {
+            self.round = 0;
+        }
     }
 
     fn on_list(&mut self, now: Instant, result: Result<Response, Error>) {
