@@ -1,0 +1,265 @@
+//! The name service against a real ZooKeeper 3.8 through both adapters: four workers
+//! (two per adapter, each on its own session) take 250 ids each at once — 1,000
+//! distinct ids, increasing per worker, no node left — and a name registered,
+//! resolved from another session, registered again after its session expired, and
+//! unregistered.
+#![allow(clippy::disallowed_methods)]
+
+mod support;
+mod support_group;
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use support::{runtime, Zk};
+use support_group::NodeH;
+use zk_recipes::client::Error;
+use zk_recipes::proto::{CreateMode, PathError, Stat};
+use zk_recipes::recipe::lock::LostReason;
+use zk_recipes::recipe::node::OwnedNodeEvent;
+use zk_recipes_testing::{expire_session, TestServer};
+
+type B = zk_recipes_blocking::Client;
+type T = zk_recipes_tokio::Client;
+
+const W: Duration = Duration::from_secs(10);
+
+/// An id generator, either adapter's.
+trait Ids: Send {
+    fn next_id(&mut self) -> Result<i64, Error>;
+}
+
+/// The name service calls, either adapter's.
+trait NamingZk: Zk {
+    fn ids(&self, dir: &str) -> Box<dyn Ids>;
+    fn register(
+        &self,
+        dir: &str,
+        name: &str,
+        data: &'static str,
+        mode: CreateMode,
+    ) -> Result<Box<dyn NodeH>, Error>;
+    fn resolve(&self, dir: &str, name: &str) -> Result<Option<(Bytes, Stat)>, Error>;
+}
+
+impl Ids for zk_recipes_blocking::IdGenerator {
+    fn next_id(&mut self) -> Result<i64, Error> {
+        zk_recipes_blocking::IdGenerator::next_id(self)
+    }
+}
+
+impl NamingZk for B {
+    fn ids(&self, dir: &str) -> Box<dyn Ids> {
+        Box::new(self.id_generator(dir).unwrap())
+    }
+    fn register(
+        &self,
+        dir: &str,
+        name: &str,
+        data: &'static str,
+        mode: CreateMode,
+    ) -> Result<Box<dyn NodeH>, Error> {
+        Ok(Box::new(self.register_name(dir, name, data, mode)?))
+    }
+    fn resolve(&self, dir: &str, name: &str) -> Result<Option<(Bytes, Stat)>, Error> {
+        B::resolve(self, dir, name)
+    }
+}
+
+impl Ids for zk_recipes_tokio::IdGenerator {
+    fn next_id(&mut self) -> Result<i64, Error> {
+        runtime().block_on(async {
+            tokio::time::timeout(W, zk_recipes_tokio::IdGenerator::next_id(self))
+                .await
+                .unwrap_or(Err(Error::Timeout))
+        })
+    }
+}
+
+impl NamingZk for T {
+    fn ids(&self, dir: &str) -> Box<dyn Ids> {
+        Box::new(self.id_generator(dir).unwrap())
+    }
+    fn register(
+        &self,
+        dir: &str,
+        name: &str,
+        data: &'static str,
+        mode: CreateMode,
+    ) -> Result<Box<dyn NodeH>, Error> {
+        Ok(Box::new(self.register_name(dir, name, data, mode)?))
+    }
+    fn resolve(&self, dir: &str, name: &str) -> Result<Option<(Bytes, Stat)>, Error> {
+        runtime().block_on(async {
+            tokio::time::timeout(W, T::resolve(self, dir, name))
+                .await
+                .unwrap_or(Err(Error::Timeout))
+        })
+    }
+}
+
+fn server() -> TestServer {
+    TestServer::start().expect("a real ZooKeeper")
+}
+
+fn take<Z: NamingZk>(cs: String, dir: &'static str, n: usize) -> std::thread::JoinHandle<Vec<i64>> {
+    let zk = Z::connect(&cs).unwrap();
+    let mut g = zk.ids(dir);
+    std::thread::spawn(move || {
+        let ids: Vec<i64> = (0..n)
+            .map(|_| g.next_id().unwrap_or_else(|e| panic!("{}: {e}", Z::NAME)))
+            .collect();
+        drop(g);
+        zk.close();
+        ids
+    })
+}
+
+#[test]
+fn four_workers_on_both_adapters_take_1000_distinct_increasing_ids() {
+    let server = server();
+    let cs = server.connect_string();
+    const DIR: &str = "/naming/ids";
+    const EACH: usize = 250;
+    // The directory exists before the clock starts (the first create makes it).
+    let zk = B::connect(&cs).unwrap();
+    let mut warm = zk.ids(DIR);
+    let first = warm.next_id().unwrap();
+    let start = Instant::now();
+    let workers = vec![
+        take::<B>(cs.clone(), DIR, EACH),
+        take::<B>(cs.clone(), DIR, EACH),
+        take::<T>(cs.clone(), DIR, EACH),
+        take::<T>(cs.clone(), DIR, EACH),
+    ];
+    let per: Vec<Vec<i64>> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+    let took = start.elapsed();
+    let mut all = BTreeSet::new();
+    for (w, ids) in per.iter().enumerate() {
+        assert_eq!(ids.len(), EACH);
+        assert!(
+            ids.windows(2).all(|p| p[0] < p[1]),
+            "worker {w}: ids not increasing: {ids:?}"
+        );
+        assert!(ids[0] > first, "worker {w} started below an earlier id");
+        all.extend(ids.iter().copied());
+    }
+    assert_eq!(all.len(), 4 * EACH, "ids repeated across workers");
+    println!(
+        "naming: {} ids by 4 workers (2 blocking, 2 tokio, one id at a time each) in {:.0} ms: {:.0} ids/s",
+        all.len(),
+        took.as_secs_f64() * 1e3,
+        all.len() as f64 / took.as_secs_f64()
+    );
+    // Every node drawn is deleted.
+    drop(warm);
+    let deadline = Instant::now() + W;
+    loop {
+        let left = zk.get_children(DIR).unwrap();
+        if left.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "nodes left: {left:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+macro_rules! both {
+    ($name:ident) => {
+        #[test]
+        fn $name() {
+            let mut server = server();
+            scenarios::$name::<B>(&mut server, "/blocking");
+            scenarios::$name::<T>(&mut server, "/tokio");
+        }
+    };
+}
+
+both!(register_resolve_and_expiry_of_an_ephemeral_name);
+both!(persistent_names_and_invalid_names);
+
+mod scenarios {
+    use super::*;
+
+    pub fn register_resolve_and_expiry_of_an_ephemeral_name<Z: NamingZk>(
+        server: &mut TestServer,
+        root: &str,
+    ) {
+        let dir = format!("{root}/services");
+        let owner = Z::connect(&server.connect_string()).unwrap();
+        let reader = Z::connect(&server.connect_string()).unwrap();
+        assert_eq!(reader.resolve(&dir, "db").unwrap(), None, "{}", Z::NAME);
+
+        let mut db = owner
+            .register(&dir, "db", "10.0.0.7:5432", CreateMode::Ephemeral)
+            .unwrap();
+        let stat = db.created(W).unwrap();
+        let old = owner.session_id();
+        assert_eq!(stat.ephemeral_owner, old);
+        let (data, stat) = reader.resolve(&dir, "db").unwrap().expect("registered");
+        assert_eq!(&data[..], b"10.0.0.7:5432");
+        assert_eq!(stat.ephemeral_owner, old);
+
+        // The owner's session expires: the name is registered again on the new one.
+        expire_session(server.addr(), old, &owner.session_password()).unwrap();
+        let mut seen = Vec::new();
+        loop {
+            match db.next(W).expect("an event of the name") {
+                OwnedNodeEvent::Created { stat } => {
+                    assert_ne!(stat.ephemeral_owner, old);
+                    assert_eq!(stat.ephemeral_owner, owner.session_id());
+                    break;
+                }
+                e => seen.push(e),
+            }
+        }
+        assert!(
+            seen.contains(&OwnedNodeEvent::Lost {
+                reason: LostReason::SessionExpired
+            }),
+            "{}: {seen:?}",
+            Z::NAME
+        );
+        let (data, stat) = reader
+            .resolve(&dir, "db")
+            .unwrap()
+            .expect("registered again");
+        assert_eq!(&data[..], b"10.0.0.7:5432");
+        assert_eq!(stat.ephemeral_owner, owner.session_id());
+
+        // Unregistered.
+        db.delete(W).unwrap();
+        assert_eq!(reader.resolve(&dir, "db").unwrap(), None);
+        owner.close();
+        reader.close();
+    }
+
+    pub fn persistent_names_and_invalid_names<Z: NamingZk>(server: &mut TestServer, root: &str) {
+        let dir = format!("{root}/registry");
+        let zk = Z::connect(&server.connect_string()).unwrap();
+        let mut cfg = zk
+            .register(&dir, "config", "v1", CreateMode::Persistent)
+            .unwrap();
+        assert_eq!(cfg.created(W).unwrap().ephemeral_owner, 0);
+        assert_eq!(&zk.resolve(&dir, "config").unwrap().unwrap().0[..], b"v1");
+        cfg.delete(W).unwrap();
+        assert_eq!(zk.resolve(&dir, "config").unwrap(), None);
+        let slash = zk.register(&dir, "a/b", "", CreateMode::Ephemeral).err();
+        assert_eq!(
+            slash,
+            Some(Error::InvalidPath {
+                path: "a/b".into(),
+                error: PathError::InvalidChar { offset: 1, ch: '/' }
+            })
+        );
+        assert!(matches!(
+            zk.resolve(&dir, ""),
+            Err(Error::InvalidPath {
+                error: PathError::Empty,
+                ..
+            })
+        ));
+        zk.close();
+    }
+}
