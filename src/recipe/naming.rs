@@ -752,10 +752,7 @@ impl IdGenerator {
 
     /// Hands out settled numbers in create order; drops creates that drew nothing.
     fn settle(&mut self) {
-        loop {
-            let Some(front) = self.attempts.front() else {
-                break;
-            };
+        while let Some(front) = self.attempts.front() {
             match front.draw.clone() {
                 Draw::Sent | Draw::Lost { .. } => break,
                 Draw::Got(id) => {
