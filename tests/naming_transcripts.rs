@@ -614,3 +614,41 @@ fn a_closed_session_fails_every_waiting_request() {
     );
     assert!(g.is_done());
 }
+
+#[test]
+fn a_number_drawn_for_failed_requests_serves_no_later_request() {
+    let mut g = generator();
+    g.request(T);
+    g.request(T);
+    let s = sent(&mut g);
+    g.handle_reply(T, s[0].0, code(ErrorCode::NoAuth));
+    let no_auth = Error::Server(ErrorCode::NoAuth);
+    assert_eq!(
+        events(&mut g),
+        [
+            IdEvent::Failed {
+                request: 1,
+                error: no_auth.clone()
+            },
+            IdEvent::Failed {
+                request: 2,
+                error: no_auth
+            },
+        ]
+    );
+    // Request 3 comes after request 2's create was sent: that number is too old for it.
+    g.request(T);
+    let s3 = sent(&mut g);
+    assert_eq!(lines(&s3), ["create2 /ids/id-77-1-3- EphemeralSequential"]);
+    g.handle_reply(T, s[1].0, created("/ids/id-77-1-2-0000000007"));
+    assert_eq!(events(&mut g), []);
+    g.handle_reply(T, s3[0].0, created("/ids/id-77-1-3-0000000009"));
+    assert_eq!(events(&mut g), [id(3, 9)]);
+    assert_eq!(
+        lines(&sent(&mut g)),
+        [
+            "delete /ids/id-77-1-2-0000000007",
+            "delete /ids/id-77-1-3-0000000009",
+        ]
+    );
+}

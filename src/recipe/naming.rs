@@ -55,8 +55,8 @@
 //! **Order.** ZooKeeper executes one session's requests in order, so our creates get
 //! increasing numbers in the order they are sent. Ids are handed out in that order,
 //! oldest request first; an id is handed out only when every create sent before it is
-//! settled. Numbers drawn by creates no request waits for any more are dropped, never
-//! kept for later requests (so an id is never older than its request).
+//! settled. Numbers drawn for requests that failed meanwhile are dropped, never kept
+//! for later requests: every id is drawn after its request was made.
 //!
 //! # Guarantees
 //!
@@ -66,6 +66,8 @@
 //!   is the directory's `cversion` when the create is applied, and it only grows (it
 //!   also grows on every delete, so ids are not dense: two per id when one client is
 //!   alone).
+//! * An id is larger than every id any client was given before it was requested
+//!   (its create is applied after that).
 //! * Per generator, ids increase in request order. An id that would not be larger than
 //!   the previous one is never returned.
 //!
@@ -486,6 +488,8 @@ struct Attempt {
     session: i64,
     round: u32,
     draw: Draw,
+    /// The requests it was sent for have failed: its number serves no one.
+    orphan: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -620,6 +624,11 @@ impl IdGenerator {
     }
 
     fn fail_all(&mut self, error: Error) {
+        // Numbers still being drawn were drawn for these requests: a later request
+        // must not get a number drawn before it was made.
+        for a in self.attempts.iter_mut() {
+            a.orphan = true;
+        }
         for request in self.waiting.drain(..) {
             self.events.push_back(IdEvent::Failed {
                 request,
@@ -648,6 +657,7 @@ impl IdGenerator {
     fn drawing(&self) -> usize {
         self.attempts
             .iter()
+            .filter(|a| !a.orphan)
             .filter(|a| matches!(a.draw, Draw::Sent | Draw::Lost { .. } | Draw::Got(_)))
             .count()
     }
@@ -730,6 +740,7 @@ impl IdGenerator {
                     session: self.session_id,
                     round: self.round,
                     draw: Draw::Sent,
+                    orphan: false,
                 });
                 let create = CreateRequest::new(
                     path,
@@ -756,8 +767,9 @@ impl IdGenerator {
             match front.draw.clone() {
                 Draw::Sent | Draw::Lost { .. } => break,
                 Draw::Got(id) => {
+                    let orphan = front.orphan;
                     self.attempts.pop_front();
-                    if self.exhausted {
+                    if self.exhausted || orphan {
                         continue;
                     }
                     if self.last.is_some_and(|l| id <= l) {
@@ -774,7 +786,11 @@ impl IdGenerator {
                     self.exhaust();
                 }
                 Draw::Bad(error) => {
+                    let orphan = front.orphan;
                     self.attempts.pop_front();
+                    if orphan {
+                        continue;
+                    }
                     if let Some(request) = self.waiting.pop_front() {
                         self.events.push_back(IdEvent::Failed { request, error });
                     }

@@ -13,7 +13,8 @@
 //!
 //! Safety, after every step: every id reported was drawn by that generator's own
 //! create (the model records who drew each number) and by no one else, is reported
-//! once across both generators, and is larger than the generator's previous one;
+//! once across both generators, is larger than the generator's previous one and than
+//! every id either generator was given before the request was made;
 //! every request ends at most once, in request order; a request fails only with
 //! `SequenceOverflow`, and only once the counter wrapped; `poll_timeout` is never in
 //! the past after `handle_timeout`.
@@ -49,6 +50,8 @@ struct Client {
     last_request: u64,
     last_id: Option<i64>,
     ended: usize,
+    /// The largest id reported (by anyone) when each request was made.
+    floor: BTreeMap<u64, i64>,
 }
 
 struct World {
@@ -94,6 +97,7 @@ impl Client {
             last_request: 0,
             last_id: None,
             ended: 0,
+            floor: BTreeMap::new(),
         }
     }
 }
@@ -256,6 +260,11 @@ impl World {
                         self.drawn.get(&id)
                     ));
                 }
+                if let Some(f) = c.floor.remove(&request).filter(|f| id <= *f) {
+                    return Err(format!(
+                        "generator {who}: id {id} for request {request}, made after id {f} was given"
+                    ));
+                }
                 if !self.reported.insert(id) {
                     return Err(format!("generator {who}: id {id} reported twice"));
                 }
@@ -391,10 +400,14 @@ impl World {
 
     fn request(&mut self, who: usize, n: u8) {
         let now = self.now;
+        let floor = self.reported.last().copied();
         for _ in 0..n {
             let c = &mut self.clients[who];
             let r = c.gen.request(now);
             c.requested = r;
+            if let Some(f) = floor {
+                c.floor.insert(r, f);
+            }
         }
     }
 
