@@ -1,6 +1,8 @@
 //! The name service against a real ZooKeeper 3.8 through both adapters: four workers
 //! (two per adapter, each on its own session) take 250 ids each at once — 1,000
-//! distinct ids, increasing per worker, no node left — and a name registered,
+//! distinct ids, increasing per worker, above every id given before; once one id per
+//! call, once 250 per call (pipelined); ids/s of both printed on one line; no node
+//! left — and a name registered,
 //! resolved from another session, registered again after its session expired, and
 //! unregistered.
 #![allow(clippy::disallowed_methods)]
@@ -9,6 +11,7 @@ mod support;
 mod support_group;
 
 use std::collections::BTreeSet;
+use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -28,6 +31,7 @@ const W: Duration = Duration::from_secs(10);
 /// An id generator, either adapter's.
 trait Ids: Send {
     fn next_id(&mut self) -> Result<i64, Error>;
+    fn next_ids(&mut self, n: usize) -> Result<Vec<i64>, Error>;
 }
 
 /// The name service calls, either adapter's.
@@ -46,6 +50,9 @@ trait NamingZk: Zk {
 impl Ids for zk_recipes_blocking::IdGenerator {
     fn next_id(&mut self) -> Result<i64, Error> {
         zk_recipes_blocking::IdGenerator::next_id(self)
+    }
+    fn next_ids(&mut self, n: usize) -> Result<Vec<i64>, Error> {
+        zk_recipes_blocking::IdGenerator::next_ids(self, n)
     }
 }
 
@@ -71,6 +78,13 @@ impl Ids for zk_recipes_tokio::IdGenerator {
     fn next_id(&mut self) -> Result<i64, Error> {
         runtime().block_on(async {
             tokio::time::timeout(W, zk_recipes_tokio::IdGenerator::next_id(self))
+                .await
+                .unwrap_or(Err(Error::Timeout))
+        })
+    }
+    fn next_ids(&mut self, n: usize) -> Result<Vec<i64>, Error> {
+        runtime().block_on(async {
+            tokio::time::timeout(W, zk_recipes_tokio::IdGenerator::next_ids(self, n))
                 .await
                 .unwrap_or(Err(Error::Timeout))
         })
@@ -103,13 +117,25 @@ fn server() -> TestServer {
     TestServer::start().expect("a real ZooKeeper")
 }
 
-fn take<Z: NamingZk>(cs: String, dir: &'static str, n: usize) -> std::thread::JoinHandle<Vec<i64>> {
+/// A worker on its own session: `n` ids one at a time, or (`batch`) `n` at once.
+fn take<Z: NamingZk>(
+    cs: String,
+    dir: &'static str,
+    n: usize,
+    batch: bool,
+    go: Arc<Barrier>,
+) -> std::thread::JoinHandle<Vec<i64>> {
     let zk = Z::connect(&cs).unwrap();
     let mut g = zk.ids(dir);
     std::thread::spawn(move || {
-        let ids: Vec<i64> = (0..n)
-            .map(|_| g.next_id().unwrap_or_else(|e| panic!("{}: {e}", Z::NAME)))
-            .collect();
+        go.wait();
+        let ids: Vec<i64> = if batch {
+            g.next_ids(n).unwrap_or_else(|e| panic!("{}: {e}", Z::NAME))
+        } else {
+            (0..n)
+                .map(|_| g.next_id().unwrap_or_else(|e| panic!("{}: {e}", Z::NAME)))
+                .collect()
+        };
         drop(g);
         zk.close();
         ids
@@ -125,32 +151,47 @@ fn four_workers_on_both_adapters_take_1000_distinct_increasing_ids() {
     // The directory exists before the clock starts (the first create makes it).
     let zk = B::connect(&cs).unwrap();
     let mut warm = zk.ids(DIR);
-    let first = warm.next_id().unwrap();
-    let start = Instant::now();
-    let workers = vec![
-        take::<B>(cs.clone(), DIR, EACH),
-        take::<B>(cs.clone(), DIR, EACH),
-        take::<T>(cs.clone(), DIR, EACH),
-        take::<T>(cs.clone(), DIR, EACH),
-    ];
-    let per: Vec<Vec<i64>> = workers.into_iter().map(|w| w.join().unwrap()).collect();
-    let took = start.elapsed();
+    let mut floor = warm.next_id().unwrap();
+    let mut rates = Vec::new();
     let mut all = BTreeSet::new();
-    for (w, ids) in per.iter().enumerate() {
-        assert_eq!(ids.len(), EACH);
-        assert!(
-            ids.windows(2).all(|p| p[0] < p[1]),
-            "worker {w}: ids not increasing: {ids:?}"
-        );
-        assert!(ids[0] > first, "worker {w} started below an earlier id");
-        all.extend(ids.iter().copied());
+    for batch in [false, true] {
+        // Connected and hosted before the clock starts.
+        let go = Arc::new(Barrier::new(5));
+        let workers = vec![
+            take::<B>(cs.clone(), DIR, EACH, batch, go.clone()),
+            take::<B>(cs.clone(), DIR, EACH, batch, go.clone()),
+            take::<T>(cs.clone(), DIR, EACH, batch, go.clone()),
+            take::<T>(cs.clone(), DIR, EACH, batch, go.clone()),
+        ];
+        go.wait();
+        let start = Instant::now();
+        let per: Vec<Vec<i64>> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+        let took = start.elapsed();
+        let mut round = BTreeSet::new();
+        for (w, ids) in per.iter().enumerate() {
+            assert_eq!(ids.len(), EACH);
+            assert!(
+                ids.windows(2).all(|p| p[0] < p[1]),
+                "worker {w}: ids not increasing: {ids:?}"
+            );
+            assert!(
+                ids[0] > floor,
+                "worker {w} got an id below one given before"
+            );
+            round.extend(ids.iter().copied());
+        }
+        assert_eq!(round.len(), 4 * EACH, "ids repeated across workers");
+        floor = *round.last().unwrap();
+        rates.push((took, round.len() as f64 / took.as_secs_f64()));
+        all.extend(round);
     }
-    assert_eq!(all.len(), 4 * EACH, "ids repeated across workers");
+    assert_eq!(all.len(), 8 * EACH);
     println!(
-        "naming: {} ids by 4 workers (2 blocking, 2 tokio, one id at a time each) in {:.0} ms: {:.0} ids/s",
-        all.len(),
-        took.as_secs_f64() * 1e3,
-        all.len() as f64 / took.as_secs_f64()
+        "naming: 1000 ids by 4 workers (2 blocking, 2 tokio): one at a time {:.0} ms, {:.0} ids/s; 250 pipelined per call {:.0} ms, {:.0} ids/s",
+        rates[0].0.as_secs_f64() * 1e3,
+        rates[0].1,
+        rates[1].0.as_secs_f64() * 1e3,
+        rates[1].1,
     );
     // Every node drawn is deleted.
     drop(warm);

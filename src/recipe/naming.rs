@@ -21,7 +21,9 @@
 //!    [`NotFound`](ResolveEvent::NotFound). With [`ResolveConfig::sync_first`] it sends
 //!    `sync(<dir>/<name>)` first, pipelined: for a reader told out of band that the
 //!    name changed (the paper's case for `sync`), whose server might lag behind the
-//!    writer's. A lost reply or a refusal is retried; `Closed` ends it with `Failed`.
+//!    writer's. A lost reply or a refusal is retried (after the reconnect, or after a
+//!    backoff); a read lost with an expired session is sent again in the next session;
+//!    `Closed` ends it with [`Failed`](ResolveEvent::Failed).
 //! 3. **Watch**: [`watch`] gives a [`NodeWatch`] on `<dir>/<name>`: every version in
 //!    server order, `Missing` when it is unregistered, re-read after a reconnect.
 //!
@@ -32,12 +34,13 @@
 //!
 //! 1. `create2(<dir>/id-<session>-<nonce>-<attempt>-, EPHEMERAL_SEQUENTIAL)`: the
 //!    server appends its 10-digit sequence number; that number is the id. `<session>`
-//!    is our session id (hex), `<nonce>` tells generators on one session apart
+//!    is our session id (hex), `<nonce>` (hex) tells generators on one session apart
 //!    ([`IdGeneratorConfig::nonce`]), `<attempt>` numbers this generator's creates:
-//!    the prefix names exactly one create of ours.
-//! 2. `delete(<node>)`, pipelined behind the creates sent after it: the node is only
-//!    there to draw a number. It is ephemeral, so a crash leaves nothing behind past
-//!    the session.
+//!    the prefix names exactly one create of ours. (Finding our node by its name
+//!    takes one `getChildren`; by `ephemeralOwner` it would take a read per child.)
+//! 2. `delete(<node>)` as soon as the create's reply is in, without waiting for it:
+//!    pipelined with the creates of later requests. The node is only there to draw a
+//!    number. It is ephemeral, so a crash leaves nothing behind past the session.
 //!
 //! Several ids may be requested at once ([`request`](IdGenerator::request) returns a
 //! request number at once): their creates are pipelined, and ids are reported in
