@@ -2,7 +2,7 @@
 //! (two per adapter, each on its own session) take 250 ids each at once — 1,000
 //! distinct ids, increasing per worker, above every id given before; once one id per
 //! call, once 250 per call (pipelined); ids/s of both printed on one line; no node
-//! left — and a name registered,
+//! left — and a name registered, watched,
 //! resolved from another session, registered again after its session expired, and
 //! unregistered.
 #![allow(clippy::disallowed_methods)]
@@ -20,7 +20,7 @@ use support_group::NodeH;
 use zk_recipes::client::Error;
 use zk_recipes::proto::{CreateMode, PathError, Stat};
 use zk_recipes::recipe::lock::LostReason;
-use zk_recipes::recipe::node::OwnedNodeEvent;
+use zk_recipes::recipe::node::{NodeWatchEvent, OwnedNodeEvent};
 use zk_recipes_testing::{expire_session, TestServer};
 
 type B = zk_recipes_blocking::Client;
@@ -34,6 +34,28 @@ trait Ids: Send {
     fn next_ids(&mut self, n: usize) -> Result<Vec<i64>, Error>;
 }
 
+/// A name watch, either adapter's.
+trait NameW: Send {
+    fn next(&mut self, within: Duration) -> Option<NodeWatchEvent>;
+}
+
+impl NameW for zk_recipes_blocking::NameWatch {
+    fn next(&mut self, within: Duration) -> Option<NodeWatchEvent> {
+        self.next_timeout(within).ok().flatten()
+    }
+}
+
+impl NameW for zk_recipes_tokio::NameWatch {
+    fn next(&mut self, within: Duration) -> Option<NodeWatchEvent> {
+        runtime()
+            .block_on(async {
+                tokio::time::timeout(within, zk_recipes_tokio::NameWatch::next(self)).await
+            })
+            .ok()
+            .flatten()
+    }
+}
+
 /// The name service calls, either adapter's.
 trait NamingZk: Zk {
     fn ids(&self, dir: &str) -> Box<dyn Ids>;
@@ -45,6 +67,7 @@ trait NamingZk: Zk {
         mode: CreateMode,
     ) -> Result<Box<dyn NodeH>, Error>;
     fn resolve(&self, dir: &str, name: &str) -> Result<Option<(Bytes, Stat)>, Error>;
+    fn watch(&self, dir: &str, name: &str) -> Box<dyn NameW>;
 }
 
 impl Ids for zk_recipes_blocking::IdGenerator {
@@ -71,6 +94,9 @@ impl NamingZk for B {
     }
     fn resolve(&self, dir: &str, name: &str) -> Result<Option<(Bytes, Stat)>, Error> {
         B::resolve(self, dir, name)
+    }
+    fn watch(&self, dir: &str, name: &str) -> Box<dyn NameW> {
+        Box::new(self.watch_name(dir, name).unwrap())
     }
 }
 
@@ -110,6 +136,19 @@ impl NamingZk for T {
                 .await
                 .unwrap_or(Err(Error::Timeout))
         })
+    }
+    fn watch(&self, dir: &str, name: &str) -> Box<dyn NameW> {
+        Box::new(self.watch_name(dir, name).unwrap())
+    }
+}
+
+/// The next `Data` or `Missing` event (connection events skipped).
+fn next_change(w: &mut Box<dyn NameW>) -> NodeWatchEvent {
+    loop {
+        match w.next(W).expect("a watch event") {
+            NodeWatchEvent::Suspended | NodeWatchEvent::Reconnected => {}
+            e => return e,
+        }
     }
 }
 
@@ -231,6 +270,11 @@ mod scenarios {
         let owner = Z::connect(&server.connect_string()).unwrap();
         let reader = Z::connect(&server.connect_string()).unwrap();
         assert_eq!(reader.resolve(&dir, "db").unwrap(), None, "{}", Z::NAME);
+        let mut watch = reader.watch(&dir, "db");
+        assert_eq!(
+            next_change(&mut watch),
+            NodeWatchEvent::Missing { gone: false }
+        );
 
         let mut db = owner
             .register(&dir, "db", "10.0.0.7:5432", CreateMode::Ephemeral)
@@ -241,6 +285,13 @@ mod scenarios {
         let (data, stat) = reader.resolve(&dir, "db").unwrap().expect("registered");
         assert_eq!(&data[..], b"10.0.0.7:5432");
         assert_eq!(stat.ephemeral_owner, old);
+        match next_change(&mut watch) {
+            NodeWatchEvent::Data { data, stat } => {
+                assert_eq!(&data[..], b"10.0.0.7:5432");
+                assert_eq!(stat.ephemeral_owner, old);
+            }
+            e => panic!("{}: {e:?}", Z::NAME),
+        }
 
         // The owner's session expires: the name is registered again on the new one.
         expire_session(server.addr(), old, &owner.session_password()).unwrap();
@@ -269,9 +320,24 @@ mod scenarios {
         assert_eq!(&data[..], b"10.0.0.7:5432");
         assert_eq!(stat.ephemeral_owner, owner.session_id());
 
+        // The watcher follows: the name is owned by the new session in the end.
+        loop {
+            match next_change(&mut watch) {
+                NodeWatchEvent::Data { stat, .. } if stat.ephemeral_owner == owner.session_id() => {
+                    break
+                }
+                NodeWatchEvent::Data { .. } | NodeWatchEvent::Missing { .. } => {}
+                e => panic!("{}: {e:?}", Z::NAME),
+            }
+        }
+
         // Unregistered.
         db.delete(W).unwrap();
         assert_eq!(reader.resolve(&dir, "db").unwrap(), None);
+        assert_eq!(
+            next_change(&mut watch),
+            NodeWatchEvent::Missing { gone: true }
+        );
         owner.close();
         reader.close();
     }

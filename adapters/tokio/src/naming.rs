@@ -1,5 +1,5 @@
 //! Name service for the tokio adapter: thin typed wrappers over
-//! `zk_recipes::recipe::naming` (register, resolve, unique increasing ids); what each
+//! `zk_recipes::recipe::naming` (register, resolve, watch, unique increasing ids); what each
 //! call means is decided there.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -7,10 +7,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use bytes::Bytes;
 use zk_recipes::proto::{CreateMode, Stat};
 use zk_recipes::recipe::naming::{
-    register_config, IdEvent, IdGenerator as IdMachine, IdGeneratorConfig, Resolve, ResolveConfig,
-    ResolveEvent,
+    name_path, register_config, IdEvent, IdGenerator as IdMachine, IdGeneratorConfig, Resolve,
+    ResolveConfig, ResolveEvent,
 };
-use zk_recipes::recipe::node::OwnedNode;
+use zk_recipes::recipe::node::{NodeWatch, NodeWatchEvent, OwnedNode};
 
 use crate::hosted::{Events, Hosted};
 use crate::{Client, Error, NodeHandle};
@@ -76,7 +76,36 @@ impl IdGenerator {
     }
 }
 
+/// Follows a name's data ([`Client::watch_name`]): every version in server order,
+/// `Missing` when it is unregistered, re-read after a reconnect. Dropping it stops.
+pub struct NameWatch {
+    _hosted: Hosted<NodeWatch>,
+    events: Events<NodeWatch>,
+}
+
+impl NameWatch {
+    /// The next event; `None` once the watch is done.
+    pub async fn next(&mut self) -> Option<NodeWatchEvent> {
+        self.events.next().await
+    }
+
+    /// The next event if one is waiting.
+    pub fn try_next(&mut self) -> Option<NodeWatchEvent> {
+        self.events.try_next()
+    }
+}
+
 impl Client {
+    /// Follows name `name` in directory `dir` (see `zk_recipes::recipe::node::NodeWatch`).
+    pub fn watch_name(&self, dir: &str, name: &str) -> Result<NameWatch, Error> {
+        let (hosted, events) = Hosted::new(self, NodeWatch::new(&name_path(dir, name)?))?;
+        hosted.run(|w, now| w.start(now))?;
+        Ok(NameWatch {
+            _hosted: hosted,
+            events,
+        })
+    }
+
     /// Registers `name` in directory `dir` with `data` (`mode`: `Ephemeral`, kept
     /// registered across session expiry, or `Persistent`); the handle's `created`
     /// waits until it is in place, dropping it unregisters.
