@@ -1,6 +1,16 @@
 //! Name service for the blocking adapter: thin typed wrappers over
 //! `zk_recipes::recipe::naming` (register, resolve, watch, unique increasing ids); what each
 //! call means is decided there.
+//!
+//! ```no_run
+//! # fn demo(zk: zk_recipes_blocking::Client) -> Result<(), zk_recipes_blocking::Error> {
+//! use zk_recipes_blocking::CreateMode;
+//! let mut ids = zk.id_generator("/app/ids")?;
+//! let id = ids.next_id()?; // unique, larger than every id given before
+//! let db = zk.register_name("/services", "db", "10.0.0.7:5432", CreateMode::Ephemeral)?;
+//! let addr = zk.resolve("/services", "db")?; // Some((data, stat)), or None
+//! # let _ = (id, db, addr); Ok(()) }
+//! ```
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
