@@ -47,6 +47,9 @@ impl IdGenerator {
     /// `n` ids at once (their creates are pipelined), increasing. The first failure
     /// is returned (the ids drawn for the other requests are dropped).
     pub fn next_ids(&mut self, n: usize) -> Result<Vec<i64>, Error> {
+        if n == 0 {
+            return Ok(Vec::new());
+        }
         let first = self.hosted.call(move |g, now| {
             let first = g.request(now);
             for _ in 1..n {
