@@ -70,6 +70,14 @@ pub enum Error {
         /// The bytes the node holds.
         found: usize,
     },
+    /// The sequence counter of directory `path` cannot give another increasing number:
+    /// ZooKeeper's sequence is the parent's signed 32-bit `cversion`, which wrapped past
+    /// 2^31 - 1 (or the directory was deleted and re-created, restarting it). Ids from
+    /// this directory would repeat; use a new directory.
+    SequenceOverflow {
+        /// The directory.
+        path: String,
+    },
 }
 
 impl Error {
@@ -205,6 +213,10 @@ impl fmt::Display for Error {
             Error::BadCounter { expected, found } => write!(
                 f,
                 "the counter node holds {found} bytes, not a {expected}-byte big-endian integer; nothing was written"
+            ),
+            Error::SequenceOverflow { path } => write!(
+                f,
+                "the sequence counter of {path} overflowed or went back; use a new directory"
             ),
             Error::ChrootMissing => f.write_str(
                 "the chroot of the connection string does not exist on the server; create it first",

@@ -48,6 +48,7 @@ pub mod double_barrier;
 pub mod election;
 pub mod group;
 pub mod lock;
+pub mod naming;
 pub mod node;
 pub mod path;
 pub mod queue;

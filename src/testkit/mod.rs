@@ -6,6 +6,7 @@ pub mod double_barrier;
 pub mod election;
 pub mod group;
 pub mod lock;
+pub mod naming;
 pub mod queue;
 pub mod session;
 #[cfg(feature = "sim")]

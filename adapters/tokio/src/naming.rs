@@ -1,0 +1,163 @@
+//! Name service for the tokio adapter: thin typed wrappers over
+//! `zk_recipes::recipe::naming` (register, resolve, watch, unique increasing ids); what each
+//! call means is decided there.
+//!
+//! ```no_run
+//! # async fn demo(zk: zk_recipes_tokio::Client) -> Result<(), zk_recipes_tokio::Error> {
+//! use zk_recipes_tokio::CreateMode;
+//! let mut ids = zk.id_generator("/app/ids")?;
+//! let id = ids.next_id().await?; // unique, larger than every id given before
+//! let db = zk.register_name("/services", "db", "10.0.0.7:5432", CreateMode::Ephemeral)?;
+//! let addr = zk.resolve("/services", "db").await?; // Some((data, stat)), or None
+//! # let _ = (id, db, addr); Ok(()) }
+//! ```
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::Bytes;
+use zk_recipes::proto::{CreateMode, Stat};
+use zk_recipes::recipe::naming::{
+    name_path, register_config, IdEvent, IdGenerator as IdMachine, IdGeneratorConfig, Resolve,
+    ResolveConfig, ResolveEvent,
+};
+use zk_recipes::recipe::node::{NodeWatch, NodeWatchEvent, OwnedNode};
+
+use crate::hosted::{Events, Hosted};
+use crate::{Client, Error, NodeHandle};
+
+/// Generator numbers of this process: part of the node names, so generators sharing a
+/// session never take each other's nodes for their own.
+static NEXT_NONCE: AtomicU64 = AtomicU64::new(1);
+
+/// Unique, increasing ids from directory `dir` ([`Client::id_generator`]). Dropping
+/// it fails nothing (no call is waiting) and deletes any node of ours left.
+pub struct IdGenerator {
+    hosted: Hosted<IdMachine>,
+    events: Events<IdMachine>,
+}
+
+impl IdGenerator {
+    /// One id: larger than every id this generator returned before, and than every id
+    /// any client was given before this call started.
+    pub async fn next_id(&mut self) -> Result<i64, Error> {
+        let mut ids = self.next_ids(1).await?;
+        ids.pop().ok_or(Error::Finished)
+    }
+
+    /// `n` ids at once (their creates are pipelined), increasing. The first failure
+    /// is returned (the ids drawn for the other requests are dropped).
+    pub async fn next_ids(&mut self, n: usize) -> Result<Vec<i64>, Error> {
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let first = self
+            .hosted
+            .call(move |g, now| {
+                let first = g.request(now);
+                for _ in 1..n {
+                    g.request(now);
+                }
+                first
+            })
+            .await?;
+        let mut ids = Vec::with_capacity(n);
+        let mut failed = None;
+        let last = first + n as u64;
+        let mut ended = 0;
+        while ended < n {
+            let e = self.events.next().await.ok_or(Error::Finished)?;
+            let (request, outcome) = match e {
+                IdEvent::Id { request, id } => (request, Ok(id)),
+                IdEvent::Failed { request, error } => (request, Err(error)),
+                _ => continue,
+            };
+            if request < first || request >= last {
+                continue; // a request of an earlier call given up
+            }
+            ended += 1;
+            match outcome {
+                Ok(id) => ids.push(id),
+                Err(e) => {
+                    failed.get_or_insert(e);
+                }
+            }
+        }
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(ids),
+        }
+    }
+}
+
+/// Follows a name's data ([`Client::watch_name`]): every version in server order,
+/// `Missing` when it is unregistered, re-read after a reconnect. Dropping it stops.
+pub struct NameWatch {
+    _hosted: Hosted<NodeWatch>,
+    events: Events<NodeWatch>,
+}
+
+impl NameWatch {
+    /// The next event; `None` once the watch is done.
+    pub async fn next(&mut self) -> Option<NodeWatchEvent> {
+        self.events.next().await
+    }
+
+    /// The next event if one is waiting.
+    pub fn try_next(&mut self) -> Option<NodeWatchEvent> {
+        self.events.try_next()
+    }
+}
+
+impl Client {
+    /// Follows name `name` in directory `dir` (see `zk_recipes::recipe::node::NodeWatch`).
+    pub fn watch_name(&self, dir: &str, name: &str) -> Result<NameWatch, Error> {
+        let (hosted, events) = Hosted::new(self, NodeWatch::new(&name_path(dir, name)?))?;
+        hosted.run(|w, now| w.start(now))?;
+        Ok(NameWatch {
+            _hosted: hosted,
+            events,
+        })
+    }
+
+    /// Registers `name` in directory `dir` with `data` (`mode`: `Ephemeral`, kept
+    /// registered across session expiry, or `Persistent`); the handle's `created`
+    /// waits until it is in place, dropping it unregisters.
+    pub fn register_name(
+        &self,
+        dir: &str,
+        name: &str,
+        data: impl Into<Bytes>,
+        mode: CreateMode,
+    ) -> Result<NodeHandle<OwnedNode>, Error> {
+        self.owned_node(register_config(dir, name, data, mode)?)
+    }
+
+    /// Resolves `name` in directory `dir` with one read: its data and Stat, `None` if
+    /// it is not registered.
+    pub async fn resolve(&self, dir: &str, name: &str) -> Result<Option<(Bytes, Stat)>, Error> {
+        self.resolve_with(ResolveConfig::new(dir, name)?).await
+    }
+
+    /// [`resolve`](Self::resolve) with a full configuration (`sync_first`).
+    pub async fn resolve_with(
+        &self,
+        config: ResolveConfig,
+    ) -> Result<Option<(Bytes, Stat)>, Error> {
+        let (hosted, mut events) = Hosted::new(self, Resolve::new(config))?;
+        hosted.run(|r, now| r.start(now))?;
+        match events.next().await {
+            Some(ResolveEvent::Resolved { data, stat }) => Ok(Some((data, stat))),
+            Some(ResolveEvent::NotFound) => Ok(None),
+            Some(ResolveEvent::Failed(e)) => Err(e),
+            _ => Err(Error::Finished),
+        }
+    }
+
+    /// Unique, increasing ids from directory `dir` (created persistent if missing).
+    pub fn id_generator(&self, dir: &str) -> Result<IdGenerator, Error> {
+        let nonce = NEXT_NONCE.fetch_add(1, Ordering::Relaxed);
+        let (hosted, events) =
+            Hosted::new(self, IdMachine::new(IdGeneratorConfig::new(dir, nonce)))?;
+        Ok(IdGenerator { hosted, events })
+    }
+}
