@@ -39,17 +39,17 @@ trait NameW: Send {
     fn next(&mut self, within: Duration) -> Option<NodeWatchEvent>;
 }
 
-impl NameW for zk_recipes_blocking::NameWatch {
+impl NameW for zk_recipes_blocking::NodeWatchHandle {
     fn next(&mut self, within: Duration) -> Option<NodeWatchEvent> {
         self.next_timeout(within).ok().flatten()
     }
 }
 
-impl NameW for zk_recipes_tokio::NameWatch {
+impl NameW for zk_recipes_tokio::NodeWatchHandle {
     fn next(&mut self, within: Duration) -> Option<NodeWatchEvent> {
         runtime()
             .block_on(async {
-                tokio::time::timeout(within, zk_recipes_tokio::NameWatch::next(self)).await
+                tokio::time::timeout(within, zk_recipes_tokio::NodeWatchHandle::next(self)).await
             })
             .ok()
             .flatten()

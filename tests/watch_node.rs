@@ -76,7 +76,11 @@ fn until(w: &mut dyn Watcher, want: Option<&str>, last: &mut (i64, i32)) {
             return;
         }
         let left = deadline.saturating_duration_since(Instant::now());
-        assert!(!left.is_zero(), "{}: never held {want:?} (events {seen:?})", w.name());
+        assert!(
+            !left.is_zero(),
+            "{}: never held {want:?} (events {seen:?})",
+            w.name()
+        );
         match w.next(left) {
             Some(NodeWatchEvent::Data { data, stat }) => {
                 let v = (stat.czxid, stat.version);
@@ -122,7 +126,12 @@ fn watchers_of_both_adapters_follow_and_converge() {
     // Missing at first.
     for (w, l) in watchers.iter_mut().zip(&mut last) {
         let e = w.next(WITHIN);
-        assert_eq!(e, Some(NodeWatchEvent::Missing { gone: false }), "{}", w.name());
+        assert_eq!(
+            e,
+            Some(NodeWatchEvent::Missing { gone: false }),
+            "{}",
+            w.name()
+        );
         until(w.as_mut(), None, l);
     }
     // Created, then a burst of 50 writes: every watcher ends on the last.

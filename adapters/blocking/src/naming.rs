@@ -20,10 +20,10 @@ use zk_recipes::recipe::naming::{
     name_path, register_config, IdEvent, IdGenerator as IdMachine, IdGeneratorConfig, Resolve,
     ResolveConfig, ResolveEvent,
 };
-use zk_recipes::recipe::node::{NodeWatch, NodeWatchEvent, OwnedNode};
+use zk_recipes::recipe::node::OwnedNode;
 
 use crate::hosted::{Events, Hosted};
-use crate::{Client, Error, NodeHandle};
+use crate::{Client, Error, NodeHandle, NodeWatchHandle};
 
 /// Generator numbers of this process: part of the node names, so generators sharing a
 /// session never take each other's nodes for their own.
@@ -86,47 +86,10 @@ impl IdGenerator {
     }
 }
 
-/// Follows a name's data ([`Client::watch_name`]): every version in server order,
-/// `Missing` when it is unregistered, re-read after a reconnect. Dropping it stops.
-pub struct NameWatch {
-    _hosted: Hosted<NodeWatch>,
-    events: Events<NodeWatch>,
-}
-
-impl NameWatch {
-    /// The next event within `timeout`: `Err(Timeout)` if none came, `Ok(None)` once
-    /// the watch is done.
-    pub fn next_timeout(
-        &mut self,
-        timeout: std::time::Duration,
-    ) -> Result<Option<NodeWatchEvent>, Error> {
-        self.events.next_timeout(timeout)
-    }
-
-    /// The next event if one is waiting.
-    pub fn try_next(&mut self) -> Option<NodeWatchEvent> {
-        self.events.try_next()
-    }
-}
-
-/// The events, blocking: `next()` waits for the next one; `None` once the watch is
-/// done.
-impl Iterator for NameWatch {
-    type Item = NodeWatchEvent;
-    fn next(&mut self) -> Option<NodeWatchEvent> {
-        self.events.next()
-    }
-}
-
 impl Client {
     /// Follows name `name` in directory `dir` (see `zk_recipes::recipe::node::NodeWatch`).
-    pub fn watch_name(&self, dir: &str, name: &str) -> Result<NameWatch, Error> {
-        let (hosted, events) = Hosted::new(self, NodeWatch::new(&name_path(dir, name)?))?;
-        hosted.run(|w, now| w.start(now))?;
-        Ok(NameWatch {
-            _hosted: hosted,
-            events,
-        })
+    pub fn watch_name(&self, dir: &str, name: &str) -> Result<NodeWatchHandle, Error> {
+        self.watch_node(&name_path(dir, name)?)
     }
 
     /// Registers `name` in directory `dir` with `data` (`mode`: `Ephemeral`, kept

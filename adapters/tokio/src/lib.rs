@@ -39,7 +39,7 @@ pub use election::{Candidate, ElectionBuilder, ElectionObserver};
 pub use group::{GroupMemberHandle, GroupView, NodeHandle, NodeWatchHandle, RendezvousHandle};
 pub use hosted::{Events, Hosted};
 pub use lock::{LockBuilder, LockGuard, ReentrantLock};
-pub use naming::{IdGenerator, NameWatch};
+pub use naming::IdGenerator;
 pub use queue::{Claimed, Queue};
 pub use two_phase::{Transaction, TransactionBuilder, TransactionSite};
 pub use value::{CounterFormat, CounterHandle};
