@@ -61,6 +61,16 @@
 //! live: the watch is set by the very listing that found `N` or more ahead, so any
 //! deletion after it fires the watch, and deletions only lower our position.
 //!
+//! Why not let every waiter into `<path>/leases` and have the one at position `p >= N`
+//! watch only the lease at `p - N`? Safe (the argument above holds for any waiter that
+//! decides by position), but not live: with `N = 2` and leases `[a, b, c, me]`, `me`
+//! watches `b`; `c` (a waiter) times out and `a` leaves: `me` is at position 1 and may
+//! hold, but `b` is still there and nothing fires. A waiter must watch `N` of the nodes
+//! ahead of it (while those `N` exist it has `N` ahead, so one of them must go before it
+//! may enter): `N` watches per waiter and up to `N` woken per release, and a mix with
+//! Curator's waiters (which count *all* children, ours included) could then stall.
+//! The mutex keeps one waiter and one watch, whatever `N` and the queue length.
+//!
 //! # No orphaned lease (the CURATOR-315 class)
 //!
 //! The lease node belongs to its [`Lock`] machine from the moment its create is sent:
@@ -74,8 +84,8 @@
 //! # Interoperability with Curator
 //!
 //! Same node layout and protocol: a Java Curator `InterProcessSemaphoreV2(client,
-//! path, N)` and ours count leases together. Differences: the maximum is a fixed
-//! number (no `SharedCountReader`); our waiter decides by position (fewer than `N`
+//! path, N)` and ours count leases together (`adapters/tokio/tests/curator_semaphore.rs`
+//! runs one against the other). Differences: the maximum is a fixed number (no `SharedCountReader`); our waiter decides by position (fewer than `N`
 //! ahead), Curator's by the total count — both safe together, as shown above; a lease
 //! node deleted by someone else while we wait ends the attempt with `Failed` (Curator
 //! starts over); a lease node carries empty data (Curator: `setNodeData`, default the
