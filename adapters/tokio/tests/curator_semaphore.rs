@@ -123,3 +123,47 @@ async fn curator_and_zk_recipes_share_the_leases() {
         Vec::<String>::new()
     );
 }
+
+/// Acquire-and-release in a row, one client, the same path and server for both: prints
+/// both rates (a measurement, not a benchmark harness: one run each).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sequential_acquisitions_per_second_against_curator() {
+    const N: u32 = 300;
+    let (_dir, cp) = compiled();
+    let server = TestServer::start().unwrap();
+    let cs = server.connect_string();
+    let out = Command::new("java")
+        .args([
+            "-cp",
+            &cp,
+            "CuratorSemaphore",
+            &cs,
+            "/bench/curator",
+            "2",
+            "bench",
+        ])
+        .arg(N.to_string())
+        .output()
+        .unwrap();
+    let curator_ms: f64 = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("Curator's elapsed milliseconds");
+    let zk = connect(&cs, Options::default()).await.unwrap();
+    let sem = zk.semaphore("/bench/ours", 2);
+    sem.acquire().await.unwrap().release().await.unwrap(); // parents exist
+    let start = std::time::Instant::now();
+    for _ in 0..N {
+        sem.acquire().await.unwrap().release().await.unwrap();
+    }
+    let ours_ms = start.elapsed().as_secs_f64() * 1000.0;
+    println!(
+        "{N} acquire+release in a row: zk-recipes {ours_ms:.0} ms ({:.0}/s), Curator 5.4 {curator_ms:.0} ms ({:.0}/s)",
+        f64::from(N) * 1000.0 / ours_ms,
+        f64::from(N) * 1000.0 / curator_ms.max(1.0)
+    );
+    assert_eq!(
+        zk.get_children("/bench/ours/leases").await.unwrap(),
+        Vec::<String>::new()
+    );
+}
