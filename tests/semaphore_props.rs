@@ -17,7 +17,8 @@ proptest! {
 }
 
 /// The harness is not vacuous: over many pseudo-random schedules the semaphore fills
-/// up, times out, loses leases, and lease creates lose their replies.
+/// up, times out, loses leases, lease creates lose their replies, and waiting leases
+/// deleted by the operator start over.
 #[test]
 fn schedules_exercise_every_path() {
     let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
@@ -39,9 +40,11 @@ fn schedules_exercise_every_path() {
         total.failed += s.failed;
         total.lost_lease_creates += s.lost_lease_creates;
         total.operator_deletes += s.operator_deletes;
+        total.restarts += s.restarts;
     }
     println!("{total:?}");
     assert!(total.acquired > 2_000 && total.full > 1_000);
     assert!(total.timed_out > 0 && total.lost > 0 && total.failed > 0);
     assert!(total.lost_lease_creates > 100 && total.operator_deletes > 0);
+    assert!(total.restarts > 0);
 }

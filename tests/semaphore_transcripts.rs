@@ -376,3 +376,80 @@ fn op_ids_of_the_two_locks_never_collide() {
     }
     let _ = op(&lease, "listw /sem/leases");
 }
+
+/// As Curator (RETRY_DUE_TO_MISSING_NODE): a waiting lease node deleted by someone
+/// else makes the attempt start over with a new node, still holding the mutex.
+#[test]
+fn a_waiting_lease_deleted_by_someone_else_starts_over_with_a_new_node() {
+    let mut s = sem(1);
+    let lease = take_mutex(&mut s, T);
+    let p = format!("/sem/leases/{}", lease_node(4));
+    s.handle_reply(T, lease[0].0, created(&p, 20));
+    let own = sent(&mut s);
+    s.handle_reply(T, own[0].0, data());
+    s.handle_reply(T, lease[1].0, children(&[&other_lease(1), &lease_node(4)]));
+    s.handle_watch(
+        ms(1),
+        own[0].0,
+        &WatchEvent {
+            event_type: EventType::NodeDeleted,
+            path: p,
+        },
+    );
+    assert_eq!(events(&mut s), []);
+    let again = sent(&mut s);
+    assert_eq!(
+        lines(&again),
+        [
+            format!("create2 /sem/leases/_c_{L}-1-lease-").as_str(),
+            "listw /sem/leases"
+        ]
+    );
+    let p2 = format!("/sem/leases/_c_{L}-1-lease-0000000006");
+    s.handle_reply(ms(1), again[0].0, created(&p2, 30));
+    let own = sent(&mut s);
+    assert_eq!(lines(&own), [format!("watch {p2}").as_str()]);
+    s.handle_reply(
+        ms(1),
+        again[1].0,
+        children(&[&format!("_c_{L}-1-lease-0000000006")]),
+    );
+    assert_eq!(events(&mut s), [SemaphoreEvent::Acquired { lease: p2 }]);
+    assert_eq!(
+        lines(&sent(&mut s)),
+        [format!("delete /sem/locks/{}", mutex_node(1)).as_str()]
+    );
+}
+
+/// A restart waiting for the old lease machine to settle still honours the deadline
+/// and a release.
+#[test]
+fn a_release_between_two_lease_nodes_ends_the_attempt() {
+    let mut s = sem(1);
+    let lease = take_mutex(&mut s, T);
+    let p = format!("/sem/leases/{}", lease_node(4));
+    s.handle_reply(T, lease[0].0, created(&p, 20));
+    let own = sent(&mut s);
+    // The listing says our node is gone while the own-node read is still out.
+    s.handle_reply(T, lease[1].0, children(&[&other_lease(1)]));
+    assert_eq!(
+        lines(&sent(&mut s)),
+        Vec::<&str>::new(),
+        "waits for the old read"
+    );
+    s.release(ms(1));
+    assert_eq!(events(&mut s), [SemaphoreEvent::Released]);
+    let out = sent(&mut s);
+    assert_eq!(
+        lines(&out),
+        [format!("delete /sem/locks/{}", mutex_node(1)).as_str()]
+    );
+    s.handle_reply(ms(1), own[0].0, code(ErrorCode::NoNode));
+    s.handle_reply(ms(1), out[0].0, Ok(Response::Empty));
+    assert_eq!(lines(&sent(&mut s)), Vec::<&str>::new(), "no new lease");
+    assert!(s.is_done());
+}
+
+fn code(c: ErrorCode) -> Result<Response, Error> {
+    Err(Error::from(c))
+}

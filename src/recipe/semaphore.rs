@@ -85,11 +85,12 @@
 //!
 //! Same node layout and protocol: a Java Curator `InterProcessSemaphoreV2(client,
 //! path, N)` and ours count leases together (`adapters/tokio/tests/curator_semaphore.rs`
-//! runs one against the other). Differences: the maximum is a fixed number (no `SharedCountReader`); our waiter decides by position (fewer than `N`
-//! ahead), Curator's by the total count — both safe together, as shown above; a lease
-//! node deleted by someone else while we wait ends the attempt with `Failed` (Curator
-//! starts over); a lease node carries empty data (Curator: `setNodeData`, default the
-//! host's address).
+//! runs one against the other). Differences: the maximum is a fixed number (no
+//! `SharedCountReader`); our waiter decides by position (fewer than `N` ahead),
+//! Curator's by the total count — both safe together, as shown above; a lease node
+//! carries the data configured (Curator: `setNodeData`, default none). As in Curator, a
+//! waiting lease node deleted by someone else makes the attempt start over with a new
+//! node (id `<lease_id>-<n>`), at most [`MAX_RESTARTS`] times, then `Failed`.
 //!
 //! # Events
 //!
@@ -130,6 +131,10 @@ use crate::time::Instant;
 pub const LOCKS: &str = "locks";
 /// Curator's name of the lease directory under the semaphore's path.
 pub const LEASES: &str = "leases";
+
+/// How many times an attempt starts over after its waiting lease node was deleted by
+/// someone else, before it ends with `Failed`.
+pub const MAX_RESTARTS: u32 = 8;
 
 /// How to take a lease.
 #[derive(Clone, Debug)]
@@ -270,6 +275,13 @@ pub struct Semaphore {
     mutex_started: bool,
     lease_started: bool,
     deadline: Option<Instant>,
+    /// Lease nodes deleted by someone else while we waited (each one restarted).
+    restarts: u32,
+    /// Our lease node was deleted while we waited: a new lease starts once the old
+    /// machine is done.
+    restart_pending: bool,
+    session_id: i64,
+    suspended: bool,
     phase: Phase,
     held: Option<String>,
     events: VecDeque<SemaphoreEvent>,
@@ -296,6 +308,10 @@ impl Semaphore {
             mutex_started: false,
             lease_started: false,
             deadline: None,
+            restarts: 0,
+            restart_pending: false,
+            session_id: 0,
+            suspended: false,
             phase: Phase::Idle,
             held: None,
             events: VecDeque::new(),
@@ -318,6 +334,12 @@ impl Semaphore {
     /// Held with the connection up.
     pub fn is_held(&self) -> bool {
         self.phase == Phase::Held && self.lease.is_held()
+    }
+
+    /// How many times this attempt started over because its waiting lease node was
+    /// deleted by someone else.
+    pub fn restarts(&self) -> u32 {
+        self.restarts
     }
 
     /// Has the attempt reported its final event?
@@ -348,6 +370,9 @@ impl Semaphore {
     /// Releases the lease, or gives up waiting; `Released` follows once our nodes are
     /// deleted.
     pub fn release(&mut self, now: Instant) {
+        if self.stop_restart(SemaphoreEvent::Released, now) {
+            return self.pump(now);
+        }
         match self.phase {
             Phase::Idle => self.finish(SemaphoreEvent::Released),
             Phase::Ended => {}
@@ -359,6 +384,17 @@ impl Semaphore {
             }
         }
         self.pump(now);
+    }
+
+    /// Ends an attempt between two lease machines (the old one reported already).
+    fn stop_restart(&mut self, event: SemaphoreEvent, now: Instant) -> bool {
+        if !self.restart_pending {
+            return false;
+        }
+        self.restart_pending = false;
+        self.finish(event);
+        self.mutex.release(now);
+        true
     }
 
     fn finish(&mut self, event: SemaphoreEvent) {
@@ -381,10 +417,35 @@ impl Semaphore {
                 any = true;
                 self.on_lease(now, e);
             }
+            if self.restart_pending && self.lease.is_done() {
+                self.restart_pending = false;
+                self.restart_lease(now);
+                any = true;
+            }
             if !any {
                 break;
             }
         }
+    }
+
+    /// A new lease machine with a new id (`<lease_id>-<n>`: its own protected prefix),
+    /// on the session as we know it. The old one is done: nothing of it is in flight, so
+    /// op ids may start over (a late watch of the old one names a path no longer ours).
+    fn restart_lease(&mut self, now: Instant) {
+        let mut config = self.lease.config().clone();
+        config.id = alloc::format!("{}-{}", self.config.lease_id, self.restarts);
+        self.lease = Lock::new(config);
+        self.lease.handle_session(
+            now,
+            SessionChange::Connected {
+                session_id: self.session_id,
+            },
+        );
+        if self.suspended {
+            self.lease.handle_session(now, SessionChange::Suspended);
+        }
+        let deadline = self.deadline;
+        self.lease.acquire(now, deadline);
     }
 
     fn on_mutex(&mut self, now: Instant, e: LockEvent) {
@@ -434,6 +495,14 @@ impl Semaphore {
                 self.finish(SemaphoreEvent::TimedOut);
                 self.mutex.release(now);
             }
+            LockEvent::Failed {
+                error: Error::Server(ErrorCode::NoNode),
+            } if self.phase == Phase::Lease && self.restarts < MAX_RESTARTS => {
+                // Our waiting lease was deleted by someone else: start over with a new
+                // node, still holding the mutex (Curator: RETRY_DUE_TO_MISSING_NODE).
+                self.restarts += 1;
+                self.restart_pending = true;
+            }
             LockEvent::Failed { error } => {
                 self.finish(SemaphoreEvent::Failed { error });
                 self.mutex.release(now);
@@ -476,12 +545,27 @@ impl Recipe for Semaphore {
     }
 
     fn handle_session(&mut self, now: Instant, change: SessionChange) {
+        match change {
+            SessionChange::Connected { session_id } | SessionChange::Reconnected { session_id } => {
+                self.session_id = session_id;
+                self.suspended = false;
+            }
+            SessionChange::Suspended => self.suspended = true,
+            SessionChange::Expired | SessionChange::Closed => {
+                if let Some(error) = change.end_error() {
+                    self.stop_restart(SemaphoreEvent::Failed { error }, now);
+                }
+            }
+        }
         self.mutex.handle_session(now, change);
         self.lease.handle_session(now, change);
         self.pump(now);
     }
 
     fn handle_timeout(&mut self, now: Instant) {
+        if self.deadline.is_some_and(|d| now >= d) {
+            self.stop_restart(SemaphoreEvent::TimedOut, now);
+        }
         self.mutex.handle_timeout(now);
         if self.lease_started {
             self.lease.handle_timeout(now);
@@ -490,6 +574,7 @@ impl Recipe for Semaphore {
     }
 
     fn handle_abandon(&mut self, now: Instant) {
+        self.stop_restart(SemaphoreEvent::Released, now);
         self.mutex.handle_abandon(now);
         if self.lease_started {
             self.lease.handle_abandon(now);
@@ -519,6 +604,11 @@ impl Recipe for Semaphore {
         } else {
             None
         };
+        // Between two lease machines the attempt's own deadline counts too.
+        let b = match (b, self.deadline.filter(|_| self.restart_pending)) {
+            (Some(x), Some(y)) => Some(x.min(y)),
+            (x, y) => x.or(y),
+        };
         match (a, b) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -527,6 +617,7 @@ impl Recipe for Semaphore {
 
     fn is_done(&self) -> bool {
         self.phase == Phase::Ended
+            && !self.restart_pending
             && self.events.is_empty()
             && (!self.mutex_started || self.mutex.is_done())
             && (!self.lease_started || self.lease.is_done())

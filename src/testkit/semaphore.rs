@@ -64,6 +64,8 @@ pub struct Stats {
     pub lost_lease_creates: u32,
     /// Lease nodes deleted by the operator.
     pub operator_deletes: u32,
+    /// Attempts that started over with a new lease node after such a deletion.
+    pub restarts: u32,
 }
 
 #[derive(Clone, Debug)]
@@ -372,6 +374,7 @@ impl World {
                 if c.finals != 1 {
                     return Err(format!("client {i}: done after {} final events", c.finals));
                 }
+                self.stats.restarts += c.sem.as_ref().map_or(0, |s| s.restarts());
                 c.sem = None;
                 return Ok(());
             }
