@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use support::{runtime, Zk};
 use zk_recipes::client::Error;
-use zk_recipes_testing::TestServer;
+use zk_recipes_testing::{expire_session, TestServer};
 
 use zk_recipes_blocking as zb;
 use zk_recipes_tokio as zt;
@@ -22,6 +22,7 @@ use zk_recipes_tokio as zt;
 trait LeaseH: Send {
     fn path(&self) -> String;
     fn is_held(&mut self) -> bool;
+    fn lost_to_expiry(&mut self) -> bool;
     fn release(self: Box<Self>) -> Result<(), Error>;
 }
 
@@ -41,6 +42,9 @@ impl LeaseH for zb::Lease {
     }
     fn is_held(&mut self) -> bool {
         zb::Lease::is_held(self)
+    }
+    fn lost_to_expiry(&mut self) -> bool {
+        zb::Lease::state(self) == zb::LeaseState::Lost(zb::LostReason::SessionExpired)
     }
     fn release(self: Box<Self>) -> Result<(), Error> {
         zb::Lease::release(*self)
@@ -68,6 +72,9 @@ impl LeaseH for zt::Lease {
     }
     fn is_held(&mut self) -> bool {
         zt::Lease::is_held(self)
+    }
+    fn lost_to_expiry(&mut self) -> bool {
+        zt::Lease::state(self) == zt::LeaseState::Lost(zt::LostReason::SessionExpired)
     }
     fn release(self: Box<Self>) -> Result<(), Error> {
         runtime().block_on(zt::Lease::release(*self))
@@ -196,4 +203,47 @@ fn timeouts_and_dropped_leases_both_ways() {
     let cs = server.connect_string();
     timeout_and_drop::<B, T>(&cs, "/sem/bt");
     timeout_and_drop::<T, B>(&cs, "/sem/tb");
+}
+
+/// A holder's session expires: its lease node goes with it, the holder sees `Lost`, and
+/// a waiter on another session (the other adapter) gets the lease.
+fn expiry_hands_the_lease_over<Z: SemZk, Y: SemZk>(server: &TestServer, path: &str) {
+    let cs = server.connect_string();
+    let a = Z::connect(&cs).expect("connect");
+    let b = Y::connect(&cs).expect("connect");
+    let mut held = a.semaphore(path, 1).acquire().expect("the free lease");
+    let waiter = {
+        let b = b.clone();
+        let path = path.to_string();
+        std::thread::spawn(move || {
+            b.semaphore(&path, 1)
+                .acquire_timeout(Duration::from_secs(20))
+                .map(|l| l.map(|l| l.path()))
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!waiter.is_finished(), "the lease is held");
+    expire_session(server.addr(), a.session_id(), &a.session_password()).expect("expired");
+    let got = waiter.join().expect("waiter").expect("no error");
+    assert!(got.is_some(), "the expired holder's lease was handed over");
+    let mut lost = false;
+    for _ in 0..200 {
+        if held.lost_to_expiry() {
+            lost = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    assert!(lost, "the holder was told its lease is lost");
+    assert!(!held.is_held());
+    held.release().expect("releasing a lost lease is a no-op");
+    a.close();
+    b.close();
+}
+
+#[test]
+fn session_expiry_releases_the_lease_both_ways() {
+    let server = TestServer::start().expect("a real ZooKeeper");
+    expiry_hands_the_lease_over::<B, T>(&server, "/sem/xbt");
+    expiry_hands_the_lease_over::<T, B>(&server, "/sem/xtb");
 }
