@@ -247,3 +247,34 @@ fn session_expiry_releases_the_lease_both_ways() {
     expiry_hands_the_lease_over::<B, T>(&server, "/sem/xbt");
     expiry_hands_the_lease_over::<T, B>(&server, "/sem/xtb");
 }
+
+/// tokio: dropping a pending `acquire()` future gives up and deletes our nodes.
+#[test]
+fn dropping_a_pending_acquire_deletes_its_nodes() {
+    let server = TestServer::start().expect("a real ZooKeeper");
+    let cs = server.connect_string();
+    let a = T::connect(&cs).expect("connect");
+    let held = SemZk::semaphore(&a, "/sem/drop", 1)
+        .acquire()
+        .expect("the free lease");
+    let b = T::connect(&cs).expect("connect");
+    runtime().block_on(async {
+        let sem = zt::Client::semaphore(&b, "/sem/drop", 1);
+        let pending = tokio::time::timeout(Duration::from_millis(300), sem.acquire()).await;
+        assert!(pending.is_err(), "the lease is held: still waiting");
+    });
+    // Only the holder's lease and no mutex node remain once the abandoned attempt
+    // cleaned up.
+    let mut clean = false;
+    for _ in 0..100 {
+        let leases = Zk::get_children(&a, "/sem/drop/leases").expect("leases");
+        let locks = Zk::get_children(&a, "/sem/drop/locks").expect("locks");
+        if leases.len() == 1 && locks.is_empty() {
+            clean = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(clean, "the dropped attempt left nodes behind");
+    held.release().expect("released");
+}
