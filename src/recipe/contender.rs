@@ -13,12 +13,14 @@ pub const LATCH: &str = "latch-";
 pub const READ: &str = "__READ__";
 /// Curator's write-lock marker.
 pub const WRITE: &str = "__WRIT__";
+/// Curator's `InterProcessSemaphoreV2` lease marker (see [`semaphore`](super::semaphore)).
+pub const LEASE: &str = "lease-";
 /// kazoo's lock marker (read only: we never create it).
 pub const KAZOO_LOCK: &str = "__lock__";
 /// kazoo's read-lock marker (read only).
 pub const KAZOO_READ: &str = "__rlock__";
 
-const MARKERS: [&str; 6] = [LOCK, LATCH, READ, WRITE, KAZOO_LOCK, KAZOO_READ];
+const MARKERS: [&str; 7] = [LOCK, LATCH, READ, WRITE, LEASE, KAZOO_LOCK, KAZOO_READ];
 
 /// The prefix of every node this contender creates: `_c_<id>-`. Curator calls this
 /// "protection": it lets a client find its node after a lost create reply.

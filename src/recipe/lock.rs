@@ -129,6 +129,14 @@ pub enum LockKind {
     /// A leader-election candidate (`latch-`, Curator's `LeaderLatch`): exclusive, held
     /// until resigned. Used by [`election`](super::election).
     Latch,
+    /// A semaphore lease (`lease-`, Curator's `InterProcessSemaphoreV2`): held while
+    /// fewer than `max` lease contenders are ahead of ours. Listings set a children
+    /// watch and a waiter lists again when it fires (no single node's deletion can be
+    /// the one that lets it in). Used by [`semaphore`](super::semaphore).
+    Lease {
+        /// How many leases may be held at once.
+        max: u32,
+    },
 }
 
 impl LockKind {
@@ -138,6 +146,7 @@ impl LockKind {
             LockKind::Read => contender::READ,
             LockKind::Write => contender::WRITE,
             LockKind::Latch => contender::LATCH,
+            LockKind::Lease { .. } => contender::LEASE,
         }
     }
 }
@@ -921,12 +930,11 @@ impl Lock {
         if may_sync && self.sync_next {
             self.sync(&dir);
         }
+        // A lease waiter is let in by whichever holder goes: watch the whole listing.
+        let watch = matches!(self.config.kind, LockKind::Lease { .. });
         self.outbox.send(
             Purpose::List,
-            Request::GetChildren(PathWatch {
-                path: dir,
-                watch: false,
-            }),
+            Request::GetChildren(PathWatch { path: dir, watch }),
         );
     }
 
@@ -984,7 +992,17 @@ impl Lock {
                 self.fail(Error::Server(ErrorCode::NoNode), now);
             }
             Some((_, None)) => self.acquired(),
+            Some((count, _)) if matches!(self.config.kind, LockKind::Lease { max } if count < max as usize) => {
+                self.acquired()
+            }
             Some(_) if self.deadline_passed.is_some() => self.stop_with(Finish::NotAcquired, now),
+            Some((count, _)) if matches!(self.config.kind, LockKind::Lease { .. }) => {
+                // The listing that told us set a children watch: it fires on the change.
+                self.state = State::Waiting;
+                self.blockers = count;
+                self.watching = None;
+                self.arm_own();
+            }
             Some((count, Some(nearest))) => {
                 self.state = State::Waiting;
                 self.blockers = count;
@@ -1404,6 +1422,12 @@ impl Recipe for Lock {
         match event.event_type {
             EventType::NodeDeleted if is_ours => self.own_node_gone(now),
             EventType::NodeDeleted => self.blocker_gone(name_of(&event.path)),
+            EventType::NodeChildrenChanged
+                if self.state == State::Waiting
+                    && matches!(self.config.kind, LockKind::Lease { .. }) =>
+            {
+                self.need |= LIST; // a lease may have gone: look again
+            }
             EventType::NodeDataChanged if is_ours => {
                 self.own_armed = false;
                 self.own_live = false;

@@ -53,6 +53,7 @@ pub mod node;
 pub mod path;
 pub mod queue;
 pub mod rendezvous;
+pub mod semaphore;
 pub mod two_phase;
 pub mod value;
 

@@ -656,6 +656,7 @@ fn run_traced(schedule: &[u8], trace: &mut Vec<String>) -> Result<(), String> {
                     LockKind::Read => contender::READ,
                     LockKind::Write => contender::WRITE,
                     LockKind::Latch => contender::LATCH,
+                    LockKind::Lease { .. } => contender::LEASE,
                 }
             );
             world.add(&prefix, OTHER);

@@ -8,6 +8,7 @@ pub mod group;
 pub mod lock;
 pub mod naming;
 pub mod queue;
+pub mod semaphore;
 pub mod session;
 #[cfg(feature = "sim")]
 pub mod sim_barrier;

@@ -26,6 +26,7 @@ pub mod hosted;
 mod lock;
 mod naming;
 mod queue;
+mod semaphore;
 mod two_phase;
 mod value;
 
@@ -39,6 +40,7 @@ pub use hosted::{Events, Hosted};
 pub use lock::{LockBuilder, LockGuard, ReentrantLock};
 pub use naming::IdGenerator;
 pub use queue::{Claimed, Queue};
+pub use semaphore::{Lease, LeaseState, Semaphore};
 pub use two_phase::{Transaction, TransactionBuilder, TransactionSite};
 pub use value::{CounterFormat, CounterHandle};
 pub use zk_recipes::recipe::barrier::BarrierEvent;
