@@ -2,55 +2,15 @@
 //! `libcurator-recipes-java`): Java and Rust participants share one double barrier —
 //! the same member nodes (named by a UUID), the same `ready` node, the same order.
 
+mod curator_support;
+
 use std::io::{BufRead, BufReader, Lines, Write};
-use std::path::{Path, PathBuf};
+
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::Duration;
 
 use zk_recipes_testing::TestServer;
 use zk_recipes_tokio::{connect, Client, Options};
-
-const JARS: &[&str] = &[
-    "curator-recipes",
-    "curator-framework",
-    "curator-client",
-    "zookeeper",
-    "guava",
-    "slf4j-api",
-];
-
-fn classpath(extra: &Path) -> String {
-    let mut parts: Vec<String> = JARS
-        .iter()
-        .map(|j| {
-            let p = PathBuf::from(format!("/usr/share/java/{j}.jar"));
-            assert!(
-                p.exists(),
-                "{} missing: install with `apt-get install -y libcurator-recipes-java`",
-                p.display()
-            );
-            p.display().to_string()
-        })
-        .collect();
-    parts.push(extra.display().to_string());
-    parts.join(":")
-}
-
-fn compiled() -> (tempfile::TempDir, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/curator/CuratorDoubleBarrier.java");
-    let cp = classpath(dir.path());
-    let status = Command::new("javac")
-        .arg("-cp")
-        .arg(&cp)
-        .arg("-d")
-        .arg(dir.path())
-        .arg(&src)
-        .status()
-        .expect("javac (JDK) is needed");
-    assert!(status.success(), "javac failed");
-    (dir, cp)
-}
 
 /// A Java participant driven line by line.
 struct Java {
@@ -103,7 +63,7 @@ async fn rust(cs: &str) -> Client {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn java_and_rust_participants_share_one_double_barrier() {
-    let (_dir, cp) = compiled();
+    let (_dir, cp) = curator_support::compiled("CuratorDoubleBarrier");
     let server = TestServer::start().unwrap();
     let cs = server.connect_string();
     let path = "/interop/db";
@@ -157,7 +117,7 @@ async fn java_and_rust_participants_share_one_double_barrier() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rust_participant_arriving_late_to_a_curator_round_is_released() {
-    let (_dir, cp) = compiled();
+    let (_dir, cp) = curator_support::compiled("CuratorDoubleBarrier");
     let server = TestServer::start().unwrap();
     let cs = server.connect_string();
     let path = "/interop/late";

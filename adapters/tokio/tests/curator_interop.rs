@@ -1,56 +1,15 @@
 //! Interoperability with Apache Curator 5.4 (Debian's `libcurator-recipes-java`): a Java
 //! `InterProcessMutex` and our lock on the same path exclude each other.
 
+mod curator_support;
+
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use zk_recipes_testing::TestServer;
 use zk_recipes_tokio::{connect, Options};
-
-const JARS: &[&str] = &[
-    "curator-recipes",
-    "curator-framework",
-    "curator-client",
-    "zookeeper",
-    "guava",
-    "slf4j-api",
-];
-
-fn classpath(extra: &Path) -> String {
-    let mut parts: Vec<String> = JARS
-        .iter()
-        .map(|j| {
-            let p = PathBuf::from(format!("/usr/share/java/{j}.jar"));
-            assert!(
-                p.exists(),
-                "{} missing: install with `apt-get install -y libcurator-recipes-java`",
-                p.display()
-            );
-            p.display().to_string()
-        })
-        .collect();
-    parts.push(extra.display().to_string());
-    parts.join(":")
-}
-
-/// Compiles the Java side once per test process.
-fn compiled() -> (tempfile::TempDir, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/curator/CuratorLock.java");
-    let cp = classpath(dir.path());
-    let status = Command::new("javac")
-        .arg("-cp")
-        .arg(&cp)
-        .arg("-d")
-        .arg(dir.path())
-        .arg(&src)
-        .status()
-        .expect("javac (JDK) is needed");
-    assert!(status.success(), "javac failed");
-    (dir, cp)
-}
 
 fn curator_try(cp: &str, connect: &str, path: &str) -> String {
     let out = Command::new("java")
@@ -67,7 +26,7 @@ fn curator_try(cp: &str, connect: &str, path: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn curator_and_zk_recipes_exclude_each_other() {
-    let (_dir, cp) = compiled();
+    let (_dir, cp) = curator_support::compiled("CuratorLock");
     let server = TestServer::start().unwrap();
     let cs = server.connect_string();
     let zk = connect(&cs, Options::default()).await.unwrap();

@@ -9,60 +9,21 @@
 //! sorted by the text after the last `latch-` (the whole name if there is none); the
 //! first leads. `getParticipants`/`getLeader` list every child of the path in that order
 //! and read each one's data as the id, the first marked leader.
+
 // A test is a driver: it owns the clock.
 #![allow(clippy::disallowed_methods)]
 
+mod curator_support;
+
+const PATH: &str = "/interop/latch";
+
 use std::io::{BufRead, BufReader, Lines, Write};
-use std::path::{Path, PathBuf};
+
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use zk_recipes_testing::TestServer;
 use zk_recipes_tokio::{connect, Options};
-
-const JARS: &[&str] = &[
-    "curator-recipes",
-    "curator-framework",
-    "curator-client",
-    "zookeeper",
-    "guava",
-    "slf4j-api",
-];
-
-const PATH: &str = "/interop/latch";
-
-fn classpath(extra: &Path) -> String {
-    let mut parts: Vec<String> = JARS
-        .iter()
-        .map(|j| {
-            let p = PathBuf::from(format!("/usr/share/java/{j}.jar"));
-            assert!(
-                p.exists(),
-                "{} missing: install with `apt-get install -y libcurator-recipes-java`",
-                p.display()
-            );
-            p.display().to_string()
-        })
-        .collect();
-    parts.push(extra.display().to_string());
-    parts.join(":")
-}
-
-fn compiled() -> (tempfile::TempDir, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/curator/CuratorLatch.java");
-    let cp = classpath(dir.path());
-    let status = Command::new("javac")
-        .arg("-cp")
-        .arg(&cp)
-        .arg("-d")
-        .arg(dir.path())
-        .arg(&src)
-        .status()
-        .expect("javac (JDK) is needed");
-    assert!(status.success(), "javac failed");
-    (dir, cp)
-}
 
 /// A Java process holding one `LeaderLatch`, answering one line per command.
 struct Latch {
@@ -146,7 +107,7 @@ fn within<F: std::future::Future>(
 
 #[test]
 fn curator_leader_latch_and_our_candidates_elect_one_leader() {
-    let (_dir, cp) = compiled();
+    let (_dir, cp) = curator_support::compiled("CuratorLatch");
     let server = TestServer::start().unwrap();
     let cs = server.connect_string();
     let rt = tokio::runtime::Builder::new_multi_thread()

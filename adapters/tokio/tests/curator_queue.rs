@@ -8,59 +8,19 @@
 //! keeps those starting with `qn-`, sorts the names, and takes the first it can
 //! `delete` (a `NoNode` means someone else took it). Our side directory
 //! (`<path>-meta`) is a sibling, so Curator never sees our markers or claims.
+
 // A test is a driver: it owns the clock.
 #![allow(clippy::disallowed_methods)]
 
+mod curator_support;
+
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use zk_recipes_testing::TestServer;
 use zk_recipes_tokio::{connect, Options};
-
-const JARS: &[&str] = &[
-    "curator-recipes",
-    "curator-framework",
-    "curator-client",
-    "zookeeper",
-    "guava",
-    "slf4j-api",
-];
-
-fn classpath(extra: &Path) -> String {
-    let mut parts: Vec<String> = JARS
-        .iter()
-        .map(|j| {
-            let p = PathBuf::from(format!("/usr/share/java/{j}.jar"));
-            assert!(
-                p.exists(),
-                "{} missing: install with `apt-get install -y libcurator-recipes-java`",
-                p.display()
-            );
-            p.display().to_string()
-        })
-        .collect();
-    parts.push(extra.display().to_string());
-    parts.join(":")
-}
-
-/// Compiles the Java side once per test process.
-fn compiled() -> (tempfile::TempDir, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/curator/CuratorQueue.java");
-    let cp = classpath(dir.path());
-    let status = Command::new("javac")
-        .arg("-cp")
-        .arg(&cp)
-        .arg("-d")
-        .arg(dir.path())
-        .arg(&src)
-        .status()
-        .expect("javac (JDK) is needed");
-    assert!(status.success(), "javac failed");
-    (dir, cp)
-}
 
 fn java(cp: &str, args: &[&str]) -> Command {
     let mut c = Command::new("java");
@@ -96,7 +56,7 @@ fn numbered(prefix: &str, n: usize) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn curator_offers_and_we_take_in_order() {
-    let (_dir, cp) = compiled();
+    let (_dir, cp) = curator_support::compiled("CuratorQueue");
     let server = TestServer::start().unwrap();
     let cs = server.connect_string();
     let out = java(&cp, &[&cs, "/interop/q1", "offer", "20", "j"])
@@ -126,7 +86,7 @@ async fn curator_offers_and_we_take_in_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn we_put_and_curator_takes_in_order() {
-    let (_dir, cp) = compiled();
+    let (_dir, cp) = curator_support::compiled("CuratorQueue");
     let server = TestServer::start().unwrap();
     let cs = server.connect_string();
     let zk = connect(&cs, Options::default()).await.unwrap();
@@ -147,7 +107,7 @@ async fn we_put_and_curator_takes_in_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_curator_consumer_and_ours_share_one_queue() {
-    let (_dir, cp) = compiled();
+    let (_dir, cp) = curator_support::compiled("CuratorQueue");
     let server = TestServer::start().unwrap();
     let cs = server.connect_string();
     let zk = connect(&cs, Options::default()).await.unwrap();
