@@ -19,17 +19,8 @@ proptest! {
 /// injects happens and every kind of outcome it checks is reached.
 #[test]
 fn schedules_exercise_every_path() {
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut total = zk_recipes::testkit::naming::Stats::default();
-    for _ in 0..2_000 {
-        let schedule: Vec<u8> = (0..200)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect();
+    for schedule in zk_recipes::testkit::schedules(0x9e37_79b9_7f4a_7c15, 2_000, 200) {
         let s = zk_recipes::testkit::naming::run(&schedule).unwrap();
         total.ids += s.ids;
         total.recovered += s.recovered;

@@ -41,16 +41,11 @@ fn regressions() {
 #[test]
 fn items_flow() {
     let mut items = 0;
-    for seed in 0u64..200 {
-        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        let schedule: Vec<u8> = (0..300)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect();
+    for (seed, schedule) in (0u64..200).map(|seed| {
+        let schedule =
+            zk_recipes::testkit::schedules(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15), 1, 300);
+        (seed, schedule.into_iter().flatten().collect::<Vec<u8>>())
+    }) {
         let stats =
             zk_recipes::testkit::queue::run(&schedule).unwrap_or_else(|e| panic!("{seed}: {e}"));
         items += stats.items;

@@ -26,3 +26,20 @@ pub mod sim_queue;
 pub mod sim_two_phase;
 pub mod two_phase;
 pub mod value;
+
+/// `count` pseudo-random schedules of `len` bytes for the byte-driven harnesses, from
+/// one xorshift stream started at `seed` (deterministic: the same schedules every run).
+/// The harnesses' "every path is exercised" tests draw from it.
+pub fn schedules(seed: u64, count: usize, len: usize) -> impl Iterator<Item = alloc::vec::Vec<u8>> {
+    let mut x = seed | 1;
+    (0..count).map(move |_| {
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect()
+    })
+}
