@@ -113,7 +113,7 @@ pub struct CacheConfig {
     pub max_depth: Option<usize>,
     /// The most nodes cached (default 100,000); more ends the cache with `Failed`.
     pub max_nodes: usize,
-    /// The most reads in flight at once (default 256).
+    /// The most requests in flight at once (default 256; at least 2).
     pub max_in_flight: usize,
     /// Try a persistent recursive watch first (default on); off: one-shot watches.
     pub persistent_watch: bool,
@@ -213,8 +213,8 @@ enum Job {
     Node { path: String, full: bool },
     /// Data only.
     Data(String),
-    /// Children only (a new listing, new children read).
-    Children(String),
+    /// Children only (a new listing; new children read, or all of them if `full`).
+    Children { path: String, full: bool },
     /// `exists(watch)` on the missing root (one-shot style).
     Exists,
 }
@@ -527,8 +527,11 @@ impl TreeCache {
                 full: true,
             });
         }
-        let max = self.config.max_in_flight.max(1);
-        while self.reads_in_flight() < max {
+        let max = self.config.max_in_flight.max(2);
+        while let Some(job) = self.pending.front() {
+            if self.reads_in_flight() + self.cost(job) > max {
+                break;
+            }
             let Some(job) = self.pending.pop_front() else {
                 break;
             };
@@ -553,6 +556,17 @@ impl TreeCache {
         }
     }
 
+    /// How many requests `job` sends.
+    fn cost(&self, job: &Job) -> usize {
+        match job {
+            Job::Node { path, .. } => match self.cached_depth(path) {
+                Some(d) if self.lists_children(d) => 2,
+                _ => 1,
+            },
+            _ => 1,
+        }
+    }
+
     fn one_shot(&self) -> bool {
         self.style == WatchStyle::OneShot
     }
@@ -570,11 +584,9 @@ impl TreeCache {
                 }
             }
             Job::Data(path) => self.send_data(&path),
-            Job::Children(path) => {
-                if self.nodes.contains_key(&path) {
-                    self.send_children(&path, false);
-                }
-            }
+            // Sent even if the node is not cached yet: a data read queued before it
+            // answers first and decides.
+            Job::Children { path, full } => self.send_children(&path, full),
             Job::Exists => {
                 if self.one_shot() && !self.armed_exists {
                     self.armed_exists = true;
@@ -788,7 +800,7 @@ impl TreeCache {
                 self.retry.succeeded();
                 self.remove_subtree(&path);
             }
-            Err(e) if e.is_retryable() => self.retryable(now, Job::Children(path)),
+            Err(e) if e.is_retryable() => self.retryable(now, Job::Children { path, full }),
             Err(e) if e.ends_session() => {}
             Err(e) => self.finish(CacheEvent::Failed(e)),
         }
@@ -861,7 +873,7 @@ impl TreeCache {
             }
             EventType::NodeChildrenChanged => {
                 self.armed_child.remove(&path);
-                self.push(Job::Children(path));
+                self.push(Job::Children { path, full: false });
             }
             EventType::NodeDeleted => {
                 self.armed_data.remove(&path);
