@@ -409,6 +409,7 @@ fn a_server_without_persistent_watches_gets_one_shot_watches() {
     assert_eq!(c.watch_style(), WatchStyle::OneShot);
     let s = sent(&mut c);
     assert_eq!(lines(&s), ["sync /r", "get! /r", "ls! /r"]);
+    let r_ls = s[2].0;
     c.handle_reply(T, s[0].0, Ok(Response::Path("/r".into())));
     c.handle_reply(T, s[1].0, data("root", 1, 1));
     c.handle_reply(T, s[2].0, kids(&["a"], 1, 2));
@@ -422,12 +423,14 @@ fn a_server_without_persistent_watches_gets_one_shot_watches() {
         ["created /r root m1", "created /r/a 1 m2", "Initialized"]
     );
     // A child appears: the root's child watch fires; a new listing, the new child read.
-    c.handle_watch(T, 99, &note(EventType::NodeChildrenChanged, "/r"));
+    c.handle_watch(T, r_ls, &note(EventType::NodeChildrenChanged, "/r"));
     let s = sent(&mut c);
     assert_eq!(lines(&s), ["ls! /r"]);
+    let r_ls = s[0].0;
     c.handle_reply(T, s[0].0, kids(&["a", "b"], 1, 5));
     let s = sent(&mut c);
     assert_eq!(lines(&s), ["get! /r/b", "ls! /r/b"]);
+    let (b_get, b_ls) = (s[0].0, s[1].0);
     c.handle_reply(T, s[0].0, data("2", 5, 5));
     c.handle_reply(T, s[1].0, kids(&[], 5, 5));
     assert_eq!(events(&mut c), ["created /r/b 2 m5"]);
@@ -438,15 +441,19 @@ fn a_server_without_persistent_watches_gets_one_shot_watches() {
     c.handle_reply(T, s[0].0, data("1b", 2, 6));
     assert_eq!(events(&mut c), ["changed /r/a 1b m6"]);
     // Deleted: both of its watches fire; one Deleted.
-    c.handle_watch(T, 7, &note(EventType::NodeDeleted, "/r/b"));
-    c.handle_watch(T, 8, &note(EventType::NodeDeleted, "/r/b"));
-    c.handle_watch(T, 9, &note(EventType::NodeChildrenChanged, "/r"));
+    c.handle_watch(T, b_get, &note(EventType::NodeDeleted, "/r/b"));
+    c.handle_watch(T, b_ls, &note(EventType::NodeDeleted, "/r/b"));
+    c.handle_watch(T, r_ls, &note(EventType::NodeChildrenChanged, "/r"));
     assert_eq!(events(&mut c), ["deleted /r/b"]);
     let s = sent(&mut c);
     assert_eq!(lines(&s), ["ls! /r"]);
     c.handle_reply(T, s[0].0, kids(&["a"], 1, 7));
     assert!(events(&mut c).is_empty());
     assert!(sent(&mut c).is_empty());
+    // A notification of an older registration leaves the newer one alone: no second
+    // watch is asked for.
+    c.handle_watch(T, b_get, &note(EventType::NodeDataChanged, "/r/a"));
+    assert_eq!(lines(&sent(&mut c)), ["get /r/a"]);
 }
 
 #[test]

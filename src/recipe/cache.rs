@@ -43,7 +43,8 @@
 //! * a `NoNode` answer removes the node: the reply is at least as new as the cache.
 //!
 //! A re-created node (same path, greater `czxid`, its deletion missed while
-//! disconnected) is reported as `Deleted` (with what was cached below it) and `Created`.
+//! disconnected) is reported as `Deleted` (with the nodes cached below it that are
+//! older than the new node) and `Created`.
 //! `Changed` is reported for a greater `mzxid` only: children coming and going update
 //! the cached `Stat` silently.
 //!
@@ -266,12 +267,17 @@ pub struct TreeCache {
     need_resync: bool,
     need_watch: bool,
     suspended: bool,
+    /// A reply failed with `ConnectionLoss`: the connection is down even if `Suspended`
+    /// has not been heard yet; nothing is sent until the session is back.
+    conn_lost: bool,
     waiting: bool,
     /// Ops whose persistent watch is registered.
     watch_ops: BTreeSet<OpId>,
-    armed_data: BTreeSet<String>,
-    armed_child: BTreeSet<String>,
-    armed_exists: bool,
+    /// One-shot style: the op whose data / child watch is registered (or asked for)
+    /// on each node, and the root's `exists` watch.
+    armed_data: BTreeMap<String, OpId>,
+    armed_child: BTreeMap<String, OpId>,
+    armed_exists: Option<OpId>,
     retry: Retry,
     outbox: Outbox<Op>,
     events: VecDeque<CacheEvent>,
@@ -285,6 +291,14 @@ fn join(parent: &str, child: &str) -> String {
     }
     s.push_str(child);
     s
+}
+
+/// Forgets the registration of `path` if `op` made it (a notification or a failure of an
+/// older registration leaves a newer one alone).
+fn disarm(armed: &mut BTreeMap<String, OpId>, path: &str, op: OpId) {
+    if armed.get(path) == Some(&op) {
+        armed.remove(path);
+    }
 }
 
 fn parent_of(path: &str) -> &str {
@@ -318,11 +332,12 @@ impl TreeCache {
             need_resync: false,
             need_watch: false,
             suspended: false,
+            conn_lost: false,
             waiting: false,
             watch_ops: BTreeSet::new(),
-            armed_data: BTreeSet::new(),
-            armed_child: BTreeSet::new(),
-            armed_exists: false,
+            armed_data: BTreeMap::new(),
+            armed_child: BTreeMap::new(),
+            armed_exists: None,
             retry: Retry::default(),
             outbox: Outbox::default(),
             events: VecDeque::new(),
@@ -492,7 +507,7 @@ impl TreeCache {
     }
 
     fn drive(&mut self, now: Instant) {
-        if self.done || !self.started || !self.live {
+        if self.done || !self.started || !self.live || self.conn_lost {
             return;
         }
         if !self.retry.allows(now) {
@@ -556,6 +571,20 @@ impl TreeCache {
         }
     }
 
+    /// A listing of `path` is queued or in flight (this load).
+    fn listing_pending(&self, path: &str) -> bool {
+        let gen = self.gen;
+        [false, true].iter().any(|&full| {
+            let path = String::from(path);
+            self.queued.contains(&Job::Children {
+                path: path.clone(),
+                full,
+            }) || self.queued.contains(&Job::Node { path, full })
+        }) || self
+            .outbox
+            .any(|o| matches!(o, Op::Children { path: p, gen: g, .. } if p == path && *g == gen))
+    }
+
     /// How many requests `job` sends.
     fn cost(&self, job: &Job) -> usize {
         match job {
@@ -588,21 +617,27 @@ impl TreeCache {
             // answers first and decides.
             Job::Children { path, full } => self.send_children(&path, full),
             Job::Exists => {
-                if self.one_shot() && !self.armed_exists {
-                    self.armed_exists = true;
+                let root = &self.config.path;
+                if self.one_shot()
+                    && self.armed_exists.is_none()
+                    && !self.armed_data.contains_key(root)
+                {
                     let path = self.config.path.clone();
-                    self.outbox.send(
+                    let op = self.outbox.send(
                         Op::Exists { gen },
                         Request::Exists(PathWatch { path, watch: true }),
                     );
+                    self.armed_exists = Some(op);
                 }
             }
         }
     }
 
     fn send_data(&mut self, path: &str) {
-        let watch = self.one_shot() && self.armed_data.insert(path.into());
-        self.outbox.send(
+        // An `exists` watch on the root becomes its data watch if it finds it.
+        let exists_armed = self.armed_exists.is_some() && path == self.config.path;
+        let watch = self.one_shot() && !exists_armed && !self.armed_data.contains_key(path);
+        let op = self.outbox.send(
             Op::Data {
                 path: path.into(),
                 gen: self.gen,
@@ -613,11 +648,14 @@ impl TreeCache {
                 watch,
             }),
         );
+        if watch {
+            self.armed_data.insert(path.into(), op);
+        }
     }
 
     fn send_children(&mut self, path: &str, full: bool) {
-        let watch = self.one_shot() && self.armed_child.insert(path.into());
-        self.outbox.send(
+        let watch = self.one_shot() && !self.armed_child.contains_key(path);
+        let op = self.outbox.send(
             Op::Children {
                 path: path.into(),
                 gen: self.gen,
@@ -629,10 +667,19 @@ impl TreeCache {
                 watch,
             }),
         );
+        if watch {
+            self.armed_child.insert(path.into(), op);
+        }
     }
 
     /// Removes `path` and everything cached below it, reporting each, deepest first.
     fn remove_subtree(&mut self, path: &str) {
+        self.remove_below(path, i64::MAX)
+    }
+
+    /// Removes `path` and the nodes cached below it created before `czxid`, reporting
+    /// each, deepest first.
+    fn remove_below(&mut self, path: &str, czxid: i64) {
         let prefix = if path == "/" {
             String::from("/")
         } else {
@@ -645,8 +692,8 @@ impl TreeCache {
                 core::ops::Bound::Unbounded,
             ))
             .take_while(|(k, _)| k.starts_with(&prefix))
+            .filter(|(k, e)| *k != path && e.node.stat.czxid < czxid)
             .map(|(k, _)| k.clone())
-            .filter(|k| k != path)
             .collect();
         gone.reverse(); // descendants sort after their ancestors
         if self.nodes.contains_key(path) {
@@ -682,16 +729,18 @@ impl TreeCache {
         self.retry.failed(now);
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn on_data(
         &mut self,
         now: Instant,
+        op: OpId,
         path: String,
         gen: u64,
         watch: bool,
         result: Result<Response, Error>,
     ) {
         if watch && !matches!(result, Ok(Response::Data { .. })) {
-            self.armed_data.remove(&path);
+            disarm(&mut self.armed_data, &path, op);
         }
         if gen != self.gen {
             return;
@@ -708,6 +757,17 @@ impl TreeCache {
                 if depth > 0 && !self.nodes.contains_key(parent_of(&path)) {
                     return; // the parent's listing brings it
                 }
+                let new_node = self
+                    .nodes
+                    .get(&path)
+                    .is_none_or(|e| e.node.stat.czxid != stat.czxid);
+                if new_node && self.lists_children(depth) && !self.listing_pending(&path) {
+                    // Its listing was ignored (answered before this read): list it again.
+                    self.push(Job::Children {
+                        path: path.clone(),
+                        full: false,
+                    });
+                }
                 match self.nodes.get_mut(&path) {
                     None => self.insert(path, data, stat),
                     Some(e) => {
@@ -717,8 +777,10 @@ impl TreeCache {
                             return; // stale
                         }
                         if stat.czxid != e.node.stat.czxid {
-                            // Re-created while we were away.
-                            self.remove_subtree(&path);
+                            // Re-created while we were away: the old node goes with
+                            // what was created under it (descendants created after the
+                            // new node are its own and stay).
+                            self.remove_below(&path, stat.czxid);
                             self.insert(path, data, stat);
                         } else if new > held {
                             e.node = CachedNode {
@@ -741,15 +803,25 @@ impl TreeCache {
                     self.push(Job::Exists);
                 }
             }
-            Err(e) if e.is_retryable() => self.retryable(now, Job::Data(path)),
+            Err(e) if e.is_retryable() => {
+                // A listing sent with it was ignored if the node is not cached yet.
+                let job = if self.nodes.contains_key(&path) {
+                    Job::Data(path)
+                } else {
+                    Job::Node { path, full: true } // its listing was ignored
+                };
+                self.retryable(now, job)
+            }
             Err(e) if e.ends_session() => {}
             Err(e) => self.finish(CacheEvent::Failed(e)),
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn on_children(
         &mut self,
         now: Instant,
+        op: OpId,
         path: String,
         gen: u64,
         full: bool,
@@ -757,7 +829,7 @@ impl TreeCache {
         result: Result<Response, Error>,
     ) {
         if watch && !matches!(result, Ok(Response::Children2 { .. })) {
-            self.armed_child.remove(&path);
+            disarm(&mut self.armed_child, &path, op);
         }
         if gen != self.gen {
             return;
@@ -800,20 +872,32 @@ impl TreeCache {
                 self.retry.succeeded();
                 self.remove_subtree(&path);
             }
-            Err(e) if e.is_retryable() => self.retryable(now, Job::Children { path, full }),
+            Err(e) if e.is_retryable() => {
+                let node = Job::Node {
+                    path: path.clone(),
+                    full: true,
+                };
+                if self.queued.contains(&node) {
+                    self.retry.failed(now); // listed with the node's retry
+                } else {
+                    self.retryable(now, Job::Children { path, full })
+                }
+            }
             Err(e) if e.ends_session() => {}
             Err(e) => self.finish(CacheEvent::Failed(e)),
         }
     }
 
-    fn on_exists(&mut self, now: Instant, gen: u64, result: Result<Response, Error>) {
+    fn on_exists(&mut self, now: Instant, op: OpId, gen: u64, result: Result<Response, Error>) {
         match result {
             Ok(_) => {
                 // The node exists: the watch is now a data watch on it.
                 self.retry.succeeded();
-                self.armed_exists = false;
                 let root = self.config.path.clone();
-                self.armed_data.insert(root.clone());
+                if self.armed_exists == Some(op) {
+                    self.armed_exists = None;
+                    self.armed_data.insert(root.clone(), op);
+                }
                 if gen == self.gen {
                     self.push(Job::Node {
                         path: root,
@@ -823,14 +907,13 @@ impl TreeCache {
             }
             Err(Error::Server(ErrorCode::NoNode)) => self.retry.succeeded(), // armed
             Err(e) if e.is_retryable() => {
-                self.armed_exists = false;
+                if self.armed_exists == Some(op) {
+                    self.armed_exists = None;
+                }
                 self.retryable(now, Job::Exists);
             }
             Err(e) if e.ends_session() => {}
-            Err(e) => {
-                self.armed_exists = false;
-                self.finish(CacheEvent::Failed(e))
-            }
+            Err(e) => self.finish(CacheEvent::Failed(e)),
         }
     }
 
@@ -855,29 +938,29 @@ impl TreeCache {
         }
     }
 
-    fn on_notification(&mut self, event: &WatchEvent) {
+    fn on_notification(&mut self, op: OpId, event: &WatchEvent) {
         let path = event.path.clone();
         if self.cached_depth(&path).is_none() {
             return;
         }
         match event.event_type {
             EventType::NodeCreated => {
-                if path == self.config.path {
-                    self.armed_exists = false;
+                if path == self.config.path && self.armed_exists == Some(op) {
+                    self.armed_exists = None;
                 }
                 self.push(Job::Node { path, full: false });
             }
             EventType::NodeDataChanged => {
-                self.armed_data.remove(&path);
+                disarm(&mut self.armed_data, &path, op);
                 self.push(Job::Data(path));
             }
             EventType::NodeChildrenChanged => {
-                self.armed_child.remove(&path);
+                disarm(&mut self.armed_child, &path, op);
                 self.push(Job::Children { path, full: false });
             }
             EventType::NodeDeleted => {
-                self.armed_data.remove(&path);
-                self.armed_child.remove(&path);
+                disarm(&mut self.armed_data, &path, op);
+                disarm(&mut self.armed_child, &path, op);
                 if let Some(e) = self.nodes.get(&path) {
                     let czxid = e.node.stat.czxid;
                     self.tombstones.insert(path.clone(), czxid);
@@ -902,6 +985,10 @@ impl Recipe for TreeCache {
         if self.done {
             return;
         }
+        if result == Err(Error::ConnectionLoss) {
+            // A read sent now would go out after the reconnect, before our sync.
+            self.conn_lost = true;
+        }
         match purpose {
             Op::AddWatch => self.on_add_watch(now, op, result),
             Op::Sync(gen) => {
@@ -918,14 +1005,14 @@ impl Recipe for TreeCache {
                     }
                 }
             }
-            Op::Data { path, gen, watch } => self.on_data(now, path, gen, watch, result),
+            Op::Data { path, gen, watch } => self.on_data(now, op, path, gen, watch, result),
             Op::Children {
                 path,
                 gen,
                 full,
                 watch,
-            } => self.on_children(now, path, gen, full, watch, result),
-            Op::Exists { gen } => self.on_exists(now, gen, result),
+            } => self.on_children(now, op, path, gen, full, watch, result),
+            Op::Exists { gen } => self.on_exists(now, op, gen, result),
         }
         self.drive(now);
     }
@@ -940,7 +1027,7 @@ impl Recipe for TreeCache {
                 self.need_resync = true;
             }
         } else {
-            self.on_notification(event);
+            self.on_notification(op, event);
         }
         self.drive(now);
     }
@@ -953,6 +1040,7 @@ impl Recipe for TreeCache {
         match change {
             SessionChange::Connected { .. } | SessionChange::Reconnected { .. } => {
                 self.live = true;
+                self.conn_lost = false;
                 if self.started {
                     if matches!(change, SessionChange::Connected { .. }) {
                         self.need_watch = self.style != WatchStyle::OneShot;
@@ -973,7 +1061,7 @@ impl Recipe for TreeCache {
                 self.watch_ops.clear();
                 self.armed_data.clear();
                 self.armed_child.clear();
-                self.armed_exists = false;
+                self.armed_exists = None;
                 self.live = false;
                 self.waiting = false;
                 if self.started && !self.suspended {
