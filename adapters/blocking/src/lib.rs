@@ -18,6 +18,7 @@
 //! ```
 
 mod barrier;
+mod cache;
 mod driver;
 mod election;
 mod group;
@@ -28,6 +29,7 @@ mod two_phase;
 mod value;
 
 pub use barrier::{Barrier, DoubleBarrier};
+pub use cache::{CacheConfig, CacheEvent, CachedNode, TreeCacheHandle};
 pub use election::{Candidate, ElectionBuilder, ElectionObserver};
 pub use group::{GroupMemberHandle, GroupView, NodeHandle, RendezvousHandle};
 pub use hosted::{Events, Hosted};

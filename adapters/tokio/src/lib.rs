@@ -20,6 +20,7 @@
 //! ```
 
 mod barrier;
+mod cache;
 mod driver;
 mod election;
 mod group;
@@ -30,6 +31,7 @@ mod two_phase;
 mod value;
 
 pub use barrier::{Barrier, DoubleBarrier};
+pub use cache::{CacheConfig, CacheEvent, CachedNode, TreeCacheHandle};
 pub use election::{Candidate, ElectionBuilder, ElectionObserver};
 pub use group::{GroupMemberHandle, GroupView, NodeHandle, RendezvousHandle};
 pub use hosted::{Events, Hosted};
