@@ -247,6 +247,10 @@ struct Entry {
     pzxid: i64,
 }
 
+/// A children cache: the same machine, made with [`CacheConfig::children`] (or
+/// [`TreeCache::children_of`]).
+pub type ChildrenCache = TreeCache;
+
 /// A cache of a subtree (or of one node's children); see the [module docs](self).
 #[derive(Debug)]
 pub struct TreeCache {
@@ -342,6 +346,16 @@ impl TreeCache {
             outbox: Outbox::default(),
             events: VecDeque::new(),
         }
+    }
+
+    /// A cache of the subtree at `path` ([`CacheConfig::tree`]).
+    pub fn tree(path: &str) -> Self {
+        TreeCache::new(CacheConfig::tree(path))
+    }
+
+    /// A cache of the node at `path` and its children ([`CacheConfig::children`]).
+    pub fn children_of(path: &str) -> ChildrenCache {
+        TreeCache::new(CacheConfig::children(path))
     }
 
     // ----- getters (snapshots) -----

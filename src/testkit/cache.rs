@@ -459,19 +459,18 @@ impl World {
                     return Err(format!("Deleted of a node still there: {path} {old:?}"));
                 }
             }
-            CacheEvent::Initialized => {
-                if self.events.contains(&CacheEvent::Initialized) {
-                    return Err("Initialized twice".into());
-                }
+            CacheEvent::Initialized if self.events.contains(&CacheEvent::Initialized) => {
+                return Err("Initialized twice".into());
             }
-            CacheEvent::Failed(Error::TooLarge(t)) => {
-                if self.most <= self.max_nodes || t.max != self.max_nodes {
-                    return Err(format!(
-                        "TooLarge but the subtree never had more than {} nodes",
-                        self.most
-                    ));
-                }
+            CacheEvent::Failed(Error::TooLarge(t))
+                if self.most <= self.max_nodes || t.max != self.max_nodes =>
+            {
+                return Err(format!(
+                    "TooLarge but the subtree never had more than {} nodes",
+                    self.most
+                ));
             }
+            CacheEvent::Failed(Error::TooLarge(_)) => {}
             CacheEvent::Failed(Error::Closed) | CacheEvent::Closed => {}
             CacheEvent::Failed(e) => return Err(format!("failed: {e:?}")),
             _ => {}

@@ -4,8 +4,8 @@
 //!
 //! The handle owns its hosted cache and its event stream. [`TreeCacheHandle::initialized`]
 //! reads that stream up to `Initialized` (the `Created` events of the load are passed
-//! over: take a [`snapshot`](TreeCacheHandle::snapshot) then); [`next`](TreeCacheHandle::next)
-//! gives every event in order. Dropping the handle stops the cache.
+//! over: take a [`snapshot`](TreeCacheHandle::snapshot) then); the handle is an
+//! [`Iterator`] of every event, in order. Dropping the handle stops the cache.
 
 use std::collections::BTreeMap;
 
@@ -45,11 +45,6 @@ impl TreeCacheHandle {
         self.len()
     }
 
-    /// The next event; `None` once the cache is done.
-    pub fn next(&mut self) -> Option<CacheEvent> {
-        self.events.next()
-    }
-
     /// The next event if one is waiting.
     pub fn try_next(&mut self) -> Option<CacheEvent> {
         self.events.try_next()
@@ -87,9 +82,24 @@ impl TreeCacheHandle {
         self.hosted.call(|c, _| c.len())
     }
 
+    /// Nothing cached now.
+    pub fn is_empty(&self) -> Result<bool, Error> {
+        self.hosted.call(|c, _| c.is_empty())
+    }
+
     /// Loaded, connected and not resyncing (see `TreeCache::is_synced`).
     pub fn is_synced(&self) -> Result<bool, Error> {
         self.hosted.call(|c, _| c.is_synced())
+    }
+}
+
+/// The events, blocking: `next()` waits for the next one; `None` once the cache is
+/// done.
+impl Iterator for TreeCacheHandle {
+    type Item = CacheEvent;
+
+    fn next(&mut self) -> Option<CacheEvent> {
+        self.events.next()
     }
 }
 

@@ -80,6 +80,11 @@ impl TreeCacheHandle {
         self.hosted.call(|c, _| c.len()).await
     }
 
+    /// Nothing cached now.
+    pub async fn is_empty(&self) -> Result<bool, Error> {
+        self.hosted.call(|c, _| c.is_empty()).await
+    }
+
     /// Loaded, connected and not resyncing (see `TreeCache::is_synced`).
     pub async fn is_synced(&self) -> Result<bool, Error> {
         self.hosted.call(|c, _| c.is_synced()).await
