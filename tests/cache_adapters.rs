@@ -14,7 +14,7 @@ use bytes::Bytes;
 use support::{runtime, Zk};
 use zk_recipes::client::Error;
 use zk_recipes::recipe::cache::{CacheEvent, CachedNode};
-use zk_recipes_testing::TestServer;
+use zk_recipes_testing::{expire_session, TestServer};
 use zk_recipes_tokio as zt;
 
 type B = zk_recipes_blocking::Client;
@@ -421,6 +421,68 @@ fn children_only<Z: CacheZk>(server: &mut TestServer, root: &str) {
     }
     drop(cache);
     zk.close();
+}
+
+/// The cache's session expires; changes are made before and while it is renewed: the
+/// new session's resync reports exactly them.
+fn session_expiry<Z: CacheZk>(server: &mut TestServer, root: &str) {
+    let cs = server.connect_string();
+    let zk = Z::connect(&cs).unwrap();
+    let other = Z::connect(&cs).unwrap();
+    let dir = format!("{root}/exp");
+    zk.create_all(&format!("{dir}/a"), "a1").unwrap();
+    zk.create_all(&format!("{dir}/b/deep"), "d").unwrap();
+    let mut cache = zk.tree_cache(&dir);
+    assert_eq!(cache.initialized().unwrap(), 4);
+    let mut replica = data_of(&cache.snapshot().unwrap());
+    let old = zk.session_id();
+    expire_session(server.addr(), old, &zk.session_password()).unwrap();
+    other.fire_set_data(&format!("{dir}/a"), Bytes::from_static(b"a2"));
+    other.delete(&format!("{dir}/b/deep")).unwrap();
+    other.delete(&format!("{dir}/b")).unwrap();
+    other.create_all(&format!("{dir}/c"), "c1").unwrap();
+    let mut expected = replica.clone();
+    expected.insert(format!("{dir}/a"), Bytes::from_static(b"a2"));
+    expected.remove(&format!("{dir}/b/deep"));
+    expected.remove(&format!("{dir}/b"));
+    expected.insert(format!("{dir}/c"), Bytes::from_static(b"c1"));
+    let mut seen = Vec::new();
+    while replica != expected || !seen.contains(&CacheEvent::Resynced) {
+        let e = cache
+            .next(W)
+            .unwrap_or_else(|| panic!("{}: stopped short: {seen:?}", Z::NAME));
+        apply(&mut replica, &e);
+        seen.push(e);
+    }
+    assert_ne!(zk.session_id(), old, "{}: a new session", Z::NAME);
+    assert_eq!(
+        seen.first(),
+        Some(&CacheEvent::Suspended),
+        "{}: {seen:?}",
+        Z::NAME
+    );
+    assert_eq!(data_of(&cache.snapshot().unwrap()), expected, "{}", Z::NAME);
+    // The new session's watch follows changes.
+    other.delete(&format!("{dir}/c")).unwrap();
+    loop {
+        let e = cache.next(W).expect("the deletion");
+        if e == (CacheEvent::Deleted {
+            path: format!("{dir}/c"),
+        }) {
+            break;
+        }
+        assert!(!apply(&mut replica, &e), "{}: {e:?}", Z::NAME);
+    }
+    drop(cache);
+    zk.close();
+    other.close();
+}
+
+#[test]
+fn session_expiry_resyncs_on_the_new_session() {
+    let mut server = TestServer::start().expect("a real ZooKeeper");
+    session_expiry::<B>(&mut server, "/blocking");
+    session_expiry::<T>(&mut server, "/tokio");
 }
 
 #[test]
