@@ -490,3 +490,76 @@ fn closed_session_fails_and_close_ends() {
     assert_eq!(events(&mut c), ["Closed"]);
     assert!(c.is_done());
 }
+
+// ----- memory per cached node -----
+
+mod counting {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::sync::atomic::{AtomicIsize, Ordering};
+
+    /// Live heap bytes of this test binary.
+    pub static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+    pub struct Counting;
+
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+            LIVE.fetch_add(l.size() as isize, Ordering::Relaxed);
+            unsafe { System.alloc(l) }
+        }
+        unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+            LIVE.fetch_sub(l.size() as isize, Ordering::Relaxed);
+            unsafe { System.dealloc(p, l) }
+        }
+        unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+            LIVE.fetch_add(new as isize - l.size() as isize, Ordering::Relaxed);
+            unsafe { System.realloc(p, l, new) }
+        }
+    }
+}
+
+#[global_allocator]
+static ALLOC: counting::Counting = counting::Counting;
+
+/// Loads 10,000 children (12-byte paths, 8-byte data) from scripted replies and
+/// reports the heap the loaded cache holds per node (other tests in this binary run in
+/// parallel: the figure is printed, and bounded loosely).
+#[test]
+fn memory_per_cached_node() {
+    use std::sync::atomic::Ordering;
+    let names: Vec<String> = (0..10_000).map(|i| format!("n{i:04}")).collect();
+    let before = counting::LIVE.load(Ordering::Relaxed);
+    let mut c = started(CacheConfig::children("/r"));
+    let s = sent(&mut c);
+    c.handle_reply(T, s[0].0, Ok(Response::WatchAdded));
+    c.handle_reply(T, s[1].0, Ok(Response::Path("/r".into())));
+    c.handle_reply(T, s[2].0, data("root", 1, 1));
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    c.handle_reply(T, s[3].0, kids(&refs, 1, 2));
+    let mut zxid = 2;
+    loop {
+        let s = sent(&mut c);
+        if s.is_empty() {
+            break;
+        }
+        for (op, _) in s {
+            zxid += 1;
+            c.handle_reply(
+                T,
+                op,
+                Ok(Response::Data {
+                    data: Bytes::from(format!("{zxid:08}")),
+                    stat: stat(zxid, zxid, 0),
+                }),
+            );
+        }
+        while c.poll_event().is_some() {}
+    }
+    assert!(c.is_initialized());
+    assert_eq!(c.len(), 10_001);
+    let held = counting::LIVE.load(Ordering::Relaxed) - before;
+    let per = held / 10_001;
+    println!("cache of 10,001 nodes holds {held} heap bytes: {per} bytes per node");
+    assert!(per < 1_000, "{per} bytes per node");
+    drop(c);
+}

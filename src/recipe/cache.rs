@@ -575,6 +575,7 @@ impl TreeCache {
         }
         if self.loading && self.pending.is_empty() && !self.current_reads() {
             self.loading = false;
+            self.pending.shrink_to_fit(); // a load's queue can be as long as the tree
             if !self.initialized {
                 self.initialized = true;
                 self.suspended = false;
