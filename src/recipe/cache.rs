@@ -756,6 +756,13 @@ impl TreeCache {
     ) {
         if watch && !matches!(result, Ok(Response::Data { .. })) {
             disarm(&mut self.armed_data, &path, op);
+            // Reads sent meanwhile counted on this watch: read again with one.
+            let reading = self
+                .outbox
+                .any(|o| matches!(o, Op::Data { path: p, .. } if *p == path));
+            if self.one_shot() && (reading || self.nodes.contains_key(&path)) {
+                self.push(Job::Data(path.clone()));
+            }
         }
         if gen != self.gen {
             return;
@@ -845,6 +852,15 @@ impl TreeCache {
     ) {
         if watch && !matches!(result, Ok(Response::Children2 { .. })) {
             disarm(&mut self.armed_child, &path, op);
+            let reading = self
+                .outbox
+                .any(|o| matches!(o, Op::Children { path: p, .. } if *p == path));
+            if self.one_shot() && (reading || self.nodes.contains_key(&path)) {
+                self.push(Job::Children {
+                    path: path.clone(),
+                    full: false,
+                });
+            }
         }
         if gen != self.gen {
             return;
