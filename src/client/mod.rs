@@ -50,11 +50,11 @@ use core::marker::PhantomData;
 use core::time::Duration;
 
 use crate::hash::{HashMap, HashSet};
-use crate::proto::Request;
+use crate::proto::{EventType, Request};
 use crate::recipe::{AnyEvent, AnyRecipe, OpId, Recipe, SessionChange};
 use crate::session::{
     ConnectString, ConnectStringError, Session, SessionConfig, SessionEvent, SubmitError, Token,
-    Transport, TransportError,
+    Transport, TransportError, WatchKind,
 };
 use crate::time::Instant;
 use bytes::BytesMut;
@@ -203,6 +203,9 @@ pub struct Client {
     slots: Vec<Slot>,
     /// Session tokens of recipe requests: which recipe, which of its ops.
     recipe_tokens: HashMap<Token, (RecipeId, OpId)>,
+    /// Recipe tokens whose registration is persistent (addWatch): their route stays
+    /// after a notification.
+    persistent_tokens: alloc::collections::BTreeSet<Token>,
     events: VecDeque<ClientEvent>,
 }
 
@@ -223,6 +226,7 @@ impl Client {
             next_token: 1,
             slots: Vec::new(),
             recipe_tokens: HashMap::default(),
+            persistent_tokens: alloc::collections::BTreeSet::new(),
             events: VecDeque::new(),
         }
     }
@@ -521,6 +525,7 @@ impl Client {
             slot.generation = slot.generation.wrapping_add(1);
             for token in core::mem::take(&mut slot.tokens) {
                 self.recipe_tokens.remove(&token);
+                self.persistent_tokens.remove(&token);
                 self.session.forget_watches(token);
             }
             self.events.push_back(ClientEvent::RecipeDone { id });
@@ -532,17 +537,26 @@ impl Client {
         match event {
             SessionEvent::Reply(reply) if self.recipe_tokens.contains_key(&reply.token) => {
                 let (id, op) = self.recipe_tokens[&reply.token];
-                if reply.watch.is_none() {
-                    self.untrack(reply.token, id);
+                match reply.watch {
+                    None => self.untrack(reply.token, id),
+                    Some(WatchKind::Persistent | WatchKind::PersistentRecursive) => {
+                        self.persistent_tokens.insert(reply.token);
+                    }
+                    Some(_) => {}
                 }
                 if let Some(r) = self.slot(id) {
                     r.handle_reply(now, op, reply.result);
                 }
             }
             SessionEvent::Watch { token, event } if self.recipe_tokens.contains_key(&token) => {
-                // Recipes set one-shot watches only: the first event ends the route.
+                // A one-shot watch ends with its first event; a persistent one when
+                // it is removed.
                 let (id, op) = self.recipe_tokens[&token];
-                self.untrack(token, id);
+                if !self.persistent_tokens.contains(&token)
+                    || event.event_type == EventType::PersistentWatchRemoved
+                {
+                    self.untrack(token, id);
+                }
                 if let Some(r) = self.slot(id) {
                     r.handle_watch(now, op, &event);
                 }
@@ -575,6 +589,7 @@ impl Client {
                     if matches!(change, SessionChange::Expired | SessionChange::Closed) {
                         // Every request was answered and every watch dropped.
                         self.recipe_tokens.clear();
+                        self.persistent_tokens.clear();
                         for slot in &mut self.slots {
                             slot.tokens.clear();
                         }
@@ -593,6 +608,7 @@ impl Client {
 
     fn untrack(&mut self, token: Token, id: RecipeId) {
         self.recipe_tokens.remove(&token);
+        self.persistent_tokens.remove(&token);
         if let Some(slot) = self.slots.get_mut(id.index as usize) {
             slot.tokens.remove(&token);
         }

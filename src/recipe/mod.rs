@@ -42,6 +42,7 @@
 //!   waits for `Connected`, and `Closed` follows `Expired` when none will come).
 
 pub mod barrier;
+pub mod cache;
 pub mod config;
 pub mod contender;
 pub mod double_barrier;

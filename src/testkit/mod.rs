@@ -1,6 +1,7 @@
 //! Test harnesses shared by the property tests and the fuzz targets (feature `testkit`).
 //! Each takes plain bytes, so proptest and libFuzzer drive the same code.
 
+pub mod cache;
 pub mod config;
 pub mod double_barrier;
 pub mod election;

@@ -18,6 +18,7 @@
 //! ```
 
 mod barrier;
+mod cache;
 mod config;
 mod driver;
 mod election;
@@ -31,6 +32,7 @@ mod two_phase;
 mod value;
 
 pub use barrier::{Barrier, DoubleBarrier};
+pub use cache::{CacheConfig, CacheEvent, CachedNode, TreeCacheHandle};
 pub use config::{
     ConfigMode, ConfigReaderHandle, ConfigSnapshot, ReaderConfig, ReaderEvent, WriterConfig,
 };

@@ -20,6 +20,7 @@
 //! ```
 
 mod barrier;
+mod cache;
 mod config;
 mod driver;
 mod election;
@@ -33,6 +34,7 @@ mod two_phase;
 mod value;
 
 pub use barrier::{Barrier, DoubleBarrier};
+pub use cache::{CacheConfig, CacheEvent, CachedNode, TreeCacheHandle};
 pub use config::{
     ConfigMode, ConfigReaderHandle, ConfigSnapshot, ReaderConfig, ReaderEvent, WriterConfig,
 };

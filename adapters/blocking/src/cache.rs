@@ -1,0 +1,125 @@
+//! Tree and children caches for the blocking adapter: a thin typed wrapper over the core
+//! machine (`zk_recipes::recipe::cache`); what each call and event means is decided
+//! there.
+//!
+//! The handle owns its hosted cache and its event stream. [`TreeCacheHandle::initialized`]
+//! reads that stream up to `Initialized` (the `Created` events of the load are passed
+//! over: take a [`snapshot`](TreeCacheHandle::snapshot) then); the handle is an
+//! [`Iterator`] of every event, in order. Dropping the handle stops the cache.
+
+use std::collections::BTreeMap;
+
+use zk_recipes::recipe::cache::TreeCache;
+pub use zk_recipes::recipe::cache::{CacheConfig, CacheEvent, CachedNode};
+
+use crate::hosted::{Events, Hosted};
+use crate::{Client, Error};
+
+/// A tree or children cache ([`Client::tree_cache`], [`Client::children_cache`]).
+pub struct TreeCacheHandle {
+    hosted: Hosted<TreeCache>,
+    events: Events<TreeCache>,
+}
+
+fn cache_error(e: &CacheEvent) -> Option<Error> {
+    match e {
+        CacheEvent::Failed(e) => Some(e.clone()),
+        CacheEvent::Closed => Some(Error::Finished),
+        _ => None,
+    }
+}
+
+impl TreeCacheHandle {
+    /// Waits until the first load is complete (`Initialized`): the number of nodes
+    /// cached then. Fails if the cache ends first (`TooLarge` past `max_nodes`, ...).
+    pub fn initialized(&mut self) -> Result<usize, Error> {
+        self.events
+            .wait(
+                |_| {},
+                |e| match e {
+                    CacheEvent::Initialized => Some(Ok(())),
+                    e => cache_error(e).map(Err),
+                },
+            )
+            .unwrap_or(Err(Error::Finished))?;
+        self.len()
+    }
+
+    /// The next event if one is waiting.
+    pub fn try_next(&mut self) -> Option<CacheEvent> {
+        self.events.try_next()
+    }
+
+    /// The next event within `timeout`: `Err(Timeout)` if none came, `Ok(None)` once
+    /// the cache is done.
+    pub fn next_timeout(
+        &mut self,
+        timeout: std::time::Duration,
+    ) -> Result<Option<CacheEvent>, Error> {
+        self.events.next_timeout(timeout)
+    }
+
+    /// The cached node at `path` now.
+    pub fn get(&self, path: &str) -> Result<Option<CachedNode>, Error> {
+        let path = path.to_string();
+        self.hosted.call(move |c, _| c.get(&path).cloned())
+    }
+
+    /// The names of the cached children of `path` now, sorted.
+    pub fn children(&self, path: &str) -> Result<Vec<String>, Error> {
+        let path = path.to_string();
+        self.hosted.call(move |c, _| c.children(&path))
+    }
+
+    /// Every cached node now, by path.
+    pub fn snapshot(&self) -> Result<BTreeMap<String, CachedNode>, Error> {
+        self.hosted
+            .call(|c, _| c.nodes().map(|(p, n)| (p.to_string(), n.clone())).collect())
+    }
+
+    /// How many nodes are cached now.
+    pub fn len(&self) -> Result<usize, Error> {
+        self.hosted.call(|c, _| c.len())
+    }
+
+    /// Nothing cached now.
+    pub fn is_empty(&self) -> Result<bool, Error> {
+        self.hosted.call(|c, _| c.is_empty())
+    }
+
+    /// Loaded, connected and not resyncing (see `TreeCache::is_synced`).
+    pub fn is_synced(&self) -> Result<bool, Error> {
+        self.hosted.call(|c, _| c.is_synced())
+    }
+}
+
+/// The events, blocking: `next()` waits for the next one; `None` once the cache is
+/// done.
+impl Iterator for TreeCacheHandle {
+    type Item = CacheEvent;
+
+    fn next(&mut self) -> Option<CacheEvent> {
+        self.events.next()
+    }
+}
+
+impl Client {
+    /// Caches the subtree at `path`, root included, kept up to date (see
+    /// `zk_recipes::recipe::cache`).
+    pub fn tree_cache(&self, path: &str) -> Result<TreeCacheHandle, Error> {
+        self.tree_cache_with(CacheConfig::tree(path))
+    }
+
+    /// Caches the node at `path` and its children, with data (depth 1).
+    pub fn children_cache(&self, path: &str) -> Result<TreeCacheHandle, Error> {
+        self.tree_cache_with(CacheConfig::children(path))
+    }
+
+    /// A cache with a full configuration (depth, `max_nodes`, reads in flight,
+    /// one-shot watches).
+    pub fn tree_cache_with(&self, config: CacheConfig) -> Result<TreeCacheHandle, Error> {
+        let (hosted, events) = Hosted::new(self, TreeCache::new(config))?;
+        hosted.run(|c, now| c.start(now))?;
+        Ok(TreeCacheHandle { hosted, events })
+    }
+}

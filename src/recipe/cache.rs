@@ -1,0 +1,1135 @@
+//! Tree and children caches: a local copy of a subtree (or of one node's children),
+//! kept up to date, with an ordered stream of `Created` / `Changed` / `Deleted` events
+//! (Curator's `CuratorCache`, kazoo's `TreeCache`).
+//!
+//! [`TreeCache`] holds the root and every descendant, each with its data and [`Stat`];
+//! [`CacheConfig::children`] makes the same machine a *children cache* (depth 1: the
+//! root and its children, with data). Nothing is written to the server.
+//!
+//! # Protocol, step by step
+//!
+//! 1. **Arm first.** `addWatch(<root>, PERSISTENT_RECURSIVE)` (ZooKeeper 3.6+). From then
+//!    on the server reports `NodeCreated`, `NodeDeleted` and `NodeDataChanged` for the
+//!    root and every descendant (never `NodeChildrenChanged`), and the session re-arms
+//!    the watch after every reconnect.
+//! 2. **Load.** Pipelined behind it: `sync(<root>)`, then for each node, breadth-first,
+//!    `getData(<node>)` and (above the depth limit) `getChildren2(<node>)`, with at most
+//!    [`CacheConfig::max_in_flight`] reads in flight. Every node read is reported as
+//!    [`Created`](CacheEvent::Created) (parents before children), then
+//!    [`Initialized`](CacheEvent::Initialized) once the whole subtree is in.
+//! 3. **Follow.** `NodeCreated` → read the node (and its children); `NodeDataChanged` →
+//!    read its data; `NodeDeleted` → [`Deleted`](CacheEvent::Deleted) at once (the node
+//!    and whatever is still cached below it, deepest first). Notifications that arrive
+//!    during the load are applied in the same way, in order.
+//! 4. **Resync.** After a reconnect (and, with a renewed session, after an expiry: the
+//!    watch is armed again first), the subtree is read again exactly as in step 2 and
+//!    compared with the cache: only real differences are reported (a node created,
+//!    a newer data version, a node gone), then [`Resynced`](CacheEvent::Resynced).
+//!
+//! ## Which answer wins (the ordering rule)
+//!
+//! ZooKeeper sends a session's replies and notifications in the order of its state, so
+//! a read answered after a notification already reflects that change. The cache does not
+//! rely on it alone; a reply is applied only if it is not older than what is held:
+//!
+//! * **data**: a `getData` reply replaces the cached node only if `(czxid, mzxid)` is
+//!   greater (a newer write, or a re-created node); equal is "no change" (no event),
+//!   smaller is a stale read and is ignored;
+//! * **children**: a `getChildren2` listing is applied only if the parent's `pzxid` is not
+//!   smaller than that of the last listing applied, and its `czxid` is the cached node's;
+//! * **deletions**: a node deleted by a notification leaves a tombstone (its `czxid`)
+//!   while reads are in flight; a reply for that path with a `czxid` not greater is the
+//!   deleted node seen before its deletion and is ignored;
+//! * a `NoNode` answer removes the node: the reply is at least as new as the cache.
+//!
+//! A re-created node (same path, greater `czxid`, its deletion missed while
+//! disconnected) is reported as `Deleted` (with the nodes cached below it that are
+//! older than the new node) and `Created`.
+//! `Changed` is reported for a greater `mzxid` only: children coming and going update
+//! the cached `Stat` silently.
+//!
+//! ## Servers without persistent watches (3.5)
+//!
+//! If `addWatch` fails with anything but a retryable error (3.5 answers
+//! `Unimplemented`), or [`CacheConfig::persistent_watch`] is off, the cache falls back
+//! to one-shot watches, like Curator's `TreeCache`: each cached node holds one data
+//! watch (`getData(watch)`) and, above the depth limit, one child watch
+//! (`getChildren2(watch)`); a missing root holds an `exists` watch. `NodeDataChanged`
+//! → data read; `NodeChildrenChanged` → a new listing diffed against the cache;
+//! `NodeDeleted` → `Deleted`. A node holds at most one watch of each kind at a time.
+//! The load is restarted with watches when the fallback is decided.
+//!
+//! # Guarantees
+//!
+//! * **Safety.** The events, replayed from an empty map, always give exactly the cache's
+//!   contents: no `Deleted` of a node never `Created`, no `Created` twice, no event for a
+//!   change that did not happen.
+//! * **Liveness.** Every retryable failure (a lost connection, a refusal) is retried —
+//!   after the reconnect or a backoff ([`Retry`]) — and a reconnect re-reads everything:
+//!   once faults stop, the cache equals the server's subtree.
+//! * **Bounded memory.** At most [`CacheConfig::max_nodes`] nodes are cached; a subtree
+//!   that would exceed it ends the cache with [`Failed`](CacheEvent::Failed)
+//!   (`Error::TooLarge { len, max }`: `len` nodes would be cached, more than `max`). At
+//!   most `max_in_flight` reads are in flight; queued reads are deduplicated per node.
+//!
+//! # Session semantics
+//!
+//! `Suspended` on connection loss or expiry (the cache keeps its contents, possibly
+//! stale), then `Resynced` once re-read. The cache carries on into a renewed session.
+//! `Closed` ends it with `Failed(Error::Closed)`; [`close`](TreeCache::close) with
+//! [`CacheEvent::Closed`]. The server keeps the persistent watch until the session
+//! ends (its notifications then reach nobody).
+//!
+//! ```
+//! use zk_recipes::recipe::cache::{CacheConfig, CacheEvent, TreeCache};
+//! use zk_recipes::recipe::{Recipe, SessionChange};
+//! use zk_recipes::proto::Request;
+//! use zk_recipes::time::Instant;
+//!
+//! let mut cache = TreeCache::new(CacheConfig::tree("/app"));
+//! cache.handle_session(Instant::ZERO, SessionChange::Connected { session_id: 1 });
+//! cache.start(Instant::ZERO);
+//! let (_, first) = cache.poll_request().unwrap();
+//! assert!(matches!(first, Request::AddWatch(_))); // armed before anything is read
+//! ```
+
+use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
+use alloc::string::String;
+use alloc::vec::Vec;
+use bytes::Bytes;
+
+use super::{OpId, Outbox, Recipe, Retry, SessionChange};
+use crate::error::Error;
+use crate::proto::*;
+use crate::session::WatchEvent;
+use crate::time::Instant;
+
+/// What a [`TreeCache`] follows and its bounds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CacheConfig {
+    /// The root's full path.
+    pub path: String,
+    /// How deep below the root nodes are cached (`None`: the whole subtree; `Some(1)`:
+    /// the root and its children).
+    pub max_depth: Option<usize>,
+    /// The most nodes cached (default 100,000); more ends the cache with `Failed`.
+    pub max_nodes: usize,
+    /// The most requests in flight at once (default 256; at least 2).
+    pub max_in_flight: usize,
+    /// Try a persistent recursive watch first (default on); off: one-shot watches.
+    pub persistent_watch: bool,
+}
+
+impl CacheConfig {
+    /// The whole subtree at `path`, root included.
+    pub fn tree(path: &str) -> Self {
+        CacheConfig {
+            path: path.into(),
+            max_depth: None,
+            max_nodes: 100_000,
+            max_in_flight: 256,
+            persistent_watch: true,
+        }
+    }
+
+    /// The node at `path` and its children (depth 1).
+    pub fn children(path: &str) -> Self {
+        CacheConfig {
+            max_depth: Some(1),
+            ..CacheConfig::tree(path)
+        }
+    }
+}
+
+/// One cached node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CachedNode {
+    /// Its data.
+    pub data: Bytes,
+    /// Its Stat, as last read.
+    pub stat: Stat,
+}
+
+/// What a [`TreeCache`] reports. `Failed` and `Closed` are final.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CacheEvent {
+    /// A node entered the cache (during the load, or created later).
+    Created {
+        /// Its full path.
+        path: String,
+        /// Its data.
+        data: Bytes,
+        /// Its Stat.
+        stat: Stat,
+    },
+    /// A cached node has a newer data version.
+    Changed {
+        /// Its full path.
+        path: String,
+        /// Its new data.
+        data: Bytes,
+        /// Its new Stat.
+        stat: Stat,
+    },
+    /// A cached node is gone.
+    Deleted {
+        /// Its full path.
+        path: String,
+    },
+    /// The first load is complete: the events so far are the subtree.
+    Initialized,
+    /// The connection dropped (or the session expired): the cache may be stale.
+    Suspended,
+    /// Re-read after a reconnect or a new session; the differences were reported.
+    Resynced,
+    /// Ended: the subtree exceeds `max_nodes`, a read was refused for good, or the
+    /// session closed. Final.
+    Failed(Error),
+    /// Ended by [`close`](TreeCache::close). Final.
+    Closed,
+}
+
+impl CacheEvent {
+    /// Does this event end the cache?
+    pub fn is_final(&self) -> bool {
+        matches!(self, CacheEvent::Failed(_) | CacheEvent::Closed)
+    }
+}
+
+/// Which watches follow the subtree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WatchStyle {
+    /// `addWatch` not answered yet.
+    Unknown,
+    /// One persistent recursive watch on the root.
+    Persistent,
+    /// One-shot data and child watches per node (pre-3.6 servers).
+    OneShot,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Job {
+    /// Data and children of a node; `full`: read every child too (a load).
+    Node { path: String, full: bool },
+    /// Data only.
+    Data(String),
+    /// Children only (a new listing; new children read, or all of them if `full`).
+    Children { path: String, full: bool },
+    /// `exists(watch)` on the missing root (one-shot style).
+    Exists,
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    AddWatch,
+    Sync(u64),
+    Data {
+        path: String,
+        gen: u64,
+        watch: bool,
+    },
+    Children {
+        path: String,
+        gen: u64,
+        full: bool,
+        watch: bool,
+    },
+    Exists {
+        gen: u64,
+    },
+}
+
+#[derive(Clone, Debug)]
+struct Entry {
+    node: CachedNode,
+    /// `pzxid` of the last listing applied (-1: none).
+    pzxid: i64,
+}
+
+/// A children cache: the same machine, made with [`CacheConfig::children`] (or
+/// [`TreeCache::children_of`]).
+pub type ChildrenCache = TreeCache;
+
+/// A cache of a subtree (or of one node's children); see the [module docs](self).
+#[derive(Debug)]
+pub struct TreeCache {
+    config: CacheConfig,
+    style: WatchStyle,
+    nodes: BTreeMap<String, Entry>,
+    tombstones: BTreeMap<String, i64>,
+    pending: VecDeque<Job>,
+    queued: BTreeSet<Job>,
+    /// Read generation: replies to reads of an older one are ignored.
+    gen: u64,
+    started: bool,
+    done: bool,
+    live: bool,
+    initialized: bool,
+    /// A load (first or resync) is under way.
+    loading: bool,
+    need_resync: bool,
+    need_watch: bool,
+    suspended: bool,
+    /// A reply failed with `ConnectionLoss`: the connection is down even if `Suspended`
+    /// has not been heard yet; nothing is sent until the session is back.
+    conn_lost: bool,
+    waiting: bool,
+    /// Ops whose persistent watch is registered.
+    watch_ops: BTreeSet<OpId>,
+    /// One-shot style: the op whose data / child watch is registered (or asked for)
+    /// on each node, and the root's `exists` watch.
+    armed_data: BTreeMap<String, OpId>,
+    armed_child: BTreeMap<String, OpId>,
+    armed_exists: Option<OpId>,
+    retry: Retry,
+    outbox: Outbox<Op>,
+    events: VecDeque<CacheEvent>,
+}
+
+fn join(parent: &str, child: &str) -> String {
+    let mut s = String::with_capacity(parent.len() + child.len() + 1);
+    s.push_str(parent);
+    if parent != "/" {
+        s.push('/');
+    }
+    s.push_str(child);
+    s
+}
+
+/// Forgets the registration of `path` if `op` made it (a notification or a failure of an
+/// older registration leaves a newer one alone).
+fn disarm(armed: &mut BTreeMap<String, OpId>, path: &str, op: OpId) {
+    if armed.get(path) == Some(&op) {
+        armed.remove(path);
+    }
+}
+
+fn parent_of(path: &str) -> &str {
+    match path.rfind('/') {
+        Some(0) | None => "/",
+        Some(i) => &path[..i],
+    }
+}
+
+impl TreeCache {
+    /// A cache that does nothing until [`start`](Self::start).
+    pub fn new(config: CacheConfig) -> Self {
+        let style = if config.persistent_watch {
+            WatchStyle::Unknown
+        } else {
+            WatchStyle::OneShot
+        };
+        TreeCache {
+            config,
+            style,
+            nodes: BTreeMap::new(),
+            tombstones: BTreeMap::new(),
+            pending: VecDeque::new(),
+            queued: BTreeSet::new(),
+            gen: 0,
+            started: false,
+            done: false,
+            live: false,
+            initialized: false,
+            loading: false,
+            need_resync: false,
+            need_watch: false,
+            suspended: false,
+            conn_lost: false,
+            waiting: false,
+            watch_ops: BTreeSet::new(),
+            armed_data: BTreeMap::new(),
+            armed_child: BTreeMap::new(),
+            armed_exists: None,
+            retry: Retry::default(),
+            outbox: Outbox::default(),
+            events: VecDeque::new(),
+        }
+    }
+
+    /// A cache of the subtree at `path` ([`CacheConfig::tree`]).
+    pub fn tree(path: &str) -> Self {
+        TreeCache::new(CacheConfig::tree(path))
+    }
+
+    /// A cache of the node at `path` and its children ([`CacheConfig::children`]).
+    pub fn children_of(path: &str) -> ChildrenCache {
+        TreeCache::new(CacheConfig::children(path))
+    }
+
+    // ----- getters (snapshots) -----
+
+    /// The configuration.
+    pub fn config(&self) -> &CacheConfig {
+        &self.config
+    }
+
+    /// The cached node at `path`.
+    pub fn get(&self, path: &str) -> Option<&CachedNode> {
+        self.nodes.get(path).map(|e| &e.node)
+    }
+
+    /// The names of the cached children of `path`, sorted.
+    pub fn children(&self, path: &str) -> Vec<String> {
+        let prefix = join(path, "");
+        let prefix = if path == "/" {
+            String::from("/")
+        } else {
+            prefix
+        };
+        self.nodes
+            .range::<str, _>((
+                core::ops::Bound::Included(prefix.as_str()),
+                core::ops::Bound::Unbounded,
+            ))
+            .take_while(|(k, _)| k.starts_with(&prefix))
+            .filter(|(k, _)| k.len() > prefix.len() && !k[prefix.len()..].contains('/'))
+            .map(|(k, _)| String::from(&k[prefix.len()..]))
+            .collect()
+    }
+
+    /// Every cached node, by path (sorted).
+    pub fn nodes(&self) -> impl Iterator<Item = (&str, &CachedNode)> {
+        self.nodes.iter().map(|(k, e)| (k.as_str(), &e.node))
+    }
+
+    /// How many nodes are cached.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Nothing cached.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// The first load is complete.
+    pub fn is_initialized(&self) -> bool {
+        self.initialized
+    }
+
+    /// Loaded and not suspended or resyncing: the cache was equal to the server's
+    /// subtree at the last reply.
+    pub fn is_synced(&self) -> bool {
+        self.initialized && !self.loading && !self.suspended && !self.need_resync && !self.done
+    }
+
+    /// Which watches are used.
+    pub fn watch_style(&self) -> WatchStyle {
+        self.style
+    }
+
+    /// Has it ended?
+    pub fn has_ended(&self) -> bool {
+        self.done
+    }
+
+    // ----- commands -----
+
+    /// Starts the load (once).
+    pub fn start(&mut self, now: Instant) {
+        if self.started || self.done {
+            return;
+        }
+        if let Err(error) = validate_path(&self.config.path) {
+            return self.finish(CacheEvent::Failed(Error::InvalidPath {
+                path: self.config.path.clone(),
+                error,
+            }));
+        }
+        self.started = true;
+        self.need_watch = self.style != WatchStyle::OneShot;
+        self.need_resync = true;
+        self.drive(now);
+    }
+
+    /// Stops following; [`CacheEvent::Closed`].
+    pub fn close(&mut self, _now: Instant) {
+        if !self.done {
+            self.finish(CacheEvent::Closed);
+        }
+    }
+
+    // ----- internals -----
+
+    fn finish(&mut self, e: CacheEvent) {
+        self.done = true;
+        self.outbox.clear();
+        self.pending.clear();
+        self.queued.clear();
+        self.tombstones.clear();
+        self.events.push_back(e);
+    }
+
+    fn too_large(&mut self, len: usize) {
+        let max = self.config.max_nodes;
+        self.finish(CacheEvent::Failed(Error::TooLarge(TooLarge { len, max })));
+    }
+
+    /// Depth below the root, if `path` is in the subtree.
+    fn depth(&self, path: &str) -> Option<usize> {
+        let root = self.config.path.as_str();
+        if path == root {
+            return Some(0);
+        }
+        let rest = if root == "/" {
+            path.strip_prefix('/')?
+        } else {
+            path.strip_prefix(root)?.strip_prefix('/')?
+        };
+        if rest.is_empty() {
+            return None;
+        }
+        Some(1 + rest.bytes().filter(|b| *b == b'/').count())
+    }
+
+    fn cached_depth(&self, path: &str) -> Option<usize> {
+        let d = self.depth(path)?;
+        match self.config.max_depth {
+            Some(m) if d > m => None,
+            _ => Some(d),
+        }
+    }
+
+    fn lists_children(&self, depth: usize) -> bool {
+        self.config.max_depth.is_none_or(|m| depth < m)
+    }
+
+    fn push(&mut self, job: Job) {
+        if self.queued.insert(job.clone()) {
+            self.pending.push_back(job);
+        }
+        let limit = self.config.max_nodes.saturating_mul(3).saturating_add(16);
+        if self.pending.len() > limit {
+            let len = self.nodes.len() + self.pending.len() / 3;
+            self.too_large(len);
+        }
+    }
+
+    fn reads_in_flight(&self) -> usize {
+        self.outbox.len()
+    }
+
+    fn current_reads(&self) -> bool {
+        let gen = self.gen;
+        self.outbox.any(|p| match p {
+            Op::Sync(g) | Op::Data { gen: g, .. } | Op::Children { gen: g, .. } => *g == gen,
+            Op::Exists { gen: g } => *g == gen,
+            Op::AddWatch => false,
+        })
+    }
+
+    fn drive(&mut self, now: Instant) {
+        if self.done || !self.started || !self.live || self.conn_lost {
+            return;
+        }
+        if !self.retry.allows(now) {
+            self.waiting = !self.retry.is_suspended();
+            return;
+        }
+        self.waiting = false;
+        let root = self.config.path.clone();
+        if self.need_watch && self.style != WatchStyle::OneShot {
+            self.need_watch = false;
+            let op = self.outbox.send(
+                Op::AddWatch,
+                Request::AddWatch(AddWatchRequest {
+                    path: root.clone(),
+                    mode: AddWatchMode::PersistentRecursive.to_i32(),
+                }),
+            );
+            let _ = op;
+        }
+        if self.need_resync {
+            self.need_resync = false;
+            self.gen += 1;
+            self.pending.clear();
+            self.queued.clear();
+            self.loading = true;
+            self.outbox.send(
+                Op::Sync(self.gen),
+                Request::Sync(PathRequest { path: root.clone() }),
+            );
+            self.push(Job::Node {
+                path: root,
+                full: true,
+            });
+        }
+        let max = self.config.max_in_flight.max(2);
+        while let Some(job) = self.pending.front() {
+            if self.reads_in_flight() + self.cost(job) > max {
+                break;
+            }
+            let Some(job) = self.pending.pop_front() else {
+                break;
+            };
+            self.queued.remove(&job);
+            self.send(job);
+        }
+        if !self
+            .outbox
+            .any(|p| matches!(p, Op::Data { .. } | Op::Children { .. }))
+        {
+            self.tombstones.clear();
+        }
+        if self.loading && self.pending.is_empty() && !self.current_reads() {
+            self.loading = false;
+            self.pending.shrink_to_fit(); // a load's queue can be as long as the tree
+            if !self.initialized {
+                self.initialized = true;
+                self.suspended = false;
+                self.events.push_back(CacheEvent::Initialized);
+            } else if core::mem::take(&mut self.suspended) {
+                self.events.push_back(CacheEvent::Resynced);
+            }
+        }
+    }
+
+    /// A listing of `path` is queued or in flight (this load).
+    fn listing_pending(&self, path: &str) -> bool {
+        let gen = self.gen;
+        [false, true].iter().any(|&full| {
+            let path = String::from(path);
+            self.queued.contains(&Job::Children {
+                path: path.clone(),
+                full,
+            }) || self.queued.contains(&Job::Node { path, full })
+        }) || self
+            .outbox
+            .any(|o| matches!(o, Op::Children { path: p, gen: g, .. } if p == path && *g == gen))
+    }
+
+    /// How many requests `job` sends.
+    fn cost(&self, job: &Job) -> usize {
+        match job {
+            Job::Node { path, .. } => match self.cached_depth(path) {
+                Some(d) if self.lists_children(d) => 2,
+                _ => 1,
+            },
+            _ => 1,
+        }
+    }
+
+    fn one_shot(&self) -> bool {
+        self.style == WatchStyle::OneShot
+    }
+
+    fn send(&mut self, job: Job) {
+        let gen = self.gen;
+        match job {
+            Job::Node { path, full } => {
+                let Some(depth) = self.cached_depth(&path) else {
+                    return;
+                };
+                self.send_data(&path);
+                if self.lists_children(depth) {
+                    self.send_children(&path, full);
+                }
+            }
+            Job::Data(path) => self.send_data(&path),
+            // Sent even if the node is not cached yet: a data read queued before it
+            // answers first and decides.
+            Job::Children { path, full } => self.send_children(&path, full),
+            Job::Exists => {
+                let root = &self.config.path;
+                if self.one_shot()
+                    && self.armed_exists.is_none()
+                    && !self.armed_data.contains_key(root)
+                {
+                    let path = self.config.path.clone();
+                    let op = self.outbox.send(
+                        Op::Exists { gen },
+                        Request::Exists(PathWatch { path, watch: true }),
+                    );
+                    self.armed_exists = Some(op);
+                }
+            }
+        }
+    }
+
+    fn send_data(&mut self, path: &str) {
+        // An `exists` watch on the root becomes its data watch if it finds it.
+        let exists_armed = self.armed_exists.is_some() && path == self.config.path;
+        let watch = self.one_shot() && !exists_armed && !self.armed_data.contains_key(path);
+        let op = self.outbox.send(
+            Op::Data {
+                path: path.into(),
+                gen: self.gen,
+                watch,
+            },
+            Request::GetData(PathWatch {
+                path: path.into(),
+                watch,
+            }),
+        );
+        if watch {
+            self.armed_data.insert(path.into(), op);
+        }
+    }
+
+    fn send_children(&mut self, path: &str, full: bool) {
+        let watch = self.one_shot() && !self.armed_child.contains_key(path);
+        let op = self.outbox.send(
+            Op::Children {
+                path: path.into(),
+                gen: self.gen,
+                full,
+                watch,
+            },
+            Request::GetChildren2(PathWatch {
+                path: path.into(),
+                watch,
+            }),
+        );
+        if watch {
+            self.armed_child.insert(path.into(), op);
+        }
+    }
+
+    /// Removes `path` and everything cached below it, reporting each, deepest first.
+    fn remove_subtree(&mut self, path: &str) {
+        self.remove_below(path, i64::MAX)
+    }
+
+    /// Removes `path` and the nodes cached below it created before `czxid`, reporting
+    /// each, deepest first.
+    fn remove_below(&mut self, path: &str, czxid: i64) {
+        let prefix = if path == "/" {
+            String::from("/")
+        } else {
+            join(path, "")
+        };
+        let mut gone: Vec<String> = self
+            .nodes
+            .range::<str, _>((
+                core::ops::Bound::Included(prefix.as_str()),
+                core::ops::Bound::Unbounded,
+            ))
+            .take_while(|(k, _)| k.starts_with(&prefix))
+            .filter(|(k, e)| *k != path && e.node.stat.czxid < czxid)
+            .map(|(k, _)| k.clone())
+            .collect();
+        gone.reverse(); // descendants sort after their ancestors
+        if self.nodes.contains_key(path) {
+            gone.push(path.into());
+        }
+        for p in gone {
+            self.nodes.remove(&p);
+            self.events.push_back(CacheEvent::Deleted { path: p });
+        }
+    }
+
+    fn insert(&mut self, path: String, data: Bytes, stat: Stat) {
+        if self.nodes.len() >= self.config.max_nodes {
+            let len = self.nodes.len() + 1;
+            return self.too_large(len);
+        }
+        self.events.push_back(CacheEvent::Created {
+            path: path.clone(),
+            data: data.clone(),
+            stat,
+        });
+        self.nodes.insert(
+            path,
+            Entry {
+                node: CachedNode { data, stat },
+                pzxid: -1,
+            },
+        );
+    }
+
+    fn retryable(&mut self, now: Instant, job: Job) {
+        self.push(job);
+        self.retry.failed(now);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_data(
+        &mut self,
+        now: Instant,
+        op: OpId,
+        path: String,
+        gen: u64,
+        watch: bool,
+        result: Result<Response, Error>,
+    ) {
+        if watch && !matches!(result, Ok(Response::Data { .. })) {
+            disarm(&mut self.armed_data, &path, op);
+            // Reads sent meanwhile counted on this watch: read again with one.
+            let reading = self
+                .outbox
+                .any(|o| matches!(o, Op::Data { path: p, .. } if *p == path));
+            if self.one_shot() && (reading || self.nodes.contains_key(&path)) {
+                self.push(Job::Data(path.clone()));
+            }
+        }
+        if gen != self.gen {
+            return;
+        }
+        match result {
+            Ok(Response::Data { data, stat }) => {
+                self.retry.succeeded();
+                if self.tombstones.get(&path).is_some_and(|c| stat.czxid <= *c) {
+                    return; // the deleted node, read before its deletion
+                }
+                let Some(depth) = self.cached_depth(&path) else {
+                    return;
+                };
+                if depth > 0 && !self.nodes.contains_key(parent_of(&path)) {
+                    return; // the parent's listing brings it
+                }
+                let new_node = self
+                    .nodes
+                    .get(&path)
+                    .is_none_or(|e| e.node.stat.czxid != stat.czxid);
+                if new_node && self.lists_children(depth) && !self.listing_pending(&path) {
+                    // Its listing was ignored (answered before this read): list it again.
+                    self.push(Job::Children {
+                        path: path.clone(),
+                        full: false,
+                    });
+                }
+                match self.nodes.get_mut(&path) {
+                    None => self.insert(path, data, stat),
+                    Some(e) => {
+                        let held = (e.node.stat.czxid, e.node.stat.mzxid);
+                        let new = (stat.czxid, stat.mzxid);
+                        if new < held {
+                            return; // stale
+                        }
+                        if stat.czxid != e.node.stat.czxid {
+                            // Re-created while we were away: the old node goes with
+                            // what was created under it (descendants created after the
+                            // new node are its own and stay).
+                            self.remove_below(&path, stat.czxid);
+                            self.insert(path, data, stat);
+                        } else if new > held {
+                            e.node = CachedNode {
+                                data: data.clone(),
+                                stat,
+                            };
+                            self.events
+                                .push_back(CacheEvent::Changed { path, data, stat });
+                        } else {
+                            e.node.stat = stat; // children may have changed
+                        }
+                    }
+                }
+            }
+            Ok(_) => self.finish(CacheEvent::Failed(Error::UnexpectedReply)),
+            Err(Error::Server(ErrorCode::NoNode)) => {
+                self.retry.succeeded();
+                self.remove_subtree(&path);
+                if path == self.config.path {
+                    self.push(Job::Exists);
+                }
+            }
+            Err(e) if e.is_retryable() => {
+                // A listing sent with it was ignored if the node is not cached yet.
+                let job = if self.nodes.contains_key(&path) {
+                    Job::Data(path)
+                } else {
+                    Job::Node { path, full: true } // its listing was ignored
+                };
+                self.retryable(now, job)
+            }
+            Err(e) if e.ends_session() => {}
+            Err(e) => self.finish(CacheEvent::Failed(e)),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_children(
+        &mut self,
+        now: Instant,
+        op: OpId,
+        path: String,
+        gen: u64,
+        full: bool,
+        watch: bool,
+        result: Result<Response, Error>,
+    ) {
+        if watch && !matches!(result, Ok(Response::Children2 { .. })) {
+            disarm(&mut self.armed_child, &path, op);
+            let reading = self
+                .outbox
+                .any(|o| matches!(o, Op::Children { path: p, .. } if *p == path));
+            if self.one_shot() && (reading || self.nodes.contains_key(&path)) {
+                self.push(Job::Children {
+                    path: path.clone(),
+                    full: false,
+                });
+            }
+        }
+        if gen != self.gen {
+            return;
+        }
+        match result {
+            Ok(Response::Children2 { children, stat }) => {
+                self.retry.succeeded();
+                let Some(e) = self.nodes.get_mut(&path) else {
+                    return; // not (or no longer) cached: its data read decides
+                };
+                if e.node.stat.czxid != stat.czxid || stat.pzxid < e.pzxid {
+                    return; // another incarnation, or an older listing
+                }
+                e.pzxid = stat.pzxid;
+                let listed: BTreeSet<&str> = children.iter().map(String::as_str).collect();
+                for name in self.children(&path) {
+                    if !listed.contains(name.as_str()) {
+                        self.remove_subtree(&join(&path, &name));
+                    }
+                }
+                let new = children
+                    .iter()
+                    .filter(|c| !self.nodes.contains_key(&join(&path, c)))
+                    .count();
+                if self.nodes.len() + new > self.config.max_nodes {
+                    let len = self.nodes.len() + new;
+                    return self.too_large(len);
+                }
+                let mut children = children;
+                children.sort_unstable();
+                for c in children {
+                    let child = join(&path, &c);
+                    if full || !self.nodes.contains_key(&child) {
+                        self.push(Job::Node { path: child, full });
+                    }
+                }
+            }
+            Ok(_) => self.finish(CacheEvent::Failed(Error::UnexpectedReply)),
+            Err(Error::Server(ErrorCode::NoNode)) => {
+                self.retry.succeeded();
+                self.remove_subtree(&path);
+            }
+            Err(e) if e.is_retryable() => {
+                let node = Job::Node {
+                    path: path.clone(),
+                    full: true,
+                };
+                if self.queued.contains(&node) {
+                    self.retry.failed(now); // listed with the node's retry
+                } else {
+                    self.retryable(now, Job::Children { path, full })
+                }
+            }
+            Err(e) if e.ends_session() => {}
+            Err(e) => self.finish(CacheEvent::Failed(e)),
+        }
+    }
+
+    fn on_exists(&mut self, now: Instant, op: OpId, gen: u64, result: Result<Response, Error>) {
+        match result {
+            Ok(_) => {
+                // The node exists: the watch is now a data watch on it.
+                self.retry.succeeded();
+                let root = self.config.path.clone();
+                if self.armed_exists == Some(op) {
+                    self.armed_exists = None;
+                    self.armed_data.insert(root.clone(), op);
+                }
+                if gen == self.gen {
+                    self.push(Job::Node {
+                        path: root,
+                        full: false,
+                    });
+                }
+            }
+            Err(Error::Server(ErrorCode::NoNode)) => self.retry.succeeded(), // armed
+            Err(e) if e.is_retryable() => {
+                if self.armed_exists == Some(op) {
+                    self.armed_exists = None;
+                }
+                self.retryable(now, Job::Exists);
+            }
+            Err(e) if e.ends_session() => {}
+            Err(e) => self.finish(CacheEvent::Failed(e)),
+        }
+    }
+
+    fn on_add_watch(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+        match result {
+            Ok(_) => {
+                self.retry.succeeded();
+                self.style = WatchStyle::Persistent;
+                self.watch_ops.insert(op);
+            }
+            Err(e) if e.is_retryable() => {
+                self.need_watch = true;
+                self.need_resync = true; // reads answered before the watch may miss changes
+                self.retry.failed(now);
+            }
+            Err(e) if e.ends_session() => {}
+            Err(_) => {
+                // A pre-3.6 server (Unimplemented) or a refusal: one-shot watches.
+                self.style = WatchStyle::OneShot;
+                self.need_resync = true;
+            }
+        }
+    }
+
+    fn on_notification(&mut self, op: OpId, event: &WatchEvent) {
+        let path = event.path.clone();
+        if self.cached_depth(&path).is_none() {
+            return;
+        }
+        match event.event_type {
+            EventType::NodeCreated => {
+                if path == self.config.path && self.armed_exists == Some(op) {
+                    self.armed_exists = None;
+                }
+                self.push(Job::Node { path, full: false });
+            }
+            EventType::NodeDataChanged => {
+                disarm(&mut self.armed_data, &path, op);
+                self.push(Job::Data(path));
+            }
+            EventType::NodeChildrenChanged => {
+                disarm(&mut self.armed_child, &path, op);
+                self.push(Job::Children { path, full: false });
+            }
+            EventType::NodeDeleted => {
+                disarm(&mut self.armed_data, &path, op);
+                disarm(&mut self.armed_child, &path, op);
+                if let Some(e) = self.nodes.get(&path) {
+                    let czxid = e.node.stat.czxid;
+                    self.tombstones.insert(path.clone(), czxid);
+                }
+                self.remove_subtree(&path);
+                if path == self.config.path && self.one_shot() {
+                    self.push(Job::Exists);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+impl Recipe for TreeCache {
+    type Event = CacheEvent;
+
+    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+        let Some(purpose) = self.outbox.take(op) else {
+            return;
+        };
+        if self.done {
+            return;
+        }
+        if result == Err(Error::ConnectionLoss) {
+            // A read sent now would go out after the reconnect, before our sync.
+            self.conn_lost = true;
+        }
+        match purpose {
+            Op::AddWatch => self.on_add_watch(now, op, result),
+            Op::Sync(gen) => {
+                if gen == self.gen {
+                    match result {
+                        Ok(_) => {}
+                        Err(e) if e.is_retryable() => {
+                            // The reads behind it may be stale: load again.
+                            self.need_resync = true;
+                            self.retry.failed(now);
+                        }
+                        Err(e) if e.ends_session() => {}
+                        Err(e) => self.finish(CacheEvent::Failed(e)),
+                    }
+                }
+            }
+            Op::Data { path, gen, watch } => self.on_data(now, op, path, gen, watch, result),
+            Op::Children {
+                path,
+                gen,
+                full,
+                watch,
+            } => self.on_children(now, op, path, gen, full, watch, result),
+            Op::Exists { gen } => self.on_exists(now, op, gen, result),
+        }
+        self.drive(now);
+    }
+
+    fn handle_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
+        if self.done {
+            return;
+        }
+        if event.event_type == EventType::PersistentWatchRemoved {
+            if self.watch_ops.remove(&op) && self.watch_ops.is_empty() {
+                self.need_watch = true;
+                self.need_resync = true;
+            }
+        } else {
+            self.on_notification(op, event);
+        }
+        self.drive(now);
+    }
+
+    fn handle_session(&mut self, now: Instant, change: SessionChange) {
+        self.retry.session(change);
+        if self.done {
+            return;
+        }
+        match change {
+            SessionChange::Connected { .. } | SessionChange::Reconnected { .. } => {
+                self.live = true;
+                self.conn_lost = false;
+                if self.started {
+                    if matches!(change, SessionChange::Connected { .. }) {
+                        self.need_watch = self.style != WatchStyle::OneShot;
+                    }
+                    // A reconnect may land on a lagging follower, and changes made
+                    // while away may not be notified: sync and read everything.
+                    self.need_resync = true;
+                }
+            }
+            SessionChange::Suspended => {
+                if self.started && !self.suspended {
+                    self.suspended = true;
+                    self.events.push_back(CacheEvent::Suspended);
+                }
+            }
+            SessionChange::Expired => {
+                self.outbox.clear();
+                self.watch_ops.clear();
+                self.armed_data.clear();
+                self.armed_child.clear();
+                self.armed_exists = None;
+                self.live = false;
+                self.waiting = false;
+                if self.started && !self.suspended {
+                    self.suspended = true;
+                    self.events.push_back(CacheEvent::Suspended);
+                }
+            }
+            SessionChange::Closed => self.finish(CacheEvent::Failed(Error::Closed)),
+        }
+        self.drive(now);
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        self.drive(now);
+    }
+
+    fn handle_abandon(&mut self, now: Instant) {
+        self.close(now);
+    }
+
+    fn poll_request(&mut self) -> Option<(OpId, Request)> {
+        self.outbox.poll()
+    }
+
+    fn poll_event(&mut self) -> Option<CacheEvent> {
+        self.events.pop_front()
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        if self.waiting && !self.done {
+            self.retry.deadline()
+        } else {
+            None
+        }
+    }
+
+    fn is_done(&self) -> bool {
+        self.done && self.events.is_empty()
+    }
+}
