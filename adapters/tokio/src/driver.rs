@@ -189,9 +189,11 @@ pub(crate) async fn run(
                 Some(c) => {
                     let t = now();
                     let mut next = Some(c);
-                    // Take what else is waiting in one go: one write for many requests.
-                    for _ in 0..256 {
-                        let Some(c) = next.take() else { break };
+                    // Take what else is waiting in one go (up to 256): one write for
+                    // many requests. A command is taken off the channel only to be
+                    // handled: none is dropped unanswered.
+                    let mut taken = 0;
+                    while let Some(c) = next.take() {
                         match c {
                             Command::Route(r) => routes.handle(&mut core, t, r),
                             Command::Close { timeout, done } => {
@@ -199,7 +201,10 @@ pub(crate) async fn run(
                                 close_waiters.push(done);
                             }
                         }
-                        next = commands.try_recv().ok();
+                        taken += 1;
+                        if taken < 256 {
+                            next = commands.try_recv().ok();
+                        }
                     }
                 }
                 None => {
