@@ -254,23 +254,34 @@ impl TestServer {
         };
         let data = dir.path().join("data");
         fs::create_dir_all(&data)?;
-        let port = free_port()?;
-        let config = dir.path().join("zoo.cfg");
-        write_config(
-            &config,
-            &common_config(&data, port, opts.tick_time_ms, opts.min_session_timeout_ms),
-        )?;
-        let mut jvm = Jvm {
-            main_class: "org.apache.zookeeper.server.ZooKeeperServerMain",
-            config,
-            log: dir.path().join("server.log"),
-            client_addr: SocketAddr::from(([127, 0, 0, 1], port)),
-            ttl_nodes: opts.ttl_nodes,
-            child: None,
-        };
-        jvm.spawn()?;
-        jvm.wait_ready(opts.start_timeout)?;
-        Ok(TestServer { jvm, _dir: dir })
+        // The free port is only free when we look: another test's client may take it
+        // before the JVM binds it, and the server then exits at once. Try another port.
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let port = free_port()?;
+            let config = dir.path().join("zoo.cfg");
+            write_config(
+                &config,
+                &common_config(&data, port, opts.tick_time_ms, opts.min_session_timeout_ms),
+            )?;
+            let mut jvm = Jvm {
+                main_class: "org.apache.zookeeper.server.ZooKeeperServerMain",
+                config,
+                log: dir.path().join("server.log"),
+                client_addr: SocketAddr::from(([127, 0, 0, 1], port)),
+                ttl_nodes: opts.ttl_nodes,
+                child: None,
+            };
+            jvm.spawn()?;
+            match jvm.wait_ready(opts.start_timeout) {
+                Ok(()) => return Ok(TestServer { jvm, _dir: dir }),
+                Err(e) if attempt < 3 && jvm.child.is_none() => {
+                    eprintln!("test server: start failed ({e}); trying another port");
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// `127.0.0.1:<port>`.
