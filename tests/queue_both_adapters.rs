@@ -112,10 +112,11 @@ mod scenarios {
             .collect();
         let mut all = Vec::new();
         for h in handles {
-            let got = h.join().unwrap();
-            // Each consumer's own items come in increasing order.
-            assert!(got.windows(2).all(|w| w[0] < w[1]), "{}", Z::NAME);
-            all.extend(got);
+            // Order across consumers is per listing only (an item passed over because
+            // of contention is taken in a later round, possibly after higher ones: see
+            // the queue's order guarantee); a lone consumer's strict order is checked
+            // by `one_consumer_takes_in_order_from_another_session`.
+            all.extend(h.join().unwrap());
         }
         let set: BTreeSet<_> = all.iter().cloned().collect();
         assert_eq!(set.len(), all.len(), "no duplicate ({})", Z::NAME);
