@@ -8,7 +8,7 @@ use crate::proto::{ErrorCode, OpCode, PathError, TooLarge};
 use crate::session::{ConnectStringError, DisconnectReason, SessionEnd, SubmitError};
 
 /// Everything a client call can fail with, shared by both adapters.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Error {
     /// The server answered with this error code (`NoNode`, `NodeExists`, `BadVersion`, ...).

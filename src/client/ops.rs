@@ -21,7 +21,7 @@ use super::Error;
 use crate::proto::*;
 
 /// How to create a node.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct CreateOptions {
     /// Persistent, ephemeral, sequential, container or TTL.
     pub mode: CreateMode,

@@ -25,7 +25,7 @@ pub trait Sink<T> {
 }
 
 /// Whether a watcher wants one event or every event.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum WatchMode {
     /// A standard watch: the first event ends it.
     Once,
@@ -80,7 +80,7 @@ pub enum Command<R, W, L, S> {
 }
 
 /// Session state as applications see it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Status {
     /// No session yet (or a new one after an expiry is being established).

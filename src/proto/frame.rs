@@ -17,7 +17,7 @@ pub const DEFAULT_MAX_REPLY: usize = 1024 * 1024 + 64 * 1024;
 pub const DEFAULT_MAX_REQUEST: usize = 0xfffff;
 
 /// A frame length prefix the decoder will not accept.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum FrameError {
     /// The prefix was negative.
@@ -134,7 +134,7 @@ impl FrameDecoder {
 }
 
 /// A frame that would exceed the outgoing limit; nothing was written.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct TooLarge {
     /// Body length the frame would have had.
     pub len: usize,

@@ -7,7 +7,7 @@ use alloc::string::String;
 use core::fmt;
 
 /// Why a path is not a valid ZooKeeper path.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum PathError {
     /// The path is empty.
@@ -124,7 +124,7 @@ pub fn parent(path: &str) -> Option<&str> {
 /// assert_eq!(c.strip("/app/lock"), "/lock");
 /// assert_eq!(c.strip("/app"), "/");
 /// ```
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Chroot(Option<String>);
 
 impl Chroot {

@@ -154,7 +154,7 @@ record! {
 }
 
 /// The first frame a client sends on a connection (no request header).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct ConnectRequest {
     /// Always 0.
     pub protocol_version: i32,
@@ -197,7 +197,7 @@ impl Wire for ConnectRequest {
 }
 
 /// The first frame a server sends on a connection (no reply header).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct ConnectResponse {
     /// Always 0.
     pub protocol_version: i32,

@@ -12,7 +12,7 @@ use super::types::OpCode;
 use super::wire::{DecodeError, Wire};
 
 /// A request body with its opcode.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Request {
     /// op 1: create, reply carries the path.
@@ -74,7 +74,7 @@ pub enum Request {
 }
 
 /// One op of a multi (op 14) transaction.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum MultiOp {
     /// op 1.
     Create(CreateRequest),
@@ -93,7 +93,7 @@ pub enum MultiOp {
 }
 
 /// One op of a multiRead (op 22) batch. The watch flag is ignored by the server.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum ReadOp {
     /// op 4.
     GetData(PathWatch),
@@ -418,7 +418,7 @@ fn create_role(flags: i32) -> PathRole {
 }
 
 /// What a path in a request names, which decides how it is validated.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum PathRole {
     /// A node.
     Node,

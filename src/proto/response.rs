@@ -13,7 +13,7 @@ use super::types::OpCode;
 use super::wire::{DecodeError, Wire};
 
 /// A successful reply body, by shape.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Response {
     /// No body: delete, setWatches(2), checkWatches, removeWatches, auth, ping, closeSession.
@@ -66,7 +66,7 @@ pub enum Response {
 }
 
 /// One result inside a multi or multiRead reply.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum MultiResult {
     /// create: the final path.
     Create(String),

@@ -57,7 +57,7 @@ use crate::session::WatchEvent;
 use crate::time::Instant;
 
 /// Where the barrier is and how its node is made.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct BarrierConfig {
     /// The barrier node.
     pub path: String,
@@ -79,7 +79,7 @@ impl BarrierConfig {
 }
 
 /// What a barrier command reports.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum BarrierEvent {
     /// `set`: the barrier node exists (created now, or already there).
@@ -116,7 +116,7 @@ impl BarrierEvent {
 }
 
 /// Which command a [`Barrier`] machine runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum BarrierCommand {
     /// Create the node.
     Set,
@@ -126,7 +126,7 @@ pub enum BarrierCommand {
     Wait,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Purpose {
     Parent(String),
     Create,
@@ -139,7 +139,7 @@ enum Purpose {
 const MAX_PARENT_ROUNDS: u8 = 2;
 
 /// One barrier command as a machine; see the [module docs](self).
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Barrier {
     config: BarrierConfig,
     command: BarrierCommand,

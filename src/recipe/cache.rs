@@ -105,7 +105,7 @@ use crate::session::WatchEvent;
 use crate::time::Instant;
 
 /// What a [`TreeCache`] follows and its bounds.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct CacheConfig {
     /// The root's full path.
     pub path: String,
@@ -142,7 +142,7 @@ impl CacheConfig {
 }
 
 /// One cached node.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct CachedNode {
     /// Its data.
     pub data: Bytes,
@@ -151,7 +151,7 @@ pub struct CachedNode {
 }
 
 /// What a [`TreeCache`] reports. `Failed` and `Closed` are final.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum CacheEvent {
     /// A node entered the cache (during the load, or created later).
@@ -198,7 +198,7 @@ impl CacheEvent {
 }
 
 /// Which watches follow the subtree.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum WatchStyle {
     /// `addWatch` not answered yet.
     Unknown,
@@ -208,7 +208,7 @@ pub enum WatchStyle {
     OneShot,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum Job {
     /// Data and children of a node; `full`: read every child too (a load).
     Node { path: String, full: bool },
@@ -220,7 +220,7 @@ enum Job {
     Exists,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Op {
     AddWatch,
     Sync(u64),
@@ -240,7 +240,7 @@ enum Op {
     },
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Entry {
     node: CachedNode,
     /// `pzxid` of the last listing applied (-1: none).
@@ -252,7 +252,7 @@ struct Entry {
 pub type ChildrenCache = TreeCache;
 
 /// A cache of a subtree (or of one node's children); see the [module docs](self).
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct TreeCache {
     config: CacheConfig,
     style: WatchStyle,

@@ -129,7 +129,7 @@ const MAX_PARENT_ROUNDS: u8 = 2;
 const MAX_MULTI_ROUNDS: u8 = 4;
 
 /// Which protocol keeps readers from seeing half a write; see the [module docs](self).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ConfigMode {
     /// The paper's protocol: a `ready` node exists only over a complete configuration.
     ReadyNode,
@@ -156,7 +156,7 @@ fn check_paths<'a>(paths: impl Iterator<Item = &'a str>) -> Result<(), Error> {
 // ======================================================================================
 
 /// What a [`ConfigReader`] reads.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ReaderConfig {
     /// The `ready` node (unused in [`ConfigMode::Multi`]).
     pub ready: String,
@@ -198,7 +198,7 @@ impl ReaderConfig {
 }
 
 /// One complete configuration, as read.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ConfigSnapshot {
     /// Every node's path and value (`None`: the node does not exist), in the order of
     /// [`ReaderConfig::paths`].
@@ -211,7 +211,7 @@ pub struct ConfigSnapshot {
 }
 
 /// What a [`ConfigReader`] reports. `Failed` and `Closed` are final.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ReaderEvent {
     /// A complete configuration, different from the last one reported.
@@ -233,7 +233,7 @@ impl ReaderEvent {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum ReadOpKind {
     Sync,
     Ready,
@@ -242,7 +242,7 @@ enum ReadOpKind {
     MultiRead,
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Round {
     pending: usize,
     ready: Option<Option<Stat>>,
@@ -254,7 +254,7 @@ struct Round {
 }
 
 /// Reads a configuration and reports complete snapshots; see the [module docs](self).
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ConfigReader {
     config: ReaderConfig,
     running: bool,
@@ -741,7 +741,7 @@ impl Recipe for ConfigReader {
 // ======================================================================================
 
 /// How a [`ConfigWriter`] writes.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct WriterConfig {
     /// The `ready` node (unused in [`ConfigMode::Multi`]).
     pub ready: String,
@@ -781,7 +781,7 @@ impl WriterConfig {
 }
 
 /// What a [`ConfigWriter`] reports: exactly one final event.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum WriterEvent {
     /// Every node holds its new value (and `ready` exists again). Final.
@@ -791,7 +791,7 @@ pub enum WriterEvent {
     Failed(Error),
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Item {
     /// To send as a set.
     Set,
@@ -805,7 +805,7 @@ enum Item {
     Done,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum WriteOp {
     DeleteReady,
     Set(usize),
@@ -816,7 +816,7 @@ enum WriteOp {
     Probe(usize),
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Stage {
     Idle,
     DeleteReady,
@@ -828,7 +828,7 @@ enum Stage {
 }
 
 /// Writes one configuration; see the [module docs](self).
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ConfigWriter {
     config: WriterConfig,
     updates: Vec<(String, Bytes)>,

@@ -33,7 +33,7 @@ pub fn protected_prefix(id: &str) -> String {
 }
 
 /// A child of a contention directory that carries a known marker.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Contender {
     /// The child's name.
     pub name: String,

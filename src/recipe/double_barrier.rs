@@ -103,7 +103,7 @@ use crate::time::Instant;
 pub const READY: &str = "ready";
 
 /// How to take part in a double barrier.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct DoubleBarrierConfig {
     /// The barrier node `b`.
     pub path: String,
@@ -132,7 +132,7 @@ impl DoubleBarrierConfig {
 }
 
 /// What a double barrier participant reports.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum DoubleBarrierEvent {
     /// We passed enter. `late`: the round was already on when our node appeared
@@ -198,7 +198,7 @@ impl DoubleBarrierEvent {
 }
 
 /// Where a participant stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Phase {
     /// `enter` not called yet.
     Idle,
@@ -214,7 +214,7 @@ pub enum Phase {
     Done,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Purpose {
     Parent(String),
     /// createContainer of `b` in front of our create (its answer does not matter: the
@@ -253,7 +253,7 @@ const MAX_PARENT_ROUNDS: u8 = 2;
 
 /// A double barrier participant: one `enter` and one `leave`. See the
 /// [module docs](self).
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct DoubleBarrier {
     config: DoubleBarrierConfig,
     node_path: String,

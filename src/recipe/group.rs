@@ -76,7 +76,7 @@ fn join(dir: &str, name: &str) -> String {
 // ======================================================================================
 
 /// How to join a group.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct MemberConfig {
     /// The group directory (Curator's `membershipPath`).
     pub dir: String,
@@ -124,7 +124,7 @@ pub type MemberEvent = OwnedNodeEvent;
 /// assert_eq!(create.op_code(), zk_recipes::proto::OpCode::Create2);
 /// assert_eq!(read.op_code(), zk_recipes::proto::OpCode::GetData);
 /// ```
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct GroupMember {
     node: OwnedNode,
     id: String,
@@ -238,7 +238,7 @@ impl Recipe for GroupMember {
 // ======================================================================================
 
 /// One member of a group as the [`View`] sees it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Member {
     /// The member node's name (the member id).
     pub name: String,
@@ -249,7 +249,7 @@ pub struct Member {
 }
 
 /// What a [`View`] follows.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ViewConfig {
     /// The group directory.
     pub dir: String,
@@ -271,7 +271,7 @@ impl ViewConfig {
 /// What a [`View`] reports. `Failed` and `Closed` are final; `Joined`, `Left` and
 /// `Changed` are edges in the order the server's answers reveal them; `Synced` marks
 /// a complete view.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ViewEvent {
     /// The view is complete: the first time, and after each resync.
@@ -293,7 +293,7 @@ pub enum ViewEvent {
     Closed,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum ViewOp {
     Sync,
     List,
@@ -302,7 +302,7 @@ enum ViewOp {
 }
 
 /// The members of a group, kept up to date; see the [module docs](self).
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct View {
     config: ViewConfig,
     running: bool,

@@ -118,7 +118,7 @@ pub fn node_id(a: u64, b: u64) -> String {
 }
 
 /// Which lock.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum LockKind {
     /// Exclusive (`lock-`).
     Exclusive,
@@ -152,7 +152,7 @@ impl LockKind {
 }
 
 /// How to take a lock.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct LockConfig {
     /// The contention directory.
     pub dir: String,
@@ -225,7 +225,7 @@ impl LostReason {
 /// `RevocationRequested` are edges while holding (a revocable waiter may hear
 /// `RevocationRequested` before `Acquired`); `NotAcquired`, `Lost`, `Released`,
 /// `Cancelled` and `Failed` end the attempt.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum LockEvent {
     /// We hold the lock.
@@ -261,7 +261,7 @@ pub enum LockEvent {
 }
 
 /// A change while holding, as guards report it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum LockChange {
     /// The connection dropped: the lock may be gone. Stop touching the resource (or rely
     /// on the fencing token) until `Reconnected`.
@@ -325,7 +325,7 @@ impl LockEvent {
 }
 
 /// What [`Lock::acquire`] answers at once.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Acquire {
     /// Held now: a re-entrant level was added to a verified hold.
     Held {
@@ -352,7 +352,7 @@ pub enum Acquire {
 
 /// Follows a pending [`Lock::acquire`] through the lock's events: what both adapters
 /// wait for, decided once.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct AcquireWait {
     status: LockStatus,
     held: Option<(i64, String)>,
@@ -401,7 +401,7 @@ impl AcquireWait {
 }
 
 /// What [`Lock::release`] answers at once.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Release {
     /// An inner re-entrant level was released; the lock is still held.
     StillHeld {
@@ -416,7 +416,7 @@ pub enum Release {
 
 /// A hold as its owner sees it, folded from the lock's events: the guard state both
 /// adapters report, decided once here.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct LockStatus {
     state: HoldState,
     unreported: VecDeque<LockChange>,
@@ -424,7 +424,7 @@ pub struct LockStatus {
 }
 
 /// Where a hold stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum HoldState {
     /// Not (yet) held.
     Waiting,
@@ -503,7 +503,7 @@ impl LockStatus {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Purpose {
     /// A container for an ancestor of the directory.
     Parent(String),
@@ -529,7 +529,7 @@ enum Purpose {
     Orphan(String),
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum State {
     Idle,
     /// Our create is in flight, or its outcome unknown.
@@ -543,7 +543,7 @@ enum State {
 }
 
 /// What to report once our node is deleted.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Finish {
     Released,
     Cancelled,
@@ -566,7 +566,7 @@ const ORPHANS: u16 = 256;
 const MAX_PARENT_ROUNDS: u8 = 2;
 
 /// The lock state machine. See the [module docs](self).
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Lock {
     config: LockConfig,
     prefix: String,
@@ -1541,7 +1541,7 @@ impl Recipe for Lock {
 /// grace period, deletes the node if it is still there afterwards (its holder then
 /// sees `Lost`). Reports one `Result<(), Error>`; a node already gone is success.
 /// Refusals and lost connections are retried (both writes are idempotent).
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Revoke {
     node: String,
     force_after: Option<Duration>,
@@ -1553,7 +1553,7 @@ pub struct Revoke {
     reported: bool,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum RevokeStep {
     Idle,
     Ask,

@@ -74,7 +74,7 @@ use crate::time::Instant;
 pub type OpId = u64;
 
 /// A session state change, as recipes see it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SessionChange {
     /// A session was established (the first connection, or a new session after an
     /// expiry). Also given to a recipe when it is hosted on a live session.
@@ -270,7 +270,7 @@ impl fmt::Debug for AnyEvent {
 
 /// The requests a recipe has issued and what each was for: every recipe's
 /// bookkeeping, written once. `P` is the recipe's own "purpose" type.
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Outbox<P> {
     next: OpId,
     in_flight: Vec<(OpId, P)>,
@@ -349,7 +349,7 @@ impl<P> Outbox<P> {
 /// r.session(SessionChange::Reconnected { session_id: 1 });
 /// assert!(r.allows(t)); // at once
 /// ```
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Retry {
     failures: u32,
     at: Option<Instant>,

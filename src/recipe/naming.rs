@@ -209,7 +209,7 @@ pub fn watch(dir: &str, name: &str) -> Result<NodeWatch, Error> {
 }
 
 /// What [`Resolve`] reads.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ResolveConfig {
     /// The name's full path (`<dir>/<name>`).
     pub path: String,
@@ -228,7 +228,7 @@ impl ResolveConfig {
 }
 
 /// What a [`Resolve`] reports: exactly one of them, then it is done.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ResolveEvent {
     /// The name is registered with this data.
@@ -244,14 +244,14 @@ pub enum ResolveEvent {
     Failed(Error),
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum ReadOp {
     Sync,
     Read,
 }
 
 /// Resolves a name with one read; see the [module docs](self).
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Resolve {
     config: ResolveConfig,
     started: bool,
@@ -425,7 +425,7 @@ const MAX_CREATES: usize = 64;
 const MAX_PARENT_ROUNDS: u32 = 2;
 
 /// Where an [`IdGenerator`] draws its numbers.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct IdGeneratorConfig {
     /// The directory (created persistent, with its parents, if missing).
     pub dir: String,
@@ -449,7 +449,7 @@ impl IdGeneratorConfig {
 }
 
 /// What an [`IdGenerator`] reports: exactly one event per request.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum IdEvent {
     /// Request `request` got `id`.
@@ -470,7 +470,7 @@ pub enum IdEvent {
 }
 
 /// What became of one create.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Draw {
     /// On the wire.
     Sent,
@@ -485,7 +485,7 @@ enum Draw {
     Bad(Error),
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Attempt {
     n: u64,
     session: i64,
@@ -495,7 +495,7 @@ struct Attempt {
     orphan: bool,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum IdOp {
     Parent(String),
     Create(u64),
@@ -505,7 +505,7 @@ enum IdOp {
 }
 
 /// Unique, increasing ids from sequential nodes; see the [module docs](self).
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct IdGenerator {
     config: IdGeneratorConfig,
     session_id: i64,

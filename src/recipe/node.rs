@@ -64,7 +64,7 @@ const MAX_PARENT_ROUNDS: u8 = 2;
 // ======================================================================================
 
 /// What [`OwnedNode`] keeps in place.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct OwnedNodeConfig {
     /// The node's full path.
     pub path: String,
@@ -97,7 +97,7 @@ impl OwnedNodeConfig {
 
 /// What an [`OwnedNode`] reports. `Removed` and `Failed` are final; the others are
 /// edges.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum OwnedNodeEvent {
     /// Our node is in place (created, or found ours after a lost reply), after
@@ -153,7 +153,7 @@ impl OwnedNodeEvent {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Phase {
     Idle,
     Active,
@@ -162,7 +162,7 @@ enum Phase {
 }
 
 /// What we know of the node at our path.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Known {
     /// Read it to find out.
     Unknown,
@@ -176,7 +176,7 @@ enum Known {
     Other(i64),
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum NodeOp {
     Parent(String),
     Create(Bytes),
@@ -187,7 +187,7 @@ enum NodeOp {
 }
 
 /// Keeps one node of ours in place; see the [module docs](self).
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct OwnedNode {
     config: OwnedNodeConfig,
     phase: Phase,
@@ -858,7 +858,7 @@ impl NodeCommands for OwnedNode {
 // ======================================================================================
 
 /// What a [`NodeWatch`] reports. `Failed` and `Closed` are final.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum NodeWatchEvent {
     /// The node exists with this data (a version not reported before: a new write, or
@@ -886,7 +886,7 @@ pub enum NodeWatchEvent {
     Closed,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Seen {
     Nothing,
     Missing,
@@ -897,7 +897,7 @@ enum Seen {
     },
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum WatchOp {
     Sync,
     Read,
@@ -905,7 +905,7 @@ enum WatchOp {
 }
 
 /// Follows one node's existence and data; see the [module docs](self).
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct NodeWatch {
     path: String,
     running: bool,

@@ -82,7 +82,7 @@ fn is_refusal(e: &Error) -> bool {
     matches!(e, Error::Overloaded | Error::Server(ErrorCode::Throttled))
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Step {
     Parent(String),
     Node,
@@ -101,7 +101,7 @@ enum Step {
 /// let sent: Vec<_> = std::iter::from_fn(|| c.poll_request()).collect();
 /// assert_eq!(sent.len(), 3); // /a, /a/b, then /a/b/c: one round trip
 /// ```
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct CreateAll {
     path: String,
     data: Bytes,
@@ -117,7 +117,7 @@ pub struct CreateAll {
 }
 
 /// The outcome of a [`CreateAll`].
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum CreateAllEvent {
     /// Created: the node's final path (with any sequence suffix) and Stat.
     Created {
@@ -283,7 +283,7 @@ impl Recipe for CreateAll {
     }
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Del {
     List(String, usize),
     Delete(String),
@@ -291,7 +291,7 @@ enum Del {
 
 /// Deletes a node and everything below it; see the [module docs](self). Reports one
 /// `Result<(), Error>`: `Err(Server(NoNode))` if the node did not exist at the start.
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct DeleteAll {
     root: String,
     outbox: Outbox<Del>,

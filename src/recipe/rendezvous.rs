@@ -75,7 +75,7 @@ pub fn publisher_config(path: &str, address: impl Into<Bytes>) -> OwnedNodeConfi
 }
 
 /// What a [`Master`] or [`Worker`] reports. `Gone`, `Failed` and `Closed` are final.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum RendezvousEvent {
     /// Master: our address is in `z_r`.
@@ -128,7 +128,7 @@ impl RendezvousEvent {
 // ======================================================================================
 
 /// A worker: waits for the master's address in `z_r`; see the [module docs](self).
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Worker {
     watch: NodeWatch,
     seen: bool,
@@ -242,7 +242,7 @@ const OWN: OpId = 1 << 62;
 
 /// A master: writes its address into `z_r` once it exists; see the
 /// [module docs](self).
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Master {
     watch: NodeWatch,
     address: Bytes,

@@ -137,7 +137,7 @@ pub const LEASES: &str = "leases";
 pub const MAX_RESTARTS: u32 = 8;
 
 /// How to take a lease.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct SemaphoreConfig {
     /// The semaphore's path (`<path>/locks`, `<path>/leases` below it).
     pub path: String,
@@ -189,7 +189,7 @@ fn join(dir: &str, name: &str) -> String {
 }
 
 /// What a semaphore attempt reports.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum SemaphoreEvent {
     /// We hold a lease.
@@ -254,7 +254,7 @@ impl SemaphoreEvent {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Phase {
     Idle,
     /// Waiting for the mutex.
@@ -267,7 +267,7 @@ enum Phase {
 }
 
 /// One semaphore attempt (and its hold). See the [module docs](self).
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Semaphore {
     config: SemaphoreConfig,
     mutex: Lock,

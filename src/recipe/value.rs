@@ -131,7 +131,7 @@ const MAX_PARENT_ROUNDS: u8 = 2;
 // ======================================================================================
 
 /// What an [`Update`] changes and how.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct UpdateConfig {
     /// The node's full path.
     pub path: String,
@@ -163,7 +163,7 @@ impl UpdateConfig {
 }
 
 /// The user's answer to [`UpdateEvent::Current`].
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Proposal {
     /// Write this (compare-and-set against the version reported).
     Set(Bytes),
@@ -172,7 +172,7 @@ pub enum Proposal {
 }
 
 /// What an [`Update`] reports. `Updated`, `Kept` and `Failed` are final.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum UpdateEvent {
     /// The node's value now: answer with [`Update::propose`]. Reported again after every
@@ -205,7 +205,7 @@ impl UpdateEvent {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Stage {
     Idle,
     /// Reading the value to report it.
@@ -219,7 +219,7 @@ enum Stage {
     Done,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Op {
     Sync,
     Read,
@@ -229,7 +229,7 @@ enum Op {
 }
 
 /// One compare-and-set update of one node; see the [module docs](self).
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Update {
     config: UpdateConfig,
     stage: Stage,
@@ -683,7 +683,7 @@ impl Recipe for Update {
 // ======================================================================================
 
 /// How a counter is stored in its node (see the [module docs](self)).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CounterFormat {
     /// 4-byte big-endian `int`: Curator's `SharedCount`.
     I32,
@@ -756,7 +756,7 @@ pub fn counter_value(data: &[u8], format: CounterFormat) -> Result<i64, Error> {
 
 /// What a [`Counter`] reports: one of `Added`, `Value` or `Failed` per operation, in the
 /// order the operations were asked; `Closed` is final.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum CounterEvent {
     /// An [`add`](Counter::add) is applied, exactly once.
@@ -785,14 +785,14 @@ pub enum CounterEvent {
     Closed,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum CounterOp {
     Add(i64),
     Get,
 }
 
 /// A shared counter; see the [module docs](self).
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Counter {
     format: CounterFormat,
     update: Update,

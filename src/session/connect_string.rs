@@ -14,14 +14,14 @@ use crate::proto::{Chroot, PathError};
 /// let bare: ConnectString = "localhost".parse().unwrap();
 /// assert_eq!(bare.hosts(), &["localhost:2181".to_string()]);
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ConnectString {
     hosts: Vec<String>,
     chroot: Chroot,
 }
 
 /// Why a connection string was rejected.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ConnectStringError {
     /// No host given.

@@ -118,7 +118,7 @@ impl SessionConfig {
 }
 
 /// What the driver must do with its socket.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Transport {
     /// Drop any current socket and connect to `hosts()[host]`; then call
     /// `handle_connected`, or `handle_disconnect` if the connection fails.
@@ -131,7 +131,7 @@ pub enum Transport {
 }
 
 /// What the driver saw happen to its socket (it maps its I/O errors to these).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum TransportError {
     /// The peer refused the connection (nothing listens there).
@@ -176,7 +176,7 @@ impl From<&std::io::Error> for TransportError {
 }
 
 /// Why a connection ended (for logs and errors; the session decides what follows).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum DisconnectReason {
     /// The driver reported the socket closed or failed.
@@ -242,7 +242,7 @@ impl fmt::Display for DisconnectReason {
 }
 
 /// How a session ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SessionEnd {
     /// The server said the session is gone, or it was disconnected for its whole timeout.
     Expired,
@@ -273,7 +273,7 @@ impl SessionEnd {
 }
 
 /// A reply to a submitted request.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Reply {
     /// The request's token.
     pub token: Token,
@@ -289,7 +289,7 @@ pub struct Reply {
 }
 
 /// A watch firing for one registrant.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct WatchEvent {
     /// What happened (`Node*`, or `*WatchRemoved` after removeWatches).
     pub event_type: EventType,
@@ -298,7 +298,7 @@ pub struct WatchEvent {
 }
 
 /// Output of the session.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum SessionEvent {
     /// A new session was established.
@@ -407,7 +407,7 @@ impl fmt::Display for SessionEvent {
 }
 
 /// Why a request was not accepted; nothing was sent.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum SubmitError {
     /// A path breaks ZooKeeper's rules.
@@ -448,7 +448,7 @@ impl fmt::Display for SubmitError {
 impl std::error::Error for SubmitError {}
 
 /// Where the session stands, for getters and logs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SessionState {
     /// No session yet; connecting.
     Connecting,
@@ -498,7 +498,7 @@ struct Queued {
     after: After,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Phase {
     /// Waiting until `dial_at` to dial the next host.
     Idle {

@@ -55,7 +55,7 @@ impl PathWatches {
 }
 
 /// Paths to re-arm after a reconnect, by table (client paths).
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq, Hash)]
 pub struct WatchLists {
     /// Data watches.
     pub data: Vec<String>,

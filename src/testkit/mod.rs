@@ -27,6 +27,7 @@ pub mod sim_queue;
 pub mod sim_two_phase;
 pub mod two_phase;
 pub mod value;
+pub mod zk;
 
 /// `count` pseudo-random schedules of `len` bytes for the byte-driven harnesses, from
 /// one xorshift stream started at `seed` (deterministic: the same schedules every run).

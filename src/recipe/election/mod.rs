@@ -92,7 +92,7 @@ use crate::session::WatchEvent;
 use crate::time::Instant;
 
 /// How to stand for election.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ElectionConfig {
     /// The candidates' directory (Curator's latch path).
     pub dir: String,
@@ -152,7 +152,7 @@ pub fn parse_ack_node(name: &str) -> Option<i64> {
 }
 
 /// What an election reports.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ElectionEvent {
     /// Our candidate node exists: we are in line (each candidacy, rejoins included).
@@ -206,7 +206,7 @@ impl ElectionEvent {
 }
 
 /// What [`Election::join`] answers at once.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Join {
     /// Wait for [`ElectionEvent::join_outcome`] (`Joined` once our node exists).
     Pending,
@@ -217,7 +217,7 @@ pub enum Join {
 }
 
 /// Where leadership stands, folded from the events (what guards report).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Leadership {
     /// Not leading (a candidate, resigned, or not joined).
     Follower,
@@ -291,7 +291,7 @@ impl ElectionEvent {
 
 /// A candidate as its owner sees it, folded from the election's events: what both
 /// adapters report, decided once here.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct CandidateStatus {
     state: Leadership,
     token: Option<i64>,
@@ -358,7 +358,7 @@ impl CandidateStatus {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Purpose {
     /// multi [check candidate, create `<ack_dir>/<token>`].
     Write,
@@ -368,7 +368,7 @@ enum Purpose {
     Withdraw,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Ack {
     /// Nothing to do.
     Idle,
@@ -388,7 +388,7 @@ const MAX_PARENT_ROUNDS: u8 = 2;
 const GEN_SHIFT: u32 = 33;
 
 /// The election state machine. See the [module docs](self).
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Election {
     config: ElectionConfig,
     lock: Option<Lock>,

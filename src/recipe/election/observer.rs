@@ -32,7 +32,7 @@ use crate::session::WatchEvent;
 use crate::time::Instant;
 
 /// One candidate, as observers see it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Participant {
     /// Its participant id (its node's data).
     pub id: String,
@@ -43,7 +43,7 @@ pub struct Participant {
 }
 
 /// What an observer reports.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ObserverEvent {
     /// The leader changed (`None`: no candidate).
@@ -60,7 +60,7 @@ pub enum ObserverEvent {
 }
 
 /// The observer state machine. See the [module docs](self).
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Observer {
     candidates: View,
     acks: View,

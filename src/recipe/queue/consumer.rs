@@ -78,7 +78,7 @@ pub enum Delivery {
 }
 
 /// How to consume.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ConsumerConfig {
     /// The queue directory.
     pub dir: String,
@@ -126,7 +126,7 @@ impl ConsumerConfig {
 }
 
 /// An item taken from the queue.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Item {
     /// Its name in the queue directory (`qn-0000000042`).
     pub name: String,
@@ -135,7 +135,7 @@ pub struct Item {
 }
 
 /// What a consumer reports.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ConsumerEvent {
     /// Items for a take, in take order: deleted (at most once) or claimed by us (at
@@ -218,7 +218,7 @@ impl ConsumerEvent {
 }
 
 /// One item of the batch being claimed.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Slot {
     /// At least once: create its claim.
     ToClaim,
@@ -234,7 +234,7 @@ enum Slot {
     Skip,
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Batch {
     take: TakeId,
     names: Vec<String>,
@@ -247,7 +247,7 @@ struct Batch {
     error: Option<Error>,
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Purpose {
     List,
     ListClaims,
@@ -272,13 +272,13 @@ enum Purpose {
     DeleteMarker,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Settle {
     Complete,
     Release,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum SettleState {
     /// To send.
     Send,
@@ -289,7 +289,7 @@ enum SettleState {
     Check,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Take {
     id: TakeId,
     max: usize,
@@ -304,7 +304,7 @@ const MAX_PARENT_ROUNDS: u8 = 2;
 const MAX_TAKES: usize = 64;
 
 /// The consumer state machine; see the [module docs](self).
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Consumer {
     config: ConsumerConfig,
     marker: String,

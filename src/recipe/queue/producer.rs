@@ -58,7 +58,7 @@ use crate::time::Instant;
 pub type PutId = u64;
 
 /// How to produce.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ProducerConfig {
     /// The queue directory.
     pub dir: String,
@@ -105,7 +105,7 @@ impl ProducerConfig {
 }
 
 /// What a producer reports.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ProducerEvent {
     /// The item is in the queue.
@@ -151,7 +151,7 @@ impl ProducerEvent {
 /// assert_eq!(w.feed(&ProducerEvent::Put { id: 5, node: Some("qn-0000000001".into()) }),
 ///            Some(Ok(vec![Some("qn-0000000001".into()), None])));
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct PutsWait {
     first: PutId,
     nodes: Vec<Option<String>>,
@@ -203,14 +203,14 @@ impl PutsWait {
     }
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct PutItem {
     id: PutId,
     data: Bytes,
     priority: u16,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Fail {
     /// May have been applied.
     Doubt,
@@ -224,7 +224,7 @@ enum Fail {
     Final(Error),
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Batch {
     no: u32,
     items: Vec<PutItem>,
@@ -232,7 +232,7 @@ struct Batch {
     fail: Option<Fail>,
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Purpose {
     Batch(u32),
     Parent(String),
@@ -247,7 +247,7 @@ const MAX_PARENT_ROUNDS: u8 = 2;
 const MAX_BATCHES: usize = 64;
 
 /// The producer state machine; see the [module docs](self).
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Producer {
     config: ProducerConfig,
     marker: String,

@@ -20,7 +20,7 @@ use crate::session::WatchEvent;
 use crate::time::Instant;
 
 /// How to run a transaction as its coordinator.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct CoordinatorConfig {
     /// The transaction node (must not exist yet).
     pub tx: String,
@@ -62,7 +62,7 @@ impl CoordinatorConfig {
 
 /// What a coordinator reports. `Started` comes once, `Voted` once per site it sees
 /// vote; `Decided` and `Failed` are final.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum CoordinatorEvent {
     /// The transaction node, the payload and every site's vote node exist: sites may
@@ -119,7 +119,7 @@ impl CoordinatorEvent {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum P {
     Parent(String),
     Setup,
@@ -132,7 +132,7 @@ enum P {
     Leave,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Setup {
     Idle,
     Sending,
@@ -141,7 +141,7 @@ enum Setup {
     Done,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum TxView {
     Unknown,
     Undecided,
@@ -165,7 +165,7 @@ const MAX_PARENT_ROUNDS: u8 = 2;
 ///
 /// Command: [`start`](Self::start). Dropping its owner before the outcome is known
 /// writes `abort`.
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Coordinator {
     config: CoordinatorConfig,
     session_id: i64,

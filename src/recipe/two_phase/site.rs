@@ -16,7 +16,7 @@ use crate::session::WatchEvent;
 use crate::time::Instant;
 
 /// How to take part in a transaction as a site.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct SiteConfig {
     /// The transaction node.
     pub tx: String,
@@ -43,7 +43,7 @@ impl SiteConfig {
 
 /// What a site reports. `Ready` and `Voted` come at most once each; `Decided` and
 /// `Failed` are final (nothing follows).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum SiteEvent {
     /// The transaction exists and is undecided (in the peers variant, we watch every
@@ -77,7 +77,7 @@ pub enum SiteEvent {
 }
 
 /// How a [`Site::vote`] ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum VoteOutcome {
     /// Our vote node holds this vote (ours, or an earlier incarnation's).
     Cast(Vote),
@@ -94,7 +94,7 @@ impl SiteEvent {
 
 /// A site's events folded into what its owner asks: the payload, our vote, the
 /// outcome. What both adapters' waits return is decided here.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct SiteStatus {
     payload: Option<Bytes>,
     vote: Option<Vote>,
@@ -165,7 +165,7 @@ impl SiteStatus {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum P {
     Sync,
     Tx,
@@ -182,7 +182,7 @@ enum P {
     Leave,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum TxView {
     Unknown,
     Missing,
@@ -190,7 +190,7 @@ enum TxView {
     Decided(Outcome),
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Own {
     Unknown,
     NotASite,
@@ -198,7 +198,7 @@ enum Own {
     Cast(Vote),
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Presence {
     None,
     Creating,
@@ -228,7 +228,7 @@ const READS: u32 = TX | WAIT_TX | PAYLOAD | OWN | COORD | CHECK_PRESENCE | PEERS
 ///
 /// Commands: [`start`](Self::start) (join: read the transaction, announce our
 /// presence), [`vote`](Self::vote). Dropping its owner before it voted votes `abort`.
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Site {
     config: SiteConfig,
     session_id: i64,
