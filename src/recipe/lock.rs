@@ -1174,8 +1174,18 @@ impl Lock {
     }
 
     fn on_list(&mut self, now: Instant, result: Result<Response, Error>) {
-        if self.node.is_none() || !matches!(self.state, State::Creating | State::Waiting) {
-            return; // the create's answer decides (it failed, or we are leaving)
+        if !matches!(self.state, State::Creating | State::Waiting) {
+            return; // we are leaving
+        }
+        if self.node.is_none() {
+            // The listing paired with our create. Refused by the session while the
+            // create went out (never applied, create's answer still to come): list again
+            // after a backoff; it executes after the create and shows our node. Any other
+            // answer comes with the create's own, which decides.
+            if result.as_ref().is_err_and(|e| e.is_retryable() && !e.may_have_applied()) {
+                self.again(now, LIST);
+            }
+            return;
         }
         if core::mem::take(&mut self.sync_failed) {
             return self.again(now, LIST); // possibly stale
