@@ -663,7 +663,18 @@ impl DoubleBarrier {
 
     fn on_list_enter(&mut self, now: Instant, result: Result<Response, Error>) {
         if !self.created || self.need & ENTER != 0 {
-            return; // the create's answer decides (it is sent again)
+            // The listing paired with our create. Refused by the session while the
+            // create went out (never applied; a refusal comes before the replies to
+            // requests sent earlier): look again after a backoff, behind the create.
+            // Any other answer comes with the create's own, which decides.
+            let create_on_its_way = !self.created && self.need & ENTER == 0;
+            let refused = result
+                .as_ref()
+                .is_err_and(|e| e.is_retryable() && !e.may_have_applied());
+            if create_on_its_way && refused {
+                self.again(now, ARM);
+            }
+            return;
         }
         if core::mem::take(&mut self.sync_failed) {
             return self.again(now, ARM);

@@ -119,6 +119,8 @@ pub trait Recipe: Send + 'static {
     type Event: Clone + fmt::Debug + Send + 'static;
     /// A reply to request `op`: the server's answer, or the error it failed with
     /// (`ConnectionLoss`, a local refusal such as `Overloaded` or `Closed`, ...).
+    /// Replies come in the order the requests were sent, except a local refusal: it
+    /// comes at once, before the replies to requests sent earlier.
     fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>);
     /// A watch set by request `op` fired.
     fn handle_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent);

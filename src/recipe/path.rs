@@ -61,8 +61,9 @@ pub fn ancestor_creates(path: &str, acl: &[Acl], mode: CreateMode) -> Vec<(Strin
         .collect()
 }
 
-/// The answer to creating ancestor `path`: `None` if it exists now; otherwise the
-/// error that names it. A top-level node that cannot be created for lack of a parent
+/// The answer to creating ancestor `path`: `None` if it exists now; a retryable error
+/// (throttled, connection lost...) as it is, to retry; otherwise the error that names
+/// it. A top-level node that cannot be created for lack of a parent
 /// means the chroot does not exist (`/` always does).
 pub fn ancestor_result(path: &str, result: &Result<Response, Error>) -> Option<Error> {
     match result {
@@ -70,6 +71,8 @@ pub fn ancestor_result(path: &str, result: &Result<Response, Error>) -> Option<E
         Err(Error::Server(ErrorCode::NoNode)) if parent(path) == Some("/") => {
             Some(Error::ChrootMissing)
         }
+        // Not applied, or not known to be (throttled, timed out...): the caller retries.
+        Err(e @ Error::Server(_)) if e.is_retryable() => Some(e.clone()),
         Err(Error::Server(code)) => Some(Error::NoParent {
             path: path.to_string(),
             code: *code,

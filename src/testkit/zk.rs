@@ -423,7 +423,11 @@ impl Zk {
         let owner = self.sessions[s].id;
         let is_write = !matches!(
             req,
-            Request::Exists(_) | Request::GetData(_) | Request::GetChildren(_) | Request::GetChildren2(_)
+            Request::Exists(_)
+                | Request::GetData(_)
+                | Request::GetChildren(_)
+                | Request::GetChildren2(_)
+                | Request::MultiRead(_)
         );
         if is_write {
             // A write (or sync) goes through the leader: the follower catches up.
@@ -511,6 +515,24 @@ impl Zk {
                         stat: self.stat(&g.path).unwrap_or_default(),
                     },
                 })
+            }
+            Request::MultiRead(ops) => {
+                // Each read on its own (a multiRead is not atomic): its result or error.
+                let mut results = Vec::with_capacity(ops.len());
+                for read in ops {
+                    let one = match read {
+                        ReadOp::GetData(g) => Request::GetData(g.clone()),
+                        ReadOp::GetChildren(g) => Request::GetChildren(g.clone()),
+                    };
+                    results.push(match self.apply(s, op, &one) {
+                        Ok(Response::Data { data, stat }) => MultiResult::GetData { data, stat },
+                        Ok(Response::Children(names)) => MultiResult::GetChildren(names),
+                        Ok(_) => MultiResult::Error(ErrorCode::SystemError),
+                        Err(Error::Server(c)) => MultiResult::Error(c),
+                        Err(_) => MultiResult::Error(ErrorCode::SystemError),
+                    });
+                }
+                Ok(Response::Multi(results))
             }
             _ => Err(code(ErrorCode::Unimplemented)),
         }
