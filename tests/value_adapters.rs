@@ -3,7 +3,8 @@
 //! one counter (I32 and I64): the node ends at exactly 400 and every add saw its own
 //! value; and an update that loses a race to another writer runs its function again on
 //! the other writer's value; and adds through both adapters across a killed and
-//! restarted server (none lost, none counted twice).
+//! restarted server (none lost, none counted twice); and a watched counter
+//! (`watch_counter`) followed through both adapters at once sees the same values.
 #![allow(clippy::disallowed_methods)]
 
 mod support;
@@ -245,4 +246,145 @@ fn counter_across_a_server_restart() {
         v >= ok as i64 && v <= (ok + doubt) as i64,
         "node {v}, {ok} added, {doubt} in doubt"
     );
+}
+
+/// Waits (10 s at most) for the next change a tokio counter watch reports.
+fn tokio_change(w: &mut zt::CounterWatchHandle) -> Result<i64, zt::Error> {
+    runtime()
+        .block_on(async { tokio::time::timeout(Duration::from_secs(10), w.changed()).await })
+        .expect("tokio watch: no change within 10 s")
+}
+
+/// Waits (10 s at most) for the next change a blocking counter watch reports, as
+/// `changed()` would (the core's `CounterWatchEvent::change`).
+fn blocking_change(w: &mut zb::CounterWatchHandle) -> Result<i64, zb::Error> {
+    loop {
+        let e = w
+            .next_timeout(Duration::from_secs(10))
+            .expect("blocking watch: no change within 10 s")
+            .expect("the watch ended");
+        if let Some(r) = e.change() {
+            return r;
+        }
+    }
+}
+
+/// One scripted scenario, both adapters watching the same counter at once: each write
+/// is made only after both watches reported the previous one, so every version is
+/// seen. Expected: the initial missing node as 0, each write's value, a malformed node
+/// as `BadCounter` with the watch going on, empty data and a deleted node as 0, a
+/// re-created node followed. Then 4 concurrent adders (200 adds): both watches see
+/// strictly increasing values ending at the total.
+fn counter_watch_scenario(format: zt::CounterFormat, path: &str) {
+    let server = server();
+    let cs = server.connect_string();
+    let t = tokio_client(&cs);
+    let b = blocking(&cs);
+    let writer = blocking(&cs);
+    let mut tw = t.watch_counter(path, format).unwrap();
+    let mut bw = b.watch_counter(path, format).unwrap();
+    let both = |tw: &mut zt::CounterWatchHandle, bw: &mut zb::CounterWatchHandle| {
+        let a = tokio_change(tw);
+        let z = blocking_change(bw);
+        assert_eq!(a, z, "the adapters disagree");
+        a
+    };
+    let bad = |found| {
+        Err(zb::Error::BadCounter {
+            expected: format.width(),
+            found,
+        })
+    };
+    let opts = zb::CreateOptions::default();
+
+    assert_eq!(both(&mut tw, &mut bw), Ok(0), "a missing node counts as 0");
+    let parent = &path[..path.rfind('/').unwrap()];
+    writer.create(parent, "", &opts).unwrap();
+    writer.create(path, format.encode(5), &opts).unwrap();
+    assert_eq!(both(&mut tw, &mut bw), Ok(5));
+    let mut c = writer.counter(path, format).unwrap();
+    assert_eq!(c.add(-7), Ok(-2));
+    assert_eq!(both(&mut tw, &mut bw), Ok(-2), "negative values decode");
+    writer.set_data(path, "abc", None).unwrap();
+    assert_eq!(
+        both(&mut tw, &mut bw),
+        bad(3),
+        "malformed: reported, not guessed"
+    );
+    assert_eq!(runtime().block_on(tw.value()).unwrap(), Some(bad(3)));
+    assert_eq!(bw.value().unwrap(), Some(bad(3)));
+    writer.set_data(path, format.encode(42), None).unwrap();
+    assert_eq!(
+        both(&mut tw, &mut bw),
+        Ok(42),
+        "the watch goes on after a bad value"
+    );
+    writer.set_data(path, format.encode(42), None).unwrap();
+    assert_eq!(
+        both(&mut tw, &mut bw),
+        Ok(42),
+        "a new version of the same value"
+    );
+    writer.set_data(path, "", None).unwrap();
+    assert_eq!(both(&mut tw, &mut bw), Ok(0), "empty data counts as 0");
+    writer.set_data(path, format.encode(9), None).unwrap();
+    assert_eq!(both(&mut tw, &mut bw), Ok(9));
+    writer.delete(path, None).unwrap();
+    assert_eq!(both(&mut tw, &mut bw), Ok(0), "a deleted node counts as 0");
+    writer.create(path, format.encode(11), &opts).unwrap();
+    assert_eq!(
+        both(&mut tw, &mut bw),
+        Ok(11),
+        "a re-created node is followed"
+    );
+    assert_eq!(runtime().block_on(tw.value()).unwrap(), Some(Ok(11)));
+    assert_eq!(bw.value().unwrap(), Some(Ok(11)));
+    assert!(tw.try_next().is_none() && bw.try_next().is_none());
+
+    // Concurrent adders: notifications may coalesce writes, never reorder them.
+    const EACH: i64 = 50;
+    let adders: Vec<_> = (0..4)
+        .map(|_| {
+            let mut c = writer.counter(path, format).unwrap();
+            std::thread::spawn(move || {
+                for _ in 0..EACH {
+                    c.add(1).expect("add");
+                }
+            })
+        })
+        .collect();
+    let total = 11 + 4 * EACH;
+    let follow_tokio = std::thread::spawn(move || {
+        let mut seen = vec![11];
+        while *seen.last().unwrap() < total {
+            seen.push(tokio_change(&mut tw).expect("a value"));
+        }
+        seen
+    });
+    let mut seen_b = vec![11];
+    while *seen_b.last().unwrap() < total {
+        seen_b.push(blocking_change(&mut bw).expect("a value"));
+    }
+    for a in adders {
+        a.join().unwrap();
+    }
+    let seen_t = follow_tokio.join().unwrap();
+    for (name, seen) in [("tokio", &seen_t), ("blocking", &seen_b)] {
+        assert!(
+            seen.windows(2).all(|w| w[0] < w[1]),
+            "{name}: values went back: {seen:?}"
+        );
+        assert_eq!(*seen.last().unwrap(), total, "{name}");
+        println!(
+            "{format:?} {name}: {} changes seen for {} adds",
+            seen.len() - 1,
+            4 * EACH
+        );
+    }
+}
+
+#[test]
+fn counter_watch_through_both_adapters() {
+    counter_watch_scenario(zt::CounterFormat::I32, "/watched/i32");
+    counter_watch_scenario(zt::CounterFormat::I64, "/watched/i64");
 }

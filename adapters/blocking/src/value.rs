@@ -10,12 +10,24 @@
 //! zk.update("/cfg/limit", |old| Some(format!("{}0", String::from_utf8_lossy(old.unwrap_or(b"1"))).into()))?;
 //! # let _ = now; Ok(()) }
 //! ```
+//!
+//! Watching a counter (every new value, decoded by the core):
+//!
+//! ```no_run
+//! # fn demo(zk: zk_recipes_blocking::Client) -> Result<(), zk_recipes_blocking::Error> {
+//! let mut hits = zk.watch_counter("/stats/hits", zk_recipes_blocking::CounterFormat::I64)?;
+//! loop {
+//!     println!("hits: {}", hits.changed()?); // Err(BadCounter): a malformed node
+//! }
+//! # }
+//! ```
 
 use bytes::Bytes;
 use zk_recipes::proto::Stat;
 pub use zk_recipes::recipe::value::CounterFormat;
+pub use zk_recipes::recipe::value::CounterWatchEvent;
 use zk_recipes::recipe::value::{
-    Counter, CounterEvent, Proposal, Update, UpdateConfig, UpdateEvent,
+    Counter, CounterEvent, CounterWatch, Proposal, Update, UpdateConfig, UpdateEvent,
 };
 
 use crate::hosted::{Events, Hosted};
@@ -65,6 +77,18 @@ impl Client {
         let (hosted, events) = Hosted::new(self, Counter::new(path, format))?;
         Ok(CounterHandle { hosted, events })
     }
+
+    /// Watches the shared counter in node `path`, stored in `format`: every new value
+    /// (a missing node counts as 0); see `zk_recipes::recipe::value::CounterWatch`.
+    pub fn watch_counter(
+        &self,
+        path: &str,
+        format: CounterFormat,
+    ) -> Result<CounterWatchHandle, Error> {
+        let (hosted, events) = Hosted::new(self, CounterWatch::new(path, format))?;
+        hosted.run(|w, now| w.start(now))?;
+        Ok(CounterWatchHandle { hosted, events })
+    }
 }
 
 /// A shared counter ([`Client::counter`]). Each call runs one operation; handles on
@@ -96,5 +120,49 @@ impl CounterHandle {
     pub fn get(&mut self) -> Result<i64, Error> {
         self.hosted.run(|c, now| c.get(now))?;
         self.answer()
+    }
+}
+
+/// A watched shared counter ([`Client::watch_counter`]). What each event means (the
+/// decoding, a malformed node, a missing one) is decided in the core
+/// (`CounterWatchEvent::change`). Dropping the handle ends the watch.
+pub struct CounterWatchHandle {
+    hosted: Hosted<CounterWatch>,
+    events: Events<CounterWatch>,
+}
+
+impl CounterWatchHandle {
+    /// Waits for the next value: the first one read, then one per new version.
+    /// `Err(BadCounter)`: the node holds malformed data (the watch goes on); any other
+    /// error: the watch has ended.
+    pub fn changed(&mut self) -> Result<i64, Error> {
+        self.events
+            .wait(|_| {}, CounterWatchEvent::change)
+            .unwrap_or(Err(Error::Finished))
+    }
+
+    /// The value as last reported (`None`: nothing read yet).
+    pub fn value(&self) -> Result<Option<Result<i64, Error>>, Error> {
+        self.hosted.call(|w, _| w.value())
+    }
+
+    /// `sync`, then read again: after an out-of-band notice that the counter changed,
+    /// the next [`changed`](Self::changed) sees that change or a later one.
+    pub fn refresh(&self) -> Result<(), Error> {
+        self.hosted.run(|w, now| w.refresh(now))
+    }
+
+    /// The next event within `timeout`: `Err(Timeout)` if none came, `Ok(None)` once
+    /// the watch is done.
+    pub fn next_timeout(
+        &mut self,
+        timeout: std::time::Duration,
+    ) -> Result<Option<CounterWatchEvent>, Error> {
+        self.events.next_timeout(timeout)
+    }
+
+    /// The next event if one is waiting.
+    pub fn try_next(&mut self) -> Option<CounterWatchEvent> {
+        self.events.try_next()
     }
 }

@@ -46,7 +46,7 @@ pub use naming::IdGenerator;
 pub use queue::{Claimed, Queue};
 pub use semaphore::{Lease, LeaseState, Semaphore};
 pub use two_phase::{Transaction, TransactionBuilder, TransactionSite};
-pub use value::{CounterFormat, CounterHandle};
+pub use value::{CounterFormat, CounterHandle, CounterWatchEvent, CounterWatchHandle};
 pub use zk_recipes::recipe::barrier::BarrierEvent;
 pub use zk_recipes::recipe::double_barrier::DoubleBarrierEvent;
 pub use zk_recipes::recipe::election::observer::{ObserverEvent, Participant};
