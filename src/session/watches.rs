@@ -247,3 +247,37 @@ impl WatchRegistry {
             .unwrap_or_default()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::format;
+
+    /// Issue 16: the paths re-armed after a reconnect (SetWatches) come in one order in
+    /// every process and every registry: the map's hasher is seedless. A randomly
+    /// seeded hasher (hashbrown's default) gives two registries different orders.
+    #[test]
+    fn re_armed_watches_come_in_a_deterministic_order() {
+        let build = |order: &[usize]| {
+            let mut r = WatchRegistry::default();
+            for &i in order {
+                r.add(&format!("/app/node-{i}"), WatchKind::Data, Token(i as u64));
+                r.add(&format!("/app/dir-{i}"), WatchKind::Child, Token(1_000 + i as u64));
+            }
+            r.lists()
+        };
+        let forward: Vec<usize> = (0..200).collect();
+        let a = build(&forward);
+        for _ in 0..8 {
+            assert_eq!(build(&forward), a, "same registrations, another order of re-arming");
+        }
+        assert_eq!(a.data.len(), 200);
+        assert_eq!(a.child.len(), 200);
+        // The order is the map's, fixed by the path alone: pinned here, so a change of
+        // hasher that would make it vary (or a seed) is seen.
+        let first: Vec<&str> = a.data.iter().take(3).map(|s| s.as_str()).collect();
+        assert_eq!(first, PINNED_FIRST_DATA);
+    }
+
+    const PINNED_FIRST_DATA: [&str; 3] = ["/app/node-141", "/app/node-192", "/app/node-54"];
+}
