@@ -1553,9 +1553,11 @@ impl Recipe for Consumer {
             Purpose::Parent(p) => {
                 if let Some(e) = ancestor_result(&p, &result) {
                     if e.is_retryable() {
-                        // Refused: the round goes again after a backoff (once per round).
+                        // Refused: the round goes again after a backoff (once per round)
+                        // and does not count as a round that found a parent missing.
                         if !self.need_parents {
                             self.retry.failed(now);
+                            self.parent_rounds = self.parent_rounds.saturating_sub(1);
                         }
                         self.need_parents = true;
                     } else if !e.ends_session() && self.parent_error.is_none() {
