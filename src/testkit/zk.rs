@@ -124,6 +124,8 @@ pub struct Zk {
     /// One session per client.
     pub sessions: Vec<ZkSession>,
     next_id: i64,
+    /// Watches a lagging follower fires as it catches up, after the read's reply.
+    catch_up: Vec<(String, WatchKind, EventType)>,
 }
 
 fn parent_of(path: &str) -> &str {
@@ -174,6 +176,7 @@ impl Zk {
             graveyard: Vec::new(),
             sessions: Vec::new(),
             next_id: 0x100,
+            catch_up: Vec::new(),
         };
         for _ in 0..clients {
             let id = zk.new_id();
@@ -278,7 +281,9 @@ impl Zk {
     }
 
     fn watch(&mut self, s: usize, path: &str, kind: WatchKind, op: OpId) {
-        self.sessions[s].watches.push((String::from(path), kind, op));
+        self.sessions[s]
+            .watches
+            .push((String::from(path), kind, op));
     }
 
     /// Creates a node; returns its final path.
@@ -387,7 +392,9 @@ impl Zk {
                         stat: stat_of(&n, 0),
                     })
                 }
-                MultiOp::Delete(d) => self.delete(&d.path, d.version).map(|()| MultiResult::Delete),
+                MultiOp::Delete(d) => self
+                    .delete(&d.path, d.version)
+                    .map(|()| MultiResult::Delete),
                 MultiOp::SetData(d) => self
                     .set_data(&d.path, &d.data, d.version)
                     .map(MultiResult::SetData),
@@ -409,7 +416,8 @@ impl Zk {
                         (0..i).map(|_| MultiResult::Error(ErrorCode::Ok)).collect();
                     failed.push(MultiResult::Error(e));
                     failed.extend(
-                        (i + 1..ops.len()).map(|_| MultiResult::Error(ErrorCode::RuntimeInconsistency)),
+                        (i + 1..ops.len())
+                            .map(|_| MultiResult::Error(ErrorCode::RuntimeInconsistency)),
                     );
                     return Response::Multi(failed);
                 }
@@ -445,7 +453,10 @@ impl Zk {
                     },
                 })
             }
-            Request::Delete(d) => self.delete(&d.path, d.version).map(|()| Response::Empty).map_err(code),
+            Request::Delete(d) => self
+                .delete(&d.path, d.version)
+                .map(|()| Response::Empty)
+                .map_err(code),
             Request::SetData(d) => self
                 .set_data(&d.path, &d.data, d.version)
                 .map(Response::Stat)
@@ -458,8 +469,12 @@ impl Zk {
                     self.watch(s, &g.path, WatchKind::Data, op);
                     if stale.is_some() && found != self.nodes.contains_key(&g.path) {
                         // The lagging follower applies what it missed: the watch fires.
-                        let t = if found { EventType::NodeDeleted } else { EventType::NodeCreated };
-                        self.fire(&g.path, WatchKind::Data, t);
+                        let t = if found {
+                            EventType::NodeDeleted
+                        } else {
+                            EventType::NodeCreated
+                        };
+                        self.catch_up.push((g.path.clone(), WatchKind::Data, t));
                     }
                 }
                 match (found, self.stat(&g.path)) {
@@ -484,7 +499,11 @@ impl Zk {
                         // to the model: empty), and fires the watch when it catches up.
                         if g.watch {
                             self.watch(s, &g.path, WatchKind::Data, op);
-                            self.fire(&g.path, WatchKind::Data, EventType::NodeDeleted);
+                            self.catch_up.push((
+                                g.path.clone(),
+                                WatchKind::Data,
+                                EventType::NodeDeleted,
+                            ));
                         }
                         Ok(Response::Data {
                             data: Bytes::new(),
@@ -505,7 +524,11 @@ impl Zk {
                 if g.watch {
                     self.watch(s, &g.path, WatchKind::Child, op);
                     if stale.is_some() && names != self.children(&g.path) {
-                        self.fire(&g.path, WatchKind::Child, EventType::NodeChildrenChanged);
+                        self.catch_up.push((
+                            g.path.clone(),
+                            WatchKind::Child,
+                            EventType::NodeChildrenChanged,
+                        ));
                     }
                 }
                 Ok(match req {
@@ -545,7 +568,29 @@ impl Zk {
         };
         let r = self.apply(s, op, &req);
         let zxid = self.sessions[s].stale_at.unwrap_or(self.zxid);
-        self.sessions[s].out.push_back((Outbound::Reply(op, r), zxid));
+        let session = &mut self.sessions[s];
+        session.out.push_back((Outbound::Reply(op, r), zxid));
+        // The follower catches up after answering: the watch the read set fires now
+        // (only this session's: the others hear changes from their own servers), and it
+        // lags no more.
+        if !self.catch_up.is_empty() {
+            session.stale_at = None;
+        }
+        for (path, kind, event_type) in core::mem::take(&mut self.catch_up) {
+            let mut i = 0;
+            while i < session.watches.len() {
+                if session.watches[i].0 == path && session.watches[i].1 == kind {
+                    let (p, _, op) = session.watches.remove(i);
+                    let ev = WatchEvent {
+                        event_type,
+                        path: p,
+                    };
+                    session.out.push_back((Outbound::Watch(op, ev), self.zxid));
+                } else {
+                    i += 1;
+                }
+            }
+        }
         true
     }
 
@@ -605,7 +650,12 @@ impl<R: Recipe> ModelWorld<R> {
 
     /// Hosts `machine` on client `c` (it hears the session state at once, as from the
     /// real client); `start` is the user's call that sets it going (`acquire`, ...).
-    pub fn host(&mut self, c: usize, mut machine: R, start: impl FnOnce(&mut R, Instant)) -> Vec<Happened<R::Event>> {
+    pub fn host(
+        &mut self,
+        c: usize,
+        mut machine: R,
+        start: impl FnOnce(&mut R, Instant),
+    ) -> Vec<Happened<R::Event>> {
         let s = &self.zk.sessions[c];
         machine.handle_session(self.now, SessionChange::Connected { session_id: s.id });
         if s.link != Link::Up {
@@ -726,8 +776,11 @@ impl<R: Recipe> ModelWorld<R> {
                 }
                 let zxid = self.zk.zxid;
                 let s = &mut self.zk.sessions[c];
-                s.out
-                    .extend(missed.into_iter().map(|(op, ev)| (Outbound::Watch(op, ev), zxid)));
+                s.out.extend(
+                    missed
+                        .into_iter()
+                        .map(|(op, ev)| (Outbound::Watch(op, ev), zxid)),
+                );
                 let queued = core::mem::take(&mut s.queued);
                 s.wire.extend(queued);
                 self.pump(c)
@@ -821,7 +874,9 @@ impl<R: Recipe> ModelWorld<R> {
         if t > self.now {
             self.now = t;
         }
-        (0..self.machines.len()).map(|c| (c, self.pump(c))).collect()
+        (0..self.machines.len())
+            .map(|c| (c, self.pump(c)))
+            .collect()
     }
 }
 
@@ -856,9 +911,10 @@ pub enum Step {
     Drop(u8),
     /// Fault: client `c` reconnects to a lagging follower.
     ReconnectStale(u8),
-    /// Fault: the server expires client `c`'s session (connection down).
+    /// Fault: the server expires client `c`'s session (its connection drops first if up).
     ExpireServer(u8),
-    /// Fault: client `c` gives up on its session (connection down), leaving a zombie.
+    /// Fault: client `c` gives up on its session (its connection drops first if up),
+    /// leaving a zombie.
     ExpireLocal(u8),
     /// Fault: the session refuses client `c`'s newest unread request.
     Refuse(u8),
@@ -902,6 +958,13 @@ impl<R: Recipe> ModelWorld<R> {
                     if faults.drops > 0 && self.machines[i].is_some() {
                         out.push(Step::Drop(c));
                     }
+                    if faults.expiries > 0 && self.machines[i].is_some() {
+                        // The connection drops and the session expires: one fault.
+                        out.push(Step::ExpireServer(c));
+                        if s.zombie.is_none() {
+                            out.push(Step::ExpireLocal(c));
+                        }
+                    }
                 }
                 Link::Down => {
                     out.push(Step::Reconnect(c));
@@ -927,7 +990,11 @@ impl<R: Recipe> ModelWorld<R> {
     }
 
     /// Takes one step, spending `faults`; returns what each client's machine did.
-    pub fn take(&mut self, step: Step, faults: &mut Faults) -> Vec<(usize, Vec<Happened<R::Event>>)> {
+    pub fn take(
+        &mut self,
+        step: Step,
+        faults: &mut Faults,
+    ) -> Vec<(usize, Vec<Happened<R::Event>>)> {
         let one = |c: u8, h: Vec<Happened<R::Event>>| alloc::vec![(usize::from(c), h)];
         match step {
             Step::Serve(c) => {
@@ -952,12 +1019,15 @@ impl<R: Recipe> ModelWorld<R> {
             }
             Step::ExpireServer(c) => {
                 faults.expiries = faults.expiries.saturating_sub(1);
+                let dropped = self.drop_connection(usize::from(c));
                 self.expire_on_server(usize::from(c));
-                Vec::new()
+                one(c, dropped)
             }
             Step::ExpireLocal(c) => {
                 faults.expiries = faults.expiries.saturating_sub(1);
-                one(c, self.expire_locally(usize::from(c)))
+                let mut happened = self.drop_connection(usize::from(c));
+                happened.extend(self.expire_locally(usize::from(c)));
+                one(c, happened)
             }
             Step::Refuse(c) => {
                 faults.refusals = faults.refusals.saturating_sub(1);
