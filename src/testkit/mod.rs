@@ -24,7 +24,11 @@ pub mod sim_naive;
 #[cfg(feature = "sim")]
 pub mod sim_queue;
 #[cfg(feature = "sim")]
+pub mod sim_semaphore;
+#[cfg(feature = "sim")]
 pub mod sim_two_phase;
+#[cfg(feature = "sim")]
+pub mod sim_value;
 pub mod two_phase;
 pub mod value;
 pub mod zk;
