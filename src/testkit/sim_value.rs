@@ -304,6 +304,9 @@ pub struct Checker {
     seen_watched: Vec<usize>,
     afters: BTreeSet<i64>,
     last_watched: Vec<Option<(i64, i32)>>,
+    /// The server's zxid and the clients' log lengths at the last list check: the list
+    /// is checked again only when one of them moved.
+    list_checked: (i64, usize),
 }
 
 impl Checker {
@@ -313,16 +316,13 @@ impl Checker {
         self.seen_added.resize(n, 0);
         self.seen_watched.resize(n, 0);
         self.last_watched.resize(n, None);
-        let list = view
-            .server
-            .node(LIST)
-            .map(|(d, _)| tokens(&d))
-            .unwrap_or_default();
-        let mut in_list = BTreeSet::new();
-        for t in &list {
-            if !in_list.insert(*t) {
-                return Err(format!("token {t:08x} appended twice: {list:08x?}"));
-            }
+        let stamp = (
+            view.server.zxid(),
+            view.actors.iter().map(|a| a.log.len()).sum::<usize>(),
+        );
+        if stamp != self.list_checked {
+            self.list_checked = stamp;
+            check_list(view)?;
         }
         for (i, a) in view.actors.iter().enumerate() {
             for &after in &a.added[self.seen_added[i]..] {
@@ -333,19 +333,6 @@ impl Checker {
                 }
             }
             self.seen_added[i] = a.added.len();
-            for (t, o) in &a.tokens {
-                match o {
-                    Outcome::Updated if !in_list.contains(t) => {
-                        return Err(format!("client {i}: token {t:08x} Updated, not in the list"));
-                    }
-                    Outcome::NotApplied if in_list.contains(t) => {
-                        return Err(format!(
-                            "client {i}: token {t:08x} failed as not applied, but is in the list"
-                        ));
-                    }
-                    _ => {}
-                }
-            }
             for w in &a.watched[self.seen_watched[i]..] {
                 let last = self.last_watched[i];
                 match (*w, last) {
@@ -376,8 +363,40 @@ impl Checker {
     }
 
     fn restarted(&mut self, i: usize) {
+        self.last_watched.resize(i + 1, None);
         self.last_watched[i] = None;
     }
+}
+
+/// No token twice in the list; every `Updated` token in it, no `NotApplied` one.
+fn check_list(view: &View<'_, ValueUser>) -> Result<(), String> {
+    let list = view
+        .server
+        .node(LIST)
+        .map(|(d, _)| tokens(&d))
+        .unwrap_or_default();
+    let mut in_list = BTreeSet::new();
+    for t in &list {
+        if !in_list.insert(*t) {
+            return Err(format!("token {t:08x} appended twice: {list:08x?}"));
+        }
+    }
+    for (i, a) in view.actors.iter().enumerate() {
+        for (t, o) in &a.tokens {
+            match o {
+                Outcome::Updated if !in_list.contains(t) => {
+                    return Err(format!("client {i}: token {t:08x} Updated, not in the list"));
+                }
+                Outcome::NotApplied if in_list.contains(t) => {
+                    return Err(format!(
+                        "client {i}: token {t:08x} failed as not applied, but is in the list"
+                    ));
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Totals of one schedule.
