@@ -14,6 +14,8 @@ pub mod session;
 #[cfg(feature = "sim")]
 pub mod sim_barrier;
 #[cfg(feature = "sim")]
+pub mod sim_cache;
+#[cfg(feature = "sim")]
 pub mod sim_config;
 #[cfg(feature = "sim")]
 pub mod sim_double_barrier;

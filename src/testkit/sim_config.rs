@@ -76,6 +76,8 @@ pub struct ConfigUser {
     stop_at: Instant,
     close_at: Instant,
     idle_until: Instant,
+    /// The time of the last step.
+    now: Instant,
     gen: u64,
     write: Option<RecipeHandle<ConfigWriter>>,
     /// Naive writer: nodes of this generation still to write, one by one.
@@ -147,6 +149,7 @@ impl ConfigUser {
 
 impl Actor for ConfigUser {
     fn step(&mut self, now: Instant, client: &mut Client, events: &[ClientEvent]) {
+        self.now = now;
         for ev in events {
             let ClientEvent::Recipe { id, event } = ev else {
                 continue;
@@ -204,7 +207,7 @@ impl Actor for ConfigUser {
     fn wake_at(&self) -> Option<Instant> {
         match self.closed {
             true => None,
-            false if self.writer && self.write.is_none() => {
+            false if self.writer && self.write.is_none() && self.idle_until > self.now => {
                 Some(self.idle_until.min(self.close_at))
             }
             false => Some(self.close_at),
@@ -343,6 +346,7 @@ pub fn run_with(config: SimConfig, mode: ConfigMode, naive: bool) -> Result<Tota
         stop_at,
         close_at,
         idle_until: Instant::ZERO,
+        now: Instant::ZERO,
         gen: 0,
         write: None,
         naive_left: Vec::new(),

@@ -75,6 +75,8 @@ pub struct ValueUser {
     stop_at: Instant,
     close_at: Instant,
     idle_until: Instant,
+    /// The time of the last step.
+    now: Instant,
     counter: Option<RecipeHandle<Counter>>,
     update: Option<RecipeHandle<Update>>,
     watch: Option<RecipeHandle<NodeWatch>>,
@@ -109,6 +111,7 @@ impl ValueUser {
             stop_at,
             close_at,
             idle_until: Instant::ZERO,
+            now: Instant::ZERO,
             counter: None,
             update: None,
             watch: None,
@@ -154,6 +157,7 @@ pub fn tokens(data: &[u8]) -> Vec<u32> {
 
 impl Actor for ValueUser {
     fn step(&mut self, now: Instant, client: &mut Client, events: &[ClientEvent]) {
+        self.now = now;
         for ev in events {
             let ClientEvent::Recipe { id, event } = ev else {
                 continue;
@@ -273,7 +277,7 @@ impl Actor for ValueUser {
     fn wake_at(&self) -> Option<Instant> {
         if self.closed {
             None
-        } else if self.op.is_none() && self.idle_until < self.stop_at {
+        } else if self.op.is_none() && self.now < self.idle_until && self.idle_until < self.stop_at {
             Some(self.idle_until.min(self.close_at))
         } else {
             Some(self.close_at)

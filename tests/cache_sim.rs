@@ -1,0 +1,48 @@
+//! The tree cache in the simulator: one client creates, changes and deletes nodes of a
+//! small subtree (its root included), 3 clients cache it (one with one-shot watches),
+//! under every fault. Each cache's events replayed in order always give its contents,
+//! every node it reports is a state the server had, and after quiet every cache equals
+//! the server's subtree (paths, data, versions). See `zk_recipes::testkit::sim_cache`.
+//!
+//! `SIM_SEED=n` replays one schedule; `SIM_SEEDS=n` runs n/10 of them (a schedule here
+//! costs about ten of the cheapest suites').
+
+#[allow(dead_code)] // this suite uses only part of the shared support
+mod sim_support;
+
+use zk_recipes::testkit::sim_cache;
+
+const CLIENTS: usize = 4;
+
+#[test]
+fn the_cache_follows_the_server_in_every_schedule() {
+    let seeds = sim_support::seeds_scaled(6_000_000, 10, 300);
+    let n = seeds.len();
+    let started = std::time::Instant::now();
+    let all = sim_support::run_each(seeds, |seed| sim_cache::run(seed, CLIENTS, false));
+    let events: usize = all.iter().map(|t| t.events).sum();
+    let nonempty = all.iter().filter(|t| t.nodes > 1).count();
+    println!(
+        "{n} schedules x {CLIENTS} clients in {:.1} s: {events} cache events; \
+         {nonempty} schedules ended with a subtree of more than one node",
+        started.elapsed().as_secs_f64()
+    );
+    assert!(events > n * 50, "the caches must follow changes ({events})");
+    assert!(nonempty * 4 > n, "subtrees must be non-trivial ({nonempty} of {n})");
+}
+
+/// The replay check can fail: a consumer that forgets `Changed` events is caught, and
+/// the seed replays it exactly.
+#[test]
+fn a_replay_that_forgets_changes_is_caught() {
+    let failing = (6_000_000..6_000_020)
+        .find(|&seed| sim_cache::run(seed, CLIENTS, true).is_err())
+        .expect("the broken replay was never caught");
+    let first = sim_cache::run(failing, CLIENTS, true).unwrap_err();
+    assert!(first.contains("events replayed"), "{first}");
+    assert_eq!(
+        first,
+        sim_cache::run(failing, CLIENTS, true).unwrap_err(),
+        "a seed must replay exactly"
+    );
+}
