@@ -88,7 +88,14 @@ impl CacheUser {
         self.writes += 1;
         let data = Bytes::from(format!("{}:{}", path, self.writes));
         let req = match self.next() % 4 {
-            0 => create(path, data, &CreateOptions::default()),
+            0 => {
+                if path == ROOT {
+                    // Its parent first (`NodeExists` after the first time).
+                    let parent = create("/app", Bytes::new(), &CreateOptions::default());
+                    let _ = client.submit(now, parent);
+                }
+                create(path, data, &CreateOptions::default())
+            }
             1 => delete(path, None),
             _ => set_data(path, data, None),
         };

@@ -218,11 +218,17 @@ pub struct Outcome {
     pub peak: usize,
 }
 
-/// One schedule with every fault (2.5 s of faults, then 3 s of quiet), `max` leases.
-pub fn run(seed: u64, clients: usize, max: u32) -> Result<Outcome, String> {
+/// The settings of [`run`]: every fault for 1.5 s, then 3 s of quiet.
+pub fn config(seed: u64, clients: usize) -> SimConfig {
     let mut config = SimConfig::with_faults(seed, clients);
-    config.duration = Duration::from_millis(5500);
+    config.duration = Duration::from_millis(4500);
     config.quiet = Duration::from_secs(3);
+    config
+}
+
+/// One schedule with every fault ([`config`]), `max` leases.
+pub fn run(seed: u64, clients: usize, max: u32) -> Result<Outcome, String> {
+    let mut config = config(seed, clients);
     config.trace = false;
     run_with(config.clone(), max, max as usize).or_else(|_| {
         config.trace = true;
