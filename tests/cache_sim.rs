@@ -7,6 +7,7 @@
 //! `SIM_SEED=n` replays one schedule; `SIM_SEEDS=n` runs n/10 of them (a schedule here
 //! costs about ten of the cheapest suites').
 
+#![allow(clippy::disallowed_methods)] // wall-clock time of the run, for the report
 #[allow(dead_code)] // this suite uses only part of the shared support
 mod sim_support;
 
@@ -28,7 +29,10 @@ fn the_cache_follows_the_server_in_every_schedule() {
         started.elapsed().as_secs_f64()
     );
     assert!(events > n * 50, "the caches must follow changes ({events})");
-    assert!(nonempty * 4 > n, "subtrees must be non-trivial ({nonempty} of {n})");
+    assert!(
+        nonempty * 4 > n,
+        "subtrees must be non-trivial ({nonempty} of {n})"
+    );
 }
 
 /// The replay check can fail: a consumer that forgets `Changed` events is caught, and

@@ -8,6 +8,7 @@
 //! `SIM_SEED=n` replays one schedule; `SIM_SEEDS=n` runs n/20 schedules per protocol
 //! (a schedule here costs about ten of the cheapest suites').
 
+#![allow(clippy::disallowed_methods)] // wall-clock time of the run, for the report
 #[allow(dead_code)] // this suite uses only part of the shared support
 mod sim_support;
 
@@ -30,7 +31,10 @@ fn survives(mode: ConfigMode, first: u64) {
          {snapshots} snapshots, {not_ready} NotReady",
         started.elapsed().as_secs_f64()
     );
-    assert!(written > n * 10, "configurations must be written ({written})");
+    assert!(
+        written > n * 10,
+        "configurations must be written ({written})"
+    );
     assert!(snapshots > n * 10, "readers must report them ({snapshots})");
 }
 
@@ -60,5 +64,9 @@ fn a_writer_that_ignores_ready_is_caught_by_the_readers() {
         .expect("the naive writer was never caught");
     let first = run(failing).unwrap_err();
     assert!(first.contains("mixed configuration"), "{first}");
-    assert_eq!(first, run(failing).unwrap_err(), "a seed must replay exactly");
+    assert_eq!(
+        first,
+        run(failing).unwrap_err(),
+        "a seed must replay exactly"
+    );
 }

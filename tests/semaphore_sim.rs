@@ -5,6 +5,7 @@
 //! `SIM_SEED=n` replays one schedule; `SIM_SEEDS=n` runs n/10 of them (a schedule here
 //! costs about ten of the cheapest suites').
 
+#![allow(clippy::disallowed_methods)] // wall-clock time of the run, for the report
 #[allow(dead_code)] // this suite uses only part of the shared support
 mod sim_support;
 
@@ -27,7 +28,10 @@ fn the_semaphore_survives_every_schedule() {
         started.elapsed().as_secs_f64()
     );
     assert!(grants > n * CLIENTS, "leases must change hands ({grants})");
-    assert!(full * 2 > n, "the semaphore must be full often ({full} of {n})");
+    assert!(
+        full * 2 > n,
+        "the semaphore must be full often ({full} of {n})"
+    );
 }
 
 /// The checker can fail: a semaphore of 3 leases checked against a limit of 2 is caught
@@ -43,5 +47,9 @@ fn the_checker_catches_one_holder_too_many() {
         .expect("one holder too many was never caught");
     let first = run(failing).unwrap_err();
     assert!(first.contains("live holders"), "{first}");
-    assert_eq!(first, run(failing).unwrap_err(), "a seed must replay exactly");
+    assert_eq!(
+        first,
+        run(failing).unwrap_err(),
+        "a seed must replay exactly"
+    );
 }

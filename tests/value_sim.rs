@@ -9,6 +9,7 @@
 //! `SIM_SEED=n` replays one schedule; `SIM_SEEDS=n` runs n/10 of them (a schedule here
 //! costs about ten of the cheapest suites').
 
+#![allow(clippy::disallowed_methods)] // wall-clock time of the run, for the report
 #[allow(dead_code)] // this suite uses only part of the shared support
 mod sim_support;
 
@@ -34,7 +35,10 @@ fn counter_update_and_watch_survive_every_schedule() {
     );
     assert!(sum(|t| t.added) > n * 20, "the counter must move");
     assert!(sum(|t| t.updated) > n * 20, "the list must grow");
-    assert!(sum(|t| t.in_doubt) > 0, "lost replies must leave some increment in doubt");
+    assert!(
+        sum(|t| t.in_doubt) > 0,
+        "lost replies must leave some increment in doubt"
+    );
 }
 
 /// The invariant can fail: a user that simply tries an increment again after a failure

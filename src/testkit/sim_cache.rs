@@ -108,10 +108,9 @@ impl CacheUser {
         let err = match e {
             CacheEvent::Created { path, data, stat } => {
                 self.reported.push((path.clone(), state(data, stat)));
-                match self.replay.insert(path.clone(), state(data, stat)) {
-                    Some(old) => Some(format!("Created {path}, already held as {old:?}")),
-                    None => None,
-                }
+                self.replay
+                    .insert(path.clone(), state(data, stat))
+                    .map(|old| format!("Created {path}, already held as {old:?}"))
             }
             CacheEvent::Changed { path, data, stat } => {
                 self.reported.push((path.clone(), state(data, stat)));

@@ -123,7 +123,10 @@ impl ConfigUser {
                 self.gen += 1;
                 self.naive_left = (0..PATHS.len()).collect();
             }
-            (WriterConfig::multi(), alloc::vec![self.naive_left.remove(0)])
+            (
+                WriterConfig::multi(),
+                alloc::vec![self.naive_left.remove(0)],
+            )
         } else {
             self.gen += 1;
             let config = match self.mode {
@@ -268,7 +271,9 @@ impl Checker {
                         self.complete.insert(g);
                     }
                     Err(()) if self.server_check => {
-                        return Err(format!("ready over a half-written configuration: {nodes:?}"))
+                        return Err(format!(
+                            "ready over a half-written configuration: {nodes:?}"
+                        ))
                     }
                     Err(()) => {}
                 }
@@ -285,7 +290,8 @@ impl Checker {
             }
             for r in &a.reports[self.seen[i]..] {
                 let Some(s) = r else { continue };
-                let values: Vec<Option<&[u8]>> = s.values.iter().map(|(_, v)| v.as_deref()).collect();
+                let values: Vec<Option<&[u8]>> =
+                    s.values.iter().map(|(_, v)| v.as_deref()).collect();
                 let Ok(g) = snapshot_generation(&values) else {
                     return Err(format!("client {i} reported a mixed configuration: {s:?}"));
                 };

@@ -40,6 +40,8 @@ pub struct SemUser {
     suspended: bool,
     until: Instant,
     idle_until: Instant,
+    /// The time of the last step.
+    now: Instant,
     stop_at: Instant,
     releasing: bool,
     /// Leases acquired.
@@ -59,6 +61,7 @@ impl SemUser {
             suspended: false,
             until: Instant::ZERO,
             idle_until: Instant::ZERO,
+            now: Instant::ZERO,
             stop_at,
             releasing: false,
             grants: 0,
@@ -101,6 +104,7 @@ impl SemUser {
 
 impl Actor for SemUser {
     fn step(&mut self, now: Instant, client: &mut Client, events: &[ClientEvent]) {
+        self.now = now;
         for ev in events {
             let ClientEvent::Recipe { id, event } = ev else {
                 continue;
@@ -156,7 +160,9 @@ impl Actor for SemUser {
         match self.handle {
             Some(_) if self.lease.is_some() && !self.releasing => Some(self.until),
             Some(_) => None, // the semaphore's own timers and events drive it
-            None if self.idle_until < self.stop_at => Some(self.idle_until),
+            None if self.now < self.idle_until && self.idle_until < self.stop_at => {
+                Some(self.idle_until)
+            }
             None => None,
         }
     }

@@ -11,10 +11,10 @@
 //! * list: no token is in the node twice (the update function never applied twice); a
 //!   token reported `Updated` is in the node; a token whose `Failed` does not say
 //!   `may_have_applied` is not (and never comes);
-//! * watcher: every `Data` it reports is a state the counter node had (value = version
-//!   + 1, since the node is created holding 1 and every applied increment adds one and
-//!   bumps the version), versions strictly rise, and it never reports the node missing
-//!   once it saw it (the node is never deleted).
+//! * watcher: every `Data` it reports is a state the counter node had (its value is its
+//!   version plus one, since the node is created holding 1 and every applied increment
+//!   adds one and bumps the version), versions strictly rise, and it never reports the
+//!   node missing once it saw it (the node is never deleted).
 //!
 //! Once faults stop: clients start no new operation, but every running one goes on. A
 //! little before the end each client records what its watcher holds and closes its
@@ -264,10 +264,12 @@ impl Actor for ValueUser {
             client.command(now, h, |c, now| c.add(now, 1));
         } else {
             self.seq += 1;
-            let token = u32::from(self.slot) << 24 | u32::from(self.life) << 16 | u32::from(self.seq);
+            let token =
+                u32::from(self.slot) << 24 | u32::from(self.life) << 16 | u32::from(self.seq);
             self.op = Some(Op::Append(token));
             self.tokens.insert(token, Outcome::Running);
-            self.log.push(format!("{} append {token:08x}", now.as_micros()));
+            self.log
+                .push(format!("{} append {token:08x}", now.as_micros()));
             let h = client.add(now, Update::new(UpdateConfig::new(LIST)));
             self.update = Some(h);
             client.command(now, h, |u, now| u.start(now));
@@ -277,7 +279,8 @@ impl Actor for ValueUser {
     fn wake_at(&self) -> Option<Instant> {
         if self.closed {
             None
-        } else if self.op.is_none() && self.now < self.idle_until && self.idle_until < self.stop_at {
+        } else if self.op.is_none() && self.now < self.idle_until && self.idle_until < self.stop_at
+        {
             Some(self.idle_until.min(self.close_at))
         } else {
             Some(self.close_at)
@@ -389,7 +392,9 @@ fn check_list(view: &View<'_, ValueUser>) -> Result<(), String> {
         for (t, o) in &a.tokens {
             match o {
                 Outcome::Updated if !in_list.contains(t) => {
-                    return Err(format!("client {i}: token {t:08x} Updated, not in the list"));
+                    return Err(format!(
+                        "client {i}: token {t:08x} Updated, not in the list"
+                    ));
                 }
                 Outcome::NotApplied if in_list.contains(t) => {
                     return Err(format!(
@@ -464,7 +469,11 @@ pub fn run_with(config: SimConfig, naive: bool) -> Result<Totals, String> {
         .unwrap_or(0);
     let mut t = Totals::default();
     let mut in_list = BTreeSet::new();
-    for tok in server.node(LIST).map(|(d, _)| tokens(&d)).unwrap_or_default() {
+    for tok in server
+        .node(LIST)
+        .map(|(d, _)| tokens(&d))
+        .unwrap_or_default()
+    {
         in_list.insert(tok);
     }
     for (i, a) in sim.actors().iter().enumerate() {

@@ -41,10 +41,7 @@ pub fn run_all(seeds: Vec<u64>, readers: bool) -> usize {
 /// Runs `one` on every seed on both cores; panics with the first failure's report;
 /// returns the outcomes in no particular order.
 #[allow(dead_code)] // not every suite uses it
-pub fn run_each<T: Send>(
-    seeds: Vec<u64>,
-    one: impl Fn(u64) -> Result<T, String> + Sync,
-) -> Vec<T> {
+pub fn run_each<T: Send>(seeds: Vec<u64>, one: impl Fn(u64) -> Result<T, String> + Sync) -> Vec<T> {
     let one = &one;
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..2)
