@@ -65,13 +65,25 @@ pub enum AtClose {
     Reader(Option<Option<ConfigSnapshot>>),
 }
 
+/// How the writer writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Writers {
+    /// With the readers' protocol.
+    Protocol,
+    /// Ready-node readers: the writes with the ready-node protocol until one is
+    /// `Written` (it creates `ready`), every later one as one `multi` under the standing `ready` (the module's
+    /// table: safe).
+    MultiUnderReady,
+    /// Must-fail: like `MultiUnderReady`, but each later write sets one node at a time
+    /// (one `multi` per node) under the standing `ready`.
+    Naive,
+}
+
 /// One client: the writer (slot 0) or a reader.
 pub struct ConfigUser {
     writer: bool,
     mode: ConfigMode,
-    /// Must-fail variant: after the first write, the writer sets one node at a time
-    /// without touching `ready`.
-    naive: bool,
+    writers: Writers,
     rng: u64,
     stop_at: Instant,
     close_at: Instant,
@@ -118,7 +130,7 @@ impl ConfigUser {
     }
 
     fn start_write(&mut self, now: Instant, client: &mut Client) {
-        let (config, nodes) = if self.naive && self.gen > 1 {
+        let (config, nodes) = if self.writers == Writers::Naive && self.written > 0 {
             if self.naive_left.is_empty() {
                 self.gen += 1;
                 self.naive_left = (0..PATHS.len()).collect();
@@ -129,9 +141,10 @@ impl ConfigUser {
             )
         } else {
             self.gen += 1;
-            let config = match self.mode {
-                ConfigMode::ReadyNode => WriterConfig::ready_node(READY),
-                ConfigMode::Multi => WriterConfig::multi(),
+            let config = match (self.mode, self.writers) {
+                (ConfigMode::ReadyNode, Writers::Protocol) => WriterConfig::ready_node(READY),
+                (ConfigMode::ReadyNode, _) if self.written == 0 => WriterConfig::ready_node(READY),
+                _ => WriterConfig::multi(),
             };
             (config, (0..PATHS.len()).collect())
         };
@@ -325,28 +338,40 @@ pub struct Totals {
     pub not_ready: usize,
 }
 
-/// One schedule with every fault (1.5 s of faults, then 3 s of quiet).
-pub fn run(seed: u64, clients: usize, mode: ConfigMode) -> Result<Totals, String> {
+/// The settings of [`run`]: every fault for 1.5 s, then 3 s of quiet.
+pub fn config(seed: u64, clients: usize) -> SimConfig {
     let mut config = SimConfig::with_faults(seed, clients);
     config.duration = Duration::from_millis(4500);
     config.quiet = Duration::from_secs(3);
+    config
+}
+
+/// One schedule with every fault ([`config`]): readers in `mode`, the writer as
+/// `writers` says.
+pub fn run(
+    seed: u64,
+    clients: usize,
+    mode: ConfigMode,
+    writers: Writers,
+) -> Result<Totals, String> {
+    let mut config = config(seed, clients);
     config.trace = false;
-    run_with(config.clone(), mode, false).or_else(|_| {
+    run_with(config.clone(), mode, writers).or_else(|_| {
         config.trace = true;
-        run_with(config, mode, false)
+        run_with(config, mode, writers)
     })
 }
 
-/// One schedule with the given settings; `naive`: the must-fail writer (ready-node
-/// mode only), with the server's check off.
-pub fn run_with(config: SimConfig, mode: ConfigMode, naive: bool) -> Result<Totals, String> {
+/// One schedule with the given settings; with [`Writers::Naive`] (ready-node readers
+/// only) the server's check is off, so that only the readers' check can catch it.
+pub fn run_with(config: SimConfig, mode: ConfigMode, writers: Writers) -> Result<Totals, String> {
     let seed = config.seed;
     let stop_at = Instant::ZERO + config.duration.saturating_sub(config.quiet);
     let close_at = Instant::ZERO + config.duration.saturating_sub(Duration::from_millis(200));
     let mut sim = Simulation::new(config, |i| ConfigUser {
         writer: i == 0,
         mode,
-        naive,
+        writers,
         rng: (((seed << 8) | i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x2545_F491_4F6C_DD1D)
             | 1,
         stop_at,
@@ -366,7 +391,7 @@ pub fn run_with(config: SimConfig, mode: ConfigMode, naive: bool) -> Result<Tota
         log: Vec::new(),
     });
     let mut checker = Checker::new(mode);
-    checker.server_check = !naive;
+    checker.server_check = writers != Writers::Naive;
     sim.run(|v| checker.check(v))?;
     let mut problems = Vec::new();
     let server: Vec<(Option<Bytes>, Option<i32>)> = PATHS
