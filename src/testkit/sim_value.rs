@@ -1,9 +1,9 @@
 //! The versioned-update recipes ([`Counter`], [`Update`]) and the watched value
 //! ([`NodeWatch`]) in the simulator, under every fault the simulator has. Every client
 //! runs, one operation at a time, either an increment of a shared [`Counter`]
-//! (`I64` format) or an [`Update`] that appends a token unique to that update to a list
-//! node (a compare-and-set of the whole list), and follows the counter node with a
-//! [`NodeWatch`].
+//! (Curator's `I32` format on odd seeds, `I64` on even ones) or an [`Update`] that
+//! appends a token unique to that update to a list node (a compare-and-set of the whole
+//! list), and follows the counter node with a [`NodeWatch`].
 //!
 //! Safety, after every event:
 //! * counter: no two `Added` report the same value written (an increment applied twice
@@ -72,6 +72,7 @@ pub struct ValueUser {
     seq: u16,
     rng: u64,
     naive: bool,
+    format: CounterFormat,
     stop_at: Instant,
     close_at: Instant,
     idle_until: Instant,
@@ -101,13 +102,21 @@ impl ValueUser {
     /// Slot `slot`'s user; `naive`: an increment that failed in doubt is simply tried
     /// again and only its retry's outcome counted (what Curator's framework does with a
     /// lost `setData`) — the must-fail variant.
-    pub fn new(slot: usize, seed: u64, naive: bool, stop_at: Instant, close_at: Instant) -> Self {
+    pub fn new(
+        slot: usize,
+        seed: u64,
+        naive: bool,
+        format: CounterFormat,
+        stop_at: Instant,
+        close_at: Instant,
+    ) -> Self {
         ValueUser {
             slot: slot as u8,
             life: 0,
             seq: 0,
             rng: seed | 1,
             naive,
+            format,
             stop_at,
             close_at,
             idle_until: Instant::ZERO,
@@ -219,7 +228,7 @@ impl Actor for ValueUser {
                 }
                 match e {
                     NodeWatchEvent::Data { data, stat } => self.watched.push(Some((
-                        counter_value(data, CounterFormat::I64).unwrap_or(i64::MIN),
+                        counter_value(data, self.format).unwrap_or(i64::MIN),
                         stat.version,
                     ))),
                     NodeWatchEvent::Missing { .. } => self.watched.push(None),
@@ -252,7 +261,7 @@ impl Actor for ValueUser {
             self.watch = Some(h);
         }
         if self.counter.is_none() {
-            self.counter = Some(client.add(now, Counter::new(COUNTER, CounterFormat::I64)));
+            self.counter = Some(client.add(now, Counter::new(COUNTER, self.format)));
         }
         if self.op.is_some() || now < self.idle_until || now >= self.stop_at {
             return;
@@ -440,11 +449,18 @@ pub fn run_with(config: SimConfig, naive: bool) -> Result<Totals, String> {
     let clients = config.clients;
     let stop_at = Instant::ZERO + config.duration.saturating_sub(config.quiet);
     let close_at = Instant::ZERO + config.duration.saturating_sub(Duration::from_millis(200));
+    // Curator's two formats: `SharedCount` (I32) on odd seeds, `DistributedAtomicLong`
+    // (I64) on even ones.
+    let format = match seed % 2 {
+        0 => CounterFormat::I64,
+        _ => CounterFormat::I32,
+    };
     let mut sim = Simulation::new(config, |i| {
         ValueUser::new(
             i,
             ((seed << 8) | i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x2545_F491_4F6C_DD1D,
             naive,
+            format,
             stop_at,
             close_at,
         )
@@ -465,7 +481,7 @@ pub fn run_with(config: SimConfig, naive: bool) -> Result<Totals, String> {
     let node = server.node(COUNTER);
     let value = node
         .as_ref()
-        .map(|(d, _)| counter_value(d, CounterFormat::I64).unwrap_or(i64::MIN))
+        .map(|(d, _)| counter_value(d, format).unwrap_or(i64::MIN))
         .unwrap_or(0);
     let mut t = Totals::default();
     let mut in_list = BTreeSet::new();
