@@ -50,3 +50,30 @@ fn a_replay_that_forgets_changes_is_caught() {
         "a seed must replay exactly"
     );
 }
+
+/// Found by this suite with harsher faults (5 clients, 7 s of which 3 s of faults, every
+/// fault several times as likely; no lagging followers needed): the cache with one-shot
+/// watches (client 1, as against a 3.5 server) ends "synced" but stale — it missed a
+/// deletion and re-creation of `/app/tree/c` (seed 9004918: it holds the node with
+/// `czxid` 174, the server's has 340) or data changes of `/app/tree/a` (seed 9001616,
+/// with lagging followers). The persistent-watch caches converge in the same schedules.
+/// Not fixed yet: run with `-- --ignored`.
+#[test]
+#[ignore = "known bug: the one-shot-watch cache can miss changes for good under heavy faults"]
+fn one_shot_cache_converges_under_heavy_faults() {
+    for (seed, stale) in [(9_004_918, 0), (9_001_616, 500)] {
+        let mut config = zk_recipes::sim::SimConfig::with_faults(seed, 5);
+        config.duration = std::time::Duration::from_millis(7000);
+        config.quiet = std::time::Duration::from_millis(4000);
+        config.lose_request = 15;
+        config.lose_reply = 15;
+        config.drop_connection = 80;
+        config.expire_session = 15;
+        config.crash_client = 10;
+        config.pause_server = 8;
+        config.stale_reconnect = stale;
+        if let Err(e) = sim_cache::run_with(config, false) {
+            panic!("{e}");
+        }
+    }
+}

@@ -337,7 +337,7 @@ pub fn run_with(config: SimConfig, naive: bool) -> Result<Totals, String> {
     for (i, a) in sim.actors().iter().enumerate() {
         t.events += a.events;
         if i > 0 {
-            let tail = || a.log.iter().rev().take(6).collect::<Vec<_>>();
+            let tail = || a.log.iter().rev().take(12).collect::<Vec<_>>();
             match &a.at_close {
                 None => problems.push(format!("client {i}: no cache at the end: {:?}", tail())),
                 Some((held, synced)) if *held != server || !synced => problems.push(format!(
