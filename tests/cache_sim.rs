@@ -4,8 +4,12 @@
 //! every node it reports is a state the server had, and after quiet every cache equals
 //! the server's subtree (paths, data, versions). See `zk_recipes::testkit::sim_cache`.
 //!
+//! A second pass runs heavier faults (`sim_cache::heavy`); a regression test pins the
+//! two heavy schedules that found the one-shot cache's unwatched node (fixed in
+//! `TreeCache`).
+//!
 //! `SIM_SEED=n` replays one schedule; `SIM_SEEDS=n` runs n/10 of them (a schedule here
-//! costs about ten of the cheapest suites').
+//! costs about ten of the cheapest suites'), and n/50 heavy ones.
 
 #![allow(clippy::disallowed_methods)] // wall-clock time of the run, for the report
 #[allow(dead_code)] // this suite uses only part of the shared support
@@ -64,18 +68,21 @@ fn a_replay_that_forgets_changes_is_caught() {
 #[test]
 fn one_shot_cache_converges_under_heavy_faults() {
     for (seed, stale) in [(9_004_918, 0), (9_001_616, 500)] {
-        let mut config = zk_recipes::sim::SimConfig::with_faults(seed, 5);
-        config.duration = std::time::Duration::from_millis(7000);
-        config.quiet = std::time::Duration::from_millis(4000);
-        config.lose_request = 15;
-        config.lose_reply = 15;
-        config.drop_connection = 80;
-        config.expire_session = 15;
-        config.crash_client = 10;
-        config.pause_server = 8;
-        config.stale_reconnect = stale;
-        if let Err(e) = sim_cache::run_with(config, false) {
+        if let Err(e) = sim_cache::run_with(sim_cache::heavy(seed, 5, stale), false) {
             panic!("{e}");
         }
     }
+}
+
+/// More schedules with the heavier faults (`SIM_SEEDS=n` runs n/50 of them).
+#[test]
+fn the_cache_follows_the_server_under_heavy_faults() {
+    let seeds = sim_support::seeds_scaled(9_000_000, 50, 60);
+    let n = seeds.len();
+    let all = sim_support::run_each(seeds, |seed| {
+        sim_cache::run_with(sim_cache::heavy(seed, 5, 500 * (seed % 2) as u32), false)
+    });
+    let events: usize = all.iter().map(|t| t.events).sum();
+    println!("{n} heavy schedules x 5 clients: {events} cache events");
+    assert!(events > n * 50, "the caches must follow changes ({events})");
 }

@@ -289,6 +289,23 @@ pub struct Totals {
     pub nodes: usize,
 }
 
+/// Heavier settings: 3 s of faults (every fault several times as likely as in
+/// [`SimConfig::with_faults`]; `stale` per mille of reconnects land on a lagging
+/// follower), then 4 s of quiet. They found the one-shot cache's unwatched node.
+pub fn heavy(seed: u64, clients: usize, stale: u32) -> SimConfig {
+    let mut c = SimConfig::with_faults(seed, clients);
+    c.duration = Duration::from_millis(7000);
+    c.quiet = Duration::from_millis(4000);
+    c.lose_request = 15;
+    c.lose_reply = 15;
+    c.drop_connection = 80;
+    c.expire_session = 15;
+    c.crash_client = 10;
+    c.pause_server = 8;
+    c.stale_reconnect = stale;
+    c
+}
+
 /// One schedule with every fault (1.5 s of faults, then 3 s of quiet).
 pub fn run(seed: u64, clients: usize, naive: bool) -> Result<Totals, String> {
     let mut config = SimConfig::with_faults(seed, clients);
