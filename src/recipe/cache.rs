@@ -56,7 +56,9 @@
 //! watch (`getData(watch)`) and, above the depth limit, one child watch
 //! (`getChildren2(watch)`); a missing root holds an `exists` watch. `NodeDataChanged`
 //! → data read; `NodeChildrenChanged` → a new listing diffed against the cache;
-//! `NodeDeleted` → `Deleted`. A node holds at most one watch of each kind at a time.
+//! `NodeDeleted` → `Deleted`. A node holds at most one watch of each kind at a time: a
+//! read sent while one is held goes without; if that watch then fires `NodeDeleted`,
+//! the node is read again with watches (the read may find it re-created).
 //! The load is restarted with watches when the fallback is decided.
 //!
 //! # Guarantees
@@ -1005,6 +1007,27 @@ impl TreeCache {
             EventType::NodeDeleted => {
                 disarm(&mut self.armed_data, &path, op);
                 disarm(&mut self.armed_child, &path, op);
+                // Reads of this path sent meanwhile went without a watch, counting on
+                // this one; one of them may find the node re-created (its deletion was
+                // notified late, e.g. on a reconnect) and cache it unwatched: read it
+                // again with watches.
+                if self.one_shot() {
+                    if self
+                        .outbox
+                        .any(|o| matches!(o, Op::Data { path: p, .. } if *p == path))
+                    {
+                        self.push(Job::Data(path.clone()));
+                    }
+                    if self
+                        .outbox
+                        .any(|o| matches!(o, Op::Children { path: p, .. } if *p == path))
+                    {
+                        self.push(Job::Children {
+                            path: path.clone(),
+                            full: false,
+                        });
+                    }
+                }
                 if let Some(e) = self.nodes.get(&path) {
                     let czxid = e.node.stat.czxid;
                     self.tombstones.insert(path.clone(), czxid);

@@ -14,6 +14,10 @@ pub mod session;
 #[cfg(feature = "sim")]
 pub mod sim_barrier;
 #[cfg(feature = "sim")]
+pub mod sim_cache;
+#[cfg(feature = "sim")]
+pub mod sim_config;
+#[cfg(feature = "sim")]
 pub mod sim_double_barrier;
 #[cfg(feature = "sim")]
 pub mod sim_election;
@@ -24,7 +28,11 @@ pub mod sim_naive;
 #[cfg(feature = "sim")]
 pub mod sim_queue;
 #[cfg(feature = "sim")]
+pub mod sim_semaphore;
+#[cfg(feature = "sim")]
 pub mod sim_two_phase;
+#[cfg(feature = "sim")]
+pub mod sim_value;
 pub mod two_phase;
 pub mod value;
 pub mod zk;
