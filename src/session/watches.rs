@@ -262,14 +262,22 @@ mod tests {
             let mut r = WatchRegistry::default();
             for &i in order {
                 r.add(&format!("/app/node-{i}"), WatchKind::Data, Token(i as u64));
-                r.add(&format!("/app/dir-{i}"), WatchKind::Child, Token(1_000 + i as u64));
+                r.add(
+                    &format!("/app/dir-{i}"),
+                    WatchKind::Child,
+                    Token(1_000 + i as u64),
+                );
             }
             r.lists()
         };
         let forward: Vec<usize> = (0..200).collect();
         let a = build(&forward);
         for _ in 0..8 {
-            assert_eq!(build(&forward), a, "same registrations, another order of re-arming");
+            assert_eq!(
+                build(&forward),
+                a,
+                "same registrations, another order of re-arming"
+            );
         }
         assert_eq!(a.data.len(), 200);
         assert_eq!(a.child.len(), 200);

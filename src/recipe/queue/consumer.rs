@@ -1717,8 +1717,10 @@ impl Recipe for Consumer {
             && (self.marker_present || self.outbox.is_empty())
             && !self.deleting_marker
             && !self.reading_marker;
+        // A parent round goes once the last one's replies are in.
+        let parents = self.need_parents && !self.outbox.any(|p| matches!(p, Purpose::Parent(_)));
         let stuck = connected
-            && (self.need_parents
+            && (parents
                 || !self.orphans.is_empty()
                 || !self.orphan_checks.is_empty()
                 || self.settling.iter().any(|s| s.2 != SettleState::Busy)

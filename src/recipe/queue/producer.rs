@@ -858,7 +858,9 @@ impl Recipe for Producer {
             && !self.deleting_marker
             && (room
                 || (!self.failed.is_empty() && self.in_flight.is_empty())
-                || (self.need_parents && self.failed.is_empty())
+                || (self.need_parents
+                    && self.failed.is_empty()
+                    && !self.outbox.any(|p| matches!(p, Purpose::Parent(_))))
                 || (self.closing && self.marker_present && self.in_flight.is_empty()));
         if waiting {
             self.retry.deadline()
