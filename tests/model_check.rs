@@ -288,8 +288,8 @@ fn check<S: Scenario>(name: &str, scenario: S, faults: Faults) -> (usize, usize,
         let last = model.replay(&actions);
         panic!(
             "{name}: `{prop}` violated ({:?}). Shortest trace, as a regression test:\n\n\
-             #[test]\nfn {name}_regression() {{\n    let m = {:?};\n    let s = m.finish(m.replay(&{:?}));\n    assert!(!m.quiet_and_unfinished(&s) && s.bad.is_none());\n}}\n",
-            last.bad, model, actions
+             #[test]\nfn {name}_regression() {{\n    use Action::*;\n    use Step::*;\n    replays_to_the_end({:?}, {:?}, &{:?});\n}}\n",
+            last.bad, model.scenario, model.faults, actions
         );
     }
     (states, depth, took)
@@ -1175,6 +1175,15 @@ fn two_phase_commit() {
 // ---------------------------------------------------------------------------------------
 // Regressions: traces found by the checker (or by others) replayed step by step.
 
+/// A regression: `trace` from the start, then progress steps only (faults stopped): no
+/// safety violation, and every attempt ends leaving nothing.
+fn replays_to_the_end<S: Scenario>(scenario: S, faults: Faults, trace: &[Action]) {
+    let m = Checked { scenario, faults };
+    let s = m.finish(m.replay(trace));
+    assert!(s.bad.is_none(), "{:?}", s.bad);
+    assert!(!m.quiet_and_unfinished(&s), "not finished: {s:#?}");
+}
+
 /// Issue 16's first experiment: the create's reply arrives, the connection drops before
 /// the listing's reply, and the lock never acted again. Now it reconnects and goes on.
 #[test]
@@ -1209,37 +1218,35 @@ fn refused_first_listing_regression() {
     use Action::*;
     use LockKind::Exclusive as X;
     use Step::*;
-    let m = Checked {
-        scenario: locks(2, 1, &[X, X]),
-        faults: faults(0, 0, 0, 1),
-    };
-    let s = m.replay(&[
-        Start(0),
-        Start(1),
-        Zk(Serve(0)),
-        Zk(Serve(0)),
-        Zk(Deliver(0)),
-        Zk(Serve(0)),
-        Zk(Serve(0)),
-        Zk(Serve(0)),
-        Zk(Deliver(0)),
-        Zk(Deliver(0)),
-        Zk(Deliver(0)),
-        Zk(Serve(1)),
-        Zk(Serve(1)),
-        Zk(Deliver(1)),
-        Zk(Serve(1)),
-        Zk(Deliver(1)),
-        Zk(Serve(1)),
-        Zk(Deliver(1)),
-        Zk(Deliver(1)),
-        Zk(Refuse(0)),
-        Zk(Deliver(0)),
-        Zk(Serve(0)),
-        Zk(Deliver(0)),
-    ]);
-    let s = m.finish(s);
-    assert!(!m.quiet_and_unfinished(&s) && s.bad.is_none(), "{s:#?}");
+    replays_to_the_end(
+        locks(2, 1, &[X, X]),
+        faults(0, 0, 0, 1),
+        &[
+            Start(0),
+            Start(1),
+            Zk(Serve(0)),
+            Zk(Serve(0)),
+            Zk(Deliver(0)),
+            Zk(Serve(0)),
+            Zk(Serve(0)),
+            Zk(Serve(0)),
+            Zk(Deliver(0)),
+            Zk(Deliver(0)),
+            Zk(Deliver(0)),
+            Zk(Serve(1)),
+            Zk(Serve(1)),
+            Zk(Deliver(1)),
+            Zk(Serve(1)),
+            Zk(Deliver(1)),
+            Zk(Serve(1)),
+            Zk(Deliver(1)),
+            Zk(Deliver(1)),
+            Zk(Refuse(0)),
+            Zk(Deliver(0)),
+            Zk(Serve(0)),
+            Zk(Deliver(0)),
+        ],
+    );
 }
 
 /// Found by `double_barrier_2c_refusal`: the same as the lock's refused first listing,
@@ -1249,30 +1256,29 @@ fn refused_first_listing_regression() {
 fn double_barrier_refused_first_listing_regression() {
     use Action::*;
     use Step::*;
-    let m = Checked {
-        scenario: DoubleBarriers { clients: 2 },
-        faults: faults(0, 0, 0, 1),
-    };
-    let s = m.finish(m.replay(&[
-        Start(0),
-        Start(1),
-        Zk(Serve(0)),
-        Zk(Serve(0)),
-        Zk(Serve(0)),
-        Zk(Serve(0)),
-        Zk(Deliver(0)),
-        Zk(Deliver(0)),
-        Zk(Deliver(0)),
-        Zk(Deliver(0)),
-        Zk(Serve(1)),
-        Zk(Serve(1)),
-        Zk(Serve(1)),
-        Zk(Deliver(1)),
-        Zk(Deliver(1)),
-        Zk(Refuse(1)),
-        Zk(Deliver(1)),
-    ]));
-    assert!(!m.quiet_and_unfinished(&s) && s.bad.is_none(), "{s:#?}");
+    replays_to_the_end(
+        DoubleBarriers { clients: 2 },
+        faults(0, 0, 0, 1),
+        &[
+            Start(0),
+            Start(1),
+            Zk(Serve(0)),
+            Zk(Serve(0)),
+            Zk(Serve(0)),
+            Zk(Serve(0)),
+            Zk(Deliver(0)),
+            Zk(Deliver(0)),
+            Zk(Deliver(0)),
+            Zk(Deliver(0)),
+            Zk(Serve(1)),
+            Zk(Serve(1)),
+            Zk(Serve(1)),
+            Zk(Deliver(1)),
+            Zk(Deliver(1)),
+            Zk(Refuse(1)),
+            Zk(Deliver(1)),
+        ],
+    );
 }
 
 /// Found by `queue_1p1c_refusal`: the server throttles the producer's parent create
@@ -1283,25 +1289,24 @@ fn double_barrier_refused_first_listing_regression() {
 fn throttled_parent_create_regression() {
     use Action::*;
     use Step::*;
-    let m = Checked {
-        scenario: Queues {
+    replays_to_the_end(
+        Queues {
             consumers: 1,
             each: 1,
         },
-        faults: faults(0, 0, 0, 1),
-    };
-    let s = m.finish(m.replay(&[
-        Start(0),
-        Zk(Serve(0)),
-        Zk(Deliver(0)),
-        Zk(Serve(0)),
-        Zk(Deliver(0)),
-        Zk(Throttle(0)),
-        Zk(Serve(0)),
-        Zk(Deliver(0)),
-        Zk(Deliver(0)),
-    ]));
-    assert!(!m.quiet_and_unfinished(&s) && s.bad.is_none(), "{s:#?}");
+        faults(0, 0, 0, 1),
+        &[
+            Start(0),
+            Zk(Serve(0)),
+            Zk(Deliver(0)),
+            Zk(Serve(0)),
+            Zk(Deliver(0)),
+            Zk(Throttle(0)),
+            Zk(Serve(0)),
+            Zk(Deliver(0)),
+            Zk(Deliver(0)),
+        ],
+    );
 }
 
 /// Found by `queue_1p1c_refusal` once the first throttled parent create was retried: a
@@ -1311,26 +1316,25 @@ fn throttled_parent_create_regression() {
 fn throttled_parent_round_is_not_counted_regression() {
     use Action::*;
     use Step::*;
-    let m = Checked {
-        scenario: Queues {
+    replays_to_the_end(
+        Queues {
             consumers: 1,
             each: 1,
         },
-        faults: faults(0, 0, 0, 1),
-    };
-    let s = m.finish(m.replay(&[
-        Start(0),
-        Zk(Serve(0)),
-        Zk(Deliver(0)),
-        Zk(Serve(0)),
-        Zk(Deliver(0)),
-        Zk(Throttle(0)),
-        Zk(Serve(0)),
-        Zk(Deliver(0)),
-        Zk(Tick),
-        Zk(Deliver(0)),
-    ]));
-    assert!(!m.quiet_and_unfinished(&s) && s.bad.is_none(), "{s:#?}");
+        faults(0, 0, 0, 1),
+        &[
+            Start(0),
+            Zk(Serve(0)),
+            Zk(Deliver(0)),
+            Zk(Serve(0)),
+            Zk(Deliver(0)),
+            Zk(Throttle(0)),
+            Zk(Serve(0)),
+            Zk(Deliver(0)),
+            Zk(Tick),
+            Zk(Deliver(0)),
+        ],
+    );
 }
 
 /// The consumer's side of the same (`queue_1p1c_refusal`): a throttled parent round
@@ -1339,24 +1343,23 @@ fn throttled_parent_round_is_not_counted_regression() {
 fn consumer_throttled_parent_round_regression() {
     use Action::*;
     use Step::*;
-    let m = Checked {
-        scenario: Queues {
+    replays_to_the_end(
+        Queues {
             consumers: 1,
             each: 1,
         },
-        faults: faults(0, 0, 0, 1),
-    };
-    let s = m.finish(m.replay(&[
-        Start(1),
-        Zk(Serve(1)),
-        Zk(Deliver(1)),
-        Zk(Throttle(1)),
-        Zk(Serve(1)),
-        Zk(Serve(1)),
-        Zk(Deliver(1)),
-        Zk(Deliver(1)),
-        Zk(Tick),
-        Zk(Deliver(1)),
-    ]));
-    assert!(!m.quiet_and_unfinished(&s) && s.bad.is_none(), "{s:#?}");
+        faults(0, 0, 0, 1),
+        &[
+            Start(1),
+            Zk(Serve(1)),
+            Zk(Deliver(1)),
+            Zk(Throttle(1)),
+            Zk(Serve(1)),
+            Zk(Serve(1)),
+            Zk(Deliver(1)),
+            Zk(Deliver(1)),
+            Zk(Tick),
+            Zk(Deliver(1)),
+        ],
+    );
 }
