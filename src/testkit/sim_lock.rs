@@ -148,6 +148,10 @@ impl Actor for LockUser {
             self.handle = Some(h);
             self.releasing = false;
             client.command(now, h, |l, now| l.acquire(now, deadline));
+        } else if now >= self.stop_at {
+            // Past its last start (a restart after `stop_at`): nothing to wake for; a
+            // past `idle_until` would have the world wake it every microsecond.
+            self.idle_until = self.stop_at;
         }
     }
 
