@@ -24,6 +24,7 @@ use bytes::Bytes;
 use stateright::{Checker, Model, Property};
 use zk_recipes::error::Error;
 use zk_recipes::proto::{Request, Response};
+use zk_recipes::recipe::barrier::{Barrier, BarrierConfig, BarrierEvent};
 use zk_recipes::recipe::double_barrier::{DoubleBarrier, DoubleBarrierConfig, DoubleBarrierEvent};
 use zk_recipes::recipe::election::{default_ack_dir, Election, ElectionConfig, ElectionEvent};
 use zk_recipes::recipe::lock::{Lock, LockConfig, LockEvent, LockKind};
@@ -52,8 +53,8 @@ trait Scenario: Clone + Debug + Hash + Eq + Send + Sync + 'static {
     type User: Clone + Debug + Hash + Eq + Default + Send + Sync;
     /// Clients.
     fn clients(&self) -> usize;
-    /// Attempts per client.
-    fn attempts(&self) -> u8;
+    /// Attempts of client `c`.
+    fn attempts(&self, c: usize) -> u8;
     /// The machine for client `c`'s attempt `n`, and the user's call that starts it.
     fn start(&self, c: usize, n: u8, now: Instant, user: &mut Self::User) -> Self::R;
     /// The user's first call on the new machine.
@@ -118,7 +119,7 @@ impl<S: Scenario> Checked<S> {
     fn progress_actions(&self, s: &State<S>, out: &mut Vec<Action>) {
         for c in 0..self.scenario.clients() {
             if s.world.machines[c].is_none()
-                && s.started[c] < self.scenario.attempts()
+                && s.started[c] < self.scenario.attempts(c)
                 && self.scenario.can_start(c, &s.users)
             {
                 out.push(Action::Start(c as u8));
@@ -143,7 +144,7 @@ impl<S: Scenario> Checked<S> {
             return false;
         }
         let all_ended = (0..self.scenario.clients()).all(|c| {
-            s.started[c] == self.scenario.attempts()
+            s.started[c] == self.scenario.attempts(c)
                 && s.world.machines[c].is_none()
                 && self.scenario.ended(&s.users[c])
         });
@@ -158,8 +159,9 @@ impl<S: Scenario> Checked<S> {
 
     /// No client sent more than `MAX_REQUESTS` per attempt; the run is within `MAX_TIME`.
     fn within_bounds(&self, s: &State<S>) -> bool {
-        let max = MAX_REQUESTS * u32::from(self.scenario.attempts());
-        s.world.sent.iter().all(|&n| n <= max) && s.world.now <= Instant::ZERO + MAX_TIME
+        let max = |c| MAX_REQUESTS * u32::from(self.scenario.attempts(c));
+        s.world.sent.iter().enumerate().all(|(c, &n)| n <= max(c))
+            && s.world.now <= Instant::ZERO + MAX_TIME
     }
 
     /// Runs progress steps only (the first one possible each time: faults have
@@ -340,7 +342,7 @@ impl Scenario for Locks {
     fn clients(&self) -> usize {
         self.clients
     }
-    fn attempts(&self) -> u8 {
+    fn attempts(&self, _c: usize) -> u8 {
         self.attempts
     }
     fn start(&self, c: usize, n: u8, _now: Instant, user: &mut LockUser) -> Lock {
@@ -453,7 +455,7 @@ impl Scenario for Leases {
     fn clients(&self) -> usize {
         self.clients
     }
-    fn attempts(&self) -> u8 {
+    fn attempts(&self, _c: usize) -> u8 {
         self.attempts
     }
     fn start(&self, c: usize, n: u8, _now: Instant, user: &mut LeaseUser) -> Semaphore {
@@ -605,7 +607,7 @@ impl Scenario for Elections {
     fn clients(&self) -> usize {
         self.clients
     }
-    fn attempts(&self) -> u8 {
+    fn attempts(&self, _c: usize) -> u8 {
         self.attempts
     }
     fn start(&self, c: usize, n: u8, _now: Instant, u: &mut Candidate) -> Election {
@@ -706,6 +708,103 @@ impl Scenario for Elections {
 }
 
 // ---------------------------------------------------------------------------------------
+// Barrier: client 0 sets the barrier, then removes it; the others wait on it once it is
+// set. Nobody passes a set barrier before its removal was asked for; everyone passes.
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Barriers {
+    waiters: usize,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+struct BarrierUser {
+    /// Setter: the barrier is set. Waiter: it is waiting.
+    set: bool,
+    /// Setter: its removal was asked for.
+    removing: bool,
+    finals: u8,
+    busy: bool,
+}
+
+const BARRIER: &str = "/barrier";
+
+impl Scenario for Barriers {
+    type R = Barrier;
+    type User = BarrierUser;
+    fn clients(&self) -> usize {
+        1 + self.waiters
+    }
+    fn attempts(&self, c: usize) -> u8 {
+        if c == 0 {
+            2 // set, then remove
+        } else {
+            1
+        }
+    }
+    fn can_start(&self, c: usize, users: &[BarrierUser]) -> bool {
+        // The setter removes once every waiter waits; waiters wait once it is set.
+        match c {
+            0 => !users[0].busy && (!users[0].set || users[1..].iter().all(|u| u.set)),
+            _ => users[0].set,
+        }
+    }
+    fn start(&self, c: usize, _n: u8, _now: Instant, u: &mut BarrierUser) -> Barrier {
+        let config = BarrierConfig::new(BARRIER);
+        u.busy = true;
+        match c {
+            0 if u.set => {
+                u.removing = true;
+                Barrier::remove(config)
+            }
+            0 => Barrier::set(config),
+            _ => {
+                u.set = true;
+                Barrier::wait(config, None)
+            }
+        }
+    }
+    fn begin(&self, m: &mut Barrier, now: Instant) {
+        m.start(now);
+    }
+    fn can_release(&self, _u: &BarrierUser) -> bool {
+        false
+    }
+    fn release(&self, _m: &mut Barrier, _now: Instant, _u: &mut BarrierUser) {}
+    fn on_event(
+        &self,
+        c: usize,
+        e: &BarrierEvent,
+        users: &mut [BarrierUser],
+        _w: &ModelWorld<Barrier>,
+    ) -> Result<(), String> {
+        match e {
+            BarrierEvent::Set => users[c].set = true,
+            BarrierEvent::Released if !users[0].removing => {
+                return Err("released before the barrier's removal was asked for".into())
+            }
+            e if e.outcome().is_some() => {
+                if let Some(Err(error)) = e.outcome() {
+                    return Err(format!(
+                        "failed without faults that end a session: {error:?}"
+                    ));
+                }
+            }
+            _ => return Ok(()),
+        }
+        let u = &mut users[c];
+        u.finals += 1;
+        u.busy = false;
+        Ok(())
+    }
+    fn ended(&self, u: &BarrierUser) -> bool {
+        !u.busy && u.finals > 0
+    }
+    fn is_ours(&self, path: &str, _node: &ZNode) -> bool {
+        path == BARRIER
+    }
+}
+
+// ---------------------------------------------------------------------------------------
 // Double barrier: nobody enters before all have arrived, nobody leaves before all have
 // left; every participant enters and leaves; nothing is left behind.
 
@@ -730,7 +829,7 @@ impl Scenario for DoubleBarriers {
     fn clients(&self) -> usize {
         self.clients
     }
-    fn attempts(&self) -> u8 {
+    fn attempts(&self, _c: usize) -> u8 {
         1
     }
     fn start(&self, c: usize, _n: u8, _now: Instant, u: &mut Participant) -> DoubleBarrier {
@@ -817,7 +916,7 @@ impl Scenario for Queues {
     fn clients(&self) -> usize {
         1 + self.consumers
     }
-    fn attempts(&self) -> u8 {
+    fn attempts(&self, _c: usize) -> u8 {
         1
     }
     fn start(&self, c: usize, _n: u8, _now: Instant, u: &mut QueueUser) -> Self::R {
@@ -933,7 +1032,7 @@ impl Scenario for TwoPhase {
     fn clients(&self) -> usize {
         1 + self.sites
     }
-    fn attempts(&self) -> u8 {
+    fn attempts(&self, _c: usize) -> u8 {
         1
     }
     fn start(&self, c: usize, _n: u8, _now: Instant, _u: &mut Party) -> Self::R {
@@ -1114,6 +1213,27 @@ fn election_with_acknowledgement() {
         check("election_2c_expiry", e(2, 1), faults(0, 1, 0, 0));
         check("election_2c_refusal", e(2, 1), faults(0, 0, 0, 1));
         check("election_3c", e(3, 1), faults(0, 0, 0, 0));
+    }
+}
+
+#[test]
+fn barrier() {
+    check(
+        "barrier_1w_drop",
+        Barriers { waiters: 1 },
+        faults(1, 0, 0, 0),
+    );
+    check(
+        "barrier_1w_stale",
+        Barriers { waiters: 1 },
+        faults(1, 0, 1, 0),
+    );
+    if deep() {
+        check(
+            "barrier_2w_drop_refusal",
+            Barriers { waiters: 2 },
+            faults(1, 0, 0, 1),
+        );
     }
 }
 
