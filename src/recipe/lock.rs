@@ -634,6 +634,8 @@ impl Lock {
     pub fn new(config: LockConfig) -> Lock {
         let mut prefix = contender::protected_prefix(&config.id);
         prefix.push_str(config.kind.marker());
+        // Backoffs jittered by our id: waiters refused together come back apart.
+        let retry = Retry::for_id(&config.id);
         Lock {
             config,
             prefix,
@@ -644,7 +646,7 @@ impl Lock {
             need: 0,
             sync_next: false,
             sync_failed: false,
-            retry: Retry::default(),
+            retry,
             blockers: 0,
             watching: None,
             adopted: None,
@@ -1182,7 +1184,10 @@ impl Lock {
             // create went out (never applied, create's answer still to come): list again
             // after a backoff; it executes after the create and shows our node. Any other
             // answer comes with the create's own, which decides.
-            if result.as_ref().is_err_and(|e| e.is_retryable() && !e.may_have_applied()) {
+            if result
+                .as_ref()
+                .is_err_and(|e| e.is_retryable() && !e.may_have_applied())
+            {
                 self.again(now, LIST);
             }
             return;
