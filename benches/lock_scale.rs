@@ -8,6 +8,8 @@
 //!
 //! * **µs/acq** — wall time from the first `acquire` to the last release, per
 //!   acquisition; **handoff µs** — the same from the moment every waiter is queued;
+//! * **cpu us/acq** — CPU time of the bench process (the core client and its
+//!   driver loop) per acquisition: the client's own cost, apart from the server's;
 //! * **req/acq**, **B rx/acq**, **B tx/acq** — the session's counters
 //!   ([`Client::counters`]) over the whole run, per acquisition;
 //! * **RSS** — peak resident set of the process (`VmHWM`; each N runs in a process of
@@ -59,7 +61,10 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
+        LIVE.fetch_add(
+            new_size as isize - layout.size() as isize,
+            Ordering::Relaxed,
+        );
         // SAFETY: forwarded as is.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
@@ -70,6 +75,16 @@ static ALLOC: Counting = Counting;
 
 fn live() -> isize {
     LIVE.load(Ordering::Relaxed)
+}
+
+/// CPU time of this (single-threaded) process: the client's own cost, apart from the
+/// server's and the network's (`/proc/self/schedstat`, nanoseconds on a CPU).
+fn cpu_time() -> Duration {
+    let ns = std::fs::read_to_string("/proc/self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+        .unwrap_or(0);
+    Duration::from_nanos(ns)
 }
 
 fn peak_rss_kib() -> u64 {
@@ -185,7 +200,10 @@ impl Driver {
 
     /// A raw request, driven to its reply (other events are dropped: call only when no
     /// recipe runs).
-    fn call(&mut self, req: zk_recipes::proto::Request) -> Result<Response, zk_recipes::client::Error> {
+    fn call(
+        &mut self,
+        req: zk_recipes::proto::Request,
+    ) -> Result<Response, zk_recipes::client::Error> {
         let now = self.now();
         let token: Token = self.client.submit(now, req).expect("submitted");
         let mut events = Vec::new();
@@ -207,6 +225,7 @@ struct Outcome {
     n: usize,
     total: Duration,
     handoff: Duration,
+    cpu: Duration,
     requests: u64,
     rx: u64,
     tx: u64,
@@ -252,8 +271,16 @@ fn run(cs: &str, n: usize, timeout: Duration) -> Outcome {
     }
     events.clear();
     // The directory, created once so the lock does not create it in the first listing.
-    let _ = d.call(ops::create("/lock_scale", Default::default(), &ops::CreateOptions::mode(CreateMode::Persistent)));
-    let _ = d.call(ops::create(&dir, Default::default(), &ops::CreateOptions::mode(CreateMode::Persistent)));
+    let _ = d.call(ops::create(
+        "/lock_scale",
+        Default::default(),
+        &ops::CreateOptions::mode(CreateMode::Persistent),
+    ));
+    let _ = d.call(ops::create(
+        &dir,
+        Default::default(),
+        &ops::CreateOptions::mode(CreateMode::Persistent),
+    ));
     let ids: Vec<String> = (0..n as u64).map(|i| node_id(n as u64, i)).collect();
     let mut handles: Vec<RecipeHandle<Lock>> = Vec::with_capacity(n);
     let mut index = std::collections::HashMap::with_capacity(n);
@@ -261,11 +288,13 @@ fn run(cs: &str, n: usize, timeout: Duration) -> Outcome {
     let heap_before = live();
     let before = d.client.counters();
     let t0 = StdInstant::now();
+    let cpu0 = cpu_time();
     for id in &ids {
         let now = d.now();
-        let h = d
-            .client
-            .add(now, Lock::new(LockConfig::new(&dir, LockKind::Exclusive, id)));
+        let h = d.client.add(
+            now,
+            Lock::new(LockConfig::new(&dir, LockKind::Exclusive, id)),
+        );
         d.client.command(now, h, |l, now| l.acquire(now, None));
         index.insert(h.id(), handles.len());
         handles.push(h);
@@ -316,11 +345,9 @@ fn run(cs: &str, n: usize, timeout: Duration) -> Outcome {
         // The first holder keeps the lock until every other waiter is queued (its node
         // created, its predecessor watched: nothing left on the wire).
         if first_held && holder.is_some() && d.client.session().pending() == 0 {
-            let all = handles.iter().all(|h| {
-                d.client
-                    .recipe(*h)
-                    .is_some_and(|l| l.node().is_some())
-            });
+            let all = handles
+                .iter()
+                .all(|h| d.client.recipe(*h).is_some_and(|l| l.node().is_some()));
             if all {
                 first_held = false;
                 heap_queued = live();
@@ -342,6 +369,7 @@ fn run(cs: &str, n: usize, timeout: Duration) -> Outcome {
         }
     }
     let total = t0.elapsed();
+    let cpu = cpu_time().saturating_sub(cpu0);
     let handoff = queued_at.map(|t| t.elapsed()).unwrap_or_default();
     let after = d.client.counters();
     let left = match d.call(ops::get_children(&dir, false)) {
@@ -363,6 +391,7 @@ fn run(cs: &str, n: usize, timeout: Duration) -> Outcome {
         n,
         total,
         handoff,
+        cpu,
         requests: after.requests_sent - before.requests_sent,
         rx: after.bytes_received - before.bytes_received,
         tx: after.bytes_sent - before.bytes_sent,
@@ -393,7 +422,7 @@ fn main() {
         // One count in a process of its own (so its peak RSS is its own).
         let o = run(&cs, counts[0], timeout);
         println!(
-            "ROW {} {:.1} {:.1} {:.2} {:.0} {:.0} {} {:.0} {} {} {} {}",
+            "ROW {} {:.1} {:.1} {:.2} {:.0} {:.0} {} {:.0} {} {} {} {} {:.1}",
             o.n,
             o.total.as_secs_f64() * 1e6 / o.n as f64,
             o.handoff.as_secs_f64() * 1e6 / o.n as f64,
@@ -405,7 +434,8 @@ fn main() {
             o.failed,
             o.left,
             o.acquired,
-            o.stalled
+            o.stalled,
+            o.cpu.as_secs_f64() * 1e6 / o.n as f64
         );
         return;
     }
@@ -418,8 +448,18 @@ fn main() {
         timeout
     );
     println!(
-        "{:>7} {:>9} {:>10} {:>8} {:>10} {:>9} {:>9} {:>9} {:>7} {:>5}",
-        "waiters", "us/acq", "handoff", "req/acq", "B rx/acq", "B tx/acq", "RSS KiB", "B/waiter", "failed", "left"
+        "{:>7} {:>9} {:>10} {:>9} {:>8} {:>10} {:>9} {:>9} {:>9} {:>7} {:>5}",
+        "waiters",
+        "us/acq",
+        "handoff",
+        "cpu us/acq",
+        "req/acq",
+        "B rx/acq",
+        "B tx/acq",
+        "RSS KiB",
+        "B/waiter",
+        "failed",
+        "left"
     );
     let mut bad = false;
     for n in counts {
@@ -447,10 +487,11 @@ fn main() {
         let f: Vec<&str> = row.split_whitespace().collect();
         let stalled = f[11] == "true";
         println!(
-            "{:>7} {:>9} {:>10} {:>8} {:>10} {:>9} {:>9} {:>9} {:>7} {:>5}{}",
+            "{:>7} {:>9} {:>10} {:>9} {:>8} {:>10} {:>9} {:>9} {:>9} {:>7} {:>5}{}",
             f[0],
             f[1],
             f[2],
+            f[12],
             f[3],
             f[4],
             f[5],

@@ -54,24 +54,43 @@ fn many_waiters(n: usize, dir: &'static str, options: zt::Options) {
             .await
             .unwrap();
         let inside = Arc::new(AtomicUsize::new(0));
+        let acquired = Arc::new(AtomicUsize::new(0));
         let started = Instant::now();
         let tasks: Vec<_> = (0..n)
             .map(|_| {
                 let zk = zk.clone();
                 let inside = inside.clone();
+                let acquired = acquired.clone();
                 tokio::spawn(async move {
                     let guard = zk.lock(dir).acquire().await?;
+                    acquired.fetch_add(1, Ordering::SeqCst);
                     assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two holders");
                     inside.fetch_sub(1, Ordering::SeqCst);
                     guard.release().await
                 })
             })
             .collect();
+        // A stall is reported, not hung on (`LOCK_WAITERS_TIMEOUT` seconds, default 300).
+        let limit = std::env::var("LOCK_WAITERS_TIMEOUT")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(300);
         let mut failed = Vec::new();
-        for t in tasks {
-            if let Err(e) = t.await.unwrap() {
-                failed.push(format!("{e:?}"));
+        let all = async {
+            for t in tasks {
+                if let Err(e) = t.await.unwrap() {
+                    failed.push(format!("{e:?}"));
+                }
             }
+        };
+        if tokio::time::timeout(Duration::from_secs(limit), all)
+            .await
+            .is_err()
+        {
+            panic!(
+                "stalled: {} of {n} waiters acquired within {limit} s",
+                acquired.load(Ordering::SeqCst)
+            );
         }
         let took = started.elapsed();
         println!(
