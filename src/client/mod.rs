@@ -49,7 +49,7 @@ use core::any::Any;
 use core::marker::PhantomData;
 use core::time::Duration;
 
-use crate::hash::{HashMap, HashSet};
+use crate::hash::HashMap;
 use crate::proto::{EventType, Request};
 use crate::recipe::{AnyEvent, AnyRecipe, OpId, Recipe, SessionChange};
 use crate::session::{
@@ -59,6 +59,7 @@ use crate::session::{
 use crate::time::Instant;
 use alloc::collections::BTreeSet;
 use bytes::BytesMut;
+use smallvec::SmallVec;
 
 /// Client options: the session settings.
 #[derive(Clone, Debug)]
@@ -199,8 +200,9 @@ pub enum ClientEvent {
 struct Slot {
     generation: u32,
     recipe: Option<Box<dyn AnyRecipe>>,
-    /// Session tokens of its requests still routed to it (replies or watches).
-    tokens: HashSet<Token>,
+    /// Session tokens of its requests still routed to it (replies or watches): a few
+    /// at a time (unique: each request gets a new one), kept inline.
+    tokens: SmallVec<[Token; 4]>,
     /// A request of it was refused in this pump: its requests wait for the next input.
     refused: bool,
     /// Its deadline as entered in [`Client::timers`].
@@ -338,7 +340,7 @@ impl Client {
                 self.slots.push(Slot {
                     generation: 0,
                     recipe: None,
-                    tokens: HashSet::default(),
+                    tokens: SmallVec::new(),
                     refused: false,
                     timer: None,
                 });
@@ -572,7 +574,7 @@ impl Client {
                 Ok(()) => {
                     moved = true;
                     self.recipe_tokens.insert(token, (id, op));
-                    self.slots[i].tokens.insert(token);
+                    self.slots[i].tokens.push(token);
                 }
                 Err(e) => {
                     // Refused: the recipe hears it at once, as an error reply it must
@@ -695,7 +697,9 @@ impl Client {
         self.recipe_tokens.remove(&token);
         self.persistent_tokens.remove(&token);
         if let Some(slot) = self.slots.get_mut(id.index as usize) {
-            slot.tokens.remove(&token);
+            if let Some(at) = slot.tokens.iter().position(|t| *t == token) {
+                slot.tokens.swap_remove(at);
+            }
         }
     }
 }

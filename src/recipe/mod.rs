@@ -327,7 +327,14 @@ impl<P> Outbox<P> {
 
     /// The next request to send (for [`Recipe::poll_request`]).
     pub fn poll(&mut self) -> Option<(OpId, Request)> {
-        self.queue.pop_front()
+        let next = self.queue.pop_front();
+        if next.is_none() && self.queue.capacity() > 0 {
+            // Drained: give the buffer back. A recipe spends most of its life waiting
+            // with nothing to send; thousands of them hosted by one client would
+            // otherwise each keep room for a few requests.
+            self.queue = VecDeque::new();
+        }
+        next
     }
 }
 
