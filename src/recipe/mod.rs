@@ -509,6 +509,38 @@ mod retry_tests {
         }
     }
 
+    /// Two lock waiters in one session, both refused (`Throttled`: never applied) at
+    /// the same instant: neither fails, and they come back at different times.
+    #[test]
+    fn throttled_lock_waiters_back_off_apart_and_do_not_fail() {
+        use crate::error::Error;
+        use crate::proto::ErrorCode;
+        use crate::recipe::lock::{Lock, LockConfig, LockKind};
+        use crate::recipe::Recipe;
+        let t = Instant::from_micros(5_000);
+        let mut deadlines = Vec::new();
+        for id in ["0000aaaa-1111", "0000bbbb-2222"] {
+            let mut l = Lock::new(LockConfig::new("/locks/x", LockKind::Exclusive, id));
+            l.handle_session(t, SessionChange::Connected { session_id: 0x42 });
+            l.acquire(t, None);
+            let sent: Vec<_> = core::iter::from_fn(|| l.poll_request()).collect();
+            assert!(!sent.is_empty());
+            for (op, _) in sent {
+                l.handle_reply(t, op, Err(Error::Server(ErrorCode::Throttled)));
+            }
+            assert!(l.poll_event().is_none(), "a refusal is not a failure");
+            assert!(l.poll_request().is_none(), "backing off");
+            let at = l.poll_timeout().expect("a retry is scheduled");
+            // Two refusals (the create and the listing sent with it): the second
+            // backoff, 20 ms jittered into [10, 20] ms.
+            assert!(at > t && at <= Instant::from_micros(25_000), "{at:?}");
+            l.handle_timeout(at);
+            assert!(l.poll_request().is_some(), "sent again after the backoff");
+            deadlines.push(at);
+        }
+        assert_ne!(deadlines[0], deadlines[1]);
+    }
+
     #[test]
     fn the_session_id_changes_the_schedule() {
         let mut a = Retry::for_id("same");
