@@ -474,7 +474,9 @@ impl Client {
                 break;
             }
             self.timers.pop_first();
-            let slot = &mut self.slots[i as usize];
+            let Some(slot) = self.slots.get_mut(i as usize) else {
+                continue;
+            };
             slot.timer = None;
             if let Some(r) = &mut slot.recipe {
                 if r.poll_timeout().is_some_and(|t| t <= now) {
@@ -540,7 +542,9 @@ impl Client {
 
     /// Re-enters slot `i`'s deadline in the timer set.
     fn update_timer(&mut self, i: usize) {
-        let slot = &mut self.slots[i];
+        let Some(slot) = self.slots.get_mut(i) else {
+            return;
+        };
         let next = slot.recipe.as_ref().and_then(|r| r.poll_timeout());
         if next != slot.timer {
             if let Some(old) = slot.timer {
