@@ -1184,10 +1184,7 @@ impl Lock {
             // create went out (never applied, create's answer still to come): list again
             // after a backoff; it executes after the create and shows our node. Any other
             // answer comes with the create's own, which decides.
-            if result
-                .as_ref()
-                .is_err_and(|e| e.is_retryable() && !e.may_have_applied())
-            {
+            if result.as_ref().is_err_and(|e| e.is_retryable() && !e.may_have_applied()) {
                 self.again(now, LIST);
             }
             return;

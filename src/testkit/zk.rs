@@ -278,9 +278,7 @@ impl Zk {
     }
 
     fn watch(&mut self, s: usize, path: &str, kind: WatchKind, op: OpId) {
-        self.sessions[s]
-            .watches
-            .push((String::from(path), kind, op));
+        self.sessions[s].watches.push((String::from(path), kind, op));
     }
 
     /// Creates a node; returns its final path.
@@ -389,9 +387,7 @@ impl Zk {
                         stat: stat_of(&n, 0),
                     })
                 }
-                MultiOp::Delete(d) => self
-                    .delete(&d.path, d.version)
-                    .map(|()| MultiResult::Delete),
+                MultiOp::Delete(d) => self.delete(&d.path, d.version).map(|()| MultiResult::Delete),
                 MultiOp::SetData(d) => self
                     .set_data(&d.path, &d.data, d.version)
                     .map(MultiResult::SetData),
@@ -413,8 +409,7 @@ impl Zk {
                         (0..i).map(|_| MultiResult::Error(ErrorCode::Ok)).collect();
                     failed.push(MultiResult::Error(e));
                     failed.extend(
-                        (i + 1..ops.len())
-                            .map(|_| MultiResult::Error(ErrorCode::RuntimeInconsistency)),
+                        (i + 1..ops.len()).map(|_| MultiResult::Error(ErrorCode::RuntimeInconsistency)),
                     );
                     return Response::Multi(failed);
                 }
@@ -428,10 +423,7 @@ impl Zk {
         let owner = self.sessions[s].id;
         let is_write = !matches!(
             req,
-            Request::Exists(_)
-                | Request::GetData(_)
-                | Request::GetChildren(_)
-                | Request::GetChildren2(_)
+            Request::Exists(_) | Request::GetData(_) | Request::GetChildren(_) | Request::GetChildren2(_)
         );
         if is_write {
             // A write (or sync) goes through the leader: the follower catches up.
@@ -449,10 +441,7 @@ impl Zk {
                     },
                 })
             }
-            Request::Delete(d) => self
-                .delete(&d.path, d.version)
-                .map(|()| Response::Empty)
-                .map_err(code),
+            Request::Delete(d) => self.delete(&d.path, d.version).map(|()| Response::Empty).map_err(code),
             Request::SetData(d) => self
                 .set_data(&d.path, &d.data, d.version)
                 .map(Response::Stat)
@@ -465,11 +454,7 @@ impl Zk {
                     self.watch(s, &g.path, WatchKind::Data, op);
                     if stale.is_some() && found != self.nodes.contains_key(&g.path) {
                         // The lagging follower applies what it missed: the watch fires.
-                        let t = if found {
-                            EventType::NodeDeleted
-                        } else {
-                            EventType::NodeCreated
-                        };
+                        let t = if found { EventType::NodeDeleted } else { EventType::NodeCreated };
                         self.fire(&g.path, WatchKind::Data, t);
                     }
                 }
@@ -538,9 +523,7 @@ impl Zk {
         };
         let r = self.apply(s, op, &req);
         let zxid = self.sessions[s].stale_at.unwrap_or(self.zxid);
-        self.sessions[s]
-            .out
-            .push_back((Outbound::Reply(op, r), zxid));
+        self.sessions[s].out.push_back((Outbound::Reply(op, r), zxid));
         true
     }
 
@@ -600,12 +583,7 @@ impl<R: Recipe> ModelWorld<R> {
 
     /// Hosts `machine` on client `c` (it hears the session state at once, as from the
     /// real client); `start` is the user's call that sets it going (`acquire`, ...).
-    pub fn host(
-        &mut self,
-        c: usize,
-        mut machine: R,
-        start: impl FnOnce(&mut R, Instant),
-    ) -> Vec<Happened<R::Event>> {
+    pub fn host(&mut self, c: usize, mut machine: R, start: impl FnOnce(&mut R, Instant)) -> Vec<Happened<R::Event>> {
         let s = &self.zk.sessions[c];
         machine.handle_session(self.now, SessionChange::Connected { session_id: s.id });
         if s.link != Link::Up {
@@ -726,11 +704,8 @@ impl<R: Recipe> ModelWorld<R> {
                 }
                 let zxid = self.zk.zxid;
                 let s = &mut self.zk.sessions[c];
-                s.out.extend(
-                    missed
-                        .into_iter()
-                        .map(|(op, ev)| (Outbound::Watch(op, ev), zxid)),
-                );
+                s.out
+                    .extend(missed.into_iter().map(|(op, ev)| (Outbound::Watch(op, ev), zxid)));
                 let queued = core::mem::take(&mut s.queued);
                 s.wire.extend(queued);
                 self.pump(c)
@@ -824,9 +799,7 @@ impl<R: Recipe> ModelWorld<R> {
         if t > self.now {
             self.now = t;
         }
-        (0..self.machines.len())
-            .map(|c| (c, self.pump(c)))
-            .collect()
+        (0..self.machines.len()).map(|c| (c, self.pump(c))).collect()
     }
 }
 
@@ -932,11 +905,7 @@ impl<R: Recipe> ModelWorld<R> {
     }
 
     /// Takes one step, spending `faults`; returns what each client's machine did.
-    pub fn take(
-        &mut self,
-        step: Step,
-        faults: &mut Faults,
-    ) -> Vec<(usize, Vec<Happened<R::Event>>)> {
+    pub fn take(&mut self, step: Step, faults: &mut Faults) -> Vec<(usize, Vec<Happened<R::Event>>)> {
         let one = |c: u8, h: Vec<Happened<R::Event>>| alloc::vec![(usize::from(c), h)];
         match step {
             Step::Serve(c) => {
