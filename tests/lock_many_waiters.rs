@@ -3,6 +3,11 @@
 //! acquisitions failing at 1,000+ waiters on one session (`Finished`): commands to the
 //! tokio driver beyond a batch of 256 were dropped (see `burst.rs`), so some lock
 //! machines were never hosted. `LOCK_WAITERS=n` for another count (default 1,000).
+//!
+//! With tight session bounds (`max_pending`, `max_in_flight` far below the number of
+//! waiters) most requests are first refused (`Overloaded`: never applied) or held in
+//! the session's queue: every waiter must still acquire (the recipe backs off and
+//! retries; a refusal is never a failed acquisition) and no node may be left.
 #![allow(clippy::disallowed_methods)]
 
 mod support;
@@ -21,38 +26,75 @@ fn a_thousand_waiters_on_one_session_all_acquire_in_turn() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(1_000);
+    many_waiters(n, "/many/lock", zt::Options::default());
+}
+
+#[test]
+fn tight_session_bounds_refuse_and_queue_but_every_waiter_acquires() {
+    // 24 waiters, at most 4 requests on the wire and 8 pending: each waiter needs a
+    // create, a listing and a watch, so most first attempts are refused.
+    many_waiters(
+        24,
+        "/tight/lock",
+        zt::Options::default().max_pending(8).max_in_flight(4),
+    );
+    // Even tighter: one request at a time, two pending.
+    many_waiters(
+        30,
+        "/tighter/lock",
+        zt::Options::default().max_pending(2).max_in_flight(1),
+    );
+}
+
+fn many_waiters(n: usize, dir: &'static str, options: zt::Options) {
     let server = TestServer::start().expect("a real ZooKeeper");
     let cs = server.connect_string();
     runtime().block_on(async {
-        let zk = zt::connect(
-            &cs,
-            zt::Options::default().connect_timeout(Duration::from_secs(10)),
-        )
-        .await
-        .unwrap();
+        let zk = zt::connect(&cs, options.connect_timeout(Duration::from_secs(10)))
+            .await
+            .unwrap();
         let inside = Arc::new(AtomicUsize::new(0));
+        let acquired = Arc::new(AtomicUsize::new(0));
         let started = Instant::now();
         let tasks: Vec<_> = (0..n)
             .map(|_| {
                 let zk = zk.clone();
                 let inside = inside.clone();
+                let acquired = acquired.clone();
                 tokio::spawn(async move {
-                    let guard = zk.lock("/many/lock").acquire().await?;
+                    let guard = zk.lock(dir).acquire().await?;
+                    acquired.fetch_add(1, Ordering::SeqCst);
                     assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two holders");
                     inside.fetch_sub(1, Ordering::SeqCst);
                     guard.release().await
                 })
             })
             .collect();
+        // A stall is reported, not hung on (`LOCK_WAITERS_TIMEOUT` seconds, default 300).
+        let limit = std::env::var("LOCK_WAITERS_TIMEOUT")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(300);
         let mut failed = Vec::new();
-        for t in tasks {
-            if let Err(e) = t.await.unwrap() {
-                failed.push(format!("{e:?}"));
+        let all = async {
+            for t in tasks {
+                if let Err(e) = t.await.unwrap() {
+                    failed.push(format!("{e:?}"));
+                }
             }
+        };
+        if tokio::time::timeout(Duration::from_secs(limit), all)
+            .await
+            .is_err()
+        {
+            panic!(
+                "stalled: {} of {n} waiters acquired within {limit} s",
+                acquired.load(Ordering::SeqCst)
+            );
         }
         let took = started.elapsed();
         println!(
-            "{n} waiters on one session: {:.2} ms per acquisition",
+            "{n} waiters on one session ({dir}): {:.2} ms per acquisition",
             took.as_secs_f64() * 1e3 / n as f64
         );
         assert!(
@@ -61,9 +103,13 @@ fn a_thousand_waiters_on_one_session_all_acquire_in_turn() {
             failed.len(),
             &failed[..failed.len().min(5)]
         );
-        assert!(
-            zk.get_children("/many/lock").await.unwrap().is_empty(),
-            "nodes left"
-        );
+        // The listing itself may be refused while the last deletions drain.
+        let left = loop {
+            match zk.get_children(dir).await {
+                Err(zt::Error::Overloaded) => tokio::time::sleep(Duration::from_millis(10)).await,
+                other => break other.unwrap(),
+            }
+        };
+        assert!(left.is_empty(), "nodes left: {left:?}");
     });
 }

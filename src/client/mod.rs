@@ -49,15 +49,17 @@ use core::any::Any;
 use core::marker::PhantomData;
 use core::time::Duration;
 
-use crate::hash::{HashMap, HashSet};
+use crate::hash::HashMap;
 use crate::proto::{EventType, Request};
 use crate::recipe::{AnyEvent, AnyRecipe, OpId, Recipe, SessionChange};
 use crate::session::{
-    ConnectString, ConnectStringError, Session, SessionConfig, SessionEvent, SubmitError, Token,
-    Transport, TransportError, WatchKind,
+    ConnectString, ConnectStringError, Counters, Session, SessionConfig, SessionEvent, SubmitError,
+    Token, Transport, TransportError, WatchKind,
 };
 use crate::time::Instant;
+use alloc::collections::BTreeSet;
 use bytes::BytesMut;
+use smallvec::SmallVec;
 
 /// Client options: the session settings.
 #[derive(Clone, Debug)]
@@ -98,9 +100,17 @@ impl Options {
         self
     }
 
-    /// Cap on requests in flight plus requests waiting for a connection.
+    /// Cap on requests in flight plus requests queued in the session; beyond it a
+    /// request is refused with [`Error::Overloaded`] (recipes back off and retry).
     pub fn max_pending(mut self, n: usize) -> Self {
         self.session.max_pending = n;
+        self
+    }
+
+    /// Cap on requests on the wire awaiting their reply (default 512); later ones wait
+    /// in the session's queue in order.
+    pub fn max_in_flight(mut self, n: usize) -> Self {
+        self.session.max_in_flight = n;
         self
     }
 
@@ -190,10 +200,13 @@ pub enum ClientEvent {
 struct Slot {
     generation: u32,
     recipe: Option<Box<dyn AnyRecipe>>,
-    /// Session tokens of its requests still routed to it (replies or watches).
-    tokens: HashSet<Token>,
+    /// Session tokens of its requests still routed to it (replies or watches): a few
+    /// at a time (unique: each request gets a new one), kept inline.
+    tokens: SmallVec<[Token; 4]>,
     /// A request of it was refused in this pump: its requests wait for the next input.
     refused: bool,
+    /// Its deadline as entered in [`Client::timers`].
+    timer: Option<Instant>,
 }
 
 /// See the [module docs](self).
@@ -205,8 +218,21 @@ pub struct Client {
     recipe_tokens: HashMap<Token, (RecipeId, OpId)>,
     /// Recipe tokens whose registration is persistent (addWatch): their route stays
     /// after a notification.
-    persistent_tokens: alloc::collections::BTreeSet<Token>,
+    persistent_tokens: BTreeSet<Token>,
     events: VecDeque<ClientEvent>,
+    /// Slots that got an input (reply, watch, command, timeout, state change) since
+    /// they were last drained; only these are drained, so the work per event does not
+    /// grow with the number of hosted recipes. Ordered: slots drain by index, as if
+    /// every slot were visited.
+    dirty: BTreeSet<u32>,
+    /// Slots refused in this pump: drained again at the next input.
+    deferred: Vec<u32>,
+    /// Every hosted recipe's deadline, earliest first.
+    timers: BTreeSet<(Instant, u32)>,
+    /// Empty slots to reuse.
+    free: BTreeSet<u32>,
+    /// Hosted recipes.
+    live: usize,
 }
 
 impl core::fmt::Debug for Client {
@@ -226,9 +252,19 @@ impl Client {
             next_token: 1,
             slots: Vec::new(),
             recipe_tokens: HashMap::default(),
-            persistent_tokens: alloc::collections::BTreeSet::new(),
+            persistent_tokens: BTreeSet::new(),
             events: VecDeque::new(),
+            dirty: BTreeSet::new(),
+            deferred: Vec::new(),
+            timers: BTreeSet::new(),
+            free: BTreeSet::new(),
+            live: 0,
         }
+    }
+
+    /// What the session has sent and received so far (requests, bytes).
+    pub fn counters(&self) -> Counters {
+        self.session.counters()
     }
 
     /// The session (for getters).
@@ -297,25 +333,40 @@ impl Client {
                 recipe.handle_session(now, SessionChange::Suspended);
             }
         }
-        let slot = match self.slots.iter().position(|s| s.recipe.is_none()) {
-            Some(i) => i,
+        // Reuse the lowest free slot (as a scan from the front would).
+        let slot = match self.free.pop_first() {
+            Some(i) => i as usize,
             None => {
                 self.slots.push(Slot {
                     generation: 0,
                     recipe: None,
-                    tokens: HashSet::default(),
+                    tokens: SmallVec::new(),
                     refused: false,
+                    timer: None,
                 });
                 self.slots.len() - 1
             }
         };
         self.slots[slot].recipe = Some(recipe);
+        self.live += 1;
         let id = RecipeId {
             index: slot as u32,
             generation: self.slots[slot].generation,
         };
+        self.dirty.insert(slot as u32);
         self.pump(now);
         id
+    }
+
+    /// The recipe in slot `i` got an input: drain it in this pump.
+    fn touch(&mut self, id: RecipeId) {
+        if self
+            .slots
+            .get(id.index as usize)
+            .is_some_and(|s| s.generation == id.generation && s.recipe.is_some())
+        {
+            self.dirty.insert(id.index);
+        }
     }
 
     fn slot(&mut self, id: RecipeId) -> Option<&mut Box<dyn AnyRecipe>> {
@@ -348,6 +399,7 @@ impl Client {
             .slot(handle.id)
             .and_then(|r| r.as_any_mut().downcast_mut::<R>())
             .map(|r| command(r, now));
+        self.touch(handle.id);
         self.pump(now);
         out
     }
@@ -367,6 +419,7 @@ impl Client {
             }
             None => false,
         };
+        self.touch(id);
         self.pump(now);
         found
     }
@@ -377,12 +430,13 @@ impl Client {
         if let Some(r) = self.slot(id) {
             r.handle_abandon(now);
         }
+        self.touch(id);
         self.pump(now);
     }
 
     /// Hosted recipes that have not finished.
     pub fn recipes(&self) -> usize {
-        self.slots.iter().filter(|s| s.recipe.is_some()).count()
+        self.live
     }
 
     // ----- input -----
@@ -411,15 +465,25 @@ impl Client {
         self.pump(now);
     }
 
-    /// See [`Session::handle_timeout`]; also every recipe's timer.
+    /// See [`Session::handle_timeout`]; also the timers of the recipes that are due
+    /// (found in an ordered set, not by visiting every recipe).
     pub fn handle_timeout(&mut self, now: Instant) {
         self.session.handle_timeout(now);
-        for slot in &mut self.slots {
+        while let Some(&(at, i)) = self.timers.first() {
+            if at > now {
+                break;
+            }
+            self.timers.pop_first();
+            let Some(slot) = self.slots.get_mut(i as usize) else {
+                continue;
+            };
+            slot.timer = None;
             if let Some(r) = &mut slot.recipe {
                 if r.poll_timeout().is_some_and(|t| t <= now) {
                     r.handle_timeout(now);
                 }
             }
+            self.dirty.insert(i);
         }
         self.pump(now);
     }
@@ -444,33 +508,52 @@ impl Client {
 
     /// The earliest of the session's and the recipes' deadlines.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let recipes = self
-            .slots
-            .iter()
-            .filter_map(|s| s.recipe.as_ref().and_then(|r| r.poll_timeout()));
+        let recipes = self.timers.first().map(|(at, _)| *at);
         self.session.poll_timeout().into_iter().chain(recipes).min()
     }
 
     /// Routes session events to their owners and recipe requests to the session until
-    /// nothing moves.
+    /// nothing moves. Only recipes that got an input are drained (a recipe's outputs
+    /// change only on an input), each in index order.
     fn pump(&mut self, now: Instant) {
-        for slot in &mut self.slots {
-            slot.refused = false;
+        for i in core::mem::take(&mut self.deferred) {
+            if let Some(slot) = self.slots.get_mut(i as usize) {
+                slot.refused = false;
+                self.dirty.insert(i);
+            }
         }
         loop {
-            let mut moved = false;
             while let Some(event) = self.session.poll_event() {
-                moved = true;
                 self.route(now, event);
             }
-            for i in 0..self.slots.len() {
-                if self.drain_slot(now, i) {
-                    moved = true;
+            if self.dirty.is_empty() {
+                break;
+            }
+            for i in core::mem::take(&mut self.dirty) {
+                if self.drain_slot(now, i as usize) {
+                    // It may have more to say after what it sent is answered or
+                    // refused: visit it again next round (as a full scan would).
+                    self.dirty.insert(i);
                 }
+                self.update_timer(i as usize);
             }
-            if !moved {
-                return;
+        }
+    }
+
+    /// Re-enters slot `i`'s deadline in the timer set.
+    fn update_timer(&mut self, i: usize) {
+        let Some(slot) = self.slots.get_mut(i) else {
+            return;
+        };
+        let next = slot.recipe.as_ref().and_then(|r| r.poll_timeout());
+        if next != slot.timer {
+            if let Some(old) = slot.timer {
+                self.timers.remove(&(old, i as u32));
             }
+            if let Some(new) = next {
+                self.timers.insert((new, i as u32));
+            }
+            slot.timer = next;
         }
     }
 
@@ -495,14 +578,17 @@ impl Client {
                 Ok(()) => {
                     moved = true;
                     self.recipe_tokens.insert(token, (id, op));
-                    self.slots[i].tokens.insert(token);
+                    self.slots[i].tokens.push(token);
                 }
                 Err(e) => {
                     // Refused: the recipe hears it at once, as an error reply it must
                     // retry or report (never take for success). What it sends in answer
                     // waits for the next input (once per pump): a recipe that sends
                     // again at once cannot spin the pump.
-                    self.slots[i].refused = true;
+                    if !self.slots[i].refused {
+                        self.slots[i].refused = true;
+                        self.deferred.push(i as u32);
+                    }
                     if let Some(r) = self.slots[i].recipe.as_mut() {
                         r.handle_reply(now, op, Err(e.into()));
                     }
@@ -523,6 +609,8 @@ impl Client {
             let slot = &mut self.slots[i];
             slot.recipe = None;
             slot.generation = slot.generation.wrapping_add(1);
+            self.live -= 1;
+            self.free.insert(i as u32);
             for token in core::mem::take(&mut slot.tokens) {
                 self.recipe_tokens.remove(&token);
                 self.persistent_tokens.remove(&token);
@@ -547,6 +635,7 @@ impl Client {
                 if let Some(r) = self.slot(id) {
                     r.handle_reply(now, op, reply.result);
                 }
+                self.touch(id);
             }
             SessionEvent::Watch { token, event } if self.recipe_tokens.contains_key(&token) => {
                 // A one-shot watch ends with its first event; a persistent one when
@@ -560,6 +649,7 @@ impl Client {
                 if let Some(r) = self.slot(id) {
                     r.handle_watch(now, op, &event);
                 }
+                self.touch(id);
             }
             event if event.is_state_change() => {
                 let change = match &event {
@@ -594,9 +684,10 @@ impl Client {
                             slot.tokens.clear();
                         }
                     }
-                    for slot in &mut self.slots {
+                    for (i, slot) in self.slots.iter_mut().enumerate() {
                         if let Some(r) = &mut slot.recipe {
                             r.handle_session(now, change);
+                            self.dirty.insert(i as u32);
                         }
                     }
                 }
@@ -610,7 +701,9 @@ impl Client {
         self.recipe_tokens.remove(&token);
         self.persistent_tokens.remove(&token);
         if let Some(slot) = self.slots.get_mut(id.index as usize) {
-            slot.tokens.remove(&token);
+            if let Some(at) = slot.tokens.iter().position(|t| *t == token) {
+                slot.tokens.swap_remove(at);
+            }
         }
     }
 }

@@ -634,6 +634,8 @@ impl Lock {
     pub fn new(config: LockConfig) -> Lock {
         let mut prefix = contender::protected_prefix(&config.id);
         prefix.push_str(config.kind.marker());
+        // Backoffs jittered by our id: waiters refused together come back apart.
+        let retry = Retry::for_id(&config.id);
         Lock {
             config,
             prefix,
@@ -644,7 +646,7 @@ impl Lock {
             need: 0,
             sync_next: false,
             sync_failed: false,
-            retry: Retry::default(),
+            retry,
             blockers: 0,
             watching: None,
             adopted: None,

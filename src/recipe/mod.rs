@@ -329,7 +329,14 @@ impl<P> Outbox<P> {
 
     /// The next request to send (for [`Recipe::poll_request`]).
     pub fn poll(&mut self) -> Option<(OpId, Request)> {
-        self.queue.pop_front()
+        let next = self.queue.pop_front();
+        if next.is_none() && self.queue.capacity() > 0 {
+            // Drained: give the buffer back. A recipe spends most of its life waiting
+            // with nothing to send; thousands of them hosted by one client would
+            // otherwise each keep room for a few requests.
+            self.queue = VecDeque::new();
+        }
+        next
     }
 }
 
@@ -338,14 +345,21 @@ impl<P> Outbox<P> {
 /// while connected (a refusal: too many requests pending, throttled), after a backoff
 /// of 10 ms doubling up to 2 s, reset by [`succeeded`](Retry::succeeded).
 ///
+/// Each backoff is jittered into `[base / 2, base]` so that many machines refused at
+/// the same moment (thousands of waiters on one throttled session) do not all come
+/// back at the same moment. The core has no random source: the jitter is a hash of
+/// the machine's id ([`for_id`](Retry::for_id)), the session id and the attempt
+/// number, so a run is reproducible and different machines spread out.
+///
 /// ```
 /// use zk_recipes::recipe::{Retry, SessionChange};
 /// use zk_recipes::time::Instant;
-/// let mut r = Retry::default();
+/// let mut r = Retry::for_id("3f2a-contender");
 /// let t = Instant::from_micros(1_000);
 /// r.failed(t);
 /// assert!(!r.allows(t));
-/// assert_eq!(r.deadline(), Some(Instant::from_micros(11_000)));
+/// let at = r.deadline().unwrap();
+/// assert!(at >= Instant::from_micros(6_000) && at <= Instant::from_micros(11_000));
 /// r.session(SessionChange::Suspended);
 /// assert_eq!(r.deadline(), None); // wait for the reconnect, not the clock
 /// r.session(SessionChange::Reconnected { session_id: 1 });
@@ -356,19 +370,51 @@ pub struct Retry {
     failures: u32,
     at: Option<Instant>,
     suspended: bool,
+    /// The machine's id, hashed: spreads the backoffs of machines in one session.
+    salt: u64,
+    /// The session the machine last heard of (0 before one).
+    session_id: i64,
 }
 
 impl Retry {
     const FIRST: Duration = Duration::from_millis(10);
     const MAX: Duration = Duration::from_secs(2);
 
-    /// A retryable failure at `now`: the next attempt waits.
+    /// A retry helper whose jitter is derived from `id` (the machine's unique
+    /// contender id, say). [`Retry::default`] has a fixed salt: machines built that way
+    /// in one session back off in step.
+    pub fn for_id(id: &str) -> Retry {
+        use core::hash::Hasher;
+        let mut h = crate::hash::FxHasher::default();
+        h.write(id.as_bytes());
+        Retry {
+            salt: h.finish(),
+            ..Retry::default()
+        }
+    }
+
+    /// A retryable failure at `now`: the next attempt waits `base` (10 ms doubling per
+    /// failure, at most 2 s) jittered into `[base / 2, base]`.
     pub fn failed(&mut self, now: Instant) {
-        let delay = Self::FIRST
+        let base = Self::FIRST
             .saturating_mul(1 << self.failures.min(10))
             .min(Self::MAX);
+        let half = base / 2;
+        let span = u64::try_from(half.as_micros()).unwrap_or(u64::MAX);
+        let jitter = self.mix() % span.saturating_add(1);
         self.failures = self.failures.saturating_add(1);
-        self.at = Some(now + delay);
+        self.at = Some(now + half + Duration::from_micros(jitter));
+    }
+
+    /// SplitMix64's finaliser over the salt, the session id and the attempt number.
+    fn mix(&self) -> u64 {
+        let mut z = self
+            .salt
+            .wrapping_add((self.session_id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+            .wrapping_add(u64::from(self.failures).wrapping_mul(0xD1B5_4A32_D192_ED03));
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
     }
 
     /// Something worked: the next failure waits the shortest time again.
@@ -380,9 +426,10 @@ impl Retry {
     pub fn session(&mut self, change: SessionChange) {
         match change {
             SessionChange::Suspended => self.suspended = true,
-            SessionChange::Connected { .. } | SessionChange::Reconnected { .. } => {
+            SessionChange::Connected { session_id } | SessionChange::Reconnected { session_id } => {
                 self.suspended = false;
                 self.at = None;
+                self.session_id = session_id;
             }
             SessionChange::Expired | SessionChange::Closed => {}
         }
@@ -405,5 +452,106 @@ impl Retry {
         } else {
             self.at
         }
+    }
+}
+
+#[cfg(test)]
+mod retry_tests {
+    use super::{Retry, SessionChange};
+    use crate::time::Instant;
+    use alloc::vec::Vec;
+
+    /// The deadlines of `n` consecutive failures, each at the previous deadline.
+    fn deadlines(mut r: Retry, n: usize) -> Vec<Instant> {
+        r.session(SessionChange::Connected { session_id: 0x42 });
+        let mut t = Instant::from_micros(1_000);
+        (0..n)
+            .map(|_| {
+                r.failed(t);
+                t = r.deadline().unwrap();
+                t
+            })
+            .collect()
+    }
+
+    #[test]
+    fn machines_with_different_ids_back_off_at_different_times() {
+        let a = deadlines(Retry::for_id("aaaa-1"), 5);
+        let b = deadlines(Retry::for_id("bbbb-2"), 5);
+        assert_ne!(a[0], b[0], "the first retries come at different times");
+        assert!(a.iter().zip(&b).filter(|(x, y)| x != y).count() >= 4);
+        // The same id in the same session: the same schedule (deterministic).
+        assert_eq!(a, deadlines(Retry::for_id("aaaa-1"), 5));
+        // Many ids spread over the window instead of landing on one instant.
+        let firsts: alloc::collections::BTreeSet<Instant> = (0..100)
+            .map(|i| deadlines(Retry::for_id(&alloc::format!("id-{i}")), 1)[0])
+            .collect();
+        assert!(firsts.len() > 90, "{} distinct of 100", firsts.len());
+    }
+
+    #[test]
+    fn each_backoff_stays_within_half_to_all_of_its_base() {
+        for i in 0..50 {
+            let mut r = Retry::for_id(&alloc::format!("m{i}"));
+            let mut t = Instant::from_micros(0);
+            for k in 0..12u32 {
+                r.failed(t);
+                let at = r.deadline().unwrap();
+                let base = (10_000u64 << k.min(10)).min(2_000_000);
+                let waited = at.saturating_since(t).as_micros() as u64;
+                assert!(
+                    waited >= base / 2 && waited <= base,
+                    "{k}: {waited} of {base}"
+                );
+                t = at;
+            }
+            r.succeeded();
+            r.failed(t);
+            assert!(r.deadline().unwrap().saturating_since(t).as_micros() <= 10_000);
+        }
+    }
+
+    /// Two lock waiters in one session, both refused (`Throttled`: never applied) at
+    /// the same instant: neither fails, and they come back at different times.
+    #[test]
+    fn throttled_lock_waiters_back_off_apart_and_do_not_fail() {
+        use crate::error::Error;
+        use crate::proto::ErrorCode;
+        use crate::recipe::lock::{Lock, LockConfig, LockKind};
+        use crate::recipe::Recipe;
+        let t = Instant::from_micros(5_000);
+        let mut deadlines = Vec::new();
+        for id in ["0000aaaa-1111", "0000bbbb-2222"] {
+            let mut l = Lock::new(LockConfig::new("/locks/x", LockKind::Exclusive, id));
+            l.handle_session(t, SessionChange::Connected { session_id: 0x42 });
+            l.acquire(t, None);
+            let sent: Vec<_> = core::iter::from_fn(|| l.poll_request()).collect();
+            assert!(!sent.is_empty());
+            for (op, _) in sent {
+                l.handle_reply(t, op, Err(Error::Server(ErrorCode::Throttled)));
+            }
+            assert!(l.poll_event().is_none(), "a refusal is not a failure");
+            assert!(l.poll_request().is_none(), "backing off");
+            let at = l.poll_timeout().expect("a retry is scheduled");
+            // Two refusals (the create and the listing sent with it): the second
+            // backoff, 20 ms jittered into [10, 20] ms.
+            assert!(at > t && at <= Instant::from_micros(25_000), "{at:?}");
+            l.handle_timeout(at);
+            assert!(l.poll_request().is_some(), "sent again after the backoff");
+            deadlines.push(at);
+        }
+        assert_ne!(deadlines[0], deadlines[1]);
+    }
+
+    #[test]
+    fn the_session_id_changes_the_schedule() {
+        let mut a = Retry::for_id("same");
+        let mut b = Retry::for_id("same");
+        a.session(SessionChange::Connected { session_id: 1 });
+        b.session(SessionChange::Connected { session_id: 2 });
+        let t = Instant::from_micros(0);
+        a.failed(t);
+        b.failed(t);
+        assert_ne!(a.deadline(), b.deadline());
     }
 }

@@ -32,6 +32,14 @@
 //! * On connection loss every request in flight completes with
 //!   [`ErrorCode::ConnectionLoss`] (the server may or may not have applied it); requests
 //!   not yet written wait for the next connection, up to `max_pending`.
+//! * Backpressure: at most `max_in_flight` requests are on the wire at once; the rest
+//!   wait in the session's queue, in submission order, and go out as replies come back
+//!   (pings, auth and SetWatches bypass the bound; a close goes after everything
+//!   submitted before it). Beyond `max_pending` (in flight plus queued) a request is
+//!   refused with [`SubmitError::TooManyPending`] ([`Error::Overloaded`]: never
+//!   applied, retry after a backoff). One process with thousands of waiters thus never
+//!   has more than `max_in_flight` requests outstanding at the server (ZooKeeper's
+//!   global outstanding limit is 1,000 by default).
 //! * After a resume: auth packets are replayed, then SetWatches/SetWatches2 (in batches
 //!   under the frame limit, with the last zxid seen) re-arm every watch, then queued
 //!   requests go out.
@@ -74,8 +82,12 @@ pub struct SessionConfig {
     pub read_only: bool,
     /// Seed for host order and backoff jitter.
     pub seed: u64,
-    /// Cap on requests in flight plus requests waiting for a connection.
+    /// Cap on requests in flight plus requests waiting in the session's queue; a
+    /// request beyond it is refused ([`SubmitError::TooManyPending`]).
     pub max_pending: usize,
+    /// Cap on requests written to the connection and not yet answered (at least 1);
+    /// later requests wait in the queue, in order. Pings, auth and SetWatches bypass it.
+    pub max_in_flight: usize,
     /// Cap on watch registrations.
     pub max_watches: usize,
     /// Cap on an incoming frame body.
@@ -96,8 +108,8 @@ pub struct SessionConfig {
 }
 
 impl SessionConfig {
-    /// Defaults: 30 s timeout, no read-only, seed 0, 10,000 pending requests, 100,000
-    /// watches, 1 MiB + 64 KiB replies, 0xfffff requests, backoff 50 ms … 2 s, a
+    /// Defaults: 30 s timeout, no read-only, seed 0, 10,000 pending requests of which
+    /// 512 in flight, 100,000 watches, 1 MiB + 64 KiB replies, 0xfffff requests, backoff 50 ms … 2 s, a
     /// connection stable after 2 s, a new session after expiry.
     pub fn new(connect_string: ConnectString) -> Self {
         SessionConfig {
@@ -106,6 +118,7 @@ impl SessionConfig {
             read_only: false,
             seed: 0,
             max_pending: 10_000,
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             max_watches: 100_000,
             max_reply: DEFAULT_MAX_REPLY,
             max_request: DEFAULT_MAX_REQUEST,
@@ -115,6 +128,31 @@ impl SessionConfig {
             renew_on_expiry: true,
         }
     }
+}
+
+/// Default [`SessionConfig::max_in_flight`]: well under ZooKeeper's default global
+/// outstanding-request limit (1,000), so one busy session does not make the server stop
+/// reading or throttle.
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 512;
+
+/// What the session has moved so far (for benchmarks and monitoring). Counts are over
+/// the session's whole life, across connections and renewed sessions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Counters {
+    /// Requests written with an xid of their own (everything submitted, and
+    /// closeSession): what the server counts as operations.
+    pub requests_sent: u64,
+    /// Frames the session writes by itself: connect requests, pings, auth replays and
+    /// SetWatches.
+    pub control_sent: u64,
+    /// Bytes handed to the driver to write.
+    pub bytes_sent: u64,
+    /// Bytes the driver fed in.
+    pub bytes_received: u64,
+    /// Replies matched to a request (pings, auth and SetWatches answers excluded).
+    pub replies_received: u64,
+    /// Watch notifications received (one per server event, however many registrants).
+    pub notifications_received: u64,
 }
 
 /// What the driver must do with its socket.
@@ -586,6 +624,7 @@ pub struct Session {
     transport: VecDeque<Transport>,
     events: VecDeque<SessionEvent>,
     scratch: Vec<Token>,
+    counters: Counters,
 }
 
 impl Session {
@@ -625,6 +664,7 @@ impl Session {
             transport: VecDeque::new(),
             events: VecDeque::new(),
             scratch: Vec::new(),
+            counters: Counters::default(),
         };
         s.dial();
         s
@@ -678,9 +718,20 @@ impl Session {
         self.order.get(self.position).copied().unwrap_or(0)
     }
 
-    /// Requests in flight plus requests waiting for a connection.
+    /// Requests in flight plus requests waiting in the queue (for a connection or for
+    /// room under `max_in_flight`).
     pub fn pending(&self) -> usize {
         self.in_flight.len() + self.queued.len()
+    }
+
+    /// Requests written and not yet answered (at most `max_in_flight`, plus a close).
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    /// What the session has sent and received so far.
+    pub fn counters(&self) -> Counters {
+        self.counters
     }
 
     /// Watch registrations.
@@ -725,6 +776,7 @@ impl Session {
             read_only: self.config.read_only,
         };
         encode_connect(&mut self.tx, &req);
+        self.counters.control_sent += 1;
         self.last_send = now;
     }
 
@@ -754,6 +806,10 @@ impl Session {
     /// Bytes read from the socket.
     pub fn handle_bytes(&mut self, now: Instant, mut bytes: &[u8]) {
         let now = self.tick(now);
+        self.counters.bytes_received = self
+            .counters
+            .bytes_received
+            .saturating_add(bytes.len() as u64);
         if !matches!(
             self.phase,
             Phase::Handshaking { .. } | Phase::Connected | Phase::Closing { .. }
@@ -775,7 +831,7 @@ impl Session {
             self.last_recv = now;
             let result = match self.phase {
                 Phase::Handshaking { .. } => self.on_handshake(now, frame),
-                Phase::Connected | Phase::Closing { .. } => self.on_frame(frame),
+                Phase::Connected | Phase::Closing { .. } => self.on_frame(now, frame),
                 _ => return,
             };
             if let Err(reason) = result {
@@ -828,6 +884,7 @@ impl Session {
             }
             Phase::Connected if self.last_send + self.ping_interval() <= now => {
                 let _ = encode_request(&mut self.tx, xid::PING, &Request::Ping, usize::MAX);
+                self.counters.control_sent += 1;
                 self.last_send = now;
                 true
             }
@@ -910,13 +967,14 @@ impl Session {
             }
             return Ok(());
         }
-        if self.phase == Phase::Connected {
+        if self.phase == Phase::Connected && self.queued.is_empty() && self.has_room() {
             // Straight into the transmit buffer with its real xid (nothing is written
             // if it is too large).
             let xid = self.next_xid;
             encode_request(&mut self.tx, xid, &request, self.config.max_request)
                 .map_err(SubmitError::TooLarge)?;
             self.advance_xid();
+            self.counters.requests_sent += 1;
             self.in_flight.push_back(InFlight {
                 xid,
                 op,
@@ -938,24 +996,28 @@ impl Session {
         Ok(())
     }
 
-    /// Closes the session: sends closeSession after anything already queued and waits
-    /// for the answer until `deadline`. Without a connection it ends at once (the server
-    /// then expires the session after its timeout).
+    /// Closes the session: sends closeSession after anything already submitted (in
+    /// flight or queued under `max_in_flight`) and waits for the answer until
+    /// `deadline`. Without a connection it ends at once (the server then expires the
+    /// session after its timeout).
     pub fn close(&mut self, now: Instant, deadline: Instant) {
         let now = self.tick(now);
         match self.phase {
             Phase::Connected => {
                 let mut frame = BytesMut::new();
                 let _ = encode_request(&mut frame, 0, &Request::CloseSession, usize::MAX);
-                self.write(
-                    now,
-                    Queued {
-                        frame,
-                        op: OpCode::CloseSession,
-                        token: Token(u64::MAX),
-                        after: After::Close,
-                    },
-                );
+                let close = Queued {
+                    frame,
+                    op: OpCode::CloseSession,
+                    token: Token(u64::MAX),
+                    after: After::Close,
+                };
+                if self.queued.is_empty() {
+                    // The close itself is not held back by the bound: nothing follows it.
+                    self.write(now, close);
+                } else {
+                    self.queued.push_back(close);
+                }
                 self.phase = Phase::Closing {
                     deadline: deadline.max(now),
                 };
@@ -991,6 +1053,10 @@ impl Session {
         if self.tx.is_empty() {
             return false;
         }
+        self.counters.bytes_sent = self
+            .counters
+            .bytes_sent
+            .saturating_add(self.tx.len() as u64);
         if out.is_empty() {
             core::mem::swap(out, &mut self.tx);
         } else {
@@ -1069,7 +1135,31 @@ impl Session {
         };
     }
 
+    /// Is there room on the wire for one more request?
+    fn has_room(&self) -> bool {
+        self.in_flight.len() < self.config.max_in_flight.max(1)
+    }
+
+    /// Writes queued requests, in order, while there is room on the wire.
+    fn flush_queued(&mut self, now: Instant) {
+        if !matches!(self.phase, Phase::Connected | Phase::Closing { .. }) {
+            return;
+        }
+        while self.has_room()
+            || self
+                .queued
+                .front()
+                .is_some_and(|q| q.op == OpCode::CloseSession)
+        {
+            let Some(q) = self.queued.pop_front() else {
+                break;
+            };
+            self.write(now, q);
+        }
+    }
+
     fn write(&mut self, now: Instant, q: Queued) {
+        self.counters.requests_sent += 1;
         let xid = self.next_xid;
         self.advance_xid();
         let mut frame = q.frame;
@@ -1092,6 +1182,7 @@ impl Session {
             usize::MAX,
         );
         self.auth_waiters.push_back(token);
+        self.counters.control_sent += 1;
         self.last_send = now;
     }
 
@@ -1132,9 +1223,7 @@ impl Session {
         if resumed {
             self.write_set_watches(now);
         }
-        while let Some(q) = self.queued.pop_front() {
-            self.write(now, q);
-        }
+        self.flush_queued(now);
         Ok(())
     }
 
@@ -1189,14 +1278,16 @@ impl Session {
             Request::SetWatches2(b)
         };
         let _ = encode_request(&mut self.tx, xid::SET_WATCHES, &req, usize::MAX);
+        self.counters.control_sent += 1;
         self.last_send = now;
     }
 
-    fn on_frame(&mut self, frame: Bytes) -> Result<(), DisconnectReason> {
+    fn on_frame(&mut self, now: Instant, frame: Bytes) -> Result<(), DisconnectReason> {
         let (header, body) = decode_reply(frame).map_err(DisconnectReason::Decode)?;
         match header.xid {
             xid::NOTIFICATION => {
                 let event: WatcherEvent = decode_exact(body).map_err(DisconnectReason::Decode)?;
+                self.counters.notifications_received += 1;
                 self.on_notification(event);
                 Ok(())
             }
@@ -1241,7 +1332,10 @@ impl Session {
                 if header.zxid > 0 {
                     self.last_zxid = self.last_zxid.max(header.zxid);
                 }
+                self.counters.replies_received += 1;
                 self.complete(done, header.zxid, result);
+                // Room on the wire again: the next queued request goes out.
+                self.flush_queued(now);
                 Ok(())
             }
         }
@@ -1470,6 +1564,9 @@ impl Session {
     fn fail_everything(&mut self, code: Error) {
         self.fail_in_flight(code.clone());
         while let Some(q) = self.queued.pop_front() {
+            if matches!(q.after, After::Close) {
+                continue;
+            }
             self.events.push_back(SessionEvent::Reply(Reply {
                 token: q.token,
                 zxid: 0,

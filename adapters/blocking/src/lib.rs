@@ -91,6 +91,14 @@ pub struct Options {
     /// Start a new session by itself after an expiry (default on, as Curator and kazoo
     /// do); off: `Expired` ends the client.
     pub renew_on_expiry: bool,
+    /// Cap on requests in flight plus requests queued in the session (default
+    /// 10,000); beyond it a call fails with [`Error::Overloaded`] (never applied;
+    /// recipes back off and retry by themselves).
+    pub max_pending: usize,
+    /// Cap on requests on the wire awaiting their reply (default 512); later ones wait
+    /// in the session's queue, in order, so one client with thousands of waiters does
+    /// not trip the server's throttle.
+    pub max_in_flight: usize,
 }
 
 impl Default for Options {
@@ -102,6 +110,8 @@ impl Default for Options {
             read_only: false,
             seed: None,
             renew_on_expiry: true,
+            max_pending: 10_000,
+            max_in_flight: zk_recipes::session::DEFAULT_MAX_IN_FLIGHT,
         }
     }
 }
@@ -142,6 +152,18 @@ impl Options {
         self.renew_on_expiry = renew;
         self
     }
+
+    /// Sets the cap on requests pending in the session (in flight plus queued).
+    pub fn max_pending(mut self, n: usize) -> Self {
+        self.max_pending = n;
+        self
+    }
+
+    /// Sets the cap on requests on the wire awaiting their reply.
+    pub fn max_in_flight(mut self, n: usize) -> Self {
+        self.max_in_flight = n;
+        self
+    }
 }
 
 pub(crate) fn random_seed() -> u64 {
@@ -165,6 +187,8 @@ pub fn connect(connect_string: &str, options: Options) -> Result<Client, Error> 
         .session_timeout(options.session_timeout)
         .read_only(options.read_only)
         .renew_on_expiry(options.renew_on_expiry)
+        .max_pending(options.max_pending)
+        .max_in_flight(options.max_in_flight)
         .seed(options.seed.unwrap_or_else(random_seed));
     let core = zk_recipes::client::Client::new(core_options, zk_recipes::time::Instant::ZERO);
     let (inputs, rx, poll) = driver::channel().map_err(|_| Error::Closed)?;

@@ -1,0 +1,530 @@
+//! Lock at scale (issue 15): N lock waiters hosted by ONE session on one path, all
+//! queued at once, then passing the lock along (each holder releases as soon as it
+//! holds). `cargo bench --bench lock_scale`; not run by `cargo test`.
+//!
+//! The core [`Client`] is driven here directly over a blocking `TcpStream` (the same
+//! loop the adapters run, without a runtime), so the session's counters and the core's
+//! heap are measured exactly:
+//!
+//! * **µs/acq** — wall time from the first `acquire` to the last release, per
+//!   acquisition; **handoff µs** — the same from the moment every waiter is queued;
+//! * **cpu us/acq** — CPU time of the bench process (the core client and its
+//!   driver loop) per acquisition: the client's own cost, apart from the server's;
+//! * **req/acq**, **B rx/acq**, **B tx/acq** — the session's counters
+//!   ([`Client::counters`]) over the whole run, per acquisition;
+//! * **RSS** — peak resident set of the process (`VmHWM`; each N runs in a process of
+//!   its own);
+//! * **B/waiter** — core state per queued waiter: `size_of::<Lock>()` and the heap the
+//!   client holds once every waiter is queued (measured by a counting allocator: live
+//!   bytes with N queued waiters minus live bytes with none, over N: the machines,
+//!   their boxes, the client's routes and the session's watch registrations);
+//! * **failed** — attempts that ended in anything but `Acquired` (must be 0);
+//! * **left** — children of the lock directory after the run (must be 0).
+//!
+//! `LOCK_SCALE_WAITERS=100,1000,10000` (default) picks the counts;
+//! `LOCK_SCALE_TIMEOUT` (seconds, default 900) bounds each run: a stall is reported
+//! (with how far it got) and the bench exits non-zero instead of hanging.
+//! `LOCK_SCALE_MAX_IN_FLIGHT` overrides the session's in-flight bound (default 512).
+//!
+//! Measured (`cargo bench --bench lock_scale`, ZooKeeper 3.8.0 on a disk-backed temp
+//! dir, 2 shared cores, load average ~4 from other jobs; session `max_in_flight` 512):
+//!
+//! ```text
+//! waiters    us/acq    handoff cpu us/acq  req/acq   B rx/acq  B tx/acq   RSS KiB  B/waiter  failed  left
+//!     100    2018.0      939.5     173.0     5.97       6360       447      2972      2326       0     0
+//!    1000    1727.1     1092.7     370.5     6.00      59463       455      7944      2437       0     0
+//!   10000   10042.7     7125.9    3900.0     6.00     590465       461     34568      2355       0     0
+//! ```
+//!
+//! The client before it drained only touched recipes (every pump visited every
+//! hosted recipe, timers were a scan): 1,000 → 656.7 CPU µs/acq, 10,000 → 6,690
+//! (13,411 µs/acq wall). What still grows with N is the lock's own relisting: each
+//! woken waiter lists all N children again (B rx/acq is linear in N), which the
+//! grant-on-release design of issue 15 removes.
+// A benchmark is a driver: it owns the clock.
+#![allow(clippy::disallowed_methods)]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::process::Command;
+use std::sync::atomic::{AtomicIsize, Ordering};
+use std::time::{Duration, Instant as StdInstant};
+
+use bytes::BytesMut;
+use zk_recipes::client::{ops, Client, ClientEvent, Options, RecipeHandle};
+use zk_recipes::proto::{CreateMode, Response};
+use zk_recipes::recipe::lock::{node_id, Lock, LockConfig, LockEvent, LockKind};
+use zk_recipes::session::{SessionEvent, Token, Transport};
+use zk_recipes::time::Instant;
+use zk_recipes_testing::TestServer;
+
+/// Counts live heap bytes (the core's state is measured with it).
+struct Counting;
+
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+// SAFETY: forwards to the system allocator unchanged; only counts sizes.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: same layout as asked.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: allocated by `alloc` above with this layout.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_add(
+            new_size as isize - layout.size() as isize,
+            Ordering::Relaxed,
+        );
+        // SAFETY: forwarded as is.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+fn live() -> isize {
+    LIVE.load(Ordering::Relaxed)
+}
+
+/// CPU time of this (single-threaded) process: the client's own cost, apart from the
+/// server's and the network's (`/proc/self/schedstat`, nanoseconds on a CPU).
+fn cpu_time() -> Duration {
+    let ns = std::fs::read_to_string("/proc/self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+        .unwrap_or(0);
+    Duration::from_nanos(ns)
+}
+
+fn peak_rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// The adapters' loop, blocking: one socket, reads with a timeout up to the client's
+/// next deadline.
+struct Driver {
+    client: Client,
+    hosts: Vec<String>,
+    stream: Option<TcpStream>,
+    start: StdInstant,
+    out: BytesMut,
+    buf: Vec<u8>,
+}
+
+impl Driver {
+    fn now(&self) -> Instant {
+        Instant::from_micros(self.start.elapsed().as_micros() as u64)
+    }
+
+    /// Moves the client's outputs to the socket; returns its events.
+    fn flush(&mut self, events: &mut Vec<ClientEvent>) {
+        loop {
+            let mut moved = false;
+            while let Some(t) = self.client.poll_transport() {
+                moved = true;
+                match t {
+                    Transport::Connect { host } => {
+                        self.stream = None;
+                        let now = self.now();
+                        match TcpStream::connect(&self.hosts[host]) {
+                            Ok(s) => {
+                                s.set_nodelay(true).unwrap();
+                                self.stream = Some(s);
+                                self.client.handle_connected(now);
+                            }
+                            Err(e) => self.client.handle_transport_error(now, (&e).into()),
+                        }
+                    }
+                    Transport::Close => self.stream = None,
+                }
+            }
+            while self.client.poll_transmit(&mut self.out) {
+                moved = true;
+                let res = match &mut self.stream {
+                    Some(s) => s.write_all(&self.out),
+                    None => Ok(()),
+                };
+                self.out.clear();
+                if let Err(e) = res {
+                    let now = self.now();
+                    self.stream = None;
+                    self.client.handle_transport_error(now, (&e).into());
+                }
+            }
+            while let Some(e) = self.client.poll_event() {
+                moved = true;
+                events.push(e);
+            }
+            if !moved {
+                return;
+            }
+        }
+    }
+
+    /// One input: bytes, or a timeout.
+    fn step(&mut self) {
+        let now = self.now();
+        let wait = self
+            .client
+            .poll_timeout()
+            .map(|t| Duration::from_micros(t.saturating_since(now).as_micros() as u64))
+            .unwrap_or(Duration::from_millis(50))
+            .clamp(Duration::from_micros(200), Duration::from_millis(50));
+        let Some(s) = &mut self.stream else {
+            std::thread::sleep(wait);
+            let now = self.now();
+            self.client.handle_timeout(now);
+            return;
+        };
+        s.set_read_timeout(Some(wait)).unwrap();
+        match s.read(&mut self.buf) {
+            Ok(0) => {
+                let now = self.now();
+                self.stream = None;
+                self.client.handle_disconnect(now);
+            }
+            Ok(n) => {
+                let now = self.now();
+                self.client.handle_bytes(now, &self.buf[..n]);
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(e) => {
+                let now = self.now();
+                self.stream = None;
+                self.client.handle_transport_error(now, (&e).into());
+            }
+        }
+        let now = self.now();
+        if self.client.poll_timeout().is_some_and(|t| t <= now) {
+            self.client.handle_timeout(now);
+        }
+    }
+
+    /// A raw request, driven to its reply (other events are dropped: call only when no
+    /// recipe runs).
+    fn call(
+        &mut self,
+        req: zk_recipes::proto::Request,
+    ) -> Result<Response, zk_recipes::client::Error> {
+        let now = self.now();
+        let token: Token = self.client.submit(now, req).expect("submitted");
+        let mut events = Vec::new();
+        loop {
+            self.flush(&mut events);
+            for e in events.drain(..) {
+                if let ClientEvent::Session(SessionEvent::Reply(r)) = e {
+                    if r.token == token {
+                        return r.result;
+                    }
+                }
+            }
+            self.step();
+        }
+    }
+}
+
+struct Outcome {
+    n: usize,
+    total: Duration,
+    handoff: Duration,
+    cpu: Duration,
+    requests: u64,
+    rx: u64,
+    tx: u64,
+    heap_per_waiter: f64,
+    failed: usize,
+    left: usize,
+    acquired: usize,
+    stalled: bool,
+}
+
+fn run(cs: &str, n: usize, timeout: Duration) -> Outcome {
+    let dir = format!("/lock_scale/n{n}");
+    let mut options = Options::new(cs)
+        .unwrap()
+        .session_timeout(Duration::from_secs(30))
+        .max_pending(n * 2 + 1_000)
+        .seed(n as u64);
+    if let Some(b) = std::env::var("LOCK_SCALE_MAX_IN_FLIGHT")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        options = options.max_in_flight(b);
+    }
+    // Room for one data watch per waiter (and slack).
+    options.session.max_watches = n * 2 + 1_000;
+    let start = StdInstant::now();
+    let client = Client::new(options, Instant::ZERO);
+    let hosts = (0..client.session().config().connect_string.hosts().len())
+        .map(|i| client.host(i).to_string())
+        .collect();
+    let mut d = Driver {
+        client,
+        hosts,
+        stream: None,
+        start,
+        out: BytesMut::new(),
+        buf: vec![0u8; 1 << 20],
+    };
+    let mut events = Vec::new();
+    while d.client.session().session_id() == 0 {
+        d.flush(&mut events);
+        d.step();
+    }
+    events.clear();
+    // The directory, created once so the lock does not create it in the first listing.
+    let _ = d.call(ops::create(
+        "/lock_scale",
+        Default::default(),
+        &ops::CreateOptions::mode(CreateMode::Persistent),
+    ));
+    let _ = d.call(ops::create(
+        &dir,
+        Default::default(),
+        &ops::CreateOptions::mode(CreateMode::Persistent),
+    ));
+    let ids: Vec<String> = (0..n as u64).map(|i| node_id(n as u64, i)).collect();
+    let mut handles: Vec<RecipeHandle<Lock>> = Vec::with_capacity(n);
+    let mut index = std::collections::HashMap::with_capacity(n);
+    events.reserve(4 * n);
+    let heap_before = live();
+    let before = d.client.counters();
+    let t0 = StdInstant::now();
+    let cpu0 = cpu_time();
+    for id in &ids {
+        let now = d.now();
+        let h = d.client.add(
+            now,
+            Lock::new(LockConfig::new(&dir, LockKind::Exclusive, id)),
+        );
+        d.client.command(now, h, |l, now| l.acquire(now, None));
+        index.insert(h.id(), handles.len());
+        handles.push(h);
+    }
+    let mut holder: Option<usize> = None;
+    let mut first_held = true;
+    let mut queued_at: Option<StdInstant> = None;
+    let mut heap_queued = 0isize;
+    let (mut acquired, mut released, mut done, mut failed) = (0usize, 0usize, 0usize, 0usize);
+    let mut last_fencing = i64::MIN;
+    let mut stalled = false;
+    while done < n {
+        if t0.elapsed() > timeout {
+            stalled = true;
+            break;
+        }
+        d.flush(&mut events);
+        let mut to_release = Vec::new();
+        let had_events = !events.is_empty();
+        for e in events.drain(..) {
+            match e {
+                ClientEvent::Recipe { id, event } => {
+                    let Some(&i) = index.get(&id) else { continue };
+                    match event.downcast_ref::<LockEvent>() {
+                        Some(LockEvent::Acquired { fencing_token, .. }) => {
+                            assert!(holder.is_none(), "two holders at once");
+                            assert!(*fencing_token > last_fencing, "fencing token went back");
+                            last_fencing = *fencing_token;
+                            holder = Some(i);
+                            acquired += 1;
+                            if !first_held {
+                                to_release.push(i);
+                            }
+                        }
+                        Some(LockEvent::Released) => released += 1,
+                        Some(LockEvent::Suspended) | Some(LockEvent::Reconnected) => {}
+                        Some(other) => {
+                            failed += 1;
+                            eprintln!("waiter {i}: {other:?}");
+                        }
+                        None => {}
+                    }
+                }
+                ClientEvent::RecipeDone { .. } => done += 1,
+                _ => {}
+            }
+        }
+        // The first holder keeps the lock until every other waiter is queued (its node
+        // created, its predecessor watched: nothing left on the wire).
+        if first_held && holder.is_some() && d.client.session().pending() == 0 {
+            let all = handles
+                .iter()
+                .all(|h| d.client.recipe(*h).is_some_and(|l| l.node().is_some()));
+            if all {
+                first_held = false;
+                heap_queued = live();
+                queued_at = Some(StdInstant::now());
+                to_release.extend(holder);
+            }
+        }
+        let busy = had_events || !to_release.is_empty();
+        for i in to_release {
+            // The holder stops using the lock when it asks to release (the next one
+            // may hear of the deletion before we hear the delete's reply).
+            assert_eq!(holder, Some(i));
+            holder = None;
+            let now = d.now();
+            d.client.command(now, handles[i], |l, now| l.release(now));
+        }
+        if !busy {
+            d.step();
+        }
+    }
+    let total = t0.elapsed();
+    let cpu = cpu_time().saturating_sub(cpu0);
+    let handoff = queued_at.map(|t| t.elapsed()).unwrap_or_default();
+    let after = d.client.counters();
+    let left = match d.call(ops::get_children(&dir, false)) {
+        Ok(Response::Children(c)) => c.len(),
+        other => panic!("listing {dir}: {other:?}"),
+    };
+    if left == 0 && !stalled {
+        let _ = d.call(ops::delete(&dir, None));
+    }
+    let now = d.now();
+    d.client.close(now, now + Duration::from_secs(5));
+    let mut ev = Vec::new();
+    while !d.client.is_ended() {
+        d.flush(&mut ev);
+        d.step();
+    }
+    let _ = released;
+    Outcome {
+        n,
+        total,
+        handoff,
+        cpu,
+        requests: after.requests_sent - before.requests_sent,
+        rx: after.bytes_received - before.bytes_received,
+        tx: after.bytes_sent - before.bytes_sent,
+        heap_per_waiter: (heap_queued - heap_before) as f64 / n as f64,
+        failed: failed + (n - acquired.min(n)) * usize::from(stalled),
+        left,
+        acquired,
+        stalled,
+    }
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--test" || a == "--list") {
+        return; // `cargo test --benches` smoke mode: nothing to do without a server
+    }
+    let timeout = Duration::from_secs(
+        std::env::var("LOCK_SCALE_TIMEOUT")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(900),
+    );
+    let counts: Vec<usize> = std::env::var("LOCK_SCALE_WAITERS")
+        .unwrap_or_else(|_| "100,1000,10000".into())
+        .split(',')
+        .filter_map(|s| s.trim().replace('_', "").parse().ok())
+        .collect();
+    if let Ok(cs) = std::env::var("LOCK_SCALE_CHILD") {
+        // One count in a process of its own (so its peak RSS is its own).
+        let o = run(&cs, counts[0], timeout);
+        println!(
+            "ROW {} {:.1} {:.1} {:.2} {:.0} {:.0} {} {:.0} {} {} {} {} {:.1}",
+            o.n,
+            o.total.as_secs_f64() * 1e6 / o.n as f64,
+            o.handoff.as_secs_f64() * 1e6 / o.n as f64,
+            o.requests as f64 / o.n as f64,
+            o.rx as f64 / o.n as f64,
+            o.tx as f64 / o.n as f64,
+            peak_rss_kib(),
+            o.heap_per_waiter,
+            o.failed,
+            o.left,
+            o.acquired,
+            o.stalled,
+            o.cpu.as_secs_f64() * 1e6 / o.n as f64
+        );
+        return;
+    }
+    let server = TestServer::start().expect("a real ZooKeeper 3.8.0");
+    let cs = server.connect_string();
+    println!(
+        "lock_scale: N waiters on ONE session, one path, all queued at once, then passing the lock along\n\
+         size_of::<Lock>() = {} B; timeout {:?} per run",
+        std::mem::size_of::<Lock>(),
+        timeout
+    );
+    println!(
+        "{:>7} {:>9} {:>10} {:>9} {:>8} {:>10} {:>9} {:>9} {:>9} {:>7} {:>5}",
+        "waiters",
+        "us/acq",
+        "handoff",
+        "cpu us/acq",
+        "req/acq",
+        "B rx/acq",
+        "B tx/acq",
+        "RSS KiB",
+        "B/waiter",
+        "failed",
+        "left"
+    );
+    let mut bad = false;
+    for n in counts {
+        let out = Command::new(std::env::current_exe().unwrap())
+            .env("LOCK_SCALE_CHILD", &cs)
+            .env("LOCK_SCALE_WAITERS", n.to_string())
+            .env("LOCK_SCALE_TIMEOUT", timeout.as_secs().to_string())
+            .output()
+            .expect("run the child");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let Some(row) = stdout.lines().find_map(|l| l.strip_prefix("ROW ")) else {
+            bad = true;
+            println!(
+                "{n:>7} child failed ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+                    .lines()
+                    .skip_while(|l| !l.contains("panicked"))
+                    .take(3)
+                    .collect::<Vec<_>>()
+                    .join(" | ")
+            );
+            continue;
+        };
+        let f: Vec<&str> = row.split_whitespace().collect();
+        let stalled = f[11] == "true";
+        println!(
+            "{:>7} {:>9} {:>10} {:>9} {:>8} {:>10} {:>9} {:>9} {:>9} {:>7} {:>5}{}",
+            f[0],
+            f[1],
+            f[2],
+            f[12],
+            f[3],
+            f[4],
+            f[5],
+            f[6],
+            f[7],
+            f[8],
+            f[9],
+            if stalled {
+                format!("  STALLED after {} of {n} acquisitions", f[10])
+            } else {
+                String::new()
+            }
+        );
+        bad |= stalled || f[8] != "0" || f[9] != "0";
+    }
+    drop(server);
+    if bad {
+        std::process::exit(1);
+    }
+}
