@@ -27,7 +27,7 @@ use zk_recipes::proto::{Request, Response};
 use zk_recipes::recipe::barrier::{Barrier, BarrierConfig, BarrierEvent};
 use zk_recipes::recipe::double_barrier::{DoubleBarrier, DoubleBarrierConfig, DoubleBarrierEvent};
 use zk_recipes::recipe::election::{default_ack_dir, Election, ElectionConfig, ElectionEvent};
-use zk_recipes::recipe::lock::{Lock, LockConfig, LockEvent, LockKind};
+use zk_recipes::recipe::lock::{Lock, LockConfig, LockEvent, LockKind, Revoke};
 use zk_recipes::recipe::queue::{
     meta_dir as queue_meta_dir, Consumer, ConsumerConfig, ConsumerEvent, Producer, ProducerConfig,
     ProducerEvent,
@@ -57,6 +57,10 @@ trait Scenario: Clone + Debug + Hash + Eq + Send + Sync + 'static {
     fn attempts(&self, c: usize) -> u8;
     /// The machine for client `c`'s attempt `n`, and the user's call that starts it.
     fn start(&self, c: usize, n: u8, now: Instant, user: &mut Self::User) -> Self::R;
+    /// The same, for a machine that needs what other users know (whom to revoke).
+    fn start_with(&self, c: usize, n: u8, now: Instant, users: &mut [Self::User]) -> Self::R {
+        self.start(c, n, now, &mut users[c])
+    }
     /// The user's first call on the new machine.
     fn begin(&self, machine: &mut Self::R, now: Instant);
     /// May client `c` start its next attempt now (a barrier's waiter after its setter)?
@@ -226,7 +230,7 @@ impl<S: Scenario> Model for Checked<S> {
                 let c = usize::from(c);
                 let n = s.started[c];
                 s.started[c] += 1;
-                let m = self.scenario.start(c, n, s.world.now, &mut s.users[c]);
+                let m = self.scenario.start_with(c, n, s.world.now, &mut s.users);
                 let h = s.world.host(c, m, |m, now| self.scenario.begin(m, now));
                 self.absorb(&mut s, c, h);
             }
@@ -708,6 +712,102 @@ impl Scenario for Elections {
 }
 
 // ---------------------------------------------------------------------------------------
+// Revocable lock: client 0 holds a revocable lock; client 1 asks it to let go (`Revoke`,
+// no forced delete) once it holds; the holder releases when asked. The revocation is
+// heard only once asked for, the revoker's request ends `Ok`, the holder hears it and
+// releases, and nothing is left.
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Revocation;
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+struct RevokeUser {
+    /// Holder: its node while it holds.
+    node: Option<String>,
+    /// Revoker: its request is on its way.
+    started: bool,
+    asked: bool,
+    releasing: bool,
+    over: bool,
+}
+
+impl Scenario for Revocation {
+    type R = Either<Lock, Revoke>;
+    type User = RevokeUser;
+    fn clients(&self) -> usize {
+        2
+    }
+    fn attempts(&self, _c: usize) -> u8 {
+        1
+    }
+    fn can_start(&self, c: usize, users: &[RevokeUser]) -> bool {
+        c == 0 || users[0].node.is_some()
+    }
+    fn start(&self, _c: usize, _n: u8, _now: Instant, _u: &mut RevokeUser) -> Self::R {
+        unreachable!("start_with")
+    }
+    fn start_with(&self, c: usize, _n: u8, _now: Instant, users: &mut [RevokeUser]) -> Self::R {
+        if c == 0 {
+            let mut config = LockConfig::new(LOCK_DIR, LockKind::Exclusive, "holder");
+            config.revocable = true;
+            Either::A(Lock::new(config))
+        } else {
+            let node = users[0].node.clone().unwrap_or_default();
+            users[1].started = true;
+            Either::B(Revoke::new(&format!("{LOCK_DIR}/{node}"), None))
+        }
+    }
+    fn begin(&self, m: &mut Self::R, now: Instant) {
+        match m {
+            Either::A(lock) => {
+                lock.acquire(now, None);
+            }
+            Either::B(revoke) => revoke.start(now),
+        }
+    }
+    fn can_release(&self, u: &RevokeUser) -> bool {
+        u.asked && !u.releasing && !u.over
+    }
+    fn release(&self, m: &mut Self::R, now: Instant, u: &mut RevokeUser) {
+        u.releasing = true;
+        if let Either::A(lock) = m {
+            lock.release(now);
+        }
+    }
+    fn on_event(
+        &self,
+        c: usize,
+        e: &Either<LockEvent, Result<(), Error>>,
+        users: &mut [RevokeUser],
+        _w: &ModelWorld<Self::R>,
+    ) -> Result<(), String> {
+        if users[c].over {
+            return Err("event after the final event".into());
+        }
+        match e {
+            Either::A(LockEvent::Acquired { node, .. }) => users[c].node = Some(node.clone()),
+            Either::A(LockEvent::RevocationRequested) => {
+                if !users[1].started {
+                    return Err("revocation heard before anyone asked".into());
+                }
+                users[c].asked = true;
+            }
+            Either::A(LockEvent::Released) => users[c].over = true,
+            Either::B(Ok(())) => users[c].over = true, // written: the holder hears it later
+            Either::A(LockEvent::Suspended | LockEvent::Reconnected) => {}
+            e => return Err(format!("{e:?} without faults that end a session")),
+        }
+        Ok(())
+    }
+    fn ended(&self, u: &RevokeUser) -> bool {
+        u.over
+    }
+    fn is_ours(&self, path: &str, _node: &ZNode) -> bool {
+        below(path, LOCK_DIR)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
 // Barrier: client 0 sets the barrier, then removes it; the others wait on it once it is
 // set. Nobody passes a set barrier before its removal was asked for; everyone passes.
 
@@ -1176,6 +1276,14 @@ fn read_write_lock() {
     if deep() {
         check("rw_2c_drop", locks(2, 1, &[R, W]), faults(1, 0, 0, 0));
         check("rw_3c_drop", locks(3, 1, &[R, W, R]), faults(1, 0, 0, 0));
+    }
+}
+
+#[test]
+fn revocable_lock() {
+    check("revocable_drop_stale_refusal", Revocation, faults(1, 0, 1, 1));
+    if deep() {
+        check("revocable_drop_refusal_2", Revocation, faults(2, 0, 0, 2));
     }
 }
 
