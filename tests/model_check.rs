@@ -275,25 +275,54 @@ fn check<S: Scenario>(name: &str, scenario: S, faults: Faults) -> (usize, usize,
     }
     let model = Checked { scenario, faults };
     let t = StdInstant::now();
-    let checker = model.clone().checker().threads(1).spawn_bfs().join();
+    // CI: breadth first (shortest traces). Deep: depth first on both cores (memory is
+    // the visited fingerprints, not a frontier of whole states), bounded in time.
+    let limit = Duration::from_secs(
+        std::env::var("MODEL_CHECK_TIMEOUT")
+            .ok()
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(600),
+    );
+    fn outcome<M: Model>(
+        c: impl Checker<M>,
+    ) -> (usize, usize, Option<(&'static str, Vec<M::Action>)>) {
+        let found = c.discoveries().into_iter().next();
+        let found = found.map(|(prop, path)| (prop, path.into_actions()));
+        (c.unique_state_count(), c.max_depth(), found)
+    }
+    let (states, depth, found) = if deep() {
+        let builder = model.clone().checker().threads(2).timeout(limit);
+        outcome(builder.spawn_dfs().join())
+    } else {
+        outcome(model.clone().checker().threads(1).spawn_bfs().join())
+    };
     let took = t.elapsed();
-    let states = checker.unique_state_count();
-    let depth = checker.max_depth();
+    // A deep run stopped by the time limit is not a proof: it says so.
+    let complete = !deep() || took < limit;
+    let verdict = if complete {
+        ""
+    } else {
+        " (time limit: incomplete)"
+    };
     println!(
-        "{name}: {states} states, depth {depth}, {:.1} s",
+        "{name}: {states} states, depth {depth}, {:.1} s{verdict}",
         took.as_secs_f64()
     );
     if deep() {
+        let states = if complete {
+            format!("{states}")
+        } else {
+            format!("> {states} (incomplete)")
+        };
         println!(
-            "| `{name}` | {states} | {depth} | {:.1} s |",
+            "| `{name}` | {states} | {depth} | {:.0} s |",
             took.as_secs_f64()
         );
     }
-    if let Some((prop, path)) = checker.discoveries().into_iter().next() {
-        let actions = path.into_actions();
+    if let Some((prop, actions)) = found {
         let last = model.replay(&actions);
         panic!(
-            "{name}: `{prop}` violated ({:?}). Shortest trace, as a regression test:\n\n\
+            "{name}: `{prop}` violated ({:?}). Trace (the shortest, breadth first), as a regression test:\n\n\
              #[test]\nfn {name}_regression() {{\n    use Action::*;\n    use Step::*;\n    replays_to_the_end({:?}, {:?}, &{:?});\n}}\n",
             last.bad, model.scenario, model.faults, actions
         );
@@ -1281,7 +1310,11 @@ fn read_write_lock() {
 
 #[test]
 fn revocable_lock() {
-    check("revocable_drop_stale_refusal", Revocation, faults(1, 0, 1, 1));
+    check(
+        "revocable_drop_stale_refusal",
+        Revocation,
+        faults(1, 0, 1, 1),
+    );
     if deep() {
         check("revocable_drop_refusal_2", Revocation, faults(2, 0, 0, 2));
     }
