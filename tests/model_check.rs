@@ -283,9 +283,8 @@ fn check<S: Scenario>(name: &str, scenario: S, faults: Faults) -> (usize, usize,
             .and_then(|t| t.parse().ok())
             .unwrap_or(600),
     );
-    fn outcome<M: Model>(
-        c: impl Checker<M>,
-    ) -> (usize, usize, Option<(&'static str, Vec<M::Action>)>) {
+    type Found<A> = Option<(&'static str, Vec<A>)>;
+    fn outcome<M: Model>(c: impl Checker<M>) -> (usize, usize, Found<M::Action>) {
         let found = c.discoveries().into_iter().next();
         let found = found.map(|(prop, path)| (prop, path.into_actions()));
         (c.unique_state_count(), c.max_depth(), found)
@@ -323,7 +322,7 @@ fn check<S: Scenario>(name: &str, scenario: S, faults: Faults) -> (usize, usize,
         let last = model.replay(&actions);
         panic!(
             "{name}: `{prop}` violated ({:?}). Trace (the shortest, breadth first), as a regression test:\n\n\
-             #[test]\nfn {name}_regression() {{\n    use Action::*;\n    use Step::*;\n    replays_to_the_end({:?}, {:?}, &{:?});\n}}\n",
+             #[test]\n#[rustfmt::skip]\nfn {name}_regression() {{\n    use Action::*;\n    use Step::*;\n    replays_to_the_end({:?}, {:?}, &{:?});\n}}\n",
             last.bad, model.scenario, model.faults, actions
         );
     }
@@ -1448,6 +1447,7 @@ fn replays_to_the_end<S: Scenario>(scenario: S, faults: Faults, trace: &[Action]
 /// Issue 16's first experiment: the create's reply arrives, the connection drops before
 /// the listing's reply, and the lock never acted again. Now it reconnects and goes on.
 #[test]
+#[rustfmt::skip]
 fn wedged_create_regression() {
     use Action::*;
     use Step::*;
@@ -1475,71 +1475,34 @@ fn wedged_create_regression() {
 /// lock then waited for a listing that would never come (issue 15's stall of waiters
 /// whose first requests the session refused). Now the refused listing is sent again.
 #[test]
+#[rustfmt::skip]
 fn refused_first_listing_regression() {
     use Action::*;
     use LockKind::Exclusive as X;
     use Step::*;
-    replays_to_the_end(
-        locks(2, 1, &[X, X]),
-        faults(0, 0, 0, 1),
-        &[
-            Start(0),
-            Start(1),
-            Zk(Serve(0)),
-            Zk(Serve(0)),
-            Zk(Deliver(0)),
-            Zk(Serve(0)),
-            Zk(Serve(0)),
-            Zk(Serve(0)),
-            Zk(Deliver(0)),
-            Zk(Deliver(0)),
-            Zk(Deliver(0)),
-            Zk(Serve(1)),
-            Zk(Serve(1)),
-            Zk(Deliver(1)),
-            Zk(Serve(1)),
-            Zk(Deliver(1)),
-            Zk(Serve(1)),
-            Zk(Deliver(1)),
-            Zk(Deliver(1)),
-            Zk(Refuse(0)),
-            Zk(Deliver(0)),
-            Zk(Serve(0)),
-            Zk(Deliver(0)),
-        ],
-    );
+    replays_to_the_end(locks(2, 1, &[X, X]), faults(0, 0, 0, 1), &[
+        Start(0), Start(1), Zk(Serve(0)), Zk(Serve(0)), Zk(Deliver(0)), Zk(Serve(0)),
+        Zk(Serve(0)), Zk(Serve(0)), Zk(Deliver(0)), Zk(Deliver(0)), Zk(Deliver(0)),
+        Zk(Serve(1)), Zk(Serve(1)), Zk(Deliver(1)), Zk(Serve(1)), Zk(Deliver(1)),
+        Zk(Serve(1)), Zk(Deliver(1)), Zk(Deliver(1)), Zk(Refuse(0)), Zk(Deliver(0)),
+        Zk(Serve(0)), Zk(Deliver(0)),
+    ]);
 }
 
 /// Found by `double_barrier_2c_refusal`: the same as the lock's refused first listing,
 /// in the double barrier's enter (the listing paired with the create is refused before
 /// the create's reply arrives; the participant waited for nothing).
 #[test]
+#[rustfmt::skip]
 fn double_barrier_refused_first_listing_regression() {
     use Action::*;
     use Step::*;
-    replays_to_the_end(
-        DoubleBarriers { clients: 2 },
-        faults(0, 0, 0, 1),
-        &[
-            Start(0),
-            Start(1),
-            Zk(Serve(0)),
-            Zk(Serve(0)),
-            Zk(Serve(0)),
-            Zk(Serve(0)),
-            Zk(Deliver(0)),
-            Zk(Deliver(0)),
-            Zk(Deliver(0)),
-            Zk(Deliver(0)),
-            Zk(Serve(1)),
-            Zk(Serve(1)),
-            Zk(Serve(1)),
-            Zk(Deliver(1)),
-            Zk(Deliver(1)),
-            Zk(Refuse(1)),
-            Zk(Deliver(1)),
-        ],
-    );
+    replays_to_the_end(DoubleBarriers { clients: 2 }, faults(0, 0, 0, 1), &[
+        Start(0), Start(1), Zk(Serve(0)), Zk(Serve(0)), Zk(Serve(0)), Zk(Serve(0)),
+        Zk(Deliver(0)), Zk(Deliver(0)), Zk(Deliver(0)), Zk(Deliver(0)), Zk(Serve(1)),
+        Zk(Serve(1)), Zk(Serve(1)), Zk(Deliver(1)), Zk(Deliver(1)), Zk(Refuse(1)),
+        Zk(Deliver(1)),
+    ]);
 }
 
 /// Found by `queue_1p1c_refusal`: the server throttles the producer's parent create
@@ -1547,80 +1510,39 @@ fn double_barrier_refused_first_listing_regression() {
 /// retryable, and the put failed. A throttled parent create is now retried, for every
 /// recipe that creates parents (`path::ancestor_result`).
 #[test]
+#[rustfmt::skip]
 fn throttled_parent_create_regression() {
     use Action::*;
     use Step::*;
-    replays_to_the_end(
-        Queues {
-            consumers: 1,
-            each: 1,
-        },
-        faults(0, 0, 0, 1),
-        &[
-            Start(0),
-            Zk(Serve(0)),
-            Zk(Deliver(0)),
-            Zk(Serve(0)),
-            Zk(Deliver(0)),
-            Zk(Throttle(0)),
-            Zk(Serve(0)),
-            Zk(Deliver(0)),
-            Zk(Deliver(0)),
-        ],
-    );
+    replays_to_the_end(Queues { consumers: 1, each: 1 }, faults(0, 0, 0, 1), &[
+        Start(0), Zk(Serve(0)), Zk(Deliver(0)), Zk(Serve(0)), Zk(Deliver(0)),
+        Zk(Throttle(0)), Zk(Serve(0)), Zk(Deliver(0)), Zk(Deliver(0)),
+    ]);
 }
 
 /// Found by `queue_1p1c_refusal` once the first throttled parent create was retried: a
 /// throttled parent round counted as one of the producer's two parent rounds, and the
 /// next missing parent made the put fail with `ChrootMissing`.
 #[test]
+#[rustfmt::skip]
 fn throttled_parent_round_is_not_counted_regression() {
     use Action::*;
     use Step::*;
-    replays_to_the_end(
-        Queues {
-            consumers: 1,
-            each: 1,
-        },
-        faults(0, 0, 0, 1),
-        &[
-            Start(0),
-            Zk(Serve(0)),
-            Zk(Deliver(0)),
-            Zk(Serve(0)),
-            Zk(Deliver(0)),
-            Zk(Throttle(0)),
-            Zk(Serve(0)),
-            Zk(Deliver(0)),
-            Zk(Tick),
-            Zk(Deliver(0)),
-        ],
-    );
+    replays_to_the_end(Queues { consumers: 1, each: 1 }, faults(0, 0, 0, 1), &[
+        Start(0), Zk(Serve(0)), Zk(Deliver(0)), Zk(Serve(0)), Zk(Deliver(0)),
+        Zk(Throttle(0)), Zk(Serve(0)), Zk(Deliver(0)), Zk(Tick), Zk(Deliver(0)),
+    ]);
 }
 
 /// The consumer's side of the same (`queue_1p1c_refusal`): a throttled parent round
 /// counted, and the take failed with `NoParent`.
 #[test]
+#[rustfmt::skip]
 fn consumer_throttled_parent_round_regression() {
     use Action::*;
     use Step::*;
-    replays_to_the_end(
-        Queues {
-            consumers: 1,
-            each: 1,
-        },
-        faults(0, 0, 0, 1),
-        &[
-            Start(1),
-            Zk(Serve(1)),
-            Zk(Deliver(1)),
-            Zk(Throttle(1)),
-            Zk(Serve(1)),
-            Zk(Serve(1)),
-            Zk(Deliver(1)),
-            Zk(Deliver(1)),
-            Zk(Tick),
-            Zk(Deliver(1)),
-        ],
-    );
+    replays_to_the_end(Queues { consumers: 1, each: 1 }, faults(0, 0, 0, 1), &[
+        Start(1), Zk(Serve(1)), Zk(Deliver(1)), Zk(Throttle(1)), Zk(Serve(1)), Zk(Serve(1)),
+        Zk(Deliver(1)), Zk(Deliver(1)), Zk(Tick), Zk(Deliver(1)),
+    ]);
 }
