@@ -1393,7 +1393,6 @@ fn queue_at_most_once() {
             },
             faults(1, 0, 0, 1),
         );
-        check("queue_1p2c_drop", q(2), faults(1, 0, 0, 0));
     }
 }
 
