@@ -276,8 +276,9 @@ fn check<S: Scenario>(name: &str, scenario: S, faults: Faults) -> (usize, usize,
     let model = Checked { scenario, faults };
     let t = StdInstant::now();
     // Breadth first (shortest traces), one thread (stateright's depth first was ~20x
-    // slower here). The deep set is bounded in time per configuration: its frontier
-    // of whole states grows fast (a first unbounded deep run was killed at 24 GB).
+    // slower here). The deep set asks stateright to stop after MODEL_CHECK_TIMEOUT
+    // seconds (it may overrun it: memory is the real bound, a frontier of whole states;
+    // three clients outgrew 24 GB) and a run past the limit is reported incomplete.
     let limit = Duration::from_secs(
         std::env::var("MODEL_CHECK_TIMEOUT")
             .ok()
