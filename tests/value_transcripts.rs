@@ -292,15 +292,25 @@ fn refused_set_is_sent_again_after_backoff() {
     u.handle_reply(T, op, Err(Error::Overloaded));
     assert_eq!(sent(&mut u), []);
     assert_eq!(events(&mut u), []);
-    assert_eq!(u.poll_timeout(), Some(T + Duration::from_millis(10)));
-    u.handle_timeout(T + Duration::from_millis(5));
+    // The first backoff is jittered within [5 ms, 10 ms] (Retry::for_id).
+    let at = u.poll_timeout().expect("a backoff");
+    assert!(
+        at >= T + Duration::from_millis(5) && at <= T + Duration::from_millis(10),
+        "{at:?}"
+    );
+    u.handle_timeout(T + Duration::from_millis(4));
     assert_eq!(sent(&mut u), []);
-    u.handle_timeout(T + Duration::from_millis(10));
+    u.handle_timeout(at);
     let s = sent(&mut u);
     assert_eq!(lines(&s), ["set /c 62 v3"]);
     u.handle_reply(T, s[0].0, err(ErrorCode::Throttled));
-    assert_eq!(u.poll_timeout(), Some(T + Duration::from_millis(20)));
-    u.handle_timeout(T + Duration::from_millis(20));
+    // The second doubles: within [10 ms, 20 ms].
+    let at = u.poll_timeout().expect("a backoff");
+    assert!(
+        at >= T + Duration::from_millis(10) && at <= T + Duration::from_millis(20),
+        "{at:?}"
+    );
+    u.handle_timeout(at);
     let s = sent(&mut u);
     assert_eq!(lines(&s), ["set /c 62 v3"]);
     u.handle_reply(T, s[0].0, Ok(Response::Stat(stat(10, 4))));
