@@ -372,6 +372,32 @@ impl Zk {
         Some(stat_of(n, self.children(path).len() as i32))
     }
 
+    /// Forgets what no lagging read can ask about any more, so that states differing
+    /// only in it are one state for a checker: deleted nodes older than every
+    /// session's last seen zxid (a lagging follower never lags behind what its client
+    /// saw). With `stale_possible` false (no reconnect to a lagging follower can come,
+    /// and no session reads from one now) the zxids the clients have seen are
+    /// forgotten too (zero), and every deleted node.
+    pub fn forget(&mut self, stale_possible: bool) {
+        if !stale_possible && self.sessions.iter().all(|s| s.stale_at.is_none()) {
+            self.graveyard.clear();
+            for s in &mut self.sessions {
+                s.seen_zxid = 0;
+                for (_, z) in &mut s.out {
+                    *z = 0;
+                }
+            }
+            return;
+        }
+        let floor = self
+            .sessions
+            .iter()
+            .map(|s| s.stale_at.unwrap_or(s.seen_zxid).min(s.seen_zxid))
+            .min()
+            .unwrap_or(0);
+        self.graveyard.retain(|(_, _, gone)| *gone > floor);
+    }
+
     /// Deletes every ephemeral node of session `id` (its expiry).
     pub fn expire_nodes(&mut self, id: i64) {
         for p in self.owned_by(id) {
