@@ -657,8 +657,12 @@ pub struct ModelWorld<R> {
     pub zk: Zk,
     /// Each client's machine.
     pub machines: Vec<Option<R>>,
-    /// Virtual time.
-    pub now: Instant,
+    /// Each client's virtual time. Clients share no clock: a machine sees time only
+    /// through its own timers, and each client's time passes on its own (`Step::Tick`),
+    /// so its timers fire in any order with the others' steps (every ordering a shared
+    /// clock allows, and more). Time passing is then a step of one client, independent
+    /// of the others' (which a checker's partial-order reduction relies on).
+    pub now: Vec<Instant>,
     /// Requests sent by each client, in all (a bound on spinning).
     pub sent: Vec<u32>,
 }
@@ -669,7 +673,7 @@ impl<R: Recipe> ModelWorld<R> {
         ModelWorld {
             zk: Zk::new(clients),
             machines: (0..clients).map(|_| None).collect(),
-            now: Instant::ZERO,
+            now: (0..clients).map(|_| Instant::ZERO).collect(),
             sent: (0..clients).map(|_| 0).collect(),
         }
     }
@@ -683,11 +687,11 @@ impl<R: Recipe> ModelWorld<R> {
         start: impl FnOnce(&mut R, Instant),
     ) -> Vec<Happened<R::Event>> {
         let s = &self.zk.sessions[c];
-        machine.handle_session(self.now, SessionChange::Connected { session_id: s.id });
+        machine.handle_session(self.now[c], SessionChange::Connected { session_id: s.id });
         if s.link != Link::Up {
-            machine.handle_session(self.now, SessionChange::Suspended);
+            machine.handle_session(self.now[c], SessionChange::Suspended);
         }
-        start(&mut machine, self.now);
+        start(&mut machine, self.now[c]);
         self.machines[c] = Some(machine);
         self.pump(c)
     }
@@ -695,7 +699,7 @@ impl<R: Recipe> ModelWorld<R> {
     /// Calls `f` on client `c`'s machine (a user's call), then moves its output.
     pub fn call(&mut self, c: usize, f: impl FnOnce(&mut R, Instant)) -> Vec<Happened<R::Event>> {
         if let Some(m) = self.machines[c].as_mut() {
-            f(m, self.now);
+            f(m, self.now[c]);
         }
         self.pump(c)
     }
@@ -710,8 +714,8 @@ impl<R: Recipe> ModelWorld<R> {
         loop {
             let mut any = false;
             if let Some(t) = m.poll_timeout() {
-                if t <= self.now {
-                    m.handle_timeout(self.now);
+                if t <= self.now[c] {
+                    m.handle_timeout(self.now[c]);
                 }
             }
             while let Some((op, req)) = m.poll_request() {
@@ -750,8 +754,8 @@ impl<R: Recipe> ModelWorld<R> {
         s.seen_zxid = s.seen_zxid.max(zxid);
         if let Some(m) = self.machines[c].as_mut() {
             match o {
-                Outbound::Reply(op, r) => m.handle_reply(self.now, op, r),
-                Outbound::Watch(op, ev) => m.handle_watch(self.now, op, &ev),
+                Outbound::Reply(op, r) => m.handle_reply(self.now[c], op, r),
+                Outbound::Watch(op, ev) => m.handle_watch(self.now[c], op, &ev),
             }
         }
         self.pump(c)
@@ -775,9 +779,9 @@ impl<R: Recipe> ModelWorld<R> {
         lost.extend(s.wire.drain(..).map(|(op, _)| op));
         if let Some(m) = self.machines[c].as_mut() {
             for op in lost {
-                m.handle_reply(self.now, op, Err(Error::ConnectionLoss));
+                m.handle_reply(self.now[c], op, Err(Error::ConnectionLoss));
             }
-            m.handle_session(self.now, SessionChange::Suspended);
+            m.handle_session(self.now[c], SessionChange::Suspended);
         }
         self.pump(c)
     }
@@ -798,7 +802,7 @@ impl<R: Recipe> ModelWorld<R> {
                 let id = s.id;
                 let missed = core::mem::take(&mut s.missed);
                 if let Some(m) = self.machines[c].as_mut() {
-                    m.handle_session(self.now, SessionChange::Reconnected { session_id: id });
+                    m.handle_session(self.now[c], SessionChange::Reconnected { session_id: id });
                 }
                 let zxid = self.zk.zxid;
                 let s = &mut self.zk.sessions[c];
@@ -864,10 +868,10 @@ impl<R: Recipe> ModelWorld<R> {
         let queued = core::mem::take(&mut s.queued);
         if let Some(m) = self.machines[c].as_mut() {
             for (op, _) in queued {
-                m.handle_reply(self.now, op, Err(Error::SessionExpired));
+                m.handle_reply(self.now[c], op, Err(Error::SessionExpired));
             }
-            m.handle_session(self.now, SessionChange::Expired);
-            m.handle_session(self.now, SessionChange::Connected { session_id: id });
+            m.handle_session(self.now[c], SessionChange::Expired);
+            m.handle_session(self.now[c], SessionChange::Connected { session_id: id });
         }
         self.pump(c)
     }
@@ -878,31 +882,25 @@ impl<R: Recipe> ModelWorld<R> {
             return Vec::new();
         };
         if let Some(m) = self.machines[c].as_mut() {
-            m.handle_reply(self.now, op, Err(Error::Overloaded));
+            m.handle_reply(self.now[c], op, Err(Error::Overloaded));
         }
         self.pump(c)
     }
 
-    /// The earliest deadline of any machine.
-    pub fn next_deadline(&self) -> Option<Instant> {
-        self.machines
-            .iter()
-            .flatten()
-            .filter_map(|m| m.poll_timeout())
-            .min()
+    /// Client `c`'s machine's deadline.
+    pub fn deadline(&self, c: usize) -> Option<Instant> {
+        self.machines[c].as_ref().and_then(|m| m.poll_timeout())
     }
 
-    /// Time passes to the earliest deadline; every machine due handles it.
-    pub fn tick(&mut self) -> Vec<(usize, Vec<Happened<R::Event>>)> {
-        let Some(t) = self.next_deadline() else {
+    /// Client `c`'s time passes to its machine's deadline, which it handles.
+    pub fn tick(&mut self, c: usize) -> Vec<Happened<R::Event>> {
+        let Some(t) = self.deadline(c) else {
             return Vec::new();
         };
-        if t > self.now {
-            self.now = t;
+        if t > self.now[c] {
+            self.now[c] = t;
         }
-        (0..self.machines.len())
-            .map(|c| (c, self.pump(c)))
-            .collect()
+        self.pump(c)
     }
 }
 
@@ -927,8 +925,8 @@ pub enum Step {
     Serve(u8),
     /// Client `c` reads the oldest reply or notification.
     Deliver(u8),
-    /// Time passes to the next deadline.
-    Tick,
+    /// Client `c`'s time passes to its machine's next deadline.
+    Tick(u8),
     /// Client `c`'s connection comes back.
     Reconnect(u8),
     /// The server expires client `c`'s zombie session.
@@ -1009,9 +1007,9 @@ impl<R: Recipe> ModelWorld<R> {
             if s.zombie.is_some() {
                 out.push(Step::ExpireZombie(c));
             }
-        }
-        if self.next_deadline().is_some() {
-            out.push(Step::Tick);
+            if self.deadline(i).is_some() {
+                out.push(Step::Tick(c));
+            }
         }
     }
 
@@ -1029,7 +1027,7 @@ impl<R: Recipe> ModelWorld<R> {
                 Vec::new()
             }
             Step::Deliver(c) => one(c, self.deliver(usize::from(c))),
-            Step::Tick => self.tick(),
+            Step::Tick(c) => one(c, self.tick(usize::from(c))),
             Step::Reconnect(c) => one(c, self.reconnect(usize::from(c), false)),
             Step::ExpireZombie(c) => {
                 self.expire_zombie(usize::from(c));
