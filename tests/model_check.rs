@@ -17,7 +17,9 @@
 #![allow(clippy::disallowed_methods)] // wall-clock time of a check, for the table
 
 use std::fmt::Debug;
-use std::hash::Hash;
+use std::collections::HashSet;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant as StdInstant};
 
 use bytes::Bytes;
@@ -101,6 +103,8 @@ struct State<S: Scenario> {
     users: Vec<S::User>,
     started: Vec<u8>,
     faults: Faults,
+    /// The clients faults may happen to (a bit each).
+    faulty: u8,
     bad: Option<String>,
 }
 
@@ -120,6 +124,15 @@ struct Checked<S> {
     reduce: bool,
     /// Partial-order reduction (`silent_delivery`).
     por: bool,
+    /// Where to record the terminal states (`partial_order_reduction_keeps_every_end`).
+    ends: Option<Arc<Mutex<HashSet<u64>>>>,
+}
+
+/// A terminal state's print, but for the clients faults were allowed to happen to.
+fn end_print<S: Scenario>(s: &State<S>) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (&s.world, &s.users, &s.started, &s.faults, &s.bad).hash(&mut h);
+    h.finish()
 }
 
 impl<S: Scenario> Checked<S> {
@@ -194,12 +207,43 @@ impl<S: Scenario> Checked<S> {
 
     /// Fault steps still possible with this budget (a lagging reconnect needs a dropped
     /// connection, which needs a drop or an expiry).
-    fn faults_left(s: &State<S>) -> bool {
-        s.faults.drops > 0 || s.faults.expiries > 0 || s.faults.refusals > 0
+    fn faults_left(s: &State<S>, c: usize) -> bool {
+        (s.faults.drops > 0 || s.faults.expiries > 0 || s.faults.refusals > 0)
+            && s.faulty & (1 << c) != 0
     }
 
-    /// Partial-order reduction. Once no fault is possible, a delivery to client `c` that
-    /// reports nothing (no event: it moves only `c`'s machine, `c`'s queues and `c`'s
+    /// The initial states. With the reductions on, one per set of clients faults may
+    /// happen to: every set of `min(faults, clients)` clients (a run with `n` faults
+    /// touches at most `n` clients, so every run of the unreduced model is a run from
+    /// one of them); the others' deliveries are then reducible before the faults are
+    /// spent too (`silent_delivery`). Without: every client may fault.
+    fn initial(&self, every_client: bool) -> Vec<State<S>> {
+        let n = self.scenario.clients();
+        let f = self.faults;
+        let budget = usize::from(f.drops) + usize::from(f.expiries) + usize::from(f.refusals);
+        let all = ((1u32 << n) - 1) as u8;
+        let masks: Vec<u8> = if every_client {
+            vec![all]
+        } else {
+            let size = budget.min(n) as u32;
+            (0..=all).filter(|m| m.count_ones() == size).collect()
+        };
+        masks
+            .into_iter()
+            .map(|faulty| State {
+                world: ModelWorld::new(n),
+                users: vec![S::User::default(); n],
+                started: vec![0; n],
+                faults: self.faults,
+                faulty,
+                bad: None,
+            })
+            .collect()
+    }
+
+    /// Partial-order reduction. Once no fault can happen to client `c` (the budget is
+    /// spent, or `c` is not among the clients faults may happen to), a delivery to `c`
+    /// that reports nothing (no event: it moves only `c`'s machine, `c`'s queues and `c`'s
     /// request count) is independent of every step of the others: a serve pushes to the
     /// back of `c`'s queue what the delivery takes from its front (and takes from the
     /// front of its wire what the delivery pushes to the back); another client's
@@ -218,10 +262,13 @@ impl<S: Scenario> Checked<S> {
     /// (else it would disable the others). `partial_order_reduction_keeps_every_end`
     /// checks it: the same terminal states with and without.
     fn silent_delivery(&self, s: &State<S>) -> Option<u8> {
-        if !self.por || Self::faults_left(s) {
+        if !self.por {
             return None;
         }
         (0..self.scenario.clients()).find_map(|c| {
+            if Self::faults_left(s, c) {
+                return None;
+            }
             let session = &s.world.zk.sessions[c];
             if session.out.is_empty() || session.link != Link::Up || s.world.deadline(c).is_some() {
                 return None;
@@ -272,7 +319,7 @@ impl<S: Scenario> Checked<S> {
 
     /// Replays `actions` (a printed trace) and returns the final state.
     fn replay(&self, actions: &[Action]) -> State<S> {
-        let mut s = self.init_states().remove(0);
+        let mut s = self.initial(true).remove(0);
         for a in actions {
             s = self
                 .next_state(&s, *a)
@@ -287,19 +334,15 @@ impl<S: Scenario> Model for Checked<S> {
     type Action = Action;
 
     fn init_states(&self) -> Vec<State<S>> {
-        let n = self.scenario.clients();
-        vec![State {
-            world: ModelWorld::new(n),
-            users: vec![S::User::default(); n],
-            started: vec![0; n],
-            faults: self.faults,
-            bad: None,
-        }]
+        self.initial(!self.por)
     }
 
     fn actions(&self, s: &State<S>, out: &mut Vec<Action>) {
-        if s.bad.is_some() || !self.within_bounds(s) {
-            return; // a violation: the checker reports it, nothing follows
+        if s.bad.is_some() || !self.within_bounds(s) || self.por && self.quiet_and_unfinished(s)
+        {
+            // A violation: the checker reports it, nothing follows (the reduction needs
+            // every violation terminal; a quiet state is one unless faults remain).
+            return;
         }
         if let Some(c) = self.silent_delivery(s) {
             out.push(Action::Zk(Step::Deliver(c)));
@@ -308,7 +351,17 @@ impl<S: Scenario> Model for Checked<S> {
         self.progress_actions(s, out);
         let mut steps = Vec::new();
         s.world.steps(&s.faults, &mut steps);
-        out.extend(steps.into_iter().filter(|st| st.is_fault()).map(Action::Zk));
+        out.extend(
+            steps
+                .into_iter()
+                .filter(|st| st.is_fault() && s.faulty & (1 << st.client()) != 0)
+                .map(Action::Zk),
+        );
+        if out.is_empty() {
+            if let Some(ends) = &self.ends {
+                ends.lock().unwrap().insert(end_print(s));
+            }
+        }
     }
 
     fn next_state(&self, last: &State<S>, a: Action) -> Option<State<S>> {
@@ -374,6 +427,7 @@ fn check<S: Scenario>(name: &str, scenario: S, faults: Faults) -> (usize, usize,
         faults,
         reduce,
         por: reduce,
+        ends: None,
     };
     let t = StdInstant::now();
     // Breadth first (shortest traces), one thread (stateright's depth first was ~20x
@@ -1572,6 +1626,64 @@ fn two_phase_commit() {
 }
 
 // ---------------------------------------------------------------------------------------
+// The reductions themselves.
+
+/// The terminal states of a configuration (with or without the partial-order
+/// reduction; symmetry and forgetting on in both) and the states explored.
+fn ends_of<S: Scenario>(scenario: S, faults: Faults, por: bool) -> (HashSet<u64>, usize) {
+    let ends = Arc::new(Mutex::new(HashSet::new()));
+    let model = Checked {
+        scenario,
+        faults,
+        reduce: true,
+        por,
+        ends: Some(Arc::clone(&ends)),
+    };
+    let c = model.checker().spawn_bfs().join();
+    assert!(c.discoveries().is_empty(), "a violation");
+    let states = c.unique_state_count();
+    let ends = ends.lock().unwrap().clone();
+    (ends, states)
+}
+
+/// The partial-order reduction keeps every terminal state (every run's end: where a
+/// violation would show), here checked against the unreduced exploration; and it
+/// explores fewer states.
+#[test]
+fn partial_order_reduction_keeps_every_end() {
+    fn same<S: Scenario>(name: &str, scenario: S, faults: Faults) {
+        let (full, n_full) = ends_of(scenario.clone(), faults, false);
+        let (reduced, n_reduced) = ends_of(scenario, faults, true);
+        println!(
+            "{name}: {} ends; {n_full} states unreduced, {n_reduced} reduced",
+            full.len()
+        );
+        assert!(!full.is_empty());
+        assert_eq!(full, reduced, "{name}: the ends differ");
+        assert!(n_reduced < n_full, "{name}: nothing reduced");
+    }
+    use LockKind::Exclusive as X;
+    same("exclusive_2c_drop", locks(2, 1, &[X, X]), faults(1, 0, 0, 0));
+    same("exclusive_2c_expiry", locks(2, 1, &[X, X]), faults(0, 1, 0, 0));
+    let mut l = locks(2, 1, &[X, X]);
+    l.deadline = Some(Duration::from_millis(500));
+    same("deadline_2c", l, faults(0, 0, 0, 0));
+    same(
+        "queue_1p1c_refusal",
+        Queues {
+            consumers: 1,
+            each: 1,
+        },
+        faults(0, 0, 0, 1),
+    );
+    same(
+        "double_barrier_2c_drop",
+        DoubleBarriers { clients: 2 },
+        faults(1, 0, 0, 0),
+    );
+}
+
+// ---------------------------------------------------------------------------------------
 // Regressions: traces found by the checker (or by others) replayed step by step.
 
 /// A regression: `trace` from the start, then progress steps only (faults stopped): no
@@ -1582,6 +1694,7 @@ fn replays_to_the_end<S: Scenario>(scenario: S, faults: Faults, trace: &[Action]
         faults,
         reduce: true,
         por: true,
+        ends: None,
     };
     let s = m.finish(m.replay(trace));
     assert!(s.bad.is_none(), "{:?}", s.bad);
@@ -1600,6 +1713,7 @@ fn wedged_create_regression() {
         faults: faults(1, 0, 0, 0),
         reduce: true,
         por: true,
+        ends: None,
     };
     let mut s = m.replay(&[Start(0)]);
     // Serve the create (and whatever is pipelined with it), deliver only the create's reply.

@@ -947,6 +947,23 @@ pub enum Step {
 }
 
 impl Step {
+    /// The client the step is about.
+    pub fn client(self) -> u8 {
+        match self {
+            Step::Serve(c)
+            | Step::Deliver(c)
+            | Step::Tick(c)
+            | Step::Reconnect(c)
+            | Step::ExpireZombie(c)
+            | Step::Drop(c)
+            | Step::ReconnectStale(c)
+            | Step::ExpireServer(c)
+            | Step::ExpireLocal(c)
+            | Step::Refuse(c)
+            | Step::Throttle(c) => c,
+        }
+    }
+
     /// Is this a fault (spending the budget)? Once none remain possible, the run must
     /// reach its end by the other steps.
     pub fn is_fault(self) -> bool {
