@@ -11,13 +11,26 @@
 //!   no node of an ended attempt is left; and no attempt sends more than a bounded
 //!   number of requests or runs past a bounded virtual time.
 //!
-//! A violation prints its shortest trace (BFS) as a test to paste below
-//! ("regressions"). CI runs the small configurations; `MODEL_CHECK=deep` runs the deep
-//! ones (3 clients, 2 faults, 2 attempts) and prints the table for the README.
+//! A violation prints its shortest trace (BFS, in the reduced graph) as a test to paste
+//! below ("regressions"). CI runs the small configurations; `MODEL_CHECK=deep` runs the
+//! deep ones (3 clients and 1 fault, 2 clients and 2 faults or 2 attempts) and prints
+//! the table for the README.
+//!
+//! Reductions (all on unless `MODEL_CHECK_REDUCE=off`; each keeps every violation):
+//! * symmetry by construction: interchangeable clients first start in index order
+//!   (`Checked::may_start_first`);
+//! * what no step can observe is forgotten (`Zk::forget`: the zxids clients saw, deleted
+//!   nodes no lagging read can ask about);
+//! * faults happen to a chosen set of `min(faults, clients)` clients, one initial state
+//!   per set (`Checked::initial`);
+//! * partial-order reduction: a delivery that reports nothing, to a client no fault can
+//!   happen to any more, is taken alone (`Checked::silent_delivery`);
+//!   `partial_order_reduction_keeps_every_end` compares the terminal states with and
+//!   without, `reductions_keep_a_seeded_violation` finds seeded bugs.
 #![allow(clippy::disallowed_methods)] // wall-clock time of a check, for the table
 
-use std::fmt::Debug;
 use std::collections::HashSet;
+use std::fmt::Debug;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant as StdInstant};
@@ -338,8 +351,7 @@ impl<S: Scenario> Model for Checked<S> {
     }
 
     fn actions(&self, s: &State<S>, out: &mut Vec<Action>) {
-        if s.bad.is_some() || !self.within_bounds(s) || self.por && self.quiet_and_unfinished(s)
-        {
+        if s.bad.is_some() || !self.within_bounds(s) || self.por && self.quiet_and_unfinished(s) {
             // A violation: the checker reports it, nothing follows (the reduction needs
             // every violation terminal; a quiet state is one unless faults remain).
             return;
@@ -410,7 +422,6 @@ impl<S: Scenario> Model for Checked<S> {
                 "bounded: requests per attempt and virtual time",
                 |m: &Self, s: &State<S>| m.within_bounds(s),
             ),
-
         ]
     }
 }
@@ -432,8 +443,9 @@ fn check<S: Scenario>(name: &str, scenario: S, faults: Faults) -> (usize, usize,
     let t = StdInstant::now();
     // Breadth first (shortest traces), one thread (stateright's depth first was ~20x
     // slower here). The deep set asks stateright to stop after MODEL_CHECK_TIMEOUT
-    // seconds (it may overrun it: memory is the real bound, a frontier of whole states;
-    // three clients outgrew 24 GB) and a run past the limit is reported incomplete.
+    // seconds (it may overrun it: memory is the real bound, a frontier of whole states,
+    // about 300 bytes per state found: three clients with a drop and an expiry outgrew
+    // 10 GB even reduced) and a run past the limit is reported incomplete.
     let limit = Duration::from_secs(
         std::env::var("MODEL_CHECK_TIMEOUT")
             .ok()
@@ -1787,8 +1799,8 @@ fn reductions_keep_a_seeded_violation() {
     }
     for (scenario, faults) in cases {
         for reduce in [true, false] {
-            let (prop, trace, bad, states) = first_violation(scenario.clone(), faults, reduce)
-                .expect("the seeded bug is found");
+            let (prop, trace, bad, states) =
+                first_violation(scenario.clone(), faults, reduce).expect("the seeded bug is found");
             println!(
                 "seeded bug {scenario:?} {faults:?}, reductions {reduce}: `{prop}` after {} \
                  steps ({states} states): {bad:?}\n{trace:?}",
@@ -1835,8 +1847,16 @@ fn partial_order_reduction_keeps_every_end() {
         assert!(n_reduced < n_full, "{name}: nothing reduced");
     }
     use LockKind::Exclusive as X;
-    same("exclusive_2c_drop", locks(2, 1, &[X, X]), faults(1, 0, 0, 0));
-    same("exclusive_2c_expiry", locks(2, 1, &[X, X]), faults(0, 1, 0, 0));
+    same(
+        "exclusive_2c_drop",
+        locks(2, 1, &[X, X]),
+        faults(1, 0, 0, 0),
+    );
+    same(
+        "exclusive_2c_expiry",
+        locks(2, 1, &[X, X]),
+        faults(0, 1, 0, 0),
+    );
     let mut l = locks(2, 1, &[X, X]);
     l.deadline = Some(Duration::from_millis(500));
     same("deadline_2c", l, faults(0, 0, 0, 0));
