@@ -55,7 +55,8 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::{join, meta_dir, multi_failure, parent_round, sorted_items, Format, CLAIM_PREFIX};
+use super::{join, meta_dir, parent_round, sorted_items, Format, CLAIM_PREFIX};
+use crate::proto::multi_failure;
 use crate::error::Error;
 use crate::proto::*;
 use crate::recipe::path::ancestor_result;

@@ -45,7 +45,7 @@ use alloc::vec::Vec;
 use bytes::Bytes;
 
 use super::{
-    item_prefix, join, meta_dir, multi_failure, name_of, parent_round, Format, DEFAULT_PRIORITY,
+    item_prefix, join, meta_dir, name_of, parent_round, Format, DEFAULT_PRIORITY,
 };
 use crate::error::Error;
 use crate::proto::*;
