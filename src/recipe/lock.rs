@@ -97,6 +97,48 @@ use crate::time::Instant;
 pub const REVOKE: &[u8] = b"unlock";
 /// Curator's revocation data.
 pub const CURATOR_REVOKE: &[u8] = b"__REVOKE__";
+/// What a releasing holder writes into its successor's node (followed by the names of
+/// the successors after it, one per line): "every node below yours is gone, you hold".
+pub const GRANT: &[u8] = b"__GRANT__";
+/// How many successors a holder keeps from its listing to hand the lock on: the grant
+/// carries the rest of them, so a chain of grants runs this long without any listing.
+pub const MAX_SUCCESSORS: usize = 32;
+
+/// The grant data for a successor: [`GRANT`], then `tail` one name per line.
+fn grant_data(tail: &[String]) -> Bytes {
+    let mut v = Vec::with_capacity(GRANT.len() + tail.iter().map(|n| n.len() + 1).sum::<usize>());
+    v.extend_from_slice(GRANT);
+    for name in tail {
+        v.push(b'\n');
+        v.extend_from_slice(name.as_bytes());
+    }
+    Bytes::from(v)
+}
+
+/// The successors a grant found in our node hands on, or `None` if the data is no
+/// grant. Only a write can put one there (a fresh node has version 0, and a grant is
+/// written with version 0 expected); the names must follow `ours` in lock order.
+fn parse_grant(data: &[u8], version: i32, ours: &str) -> Option<Vec<String>> {
+    let rest = data.strip_prefix(GRANT).filter(|_| version >= 1)?;
+    if rest.first().is_some_and(|b| *b != b'\n') {
+        return None;
+    }
+    let mut tail = Vec::new();
+    let mut last = contender::order_key(ours)?;
+    for part in rest.split(|b| *b == b'\n').skip(1) {
+        let Ok(name) = core::str::from_utf8(part) else {
+            break;
+        };
+        match contender::order_key(name) {
+            Some(key) if key > last && name.starts_with("_c_") && tail.len() < MAX_SUCCESSORS => {
+                last = key;
+                tail.push(name.to_string());
+            }
+            _ => break,
+        }
+    }
+    Some(tail)
+}
 
 /// A UUID-formatted node id (version 4 layout, as Curator's protection ids) from 128
 /// bits of the driver's entropy: the core has no random source of its own.
@@ -140,6 +182,18 @@ pub enum LockKind {
 }
 
 impl LockKind {
+    /// Does a holder of this kind hand the lock to its successor on release (exclusive
+    /// and write locks)? Readers never do: a reader cannot know it is the last one.
+    fn grants(self) -> bool {
+        matches!(self, LockKind::Exclusive | LockKind::Write)
+    }
+
+    /// Can a waiter of this kind be granted the lock (it then reads its own node when
+    /// its blocker goes, instead of watching it all along)?
+    fn is_granted_to(self) -> bool {
+        matches!(self, LockKind::Exclusive | LockKind::Read | LockKind::Write)
+    }
+
     fn marker(self) -> &'static str {
         match self {
             LockKind::Exclusive => contender::LOCK,
@@ -525,6 +579,10 @@ enum Purpose {
     Verify,
     /// delete of our node.
     Delete,
+    /// multi {setData(successor, grant), delete(our node)}: release by handing on.
+    Grant,
+    /// getData on our own node once our blocker went: were we granted the lock?
+    Turn,
     /// delete of a second node of ours found by recovery.
     Orphan(String),
 }
@@ -561,6 +619,7 @@ const OWN: u16 = 32;
 const VERIFY: u16 = 64;
 const DELETE: u16 = 128;
 const ORPHANS: u16 = 256;
+const TURN: u16 = 512;
 
 /// How many times the directory's ancestors are created before giving up.
 const MAX_PARENT_ROUNDS: u8 = 2;
@@ -584,6 +643,12 @@ pub struct Lock {
     retry: Retry,
     /// Blockers in the last listing (1 means: when it goes, we hold).
     blockers: usize,
+    /// While held: the contenders right after ours (nearest first), from the listing
+    /// that made us holder or from the grant that did; release hands the lock to the
+    /// first of them.
+    successors: Vec<String>,
+    /// The grant was refused (successor gone or written meanwhile): delete plainly.
+    grant_failed: bool,
     /// The blocker we watch now (only its deletion counts: older watches may fire late).
     watching: Option<String>,
     /// Recovery: the best node of ours found so far, and whether to look again.
@@ -648,6 +713,8 @@ impl Lock {
             sync_failed: false,
             retry,
             blockers: 0,
+            successors: Vec::new(),
+            grant_failed: false,
             watching: None,
             adopted: None,
             recover_again: false,
@@ -891,21 +958,40 @@ impl Lock {
             }
         }
         if need & OWN != 0 && self.wants_own_watch() {
-            if let Some(path) = self.our_path() {
-                self.own_armed = true;
-                self.own_live = false;
-                self.outbox.send(
-                    Purpose::Own,
-                    Request::GetData(PathWatch { path, watch: true }),
-                );
+            self.read_own(Purpose::Own);
+        }
+        if need & TURN != 0 && self.state == State::Waiting {
+            if self.sync_next {
+                self.sync(&dir);
             }
+            self.read_own(Purpose::Turn);
         }
         if need & DELETE != 0 && self.state == State::Deleting {
             if let Some(path) = self.our_path() {
-                self.outbox.send(
-                    Purpose::Delete,
-                    Request::Delete(DeleteRequest { path, version: -1 }),
-                );
+                let successor = match self.finish {
+                    Some(Finish::Released) if !self.grant_failed => self.successors.first(),
+                    _ => None,
+                };
+                match successor {
+                    Some(next) => {
+                        let grant = SetDataRequest {
+                            path: self.dir_path(next),
+                            data: grant_data(&self.successors[1..]),
+                            version: 0,
+                        };
+                        let ops = alloc::vec![
+                            MultiOp::SetData(grant),
+                            MultiOp::Delete(DeleteRequest { path, version: -1 }),
+                        ];
+                        self.outbox.send(Purpose::Grant, Request::Multi(ops));
+                    }
+                    None => {
+                        self.outbox.send(
+                            Purpose::Delete,
+                            Request::Delete(DeleteRequest { path, version: -1 }),
+                        );
+                    }
+                }
             }
         }
         if need & ORPHANS != 0 {
@@ -916,6 +1002,19 @@ impl Lock {
                     Request::Delete(DeleteRequest { path, version: -1 }),
                 );
             }
+        }
+    }
+
+    /// getData on our own node, with a watch if we keep one on it.
+    fn read_own(&mut self, purpose: Purpose) {
+        if let Some(path) = self.our_path() {
+            let watch = self.watches_own();
+            if watch {
+                self.own_armed = true;
+                self.own_live = false;
+            }
+            self.outbox
+                .send(purpose, Request::GetData(PathWatch { path, watch }));
         }
     }
 
@@ -947,13 +1046,22 @@ impl Lock {
         self.retry.failed(now);
     }
 
-    /// Our own node is watched from its creation (unless disabled): its deletion by
-    /// someone else while we wait must be noticed before a blocker's later deletion
-    /// would hand us a lock we no longer queue for. Revocable locks always watch it.
+    /// Do reads of our own node set a watch on it (a holder keeps one armed)?
+    fn watches_own(&self) -> bool {
+        self.config.watch_own_node || self.config.revocable
+    }
+
+    /// Is a watch on our own node wanted now? A holder's (unless disabled), to notice
+    /// its deletion or a revocation. A waiter's only if revocable, or of a kind that is
+    /// never granted (latches, leases): the others read their node when their blocker
+    /// goes (the turn read: granted? still there?), which is all a waiter needs — a
+    /// blocker's deletion never hands us a lock unless that read finds our node.
     fn wants_own_watch(&self) -> bool {
         match self.state {
-            State::Held | State::Waiting | State::Creating => {
-                self.config.watch_own_node || self.config.revocable
+            State::Held => self.watches_own(),
+            State::Waiting | State::Creating => {
+                self.config.revocable
+                    || (self.config.watch_own_node && !self.config.kind.is_granted_to())
             }
             _ => false,
         }
@@ -965,8 +1073,17 @@ impl Lock {
         }
     }
 
+    /// Held by a grant found in our node: its tail names our own successors.
+    fn granted(&mut self, tail: Vec<String>) {
+        self.acquired();
+        if self.config.kind.grants() {
+            self.successors = tail;
+        }
+    }
+
     fn acquired(&mut self) {
         self.state = State::Held;
+        self.successors.clear();
         self.depth = self.joining.max(1);
         self.joining = 0;
         self.deadline = None;
@@ -993,7 +1110,12 @@ impl Lock {
                 self.node = None;
                 self.fail(Error::Server(ErrorCode::NoNode), now);
             }
-            Some((_, None)) => self.acquired(),
+            Some((_, None)) => {
+                self.acquired();
+                if self.config.kind.grants() {
+                    self.successors = contender::successors(children, &ours, MAX_SUCCESSORS);
+                }
+            }
             Some((count, _)) if matches!(self.config.kind, LockKind::Lease { max } if count < max as usize) => {
                 self.acquired()
             }
@@ -1021,8 +1143,13 @@ impl Lock {
             return;
         }
         self.watching = None;
-        if self.blockers == 1 && (self.own_live || !self.wants_own_watch()) {
+        let own_known = self.own_live || !self.watches_own();
+        if self.blockers == 1 && own_known {
             self.acquired(); // lower sequence numbers never come back
+        } else if self.config.kind.is_granted_to() && !self.own_live {
+            // Its holder may have granted us the lock (a grant written with the
+            // deletion would have fired a live own-node watch first): read our node.
+            self.need |= TURN;
         } else {
             // More blockers; or our own node went unwatched for a while (a watch fired
             // or a read was lost): it may have been deleted unseen, so list.
@@ -1079,6 +1206,7 @@ impl Lock {
     fn done(&mut self) {
         self.state = State::Done;
         self.node = None;
+        self.successors = Vec::new();
         self.need &= ORPHANS;
         if let Some(f) = self.finish.take() {
             self.report(f);
@@ -1341,12 +1469,71 @@ impl Lock {
         }
     }
 
+    /// Our node's data: a revocation, or a grant (then we hold).
+    fn own_data(&mut self, data: &[u8], stat: &Stat) {
+        self.own_live = self.own_armed;
+        self.check_revocation(data);
+        if matches!(self.state, State::Creating | State::Waiting)
+            && self.config.kind.is_granted_to()
+        {
+            let tail = self
+                .node
+                .as_ref()
+                .and_then(|(ours, _)| parse_grant(data, stat.version, ours));
+            if let Some(tail) = tail {
+                self.granted(tail);
+            }
+        }
+    }
+
+    /// The turn read: granted, or (the only blocker gone) held, or list again.
+    fn on_turn(&mut self, now: Instant, result: Result<Response, Error>) {
+        if core::mem::take(&mut self.sync_failed) && self.state == State::Waiting {
+            self.own_armed = false;
+            return self.again(now, TURN); // possibly stale
+        }
+        match result {
+            Ok(Response::Data { data, stat }) => {
+                self.retry.succeeded();
+                self.own_data(&data, &stat);
+                if self.state == State::Waiting && self.watching.is_none() {
+                    if self.blockers == 1 {
+                        self.acquired(); // our node is there; the only one below it went
+                    } else {
+                        self.need |= LIST;
+                    }
+                }
+            }
+            _ if self.state != State::Waiting => {}
+            Ok(_) => self.fail(Error::UnexpectedReply, now),
+            Err(Error::Server(ErrorCode::NoNode)) => self.own_node_gone(now),
+            Err(e) if e.is_retryable() => {
+                self.own_armed = false;
+                self.again(now, TURN);
+            }
+            Err(e) if e.ends_session() => {}
+            Err(e) => self.fail(e, now),
+        }
+    }
+
+    /// The release that hands on: done, or (successor gone or written meanwhile) a
+    /// plain delete.
+    fn on_grant(&mut self, now: Instant, result: Result<Response, Error>) {
+        match (multi_failure(&result), result) {
+            (None, Ok(Response::Multi(_))) => self.done(),
+            (None, Err(e)) if e.is_retryable() || e.ends_session() => self.on_delete(now, Err(e)),
+            // Our own delete failed (nothing applied): as a plain delete's answer.
+            (Some((1, code)), _) => self.on_delete(now, Err(Error::Server(code))),
+            _ => {
+                self.grant_failed = true;
+                self.need |= DELETE;
+            }
+        }
+    }
+
     fn on_own(&mut self, now: Instant, result: Result<Response, Error>) {
         match result {
-            Ok(Response::Data { data, .. }) => {
-                self.own_live = self.own_armed;
-                self.check_revocation(&data)
-            }
+            Ok(Response::Data { data, stat }) => self.own_data(&data, &stat),
             Ok(_) => {}
             Err(Error::Server(ErrorCode::NoNode)) => self.own_node_gone(now),
             Err(e) if e.is_retryable() => {
@@ -1426,6 +1613,8 @@ impl Recipe for Lock {
             Purpose::Own => self.on_own(now, result),
             Purpose::Verify => self.on_verify(now, result),
             Purpose::Delete => self.on_delete(now, result),
+            Purpose::Grant => self.on_grant(now, result),
+            Purpose::Turn => self.on_turn(now, result),
             Purpose::Orphan(name) => self.on_orphan(now, name, result),
         }
         self.drive(now);

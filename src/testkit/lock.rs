@@ -49,6 +49,7 @@ struct Node {
     owner: i64,
     czxid: i64,
     data: Bytes,
+    version: i32,
 }
 
 /// The directory as one server sees it.
@@ -169,6 +170,7 @@ impl World {
             owner,
             czxid: zxid,
             data: Bytes::new(),
+            version: 0,
         };
         self.live.nodes.push(node.clone());
         self.snapshot();
@@ -266,6 +268,7 @@ impl World {
                         let stat = Stat {
                             czxid: n.czxid,
                             ephemeral_owner: n.owner,
+                            version: n.version,
                             ..Stat::default()
                         };
                         let r = if matches!(req, Request::Exists(_)) {
@@ -278,8 +281,97 @@ impl World {
                     None => (no_node, zxid),
                 }
             }
+            Request::Multi(ops) => (self.multi(ops), self.live.zxid),
             _ => (Err(Error::Server(ErrorCode::Unimplemented)), self.live.zxid),
         }
+    }
+
+    /// A multi of setData, delete and check: all or nothing, as the server does it.
+    fn multi(&mut self, ops: &[MultiOp]) -> Result<Response, Error> {
+        let name = |p: &str| p.rsplit('/').next().unwrap_or("").to_string();
+        let check = |w: &World, path: &str, version: i32| match w
+            .live
+            .nodes
+            .iter()
+            .find(|n| n.name == name(path))
+        {
+            None => Err(ErrorCode::NoNode),
+            Some(n) if version != -1 && n.version != version => Err(ErrorCode::BadVersion),
+            Some(_) => Ok(()),
+        };
+        let failed = ops.iter().enumerate().find_map(|(i, op)| {
+            let r = match op {
+                MultiOp::SetData(r) => check(self, &r.path, r.version),
+                MultiOp::Delete(r) => check(self, &r.path, r.version),
+                MultiOp::Check(r) => check(self, &r.path, r.version),
+                _ => Err(ErrorCode::Unimplemented),
+            };
+            r.err().map(|c| (i, c))
+        });
+        self.write();
+        if let Some((at, code)) = failed {
+            let results = (0..ops.len())
+                .map(|i| match i.cmp(&at) {
+                    core::cmp::Ordering::Less => MultiResult::Error(ErrorCode::Ok),
+                    core::cmp::Ordering::Equal => MultiResult::Error(code),
+                    core::cmp::Ordering::Greater => {
+                        MultiResult::Error(ErrorCode::RuntimeInconsistency)
+                    }
+                })
+                .collect();
+            return Ok(Response::Multi(results));
+        }
+        let mut results = Vec::new();
+        for op in ops {
+            match op {
+                MultiOp::SetData(r) => {
+                    let stat = self.set_data(&name(&r.path), r.data.clone());
+                    results.push(MultiResult::SetData(stat));
+                }
+                MultiOp::Delete(r) => {
+                    self.remove(&name(&r.path));
+                    results.push(MultiResult::Delete);
+                }
+                _ => results.push(MultiResult::Check),
+            }
+        }
+        Ok(Response::Multi(results))
+    }
+
+    /// Writes a node's data (it exists): a new version, and its data watches fire.
+    fn set_data(&mut self, name: &str, data: Bytes) -> Stat {
+        let mut stat = Stat::default();
+        if let Some(node) = self.live.nodes.iter_mut().find(|x| x.name == name) {
+            node.data = data;
+            node.version += 1;
+            stat = Stat {
+                czxid: node.czxid,
+                ephemeral_owner: node.owner,
+                version: node.version,
+                ..Stat::default()
+            };
+        }
+        self.write();
+        self.fire(&Self::path(name), EventType::NodeDataChanged);
+        self.snapshot();
+        stat
+    }
+
+    /// The lowest contender leaves as a granting holder would: one transaction writes
+    /// the grant into the next contender (if it has version 0) and deletes the leaver.
+    fn leave_granting(&mut self, leaver: &str) {
+        let mut order: Vec<&Node> = self.live.nodes.iter().collect();
+        order.sort_by(|a, b| seq_of(&a.name).cmp(&seq_of(&b.name)));
+        let next = order
+            .iter()
+            .position(|n| n.name == leaver)
+            .and_then(|i| order.get(i + 1))
+            .filter(|n| n.version == 0 && n.name.starts_with("_c_"))
+            .map(|n| n.name.clone());
+        if let Some(next) = next {
+            self.set_data(&next, Bytes::from_static(crate::recipe::lock::GRANT));
+        }
+        self.remove(leaver);
     }
 
     /// The connection breaks: everything unanswered fails with `ConnectionLoss`.
@@ -723,16 +815,25 @@ fn drive(run: &mut Run, input: &mut impl Iterator<Item = u8>) -> Result<(), Stri
                 // Other sessions: a new contender, or one leaves.
                 if arg & 1 == 0 && run.world.live.dir_exists {
                     run.world.add("_c_n-lock-", OTHER);
-                } else if let Some(n) = run
-                    .world
-                    .live
-                    .nodes
-                    .iter()
-                    .filter(|n| n.owner == OTHER)
-                    .nth(usize::from(arg >> 1))
-                    .map(|n| n.name.clone())
-                {
-                    run.world.remove(&n);
+                } else if let Some(n) = {
+                    let others: Vec<&Node> = run
+                        .world
+                        .live
+                        .nodes
+                        .iter()
+                        .filter(|n| n.owner == OTHER)
+                        .collect();
+                    let at = usize::from(arg >> 2) % others.len().max(1);
+                    others.get(at).map(|n| n.name.clone())
+                } {
+                    // A holder (the lowest of all, a writer) may hand the lock on.
+                    let lowest = run.world.live.nodes.iter().map(|n| seq_of(&n.name)).min();
+                    let writer = contender::Contender::parse(&n).is_some_and(|c| c.is_writer());
+                    if arg & 2 != 0 && writer && lowest == Some(seq_of(&n)) {
+                        run.world.leave_granting(&n);
+                    } else {
+                        run.world.remove(&n);
+                    }
                 }
             }
             12 => {
@@ -741,12 +842,8 @@ fn drive(run: &mut Run, input: &mut impl Iterator<Item = u8>) -> Result<(), Stri
                 if let Some(n) = ours.first() {
                     if arg & 1 == 0 {
                         run.world.remove(n);
-                    } else if let Some(node) =
-                        run.world.live.nodes.iter_mut().find(|x| x.name == *n)
-                    {
-                        node.data = Bytes::from_static(b"unlock");
-                        run.world.write();
-                        run.world.fire(&World::path(n), EventType::NodeDataChanged);
+                    } else {
+                        run.world.set_data(n, Bytes::from_static(b"unlock"));
                     }
                 }
             }

@@ -850,7 +850,6 @@ impl Election {
     }
 }
 
-
 impl Election {
     fn encode(&self, op: OpId) -> OpId {
         (u64::from(self.generation) << GEN_SHIFT) | ((op & 0xffff_ffff) << 1)

@@ -212,4 +212,3 @@ pub(crate) fn parent_round(
 pub(crate) fn name_of(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or("")
 }
-

@@ -273,4 +273,3 @@ fn check_names(tx: &str, site: Option<&str>) -> Result<(), Error> {
     }
     Ok(())
 }
-
