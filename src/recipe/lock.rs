@@ -649,6 +649,8 @@ pub struct Lock {
     successors: Vec<String>,
     /// The grant was refused (successor gone or written meanwhile): delete plainly.
     grant_failed: bool,
+    /// The hold was handed to us by a grant (no listing).
+    by_grant: bool,
     /// The blocker we watch now (only its deletion counts: older watches may fire late).
     watching: Option<String>,
     /// Recovery: the best node of ours found so far, and whether to look again.
@@ -715,6 +717,7 @@ impl Lock {
             blockers: 0,
             successors: Vec::new(),
             grant_failed: false,
+            by_grant: false,
             watching: None,
             adopted: None,
             recover_again: false,
@@ -760,6 +763,12 @@ impl Lock {
             (Some((n, token)), State::Held) => Some((*token, n.clone())),
             _ => None,
         }
+    }
+
+    /// Was the current (or last) hold handed to us by the previous holder's grant,
+    /// rather than decided from a listing or a blocker's deletion?
+    pub fn held_by_grant(&self) -> bool {
+        self.by_grant
     }
 
     /// Re-entrant levels held.
@@ -1076,6 +1085,7 @@ impl Lock {
     /// Held by a grant found in our node: its tail names our own successors.
     fn granted(&mut self, tail: Vec<String>) {
         self.acquired();
+        self.by_grant = true;
         if self.config.kind.grants() {
             self.successors = tail;
         }
@@ -1084,6 +1094,7 @@ impl Lock {
     fn acquired(&mut self) {
         self.state = State::Held;
         self.successors.clear();
+        self.by_grant = false;
         self.depth = self.joining.max(1);
         self.joining = 0;
         self.deadline = None;
