@@ -133,8 +133,8 @@ pub fn blockers<'a>(
 
 /// The contenders right after `ours` in lock order, nearest first, at most `max`: whom
 /// a releasing holder can hand the lock to (nothing can ever sort between two of them:
-/// sequence numbers only grow). Only children with the protected prefix (`_c_`, ours
-/// and Curator's) count as successors; one of another kind (kazoo's) ends the run.
+/// sequence numbers only grow). Only lock contenders with the protected prefix count
+/// ([`may_be_granted`]); one of another kind (a latch, a lease, kazoo's) ends the run.
 /// Linear in the listing: a partial selection, then a sort of the `max` kept.
 ///
 /// ```
@@ -164,9 +164,16 @@ pub fn successors(children: &[String], ours: &str, max: usize) -> Vec<String> {
     after
         .into_iter()
         .map(|(_, name)| name)
-        .take_while(|name| name.starts_with("_c_"))
+        .take_while(|name| may_be_granted(name))
         .map(String::from)
         .collect()
+}
+
+/// Can a releasing holder hand the lock to this contender: a lock contender (`lock-`,
+/// `__READ__`, `__WRIT__`) with the protected prefix (ours or Curator's)? Not a latch
+/// or lease in the same directory (their node data is theirs), nor kazoo's.
+pub fn may_be_granted(name: &str) -> bool {
+    name.starts_with("_c_") && matches!(split(name), Some((LOCK | READ | WRITE, _)))
 }
 
 /// The children with known markers, in lock order.

@@ -15,17 +15,46 @@
 //! 2. Sort the children by the sequence after their last known marker (unknown
 //!    children are ignored). Our *blockers*: every lower contender for exclusive and
 //!    write locks; every lower writer for read locks.
-//! 3. No blocker: acquired. Otherwise `getData(watch)` on the nearest blocker only (the
-//!    predecessor; for a reader the highest lower writer) — no herd. When it goes and it
-//!    was our only blocker, we hold the lock without listing again (lower sequence numbers
-//!    never reappear); otherwise list again.
-//! 4. From its creation, a data watch on our own node (unless disabled) reports its
-//!    deletion by someone else (`Failed` while waiting, `Lost` while holding) and, for
-//!    revocable locks, `unlock` (or Curator's `__REVOKE__`) written into it as
-//!    `RevocationRequested`. It goes out in the pipeline after the listing: one read per
-//!    attempt, no extra round trip.
-//! 5. Release or cancel deletes our node. `Released`/`Cancelled` only once the delete
-//!    answered OK or `NoNode` (or the session ended, taking the node along).
+//! 3. No blocker: acquired. Otherwise a watch on the nearest blocker only (the
+//!    predecessor; for a reader the highest lower writer) — no herd. It is a children
+//!    watch (`getChildren(watch)` on the blocker, which has no children): it fires on
+//!    the blocker's deletion and, unlike a data watch, not when someone writes the
+//!    blocker's data (a grant handed to it, a revocation aimed at it).
+//! 4. **Grant on release.** A holder of an exclusive or write lock knows the contenders
+//!    that follow it (from the listing that made it holder, or the one that showed a
+//!    single blocker left, or from the grant that made it holder): nothing can ever sort
+//!    between two of them, since sequence numbers only grow. It releases with one
+//!    `multi` { `setData(successor, GRANT + the names after it, version 0)`,
+//!    `delete(own)` }: one write hands the lock on. The version check keeps the grant
+//!    off a node someone wrote meanwhile (a revocation); a successor that left makes
+//!    the whole `multi` fail, and a plain `delete` follows. The tail carried in the
+//!    grant ([`MAX_SUCCESSORS`] at most) lets the chain go on without any listing;
+//!    readers never grant (a reader cannot know it is the last one) and a grant lands
+//!    on the immediate successor only, reader or writer: granting a whole batch of
+//!    readers would write each of their nodes in one transaction that fails as a whole
+//!    when any of them left, and readers behind the first wake on the writer's deletion
+//!    anyway. Curator contenders are unaffected: a Curator waiter ignores the data
+//!    written into its node and takes over on our node's deletion, as it always does.
+//! 5. **The turn read.** When the watched blocker goes, a waiter reads its own node
+//!    (`getData`, arming the own-node watch a holder keeps): a grant there means we hold
+//!    — no listing, O(1) bytes whatever the queue's length; otherwise, if that blocker
+//!    was the only one, we hold too (our node is still there, lower sequence numbers
+//!    never come back); otherwise list again. The read also proves our node was not
+//!    deleted by someone else while we waited. Without the own-node watch and with a
+//!    single blocker, we hold without the read, as before.
+//! 6. A holder watches its own node (unless disabled) and reports its deletion by
+//!    someone else as `Lost` and, for revocable locks, `unlock` (or Curator's
+//!    `__REVOKE__`) written into it as `RevocationRequested`. Revocable waiters watch it
+//!    from its creation, and hear a grant through it. A waiter whose node is deleted
+//!    by someone else learns it at its turn read (`Failed`).
+//! 7. Release or cancel deletes our node. `Released`/`Cancelled` only once the delete
+//!    (or the grant) answered OK or `NoNode` (or the session ended, taking the node
+//!    along).
+//!
+//! Requests per acquisition: 3 uncontended without the own-node watch, 4 with it
+//! (create, list, own-node watch, delete); 5 for a waiter handed the lock by a grant
+//! (create, list, blocker watch, turn read, release); a waiter that is not granted
+//! lists once more.
 //!
 //! # Liveness: every attempt ends, nothing is left behind
 //!
@@ -130,7 +159,9 @@ fn parse_grant(data: &[u8], version: i32, ours: &str) -> Option<Vec<String>> {
             break;
         };
         match contender::order_key(name) {
-            Some(key) if key > last && name.starts_with("_c_") && tail.len() < MAX_SUCCESSORS => {
+            Some(key)
+                if key > last && contender::may_be_granted(name) && tail.len() < MAX_SUCCESSORS =>
+            {
                 last = key;
                 tail.push(name.to_string());
             }
@@ -222,9 +253,10 @@ pub struct LockConfig {
     pub acl: Vec<Acl>,
     /// Watch our own node while waiting too, and report `unlock` written into it.
     pub revocable: bool,
-    /// Watch our own node from its creation (one read per attempt, pipelined) to notice
-    /// its deletion by someone else: `Lost` while holding, `Failed` while waiting. On by
-    /// default; off saves the read, but such a deletion then goes unnoticed until the
+    /// Watch our own node while holding (one read per hold; for a waiter it is the turn
+    /// read that also looks for a grant) to notice its deletion by someone else: `Lost`
+    /// while holding; a waiter learns it at its turn read (`Failed`). On by default; off
+    /// saves the holder's read, but such a deletion then goes unnoticed until the
     /// session ends.
     pub watch_own_node: bool,
     /// Re-entrant: `acquire` on a held lock adds a level, `release` removes one; the
@@ -571,7 +603,7 @@ enum Purpose {
     Recover,
     /// exists on a child with our prefix, found by recovery.
     Adopt(String),
-    /// getData(watch) on the blocker we wait for.
+    /// getChildren(watch) on the blocker we wait for (a deletion watch).
     Blocker(String),
     /// getData(watch) on our own node.
     Own,
@@ -950,10 +982,14 @@ impl Lock {
         }
         if need & BLOCKER != 0 && self.state == State::Waiting {
             if let Some(b) = self.watching.clone() {
+                // A children watch on the blocker (it has none: the reply is an empty
+                // list) fires on its deletion only, never on a write to its data: a
+                // grant handed to our blocker, or a revocation aimed at it, does not
+                // wake us for nothing.
                 let path = self.dir_path(&b);
                 self.outbox.send(
                     Purpose::Blocker(b),
-                    Request::GetData(PathWatch { path, watch: true }),
+                    Request::GetChildren(PathWatch { path, watch: true }),
                 );
             }
         }
@@ -1648,13 +1684,6 @@ impl Recipe for Lock {
                 self.own_armed = false;
                 self.own_live = false;
                 self.arm_own(); // re-arm; the data tells whether it is a revocation
-            }
-            EventType::NodeDataChanged
-                if self.state == State::Waiting
-                    && self.watching.as_deref() == Some(name_of(&event.path)) =>
-            {
-                // Someone wrote to our blocker (a revocation aimed at it): watch on.
-                self.need |= BLOCKER;
             }
             _ => {}
         }

@@ -89,8 +89,9 @@ struct World {
     replies: Vec<(OpId, Outbound, i64)>,
     /// Submitted while disconnected: sent after the reconnect.
     queued: Vec<(OpId, Request)>,
-    /// One-shot data watches: (path, op).
-    watches: Vec<(String, OpId)>,
+    /// One-shot watches: (path, op, children watch). A children watch on a node fires
+    /// on its deletion only.
+    watches: Vec<(String, OpId, bool)>,
     /// Watch events that fired while disconnected: the session re-arms its watches
     /// after the reconnect and the server sends them then.
     notify: Vec<(OpId, WatchEvent, i64)>,
@@ -130,8 +131,9 @@ impl World {
     fn fire(&mut self, path: &str, t: EventType) {
         let mut i = 0;
         while i < self.watches.len() {
-            if self.watches[i].0 == path {
-                let (p, op) = self.watches.remove(i);
+            let (p, _, child) = &self.watches[i];
+            if p == path && (!child || t == EventType::NodeDeleted) {
+                let (p, op, _) = self.watches.remove(i);
                 let ev = WatchEvent {
                     event_type: t,
                     path: p,
@@ -233,6 +235,23 @@ impl World {
                 self.stale = None;
                 (Ok(Response::Path(p.path.clone())), self.live.zxid)
             }
+            Request::GetChildren(g) if g.path != DIR => {
+                // A children watch on a contender (it has none): a deletion watch.
+                let name = g.path.rsplit('/').next().unwrap_or("");
+                let v = self.view();
+                let zxid = v.zxid;
+                if !v.nodes.iter().any(|n| n.name == name) {
+                    return (no_node, zxid);
+                }
+                if g.watch {
+                    self.watches.push((g.path.clone(), op, true));
+                    if self.stale.is_some() && !self.live.nodes.iter().any(|n| n.name == name) {
+                        // The lagging follower fires it when it applies the deletion.
+                        self.fire(&g.path, EventType::NodeDeleted);
+                    }
+                }
+                (Ok(Response::Children(Vec::new())), zxid)
+            }
             Request::GetChildren(_) => {
                 let v = self.view();
                 let r = if v.dir_exists {
@@ -251,7 +270,7 @@ impl World {
                 match v.nodes.iter().find(|n| n.name == name).cloned() {
                     Some(n) => {
                         if g.watch {
-                            self.watches.push((g.path.clone(), op));
+                            self.watches.push((g.path.clone(), op, false));
                             if self.stale.is_some() {
                                 // A lagging follower fires the watch when it applies
                                 // the change it has not seen yet.
@@ -361,12 +380,12 @@ impl World {
     /// the grant into the next contender (if it has version 0) and deletes the leaver.
     fn leave_granting(&mut self, leaver: &str) {
         let mut order: Vec<&Node> = self.live.nodes.iter().collect();
-        order.sort_by(|a, b| seq_of(&a.name).cmp(&seq_of(&b.name)));
+        order.sort_by_key(|n| seq_of(&n.name));
         let next = order
             .iter()
             .position(|n| n.name == leaver)
             .and_then(|i| order.get(i + 1))
-            .filter(|n| n.version == 0 && n.name.starts_with("_c_"))
+            .filter(|n| n.version == 0 && contender::may_be_granted(&n.name))
             .map(|n| n.name.clone());
         if let Some(next) = next {
             self.set_data(&next, Bytes::from_static(crate::recipe::lock::GRANT));
