@@ -1,7 +1,14 @@
 //! Transcript tests for `recipe::lock`: scripted replies in, exact requests and events
 //! out. Requests are shown as short lines (`create2 <path>`, `list <dir>`, `sync <dir>`,
-//! `watch <path>` for getData with a watch, `exists <path>`, `delete <path>`,
-//! `container <path>`).
+//! `watch <path>` for getData with a watch, `read <path>` for getData without one,
+//! `exists <path>`, `delete <path>`, `container <path>`).
+//!
+//! A holder of an exclusive or write lock releases by handing the lock on: one multi
+//! {setData(successor, `__GRANT__` + the names after it, expected version 0),
+//! delete(own node, any version)}, shown as `grant <successor path> [<tail names>] +
+//! delete <own path>` (any other multi is shown in full). A waiter whose blocker went
+//! reads its own node (the turn read, `watch <own path>` or `read <own path>`): a grant
+//! found there (data `__GRANT__`… at version >= 1) means it holds.
 
 use bytes::Bytes;
 use std::time::Duration;
@@ -9,7 +16,7 @@ use zk_recipes::client::Error;
 use zk_recipes::proto::*;
 use zk_recipes::recipe::lock::{
     Acquire, AcquireWait, HoldState, Lock, LockChange, LockConfig, LockEvent, LockKind, LockStatus,
-    LostReason, Release,
+    LostReason, Release, GRANT,
 };
 use zk_recipes::recipe::{OpId, Recipe, SessionChange};
 use zk_recipes::session::WatchEvent;
@@ -52,6 +59,20 @@ fn sent(l: &mut Lock) -> Vec<(OpId, String)> {
                 Request::CreateContainer(c) => format!("container {}", c.path),
                 Request::GetChildren(g) => format!("list {}", g.path),
                 Request::GetData(g) if g.watch => format!("watch {}", g.path),
+                Request::GetData(g) => format!("read {}", g.path),
+                Request::Multi(ops) => match &ops[..] {
+                    [MultiOp::SetData(s), MultiOp::Delete(d)]
+                        if s.version == 0 && d.version == -1 && grant_tail(&s.data).is_some() =>
+                    {
+                        format!(
+                            "grant {} [{}] + delete {}",
+                            s.path,
+                            grant_tail(&s.data).unwrap_or_default().join(" "),
+                            d.path
+                        )
+                    }
+                    _ => format!("{ops:?}"),
+                },
                 Request::Exists(g) => format!("exists {}", g.path),
                 Request::Delete(d) => format!("delete {}", d.path),
                 Request::Sync(p) => format!("sync {}", p.path),
@@ -60,6 +81,28 @@ fn sent(l: &mut Lock) -> Vec<(OpId, String)> {
             (op, line)
         })
         .collect()
+}
+
+/// The names a grant's data carries after [`GRANT`] (one per line), or `None` if the
+/// data is not exactly that.
+fn grant_tail(data: &[u8]) -> Option<Vec<String>> {
+    let rest = std::str::from_utf8(data.strip_prefix(GRANT)?).ok()?;
+    if rest.is_empty() {
+        return Some(vec![]);
+    }
+    let rest = rest.strip_prefix('\n')?;
+    Some(rest.split('\n').map(String::from).collect())
+}
+
+/// The line of a grant to `successor` (a name in `DIR`) carrying `tail`, releasing
+/// `own`.
+fn grant_line(successor: &str, tail: &[&str], own: &str) -> String {
+    format!(
+        "grant {} [{}] + delete {}",
+        path(successor),
+        tail.join(" "),
+        path(own)
+    )
 }
 
 /// Just the lines.
@@ -93,10 +136,62 @@ fn children(names: &[&str]) -> Result<Response, Error> {
 }
 
 fn data(d: &'static [u8]) -> Result<Response, Error> {
+    data_at(d, 0)
+}
+
+/// Node data at a data version (a fresh node is at 0; each write adds one).
+fn data_at(d: &[u8], version: i32) -> Result<Response, Error> {
     Ok(Response::Data {
-        data: Bytes::from_static(d),
-        stat: stat(1, SESSION),
+        data: Bytes::copy_from_slice(d),
+        stat: Stat {
+            version,
+            ..stat(1, SESSION)
+        },
     })
+}
+
+/// A grant as a releasing holder writes it: [`GRANT`], then `tail` one name a line,
+/// at version 1 (written once over the fresh node).
+fn grant(tail: &[&str]) -> Result<Response, Error> {
+    let mut d = GRANT.to_vec();
+    for name in tail {
+        d.push(b'\n');
+        d.extend_from_slice(name.as_bytes());
+    }
+    data_at(&d, 1)
+}
+
+/// The grant multi {setData, delete} answered OK.
+fn multi_ok() -> Result<Response, Error> {
+    Ok(Response::Multi(vec![
+        MultiResult::SetData(Stat {
+            version: 1,
+            ..Stat::default()
+        }),
+        MultiResult::Delete,
+    ]))
+}
+
+/// The grant multi failed at op `at` (0: the setData, 1: the delete) with `c`: the
+/// ops before it say OK, the ones after it RuntimeInconsistency, as ZooKeeper does.
+fn multi_failed(at: usize, c: ErrorCode) -> Result<Response, Error> {
+    Ok(Response::Multi(
+        (0..2)
+            .map(|i| {
+                MultiResult::Error(match i.cmp(&at) {
+                    std::cmp::Ordering::Less => ErrorCode::Ok,
+                    std::cmp::Ordering::Equal => c,
+                    std::cmp::Ordering::Greater => ErrorCode::RuntimeInconsistency,
+                })
+            })
+            .collect(),
+    ))
+}
+
+/// The refusals that say "not applied, try later": the session's own (too many
+/// requests pending) and the server's throttle.
+fn refusals() -> [Error; 2] {
+    [Error::Overloaded, Error::Server(ErrorCode::Throttled)]
 }
 
 fn code(c: ErrorCode) -> Result<Response, Error> {
@@ -152,14 +247,24 @@ fn start(l: &mut Lock, deadline: Option<Instant>) -> (OpId, OpId) {
 
 /// A lock that holds `ours(5)` (token 50), own-node watch armed and answered.
 fn held_with(config: LockConfig) -> Lock {
+    held_among(config, &[])
+}
+
+/// A lock that holds `ours(5)` (token 50) from a listing that also shows `others`
+/// (all after it), own-node watch armed and answered.
+fn held_among(config: LockConfig, others: &[&str]) -> Lock {
     let mut l = lock_with(config);
     let (create, list) = start(&mut l, None);
     l.handle_reply(T, create, created(&ours(5), 50));
-    let own = sent(&mut l);
-    l.handle_reply(T, list, children(&[&ours(5)]));
+    let mut all = vec![ours(5)];
+    all.extend(others.iter().map(|s| s.to_string()));
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    let early = sent(&mut l);
+    l.handle_reply(T, list, children(&all));
     assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
-    if let Some((op, _)) = own.first() {
-        l.handle_reply(T, *op, data(b""));
+    // A revocable lock watches its node from its creation; any other from its hold.
+    for (op, _) in early.into_iter().chain(sent(&mut l)) {
+        l.handle_reply(T, op, data(b""));
     }
     l
 }
@@ -173,16 +278,15 @@ fn uncontended_acquire_is_one_round_trip_and_release_one_delete() {
     let mut l = lock(LockKind::Exclusive);
     let (create, list) = start(&mut l, None);
     l.handle_reply(T, create, created(&ours(5), 0x500));
-    let own = sent(&mut l);
-    assert_eq!(
-        own.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
-        [format!("watch {}", path(&ours(5)))],
-        "our own node is watched from its creation, pipelined behind the listing"
+    assert!(
+        sent(&mut l).is_empty(),
+        "no own-node watch while the listing decides: a waiter reads its node at its turn"
     );
+    // A kazoo contender behind us reads no grant: a plain delete wakes it.
     l.handle_reply(
         T,
         list,
-        children(&[&ours(5), "config", "_c_x-latch-0000000009"]),
+        children(&[&ours(5), "config", "k__lock__0000000009"]),
     );
     assert_eq!(
         events(&mut l),
@@ -191,11 +295,20 @@ fn uncontended_acquire_is_one_round_trip_and_release_one_delete() {
             node: ours(5)
         }]
     );
-    assert!(sent(&mut l).is_empty());
+    let own = sent(&mut l);
+    assert_eq!(
+        own.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [format!("watch {}", path(&ours(5)))],
+        "a holder watches its own node"
+    );
     l.handle_reply(T, own[0].0, data(b""));
     assert_eq!(l.release(T), Release::Pending);
     let del = sent(&mut l);
-    assert_eq!(del[0].1, format!("delete {}", path(&ours(5))));
+    assert_eq!(
+        del.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [format!("delete {}", path(&ours(5)))],
+        "nobody to hand on to: one plain delete"
+    );
     l.handle_reply(T, del[0].0, Ok(Response::Empty));
     assert_eq!(events(&mut l), vec![LockEvent::Released]);
     assert!(l.is_done());
@@ -220,7 +333,10 @@ fn a_waiter_watches_only_its_predecessor_and_takes_over_without_listing() {
     let mut l = lock(LockKind::Exclusive);
     let (create, list) = start(&mut l, None);
     l.handle_reply(T, create, created(&ours(7), 70));
-    let own = sent(&mut l);
+    assert!(
+        sent(&mut l).is_empty(),
+        "a waiter does not watch its own node"
+    );
     l.handle_reply(
         T,
         list,
@@ -234,12 +350,20 @@ fn a_waiter_watches_only_its_predecessor_and_takes_over_without_listing() {
     let w = sent(&mut l);
     assert_eq!(w[0].1, format!("watch {}", path("_c_b-lock-0000000006")));
     assert_eq!(w.len(), 1, "the predecessor only: no herd");
-    l.handle_reply(T, own[0].0, data(b""));
     l.handle_reply(T, w[0].0, data(b""));
     assert!(events(&mut l).is_empty());
-    // Two blockers: when the predecessor goes, list again.
+    // Two blockers: when the predecessor goes, read our node (granted?), not granted:
+    // list again.
     l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000006")));
+    let turn = sent(&mut l);
+    assert_eq!(
+        turn.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [format!("watch {}", path(&ours(7)))],
+        "the turn read, no listing yet"
+    );
+    l.handle_reply(T, turn[0].0, data(b""));
     let relist = sent(&mut l);
+    assert_eq!(relist.len(), 1);
     assert_eq!(relist[0].1, format!("list {DIR}"));
     l.handle_reply(
         T,
@@ -260,7 +384,7 @@ fn a_waiter_watches_only_its_predecessor_and_takes_over_without_listing() {
     );
     assert!(
         sent(&mut l).is_empty(),
-        "the own-node watch is armed already"
+        "the own-node watch is armed already (by the turn read)"
     );
 }
 
@@ -269,11 +393,17 @@ fn a_predecessor_gone_before_the_watch_is_set_counts_as_gone() {
     let mut l = lock(LockKind::Exclusive);
     let (create, list) = start(&mut l, None);
     l.handle_reply(T, create, created(&ours(2), 20));
-    let own = sent(&mut l);
     l.handle_reply(T, list, children(&[&ours(2), "_c_a-lock-0000000001"]));
     let w = sent(&mut l);
-    l.handle_reply(T, own[0].0, data(b"")); // answered in order, before the blocker's
     l.handle_reply(T, w[0].0, code(ErrorCode::NoNode));
+    // As its deletion: the turn read, which finds our node there.
+    let turn = sent(&mut l);
+    assert_eq!(
+        turn.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [format!("watch {}", path(&ours(2)))]
+    );
+    assert!(events(&mut l).is_empty(), "not before our node is seen");
+    l.handle_reply(T, turn[0].0, data(b""));
     assert!(matches!(
         events(&mut l)[..],
         [LockEvent::Acquired {
@@ -403,8 +533,8 @@ fn a_lost_create_reply_is_recovered_by_prefix_after_a_sync_and_adopted_only_if_o
     let next = lines(&mut l);
     assert_eq!(
         next,
-        [format!("list {DIR}"), format!("watch {}", path(&ours(4)))],
-        "the recovery's sync still holds on this connection"
+        [format!("list {DIR}")],
+        "the recovery's sync still holds on this connection; no own-node watch while waiting"
     );
     assert_eq!(
         l.node(),
@@ -472,9 +602,8 @@ fn a_listing_lost_after_a_successful_create_is_done_again_after_the_reconnect() 
     let mut l = lock(LockKind::Exclusive);
     let (create, list) = start(&mut l, None);
     l.handle_reply(T, create, created(&ours(3), 30));
-    let own = sent(&mut l);
+    assert!(sent(&mut l).is_empty());
     l.handle_reply(T, list, code(ErrorCode::ConnectionLoss));
-    l.handle_reply(T, own[0].0, code(ErrorCode::ConnectionLoss));
     l.handle_session(T, SessionChange::Suspended);
     assert!(sent(&mut l).is_empty());
     l.handle_session(
@@ -486,14 +615,11 @@ fn a_listing_lost_after_a_successful_create_is_done_again_after_the_reconnect() 
     let r = sent(&mut l);
     assert_eq!(
         r.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
-        [
-            format!("sync {DIR}"),
-            format!("list {DIR}"),
-            format!("watch {}", path(&ours(3)))
-        ]
+        [format!("sync {DIR}"), format!("list {DIR}")]
     );
     l.handle_reply(T, r[1].0, children(&[&ours(3)]));
     assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
+    assert_eq!(lines(&mut l), [format!("watch {}", path(&ours(3)))]);
 }
 
 /// Issue 9, defect 5: a delete refused locally used to end as `Released`.
@@ -534,8 +660,6 @@ fn refused_watches_and_verifications_are_retried() {
     let mut l = lock(LockKind::Exclusive);
     let (create, list) = start(&mut l, None);
     l.handle_reply(T, create, created(&ours(7), 70));
-    let own = sent(&mut l);
-    l.handle_reply(T, own[0].0, data(b""));
     l.handle_reply(T, list, children(&[&ours(7), "_c_a-lock-0000000003"]));
     let w = sent(&mut l);
     l.handle_reply(T, w[0].0, Err(Error::Server(ErrorCode::Throttled)));
@@ -568,9 +692,9 @@ fn refused_watches_and_verifications_are_retried() {
     let mut l = lock(LockKind::Exclusive);
     let (create, list) = start(&mut l, None);
     l.handle_reply(T, create, created(&ours(1), 10));
-    let own = sent(&mut l);
     l.handle_reply(T, list, children(&[&ours(1)]));
     events(&mut l);
+    let own = sent(&mut l);
     l.handle_reply(T, own[0].0, Err(Error::Overloaded));
     l.handle_timeout(l.poll_timeout().unwrap());
     assert_eq!(lines(&mut l), [format!("watch {}", path(&ours(1)))]);
@@ -615,9 +739,7 @@ fn try_lock_looks_once_then_gives_up_and_removes_its_node() {
     l.handle_timeout(T); // the deadline passes at once; the first listing still counts
     assert!(events(&mut l).is_empty());
     l.handle_reply(T, create, created(&ours(2), 20));
-    let own = sent(&mut l);
     l.handle_reply(T, list, children(&[&ours(2), "_c_a-lock-0000000001"]));
-    l.handle_reply(T, own[0].0, data(b""));
     assert_eq!(events(&mut l), vec![LockEvent::NotAcquired]);
     let del = sent(&mut l);
     assert_eq!(del[0].1, format!("delete {}", path(&ours(2))));
@@ -896,7 +1018,7 @@ fn rw(kind: LockKind, me: &str, others: &[&str]) -> Vec<String> {
     l.acquire(T, None);
     let r = sent(&mut l);
     l.handle_reply(T, r[0].0, created(me, 50));
-    sent(&mut l); // own watch
+    assert!(sent(&mut l).is_empty(), "no own-node watch while waiting");
     let mut all: Vec<&str> = others.to_vec();
     all.push(me);
     l.handle_reply(T, r[1].0, children(&all));
@@ -959,12 +1081,63 @@ fn writers_wait_for_anything_lower() {
     assert!(r.is_empty());
 }
 
+/// Someone deletes a waiter's node (a forced revocation, an administrator), then its
+/// blocker goes: it must not take a lock it no longer queues for. A waiter does not
+/// watch its own node; the turn read finds it gone.
 #[test]
-fn a_waiter_whose_node_is_deleted_fails_at_the_notification() {
-    let mut l = lock(LockKind::Exclusive);
+fn a_waiter_whose_node_is_deleted_fails_at_the_turn_read() {
+    for blockers in [
+        vec!["_c_b-lock-0000000005"],
+        vec!["_c_a-lock-0000000003", "_c_b-lock-0000000005"],
+    ] {
+        let mut l = lock(LockKind::Exclusive);
+        let (create, list) = start(&mut l, None);
+        l.handle_reply(T, create, created(&ours(7), 70));
+        let mut all = vec![ours(7)];
+        all.extend(blockers.iter().map(|s| s.to_string()));
+        let all: Vec<&str> = all.iter().map(String::as_str).collect();
+        l.handle_reply(T, list, children(&all));
+        let w = sent(&mut l);
+        assert_eq!(
+            w.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+            [format!("watch {}", path("_c_b-lock-0000000005"))]
+        );
+        l.handle_reply(T, w[0].0, data(b""));
+        // (Our node is deleted now: no watch of ours is on it.) The blocker goes.
+        l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
+        assert!(events(&mut l).is_empty(), "not acquired on trust");
+        let turn = sent(&mut l);
+        assert_eq!(
+            turn.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+            [format!("watch {}", path(&ours(7)))]
+        );
+        l.handle_reply(T, turn[0].0, code(ErrorCode::NoNode));
+        assert_eq!(
+            events(&mut l),
+            vec![LockEvent::Failed {
+                error: Error::from(ErrorCode::NoNode)
+            }]
+        );
+        assert!(sent(&mut l).is_empty(), "nothing of ours left to delete");
+        assert!(l.is_done());
+    }
+}
+
+/// A revocable waiter watches its own node from its creation: its deletion is heard
+/// at once, before any blocker goes.
+#[test]
+fn a_revocable_waiter_whose_node_is_deleted_fails_at_the_notification() {
+    let mut c = config(LockKind::Exclusive);
+    c.revocable = true;
+    let mut l = lock_with(c);
     let (create, list) = start(&mut l, None);
     l.handle_reply(T, create, created(&ours(7), 70));
     let own = sent(&mut l);
+    assert_eq!(
+        own.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [format!("watch {}", path(&ours(7)))],
+        "a revocable waiter hears revocation"
+    );
     l.handle_reply(
         T,
         list,
@@ -973,8 +1146,6 @@ fn a_waiter_whose_node_is_deleted_fails_at_the_notification() {
     let w = sent(&mut l);
     l.handle_reply(T, own[0].0, data(b""));
     l.handle_reply(T, w[0].0, data(b""));
-    // Someone deletes our node (a forced revocation, an administrator), then our only
-    // blocker goes: we must not take a lock we no longer queue for.
     l.handle_watch(T, own[0].0, &deleted(&path(&ours(7))));
     assert_eq!(
         events(&mut l),
@@ -993,17 +1164,19 @@ fn a_late_event_from_an_older_watch_does_not_hand_over_the_lock() {
     let mut l = lock(LockKind::Exclusive);
     let (create, list) = start(&mut l, None);
     l.handle_reply(T, create, created(&ours(7), 70));
-    let own = sent(&mut l);
     l.handle_reply(
         T,
         list,
         children(&[&ours(7), "_c_a-lock-0000000003", "_c_b-lock-0000000005"]),
     );
     let w = sent(&mut l);
-    l.handle_reply(T, own[0].0, data(b""));
     l.handle_reply(T, w[0].0, data(b""));
     l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
+    let turn = sent(&mut l);
+    assert_eq!(turn[0].1, format!("watch {}", path(&ours(7))));
+    l.handle_reply(T, turn[0].0, data(b""));
     let relist = sent(&mut l);
+    assert_eq!(relist[0].1, format!("list {DIR}"));
     l.handle_reply(
         T,
         relist[0].0,
@@ -1014,6 +1187,7 @@ fn a_late_event_from_an_older_watch_does_not_hand_over_the_lock() {
     // A second registration on the old blocker fires late: it must not count.
     l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
     assert!(events(&mut l).is_empty(), "still blocked by _c_a");
+    assert!(sent(&mut l).is_empty(), "no turn read for an older blocker");
     l.handle_watch(T, w2[0].0, &deleted(&path("_c_a-lock-0000000003")));
     assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
 }
@@ -1038,10 +1212,13 @@ fn a_waiter_on_a_closed_session_fails_with_closed_not_connection_loss() {
 /// (no watch of ours was on it, so no notification). When the last blocker then went,
 /// the lock took its deletion for a handover and reported `Acquired` on a deleted node.
 /// A blocker's deletion proves our node still queues only while the server holds our
-/// own-node watch; otherwise the lock lists first.
+/// own-node watch (a revocable waiter's); otherwise the lock reads its node first (the
+/// turn read, after a sync: the refusal may have moved us to another server).
 #[test]
-fn a_blocker_gone_while_our_own_node_was_unwatched_is_checked_by_a_listing() {
-    let mut l = lock(LockKind::Exclusive);
+fn a_blocker_gone_while_our_own_node_was_unwatched_is_checked_by_the_turn_read() {
+    let mut c = config(LockKind::Exclusive);
+    c.revocable = true;
+    let mut l = lock_with(c);
     let (create, list) = start(&mut l, None);
     l.handle_reply(T, create, created(&ours(2), 20));
     let own = sent(&mut l);
@@ -1057,18 +1234,32 @@ fn a_blocker_gone_while_our_own_node_was_unwatched_is_checked_by_a_listing() {
     // (Our node is deleted now, unseen.) The blocker goes.
     l.handle_watch(T, w[0].0, &deleted(&path("_c_a-lock-0000000001")));
     assert!(events(&mut l).is_empty(), "not acquired on trust");
+    assert!(sent(&mut l).is_empty(), "backing off");
     let at = l.poll_timeout().expect("the backoff");
     l.handle_timeout(at);
     let r = sent(&mut l);
-    let list = r
-        .iter()
-        .find(|(_, s)| s.starts_with("list "))
-        .expect("a listing");
-    l.handle_reply(T, list.0, children(&[]));
+    assert_eq!(
+        r.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [
+            format!("watch {}", path(&ours(2))),
+            format!("sync {DIR}"),
+            format!("watch {}", path(&ours(2)))
+        ],
+        "the re-armed watch, then the turn read after a sync"
+    );
+    for (op, _) in &r {
+        let reply = if op == &r[1].0 {
+            Ok(Response::Path(DIR.into()))
+        } else {
+            code(ErrorCode::NoNode)
+        };
+        l.handle_reply(T, *op, reply);
+    }
     assert_eq!(
         events(&mut l),
         vec![LockEvent::Failed {
             error: Error::from(ErrorCode::NoNode)
         }]
     );
+    assert!(l.is_done());
 }
