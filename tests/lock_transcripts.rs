@@ -233,11 +233,16 @@ fn reconnect(l: &mut Lock) {
 /// acquire(): create2 and getChildren go out back to back. Returns their ops.
 fn start(l: &mut Lock, deadline: Option<Instant>) -> (OpId, OpId) {
     assert_eq!(l.acquire(T, deadline), Acquire::Pending);
+    let marker = match l.config().kind {
+        LockKind::Read => "__READ__",
+        LockKind::Write => "__WRIT__",
+        _ => "lock-",
+    };
     let r = sent(l);
     assert_eq!(
         r.iter().map(|(_, s)| s.as_str()).collect::<Vec<_>>(),
         [
-            format!("create2 {DIR}/_c_{ID}-lock-"),
+            format!("create2 {DIR}/_c_{ID}-{marker}"),
             format!("list {DIR}")
         ],
         "one round trip"
@@ -1262,4 +1267,451 @@ fn a_blocker_gone_while_our_own_node_was_unwatched_is_checked_by_the_turn_read()
         }]
     );
     assert!(l.is_done());
+}
+
+// ----- grant on release, turn read -----
+
+const B6: &str = "_c_b-lock-0000000006";
+const C7: &str = "_c_c-lock-0000000007";
+const D9: &str = "_c_d-lock-0000000009";
+
+/// Releases `l` and returns the one request it sends, checking its line.
+fn release_expecting(l: &mut Lock, line: &str) -> OpId {
+    assert_eq!(l.release(T), Release::Pending);
+    let r = sent(l);
+    assert_eq!(
+        r.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [line.to_string()]
+    );
+    r[0].0
+}
+
+#[test]
+fn a_holder_hands_the_lock_to_its_successor_with_one_multi() {
+    // The listing that made us holder, in no order; a kazoo node ends the run.
+    let mut l = held_among(
+        config(LockKind::Exclusive),
+        &[D9, "config", B6, "k__lock__0000000011", C7],
+    );
+    assert_eq!(l.release(T), Release::Pending);
+    let r: Vec<(OpId, Request)> = std::iter::from_fn(|| l.poll_request()).collect();
+    assert_eq!(r.len(), 1, "one request: {r:?}");
+    // The request itself, field by field.
+    let Request::Multi(ops) = &r[0].1 else {
+        panic!("not a multi: {:?}", r[0].1)
+    };
+    let [MultiOp::SetData(set), MultiOp::Delete(del)] = &ops[..] else {
+        panic!("not setData + delete: {ops:?}")
+    };
+    assert_eq!(set.path, path(B6), "the nearest successor");
+    assert_eq!(
+        &set.data[..],
+        format!("__GRANT__\n{C7}\n{D9}").as_bytes(),
+        "grant, then the successors after it, nearest first"
+    );
+    assert_eq!(set.version, 0, "only a node never written is granted");
+    assert_eq!(del.path, path(&ours(5)));
+    assert_eq!(del.version, -1);
+    assert!(events(&mut l).is_empty(), "not released before the answer");
+    l.handle_reply(T, r[0].0, multi_ok());
+    assert_eq!(events(&mut l), vec![LockEvent::Released]);
+    assert!(sent(&mut l).is_empty(), "no delete after a grant");
+    assert!(l.is_done());
+
+    // The line format shows the same.
+    let mut l = held_among(config(LockKind::Exclusive), &[B6, C7]);
+    let op = release_expecting(&mut l, &grant_line(B6, &[C7], &ours(5)));
+    l.handle_reply(T, op, multi_ok());
+    assert_eq!(events(&mut l), vec![LockEvent::Released]);
+
+    // With the own-node watch off too.
+    let mut c = config(LockKind::Exclusive);
+    c.watch_own_node = false;
+    let mut l = held_among(c, &[B6]);
+    let op = release_expecting(&mut l, &grant_line(B6, &[], &ours(5)));
+    l.handle_reply(T, op, multi_ok());
+    assert_eq!(events(&mut l), vec![LockEvent::Released]);
+}
+
+#[test]
+fn a_grant_to_a_successor_gone_or_written_falls_back_to_a_plain_delete() {
+    for c in [ErrorCode::NoNode, ErrorCode::BadVersion, ErrorCode::NoAuth] {
+        let mut l = held_among(config(LockKind::Exclusive), &[B6, C7]);
+        let op = release_expecting(&mut l, &grant_line(B6, &[C7], &ours(5)));
+        l.handle_reply(T, op, multi_failed(0, c));
+        assert!(events(&mut l).is_empty(), "{c:?}: nothing applied yet");
+        let del = sent(&mut l);
+        assert_eq!(
+            del.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+            [format!("delete {}", path(&ours(5)))],
+            "{c:?}"
+        );
+        l.handle_reply(T, del[0].0, Ok(Response::Empty));
+        assert_eq!(events(&mut l), vec![LockEvent::Released], "{c:?}");
+        assert!(sent(&mut l).is_empty());
+        assert!(l.is_done());
+    }
+}
+
+#[test]
+fn a_grant_whose_reply_is_lost_is_sent_again_and_released_once() {
+    let mut l = held_among(config(LockKind::Exclusive), &[B6, C7]);
+    let line = grant_line(B6, &[C7], &ours(5));
+    let op = release_expecting(&mut l, &line);
+    // It landed (or not): the reply is lost with the connection.
+    l.handle_reply(T, op, code(ErrorCode::ConnectionLoss));
+    l.handle_session(T, SessionChange::Suspended);
+    assert!(events(&mut l).is_empty(), "not released on a lost reply");
+    assert!(sent(&mut l).is_empty(), "nothing while suspended");
+    l.handle_session(
+        T,
+        SessionChange::Reconnected {
+            session_id: SESSION,
+        },
+    );
+    let again = sent(&mut l);
+    assert_eq!(
+        again.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [line],
+        "the same multi again"
+    );
+    // It had landed: the successor's node was written meanwhile.
+    l.handle_reply(T, again[0].0, multi_failed(0, ErrorCode::BadVersion));
+    assert!(events(&mut l).is_empty());
+    let del = sent(&mut l);
+    assert_eq!(
+        del.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [format!("delete {}", path(&ours(5)))]
+    );
+    l.handle_reply(T, del[0].0, code(ErrorCode::NoNode)); // gone with the first multi
+    assert_eq!(events(&mut l), vec![LockEvent::Released]);
+    assert!(sent(&mut l).is_empty());
+    assert!(l.is_done());
+    assert!(events(&mut l).is_empty(), "exactly one Released");
+}
+
+#[test]
+fn a_grant_that_finds_our_own_node_gone_is_a_release() {
+    let mut l = held_among(config(LockKind::Exclusive), &[B6]);
+    let op = release_expecting(&mut l, &grant_line(B6, &[], &ours(5)));
+    l.handle_reply(T, op, multi_failed(1, ErrorCode::NoNode));
+    assert_eq!(events(&mut l), vec![LockEvent::Released]);
+    assert!(sent(&mut l).is_empty(), "no plain delete: the node is gone");
+    assert!(l.is_done());
+}
+
+/// A waiter with three blockers whose predecessor goes reads its node; a grant there
+/// (written by the releasing holder with its deletion) means it holds, with no listing;
+/// and it hands the lock on to the grant's tail in turn.
+#[test]
+fn a_granted_waiter_holds_without_listing_and_hands_on_to_the_tail() {
+    let mut l = lock(LockKind::Exclusive);
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, created(&ours(7), 70));
+    let after = [
+        "_c_e-lock-0000000008",
+        "_c_f-lock-0000000010",
+        "_c_g-lock-0000000012",
+    ];
+    let mut all = vec![
+        ours(7),
+        "_c_a-lock-0000000002".into(),
+        "_c_b-lock-0000000004".into(),
+        "_c_c-lock-0000000006".into(),
+    ];
+    all.extend(after.iter().map(|s| s.to_string()));
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    l.handle_reply(T, list, children(&all));
+    let w = sent(&mut l);
+    assert_eq!(w[0].1, format!("watch {}", path("_c_c-lock-0000000006")));
+    l.handle_reply(T, w[0].0, data(b""));
+    l.handle_watch(T, w[0].0, &deleted(&path("_c_c-lock-0000000006")));
+    let turn = sent(&mut l);
+    assert_eq!(
+        turn.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [format!("watch {}", path(&ours(7)))],
+        "the turn read, no listing"
+    );
+    assert!(events(&mut l).is_empty());
+    l.handle_reply(T, turn[0].0, grant(&after));
+    assert_eq!(
+        events(&mut l),
+        vec![LockEvent::Acquired {
+            fencing_token: 70,
+            node: ours(7)
+        }]
+    );
+    assert!(
+        sent(&mut l).is_empty(),
+        "no listing; the turn read armed the own-node watch"
+    );
+    assert!(l.is_held());
+    let op = release_expecting(&mut l, &grant_line(after[0], &after[1..], &ours(7)));
+    l.handle_reply(T, op, multi_ok());
+    assert_eq!(events(&mut l), vec![LockEvent::Released]);
+}
+
+#[test]
+fn a_turn_read_without_a_grant_lists_again_or_holds_if_its_blocker_was_the_last() {
+    // More than one blocker: list again.
+    let mut l = lock(LockKind::Exclusive);
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, created(&ours(7), 70));
+    l.handle_reply(
+        T,
+        list,
+        children(&[&ours(7), "_c_a-lock-0000000003", "_c_b-lock-0000000005"]),
+    );
+    let w = sent(&mut l);
+    l.handle_reply(T, w[0].0, data(b""));
+    l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
+    let turn = sent(&mut l);
+    assert_eq!(turn[0].1, format!("watch {}", path(&ours(7))));
+    l.handle_reply(T, turn[0].0, data(b""));
+    assert!(events(&mut l).is_empty(), "_c_a may still be there");
+    assert_eq!(lines(&mut l), [format!("list {DIR}")]);
+
+    // The only blocker: held, no listing.
+    let mut l = lock(LockKind::Exclusive);
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, created(&ours(7), 70));
+    l.handle_reply(T, list, children(&[&ours(7), "_c_b-lock-0000000005"]));
+    let w = sent(&mut l);
+    l.handle_reply(T, w[0].0, data(b""));
+    l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
+    let turn = sent(&mut l);
+    assert_eq!(
+        turn.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [format!("watch {}", path(&ours(7)))]
+    );
+    assert!(events(&mut l).is_empty(), "not before our node is seen");
+    l.handle_reply(T, turn[0].0, data(b""));
+    assert!(matches!(
+        events(&mut l)[..],
+        [LockEvent::Acquired {
+            fencing_token: 70,
+            ..
+        }]
+    ));
+    assert!(sent(&mut l).is_empty(), "no listing, the watch is armed");
+    // Held by a blocker's plain deletion: no listing, so no successors known.
+    l.release(T);
+    assert_eq!(lines(&mut l), [format!("delete {}", path(&ours(7)))]);
+
+    // Without the own-node watch: the turn read sets none; the only blocker's deletion
+    // hands over with no read at all.
+    let mut c = config(LockKind::Exclusive);
+    c.watch_own_node = false;
+    let mut l = lock_with(c);
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, created(&ours(7), 70));
+    l.handle_reply(
+        T,
+        list,
+        children(&[&ours(7), "_c_a-lock-0000000003", "_c_b-lock-0000000005"]),
+    );
+    let w = sent(&mut l);
+    l.handle_reply(T, w[0].0, data(b""));
+    l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
+    let turn = sent(&mut l);
+    assert_eq!(
+        turn.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [format!("read {}", path(&ours(7)))]
+    );
+    l.handle_reply(T, turn[0].0, data(b""));
+    let relist = sent(&mut l);
+    assert_eq!(relist[0].1, format!("list {DIR}"));
+    l.handle_reply(
+        T,
+        relist[0].0,
+        children(&[&ours(7), "_c_a-lock-0000000003"]),
+    );
+    let w = sent(&mut l);
+    l.handle_reply(T, w[0].0, data(b""));
+    l.handle_watch(T, w[0].0, &deleted(&path("_c_a-lock-0000000003")));
+    assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
+    assert!(sent(&mut l).is_empty(), "no read at all");
+}
+
+/// Only a grant written over the fresh node is one: revocation data is not, and neither
+/// is `__GRANT__` at version 0 (the data the node was created with, the user's).
+#[test]
+fn revocation_data_and_unwritten_grant_data_are_no_grant() {
+    // A revocable waiter: its own-node watch fired (a revoker wrote), and the blocker
+    // went before the re-armed watch answered.
+    for revoke in [&b"__REVOKE__"[..], b"unlock"] {
+        let mut c = config(LockKind::Exclusive);
+        c.revocable = true;
+        let mut l = lock_with(c);
+        let (create, list) = start(&mut l, None);
+        l.handle_reply(T, create, created(&ours(7), 70));
+        let own = sent(&mut l);
+        l.handle_reply(
+            T,
+            list,
+            children(&[&ours(7), "_c_a-lock-0000000003", "_c_b-lock-0000000005"]),
+        );
+        let w = sent(&mut l);
+        l.handle_reply(T, own[0].0, data(b""));
+        l.handle_reply(T, w[0].0, data(b""));
+        l.handle_watch(T, own[0].0, &changed(&path(&ours(7))));
+        let rearm = sent(&mut l);
+        l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
+        let turn = sent(&mut l);
+        assert_eq!(
+            rearm
+                .iter()
+                .chain(&turn)
+                .map(|(_, s)| s.clone())
+                .collect::<Vec<_>>(),
+            [
+                format!("watch {}", path(&ours(7))),
+                format!("watch {}", path(&ours(7)))
+            ],
+            "the re-armed watch, then the turn read"
+        );
+        l.handle_reply(T, rearm[0].0, data_at(revoke, 1));
+        l.handle_reply(T, turn[0].0, data_at(revoke, 1));
+        assert_eq!(
+            events(&mut l),
+            vec![LockEvent::RevocationRequested],
+            "a revocation, not a grant"
+        );
+        assert_eq!(lines(&mut l), [format!("list {DIR}")]);
+        assert!(!l.is_held());
+    }
+
+    // Not revocable: revocation data at the turn read says nothing; grant data never
+    // written (version 0) is the user's.
+    for (d, version) in [
+        (&b"__REVOKE__"[..], 1),
+        (b"unlock", 1),
+        (b"__GRANT__", 0),
+        (b"__GRANT__\n_c_z-lock-0000000009", 0),
+    ] {
+        let mut l = lock(LockKind::Exclusive);
+        let (create, list) = start(&mut l, None);
+        l.handle_reply(T, create, created(&ours(7), 70));
+        l.handle_reply(
+            T,
+            list,
+            children(&[&ours(7), "_c_a-lock-0000000003", "_c_b-lock-0000000005"]),
+        );
+        let w = sent(&mut l);
+        l.handle_reply(T, w[0].0, data(b""));
+        l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
+        let turn = sent(&mut l);
+        assert_eq!(turn[0].1, format!("watch {}", path(&ours(7))));
+        l.handle_reply(T, turn[0].0, data_at(d, version));
+        assert!(events(&mut l).is_empty(), "{d:?} v{version}: no event");
+        assert_eq!(
+            lines(&mut l),
+            [format!("list {DIR}")],
+            "{d:?} v{version}: not a grant"
+        );
+    }
+}
+
+#[test]
+fn readers_never_grant_writers_grant_to_readers_and_a_granted_reader_holds() {
+    let me_r = |n: u32| format!("_c_{ID}-__READ__{n:010}");
+    let me_w = |n: u32| format!("_c_{ID}-__WRIT__{n:010}");
+    let (r6, r7, w8) = (
+        "_c_b-__READ__0000000006",
+        "_c_c-__READ__0000000007",
+        "_c_d-__WRIT__0000000008",
+    );
+
+    // A reader holding, with readers and a writer behind it: a plain delete.
+    let mut l = lock(LockKind::Read);
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, created(&me_r(5), 50));
+    l.handle_reply(T, list, children(&[&me_r(5), r6, r7, w8]));
+    assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
+    for (op, _) in sent(&mut l) {
+        l.handle_reply(T, op, data(b""));
+    }
+    l.release(T);
+    assert_eq!(
+        lines(&mut l),
+        [format!("delete {}", path(&me_r(5)))],
+        "a reader cannot know it is the last one: no grant"
+    );
+
+    // A writer holding grants to the reader after it.
+    let mut l = lock(LockKind::Write);
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, created(&me_w(5), 50));
+    l.handle_reply(T, list, children(&[&me_w(5), w8, r7, r6]));
+    assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
+    for (op, _) in sent(&mut l) {
+        l.handle_reply(T, op, data(b""));
+    }
+    let op = release_expecting(&mut l, &grant_line(r6, &[r7, w8], &me_w(5)));
+    l.handle_reply(T, op, multi_ok());
+    assert_eq!(events(&mut l), vec![LockEvent::Released]);
+
+    // A reader behind two writers, granted by the nearer: it holds with no listing,
+    // and releases plainly all the same (the tail it was given is not its to use).
+    let mut l = lock(LockKind::Read);
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, created(&me_r(6), 60));
+    l.handle_reply(
+        T,
+        list,
+        children(&[
+            "_c_a-__WRIT__0000000003",
+            "_c_w-__WRIT__0000000005",
+            &me_r(6),
+            r7,
+            w8,
+        ]),
+    );
+    let w = sent(&mut l);
+    assert_eq!(w[0].1, format!("watch {}", path("_c_w-__WRIT__0000000005")));
+    l.handle_reply(T, w[0].0, data(b""));
+    l.handle_watch(T, w[0].0, &deleted(&path("_c_w-__WRIT__0000000005")));
+    let turn = sent(&mut l);
+    assert_eq!(
+        turn.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [format!("watch {}", path(&me_r(6)))]
+    );
+    l.handle_reply(T, turn[0].0, grant(&[r7, w8]));
+    assert_eq!(
+        events(&mut l),
+        vec![LockEvent::Acquired {
+            fencing_token: 60,
+            node: me_r(6)
+        }]
+    );
+    assert!(sent(&mut l).is_empty(), "no listing");
+    l.release(T);
+    assert_eq!(lines(&mut l), [format!("delete {}", path(&me_r(6)))]);
+}
+
+#[test]
+fn a_refused_grant_is_retried_after_the_backoff_and_released_only_when_it_answered() {
+    for refusal in refusals() {
+        let mut l = held_among(config(LockKind::Exclusive), &[B6, C7]);
+        let line = grant_line(B6, &[C7], &ours(5));
+        let op = release_expecting(&mut l, &line);
+        l.handle_reply(T, op, Err(refusal.clone()));
+        assert!(
+            events(&mut l).is_empty(),
+            "{refusal:?}: a refusal is not a release"
+        );
+        assert!(sent(&mut l).is_empty(), "{refusal:?}: backing off");
+        let at = l.poll_timeout().expect("a retry is scheduled");
+        assert!(at > T && at <= ms(10), "{at:?}");
+        l.handle_timeout(at);
+        let again = sent(&mut l);
+        assert_eq!(
+            again.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+            [line],
+            "{refusal:?}: the grant again, not a plain delete"
+        );
+        l.handle_reply(at, again[0].0, multi_ok());
+        assert_eq!(events(&mut l), vec![LockEvent::Released]);
+        assert!(l.is_done());
+    }
 }
