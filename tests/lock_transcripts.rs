@@ -1743,3 +1743,104 @@ fn a_holder_never_grants_to_a_latch_or_lease_node() {
         );
     }
 }
+
+/// A revocable waiter keeps its own-node watch: the grant fires it before the
+/// granter's deletion (one multi, its ops in order), and the re-arming read finds it.
+/// The turn read the deletion asks for then finds it too: one `Acquired`, no listing.
+#[test]
+fn a_revocable_waiter_hears_its_grant_through_its_own_node_watch() {
+    let mut c = config(LockKind::Exclusive);
+    c.revocable = true;
+    let mut l = lock_with(c);
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, created(&ours(7), 70));
+    let own = sent(&mut l);
+    l.handle_reply(
+        T,
+        list,
+        children(&[&ours(7), "_c_a-lock-0000000003", "_c_b-lock-0000000005"]),
+    );
+    let w = sent(&mut l);
+    l.handle_reply(T, own[0].0, data(b""));
+    l.handle_reply(T, w[0].0, data(b""));
+    // _c_b releases: grant to us, then its deletion.
+    l.handle_watch(T, own[0].0, &changed(&path(&ours(7))));
+    l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
+    let r = sent(&mut l);
+    assert_eq!(
+        r.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [
+            format!("watch {}", path(&ours(7))),
+            format!("watch {}", path(&ours(7)))
+        ],
+        "the re-armed watch and the turn read; no listing"
+    );
+    l.handle_reply(T, r[0].0, grant(&[D9]));
+    assert_eq!(
+        events(&mut l),
+        vec![LockEvent::Acquired {
+            fencing_token: 70,
+            node: ours(7)
+        }]
+    );
+    l.handle_reply(T, r[1].0, grant(&[D9]));
+    assert!(events(&mut l).is_empty(), "acquired once");
+    assert!(sent(&mut l).is_empty());
+    let op = release_expecting(&mut l, &grant_line(D9, &[], &ours(7)));
+    l.handle_reply(T, op, multi_ok());
+    assert_eq!(events(&mut l), vec![LockEvent::Released]);
+}
+
+/// A turn read lost with the connection is sent again after the reconnect, behind a
+/// sync (the new server may lag behind the grant); one that a failed sync preceded
+/// counts for nothing, granted or not.
+#[test]
+fn a_lost_turn_read_is_sent_again_after_a_sync() {
+    let mut l = lock(LockKind::Exclusive);
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, created(&ours(7), 70));
+    l.handle_reply(
+        T,
+        list,
+        children(&[&ours(7), "_c_a-lock-0000000003", "_c_b-lock-0000000005"]),
+    );
+    let w = sent(&mut l);
+    l.handle_reply(T, w[0].0, data(b""));
+    l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
+    let turn = sent(&mut l);
+    l.handle_reply(T, turn[0].0, code(ErrorCode::ConnectionLoss));
+    l.handle_session(T, SessionChange::Suspended);
+    assert!(sent(&mut l).is_empty());
+    assert!(events(&mut l).is_empty());
+    l.handle_session(
+        T,
+        SessionChange::Reconnected {
+            session_id: SESSION,
+        },
+    );
+    let r = sent(&mut l);
+    assert_eq!(
+        r.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [format!("sync {DIR}"), format!("watch {}", path(&ours(7)))]
+    );
+    // The sync fails: whatever the read says is not trusted; both go again.
+    l.handle_reply(T, r[0].0, Err(Error::Server(ErrorCode::Throttled)));
+    l.handle_reply(T, r[1].0, grant(&[]));
+    assert!(events(&mut l).is_empty(), "not on a possibly stale read");
+    l.handle_timeout(l.poll_timeout().expect("a retry"));
+    let r = sent(&mut l);
+    assert_eq!(
+        r.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [format!("sync {DIR}"), format!("watch {}", path(&ours(7)))]
+    );
+    l.handle_reply(T, r[0].0, Ok(Response::Path(DIR.into())));
+    l.handle_reply(T, r[1].0, grant(&[]));
+    assert!(matches!(
+        events(&mut l)[..],
+        [LockEvent::Acquired {
+            fencing_token: 70,
+            ..
+        }]
+    ));
+    assert!(sent(&mut l).is_empty(), "no listing");
+}
