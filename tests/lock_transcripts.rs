@@ -1533,8 +1533,9 @@ fn a_turn_read_without_a_grant_lists_again_or_holds_if_its_blocker_was_the_last(
     assert!(sent(&mut l).is_empty(), "no read at all");
 }
 
-/// Only a grant written over the fresh node is one: revocation data is not, and neither
-/// is `__GRANT__` at version 0 (the data the node was created with, the user's).
+/// Only a grant written over the fresh node is one: revocation data is not, neither is
+/// `__GRANT__` at version 0 (the data the node was created with, the user's), nor data
+/// that merely starts with `__GRANT__`.
 #[test]
 fn revocation_data_and_unwritten_grant_data_are_no_grant() {
     // A revocable waiter: its own-node watch fired (a revoker wrote), and the blocker
@@ -1588,6 +1589,7 @@ fn revocation_data_and_unwritten_grant_data_are_no_grant() {
         (b"unlock", 1),
         (b"__GRANT__", 0),
         (b"__GRANT__\n_c_z-lock-0000000009", 0),
+        (b"__GRANT__X", 1),
     ] {
         let mut l = lock(LockKind::Exclusive);
         let (create, list) = start(&mut l, None);
@@ -1843,4 +1845,37 @@ fn a_lost_turn_read_is_sent_again_after_a_sync() {
         }]
     ));
     assert!(sent(&mut l).is_empty(), "no listing");
+}
+
+/// The waiter behind a grantee watches the grantee: the grant fires that watch as a data
+/// change. It re-arms the blocker watch, nothing more; the grantee's deletion later is
+/// its turn.
+#[test]
+fn a_grant_to_our_blocker_only_re_arms_the_blocker_watch() {
+    let mut l = lock(LockKind::Exclusive);
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, created(&ours(7), 70));
+    l.handle_reply(
+        T,
+        list,
+        children(&[&ours(7), "_c_a-lock-0000000003", "_c_b-lock-0000000005"]),
+    );
+    let w = sent(&mut l);
+    l.handle_reply(T, w[0].0, data(b""));
+    // _c_a releases, granting _c_b (the node we watch) with us as its tail.
+    l.handle_watch(T, w[0].0, &changed(&path("_c_b-lock-0000000005")));
+    let w = sent(&mut l);
+    assert_eq!(
+        w.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [format!("watch {}", path("_c_b-lock-0000000005"))]
+    );
+    l.handle_reply(T, w[0].0, grant(&[&ours(7)]));
+    assert!(events(&mut l).is_empty(), "its grant is not ours");
+    assert!(sent(&mut l).is_empty());
+    // _c_b releases in turn, granting us.
+    l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
+    let turn = sent(&mut l);
+    assert_eq!(turn[0].1, format!("watch {}", path(&ours(7))));
+    l.handle_reply(T, turn[0].0, grant(&[]));
+    assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
 }
