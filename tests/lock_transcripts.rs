@@ -1879,3 +1879,129 @@ fn a_grant_to_our_blocker_only_re_arms_the_blocker_watch() {
     l.handle_reply(T, turn[0].0, grant(&[]));
     assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
 }
+
+/// A waiter of three blockers whose nearest (`_c_b-lock-0000000005`) just went: its
+/// turn read is out. Returns the lock and the turn read's op.
+fn at_its_turn(c: LockConfig, deadline: Option<Instant>) -> (Lock, OpId) {
+    let mut l = lock_with(c);
+    let (create, list) = start(&mut l, deadline);
+    l.handle_reply(T, create, created(&ours(7), 70));
+    l.handle_reply(
+        T,
+        list,
+        children(&[&ours(7), "_c_a-lock-0000000003", "_c_b-lock-0000000005"]),
+    );
+    let w = sent(&mut l);
+    l.handle_reply(T, w[0].0, data(b""));
+    l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
+    let turn = sent(&mut l);
+    assert_eq!(
+        turn.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [format!("watch {}", path(&ours(7)))]
+    );
+    (l, turn[0].0)
+}
+
+/// A grant's tail is kept only while it names `_c_` contenders after ours, in lock
+/// order: the first name that is not ends it.
+#[test]
+fn a_grant_tail_is_kept_only_while_it_names_later_contenders_in_order() {
+    let y8 = "_c_y-lock-0000000008";
+    let z9 = "_c_z-lock-0000000009";
+    for (tail, kept) in [
+        (vec![y8, z9], vec![y8, z9]),
+        (vec!["_c_z-lock-0000000003", y8], vec![]), // before ours
+        (vec![z9, y8], vec![z9]),                   // out of order
+        (vec![y8, y8], vec![y8]),                   // twice
+        (vec!["k__lock__0000000008", z9], vec![]),  // kazoo's: reads no grant
+        (vec![y8, "", z9], vec![y8]),               // an empty line
+    ] {
+        let (mut l, turn) = at_its_turn(config(LockKind::Exclusive), None);
+        l.handle_reply(T, turn, grant(&tail));
+        assert!(
+            matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]),
+            "{tail:?}: a grant all the same"
+        );
+        l.release(T);
+        let want = match kept.split_first() {
+            Some((first, rest)) => grant_line(first, rest, &ours(7)),
+            None => format!("delete {}", path(&ours(7))),
+        };
+        assert_eq!(lines(&mut l), [want], "{tail:?}");
+    }
+}
+
+#[test]
+fn a_release_while_suspended_grants_after_the_reconnect() {
+    let mut l = held_among(config(LockKind::Exclusive), &[B6]);
+    l.handle_session(T, SessionChange::Suspended);
+    assert_eq!(events(&mut l), vec![LockEvent::Suspended]);
+    assert_eq!(l.release(T), Release::Pending);
+    assert!(sent(&mut l).is_empty(), "nothing while suspended");
+    l.handle_session(
+        T,
+        SessionChange::Reconnected {
+            session_id: SESSION,
+        },
+    );
+    let r = sent(&mut l);
+    assert_eq!(
+        r.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [grant_line(B6, &[], &ours(5))]
+    );
+    assert!(events(&mut l).is_empty());
+    l.handle_reply(T, r[0].0, multi_ok());
+    assert_eq!(events(&mut l), vec![LockEvent::Released]);
+    assert!(l.is_done());
+}
+
+/// A waiter that gave up (cancel, deadline) while its turn read was out does not take
+/// the grant that read finds: it deletes its node plainly (its successor wakes by that).
+#[test]
+fn a_grant_found_after_a_cancel_or_a_deadline_is_not_taken() {
+    let (mut l, turn) = at_its_turn(config(LockKind::Exclusive), None);
+    assert_eq!(l.cancel(T), Release::Pending);
+    let del = sent(&mut l);
+    assert_eq!(
+        del.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [format!("delete {}", path(&ours(7)))]
+    );
+    l.handle_reply(T, turn, grant(&[D9]));
+    assert!(events(&mut l).is_empty(), "no Acquired after cancel");
+    assert!(sent(&mut l).is_empty());
+    l.handle_reply(T, del[0].0, Ok(Response::Empty));
+    assert_eq!(events(&mut l), vec![LockEvent::Cancelled]);
+    assert!(l.is_done());
+
+    let (mut l, turn) = at_its_turn(config(LockKind::Exclusive), Some(ms(100)));
+    l.handle_timeout(ms(100));
+    assert_eq!(events(&mut l), vec![LockEvent::NotAcquired]);
+    let del = sent(&mut l);
+    assert_eq!(
+        del.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [format!("delete {}", path(&ours(7)))]
+    );
+    l.handle_reply(T, turn, grant(&[D9]));
+    assert!(events(&mut l).is_empty(), "NotAcquired was the final word");
+    l.handle_reply(T, del[0].0, Ok(Response::Empty));
+    assert!(events(&mut l).is_empty());
+    assert!(l.is_done());
+}
+
+/// Callers that joined a re-entrant attempt while it waited all hold once it is granted;
+/// the last release hands on.
+#[test]
+fn re_entrant_joins_hold_when_granted_and_the_last_release_hands_on() {
+    let mut c = config(LockKind::Exclusive);
+    c.reentrant = true;
+    let (mut l, turn) = at_its_turn(c, None);
+    assert_eq!(l.acquire(T, None), Acquire::Pending, "joins the wait");
+    l.handle_reply(T, turn, grant(&[D9]));
+    assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
+    assert_eq!(l.depth(), 2);
+    assert_eq!(l.release(T), Release::StillHeld { depth: 1 });
+    assert!(sent(&mut l).is_empty());
+    let op = release_expecting(&mut l, &grant_line(D9, &[], &ours(7)));
+    l.handle_reply(T, op, multi_ok());
+    assert_eq!(events(&mut l), vec![LockEvent::Released]);
+}
