@@ -643,12 +643,14 @@ pub struct Lock {
     retry: Retry,
     /// Blockers in the last listing (1 means: when it goes, we hold).
     blockers: usize,
-    /// While held: the contenders right after ours (nearest first), from the listing
-    /// that made us holder or from the grant that did; release hands the lock to the
-    /// first of them.
+    /// The contenders right after ours (nearest first), from the listing that made us
+    /// holder (or showed one blocker left) or from the grant that made us holder;
+    /// release hands the lock to the first of them.
     successors: Vec<String>,
     /// The grant was refused (successor gone or written meanwhile): delete plainly.
     grant_failed: bool,
+    /// The hold was handed to us by a grant (no listing).
+    by_grant: bool,
     /// The blocker we watch now (only its deletion counts: older watches may fire late).
     watching: Option<String>,
     /// Recovery: the best node of ours found so far, and whether to look again.
@@ -715,6 +717,7 @@ impl Lock {
             blockers: 0,
             successors: Vec::new(),
             grant_failed: false,
+            by_grant: false,
             watching: None,
             adopted: None,
             recover_again: false,
@@ -760,6 +763,12 @@ impl Lock {
             (Some((n, token)), State::Held) => Some((*token, n.clone())),
             _ => None,
         }
+    }
+
+    /// Was the current (or last) hold handed to us by the previous holder's grant,
+    /// rather than decided from a listing or a blocker's deletion?
+    pub fn held_by_grant(&self) -> bool {
+        self.by_grant
     }
 
     /// Re-entrant levels held.
@@ -1076,6 +1085,7 @@ impl Lock {
     /// Held by a grant found in our node: its tail names our own successors.
     fn granted(&mut self, tail: Vec<String>) {
         self.acquired();
+        self.by_grant = true;
         if self.config.kind.grants() {
             self.successors = tail;
         }
@@ -1083,7 +1093,7 @@ impl Lock {
 
     fn acquired(&mut self) {
         self.state = State::Held;
-        self.successors.clear();
+        self.by_grant = false;
         self.depth = self.joining.max(1);
         self.joining = 0;
         self.deadline = None;
@@ -1104,18 +1114,20 @@ impl Lock {
             return;
         };
         let reader = self.config.kind == LockKind::Read;
-        match contender::blockers(children, &ours, reader) {
+        let found = contender::blockers(children, &ours, reader);
+        // Who follows us, if we hold now or when our only blocker goes (a later listing
+        // or a grant tells more otherwise).
+        self.successors.clear();
+        if self.config.kind.grants() && matches!(found, Some((0 | 1, _))) {
+            self.successors = contender::successors(children, &ours, MAX_SUCCESSORS);
+        }
+        match found {
             None => {
                 // Our node is gone while we wait: deleted by someone else.
                 self.node = None;
                 self.fail(Error::Server(ErrorCode::NoNode), now);
             }
-            Some((_, None)) => {
-                self.acquired();
-                if self.config.kind.grants() {
-                    self.successors = contender::successors(children, &ours, MAX_SUCCESSORS);
-                }
-            }
+            Some((_, None)) => self.acquired(),
             Some((count, _)) if matches!(self.config.kind, LockKind::Lease { max } if count < max as usize) => {
                 self.acquired()
             }
