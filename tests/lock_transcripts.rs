@@ -1446,6 +1446,7 @@ fn a_granted_waiter_holds_without_listing_and_hands_on_to_the_tail() {
         "no listing; the turn read armed the own-node watch"
     );
     assert!(l.is_held());
+    assert!(l.held_by_grant());
     let op = release_expecting(&mut l, &grant_line(after[0], &after[1..], &ours(7)));
     l.handle_reply(T, op, multi_ok());
     assert_eq!(events(&mut l), vec![LockEvent::Released]);
@@ -1494,7 +1495,8 @@ fn a_turn_read_without_a_grant_lists_again_or_holds_if_its_blocker_was_the_last(
         }]
     ));
     assert!(sent(&mut l).is_empty(), "no listing, the watch is armed");
-    // Held by a blocker's plain deletion: no listing, so no successors known.
+    assert!(!l.held_by_grant(), "held by a blocker's plain deletion");
+    // Its listing showed nobody after it: a plain delete.
     l.release(T);
     assert_eq!(lines(&mut l), [format!("delete {}", path(&ours(7)))]);
 
@@ -1531,6 +1533,7 @@ fn a_turn_read_without_a_grant_lists_again_or_holds_if_its_blocker_was_the_last(
     l.handle_watch(T, w[0].0, &deleted(&path("_c_a-lock-0000000003")));
     assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
     assert!(sent(&mut l).is_empty(), "no read at all");
+    assert!(!l.held_by_grant());
 }
 
 /// Only a grant written over the fresh node is one: revocation data is not, neither is
@@ -1580,6 +1583,7 @@ fn revocation_data_and_unwritten_grant_data_are_no_grant() {
         );
         assert_eq!(lines(&mut l), [format!("list {DIR}")]);
         assert!(!l.is_held());
+        assert!(!l.held_by_grant());
     }
 
     // Not revocable: revocation data at the turn read says nothing; grant data never
@@ -1922,6 +1926,7 @@ fn a_grant_tail_is_kept_only_while_it_names_later_contenders_in_order() {
             matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]),
             "{tail:?}: a grant all the same"
         );
+        assert!(l.held_by_grant(), "{tail:?}");
         l.release(T);
         let want = match kept.split_first() {
             Some((first, rest)) => grant_line(first, rest, &ours(7)),
@@ -2004,4 +2009,74 @@ fn re_entrant_joins_hold_when_granted_and_the_last_release_hands_on() {
     let op = release_expecting(&mut l, &grant_line(D9, &[], &ours(7)));
     l.handle_reply(T, op, multi_ok());
     assert_eq!(events(&mut l), vec![LockEvent::Released]);
+}
+
+/// A waiter whose listing shows one blocker left keeps the contenders after it from that
+/// listing: when that blocker goes (no grant for us) it holds and hands on with no
+/// listing of its own. A listing that shows more blockers keeps none (a later listing
+/// or a grant tells).
+#[test]
+fn a_waiter_behind_one_blocker_keeps_its_successors_from_that_listing() {
+    // The turn read finds no grant: held, and the listing's successors are handed on.
+    let mut l = lock(LockKind::Exclusive);
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, created(&ours(7), 70));
+    l.handle_reply(T, list, children(&[&ours(7), "_c_b-lock-0000000005", D9]));
+    let w = sent(&mut l);
+    l.handle_reply(T, w[0].0, data(b""));
+    l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
+    let turn = sent(&mut l);
+    l.handle_reply(T, turn[0].0, data(b""));
+    assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
+    assert!(!l.held_by_grant());
+    let op = release_expecting(&mut l, &grant_line(D9, &[], &ours(7)));
+    l.handle_reply(T, op, multi_ok());
+    assert_eq!(events(&mut l), vec![LockEvent::Released]);
+
+    // Without the own-node watch: held on the deletion with no read at all, same.
+    let mut c = config(LockKind::Exclusive);
+    c.watch_own_node = false;
+    let mut l = lock_with(c);
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, created(&ours(7), 70));
+    l.handle_reply(T, list, children(&[&ours(7), "_c_b-lock-0000000005", D9]));
+    let w = sent(&mut l);
+    l.handle_reply(T, w[0].0, data(b""));
+    l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
+    assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
+    assert!(sent(&mut l).is_empty());
+    release_expecting(&mut l, &grant_line(D9, &[], &ours(7)));
+
+    // Two blockers: the relisting that shows one left is the one that counts.
+    let mut l = lock(LockKind::Exclusive);
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, created(&ours(7), 70));
+    l.handle_reply(
+        T,
+        list,
+        children(&[
+            &ours(7),
+            "_c_a-lock-0000000003",
+            "_c_b-lock-0000000005",
+            "_c_c-lock-0000000008",
+        ]),
+    );
+    let w = sent(&mut l);
+    l.handle_reply(T, w[0].0, data(b""));
+    l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
+    let turn = sent(&mut l);
+    l.handle_reply(T, turn[0].0, data(b""));
+    let relist = sent(&mut l);
+    assert_eq!(relist[0].1, format!("list {DIR}"));
+    // _c_c went meanwhile, _c_d came.
+    l.handle_reply(
+        T,
+        relist[0].0,
+        children(&[&ours(7), "_c_a-lock-0000000003", D9]),
+    );
+    let w = sent(&mut l);
+    l.handle_reply(T, w[0].0, data(b""));
+    l.handle_watch(T, w[0].0, &deleted(&path("_c_a-lock-0000000003")));
+    assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
+    release_expecting(&mut l, &grant_line(D9, &[], &ours(7)));
 }
