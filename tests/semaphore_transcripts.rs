@@ -125,7 +125,11 @@ fn take_mutex(s: &mut Semaphore, now: Instant) -> Vec<(OpId, String)> {
     let mut lease = sent(s);
     assert_eq!(
         lines(&lease),
-        [format!("watch {m}").as_str(), LEASE_CREATE, "listw /sem/leases"]
+        [
+            format!("watch {m}").as_str(),
+            LEASE_CREATE,
+            "listw /sem/leases"
+        ]
     );
     let own = lease.remove(0);
     s.handle_reply(now, own.0, data());

@@ -660,7 +660,6 @@ const MAX_PARENT_ROUNDS: u8 = 2;
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Lock {
     config: LockConfig,
-    prefix: String,
     state: State,
     session_id: i64,
     /// Our node's name and creation zxid, once known.
@@ -731,13 +730,10 @@ fn name_of(path: &str) -> &str {
 impl Lock {
     /// A lock that does nothing until [`acquire`](Self::acquire).
     pub fn new(config: LockConfig) -> Lock {
-        let mut prefix = contender::protected_prefix(&config.id);
-        prefix.push_str(config.kind.marker());
         // Backoffs jittered by our id: waiters refused together come back apart.
         let retry = Retry::for_id(&config.id);
         Lock {
             config,
-            prefix,
             state: State::Idle,
             session_id: 0,
             node: None,
@@ -921,6 +917,14 @@ impl Lock {
         self.events.push_back(event);
     }
 
+    /// What every node of this lock starts with: `_c_<id>-<marker>` (made when needed:
+    /// a waiter keeps no copy).
+    fn prefix(&self) -> String {
+        let mut prefix = contender::protected_prefix(&self.config.id);
+        prefix.push_str(self.config.kind.marker());
+        prefix
+    }
+
     fn our_path(&self) -> Option<String> {
         self.node.as_ref().map(|(n, _)| join(&self.config.dir, n))
     }
@@ -962,13 +966,13 @@ impl Lock {
             if need & PARENTS != 0 {
                 self.parent_error = None;
                 self.parents_again = false;
-                let node = self.dir_path(&self.prefix);
+                let node = self.dir_path(&self.prefix());
                 for (p, req) in ancestor_creates(&node, &self.config.acl, CreateMode::Container) {
                     self.outbox.send(Purpose::Parent(p), req);
                 }
             }
             let create = CreateRequest::new(
-                self.dir_path(&self.prefix),
+                self.dir_path(&self.prefix()),
                 self.config.data.clone(),
                 self.config.acl.clone(),
                 CreateMode::EphemeralSequential,
@@ -1392,9 +1396,10 @@ impl Lock {
         };
         match result {
             Ok(Response::Children(children)) | Ok(Response::Children2 { children, .. }) => {
+                let prefix = self.prefix();
                 let mine: Vec<String> = children
                     .into_iter()
-                    .filter(|c| c.starts_with(&self.prefix))
+                    .filter(|c| c.starts_with(&prefix))
                     .collect();
                 for name in mine {
                     let path = self.dir_path(&name);
@@ -1753,7 +1758,12 @@ impl Recipe for Lock {
     }
 
     fn poll_event(&mut self) -> Option<LockEvent> {
-        self.events.pop_front()
+        let next = self.events.pop_front();
+        if next.is_none() && self.events.capacity() > 0 {
+            // Drained: a waiter holds no buffer while it waits.
+            self.events = VecDeque::new();
+        }
+        next
     }
 
     fn poll_timeout(&self) -> Option<Instant> {

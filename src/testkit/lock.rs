@@ -10,8 +10,10 @@
 //!   server throttles one;
 //! * a reconnect, possibly to a *lagging follower* whose reads miss recent writes until
 //!   the lock sends `sync` or writes; the session expires;
-//! * other sessions add and remove contenders; an operator deletes our node; a revoker
-//!   writes `unlock` into it; time passes; the user releases or re-enters.
+//! * other sessions add and remove contenders (a leaving holder may grant the lock to
+//!   the next contender: one transaction writes the grant and deletes it); an operator
+//!   deletes our node; a revoker writes `unlock` into it or into another contender's;
+//!   time passes; the user releases (granting when it knows a successor) or re-enters.
 //!
 //! Safety, after every step: `Acquired` only when no lower blocking node exists in the
 //! live directory, with our node's real czxid as fencing token; one final event per
@@ -853,6 +855,22 @@ fn drive(run: &mut Run, input: &mut impl Iterator<Item = u8>) -> Result<(), Stri
                     } else {
                         run.world.remove(&n);
                     }
+                }
+            }
+            12 if arg & 2 != 0 => {
+                // A revoker writes into another contender's node (a successor our grant
+                // must then leave alone: its version is no longer 0).
+                let others: Vec<String> = run
+                    .world
+                    .live
+                    .nodes
+                    .iter()
+                    .filter(|n| n.owner == OTHER)
+                    .map(|n| n.name.clone())
+                    .collect();
+                if let Some(n) = others.get(usize::from(arg >> 2) % others.len().max(1)) {
+                    run.world
+                        .set_data(&n.clone(), Bytes::from_static(b"__REVOKE__"));
                 }
             }
             12 => {
