@@ -11,7 +11,10 @@
 //! * **cpu us/acq** — CPU time of the bench process (the core client and its
 //!   driver loop) per acquisition: the client's own cost, apart from the server's;
 //! * **req/acq**, **B rx/acq**, **B tx/acq** — the session's counters
-//!   ([`Client::counters`]) over the whole run, per acquisition;
+//!   ([`Client::counters`]) over the whole run, per acquisition (each waiter's entry
+//!   listing included: waiter *i* of N queued at once lists *i* children);
+//! * **h req**, **h B rx** — the same from the moment every waiter is queued: what
+//!   passing the lock along costs;
 //! * **RSS** — peak resident set of the process (`VmHWM`; each N runs in a process of
 //!   its own);
 //! * **B/waiter** — core state per queued waiter: `size_of::<Lock>()` and the heap the
@@ -246,6 +249,10 @@ struct Outcome {
     rx: u64,
     tx: u64,
     heap_per_waiter: f64,
+    /// Requests and bytes received from the moment every waiter is queued (the
+    /// handoffs alone, without each waiter's entry listing).
+    handoff_requests: u64,
+    handoff_rx: u64,
     failed: usize,
     left: usize,
     acquired: usize,
@@ -319,6 +326,7 @@ fn run(cs: &str, n: usize, timeout: Duration) -> Outcome {
     let mut first_held = true;
     let mut queued_at: Option<StdInstant> = None;
     let mut heap_queued = 0isize;
+    let mut at_queued = before;
     let (mut acquired, mut released, mut done, mut failed) = (0usize, 0usize, 0usize, 0usize);
     let mut last_fencing = i64::MIN;
     let mut stalled = false;
@@ -368,6 +376,7 @@ fn run(cs: &str, n: usize, timeout: Duration) -> Outcome {
                 first_held = false;
                 heap_queued = live();
                 queued_at = Some(StdInstant::now());
+                at_queued = d.client.counters();
                 to_release.extend(holder);
             }
         }
@@ -412,6 +421,8 @@ fn run(cs: &str, n: usize, timeout: Duration) -> Outcome {
         rx: after.bytes_received - before.bytes_received,
         tx: after.bytes_sent - before.bytes_sent,
         heap_per_waiter: (heap_queued - heap_before) as f64 / n as f64,
+        handoff_requests: after.requests_sent - at_queued.requests_sent,
+        handoff_rx: after.bytes_received - at_queued.bytes_received,
         failed: failed + (n - acquired.min(n)) * usize::from(stalled),
         left,
         acquired,
@@ -438,7 +449,7 @@ fn main() {
         // One count in a process of its own (so its peak RSS is its own).
         let o = run(&cs, counts[0], timeout);
         println!(
-            "ROW {} {:.1} {:.1} {:.2} {:.0} {:.0} {} {:.0} {} {} {} {} {:.1}",
+            "ROW {} {:.1} {:.1} {:.2} {:.0} {:.0} {} {:.0} {} {} {} {} {:.1} {:.2} {:.0}",
             o.n,
             o.total.as_secs_f64() * 1e6 / o.n as f64,
             o.handoff.as_secs_f64() * 1e6 / o.n as f64,
@@ -451,7 +462,9 @@ fn main() {
             o.left,
             o.acquired,
             o.stalled,
-            o.cpu.as_secs_f64() * 1e6 / o.n as f64
+            o.cpu.as_secs_f64() * 1e6 / o.n as f64,
+            o.handoff_requests as f64 / o.n as f64,
+            o.handoff_rx as f64 / o.n as f64
         );
         return;
     }
@@ -464,13 +477,15 @@ fn main() {
         timeout
     );
     println!(
-        "{:>7} {:>9} {:>10} {:>9} {:>8} {:>10} {:>9} {:>9} {:>9} {:>7} {:>5}",
+        "{:>7} {:>9} {:>10} {:>9} {:>8} {:>10} {:>8} {:>10} {:>9} {:>9} {:>9} {:>7} {:>5}",
         "waiters",
         "us/acq",
         "handoff",
         "cpu us/acq",
         "req/acq",
         "B rx/acq",
+        "h req",
+        "h B rx",
         "B tx/acq",
         "RSS KiB",
         "B/waiter",
@@ -503,13 +518,15 @@ fn main() {
         let f: Vec<&str> = row.split_whitespace().collect();
         let stalled = f[11] == "true";
         println!(
-            "{:>7} {:>9} {:>10} {:>9} {:>8} {:>10} {:>9} {:>9} {:>9} {:>7} {:>5}{}",
+            "{:>7} {:>9} {:>10} {:>9} {:>8} {:>10} {:>8} {:>10} {:>9} {:>9} {:>9} {:>7} {:>5}{}",
             f[0],
             f[1],
             f[2],
             f[12],
             f[3],
             f[4],
+            f[13],
+            f[14],
             f[5],
             f[6],
             f[7],

@@ -104,6 +104,21 @@ pub fn first_error(results: &[MultiResult]) -> Option<ErrorCode> {
     })
 }
 
+/// Which op of a failed multi failed, and why: its index and error code (the ops before
+/// it report 0, the ones after it `RuntimeInconsistency`). `None` for anything but a
+/// multi reply that failed.
+pub fn multi_failure(result: &Result<Response, crate::error::Error>) -> Option<(usize, ErrorCode)> {
+    match result {
+        Ok(Response::Multi(results)) => results.iter().enumerate().find_map(|(i, r)| match r {
+            MultiResult::Error(c) if !c.is_ok() && *c != ErrorCode::RuntimeInconsistency => {
+                Some((i, *c))
+            }
+            _ => None,
+        }),
+        _ => None,
+    }
+}
+
 impl MultiResult {
     fn op(&self) -> OpCode {
         match self {

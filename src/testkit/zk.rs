@@ -549,7 +549,14 @@ impl Zk {
                 };
                 if g.watch {
                     self.watch(s, &g.path, WatchKind::Child, op);
-                    if stale.is_some() && names != self.children(&g.path) {
+                    if stale.is_some() && !self.nodes.contains_key(&g.path) {
+                        // Gone on the leader: the follower fires it when it catches up.
+                        self.catch_up.push((
+                            g.path.clone(),
+                            WatchKind::Child,
+                            EventType::NodeDeleted,
+                        ));
+                    } else if stale.is_some() && names != self.children(&g.path) {
                         self.catch_up.push((
                             g.path.clone(),
                             WatchKind::Child,
