@@ -1790,17 +1790,23 @@ fn first_violation<S: Scenario>(
 fn reductions_keep_a_seeded_violation() {
     use LockKind::Exclusive as X;
     let seeded = |n, eager| HastyLocks(locks(n, 1, &vec![X; n]), eager);
+    // (scenario, faults, also unreduced)
     let mut cases = vec![
-        (seeded(2, true), faults(0, 0, 0, 0)),
-        (seeded(3, true), faults(0, 0, 0, 0)),
+        (seeded(2, true), faults(0, 0, 0, 0), true),
+        (seeded(3, true), faults(0, 0, 0, 0), true),
     ];
     if deep() {
         let two = first_violation(seeded(2, false), faults(0, 1, 0, 0), true);
         assert!(two.is_none(), "{two:?}");
-        cases.push((seeded(3, false), faults(0, 1, 0, 0)));
+        // Unreduced, three clients with an expiry take too long: the trace is replayed
+        // in the unreduced model only.
+        cases.push((seeded(3, false), faults(0, 1, 0, 0), false));
     }
-    for (scenario, faults) in cases {
+    for (scenario, faults, unreduced) in cases {
         for reduce in [true, false] {
+            if !reduce && !unreduced {
+                continue;
+            }
             let (prop, trace, bad, states) =
                 first_violation(scenario.clone(), faults, reduce).expect("the seeded bug is found");
             println!(
