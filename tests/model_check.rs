@@ -1546,8 +1546,9 @@ fn election_with_acknowledgement() {
     if deep() {
         check("election_2c_expiry", e(2, 1), faults(0, 1, 0, 0));
         check("election_2c_refusal", e(2, 1), faults(0, 0, 0, 1));
-        check("election_3c_drop", e(3, 1), faults(1, 0, 0, 0));
-        check("election_3c_expiry", e(3, 1), faults(0, 1, 0, 0));
+        // Three candidates and no fault: with an expiry it outgrew 8 GB after 207 s
+        // (with a drop, 4.5 GB after 90 s of CPU and growing).
+        check("election_3c", e(3, 1), faults(0, 0, 0, 0));
     }
 }
 
