@@ -1775,7 +1775,8 @@ fn first_violation<S: Scenario>(
     let c = model.clone().checker().spawn_bfs().join();
     let states = c.unique_state_count();
     let mut found: Vec<_> = c.discoveries().into_iter().collect();
-    found.sort_by_key(|(p, _)| *p);
+    // Safety first (a violation's state breaks the others too).
+    found.sort_by_key(|(p, _)| (*p != "safety", *p));
     let (prop, path) = found.into_iter().next()?;
     let actions = path.into_actions();
     let last = model.replay(&actions);
@@ -1816,7 +1817,9 @@ fn reductions_keep_a_seeded_violation() {
                 trace.len()
             );
             assert_eq!(prop, "safety");
-            assert!(bad.is_some_and(|b| b.contains("holds too")));
+            // The hasty lock's made-up token may be what shows first.
+            let why = bad.unwrap_or_default();
+            assert!(why.contains("holds too") || !scenario.1 && why.contains("token"));
         }
     }
 }
