@@ -85,7 +85,9 @@ fn fs_type(path: &Path) -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-async fn rtts(zk: &Client, n: usize) -> (Duration, Duration) {
+/// `n` read RTTs (`exists`) and `n` write RTTs (`setData` of 100 bytes), one after the
+/// other.
+async fn rtts(zk: &Client, n: usize) -> (Vec<Duration>, Vec<Duration>) {
     let _ = zk
         .create("/rtt", vec![0u8; 100], &CreateOptions::default())
         .await;
@@ -99,7 +101,7 @@ async fn rtts(zk: &Client, n: usize) -> (Duration, Duration) {
         zk.set_data("/rtt", vec![1u8; 100], None).await.unwrap();
         w.push(t.elapsed());
     }
-    (median(r), median(w))
+    (r, w)
 }
 
 /// One uncontended row.
@@ -153,41 +155,28 @@ async fn ours_uncontended(zk: &Client, addr: SocketAddr, n: usize, own_watch: bo
     }
 }
 
-async fn ours_contended(
-    addr: SocketAddr,
-    contenders: usize,
+/// One contended loop of `run` over `clients`, each contender one task: acquire, check
+/// exclusion and fencing, release, until `run` has passed (a contender waiting when time
+/// is up still gets its turn). Adds what it sees to `violations`, returns the number of
+/// acquisitions, the elapsed time and the handoffs.
+async fn contend(
+    clients: &[Client],
     own_watch: bool,
     run: Duration,
-) -> Contended {
-    let mut clients = Vec::new();
-    for _ in 0..contenders {
-        let zk = connect(&addr.to_string(), Options::default())
-            .await
-            .unwrap();
-        // Warm up: the session is up and the parents exist.
-        zk.lock("/bench/contended")
-            .acquire()
-            .await
-            .unwrap()
-            .release()
-            .await
-            .unwrap();
-        clients.push(zk);
-    }
+    max_token: &Arc<AtomicI64>,
+    violations: &Arc<AtomicUsize>,
+) -> (usize, Duration, Vec<Duration>) {
     let inside = Arc::new(AtomicUsize::new(0));
-    let max_token = Arc::new(AtomicI64::new(0));
-    let violations = Arc::new(AtomicUsize::new(0));
     let acquisitions = Arc::new(AtomicUsize::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let released_at: Arc<Mutex<Option<Instant>>> = Arc::new(Mutex::new(None));
     let handoffs: Arc<Mutex<Vec<Duration>>> = Arc::new(Mutex::new(Vec::new()));
-    let (p0, n0) = counters(addr);
     let start = Instant::now();
     let mut tasks = Vec::new();
-    for (me, zk) in clients.clone().into_iter().enumerate() {
+    for (me, zk) in clients.iter().cloned().enumerate() {
         let me = me + 1;
-        let max_token = max_token.clone();
-        let (inside, violations, acquisitions, stop, released_at, handoffs) = (
+        let (max_token, inside, violations, acquisitions, stop, released_at, handoffs) = (
+            max_token.clone(),
             inside.clone(),
             violations.clone(),
             acquisitions.clone(),
@@ -233,18 +222,49 @@ async fn ours_contended(
         t.await.unwrap();
     }
     let elapsed = start.elapsed();
+    let handoffs = handoffs.lock().unwrap().clone();
+    (acquisitions.load(Ordering::Relaxed), elapsed, handoffs)
+}
+
+async fn ours_contended(
+    addr: SocketAddr,
+    contenders: usize,
+    own_watch: bool,
+    run: Duration,
+    warm_up: Duration,
+) -> Contended {
+    let mut clients = Vec::new();
+    for _ in 0..contenders {
+        let zk = connect(&addr.to_string(), Options::default())
+            .await
+            .unwrap();
+        // The session is up and the parents exist.
+        zk.lock("/bench/contended")
+            .acquire()
+            .await
+            .unwrap()
+            .release()
+            .await
+            .unwrap();
+        clients.push(zk);
+    }
+    let max_token = Arc::new(AtomicI64::new(0));
+    let violations = Arc::new(AtomicUsize::new(0));
+    // The same warm-up as Curator's (which needs it for its JIT).
+    contend(&clients, own_watch, warm_up, &max_token, &violations).await;
+    let (p0, n0) = counters(addr);
+    let (acquisitions, elapsed, handoffs) =
+        contend(&clients, own_watch, run, &max_token, &violations).await;
     let (p1, n1) = counters(addr);
     for c in clients {
         c.close().await;
     }
-    let acquisitions = acquisitions.load(Ordering::Relaxed);
-    let handoff = median(handoffs.lock().unwrap().clone());
     Contended {
         client: if own_watch { OURS_WATCH } else { OURS_NO_WATCH },
         contenders,
         acquisitions,
         elapsed,
-        handoff,
+        handoff: median(handoffs),
         requests: (p1 - p0 - 1) as f64 / acquisitions as f64,
         notified: (n1 - n0) as f64 / acquisitions as f64,
         violations: violations.load(Ordering::SeqCst),
@@ -268,6 +288,7 @@ fn curator_run(
     path: &str,
     contenders: usize,
     amount: u64,
+    warm_up: u64,
 ) -> CuratorRun {
     let mut child = Command::new("java")
         .args(["-cp", &java.classpath, "CuratorLockBench"])
@@ -275,6 +296,7 @@ fn curator_run(
         .arg(path)
         .arg(contenders.to_string())
         .arg(amount.to_string())
+        .arg(warm_up.to_string())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null()) // SLF4J's "no binding" notice
@@ -307,7 +329,14 @@ fn curator_run(
 
 async fn curator_uncontended(java: Arc<curator::Compiled>, addr: SocketAddr, n: usize) -> Cycle {
     let r = tokio::task::spawn_blocking(move || {
-        curator_run(&java, addr, "/bench/curator-uncontended", 1, n as u64)
+        curator_run(
+            &java,
+            addr,
+            "/bench/curator-uncontended",
+            1,
+            n as u64,
+            WARM_UP as u64,
+        )
     })
     .await
     .unwrap();
@@ -323,10 +352,18 @@ async fn curator_contended(
     addr: SocketAddr,
     contenders: usize,
     run: Duration,
+    warm_up: Duration,
 ) -> Contended {
-    let ms = run.as_millis() as u64;
+    let (ms, warm_ms) = (run.as_millis() as u64, warm_up.as_millis() as u64);
     let r = tokio::task::spawn_blocking(move || {
-        curator_run(&java, addr, "/bench/curator-contended", contenders, ms)
+        curator_run(
+            &java,
+            addr,
+            "/bench/curator-contended",
+            contenders,
+            ms,
+            warm_ms,
+        )
     })
     .await
     .unwrap();
@@ -358,7 +395,7 @@ fn cycle_row(c: &Cycle, write: Duration) -> String {
 
 fn contended_row(c: &Contended, write: Duration) -> String {
     format!(
-        "| {:<36} | {:>11} | {:>14.0} | {:>10.0} | {:>12.2} | {:>11.2} | {:>16.2} | {:>10} |",
+        "| {:<36} | {:>11} | {:>14.0} | {:>10.0} | {:>12.2} | {:>12.2} | {:>16.2} | {:>10} |",
         c.client,
         c.contenders,
         c.acquisitions as f64 / c.elapsed.as_secs_f64(),
@@ -401,40 +438,49 @@ async fn main() {
         .await
         .unwrap();
     let n = if quick { 50 } else { 500 };
-    let (read, write) = rtts(&zk, n).await;
-    println!(
-        "read RTT (exists) {:.0} us, write RTT (setData 100 B) {:.0} us; 1 write + 1 read = {:.2} write RTTs",
-        us(read),
-        us(write),
-        (write + read).as_secs_f64() / write.as_secs_f64(),
-    );
+    // Warm the server up (its JIT) before measuring anything.
+    rtts(&zk, 4 * n).await;
+    let (mut read, mut write) = rtts(&zk, n).await;
+    let rtt_line = |r: &[Duration], w: &[Duration]| {
+        format!(
+            "read RTT (exists) {:.0} us, write RTT (setData 100 B) {:.0} us",
+            us(median(r.to_vec())),
+            us(median(w.to_vec()))
+        )
+    };
+    println!("before: {}", rtt_line(&read, &write));
 
     let mut cycles = Vec::new();
     for own_watch in [true, false] {
         cycles.push(ours_uncontended(&zk, addr, n, own_watch).await);
-        println!("{}", cycle_row(cycles.last().unwrap(), write));
     }
     cycles.push(curator_uncontended(java.clone(), addr, n).await);
-    println!("{}", cycle_row(cycles.last().unwrap(), write));
+    eprintln!("uncontended done");
 
     let run = Duration::from_secs(if quick { 2 } else { 5 });
+    let warm_up = Duration::from_millis(if quick { 500 } else { 1000 });
     let mut rows = Vec::new();
     for contenders in [8, 64] {
         for own_watch in [true, false] {
-            rows.push(ours_contended(addr, contenders, own_watch, run).await);
-            println!("{}", contended_row(rows.last().unwrap(), write));
+            rows.push(ours_contended(addr, contenders, own_watch, run, warm_up).await);
         }
-        rows.push(curator_contended(java.clone(), addr, contenders, run).await);
-        println!("{}", contended_row(rows.last().unwrap(), write));
+        rows.push(curator_contended(java.clone(), addr, contenders, run, warm_up).await);
+        eprintln!("{contenders} contenders done");
     }
+    let (read_after, write_after) = rtts(&zk, n).await;
+    println!("after:  {}", rtt_line(&read_after, &write_after));
     zk.close().await;
     drop(server);
+    read.extend(read_after);
+    write.extend(write_after);
+    let (read, write) = (median(read), median(write));
 
     println!();
     println!(
-        "Locks, uncontended (read RTT {:.0} us, write RTT {:.0} us):",
+        "Locks, uncontended (RTTs, before and after: read {:.0} us, write {:.0} us; 1 write + 1 read = {:.2} write RTTs):",
         us(read),
-        us(write)
+        us(write),
+        (write + read).as_secs_f64() / write.as_secs_f64(),
     );
     println!(
         "| {:<36} | {:>9} | {:>10} | {:>12} |",
@@ -449,7 +495,7 @@ async fn main() {
         "Locks, contended (each contender its own session; handoff = release → next acquisition):"
     );
     println!(
-        "| {:<36} | {:>11} | {:>14} | {:>10} | {:>12} | {:>11} | {:>16} | {:>10} |",
+        "| {:<36} | {:>11} | {:>14} | {:>10} | {:>12} | {:>12} | {:>16} | {:>10} |",
         "client",
         "contenders",
         "acquisitions/s",
@@ -460,7 +506,7 @@ async fn main() {
         "violations"
     );
     println!(
-        "|{:-<38}|{:->13}|{:->16}|{:->12}|{:->14}|{:->13}|{:->18}|{:->12}|",
+        "|{:-<38}|{:->13}|{:->16}|{:->12}|{:->14}|{:->14}|{:->18}|{:->12}|",
         "", "", "", "", "", "", "", ""
     );
     for r in &rows {

@@ -1,17 +1,19 @@
 // Apache Curator 5.4's InterProcessMutex, uncontended and contended, for benches/locks.rs.
-// Usage: CuratorLockBench <connect> <path> <contenders> <millis>
+// Usage: CuratorLockBench <connect> <path> <contenders> <amount> <warm-up>
 //   Starts one client (session) per contender, each with its own InterProcessMutex on
-//   <path>; each acquires and releases it once (parents exist, classes loaded), then
-//   prints READY and waits for a line on stdin.
-//   contenders = 1 (uncontended): <millis> is instead a number of cycles; after 50
-//   warm-up cycles (before READY), acquires and releases that many times in a row,
-//   timing each cycle.
-//   contenders > 1: every contender, on its own thread, acquires, marks itself inside,
-//   yields ten times, checks it is still the only one inside and releases, in a loop,
-//   until <millis> have passed (a contender waiting at that moment still gets its turn).
+//   <path>; each acquires and releases it once (parents exist).
+//   contenders = 1 (uncontended): <amount> and <warm-up> are numbers of cycles. Runs
+//   <warm-up> acquire + release cycles, prints READY and waits for a line on stdin,
+//   then runs <amount> cycles in a row, timing each.
+//   contenders > 1: <amount> and <warm-up> are milliseconds. Every contender, on its
+//   own thread, acquires, marks itself inside, yields ten times, checks it is still the
+//   only one inside and releases, in a loop, for <warm-up> ms; then READY and a line on
+//   stdin as above; then the same loop for <amount> ms (a contender waiting when time
+//   is up still gets its turn). Overlaps seen during the warm-up count as violations.
 //   Prints RESULT <acquisitions> <elapsed ns> <median ns> <violations> <errors>, where
-//   the median is of the cycle time (uncontended) or of the handoff, release -> next
-//   acquisition (contended), then waits for another line before closing the sessions.
+//   the median is of the cycle time (uncontended) or of the handoff, the holder's
+//   release call -> the next holder's acquire returning (contended), then waits for
+//   another line before closing the sessions.
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.util.ArrayList;
@@ -26,63 +28,27 @@ import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.retry.RetryOneTime;
 
 public class CuratorLockBench {
-    static volatile boolean stop = false;
-
     static long median(List<Long> v) {
         if (v.isEmpty()) return 0;
         Collections.sort(v);
         return v.get(v.size() / 2);
     }
 
-    public static void main(String[] args) throws Exception {
-        String path = args[1];
-        int contenders = Integer.parseInt(args[2]);
-        long amount = Long.parseLong(args[3]);
-        List<CuratorFramework> clients = new ArrayList<>();
-        List<InterProcessMutex> mutexes = new ArrayList<>();
-        for (int i = 0; i < contenders; i++) {
-            CuratorFramework c = CuratorFrameworkFactory.newClient(args[0], new RetryOneTime(100));
-            c.start();
-            c.blockUntilConnected();
-            clients.add(c);
-            InterProcessMutex m = new InterProcessMutex(c, path);
-            m.acquire();
-            m.release();
-            mutexes.add(m);
-        }
-        if (contenders == 1) {
-            for (int i = 0; i < 50; i++) {
-                mutexes.get(0).acquire();
-                mutexes.get(0).release();
-            }
-        }
-        BufferedReader in = new BufferedReader(new InputStreamReader(System.in));
-        System.out.println("READY");
-        System.out.flush();
-        in.readLine();
-        String result;
-        if (contenders == 1) {
-            InterProcessMutex m = mutexes.get(0);
-            List<Long> cycles = new ArrayList<>();
-            long t0 = System.nanoTime();
-            for (long i = 0; i < amount; i++) {
-                long t = System.nanoTime();
-                m.acquire();
-                m.release();
-                cycles.add(System.nanoTime() - t);
-            }
-            long elapsed = System.nanoTime() - t0;
-            result = amount + " " + elapsed + " " + median(cycles) + " 0 0";
-        } else {
-            AtomicInteger inside = new AtomicInteger(0);
-            AtomicInteger violations = new AtomicInteger(0);
-            AtomicInteger errors = new AtomicInteger(0);
-            AtomicLong acquisitions = new AtomicLong(0);
-            AtomicLong releasedAt = new AtomicLong(0);
-            List<Long> handoffs = Collections.synchronizedList(new ArrayList<>());
+    /** One contended run of `millis` ms over all mutexes. */
+    static class Run {
+        final AtomicInteger inside = new AtomicInteger(0);
+        final AtomicInteger violations = new AtomicInteger(0);
+        final AtomicInteger errors = new AtomicInteger(0);
+        final AtomicLong acquisitions = new AtomicLong(0);
+        final AtomicLong releasedAt = new AtomicLong(0);
+        final List<Long> handoffs = Collections.synchronizedList(new ArrayList<>());
+        volatile boolean stop = false;
+        long elapsed;
+
+        Run(List<InterProcessMutex> mutexes, long millis) throws InterruptedException {
             CountDownLatch start = new CountDownLatch(1);
             List<Thread> threads = new ArrayList<>();
-            for (int i = 0; i < contenders; i++) {
+            for (int i = 0; i < mutexes.size(); i++) {
                 int me = i + 1;
                 InterProcessMutex m = mutexes.get(i);
                 Thread t = new Thread(() -> {
@@ -110,16 +76,70 @@ public class CuratorLockBench {
             }
             long t0 = System.nanoTime();
             start.countDown();
-            Thread.sleep(amount);
+            Thread.sleep(millis);
             stop = true;
             for (Thread t : threads) t.join();
-            long elapsed = System.nanoTime() - t0;
-            List<Long> h;
+            elapsed = System.nanoTime() - t0;
+        }
+
+        long medianHandoff() {
             synchronized (handoffs) {
-                h = new ArrayList<>(handoffs);
+                return median(new ArrayList<>(handoffs));
             }
-            result = acquisitions.get() + " " + elapsed + " " + median(h) + " " + violations.get()
-                    + " " + errors.get();
+        }
+    }
+
+    public static void main(String[] args) throws Exception {
+        String path = args[1];
+        int contenders = Integer.parseInt(args[2]);
+        long amount = Long.parseLong(args[3]);
+        long warmUp = Long.parseLong(args[4]);
+        List<CuratorFramework> clients = new ArrayList<>();
+        List<InterProcessMutex> mutexes = new ArrayList<>();
+        for (int i = 0; i < contenders; i++) {
+            CuratorFramework c = CuratorFrameworkFactory.newClient(args[0], new RetryOneTime(100));
+            c.start();
+            c.blockUntilConnected();
+            clients.add(c);
+            InterProcessMutex m = new InterProcessMutex(c, path);
+            m.acquire();
+            m.release();
+            mutexes.add(m);
+        }
+        int warmViolations = 0;
+        int warmErrors = 0;
+        if (contenders == 1) {
+            for (long i = 0; i < warmUp; i++) {
+                mutexes.get(0).acquire();
+                mutexes.get(0).release();
+            }
+        } else {
+            Run warm = new Run(mutexes, warmUp);
+            warmViolations = warm.violations.get();
+            warmErrors = warm.errors.get();
+        }
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in));
+        System.out.println("READY");
+        System.out.flush();
+        in.readLine();
+        String result;
+        if (contenders == 1) {
+            InterProcessMutex m = mutexes.get(0);
+            List<Long> cycles = new ArrayList<>();
+            long t0 = System.nanoTime();
+            for (long i = 0; i < amount; i++) {
+                long t = System.nanoTime();
+                m.acquire();
+                m.release();
+                cycles.add(System.nanoTime() - t);
+            }
+            long elapsed = System.nanoTime() - t0;
+            result = amount + " " + elapsed + " " + median(cycles) + " 0 0";
+        } else {
+            Run run = new Run(mutexes, amount);
+            result = run.acquisitions.get() + " " + run.elapsed + " " + run.medianHandoff() + " "
+                    + (warmViolations + run.violations.get()) + " "
+                    + (warmErrors + run.errors.get());
         }
         System.out.println("RESULT " + result);
         System.out.flush();
