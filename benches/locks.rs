@@ -1,13 +1,16 @@
 //! Lock benchmark against a real ZooKeeper 3.8, ours next to Apache Curator 5.4's
 //! `InterProcessMutex`, in one run against one server: `cargo bench --bench locks`
-//! (`BENCH_QUICK=1`: 50 uncontended cycles, 2 s per contended run).
+//! (full: 500 uncontended cycles after 2,000 discarded ones, 5 s per contended run after
+//! 2 s of warm-up; `BENCH_QUICK=1`: 50 after 200, 2 s after 0.5 s). The warm-ups are the
+//! same for both clients: Curator needs them for its JIT, the server for its own.
 //!
 //! The server's data dir is on disk (a fresh dir under the system temp dir, or under
 //! `LOCKS_BENCH_DIR` if set), so every lock node create and delete is an fsync'd
 //! transaction; the bench prints where the data is and the file system it is on.
 //!
 //! Latencies are reported in round trips measured in the same run against the same
-//! server: a read RTT (`exists`) and a write RTT (`setData` of 100 bytes). Server work is
+//! server: a read RTT (`exists`) and a write RTT (`setData` of 100 bytes), medians of
+//! samples taken before and after the lock runs (both printed). Server work is
 //! `mntr`'s `zk_packets_received` delta over the run (pings included; each probe itself
 //! counts one packet, subtracted) and `zk_sum_node_deleted_watch_count` (watchers
 //! notified of deletions), both read by one probe before and one after.
@@ -45,9 +48,6 @@ use std::time::{Duration, Instant};
 
 use zk_recipes_testing::{four_letter, Options as ServerOptions, TestServer};
 use zk_recipes_tokio::{connect, Client, CreateOptions, Options};
-
-/// Uncontended cycles discarded before measuring (Curator's side does the same).
-const WARM_UP: usize = 50;
 
 /// `zk_packets_received` and `zk_sum_node_deleted_watch_count`, from one `mntr` probe.
 fn counters(addr: SocketAddr) -> (i64, i64) {
@@ -127,7 +127,13 @@ const OURS_WATCH: &str = "zk-recipes (own-node watch, default)";
 const OURS_NO_WATCH: &str = "zk-recipes (without_own_node_watch)";
 const CURATOR: &str = "Curator 5.4 InterProcessMutex";
 
-async fn ours_uncontended(zk: &Client, addr: SocketAddr, n: usize, own_watch: bool) -> Cycle {
+async fn ours_uncontended(
+    zk: &Client,
+    addr: SocketAddr,
+    n: usize,
+    warm_up: usize,
+    own_watch: bool,
+) -> Cycle {
     let cycle = || async {
         let b = zk.lock("/bench/uncontended");
         let b = if own_watch {
@@ -137,7 +143,7 @@ async fn ours_uncontended(zk: &Client, addr: SocketAddr, n: usize, own_watch: bo
         };
         b.acquire().await.unwrap().release().await.unwrap();
     };
-    for _ in 0..WARM_UP {
+    for _ in 0..warm_up {
         cycle().await;
     }
     let (p0, _) = counters(addr);
@@ -327,7 +333,12 @@ fn curator_run(
     }
 }
 
-async fn curator_uncontended(java: Arc<curator::Compiled>, addr: SocketAddr, n: usize) -> Cycle {
+async fn curator_uncontended(
+    java: Arc<curator::Compiled>,
+    addr: SocketAddr,
+    n: usize,
+    warm_up: usize,
+) -> Cycle {
     let r = tokio::task::spawn_blocking(move || {
         curator_run(
             &java,
@@ -335,7 +346,7 @@ async fn curator_uncontended(java: Arc<curator::Compiled>, addr: SocketAddr, n: 
             "/bench/curator-uncontended",
             1,
             n as u64,
-            WARM_UP as u64,
+            warm_up as u64,
         )
     })
     .await
@@ -450,15 +461,18 @@ async fn main() {
     };
     println!("before: {}", rtt_line(&read, &write));
 
+    // Discarded cycles before each uncontended measurement, the same for both clients:
+    // Curator needs them for its JIT (fewer left its median ~20% higher).
+    let warm_cycles = 4 * n;
     let mut cycles = Vec::new();
     for own_watch in [true, false] {
-        cycles.push(ours_uncontended(&zk, addr, n, own_watch).await);
+        cycles.push(ours_uncontended(&zk, addr, n, warm_cycles, own_watch).await);
     }
-    cycles.push(curator_uncontended(java.clone(), addr, n).await);
+    cycles.push(curator_uncontended(java.clone(), addr, n, warm_cycles).await);
     eprintln!("uncontended done");
 
     let run = Duration::from_secs(if quick { 2 } else { 5 });
-    let warm_up = Duration::from_millis(if quick { 500 } else { 1000 });
+    let warm_up = Duration::from_millis(if quick { 500 } else { 2000 });
     let mut rows = Vec::new();
     for contenders in [8, 64] {
         for own_watch in [true, false] {
