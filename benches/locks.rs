@@ -1,31 +1,37 @@
 //! Lock benchmark against a real ZooKeeper 3.8, ours next to Apache Curator 5.4's
-//! `InterProcessMutex`, in one run against one server: `cargo bench --bench locks`
-//! (full: 500 uncontended cycles after 2,000 discarded ones, 5 s per contended run after
-//! 2 s of warm-up; `BENCH_QUICK=1`: 50 after 200, 2 s after 0.5 s). The warm-ups are the
-//! same for both clients: Curator needs them for its JIT, the server for its own.
+//! `InterProcessMutex`, in one run against one server: `cargo bench --bench locks`.
 //!
 //! The server's data dir is on disk (a fresh dir under the system temp dir, or under
 //! `LOCKS_BENCH_DIR` if set), so every lock node create and delete is an fsync'd
 //! transaction; the bench prints where the data is and the file system it is on.
 //!
-//! Latencies are reported in round trips measured in the same run against the same
-//! server: a read RTT (`exists`) and a write RTT (`setData` of 100 bytes), medians of
-//! samples taken before and after the lock runs (both printed). Server work is
-//! `mntr`'s `zk_packets_received` delta over the run (pings included; each probe itself
-//! counts one packet, subtracted) and `zk_sum_node_deleted_watch_count` (watchers
-//! notified of deletions), both read by one probe before and one after.
-//!
-//! Measured, one after the other on the same server:
+//! Measured on the same server, never two clients at the same time:
 //!
 //! * uncontended acquire + release, on one session: ours with and without the own-node
 //!   watch (`/bench/uncontended`), Curator (`/bench/curator-uncontended`,
 //!   `benches/curator/CuratorLockBench.java`); median cycle time, requests per cycle;
 //! * 8 and 64 contenders, each on its own session: ours (tokio adapter, one task per
 //!   contender, `/bench/contended`) with and without the own-node watch, and Curator
-//!   (one `CuratorFramework` and one thread per contender,
-//!   `/bench/curator-contended`); acquisitions per second, handoff median (the holder's
-//!   release call → the next holder's acquisition returning), requests per acquisition,
-//!   watchers notified per release, exclusion violations.
+//!   (one `CuratorFramework` and one thread per contender, `/bench/curator-contended`):
+//!   acquisitions per second, handoff median (the holder's release call → the next
+//!   holder's acquisition returning), requests per acquisition, watchers notified per
+//!   release, exclusion violations.
+//!
+//! The machine is shared, so the clients take turns in rounds (ours with the own-node
+//! watch, ours without, Curator; again), and a row reports the median over its rounds
+//! (rates and medians) or the total (requests, notifications, violations); the range
+//! of acquisitions/s over the rounds is printed too. Curator's JVM stays up across its
+//! rounds. Full run: 5 rounds of 200 uncontended cycles and of 3 s contended, after
+//! warm-ups of 2,000 cycles and 2 s; `BENCH_QUICK=1`: 2 rounds of 50 cycles and of 1 s,
+//! after 200 cycles and 0.5 s. The warm-ups are the same for both clients: Curator needs
+//! them for its JIT, the server for its own.
+//!
+//! Latencies are also reported in round trips measured in the same run against the same
+//! server: a read RTT (`exists`) and a write RTT (`setData` of 100 bytes), medians of
+//! samples taken before and after the lock runs (both printed). Server work is
+//! `mntr`'s `zk_packets_received` delta over a round (pings included; each probe itself
+//! counts one packet, subtracted) and `zk_sum_node_deleted_watch_count` (watchers
+//! notified of deletions), both read by one probe before and one after.
 //!
 //! Exclusion is checked while holding, the same way for both: each holder marks itself
 //! inside, yields ten times (ours to every other tokio task, Curator's thread with
@@ -38,14 +44,15 @@
 #[path = "support/curator.rs"]
 mod curator;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Lines, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use tokio::task::block_in_place;
 use zk_recipes_testing::{four_letter, Options as ServerOptions, TestServer};
 use zk_recipes_tokio::{connect, Client, CreateOptions, Options};
 
@@ -62,11 +69,6 @@ fn counters(addr: SocketAddr) -> (i64, i64) {
         get("zk_packets_received"),
         get("zk_sum_node_deleted_watch_count"),
     )
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v.get(v.len() / 2).copied().unwrap_or_default()
 }
 
 /// The file system type of the mount holding `path` (from `/proc/mounts`).
@@ -104,37 +106,114 @@ async fn rtts(zk: &Client, n: usize) -> (Vec<Duration>, Vec<Duration>) {
     (r, w)
 }
 
-/// One uncontended row.
-struct Cycle {
-    client: &'static str,
-    median: Duration,
-    requests: f64,
+fn median<T: Ord + Copy + Default>(mut v: Vec<T>) -> T {
+    v.sort();
+    v.get(v.len() / 2).copied().unwrap_or_default()
 }
 
-/// One contended row.
-struct Contended {
-    client: &'static str,
-    contenders: usize,
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+/// One round of one client.
+#[derive(Default)]
+struct Sample {
     acquisitions: usize,
     elapsed: Duration,
-    handoff: Duration,
-    requests: f64,
-    notified: f64,
+    /// Median cycle time (uncontended) or handoff (contended) in the round.
+    median: Duration,
+    packets: i64,
+    notified: i64,
     violations: usize,
+}
+
+/// A client's rounds in one configuration.
+struct Rows {
+    client: &'static str,
+    samples: Vec<Sample>,
+}
+
+impl Rows {
+    fn new(client: &'static str) -> Rows {
+        Rows {
+            client,
+            samples: Vec::new(),
+        }
+    }
+
+    /// Acquisitions per second, per round.
+    fn rates(&self) -> Vec<f64> {
+        self.samples
+            .iter()
+            .map(|s| s.acquisitions as f64 / s.elapsed.as_secs_f64())
+            .collect()
+    }
+
+    fn rate(&self) -> f64 {
+        let mut r = self.rates();
+        r.sort_by(f64::total_cmp);
+        r.get(r.len() / 2).copied().unwrap_or_default()
+    }
+
+    fn median(&self) -> Duration {
+        median(self.samples.iter().map(|s| s.median).collect())
+    }
+
+    fn acquisitions(&self) -> usize {
+        self.samples.iter().map(|s| s.acquisitions).sum()
+    }
+
+    fn requests(&self) -> f64 {
+        self.samples.iter().map(|s| s.packets).sum::<i64>() as f64 / self.acquisitions() as f64
+    }
+
+    fn notified(&self) -> f64 {
+        self.samples.iter().map(|s| s.notified).sum::<i64>() as f64 / self.acquisitions() as f64
+    }
+
+    fn violations(&self) -> usize {
+        self.samples.iter().map(|s| s.violations).sum()
+    }
+
+    fn uncontended_row(&self, write: Duration) -> String {
+        let m = self.median();
+        format!(
+            "| {:<36} | {:>9.0} | {:>10.2} | {:>12.2} |",
+            self.client,
+            us(m),
+            m.as_secs_f64() / write.as_secs_f64(),
+            self.requests()
+        )
+    }
+
+    fn contended_row(&self, contenders: usize, write: Duration) -> String {
+        let rates = self.rates();
+        let lo = rates.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = rates.iter().copied().fold(0.0, f64::max);
+        let h = self.median();
+        format!(
+            "| {:<36} | {:>11} | {:>14.0} | {:>11} | {:>10.0} | {:>12.2} | {:>12.2} | {:>16.2} | {:>10} |",
+            self.client,
+            contenders,
+            self.rate(),
+            format!("{lo:.0}-{hi:.0}"),
+            us(h),
+            h.as_secs_f64() / write.as_secs_f64(),
+            self.requests(),
+            self.notified(),
+            self.violations()
+        )
+    }
 }
 
 const OURS_WATCH: &str = "zk-recipes (own-node watch, default)";
 const OURS_NO_WATCH: &str = "zk-recipes (without_own_node_watch)";
 const CURATOR: &str = "Curator 5.4 InterProcessMutex";
 
-async fn ours_uncontended(
-    zk: &Client,
-    addr: SocketAddr,
-    n: usize,
-    warm_up: usize,
-    own_watch: bool,
-) -> Cycle {
-    let cycle = || async {
+async fn ours_cycles(zk: &Client, n: usize, own_watch: bool) -> Vec<Duration> {
+    let mut lat = Vec::new();
+    for _ in 0..n {
+        let t = Instant::now();
         let b = zk.lock("/bench/uncontended");
         let b = if own_watch {
             b
@@ -142,22 +221,24 @@ async fn ours_uncontended(
             b.without_own_node_watch()
         };
         b.acquire().await.unwrap().release().await.unwrap();
-    };
-    for _ in 0..warm_up {
-        cycle().await;
-    }
-    let (p0, _) = counters(addr);
-    let mut lat = Vec::new();
-    for _ in 0..n {
-        let t = Instant::now();
-        cycle().await;
         lat.push(t.elapsed());
     }
-    let (p1, _) = counters(addr);
-    Cycle {
-        client: if own_watch { OURS_WATCH } else { OURS_NO_WATCH },
+    lat
+}
+
+async fn ours_uncontended(zk: &Client, addr: SocketAddr, n: usize, own_watch: bool) -> Sample {
+    let (p0, n0) = counters(addr);
+    let t = Instant::now();
+    let lat = ours_cycles(zk, n, own_watch).await;
+    let elapsed = t.elapsed();
+    let (p1, n1) = counters(addr);
+    Sample {
+        acquisitions: n,
+        elapsed,
         median: median(lat),
-        requests: (p1 - p0 - 1) as f64 / n as f64,
+        packets: p1 - p0 - 1,
+        notified: n1 - n0,
+        violations: 0,
     }
 }
 
@@ -232,200 +313,140 @@ async fn contend(
     (acquisitions.load(Ordering::Relaxed), elapsed, handoffs)
 }
 
-async fn ours_contended(
+/// Our contenders: one session each.
+struct Ours {
+    clients: Vec<Client>,
+    max_token: Arc<AtomicI64>,
+}
+
+impl Ours {
+    async fn start(addr: SocketAddr, contenders: usize) -> Ours {
+        let mut clients = Vec::new();
+        for _ in 0..contenders {
+            let zk = connect(&addr.to_string(), Options::default())
+                .await
+                .unwrap();
+            // The session is up and the parents exist.
+            zk.lock("/bench/contended")
+                .acquire()
+                .await
+                .unwrap()
+                .release()
+                .await
+                .unwrap();
+            clients.push(zk);
+        }
+        Ours {
+            clients,
+            max_token: Arc::new(AtomicI64::new(0)),
+        }
+    }
+
+    async fn round(&self, addr: SocketAddr, own_watch: bool, run: Duration) -> Sample {
+        let violations = Arc::new(AtomicUsize::new(0));
+        let (p0, n0) = counters(addr);
+        let (acquisitions, elapsed, handoffs) =
+            contend(&self.clients, own_watch, run, &self.max_token, &violations).await;
+        let (p1, n1) = counters(addr);
+        Sample {
+            acquisitions,
+            elapsed,
+            median: median(handoffs),
+            packets: p1 - p0 - 1,
+            notified: n1 - n0,
+            violations: violations.load(Ordering::SeqCst),
+        }
+    }
+
+    async fn close(self) {
+        for c in self.clients {
+            c.close().await;
+        }
+    }
+}
+
+/// A running `CuratorLockBench`: its sessions stay up across rounds.
+struct Curator {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Lines<BufReader<ChildStdout>>,
     addr: SocketAddr,
-    contenders: usize,
-    own_watch: bool,
-    run: Duration,
-    warm_up: Duration,
-) -> Contended {
-    let mut clients = Vec::new();
-    for _ in 0..contenders {
-        let zk = connect(&addr.to_string(), Options::default())
-            .await
+}
+
+impl Curator {
+    /// Starts it and waits until it has warmed up (`warm_up`: cycles with 1 contender,
+    /// milliseconds with more).
+    fn start(
+        java: &curator::Compiled,
+        addr: SocketAddr,
+        path: &str,
+        contenders: usize,
+        warm_up: u64,
+    ) -> Curator {
+        let mut child = Command::new("java")
+            .args(["-cp", &java.classpath, "CuratorLockBench"])
+            .arg(addr.to_string())
+            .arg(path)
+            .arg(contenders.to_string())
+            .arg(warm_up.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null()) // SLF4J's "no binding" notice
+            .spawn()
             .unwrap();
-        // The session is up and the parents exist.
-        zk.lock("/bench/contended")
-            .acquire()
-            .await
-            .unwrap()
-            .release()
-            .await
-            .unwrap();
-        clients.push(zk);
-    }
-    let max_token = Arc::new(AtomicI64::new(0));
-    let violations = Arc::new(AtomicUsize::new(0));
-    // The same warm-up as Curator's (which needs it for its JIT).
-    contend(&clients, own_watch, warm_up, &max_token, &violations).await;
-    let (p0, n0) = counters(addr);
-    let (acquisitions, elapsed, handoffs) =
-        contend(&clients, own_watch, run, &max_token, &violations).await;
-    let (p1, n1) = counters(addr);
-    for c in clients {
-        c.close().await;
-    }
-    Contended {
-        client: if own_watch { OURS_WATCH } else { OURS_NO_WATCH },
-        contenders,
-        acquisitions,
-        elapsed,
-        handoff: median(handoffs),
-        requests: (p1 - p0 - 1) as f64 / acquisitions as f64,
-        notified: (n1 - n0) as f64 / acquisitions as f64,
-        violations: violations.load(Ordering::SeqCst),
-    }
-}
-
-/// What `CuratorLockBench` reported, and the server's counters around it.
-struct CuratorRun {
-    acquisitions: usize,
-    elapsed: Duration,
-    median: Duration,
-    violations: usize,
-    packets: i64,
-    notified: i64,
-}
-
-/// Runs `CuratorLockBench` once: `amount` is cycles (1 contender) or milliseconds.
-fn curator_run(
-    java: &curator::Compiled,
-    addr: SocketAddr,
-    path: &str,
-    contenders: usize,
-    amount: u64,
-    warm_up: u64,
-) -> CuratorRun {
-    let mut child = Command::new("java")
-        .args(["-cp", &java.classpath, "CuratorLockBench"])
-        .arg(addr.to_string())
-        .arg(path)
-        .arg(contenders.to_string())
-        .arg(amount.to_string())
-        .arg(warm_up.to_string())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null()) // SLF4J's "no binding" notice
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut next = || lines.next().expect("CuratorLockBench ended").unwrap();
-    assert_eq!(next(), "READY");
-    let (p0, n0) = counters(addr);
-    stdin.write_all(b"go\n").unwrap();
-    let result = next();
-    let (p1, n1) = counters(addr);
-    stdin.write_all(b"close\n").unwrap();
-    assert!(child.wait().unwrap().success());
-    let f: Vec<u64> = result
-        .strip_prefix("RESULT ")
-        .map(|v| v.split(' ').filter_map(|x| x.parse().ok()).collect())
-        .unwrap_or_default();
-    assert!(f.len() == 5 && f[4] == 0, "CuratorLockBench said {result}");
-    CuratorRun {
-        acquisitions: f[0] as usize,
-        elapsed: Duration::from_nanos(f[1]),
-        median: Duration::from_nanos(f[2]),
-        violations: f[3] as usize,
-        packets: p1 - p0 - 1,
-        notified: n1 - n0,
-    }
-}
-
-async fn curator_uncontended(
-    java: Arc<curator::Compiled>,
-    addr: SocketAddr,
-    n: usize,
-    warm_up: usize,
-) -> Cycle {
-    let r = tokio::task::spawn_blocking(move || {
-        curator_run(
-            &java,
+        let stdin = child.stdin.take().unwrap();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut c = Curator {
+            child,
+            stdin,
+            lines,
             addr,
-            "/bench/curator-uncontended",
-            1,
-            n as u64,
-            warm_up as u64,
-        )
-    })
-    .await
-    .unwrap();
-    Cycle {
-        client: CURATOR,
-        median: r.median,
-        requests: r.packets as f64 / r.acquisitions as f64,
+        };
+        assert_eq!(c.next(), "READY");
+        c
     }
-}
 
-async fn curator_contended(
-    java: Arc<curator::Compiled>,
-    addr: SocketAddr,
-    contenders: usize,
-    run: Duration,
-    warm_up: Duration,
-) -> Contended {
-    let (ms, warm_ms) = (run.as_millis() as u64, warm_up.as_millis() as u64);
-    let r = tokio::task::spawn_blocking(move || {
-        curator_run(
-            &java,
-            addr,
-            "/bench/curator-contended",
-            contenders,
-            ms,
-            warm_ms,
-        )
-    })
-    .await
-    .unwrap();
-    Contended {
-        client: CURATOR,
-        contenders,
-        acquisitions: r.acquisitions,
-        elapsed: r.elapsed,
-        handoff: r.median,
-        requests: r.packets as f64 / r.acquisitions as f64,
-        notified: r.notified as f64 / r.acquisitions as f64,
-        violations: r.violations,
+    fn next(&mut self) -> String {
+        self.lines.next().expect("CuratorLockBench ended").unwrap()
     }
-}
 
-fn us(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e6
-}
+    /// One round: `amount` cycles (1 contender) or milliseconds.
+    fn round(&mut self, amount: u64) -> Sample {
+        let (p0, n0) = counters(self.addr);
+        writeln!(self.stdin, "go {amount}").unwrap();
+        let result = self.next();
+        let (p1, n1) = counters(self.addr);
+        let f: Vec<u64> = result
+            .strip_prefix("RESULT ")
+            .map(|v| v.split(' ').filter_map(|x| x.parse().ok()).collect())
+            .unwrap_or_default();
+        assert!(f.len() == 5 && f[4] == 0, "CuratorLockBench said {result}");
+        Sample {
+            acquisitions: f[0] as usize,
+            elapsed: Duration::from_nanos(f[1]),
+            median: Duration::from_nanos(f[2]),
+            packets: p1 - p0 - 1,
+            notified: n1 - n0,
+            violations: f[3] as usize,
+        }
+    }
 
-fn cycle_row(c: &Cycle, write: Duration) -> String {
-    format!(
-        "| {:<36} | {:>9.0} | {:>10.2} | {:>12.2} |",
-        c.client,
-        us(c.median),
-        c.median.as_secs_f64() / write.as_secs_f64(),
-        c.requests
-    )
-}
-
-fn contended_row(c: &Contended, write: Duration) -> String {
-    format!(
-        "| {:<36} | {:>11} | {:>14.0} | {:>10.0} | {:>12.2} | {:>12.2} | {:>16.2} | {:>10} |",
-        c.client,
-        c.contenders,
-        c.acquisitions as f64 / c.elapsed.as_secs_f64(),
-        us(c.handoff),
-        c.handoff.as_secs_f64() / write.as_secs_f64(),
-        c.requests,
-        c.notified,
-        c.violations
-    )
+    fn close(mut self) {
+        writeln!(self.stdin, "close").unwrap();
+        assert!(self.child.wait().unwrap().success());
+    }
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let quick = std::env::var_os("BENCH_QUICK").is_some();
-    let java = Arc::new(
-        tokio::task::spawn_blocking(|| curator::compiled("CuratorLockBench"))
-            .await
-            .unwrap(),
-    );
+    let rounds = if quick { 2 } else { 5 };
+    let n = if quick { 50 } else { 200 };
+    let warm_cycles = if quick { 200 } else { 2000 };
+    let run = Duration::from_millis(if quick { 1000 } else { 3000 });
+    let warm_up = Duration::from_millis(if quick { 500 } else { 2000 });
+
+    let java = block_in_place(|| curator::compiled("CuratorLockBench"));
     let base = std::env::var_os("LOCKS_BENCH_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(std::env::temp_dir);
@@ -448,10 +469,9 @@ async fn main() {
     let zk = connect(&addr.to_string(), Options::default())
         .await
         .unwrap();
-    let n = if quick { 50 } else { 500 };
     // Warm the server up (its JIT) before measuring anything.
-    rtts(&zk, 4 * n).await;
-    let (mut read, mut write) = rtts(&zk, n).await;
+    rtts(&zk, 500).await;
+    let (mut read, mut write) = rtts(&zk, 200).await;
     let rtt_line = |r: &[Duration], w: &[Duration]| {
         format!(
             "read RTT (exists) {:.0} us, write RTT (setData 100 B) {:.0} us",
@@ -461,27 +481,78 @@ async fn main() {
     };
     println!("before: {}", rtt_line(&read, &write));
 
-    // Discarded cycles before each uncontended measurement, the same for both clients:
-    // Curator needs them for its JIT (fewer left its median ~20% higher).
-    let warm_cycles = 4 * n;
-    let mut cycles = Vec::new();
-    for own_watch in [true, false] {
-        cycles.push(ours_uncontended(&zk, addr, n, warm_cycles, own_watch).await);
+    // Uncontended.
+    let mut cur = block_in_place(|| {
+        Curator::start(
+            &java,
+            addr,
+            "/bench/curator-uncontended",
+            1,
+            warm_cycles as u64,
+        )
+    });
+    ours_cycles(&zk, warm_cycles, true).await;
+    ours_cycles(&zk, warm_cycles, false).await;
+    let mut cycles = [
+        Rows::new(OURS_WATCH),
+        Rows::new(OURS_NO_WATCH),
+        Rows::new(CURATOR),
+    ];
+    for _ in 0..rounds {
+        cycles[0]
+            .samples
+            .push(ours_uncontended(&zk, addr, n, true).await);
+        cycles[1]
+            .samples
+            .push(ours_uncontended(&zk, addr, n, false).await);
+        cycles[2]
+            .samples
+            .push(block_in_place(|| cur.round(n as u64)));
     }
-    cycles.push(curator_uncontended(java.clone(), addr, n, warm_cycles).await);
+    block_in_place(|| cur.close());
     eprintln!("uncontended done");
 
-    let run = Duration::from_secs(if quick { 2 } else { 5 });
-    let warm_up = Duration::from_millis(if quick { 500 } else { 2000 });
-    let mut rows = Vec::new();
+    // Contended.
+    let mut contended = Vec::new();
     for contenders in [8, 64] {
-        for own_watch in [true, false] {
-            rows.push(ours_contended(addr, contenders, own_watch, run, warm_up).await);
+        let warm_ms = warm_up.as_millis() as u64;
+        let mut cur = block_in_place(|| {
+            Curator::start(&java, addr, "/bench/curator-contended", contenders, warm_ms)
+        });
+        let ours = Ours::start(addr, contenders).await;
+        let mut rows = [
+            Rows::new(OURS_WATCH),
+            Rows::new(OURS_NO_WATCH),
+            Rows::new(CURATOR),
+        ];
+        // The same warm-up as Curator's, each variant; what it sees counts too.
+        for (i, own_watch) in [(0, true), (1, false)] {
+            let mut s = ours.round(addr, own_watch, warm_up).await;
+            s.acquisitions = 0;
+            s.packets = 0;
+            s.notified = 0;
+            s.elapsed = Duration::ZERO;
+            rows[i].samples.push(s);
         }
-        rows.push(curator_contended(java.clone(), addr, contenders, run, warm_up).await);
+        for _ in 0..rounds {
+            rows[0].samples.push(ours.round(addr, true, run).await);
+            rows[1].samples.push(ours.round(addr, false, run).await);
+            rows[2]
+                .samples
+                .push(block_in_place(|| cur.round(run.as_millis() as u64)));
+        }
+        // Only the warm-ups' violations stay from them.
+        for r in &mut rows[..2] {
+            let warm = r.samples.remove(0);
+            r.samples[0].violations += warm.violations;
+        }
+        block_in_place(|| cur.close());
+        ours.close().await;
         eprintln!("{contenders} contenders done");
+        contended.push((contenders, rows));
     }
-    let (read_after, write_after) = rtts(&zk, n).await;
+
+    let (read_after, write_after) = rtts(&zk, 200).await;
     println!("after:  {}", rtt_line(&read_after, &write_after));
     zk.close().await;
     drop(server);
@@ -491,7 +562,7 @@ async fn main() {
 
     println!();
     println!(
-        "Locks, uncontended (RTTs, before and after: read {:.0} us, write {:.0} us; 1 write + 1 read = {:.2} write RTTs):",
+        "Locks, uncontended ({rounds} rounds of {n} cycles; RTTs, before and after: read {:.0} us, write {:.0} us; 1 write + 1 read = {:.2} write RTTs):",
         us(read),
         us(write),
         (write + read).as_secs_f64() / write.as_secs_f64(),
@@ -501,18 +572,20 @@ async fn main() {
         "acquire + release, one session", "median us", "write RTTs", "requests"
     );
     println!("|{:-<38}|{:->11}|{:->12}|{:->14}|", "", "", "", "");
-    for c in &cycles {
-        println!("{}", cycle_row(c, write));
+    for r in &cycles {
+        println!("{}", r.uncontended_row(write));
     }
     println!();
     println!(
-        "Locks, contended (each contender its own session; handoff = release → next acquisition):"
+        "Locks, contended ({rounds} rounds of {} s each; each contender its own session; handoff = release → next acquisition):",
+        run.as_secs_f64()
     );
     println!(
-        "| {:<36} | {:>11} | {:>14} | {:>10} | {:>12} | {:>12} | {:>16} | {:>10} |",
+        "| {:<36} | {:>11} | {:>14} | {:>11} | {:>10} | {:>12} | {:>12} | {:>16} | {:>10} |",
         "client",
         "contenders",
         "acquisitions/s",
+        "range",
         "handoff us",
         "handoff wRTT",
         "requests/acq",
@@ -520,12 +593,15 @@ async fn main() {
         "violations"
     );
     println!(
-        "|{:-<38}|{:->13}|{:->16}|{:->12}|{:->14}|{:->14}|{:->18}|{:->12}|",
-        "", "", "", "", "", "", "", ""
+        "|{:-<38}|{:->13}|{:->16}|{:->13}|{:->12}|{:->14}|{:->14}|{:->18}|{:->12}|",
+        "", "", "", "", "", "", "", "", ""
     );
-    for r in &rows {
-        println!("{}", contended_row(r, write));
+    let mut violations = 0;
+    for (contenders, rows) in &contended {
+        for r in rows {
+            println!("{}", r.contended_row(*contenders, write));
+            violations += r.violations();
+        }
     }
-    let violations: usize = rows.iter().map(|r| r.violations).sum();
     assert_eq!(violations, 0, "mutual exclusion or fencing broken");
 }

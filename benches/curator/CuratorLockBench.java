@@ -1,19 +1,19 @@
 // Apache Curator 5.4's InterProcessMutex, uncontended and contended, for benches/locks.rs.
-// Usage: CuratorLockBench <connect> <path> <contenders> <amount> <warm-up>
+// Usage: CuratorLockBench <connect> <path> <contenders> <warm-up>
 //   Starts one client (session) per contender, each with its own InterProcessMutex on
-//   <path>; each acquires and releases it once (parents exist).
-//   contenders = 1 (uncontended): <amount> and <warm-up> are numbers of cycles. Runs
-//   <warm-up> acquire + release cycles, prints READY and waits for a line on stdin,
-//   then runs <amount> cycles in a row, timing each.
-//   contenders > 1: <amount> and <warm-up> are milliseconds. Every contender, on its
-//   own thread, acquires, marks itself inside, yields ten times, checks it is still the
-//   only one inside and releases, in a loop, for <warm-up> ms; then READY and a line on
-//   stdin as above; then the same loop for <amount> ms (a contender waiting when time
-//   is up still gets its turn). Overlaps seen during the warm-up count as violations.
-//   Prints RESULT <acquisitions> <elapsed ns> <median ns> <violations> <errors>, where
-//   the median is of the cycle time (uncontended) or of the handoff, the holder's
-//   release call -> the next holder's acquire returning (contended), then waits for
-//   another line before closing the sessions.
+//   <path>; each acquires and releases it once (parents exist). Then warms up (below),
+//   prints READY, and runs one round per line "go <amount>" read from stdin, until a
+//   line "close" (or the end of stdin), and closes the sessions.
+//   contenders = 1 (uncontended): <warm-up> and <amount> are numbers of cycles: a round
+//   is <amount> acquire + release cycles in a row, each timed.
+//   contenders > 1: <warm-up> and <amount> are milliseconds: in a round, every
+//   contender, on its own thread, acquires, marks itself inside, yields ten times,
+//   checks it is still the only one inside and releases, in a loop, for <amount> ms (a
+//   contender waiting when time is up still gets its turn). Overlaps seen during the
+//   warm-up count as violations of the first round.
+//   Each round prints RESULT <acquisitions> <elapsed ns> <median ns> <violations>
+//   <errors>, where the median is of the cycle time (uncontended) or of the handoff,
+//   the holder's release call -> the next holder's acquire returning (contended).
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.util.ArrayList;
@@ -92,8 +92,7 @@ public class CuratorLockBench {
     public static void main(String[] args) throws Exception {
         String path = args[1];
         int contenders = Integer.parseInt(args[2]);
-        long amount = Long.parseLong(args[3]);
-        long warmUp = Long.parseLong(args[4]);
+        long warmUp = Long.parseLong(args[3]);
         List<CuratorFramework> clients = new ArrayList<>();
         List<InterProcessMutex> mutexes = new ArrayList<>();
         for (int i = 0; i < contenders; i++) {
@@ -121,29 +120,33 @@ public class CuratorLockBench {
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in));
         System.out.println("READY");
         System.out.flush();
-        in.readLine();
-        String result;
-        if (contenders == 1) {
-            InterProcessMutex m = mutexes.get(0);
-            List<Long> cycles = new ArrayList<>();
-            long t0 = System.nanoTime();
-            for (long i = 0; i < amount; i++) {
-                long t = System.nanoTime();
-                m.acquire();
-                m.release();
-                cycles.add(System.nanoTime() - t);
+        String line;
+        while ((line = in.readLine()) != null && line.startsWith("go ")) {
+            long amount = Long.parseLong(line.substring(3).trim());
+            String result;
+            if (contenders == 1) {
+                InterProcessMutex m = mutexes.get(0);
+                List<Long> cycles = new ArrayList<>();
+                long t0 = System.nanoTime();
+                for (long i = 0; i < amount; i++) {
+                    long t = System.nanoTime();
+                    m.acquire();
+                    m.release();
+                    cycles.add(System.nanoTime() - t);
+                }
+                long elapsed = System.nanoTime() - t0;
+                result = amount + " " + elapsed + " " + median(cycles) + " 0 0";
+            } else {
+                Run run = new Run(mutexes, amount);
+                result = run.acquisitions.get() + " " + run.elapsed + " " + run.medianHandoff()
+                        + " " + (warmViolations + run.violations.get()) + " "
+                        + (warmErrors + run.errors.get());
+                warmViolations = 0;
+                warmErrors = 0;
             }
-            long elapsed = System.nanoTime() - t0;
-            result = amount + " " + elapsed + " " + median(cycles) + " 0 0";
-        } else {
-            Run run = new Run(mutexes, amount);
-            result = run.acquisitions.get() + " " + run.elapsed + " " + run.medianHandoff() + " "
-                    + (warmViolations + run.violations.get()) + " "
-                    + (warmErrors + run.errors.get());
+            System.out.println("RESULT " + result);
+            System.out.flush();
         }
-        System.out.println("RESULT " + result);
-        System.out.flush();
-        in.readLine();
         for (CuratorFramework c : clients) c.close();
     }
 }
