@@ -122,6 +122,8 @@ struct Sample {
     elapsed: Duration,
     /// Median cycle time (uncontended) or handoff (contended) in the round.
     median: Duration,
+    /// The longest of them.
+    max: Duration,
     packets: i64,
     notified: i64,
     violations: usize,
@@ -141,6 +143,20 @@ impl Rows {
         }
     }
 
+    /// Adds a round, and notes it on stderr.
+    fn push(&mut self, s: Sample) {
+        eprintln!(
+            "  {:<36} {:>6} acquisitions in {:>6.0} ms, median {:>6.0} us, max {:>7.1} ms, {} violations",
+            self.client,
+            s.acquisitions,
+            s.elapsed.as_secs_f64() * 1e3,
+            us(s.median),
+            s.max.as_secs_f64() * 1e3,
+            s.violations
+        );
+        self.samples.push(s);
+    }
+
     /// Acquisitions per second, per round.
     fn rates(&self) -> Vec<f64> {
         self.samples
@@ -157,6 +173,10 @@ impl Rows {
 
     fn median(&self) -> Duration {
         median(self.samples.iter().map(|s| s.median).collect())
+    }
+
+    fn max(&self) -> Duration {
+        self.samples.iter().map(|s| s.max).max().unwrap_or_default()
     }
 
     fn acquisitions(&self) -> usize {
@@ -178,10 +198,11 @@ impl Rows {
     fn uncontended_row(&self, write: Duration) -> String {
         let m = self.median();
         format!(
-            "| {:<36} | {:>9.0} | {:>10.2} | {:>12.2} |",
+            "| {:<36} | {:>9.0} | {:>10.2} | {:>8.1} | {:>12.2} |",
             self.client,
             us(m),
             m.as_secs_f64() / write.as_secs_f64(),
+            self.max().as_secs_f64() * 1e3,
             self.requests()
         )
     }
@@ -192,13 +213,14 @@ impl Rows {
         let hi = rates.iter().copied().fold(0.0, f64::max);
         let h = self.median();
         format!(
-            "| {:<36} | {:>11} | {:>14.0} | {:>11} | {:>10.0} | {:>12.2} | {:>12.2} | {:>16.2} | {:>10} |",
+            "| {:<36} | {:>11} | {:>14.0} | {:>11} | {:>10.0} | {:>12.2} | {:>8.1} | {:>12.2} | {:>16.2} | {:>10} |",
             self.client,
             contenders,
             self.rate(),
             format!("{lo:.0}-{hi:.0}"),
             us(h),
             h.as_secs_f64() / write.as_secs_f64(),
+            self.max().as_secs_f64() * 1e3,
             self.requests(),
             self.notified(),
             self.violations()
@@ -235,7 +257,8 @@ async fn ours_uncontended(zk: &Client, addr: SocketAddr, n: usize, own_watch: bo
     Sample {
         acquisitions: n,
         elapsed,
-        median: median(lat),
+        median: median(lat.clone()),
+        max: lat.iter().copied().max().unwrap_or_default(),
         packets: p1 - p0 - 1,
         notified: n1 - n0,
         violations: 0,
@@ -351,7 +374,8 @@ impl Ours {
         Sample {
             acquisitions,
             elapsed,
-            median: median(handoffs),
+            median: median(handoffs.clone()),
+            max: handoffs.iter().copied().max().unwrap_or_default(),
             packets: p1 - p0 - 1,
             notified: n1 - n0,
             violations: violations.load(Ordering::SeqCst),
@@ -420,11 +444,12 @@ impl Curator {
             .strip_prefix("RESULT ")
             .map(|v| v.split(' ').filter_map(|x| x.parse().ok()).collect())
             .unwrap_or_default();
-        assert!(f.len() == 5 && f[4] == 0, "CuratorLockBench said {result}");
+        assert!(f.len() == 6 && f[4] == 0, "CuratorLockBench said {result}");
         Sample {
             acquisitions: f[0] as usize,
             elapsed: Duration::from_nanos(f[1]),
             median: Duration::from_nanos(f[2]),
+            max: Duration::from_nanos(f[5]),
             packets: p1 - p0 - 1,
             notified: n1 - n0,
             violations: f[3] as usize,
@@ -499,15 +524,9 @@ async fn main() {
         Rows::new(CURATOR),
     ];
     for _ in 0..rounds {
-        cycles[0]
-            .samples
-            .push(ours_uncontended(&zk, addr, n, true).await);
-        cycles[1]
-            .samples
-            .push(ours_uncontended(&zk, addr, n, false).await);
-        cycles[2]
-            .samples
-            .push(block_in_place(|| cur.round(n as u64)));
+        cycles[0].push(ours_uncontended(&zk, addr, n, true).await);
+        cycles[1].push(ours_uncontended(&zk, addr, n, false).await);
+        cycles[2].push(block_in_place(|| cur.round(n as u64)));
     }
     block_in_place(|| cur.close());
     eprintln!("uncontended done");
@@ -527,19 +546,13 @@ async fn main() {
         ];
         // The same warm-up as Curator's, each variant; what it sees counts too.
         for (i, own_watch) in [(0, true), (1, false)] {
-            let mut s = ours.round(addr, own_watch, warm_up).await;
-            s.acquisitions = 0;
-            s.packets = 0;
-            s.notified = 0;
-            s.elapsed = Duration::ZERO;
-            rows[i].samples.push(s);
+            eprintln!("  (warm-up)");
+            rows[i].push(ours.round(addr, own_watch, warm_up).await);
         }
         for _ in 0..rounds {
-            rows[0].samples.push(ours.round(addr, true, run).await);
-            rows[1].samples.push(ours.round(addr, false, run).await);
-            rows[2]
-                .samples
-                .push(block_in_place(|| cur.round(run.as_millis() as u64)));
+            rows[0].push(ours.round(addr, true, run).await);
+            rows[1].push(ours.round(addr, false, run).await);
+            rows[2].push(block_in_place(|| cur.round(run.as_millis() as u64)));
         }
         // Only the warm-ups' violations stay from them.
         for r in &mut rows[..2] {
@@ -568,10 +581,13 @@ async fn main() {
         (write + read).as_secs_f64() / write.as_secs_f64(),
     );
     println!(
-        "| {:<36} | {:>9} | {:>10} | {:>12} |",
-        "acquire + release, one session", "median us", "write RTTs", "requests"
+        "| {:<36} | {:>9} | {:>10} | {:>8} | {:>12} |",
+        "acquire + release, one session", "median us", "write RTTs", "max ms", "requests"
     );
-    println!("|{:-<38}|{:->11}|{:->12}|{:->14}|", "", "", "", "");
+    println!(
+        "|{:-<38}|{:->11}|{:->12}|{:->10}|{:->14}|",
+        "", "", "", "", ""
+    );
     for r in &cycles {
         println!("{}", r.uncontended_row(write));
     }
@@ -581,20 +597,21 @@ async fn main() {
         run.as_secs_f64()
     );
     println!(
-        "| {:<36} | {:>11} | {:>14} | {:>11} | {:>10} | {:>12} | {:>12} | {:>16} | {:>10} |",
+        "| {:<36} | {:>11} | {:>14} | {:>11} | {:>10} | {:>12} | {:>8} | {:>12} | {:>16} | {:>10} |",
         "client",
         "contenders",
         "acquisitions/s",
         "range",
         "handoff us",
         "handoff wRTT",
+        "max ms",
         "requests/acq",
         "notified/release",
         "violations"
     );
     println!(
-        "|{:-<38}|{:->13}|{:->16}|{:->13}|{:->12}|{:->14}|{:->14}|{:->18}|{:->12}|",
-        "", "", "", "", "", "", "", "", ""
+        "|{:-<38}|{:->13}|{:->16}|{:->13}|{:->12}|{:->14}|{:->10}|{:->14}|{:->18}|{:->12}|",
+        "", "", "", "", "", "", "", "", "", ""
     );
     let mut violations = 0;
     for (contenders, rows) in &contended {

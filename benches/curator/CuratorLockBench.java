@@ -12,8 +12,9 @@
 //   contender waiting when time is up still gets its turn). Overlaps seen during the
 //   warm-up count as violations of the first round.
 //   Each round prints RESULT <acquisitions> <elapsed ns> <median ns> <violations>
-//   <errors>, where the median is of the cycle time (uncontended) or of the handoff,
-//   the holder's release call -> the next holder's acquire returning (contended).
+//   <errors> <max ns>, where median and max are of the cycle time (uncontended) or of
+//   the handoff, the holder's release call -> the next holder's acquire returning
+//   (contended).
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.util.ArrayList;
@@ -87,6 +88,12 @@ public class CuratorLockBench {
                 return median(new ArrayList<>(handoffs));
             }
         }
+
+        long maxHandoff() {
+            synchronized (handoffs) {
+                return handoffs.isEmpty() ? 0 : Collections.max(handoffs);
+            }
+        }
     }
 
     public static void main(String[] args) throws Exception {
@@ -135,12 +142,13 @@ public class CuratorLockBench {
                     cycles.add(System.nanoTime() - t);
                 }
                 long elapsed = System.nanoTime() - t0;
-                result = amount + " " + elapsed + " " + median(cycles) + " 0 0";
+                long max = cycles.isEmpty() ? 0 : Collections.max(cycles);
+                result = amount + " " + elapsed + " " + median(cycles) + " 0 0 " + max;
             } else {
                 Run run = new Run(mutexes, amount);
                 result = run.acquisitions.get() + " " + run.elapsed + " " + run.medianHandoff()
                         + " " + (warmViolations + run.violations.get()) + " "
-                        + (warmErrors + run.errors.get());
+                        + (warmErrors + run.errors.get()) + " " + run.maxHandoff();
                 warmViolations = 0;
                 warmErrors = 0;
             }
