@@ -24,7 +24,8 @@
 //! rounds. Full run: 5 rounds of 200 uncontended cycles and of 3 s contended, after
 //! warm-ups of 2,000 cycles and 2 s; `BENCH_QUICK=1`: 2 rounds of 50 cycles and of 1 s,
 //! after 200 cycles and 0.5 s. The warm-ups are the same for both clients: Curator needs
-//! them for its JIT, the server for its own.
+//! them for its JIT, the server for its own. `LOCKS_BENCH_ROUNDS=N` and
+//! `LOCKS_BENCH_CONTENDERS=8,64` override the rounds and the contender counts.
 //!
 //! Latencies are also reported in round trips measured in the same run against the same
 //! server: a read RTT (`exists`) and a write RTT (`setData` of 100 bytes), medians of
@@ -465,7 +466,13 @@ impl Curator {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let quick = std::env::var_os("BENCH_QUICK").is_some();
-    let rounds = if quick { 2 } else { 5 };
+    let env = |name: &str| std::env::var(name).ok();
+    let rounds: usize = env("LOCKS_BENCH_ROUNDS")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if quick { 2 } else { 5 });
+    let counts: Vec<usize> = env("LOCKS_BENCH_CONTENDERS")
+        .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![8, 64]);
     let n = if quick { 50 } else { 200 };
     let warm_cycles = if quick { 200 } else { 2000 };
     let run = Duration::from_millis(if quick { 1000 } else { 3000 });
@@ -533,7 +540,7 @@ async fn main() {
 
     // Contended.
     let mut contended = Vec::new();
-    for contenders in [8, 64] {
+    for &contenders in &counts {
         let warm_ms = warm_up.as_millis() as u64;
         let mut cur = block_in_place(|| {
             Curator::start(&java, addr, "/bench/curator-contended", contenders, warm_ms)
