@@ -17,11 +17,16 @@
 //!   holder's acquisition returning), requests per acquisition, watchers notified per
 //!   release, exclusion violations.
 //!
+//! Both also get the client's CPU time per cycle or acquisition: the CPU time (user +
+//! system, all threads) of the client's process over its rounds (`/proc/<pid>/stat`,
+//! 10 ms ticks): this bench's process for ours (its other sessions idle meanwhile), the
+//! JVM for Curator.
+//!
 //! The machine is shared, so the clients take turns in rounds (ours with the own-node
 //! watch, ours without, Curator; again), and a row reports the median over its rounds
 //! (rates and medians) or the total (requests, notifications, violations); the range
 //! of acquisitions/s over the rounds is printed too. Curator's JVM stays up across its
-//! rounds. Full run: 5 rounds of 200 uncontended cycles and of 3 s contended, after
+//! rounds. Full run: 10 rounds of 100 uncontended cycles and of 1.5 s contended, after
 //! warm-ups of 2,000 cycles and 2 s; `BENCH_QUICK=1`: 2 rounds of 50 cycles and of 1 s,
 //! after 200 cycles and 0.5 s. The warm-ups are the same for both clients: Curator needs
 //! them for its JIT, the server for its own. `LOCKS_BENCH_ROUNDS=N` and
@@ -70,6 +75,21 @@ fn counters(addr: SocketAddr) -> (i64, i64) {
         get("zk_packets_received"),
         get("zk_sum_node_deleted_watch_count"),
     )
+}
+
+/// CPU time (user + system, all threads, living or ended) of process `pid` so far, from
+/// `/proc/<pid>/stat` (in clock ticks, assumed 100 per second as on Linux by default).
+fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command (which may hold spaces) start at the last ')'.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .map(|v| v.parse().unwrap_or(0))
+        .collect();
+    // utime and stime are fields 14 and 15 of the line; `rest` starts at field 3.
+    let ticks = f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0);
+    Duration::from_millis(ticks * 10)
 }
 
 /// The file system type of the mount holding `path` (from `/proc/mounts`).
@@ -128,6 +148,8 @@ struct Sample {
     packets: i64,
     notified: i64,
     violations: usize,
+    /// CPU time of the client's process over the round.
+    cpu: Duration,
 }
 
 /// A client's rounds in one configuration.
@@ -192,6 +214,11 @@ impl Rows {
         self.samples.iter().map(|s| s.notified).sum::<i64>() as f64 / self.acquisitions() as f64
     }
 
+    /// Client CPU time per acquisition.
+    fn cpu(&self) -> Duration {
+        self.samples.iter().map(|s| s.cpu).sum::<Duration>() / self.acquisitions().max(1) as u32
+    }
+
     fn violations(&self) -> usize {
         self.samples.iter().map(|s| s.violations).sum()
     }
@@ -199,12 +226,13 @@ impl Rows {
     fn uncontended_row(&self, write: Duration) -> String {
         let m = self.median();
         format!(
-            "| {:<36} | {:>9.0} | {:>10.2} | {:>8.1} | {:>12.2} |",
+            "| {:<36} | {:>9.0} | {:>10.2} | {:>8.1} | {:>12.2} | {:>10.0} |",
             self.client,
             us(m),
             m.as_secs_f64() / write.as_secs_f64(),
             self.max().as_secs_f64() * 1e3,
-            self.requests()
+            self.requests(),
+            us(self.cpu())
         )
     }
 
@@ -214,7 +242,7 @@ impl Rows {
         let hi = rates.iter().copied().fold(0.0, f64::max);
         let h = self.median();
         format!(
-            "| {:<36} | {:>11} | {:>14.0} | {:>11} | {:>10.0} | {:>12.2} | {:>8.1} | {:>12.2} | {:>16.2} | {:>10} |",
+            "| {:<36} | {:>11} | {:>14.0} | {:>11} | {:>10.0} | {:>12.2} | {:>8.1} | {:>12.2} | {:>16.2} | {:>10.0} | {:>10} |",
             self.client,
             contenders,
             self.rate(),
@@ -224,6 +252,7 @@ impl Rows {
             self.max().as_secs_f64() * 1e3,
             self.requests(),
             self.notified(),
+            us(self.cpu()),
             self.violations()
         )
     }
@@ -251,9 +280,11 @@ async fn ours_cycles(zk: &Client, n: usize, own_watch: bool) -> Vec<Duration> {
 
 async fn ours_uncontended(zk: &Client, addr: SocketAddr, n: usize, own_watch: bool) -> Sample {
     let (p0, n0) = counters(addr);
+    let c0 = cpu_time(std::process::id());
     let t = Instant::now();
     let lat = ours_cycles(zk, n, own_watch).await;
     let elapsed = t.elapsed();
+    let c1 = cpu_time(std::process::id());
     let (p1, n1) = counters(addr);
     Sample {
         acquisitions: n,
@@ -263,6 +294,7 @@ async fn ours_uncontended(zk: &Client, addr: SocketAddr, n: usize, own_watch: bo
         packets: p1 - p0 - 1,
         notified: n1 - n0,
         violations: 0,
+        cpu: c1.saturating_sub(c0),
     }
 }
 
@@ -369,8 +401,10 @@ impl Ours {
     async fn round(&self, addr: SocketAddr, own_watch: bool, run: Duration) -> Sample {
         let violations = Arc::new(AtomicUsize::new(0));
         let (p0, n0) = counters(addr);
+        let c0 = cpu_time(std::process::id());
         let (acquisitions, elapsed, handoffs) =
             contend(&self.clients, own_watch, run, &self.max_token, &violations).await;
+        let c1 = cpu_time(std::process::id());
         let (p1, n1) = counters(addr);
         Sample {
             acquisitions,
@@ -380,6 +414,7 @@ impl Ours {
             packets: p1 - p0 - 1,
             notified: n1 - n0,
             violations: violations.load(Ordering::SeqCst),
+            cpu: c1.saturating_sub(c0),
         }
     }
 
@@ -438,8 +473,10 @@ impl Curator {
     /// One round: `amount` cycles (1 contender) or milliseconds.
     fn round(&mut self, amount: u64) -> Sample {
         let (p0, n0) = counters(self.addr);
+        let c0 = cpu_time(self.child.id());
         writeln!(self.stdin, "go {amount}").unwrap();
         let result = self.next();
+        let c1 = cpu_time(self.child.id());
         let (p1, n1) = counters(self.addr);
         let f: Vec<u64> = result
             .strip_prefix("RESULT ")
@@ -454,6 +491,7 @@ impl Curator {
             packets: p1 - p0 - 1,
             notified: n1 - n0,
             violations: f[3] as usize,
+            cpu: c1.saturating_sub(c0),
         }
     }
 
@@ -469,13 +507,13 @@ async fn main() {
     let env = |name: &str| std::env::var(name).ok();
     let rounds: usize = env("LOCKS_BENCH_ROUNDS")
         .and_then(|v| v.parse().ok())
-        .unwrap_or(if quick { 2 } else { 5 });
+        .unwrap_or(if quick { 2 } else { 10 });
     let counts: Vec<usize> = env("LOCKS_BENCH_CONTENDERS")
         .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect())
         .unwrap_or_else(|| vec![8, 64]);
-    let n = if quick { 50 } else { 200 };
+    let n = if quick { 50 } else { 100 };
     let warm_cycles = if quick { 200 } else { 2000 };
-    let run = Duration::from_millis(if quick { 1000 } else { 3000 });
+    let run = Duration::from_millis(if quick { 1000 } else { 1500 });
     let warm_up = Duration::from_millis(if quick { 500 } else { 2000 });
 
     let java = block_in_place(|| curator::compiled("CuratorLockBench"));
@@ -588,12 +626,12 @@ async fn main() {
         (write + read).as_secs_f64() / write.as_secs_f64(),
     );
     println!(
-        "| {:<36} | {:>9} | {:>10} | {:>8} | {:>12} |",
-        "acquire + release, one session", "median us", "write RTTs", "max ms", "requests"
+        "| {:<36} | {:>9} | {:>10} | {:>8} | {:>12} | {:>10} |",
+        "acquire + release, one session", "median us", "write RTTs", "max ms", "requests", "CPU us"
     );
     println!(
-        "|{:-<38}|{:->11}|{:->12}|{:->10}|{:->14}|",
-        "", "", "", "", ""
+        "|{:-<38}|{:->11}|{:->12}|{:->10}|{:->14}|{:->12}|",
+        "", "", "", "", "", ""
     );
     for r in &cycles {
         println!("{}", r.uncontended_row(write));
@@ -604,7 +642,7 @@ async fn main() {
         run.as_secs_f64()
     );
     println!(
-        "| {:<36} | {:>11} | {:>14} | {:>11} | {:>10} | {:>12} | {:>8} | {:>12} | {:>16} | {:>10} |",
+        "| {:<36} | {:>11} | {:>14} | {:>11} | {:>10} | {:>12} | {:>8} | {:>12} | {:>16} | {:>10} | {:>10} |",
         "client",
         "contenders",
         "acquisitions/s",
@@ -614,11 +652,12 @@ async fn main() {
         "max ms",
         "requests/acq",
         "notified/release",
+        "CPU us/acq",
         "violations"
     );
     println!(
-        "|{:-<38}|{:->13}|{:->16}|{:->13}|{:->12}|{:->14}|{:->10}|{:->14}|{:->18}|{:->12}|",
-        "", "", "", "", "", "", "", "", "", ""
+        "|{:-<38}|{:->13}|{:->16}|{:->13}|{:->12}|{:->14}|{:->10}|{:->14}|{:->18}|{:->12}|{:->12}|",
+        "", "", "", "", "", "", "", "", "", "", ""
     );
     let mut violations = 0;
     for (contenders, rows) in &contended {
