@@ -35,8 +35,9 @@
 //! Latencies are also reported in round trips measured in the same run against the same
 //! server: a read RTT (`exists`) and a write RTT (`setData` of 100 bytes), medians of
 //! samples taken before and after the lock runs (both printed). Server work is
-//! `mntr`'s `zk_packets_received` delta over a round (pings included; each probe itself
-//! counts one packet, subtracted) and `zk_sum_node_deleted_watch_count` (watchers
+//! `mntr`'s `zk_packets_received` delta over a round (pings included, also those of the
+//! other client's idle sessions, about 0.01 per acquisition; each probe itself counts
+//! one packet, subtracted) and `zk_sum_node_deleted_watch_count` (watchers
 //! notified of deletions), both read by one probe before and one after.
 //!
 //! Exclusion is checked while holding, the same way for both: each holder marks itself
@@ -526,10 +527,19 @@ async fn main() {
     })
     .unwrap();
     let addr = server.addr();
-    let fs = fs_type(&base);
+    // The server's config file is its last argument; the data dir is next to it.
+    let dir = server
+        .pid()
+        .and_then(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).ok())
+        .and_then(|c| {
+            let last = c.split(|b| *b == 0).rfind(|a| !a.is_empty())?.to_vec();
+            Some(PathBuf::from(String::from_utf8(last).ok()?).with_file_name("data"))
+        })
+        .unwrap_or_else(|| base.clone());
+    let fs = fs_type(&dir);
     println!(
-        "server {addr} (ZooKeeper 3.8), data dir under {} on {fs}{}",
-        base.display(),
+        "server {addr} (ZooKeeper 3.8), data dir {} on {fs}{}",
+        dir.display(),
         if fs == "tmpfs" || fs == "ramfs" {
             " (memory, not disk: writes are cheaper than on disk)"
         } else {
