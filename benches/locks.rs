@@ -24,8 +24,9 @@
 //!
 //! The machine is shared, so the clients take turns in rounds (ours with the own-node
 //! watch, ours without, Curator; again), and a row reports the median over its rounds
-//! (rates and medians) or the total (requests, notifications, violations); the range
-//! of acquisitions/s over the rounds is printed too. Curator's JVM stays up across its
+//! (rates and medians) or the total (requests, notifications, CPU time, violations);
+//! the range of acquisitions/s over the rounds and the longest cycle or handoff of all
+//! rounds (max ms) are printed too, and each round is noted on stderr. Curator's JVM stays up across its
 //! rounds. Full run: 10 rounds of 100 uncontended cycles and of 1.5 s contended, after
 //! warm-ups of 2,000 cycles and 2 s; `BENCH_QUICK=1`: 2 rounds of 50 cycles and of 1 s,
 //! after 200 cycles and 0.5 s. The warm-ups are the same for both clients: Curator needs
