@@ -38,8 +38,10 @@
 //! samples taken before and after the lock runs (both printed). Server work is
 //! `mntr`'s `zk_packets_received` delta over a round (pings included, also those of the
 //! other client's idle sessions, about 0.01 per acquisition; each probe itself counts
-//! one packet, subtracted) and `zk_sum_node_deleted_watch_count` (watchers
-//! notified of deletions), both read by one probe before and one after.
+//! one packet, subtracted) and the watchers notified
+//! (`zk_sum_node_{deleted,changed,children,created}_watch_count`: a lock granted by its
+//! releaser may wake its successor with a data change rather than a deletion), all read
+//! by one probe before and one after.
 //!
 //! Exclusion is checked while holding, the same way for both: each holder marks itself
 //! inside, yields ten times (ours to every other tokio task, Curator's thread with
@@ -64,7 +66,8 @@ use tokio::task::block_in_place;
 use zk_recipes_testing::{four_letter, Options as ServerOptions, TestServer};
 use zk_recipes_tokio::{connect, Client, CreateOptions, Options};
 
-/// `zk_packets_received` and `zk_sum_node_deleted_watch_count`, from one `mntr` probe.
+/// `zk_packets_received` and the watchers notified so far (of every kind: deletions,
+/// data changes, children, creations), from one `mntr` probe.
 fn counters(addr: SocketAddr) -> (i64, i64) {
     let out = four_letter(addr, "mntr").unwrap_or_default();
     let get = |key: &str| {
@@ -73,10 +76,16 @@ fn counters(addr: SocketAddr) -> (i64, i64) {
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or(0)
     };
-    (
-        get("zk_packets_received"),
-        get("zk_sum_node_deleted_watch_count"),
-    )
+    let notified = [
+        "zk_sum_node_deleted_watch_count",
+        "zk_sum_node_changed_watch_count",
+        "zk_sum_node_children_watch_count",
+        "zk_sum_node_created_watch_count",
+    ]
+    .iter()
+    .map(|k| get(k))
+    .sum();
+    (get("zk_packets_received"), notified)
 }
 
 /// CPU time (user + system, all threads, living or ended) of process `pid` so far, from
