@@ -56,8 +56,9 @@ use std::time::{Duration, Instant as StdInstant};
 
 use bytes::BytesMut;
 use zk_recipes::client::{ops, Client, ClientEvent, Options, RecipeHandle};
-use zk_recipes::proto::{CreateMode, Response};
+use zk_recipes::proto::{CreateMode, Response, Stat};
 use zk_recipes::recipe::lock::{node_id, Lock, LockConfig, LockEvent, LockKind};
+use zk_recipes::recipe::{Recipe, SessionChange};
 use zk_recipes::session::{SessionEvent, Token, Transport};
 use zk_recipes::time::Instant;
 use zk_recipes_testing::TestServer;
@@ -91,6 +92,34 @@ unsafe impl GlobalAlloc for Counting {
 
 #[global_allocator]
 static ALLOC: Counting = Counting;
+
+/// The lock machine's own share of a queued waiter: one boxed `Lock` fed the replies
+/// of a waiter with two blockers (create, listing, blocker watch armed), measured alone
+/// by the counting allocator. The rest of "B/waiter" is the client's and the
+/// session's (the recipe's slot and routes, the watch registration of its blocker).
+fn machine_bytes() -> isize {
+    let dir = "/lock_scale/n10000";
+    let names: Vec<String> = (0..3)
+        .map(|i| format!("_c_{}-lock-{i:010}", node_id(1, i)))
+        .collect();
+    let id = node_id(1, 2);
+    let before = live();
+    let mut l = Box::new(Lock::new(LockConfig::new(dir, LockKind::Exclusive, &id)));
+    l.handle_session(Instant::ZERO, SessionChange::Connected { session_id: 7 });
+    l.acquire(Instant::ZERO, None);
+    let (create, _) = l.poll_request().unwrap();
+    let (list, _) = l.poll_request().unwrap();
+    let path = format!("{dir}/{}", names[2]);
+    let stat = Stat::default();
+    l.handle_reply(Instant::ZERO, create, Ok(Response::PathStat { path, stat }));
+    l.handle_reply(Instant::ZERO, list, Ok(Response::Children(names)));
+    let (watch, _) = l.poll_request().unwrap();
+    l.handle_reply(Instant::ZERO, watch, Ok(Response::Children(Vec::new())));
+    while l.poll_request().is_some() || l.poll_event().is_some() {}
+    let bytes = live() - before;
+    drop(l);
+    bytes
+}
 
 fn live() -> isize {
     LIVE.load(Ordering::Relaxed)
@@ -472,8 +501,9 @@ fn main() {
     let cs = server.connect_string();
     println!(
         "lock_scale: N waiters on ONE session, one path, all queued at once, then passing the lock along\n\
-         size_of::<Lock>() = {} B; timeout {:?} per run",
+         size_of::<Lock>() = {} B; a queued waiter's machine holds {} B in all; timeout {:?} per run",
         std::mem::size_of::<Lock>(),
+        machine_bytes(),
         timeout
     );
     println!(
