@@ -11,7 +11,10 @@
 //! * **cpu us/acq** — CPU time of the bench process (the core client and its
 //!   driver loop) per acquisition: the client's own cost, apart from the server's;
 //! * **req/acq**, **B rx/acq**, **B tx/acq** — the session's counters
-//!   ([`Client::counters`]) over the whole run, per acquisition;
+//!   ([`Client::counters`]) over the whole run, per acquisition (each waiter's entry
+//!   listing included: waiter *i* of N queued at once lists *i* children);
+//! * **h req**, **h B rx** — the same from the moment every waiter is queued: what
+//!   passing the lock along costs;
 //! * **RSS** — peak resident set of the process (`VmHWM`; each N runs in a process of
 //!   its own);
 //! * **B/waiter** — core state per queued waiter: `size_of::<Lock>()` and the heap the
@@ -53,8 +56,9 @@ use std::time::{Duration, Instant as StdInstant};
 
 use bytes::BytesMut;
 use zk_recipes::client::{ops, Client, ClientEvent, Options, RecipeHandle};
-use zk_recipes::proto::{CreateMode, Response};
+use zk_recipes::proto::{CreateMode, Response, Stat};
 use zk_recipes::recipe::lock::{node_id, Lock, LockConfig, LockEvent, LockKind};
+use zk_recipes::recipe::{Recipe, SessionChange};
 use zk_recipes::session::{SessionEvent, Token, Transport};
 use zk_recipes::time::Instant;
 use zk_recipes_testing::TestServer;
@@ -88,6 +92,34 @@ unsafe impl GlobalAlloc for Counting {
 
 #[global_allocator]
 static ALLOC: Counting = Counting;
+
+/// The lock machine's own share of a queued waiter: one boxed `Lock` fed the replies
+/// of a waiter with two blockers (create, listing, blocker watch armed), measured alone
+/// by the counting allocator. The rest of "B/waiter" is the client's and the
+/// session's (the recipe's slot and routes, the watch registration of its blocker).
+fn machine_bytes() -> isize {
+    let dir = "/lock_scale/n10000";
+    let names: Vec<String> = (0..3)
+        .map(|i| format!("_c_{}-lock-{i:010}", node_id(1, i)))
+        .collect();
+    let id = node_id(1, 2);
+    let before = live();
+    let mut l = Box::new(Lock::new(LockConfig::new(dir, LockKind::Exclusive, &id)));
+    l.handle_session(Instant::ZERO, SessionChange::Connected { session_id: 7 });
+    l.acquire(Instant::ZERO, None);
+    let (create, _) = l.poll_request().unwrap();
+    let (list, _) = l.poll_request().unwrap();
+    let path = format!("{dir}/{}", names[2]);
+    let stat = Stat::default();
+    l.handle_reply(Instant::ZERO, create, Ok(Response::PathStat { path, stat }));
+    l.handle_reply(Instant::ZERO, list, Ok(Response::Children(names)));
+    let (watch, _) = l.poll_request().unwrap();
+    l.handle_reply(Instant::ZERO, watch, Ok(Response::Children(Vec::new())));
+    while l.poll_request().is_some() || l.poll_event().is_some() {}
+    let bytes = live() - before;
+    drop(l);
+    bytes
+}
 
 fn live() -> isize {
     LIVE.load(Ordering::Relaxed)
@@ -246,6 +278,10 @@ struct Outcome {
     rx: u64,
     tx: u64,
     heap_per_waiter: f64,
+    /// Requests and bytes received from the moment every waiter is queued (the
+    /// handoffs alone, without each waiter's entry listing).
+    handoff_requests: u64,
+    handoff_rx: u64,
     failed: usize,
     left: usize,
     acquired: usize,
@@ -319,6 +355,7 @@ fn run(cs: &str, n: usize, timeout: Duration) -> Outcome {
     let mut first_held = true;
     let mut queued_at: Option<StdInstant> = None;
     let mut heap_queued = 0isize;
+    let mut at_queued = before;
     let (mut acquired, mut released, mut done, mut failed) = (0usize, 0usize, 0usize, 0usize);
     let mut last_fencing = i64::MIN;
     let mut stalled = false;
@@ -368,6 +405,7 @@ fn run(cs: &str, n: usize, timeout: Duration) -> Outcome {
                 first_held = false;
                 heap_queued = live();
                 queued_at = Some(StdInstant::now());
+                at_queued = d.client.counters();
                 to_release.extend(holder);
             }
         }
@@ -412,6 +450,8 @@ fn run(cs: &str, n: usize, timeout: Duration) -> Outcome {
         rx: after.bytes_received - before.bytes_received,
         tx: after.bytes_sent - before.bytes_sent,
         heap_per_waiter: (heap_queued - heap_before) as f64 / n as f64,
+        handoff_requests: after.requests_sent - at_queued.requests_sent,
+        handoff_rx: after.bytes_received - at_queued.bytes_received,
         failed: failed + (n - acquired.min(n)) * usize::from(stalled),
         left,
         acquired,
@@ -438,7 +478,7 @@ fn main() {
         // One count in a process of its own (so its peak RSS is its own).
         let o = run(&cs, counts[0], timeout);
         println!(
-            "ROW {} {:.1} {:.1} {:.2} {:.0} {:.0} {} {:.0} {} {} {} {} {:.1}",
+            "ROW {} {:.1} {:.1} {:.2} {:.0} {:.0} {} {:.0} {} {} {} {} {:.1} {:.2} {:.0}",
             o.n,
             o.total.as_secs_f64() * 1e6 / o.n as f64,
             o.handoff.as_secs_f64() * 1e6 / o.n as f64,
@@ -451,7 +491,9 @@ fn main() {
             o.left,
             o.acquired,
             o.stalled,
-            o.cpu.as_secs_f64() * 1e6 / o.n as f64
+            o.cpu.as_secs_f64() * 1e6 / o.n as f64,
+            o.handoff_requests as f64 / o.n as f64,
+            o.handoff_rx as f64 / o.n as f64
         );
         return;
     }
@@ -459,18 +501,21 @@ fn main() {
     let cs = server.connect_string();
     println!(
         "lock_scale: N waiters on ONE session, one path, all queued at once, then passing the lock along\n\
-         size_of::<Lock>() = {} B; timeout {:?} per run",
+         size_of::<Lock>() = {} B; a queued waiter's machine holds {} B in all; timeout {:?} per run",
         std::mem::size_of::<Lock>(),
+        machine_bytes(),
         timeout
     );
     println!(
-        "{:>7} {:>9} {:>10} {:>9} {:>8} {:>10} {:>9} {:>9} {:>9} {:>7} {:>5}",
+        "{:>7} {:>9} {:>10} {:>9} {:>8} {:>10} {:>8} {:>10} {:>9} {:>9} {:>9} {:>7} {:>5}",
         "waiters",
         "us/acq",
         "handoff",
         "cpu us/acq",
         "req/acq",
         "B rx/acq",
+        "h req",
+        "h B rx",
         "B tx/acq",
         "RSS KiB",
         "B/waiter",
@@ -503,13 +548,15 @@ fn main() {
         let f: Vec<&str> = row.split_whitespace().collect();
         let stalled = f[11] == "true";
         println!(
-            "{:>7} {:>9} {:>10} {:>9} {:>8} {:>10} {:>9} {:>9} {:>9} {:>7} {:>5}{}",
+            "{:>7} {:>9} {:>10} {:>9} {:>8} {:>10} {:>8} {:>10} {:>9} {:>9} {:>9} {:>7} {:>5}{}",
             f[0],
             f[1],
             f[2],
             f[12],
             f[3],
             f[4],
+            f[13],
+            f[14],
             f[5],
             f[6],
             f[7],

@@ -40,6 +40,10 @@ fn line(r: &Request) -> String {
     match r {
         Request::Create2(c) => format!("create2 {}", c.path),
         Request::CreateContainer(c) => format!("container {}", c.path),
+        // A children watch on a candidate: the deletion watch on our predecessor.
+        Request::GetChildren(g) if g.watch && g.path.starts_with(&format!("{DIR}/")) => {
+            format!("await {}", g.path)
+        }
         Request::GetChildren(g) => format!("list {}", g.path),
         Request::GetData(g) if g.watch => format!("watch {}", g.path),
         Request::GetData(g) => format!("get {}", g.path),
@@ -94,7 +98,10 @@ impl<R: Recipe> Script<R> {
             .iter()
             .rev()
             .find(|(_, l)| {
-                (l.starts_with("watch ") || l.starts_with("list ") || l.starts_with("exists "))
+                (l.starts_with("watch ")
+                    || l.starts_with("await ")
+                    || l.starts_with("list ")
+                    || l.starts_with("exists "))
                     && l.ends_with(path)
             })
             .map(|(op, _)| *op)
@@ -173,17 +180,7 @@ fn multi_ok(n: usize) -> Result<Response, Error> {
 }
 
 fn multi_failed(at: usize, c: ErrorCode, n: usize) -> Result<Response, Error> {
-    Ok(Response::Multi(
-        (0..n)
-            .map(|i| {
-                MultiResult::Error(match i.cmp(&at) {
-                    std::cmp::Ordering::Less => ErrorCode::Ok,
-                    std::cmp::Ordering::Equal => c,
-                    std::cmp::Ordering::Greater => ErrorCode::RuntimeInconsistency,
-                })
-            })
-            .collect(),
-    ))
+    Ok(Response::Multi(failed_multi(n, at, c)))
 }
 
 fn election() -> Script<Election> {
@@ -246,7 +243,7 @@ fn a_follower_watches_only_its_predecessor_and_leads_when_it_goes_without_listin
     );
     assert_eq!(
         s.sent(),
-        [format!("watch {DIR}/_c_k-lock-0000000005")],
+        [format!("await {DIR}/_c_k-lock-0000000005")],
         "the nearest lower candidate only (our own node's watch went out with the listing)"
     );
     assert!(s.events().is_empty());
@@ -254,7 +251,7 @@ fn a_follower_watches_only_its_predecessor_and_leads_when_it_goes_without_listin
         &format!("watch {}", path(&node(1, 7))),
         data(b"node-1", 70, 0),
     );
-    s.reply("watch /app/election/_c_k", data(b"k", 5, 0));
+    s.reply("await /app/election/_c_k", children(&[]));
     s.fire(
         EventType::NodeDeleted,
         &format!("{DIR}/_c_k-lock-0000000005"),
@@ -262,8 +259,8 @@ fn a_follower_watches_only_its_predecessor_and_leads_when_it_goes_without_listin
     // Two blockers were listed: list again, watch the next.
     assert_eq!(s.sent(), [format!("list {DIR}")]);
     s.reply("list", children(&[&node(1, 7), "_c_j-latch-0000000003"]));
-    assert_eq!(s.sent(), [format!("watch {DIR}/_c_j-latch-0000000003")]);
-    s.reply("watch", data(b"j", 3, 0));
+    assert_eq!(s.sent(), [format!("await {DIR}/_c_j-latch-0000000003")]);
+    s.reply("await", children(&[]));
     s.fire(
         EventType::NodeDeleted,
         &format!("{DIR}/_c_j-latch-0000000003"),

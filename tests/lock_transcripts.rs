@@ -1,7 +1,14 @@
 //! Transcript tests for `recipe::lock`: scripted replies in, exact requests and events
 //! out. Requests are shown as short lines (`create2 <path>`, `list <dir>`, `sync <dir>`,
-//! `watch <path>` for getData with a watch, `exists <path>`, `delete <path>`,
-//! `container <path>`).
+//! `watch <path>` for getData with a watch, `read <path>` for getData without one,
+//! `exists <path>`, `delete <path>`, `container <path>`).
+//!
+//! A holder of an exclusive or write lock releases by handing the lock on: one multi
+//! {setData(successor, `__GRANT__` + the names after it, expected version 0),
+//! delete(own node, any version)}, shown as `grant <successor path> [<tail names>] +
+//! delete <own path>` (any other multi is shown in full). A waiter whose blocker went
+//! reads its own node (the turn read, `watch <own path>` or `read <own path>`): a grant
+//! found there (data `__GRANT__`… at version >= 1) means it holds.
 
 use bytes::Bytes;
 use std::time::Duration;
@@ -9,7 +16,7 @@ use zk_recipes::client::Error;
 use zk_recipes::proto::*;
 use zk_recipes::recipe::lock::{
     Acquire, AcquireWait, HoldState, Lock, LockChange, LockConfig, LockEvent, LockKind, LockStatus,
-    LostReason, Release,
+    LostReason, Release, GRANT,
 };
 use zk_recipes::recipe::{OpId, Recipe, SessionChange};
 use zk_recipes::session::WatchEvent;
@@ -50,8 +57,25 @@ fn sent(l: &mut Lock) -> Vec<(OpId, String)> {
             let line = match r {
                 Request::Create2(c) => format!("create2 {}", c.path),
                 Request::CreateContainer(c) => format!("container {}", c.path),
+                Request::GetChildren(g) if g.path == DIR => format!("list {}", g.path),
+                // A children watch on a contender: a deletion watch on our blocker.
+                Request::GetChildren(g) if g.watch => format!("await {}", g.path),
                 Request::GetChildren(g) => format!("list {}", g.path),
                 Request::GetData(g) if g.watch => format!("watch {}", g.path),
+                Request::GetData(g) => format!("read {}", g.path),
+                Request::Multi(ops) => match &ops[..] {
+                    [MultiOp::SetData(s), MultiOp::Delete(d)]
+                        if s.version == 0 && d.version == -1 && grant_tail(&s.data).is_some() =>
+                    {
+                        format!(
+                            "grant {} [{}] + delete {}",
+                            s.path,
+                            grant_tail(&s.data).unwrap_or_default().join(" "),
+                            d.path
+                        )
+                    }
+                    _ => format!("{ops:?}"),
+                },
                 Request::Exists(g) => format!("exists {}", g.path),
                 Request::Delete(d) => format!("delete {}", d.path),
                 Request::Sync(p) => format!("sync {}", p.path),
@@ -60,6 +84,28 @@ fn sent(l: &mut Lock) -> Vec<(OpId, String)> {
             (op, line)
         })
         .collect()
+}
+
+/// The names a grant's data carries after [`GRANT`] (one per line), or `None` if the
+/// data is not exactly that.
+fn grant_tail(data: &[u8]) -> Option<Vec<String>> {
+    let rest = std::str::from_utf8(data.strip_prefix(GRANT)?).ok()?;
+    if rest.is_empty() {
+        return Some(vec![]);
+    }
+    let rest = rest.strip_prefix('\n')?;
+    Some(rest.split('\n').map(String::from).collect())
+}
+
+/// The line of a grant to `successor` (a name in `DIR`) carrying `tail`, releasing
+/// `own`.
+fn grant_line(successor: &str, tail: &[&str], own: &str) -> String {
+    format!(
+        "grant {} [{}] + delete {}",
+        path(successor),
+        tail.join(" "),
+        path(own)
+    )
 }
 
 /// Just the lines.
@@ -93,10 +139,52 @@ fn children(names: &[&str]) -> Result<Response, Error> {
 }
 
 fn data(d: &'static [u8]) -> Result<Response, Error> {
+    data_at(d, 0)
+}
+
+/// Node data at a data version (a fresh node is at 0; each write adds one).
+fn data_at(d: &[u8], version: i32) -> Result<Response, Error> {
     Ok(Response::Data {
-        data: Bytes::from_static(d),
-        stat: stat(1, SESSION),
+        data: Bytes::copy_from_slice(d),
+        stat: Stat {
+            version,
+            ..stat(1, SESSION)
+        },
     })
+}
+
+/// A grant as a releasing holder writes it: [`GRANT`], then `tail` one name a line,
+/// at version 1 (written once over the fresh node).
+fn grant(tail: &[&str]) -> Result<Response, Error> {
+    let mut d = GRANT.to_vec();
+    for name in tail {
+        d.push(b'\n');
+        d.extend_from_slice(name.as_bytes());
+    }
+    data_at(&d, 1)
+}
+
+/// The grant multi {setData, delete} answered OK.
+fn multi_ok() -> Result<Response, Error> {
+    Ok(Response::Multi(vec![
+        MultiResult::SetData(Stat {
+            version: 1,
+            ..Stat::default()
+        }),
+        MultiResult::Delete,
+    ]))
+}
+
+/// The grant multi failed at op `at` (0: the setData, 1: the delete) with `c`: the
+/// ops before it say OK, the ones after it RuntimeInconsistency, as ZooKeeper does.
+fn multi_failed(at: usize, c: ErrorCode) -> Result<Response, Error> {
+    Ok(Response::Multi(failed_multi(2, at, c)))
+}
+
+/// The refusals that say "not applied, try later": the session's own (too many
+/// requests pending) and the server's throttle.
+fn refusals() -> [Error; 2] {
+    [Error::Overloaded, Error::Server(ErrorCode::Throttled)]
 }
 
 fn code(c: ErrorCode) -> Result<Response, Error> {
@@ -138,11 +226,16 @@ fn reconnect(l: &mut Lock) {
 /// acquire(): create2 and getChildren go out back to back. Returns their ops.
 fn start(l: &mut Lock, deadline: Option<Instant>) -> (OpId, OpId) {
     assert_eq!(l.acquire(T, deadline), Acquire::Pending);
+    let marker = match l.config().kind {
+        LockKind::Read => "__READ__",
+        LockKind::Write => "__WRIT__",
+        _ => "lock-",
+    };
     let r = sent(l);
     assert_eq!(
         r.iter().map(|(_, s)| s.as_str()).collect::<Vec<_>>(),
         [
-            format!("create2 {DIR}/_c_{ID}-lock-"),
+            format!("create2 {DIR}/_c_{ID}-{marker}"),
             format!("list {DIR}")
         ],
         "one round trip"
@@ -152,14 +245,24 @@ fn start(l: &mut Lock, deadline: Option<Instant>) -> (OpId, OpId) {
 
 /// A lock that holds `ours(5)` (token 50), own-node watch armed and answered.
 fn held_with(config: LockConfig) -> Lock {
+    held_among(config, &[])
+}
+
+/// A lock that holds `ours(5)` (token 50) from a listing that also shows `others`
+/// (all after it), own-node watch armed and answered.
+fn held_among(config: LockConfig, others: &[&str]) -> Lock {
     let mut l = lock_with(config);
     let (create, list) = start(&mut l, None);
     l.handle_reply(T, create, created(&ours(5), 50));
-    let own = sent(&mut l);
-    l.handle_reply(T, list, children(&[&ours(5)]));
+    let mut all = vec![ours(5)];
+    all.extend(others.iter().map(|s| s.to_string()));
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    let early = sent(&mut l);
+    l.handle_reply(T, list, children(&all));
     assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
-    if let Some((op, _)) = own.first() {
-        l.handle_reply(T, *op, data(b""));
+    // A revocable lock watches its node from its creation; any other from its hold.
+    for (op, _) in early.into_iter().chain(sent(&mut l)) {
+        l.handle_reply(T, op, data(b""));
     }
     l
 }
@@ -173,16 +276,15 @@ fn uncontended_acquire_is_one_round_trip_and_release_one_delete() {
     let mut l = lock(LockKind::Exclusive);
     let (create, list) = start(&mut l, None);
     l.handle_reply(T, create, created(&ours(5), 0x500));
-    let own = sent(&mut l);
-    assert_eq!(
-        own.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
-        [format!("watch {}", path(&ours(5)))],
-        "our own node is watched from its creation, pipelined behind the listing"
+    assert!(
+        sent(&mut l).is_empty(),
+        "no own-node watch while the listing decides: a waiter reads its node at its turn"
     );
+    // A kazoo contender behind us reads no grant: a plain delete wakes it.
     l.handle_reply(
         T,
         list,
-        children(&[&ours(5), "config", "_c_x-latch-0000000009"]),
+        children(&[&ours(5), "config", "k__lock__0000000009"]),
     );
     assert_eq!(
         events(&mut l),
@@ -191,11 +293,20 @@ fn uncontended_acquire_is_one_round_trip_and_release_one_delete() {
             node: ours(5)
         }]
     );
-    assert!(sent(&mut l).is_empty());
+    let own = sent(&mut l);
+    assert_eq!(
+        own.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [format!("watch {}", path(&ours(5)))],
+        "a holder watches its own node"
+    );
     l.handle_reply(T, own[0].0, data(b""));
     assert_eq!(l.release(T), Release::Pending);
     let del = sent(&mut l);
-    assert_eq!(del[0].1, format!("delete {}", path(&ours(5))));
+    assert_eq!(
+        del.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [format!("delete {}", path(&ours(5)))],
+        "nobody to hand on to: one plain delete"
+    );
     l.handle_reply(T, del[0].0, Ok(Response::Empty));
     assert_eq!(events(&mut l), vec![LockEvent::Released]);
     assert!(l.is_done());
@@ -220,7 +331,10 @@ fn a_waiter_watches_only_its_predecessor_and_takes_over_without_listing() {
     let mut l = lock(LockKind::Exclusive);
     let (create, list) = start(&mut l, None);
     l.handle_reply(T, create, created(&ours(7), 70));
-    let own = sent(&mut l);
+    assert!(
+        sent(&mut l).is_empty(),
+        "a waiter does not watch its own node"
+    );
     l.handle_reply(
         T,
         list,
@@ -232,14 +346,22 @@ fn a_waiter_watches_only_its_predecessor_and_takes_over_without_listing() {
         ]),
     );
     let w = sent(&mut l);
-    assert_eq!(w[0].1, format!("watch {}", path("_c_b-lock-0000000006")));
+    assert_eq!(w[0].1, format!("await {}", path("_c_b-lock-0000000006")));
     assert_eq!(w.len(), 1, "the predecessor only: no herd");
-    l.handle_reply(T, own[0].0, data(b""));
     l.handle_reply(T, w[0].0, data(b""));
     assert!(events(&mut l).is_empty());
-    // Two blockers: when the predecessor goes, list again.
+    // Two blockers: when the predecessor goes, read our node (granted?), not granted:
+    // list again.
     l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000006")));
+    let turn = sent(&mut l);
+    assert_eq!(
+        turn.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [format!("watch {}", path(&ours(7)))],
+        "the turn read, no listing yet"
+    );
+    l.handle_reply(T, turn[0].0, data(b""));
     let relist = sent(&mut l);
+    assert_eq!(relist.len(), 1);
     assert_eq!(relist[0].1, format!("list {DIR}"));
     l.handle_reply(
         T,
@@ -247,7 +369,7 @@ fn a_waiter_watches_only_its_predecessor_and_takes_over_without_listing() {
         children(&[&ours(7), "_c_a-lock-0000000003"]),
     );
     let w = sent(&mut l);
-    assert_eq!(w[0].1, format!("watch {}", path("_c_a-lock-0000000003")));
+    assert_eq!(w[0].1, format!("await {}", path("_c_a-lock-0000000003")));
     l.handle_reply(T, w[0].0, data(b""));
     // Only one blocker left: its deletion hands over the lock with no listing.
     l.handle_watch(T, w[0].0, &deleted(&path("_c_a-lock-0000000003")));
@@ -260,7 +382,7 @@ fn a_waiter_watches_only_its_predecessor_and_takes_over_without_listing() {
     );
     assert!(
         sent(&mut l).is_empty(),
-        "the own-node watch is armed already"
+        "the own-node watch is armed already (by the turn read)"
     );
 }
 
@@ -269,11 +391,17 @@ fn a_predecessor_gone_before_the_watch_is_set_counts_as_gone() {
     let mut l = lock(LockKind::Exclusive);
     let (create, list) = start(&mut l, None);
     l.handle_reply(T, create, created(&ours(2), 20));
-    let own = sent(&mut l);
     l.handle_reply(T, list, children(&[&ours(2), "_c_a-lock-0000000001"]));
     let w = sent(&mut l);
-    l.handle_reply(T, own[0].0, data(b"")); // answered in order, before the blocker's
     l.handle_reply(T, w[0].0, code(ErrorCode::NoNode));
+    // As its deletion: the turn read, which finds our node there.
+    let turn = sent(&mut l);
+    assert_eq!(
+        turn.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [format!("watch {}", path(&ours(2)))]
+    );
+    assert!(events(&mut l).is_empty(), "not before our node is seen");
+    l.handle_reply(T, turn[0].0, data(b""));
     assert!(matches!(
         events(&mut l)[..],
         [LockEvent::Acquired {
@@ -403,8 +531,8 @@ fn a_lost_create_reply_is_recovered_by_prefix_after_a_sync_and_adopted_only_if_o
     let next = lines(&mut l);
     assert_eq!(
         next,
-        [format!("list {DIR}"), format!("watch {}", path(&ours(4)))],
-        "the recovery's sync still holds on this connection"
+        [format!("list {DIR}")],
+        "the recovery's sync still holds on this connection; no own-node watch while waiting"
     );
     assert_eq!(
         l.node(),
@@ -472,9 +600,8 @@ fn a_listing_lost_after_a_successful_create_is_done_again_after_the_reconnect() 
     let mut l = lock(LockKind::Exclusive);
     let (create, list) = start(&mut l, None);
     l.handle_reply(T, create, created(&ours(3), 30));
-    let own = sent(&mut l);
+    assert!(sent(&mut l).is_empty());
     l.handle_reply(T, list, code(ErrorCode::ConnectionLoss));
-    l.handle_reply(T, own[0].0, code(ErrorCode::ConnectionLoss));
     l.handle_session(T, SessionChange::Suspended);
     assert!(sent(&mut l).is_empty());
     l.handle_session(
@@ -486,14 +613,11 @@ fn a_listing_lost_after_a_successful_create_is_done_again_after_the_reconnect() 
     let r = sent(&mut l);
     assert_eq!(
         r.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
-        [
-            format!("sync {DIR}"),
-            format!("list {DIR}"),
-            format!("watch {}", path(&ours(3)))
-        ]
+        [format!("sync {DIR}"), format!("list {DIR}")]
     );
     l.handle_reply(T, r[1].0, children(&[&ours(3)]));
     assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
+    assert_eq!(lines(&mut l), [format!("watch {}", path(&ours(3)))]);
 }
 
 /// Issue 9, defect 5: a delete refused locally used to end as `Released`.
@@ -534,8 +658,6 @@ fn refused_watches_and_verifications_are_retried() {
     let mut l = lock(LockKind::Exclusive);
     let (create, list) = start(&mut l, None);
     l.handle_reply(T, create, created(&ours(7), 70));
-    let own = sent(&mut l);
-    l.handle_reply(T, own[0].0, data(b""));
     l.handle_reply(T, list, children(&[&ours(7), "_c_a-lock-0000000003"]));
     let w = sent(&mut l);
     l.handle_reply(T, w[0].0, Err(Error::Server(ErrorCode::Throttled)));
@@ -568,9 +690,9 @@ fn refused_watches_and_verifications_are_retried() {
     let mut l = lock(LockKind::Exclusive);
     let (create, list) = start(&mut l, None);
     l.handle_reply(T, create, created(&ours(1), 10));
-    let own = sent(&mut l);
     l.handle_reply(T, list, children(&[&ours(1)]));
     events(&mut l);
+    let own = sent(&mut l);
     l.handle_reply(T, own[0].0, Err(Error::Overloaded));
     l.handle_timeout(l.poll_timeout().unwrap());
     assert_eq!(lines(&mut l), [format!("watch {}", path(&ours(1)))]);
@@ -615,9 +737,7 @@ fn try_lock_looks_once_then_gives_up_and_removes_its_node() {
     l.handle_timeout(T); // the deadline passes at once; the first listing still counts
     assert!(events(&mut l).is_empty());
     l.handle_reply(T, create, created(&ours(2), 20));
-    let own = sent(&mut l);
     l.handle_reply(T, list, children(&[&ours(2), "_c_a-lock-0000000001"]));
-    l.handle_reply(T, own[0].0, data(b""));
     assert_eq!(events(&mut l), vec![LockEvent::NotAcquired]);
     let del = sent(&mut l);
     assert_eq!(del[0].1, format!("delete {}", path(&ours(2))));
@@ -896,7 +1016,7 @@ fn rw(kind: LockKind, me: &str, others: &[&str]) -> Vec<String> {
     l.acquire(T, None);
     let r = sent(&mut l);
     l.handle_reply(T, r[0].0, created(me, 50));
-    sent(&mut l); // own watch
+    assert!(sent(&mut l).is_empty(), "no own-node watch while waiting");
     let mut all: Vec<&str> = others.to_vec();
     all.push(me);
     l.handle_reply(T, r[1].0, children(&all));
@@ -921,7 +1041,7 @@ fn readers_wait_only_for_the_highest_lower_writer() {
             "_c_d-__READ__0000000004",
         ],
     );
-    assert_eq!(r, [format!("watch {}", path("_c_c-__WRIT__0000000003"))]);
+    assert_eq!(r, [format!("await {}", path("_c_c-__WRIT__0000000003"))]);
     // kazoo 2.8 (#649) waited on *higher* writers: we must not.
     let r = rw(
         LockKind::Read,
@@ -939,7 +1059,7 @@ fn readers_wait_only_for_the_highest_lower_writer() {
         &me,
         &["k__rlock__0000000001", "k__lock__0000000002"],
     );
-    assert_eq!(r, [format!("watch {}", path("k__lock__0000000002"))]);
+    assert_eq!(r, [format!("await {}", path("k__lock__0000000002"))]);
 }
 
 #[test]
@@ -954,17 +1074,68 @@ fn writers_wait_for_anything_lower() {
             "_c_c-__WRIT__0000000009",
         ],
     );
-    assert_eq!(r, [format!("watch {}", path("_c_b-__READ__0000000004"))]);
+    assert_eq!(r, [format!("await {}", path("_c_b-__READ__0000000004"))]);
     let r = rw(LockKind::Write, &me, &["_c_c-__READ__0000000006"]);
     assert!(r.is_empty());
 }
 
+/// Someone deletes a waiter's node (a forced revocation, an administrator), then its
+/// blocker goes: it must not take a lock it no longer queues for. A waiter does not
+/// watch its own node; the turn read finds it gone.
 #[test]
-fn a_waiter_whose_node_is_deleted_fails_at_the_notification() {
-    let mut l = lock(LockKind::Exclusive);
+fn a_waiter_whose_node_is_deleted_fails_at_the_turn_read() {
+    for blockers in [
+        vec!["_c_b-lock-0000000005"],
+        vec!["_c_a-lock-0000000003", "_c_b-lock-0000000005"],
+    ] {
+        let mut l = lock(LockKind::Exclusive);
+        let (create, list) = start(&mut l, None);
+        l.handle_reply(T, create, created(&ours(7), 70));
+        let mut all = vec![ours(7)];
+        all.extend(blockers.iter().map(|s| s.to_string()));
+        let all: Vec<&str> = all.iter().map(String::as_str).collect();
+        l.handle_reply(T, list, children(&all));
+        let w = sent(&mut l);
+        assert_eq!(
+            w.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+            [format!("await {}", path("_c_b-lock-0000000005"))]
+        );
+        l.handle_reply(T, w[0].0, data(b""));
+        // (Our node is deleted now: no watch of ours is on it.) The blocker goes.
+        l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
+        assert!(events(&mut l).is_empty(), "not acquired on trust");
+        let turn = sent(&mut l);
+        assert_eq!(
+            turn.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+            [format!("watch {}", path(&ours(7)))]
+        );
+        l.handle_reply(T, turn[0].0, code(ErrorCode::NoNode));
+        assert_eq!(
+            events(&mut l),
+            vec![LockEvent::Failed {
+                error: Error::from(ErrorCode::NoNode)
+            }]
+        );
+        assert!(sent(&mut l).is_empty(), "nothing of ours left to delete");
+        assert!(l.is_done());
+    }
+}
+
+/// A revocable waiter watches its own node from its creation: its deletion is heard
+/// at once, before any blocker goes.
+#[test]
+fn a_revocable_waiter_whose_node_is_deleted_fails_at_the_notification() {
+    let mut c = config(LockKind::Exclusive);
+    c.revocable = true;
+    let mut l = lock_with(c);
     let (create, list) = start(&mut l, None);
     l.handle_reply(T, create, created(&ours(7), 70));
     let own = sent(&mut l);
+    assert_eq!(
+        own.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [format!("watch {}", path(&ours(7)))],
+        "a revocable waiter hears revocation"
+    );
     l.handle_reply(
         T,
         list,
@@ -973,8 +1144,6 @@ fn a_waiter_whose_node_is_deleted_fails_at_the_notification() {
     let w = sent(&mut l);
     l.handle_reply(T, own[0].0, data(b""));
     l.handle_reply(T, w[0].0, data(b""));
-    // Someone deletes our node (a forced revocation, an administrator), then our only
-    // blocker goes: we must not take a lock we no longer queue for.
     l.handle_watch(T, own[0].0, &deleted(&path(&ours(7))));
     assert_eq!(
         events(&mut l),
@@ -993,17 +1162,19 @@ fn a_late_event_from_an_older_watch_does_not_hand_over_the_lock() {
     let mut l = lock(LockKind::Exclusive);
     let (create, list) = start(&mut l, None);
     l.handle_reply(T, create, created(&ours(7), 70));
-    let own = sent(&mut l);
     l.handle_reply(
         T,
         list,
         children(&[&ours(7), "_c_a-lock-0000000003", "_c_b-lock-0000000005"]),
     );
     let w = sent(&mut l);
-    l.handle_reply(T, own[0].0, data(b""));
     l.handle_reply(T, w[0].0, data(b""));
     l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
+    let turn = sent(&mut l);
+    assert_eq!(turn[0].1, format!("watch {}", path(&ours(7))));
+    l.handle_reply(T, turn[0].0, data(b""));
     let relist = sent(&mut l);
+    assert_eq!(relist[0].1, format!("list {DIR}"));
     l.handle_reply(
         T,
         relist[0].0,
@@ -1014,6 +1185,7 @@ fn a_late_event_from_an_older_watch_does_not_hand_over_the_lock() {
     // A second registration on the old blocker fires late: it must not count.
     l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
     assert!(events(&mut l).is_empty(), "still blocked by _c_a");
+    assert!(sent(&mut l).is_empty(), "no turn read for an older blocker");
     l.handle_watch(T, w2[0].0, &deleted(&path("_c_a-lock-0000000003")));
     assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
 }
@@ -1038,10 +1210,13 @@ fn a_waiter_on_a_closed_session_fails_with_closed_not_connection_loss() {
 /// (no watch of ours was on it, so no notification). When the last blocker then went,
 /// the lock took its deletion for a handover and reported `Acquired` on a deleted node.
 /// A blocker's deletion proves our node still queues only while the server holds our
-/// own-node watch; otherwise the lock lists first.
+/// own-node watch (a revocable waiter's); otherwise the lock reads its node first (the
+/// turn read, after a sync: the refusal may have moved us to another server).
 #[test]
-fn a_blocker_gone_while_our_own_node_was_unwatched_is_checked_by_a_listing() {
-    let mut l = lock(LockKind::Exclusive);
+fn a_blocker_gone_while_our_own_node_was_unwatched_is_checked_by_the_turn_read() {
+    let mut c = config(LockKind::Exclusive);
+    c.revocable = true;
+    let mut l = lock_with(c);
     let (create, list) = start(&mut l, None);
     l.handle_reply(T, create, created(&ours(2), 20));
     let own = sent(&mut l);
@@ -1057,18 +1232,842 @@ fn a_blocker_gone_while_our_own_node_was_unwatched_is_checked_by_a_listing() {
     // (Our node is deleted now, unseen.) The blocker goes.
     l.handle_watch(T, w[0].0, &deleted(&path("_c_a-lock-0000000001")));
     assert!(events(&mut l).is_empty(), "not acquired on trust");
+    assert!(sent(&mut l).is_empty(), "backing off");
     let at = l.poll_timeout().expect("the backoff");
     l.handle_timeout(at);
     let r = sent(&mut l);
-    let list = r
-        .iter()
-        .find(|(_, s)| s.starts_with("list "))
-        .expect("a listing");
-    l.handle_reply(T, list.0, children(&[]));
+    assert_eq!(
+        r.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [
+            format!("watch {}", path(&ours(2))),
+            format!("sync {DIR}"),
+            format!("watch {}", path(&ours(2)))
+        ],
+        "the re-armed watch, then the turn read after a sync"
+    );
+    for (op, _) in &r {
+        let reply = if op == &r[1].0 {
+            Ok(Response::Path(DIR.into()))
+        } else {
+            code(ErrorCode::NoNode)
+        };
+        l.handle_reply(T, *op, reply);
+    }
     assert_eq!(
         events(&mut l),
         vec![LockEvent::Failed {
             error: Error::from(ErrorCode::NoNode)
         }]
     );
+    assert!(l.is_done());
+}
+
+// ----- grant on release, turn read -----
+
+const B6: &str = "_c_b-lock-0000000006";
+const C7: &str = "_c_c-lock-0000000007";
+const D9: &str = "_c_d-lock-0000000009";
+
+/// Releases `l` and returns the one request it sends, checking its line.
+fn release_expecting(l: &mut Lock, line: &str) -> OpId {
+    assert_eq!(l.release(T), Release::Pending);
+    let r = sent(l);
+    assert_eq!(
+        r.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [line.to_string()]
+    );
+    r[0].0
+}
+
+#[test]
+fn a_holder_hands_the_lock_to_its_successor_with_one_multi() {
+    // The listing that made us holder, in no order; a kazoo node ends the run.
+    let mut l = held_among(
+        config(LockKind::Exclusive),
+        &[D9, "config", B6, "k__lock__0000000011", C7],
+    );
+    assert_eq!(l.release(T), Release::Pending);
+    let r: Vec<(OpId, Request)> = std::iter::from_fn(|| l.poll_request()).collect();
+    assert_eq!(r.len(), 1, "one request: {r:?}");
+    // The request itself, field by field.
+    let Request::Multi(ops) = &r[0].1 else {
+        panic!("not a multi: {:?}", r[0].1)
+    };
+    let [MultiOp::SetData(set), MultiOp::Delete(del)] = &ops[..] else {
+        panic!("not setData + delete: {ops:?}")
+    };
+    assert_eq!(set.path, path(B6), "the nearest successor");
+    assert_eq!(
+        &set.data[..],
+        format!("__GRANT__\n{C7}\n{D9}").as_bytes(),
+        "grant, then the successors after it, nearest first"
+    );
+    assert_eq!(set.version, 0, "only a node never written is granted");
+    assert_eq!(del.path, path(&ours(5)));
+    assert_eq!(del.version, -1);
+    assert!(events(&mut l).is_empty(), "not released before the answer");
+    l.handle_reply(T, r[0].0, multi_ok());
+    assert_eq!(events(&mut l), vec![LockEvent::Released]);
+    assert!(sent(&mut l).is_empty(), "no delete after a grant");
+    assert!(l.is_done());
+
+    // The line format shows the same.
+    let mut l = held_among(config(LockKind::Exclusive), &[B6, C7]);
+    let op = release_expecting(&mut l, &grant_line(B6, &[C7], &ours(5)));
+    l.handle_reply(T, op, multi_ok());
+    assert_eq!(events(&mut l), vec![LockEvent::Released]);
+
+    // With the own-node watch off too.
+    let mut c = config(LockKind::Exclusive);
+    c.watch_own_node = false;
+    let mut l = held_among(c, &[B6]);
+    let op = release_expecting(&mut l, &grant_line(B6, &[], &ours(5)));
+    l.handle_reply(T, op, multi_ok());
+    assert_eq!(events(&mut l), vec![LockEvent::Released]);
+}
+
+#[test]
+fn a_grant_to_a_successor_gone_or_written_falls_back_to_a_plain_delete() {
+    for c in [ErrorCode::NoNode, ErrorCode::BadVersion, ErrorCode::NoAuth] {
+        let mut l = held_among(config(LockKind::Exclusive), &[B6, C7]);
+        let op = release_expecting(&mut l, &grant_line(B6, &[C7], &ours(5)));
+        l.handle_reply(T, op, multi_failed(0, c));
+        assert!(events(&mut l).is_empty(), "{c:?}: nothing applied yet");
+        let del = sent(&mut l);
+        assert_eq!(
+            del.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+            [format!("delete {}", path(&ours(5)))],
+            "{c:?}"
+        );
+        l.handle_reply(T, del[0].0, Ok(Response::Empty));
+        assert_eq!(events(&mut l), vec![LockEvent::Released], "{c:?}");
+        assert!(sent(&mut l).is_empty());
+        assert!(l.is_done());
+    }
+}
+
+#[test]
+fn a_grant_whose_reply_is_lost_is_sent_again_and_released_once() {
+    let mut l = held_among(config(LockKind::Exclusive), &[B6, C7]);
+    let line = grant_line(B6, &[C7], &ours(5));
+    let op = release_expecting(&mut l, &line);
+    // It landed (or not): the reply is lost with the connection.
+    l.handle_reply(T, op, code(ErrorCode::ConnectionLoss));
+    l.handle_session(T, SessionChange::Suspended);
+    assert!(events(&mut l).is_empty(), "not released on a lost reply");
+    assert!(sent(&mut l).is_empty(), "nothing while suspended");
+    l.handle_session(
+        T,
+        SessionChange::Reconnected {
+            session_id: SESSION,
+        },
+    );
+    let again = sent(&mut l);
+    assert_eq!(
+        again.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [line],
+        "the same multi again"
+    );
+    // It had landed: the successor's node was written meanwhile.
+    l.handle_reply(T, again[0].0, multi_failed(0, ErrorCode::BadVersion));
+    assert!(events(&mut l).is_empty());
+    let del = sent(&mut l);
+    assert_eq!(
+        del.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [format!("delete {}", path(&ours(5)))]
+    );
+    l.handle_reply(T, del[0].0, code(ErrorCode::NoNode)); // gone with the first multi
+    assert_eq!(events(&mut l), vec![LockEvent::Released]);
+    assert!(sent(&mut l).is_empty());
+    assert!(l.is_done());
+    assert!(events(&mut l).is_empty(), "exactly one Released");
+}
+
+#[test]
+fn a_grant_that_finds_our_own_node_gone_is_a_release() {
+    let mut l = held_among(config(LockKind::Exclusive), &[B6]);
+    let op = release_expecting(&mut l, &grant_line(B6, &[], &ours(5)));
+    l.handle_reply(T, op, multi_failed(1, ErrorCode::NoNode));
+    assert_eq!(events(&mut l), vec![LockEvent::Released]);
+    assert!(sent(&mut l).is_empty(), "no plain delete: the node is gone");
+    assert!(l.is_done());
+}
+
+/// A waiter with three blockers whose predecessor goes reads its node; a grant there
+/// (written by the releasing holder with its deletion) means it holds, with no listing;
+/// and it hands the lock on to the grant's tail in turn.
+#[test]
+fn a_granted_waiter_holds_without_listing_and_hands_on_to_the_tail() {
+    let mut l = lock(LockKind::Exclusive);
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, created(&ours(7), 70));
+    let after = [
+        "_c_e-lock-0000000008",
+        "_c_f-lock-0000000010",
+        "_c_g-lock-0000000012",
+    ];
+    let mut all = vec![
+        ours(7),
+        "_c_a-lock-0000000002".into(),
+        "_c_b-lock-0000000004".into(),
+        "_c_c-lock-0000000006".into(),
+    ];
+    all.extend(after.iter().map(|s| s.to_string()));
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    l.handle_reply(T, list, children(&all));
+    let w = sent(&mut l);
+    assert_eq!(w[0].1, format!("await {}", path("_c_c-lock-0000000006")));
+    l.handle_reply(T, w[0].0, data(b""));
+    l.handle_watch(T, w[0].0, &deleted(&path("_c_c-lock-0000000006")));
+    let turn = sent(&mut l);
+    assert_eq!(
+        turn.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [format!("watch {}", path(&ours(7)))],
+        "the turn read, no listing"
+    );
+    assert!(events(&mut l).is_empty());
+    l.handle_reply(T, turn[0].0, grant(&after));
+    assert_eq!(
+        events(&mut l),
+        vec![LockEvent::Acquired {
+            fencing_token: 70,
+            node: ours(7)
+        }]
+    );
+    assert!(
+        sent(&mut l).is_empty(),
+        "no listing; the turn read armed the own-node watch"
+    );
+    assert!(l.is_held());
+    assert!(l.held_by_grant());
+    let op = release_expecting(&mut l, &grant_line(after[0], &after[1..], &ours(7)));
+    l.handle_reply(T, op, multi_ok());
+    assert_eq!(events(&mut l), vec![LockEvent::Released]);
+}
+
+#[test]
+fn a_turn_read_without_a_grant_lists_again_or_holds_if_its_blocker_was_the_last() {
+    // More than one blocker: list again.
+    let mut l = lock(LockKind::Exclusive);
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, created(&ours(7), 70));
+    l.handle_reply(
+        T,
+        list,
+        children(&[&ours(7), "_c_a-lock-0000000003", "_c_b-lock-0000000005"]),
+    );
+    let w = sent(&mut l);
+    l.handle_reply(T, w[0].0, data(b""));
+    l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
+    let turn = sent(&mut l);
+    assert_eq!(turn[0].1, format!("watch {}", path(&ours(7))));
+    l.handle_reply(T, turn[0].0, data(b""));
+    assert!(events(&mut l).is_empty(), "_c_a may still be there");
+    assert_eq!(lines(&mut l), [format!("list {DIR}")]);
+
+    // The only blocker: held, no listing.
+    let mut l = lock(LockKind::Exclusive);
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, created(&ours(7), 70));
+    l.handle_reply(T, list, children(&[&ours(7), "_c_b-lock-0000000005"]));
+    let w = sent(&mut l);
+    l.handle_reply(T, w[0].0, data(b""));
+    l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
+    let turn = sent(&mut l);
+    assert_eq!(
+        turn.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [format!("watch {}", path(&ours(7)))]
+    );
+    assert!(events(&mut l).is_empty(), "not before our node is seen");
+    l.handle_reply(T, turn[0].0, data(b""));
+    assert!(matches!(
+        events(&mut l)[..],
+        [LockEvent::Acquired {
+            fencing_token: 70,
+            ..
+        }]
+    ));
+    assert!(sent(&mut l).is_empty(), "no listing, the watch is armed");
+    assert!(!l.held_by_grant(), "held by a blocker's plain deletion");
+    // Its listing showed nobody after it: a plain delete.
+    l.release(T);
+    assert_eq!(lines(&mut l), [format!("delete {}", path(&ours(7)))]);
+
+    // Without the own-node watch: the turn read sets none; the only blocker's deletion
+    // hands over with no read at all.
+    let mut c = config(LockKind::Exclusive);
+    c.watch_own_node = false;
+    let mut l = lock_with(c);
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, created(&ours(7), 70));
+    l.handle_reply(
+        T,
+        list,
+        children(&[&ours(7), "_c_a-lock-0000000003", "_c_b-lock-0000000005"]),
+    );
+    let w = sent(&mut l);
+    l.handle_reply(T, w[0].0, data(b""));
+    l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
+    let turn = sent(&mut l);
+    assert_eq!(
+        turn.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [format!("read {}", path(&ours(7)))]
+    );
+    l.handle_reply(T, turn[0].0, data(b""));
+    let relist = sent(&mut l);
+    assert_eq!(relist[0].1, format!("list {DIR}"));
+    l.handle_reply(
+        T,
+        relist[0].0,
+        children(&[&ours(7), "_c_a-lock-0000000003"]),
+    );
+    let w = sent(&mut l);
+    l.handle_reply(T, w[0].0, data(b""));
+    l.handle_watch(T, w[0].0, &deleted(&path("_c_a-lock-0000000003")));
+    assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
+    assert!(sent(&mut l).is_empty(), "no read at all");
+    assert!(!l.held_by_grant());
+}
+
+/// Only a grant written over the fresh node is one: revocation data is not, neither is
+/// `__GRANT__` at version 0 (the data the node was created with, the user's), nor data
+/// that merely starts with `__GRANT__`.
+#[test]
+fn revocation_data_and_unwritten_grant_data_are_no_grant() {
+    // A revocable waiter: its own-node watch fired (a revoker wrote), and the blocker
+    // went before the re-armed watch answered.
+    for revoke in [&b"__REVOKE__"[..], b"unlock"] {
+        let mut c = config(LockKind::Exclusive);
+        c.revocable = true;
+        let mut l = lock_with(c);
+        let (create, list) = start(&mut l, None);
+        l.handle_reply(T, create, created(&ours(7), 70));
+        let own = sent(&mut l);
+        l.handle_reply(
+            T,
+            list,
+            children(&[&ours(7), "_c_a-lock-0000000003", "_c_b-lock-0000000005"]),
+        );
+        let w = sent(&mut l);
+        l.handle_reply(T, own[0].0, data(b""));
+        l.handle_reply(T, w[0].0, data(b""));
+        l.handle_watch(T, own[0].0, &changed(&path(&ours(7))));
+        let rearm = sent(&mut l);
+        l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
+        let turn = sent(&mut l);
+        assert_eq!(
+            rearm
+                .iter()
+                .chain(&turn)
+                .map(|(_, s)| s.clone())
+                .collect::<Vec<_>>(),
+            [
+                format!("watch {}", path(&ours(7))),
+                format!("watch {}", path(&ours(7)))
+            ],
+            "the re-armed watch, then the turn read"
+        );
+        l.handle_reply(T, rearm[0].0, data_at(revoke, 1));
+        l.handle_reply(T, turn[0].0, data_at(revoke, 1));
+        assert_eq!(
+            events(&mut l),
+            vec![LockEvent::RevocationRequested],
+            "a revocation, not a grant"
+        );
+        assert_eq!(lines(&mut l), [format!("list {DIR}")]);
+        assert!(!l.is_held());
+        assert!(!l.held_by_grant());
+    }
+
+    // Not revocable: revocation data at the turn read says nothing; grant data never
+    // written (version 0) is the user's.
+    for (d, version) in [
+        (&b"__REVOKE__"[..], 1),
+        (b"unlock", 1),
+        (b"__GRANT__", 0),
+        (b"__GRANT__\n_c_z-lock-0000000009", 0),
+        (b"__GRANT__X", 1),
+    ] {
+        let mut l = lock(LockKind::Exclusive);
+        let (create, list) = start(&mut l, None);
+        l.handle_reply(T, create, created(&ours(7), 70));
+        l.handle_reply(
+            T,
+            list,
+            children(&[&ours(7), "_c_a-lock-0000000003", "_c_b-lock-0000000005"]),
+        );
+        let w = sent(&mut l);
+        l.handle_reply(T, w[0].0, data(b""));
+        l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
+        let turn = sent(&mut l);
+        assert_eq!(turn[0].1, format!("watch {}", path(&ours(7))));
+        l.handle_reply(T, turn[0].0, data_at(d, version));
+        assert!(events(&mut l).is_empty(), "{d:?} v{version}: no event");
+        assert_eq!(
+            lines(&mut l),
+            [format!("list {DIR}")],
+            "{d:?} v{version}: not a grant"
+        );
+    }
+}
+
+#[test]
+fn readers_never_grant_writers_grant_to_readers_and_a_granted_reader_holds() {
+    let me_r = |n: u32| format!("_c_{ID}-__READ__{n:010}");
+    let me_w = |n: u32| format!("_c_{ID}-__WRIT__{n:010}");
+    let (r6, r7, w8) = (
+        "_c_b-__READ__0000000006",
+        "_c_c-__READ__0000000007",
+        "_c_d-__WRIT__0000000008",
+    );
+
+    // A reader holding, with readers and a writer behind it: a plain delete.
+    let mut l = lock(LockKind::Read);
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, created(&me_r(5), 50));
+    l.handle_reply(T, list, children(&[&me_r(5), r6, r7, w8]));
+    assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
+    for (op, _) in sent(&mut l) {
+        l.handle_reply(T, op, data(b""));
+    }
+    l.release(T);
+    assert_eq!(
+        lines(&mut l),
+        [format!("delete {}", path(&me_r(5)))],
+        "a reader cannot know it is the last one: no grant"
+    );
+
+    // A writer holding grants to the reader after it.
+    let mut l = lock(LockKind::Write);
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, created(&me_w(5), 50));
+    l.handle_reply(T, list, children(&[&me_w(5), w8, r7, r6]));
+    assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
+    for (op, _) in sent(&mut l) {
+        l.handle_reply(T, op, data(b""));
+    }
+    let op = release_expecting(&mut l, &grant_line(r6, &[r7, w8], &me_w(5)));
+    l.handle_reply(T, op, multi_ok());
+    assert_eq!(events(&mut l), vec![LockEvent::Released]);
+
+    // A reader behind two writers, granted by the nearer: it holds with no listing,
+    // and releases plainly all the same (the tail it was given is not its to use).
+    let mut l = lock(LockKind::Read);
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, created(&me_r(6), 60));
+    l.handle_reply(
+        T,
+        list,
+        children(&[
+            "_c_a-__WRIT__0000000003",
+            "_c_w-__WRIT__0000000005",
+            &me_r(6),
+            r7,
+            w8,
+        ]),
+    );
+    let w = sent(&mut l);
+    assert_eq!(w[0].1, format!("await {}", path("_c_w-__WRIT__0000000005")));
+    l.handle_reply(T, w[0].0, data(b""));
+    l.handle_watch(T, w[0].0, &deleted(&path("_c_w-__WRIT__0000000005")));
+    let turn = sent(&mut l);
+    assert_eq!(
+        turn.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [format!("watch {}", path(&me_r(6)))]
+    );
+    l.handle_reply(T, turn[0].0, grant(&[r7, w8]));
+    assert_eq!(
+        events(&mut l),
+        vec![LockEvent::Acquired {
+            fencing_token: 60,
+            node: me_r(6)
+        }]
+    );
+    assert!(sent(&mut l).is_empty(), "no listing");
+    l.release(T);
+    assert_eq!(lines(&mut l), [format!("delete {}", path(&me_r(6)))]);
+}
+
+#[test]
+fn a_refused_grant_is_retried_after_the_backoff_and_released_only_when_it_answered() {
+    for refusal in refusals() {
+        let mut l = held_among(config(LockKind::Exclusive), &[B6, C7]);
+        let line = grant_line(B6, &[C7], &ours(5));
+        let op = release_expecting(&mut l, &line);
+        l.handle_reply(T, op, Err(refusal.clone()));
+        assert!(
+            events(&mut l).is_empty(),
+            "{refusal:?}: a refusal is not a release"
+        );
+        assert!(sent(&mut l).is_empty(), "{refusal:?}: backing off");
+        let at = l.poll_timeout().expect("a retry is scheduled");
+        assert!(at > T && at <= ms(10), "{at:?}");
+        l.handle_timeout(at);
+        let again = sent(&mut l);
+        assert_eq!(
+            again.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+            [line],
+            "{refusal:?}: the grant again, not a plain delete"
+        );
+        l.handle_reply(at, again[0].0, multi_ok());
+        assert_eq!(events(&mut l), vec![LockEvent::Released]);
+        assert!(l.is_done());
+    }
+}
+
+/// A node of a recipe that is never granted (a leader latch, a semaphore lease) reads
+/// no grant: writing one into it only overwrites that recipe's data (Curator's
+/// `LeaderLatch` keeps its participant id there, a semaphore lease its lease data) and
+/// costs a write. Its contender wakes by our deletion anyway, so a plain delete is the
+/// release. (The old version of this file's uncontended test listed such a latch node
+/// behind the holder.)
+#[test]
+fn a_holder_never_grants_to_a_latch_or_lease_node() {
+    for other in ["_c_x-latch-0000000009", "_c_x-lease-0000000009"] {
+        let mut l = held_among(config(LockKind::Exclusive), &[other]);
+        l.release(T);
+        assert_eq!(
+            lines(&mut l),
+            [format!("delete {}", path(&ours(5)))],
+            "{other}: not a lock contender"
+        );
+        // Behind a lock contender, the run of successors ends at it.
+        let mut l = held_among(config(LockKind::Exclusive), &[B6, other]);
+        l.release(T);
+        assert_eq!(
+            lines(&mut l),
+            [grant_line(B6, &[], &ours(5))],
+            "{other}: not in the tail"
+        );
+    }
+}
+
+/// A revocable waiter keeps its own-node watch: the grant fires it before the
+/// granter's deletion (one multi, its ops in order), and the re-arming read finds it.
+/// The turn read the deletion asks for then finds it too: one `Acquired`, no listing.
+#[test]
+fn a_revocable_waiter_hears_its_grant_through_its_own_node_watch() {
+    let mut c = config(LockKind::Exclusive);
+    c.revocable = true;
+    let mut l = lock_with(c);
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, created(&ours(7), 70));
+    let own = sent(&mut l);
+    l.handle_reply(
+        T,
+        list,
+        children(&[&ours(7), "_c_a-lock-0000000003", "_c_b-lock-0000000005"]),
+    );
+    let w = sent(&mut l);
+    l.handle_reply(T, own[0].0, data(b""));
+    l.handle_reply(T, w[0].0, data(b""));
+    // _c_b releases: grant to us, then its deletion.
+    l.handle_watch(T, own[0].0, &changed(&path(&ours(7))));
+    l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
+    let r = sent(&mut l);
+    assert_eq!(
+        r.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [
+            format!("watch {}", path(&ours(7))),
+            format!("watch {}", path(&ours(7)))
+        ],
+        "the re-armed watch and the turn read; no listing"
+    );
+    l.handle_reply(T, r[0].0, grant(&[D9]));
+    assert_eq!(
+        events(&mut l),
+        vec![LockEvent::Acquired {
+            fencing_token: 70,
+            node: ours(7)
+        }]
+    );
+    l.handle_reply(T, r[1].0, grant(&[D9]));
+    assert!(events(&mut l).is_empty(), "acquired once");
+    assert!(sent(&mut l).is_empty());
+    let op = release_expecting(&mut l, &grant_line(D9, &[], &ours(7)));
+    l.handle_reply(T, op, multi_ok());
+    assert_eq!(events(&mut l), vec![LockEvent::Released]);
+}
+
+/// A turn read lost with the connection is sent again after the reconnect, behind a
+/// sync (the new server may lag behind the grant); one that a failed sync preceded
+/// counts for nothing, granted or not.
+#[test]
+fn a_lost_turn_read_is_sent_again_after_a_sync() {
+    let mut l = lock(LockKind::Exclusive);
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, created(&ours(7), 70));
+    l.handle_reply(
+        T,
+        list,
+        children(&[&ours(7), "_c_a-lock-0000000003", "_c_b-lock-0000000005"]),
+    );
+    let w = sent(&mut l);
+    l.handle_reply(T, w[0].0, data(b""));
+    l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
+    let turn = sent(&mut l);
+    l.handle_reply(T, turn[0].0, code(ErrorCode::ConnectionLoss));
+    l.handle_session(T, SessionChange::Suspended);
+    assert!(sent(&mut l).is_empty());
+    assert!(events(&mut l).is_empty());
+    l.handle_session(
+        T,
+        SessionChange::Reconnected {
+            session_id: SESSION,
+        },
+    );
+    let r = sent(&mut l);
+    assert_eq!(
+        r.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [format!("sync {DIR}"), format!("watch {}", path(&ours(7)))]
+    );
+    // The sync fails: whatever the read says is not trusted; both go again.
+    l.handle_reply(T, r[0].0, Err(Error::Server(ErrorCode::Throttled)));
+    l.handle_reply(T, r[1].0, grant(&[]));
+    assert!(events(&mut l).is_empty(), "not on a possibly stale read");
+    l.handle_timeout(l.poll_timeout().expect("a retry"));
+    let r = sent(&mut l);
+    assert_eq!(
+        r.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [format!("sync {DIR}"), format!("watch {}", path(&ours(7)))]
+    );
+    l.handle_reply(T, r[0].0, Ok(Response::Path(DIR.into())));
+    l.handle_reply(T, r[1].0, grant(&[]));
+    assert!(matches!(
+        events(&mut l)[..],
+        [LockEvent::Acquired {
+            fencing_token: 70,
+            ..
+        }]
+    ));
+    assert!(sent(&mut l).is_empty(), "no listing");
+}
+
+/// The waiter behind a grantee watches the grantee: the grant fires that watch as a data
+/// change. It re-arms the blocker watch, nothing more; the grantee's deletion later is
+/// its turn.
+#[test]
+fn a_grant_to_our_blocker_does_not_wake_us() {
+    let mut l = lock(LockKind::Exclusive);
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, created(&ours(7), 70));
+    l.handle_reply(
+        T,
+        list,
+        children(&[&ours(7), "_c_a-lock-0000000003", "_c_b-lock-0000000005"]),
+    );
+    let w = sent(&mut l);
+    assert_eq!(
+        w.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [format!("await {}", path("_c_b-lock-0000000005"))],
+        "a children watch on the blocker: its data may change (a grant), it wakes us only by going"
+    );
+    l.handle_reply(T, w[0].0, children(&[]));
+    // _c_a releases, granting _c_b: a data watch would fire here; a children watch does
+    // not, and even a stray data event for our blocker sends nothing.
+    l.handle_watch(T, w[0].0, &changed(&path("_c_b-lock-0000000005")));
+    assert!(sent(&mut l).is_empty() && events(&mut l).is_empty());
+    // _c_b releases in turn, granting us.
+    l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
+    let turn = sent(&mut l);
+    assert_eq!(turn[0].1, format!("watch {}", path(&ours(7))));
+    l.handle_reply(T, turn[0].0, grant(&[]));
+    assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
+}
+
+/// A waiter of three blockers whose nearest (`_c_b-lock-0000000005`) just went: its
+/// turn read is out. Returns the lock and the turn read's op.
+fn at_its_turn(c: LockConfig, deadline: Option<Instant>) -> (Lock, OpId) {
+    let mut l = lock_with(c);
+    let (create, list) = start(&mut l, deadline);
+    l.handle_reply(T, create, created(&ours(7), 70));
+    l.handle_reply(
+        T,
+        list,
+        children(&[&ours(7), "_c_a-lock-0000000003", "_c_b-lock-0000000005"]),
+    );
+    let w = sent(&mut l);
+    l.handle_reply(T, w[0].0, data(b""));
+    l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
+    let turn = sent(&mut l);
+    assert_eq!(
+        turn.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [format!("watch {}", path(&ours(7)))]
+    );
+    (l, turn[0].0)
+}
+
+/// A grant's tail is kept only while it names `_c_` contenders after ours, in lock
+/// order: the first name that is not ends it.
+#[test]
+fn a_grant_tail_is_kept_only_while_it_names_later_contenders_in_order() {
+    let y8 = "_c_y-lock-0000000008";
+    let z9 = "_c_z-lock-0000000009";
+    for (tail, kept) in [
+        (vec![y8, z9], vec![y8, z9]),
+        (vec!["_c_z-lock-0000000003", y8], vec![]), // before ours
+        (vec![z9, y8], vec![z9]),                   // out of order
+        (vec![y8, y8], vec![y8]),                   // twice
+        (vec!["k__lock__0000000008", z9], vec![]),  // kazoo's: reads no grant
+        (vec![y8, "", z9], vec![y8]),               // an empty line
+    ] {
+        let (mut l, turn) = at_its_turn(config(LockKind::Exclusive), None);
+        l.handle_reply(T, turn, grant(&tail));
+        assert!(
+            matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]),
+            "{tail:?}: a grant all the same"
+        );
+        assert!(l.held_by_grant(), "{tail:?}");
+        l.release(T);
+        let want = match kept.split_first() {
+            Some((first, rest)) => grant_line(first, rest, &ours(7)),
+            None => format!("delete {}", path(&ours(7))),
+        };
+        assert_eq!(lines(&mut l), [want], "{tail:?}");
+    }
+}
+
+#[test]
+fn a_release_while_suspended_grants_after_the_reconnect() {
+    let mut l = held_among(config(LockKind::Exclusive), &[B6]);
+    l.handle_session(T, SessionChange::Suspended);
+    assert_eq!(events(&mut l), vec![LockEvent::Suspended]);
+    assert_eq!(l.release(T), Release::Pending);
+    assert!(sent(&mut l).is_empty(), "nothing while suspended");
+    l.handle_session(
+        T,
+        SessionChange::Reconnected {
+            session_id: SESSION,
+        },
+    );
+    let r = sent(&mut l);
+    assert_eq!(
+        r.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [grant_line(B6, &[], &ours(5))]
+    );
+    assert!(events(&mut l).is_empty());
+    l.handle_reply(T, r[0].0, multi_ok());
+    assert_eq!(events(&mut l), vec![LockEvent::Released]);
+    assert!(l.is_done());
+}
+
+/// A waiter that gave up (cancel, deadline) while its turn read was out does not take
+/// the grant that read finds: it deletes its node plainly (its successor wakes by that).
+#[test]
+fn a_grant_found_after_a_cancel_or_a_deadline_is_not_taken() {
+    let (mut l, turn) = at_its_turn(config(LockKind::Exclusive), None);
+    assert_eq!(l.cancel(T), Release::Pending);
+    let del = sent(&mut l);
+    assert_eq!(
+        del.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [format!("delete {}", path(&ours(7)))]
+    );
+    l.handle_reply(T, turn, grant(&[D9]));
+    assert!(events(&mut l).is_empty(), "no Acquired after cancel");
+    assert!(sent(&mut l).is_empty());
+    l.handle_reply(T, del[0].0, Ok(Response::Empty));
+    assert_eq!(events(&mut l), vec![LockEvent::Cancelled]);
+    assert!(l.is_done());
+
+    let (mut l, turn) = at_its_turn(config(LockKind::Exclusive), Some(ms(100)));
+    l.handle_timeout(ms(100));
+    assert_eq!(events(&mut l), vec![LockEvent::NotAcquired]);
+    let del = sent(&mut l);
+    assert_eq!(
+        del.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [format!("delete {}", path(&ours(7)))]
+    );
+    l.handle_reply(T, turn, grant(&[D9]));
+    assert!(events(&mut l).is_empty(), "NotAcquired was the final word");
+    l.handle_reply(T, del[0].0, Ok(Response::Empty));
+    assert!(events(&mut l).is_empty());
+    assert!(l.is_done());
+}
+
+/// Callers that joined a re-entrant attempt while it waited all hold once it is granted;
+/// the last release hands on.
+#[test]
+fn re_entrant_joins_hold_when_granted_and_the_last_release_hands_on() {
+    let mut c = config(LockKind::Exclusive);
+    c.reentrant = true;
+    let (mut l, turn) = at_its_turn(c, None);
+    assert_eq!(l.acquire(T, None), Acquire::Pending, "joins the wait");
+    l.handle_reply(T, turn, grant(&[D9]));
+    assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
+    assert_eq!(l.depth(), 2);
+    assert_eq!(l.release(T), Release::StillHeld { depth: 1 });
+    assert!(sent(&mut l).is_empty());
+    let op = release_expecting(&mut l, &grant_line(D9, &[], &ours(7)));
+    l.handle_reply(T, op, multi_ok());
+    assert_eq!(events(&mut l), vec![LockEvent::Released]);
+}
+
+/// A waiter whose listing shows one blocker left keeps the contenders after it from that
+/// listing: when that blocker goes (no grant for us) it holds and hands on with no
+/// listing of its own. A listing that shows more blockers keeps none (a later listing
+/// or a grant tells).
+#[test]
+fn a_waiter_behind_one_blocker_keeps_its_successors_from_that_listing() {
+    // The turn read finds no grant: held, and the listing's successors are handed on.
+    let mut l = lock(LockKind::Exclusive);
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, created(&ours(7), 70));
+    l.handle_reply(T, list, children(&[&ours(7), "_c_b-lock-0000000005", D9]));
+    let w = sent(&mut l);
+    l.handle_reply(T, w[0].0, data(b""));
+    l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
+    let turn = sent(&mut l);
+    l.handle_reply(T, turn[0].0, data(b""));
+    assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
+    assert!(!l.held_by_grant());
+    let op = release_expecting(&mut l, &grant_line(D9, &[], &ours(7)));
+    l.handle_reply(T, op, multi_ok());
+    assert_eq!(events(&mut l), vec![LockEvent::Released]);
+
+    // Without the own-node watch: held on the deletion with no read at all, same.
+    let mut c = config(LockKind::Exclusive);
+    c.watch_own_node = false;
+    let mut l = lock_with(c);
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, created(&ours(7), 70));
+    l.handle_reply(T, list, children(&[&ours(7), "_c_b-lock-0000000005", D9]));
+    let w = sent(&mut l);
+    l.handle_reply(T, w[0].0, data(b""));
+    l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
+    assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
+    assert!(sent(&mut l).is_empty());
+    release_expecting(&mut l, &grant_line(D9, &[], &ours(7)));
+
+    // Two blockers: the relisting that shows one left is the one that counts.
+    let mut l = lock(LockKind::Exclusive);
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, created(&ours(7), 70));
+    l.handle_reply(
+        T,
+        list,
+        children(&[
+            &ours(7),
+            "_c_a-lock-0000000003",
+            "_c_b-lock-0000000005",
+            "_c_c-lock-0000000008",
+        ]),
+    );
+    let w = sent(&mut l);
+    l.handle_reply(T, w[0].0, data(b""));
+    l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
+    let turn = sent(&mut l);
+    l.handle_reply(T, turn[0].0, data(b""));
+    let relist = sent(&mut l);
+    assert_eq!(relist[0].1, format!("list {DIR}"));
+    // _c_c went meanwhile, _c_d came.
+    l.handle_reply(
+        T,
+        relist[0].0,
+        children(&[&ours(7), "_c_a-lock-0000000003", D9]),
+    );
+    let w = sent(&mut l);
+    l.handle_reply(T, w[0].0, data(b""));
+    l.handle_watch(T, w[0].0, &deleted(&path("_c_a-lock-0000000003")));
+    assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
+    release_expecting(&mut l, &grant_line(D9, &[], &ours(7)));
 }

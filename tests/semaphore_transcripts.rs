@@ -118,14 +118,22 @@ fn take_mutex(s: &mut Semaphore, now: Instant) -> Vec<(OpId, String)> {
     assert_eq!(lines(&out), [MUTEX_CREATE, "list /sem/locks"]);
     let m = format!("/sem/locks/{}", mutex_node(1));
     s.handle_reply(now, out[0].0, created(&m, 10));
-    let own = sent(s);
-    assert_eq!(lines(&own), [format!("watch {m}").as_str()]);
+    assert!(sent(s).is_empty(), "no own-node watch while waiting");
     s.handle_reply(now, out[1].0, children(&[&mutex_node(1)]));
-    s.handle_reply(now, own[0].0, data());
+    // Holding the mutex: its own-node watch; the lease's create and a watched listing,
+    // back to back.
+    let mut lease = sent(s);
+    assert_eq!(
+        lines(&lease),
+        [
+            format!("watch {m}").as_str(),
+            LEASE_CREATE,
+            "listw /sem/leases"
+        ]
+    );
+    let own = lease.remove(0);
+    s.handle_reply(now, own.0, data());
     assert_eq!(events(s), []);
-    // Holding the mutex: the lease's create and a watched listing, back to back.
-    let lease = sent(s);
-    assert_eq!(lines(&lease), [LEASE_CREATE, "listw /sem/leases"]);
     lease
 }
 
@@ -209,15 +217,14 @@ fn mutex_waiters_watch_only_their_predecessor() {
     let out = sent(&mut s);
     let m = format!("/sem/locks/{}", mutex_node(7));
     s.handle_reply(T, out[0].0, created(&m, 10));
-    let own = sent(&mut s);
-    s.handle_reply(T, own[0].0, data());
+    assert!(sent(&mut s).is_empty(), "no own-node watch while waiting");
     let a = "_c_aaaaaaaa-0000-4000-8000-000000000000-lock-0000000002";
     let b = "_c_bbbbbbbb-0000-4000-8000-000000000000-lock-0000000004";
     s.handle_reply(T, out[1].0, children(&[a, b, &mutex_node(7)]));
-    // Only the nearest lower mutex node: no herd.
+    // Only the nearest lower mutex node (a deletion watch): no herd.
     assert_eq!(
         lines(&sent(&mut s)),
-        [format!("watch /sem/locks/{b}").as_str()]
+        [format!("listw /sem/locks/{b}").as_str()]
     );
     assert_eq!(events(&mut s), []);
 }

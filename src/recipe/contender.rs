@@ -131,6 +131,51 @@ pub fn blockers<'a>(
     found.then_some((count, nearest.map(|(_, name)| name)))
 }
 
+/// The contenders right after `ours` in lock order, nearest first, at most `max`: whom
+/// a releasing holder can hand the lock to (nothing can ever sort between two of them:
+/// sequence numbers only grow). Only lock contenders with the protected prefix count
+/// ([`may_be_granted`]); one of another kind (a latch, a lease, kazoo's) ends the run.
+/// Linear in the listing: a partial selection, then a sort of the `max` kept.
+///
+/// ```
+/// use zk_recipes::recipe::contender::successors;
+/// let kids: Vec<String> = ["_c_c-lock-0000000009", "_c_me-lock-0000000005", "_c_a-lock-0000000003", "_c_b-lock-0000000007"]
+///     .iter().map(|s| s.to_string()).collect();
+/// assert_eq!(successors(&kids, "_c_me-lock-0000000005", 8), ["_c_b-lock-0000000007", "_c_c-lock-0000000009"]);
+/// assert_eq!(successors(&kids, "_c_me-lock-0000000005", 1), ["_c_b-lock-0000000007"]);
+/// ```
+pub fn successors(children: &[String], ours: &str, max: usize) -> Vec<String> {
+    let Some((_, our_seq)) = split(ours) else {
+        return Vec::new();
+    };
+    let mut after: Vec<(&str, &str)> = children
+        .iter()
+        .filter_map(|c| order_key(c))
+        .filter(|&k| k > (our_seq, ours))
+        .collect();
+    if max == 0 {
+        return Vec::new();
+    }
+    if after.len() > max {
+        after.select_nth_unstable(max - 1);
+        after.truncate(max);
+    }
+    after.sort_unstable();
+    after
+        .into_iter()
+        .map(|(_, name)| name)
+        .take_while(|name| may_be_granted(name))
+        .map(String::from)
+        .collect()
+}
+
+/// Can a releasing holder hand the lock to this contender: a lock contender (`lock-`,
+/// `__READ__`, `__WRIT__`) with the protected prefix (ours or Curator's)? Not a latch
+/// or lease in the same directory (their node data is theirs), nor kazoo's.
+pub fn may_be_granted(name: &str) -> bool {
+    name.starts_with("_c_") && matches!(split(name), Some((LOCK | READ | WRITE, _)))
+}
+
 /// The children with known markers, in lock order.
 pub fn sorted(children: &[String]) -> Vec<Contender> {
     let mut out: Vec<Contender> = children

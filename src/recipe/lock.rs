@@ -15,17 +15,46 @@
 //! 2. Sort the children by the sequence after their last known marker (unknown
 //!    children are ignored). Our *blockers*: every lower contender for exclusive and
 //!    write locks; every lower writer for read locks.
-//! 3. No blocker: acquired. Otherwise `getData(watch)` on the nearest blocker only (the
-//!    predecessor; for a reader the highest lower writer) — no herd. When it goes and it
-//!    was our only blocker, we hold the lock without listing again (lower sequence numbers
-//!    never reappear); otherwise list again.
-//! 4. From its creation, a data watch on our own node (unless disabled) reports its
-//!    deletion by someone else (`Failed` while waiting, `Lost` while holding) and, for
-//!    revocable locks, `unlock` (or Curator's `__REVOKE__`) written into it as
-//!    `RevocationRequested`. It goes out in the pipeline after the listing: one read per
-//!    attempt, no extra round trip.
-//! 5. Release or cancel deletes our node. `Released`/`Cancelled` only once the delete
-//!    answered OK or `NoNode` (or the session ended, taking the node along).
+//! 3. No blocker: acquired. Otherwise a watch on the nearest blocker only (the
+//!    predecessor; for a reader the highest lower writer) — no herd. It is a children
+//!    watch (`getChildren(watch)` on the blocker, which has no children): it fires on
+//!    the blocker's deletion and, unlike a data watch, not when someone writes the
+//!    blocker's data (a grant handed to it, a revocation aimed at it).
+//! 4. **Grant on release.** A holder of an exclusive or write lock knows the contenders
+//!    that follow it (from the listing that made it holder, or the one that showed a
+//!    single blocker left, or from the grant that made it holder): nothing can ever sort
+//!    between two of them, since sequence numbers only grow. It releases with one
+//!    `multi` { `setData(successor, GRANT + the names after it, version 0)`,
+//!    `delete(own)` }: one write hands the lock on. The version check keeps the grant
+//!    off a node someone wrote meanwhile (a revocation); a successor that left makes
+//!    the whole `multi` fail, and a plain `delete` follows. The tail carried in the
+//!    grant ([`MAX_SUCCESSORS`] at most) lets the chain go on without any listing;
+//!    readers never grant (a reader cannot know it is the last one) and a grant lands
+//!    on the immediate successor only, reader or writer: granting a whole batch of
+//!    readers would write each of their nodes in one transaction that fails as a whole
+//!    when any of them left, and readers behind the first wake on the writer's deletion
+//!    anyway. Curator contenders are unaffected: a Curator waiter ignores the data
+//!    written into its node and takes over on our node's deletion, as it always does.
+//! 5. **The turn read.** When the watched blocker goes, a waiter reads its own node
+//!    (`getData`, arming the own-node watch a holder keeps): a grant there means we hold
+//!    — no listing, O(1) bytes whatever the queue's length; otherwise, if that blocker
+//!    was the only one, we hold too (our node is still there, lower sequence numbers
+//!    never come back); otherwise list again. The read also proves our node was not
+//!    deleted by someone else while we waited. Without the own-node watch and with a
+//!    single blocker, we hold without the read, as before.
+//! 6. A holder watches its own node (unless disabled) and reports its deletion by
+//!    someone else as `Lost` and, for revocable locks, `unlock` (or Curator's
+//!    `__REVOKE__`) written into it as `RevocationRequested`. Revocable waiters watch it
+//!    from its creation, and hear a grant through it. A waiter whose node is deleted
+//!    by someone else learns it at its turn read (`Failed`).
+//! 7. Release or cancel deletes our node. `Released`/`Cancelled` only once the delete
+//!    (or the grant) answered OK or `NoNode` (or the session ended, taking the node
+//!    along).
+//!
+//! Requests per acquisition: 3 uncontended without the own-node watch, 4 with it
+//! (create, list, own-node watch, delete); 5 for a waiter handed the lock by a grant
+//! (create, list, blocker watch, turn read, release); a waiter that is not granted
+//! lists once more.
 //!
 //! # Liveness: every attempt ends, nothing is left behind
 //!
@@ -97,6 +126,50 @@ use crate::time::Instant;
 pub const REVOKE: &[u8] = b"unlock";
 /// Curator's revocation data.
 pub const CURATOR_REVOKE: &[u8] = b"__REVOKE__";
+/// What a releasing holder writes into its successor's node (followed by the names of
+/// the successors after it, one per line): "every node below yours is gone, you hold".
+pub const GRANT: &[u8] = b"__GRANT__";
+/// How many successors a holder keeps from its listing to hand the lock on: the grant
+/// carries the rest of them, so a chain of grants runs this long without any listing.
+pub const MAX_SUCCESSORS: usize = 32;
+
+/// The grant data for a successor: [`GRANT`], then `tail` one name per line.
+fn grant_data(tail: &[String]) -> Bytes {
+    let mut v = Vec::with_capacity(GRANT.len() + tail.iter().map(|n| n.len() + 1).sum::<usize>());
+    v.extend_from_slice(GRANT);
+    for name in tail {
+        v.push(b'\n');
+        v.extend_from_slice(name.as_bytes());
+    }
+    Bytes::from(v)
+}
+
+/// The successors a grant found in our node hands on, or `None` if the data is no
+/// grant. Only a write can put one there (a fresh node has version 0, and a grant is
+/// written with version 0 expected); the names must follow `ours` in lock order.
+fn parse_grant(data: &[u8], version: i32, ours: &str) -> Option<Vec<String>> {
+    let rest = data.strip_prefix(GRANT).filter(|_| version >= 1)?;
+    if rest.first().is_some_and(|b| *b != b'\n') {
+        return None;
+    }
+    let mut tail = Vec::new();
+    let mut last = contender::order_key(ours)?;
+    for part in rest.split(|b| *b == b'\n').skip(1) {
+        let Ok(name) = core::str::from_utf8(part) else {
+            break;
+        };
+        match contender::order_key(name) {
+            Some(key)
+                if key > last && contender::may_be_granted(name) && tail.len() < MAX_SUCCESSORS =>
+            {
+                last = key;
+                tail.push(name.to_string());
+            }
+            _ => break,
+        }
+    }
+    Some(tail)
+}
 
 /// A UUID-formatted node id (version 4 layout, as Curator's protection ids) from 128
 /// bits of the driver's entropy: the core has no random source of its own.
@@ -140,6 +213,18 @@ pub enum LockKind {
 }
 
 impl LockKind {
+    /// Does a holder of this kind hand the lock to its successor on release (exclusive
+    /// and write locks)? Readers never do: a reader cannot know it is the last one.
+    fn grants(self) -> bool {
+        matches!(self, LockKind::Exclusive | LockKind::Write)
+    }
+
+    /// Can a waiter of this kind be granted the lock (it then reads its own node when
+    /// its blocker goes, instead of watching it all along)?
+    fn is_granted_to(self) -> bool {
+        matches!(self, LockKind::Exclusive | LockKind::Read | LockKind::Write)
+    }
+
     fn marker(self) -> &'static str {
         match self {
             LockKind::Exclusive => contender::LOCK,
@@ -168,9 +253,10 @@ pub struct LockConfig {
     pub acl: Vec<Acl>,
     /// Watch our own node while waiting too, and report `unlock` written into it.
     pub revocable: bool,
-    /// Watch our own node from its creation (one read per attempt, pipelined) to notice
-    /// its deletion by someone else: `Lost` while holding, `Failed` while waiting. On by
-    /// default; off saves the read, but such a deletion then goes unnoticed until the
+    /// Watch our own node while holding (one read per hold; for a waiter it is the turn
+    /// read that also looks for a grant) to notice its deletion by someone else: `Lost`
+    /// while holding; a waiter learns it at its turn read (`Failed`). On by default; off
+    /// saves the holder's read, but such a deletion then goes unnoticed until the
     /// session ends.
     pub watch_own_node: bool,
     /// Re-entrant: `acquire` on a held lock adds a level, `release` removes one; the
@@ -517,7 +603,7 @@ enum Purpose {
     Recover,
     /// exists on a child with our prefix, found by recovery.
     Adopt(String),
-    /// getData(watch) on the blocker we wait for.
+    /// getChildren(watch) on the blocker we wait for (a deletion watch).
     Blocker(String),
     /// getData(watch) on our own node.
     Own,
@@ -525,6 +611,10 @@ enum Purpose {
     Verify,
     /// delete of our node.
     Delete,
+    /// multi {setData(successor, grant), delete(our node)}: release by handing on.
+    Grant,
+    /// getData on our own node once our blocker went: were we granted the lock?
+    Turn,
     /// delete of a second node of ours found by recovery.
     Orphan(String),
 }
@@ -561,6 +651,7 @@ const OWN: u16 = 32;
 const VERIFY: u16 = 64;
 const DELETE: u16 = 128;
 const ORPHANS: u16 = 256;
+const TURN: u16 = 512;
 
 /// How many times the directory's ancestors are created before giving up.
 const MAX_PARENT_ROUNDS: u8 = 2;
@@ -569,7 +660,6 @@ const MAX_PARENT_ROUNDS: u8 = 2;
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Lock {
     config: LockConfig,
-    prefix: String,
     state: State,
     session_id: i64,
     /// Our node's name and creation zxid, once known.
@@ -584,6 +674,14 @@ pub struct Lock {
     retry: Retry,
     /// Blockers in the last listing (1 means: when it goes, we hold).
     blockers: usize,
+    /// The contenders right after ours (nearest first), from the listing that made us
+    /// holder (or showed one blocker left) or from the grant that made us holder;
+    /// release hands the lock to the first of them.
+    successors: Vec<String>,
+    /// The grant was refused (successor gone or written meanwhile): delete plainly.
+    grant_failed: bool,
+    /// The hold was handed to us by a grant (no listing).
+    by_grant: bool,
     /// The blocker we watch now (only its deletion counts: older watches may fire late).
     watching: Option<String>,
     /// Recovery: the best node of ours found so far, and whether to look again.
@@ -632,13 +730,10 @@ fn name_of(path: &str) -> &str {
 impl Lock {
     /// A lock that does nothing until [`acquire`](Self::acquire).
     pub fn new(config: LockConfig) -> Lock {
-        let mut prefix = contender::protected_prefix(&config.id);
-        prefix.push_str(config.kind.marker());
         // Backoffs jittered by our id: waiters refused together come back apart.
         let retry = Retry::for_id(&config.id);
         Lock {
             config,
-            prefix,
             state: State::Idle,
             session_id: 0,
             node: None,
@@ -648,6 +743,9 @@ impl Lock {
             sync_failed: false,
             retry,
             blockers: 0,
+            successors: Vec::new(),
+            grant_failed: false,
+            by_grant: false,
             watching: None,
             adopted: None,
             recover_again: false,
@@ -693,6 +791,12 @@ impl Lock {
             (Some((n, token)), State::Held) => Some((*token, n.clone())),
             _ => None,
         }
+    }
+
+    /// Was the current (or last) hold handed to us by the previous holder's grant,
+    /// rather than decided from a listing or a blocker's deletion?
+    pub fn held_by_grant(&self) -> bool {
+        self.by_grant
     }
 
     /// Re-entrant levels held.
@@ -813,6 +917,14 @@ impl Lock {
         self.events.push_back(event);
     }
 
+    /// What every node of this lock starts with: `_c_<id>-<marker>` (made when needed:
+    /// a waiter keeps no copy).
+    fn prefix(&self) -> String {
+        let mut prefix = contender::protected_prefix(&self.config.id);
+        prefix.push_str(self.config.kind.marker());
+        prefix
+    }
+
     fn our_path(&self) -> Option<String> {
         self.node.as_ref().map(|(n, _)| join(&self.config.dir, n))
     }
@@ -854,13 +966,13 @@ impl Lock {
             if need & PARENTS != 0 {
                 self.parent_error = None;
                 self.parents_again = false;
-                let node = self.dir_path(&self.prefix);
+                let node = self.dir_path(&self.prefix());
                 for (p, req) in ancestor_creates(&node, &self.config.acl, CreateMode::Container) {
                     self.outbox.send(Purpose::Parent(p), req);
                 }
             }
             let create = CreateRequest::new(
-                self.dir_path(&self.prefix),
+                self.dir_path(&self.prefix()),
                 self.config.data.clone(),
                 self.config.acl.clone(),
                 CreateMode::EphemeralSequential,
@@ -874,10 +986,14 @@ impl Lock {
         }
         if need & BLOCKER != 0 && self.state == State::Waiting {
             if let Some(b) = self.watching.clone() {
+                // A children watch on the blocker (it has none: the reply is an empty
+                // list) fires on its deletion only, never on a write to its data: a
+                // grant handed to our blocker, or a revocation aimed at it, does not
+                // wake us for nothing.
                 let path = self.dir_path(&b);
                 self.outbox.send(
                     Purpose::Blocker(b),
-                    Request::GetData(PathWatch { path, watch: true }),
+                    Request::GetChildren(PathWatch { path, watch: true }),
                 );
             }
         }
@@ -891,21 +1007,40 @@ impl Lock {
             }
         }
         if need & OWN != 0 && self.wants_own_watch() {
-            if let Some(path) = self.our_path() {
-                self.own_armed = true;
-                self.own_live = false;
-                self.outbox.send(
-                    Purpose::Own,
-                    Request::GetData(PathWatch { path, watch: true }),
-                );
+            self.read_own(Purpose::Own);
+        }
+        if need & TURN != 0 && self.state == State::Waiting {
+            if self.sync_next {
+                self.sync(&dir);
             }
+            self.read_own(Purpose::Turn);
         }
         if need & DELETE != 0 && self.state == State::Deleting {
             if let Some(path) = self.our_path() {
-                self.outbox.send(
-                    Purpose::Delete,
-                    Request::Delete(DeleteRequest { path, version: -1 }),
-                );
+                let successor = match self.finish {
+                    Some(Finish::Released) if !self.grant_failed => self.successors.first(),
+                    _ => None,
+                };
+                match successor {
+                    Some(next) => {
+                        let grant = SetDataRequest {
+                            path: self.dir_path(next),
+                            data: grant_data(&self.successors[1..]),
+                            version: 0,
+                        };
+                        let ops = alloc::vec![
+                            MultiOp::SetData(grant),
+                            MultiOp::Delete(DeleteRequest { path, version: -1 }),
+                        ];
+                        self.outbox.send(Purpose::Grant, Request::Multi(ops));
+                    }
+                    None => {
+                        self.outbox.send(
+                            Purpose::Delete,
+                            Request::Delete(DeleteRequest { path, version: -1 }),
+                        );
+                    }
+                }
             }
         }
         if need & ORPHANS != 0 {
@@ -916,6 +1051,19 @@ impl Lock {
                     Request::Delete(DeleteRequest { path, version: -1 }),
                 );
             }
+        }
+    }
+
+    /// getData on our own node, with a watch if we keep one on it.
+    fn read_own(&mut self, purpose: Purpose) {
+        if let Some(path) = self.our_path() {
+            let watch = self.watches_own();
+            if watch {
+                self.own_armed = true;
+                self.own_live = false;
+            }
+            self.outbox
+                .send(purpose, Request::GetData(PathWatch { path, watch }));
         }
     }
 
@@ -947,13 +1095,22 @@ impl Lock {
         self.retry.failed(now);
     }
 
-    /// Our own node is watched from its creation (unless disabled): its deletion by
-    /// someone else while we wait must be noticed before a blocker's later deletion
-    /// would hand us a lock we no longer queue for. Revocable locks always watch it.
+    /// Do reads of our own node set a watch on it (a holder keeps one armed)?
+    fn watches_own(&self) -> bool {
+        self.config.watch_own_node || self.config.revocable
+    }
+
+    /// Is a watch on our own node wanted now? A holder's (unless disabled), to notice
+    /// its deletion or a revocation. A waiter's only if revocable, or of a kind that is
+    /// never granted (latches, leases): the others read their node when their blocker
+    /// goes (the turn read: granted? still there?), which is all a waiter needs — a
+    /// blocker's deletion never hands us a lock unless that read finds our node.
     fn wants_own_watch(&self) -> bool {
         match self.state {
-            State::Held | State::Waiting | State::Creating => {
-                self.config.watch_own_node || self.config.revocable
+            State::Held => self.watches_own(),
+            State::Waiting | State::Creating => {
+                self.config.revocable
+                    || (self.config.watch_own_node && !self.config.kind.is_granted_to())
             }
             _ => false,
         }
@@ -965,8 +1122,18 @@ impl Lock {
         }
     }
 
+    /// Held by a grant found in our node: its tail names our own successors.
+    fn granted(&mut self, tail: Vec<String>) {
+        self.acquired();
+        self.by_grant = true;
+        if self.config.kind.grants() {
+            self.successors = tail;
+        }
+    }
+
     fn acquired(&mut self) {
         self.state = State::Held;
+        self.by_grant = false;
         self.depth = self.joining.max(1);
         self.joining = 0;
         self.deadline = None;
@@ -987,7 +1154,14 @@ impl Lock {
             return;
         };
         let reader = self.config.kind == LockKind::Read;
-        match contender::blockers(children, &ours, reader) {
+        let found = contender::blockers(children, &ours, reader);
+        // Who follows us, if we hold now or when our only blocker goes (a later listing
+        // or a grant tells more otherwise).
+        self.successors.clear();
+        if self.config.kind.grants() && matches!(found, Some((0 | 1, _))) {
+            self.successors = contender::successors(children, &ours, MAX_SUCCESSORS);
+        }
+        match found {
             None => {
                 // Our node is gone while we wait: deleted by someone else.
                 self.node = None;
@@ -1021,8 +1195,13 @@ impl Lock {
             return;
         }
         self.watching = None;
-        if self.blockers == 1 && (self.own_live || !self.wants_own_watch()) {
+        let own_known = self.own_live || !self.watches_own();
+        if self.blockers == 1 && own_known {
             self.acquired(); // lower sequence numbers never come back
+        } else if self.config.kind.is_granted_to() && !self.own_live {
+            // Its holder may have granted us the lock (a grant written with the
+            // deletion would have fired a live own-node watch first): read our node.
+            self.need |= TURN;
         } else {
             // More blockers; or our own node went unwatched for a while (a watch fired
             // or a read was lost): it may have been deleted unseen, so list.
@@ -1079,6 +1258,7 @@ impl Lock {
     fn done(&mut self) {
         self.state = State::Done;
         self.node = None;
+        self.successors = Vec::new();
         self.need &= ORPHANS;
         if let Some(f) = self.finish.take() {
             self.report(f);
@@ -1216,9 +1396,10 @@ impl Lock {
         };
         match result {
             Ok(Response::Children(children)) | Ok(Response::Children2 { children, .. }) => {
+                let prefix = self.prefix();
                 let mine: Vec<String> = children
                     .into_iter()
-                    .filter(|c| c.starts_with(&self.prefix))
+                    .filter(|c| c.starts_with(&prefix))
                     .collect();
                 for name in mine {
                     let path = self.dir_path(&name);
@@ -1341,12 +1522,71 @@ impl Lock {
         }
     }
 
+    /// Our node's data: a revocation, or a grant (then we hold).
+    fn own_data(&mut self, data: &[u8], stat: &Stat) {
+        self.own_live = self.own_armed;
+        self.check_revocation(data);
+        if matches!(self.state, State::Creating | State::Waiting)
+            && self.config.kind.is_granted_to()
+        {
+            let tail = self
+                .node
+                .as_ref()
+                .and_then(|(ours, _)| parse_grant(data, stat.version, ours));
+            if let Some(tail) = tail {
+                self.granted(tail);
+            }
+        }
+    }
+
+    /// The turn read: granted, or (the only blocker gone) held, or list again.
+    fn on_turn(&mut self, now: Instant, result: Result<Response, Error>) {
+        if core::mem::take(&mut self.sync_failed) && self.state == State::Waiting {
+            self.own_armed = false;
+            return self.again(now, TURN); // possibly stale
+        }
+        match result {
+            Ok(Response::Data { data, stat }) => {
+                self.retry.succeeded();
+                self.own_data(&data, &stat);
+                if self.state == State::Waiting && self.watching.is_none() {
+                    if self.blockers == 1 {
+                        self.acquired(); // our node is there; the only one below it went
+                    } else {
+                        self.need |= LIST;
+                    }
+                }
+            }
+            _ if self.state != State::Waiting => {}
+            Ok(_) => self.fail(Error::UnexpectedReply, now),
+            Err(Error::Server(ErrorCode::NoNode)) => self.own_node_gone(now),
+            Err(e) if e.is_retryable() => {
+                self.own_armed = false;
+                self.again(now, TURN);
+            }
+            Err(e) if e.ends_session() => {}
+            Err(e) => self.fail(e, now),
+        }
+    }
+
+    /// The release that hands on: done, or (successor gone or written meanwhile) a
+    /// plain delete.
+    fn on_grant(&mut self, now: Instant, result: Result<Response, Error>) {
+        match (multi_failure(&result), result) {
+            (None, Ok(Response::Multi(_))) => self.done(),
+            (None, Err(e)) if e.is_retryable() || e.ends_session() => self.on_delete(now, Err(e)),
+            // Our own delete failed (nothing applied): as a plain delete's answer.
+            (Some((1, code)), _) => self.on_delete(now, Err(Error::Server(code))),
+            _ => {
+                self.grant_failed = true;
+                self.need |= DELETE;
+            }
+        }
+    }
+
     fn on_own(&mut self, now: Instant, result: Result<Response, Error>) {
         match result {
-            Ok(Response::Data { data, .. }) => {
-                self.own_live = self.own_armed;
-                self.check_revocation(&data)
-            }
+            Ok(Response::Data { data, stat }) => self.own_data(&data, &stat),
             Ok(_) => {}
             Err(Error::Server(ErrorCode::NoNode)) => self.own_node_gone(now),
             Err(e) if e.is_retryable() => {
@@ -1426,6 +1666,8 @@ impl Recipe for Lock {
             Purpose::Own => self.on_own(now, result),
             Purpose::Verify => self.on_verify(now, result),
             Purpose::Delete => self.on_delete(now, result),
+            Purpose::Grant => self.on_grant(now, result),
+            Purpose::Turn => self.on_turn(now, result),
             Purpose::Orphan(name) => self.on_orphan(now, name, result),
         }
         self.drive(now);
@@ -1447,13 +1689,6 @@ impl Recipe for Lock {
                 self.own_armed = false;
                 self.own_live = false;
                 self.arm_own(); // re-arm; the data tells whether it is a revocation
-            }
-            EventType::NodeDataChanged
-                if self.state == State::Waiting
-                    && self.watching.as_deref() == Some(name_of(&event.path)) =>
-            {
-                // Someone wrote to our blocker (a revocation aimed at it): watch on.
-                self.need |= BLOCKER;
             }
             _ => {}
         }
@@ -1523,7 +1758,12 @@ impl Recipe for Lock {
     }
 
     fn poll_event(&mut self) -> Option<LockEvent> {
-        self.events.pop_front()
+        let next = self.events.pop_front();
+        if next.is_none() && self.events.capacity() > 0 {
+            // Drained: a waiter holds no buffer while it waits.
+            self.events = VecDeque::new();
+        }
+        next
     }
 
     fn poll_timeout(&self) -> Option<Instant> {

@@ -303,7 +303,12 @@ impl<P> Outbox<P> {
     /// does not know (a late reply after [`clear`](Self::clear)).
     pub fn take(&mut self, op: OpId) -> Option<P> {
         let at = self.in_flight.iter().position(|(id, _)| *id == op)?;
-        Some(self.in_flight.swap_remove(at).1)
+        let purpose = self.in_flight.swap_remove(at).1;
+        if self.in_flight.is_empty() {
+            // Nothing in flight: give the buffer back (see `poll`).
+            self.in_flight = Vec::new();
+        }
+        Some(purpose)
     }
 
     /// Is a request whose purpose matches `f` in flight?

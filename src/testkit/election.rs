@@ -261,6 +261,16 @@ impl Run {
                 self.tree.nodes.iter().map(|n| n.name.clone()).collect(),
             )),
             Request::Sync(p) => Ok(Response::Path(p.path.clone())),
+            Request::GetChildren(g) => match self.tree.candidate(&g.path) {
+                // A children watch on a candidate (it has none): a deletion watch.
+                Some(_) => {
+                    if g.watch {
+                        self.watches.push((g.path.clone(), m, sid, op));
+                    }
+                    Ok(Response::Children(Vec::new()))
+                }
+                None => no_node,
+            },
             Request::GetData(g) | Request::Exists(g) => {
                 let stat = self.tree.candidate(&g.path).map(|n| {
                     (

@@ -10,8 +10,10 @@
 //!   server throttles one;
 //! * a reconnect, possibly to a *lagging follower* whose reads miss recent writes until
 //!   the lock sends `sync` or writes; the session expires;
-//! * other sessions add and remove contenders; an operator deletes our node; a revoker
-//!   writes `unlock` into it; time passes; the user releases or re-enters.
+//! * other sessions add and remove contenders (a leaving holder may grant the lock to
+//!   the next contender: one transaction writes the grant and deletes it); an operator
+//!   deletes our node; a revoker writes `unlock` into it or into another contender's;
+//!   time passes; the user releases (granting when it knows a successor) or re-enters.
 //!
 //! Safety, after every step: `Acquired` only when no lower blocking node exists in the
 //! live directory, with our node's real czxid as fencing token; one final event per
@@ -49,6 +51,7 @@ struct Node {
     owner: i64,
     czxid: i64,
     data: Bytes,
+    version: i32,
 }
 
 /// The directory as one server sees it.
@@ -88,8 +91,9 @@ struct World {
     replies: Vec<(OpId, Outbound, i64)>,
     /// Submitted while disconnected: sent after the reconnect.
     queued: Vec<(OpId, Request)>,
-    /// One-shot data watches: (path, op).
-    watches: Vec<(String, OpId)>,
+    /// One-shot watches: (path, op, children watch). A children watch on a node fires
+    /// on its deletion only.
+    watches: Vec<(String, OpId, bool)>,
     /// Watch events that fired while disconnected: the session re-arms its watches
     /// after the reconnect and the server sends them then.
     notify: Vec<(OpId, WatchEvent, i64)>,
@@ -129,8 +133,9 @@ impl World {
     fn fire(&mut self, path: &str, t: EventType) {
         let mut i = 0;
         while i < self.watches.len() {
-            if self.watches[i].0 == path {
-                let (p, op) = self.watches.remove(i);
+            let (p, _, child) = &self.watches[i];
+            if p == path && (!child || t == EventType::NodeDeleted) {
+                let (p, op, _) = self.watches.remove(i);
                 let ev = WatchEvent {
                     event_type: t,
                     path: p,
@@ -169,6 +174,7 @@ impl World {
             owner,
             czxid: zxid,
             data: Bytes::new(),
+            version: 0,
         };
         self.live.nodes.push(node.clone());
         self.snapshot();
@@ -231,6 +237,23 @@ impl World {
                 self.stale = None;
                 (Ok(Response::Path(p.path.clone())), self.live.zxid)
             }
+            Request::GetChildren(g) if g.path != DIR => {
+                // A children watch on a contender (it has none): a deletion watch.
+                let name = g.path.rsplit('/').next().unwrap_or("");
+                let v = self.view();
+                let zxid = v.zxid;
+                if !v.nodes.iter().any(|n| n.name == name) {
+                    return (no_node, zxid);
+                }
+                if g.watch {
+                    self.watches.push((g.path.clone(), op, true));
+                    if self.stale.is_some() && !self.live.nodes.iter().any(|n| n.name == name) {
+                        // The lagging follower fires it when it applies the deletion.
+                        self.fire(&g.path, EventType::NodeDeleted);
+                    }
+                }
+                (Ok(Response::Children(Vec::new())), zxid)
+            }
             Request::GetChildren(_) => {
                 let v = self.view();
                 let r = if v.dir_exists {
@@ -249,7 +272,7 @@ impl World {
                 match v.nodes.iter().find(|n| n.name == name).cloned() {
                     Some(n) => {
                         if g.watch {
-                            self.watches.push((g.path.clone(), op));
+                            self.watches.push((g.path.clone(), op, false));
                             if self.stale.is_some() {
                                 // A lagging follower fires the watch when it applies
                                 // the change it has not seen yet.
@@ -266,6 +289,7 @@ impl World {
                         let stat = Stat {
                             czxid: n.czxid,
                             ephemeral_owner: n.owner,
+                            version: n.version,
                             ..Stat::default()
                         };
                         let r = if matches!(req, Request::Exists(_)) {
@@ -278,8 +302,88 @@ impl World {
                     None => (no_node, zxid),
                 }
             }
+            Request::Multi(ops) => (self.multi(ops), self.live.zxid),
             _ => (Err(Error::Server(ErrorCode::Unimplemented)), self.live.zxid),
         }
+    }
+
+    /// A multi of setData, delete and check: all or nothing, as the server does it.
+    fn multi(&mut self, ops: &[MultiOp]) -> Result<Response, Error> {
+        let name = |p: &str| p.rsplit('/').next().unwrap_or("").to_string();
+        let check = |w: &World, path: &str, version: i32| match w
+            .live
+            .nodes
+            .iter()
+            .find(|n| n.name == name(path))
+        {
+            None => Err(ErrorCode::NoNode),
+            Some(n) if version != -1 && n.version != version => Err(ErrorCode::BadVersion),
+            Some(_) => Ok(()),
+        };
+        let failed = ops.iter().enumerate().find_map(|(i, op)| {
+            let r = match op {
+                MultiOp::SetData(r) => check(self, &r.path, r.version),
+                MultiOp::Delete(r) => check(self, &r.path, r.version),
+                MultiOp::Check(r) => check(self, &r.path, r.version),
+                _ => Err(ErrorCode::Unimplemented),
+            };
+            r.err().map(|c| (i, c))
+        });
+        self.write();
+        if let Some((at, code)) = failed {
+            return Ok(Response::Multi(failed_multi(ops.len(), at, code)));
+        }
+        let mut results = Vec::new();
+        for op in ops {
+            match op {
+                MultiOp::SetData(r) => {
+                    let stat = self.set_data(&name(&r.path), r.data.clone());
+                    results.push(MultiResult::SetData(stat));
+                }
+                MultiOp::Delete(r) => {
+                    self.remove(&name(&r.path));
+                    results.push(MultiResult::Delete);
+                }
+                _ => results.push(MultiResult::Check),
+            }
+        }
+        Ok(Response::Multi(results))
+    }
+
+    /// Writes a node's data (it exists): a new version, and its data watches fire.
+    fn set_data(&mut self, name: &str, data: Bytes) -> Stat {
+        let mut stat = Stat::default();
+        if let Some(node) = self.live.nodes.iter_mut().find(|x| x.name == name) {
+            node.data = data;
+            node.version += 1;
+            stat = Stat {
+                czxid: node.czxid,
+                ephemeral_owner: node.owner,
+                version: node.version,
+                ..Stat::default()
+            };
+        }
+        self.write();
+        self.fire(&Self::path(name), EventType::NodeDataChanged);
+        self.snapshot();
+        stat
+    }
+
+    /// The lowest contender leaves as a granting holder would: one transaction writes
+    /// the grant into the next contender (if it has version 0) and deletes the leaver.
+    fn leave_granting(&mut self, leaver: &str) {
+        let mut order: Vec<&Node> = self.live.nodes.iter().collect();
+        order.sort_by_key(|n| seq_of(&n.name));
+        let next = order
+            .iter()
+            .position(|n| n.name == leaver)
+            .and_then(|i| order.get(i + 1))
+            .filter(|n| n.version == 0 && contender::may_be_granted(&n.name))
+            .map(|n| n.name.clone());
+        if let Some(next) = next {
+            self.set_data(&next, Bytes::from_static(crate::recipe::lock::GRANT));
+        }
+        self.remove(leaver);
     }
 
     /// The connection breaks: everything unanswered fails with `ConnectionLoss`.
@@ -723,16 +827,41 @@ fn drive(run: &mut Run, input: &mut impl Iterator<Item = u8>) -> Result<(), Stri
                 // Other sessions: a new contender, or one leaves.
                 if arg & 1 == 0 && run.world.live.dir_exists {
                     run.world.add("_c_n-lock-", OTHER);
-                } else if let Some(n) = run
+                } else if let Some(n) = {
+                    let others: Vec<&Node> = run
+                        .world
+                        .live
+                        .nodes
+                        .iter()
+                        .filter(|n| n.owner == OTHER)
+                        .collect();
+                    let at = usize::from(arg >> 2) % others.len().max(1);
+                    others.get(at).map(|n| n.name.clone())
+                } {
+                    // A holder (the lowest of all, a writer) may hand the lock on.
+                    let lowest = run.world.live.nodes.iter().map(|n| seq_of(&n.name)).min();
+                    let writer = contender::Contender::parse(&n).is_some_and(|c| c.is_writer());
+                    if arg & 2 != 0 && writer && lowest == Some(seq_of(&n)) {
+                        run.world.leave_granting(&n);
+                    } else {
+                        run.world.remove(&n);
+                    }
+                }
+            }
+            12 if arg & 2 != 0 => {
+                // A revoker writes into another contender's node (a successor our grant
+                // must then leave alone: its version is no longer 0).
+                let others: Vec<String> = run
                     .world
                     .live
                     .nodes
                     .iter()
                     .filter(|n| n.owner == OTHER)
-                    .nth(usize::from(arg >> 1))
                     .map(|n| n.name.clone())
-                {
-                    run.world.remove(&n);
+                    .collect();
+                if let Some(n) = others.get(usize::from(arg >> 2) % others.len().max(1)) {
+                    run.world
+                        .set_data(&n.clone(), Bytes::from_static(b"__REVOKE__"));
                 }
             }
             12 => {
@@ -741,12 +870,8 @@ fn drive(run: &mut Run, input: &mut impl Iterator<Item = u8>) -> Result<(), Stri
                 if let Some(n) = ours.first() {
                     if arg & 1 == 0 {
                         run.world.remove(n);
-                    } else if let Some(node) =
-                        run.world.live.nodes.iter_mut().find(|x| x.name == *n)
-                    {
-                        node.data = Bytes::from_static(b"unlock");
-                        run.world.write();
-                        run.world.fire(&World::path(n), EventType::NodeDataChanged);
+                    } else {
+                        run.world.set_data(n, Bytes::from_static(b"unlock"));
                     }
                 }
             }

@@ -189,6 +189,13 @@ impl World {
             WatchKind::Data,
             EventType::NodeDeleted,
         );
+        // Children watches on the node itself fire too (ZooKeeper: NodeDeleted).
+        fired.extend(fire_for(
+            &mut self.watches,
+            path,
+            WatchKind::Children,
+            EventType::NodeDeleted,
+        ));
         fired.extend(fire_for(
             &mut self.watches,
             parent(path),

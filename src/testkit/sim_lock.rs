@@ -39,6 +39,8 @@ pub struct LockUser {
     releasing: bool,
     /// Fencing tokens of every grant, in order, with the lock kind.
     pub grants: Vec<(i64, LockKind)>,
+    /// How many of them were handed over by the previous holder (grant on release).
+    pub handed: usize,
     /// (node id, events) of every attempt, for failure reports.
     pub log: Vec<(String, Vec<String>)>,
 }
@@ -59,6 +61,7 @@ impl LockUser {
             stop_at,
             releasing: false,
             grants: Vec::new(),
+            handed: 0,
             log: Vec::new(),
         }
     }
@@ -112,6 +115,12 @@ impl Actor for LockUser {
                 LockEvent::Acquired { fencing_token, .. } => {
                     self.holding = true;
                     self.grants.push((*fencing_token, self.kind));
+                    let h = self.handle;
+                    if h.and_then(|h| client.recipe(h))
+                        .is_some_and(|l| l.held_by_grant())
+                    {
+                        self.handed += 1;
+                    }
                     self.until = now + self.ms(1, 25);
                 }
                 LockEvent::Suspended => self.suspended = true,
@@ -218,8 +227,8 @@ impl Checker {
 }
 
 /// One schedule with every fault (2.5 s of faults, then 3 s of quiet); returns the
-/// number of grants.
-pub fn run(seed: u64, clients: usize, readers: bool) -> Result<usize, String> {
+/// number of acquisitions and how many of them the previous holder handed over.
+pub fn run(seed: u64, clients: usize, readers: bool) -> Result<(usize, usize), String> {
     let mut config = SimConfig::with_faults(seed, clients);
     config.duration = Duration::from_millis(5500);
     config.quiet = Duration::from_secs(3);
@@ -229,7 +238,7 @@ pub fn run(seed: u64, clients: usize, readers: bool) -> Result<usize, String> {
 /// One schedule with the given settings. Attempts start until `duration - quiet`;
 /// the quiet stretch must be long enough for every attempt to end (longer than the
 /// session timeout plus the longest hold and backoff).
-pub fn run_with(config: SimConfig, readers: bool) -> Result<usize, String> {
+pub fn run_with(config: SimConfig, readers: bool) -> Result<(usize, usize), String> {
     let seed = config.seed;
     let clients = config.clients;
     let stop_at = Instant::ZERO + config.duration.saturating_sub(config.quiet);
@@ -284,5 +293,6 @@ pub fn run_with(config: SimConfig, readers: bool) -> Result<usize, String> {
             problems.join("\n")
         ));
     }
-    Ok(sim.actors().iter().map(|a| a.grants.len()).sum())
+    let acquisitions = sim.actors().iter().map(|a| a.grants.len()).sum();
+    Ok((acquisitions, sim.actors().iter().map(|a| a.handed).sum()))
 }

@@ -412,14 +412,7 @@ impl Zk {
                 Err(e) => {
                     // All or nothing: the tree, the zxid and the watches as they were.
                     *self = before;
-                    let mut failed: Vec<MultiResult> =
-                        (0..i).map(|_| MultiResult::Error(ErrorCode::Ok)).collect();
-                    failed.push(MultiResult::Error(e));
-                    failed.extend(
-                        (i + 1..ops.len())
-                            .map(|_| MultiResult::Error(ErrorCode::RuntimeInconsistency)),
-                    );
-                    return Response::Multi(failed);
+                    return Response::Multi(failed_multi(ops.len(), i, e));
                 }
             }
         }
@@ -523,7 +516,14 @@ impl Zk {
                 };
                 if g.watch {
                     self.watch(s, &g.path, WatchKind::Child, op);
-                    if stale.is_some() && names != self.children(&g.path) {
+                    if stale.is_some() && !self.nodes.contains_key(&g.path) {
+                        // Gone on the leader: the follower fires it when it catches up.
+                        self.catch_up.push((
+                            g.path.clone(),
+                            WatchKind::Child,
+                            EventType::NodeDeleted,
+                        ));
+                    } else if stale.is_some() && names != self.children(&g.path) {
                         self.catch_up.push((
                             g.path.clone(),
                             WatchKind::Child,

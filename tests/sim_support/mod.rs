@@ -19,7 +19,7 @@ pub fn seeds(first: u64, default: u64) -> Vec<u64> {
 
 /// Runs every seed (8 clients) on both cores; panics with the first failure's report;
 /// returns the grants.
-pub fn run_all(seeds: Vec<u64>, readers: bool) -> usize {
+pub fn run_all(seeds: Vec<u64>, readers: bool) -> (usize, usize) {
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..2)
             .map(|t| {
@@ -30,11 +30,14 @@ pub fn run_all(seeds: Vec<u64>, readers: bool) -> usize {
                         .map(|seed| {
                             sim_lock::run(seed, 8, readers).unwrap_or_else(|e| panic!("{e}"))
                         })
-                        .sum::<usize>()
+                        .fold((0, 0), |(a, h), (a2, h2)| (a + a2, h + h2))
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).sum()
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .fold((0, 0), |(a, h), (a2, h2)| (a + a2, h + h2))
     })
 }
 

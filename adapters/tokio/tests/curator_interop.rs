@@ -83,3 +83,142 @@ async fn curator_and_zk_recipes_exclude_each_other() {
     assert!(guard.fencing_token() > 0);
     let _ = java.wait();
 }
+
+/// A Curator `hold` process: its stdout lines arrive on a channel (read on a thread of
+/// its own), so the test can look without blocking.
+struct CuratorHolder {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl CuratorHolder {
+    fn start(cp: &str, connect: &str, path: &str) -> CuratorHolder {
+        let mut child = Command::new("java")
+            .arg("-cp")
+            .arg(cp)
+            .arg("CuratorLock")
+            .arg(connect)
+            .arg(path)
+            .arg("hold")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = BufReader::new(child.stdout.take().unwrap());
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in out.lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        CuratorHolder { child, lines }
+    }
+
+    fn acquired(&self) -> bool {
+        matches!(self.lines.try_recv(), Ok(l) if l.starts_with("ACQUIRED"))
+    }
+
+    fn wait_acquired(&self) {
+        let line = self.lines.recv_timeout(Duration::from_secs(20)).unwrap();
+        assert!(line.starts_with("ACQUIRED"), "{line}");
+    }
+
+    fn release(&mut self) {
+        self.child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(b"release\n")
+            .unwrap();
+        let line = self.lines.recv_timeout(Duration::from_secs(20)).unwrap();
+        assert_eq!(line, "RELEASED");
+        let _ = self.child.wait();
+    }
+}
+
+/// Grant on release among Curator contenders: ours (holding) → Curator → ours → Curator
+/// → ours, all queued on one path. Each gets the lock in queue order and alone. Our
+/// holder that listed the queue hands the lock to the Curator node behind it (the grant
+/// lands in that node's data); Curator ignores the data and takes the lock on our
+/// node's deletion, as it always does; our waiter behind a Curator holder, never
+/// granted, lists again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mixed_queue_with_curator_passes_the_lock_in_order() {
+    let (_dir, cp) = curator_support::compiled("CuratorLock");
+    let server = TestServer::start().unwrap();
+    let cs = server.connect_string();
+    let zk = connect(&cs, Options::default()).await.unwrap();
+    let path = "/interop/mixed";
+    let queued = |n: usize| {
+        let zk = zk.clone();
+        async move {
+            for _ in 0..400 {
+                if zk.get_children(path).await.map(|k| k.len()).unwrap_or(0) >= n {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            panic!("{n} contenders never queued");
+        }
+    };
+    let spawn_ours = || {
+        let zk = zk.clone();
+        tokio::spawn(async move { zk.lock(path).acquire().await.unwrap() })
+    };
+    let h = zk.lock(path).acquire().await.unwrap();
+    let mut c1 = CuratorHolder::start(&cp, &cs, path);
+    queued(2).await;
+    let b = spawn_ours();
+    queued(3).await;
+    let mut c2 = CuratorHolder::start(&cp, &cs, path);
+    queued(4).await;
+    let d = spawn_ours();
+    queued(5).await;
+    let mut kids = zk.get_children(path).await.unwrap();
+    kids.sort_by_key(|k| k[k.len() - 10..].to_string());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!c1.acquired() && !b.is_finished() && !d.is_finished());
+
+    // Our first holder listed nothing behind it: a plain delete; Curator takes over.
+    h.release().await.unwrap();
+    c1.wait_acquired();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        !b.is_finished() && !c2.acquired() && !d.is_finished(),
+        "one holder"
+    );
+
+    // Behind a Curator holder we are never granted: B lists again, holds, and learns
+    // who follows it (Curator's C2, then D).
+    c1.release();
+    let b = tokio::time::timeout(Duration::from_secs(20), b)
+        .await
+        .expect("B takes over from Curator")
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!c2.acquired() && !d.is_finished(), "one holder");
+
+    // B hands the lock to C2 with one multi: the grant is written into Curator's node,
+    // and Curator still takes the lock on B's deletion.
+    b.release().await.unwrap();
+    c2.wait_acquired();
+    let (data, stat) = zk.get_data(&format!("{path}/{}", kids[3])).await.unwrap();
+    assert!(data.starts_with(b"__GRANT__"), "{data:?}");
+    assert!(
+        data.ends_with(kids[4].as_bytes()),
+        "the grant names D after C2"
+    );
+    assert_eq!(stat.version, 1);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!d.is_finished(), "one holder");
+
+    c2.release();
+    let d = tokio::time::timeout(Duration::from_secs(20), d)
+        .await
+        .expect("D takes over from Curator")
+        .unwrap();
+    d.release().await.unwrap();
+    assert!(zk.get_children(path).await.unwrap().is_empty());
+}

@@ -850,19 +850,6 @@ impl Election {
     }
 }
 
-/// Which op of a failed multi failed, and how: (index, code).
-fn multi_failure(r: &Result<Response, Error>) -> Option<(usize, ErrorCode)> {
-    match r {
-        Ok(Response::Multi(results)) => results.iter().enumerate().find_map(|(i, r)| match r {
-            MultiResult::Error(c) if !c.is_ok() && *c != ErrorCode::RuntimeInconsistency => {
-                Some((i, *c))
-            }
-            _ => None,
-        }),
-        _ => None,
-    }
-}
-
 impl Election {
     fn encode(&self, op: OpId) -> OpId {
         (u64::from(self.generation) << GEN_SHIFT) | ((op & 0xffff_ffff) << 1)

@@ -55,8 +55,9 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::{join, meta_dir, multi_failure, parent_round, sorted_items, Format, CLAIM_PREFIX};
+use super::{join, meta_dir, parent_round, sorted_items, Format, CLAIM_PREFIX};
 use crate::error::Error;
+use crate::proto::multi_failure;
 use crate::proto::*;
 use crate::recipe::path::ancestor_result;
 use crate::recipe::{OpId, Outbox, Recipe, Retry, SessionChange};

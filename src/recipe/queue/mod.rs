@@ -212,20 +212,3 @@ pub(crate) fn parent_round(
 pub(crate) fn name_of(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or("")
 }
-
-/// The first failing op of a multi and its code (`RuntimeInconsistency` marks the ops
-/// rolled back after it).
-pub(crate) fn multi_failure(
-    r: &Result<crate::proto::Response, crate::error::Error>,
-) -> Option<(usize, crate::proto::ErrorCode)> {
-    use crate::proto::{ErrorCode, MultiResult, Response};
-    match r {
-        Ok(Response::Multi(results)) => results.iter().enumerate().find_map(|(i, r)| match r {
-            MultiResult::Error(c) if !c.is_ok() && *c != ErrorCode::RuntimeInconsistency => {
-                Some((i, *c))
-            }
-            _ => None,
-        }),
-        _ => None,
-    }
-}

@@ -44,9 +44,7 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::{
-    item_prefix, join, meta_dir, multi_failure, name_of, parent_round, Format, DEFAULT_PRIORITY,
-};
+use super::{item_prefix, join, meta_dir, name_of, parent_round, Format, DEFAULT_PRIORITY};
 use crate::error::Error;
 use crate::proto::*;
 use crate::recipe::path::ancestor_result;

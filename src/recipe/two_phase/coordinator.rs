@@ -8,8 +8,8 @@ use bytes::Bytes;
 use core::time::Duration;
 
 use super::{
-    alive_dir, check_names, coordinator_path, multi_failure, payload_path, vote_path, votes_dir,
-    Outcome, Variant, Vote, MAX_SITES,
+    alive_dir, check_names, coordinator_path, payload_path, vote_path, votes_dir, Outcome, Variant,
+    Vote, MAX_SITES,
 };
 use crate::error::Error;
 use crate::proto::*;

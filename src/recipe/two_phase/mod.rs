@@ -124,7 +124,7 @@ use alloc::string::String;
 use bytes::Bytes;
 
 use crate::error::Error;
-use crate::proto::{ErrorCode, MultiResult, PathError, Response};
+use crate::proto::PathError;
 
 /// The most sites a transaction may have (bounds every list and `multi`).
 pub const MAX_SITES: usize = 1000;
@@ -272,17 +272,4 @@ fn check_names(tx: &str, site: Option<&str>) -> Result<(), Error> {
         crate::proto::validate_path(&path).map_err(|e| invalid(&path, e))?;
     }
     Ok(())
-}
-
-/// Which op of a failed multi failed, and how: (index, code).
-fn multi_failure(r: &Result<Response, Error>) -> Option<(usize, ErrorCode)> {
-    match r {
-        Ok(Response::Multi(results)) => results.iter().enumerate().find_map(|(i, r)| match r {
-            MultiResult::Error(c) if !c.is_ok() && *c != ErrorCode::RuntimeInconsistency => {
-                Some((i, *c))
-            }
-            _ => None,
-        }),
-        _ => None,
-    }
 }

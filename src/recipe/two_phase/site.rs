@@ -6,8 +6,8 @@ use alloc::vec::Vec;
 use bytes::Bytes;
 
 use super::{
-    alive_path, check_names, coordinator_path, multi_failure, payload_path, vote_path, votes_dir,
-    Outcome, Variant, Vote, MAX_SITES,
+    alive_path, check_names, coordinator_path, payload_path, vote_path, votes_dir, Outcome,
+    Variant, Vote, MAX_SITES,
 };
 use crate::error::Error;
 use crate::proto::*;
