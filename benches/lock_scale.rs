@@ -112,12 +112,12 @@ fn machine_bytes() -> isize {
     let path = format!("{dir}/{}", names[2]);
     let stat = Stat::default();
     l.handle_reply(Instant::ZERO, create, Ok(Response::PathStat { path, stat }));
-    l.handle_reply(Instant::ZERO, list, Ok(Response::Children(names)));
+    l.handle_reply(Instant::ZERO, list, Ok(Response::Children(names.clone())));
     let (watch, _) = l.poll_request().unwrap();
     l.handle_reply(Instant::ZERO, watch, Ok(Response::Children(Vec::new())));
     while l.poll_request().is_some() || l.poll_event().is_some() {}
     let bytes = live() - before;
-    drop(l);
+    drop((l, names));
     bytes
 }
 
