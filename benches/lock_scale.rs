@@ -30,20 +30,21 @@
 //! `LOCK_SCALE_MAX_IN_FLIGHT` overrides the session's in-flight bound (default 512).
 //!
 //! Measured (`cargo bench --bench lock_scale`, ZooKeeper 3.8.0 on a disk-backed temp
-//! dir, 2 shared cores, load average ~4 from other jobs; session `max_in_flight` 512):
+//! dir, 2 shared cores; session `max_in_flight` 512), with grant on release:
 //!
 //! ```text
-//! waiters    us/acq    handoff cpu us/acq  req/acq   B rx/acq  B tx/acq   RSS KiB  B/waiter  failed  left
-//!     100    2018.0      939.5     173.0     5.97       6360       447      2972      2326       0     0
-//!    1000    1727.1     1092.7     370.5     6.00      59463       455      7944      2437       0     0
-//!   10000   10042.7     7125.9    3900.0     6.00     590465       461     34568      2355       0     0
+//! size_of::<Lock>() = 560 B; a queued waiter's machine holds 791 B in all
+//! waiters    us/acq    handoff cpu us/acq  req/acq   B rx/acq    h req     h B rx  B tx/acq   RSS KiB  B/waiter  failed  left
+//!     100    2481.6     1470.3     221.3     5.02       4438     2.02       1246      1346      2932      2006       0     0
+//!    1000    2464.8     1594.2     331.0     5.03      31815     2.03       2073      1373      6476      2049       0     0
+//!   10000    5508.2     1220.3    2585.0     5.03     305370     2.03      10126      1387     30820      1951       0     0
 //! ```
 //!
-//! The client before it drained only touched recipes (every pump visited every
-//! hosted recipe, timers were a scan): 1,000 → 656.7 CPU µs/acq, 10,000 → 6,690
-//! (13,411 µs/acq wall). What still grows with N is the lock's own relisting: each
-//! woken waiter lists all N children again (B rx/acq is linear in N), which the
-//! grant-on-release design of issue 15 removes.
+//! A handoff is two requests (the holder's grant `multi`, the successor's turn read)
+//! whatever N; what grows with N is one listing every 33 handoffs (a grant carries 32
+//! successors) and each waiter's entry listing. Before grant on release: 6.00 requests
+//! per acquisition and 590,465 B received per acquisition at 10,000 waiters (every
+//! woken waiter listed all N children again), 10,043 µs/acq.
 // A benchmark is a driver: it owns the clock.
 #![allow(clippy::disallowed_methods)]
 
@@ -56,8 +57,9 @@ use std::time::{Duration, Instant as StdInstant};
 
 use bytes::BytesMut;
 use zk_recipes::client::{ops, Client, ClientEvent, Options, RecipeHandle};
-use zk_recipes::proto::{CreateMode, Response};
+use zk_recipes::proto::{CreateMode, Response, Stat};
 use zk_recipes::recipe::lock::{node_id, Lock, LockConfig, LockEvent, LockKind};
+use zk_recipes::recipe::{Recipe, SessionChange};
 use zk_recipes::session::{SessionEvent, Token, Transport};
 use zk_recipes::time::Instant;
 use zk_recipes_testing::TestServer;
@@ -91,6 +93,34 @@ unsafe impl GlobalAlloc for Counting {
 
 #[global_allocator]
 static ALLOC: Counting = Counting;
+
+/// The lock machine's own share of a queued waiter: one boxed `Lock` fed the replies
+/// of a waiter with two blockers (create, listing, blocker watch armed), measured alone
+/// by the counting allocator. The rest of "B/waiter" is the client's and the
+/// session's (the recipe's slot and routes, the watch registration of its blocker).
+fn machine_bytes() -> isize {
+    let dir = "/lock_scale/n10000";
+    let names: Vec<String> = (0..3)
+        .map(|i| format!("_c_{}-lock-{i:010}", node_id(1, i)))
+        .collect();
+    let id = node_id(1, 2);
+    let before = live();
+    let mut l = Box::new(Lock::new(LockConfig::new(dir, LockKind::Exclusive, &id)));
+    l.handle_session(Instant::ZERO, SessionChange::Connected { session_id: 7 });
+    l.acquire(Instant::ZERO, None);
+    let (create, _) = l.poll_request().unwrap();
+    let (list, _) = l.poll_request().unwrap();
+    let path = format!("{dir}/{}", names[2]);
+    let stat = Stat::default();
+    l.handle_reply(Instant::ZERO, create, Ok(Response::PathStat { path, stat }));
+    l.handle_reply(Instant::ZERO, list, Ok(Response::Children(names.clone())));
+    let (watch, _) = l.poll_request().unwrap();
+    l.handle_reply(Instant::ZERO, watch, Ok(Response::Children(Vec::new())));
+    while l.poll_request().is_some() || l.poll_event().is_some() {}
+    let bytes = live() - before;
+    drop((l, names));
+    bytes
+}
 
 fn live() -> isize {
     LIVE.load(Ordering::Relaxed)
@@ -472,8 +502,9 @@ fn main() {
     let cs = server.connect_string();
     println!(
         "lock_scale: N waiters on ONE session, one path, all queued at once, then passing the lock along\n\
-         size_of::<Lock>() = {} B; timeout {:?} per run",
+         size_of::<Lock>() = {} B; a queued waiter's machine holds {} B in all; timeout {:?} per run",
         std::mem::size_of::<Lock>(),
+        machine_bytes(),
         timeout
     );
     println!(

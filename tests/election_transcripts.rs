@@ -180,17 +180,7 @@ fn multi_ok(n: usize) -> Result<Response, Error> {
 }
 
 fn multi_failed(at: usize, c: ErrorCode, n: usize) -> Result<Response, Error> {
-    Ok(Response::Multi(
-        (0..n)
-            .map(|i| {
-                MultiResult::Error(match i.cmp(&at) {
-                    std::cmp::Ordering::Less => ErrorCode::Ok,
-                    std::cmp::Ordering::Equal => c,
-                    std::cmp::Ordering::Greater => ErrorCode::RuntimeInconsistency,
-                })
-            })
-            .collect(),
-    ))
+    Ok(Response::Multi(failed_multi(n, at, c)))
 }
 
 fn election() -> Script<Election> {

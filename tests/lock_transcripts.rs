@@ -178,17 +178,7 @@ fn multi_ok() -> Result<Response, Error> {
 /// The grant multi failed at op `at` (0: the setData, 1: the delete) with `c`: the
 /// ops before it say OK, the ones after it RuntimeInconsistency, as ZooKeeper does.
 fn multi_failed(at: usize, c: ErrorCode) -> Result<Response, Error> {
-    Ok(Response::Multi(
-        (0..2)
-            .map(|i| {
-                MultiResult::Error(match i.cmp(&at) {
-                    std::cmp::Ordering::Less => ErrorCode::Ok,
-                    std::cmp::Ordering::Equal => c,
-                    std::cmp::Ordering::Greater => ErrorCode::RuntimeInconsistency,
-                })
-            })
-            .collect(),
-    ))
+    Ok(Response::Multi(failed_multi(2, at, c)))
 }
 
 /// The refusals that say "not applied, try later": the session's own (too many

@@ -46,7 +46,7 @@ pub use frame::{
 pub use path::{parent, validate_path, validate_sequential_prefix, Chroot, PathError};
 pub use records::*;
 pub use request::{MultiOp, PathRole, ReadOp, Request};
-pub use response::{first_error, multi_failure, MultiResult, Response};
+pub use response::{failed_multi, first_error, multi_failure, MultiResult, Response};
 pub use types::{
     perms, xid, AddWatchMode, CreateMode, EventType, KeeperState, OpCode, WatcherType,
 };

@@ -104,6 +104,29 @@ pub fn first_error(results: &[MultiResult]) -> Option<ErrorCode> {
     })
 }
 
+/// The results a server sends for a multi of `ops` operations that failed at op `at`
+/// with `code`: 0 for the ops before it, `code` for it, `RuntimeInconsistency` after
+/// it (what models and test scripts answer; the inverse of [`multi_failure`]).
+///
+/// ```
+/// use zk_recipes::proto::{failed_multi, ErrorCode, MultiResult};
+/// assert_eq!(
+///     failed_multi(3, 1, ErrorCode::NoNode),
+///     [MultiResult::Error(ErrorCode::Ok), MultiResult::Error(ErrorCode::NoNode), MultiResult::Error(ErrorCode::RuntimeInconsistency)]
+/// );
+/// ```
+pub fn failed_multi(ops: usize, at: usize, code: ErrorCode) -> Vec<MultiResult> {
+    (0..ops)
+        .map(|i| {
+            MultiResult::Error(match i.cmp(&at) {
+                core::cmp::Ordering::Less => ErrorCode::Ok,
+                core::cmp::Ordering::Equal => code,
+                core::cmp::Ordering::Greater => ErrorCode::RuntimeInconsistency,
+            })
+        })
+        .collect()
+}
+
 /// Which op of a failed multi failed, and why: its index and error code (the ops before
 /// it report 0, the ones after it `RuntimeInconsistency`). `None` for anything but a
 /// multi reply that failed.

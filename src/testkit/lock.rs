@@ -331,16 +331,7 @@ impl World {
         });
         self.write();
         if let Some((at, code)) = failed {
-            let results = (0..ops.len())
-                .map(|i| match i.cmp(&at) {
-                    core::cmp::Ordering::Less => MultiResult::Error(ErrorCode::Ok),
-                    core::cmp::Ordering::Equal => MultiResult::Error(code),
-                    core::cmp::Ordering::Greater => {
-                        MultiResult::Error(ErrorCode::RuntimeInconsistency)
-                    }
-                })
-                .collect();
-            return Ok(Response::Multi(results));
+            return Ok(Response::Multi(failed_multi(ops.len(), at, code)));
         }
         let mut results = Vec::new();
         for op in ops {

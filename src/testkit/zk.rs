@@ -438,14 +438,7 @@ impl Zk {
                 Err(e) => {
                     // All or nothing: the tree, the zxid and the watches as they were.
                     *self = before;
-                    let mut failed: Vec<MultiResult> =
-                        (0..i).map(|_| MultiResult::Error(ErrorCode::Ok)).collect();
-                    failed.push(MultiResult::Error(e));
-                    failed.extend(
-                        (i + 1..ops.len())
-                            .map(|_| MultiResult::Error(ErrorCode::RuntimeInconsistency)),
-                    );
-                    return Response::Multi(failed);
+                    return Response::Multi(failed_multi(ops.len(), i, e));
                 }
             }
         }
