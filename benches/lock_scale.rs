@@ -498,7 +498,22 @@ fn main() {
         );
         return;
     }
-    let server = TestServer::start().expect("a real ZooKeeper 3.8.0");
+    // `LOCK_SCALE_SERVER_FLAGS="-Dzookeeper.request_throttle_max_requests=100
+    // -Dzookeeper.throttled_op_wait_time=5"` turns the server's request throttle on
+    // (off by default): requests queued longer than that are answered `Throttled`.
+    let flags: Vec<String> = std::env::var("LOCK_SCALE_SERVER_FLAGS")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(String::from)
+        .collect();
+    let server = TestServer::start_with(zk_recipes_testing::Options {
+        jvm_flags: flags.clone(),
+        ..Default::default()
+    })
+    .expect("a real ZooKeeper 3.8.0");
+    if !flags.is_empty() {
+        println!("server flags: {}", flags.join(" "));
+    }
     let cs = server.connect_string();
     println!(
         "lock_scale: N waiters on ONE session, one path, all queued at once, then passing the lock along\n\
@@ -571,6 +586,17 @@ fn main() {
         );
         bad |= stalled || f[8] != "0" || f[9] != "0";
     }
+    // Requests the server answered `Throttled` over all runs (retried by the lock
+    // after a backoff, never a failed acquisition: see "failed").
+    let throttled = zk_recipes_testing::four_letter(server.addr(), "mntr")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("zk_throttled_ops\t")
+                .map(|v| v.trim().to_string())
+        })
+        .unwrap_or_default();
+    println!("server zk_throttled_ops: {throttled}");
     drop(server);
     if bad {
         std::process::exit(1);

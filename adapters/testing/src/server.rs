@@ -24,6 +24,9 @@ pub struct Options {
     pub start_timeout: Duration,
     /// Data directory parent; default a fresh temp dir. (`/dev/shm` makes writes cheaper.)
     pub base_dir: Option<PathBuf>,
+    /// Extra JVM system properties, e.g. `-Dzookeeper.request_throttle_max_requests=100`
+    /// (ZooKeeper's request throttle, off by default).
+    pub jvm_flags: Vec<String>,
 }
 
 impl Default for Options {
@@ -34,6 +37,7 @@ impl Default for Options {
             ttl_nodes: true,
             start_timeout: Duration::from_secs(60),
             base_dir: None,
+            jvm_flags: Vec::new(),
         }
     }
 }
@@ -89,6 +93,7 @@ struct Jvm {
     log: PathBuf,
     client_addr: SocketAddr,
     ttl_nodes: bool,
+    jvm_flags: Vec<String>,
     child: Option<Child>,
 }
 
@@ -103,6 +108,7 @@ impl Jvm {
         cmd.arg("-Xmx256m")
             .arg("-XX:+UseSerialGC")
             .arg("-XX:TieredStopAtLevel=1");
+        cmd.args(&self.jvm_flags);
         if self.ttl_nodes {
             cmd.arg("-Dzookeeper.extendedTypesEnabled=true");
         }
@@ -271,6 +277,7 @@ impl TestServer {
                 log: dir.path().join("server.log"),
                 client_addr: SocketAddr::from(([127, 0, 0, 1], port)),
                 ttl_nodes: opts.ttl_nodes,
+                jvm_flags: opts.jvm_flags.clone(),
                 child: None,
             };
             jvm.spawn()?;
@@ -396,6 +403,7 @@ impl TestEnsemble {
                 log: dir.path().join(format!("server{}.log", i + 1)),
                 client_addr: SocketAddr::from(([127, 0, 0, 1], *client)),
                 ttl_nodes: true,
+                jvm_flags: Vec::new(),
                 child: None,
             };
             jvm.spawn()?;
