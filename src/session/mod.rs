@@ -39,7 +39,9 @@
 //!   refused with [`SubmitError::TooManyPending`] ([`Error::Overloaded`]: never
 //!   applied, retry after a backoff). One process with thousands of waiters thus never
 //!   has more than `max_in_flight` requests outstanding at the server (ZooKeeper's
-//!   global outstanding limit is 1,000 by default).
+//!   global outstanding limit is 1,000 by default). Within that bound the window adapts
+//!   to a throttling server: a `Throttled` reply halves it (once per window of
+//!   replies), a window's worth of other replies grows it by one.
 //! * After a resume: auth packets are replayed, then SetWatches/SetWatches2 (in batches
 //!   under the frame limit, with the last zxid seen) re-arm every watch, then queued
 //!   requests go out.
@@ -153,6 +155,9 @@ pub struct Counters {
     pub replies_received: u64,
     /// Watch notifications received (one per server event, however many registrants).
     pub notifications_received: u64,
+    /// Replies the server answered `Throttled` (never applied); each one halves the
+    /// session's in-flight window at most once per window of replies.
+    pub throttled: u64,
 }
 
 /// What the driver must do with its socket.
@@ -616,6 +621,14 @@ pub struct Session {
     next_xid: i32,
     in_flight: VecDeque<InFlight>,
     queued: VecDeque<Queued>,
+    /// How many requests may be on the wire now (at most `max_in_flight`): halved when
+    /// the server answers `Throttled` (at most once per window of replies), grown by
+    /// one per window of replies that were not (AIMD), so a session finds a throttling
+    /// server's limit by itself.
+    window: usize,
+    /// Replies since the window was last cut, and since it last grew.
+    since_cut: usize,
+    since_grow: usize,
     /// Auth packets to replay on every connection; the token is reported once.
     auths: Vec<(AuthPacket, Option<Token>)>,
     auth_waiters: VecDeque<Option<Token>>,
@@ -630,6 +643,7 @@ pub struct Session {
 impl Session {
     /// A session that starts connecting at once.
     pub fn new(config: SessionConfig, now: Instant) -> Session {
+        let window = config.max_in_flight.max(1);
         let mut rng = Rng::new(config.seed);
         let mut order: Vec<usize> = (0..config.connect_string.hosts().len()).collect();
         rng.shuffle(&mut order);
@@ -658,6 +672,9 @@ impl Session {
             next_xid: 1,
             in_flight: VecDeque::new(),
             queued: VecDeque::new(),
+            window,
+            since_cut: usize::MAX,
+            since_grow: 0,
             auths: Vec::new(),
             auth_waiters: VecDeque::new(),
             watches: WatchRegistry::default(),
@@ -1137,7 +1154,29 @@ impl Session {
 
     /// Is there room on the wire for one more request?
     fn has_room(&self) -> bool {
-        self.in_flight.len() < self.config.max_in_flight.max(1)
+        self.in_flight.len() < self.window.min(self.config.max_in_flight).max(1)
+    }
+
+    /// The window after a reply: cut on `Throttled`, grown otherwise.
+    fn adapt_window(&mut self, throttled: bool) {
+        let max = self.config.max_in_flight.max(1);
+        self.since_cut = self.since_cut.saturating_add(1);
+        if throttled {
+            self.counters.throttled += 1;
+            // Once per window: the replies of requests sent before the cut say nothing
+            // about the new window.
+            if self.since_cut > self.window {
+                self.window = (self.window / 2).max(1);
+                self.since_cut = 0;
+                self.since_grow = 0;
+            }
+        } else if self.window < max {
+            self.since_grow += 1;
+            if self.since_grow >= self.window {
+                self.window += 1;
+                self.since_grow = 0;
+            }
+        }
     }
 
     /// Writes queued requests, in order, while there is room on the wire.
@@ -1329,6 +1368,7 @@ impl Session {
                     Err(Error::from(ErrorCode::from_i32(header.err)))
                 };
                 let done = self.in_flight.pop_front().expect("head checked above");
+                self.adapt_window(header.err == ErrorCode::Throttled.to_i32());
                 if header.zxid > 0 {
                     self.last_zxid = self.last_zxid.max(header.zxid);
                 }

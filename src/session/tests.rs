@@ -1345,3 +1345,32 @@ fn counters_count_bytes_both_ways() {
     );
     assert_eq!(after.notifications_received, 1);
 }
+
+#[test]
+fn a_throttled_reply_halves_the_window_once_and_good_replies_grow_it_back() {
+    let mut s = connected_bounded(8, 100);
+    for i in 1..=40u64 {
+        s.submit(ms(3), get(&alloc::format!("/{i}"), false), Token(i))
+            .unwrap();
+    }
+    assert_eq!(sent(&mut s).len(), 8, "the full window on the wire");
+    // The server throttles the first two: the window halves once (the second throttled
+    // reply is of a request sent before the cut), to 4.
+    let mut two = reply(1, 1, ErrorCode::Throttled, None);
+    two.extend_from_slice(&reply(2, 2, ErrorCode::Throttled, None));
+    s.handle_bytes(ms(4), &two);
+    assert!(
+        sent(&mut s).is_empty(),
+        "6 on the wire, over the new window of 4"
+    );
+    assert_eq!(s.counters().throttled, 2);
+    s.handle_bytes(ms(5), &data_reply(3));
+    s.handle_bytes(ms(5), &data_reply(4));
+    assert!(sent(&mut s).is_empty(), "4 on the wire: the window is full");
+    s.handle_bytes(ms(6), &data_reply(5));
+    assert_eq!(sent(&mut s).len(), 1, "one out, one in");
+    // Four good replies (3 to 6: a window's worth) grow it by one: two go out for one.
+    s.handle_bytes(ms(7), &data_reply(6));
+    assert_eq!(sent(&mut s).len(), 2, "the window grew to 5");
+    assert_eq!(s.in_flight(), 5);
+}
