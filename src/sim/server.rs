@@ -1530,15 +1530,7 @@ impl SimServer {
             }
         }
         changes.clear();
-        (0..count)
-            .map(|i| {
-                MultiResult::Error(match i.cmp(&at) {
-                    core::cmp::Ordering::Less => ErrorCode::Ok,
-                    core::cmp::Ordering::Equal => code,
-                    core::cmp::Ordering::Greater => ErrorCode::RuntimeInconsistency,
-                })
-            })
-            .collect()
+        failed_multi(count, at, code)
     }
 
     fn check_version(current: i32, expected: i32) -> Result<(), ErrorCode> {
