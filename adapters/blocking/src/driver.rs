@@ -264,6 +264,18 @@ pub(crate) fn run(mut core: Core, inputs: Receiver<Input>, mut poll: Poll, share
                     let Some(s) = socket.as_mut() else { continue };
                     if !s.connected && (event.is_writable() || event.is_error()) {
                         match s.stream.take_error() {
+                            // Linux may connect a socket to itself when nothing
+                            // listens on a local port (TCP simultaneous open): it
+                            // would read its own connect request back as the
+                            // server's answer. Nobody listens there: refused.
+                            Ok(None)
+                                if s.stream.peer_addr().is_ok()
+                                    && s.stream.peer_addr().ok() == s.stream.local_addr().ok() =>
+                            {
+                                close(&poll, &mut socket);
+                                core.handle_transport_error(now(), TransportError::Refused);
+                                continue;
+                            }
                             Ok(None) if s.stream.peer_addr().is_ok() => {
                                 let _ = s.stream.set_nodelay(true);
                                 s.connected = true;

@@ -239,6 +239,12 @@ pub(crate) async fn run(
             result = connected(&mut connecting) => {
                 connecting = None;
                 match result {
+                    // Linux may connect a socket to itself when nothing listens on a
+                    // local port (TCP simultaneous open): it would read its own connect
+                    // request back as the server's answer. Nobody listens: refused.
+                    Ok(stream) if stream.peer_addr().ok() == stream.local_addr().ok() => {
+                        core.handle_transport_error(now(), TransportError::Refused);
+                    }
                     Ok(stream) => {
                         let _ = stream.set_nodelay(true);
                         let (r, w) = stream.into_split();
