@@ -21,7 +21,9 @@
 //!
 //! * Hosts are tried in an order shuffled from the configured seed; after a full round
 //!   without a session, the next round waits with exponential backoff and jitter. Each
-//!   attempt gets `session timeout / number of hosts` to connect and handshake.
+//!   attempt gets `session timeout / number of hosts`, at most a third of the timeout,
+//!   to connect and handshake (a restarting ZooKeeper can accept a connection and never
+//!   answer it: one such attempt must not use up the session).
 //! * Only the `ConnectRequest` is written until the server answers it. An answer with a
 //!   zero timeout means the session is gone: [`SessionEvent::Expired`], for good.
 //! * Normal requests get xids 1, 2, … and replies must come back in that order; anything
@@ -1119,8 +1121,12 @@ impl Session {
         (self.read_timeout() / 2).max(Duration::from_millis(1))
     }
 
+    /// One attempt's time to connect and handshake: the session timeout shared among
+    /// the hosts, and at most a third of it, so that even with one host a server that
+    /// accepts and never answers (ZooKeeper 3.8 does this to a connection accepted while
+    /// it starts) leaves time for two more attempts before the expiry estimate.
     fn connect_timeout(&self) -> Duration {
-        let hosts = u32::try_from(self.order.len().max(1)).unwrap_or(u32::MAX);
+        let hosts = u32::try_from(self.order.len().max(3)).unwrap_or(u32::MAX);
         (self.timeout() / hosts).max(Duration::from_millis(1))
     }
 

@@ -1374,3 +1374,37 @@ fn a_throttled_reply_halves_the_window_once_and_good_replies_grow_it_back() {
     assert_eq!(sent(&mut s).len(), 2, "the window grew to 5");
     assert_eq!(s.in_flight(), 5);
 }
+
+#[test]
+fn a_connection_accepted_but_never_answered_leaves_time_for_another_attempt() {
+    // A restarting ZooKeeper 3.8 can accept the first connection while it starts and
+    // never answer it (seen in CI and reproduced against the real server). With one host
+    // the attempt must not take the whole session timeout: a second attempt, answered,
+    // resumes the session before the expiry estimate.
+    let mut s = connected();
+    s.handle_disconnect(ms(10));
+    events(&mut s);
+    let mut answered = false;
+    let (dials, _) = dial_loop(
+        &mut s,
+        ms(10),
+        ms(60_000),
+        |s, now| {
+            s.handle_connected(now);
+            if answered {
+                let _ = s.poll_transmit(&mut BytesMut::new());
+                s.handle_bytes(now, &connect_response(0x42, 6000));
+            }
+            answered = true;
+        },
+        |s| !matches!(s.state(), SessionState::Suspended),
+    );
+    assert_eq!(dials.len(), 2, "{dials:?}");
+    assert!(dials[1] <= ms(10 + 2000), "{dials:?}");
+    let ev = events(&mut s);
+    assert!(
+        ev.contains(&SessionEvent::Reconnected { read_only: false }),
+        "{ev:?}"
+    );
+    assert!(!ev.iter().any(|e| matches!(e, SessionEvent::Expired { .. })));
+}
