@@ -57,6 +57,26 @@ pub type HashMap<K, V> = hashbrown::HashMap<K, V, BuildHasherDefault<FxHasher>>;
 /// A hash set with the fixed hasher.
 pub type HashSet<K> = hashbrown::HashSet<K, BuildHasherDefault<FxHasher>>;
 
+/// Capacity a table keeps however empty it gets.
+const KEEP: usize = 64;
+
+/// Gives back what a burst took: an emptied queue above [`KEEP`] slots shrinks to it.
+/// Call after taking from the queue; O(1) unless it shrinks.
+pub(crate) fn shed_queue<T>(q: &mut alloc::collections::VecDeque<T>) {
+    if q.is_empty() && q.capacity() > KEEP {
+        q.shrink_to(KEEP);
+    }
+}
+
+/// Gives back what a burst took: a map filled to less than a third shrinks to room for
+/// one and a half times its length (it shrinks again only after halving, grows again
+/// only after growing by half: amortized O(1) per removal; a no-op call is O(1)).
+pub(crate) fn shed_map<K: Eq + core::hash::Hash, V>(m: &mut HashMap<K, V>) {
+    if m.capacity() > KEEP && m.len() * 3 < m.capacity() {
+        m.shrink_to(KEEP.max(m.len() + m.len() / 2));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -76,5 +96,36 @@ mod tests {
         // And not trivially insertion order (it is a hash map).
         let order = make();
         assert_ne!(order.first(), Some(&"/path/0".to_string()));
+    }
+
+    /// After a burst a map gives memory back, without resizing at every removal, and
+    /// a length going up and down around one value does not resize back and forth.
+    #[test]
+    fn a_map_sheds_a_burst_with_few_resizes() {
+        let mut m: HashMap<u64, u64> = HashMap::default();
+        for i in 0..10_000 {
+            m.insert(i, i);
+        }
+        let mut resizes = 0;
+        for i in 0..9_900 {
+            let cap = m.capacity();
+            m.remove(&i);
+            shed_map(&mut m);
+            resizes += usize::from(m.capacity() != cap);
+        }
+        assert!(m.capacity() <= 4 * 100, "{}", m.capacity());
+        assert!(resizes <= 8, "{resizes}");
+        let cap = m.capacity();
+        for _ in 0..1_000 {
+            m.insert(20_000, 0);
+            shed_map(&mut m);
+            m.remove(&20_000);
+            shed_map(&mut m);
+        }
+        assert_eq!(m.capacity(), cap, "no back and forth");
+        let mut q: alloc::collections::VecDeque<u8> = (0..10_000u32).map(|i| i as u8).collect();
+        q.clear();
+        shed_queue(&mut q);
+        assert!(q.capacity() <= KEEP);
     }
 }

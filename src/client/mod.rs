@@ -49,7 +49,7 @@ use core::any::Any;
 use core::marker::PhantomData;
 use core::time::Duration;
 
-use crate::hash::HashMap;
+use crate::hash::{shed_map, HashMap};
 use crate::proto::{EventType, Request};
 use crate::recipe::{AnyEvent, AnyRecipe, OpId, Recipe, SessionChange};
 use crate::session::{
@@ -202,7 +202,7 @@ struct Slot {
     recipe: Option<Box<dyn AnyRecipe>>,
     /// Session tokens of its requests still routed to it (replies or watches): a few
     /// at a time (unique: each request gets a new one), kept inline.
-    tokens: SmallVec<[Token; 4]>,
+    tokens: SmallVec<[Token; 2]>,
     /// A request of it was refused in this pump: its requests wait for the next input.
     refused: bool,
     /// Its deadline as entered in [`Client::timers`].
@@ -616,6 +616,7 @@ impl Client {
                 self.persistent_tokens.remove(&token);
                 self.session.forget_watches(token);
             }
+            shed_map(&mut self.recipe_tokens);
             self.events.push_back(ClientEvent::RecipeDone { id });
         }
         moved
@@ -699,6 +700,7 @@ impl Client {
 
     fn untrack(&mut self, token: Token, id: RecipeId) {
         self.recipe_tokens.remove(&token);
+        shed_map(&mut self.recipe_tokens);
         self.persistent_tokens.remove(&token);
         if let Some(slot) = self.slots.get_mut(id.index as usize) {
             if let Some(at) = slot.tokens.iter().position(|t| *t == token) {

@@ -109,6 +109,7 @@
 //! assert_eq!(list.op_code(), zk_recipes::proto::OpCode::GetChildren);
 //! ```
 
+use alloc::boxed::Box;
 use alloc::collections::VecDeque;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
@@ -684,13 +685,9 @@ pub struct Lock {
     by_grant: bool,
     /// The blocker we watch now (only its deletion counts: older watches may fire late).
     watching: Option<String>,
-    /// Recovery: the best node of ours found so far, and whether to look again.
-    adopted: Option<(String, i64)>,
-    recover_again: bool,
-    orphans: Vec<String>,
-    parent_rounds: u8,
-    parent_error: Option<Error>,
-    parents_again: bool,
+    /// The state of the rare paths (a create in doubt, missing parents), boxed: a
+    /// queued waiter does not carry it. `None` whenever it would be all defaults.
+    rare: Option<Box<Rare>>,
     deadline: Option<Instant>,
     /// The deadline passed while the first listing was on its way: decide on it, but
     /// not after this.
@@ -711,6 +708,20 @@ pub struct Lock {
     lost: Option<LostReason>,
     outbox: Outbox<Purpose>,
     events: VecDeque<LockEvent>,
+}
+
+/// See [`Lock::rare`](Lock).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+struct Rare {
+    /// Recovery: the best node of ours found so far, and whether to look again.
+    adopted: Option<(String, i64)>,
+    recover_again: bool,
+    /// Nodes of ours found besides the one adopted: deleted.
+    orphans: Vec<String>,
+    /// Creating missing parents: rounds so far, the first error, go again.
+    parent_rounds: u8,
+    parent_error: Option<Error>,
+    parents_again: bool,
 }
 
 fn join(dir: &str, name: &str) -> String {
@@ -747,12 +758,7 @@ impl Lock {
             grant_failed: false,
             by_grant: false,
             watching: None,
-            adopted: None,
-            recover_again: false,
-            orphans: Vec::new(),
-            parent_rounds: 0,
-            parent_error: None,
-            parents_again: false,
+            rare: None,
             deadline: None,
             deadline_passed: None,
             finish: None,
@@ -934,7 +940,23 @@ impl Lock {
     }
 
     /// Sends what is needed, if the session allows it now.
+    /// The rare-path state, created on first use.
+    fn rare(&mut self) -> &mut Rare {
+        self.rare.get_or_insert_with(Box::default)
+    }
+
+    fn has_orphans(&self) -> bool {
+        self.rare.as_ref().is_some_and(|r| !r.orphans.is_empty())
+    }
+
     fn drive(&mut self, now: Instant) {
+        self.drive_needs(now);
+        if self.rare.as_deref().is_some_and(|r| *r == Rare::default()) {
+            self.rare = None;
+        }
+    }
+
+    fn drive_needs(&mut self, now: Instant) {
         if self.need == 0 || !self.retry.allows(now) {
             return;
         }
@@ -949,8 +971,8 @@ impl Lock {
             }
             self.need &= ORPHANS;
             self.in_doubt = true;
-            self.adopted = None;
-            self.recover_again = false;
+            self.rare().adopted = None;
+            self.rare().recover_again = false;
             self.sync(&dir);
             self.outbox.send(
                 Purpose::Recover,
@@ -964,8 +986,8 @@ impl Lock {
         let need = core::mem::take(&mut self.need);
         if need & (CREATE | PARENTS) != 0 && self.state == State::Creating {
             if need & PARENTS != 0 {
-                self.parent_error = None;
-                self.parents_again = false;
+                self.rare().parent_error = None;
+                self.rare().parents_again = false;
                 let node = self.dir_path(&self.prefix());
                 for (p, req) in ancestor_creates(&node, &self.config.acl, CreateMode::Container) {
                     self.outbox.send(Purpose::Parent(p), req);
@@ -1044,7 +1066,7 @@ impl Lock {
             }
         }
         if need & ORPHANS != 0 {
-            for name in core::mem::take(&mut self.orphans) {
+            for name in core::mem::take(&mut self.rare().orphans) {
                 let path = self.dir_path(&name);
                 self.outbox.send(
                     Purpose::Orphan(name),
@@ -1316,19 +1338,19 @@ impl Lock {
                 if self.state == State::Deleting {
                     return self.done();
                 }
-                if self.parents_again {
+                if self.rare().parents_again {
                     return self.again(now, PARENTS | CREATE);
                 }
-                if let Some(e) = self.parent_error.take() {
+                if let Some(e) = self.rare().parent_error.take() {
                     return self.fail(e, now);
                 }
-                if self.parent_rounds >= MAX_PARENT_ROUNDS {
+                if self.rare().parent_rounds >= MAX_PARENT_ROUNDS {
                     let dir = self.config.dir.clone();
                     let e = ancestor_result(&dir, &Err(Error::Server(ErrorCode::NoNode)))
                         .unwrap_or(Error::Server(ErrorCode::NoNode));
                     return self.fail(e, now);
                 }
-                self.parent_rounds += 1;
+                self.rare().parent_rounds += 1;
                 self.need |= PARENTS | CREATE;
             }
             Err(e) if e.may_have_applied() => {
@@ -1410,7 +1432,7 @@ impl Lock {
                 }
             }
             Err(Error::Server(ErrorCode::NoNode)) => {} // no directory, no node of ours
-            Err(e) if e.is_retryable() => self.recover_again = true,
+            Err(e) if e.is_retryable() => self.rare().recover_again = true,
             Err(e) if e.ends_session() => {}
             Err(e) => {
                 // We cannot look: our node (if any) stays until the session ends.
@@ -1421,7 +1443,7 @@ impl Lock {
                     self.fail(e, now);
                 }
             }
-            Ok(_) => self.recover_again = true,
+            Ok(_) => self.rare().recover_again = true,
         }
         self.recovery_step(now);
     }
@@ -1432,20 +1454,20 @@ impl Lock {
                 if stat.ephemeral_owner == self.session_id && self.session_id != 0 =>
             {
                 let seq = |n: &str| contender::Contender::parse(n).map(|c| c.sequence);
-                match self.adopted.take() {
+                match self.rare().adopted.take() {
                     // Keep the lower one (our place in line); the other is an orphan.
                     Some(prev) if seq(&prev.0) <= seq(&name) => {
-                        self.orphans.push(name);
-                        self.adopted = Some(prev);
+                        self.rare().orphans.push(name);
+                        self.rare().adopted = Some(prev);
                     }
                     Some(prev) => {
-                        self.orphans.push(prev.0);
-                        self.adopted = Some((name, stat.czxid));
+                        self.rare().orphans.push(prev.0);
+                        self.rare().adopted = Some((name, stat.czxid));
                     }
-                    None => self.adopted = Some((name, stat.czxid)),
+                    None => self.rare().adopted = Some((name, stat.czxid)),
                 }
             }
-            Err(e) if e.is_retryable() => self.recover_again = true,
+            Err(e) if e.is_retryable() => self.rare().recover_again = true,
             // Another session's (not ours), or gone.
             _ => {}
         }
@@ -1461,15 +1483,15 @@ impl Lock {
         {
             return;
         }
-        if self.recover_again {
-            self.recover_again = false;
+        if self.rare().recover_again {
+            self.rare().recover_again = false;
             return self.again(now, RECOVER);
         }
         self.in_doubt = false;
-        if !self.orphans.is_empty() {
+        if !self.rare().orphans.is_empty() {
             self.need |= ORPHANS;
         }
-        match self.adopted.take() {
+        match self.rare().adopted.take() {
             Some(node) => {
                 self.node = Some(node);
                 if self.state == State::Deleting {
@@ -1613,7 +1635,7 @@ impl Lock {
     fn on_orphan(&mut self, now: Instant, name: String, result: Result<Response, Error>) {
         if let Err(e) = result {
             if e.is_retryable() {
-                self.orphans.push(name);
+                self.rare().orphans.push(name);
                 self.again(now, ORPHANS);
             }
         }
@@ -1622,7 +1644,7 @@ impl Lock {
     fn on_session_end(&mut self, reason: LostReason) {
         self.outbox.clear();
         self.need = 0;
-        self.orphans.clear();
+        self.rare().orphans.clear();
         self.in_doubt = false;
         match self.state {
             State::Held => self.lost(reason),
@@ -1651,9 +1673,9 @@ impl Recipe for Lock {
             Purpose::Parent(p) => {
                 if let Some(e) = ancestor_result(&p, &result) {
                     if e.is_retryable() {
-                        self.parents_again = true;
-                    } else if !e.ends_session() && self.parent_error.is_none() {
-                        self.parent_error = Some(e);
+                        self.rare().parents_again = true;
+                    } else if !e.ends_session() && self.rare().parent_error.is_none() {
+                        self.rare().parent_error = Some(e);
                     }
                 }
             }
@@ -1771,7 +1793,7 @@ impl Recipe for Lock {
             State::Creating | State::Waiting => self.deadline.or(self.deadline_passed),
             _ => None,
         };
-        let retry = if self.need != 0 && self.state != State::Done || !self.orphans.is_empty() {
+        let retry = if self.need != 0 && self.state != State::Done || self.has_orphans() {
             self.retry.deadline()
         } else {
             None
@@ -1786,7 +1808,7 @@ impl Recipe for Lock {
         self.state == State::Done
             && self.outbox.is_empty()
             && self.events.is_empty()
-            && self.orphans.is_empty()
+            && !self.has_orphans()
             && self.need & ORPHANS == 0
             && (!self.config.reentrant || self.depth == 0)
     }

@@ -66,6 +66,7 @@ pub use connect_string::{ConnectString, ConnectStringError};
 pub use watches::{WatchKind, WatchLists};
 
 use crate::error::Error;
+use crate::hash::shed_queue;
 use crate::proto::*;
 use crate::time::Instant;
 use rng::Rng;
@@ -1087,7 +1088,11 @@ impl Session {
 
     /// The next event.
     pub fn poll_event(&mut self) -> Option<SessionEvent> {
-        self.events.pop_front()
+        let event = self.events.pop_front();
+        if event.is_none() {
+            shed_queue(&mut self.events);
+        }
+        event
     }
 
     /// When to call [`handle_timeout`](Self::handle_timeout) next.
@@ -1201,6 +1206,7 @@ impl Session {
             };
             self.write(now, q);
         }
+        shed_queue(&mut self.queued);
     }
 
     fn write(&mut self, now: Instant, q: Queued) {
@@ -1374,6 +1380,7 @@ impl Session {
                     Err(Error::from(ErrorCode::from_i32(header.err)))
                 };
                 let done = self.in_flight.pop_front().expect("head checked above");
+                shed_queue(&mut self.in_flight);
                 self.adapt_window(header.err == ErrorCode::Throttled.to_i32());
                 if header.zxid > 0 {
                     self.last_zxid = self.last_zxid.max(header.zxid);

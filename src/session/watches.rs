@@ -5,12 +5,14 @@
 //! them, drops one-shot registrations when they fire, and lists what to re-arm after a
 //! reconnect.
 
+use alloc::boxed::Box;
 use alloc::collections::BTreeSet;
 use alloc::string::String;
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 use smallvec::SmallVec;
 
-use crate::hash::HashMap;
+use crate::hash::{shed_map, HashMap};
 
 use super::Token;
 use crate::proto::{parent, EventType, WatcherType};
@@ -38,19 +40,102 @@ const KINDS: [WatchKind; 5] = [
     WatchKind::PersistentRecursive,
 ];
 
-/// Ordered sets: adding, removing and forgetting one registrant cost O(log n) however
-/// many share a path, and tokens (allocated in order) keep registration order.
-type Registrants = BTreeSet<Token>;
+/// The registrants of one path, by kind. Nearly always one or two (a blocker, a node):
+/// kept inline as (kind, token) pairs. A path many share (a directory watched by
+/// thousands of recipes on one session) becomes ordered sets per kind, so adding,
+/// removing and forgetting one registrant stay O(log n) however many share it.
+#[derive(Debug)]
+enum PathWatches {
+    Few(SmallVec<[(WatchKind, Token); 1]>),
+    Many(Box<[BTreeSet<Token>; 5]>),
+}
 
-#[derive(Default, Debug)]
-struct PathWatches([Registrants; 5]);
+/// Beyond this many registrants a path keeps ordered sets.
+const FEW: usize = 8;
+
+impl Default for PathWatches {
+    fn default() -> Self {
+        PathWatches::Few(SmallVec::new())
+    }
+}
 
 impl PathWatches {
-    fn slot(&mut self, kind: WatchKind) -> &mut Registrants {
-        &mut self.0[kind as usize]
+    /// Adds `token` under `kind`; false if it is there already.
+    fn insert(&mut self, kind: WatchKind, token: Token) -> bool {
+        match self {
+            PathWatches::Few(few) => {
+                if few.contains(&(kind, token)) {
+                    return false;
+                }
+                if few.len() < FEW {
+                    few.push((kind, token));
+                    return true;
+                }
+                let mut sets: Box<[BTreeSet<Token>; 5]> = Box::default();
+                for (k, t) in few.drain(..) {
+                    sets[k as usize].insert(t);
+                }
+                sets[kind as usize].insert(token);
+                *self = PathWatches::Many(sets);
+                true
+            }
+            PathWatches::Many(sets) => sets[kind as usize].insert(token),
+        }
     }
+
+    fn remove(&mut self, kind: WatchKind, token: Token) -> bool {
+        match self {
+            PathWatches::Few(few) => match few.iter().position(|e| *e == (kind, token)) {
+                Some(i) => {
+                    few.remove(i);
+                    true
+                }
+                None => false,
+            },
+            PathWatches::Many(sets) => sets[kind as usize].remove(&token),
+        }
+    }
+
+    /// Takes every registrant of `kind` out, in token (registration) order.
+    fn take(&mut self, kind: WatchKind, out: &mut Vec<Token>) {
+        match self {
+            PathWatches::Few(few) => {
+                let start = out.len();
+                few.retain(|(k, t)| {
+                    if *k == kind {
+                        out.push(*t);
+                        false
+                    } else {
+                        true
+                    }
+                });
+                out[start..].sort_unstable();
+            }
+            PathWatches::Many(sets) => out.extend(core::mem::take(&mut sets[kind as usize])),
+        }
+    }
+
+    /// Appends the registrants of `kind`, in token order.
+    fn copy(&self, kind: WatchKind, out: &mut Vec<Token>) {
+        match self {
+            PathWatches::Few(few) => {
+                let start = out.len();
+                out.extend(few.iter().filter(|(k, _)| *k == kind).map(|(_, t)| *t));
+                out[start..].sort_unstable();
+            }
+            PathWatches::Many(sets) => out.extend(sets[kind as usize].iter().copied()),
+        }
+    }
+
+    fn has(&self, kind: WatchKind) -> bool {
+        match self {
+            PathWatches::Few(few) => few.iter().any(|(k, _)| *k == kind),
+            PathWatches::Many(sets) => !sets[kind as usize].is_empty(),
+        }
+    }
+
     fn is_empty(&self) -> bool {
-        self.0.iter().all(|r| r.is_empty())
+        KINDS.iter().all(|k| !self.has(*k))
     }
 }
 
@@ -69,11 +154,15 @@ pub struct WatchLists {
     pub recursive: Vec<String>,
 }
 
+/// Where one token is registered: (path, kind), nearly always one.
+type Places = SmallVec<[(Arc<str>, WatchKind); 1]>;
+
 #[derive(Debug, Default)]
 pub(crate) struct WatchRegistry {
-    paths: HashMap<String, PathWatches>,
+    /// Each path's text is kept once, shared with `by_token`.
+    paths: HashMap<Arc<str>, PathWatches>,
     /// Where each token is registered, so forgetting it does not scan every path.
-    by_token: HashMap<Token, SmallVec<[(String, WatchKind); 1]>>,
+    by_token: HashMap<Token, Places>,
     count: usize,
 }
 
@@ -85,24 +174,29 @@ impl WatchRegistry {
     /// Adds a registrant; a token already registered for this path and kind is not
     /// added twice.
     pub(crate) fn add(&mut self, path: &str, kind: WatchKind, token: Token) {
-        let entry = match self.paths.get_mut(path) {
-            Some(e) => e,
-            None => self.paths.entry(String::from(path)).or_default(),
+        let key = match self.paths.get_key_value(path) {
+            Some((key, _)) => key.clone(),
+            None => {
+                let key: Arc<str> = Arc::from(path);
+                self.paths.insert(key.clone(), PathWatches::default());
+                key
+            }
         };
-        if entry.slot(kind).insert(token) {
+        let Some(entry) = self.paths.get_mut(path) else {
+            return;
+        };
+        if entry.insert(kind, token) {
             self.count += 1;
-            self.by_token
-                .entry(token)
-                .or_default()
-                .push((String::from(path), kind));
+            self.by_token.entry(token).or_default().push((key, kind));
         }
     }
 
     fn unindex(&mut self, token: Token, path: &str, kind: WatchKind) {
         if let Some(places) = self.by_token.get_mut(&token) {
-            places.retain(|(p, k)| !(p == path && *k == kind));
+            places.retain(|(p, k)| !(&**p == path && *k == kind));
             if places.is_empty() {
                 self.by_token.remove(&token);
+                shed_map(&mut self.by_token);
             }
         }
     }
@@ -122,23 +216,21 @@ impl WatchRegistry {
         let mut fired: SmallVec<[(Token, WatchKind); 4]> = SmallVec::new();
         if let Some(entry) = self.paths.get_mut(path) {
             for kind in one_shot {
-                let taken = core::mem::take(entry.slot(*kind));
-                if !taken.is_empty() {
+                let before = out.len();
+                entry.take(*kind, out);
+                if out.len() > before {
                     sources += 1;
-                    self.count -= taken.len();
-                    for t in &taken {
-                        fired.push((*t, *kind));
-                    }
-                    out.extend(taken);
+                    self.count -= out.len() - before;
+                    fired.extend(out[before..].iter().map(|t| (*t, *kind)));
                 }
             }
-            let persistent = entry.slot(Persistent);
-            if !persistent.is_empty() {
+            if entry.has(Persistent) {
                 sources += 1;
-                out.extend(persistent.iter().copied());
+                entry.copy(Persistent, out);
             }
             if entry.is_empty() {
                 self.paths.remove(path);
+                shed_map(&mut self.paths);
             }
         }
         for (t, kind) in fired {
@@ -147,11 +239,10 @@ impl WatchRegistry {
         if persistent_recursive {
             let mut p = Some(path);
             while let Some(at) = p {
-                if let Some(entry) = self.paths.get_mut(at) {
-                    let recursive = entry.slot(PersistentRecursive);
-                    if !recursive.is_empty() {
+                if let Some(entry) = self.paths.get(at) {
+                    if entry.has(PersistentRecursive) {
                         sources += 1;
-                        out.extend(recursive.iter().copied());
+                        entry.copy(PersistentRecursive, out);
                     }
                 }
                 p = parent(at);
@@ -179,10 +270,10 @@ impl WatchRegistry {
         };
         let mut removed = Vec::new();
         if let Some(entry) = self.paths.get_mut(path) {
+            let mut taken = Vec::new();
             for kind in kinds {
-                for t in core::mem::take(entry.slot(*kind)) {
-                    removed.push((t, *kind));
-                }
+                entry.take(*kind, &mut taken);
+                removed.extend(taken.drain(..).map(|t| (t, *kind)));
             }
             if entry.is_empty() {
                 self.paths.remove(path);
@@ -201,13 +292,15 @@ impl WatchRegistry {
         let Some(places) = self.by_token.remove(&token) else {
             return;
         };
+        shed_map(&mut self.by_token);
         for (path, kind) in places {
-            if let Some(entry) = self.paths.get_mut(&path) {
-                if entry.slot(kind).remove(&token) {
+            if let Some(entry) = self.paths.get_mut(&*path) {
+                if entry.remove(kind, token) {
                     self.count -= 1;
                 }
                 if entry.is_empty() {
-                    self.paths.remove(&path);
+                    self.paths.remove(&*path);
+                    shed_map(&mut self.paths);
                 }
             }
         }
@@ -224,7 +317,7 @@ impl WatchRegistry {
         let mut l = WatchLists::default();
         for (path, entry) in &self.paths {
             for kind in KINDS {
-                if !entry.0[kind as usize].is_empty() {
+                if entry.has(kind) {
                     let list = match kind {
                         WatchKind::Data => &mut l.data,
                         WatchKind::Exist => &mut l.exist,
@@ -232,7 +325,7 @@ impl WatchRegistry {
                         WatchKind::Persistent => &mut l.persistent,
                         WatchKind::PersistentRecursive => &mut l.recursive,
                     };
-                    list.push(path.clone());
+                    list.push(String::from(&**path));
                 }
             }
         }
@@ -241,10 +334,11 @@ impl WatchRegistry {
 
     /// The registrants of one path and kind, in registration order.
     pub(crate) fn registrants(&self, path: &str, kind: WatchKind) -> Vec<Token> {
-        self.paths
-            .get(path)
-            .map(|e| e.0[kind as usize].iter().copied().collect())
-            .unwrap_or_default()
+        let mut out = Vec::new();
+        if let Some(e) = self.paths.get(path) {
+            e.copy(kind, &mut out);
+        }
+        out
     }
 }
 
@@ -285,6 +379,36 @@ mod tests {
         // hasher that would make it vary (or a seed) is seen.
         let first: Vec<&str> = a.data.iter().take(3).map(|s| s.as_str()).collect();
         assert_eq!(first, PINNED_FIRST_DATA);
+    }
+
+    /// A path shared by a few registrants keeps them inline; past `FEW` it switches to
+    /// ordered sets. Either way: no duplicates, kinds apart, forgetting one leaves the
+    /// rest, a notification reaches each once in registration order.
+    #[test]
+    fn a_path_shared_by_many_registrants_keeps_kinds_apart_and_order() {
+        for n in [1u64, 3, FEW as u64, FEW as u64 + 1, 50] {
+            let mut r = WatchRegistry::default();
+            for t in (0..n).rev() {
+                r.add("/dir", WatchKind::Child, Token(t));
+                r.add("/dir", WatchKind::Child, Token(t));
+            }
+            r.add("/dir", WatchKind::Data, Token(1_000));
+            assert_eq!(r.len(), n as usize + 1);
+            r.forget(Token(0));
+            let want: Vec<Token> = (1..n).map(Token).collect();
+            assert_eq!(r.registrants("/dir", WatchKind::Child), want, "n = {n}");
+            let mut out = Vec::new();
+            r.trigger("/dir", EventType::NodeChildrenChanged, &mut out);
+            assert_eq!(out, want, "n = {n}");
+            assert_eq!(r.len(), 1);
+            assert_eq!(r.lists().data, ["/dir"]);
+            assert!(r.lists().child.is_empty());
+            out.clear();
+            r.trigger("/dir", EventType::NodeDeleted, &mut out);
+            assert_eq!(out, [Token(1_000)]);
+            assert_eq!(r.len(), 0);
+            assert!(r.paths.is_empty() && r.by_token.is_empty());
+        }
     }
 
     const PINNED_FIRST_DATA: [&str; 3] = ["/app/node-141", "/app/node-192", "/app/node-54"];
