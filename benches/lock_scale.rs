@@ -33,11 +33,11 @@
 //! dir, 2 shared cores; session `max_in_flight` 512), with grant on release:
 //!
 //! ```text
-//! size_of::<Lock>() = 560 B; a queued waiter's machine holds 791 B in all
+//! size_of::<Lock>() = 472 B; a queued waiter's machine holds 703 B in all
 //! waiters    us/acq    handoff cpu us/acq  req/acq   B rx/acq    h req     h B rx  B tx/acq   RSS KiB  B/waiter  failed  left
-//!     100    2481.6     1470.3     221.3     5.02       4438     2.02       1246      1346      2932      2006       0     0
-//!    1000    2464.8     1594.2     331.0     5.03      31815     2.03       2073      1373      6476      2049       0     0
-//!   10000    5508.2     1220.3    2585.0     5.03     305370     2.03      10126      1387     30820      1951       0     0
+//!     100    2183.3     1499.5     131.8     5.02       4438     2.02       1246      1346      2920      1425       0     0
+//!    1000    1125.3      705.6     256.2     5.03      31815     2.03       2073      1373      6288      1353       0     0
+//!   10000    3664.7     1280.3    2207.7     5.03     305370     2.03      10126      1387     26952      1240       0     0
 //! ```
 //!
 //! A handoff is two requests (the holder's grant `multi`, the successor's turn read)
