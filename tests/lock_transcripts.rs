@@ -1,7 +1,8 @@
 //! Transcript tests for `recipe::lock`: scripted replies in, exact requests and events
-//! out. Requests are shown as short lines (`create2 <path>`, `list <dir>`, `sync <dir>`,
-//! `watch <path>` for getData with a watch, `read <path>` for getData without one,
-//! `exists <path>`, `delete <path>`, `container <path>`).
+//! out. Requests are shown as short lines (`create2 <path>`, `list <dir>`, `list+watch
+//! <dir>` for a listing that also watches the directory, `sync <dir>`, `watch <path>`
+//! for getData with a watch, `read <path>` for getData without one, `exists <path>`,
+//! `delete <path>`, `container <path>`).
 //!
 //! A holder of an exclusive or write lock releases by handing the lock on: one multi
 //! {setData(successor, `__GRANT__` + the names after it, expected version 0),
@@ -57,6 +58,11 @@ fn sent(l: &mut Lock) -> Vec<(OpId, String)> {
             let line = match r {
                 Request::Create2(c) => format!("create2 {}", c.path),
                 Request::CreateContainer(c) => format!("container {}", c.path),
+                // A listing that also watches the directory (it stands in for a
+                // holder's own-node watch).
+                Request::GetChildren(g) if g.path == DIR && g.watch => {
+                    format!("list+watch {}", g.path)
+                }
                 Request::GetChildren(g) if g.path == DIR => format!("list {}", g.path),
                 // A children watch on a contender: a deletion watch on our blocker.
                 Request::GetChildren(g) if g.watch => format!("await {}", g.path),
@@ -213,6 +219,13 @@ fn changed(p: &str) -> WatchEvent {
     }
 }
 
+fn children_changed(p: &str) -> WatchEvent {
+    WatchEvent {
+        event_type: EventType::NodeChildrenChanged,
+        path: p.into(),
+    }
+}
+
 fn reconnect(l: &mut Lock) {
     l.handle_session(T, SessionChange::Suspended);
     l.handle_session(
@@ -231,12 +244,22 @@ fn start(l: &mut Lock, deadline: Option<Instant>) -> (OpId, OpId) {
         LockKind::Write => "__WRIT__",
         _ => "lock-",
     };
+    // The listing watches the directory where that stands in for a holder's own-node
+    // watch: a lock that may be granted, watching its node, not revocable.
+    let c = l.config();
+    let stand_in = c.watch_own_node
+        && !c.revocable
+        && matches!(
+            c.kind,
+            LockKind::Exclusive | LockKind::Read | LockKind::Write
+        );
+    let list = if stand_in { "list+watch" } else { "list" };
     let r = sent(l);
     assert_eq!(
         r.iter().map(|(_, s)| s.as_str()).collect::<Vec<_>>(),
         [
             format!("create2 {DIR}/_c_{ID}-{marker}"),
-            format!("list {DIR}")
+            format!("{list} {DIR}")
         ],
         "one round trip"
     );
@@ -293,13 +316,10 @@ fn uncontended_acquire_is_one_round_trip_and_release_one_delete() {
             node: ours(5)
         }]
     );
-    let own = sent(&mut l);
-    assert_eq!(
-        own.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
-        [format!("watch {}", path(&ours(5)))],
-        "a holder watches its own node"
+    assert!(
+        sent(&mut l).is_empty(),
+        "no read of its own: the listing's directory watch stands in for the own-node watch"
     );
-    l.handle_reply(T, own[0].0, data(b""));
     assert_eq!(l.release(T), Release::Pending);
     let del = sent(&mut l);
     assert_eq!(
@@ -310,6 +330,77 @@ fn uncontended_acquire_is_one_round_trip_and_release_one_delete() {
     l.handle_reply(T, del[0].0, Ok(Response::Empty));
     assert_eq!(events(&mut l), vec![LockEvent::Released]);
     assert!(l.is_done());
+}
+
+/// The listing that makes a lock holder set a children watch on the directory: it fires
+/// on our node's deletion, so it stands in for the own-node watch until it fires; on
+/// any change the holder arms the real one, and a deletion of its node is `Lost`.
+#[test]
+fn the_directory_watch_of_the_deciding_listing_stands_in_for_the_own_node_watch() {
+    let mut l = lock(LockKind::Exclusive);
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, created(&ours(5), 0x500));
+    l.handle_reply(T, list, children(&[&ours(5)]));
+    assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
+    assert!(lines(&mut l).is_empty());
+    // A contender arrives (or anything else changes): now watch our own node.
+    l.handle_watch(T, list, &children_changed(DIR));
+    let own = sent(&mut l);
+    assert_eq!(
+        own.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [format!("watch {}", path(&ours(5)))]
+    );
+    l.handle_reply(T, own[0].0, data(b""));
+    // Later changes of the directory cost nothing more.
+    l.handle_watch(T, list, &children_changed(DIR));
+    assert!(lines(&mut l).is_empty());
+    assert!(events(&mut l).is_empty());
+
+    // The change was our own node's deletion: the read says so, the hold is lost.
+    let mut l = lock(LockKind::Exclusive);
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, created(&ours(5), 0x500));
+    l.handle_reply(T, list, children(&[&ours(5)]));
+    events(&mut l);
+    l.handle_watch(T, list, &children_changed(DIR));
+    let own = sent(&mut l);
+    l.handle_reply(T, own[0].0, code(ErrorCode::NoNode));
+    assert_eq!(
+        events(&mut l),
+        vec![LockEvent::Lost {
+            reason: LostReason::NodeDeleted
+        }]
+    );
+
+    // A waiter ignores the directory's changes (its turn read looks at its node).
+    let mut l = lock(LockKind::Exclusive);
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, created(&ours(5), 0x500));
+    l.handle_reply(T, list, children(&["_c_a-lock-0000000001", &ours(5)]));
+    assert_eq!(lines(&mut l), [format!("await {DIR}/_c_a-lock-0000000001")]);
+    l.handle_watch(T, list, &children_changed(DIR));
+    assert!(lines(&mut l).is_empty());
+    assert!(events(&mut l).is_empty());
+
+    // No stand-in where the own node must be watched for its data (revocable) or is
+    // not watched at all.
+    for (revocable, watch_own_node) in [(true, true), (false, false)] {
+        let mut c = config(LockKind::Exclusive);
+        c.revocable = revocable;
+        c.watch_own_node = watch_own_node;
+        let mut l = lock_with(c);
+        let r = sent_after_acquire(&mut l);
+        assert_eq!(
+            r[1].1,
+            format!("list {DIR}"),
+            "{revocable} {watch_own_node}"
+        );
+    }
+}
+
+fn sent_after_acquire(l: &mut Lock) -> Vec<(OpId, String)> {
+    assert_eq!(l.acquire(T, None), Acquire::Pending);
+    sent(l)
 }
 
 #[test]
@@ -423,7 +514,7 @@ fn missing_parents_are_created_as_containers_in_the_same_pipeline() {
             "container /locks".to_string(),
             "container /locks/job".into(),
             format!("create2 {DIR}/_c_{ID}-lock-"),
-            format!("list {DIR}"),
+            format!("list+watch {DIR}"),
         ]
     );
     l.handle_reply(T, list, code(ErrorCode::NoNode)); // the old listing is ignored
@@ -531,7 +622,7 @@ fn a_lost_create_reply_is_recovered_by_prefix_after_a_sync_and_adopted_only_if_o
     let next = lines(&mut l);
     assert_eq!(
         next,
-        [format!("list {DIR}")],
+        [format!("list+watch {DIR}")],
         "the recovery's sync still holds on this connection; no own-node watch while waiting"
     );
     assert_eq!(
@@ -557,7 +648,7 @@ fn a_node_with_our_prefix_from_another_session_is_never_adopted() {
         lines(&mut l),
         [
             format!("create2 {DIR}/_c_{ID}-lock-"),
-            format!("list {DIR}")
+            format!("list+watch {DIR}")
         ],
         "not ours: create our own"
     );
@@ -585,7 +676,7 @@ fn recovery_adopts_the_lower_of_two_nodes_and_deletes_the_orphan() {
         next.contains(&format!("delete {}", path(&ours(9)))),
         "{next:?}"
     );
-    assert!(next.contains(&format!("list {DIR}")), "{next:?}");
+    assert!(next.contains(&format!("list+watch {DIR}")), "{next:?}");
     assert_eq!(
         l.node(),
         Some(ours(4).as_str()),
@@ -613,11 +704,14 @@ fn a_listing_lost_after_a_successful_create_is_done_again_after_the_reconnect() 
     let r = sent(&mut l);
     assert_eq!(
         r.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
-        [format!("sync {DIR}"), format!("list {DIR}")]
+        [format!("sync {DIR}"), format!("list+watch {DIR}")]
     );
     l.handle_reply(T, r[1].0, children(&[&ours(3)]));
     assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
-    assert_eq!(lines(&mut l), [format!("watch {}", path(&ours(3)))]);
+    assert!(
+        lines(&mut l).is_empty(),
+        "the listing's directory watch stands in for the own-node watch"
+    );
 }
 
 /// Issue 9, defect 5: a delete refused locally used to end as `Released`.
@@ -664,7 +758,7 @@ fn refused_watches_and_verifications_are_retried() {
     l.handle_timeout(l.poll_timeout().unwrap());
     assert_eq!(
         lines(&mut l),
-        [format!("sync {DIR}"), format!("list {DIR}")],
+        [format!("sync {DIR}"), format!("list+watch {DIR}")],
         "a waiter is never left without a watch"
     );
 
@@ -692,6 +786,7 @@ fn refused_watches_and_verifications_are_retried() {
     l.handle_reply(T, create, created(&ours(1), 10));
     l.handle_reply(T, list, children(&[&ours(1)]));
     events(&mut l);
+    l.handle_watch(T, list, &children_changed(DIR));
     let own = sent(&mut l);
     l.handle_reply(T, own[0].0, Err(Error::Overloaded));
     l.handle_timeout(l.poll_timeout().unwrap());

@@ -44,17 +44,24 @@
 //!    single blocker, we hold without the read, as before.
 //! 6. A holder watches its own node (unless disabled) and reports its deletion by
 //!    someone else as `Lost` and, for revocable locks, `unlock` (or Curator's
-//!    `__REVOKE__`) written into it as `RevocationRequested`. Revocable waiters watch it
+//!    `__REVOKE__`) written into it as `RevocationRequested`. A holder made by a
+//!    listing needs no read for that at first: the listing set a children watch on the
+//!    directory (one-shot, at no extra request), which fires on our node's deletion;
+//!    it stands in for the own-node watch until anything in the directory changes,
+//!    and then one read arms the own-node watch (and finds the node gone, if that was
+//!    the change: `Lost`). A waiter ignores that watch (it fires at most once per
+//!    listing; no herd). Revocable locks watch their node for its data instead. Revocable waiters watch it
 //!    from its creation, and hear a grant through it. A waiter whose node is deleted
 //!    by someone else learns it at its turn read (`Failed`).
 //! 7. Release or cancel deletes our node. `Released`/`Cancelled` only once the delete
 //!    (or the grant) answered OK or `NoNode` (or the session ended, taking the node
 //!    along).
 //!
-//! Requests per acquisition: 3 uncontended without the own-node watch, 4 with it
-//! (create, list, own-node watch, delete); 5 for a waiter handed the lock by a grant
-//! (create, list, blocker watch, turn read, release); a waiter that is not granted
-//! lists once more.
+//! Requests per acquisition: 3 uncontended, with the own-node watch or without
+//! (create, list, delete: the listing's directory watch stands in for the own-node
+//! watch; one more read if the directory changes while we hold); 5 for a waiter handed
+//! the lock by a grant (create, list, blocker watch, turn read, release); a waiter
+//! that is not granted lists once more.
 //!
 //! # Liveness: every attempt ends, nothing is left behind
 //!
@@ -254,11 +261,13 @@ pub struct LockConfig {
     pub acl: Vec<Acl>,
     /// Watch our own node while waiting too, and report `unlock` written into it.
     pub revocable: bool,
-    /// Watch our own node while holding (one read per hold; for a waiter it is the turn
-    /// read that also looks for a grant) to notice its deletion by someone else: `Lost`
-    /// while holding; a waiter learns it at its turn read (`Failed`). On by default; off
-    /// saves the holder's read, but such a deletion then goes unnoticed until the
-    /// session ends.
+    /// Watch our own node while holding to notice its deletion by someone else: `Lost`
+    /// while holding; a waiter learns it at its turn read (`Failed`). Costs at most one
+    /// read per hold, often none: a holder by grant has the watch from its turn read; a
+    /// holder by listing starts with the listing's children watch on the directory
+    /// standing in, and reads its node only once the directory changes. On by default;
+    /// off saves that read and the directory watch, but such a deletion then goes
+    /// unnoticed until the session ends.
     pub watch_own_node: bool,
     /// Re-entrant: `acquire` on a held lock adds a level, `release` removes one; the
     /// node goes with the last level.
@@ -596,8 +605,9 @@ enum Purpose {
     Parent(String),
     /// create2 of our node.
     Create,
-    /// getChildren to decide (paired with the create, or again).
-    List,
+    /// getChildren to decide (paired with the create, or again); `true` if it set a
+    /// children watch on the directory to stand in for the holder's own-node watch.
+    List(bool),
     /// sync before a read that recovery or verification relies on.
     Sync,
     /// getChildren to find our node after a lost create reply.
@@ -697,6 +707,9 @@ pub struct Lock {
     suspended: bool,
     /// A data watch on our own node is registered (or being registered).
     own_armed: bool,
+    /// The children watch on the directory set by the listing that decided is armed
+    /// (nothing fired it since): while we hold, it stands in for the own-node watch.
+    dir_armed: bool,
     /// The server holds that watch: an own-node read answered and nothing fired it
     /// since. Only then does a blocker's deletion prove our node still queues (the
     /// server would have told us of its deletion first).
@@ -764,6 +777,7 @@ impl Lock {
             finish: None,
             suspended: false,
             own_armed: false,
+            dir_armed: false,
             own_live: false,
             revocation_told: false,
             depth: 0,
@@ -1103,10 +1117,20 @@ impl Lock {
             self.sync(&dir);
         }
         // A lease waiter is let in by whichever holder goes: watch the whole listing.
-        let watch = matches!(self.config.kind, LockKind::Lease { .. });
+        let lease = matches!(self.config.kind, LockKind::Lease { .. });
+        // If this listing makes us holder, its children watch on the directory stands
+        // in for the own-node watch (it fires on our node's deletion; on any other
+        // change we arm the real one): an uncontended hold costs no read of its own.
+        let stand_in = self.config.watch_own_node
+            && !self.config.revocable
+            && self.config.kind.is_granted_to()
+            && !self.own_armed;
         self.outbox.send(
-            Purpose::List,
-            Request::GetChildren(PathWatch { path: dir, watch }),
+            Purpose::List(stand_in),
+            Request::GetChildren(PathWatch {
+                path: dir,
+                watch: lease || stand_in,
+            }),
         );
     }
 
@@ -1139,7 +1163,8 @@ impl Lock {
     }
 
     fn arm_own(&mut self) {
-        if !self.own_armed && self.wants_own_watch() {
+        let stood_in = self.state == State::Held && self.dir_armed;
+        if !self.own_armed && !stood_in && self.wants_own_watch() {
             self.need |= OWN;
         }
     }
@@ -1377,7 +1402,7 @@ impl Lock {
         }
     }
 
-    fn on_list(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_list(&mut self, now: Instant, watched: bool, result: Result<Response, Error>) {
         if !matches!(self.state, State::Creating | State::Waiting) {
             return; // we are leaving
         }
@@ -1400,6 +1425,7 @@ impl Lock {
         match result {
             Ok(Response::Children(c)) | Ok(Response::Children2 { children: c, .. }) => {
                 self.retry.succeeded();
+                self.dir_armed = watched;
                 self.evaluate(&c, now);
             }
             Ok(_) => self.fail(Error::UnexpectedReply, now),
@@ -1681,7 +1707,7 @@ impl Recipe for Lock {
             }
             Purpose::Sync => self.sync_failed = result.is_err(),
             Purpose::Create => self.on_create(now, result),
-            Purpose::List => self.on_list(now, result),
+            Purpose::List(watched) => self.on_list(now, watched, result),
             Purpose::Recover => self.on_recover(now, result),
             Purpose::Adopt(name) => self.on_adopt(now, name, result),
             Purpose::Blocker(name) => self.on_blocker(now, name, result),
@@ -1701,11 +1727,15 @@ impl Recipe for Lock {
         match event.event_type {
             EventType::NodeDeleted if is_ours => self.own_node_gone(now),
             EventType::NodeDeleted => self.blocker_gone(name_of(&event.path)),
-            EventType::NodeChildrenChanged
+            EventType::NodeChildrenChanged if event.path == self.config.dir => {
+                self.dir_armed = false;
                 if self.state == State::Waiting
-                    && matches!(self.config.kind, LockKind::Lease { .. }) =>
-            {
-                self.need |= LIST; // a lease may have gone: look again
+                    && matches!(self.config.kind, LockKind::Lease { .. })
+                {
+                    self.need |= LIST; // a lease may have gone: look again
+                } else {
+                    self.arm_own(); // a holder: was it our node? watch it from now on
+                }
             }
             EventType::NodeDataChanged if is_ours => {
                 self.own_armed = false;
@@ -1748,7 +1778,7 @@ impl Recipe for Lock {
                 let first_listing_on_its_way = self.state == State::Creating
                     && !self.retry.is_suspended()
                     && self.need == 0
-                    && self.outbox.any(|p| *p == Purpose::List);
+                    && self.outbox.any(|p| matches!(p, Purpose::List(_)));
                 if first_listing_on_its_way {
                     // A try-lock deserves one look at the directory, but not forever.
                     self.deadline_passed = Some(d + self.config.try_grace);
