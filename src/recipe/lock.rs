@@ -649,7 +649,8 @@ enum Finish {
     Released,
     Cancelled,
     NotAcquired,
-    Failed(Error),
+    /// Boxed: an error is large and a waiter carries its `Option<Finish>` all along.
+    Failed(Box<Error>),
 }
 
 // What must be (re)sent; `drive` sends it when the session allows.
@@ -1257,7 +1258,7 @@ impl Lock {
     }
 
     fn fail(&mut self, error: Error, now: Instant) {
-        self.stop_with(Finish::Failed(error), now);
+        self.stop_with(Finish::Failed(Box::new(error)), now);
     }
 
     /// Ends the attempt: delete our node if we have one (or may have one), then report.
@@ -1298,7 +1299,7 @@ impl Lock {
             Finish::Released => self.emit(LockEvent::Released),
             Finish::Cancelled => self.emit(LockEvent::Cancelled),
             Finish::NotAcquired => {}
-            Finish::Failed(error) => self.emit(LockEvent::Failed { error }),
+            Finish::Failed(error) => self.emit(LockEvent::Failed { error: *error }),
         }
     }
 
@@ -1652,7 +1653,7 @@ impl Lock {
             Err(e) if e.ends_session() => {}
             Err(e) => {
                 // Refused for good (no permission): the node stays; say so.
-                self.finish = Some(Finish::Failed(e));
+                self.finish = Some(Finish::Failed(Box::new(e)));
                 self.done();
             }
         }
