@@ -134,7 +134,14 @@ impl World {
         let mut i = 0;
         while i < self.watches.len() {
             let (p, _, child) = &self.watches[i];
-            if p == path && (!child || t == EventType::NodeDeleted) {
+            // A children watch fires on its node's deletion and on a change of its
+            // children; a data watch on anything but a change of children.
+            let fires = if *child {
+                matches!(t, EventType::NodeDeleted | EventType::NodeChildrenChanged)
+            } else {
+                t != EventType::NodeChildrenChanged
+            };
+            if p == path && fires {
                 let (p, op, _) = self.watches.remove(i);
                 let ev = WatchEvent {
                     event_type: t,
@@ -158,6 +165,7 @@ impl World {
                 let zxid = self.write();
                 self.graveyard.push((node, zxid));
                 self.fire(&Self::path(name), EventType::NodeDeleted);
+                self.fire(DIR, EventType::NodeChildrenChanged);
                 self.snapshot();
                 true
             }
@@ -177,6 +185,7 @@ impl World {
             version: 0,
         };
         self.live.nodes.push(node.clone());
+        self.fire(DIR, EventType::NodeChildrenChanged);
         self.snapshot();
         node
     }
@@ -254,8 +263,16 @@ impl World {
                 }
                 (Ok(Response::Children(Vec::new())), zxid)
             }
-            Request::GetChildren(_) => {
-                let v = self.view();
+            Request::GetChildren(g) => {
+                let v = self.view().clone();
+                if g.watch && v.dir_exists {
+                    self.watches.push((g.path.clone(), op, true));
+                    let names = |ns: &[Node]| ns.iter().map(|n| n.name.clone()).collect::<Vec<_>>();
+                    if self.stale.is_some() && names(&v.nodes) != names(&self.live.nodes) {
+                        // The lagging follower fires it when it applies the change.
+                        self.fire(DIR, EventType::NodeChildrenChanged);
+                    }
+                }
                 let r = if v.dir_exists {
                     Ok(Response::Children(
                         v.nodes.iter().map(|n| n.name.clone()).collect(),
@@ -918,6 +935,20 @@ fn settle(run: &mut Run) -> Result<(), String> {
         }
         if run.lock.is_done() {
             break;
+        }
+        // Everything sent has been answered and told: a holder whose node is gone knows
+        // it (with the own-node watch, or the directory watch standing in for it).
+        if round == 0
+            && run.world.alive
+            && run.world.connected
+            && run.lock.config().watch_own_node
+            && run.lock.is_held()
+        {
+            if let Some(node) = run.lock.node() {
+                if !run.world.live.nodes.iter().any(|n| n.name == node) {
+                    return Err(format!("a holder did not notice that {node} was deleted"));
+                }
+            }
         }
         // A holder finishes its work (every guard goes); other contenders leave, one
         // per round.
