@@ -398,6 +398,28 @@ fn the_directory_watch_of_the_deciding_listing_stands_in_for_the_own_node_watch(
     }
 }
 
+/// A listing with the directory watch refused by the session (at its watch limit, say):
+/// the lock lists again without it, and as holder reads its own node instead — never
+/// stuck retrying a watch the session will not take.
+#[test]
+fn a_refused_directory_watch_is_not_asked_for_again() {
+    let mut l = lock(LockKind::Exclusive);
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, created(&ours(5), 0x500));
+    l.handle_reply(T, list, Err(Error::Overloaded));
+    let t = l.poll_timeout().unwrap();
+    l.handle_timeout(t);
+    let relist = sent(&mut l);
+    assert_eq!(
+        relist.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [format!("sync {DIR}"), format!("list {DIR}")]
+    );
+    l.handle_reply(t, relist[0].0, Ok(Response::Path(DIR.into())));
+    l.handle_reply(t, relist[1].0, children(&[&ours(5)]));
+    assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
+    assert_eq!(lines(&mut l), [format!("watch {}", path(&ours(5)))]);
+}
+
 fn sent_after_acquire(l: &mut Lock) -> Vec<(OpId, String)> {
     assert_eq!(l.acquire(T, None), Acquire::Pending);
     sent(l)

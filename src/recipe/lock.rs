@@ -711,6 +711,8 @@ pub struct Lock {
     /// The children watch on the directory set by the listing that decided is armed
     /// (nothing fired it since): while we hold, it stands in for the own-node watch.
     dir_armed: bool,
+    /// A listing with that directory watch was refused: list without it.
+    stand_in_refused: bool,
     /// The server holds that watch: an own-node read answered and nothing fired it
     /// since. Only then does a blocker's deletion prove our node still queues (the
     /// server would have told us of its deletion first).
@@ -779,6 +781,7 @@ impl Lock {
             suspended: false,
             own_armed: false,
             dir_armed: false,
+            stand_in_refused: false,
             own_live: false,
             revocation_told: false,
             depth: 0,
@@ -1125,7 +1128,8 @@ impl Lock {
         let stand_in = self.config.watch_own_node
             && !self.config.revocable
             && self.config.kind.is_granted_to()
-            && !self.own_armed;
+            && !self.own_armed
+            && !self.stand_in_refused;
         self.outbox.send(
             Purpose::List(stand_in),
             Request::GetChildren(PathWatch {
@@ -1416,6 +1420,7 @@ impl Lock {
                 .as_ref()
                 .is_err_and(|e| e.is_retryable() && !e.may_have_applied())
             {
+                self.stand_in_refused |= watched;
                 self.again(now, LIST);
             }
             return;
@@ -1430,7 +1435,12 @@ impl Lock {
                 self.evaluate(&c, now);
             }
             Ok(_) => self.fail(Error::UnexpectedReply, now),
-            Err(e) if e.is_retryable() => self.again(now, LIST),
+            Err(e) if e.is_retryable() => {
+                // Refused (the session may be at its watch limit): list without the
+                // directory watch from now on; a holder then reads its own node.
+                self.stand_in_refused |= watched && !e.may_have_applied();
+                self.again(now, LIST)
+            }
             Err(Error::Server(ErrorCode::NoNode)) => self.own_node_gone(now),
             Err(e) if e.ends_session() => {}
             Err(e) => self.fail(e, now),
