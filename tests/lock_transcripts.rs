@@ -382,6 +382,39 @@ fn the_directory_watch_of_the_deciding_listing_stands_in_for_the_own_node_watch(
     assert!(lines(&mut l).is_empty());
     assert!(events(&mut l).is_empty());
 
+    // The directory watch removed (removeWatches by another user of the session) or
+    // the directory deleted: no stand-in any more, the holder watches its node.
+    for t in [EventType::ChildWatchRemoved, EventType::NodeDeleted] {
+        let mut l = lock(LockKind::Exclusive);
+        let (create, list) = start(&mut l, None);
+        l.handle_reply(T, create, created(&ours(5), 0x500));
+        l.handle_reply(T, list, children(&[&ours(5)]));
+        events(&mut l);
+        let ev = WatchEvent {
+            event_type: t,
+            path: DIR.into(),
+        };
+        l.handle_watch(T, list, &ev);
+        let own = sent(&mut l);
+        assert_eq!(
+            own.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+            [format!("watch {}", path(&ours(5)))],
+            "{t:?}"
+        );
+        // And that watch removed in turn: armed again.
+        l.handle_reply(T, own[0].0, data(b""));
+        let ev = WatchEvent {
+            event_type: EventType::DataWatchRemoved,
+            path: path(&ours(5)),
+        };
+        l.handle_watch(T, own[0].0, &ev);
+        assert_eq!(
+            lines(&mut l),
+            [format!("watch {}", path(&ours(5)))],
+            "{t:?}"
+        );
+    }
+
     // No stand-in where the own node must be watched for its data (revocable) or is
     // not watched at all.
     for (revocable, watch_own_node) in [(true, true), (false, false)] {

@@ -49,8 +49,12 @@
 //!    directory (one-shot, at no extra request), which fires on our node's deletion;
 //!    it stands in for the own-node watch until anything in the directory changes,
 //!    and then one read arms the own-node watch (and finds the node gone, if that was
-//!    the change: `Lost`). A waiter ignores that watch (it fires at most once per
-//!    listing; no herd). Revocable locks watch their node for its data instead. Revocable waiters watch it
+//!    the change: `Lost`, one read later than a watch on the node would tell; a
+//!    `release` sent meanwhile ends as `Released`). If that watch is removed
+//!    (`removeWatches` by another user of the session) or the directory deleted, the
+//!    holder arms the own-node watch at once. A waiter ignores that watch (it fires at
+//!    most once per listing; no herd). Revocable locks watch their node for its data
+//!    instead. Revocable waiters watch it
 //!    from its creation, and hear a grant through it. A waiter whose node is deleted
 //!    by someone else learns it at its turn read (`Failed`).
 //! 7. Release or cancel deletes our node. `Released`/`Cancelled` only once the delete
@@ -1681,7 +1685,9 @@ impl Lock {
     fn on_session_end(&mut self, reason: LostReason) {
         self.outbox.clear();
         self.need = 0;
-        self.rare().orphans.clear();
+        if let Some(rare) = &mut self.rare {
+            rare.orphans.clear();
+        }
         self.in_doubt = false;
         match self.state {
             State::Held => self.lost(reason),
@@ -1736,22 +1742,27 @@ impl Recipe for Lock {
         let ours = self.our_path();
         let is_ours = Some(&event.path) == ours.as_ref();
         match event.event_type {
-            EventType::NodeDeleted if is_ours => self.own_node_gone(now),
-            EventType::NodeDeleted => self.blocker_gone(name_of(&event.path)),
-            EventType::NodeChildrenChanged if event.path == self.config.dir => {
+            // The directory's children watch fired, or went (removeWatches, the
+            // directory deleted): it no longer stands in for the own-node watch.
+            t if event.path == self.config.dir => {
                 self.dir_armed = false;
-                if self.state == State::Waiting
+                if self.state == State::Held {
+                    self.arm_own(); // was it our node? watch that from now on
+                } else if t == EventType::NodeChildrenChanged
+                    && self.state == State::Waiting
                     && matches!(self.config.kind, LockKind::Lease { .. })
                 {
                     self.need |= LIST; // a lease may have gone: look again
-                } else {
-                    self.arm_own(); // a holder: was it our node? watch it from now on
                 }
             }
-            EventType::NodeDataChanged if is_ours => {
+            EventType::NodeDeleted if is_ours => self.own_node_gone(now),
+            EventType::NodeDeleted => self.blocker_gone(name_of(&event.path)),
+            // Our data watch fired, or was removed (removeWatches): arm it again; the
+            // data tells whether it is a revocation.
+            EventType::NodeDataChanged | EventType::DataWatchRemoved if is_ours => {
                 self.own_armed = false;
                 self.own_live = false;
-                self.arm_own(); // re-arm; the data tells whether it is a revocation
+                self.arm_own();
             }
             _ => {}
         }
