@@ -54,8 +54,7 @@
 //!    (`removeWatches` by another user of the session) or the directory deleted, the
 //!    holder arms the own-node watch at once. A waiter ignores that watch (it fires at
 //!    most once per listing; no herd). Revocable locks watch their node for its data
-//!    instead. Revocable waiters watch it
-//!    from its creation, and hear a grant through it. A waiter whose node is deleted
+//!    instead, waiters too, from its creation, and hear a grant through it. A waiter whose node is deleted
 //!    by someone else learns it at its turn read (`Failed`).
 //! 7. Release or cancel deletes our node. `Released`/`Cancelled` only once the delete
 //!    (or the grant) answered OK or `NoNode` (or the session ended, taking the node
@@ -961,7 +960,6 @@ impl Lock {
         join(&self.config.dir, name)
     }
 
-    /// Sends what is needed, if the session allows it now.
     /// The rare-path state, created on first use.
     fn rare(&mut self) -> &mut Rare {
         self.rare.get_or_insert_with(Box::default)
@@ -971,6 +969,8 @@ impl Lock {
         self.rare.as_ref().is_some_and(|r| !r.orphans.is_empty())
     }
 
+    /// Sends what is needed, if the session allows it now; drops an all-default
+    /// rare-path state.
     fn drive(&mut self, now: Instant) {
         self.drive_needs(now);
         if self.rare.as_deref().is_some_and(|r| *r == Rare::default()) {
