@@ -915,34 +915,49 @@ fn drive(run: &mut Run, input: &mut impl Iterator<Item = u8>) -> Result<(), Stri
 }
 
 /// Faults stop; the world behaves. The attempt must end, and leave nothing behind.
+/// Sends what the lock wants, and serves and delivers until nothing is on its way.
+fn exchange(run: &mut Run) -> Result<(), String> {
+    run.pump(false)?;
+    for _ in 0..64 {
+        if run.world.wire.is_empty() && run.world.replies.is_empty() && run.world.notify.is_empty()
+        {
+            break;
+        }
+        run.serve_one();
+        run.deliver_one();
+        run.pump(false)?;
+    }
+    Ok(())
+}
+
 fn settle(run: &mut Run) -> Result<(), String> {
     run.note("settle".into());
     for round in 0..400 {
         if run.world.alive && !run.world.connected {
             run.reconnect(None);
         }
-        run.pump(false)?;
-        for _ in 0..64 {
-            if run.world.wire.is_empty()
-                && run.world.replies.is_empty()
-                && run.world.notify.is_empty()
-            {
-                break;
-            }
-            run.serve_one();
-            run.deliver_one();
-            run.pump(false)?;
-        }
+        exchange(run)?;
         if run.lock.is_done() {
             break;
         }
-        // Everything sent has been answered and told: a holder whose node is gone knows
-        // it (with the own-node watch, or the directory watch standing in for it).
+        // Everything sent has been answered and told, and what waited for a backoff (a
+        // refused read, say) has gone and been answered too: a holder whose node is
+        // gone knows it (with the own-node watch, or the directory watch standing in).
+        if round == 0 {
+            for _ in 0..64 {
+                if run.lock.poll_timeout().is_none() || !run.lock.is_held() {
+                    break;
+                }
+                run.tick(Duration::from_millis(50))?;
+                exchange(run)?;
+            }
+        }
         if round == 0
             && run.world.alive
             && run.world.connected
             && run.lock.config().watch_own_node
             && run.lock.is_held()
+            && run.lock.poll_timeout().is_none()
         {
             if let Some(node) = run.lock.node() {
                 if !run.world.live.nodes.iter().any(|n| n.name == node) {
