@@ -269,8 +269,9 @@ pub(crate) fn run(mut core: Core, inputs: Receiver<Input>, mut poll: Poll, share
                             // would read its own connect request back as the
                             // server's answer. Nobody listens there: refused.
                             Ok(None)
-                                if s.stream.peer_addr().is_ok()
-                                    && s.stream.peer_addr().ok() == s.stream.local_addr().ok() =>
+                                if s.stream.peer_addr().is_ok_and(|peer| {
+                                    s.stream.local_addr().is_ok_and(|local| local == peer)
+                                }) =>
                             {
                                 close(&poll, &mut socket);
                                 core.handle_transport_error(now(), TransportError::Refused);
