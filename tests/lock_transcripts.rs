@@ -2221,3 +2221,26 @@ fn a_waiter_behind_one_blocker_keeps_its_successors_from_that_listing() {
     assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
     release_expecting(&mut l, &grant_line(D9, &[], &ours(7)));
 }
+
+#[test]
+fn an_empty_acl_creates_with_the_open_acl_and_a_given_one_is_used_as_given() {
+    let create_acl = |l: &mut Lock| {
+        l.acquire(T, None);
+        std::iter::from_fn(|| l.poll_request())
+            .find_map(|(_, r)| match r {
+                Request::Create2(c) => Some(c.acl),
+                _ => None,
+            })
+            .unwrap()
+    };
+    let mut l = lock(LockKind::Exclusive);
+    assert!(
+        l.config().acl.is_empty(),
+        "the default keeps no copy of the open ACL"
+    );
+    assert_eq!(create_acl(&mut l), Acl::open_unsafe());
+    let mut c = config(LockKind::Exclusive);
+    c.acl = Acl::creator_all();
+    let mut l = lock_with(c);
+    assert_eq!(create_acl(&mut l), Acl::creator_all());
+}

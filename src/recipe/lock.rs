@@ -260,7 +260,10 @@ pub struct LockConfig {
     pub id: String,
     /// Data stored in our node (Curator: the host's address by default; here empty).
     pub data: Bytes,
-    /// ACL of our node and of parents we create.
+    /// ACL of our node and of parents we create. Empty (what [`LockConfig::new`]
+    /// sets) stands for the open ACL, [`Acl::open_unsafe`], without keeping a copy of
+    /// it: ten thousand queued waiters would otherwise hold ten thousand. (ZooKeeper
+    /// refuses an empty ACL, so empty never means anything else.)
     pub acl: Vec<Acl>,
     /// Watch our own node while waiting too, and report `unlock` written into it.
     pub revocable: bool,
@@ -281,15 +284,15 @@ pub struct LockConfig {
 }
 
 impl LockConfig {
-    /// A config with empty data, the open ACL, not revocable, not re-entrant, own node
-    /// watched.
+    /// A config with empty data, the open ACL (`acl` empty), not revocable, not
+    /// re-entrant, own node watched.
     pub fn new(dir: &str, kind: LockKind, id: &str) -> Self {
         LockConfig {
             dir: dir.into(),
             kind,
             id: id.into(),
             data: Bytes::new(),
-            acl: Acl::open_unsafe(),
+            acl: Vec::new(),
             revocable: false,
             watch_own_node: true,
             reentrant: false,
@@ -618,7 +621,7 @@ enum Purpose {
     /// exists on a child with our prefix, found by recovery.
     Adopt(String),
     /// getChildren(watch) on the blocker we wait for (a deletion watch).
-    Blocker(String),
+    Blocker,
     /// getData(watch) on our own node.
     Own,
     /// exists on our own node after a reconnect: is it still ours?
@@ -698,7 +701,7 @@ pub struct Lock {
     /// The hold was handed to us by a grant (no listing).
     by_grant: bool,
     /// The blocker we watch now (only its deletion counts: older watches may fire late).
-    watching: Option<String>,
+    watching: Option<Watching>,
     /// The state of the rare paths (a create in doubt, missing parents), boxed: a
     /// queued waiter does not carry it. `None` whenever it would be all defaults.
     rare: Option<Box<Rare>>,
@@ -727,6 +730,15 @@ pub struct Lock {
     lost: Option<LostReason>,
     outbox: Outbox<Purpose>,
     events: VecDeque<LockEvent>,
+}
+
+/// The blocker a waiter waits for: its name until the watch on it is sent, then only
+/// the op that sets that watch — its reply and its notification carry the op, so a
+/// queued waiter keeps no copy of another contender's name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Watching {
+    Name(String),
+    Op(OpId),
 }
 
 /// See [`Lock::rare`](Lock).
@@ -952,6 +964,15 @@ impl Lock {
         prefix
     }
 
+    /// The ACL to create with (see [`LockConfig::acl`]).
+    fn acl(&self) -> Vec<Acl> {
+        if self.config.acl.is_empty() {
+            Acl::open_unsafe()
+        } else {
+            self.config.acl.clone()
+        }
+    }
+
     fn our_path(&self) -> Option<String> {
         self.node.as_ref().map(|(n, _)| join(&self.config.dir, n))
     }
@@ -1011,14 +1032,14 @@ impl Lock {
                 self.rare().parent_error = None;
                 self.rare().parents_again = false;
                 let node = self.dir_path(&self.prefix());
-                for (p, req) in ancestor_creates(&node, &self.config.acl, CreateMode::Container) {
+                for (p, req) in ancestor_creates(&node, &self.acl(), CreateMode::Container) {
                     self.outbox.send(Purpose::Parent(p), req);
                 }
             }
             let create = CreateRequest::new(
                 self.dir_path(&self.prefix()),
                 self.config.data.clone(),
-                self.config.acl.clone(),
+                self.acl(),
                 CreateMode::EphemeralSequential,
             );
             self.outbox.send(Purpose::Create, Request::Create2(create));
@@ -1029,16 +1050,17 @@ impl Lock {
             self.list(true);
         }
         if need & BLOCKER != 0 && self.state == State::Waiting {
-            if let Some(b) = self.watching.clone() {
+            if let Some(Watching::Name(b)) = &self.watching {
                 // A children watch on the blocker (it has none: the reply is an empty
                 // list) fires on its deletion only, never on a write to its data: a
                 // grant handed to our blocker, or a revocation aimed at it, does not
                 // wake us for nothing.
-                let path = self.dir_path(&b);
-                self.outbox.send(
-                    Purpose::Blocker(b),
+                let path = self.dir_path(b);
+                let op = self.outbox.send(
+                    Purpose::Blocker,
                     Request::GetChildren(PathWatch { path, watch: true }),
                 );
+                self.watching = Some(Watching::Op(op));
             }
         }
         if need & VERIFY != 0 && self.state == State::Held {
@@ -1238,16 +1260,16 @@ impl Lock {
             Some((count, Some(nearest))) => {
                 self.state = State::Waiting;
                 self.blockers = count;
-                self.watching = Some(nearest.to_string());
+                self.watching = Some(Watching::Name(nearest.to_string()));
                 self.need |= BLOCKER;
                 self.arm_own();
             }
         }
     }
 
-    /// Blocker `name` is gone; only the one we watch now matters.
-    fn blocker_gone(&mut self, name: &str) {
-        if self.state != State::Waiting || self.watching.as_deref() != Some(name) {
+    /// The blocker watched by `op` is gone; only the one we watch now matters.
+    fn blocker_gone(&mut self, op: OpId) {
+        if self.state != State::Waiting || self.watching != Some(Watching::Op(op)) {
             return;
         }
         self.watching = None;
@@ -1547,13 +1569,13 @@ impl Lock {
         }
     }
 
-    fn on_blocker(&mut self, now: Instant, name: String, result: Result<Response, Error>) {
-        if self.watching.as_deref() != Some(name.as_str()) {
+    fn on_blocker(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+        if self.watching != Some(Watching::Op(op)) {
             return; // an older blocker
         }
         match result {
             Ok(_) => self.retry.succeeded(), // armed: wait for the watch
-            Err(Error::Server(ErrorCode::NoNode)) => self.blocker_gone(&name),
+            Err(Error::Server(ErrorCode::NoNode)) => self.blocker_gone(op),
             Err(e) if e.is_retryable() => {
                 self.watching = None;
                 self.again(now, LIST);
@@ -1727,7 +1749,7 @@ impl Recipe for Lock {
             Purpose::List(watched) => self.on_list(now, watched, result),
             Purpose::Recover => self.on_recover(now, result),
             Purpose::Adopt(name) => self.on_adopt(now, name, result),
-            Purpose::Blocker(name) => self.on_blocker(now, name, result),
+            Purpose::Blocker => self.on_blocker(now, op, result),
             Purpose::Own => self.on_own(now, result),
             Purpose::Verify => self.on_verify(now, result),
             Purpose::Delete => self.on_delete(now, result),
@@ -1738,7 +1760,7 @@ impl Recipe for Lock {
         self.drive(now);
     }
 
-    fn handle_watch(&mut self, now: Instant, _op: OpId, event: &WatchEvent) {
+    fn handle_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
         let ours = self.our_path();
         let is_ours = Some(&event.path) == ours.as_ref();
         match event.event_type {
@@ -1756,7 +1778,7 @@ impl Recipe for Lock {
                 }
             }
             EventType::NodeDeleted if is_ours => self.own_node_gone(now),
-            EventType::NodeDeleted => self.blocker_gone(name_of(&event.path)),
+            EventType::NodeDeleted => self.blocker_gone(op),
             // Our data watch fired, or was removed (removeWatches): arm it again; the
             // data tells whether it is a revocation.
             EventType::NodeDataChanged | EventType::DataWatchRemoved if is_ours => {
