@@ -126,7 +126,11 @@ impl FrameDecoder {
                         return Ok(None);
                     }
                     self.body_len = None;
-                    return Ok(Some(self.buf.split().freeze()));
+                    // The frame takes the buffer whole: a split would leave the
+                    // decoder a view of the same storage, keeping a big reply's
+                    // allocation (a listing of 10,000 children) alive after the frame
+                    // is long gone.
+                    return Ok(Some(core::mem::take(&mut self.buf).freeze()));
                 }
             }
         }
@@ -248,5 +252,36 @@ pub fn decode_exact<T: Wire>(mut frame: Bytes) -> Result<T, DecodeError> {
         Ok(value)
     } else {
         Err(DecodeError::TrailingBytes(frame.len()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_decoded_frame_owns_its_storage_alone() {
+        // A big frame (a long listing) must not stay allocated because the decoder
+        // keeps a view of the same buffer once the frame is dropped.
+        let body = alloc::vec![7u8; 100_000];
+        let mut wire = (body.len() as i32).to_be_bytes().to_vec();
+        wire.extend_from_slice(&body);
+        wire.extend_from_slice(&[0, 0]); // the start of the next prefix
+        let mut d = FrameDecoder::new(1 << 20);
+        let mut input = &wire[..];
+        // In pieces, as a socket delivers it.
+        let (a, b) = input.split_at(50_000);
+        input = a;
+        assert_eq!(d.decode(&mut input), Ok(None));
+        input = b;
+        let frame = d.decode(&mut input).unwrap().unwrap();
+        assert_eq!(frame.len(), body.len());
+        assert!(
+            frame.is_unique(),
+            "the decoder still shares the frame's storage"
+        );
+        assert_eq!(input.len(), 2);
+        assert_eq!(d.decode(&mut input), Ok(None));
+        assert_eq!(d.buffered(), 2);
     }
 }
