@@ -193,6 +193,10 @@ impl Driver {
                     None => Ok(()),
                 };
                 self.out.clear();
+                if self.out.capacity() > 16 * 1024 {
+                    // Not the client's state: a burst's write buffer is not kept.
+                    self.out = BytesMut::new();
+                }
                 if let Err(e) = res {
                     let now = self.now();
                     self.stream = None;

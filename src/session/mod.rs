@@ -527,6 +527,9 @@ enum After {
     Close,
 }
 
+/// Room for outgoing bytes the session keeps between writes.
+const TX_KEEP: usize = 16 * 1024;
+
 #[derive(Debug)]
 struct InFlight {
     xid: i32,
@@ -1082,6 +1085,11 @@ impl Session {
         } else {
             out.extend_from_slice(&self.tx);
             self.tx.clear();
+        }
+        if self.tx.capacity() > TX_KEEP {
+            // A burst's room (the driver's buffer, swapped in) goes back: an idle
+            // session keeps room for a few requests, not for the burst.
+            self.tx = BytesMut::new();
         }
         true
     }

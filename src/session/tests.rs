@@ -1408,3 +1408,26 @@ fn a_connection_accepted_but_never_answered_leaves_time_for_another_attempt() {
     );
     assert!(!ev.iter().any(|e| matches!(e, SessionEvent::Expired { .. })));
 }
+
+#[test]
+fn a_burst_of_writes_leaves_no_big_buffer_behind() {
+    let mut s = connected();
+    let mut out = BytesMut::new();
+    for i in 0..400 {
+        s.submit(
+            ms(2),
+            get(
+                &alloc::format!("/a/rather/long/path/to/read/{i:0200}"),
+                false,
+            ),
+            Token(i),
+        )
+        .unwrap();
+    }
+    assert!(s.poll_transmit(&mut out));
+    assert!(out.len() > 2 * TX_KEEP, "a burst: {} bytes", out.len());
+    out.clear(); // written; the driver keeps its (big) buffer
+    s.submit(ms(3), get("/b", false), Token(1000)).unwrap();
+    assert!(s.poll_transmit(&mut out)); // swaps: the session would get the big one
+    assert!(s.tx.capacity() <= TX_KEEP, "{}", s.tx.capacity());
+}
