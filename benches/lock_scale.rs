@@ -33,12 +33,12 @@
 //! dir, 2 shared cores; session `max_in_flight` 512), with grant on release:
 //!
 //! ```text
-//! size_of::<Lock>() = 472 B; a queued waiter's machine holds 703 B in all
+//! size_of::<Lock>() = 424 B; a queued waiter's machine holds 533 B in all
 //! waiters    us/acq    handoff cpu us/acq  req/acq   B rx/acq    h req     h B rx  B tx/acq   RSS KiB  B/waiter  failed  left
-//!     100    2796.0     1745.9     162.1     5.02       4486     2.02       1246      1346      2804      1399       0     0
-//!    1000    1213.1      764.2     304.4     5.03      31864     2.03       2073      1373      7020      1332       0     0
-//!   10000    3296.9      942.9    2028.5     5.03     305420     2.03      10126      1387     27352      1175       0     0
-//! (then, with the lock's final error boxed: 448 B, 679 B; 1,164 B/waiter at 10000)
+//!     100    2236.9     1402.9     134.2     5.02       4486     2.02       1246      1346      2860      1147       0     0
+//!    1000    1089.9      681.0     258.4     5.03      31864     2.03       2073      1373      6596       962       0     0
+//!   10000    3238.3      910.1    2194.6     5.03     305420     2.03      10126      1387     23040       877       0     0
+//! (earlier, before the waiter's and the session's diet: 472 B, 703 B; 1,175 B/waiter at 10000)
 //! ```
 //!
 //! A handoff is two requests (the holder's grant `multi`, the successor's turn read)

@@ -2244,3 +2244,54 @@ fn an_empty_acl_creates_with_the_open_acl_and_a_given_one_is_used_as_given() {
     let mut l = lock_with(c);
     assert_eq!(create_acl(&mut l), Acl::creator_all());
 }
+
+/// A waiter knows its blocker by the op that watches it, not by its name: a watch sent
+/// again on the same blocker (after a lost reply) is a new op, and only it counts; the
+/// blocker's deletion heard through the older one is not taken for it, and the newer
+/// watch's own answer (`NoNode`) moves the waiter on.
+#[test]
+fn a_blocker_counts_through_the_watch_the_waiter_keeps_on_it_now() {
+    let mut l = lock(LockKind::Exclusive);
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, created(&ours(7), 70));
+    l.handle_reply(T, list, children(&[&ours(7), "_c_b-lock-0000000005"]));
+    let w1 = sent(&mut l);
+    assert_eq!(w1[0].1, format!("await {}", path("_c_b-lock-0000000005")));
+    // Its reply is lost (the server may have set the watch all the same).
+    l.handle_reply(T, w1[0].0, Err(Error::ConnectionLoss));
+    reconnect(&mut l);
+    let relist = sent(&mut l);
+    let list = relist
+        .iter()
+        .find(|(_, s)| s.starts_with("list"))
+        .unwrap()
+        .0;
+    for (op, s) in &relist {
+        if s.starts_with("sync") {
+            l.handle_reply(T, *op, Ok(Response::Path(DIR.into())));
+        }
+    }
+    l.handle_reply(T, list, children(&[&ours(7), "_c_b-lock-0000000005"]));
+    let w2 = sent(&mut l);
+    assert_eq!(w2[0].1, format!("await {}", path("_c_b-lock-0000000005")));
+    assert_ne!(w1[0].0, w2[0].0);
+    // The older watch fires: not the one the waiter keeps.
+    l.handle_watch(T, w1[0].0, &deleted(&path("_c_b-lock-0000000005")));
+    assert!(sent(&mut l).is_empty() && events(&mut l).is_empty());
+    // The newer one finds the blocker gone: it was the only one, so we hold (the
+    // turn read arms our own-node watch on the way).
+    l.handle_reply(T, w2[0].0, code(ErrorCode::NoNode));
+    let turn = sent(&mut l);
+    assert_eq!(
+        turn.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [format!("watch {}", path(&ours(7)))]
+    );
+    l.handle_reply(T, turn[0].0, data(b""));
+    assert!(matches!(
+        events(&mut l)[..],
+        [LockEvent::Acquired {
+            fencing_token: 70,
+            ..
+        }]
+    ));
+}
