@@ -283,6 +283,15 @@ pub struct LockConfig {
     pub try_grace: Duration,
 }
 
+/// `acl` as a [`LockConfig::acl`] keeps it: the open ACL as empty (no copy).
+pub(crate) fn compact_acl(acl: &[Acl]) -> Vec<Acl> {
+    if acl == Acl::open_unsafe().as_slice() {
+        Vec::new()
+    } else {
+        acl.to_vec()
+    }
+}
+
 impl LockConfig {
     /// A config with empty data, the open ACL (`acl` empty), not revocable, not
     /// re-entrant, own node watched.

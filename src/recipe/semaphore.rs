@@ -120,7 +120,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::lock::{Lock, LockConfig, LockEvent, LockKind, LostReason};
+use super::lock::{compact_acl, Lock, LockConfig, LockEvent, LockKind, LostReason};
 use super::{OpId, Recipe, SessionChange};
 use crate::error::Error;
 use crate::proto::{Acl, ErrorCode, Request, Response};
@@ -291,7 +291,7 @@ impl Semaphore {
     /// An attempt that does nothing until [`acquire`](Self::acquire).
     pub fn new(config: SemaphoreConfig) -> Semaphore {
         let mut m = LockConfig::new(&config.locks_dir(), LockKind::Exclusive, &config.mutex_id);
-        m.acl = config.acl.clone();
+        m.acl = compact_acl(&config.acl);
         let mut l = LockConfig::new(
             &config.leases_dir(),
             LockKind::Lease {
@@ -299,7 +299,7 @@ impl Semaphore {
             },
             &config.lease_id,
         );
-        l.acl = config.acl.clone();
+        l.acl = compact_acl(&config.acl);
         l.data = config.data.clone();
         Semaphore {
             mutex: Lock::new(m),

@@ -83,7 +83,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::lock::{node_id, Lock, LockConfig, LockEvent, LockKind, LostReason};
+use super::lock::{compact_acl, node_id, Lock, LockConfig, LockEvent, LockKind, LostReason};
 use super::path::ancestor_creates;
 use super::{OpId, Outbox, Recipe, Retry, SessionChange};
 use crate::error::Error;
@@ -586,7 +586,7 @@ impl Election {
         let id = node_id(a, b.wrapping_add(u64::from(self.generation)));
         let mut config = LockConfig::new(&self.config.dir, LockKind::Latch, &id);
         config.data = Bytes::from(self.config.participant.clone().into_bytes());
-        config.acl = self.config.acl.clone();
+        config.acl = compact_acl(&self.config.acl);
         let mut lock = Lock::new(config);
         lock.handle_session(now, SessionChange::Connected { session_id });
         lock.acquire(now, None);
