@@ -37,6 +37,7 @@ macro_rules! both {
 }
 
 both!(contention_fencing_and_timeouts);
+both!(contenders_without_the_own_node_watch_take_turns);
 both!(acquire_waits_as_long_as_it_takes);
 both!(reentrancy_counts_per_handle_across_threads);
 both!(reentry_on_a_lost_hold_fails);
@@ -153,6 +154,50 @@ mod scenarios {
         g.release().unwrap();
         assert!(
             a.get_children(&dir).unwrap().is_empty(),
+            "{}: nothing left",
+            Z::NAME
+        );
+    }
+
+    /// Without the own-node watch a waiter reads the grant in its blocker and takes
+    /// over on the blocker's deletion alone: four sessions taking turns, each holder
+    /// alone, fencing tokens rising, every attempt served, nothing left behind.
+    pub fn contenders_without_the_own_node_watch_take_turns<Z: Zk>(
+        server: &TestServer,
+        root: &str,
+    ) {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Mutex;
+        let dir = format!("{root}/unwatched");
+        let busy = Arc::new(AtomicBool::new(false));
+        let tokens = Arc::new(Mutex::new(Vec::new()));
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let c = connect::<Z>(server);
+                let (dir, busy, tokens) = (dir.clone(), busy.clone(), tokens.clone());
+                std::thread::spawn(move || {
+                    for _ in 0..20 {
+                        let g = c.lock_unwatched(&dir).unwrap();
+                        assert!(!busy.swap(true, Ordering::SeqCst), "two holders");
+                        tokens.lock().unwrap().push(g.token());
+                        std::thread::sleep(Duration::from_micros(300));
+                        busy.store(false, Ordering::SeqCst);
+                        g.release().unwrap();
+                    }
+                    c
+                })
+            })
+            .collect();
+        let clients: Vec<Z> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        let tokens = tokens.lock().unwrap();
+        assert_eq!(tokens.len(), 80, "{}", Z::NAME);
+        assert!(
+            tokens.windows(2).all(|w| w[0] < w[1]),
+            "{}: fencing tokens rise from one holder to the next",
+            Z::NAME
+        );
+        assert!(
+            clients[0].get_children(&dir).unwrap().is_empty(),
             "{}: nothing left",
             Z::NAME
         );

@@ -2295,3 +2295,124 @@ fn a_blocker_counts_through_the_watch_the_waiter_keeps_on_it_now() {
         }]
     ));
 }
+
+fn without_own_watch() -> Lock {
+    let mut c = config(LockKind::Exclusive);
+    c.watch_own_node = false;
+    lock_with(c)
+}
+
+/// Without the own-node watch, a waiter watches its blocker's data: the grant written
+/// into the blocker wakes it while the blocker holds (it reads the grant then, off the
+/// handoff), and the blocker's deletion alone hands it the lock — no turn read. The
+/// grant's names after ours are our successors: we hand the lock on to them.
+#[test]
+fn without_the_own_node_watch_a_granted_blocker_hands_over_on_its_deletion_alone() {
+    let mut l = without_own_watch();
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, created(&ours(7), 70));
+    let b5 = "_c_b-lock-0000000005";
+    let c9 = "_c_c-lock-0000000009";
+    l.handle_reply(T, list, children(&[&ours(7), "_c_a-lock-0000000003", b5]));
+    let w = sent(&mut l);
+    assert_eq!(
+        w.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [format!("watch {}", path(b5))],
+        "a data watch on the predecessor only: no herd"
+    );
+    l.handle_reply(T, w[0].0, data(b""));
+    assert!(sent(&mut l).is_empty() && events(&mut l).is_empty());
+    // _c_a releases, granting _c_b (and naming us, then _c_c, after it).
+    l.handle_watch(T, w[0].0, &changed(&path(b5)));
+    let w2 = sent(&mut l);
+    assert_eq!(w2.len(), 1);
+    assert_eq!(w2[0].1, format!("watch {}", path(b5)));
+    l.handle_reply(T, w2[0].0, grant(&[&ours(7), c9]));
+    assert!(sent(&mut l).is_empty() && events(&mut l).is_empty());
+    // _c_b releases: its deletion is our turn, and nothing needs reading.
+    l.handle_watch(T, w2[0].0, &deleted(&path(b5)));
+    assert_eq!(
+        events(&mut l),
+        vec![LockEvent::Acquired {
+            fencing_token: 70,
+            node: ours(7)
+        }]
+    );
+    assert!(sent(&mut l).is_empty(), "no turn read, no listing");
+    assert!(l.held_by_grant(), "handed on by the holder");
+    l.release(T);
+    assert_eq!(lines(&mut l), [grant_line(c9, &[], &ours(7))]);
+}
+
+/// What is not a grant in the blocker (a revocation aimed at it, a grant at version 0
+/// that no holder wrote) does not make it a holder: its deletion then means the turn
+/// read, as with the children watch. A blocker gone before its data could be read
+/// leads to the turn read too.
+#[test]
+fn without_the_own_node_watch_only_a_grant_in_the_blocker_skips_the_turn_read() {
+    let b5 = "_c_b-lock-0000000005";
+    for (what, reread) in [
+        ("a revocation", data_at(b"__REVOKE__", 1)),
+        ("a grant no holder wrote", data_at(GRANT, 0)),
+        ("gone before it was read", code(ErrorCode::NoNode)),
+    ] {
+        let mut l = without_own_watch();
+        let (create, list) = start(&mut l, None);
+        l.handle_reply(T, create, created(&ours(7), 70));
+        l.handle_reply(T, list, children(&[&ours(7), "_c_a-lock-0000000003", b5]));
+        let w = sent(&mut l);
+        l.handle_reply(T, w[0].0, data(b""));
+        l.handle_watch(T, w[0].0, &changed(&path(b5)));
+        let w2 = sent(&mut l);
+        let gone = reread.is_err();
+        l.handle_reply(T, w2[0].0, reread);
+        if !gone {
+            assert!(sent(&mut l).is_empty(), "{what}");
+            l.handle_watch(T, w2[0].0, &deleted(&path(b5)));
+        }
+        assert!(events(&mut l).is_empty(), "{what}");
+        let turn = sent(&mut l);
+        assert_eq!(
+            turn.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+            [format!("read {}", path(&ours(7)))],
+            "{what}: the turn read"
+        );
+        l.handle_reply(T, turn[0].0, data(b""));
+        assert_eq!(lines(&mut l), [format!("list {DIR}")], "{what}");
+    }
+}
+
+/// The data watch on the blocker removed by another user of the session
+/// (`removeWatches`): watched again, not waited on forever.
+#[test]
+fn a_removed_blocker_watch_is_set_again() {
+    let b5 = "_c_b-lock-0000000005";
+    for own_watch in [true, false] {
+        let mut c = config(LockKind::Exclusive);
+        c.watch_own_node = own_watch;
+        let mut l = lock_with(c);
+        let (create, list) = start(&mut l, None);
+        l.handle_reply(T, create, created(&ours(7), 70));
+        l.handle_reply(T, list, children(&[&ours(7), "_c_a-lock-0000000003", b5]));
+        let w = sent(&mut l);
+        l.handle_reply(T, w[0].0, data(b""));
+        let removed = if own_watch {
+            EventType::ChildWatchRemoved
+        } else {
+            EventType::DataWatchRemoved
+        };
+        l.handle_watch(
+            T,
+            w[0].0,
+            &WatchEvent {
+                event_type: removed,
+                path: path(b5),
+            },
+        );
+        assert_eq!(
+            lines(&mut l),
+            [w[0].1.clone()],
+            "own-node watch {own_watch}: the same watch again"
+        );
+    }
+}

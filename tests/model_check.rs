@@ -525,6 +525,9 @@ struct Locks {
     kinds: Vec<LockKind>,
     /// Waiters give up after this (`NotAcquired`) if set.
     deadline: Option<Duration>,
+    /// `LockConfig::watch_own_node` (off: waiters watch their blocker's data and take
+    /// over on its deletion alone once they read a grant in it).
+    watch_own_node: bool,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
@@ -565,7 +568,9 @@ impl Scenario for Locks {
         user.suspended = false;
         user.acquired = 0;
         user.over = false;
-        Lock::new(LockConfig::new(LOCK_DIR, kind, &format!("c{c}a{n}")))
+        let mut config = LockConfig::new(LOCK_DIR, kind, &format!("c{c}a{n}"));
+        config.watch_own_node = self.watch_own_node;
+        Lock::new(config)
     }
     fn begin(&self, m: &mut Lock, now: Instant) {
         let deadline = self.deadline.map(|d| now + d);
@@ -1444,6 +1449,14 @@ fn locks(clients: usize, attempts: u8, kinds: &[LockKind]) -> Locks {
         attempts,
         kinds: kinds.to_vec(),
         deadline: None,
+        watch_own_node: true,
+    }
+}
+
+fn unwatched(l: Locks) -> Locks {
+    Locks {
+        watch_own_node: false,
+        ..l
     }
 }
 
@@ -1464,6 +1477,13 @@ fn exclusive_lock() {
         "exclusive_2c_refusal",
         locks(2, 1, &[X, X]),
         faults(0, 0, 0, 1),
+    );
+    // Three contenders: the third waits behind a waiter that is handed the lock by a
+    // grant, reads that grant and takes over on its deletion alone.
+    check(
+        "exclusive_3c_unwatched",
+        unwatched(locks(3, 1, &[X, X, X])),
+        faults(0, 0, 0, 0),
     );
     if deep() {
         check(
@@ -1489,6 +1509,12 @@ fn exclusive_lock() {
         check(
             "exclusive_3c_expiry",
             locks(3, 1, &[X, X, X]),
+            faults(0, 1, 0, 0),
+        );
+        // Finds two holders when any data read in the blocker is taken for a grant.
+        check(
+            "exclusive_3c_unwatched_expiry",
+            unwatched(locks(3, 1, &[X, X, X])),
             faults(0, 1, 0, 0),
         );
     }

@@ -42,6 +42,18 @@
 //!    never come back); otherwise list again. The read also proves our node was not
 //!    deleted by someone else while we waited. Without the own-node watch and with a
 //!    single blocker, we hold without the read, as before.
+//!
+//!    **Without the own-node watch, no turn read.** Such a waiter (exclusive, read,
+//!    write) watches its blocker with a *data* watch (`getData(watch)`) instead: the
+//!    grant the blocker receives wakes it while the blocker holds, it reads the grant
+//!    then — off the handoff — and the blocker's deletion alone hands it the lock: one
+//!    write and one notification per handoff. A grant in the blocker proves it held
+//!    (only a holder's release writes one, into its successor, and lower sequence
+//!    numbers never come back); anything else written there (a revocation, a version-0
+//!    "grant") proves nothing, and its deletion leads to the turn read as before. The
+//!    names the grant carries after ours are our successors. With the own-node watch
+//!    the turn read stays: it is what arms that watch, and arming it separately would
+//!    cost a request per acquisition (6 instead of 5).
 //! 6. A holder watches its own node (unless disabled) and reports its deletion by
 //!    someone else as `Lost` and, for revocable locks, `unlock` (or Curator's
 //!    `__REVOKE__`) written into it as `RevocationRequested`. A holder made by a
@@ -63,8 +75,9 @@
 //! Requests per acquisition: 3 uncontended, with the own-node watch or without
 //! (create, list, delete: the listing's directory watch stands in for the own-node
 //! watch; one more read if the directory changes while we hold); 5 for a waiter handed
-//! the lock by a grant (create, list, blocker watch, turn read, release); a waiter
-//! that is not granted lists once more.
+//! the lock by a grant (create, list, blocker watch, turn read, release — without the
+//! own-node watch: create, list, blocker watch, the blocker's grant read, release); a
+//! waiter that is not granted lists once more.
 //!
 //! # Liveness: every attempt ends, nothing is left behind
 //!
@@ -273,7 +286,10 @@ pub struct LockConfig {
     /// holder by listing starts with the listing's children watch on the directory
     /// standing in, and reads its node only once the directory changes. On by default;
     /// off saves that read and the directory watch, but such a deletion then goes
-    /// unnoticed until the session ends.
+    /// unnoticed until the session ends. Off also makes the handoff faster: a waiter
+    /// reads the grant in its blocker while the blocker holds, and takes over on the
+    /// blocker's deletion alone, with no turn read (one write and one notification per
+    /// handoff; see the module docs, protocol step 5).
     pub watch_own_node: bool,
     /// Re-entrant: `acquire` on a held lock adds a level, `release` removes one; the
     /// node goes with the last level.
@@ -711,6 +727,9 @@ pub struct Lock {
     by_grant: bool,
     /// The blocker we watch now (only its deletion counts: older watches may fire late).
     watching: Option<Watching>,
+    /// That blocker holds the lock (a read of it showed a grant): its deletion hands
+    /// the lock to us, with no read.
+    blocker_holds: bool,
     /// The state of the rare paths (a create in doubt, missing parents), boxed: a
     /// queued waiter does not carry it. `None` whenever it would be all defaults.
     rare: Option<Box<Rare>>,
@@ -747,7 +766,20 @@ pub struct Lock {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Watching {
     Name(String),
+    /// A deletion watch (children watch on the blocker).
     Op(OpId),
+    /// A data watch (the fast handoff, see [`LockConfig::watch_own_node`]): the
+    /// blocker's name is kept to read the grant written into it.
+    Data(OpId, String),
+}
+
+impl Watching {
+    fn op(&self) -> Option<OpId> {
+        match self {
+            Watching::Name(_) => None,
+            Watching::Op(op) | Watching::Data(op, _) => Some(*op),
+        }
+    }
 }
 
 /// See [`Lock::rare`](Lock).
@@ -798,6 +830,7 @@ impl Lock {
             grant_failed: false,
             by_grant: false,
             watching: None,
+            blocker_holds: false,
             rare: None,
             deadline: None,
             deadline_passed: None,
@@ -841,8 +874,9 @@ impl Lock {
         }
     }
 
-    /// Was the current (or last) hold handed to us by the previous holder's grant,
-    /// rather than decided from a listing or a blocker's deletion?
+    /// Was the current (or last) hold handed to us by the previous holder — its grant
+    /// read in our node or (without the own-node watch) in our blocker's before it
+    /// went — rather than decided from a listing or a blocker's deletion alone?
     pub fn held_by_grant(&self) -> bool {
         self.by_grant
     }
@@ -1060,16 +1094,28 @@ impl Lock {
         }
         if need & BLOCKER != 0 && self.state == State::Waiting {
             if let Some(Watching::Name(b)) = &self.watching {
-                // A children watch on the blocker (it has none: the reply is an empty
-                // list) fires on its deletion only, never on a write to its data: a
-                // grant handed to our blocker, or a revocation aimed at it, does not
-                // wake us for nothing.
                 let path = self.dir_path(b);
-                let op = self.outbox.send(
-                    Purpose::Blocker,
-                    Request::GetChildren(PathWatch { path, watch: true }),
-                );
-                self.watching = Some(Watching::Op(op));
+                if self.fast_handoff() {
+                    // A data watch: the grant written into our blocker wakes us (we
+                    // read it while the blocker holds), and then its deletion alone
+                    // hands the lock on.
+                    let name = b.clone();
+                    let op = self.outbox.send(
+                        Purpose::Blocker,
+                        Request::GetData(PathWatch { path, watch: true }),
+                    );
+                    self.watching = Some(Watching::Data(op, name));
+                } else {
+                    // A children watch on the blocker (it has none: the reply is an
+                    // empty list) fires on its deletion only, never on a write to its
+                    // data: a grant handed to our blocker, or a revocation aimed at
+                    // it, does not wake us for nothing.
+                    let op = self.outbox.send(
+                        Purpose::Blocker,
+                        Request::GetChildren(PathWatch { path, watch: true }),
+                    );
+                    self.watching = Some(Watching::Op(op));
+                }
             }
         }
         if need & VERIFY != 0 && self.state == State::Held {
@@ -1186,6 +1232,14 @@ impl Lock {
         self.config.watch_own_node || self.config.revocable
     }
 
+    /// Waiting without an own-node watch, a waiter watches its blocker's data: once a
+    /// read of it shows a grant, the blocker's deletion alone hands us the lock — one
+    /// write and one notification per handoff, no turn read (which today also arms the
+    /// own-node watch: with that watch, the turn read stays).
+    fn fast_handoff(&self) -> bool {
+        !self.watches_own() && self.config.kind.is_granted_to()
+    }
+
     /// Is a watch on our own node wanted now? A holder's (unless disabled), to notice
     /// its deletion or a revocation. A waiter's only if revocable, or of a kind that is
     /// never granted (latches, leases): the others read their node when their blocker
@@ -1269,6 +1323,7 @@ impl Lock {
             Some((count, Some(nearest))) => {
                 self.state = State::Waiting;
                 self.blockers = count;
+                self.blocker_holds = false;
                 self.watching = Some(Watching::Name(nearest.to_string()));
                 self.need |= BLOCKER;
                 self.arm_own();
@@ -1278,13 +1333,14 @@ impl Lock {
 
     /// The blocker watched by `op` is gone; only the one we watch now matters.
     fn blocker_gone(&mut self, op: OpId) {
-        if self.state != State::Waiting || self.watching != Some(Watching::Op(op)) {
+        if self.state != State::Waiting || self.watching_op() != Some(op) {
             return;
         }
         self.watching = None;
         let own_known = self.own_live || !self.watches_own();
-        if self.blockers == 1 && own_known {
+        if (self.blockers == 1 || self.blocker_holds) && own_known {
             self.acquired(); // lower sequence numbers never come back
+            self.by_grant = self.blocker_holds; // handed on by a holder
         } else if self.config.kind.is_granted_to() && !self.own_live {
             // Its holder may have granted us the lock (a grant written with the
             // deletion would have fired a live own-node watch first): read our node.
@@ -1578,11 +1634,53 @@ impl Lock {
         }
     }
 
+    /// Our blocker's data, read with its watch (fast handoff): a grant there means it
+    /// holds (only a holder's release writes one, into its successor: every node below
+    /// it was gone, and lower sequence numbers never come back), so its deletion will
+    /// hand us the lock. The grant names the contenders after it: if we come first,
+    /// the rest follow us, and we hand the lock on to them in turn.
+    fn blocker_data(&mut self, data: &[u8], stat: &Stat) {
+        let Some(Watching::Data(_, name)) = &self.watching else {
+            return;
+        };
+        let Some(tail) = parse_grant(data, stat.version, name) else {
+            return;
+        };
+        self.blocker_holds = true;
+        let ours = self.node.as_ref().map(|(n, _)| n.as_str());
+        if self.config.kind.grants() && tail.first().map(String::as_str) == ours {
+            self.successors = tail[1..].to_vec();
+        }
+    }
+
+    /// Did `event_type`, heard through `op`, use up the watch on our blocker without
+    /// its deletion: a data change seen by a data watch, or a watch removed?
+    fn blocker_watch_spent(&self, op: OpId, event_type: EventType) -> bool {
+        match self.watching {
+            Some(Watching::Data(current, _)) if current == op => matches!(
+                event_type,
+                EventType::NodeDataChanged | EventType::DataWatchRemoved
+            ),
+            Some(Watching::Op(current)) if current == op => {
+                event_type == EventType::ChildWatchRemoved
+            }
+            _ => false,
+        }
+    }
+
+    fn watching_op(&self) -> Option<OpId> {
+        self.watching.as_ref().and_then(Watching::op)
+    }
+
     fn on_blocker(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        if self.watching != Some(Watching::Op(op)) {
+        if self.watching_op() != Some(op) {
             return; // an older blocker
         }
         match result {
+            Ok(Response::Data { data, stat }) => {
+                self.retry.succeeded(); // armed: wait for the watch
+                self.blocker_data(&data, &stat);
+            }
             Ok(_) => self.retry.succeeded(), // armed: wait for the watch
             Err(Error::Server(ErrorCode::NoNode)) => self.blocker_gone(op),
             Err(e) if e.is_retryable() => {
@@ -1794,6 +1892,12 @@ impl Recipe for Lock {
                 self.own_armed = false;
                 self.own_live = false;
                 self.arm_own();
+            }
+            // Our blocker's data changed (a grant: does it hold now?), or the watch on
+            // it was removed (removeWatches): watch it, and read it, again.
+            t if self.state == State::Waiting && self.blocker_watch_spent(op, t) => {
+                self.watching = Some(Watching::Name(name_of(&event.path).to_string()));
+                self.need |= BLOCKER;
             }
             _ => {}
         }

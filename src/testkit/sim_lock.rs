@@ -148,7 +148,10 @@ impl Actor for LockUser {
                 1 => Some(now + self.ms(1, 20)),
                 _ => None,
             };
-            let config = LockConfig::new(DIR, self.kind, &id);
+            let mut config = LockConfig::new(DIR, self.kind, &id);
+            // One attempt in four without the own-node watch: its waiters watch their
+            // blocker's data and take over on its deletion alone once it holds.
+            config.watch_own_node = self.next() % 4 != 0;
             self.log.push((
                 id.clone(),
                 vec![format!("{} deadline {deadline:?}", now.as_micros())],

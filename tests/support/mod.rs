@@ -54,6 +54,8 @@ pub trait Zk: Clone + Send + Sync + 'static {
     fn session_id(&self) -> i64;
     fn session_password(&self) -> Vec<u8>;
     fn lock(&self, dir: &str, revocable: bool) -> Result<Box<dyn Guard>, Error>;
+    /// A lock without the own-node watch (its waiters watch their blocker's data).
+    fn lock_unwatched(&self, dir: &str) -> Result<Box<dyn Guard>, Error>;
     fn lock_timeout(&self, dir: &str, wait: Duration) -> Result<Option<Box<dyn Guard>>, Error>;
     fn try_lock(&self, dir: &str) -> Result<Option<Box<dyn Guard>>, Error>;
     fn reentrant(&self, dir: &str) -> Box<dyn Reentrant>;
@@ -157,6 +159,12 @@ impl Zk for zb::Client {
         let b = zb::Client::lock(self, dir);
         let b = if revocable { b.revocable() } else { b };
         b.acquire().map(boxed_b)
+    }
+    fn lock_unwatched(&self, dir: &str) -> Result<Box<dyn Guard>, Error> {
+        zb::Client::lock(self, dir)
+            .without_own_node_watch()
+            .acquire()
+            .map(boxed_b)
     }
     fn lock_timeout(&self, dir: &str, wait: Duration) -> Result<Option<Box<dyn Guard>>, Error> {
         Ok(zb::Client::lock(self, dir)
@@ -302,6 +310,15 @@ impl Zk for zt::Client {
         let b = zt::Client::lock(self, dir);
         let b = if revocable { b.revocable() } else { b };
         runtime().block_on(b.acquire()).map(boxed_t)
+    }
+    fn lock_unwatched(&self, dir: &str) -> Result<Box<dyn Guard>, Error> {
+        runtime()
+            .block_on(
+                zt::Client::lock(self, dir)
+                    .without_own_node_watch()
+                    .acquire(),
+            )
+            .map(boxed_t)
     }
     fn lock_timeout(&self, dir: &str, wait: Duration) -> Result<Option<Box<dyn Guard>>, Error> {
         Ok(runtime()
