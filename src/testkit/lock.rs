@@ -100,6 +100,10 @@ struct World {
     /// Deleted nodes and the zxid of their deletion: what the client may not have heard
     /// of yet.
     graveyard: Vec<(Node, i64)>,
+    /// Inside one transaction (a multi, a holder's grant-and-leave): its zxid. Its
+    /// writes share it, and one snapshot follows the whole: no follower ever shows a
+    /// half-applied multi.
+    txn: Option<i64>,
 }
 
 fn seq_of(name: &str) -> String {
@@ -114,12 +118,28 @@ impl World {
     }
 
     fn write(&mut self) -> i64 {
+        if let Some(zxid) = self.txn {
+            return zxid;
+        }
         self.live.zxid += 1;
         self.stale = None; // a write catches the follower up
         self.live.zxid
     }
 
+    /// Applies `f` as one transaction: one zxid, one snapshot.
+    fn atomically<R>(&mut self, f: impl FnOnce(&mut Self) -> R) -> R {
+        let zxid = self.write();
+        self.txn = Some(zxid);
+        let r = f(self);
+        self.txn = None;
+        self.snapshot();
+        r
+    }
+
     fn snapshot(&mut self) {
+        if self.txn.is_some() {
+            return;
+        }
         self.history.push(self.live.clone());
         if self.history.len() > 16 {
             self.history.remove(0);
@@ -346,25 +366,28 @@ impl World {
             };
             r.err().map(|c| (i, c))
         });
-        self.write();
         if let Some((at, code)) = failed {
+            self.write();
+            self.snapshot();
             return Ok(Response::Multi(failed_multi(ops.len(), at, code)));
         }
-        let mut results = Vec::new();
-        for op in ops {
-            match op {
-                MultiOp::SetData(r) => {
-                    let stat = self.set_data(&name(&r.path), r.data.clone());
-                    results.push(MultiResult::SetData(stat));
+        self.atomically(|w| {
+            let mut results = Vec::new();
+            for op in ops {
+                match op {
+                    MultiOp::SetData(r) => {
+                        let stat = w.set_data(&name(&r.path), r.data.clone());
+                        results.push(MultiResult::SetData(stat));
+                    }
+                    MultiOp::Delete(r) => {
+                        w.remove(&name(&r.path));
+                        results.push(MultiResult::Delete);
+                    }
+                    _ => results.push(MultiResult::Check),
                 }
-                MultiOp::Delete(r) => {
-                    self.remove(&name(&r.path));
-                    results.push(MultiResult::Delete);
-                }
-                _ => results.push(MultiResult::Check),
             }
-        }
-        Ok(Response::Multi(results))
+            Ok(Response::Multi(results))
+        })
     }
 
     /// Writes a node's data (it exists): a new version, and its data watches fire.
@@ -397,10 +420,12 @@ impl World {
             .and_then(|i| order.get(i + 1))
             .filter(|n| n.version == 0 && contender::may_be_granted(&n.name))
             .map(|n| n.name.clone());
-        if let Some(next) = next {
-            self.set_data(&next, Bytes::from_static(crate::recipe::lock::GRANT));
-        }
-        self.remove(leaver);
+        self.atomically(|w| {
+            if let Some(next) = next {
+                w.set_data(&next, Bytes::from_static(crate::recipe::lock::GRANT));
+            }
+            w.remove(leaver);
+        });
     }
 
     /// The connection breaks: everything unanswered fails with `ConnectionLoss`.
@@ -756,6 +781,7 @@ fn run_traced(schedule: &[u8], trace: &mut Vec<String>) -> Result<(), String> {
         watches: Vec::new(),
         notify: Vec::new(),
         graveyard: Vec::new(),
+        txn: None,
     };
     if world.live.dir_exists {
         // Lower contenders of another session, and perhaps a node with our prefix that
