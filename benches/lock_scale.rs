@@ -29,23 +29,30 @@
 //! (with how far it got) and the bench exits non-zero instead of hanging.
 //! `LOCK_SCALE_MAX_IN_FLIGHT` overrides the session's in-flight bound (default 512).
 //!
+//! Each count runs in rounds of N until at least 2,000 acquisitions (20 rounds of 100,
+//! 2 of 1,000, 1 of 10,000; the figures are over all rounds), after one warm-up run of
+//! `LOCK_SCALE_WARMUP` waiters (default 1,000; 0 for none) that is not reported: a
+//! fresh server is slow at first, and the first count must not be the one paying.
+//!
 //! Measured (`cargo bench --bench lock_scale`, ZooKeeper 3.8.0 on a disk-backed temp
 //! dir, 2 shared cores; session `max_in_flight` 512), with grant on release:
 //!
 //! ```text
-//! size_of::<Lock>() = 424 B; a queued waiter's machine holds 533 B in all
-//! waiters    us/acq    handoff cpu us/acq  req/acq   B rx/acq    h req     h B rx  B tx/acq   RSS KiB  B/waiter  failed  left
-//!     100    2236.9     1402.9     134.2     5.02       4486     2.02       1246      1346      2860      1147       0     0
-//!    1000    1089.9      681.0     258.4     5.03      31864     2.03       2073      1373      6596       962       0     0
-//!   10000    3238.3      910.1    2194.6     5.03     305420     2.03      10126      1387     23040       877       0     0
-//! (earlier, before the waiter's and the session's diet: 472 B, 703 B; 1,175 B/waiter at 10000)
+//! size_of::<Lock>() = 432 B; a queued waiter's machine holds 541 B in all
+//! waiters rounds    us/acq    handoff cpu us/acq  req/acq   B rx/acq    h req     h B rx  B tx/acq   RSS KiB  B/waiter  failed  left
+//!     100     20     927.5      709.5     148.3     5.00       6229     2.00       2984      3154      4064      1165       0     0
+//!    1000      2    1131.7      781.4     284.8     5.01      33807     2.01       4011      3984      6568       966       0     0
+//!   10000      1    3454.6      767.2    2495.2     5.01     301452     2.01       6155      4075     23376       887       0     0
 //! ```
 //!
 //! A handoff is two requests (the holder's grant `multi`, the successor's turn read)
-//! whatever N; what grows with N is one listing every 33 handoffs (a grant carries 32
-//! successors) and each waiter's entry listing. Before grant on release: 6.00 requests
-//! per acquisition and 590,465 B received per acquisition at 10,000 waiters (every
-//! woken waiter listed all N children again), 10,043 µs/acq.
+//! whatever N; what grows with N is one listing every 129 handoffs (a grant carries
+//! [`MAX_SUCCESSORS`](zk_recipes::recipe::lock::MAX_SUCCESSORS) = 128 successors) and
+//! each waiter's entry listing. With 32 successors per grant (same machine, same day)
+//! the handoff was 955 µs at 10,000 waiters against 602 at 100 (1.59×): the listing
+//! every 33 handoffs, 10,000 names long, was on the path. Before grant on release:
+//! 6.00 requests per acquisition and 590,465 B received per acquisition at 10,000
+//! waiters (every woken waiter listed all N children again), 10,043 µs/acq.
 // A benchmark is a driver: it owns the clock.
 #![allow(clippy::disallowed_methods)]
 
@@ -294,13 +301,39 @@ struct Outcome {
     stalled: bool,
 }
 
-fn run(cs: &str, n: usize, timeout: Duration) -> Outcome {
-    let dir = format!("/lock_scale/n{n}");
+impl Outcome {
+    /// Folds another round of the same count in (heap per waiter stays the first
+    /// round's: the same machines, measured once).
+    fn add(&mut self, o: Outcome) {
+        self.n += o.n;
+        self.total += o.total;
+        self.handoff += o.handoff;
+        self.cpu += o.cpu;
+        self.requests += o.requests;
+        self.rx += o.rx;
+        self.tx += o.tx;
+        self.handoff_requests += o.handoff_requests;
+        self.handoff_rx += o.handoff_rx;
+        self.failed += o.failed;
+        self.left += o.left;
+        self.acquired += o.acquired;
+        self.stalled |= o.stalled;
+    }
+}
+
+/// Rounds per count: at least 2,000 acquisitions, so that a small N is not one short,
+/// noisy sample (100 waiters pass the lock along in about a tenth of a second).
+fn rounds_for(n: usize) -> usize {
+    2_000usize.div_ceil(n.max(1)).max(1)
+}
+
+fn run(cs: &str, n: usize, round: usize, timeout: Duration) -> Outcome {
+    let dir = format!("/lock_scale/n{n}r{round}");
     let mut options = Options::new(cs)
         .unwrap()
         .session_timeout(Duration::from_secs(30))
         .max_pending(n * 2 + 1_000)
-        .seed(n as u64);
+        .seed((n * 1_000 + round) as u64);
     if let Some(b) = std::env::var("LOCK_SCALE_MAX_IN_FLIGHT")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -482,10 +515,19 @@ fn main() {
         .collect();
     if let Ok(cs) = std::env::var("LOCK_SCALE_CHILD") {
         // One count in a process of its own (so its peak RSS is its own).
-        let o = run(&cs, counts[0], timeout);
+        let n = counts[0];
+        let rounds = rounds_for(n);
+        let mut o = run(&cs, n, 0, timeout);
+        for round in 1..rounds {
+            if o.stalled {
+                break;
+            }
+            o.add(run(&cs, n, round, timeout));
+        }
+        // Per-acquisition figures over every round (`o.n` counts them all).
         println!(
-            "ROW {} {:.1} {:.1} {:.2} {:.0} {:.0} {} {:.0} {} {} {} {} {:.1} {:.2} {:.0}",
-            o.n,
+            "ROW {} {:.1} {:.1} {:.2} {:.0} {:.0} {} {:.0} {} {} {} {} {:.1} {:.2} {:.0} {}",
+            n,
             o.total.as_secs_f64() * 1e6 / o.n as f64,
             o.handoff.as_secs_f64() * 1e6 / o.n as f64,
             o.requests as f64 / o.n as f64,
@@ -499,7 +541,8 @@ fn main() {
             o.stalled,
             o.cpu.as_secs_f64() * 1e6 / o.n as f64,
             o.handoff_requests as f64 / o.n as f64,
-            o.handoff_rx as f64 / o.n as f64
+            o.handoff_rx as f64 / o.n as f64,
+            o.n / n
         );
         return;
     }
@@ -528,8 +571,9 @@ fn main() {
         timeout
     );
     println!(
-        "{:>7} {:>9} {:>10} {:>9} {:>8} {:>10} {:>8} {:>10} {:>9} {:>9} {:>9} {:>7} {:>5}",
+        "{:>7} {:>6} {:>9} {:>10} {:>9} {:>8} {:>10} {:>8} {:>10} {:>9} {:>9} {:>9} {:>7} {:>5}",
         "waiters",
+        "rounds",
         "us/acq",
         "handoff",
         "cpu us/acq",
@@ -543,14 +587,31 @@ fn main() {
         "failed",
         "left"
     );
-    let mut bad = false;
-    for n in counts {
-        let out = Command::new(std::env::current_exe().unwrap())
+    let child = |n: usize| {
+        Command::new(std::env::current_exe().unwrap())
             .env("LOCK_SCALE_CHILD", &cs)
             .env("LOCK_SCALE_WAITERS", n.to_string())
             .env("LOCK_SCALE_TIMEOUT", timeout.as_secs().to_string())
             .output()
-            .expect("run the child");
+            .expect("run the child")
+    };
+    // A fresh server is slow at first (its JIT, its transaction log's first
+    // preallocation): a warm-up run, not reported, so the first count is not the one
+    // that pays for it.
+    let warm_up: usize = std::env::var("LOCK_SCALE_WARMUP")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1_000);
+    if warm_up > 0 {
+        let out = child(warm_up);
+        println!(
+            "(warm-up: {warm_up} waiters, not reported: {})",
+            if out.status.success() { "ok" } else { "FAILED" }
+        );
+    }
+    let mut bad = false;
+    for n in counts {
+        let out = child(n);
         let stdout = String::from_utf8_lossy(&out.stdout);
         let Some(row) = stdout.lines().find_map(|l| l.strip_prefix("ROW ")) else {
             bad = true;
@@ -569,8 +630,9 @@ fn main() {
         let f: Vec<&str> = row.split_whitespace().collect();
         let stalled = f[11] == "true";
         println!(
-            "{:>7} {:>9} {:>10} {:>9} {:>8} {:>10} {:>8} {:>10} {:>9} {:>9} {:>9} {:>7} {:>5}{}",
+            "{:>7} {:>6} {:>9} {:>10} {:>9} {:>8} {:>10} {:>8} {:>10} {:>9} {:>9} {:>9} {:>7} {:>5}{}",
             f[0],
+            f[15],
             f[1],
             f[2],
             f[12],

@@ -155,7 +155,7 @@ pub const CURATOR_REVOKE: &[u8] = b"__REVOKE__";
 pub const GRANT: &[u8] = b"__GRANT__";
 /// How many successors a holder keeps from its listing to hand the lock on: the grant
 /// carries the rest of them, so a chain of grants runs this long without any listing.
-pub const MAX_SUCCESSORS: usize = 32;
+pub const MAX_SUCCESSORS: usize = 128;
 
 /// The grant data for a successor: [`GRANT`], then `tail` one name per line.
 fn grant_data(tail: &[String]) -> Bytes {
