@@ -310,6 +310,11 @@ impl Client {
         self.pump(now);
     }
 
+    /// Does `token` still have a watch registered? See [`Session::is_watching`].
+    pub fn is_watching(&self, token: Token) -> bool {
+        self.session.is_watching(token)
+    }
+
     /// Forgets the watches registered under `token` (the waiter went away).
     pub fn forget_watches(&mut self, token: Token) {
         self.session.forget_watches(token)
@@ -644,11 +649,12 @@ impl Client {
                 self.touch(id);
             }
             SessionEvent::Watch { token, event } if self.recipe_tokens.contains_key(&token) => {
-                // A one-shot watch ends with its first event; a persistent one when
-                // it is removed.
+                // A one-shot watch ends with its first event (a SetWatches2 with its
+                // last one's); a persistent one when it is removed.
                 let (id, op) = self.recipe_tokens[&token];
-                if !self.persistent_tokens.contains(&token)
-                    || event.event_type == EventType::PersistentWatchRemoved
+                if (!self.persistent_tokens.contains(&token)
+                    || event.event_type == EventType::PersistentWatchRemoved)
+                    && !self.session.is_watching(token)
                 {
                     self.untrack(token, id);
                 }

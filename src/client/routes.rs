@@ -287,7 +287,8 @@ where
             }
             SessionEvent::Watch { token, event } => {
                 if let Some((watcher, mode)) = self.watches.get_mut(&token) {
-                    // A token holds one registration; a *Removed event is its last.
+                    // A token holds one registration (a SetWatches2's, several: its
+                    // last event ends it); a *Removed event is its last.
                     let removed = matches!(
                         event.event_type,
                         EventType::DataWatchRemoved
@@ -295,7 +296,8 @@ where
                             | EventType::PersistentWatchRemoved
                     );
                     let alive = watcher.send(event);
-                    if *mode == WatchMode::Once || !alive || removed {
+                    let spent = *mode == WatchMode::Once && !client.is_watching(token);
+                    if spent || !alive || removed {
                         self.watches.remove(&token);
                         client.forget_watches(token);
                     }

@@ -44,6 +44,12 @@
 //!   global outstanding limit is 1,000 by default). Within that bound the window adapts
 //!   to a throttling server: a `Throttled` reply halves it (once per window of
 //!   replies), a window's worth of other replies grows it by one.
+//! * A caller may submit `SetWatches2` itself: one request that arms watches on several
+//!   paths, each firing at once if its node changed after the given zxid (ZooKeeper
+//!   answers it under its xid like any request). The watches are registered under the
+//!   caller's token as the request is written, and notifications the server sends
+//!   before its reply are held back until the reply, so the caller hears the reply
+//!   first, as for any read that sets a watch; a failed one registers nothing.
 //! * After a resume: auth packets are replayed, then SetWatches/SetWatches2 (in batches
 //!   under the frame limit, with the last zxid seen) re-arm every watch, then queued
 //!   requests go out.
@@ -525,6 +531,8 @@ enum After {
     },
     /// The closeSession reply.
     Close,
+    /// A caller's SetWatches2: these watches are registered as it is written.
+    Arm(Vec<(String, WatchKind)>),
 }
 
 /// Room for outgoing bytes the session keeps between writes.
@@ -643,6 +651,10 @@ pub struct Session {
     transport: VecDeque<Transport>,
     events: VecDeque<SessionEvent>,
     scratch: Vec<Token>,
+    /// Callers' SetWatches2 in flight, and the notifications their watches got before
+    /// the reply (held back until it).
+    arming: Vec<Token>,
+    deferred: Vec<(Token, WatchEvent)>,
     counters: Counters,
 }
 
@@ -687,6 +699,8 @@ impl Session {
             transport: VecDeque::new(),
             events: VecDeque::new(),
             scratch: Vec::new(),
+            arming: Vec::new(),
+            deferred: Vec::new(),
             counters: Counters::default(),
         };
         s.dial();
@@ -755,6 +769,11 @@ impl Session {
     /// What the session has sent and received so far.
     pub fn counters(&self) -> Counters {
         self.counters
+    }
+
+    /// Does `token` still have a watch registered (one a watch event has not used up)?
+    pub fn is_watching(&self, token: Token) -> bool {
+        self.watches.kind_of(token).is_some() || self.deferred.iter().any(|(t, _)| *t == token)
     }
 
     /// Watch registrations.
@@ -935,10 +954,7 @@ impl Session {
         let op = request.op_code();
         if matches!(
             request,
-            Request::Ping
-                | Request::SetWatches(_)
-                | Request::SetWatches2(_)
-                | Request::CloseSession
+            Request::Ping | Request::SetWatches(_) | Request::CloseSession
         ) {
             return Err(SubmitError::NotAllowed(op));
         }
@@ -964,7 +980,12 @@ impl Session {
             return Err(e);
         }
         let after = after_reply(&request);
-        if matches!(after, After::Watch { .. }) && self.watches.len() >= self.config.max_watches {
+        let arming = match &after {
+            After::Watch { .. } => 1,
+            After::Arm(places) => places.len(),
+            _ => 0,
+        };
+        if arming > 0 && self.watches.len() + arming > self.config.max_watches {
             return Err(SubmitError::TooManyWatches);
         }
         request.for_each_path_mut(|_, path| {
@@ -998,6 +1019,7 @@ impl Session {
                 .map_err(SubmitError::TooLarge)?;
             self.advance_xid();
             self.counters.requests_sent += 1;
+            self.arm_at_write(token, &after);
             self.in_flight.push_back(InFlight {
                 xid,
                 op,
@@ -1224,6 +1246,7 @@ impl Session {
         let mut frame = q.frame;
         frame[4..8].copy_from_slice(&xid.to_be_bytes());
         self.tx.extend_from_slice(&frame);
+        self.arm_at_write(q.token, &q.after);
         self.in_flight.push_back(InFlight {
             xid,
             op: q.op,
@@ -1231,6 +1254,50 @@ impl Session {
             after: q.after,
         });
         self.last_send = now;
+    }
+
+    /// A SetWatches2 of the caller's arms its watches as it is written: the server may
+    /// fire them before it answers (a change after the relative zxid), and those
+    /// notifications must find their registrant. They are held back until the reply,
+    /// so a registrant still hears its reply first.
+    fn arm_at_write(&mut self, token: Token, after: &After) {
+        if let After::Arm(places) = after {
+            for (path, kind) in places {
+                self.watches.add(path, *kind, token);
+            }
+            self.arming.push(token);
+        }
+    }
+
+    /// The reply to a caller's SetWatches2: what it armed and what fired meanwhile.
+    fn armed(&mut self, token: Token, ok: bool) -> Option<WatchKind> {
+        self.arming.retain(|t| *t != token);
+        if !ok {
+            // Not armed on this connection (or refused): forget them; the caller arms
+            // again (a new connection holds none of the old one's watches anyway).
+            self.watches.forget(token);
+            self.deferred.retain(|(t, _)| *t != token);
+            return None;
+        }
+        let fired = self.deferred.iter().any(|(t, _)| *t == token);
+        let kind = self.watches.kind_of(token);
+        kind.or(fired.then_some(WatchKind::Data))
+    }
+
+    /// The notifications held back for `token` until its reply, in order.
+    fn release_deferred(&mut self, token: Token) {
+        if self.deferred.is_empty() {
+            return;
+        }
+        let mut i = 0;
+        while i < self.deferred.len() {
+            if self.deferred[i].0 == token {
+                let (token, event) = self.deferred.remove(i);
+                self.events.push_back(SessionEvent::Watch { token, event });
+            } else {
+                i += 1;
+            }
+        }
     }
 
     fn write_auth(&mut self, now: Instant, packet: &AuthPacket, token: Option<Token>) {
@@ -1444,6 +1511,7 @@ impl Session {
                     }
                 }
             }
+            After::Arm(_) => registered = self.armed(req.token, result.is_ok()),
             After::Nothing => {}
         }
         if let Ok(resp) = &mut result {
@@ -1455,6 +1523,7 @@ impl Session {
             result,
             watch: registered,
         }));
+        self.release_deferred(req.token);
     }
 
     fn strip_chroot(&self, op: OpCode, resp: &mut Response) {
@@ -1489,19 +1558,24 @@ impl Session {
         tokens.clear();
         self.watches.trigger(&path, event_type, &mut tokens);
         for token in tokens.drain(..) {
-            self.events.push_back(SessionEvent::Watch {
-                token,
-                event: WatchEvent {
-                    event_type,
-                    path: path.clone(),
-                },
-            });
+            let event = WatchEvent {
+                event_type,
+                path: path.clone(),
+            };
+            if self.arming.contains(&token) {
+                self.deferred.push((token, event)); // after its reply
+            } else {
+                self.events.push_back(SessionEvent::Watch { token, event });
+            }
         }
         self.scratch = tokens;
     }
 
     fn fail_in_flight(&mut self, code: Error) {
         while let Some(req) = self.in_flight.pop_front() {
+            if matches!(req.after, After::Arm(_)) {
+                self.armed(req.token, false);
+            }
             if !matches!(req.after, After::Close) {
                 self.events.push_back(SessionEvent::Reply(Reply {
                     token: req.token,
@@ -1691,6 +1765,21 @@ fn after_reply(request: &Request) -> After {
             }
             None => After::Nothing,
         },
+        Request::SetWatches2(r) => {
+            let lists: [(&Vec<String>, WatchKind); 5] = [
+                (&r.data_watches, Data),
+                (&r.exist_watches, Exist),
+                (&r.child_watches, Child),
+                (&r.persistent_watches, Persistent),
+                (&r.persistent_recursive_watches, PersistentRecursive),
+            ];
+            After::Arm(
+                lists
+                    .iter()
+                    .flat_map(|(paths, kind)| paths.iter().map(|p| (p.clone(), *kind)))
+                    .collect(),
+            )
+        }
         Request::RemoveWatches(r) => match WatcherType::from_i32(r.watcher_type) {
             Some(which) => After::RemoveWatches {
                 path: r.path.clone(),

@@ -1431,3 +1431,89 @@ fn a_burst_of_writes_leaves_no_big_buffer_behind() {
     assert!(s.poll_transmit(&mut out)); // swaps: the session would get the big one
     assert!(s.tx.capacity() <= TX_KEEP, "{}", s.tx.capacity());
 }
+
+fn set_watches2(relative_zxid: i64, data: &[&str], child: &[&str]) -> Request {
+    Request::SetWatches2(SetWatches2 {
+        relative_zxid,
+        data_watches: data.iter().map(|p| String::from(*p)).collect(),
+        child_watches: child.iter().map(|p| String::from(*p)).collect(),
+        ..Default::default()
+    })
+}
+
+fn watch_event(token: u64, t: EventType, path: &str) -> SessionEvent {
+    SessionEvent::Watch {
+        token: Token(token),
+        event: WatchEvent {
+            event_type: t,
+            path: path.into(),
+        },
+    }
+}
+
+#[test]
+fn a_callers_set_watches_arms_several_watches_in_one_request_and_its_reply_comes_first() {
+    let mut s = connected();
+    s.submit(ms(3), set_watches2(9, &["/d"], &["/c"]), Token(7))
+        .unwrap();
+    // Written under a normal xid (ZooKeeper answers it like any request), and armed as
+    // it is written.
+    let written = sent(&mut s);
+    assert_eq!(written.len(), 1);
+    assert_eq!(written[0].0, 1);
+    assert_eq!(s.watch_registrants("/d", WatchKind::Data), &[Token(7)]);
+    assert_eq!(s.watch_registrants("/c", WatchKind::Child), &[Token(7)]);
+    assert!(s.is_watching(Token(7)));
+    // The server fires /d at once (changed after zxid 9), then answers: the caller hears
+    // the reply first, then the event.
+    s.handle_bytes(ms(4), &notification(EventType::NodeDataChanged, "/d"));
+    assert_eq!(events(&mut s), vec![], "held back until the reply");
+    assert!(s.is_watching(Token(7)));
+    s.handle_bytes(ms(5), &reply(1, 10, ErrorCode::Ok, Some(Response::Empty)));
+    let ev = events(&mut s);
+    assert!(
+        matches!(&ev[0], SessionEvent::Reply(r) if r.token == Token(7) && r.result == Ok(Response::Empty) && r.watch.is_some()),
+        "{ev:?}"
+    );
+    assert_eq!(ev[1..], [watch_event(7, EventType::NodeDataChanged, "/d")]);
+    // The other watch is still armed; its event is the token's last.
+    assert!(s.is_watching(Token(7)));
+    s.handle_bytes(ms(6), &notification(EventType::NodeDeleted, "/c"));
+    assert_eq!(
+        events(&mut s),
+        [watch_event(7, EventType::NodeDeleted, "/c")]
+    );
+    assert!(!s.is_watching(Token(7)));
+    assert_eq!(s.watch_count(), 0);
+}
+
+#[test]
+fn a_callers_set_watches_lost_with_the_connection_registers_nothing() {
+    let mut s = connected();
+    s.submit(ms(3), set_watches2(9, &["/d"], &["/c"]), Token(7))
+        .unwrap();
+    sent(&mut s);
+    s.handle_bytes(ms(4), &notification(EventType::NodeDataChanged, "/d"));
+    s.handle_disconnect(ms(5));
+    let ev = events(&mut s);
+    let reply = ev.iter().find_map(|e| match e {
+        SessionEvent::Reply(r) => Some(r.clone()),
+        _ => None,
+    });
+    let reply = reply.expect("a reply");
+    assert_eq!(reply.token, Token(7));
+    assert_eq!(reply.result, Err(Error::ConnectionLoss));
+    assert_eq!(reply.watch, None);
+    assert!(
+        !ev.iter().any(|e| matches!(e, SessionEvent::Watch { .. })),
+        "{ev:?}"
+    );
+    // Nothing of it is re-armed on the next connection: the caller arms again.
+    assert_eq!(s.watch_count(), 0);
+    assert!(!s.is_watching(Token(7)));
+    // A SetWatches (version 1) stays the session's own.
+    assert!(matches!(
+        s.submit(ms(6), Request::SetWatches(SetWatches::default()), Token(8)),
+        Err(SubmitError::NotAllowed(OpCode::SetWatches))
+    ));
+}

@@ -191,6 +191,13 @@ impl WatchRegistry {
         }
     }
 
+    /// A kind `token` is registered for, if any.
+    pub(crate) fn kind_of(&self, token: Token) -> Option<WatchKind> {
+        self.by_token
+            .get(&token)
+            .and_then(|places| places.first().map(|(_, k)| *k))
+    }
+
     fn unindex(&mut self, token: Token, path: &str, kind: WatchKind) {
         if let Some(places) = self.by_token.get_mut(&token) {
             places.retain(|(p, k)| !(&**p == path && *k == kind));
