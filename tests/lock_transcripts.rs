@@ -17,7 +17,7 @@ use zk_recipes::client::Error;
 use zk_recipes::proto::*;
 use zk_recipes::recipe::lock::{
     Acquire, AcquireWait, HoldState, Lock, LockChange, LockConfig, LockEvent, LockKind, LockStatus,
-    LostReason, Release, GRANT,
+    LostReason, Release, GRANT, NOTICE,
 };
 use zk_recipes::recipe::{OpId, Recipe, SessionChange};
 use zk_recipes::session::WatchEvent;
@@ -69,19 +69,39 @@ fn sent(l: &mut Lock) -> Vec<(OpId, String)> {
                 Request::GetChildren(g) => format!("list {}", g.path),
                 Request::GetData(g) if g.watch => format!("watch {}", g.path),
                 Request::GetData(g) => format!("read {}", g.path),
-                Request::Multi(ops) => match &ops[..] {
-                    [MultiOp::SetData(s), MultiOp::Delete(d)]
-                        if s.version == 0 && d.version == -1 && grant_tail(&s.data).is_some() =>
-                    {
-                        format!(
-                            "grant {} [{}] + delete {}",
-                            s.path,
-                            grant_tail(&s.data).unwrap_or_default().join(" "),
-                            d.path
-                        )
+                // An exclusive waiter's one request for both watches: its blocker's
+                // deletion and its own node's data.
+                Request::SetWatches2(w)
+                    if w.data_watches.len() == 1
+                        && w.child_watches.len() == 1
+                        && w.exist_watches.is_empty()
+                        && w.persistent_watches.is_empty()
+                        && w.persistent_recursive_watches.is_empty() =>
+                {
+                    format!(
+                        "await {} + own {} since {}",
+                        w.child_watches[0], w.data_watches[0], w.relative_zxid
+                    )
+                }
+                Request::Multi(ops) => {
+                    let mut parts = Vec::new();
+                    for op in ops.iter() {
+                        parts.push(match op {
+                            MultiOp::SetData(s) if s.version == 0 => {
+                                if let Some(tail) = grant_tail(&s.data) {
+                                    format!("grant {} [{}]", s.path, tail.join(" "))
+                                } else if let Some((holder, tail)) = notice_parts(&s.data) {
+                                    format!("notice {} ({holder}) [{}]", s.path, tail.join(" "))
+                                } else {
+                                    format!("{op:?}")
+                                }
+                            }
+                            MultiOp::Delete(d) if d.version == -1 => format!("delete {}", d.path),
+                            _ => format!("{op:?}"),
+                        });
                     }
-                    _ => format!("{ops:?}"),
-                },
+                    parts.join(" + ")
+                }
                 Request::Exists(g) => format!("exists {}", g.path),
                 Request::Delete(d) => format!("delete {}", d.path),
                 Request::Sync(p) => format!("sync {}", p.path),
@@ -101,6 +121,20 @@ fn grant_tail(data: &[u8]) -> Option<Vec<String>> {
     }
     let rest = rest.strip_prefix('\n')?;
     Some(rest.split('\n').map(String::from).collect())
+}
+
+/// The holder and the names after the receiver a notice's data carries, or `None`.
+fn notice_parts(data: &[u8]) -> Option<(String, Vec<String>)> {
+    let rest = std::str::from_utf8(data.strip_prefix(NOTICE)?).ok()?;
+    let mut names = rest.strip_prefix('\n')?.split('\n').map(String::from);
+    let holder = names.next()?;
+    Some((holder, names.collect()))
+}
+
+/// The line of an exclusive waiter's request arming both its watches: on `blocker`'s
+/// deletion and on its own node `own` (created at `czxid`).
+fn await_line(blocker: &str, own: &str, czxid: i64) -> String {
+    format!("await {} + own {} since {czxid}", path(blocker), path(own))
 }
 
 /// The line of a grant to `successor` (a name in `DIR`) carrying `tail`, releasing
@@ -372,12 +406,15 @@ fn the_directory_watch_of_the_deciding_listing_stands_in_for_the_own_node_watch(
         }]
     );
 
-    // A waiter ignores the directory's changes (its turn read looks at its node).
+    // A waiter ignores the directory's changes (it watches its own node).
     let mut l = lock(LockKind::Exclusive);
     let (create, list) = start(&mut l, None);
     l.handle_reply(T, create, created(&ours(5), 0x500));
     l.handle_reply(T, list, children(&["_c_a-lock-0000000001", &ours(5)]));
-    assert_eq!(lines(&mut l), [format!("await {DIR}/_c_a-lock-0000000001")]);
+    assert_eq!(
+        lines(&mut l),
+        [await_line("_c_a-lock-0000000001", &ours(5), 0x500)]
+    );
     l.handle_watch(T, list, &children_changed(DIR));
     assert!(lines(&mut l).is_empty());
     assert!(events(&mut l).is_empty());
@@ -492,31 +529,28 @@ fn a_waiter_watches_only_its_predecessor_and_takes_over_without_listing() {
         ]),
     );
     let w = sent(&mut l);
-    assert_eq!(w[0].1, format!("await {}", path("_c_b-lock-0000000006")));
-    assert_eq!(w.len(), 1, "the predecessor only: no herd");
-    l.handle_reply(T, w[0].0, data(b""));
-    assert!(events(&mut l).is_empty());
-    // Two blockers: when the predecessor goes, read our node (granted?), not granted:
-    // list again.
-    l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000006")));
-    let turn = sent(&mut l);
+    assert_eq!(w[0].1, await_line("_c_b-lock-0000000006", &ours(7), 70));
     assert_eq!(
-        turn.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
-        [format!("watch {}", path(&ours(7)))],
-        "the turn read, no listing yet"
+        w.len(),
+        1,
+        "the predecessor only (no herd), and our own node, in one request"
     );
-    l.handle_reply(T, turn[0].0, data(b""));
+    l.handle_reply(T, w[0].0, Ok(Response::Empty));
+    assert!(events(&mut l).is_empty());
+    // Two blockers: when the predecessor goes and nothing was written into our node
+    // (its watch did not fire: a grant or a notice would have, first), list again.
+    l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000006")));
     let relist = sent(&mut l);
     assert_eq!(relist.len(), 1);
-    assert_eq!(relist[0].1, format!("list {DIR}"));
+    assert_eq!(relist[0].1, format!("list {DIR}"), "no turn read");
     l.handle_reply(
         T,
         relist[0].0,
         children(&[&ours(7), "_c_a-lock-0000000003"]),
     );
     let w = sent(&mut l);
-    assert_eq!(w[0].1, format!("await {}", path("_c_a-lock-0000000003")));
-    l.handle_reply(T, w[0].0, data(b""));
+    assert_eq!(w[0].1, await_line("_c_a-lock-0000000003", &ours(7), 70));
+    l.handle_reply(T, w[0].0, Ok(Response::Empty));
     // Only one blocker left: its deletion hands over the lock with no listing.
     l.handle_watch(T, w[0].0, &deleted(&path("_c_a-lock-0000000003")));
     assert_eq!(
@@ -528,7 +562,7 @@ fn a_waiter_watches_only_its_predecessor_and_takes_over_without_listing() {
     );
     assert!(
         sent(&mut l).is_empty(),
-        "the own-node watch is armed already (by the turn read)"
+        "the own-node watch is armed already (with the blocker's)"
     );
 }
 
@@ -539,9 +573,34 @@ fn a_predecessor_gone_before_the_watch_is_set_counts_as_gone() {
     l.handle_reply(T, create, created(&ours(2), 20));
     l.handle_reply(T, list, children(&[&ours(2), "_c_a-lock-0000000001"]));
     let w = sent(&mut l);
+    // The server fires the deletion watch at once (its node is gone), after its reply
+    // (the session holds it back until then); our own node's watch is armed.
+    l.handle_reply(T, w[0].0, Ok(Response::Empty));
+    l.handle_watch(T, w[0].0, &deleted(&path("_c_a-lock-0000000001")));
+    assert!(matches!(
+        events(&mut l)[..],
+        [LockEvent::Acquired {
+            fencing_token: 20,
+            ..
+        }]
+    ));
+    assert!(lines(&mut l).is_empty(), "no read: our node's watch is live");
+
+    // A waiter whose blocker watch is a plain children watch (revocable: it watches
+    // its node from its creation) hears NoNode for a blocker gone before the watch.
+    let mut c = config(LockKind::Exclusive);
+    c.revocable = true;
+    let mut l = lock_with(c);
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, created(&ours(2), 20));
+    let own = sent(&mut l);
+    l.handle_reply(T, list, children(&[&ours(2), "_c_a-lock-0000000001"]));
+    let w = sent(&mut l);
+    assert_eq!(w[0].1, format!("await {}", path("_c_a-lock-0000000001")));
     l.handle_reply(T, w[0].0, code(ErrorCode::NoNode));
-    // As its deletion: the turn read, which finds our node there.
-    let turn = sent(&mut l);
+    // As its deletion: its own node read is still on its way; it decides.
+    assert!(lines(&mut l).is_empty());
+    let turn = own;
     assert_eq!(
         turn.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
         [format!("watch {}", path(&ours(2)))]
@@ -1233,7 +1292,7 @@ fn writers_wait_for_anything_lower() {
 /// blocker goes: it must not take a lock it no longer queues for. A waiter does not
 /// watch its own node; the turn read finds it gone.
 #[test]
-fn a_waiter_whose_node_is_deleted_fails_at_the_turn_read() {
+fn a_waiter_whose_node_is_deleted_fails_at_the_notification() {
     for blockers in [
         vec!["_c_b-lock-0000000005"],
         vec!["_c_a-lock-0000000003", "_c_b-lock-0000000005"],
@@ -1248,18 +1307,12 @@ fn a_waiter_whose_node_is_deleted_fails_at_the_turn_read() {
         let w = sent(&mut l);
         assert_eq!(
             w.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
-            [format!("await {}", path("_c_b-lock-0000000005"))]
+            [await_line("_c_b-lock-0000000005", &ours(7), 70)]
         );
-        l.handle_reply(T, w[0].0, data(b""));
-        // (Our node is deleted now: no watch of ours is on it.) The blocker goes.
-        l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
-        assert!(events(&mut l).is_empty(), "not acquired on trust");
-        let turn = sent(&mut l);
-        assert_eq!(
-            turn.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
-            [format!("watch {}", path(&ours(7)))]
-        );
-        l.handle_reply(T, turn[0].0, code(ErrorCode::NoNode));
+        l.handle_reply(T, w[0].0, Ok(Response::Empty));
+        // Our node is deleted (by someone else): its watch, armed with the blocker's,
+        // tells at once.
+        l.handle_watch(T, w[0].0, &deleted(&path(&ours(7))));
         assert_eq!(
             events(&mut l),
             vec![LockEvent::Failed {
@@ -1318,11 +1371,8 @@ fn a_late_event_from_an_older_watch_does_not_hand_over_the_lock() {
         children(&[&ours(7), "_c_a-lock-0000000003", "_c_b-lock-0000000005"]),
     );
     let w = sent(&mut l);
-    l.handle_reply(T, w[0].0, data(b""));
+    l.handle_reply(T, w[0].0, Ok(Response::Empty));
     l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
-    let turn = sent(&mut l);
-    assert_eq!(turn[0].1, format!("watch {}", path(&ours(7))));
-    l.handle_reply(T, turn[0].0, data(b""));
     let relist = sent(&mut l);
     assert_eq!(relist[0].1, format!("list {DIR}"));
     l.handle_reply(
@@ -1331,11 +1381,11 @@ fn a_late_event_from_an_older_watch_does_not_hand_over_the_lock() {
         children(&[&ours(7), "_c_a-lock-0000000003"]),
     );
     let w2 = sent(&mut l);
-    l.handle_reply(T, w2[0].0, data(b""));
+    l.handle_reply(T, w2[0].0, Ok(Response::Empty));
     // A second registration on the old blocker fires late: it must not count.
     l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
     assert!(events(&mut l).is_empty(), "still blocked by _c_a");
-    assert!(sent(&mut l).is_empty(), "no turn read for an older blocker");
+    assert!(sent(&mut l).is_empty(), "no listing for an older blocker");
     l.handle_watch(T, w2[0].0, &deleted(&path("_c_a-lock-0000000003")));
     assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
 }
@@ -1418,6 +1468,27 @@ const B6: &str = "_c_b-lock-0000000006";
 const C7: &str = "_c_c-lock-0000000007";
 const D9: &str = "_c_d-lock-0000000009";
 
+/// The line of an exclusive holder's release that knows `successors` from a listing:
+/// a grant to the first (carrying the rest), a notice to the second that the first
+/// holds (carrying the rest after it), and the delete of `own`.
+fn hand_on_line(successors: &[&str], own: &str) -> String {
+    let mut line = format!(
+        "grant {} [{}]",
+        path(successors[0]),
+        successors[1..].join(" ")
+    );
+    if let Some(after) = successors.get(1) {
+        line.push_str(&format!(
+            " + notice {} ({}) [{}]",
+            path(after),
+            successors[0],
+            successors[2..].join(" ")
+        ));
+    }
+    line.push_str(&format!(" + delete {}", path(own)));
+    line
+}
+
 /// Releases `l` and returns the one request it sends, checking its line.
 fn release_expecting(l: &mut Lock, line: &str) -> OpId {
     assert_eq!(l.release(T), Release::Pending);
@@ -1443,8 +1514,8 @@ fn a_holder_hands_the_lock_to_its_successor_with_one_multi() {
     let Request::Multi(ops) = &r[0].1 else {
         panic!("not a multi: {:?}", r[0].1)
     };
-    let [MultiOp::SetData(set), MultiOp::Delete(del)] = &ops[..] else {
-        panic!("not setData + delete: {ops:?}")
+    let [MultiOp::SetData(set), MultiOp::SetData(notice), MultiOp::Delete(del)] = &ops[..] else {
+        panic!("not setData + setData + delete: {ops:?}")
     };
     assert_eq!(set.path, path(B6), "the nearest successor");
     assert_eq!(
@@ -1453,6 +1524,13 @@ fn a_holder_hands_the_lock_to_its_successor_with_one_multi() {
         "grant, then the successors after it, nearest first"
     );
     assert_eq!(set.version, 0, "only a node never written is granted");
+    assert_eq!(notice.path, path(C7), "the one after the successor");
+    assert_eq!(
+        &notice.data[..],
+        format!("__NEXT__\n{B6}\n{D9}").as_bytes(),
+        "a notice: who holds from this write on, then the successors after the receiver"
+    );
+    assert_eq!(notice.version, 0);
     assert_eq!(del.path, path(&ours(5)));
     assert_eq!(del.version, -1);
     assert!(events(&mut l).is_empty(), "not released before the answer");
@@ -1463,7 +1541,7 @@ fn a_holder_hands_the_lock_to_its_successor_with_one_multi() {
 
     // The line format shows the same.
     let mut l = held_among(config(LockKind::Exclusive), &[B6, C7]);
-    let op = release_expecting(&mut l, &grant_line(B6, &[C7], &ours(5)));
+    let op = release_expecting(&mut l, &hand_on_line(&[B6, C7], &ours(5)));
     l.handle_reply(T, op, multi_ok());
     assert_eq!(events(&mut l), vec![LockEvent::Released]);
 
@@ -1480,7 +1558,7 @@ fn a_holder_hands_the_lock_to_its_successor_with_one_multi() {
 fn a_grant_to_a_successor_gone_or_written_falls_back_to_a_plain_delete() {
     for c in [ErrorCode::NoNode, ErrorCode::BadVersion, ErrorCode::NoAuth] {
         let mut l = held_among(config(LockKind::Exclusive), &[B6, C7]);
-        let op = release_expecting(&mut l, &grant_line(B6, &[C7], &ours(5)));
+        let op = release_expecting(&mut l, &hand_on_line(&[B6, C7], &ours(5)));
         l.handle_reply(T, op, multi_failed(0, c));
         assert!(events(&mut l).is_empty(), "{c:?}: nothing applied yet");
         let del = sent(&mut l);
@@ -1499,7 +1577,7 @@ fn a_grant_to_a_successor_gone_or_written_falls_back_to_a_plain_delete() {
 #[test]
 fn a_grant_whose_reply_is_lost_is_sent_again_and_released_once() {
     let mut l = held_among(config(LockKind::Exclusive), &[B6, C7]);
-    let line = grant_line(B6, &[C7], &ours(5));
+    let line = hand_on_line(&[B6, C7], &ours(5));
     let op = release_expecting(&mut l, &line);
     // It landed (or not): the reply is lost with the connection.
     l.handle_reply(T, op, code(ErrorCode::ConnectionLoss));
@@ -1566,16 +1644,20 @@ fn a_granted_waiter_holds_without_listing_and_hands_on_to_the_tail() {
     let all: Vec<&str> = all.iter().map(String::as_str).collect();
     l.handle_reply(T, list, children(&all));
     let w = sent(&mut l);
-    assert_eq!(w[0].1, format!("await {}", path("_c_c-lock-0000000006")));
-    l.handle_reply(T, w[0].0, data(b""));
-    l.handle_watch(T, w[0].0, &deleted(&path("_c_c-lock-0000000006")));
+    assert_eq!(w[0].1, await_line("_c_c-lock-0000000006", &ours(7), 70));
+    l.handle_reply(T, w[0].0, Ok(Response::Empty));
+    // _c_c releases, granting us: the grant lands in our node (its watch fires first),
+    // then _c_c goes.
+    l.handle_watch(T, w[0].0, &changed(&path(&ours(7))));
     let turn = sent(&mut l);
     assert_eq!(
         turn.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
         [format!("watch {}", path(&ours(7)))],
-        "the turn read, no listing"
+        "a read of our node (and its watch again), no listing"
     );
+    l.handle_watch(T, w[0].0, &deleted(&path("_c_c-lock-0000000006")));
     assert!(events(&mut l).is_empty());
+    assert!(sent(&mut l).is_empty(), "the read on its way decides");
     l.handle_reply(T, turn[0].0, grant(&after));
     assert_eq!(
         events(&mut l),
@@ -1586,11 +1668,12 @@ fn a_granted_waiter_holds_without_listing_and_hands_on_to_the_tail() {
     );
     assert!(
         sent(&mut l).is_empty(),
-        "no listing; the turn read armed the own-node watch"
+        "no listing; that read armed the own-node watch"
     );
     assert!(l.is_held());
     assert!(l.held_by_grant());
-    let op = release_expecting(&mut l, &grant_line(after[0], &after[1..], &ours(7)));
+    // The grant's writer told _c_e that we hold (a notice): we tell _c_f that _c_e does.
+    let op = release_expecting(&mut l, &told_line(&after, &ours(7)));
     l.handle_reply(T, op, multi_ok());
     assert_eq!(events(&mut l), vec![LockEvent::Released]);
 }
@@ -1704,21 +1787,16 @@ fn revocation_data_and_unwritten_grant_data_are_no_grant() {
         l.handle_watch(T, own[0].0, &changed(&path(&ours(7))));
         let rearm = sent(&mut l);
         l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
-        let turn = sent(&mut l);
         assert_eq!(
             rearm
                 .iter()
-                .chain(&turn)
+                .chain(&sent(&mut l))
                 .map(|(_, s)| s.clone())
                 .collect::<Vec<_>>(),
-            [
-                format!("watch {}", path(&ours(7))),
-                format!("watch {}", path(&ours(7)))
-            ],
-            "the re-armed watch, then the turn read"
+            [format!("watch {}", path(&ours(7)))],
+            "the re-armed watch, whose read decides (no turn read of its own)"
         );
         l.handle_reply(T, rearm[0].0, data_at(revoke, 1));
-        l.handle_reply(T, turn[0].0, data_at(revoke, 1));
         assert_eq!(
             events(&mut l),
             vec![LockEvent::RevocationRequested],
@@ -1729,29 +1807,22 @@ fn revocation_data_and_unwritten_grant_data_are_no_grant() {
         assert!(!l.held_by_grant());
     }
 
-    // Not revocable: revocation data at the turn read says nothing; grant data never
-    // written (version 0) is the user's.
+    // Not revocable: revocation data in our node says nothing; grant data never
+    // written (version 0) is the user's; nor is a notice at version 0, or one that
+    // names a contender other than our blocker.
     for (d, version) in [
         (&b"__REVOKE__"[..], 1),
         (b"unlock", 1),
         (b"__GRANT__", 0),
         (b"__GRANT__\n_c_z-lock-0000000009", 0),
         (b"__GRANT__X", 1),
+        (b"__NEXT__\n_c_b-lock-0000000005", 0),
+        (b"__NEXT__\n_c_a-lock-0000000003", 1),
+        (b"__NEXT__\n_c_z-lock-0000000009", 1),
+        (b"__NEXT__X\n_c_b-lock-0000000005", 1),
     ] {
-        let mut l = lock(LockKind::Exclusive);
-        let (create, list) = start(&mut l, None);
-        l.handle_reply(T, create, created(&ours(7), 70));
-        l.handle_reply(
-            T,
-            list,
-            children(&[&ours(7), "_c_a-lock-0000000003", "_c_b-lock-0000000005"]),
-        );
-        let w = sent(&mut l);
-        l.handle_reply(T, w[0].0, data(b""));
-        l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
-        let turn = sent(&mut l);
-        assert_eq!(turn[0].1, format!("watch {}", path(&ours(7))));
-        l.handle_reply(T, turn[0].0, data_at(d, version));
+        let (mut l, turn) = at_its_turn(config(LockKind::Exclusive), None);
+        l.handle_reply(T, turn, data_at(d, version));
         assert!(events(&mut l).is_empty(), "{d:?} v{version}: no event");
         assert_eq!(
             lines(&mut l),
@@ -1842,7 +1913,7 @@ fn readers_never_grant_writers_grant_to_readers_and_a_granted_reader_holds() {
 fn a_refused_grant_is_retried_after_the_backoff_and_released_only_when_it_answered() {
     for refusal in refusals() {
         let mut l = held_among(config(LockKind::Exclusive), &[B6, C7]);
-        let line = grant_line(B6, &[C7], &ours(5));
+        let line = hand_on_line(&[B6, C7], &ours(5));
         let op = release_expecting(&mut l, &line);
         l.handle_reply(T, op, Err(refusal.clone()));
         assert!(
@@ -1917,11 +1988,8 @@ fn a_revocable_waiter_hears_its_grant_through_its_own_node_watch() {
     let r = sent(&mut l);
     assert_eq!(
         r.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
-        [
-            format!("watch {}", path(&ours(7))),
-            format!("watch {}", path(&ours(7)))
-        ],
-        "the re-armed watch and the turn read; no listing"
+        [format!("watch {}", path(&ours(7)))],
+        "the re-armed watch, whose read decides; no turn read, no listing"
     );
     l.handle_reply(T, r[0].0, grant(&[D9]));
     assert_eq!(
@@ -1931,10 +1999,8 @@ fn a_revocable_waiter_hears_its_grant_through_its_own_node_watch() {
             node: ours(7)
         }]
     );
-    l.handle_reply(T, r[1].0, grant(&[D9]));
-    assert!(events(&mut l).is_empty(), "acquired once");
     assert!(sent(&mut l).is_empty());
-    let op = release_expecting(&mut l, &grant_line(D9, &[], &ours(7)));
+    let op = release_expecting(&mut l, &told_line(&[D9], &ours(7)));
     l.handle_reply(T, op, multi_ok());
     assert_eq!(events(&mut l), vec![LockEvent::Released]);
 }
@@ -2009,18 +2075,22 @@ fn a_grant_to_our_blocker_does_not_wake_us() {
     let w = sent(&mut l);
     assert_eq!(
         w.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
-        [format!("await {}", path("_c_b-lock-0000000005"))],
+        [await_line("_c_b-lock-0000000005", &ours(7), 70)],
         "a children watch on the blocker: its data may change (a grant), it wakes us only by going"
     );
-    l.handle_reply(T, w[0].0, children(&[]));
+    l.handle_reply(T, w[0].0, Ok(Response::Empty));
     // _c_a releases, granting _c_b: a data watch would fire here; a children watch does
     // not, and even a stray data event for our blocker sends nothing.
     l.handle_watch(T, w[0].0, &changed(&path("_c_b-lock-0000000005")));
     assert!(sent(&mut l).is_empty() && events(&mut l).is_empty());
-    // _c_b releases in turn, granting us.
+    // _c_b releases in turn, granting us: our node's watch fires, then _c_b goes.
+    l.handle_watch(T, w[0].0, &changed(&path(&ours(7))));
     l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
     let turn = sent(&mut l);
-    assert_eq!(turn[0].1, format!("watch {}", path(&ours(7))));
+    assert_eq!(
+        turn.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+        [format!("watch {}", path(&ours(7)))]
+    );
     l.handle_reply(T, turn[0].0, grant(&[]));
     assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
 }
@@ -2037,14 +2107,40 @@ fn at_its_turn(c: LockConfig, deadline: Option<Instant>) -> (Lock, OpId) {
         children(&[&ours(7), "_c_a-lock-0000000003", "_c_b-lock-0000000005"]),
     );
     let w = sent(&mut l);
-    l.handle_reply(T, w[0].0, data(b""));
-    l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
+    match &w[0].1 {
+        line if line.starts_with("await ") && line.contains(" + own ") => {
+            // Our node's data changes (a holder's release wrote into it), and our
+            // blocker goes: the read of our node decides.
+            l.handle_reply(T, w[0].0, Ok(Response::Empty));
+            l.handle_watch(T, w[0].0, &changed(&path(&ours(7))));
+            l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
+        }
+        _ => {
+            l.handle_reply(T, w[0].0, data(b""));
+            l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
+        }
+    }
     let turn = sent(&mut l);
     assert_eq!(
         turn.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
         [format!("watch {}", path(&ours(7)))]
     );
     (l, turn[0].0)
+}
+
+/// The line of the release of an exclusive holder handed the lock by a grant (or a
+/// notice) carrying `successors`: the same write told the first of them that we held,
+/// so it gets no grant; the second gets a notice that the first holds.
+fn told_line(successors: &[&str], own: &str) -> String {
+    match successors {
+        [first, after, rest @ ..] => format!(
+            "notice {} ({first}) [{}] + delete {}",
+            path(after),
+            rest.join(" "),
+            path(own)
+        ),
+        _ => format!("delete {}", path(own)),
+    }
 }
 
 /// A grant's tail is kept only while it names `_c_` contenders after ours, in lock
@@ -2069,10 +2165,7 @@ fn a_grant_tail_is_kept_only_while_it_names_later_contenders_in_order() {
         );
         assert!(l.held_by_grant(), "{tail:?}");
         l.release(T);
-        let want = match kept.split_first() {
-            Some((first, rest)) => grant_line(first, rest, &ours(7)),
-            None => format!("delete {}", path(&ours(7))),
-        };
+        let want = told_line(&kept, &ours(7));
         assert_eq!(lines(&mut l), [want], "{tail:?}");
     }
 }
@@ -2147,7 +2240,8 @@ fn re_entrant_joins_hold_when_granted_and_the_last_release_hands_on() {
     assert_eq!(l.depth(), 2);
     assert_eq!(l.release(T), Release::StillHeld { depth: 1 });
     assert!(sent(&mut l).is_empty());
-    let op = release_expecting(&mut l, &grant_line(D9, &[], &ours(7)));
+    // D9 heard that we held from the grant's writer (a notice): a plain delete hands on.
+    let op = release_expecting(&mut l, &told_line(&[D9], &ours(7)));
     l.handle_reply(T, op, multi_ok());
     assert_eq!(events(&mut l), vec![LockEvent::Released]);
 }
@@ -2164,11 +2258,10 @@ fn a_waiter_behind_one_blocker_keeps_its_successors_from_that_listing() {
     l.handle_reply(T, create, created(&ours(7), 70));
     l.handle_reply(T, list, children(&[&ours(7), "_c_b-lock-0000000005", D9]));
     let w = sent(&mut l);
-    l.handle_reply(T, w[0].0, data(b""));
+    l.handle_reply(T, w[0].0, Ok(Response::Empty));
     l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
-    let turn = sent(&mut l);
-    l.handle_reply(T, turn[0].0, data(b""));
     assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
+    assert!(sent(&mut l).is_empty(), "no read: our node's watch is live");
     assert!(!l.held_by_grant());
     let op = release_expecting(&mut l, &grant_line(D9, &[], &ours(7)));
     l.handle_reply(T, op, multi_ok());
@@ -2182,7 +2275,7 @@ fn a_waiter_behind_one_blocker_keeps_its_successors_from_that_listing() {
     l.handle_reply(T, create, created(&ours(7), 70));
     l.handle_reply(T, list, children(&[&ours(7), "_c_b-lock-0000000005", D9]));
     let w = sent(&mut l);
-    l.handle_reply(T, w[0].0, data(b""));
+    l.handle_reply(T, w[0].0, Ok(Response::Empty));
     l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
     assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
     assert!(sent(&mut l).is_empty());
@@ -2203,10 +2296,8 @@ fn a_waiter_behind_one_blocker_keeps_its_successors_from_that_listing() {
         ]),
     );
     let w = sent(&mut l);
-    l.handle_reply(T, w[0].0, data(b""));
+    l.handle_reply(T, w[0].0, Ok(Response::Empty));
     l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
-    let turn = sent(&mut l);
-    l.handle_reply(T, turn[0].0, data(b""));
     let relist = sent(&mut l);
     assert_eq!(relist[0].1, format!("list {DIR}"));
     // _c_c went meanwhile, _c_d came.
@@ -2216,7 +2307,7 @@ fn a_waiter_behind_one_blocker_keeps_its_successors_from_that_listing() {
         children(&[&ours(7), "_c_a-lock-0000000003", D9]),
     );
     let w = sent(&mut l);
-    l.handle_reply(T, w[0].0, data(b""));
+    l.handle_reply(T, w[0].0, Ok(Response::Empty));
     l.handle_watch(T, w[0].0, &deleted(&path("_c_a-lock-0000000003")));
     assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
     release_expecting(&mut l, &grant_line(D9, &[], &ours(7)));
@@ -2256,7 +2347,7 @@ fn a_blocker_counts_through_the_watch_the_waiter_keeps_on_it_now() {
     l.handle_reply(T, create, created(&ours(7), 70));
     l.handle_reply(T, list, children(&[&ours(7), "_c_b-lock-0000000005"]));
     let w1 = sent(&mut l);
-    assert_eq!(w1[0].1, format!("await {}", path("_c_b-lock-0000000005")));
+    assert_eq!(w1[0].1, await_line("_c_b-lock-0000000005", &ours(7), 70));
     // Its reply is lost (the server may have set the watch all the same).
     l.handle_reply(T, w1[0].0, Err(Error::ConnectionLoss));
     reconnect(&mut l);
@@ -2273,20 +2364,16 @@ fn a_blocker_counts_through_the_watch_the_waiter_keeps_on_it_now() {
     }
     l.handle_reply(T, list, children(&[&ours(7), "_c_b-lock-0000000005"]));
     let w2 = sent(&mut l);
-    assert_eq!(w2[0].1, format!("await {}", path("_c_b-lock-0000000005")));
+    assert_eq!(w2[0].1, await_line("_c_b-lock-0000000005", &ours(7), 70));
     assert_ne!(w1[0].0, w2[0].0);
+    l.handle_reply(T, w2[0].0, Ok(Response::Empty));
     // The older watch fires: not the one the waiter keeps.
     l.handle_watch(T, w1[0].0, &deleted(&path("_c_b-lock-0000000005")));
     assert!(sent(&mut l).is_empty() && events(&mut l).is_empty());
-    // The newer one finds the blocker gone: it was the only one, so we hold (the
-    // turn read arms our own-node watch on the way).
-    l.handle_reply(T, w2[0].0, code(ErrorCode::NoNode));
-    let turn = sent(&mut l);
-    assert_eq!(
-        turn.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
-        [format!("watch {}", path(&ours(7)))]
-    );
-    l.handle_reply(T, turn[0].0, data(b""));
+    // The newer one fires: the blocker was the only one, so we hold (our own node's
+    // watch, armed with it, is live: no read).
+    l.handle_watch(T, w2[0].0, &deleted(&path("_c_b-lock-0000000005")));
+    assert!(sent(&mut l).is_empty());
     assert!(matches!(
         events(&mut l)[..],
         [LockEvent::Acquired {
@@ -2302,18 +2389,99 @@ fn without_own_watch() -> Lock {
     lock_with(c)
 }
 
-/// Without the own-node watch, a waiter watches its blocker's data: the grant written
-/// into the blocker wakes it while the blocker holds (it reads the grant then, off the
-/// handoff), and the blocker's deletion alone hands it the lock — no turn read. The
-/// grant's names after ours are our successors: we hand the lock on to them.
+/// An exclusive waiter hears through its own node's watch (armed with its blocker's
+/// deletion watch, in one request) the notice a holder's release writes into it: "your
+/// blocker holds from this write on". It reads the notice while its blocker holds, and
+/// the blocker's deletion alone then hands it the lock — no read after it, no listing.
+/// The notice's names after ours are our successors. With the own-node watch or
+/// without: the same requests (without it, the read does not watch again).
 #[test]
-fn without_the_own_node_watch_a_granted_blocker_hands_over_on_its_deletion_alone() {
-    let mut l = without_own_watch();
-    let (create, list) = start(&mut l, None);
-    l.handle_reply(T, create, created(&ours(7), 70));
+fn a_notice_in_our_node_makes_the_blockers_deletion_our_turn() {
     let b5 = "_c_b-lock-0000000005";
     let c9 = "_c_c-lock-0000000009";
+    let d11 = "_c_d-lock-0000000011";
+    for own_watch in [true, false] {
+        let mut c = config(LockKind::Exclusive);
+        c.watch_own_node = own_watch;
+        let mut l = lock_with(c);
+        let (create, list) = start(&mut l, None);
+        l.handle_reply(T, create, created(&ours(7), 70));
+        l.handle_reply(T, list, children(&[&ours(7), "_c_a-lock-0000000003", b5]));
+        let w = sent(&mut l);
+        assert_eq!(
+            w.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+            [await_line(b5, &ours(7), 70)],
+            "the predecessor only (no herd) and our own node, one request"
+        );
+        l.handle_reply(T, w[0].0, Ok(Response::Empty));
+        assert!(sent(&mut l).is_empty() && events(&mut l).is_empty());
+        // _c_a releases: it grants _c_b and tells us that _c_b holds.
+        l.handle_watch(T, w[0].0, &changed(&path(&ours(7))));
+        let read = sent(&mut l);
+        let verb = if own_watch { "watch" } else { "read" };
+        assert_eq!(
+            read.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+            [format!("{verb} {}", path(&ours(7)))]
+        );
+        let mut notice = NOTICE.to_vec();
+        for name in [b5, c9, d11] {
+            notice.push(b'\n');
+            notice.extend_from_slice(name.as_bytes());
+        }
+        l.handle_reply(T, read[0].0, data_at(&notice, 1));
+        assert!(sent(&mut l).is_empty() && events(&mut l).is_empty());
+        // _c_b releases (with a notice to _c_c that we hold): its deletion is our turn.
+        l.handle_watch(T, w[0].0, &deleted(&path(b5)));
+        assert_eq!(
+            events(&mut l),
+            vec![LockEvent::Acquired {
+                fencing_token: 70,
+                node: ours(7)
+            }]
+        );
+        assert!(sent(&mut l).is_empty(), "no read after it, no listing");
+        assert!(l.held_by_grant(), "handed on by the holder");
+        l.release(T);
+        assert_eq!(lines(&mut l), [told_line(&[c9, d11], &ours(7))]);
+    }
+
+    // The blocker goes while the read of the notice is on its way: the read decides.
+    let mut l = lock(LockKind::Exclusive);
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, created(&ours(7), 70));
     l.handle_reply(T, list, children(&[&ours(7), "_c_a-lock-0000000003", b5]));
+    let w = sent(&mut l);
+    l.handle_reply(T, w[0].0, Ok(Response::Empty));
+    l.handle_watch(T, w[0].0, &changed(&path(&ours(7))));
+    let read = sent(&mut l);
+    l.handle_watch(T, w[0].0, &deleted(&path(b5)));
+    assert!(sent(&mut l).is_empty() && events(&mut l).is_empty());
+    let mut notice = NOTICE.to_vec();
+    notice.extend_from_slice(format!("\n{b5}").as_bytes());
+    l.handle_reply(T, read[0].0, data_at(&notice, 1));
+    assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
+    assert!(sent(&mut l).is_empty());
+}
+
+fn writer(n: &str) -> String {
+    format!("_c_{ID}-__WRIT__{n}")
+}
+
+/// Without the own-node watch, a write-lock waiter watches its blocker's data: the
+/// grant written into the blocker wakes it while the blocker holds (it reads the grant
+/// then, off the handoff), and the blocker's deletion alone hands it the lock — no turn
+/// read. The grant's names after ours are our successors.
+#[test]
+fn without_the_own_node_watch_a_granted_blocker_hands_over_on_its_deletion_alone() {
+    let mut c = config(LockKind::Write);
+    c.watch_own_node = false;
+    let mut l = lock_with(c);
+    let me = writer("0000000007");
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, created(&me, 70));
+    let b5 = "_c_b-__WRIT__0000000005";
+    let c9 = "_c_c-__WRIT__0000000009";
+    l.handle_reply(T, list, children(&[&me, "_c_a-__WRIT__0000000003", b5]));
     let w = sent(&mut l);
     assert_eq!(
         w.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
@@ -2327,7 +2495,7 @@ fn without_the_own_node_watch_a_granted_blocker_hands_over_on_its_deletion_alone
     let w2 = sent(&mut l);
     assert_eq!(w2.len(), 1);
     assert_eq!(w2[0].1, format!("watch {}", path(b5)));
-    l.handle_reply(T, w2[0].0, grant(&[&ours(7), c9]));
+    l.handle_reply(T, w2[0].0, grant(&[&me, c9]));
     assert!(sent(&mut l).is_empty() && events(&mut l).is_empty());
     // _c_b releases: its deletion is our turn, and nothing needs reading.
     l.handle_watch(T, w2[0].0, &deleted(&path(b5)));
@@ -2335,13 +2503,13 @@ fn without_the_own_node_watch_a_granted_blocker_hands_over_on_its_deletion_alone
         events(&mut l),
         vec![LockEvent::Acquired {
             fencing_token: 70,
-            node: ours(7)
+            node: me.clone()
         }]
     );
     assert!(sent(&mut l).is_empty(), "no turn read, no listing");
     assert!(l.held_by_grant(), "handed on by the holder");
     l.release(T);
-    assert_eq!(lines(&mut l), [grant_line(c9, &[], &ours(7))]);
+    assert_eq!(lines(&mut l), [grant_line(c9, &[], &me)]);
 }
 
 /// What is not a grant in the blocker (a revocation aimed at it, a grant at version 0
@@ -2350,16 +2518,19 @@ fn without_the_own_node_watch_a_granted_blocker_hands_over_on_its_deletion_alone
 /// leads to the turn read too.
 #[test]
 fn without_the_own_node_watch_only_a_grant_in_the_blocker_skips_the_turn_read() {
-    let b5 = "_c_b-lock-0000000005";
+    let b5 = "_c_b-__WRIT__0000000005";
+    let me = writer("0000000007");
     for (what, reread) in [
         ("a revocation", data_at(b"__REVOKE__", 1)),
         ("a grant no holder wrote", data_at(GRANT, 0)),
         ("gone before it was read", code(ErrorCode::NoNode)),
     ] {
-        let mut l = without_own_watch();
+        let mut c = config(LockKind::Write);
+        c.watch_own_node = false;
+        let mut l = lock_with(c);
         let (create, list) = start(&mut l, None);
-        l.handle_reply(T, create, created(&ours(7), 70));
-        l.handle_reply(T, list, children(&[&ours(7), "_c_a-lock-0000000003", b5]));
+        l.handle_reply(T, create, created(&me, 70));
+        l.handle_reply(T, list, children(&[&me, "_c_a-__WRIT__0000000003", b5]));
         let w = sent(&mut l);
         l.handle_reply(T, w[0].0, data(b""));
         l.handle_watch(T, w[0].0, &changed(&path(b5)));
@@ -2374,7 +2545,7 @@ fn without_the_own_node_watch_only_a_grant_in_the_blocker_skips_the_turn_read() 
         let turn = sent(&mut l);
         assert_eq!(
             turn.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
-            [format!("read {}", path(&ours(7)))],
+            [format!("read {}", path(&me))],
             "{what}: the turn read"
         );
         l.handle_reply(T, turn[0].0, data(b""));
@@ -2386,17 +2557,33 @@ fn without_the_own_node_watch_only_a_grant_in_the_blocker_skips_the_turn_read() 
 /// (`removeWatches`): watched again, not waited on forever.
 #[test]
 fn a_removed_blocker_watch_is_set_again() {
-    let b5 = "_c_b-lock-0000000005";
-    for own_watch in [true, false] {
-        let mut c = config(LockKind::Exclusive);
+    for (kind, own_watch) in [
+        (LockKind::Exclusive, true),
+        (LockKind::Exclusive, false),
+        (LockKind::Write, true),
+        (LockKind::Write, false),
+    ] {
+        let exclusive = kind == LockKind::Exclusive;
+        let (me, a3, b5) = if exclusive {
+            (ours(7), "_c_a-lock-0000000003", "_c_b-lock-0000000005")
+        } else {
+            (
+                writer("0000000007"),
+                "_c_a-__WRIT__0000000003",
+                "_c_b-__WRIT__0000000005",
+            )
+        };
+        let mut c = config(kind);
         c.watch_own_node = own_watch;
         let mut l = lock_with(c);
         let (create, list) = start(&mut l, None);
-        l.handle_reply(T, create, created(&ours(7), 70));
-        l.handle_reply(T, list, children(&[&ours(7), "_c_a-lock-0000000003", b5]));
+        l.handle_reply(T, create, created(&me, 70));
+        l.handle_reply(T, list, children(&[&me, a3, b5]));
         let w = sent(&mut l);
         l.handle_reply(T, w[0].0, data(b""));
-        let removed = if own_watch {
+        // A children watch on the blocker (with our own node's data watch, or alone),
+        // or, for a write lock without the own-node watch, a data watch.
+        let removed = if exclusive || own_watch {
             EventType::ChildWatchRemoved
         } else {
             EventType::DataWatchRemoved
@@ -2412,7 +2599,7 @@ fn a_removed_blocker_watch_is_set_again() {
         assert_eq!(
             lines(&mut l),
             [w[0].1.clone()],
-            "own-node watch {own_watch}: the same watch again"
+            "{kind:?}, own-node watch {own_watch}: the same watch again"
         );
     }
 }

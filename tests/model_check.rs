@@ -1478,8 +1478,10 @@ fn exclusive_lock() {
         locks(2, 1, &[X, X]),
         faults(0, 0, 0, 1),
     );
-    // Three contenders: the third waits behind a waiter that is handed the lock by a
-    // grant, reads that grant and takes over on its deletion alone.
+    // Three contenders: the first's release grants the second and tells the third
+    // (a notice) that the second holds; the third takes over on the second's deletion
+    // alone.
+    check("exclusive_3c", locks(3, 1, &[X, X, X]), faults(0, 0, 0, 0));
     check(
         "exclusive_3c_unwatched",
         unwatched(locks(3, 1, &[X, X, X])),

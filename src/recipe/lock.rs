@@ -17,14 +17,18 @@
 //!    write locks; every lower writer for read locks.
 //! 3. No blocker: acquired. Otherwise a watch on the nearest blocker only (the
 //!    predecessor; for a reader the highest lower writer) — no herd. It is a children
-//!    watch (`getChildren(watch)` on the blocker, which has no children): it fires on
-//!    the blocker's deletion and, unlike a data watch, not when someone writes the
-//!    blocker's data (a grant handed to it, a revocation aimed at it).
+//!    watch on the blocker (which has no children): it fires on the blocker's deletion
+//!    and, unlike a data watch, not when someone writes the blocker's data (a grant
+//!    handed to it, a revocation aimed at it). An **exclusive** waiter (not revocable)
+//!    arms it together with a data watch on its *own* node, in one `SetWatches2`
+//!    relative to its node's creation zxid (each fires at once if its node changed
+//!    since: the blocker gone, our node written): the own-node watch costs no request,
+//!    and through it the waiter hears what a releasing holder writes into its node.
 //! 4. **Grant on release.** A holder of an exclusive or write lock knows the contenders
 //!    that follow it (from the listing that made it holder, or the one that showed a
-//!    single blocker left, or from the grant that made it holder): nothing can ever sort
-//!    between two of them, since sequence numbers only grow. It releases with one
-//!    `multi` { `setData(successor, GRANT + the names after it, version 0)`,
+//!    single blocker left, or from the grant or notice that made it holder): nothing
+//!    can ever sort between two of them, since sequence numbers only grow. It releases
+//!    with one `multi` { `setData(successor, GRANT + the names after it, version 0)`,
 //!    `delete(own)` }: one write hands the lock on. The version check keeps the grant
 //!    off a node someone wrote meanwhile (a revocation); a successor that left makes
 //!    the whole `multi` fail, and a plain `delete` follows. The tail carried in the
@@ -35,25 +39,40 @@
 //!    when any of them left, and readers behind the first wake on the writer's deletion
 //!    anyway. Curator contenders are unaffected: a Curator waiter ignores the data
 //!    written into its node and takes over on our node's deletion, as it always does.
-//! 5. **The turn read.** When the watched blocker goes, a waiter reads its own node
-//!    (`getData`, arming the own-node watch a holder keeps): a grant there means we hold
-//!    — no listing, O(1) bytes whatever the queue's length; otherwise, if that blocker
-//!    was the only one, we hold too (our node is still there, lower sequence numbers
-//!    never come back); otherwise list again. The read also proves our node was not
-//!    deleted by someone else while we waited. Without the own-node watch and with a
-//!    single blocker, we hold without the read, as before.
 //!
-//!    **Without the own-node watch, no turn read.** Such a waiter (exclusive, read,
-//!    write) watches its blocker with a *data* watch (`getData(watch)`) instead: the
+//!    **Notices (exclusive locks).** The same `multi` also writes a [`NOTICE`] into the
+//!    contender after the successor: "the successor holds from this write on" (the
+//!    writer deletes itself in it; everything below it is gone; nothing sorts between
+//!    them). That contender reads it while the successor holds — off the handoff — and
+//!    the successor's deletion alone then hands it the lock: one write and one
+//!    notification per handoff, with the own-node watch kept. A holder made by a grant
+//!    or a notice writes no grant (its successor was told by the same write that told
+//!    it), only the next notice: in a steady chain every release is {notice, delete}.
+//! 5. **When the blocker goes.** A waiter whose blocker was told to hold (a notice
+//!    naming it, read in our node) holds. A waiter whose own-node watch is live (armed
+//!    and not fired) knows that nothing was written into its node (a grant or a notice
+//!    written with the blocker's deletion would have fired it first: a `multi`'s
+//!    notifications come in the order of its ops): if the blocker was the only one it
+//!    holds, otherwise it lists again — no read. A read of our node on its way when
+//!    the blocker goes decides (a grant: we hold). Otherwise (the read-then-list path
+//!    of readers, writers and revocable locks) the **turn read**: a waiter reads its
+//!    own node (`getData`, arming the own-node watch a holder keeps): a grant there
+//!    means we hold — no listing, O(1) bytes whatever the queue's length; otherwise, if
+//!    that blocker was the only one, we hold too (our node is still there, lower
+//!    sequence numbers never come back); otherwise list again. The read also proves our
+//!    node was not deleted by someone else while we waited. Without the own-node watch
+//!    and with a single blocker, we hold without the read, as before.
+//!
+//!    **Without the own-node watch (read and write locks), no turn read.** Such a
+//!    waiter watches its blocker with a *data* watch (`getData(watch)`) instead: the
 //!    grant the blocker receives wakes it while the blocker holds, it reads the grant
-//!    then — off the handoff — and the blocker's deletion alone hands it the lock: one
-//!    write and one notification per handoff. A grant in the blocker proves it held
-//!    (only a holder's release writes one, into its successor, and lower sequence
-//!    numbers never come back); anything else written there (a revocation, a version-0
-//!    "grant") proves nothing, and its deletion leads to the turn read as before. The
-//!    names the grant carries after ours are our successors. With the own-node watch
-//!    the turn read stays: it is what arms that watch, and arming it separately would
-//!    cost a request per acquisition (6 instead of 5).
+//!    then — off the handoff — and the blocker's deletion alone hands it the lock. A
+//!    grant in the blocker proves it held (only a holder's release writes one, into its
+//!    successor, and lower sequence numbers never come back); anything else written
+//!    there (a revocation, a version-0 "grant") proves nothing, and its deletion leads
+//!    to the turn read as before. The names the grant carries after ours are our
+//!    successors. (An exclusive waiter does better with the notice, with the own-node
+//!    watch or without it.)
 //! 6. A holder watches its own node (unless disabled) and reports its deletion by
 //!    someone else as `Lost` and, for revocable locks, `unlock` (or Curator's
 //!    `__REVOKE__`) written into it as `RevocationRequested`. A holder made by a
@@ -74,10 +93,12 @@
 //!
 //! Requests per acquisition: 3 uncontended, with the own-node watch or without
 //! (create, list, delete: the listing's directory watch stands in for the own-node
-//! watch; one more read if the directory changes while we hold); 5 for a waiter handed
-//! the lock by a grant (create, list, blocker watch, turn read, release — without the
-//! own-node watch: create, list, blocker watch, the blocker's grant read, release); a
-//! waiter that is not granted lists once more.
+//! watch; one more read if the directory changes while we hold). An exclusive waiter:
+//! 5 — create, list, the `SetWatches2` of both watches, the read of the notice (or the
+//! grant) written into its node, release; at a chain's end (its blocker released with
+//! no word for it) the read is a listing instead, and behind a single blocker there is
+//! neither: 4. A read or write waiter handed the lock by a grant: 5 (create, list,
+//! blocker watch, turn read, release); one that is not granted lists once more.
 //!
 //! # Liveness: every attempt ends, nothing is left behind
 //!
@@ -153,6 +174,13 @@ pub const CURATOR_REVOKE: &[u8] = b"__REVOKE__";
 /// What a releasing holder writes into its successor's node (followed by the names of
 /// the successors after it, one per line): "every node below yours is gone, you hold".
 pub const GRANT: &[u8] = b"__GRANT__";
+/// What a releasing exclusive holder writes, in the same `multi` as its grant and its
+/// delete, into the contender *after* its successor (followed by the successor's name,
+/// then the names after the receiver, one per line): "your predecessor holds the lock
+/// as of this write; when it goes, you hold". The receiver, which watches its own
+/// node's data, reads it while its predecessor holds, and takes over on that
+/// predecessor's deletion with no read.
+pub const NOTICE: &[u8] = b"__NEXT__";
 /// How many successors a holder keeps from its listing to hand the lock on: the grant
 /// carries the rest of them, so a chain of grants runs this long without any listing.
 pub const MAX_SUCCESSORS: usize = 128;
@@ -166,6 +194,47 @@ fn grant_data(tail: &[String]) -> Bytes {
         v.extend_from_slice(name.as_bytes());
     }
     Bytes::from(v)
+}
+
+/// The notice data for the contender after `holder`: [`NOTICE`], `holder`, then `tail`.
+fn notice_data(holder: &str, tail: &[String]) -> Bytes {
+    let mut v = Vec::with_capacity(
+        NOTICE.len() + holder.len() + 1 + tail.iter().map(|n| n.len() + 1).sum::<usize>(),
+    );
+    v.extend_from_slice(NOTICE);
+    for name in core::iter::once(holder).chain(tail.iter().map(String::as_str)) {
+        v.push(b'\n');
+        v.extend_from_slice(name.as_bytes());
+    }
+    Bytes::from(v)
+}
+
+/// A notice found in our node: the sequence number of the contender it says holds
+/// (our predecessor, by its writer's listing) and the successors after us; `None` if
+/// the data is no notice. Like a grant, only a write puts one there (version ≥ 1).
+fn parse_notice(data: &[u8], version: i32, ours: &str) -> Option<(i64, Vec<String>)> {
+    let rest = data.strip_prefix(NOTICE).filter(|_| version >= 1)?;
+    let rest = rest.strip_prefix(b"\n")?;
+    let (holder, tail) = match rest.iter().position(|b| *b == b'\n') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, &[][..]),
+    };
+    let holder = core::str::from_utf8(holder).ok()?;
+    if !contender::may_be_granted(holder)
+        || contender::order_key(holder)? >= contender::order_key(ours)?
+    {
+        return None;
+    }
+    let mut grant = Vec::with_capacity(GRANT.len() + tail.len());
+    grant.extend_from_slice(GRANT);
+    grant.extend_from_slice(tail);
+    let tail = parse_grant(&grant, version, ours)?;
+    Some((seq_number(holder)?, tail))
+}
+
+/// A contender's sequence number (unique in its directory).
+fn seq_number(name: &str) -> Option<i64> {
+    contender::order_key(name).and_then(|(seq, _)| seq.parse().ok())
 }
 
 /// The successors a grant found in our node hands on, or `None` if the data is no
@@ -281,15 +350,17 @@ pub struct LockConfig {
     /// Watch our own node while waiting too, and report `unlock` written into it.
     pub revocable: bool,
     /// Watch our own node while holding to notice its deletion by someone else: `Lost`
-    /// while holding; a waiter learns it at its turn read (`Failed`). Costs at most one
-    /// read per hold, often none: a holder by grant has the watch from its turn read; a
-    /// holder by listing starts with the listing's children watch on the directory
-    /// standing in, and reads its node only once the directory changes. On by default;
-    /// off saves that read and the directory watch, but such a deletion then goes
-    /// unnoticed until the session ends. Off also makes the handoff faster: a waiter
-    /// reads the grant in its blocker while the blocker holds, and takes over on the
-    /// blocker's deletion alone, with no turn read (one write and one notification per
-    /// handoff; see the module docs, protocol step 5).
+    /// while holding; a waiter learns it from that watch (exclusive) or at its turn
+    /// read (`Failed`). Costs at most one read per hold, often none: an exclusive
+    /// waiter arms it with its blocker's watch in one request; a holder by grant has it
+    /// from its turn read; a holder by listing starts with the listing's children
+    /// watch on the directory standing in, and reads its node only once the directory
+    /// changes. On by default; off saves that read and the directory watch, but such a
+    /// deletion then goes unnoticed until the session ends. For read and write locks
+    /// off also makes the handoff faster: a waiter reads the grant in its blocker while
+    /// the blocker holds, and takes over on the blocker's deletion alone, with no turn
+    /// read (see the module docs, protocol step 5); an exclusive lock hands over that
+    /// fast either way (the notice, step 4).
     pub watch_own_node: bool,
     /// Re-entrant: `acquire` on a held lock adds a level, `release` removes one; the
     /// node goes with the last level.
@@ -766,8 +837,14 @@ pub struct Lock {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Watching {
     Name(String),
-    /// A deletion watch (children watch on the blocker).
-    Op(OpId),
+    /// A deletion watch (children watch on the blocker), and the blocker's sequence
+    /// number (-1 if unknown): a notice naming it says it holds.
+    Op(OpId, i64),
+    /// The same deletion watch and a data watch on our own node, armed together by one
+    /// `SetWatches2` (an exclusive waiter's: see the module docs, step 3).
+    Both(OpId, i64),
+    /// That blocker went while a read of our own node was on its way: the read decides.
+    Gone(i64),
     /// A data watch (the fast handoff, see [`LockConfig::watch_own_node`]): the
     /// blocker's name is kept to read the grant written into it.
     Data(OpId, String),
@@ -776,8 +853,18 @@ enum Watching {
 impl Watching {
     fn op(&self) -> Option<OpId> {
         match self {
-            Watching::Name(_) => None,
-            Watching::Op(op) | Watching::Data(op, _) => Some(*op),
+            Watching::Name(_) | Watching::Gone(_) => None,
+            Watching::Op(op, _) | Watching::Both(op, _) | Watching::Data(op, _) => Some(*op),
+        }
+    }
+
+    /// The blocker's sequence number, if a notice can name it.
+    fn seq(&self) -> Option<i64> {
+        match self {
+            Watching::Op(_, seq) | Watching::Both(_, seq) | Watching::Gone(seq) if *seq >= 0 => {
+                Some(*seq)
+            }
+            _ => None,
         }
     }
 }
@@ -875,8 +962,9 @@ impl Lock {
     }
 
     /// Was the current (or last) hold handed to us by the previous holder — its grant
-    /// read in our node or (without the own-node watch) in our blocker's before it
-    /// went — rather than decided from a listing or a blocker's deletion alone?
+    /// or a notice read in our node, or (read and write locks without the own-node
+    /// watch) a grant in our blocker's before it went — rather than decided from a
+    /// listing or a blocker's deletion alone?
     pub fn held_by_grant(&self) -> bool {
         self.by_grant
     }
@@ -1095,7 +1183,26 @@ impl Lock {
         if need & BLOCKER != 0 && self.state == State::Waiting {
             if let Some(Watching::Name(b)) = &self.watching {
                 let path = self.dir_path(b);
-                if self.fast_handoff() {
+                let seq = seq_number(b).unwrap_or(-1);
+                let own = self.node.as_ref().map(|(n, czxid)| (self.dir_path(n), *czxid));
+                if let (true, Some((own, czxid))) = (self.notified_waiting(), own) {
+                    // One request arms both watches: the blocker's deletion (a children
+                    // watch) and our own node's data (a grant or a notice lands
+                    // there), each firing at once if it changed after our node's
+                    // creation.
+                    let op = self.outbox.send(
+                        Purpose::Blocker,
+                        Request::SetWatches2(SetWatches2 {
+                            relative_zxid: czxid,
+                            data_watches: alloc::vec![own],
+                            child_watches: alloc::vec![path],
+                            ..SetWatches2::default()
+                        }),
+                    );
+                    self.watching = Some(Watching::Both(op, seq));
+                    self.own_armed = true;
+                    self.own_live = false; // until the server answers
+                } else if self.fast_handoff() {
                     // A data watch: the grant written into our blocker wakes us (we
                     // read it while the blocker holds), and then its deletion alone
                     // hands the lock on.
@@ -1114,7 +1221,7 @@ impl Lock {
                         Purpose::Blocker,
                         Request::GetChildren(PathWatch { path, watch: true }),
                     );
-                    self.watching = Some(Watching::Op(op));
+                    self.watching = Some(Watching::Op(op, seq));
                 }
             }
         }
@@ -1127,7 +1234,8 @@ impl Lock {
                 );
             }
         }
-        if need & OWN != 0 && self.wants_own_watch() {
+        let notified = self.state == State::Waiting && self.notified_waiting();
+        if need & OWN != 0 && (self.wants_own_watch() || notified) {
             self.read_own(Purpose::Own);
         }
         if need & TURN != 0 && self.state == State::Waiting {
@@ -1142,20 +1250,33 @@ impl Lock {
                     Some(Finish::Released) if !self.grant_failed => self.successors.first(),
                     _ => None,
                 };
-                match successor {
-                    Some(next) => {
-                        let grant = SetDataRequest {
+                let exclusive = self.config.kind == LockKind::Exclusive;
+                let mut ops = Vec::new();
+                if let Some(next) = successor {
+                    // An exclusive holder handed the lock by a grant or a notice: the
+                    // same write told our successor that we hold, so its deletion watch
+                    // hands it the lock; no grant.
+                    if !(exclusive && self.by_grant) {
+                        ops.push(MultiOp::SetData(SetDataRequest {
                             path: self.dir_path(next),
                             data: grant_data(&self.successors[1..]),
                             version: 0,
-                        };
-                        let ops = alloc::vec![
-                            MultiOp::SetData(grant),
-                            MultiOp::Delete(DeleteRequest { path, version: -1 }),
-                        ];
+                        }));
+                    }
+                    if let (true, Some(after)) = (exclusive, self.successors.get(1)) {
+                        ops.push(MultiOp::SetData(SetDataRequest {
+                            path: self.dir_path(after),
+                            data: notice_data(next, &self.successors[2..]),
+                            version: 0,
+                        }));
+                    }
+                }
+                match ops.is_empty() {
+                    false => {
+                        ops.push(MultiOp::Delete(DeleteRequest { path, version: -1 }));
                         self.outbox.send(Purpose::Grant, Request::Multi(ops));
                     }
-                    None => {
+                    true => {
                         self.outbox.send(
                             Purpose::Delete,
                             Request::Delete(DeleteRequest { path, version: -1 }),
@@ -1237,7 +1358,16 @@ impl Lock {
     /// write and one notification per handoff, no turn read (which today also arms the
     /// own-node watch: with that watch, the turn read stays).
     fn fast_handoff(&self) -> bool {
-        !self.watches_own() && self.config.kind.is_granted_to()
+        !self.watches_own()
+            && self.config.kind.is_granted_to()
+            && self.config.kind != LockKind::Exclusive
+    }
+
+    /// An exclusive waiter (not revocable: that one watches its node from creation)
+    /// arms the watch on its blocker and a data watch on its own node in one request,
+    /// and hears through the latter the grant or the notice a holder's release writes.
+    fn notified_waiting(&self) -> bool {
+        self.config.kind == LockKind::Exclusive && !self.config.revocable
     }
 
     /// Is a watch on our own node wanted now? A holder's (unless disabled), to notice
@@ -1336,11 +1466,15 @@ impl Lock {
         if self.state != State::Waiting || self.watching_op() != Some(op) {
             return;
         }
-        self.watching = None;
+        let seq = self.watching.take().and_then(|w| w.seq()).unwrap_or(-1);
         let own_known = self.own_live || !self.watches_own();
         if (self.blockers == 1 || self.blocker_holds) && own_known {
             self.acquired(); // lower sequence numbers never come back
             self.by_grant = self.blocker_holds; // handed on by a holder
+        } else if self.outbox.any(|p| *p == Purpose::Own) {
+            // Our node's data changed (a notice, a grant?) and the read is on its way:
+            // it decides.
+            self.watching = Some(Watching::Gone(seq));
         } else if self.config.kind.is_granted_to() && !self.own_live {
             // Its holder may have granted us the lock (a grant written with the
             // deletion would have fired a live own-node watch first): read our node.
@@ -1661,7 +1795,7 @@ impl Lock {
                 event_type,
                 EventType::NodeDataChanged | EventType::DataWatchRemoved
             ),
-            Some(Watching::Op(current)) if current == op => {
+            Some(Watching::Op(current, _) | Watching::Both(current, _)) if current == op => {
                 event_type == EventType::ChildWatchRemoved
             }
             _ => false,
@@ -1676,15 +1810,27 @@ impl Lock {
         if self.watching_op() != Some(op) {
             return; // an older blocker
         }
+        let both = matches!(self.watching, Some(Watching::Both(..)));
         match result {
             Ok(Response::Data { data, stat }) => {
                 self.retry.succeeded(); // armed: wait for the watch
                 self.blocker_data(&data, &stat);
             }
-            Ok(_) => self.retry.succeeded(), // armed: wait for the watch
+            Ok(_) => {
+                self.retry.succeeded(); // armed: wait for the watch
+                if both {
+                    // Both watches are on the server now (unless one fired at once:
+                    // its event follows this reply, and clears this).
+                    self.own_live = self.own_armed;
+                }
+            }
             Err(Error::Server(ErrorCode::NoNode)) => self.blocker_gone(op),
             Err(e) if e.is_retryable() => {
                 self.watching = None;
+                if both {
+                    self.own_armed = false; // nothing was armed
+                    self.own_live = false;
+                }
                 self.again(now, LIST);
             }
             Err(e) if e.ends_session() => {}
@@ -1729,6 +1875,22 @@ impl Lock {
                 self.granted(tail);
             }
         }
+        if matches!(self.state, State::Creating | State::Waiting)
+            && self.config.kind == LockKind::Exclusive
+        {
+            let notice = self
+                .node
+                .as_ref()
+                .and_then(|(ours, _)| parse_notice(data, stat.version, ours));
+            // Only about the blocker we wait for (or that just went): the notice's
+            // writer deleted itself as it wrote, so that blocker holds from then on.
+            if let Some((holder, tail)) = notice {
+                if self.watching.as_ref().and_then(Watching::seq) == Some(holder) {
+                    self.blocker_holds = true;
+                    self.successors = tail;
+                }
+            }
+        }
     }
 
     /// The turn read: granted, or (the only blocker gone) held, or list again.
@@ -1764,11 +1926,16 @@ impl Lock {
     /// The release that hands on: done, or (successor gone or written meanwhile) a
     /// plain delete.
     fn on_grant(&mut self, now: Instant, result: Result<Response, Error>) {
+        // Our delete is the last op.
+        let last = match &result {
+            Ok(Response::Multi(results)) => results.len().saturating_sub(1),
+            _ => usize::MAX,
+        };
         match (multi_failure(&result), result) {
             (None, Ok(Response::Multi(_))) => self.done(),
             (None, Err(e)) if e.is_retryable() || e.ends_session() => self.on_delete(now, Err(e)),
             // Our own delete failed (nothing applied): as a plain delete's answer.
-            (Some((1, code)), _) => self.on_delete(now, Err(Error::Server(code))),
+            (Some((at, code)), _) if at == last => self.on_delete(now, Err(Error::Server(code))),
             _ => {
                 self.grant_failed = true;
                 self.need |= DELETE;
@@ -1780,12 +1947,23 @@ impl Lock {
         match result {
             Ok(Response::Data { data, stat }) => self.own_data(&data, &stat),
             Ok(_) => {}
-            Err(Error::Server(ErrorCode::NoNode)) => self.own_node_gone(now),
+            Err(Error::Server(ErrorCode::NoNode)) => return self.own_node_gone(now),
             Err(e) if e.is_retryable() => {
                 self.own_armed = false;
-                self.again(now, OWN);
+                return self.again(now, OWN); // the next read decides
             }
             Err(_) => self.own_armed = false,
+        }
+        if self.state == State::Waiting && matches!(self.watching, Some(Watching::Gone(_))) {
+            // Our blocker went while this read was on its way. Our node is there (or
+            // the session ended: its change decides).
+            self.watching = None;
+            if self.blocker_holds || self.blockers == 1 {
+                self.acquired(); // lower sequence numbers never come back
+                self.by_grant = self.blocker_holds;
+            } else {
+                self.need |= LIST;
+            }
         }
     }
 
@@ -1892,6 +2070,9 @@ impl Recipe for Lock {
                 self.own_armed = false;
                 self.own_live = false;
                 self.arm_own();
+                if self.state == State::Waiting && self.notified_waiting() {
+                    self.need |= OWN; // a grant, or a notice? read it (and watch again)
+                }
             }
             // Our blocker's data changed (a grant: does it hold now?), or the watch on
             // it was removed (removeWatches): watch it, and read it, again.

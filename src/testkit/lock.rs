@@ -50,6 +50,8 @@ struct Node {
     name: String,
     owner: i64,
     czxid: i64,
+    /// zxid of the last write to its data.
+    mzxid: i64,
     data: Bytes,
     version: i32,
 }
@@ -100,6 +102,8 @@ struct World {
     /// Deleted nodes and the zxid of their deletion: what the client may not have heard
     /// of yet.
     graveyard: Vec<(Node, i64)>,
+    /// Notifications a SetWatches2 fired at once: sent right after its reply.
+    immediate: Vec<(OpId, WatchEvent)>,
     /// Inside one transaction (a multi, a holder's grant-and-leave): its zxid. Its
     /// writes share it, and one snapshot follows the whole: no follower ever shows a
     /// half-applied multi.
@@ -201,6 +205,7 @@ impl World {
             name,
             owner,
             czxid: zxid,
+            mzxid: zxid,
             data: Bytes::new(),
             version: 0,
         };
@@ -340,6 +345,36 @@ impl World {
                 }
             }
             Request::Multi(ops) => (self.multi(ops), self.live.zxid),
+            Request::SetWatches2(w) => {
+                // Against the leader's tree (the follower catches up, as it may at any
+                // time): a watch whose node changed after the zxid fires at once, after
+                // the reply (as the session delivers it), and stays unarmed.
+                self.stale = None;
+                let rel = w.relative_zxid;
+                let lists = [(&w.data_watches, false), (&w.child_watches, true)];
+                for (paths, child) in lists {
+                    for path in paths {
+                        let name = path.rsplit('/').next().unwrap_or("");
+                        let node = self.live.nodes.iter().find(|n| n.name == name);
+                        let fire = match node {
+                            None if path != DIR => Some(EventType::NodeDeleted),
+                            Some(n) if !child && n.mzxid > rel => Some(EventType::NodeDataChanged),
+                            _ => None,
+                        };
+                        match fire {
+                            Some(t) => self.immediate.push((
+                                op,
+                                WatchEvent {
+                                    event_type: t,
+                                    path: path.clone(),
+                                },
+                            )),
+                            None => self.watches.push((path.clone(), op, child)),
+                        }
+                    }
+                }
+                (Ok(Response::Empty), self.live.zxid)
+            }
             _ => (Err(Error::Server(ErrorCode::Unimplemented)), self.live.zxid),
         }
     }
@@ -393,8 +428,10 @@ impl World {
     /// Writes a node's data (it exists): a new version, and its data watches fire.
     fn set_data(&mut self, name: &str, data: Bytes) -> Stat {
         let mut stat = Stat::default();
+        let zxid = self.txn.unwrap_or(self.live.zxid + 1);
         if let Some(node) = self.live.nodes.iter_mut().find(|x| x.name == name) {
             node.data = data;
+            node.mzxid = zxid;
             node.version += 1;
             stat = Stat {
                 czxid: node.czxid,
@@ -411,18 +448,38 @@ impl World {
 
     /// The lowest contender leaves as a granting holder would: one transaction writes
     /// the grant into the next contender (if it has version 0) and deletes the leaver.
-    fn leave_granting(&mut self, leaver: &str) {
+    ///
+    /// An exclusive leaver followed by exclusive contenders also writes a notice into
+    /// the one after the next ("the next holds now") and, if `told` (the next heard of
+    /// its turn from our own predecessor's notice), no grant into the next.
+    fn leave_granting(&mut self, leaver: &str, told: bool) {
         let mut order: Vec<&Node> = self.live.nodes.iter().collect();
         order.sort_by_key(|n| seq_of(&n.name));
-        let next = order
-            .iter()
-            .position(|n| n.name == leaver)
+        let at = order.iter().position(|n| n.name == leaver);
+        let grantable = |n: &&&Node| n.version == 0 && contender::may_be_granted(&n.name);
+        let next = at
             .and_then(|i| order.get(i + 1))
-            .filter(|n| n.version == 0 && contender::may_be_granted(&n.name))
+            .filter(grantable)
             .map(|n| n.name.clone());
+        let exclusive = |name: &str| name.contains(contender::LOCK);
+        let after = at
+            .and_then(|i| order.get(i + 2))
+            .filter(grantable)
+            .map(|n| n.name.clone())
+            .filter(|a| {
+                exclusive(leaver) && exclusive(a) && next.as_deref().is_some_and(exclusive)
+            });
         self.atomically(|w| {
-            if let Some(next) = next {
-                w.set_data(&next, Bytes::from_static(crate::recipe::lock::GRANT));
+            if let Some(next) = &next {
+                if !told || after.is_none() {
+                    w.set_data(next, Bytes::from_static(crate::recipe::lock::GRANT));
+                }
+                if let Some(after) = &after {
+                    let mut notice = crate::recipe::lock::NOTICE.to_vec();
+                    notice.push(b'\n');
+                    notice.extend_from_slice(next.as_bytes());
+                    w.set_data(after, Bytes::from(notice));
+                }
             }
             w.remove(leaver);
         });
@@ -608,6 +665,9 @@ impl Run {
         let (r, zxid) = self.world.apply(&req, op);
         self.note(format!("  server {op} {:?} -> {r:?}", req.op_code()));
         self.world.replies.push((op, Ok(r), zxid));
+        for (op, ev) in core::mem::take(&mut self.world.immediate) {
+            self.world.replies.push((op, Err(ev), zxid));
+        }
     }
 
     /// The client receives the oldest reply (after any notification sent before it).
@@ -781,6 +841,7 @@ fn run_traced(schedule: &[u8], trace: &mut Vec<String>) -> Result<(), String> {
         watches: Vec::new(),
         notify: Vec::new(),
         graveyard: Vec::new(),
+        immediate: Vec::new(),
         txn: None,
     };
     if world.live.dir_exists {
@@ -885,7 +946,7 @@ fn drive(run: &mut Run, input: &mut impl Iterator<Item = u8>) -> Result<(), Stri
                     let lowest = run.world.live.nodes.iter().map(|n| seq_of(&n.name)).min();
                     let writer = contender::Contender::parse(&n).is_some_and(|c| c.is_writer());
                     if arg & 2 != 0 && writer && lowest == Some(seq_of(&n)) {
-                        run.world.leave_granting(&n);
+                        run.world.leave_granting(&n, arg & 8 != 0);
                     } else {
                         run.world.remove(&n);
                     }

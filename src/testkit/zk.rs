@@ -482,6 +482,39 @@ impl Zk {
                 .map_err(code),
             Request::Sync(p) => Ok(Response::Path(p.path.clone())),
             Request::Multi(ops) => Ok(self.multi(s, ops)),
+            Request::SetWatches2(w) => {
+                // Against the leader's tree (the follower caught up above, as it may at
+                // any time). A watch whose node changed after the zxid fires at once,
+                // after the reply (as the session delivers it), and stays unarmed.
+                let rel = w.relative_zxid;
+                let lists = [
+                    (&w.data_watches, WatchKind::Data),
+                    (&w.exist_watches, WatchKind::Data),
+                    (&w.child_watches, WatchKind::Child),
+                ];
+                for (exist, (paths, kind)) in lists.into_iter().enumerate() {
+                    for path in paths {
+                        self.watch(s, path, kind, op);
+                        let node = self.nodes.get(path);
+                        let fire = match (exist == 1, kind, node) {
+                            (true, _, Some(_)) => Some(EventType::NodeCreated),
+                            (true, _, None) => None,
+                            (false, _, None) => Some(EventType::NodeDeleted),
+                            (false, WatchKind::Child, Some(n)) if n.pzxid > rel => {
+                                Some(EventType::NodeChildrenChanged)
+                            }
+                            (false, WatchKind::Data, Some(n)) if n.mzxid > rel => {
+                                Some(EventType::NodeDataChanged)
+                            }
+                            _ => None,
+                        };
+                        if let Some(t) = fire {
+                            self.catch_up.push((path.clone(), kind, t));
+                        }
+                    }
+                }
+                Ok(Response::Empty)
+            }
             Request::Exists(g) => {
                 let found = self.exists_at(&g.path, stale);
                 if g.watch {
