@@ -584,7 +584,10 @@ fn a_predecessor_gone_before_the_watch_is_set_counts_as_gone() {
             ..
         }]
     ));
-    assert!(lines(&mut l).is_empty(), "no read: our node's watch is live");
+    assert!(
+        lines(&mut l).is_empty(),
+        "no read: our node's watch is live"
+    );
 
     // A waiter whose blocker watch is a plain children watch (revocable: it watches
     // its node from its creation) hears NoNode for a blocker gone before the watch.

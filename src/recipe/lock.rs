@@ -48,6 +48,9 @@
 //!    notification per handoff, with the own-node watch kept. A holder made by a grant
 //!    or a notice writes no grant (its successor was told by the same write that told
 //!    it), only the next notice: in a steady chain every release is {notice, delete}.
+//!    A notice counts only if it names the blocker we wait for. Like a grant, it is
+//!    trusted as written by a releasing holder (whoever may write the lock's nodes
+//!    could forge either, as it could delete them).
 //! 5. **When the blocker goes.** A waiter whose blocker was told to hold (a notice
 //!    naming it, read in our node) holds. A waiter whose own-node watch is live (armed
 //!    and not fired) knows that nothing was written into its node (a grant or a notice
@@ -1184,7 +1187,10 @@ impl Lock {
             if let Some(Watching::Name(b)) = &self.watching {
                 let path = self.dir_path(b);
                 let seq = seq_number(b).unwrap_or(-1);
-                let own = self.node.as_ref().map(|(n, czxid)| (self.dir_path(n), *czxid));
+                let own = self
+                    .node
+                    .as_ref()
+                    .map(|(n, czxid)| (self.dir_path(n), *czxid));
                 if let (true, Some((own, czxid))) = (self.notified_waiting(), own) {
                     // One request arms both watches: the blocker's deletion (a children
                     // watch) and our own node's data (a grant or a notice lands

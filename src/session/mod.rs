@@ -72,7 +72,7 @@ pub use connect_string::{ConnectString, ConnectStringError};
 pub use watches::{WatchKind, WatchLists};
 
 use crate::error::Error;
-use crate::hash::shed_queue;
+use crate::hash::{shed_map, shed_queue, HashMap};
 use crate::proto::*;
 use crate::time::Instant;
 use rng::Rng;
@@ -655,6 +655,8 @@ pub struct Session {
     /// the reply (held back until it).
     arming: Vec<Token>,
     deferred: Vec<(Token, WatchEvent)>,
+    /// Watch events queued and not yet polled, by token.
+    unpolled: HashMap<Token, u32>,
     counters: Counters,
 }
 
@@ -701,6 +703,7 @@ impl Session {
             scratch: Vec::new(),
             arming: Vec::new(),
             deferred: Vec::new(),
+            unpolled: HashMap::default(),
             counters: Counters::default(),
         };
         s.dial();
@@ -773,7 +776,9 @@ impl Session {
 
     /// Does `token` still have a watch registered (one a watch event has not used up)?
     pub fn is_watching(&self, token: Token) -> bool {
-        self.watches.kind_of(token).is_some() || self.deferred.iter().any(|(t, _)| *t == token)
+        self.watches.kind_of(token).is_some()
+            || self.unpolled.contains_key(&token)
+            || self.deferred.iter().any(|(t, _)| *t == token)
     }
 
     /// Watch registrations.
@@ -1119,8 +1124,20 @@ impl Session {
     /// The next event.
     pub fn poll_event(&mut self) -> Option<SessionEvent> {
         let event = self.events.pop_front();
-        if event.is_none() {
-            shed_queue(&mut self.events);
+        match &event {
+            None => {
+                shed_queue(&mut self.events);
+                shed_map(&mut self.unpolled);
+            }
+            Some(SessionEvent::Watch { token, .. }) => {
+                if let Some(n) = self.unpolled.get_mut(token) {
+                    *n -= 1;
+                    if *n == 0 {
+                        self.unpolled.remove(token);
+                    }
+                }
+            }
+            Some(_) => {}
         }
         event
     }
@@ -1284,6 +1301,14 @@ impl Session {
         kind.or(fired.then_some(WatchKind::Data))
     }
 
+    /// Queues a watch event, counted until polled: a token's route ends with its last
+    /// event, which [`is_watching`](Self::is_watching) tells only if it knows what is
+    /// still queued (two events for one SetWatches2 may arrive in one read).
+    fn push_watch(&mut self, token: Token, event: WatchEvent) {
+        *self.unpolled.entry(token).or_default() += 1;
+        self.events.push_back(SessionEvent::Watch { token, event });
+    }
+
     /// The notifications held back for `token` until its reply, in order.
     fn release_deferred(&mut self, token: Token) {
         if self.deferred.is_empty() {
@@ -1293,7 +1318,7 @@ impl Session {
         while i < self.deferred.len() {
             if self.deferred[i].0 == token {
                 let (token, event) = self.deferred.remove(i);
-                self.events.push_back(SessionEvent::Watch { token, event });
+                self.push_watch(token, event);
             } else {
                 i += 1;
             }
@@ -1501,13 +1526,13 @@ impl Session {
                                 EventType::PersistentWatchRemoved
                             }
                         };
-                        self.events.push_back(SessionEvent::Watch {
+                        self.push_watch(
                             token,
-                            event: WatchEvent {
+                            WatchEvent {
                                 event_type,
                                 path: path.clone(),
                             },
-                        });
+                        );
                     }
                 }
             }
@@ -1565,7 +1590,7 @@ impl Session {
             if self.arming.contains(&token) {
                 self.deferred.push((token, event)); // after its reply
             } else {
-                self.events.push_back(SessionEvent::Watch { token, event });
+                self.push_watch(token, event);
             }
         }
         self.scratch = tokens;

@@ -1517,3 +1517,44 @@ fn a_callers_set_watches_lost_with_the_connection_registers_nothing() {
         Err(SubmitError::NotAllowed(OpCode::SetWatches))
     ));
 }
+
+/// Found by the lock simulator: both watches of a SetWatches2 fired at once (its
+/// blocker gone, its node written); the client, asked after the first event whether
+/// the token still watched, heard no, dropped its route, and the second event — the
+/// blocker's deletion — reached nobody. Events queued and not yet polled count.
+#[test]
+fn a_token_still_watches_while_its_events_wait_to_be_polled() {
+    let mut s = connected();
+    s.submit(ms(3), set_watches2(9, &["/d"], &["/c"]), Token(7))
+        .unwrap();
+    sent(&mut s);
+    let mut frames = notification(EventType::NodeDataChanged, "/d");
+    frames.extend_from_slice(&notification(EventType::NodeDeleted, "/c"));
+    frames.extend_from_slice(&reply(1, 10, ErrorCode::Ok, Some(Response::Empty)));
+    s.handle_bytes(ms(4), &frames);
+    assert!(matches!(s.poll_event(), Some(SessionEvent::Reply(r)) if r.watch.is_some()));
+    assert_eq!(
+        s.poll_event(),
+        Some(watch_event(7, EventType::NodeDataChanged, "/d"))
+    );
+    assert!(s.is_watching(Token(7)), "one more event is on its way");
+    assert_eq!(
+        s.poll_event(),
+        Some(watch_event(7, EventType::NodeDeleted, "/c"))
+    );
+    assert!(!s.is_watching(Token(7)));
+
+    // The same for two notifications after the reply, in one read.
+    s.submit(ms(5), set_watches2(9, &["/d2"], &["/c2"]), Token(8))
+        .unwrap();
+    sent(&mut s);
+    s.handle_bytes(ms(6), &reply(2, 11, ErrorCode::Ok, Some(Response::Empty)));
+    events(&mut s);
+    let mut frames = notification(EventType::NodeDataChanged, "/d2");
+    frames.extend_from_slice(&notification(EventType::NodeDeleted, "/c2"));
+    s.handle_bytes(ms(7), &frames);
+    s.poll_event();
+    assert!(s.is_watching(Token(8)), "one more event is on its way");
+    s.poll_event();
+    assert!(!s.is_watching(Token(8)));
+}

@@ -260,8 +260,9 @@ pub fn run_with(config: SimConfig, readers: bool) -> Result<(usize, usize), Stri
         let a = &sim.actors()[i];
         if a.attempting() {
             problems.push(format!(
-                "client {i}: attempt never ended: {:?}",
-                a.log.last()
+                "client {i}: attempt never ended: {:?}\n    {:?}",
+                a.log.last(),
+                a.handle.and_then(|h| sim.client(i).recipe(h))
             ));
         }
         if sim.client(i).recipes() != 0 {
