@@ -2386,12 +2386,6 @@ fn a_blocker_counts_through_the_watch_the_waiter_keeps_on_it_now() {
     ));
 }
 
-fn without_own_watch() -> Lock {
-    let mut c = config(LockKind::Exclusive);
-    c.watch_own_node = false;
-    lock_with(c)
-}
-
 /// An exclusive waiter hears through its own node's watch (armed with its blocker's
 /// deletion watch, in one request) the notice a holder's release writes into it: "your
 /// blocker holds from this write on". It reads the notice while its blocker holds, and
