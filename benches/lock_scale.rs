@@ -40,13 +40,13 @@
 //! ```text
 //! size_of::<Lock>() = 432 B; a queued waiter's machine holds 541 B in all
 //! waiters rounds    us/acq    handoff cpu us/acq  req/acq   B rx/acq    h req     h B rx  B tx/acq   RSS KiB  B/waiter  failed  left
-//!     100     20     927.5      709.5     148.3     5.00       6229     2.00       2984      3154      4064      1165       0     0
-//!    1000      2    1131.7      781.4     284.8     5.01      33807     2.01       4011      3984      6568       966       0     0
-//!   10000      1    3454.6      767.2    2495.2     5.01     301452     2.01       6155      4075     23376       887       0     0
+//!     100     20     748.8      545.6     145.9     4.98       6379     1.98       3138      3309      4100      1257       0     0
+//!    1000      2    1014.7      645.3     317.1     5.00      33962     2.00       4170      4143      7416      1050       0     0
+//!   10000      1    2904.1      606.3    1985.0     5.00     301609     2.00       6315      4236     25368       970       0     0
 //! ```
 //!
-//! A handoff is two requests (the holder's grant `multi`, the successor's turn read)
-//! whatever N; what grows with N is one listing every 129 handoffs (a grant carries
+//! A handoff is two requests (the holder's `multi` with its grant or notice, and the
+//! read of it by the contender it tells) whatever N; what grows with N is one listing every 129 handoffs (a grant carries
 //! [`MAX_SUCCESSORS`](zk_recipes::recipe::lock::MAX_SUCCESSORS) = 128 successors) and
 //! each waiter's entry listing. With 32 successors per grant (same machine, same day)
 //! the handoff was 955 µs at 10,000 waiters against 602 at 100 (1.59×): the listing

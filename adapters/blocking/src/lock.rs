@@ -40,8 +40,9 @@ impl LockBuilder {
         self
     }
 
-    /// Skip the watch on our own node: one request less per acquisition, but a deletion
-    /// of our node by someone else goes unnoticed until the session ends.
+    /// Skip the watch on our own node while holding: at most one read less per hold
+    /// (see `LockConfig::watch_own_node`), but a deletion of our node by someone else
+    /// goes unnoticed until the session ends.
     pub fn without_own_node_watch(mut self) -> Self {
         self.config.watch_own_node = false;
         self
