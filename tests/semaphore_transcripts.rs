@@ -43,6 +43,13 @@ fn sent(s: &mut Semaphore) -> Vec<(OpId, String)> {
                 Request::Exists(g) => format!("exists {}", g.path),
                 Request::Delete(d) => format!("delete {}", d.path),
                 Request::Sync(p) => format!("sync {}", p.path),
+                // An exclusive lock waiter's one request for its blocker's deletion
+                // watch and its own node's data watch.
+                Request::SetWatches2(w) if w.child_watches.len() == 1 => format!(
+                    "await {} + own {}",
+                    w.child_watches[0],
+                    w.data_watches.join(" ")
+                ),
                 other => format!("{other:?}"),
             };
             (op, line)
@@ -210,14 +217,15 @@ fn mutex_waiters_watch_only_their_predecessor() {
     let out = sent(&mut s);
     let m = format!("/sem/locks/{}", mutex_node(7));
     s.handle_reply(T, out[0].0, created(&m, 10));
-    assert!(sent(&mut s).is_empty(), "no own-node watch while waiting");
+    assert!(sent(&mut s).is_empty(), "no own-node read while waiting");
     let a = "_c_aaaaaaaa-0000-4000-8000-000000000000-lock-0000000002";
     let b = "_c_bbbbbbbb-0000-4000-8000-000000000000-lock-0000000004";
     s.handle_reply(T, out[1].0, children(&[a, b, &mutex_node(7)]));
-    // Only the nearest lower mutex node (a deletion watch): no herd.
+    // Only the nearest lower mutex node (a deletion watch): no herd; with it, in the
+    // same request, a data watch on our own node.
     assert_eq!(
         lines(&sent(&mut s)),
-        [format!("listw /sem/locks/{b}").as_str()]
+        [format!("await /sem/locks/{b} + own {m}").as_str()]
     );
     assert_eq!(events(&mut s), []);
 }

@@ -6,6 +6,7 @@
 //! * every submitted request completes exactly once (checked at the end, after the
 //!   session is closed and has ended), and no reply names an unknown token;
 //! * after `handle_timeout(t)`, `poll_timeout()` is `None` or later than `t`;
+//! * a request's watch events never come before its reply;
 //! * nothing panics, whatever the bytes.
 
 use crate::hash::HashMap;
@@ -108,6 +109,13 @@ impl SessionHarness {
             }
         }
         while let Some(ev) = self.session.poll_event() {
+            if let SessionEvent::Watch { token, .. } = &ev {
+                // A request's watch events come after its reply (a SetWatches2's that
+                // fired at once are held back until it).
+                if self.replies.get(&token.0) == Some(&0) {
+                    return Err(format!("a watch event for {token:?} before its reply"));
+                }
+            }
             if let SessionEvent::Reply(r) = ev {
                 self.ok_replies += usize::from(r.result.is_ok());
                 let n = self
@@ -124,7 +132,7 @@ impl SessionHarness {
     }
 
     fn submit(&mut self, kind: u8, path: &str, watch: bool) {
-        let req = match kind % 7 {
+        let req = match kind % 8 {
             0 => Request::GetData(PathWatch {
                 path: path.into(),
                 watch,
@@ -150,6 +158,12 @@ impl SessionHarness {
             5 => Request::AddWatch(AddWatchRequest {
                 path: path.into(),
                 mode: 1,
+            }),
+            6 => Request::SetWatches2(SetWatches2 {
+                relative_zxid: i64::from(kind >> 3),
+                data_watches: alloc::vec![path.into()],
+                child_watches: alloc::vec![PATHS[usize::from(kind >> 3) % PATHS.len()].into()],
+                ..SetWatches2::default()
             }),
             _ => Request::Auth(AuthPacket {
                 auth_type: 0,
