@@ -300,6 +300,20 @@ fn start(l: &mut Lock, deadline: Option<Instant>) -> (OpId, OpId) {
     (r[0].0, r[1].0)
 }
 
+/// A revocable exclusive waiter `ours(2)` (token 20) behind one blocker: returns the
+/// lock, its own-node read (sent at its creation) and its blocker watch, unanswered.
+fn revocable_behind_one() -> (Lock, Vec<(OpId, String)>, Vec<(OpId, String)>) {
+    let mut c = config(LockKind::Exclusive);
+    c.revocable = true;
+    let mut l = lock_with(c);
+    let (create, list) = start(&mut l, None);
+    l.handle_reply(T, create, created(&ours(2), 20));
+    let own = sent(&mut l);
+    l.handle_reply(T, list, children(&[&ours(2), "_c_a-lock-0000000001"]));
+    let w = sent(&mut l);
+    (l, own, w)
+}
+
 /// A lock that holds `ours(5)` (token 50), own-node watch armed and answered.
 fn held_with(config: LockConfig) -> Lock {
     held_among(config, &[])
@@ -591,14 +605,7 @@ fn a_predecessor_gone_before_the_watch_is_set_counts_as_gone() {
 
     // A waiter whose blocker watch is a plain children watch (revocable: it watches
     // its node from its creation) hears NoNode for a blocker gone before the watch.
-    let mut c = config(LockKind::Exclusive);
-    c.revocable = true;
-    let mut l = lock_with(c);
-    let (create, list) = start(&mut l, None);
-    l.handle_reply(T, create, created(&ours(2), 20));
-    let own = sent(&mut l);
-    l.handle_reply(T, list, children(&[&ours(2), "_c_a-lock-0000000001"]));
-    let w = sent(&mut l);
+    let (mut l, own, w) = revocable_behind_one();
     assert_eq!(w[0].1, format!("await {}", path("_c_a-lock-0000000001")));
     l.handle_reply(T, w[0].0, code(ErrorCode::NoNode));
     // As its deletion: its own node read is still on its way; it decides.
@@ -1417,14 +1424,7 @@ fn a_waiter_on_a_closed_session_fails_with_closed_not_connection_loss() {
 /// turn read, after a sync: the refusal may have moved us to another server).
 #[test]
 fn a_blocker_gone_while_our_own_node_was_unwatched_is_checked_by_the_turn_read() {
-    let mut c = config(LockKind::Exclusive);
-    c.revocable = true;
-    let mut l = lock_with(c);
-    let (create, list) = start(&mut l, None);
-    l.handle_reply(T, create, created(&ours(2), 20));
-    let own = sent(&mut l);
-    l.handle_reply(T, list, children(&[&ours(2), "_c_a-lock-0000000001"]));
-    let w = sent(&mut l);
+    let (mut l, own, w) = revocable_behind_one();
     l.handle_reply(T, own[0].0, data(b""));
     l.handle_reply(T, w[0].0, data(b""));
     // Our watch fires; the re-arming read is refused; the retry waits for a backoff.
