@@ -300,9 +300,12 @@ fn start(l: &mut Lock, deadline: Option<Instant>) -> (OpId, OpId) {
     (r[0].0, r[1].0)
 }
 
+/// Requests as [`sent`] returns them.
+type Sent = Vec<(OpId, String)>;
+
 /// A revocable exclusive waiter `ours(2)` (token 20) behind one blocker: returns the
 /// lock, its own-node read (sent at its creation) and its blocker watch, unanswered.
-fn revocable_behind_one() -> (Lock, Vec<(OpId, String)>, Vec<(OpId, String)>) {
+fn revocable_behind_one() -> (Lock, Sent, Sent) {
     let mut c = config(LockKind::Exclusive);
     c.revocable = true;
     let mut l = lock_with(c);
