@@ -2463,6 +2463,49 @@ fn a_notice_in_our_node_makes_the_blockers_deletion_our_turn() {
     assert!(sent(&mut l).is_empty());
 }
 
+/// The read of our node that is to decide (our blocker went while it was on its way)
+/// is refused: after the backoff the turn read goes instead, behind a sync (a refusal
+/// may come with another server), and a notice naming the blocker that went still
+/// counts.
+#[test]
+fn a_refused_read_of_a_notice_becomes_the_turn_read() {
+    let b5 = "_c_b-lock-0000000005";
+    for refusal in refusals() {
+        let mut l = lock(LockKind::Exclusive);
+        let (create, list) = start(&mut l, None);
+        l.handle_reply(T, create, created(&ours(7), 70));
+        l.handle_reply(T, list, children(&[&ours(7), "_c_a-lock-0000000003", b5]));
+        let w = sent(&mut l);
+        l.handle_reply(T, w[0].0, Ok(Response::Empty));
+        l.handle_watch(T, w[0].0, &changed(&path(&ours(7))));
+        let read = sent(&mut l);
+        l.handle_watch(T, w[0].0, &deleted(&path(b5)));
+        l.handle_reply(T, read[0].0, Err(refusal.clone()));
+        assert!(
+            events(&mut l).is_empty(),
+            "{refusal:?}: not acquired on trust"
+        );
+        assert!(sent(&mut l).is_empty(), "{refusal:?}: backing off");
+        let at = l.poll_timeout().expect("a retry is scheduled");
+        l.handle_timeout(at);
+        let turn = sent(&mut l);
+        assert_eq!(
+            turn.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
+            [format!("sync {DIR}"), format!("watch {}", path(&ours(7)))],
+            "{refusal:?}"
+        );
+        l.handle_reply(at, turn[0].0, Ok(Response::Path(DIR.into())));
+        let mut notice = NOTICE.to_vec();
+        notice.extend_from_slice(format!("\n{b5}").as_bytes());
+        l.handle_reply(at, turn[1].0, data_at(&notice, 1));
+        assert!(
+            matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]),
+            "{refusal:?}"
+        );
+        assert!(l.held_by_grant());
+    }
+}
+
 fn writer(n: &str) -> String {
     format!("_c_{ID}-__WRIT__{n}")
 }

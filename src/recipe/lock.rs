@@ -1909,12 +1909,10 @@ impl Lock {
             Ok(Response::Data { data, stat }) => {
                 self.retry.succeeded();
                 self.own_data(&data, &stat);
-                if self.state == State::Waiting && self.watching.is_none() {
-                    if self.blockers == 1 {
-                        self.acquired(); // our node is there; the only one below it went
-                    } else {
-                        self.need |= LIST;
-                    }
+                if self.state == State::Waiting
+                    && matches!(self.watching, None | Some(Watching::Gone(_)))
+                {
+                    self.turn_decided();
                 }
             }
             _ if self.state != State::Waiting => {}
@@ -1950,26 +1948,42 @@ impl Lock {
     }
 
     fn on_own(&mut self, now: Instant, result: Result<Response, Error>) {
+        let went = self.state == State::Waiting && matches!(self.watching, Some(Watching::Gone(_)));
         match result {
-            Ok(Response::Data { data, stat }) => self.own_data(&data, &stat),
+            Ok(Response::Data { data, stat }) => {
+                self.own_data(&data, &stat);
+                if went && self.state == State::Waiting {
+                    // Our blocker went while this read was on its way (after the event,
+                    // on the same server): our node is there.
+                    self.turn_decided();
+                }
+            }
             Ok(_) => {}
-            Err(Error::Server(ErrorCode::NoNode)) => return self.own_node_gone(now),
+            Err(Error::Server(ErrorCode::NoNode)) => self.own_node_gone(now),
             Err(e) if e.is_retryable() => {
                 self.own_armed = false;
-                return self.again(now, OWN); // the next read decides
+                // Our blocker went meanwhile: the turn read decides (after a sync if the
+                // refusal came with a new server), else the next read of our node.
+                self.again(now, if went { TURN } else { OWN });
             }
-            Err(_) => self.own_armed = false,
-        }
-        if self.state == State::Waiting && matches!(self.watching, Some(Watching::Gone(_))) {
-            // Our blocker went while this read was on its way. Our node is there (or
-            // the session ended: its change decides).
-            self.watching = None;
-            if self.blocker_holds || self.blockers == 1 {
-                self.acquired(); // lower sequence numbers never come back
-                self.by_grant = self.blocker_holds;
-            } else {
+            Err(e) if went && !e.ends_session() => {
+                self.own_armed = false;
+                self.watching = None;
                 self.need |= LIST;
             }
+            Err(_) => self.own_armed = false, // the session change decides
+        }
+    }
+
+    /// Our blocker went and a read showed our node there: held if that blocker held
+    /// (a notice named it) or was the only one, else list again.
+    fn turn_decided(&mut self) {
+        self.watching = None;
+        if self.blocker_holds || self.blockers == 1 {
+            self.acquired(); // lower sequence numbers never come back
+            self.by_grant = self.blocker_holds;
+        } else {
+            self.need |= LIST;
         }
     }
 
