@@ -193,15 +193,25 @@ fn data_at(d: &[u8], version: i32) -> Result<Response, Error> {
     })
 }
 
-/// A grant as a releasing holder writes it: [`GRANT`], then `tail` one name a line,
-/// at version 1 (written once over the fresh node).
-fn grant(tail: &[&str]) -> Result<Response, Error> {
-    let mut d = GRANT.to_vec();
-    for name in tail {
+/// Data as a releasing holder writes it: `marker`, then `names` one a line, at
+/// version 1 (written once over the fresh node).
+fn marked(marker: &[u8], names: &[&str]) -> Result<Response, Error> {
+    let mut d = marker.to_vec();
+    for name in names {
         d.push(b'\n');
         d.extend_from_slice(name.as_bytes());
     }
     data_at(&d, 1)
+}
+
+/// A grant: [`GRANT`], then `tail`.
+fn grant(tail: &[&str]) -> Result<Response, Error> {
+    marked(GRANT, tail)
+}
+
+/// A notice: [`NOTICE`], the holder, then the names after the receiver.
+fn notice(names: &[&str]) -> Result<Response, Error> {
+    marked(NOTICE, names)
 }
 
 /// The grant multi {setData, delete} answered OK.
@@ -2423,12 +2433,7 @@ fn a_notice_in_our_node_makes_the_blockers_deletion_our_turn() {
             read.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
             [format!("{verb} {}", path(&ours(7)))]
         );
-        let mut notice = NOTICE.to_vec();
-        for name in [b5, c9, d11] {
-            notice.push(b'\n');
-            notice.extend_from_slice(name.as_bytes());
-        }
-        l.handle_reply(T, read[0].0, data_at(&notice, 1));
+        l.handle_reply(T, read[0].0, notice(&[b5, c9, d11]));
         assert!(sent(&mut l).is_empty() && events(&mut l).is_empty());
         // _c_b releases (with a notice to _c_c that we hold): its deletion is our turn.
         l.handle_watch(T, w[0].0, &deleted(&path(b5)));
@@ -2446,19 +2451,9 @@ fn a_notice_in_our_node_makes_the_blockers_deletion_our_turn() {
     }
 
     // The blocker goes while the read of the notice is on its way: the read decides.
-    let mut l = lock(LockKind::Exclusive);
-    let (create, list) = start(&mut l, None);
-    l.handle_reply(T, create, created(&ours(7), 70));
-    l.handle_reply(T, list, children(&[&ours(7), "_c_a-lock-0000000003", b5]));
-    let w = sent(&mut l);
-    l.handle_reply(T, w[0].0, Ok(Response::Empty));
-    l.handle_watch(T, w[0].0, &changed(&path(&ours(7))));
-    let read = sent(&mut l);
-    l.handle_watch(T, w[0].0, &deleted(&path(b5)));
-    assert!(sent(&mut l).is_empty() && events(&mut l).is_empty());
-    let mut notice = NOTICE.to_vec();
-    notice.extend_from_slice(format!("\n{b5}").as_bytes());
-    l.handle_reply(T, read[0].0, data_at(&notice, 1));
+    let (mut l, read) = at_its_turn(config(LockKind::Exclusive), None);
+    assert!(events(&mut l).is_empty());
+    l.handle_reply(T, read, notice(&[b5]));
     assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
     assert!(sent(&mut l).is_empty());
 }
@@ -2471,16 +2466,8 @@ fn a_notice_in_our_node_makes_the_blockers_deletion_our_turn() {
 fn a_refused_read_of_a_notice_becomes_the_turn_read() {
     let b5 = "_c_b-lock-0000000005";
     for refusal in refusals() {
-        let mut l = lock(LockKind::Exclusive);
-        let (create, list) = start(&mut l, None);
-        l.handle_reply(T, create, created(&ours(7), 70));
-        l.handle_reply(T, list, children(&[&ours(7), "_c_a-lock-0000000003", b5]));
-        let w = sent(&mut l);
-        l.handle_reply(T, w[0].0, Ok(Response::Empty));
-        l.handle_watch(T, w[0].0, &changed(&path(&ours(7))));
-        let read = sent(&mut l);
-        l.handle_watch(T, w[0].0, &deleted(&path(b5)));
-        l.handle_reply(T, read[0].0, Err(refusal.clone()));
+        let (mut l, read) = at_its_turn(config(LockKind::Exclusive), None);
+        l.handle_reply(T, read, Err(refusal.clone()));
         assert!(
             events(&mut l).is_empty(),
             "{refusal:?}: not acquired on trust"
@@ -2495,9 +2482,7 @@ fn a_refused_read_of_a_notice_becomes_the_turn_read() {
             "{refusal:?}"
         );
         l.handle_reply(at, turn[0].0, Ok(Response::Path(DIR.into())));
-        let mut notice = NOTICE.to_vec();
-        notice.extend_from_slice(format!("\n{b5}").as_bytes());
-        l.handle_reply(at, turn[1].0, data_at(&notice, 1));
+        l.handle_reply(at, turn[1].0, notice(&[b5]));
         assert!(
             matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]),
             "{refusal:?}"

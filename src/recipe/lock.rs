@@ -188,28 +188,29 @@ pub const NOTICE: &[u8] = b"__NEXT__";
 /// carries the rest of them, so a chain of grants runs this long without any listing.
 pub const MAX_SUCCESSORS: usize = 128;
 
-/// The grant data for a successor: [`GRANT`], then `tail` one name per line.
-fn grant_data(tail: &[String]) -> Bytes {
-    let mut v = Vec::with_capacity(GRANT.len() + tail.iter().map(|n| n.len() + 1).sum::<usize>());
-    v.extend_from_slice(GRANT);
-    for name in tail {
+/// `marker`, then `names` one per line: the data of a grant or a notice.
+fn marked<'a>(marker: &[u8], names: impl Iterator<Item = &'a str> + Clone) -> Bytes {
+    let mut v =
+        Vec::with_capacity(marker.len() + names.clone().map(|n| n.len() + 1).sum::<usize>());
+    v.extend_from_slice(marker);
+    for name in names {
         v.push(b'\n');
         v.extend_from_slice(name.as_bytes());
     }
     Bytes::from(v)
 }
 
+/// The grant data for a successor: [`GRANT`], then `tail` one name per line.
+fn grant_data(tail: &[String]) -> Bytes {
+    marked(GRANT, tail.iter().map(String::as_str))
+}
+
 /// The notice data for the contender after `holder`: [`NOTICE`], `holder`, then `tail`.
 fn notice_data(holder: &str, tail: &[String]) -> Bytes {
-    let mut v = Vec::with_capacity(
-        NOTICE.len() + holder.len() + 1 + tail.iter().map(|n| n.len() + 1).sum::<usize>(),
-    );
-    v.extend_from_slice(NOTICE);
-    for name in core::iter::once(holder).chain(tail.iter().map(String::as_str)) {
-        v.push(b'\n');
-        v.extend_from_slice(name.as_bytes());
-    }
-    Bytes::from(v)
+    marked(
+        NOTICE,
+        core::iter::once(holder).chain(tail.iter().map(String::as_str)),
+    )
 }
 
 /// A notice found in our node: the sequence number of the contender it says holds
@@ -228,11 +229,7 @@ fn parse_notice(data: &[u8], version: i32, ours: &str) -> Option<(i64, Vec<Strin
     {
         return None;
     }
-    let mut grant = Vec::with_capacity(GRANT.len() + tail.len());
-    grant.extend_from_slice(GRANT);
-    grant.extend_from_slice(tail);
-    let tail = parse_grant(&grant, version, ours)?;
-    Some((seq_number(holder)?, tail))
+    Some((seq_number(holder)?, parse_tail(tail, ours)?))
 }
 
 /// A contender's sequence number (unique in its directory).
@@ -244,7 +241,12 @@ fn seq_number(name: &str) -> Option<i64> {
 /// grant. Only a write can put one there (a fresh node has version 0, and a grant is
 /// written with version 0 expected); the names must follow `ours` in lock order.
 fn parse_grant(data: &[u8], version: i32, ours: &str) -> Option<Vec<String>> {
-    let rest = data.strip_prefix(GRANT).filter(|_| version >= 1)?;
+    parse_tail(data.strip_prefix(GRANT).filter(|_| version >= 1)?, ours)
+}
+
+/// The names after a grant's or a notice's head (`rest` empty or starting with a line
+/// break), kept while they are `_c_` contenders after `ours` in lock order.
+fn parse_tail(rest: &[u8], ours: &str) -> Option<Vec<String>> {
     if rest.first().is_some_and(|b| *b != b'\n') {
         return None;
     }
