@@ -657,6 +657,31 @@ fn an_observer_of_a_missing_directory_sees_nobody_and_waits_for_it() {
 }
 
 #[test]
+fn a_synced_observer_reports_no_leader_before_it_read_the_lowest_candidate() {
+    // Seen against a real server: the directory appears with two candidates in one
+    // listing; reads go out in name order, and the later candidate's name sorts first.
+    let mut s = observer();
+    s.reply("list", code(ErrorCode::NoNode));
+    s.reply("list /app/election-leader", code(ErrorCode::NoNode));
+    assert_eq!(s.events(), [ObserverEvent::Leader(None)]);
+    s.reply(&format!("exists {DIR}"), code(ErrorCode::NoNode));
+    s.fire(EventType::NodeCreated, DIR);
+    s.reply(
+        "list",
+        children(&["_c_z-latch-0000000001", "_c_a-latch-0000000002"]),
+    );
+    s.reply("get /app/election/_c_a", data(b"b", 20, 0));
+    assert!(
+        s.events().is_empty(),
+        "the lowest candidate is listed but not read: nobody known to lead yet"
+    );
+    assert_eq!(s.r.leader(), None);
+    s.reply("get /app/election/_c_z", data(b"a", 10, 0));
+    let a = participant("a", "_c_z-latch-0000000001", 10);
+    assert_eq!(s.events(), [ObserverEvent::Leader(Some(a))]);
+}
+
+#[test]
 fn an_observer_retries_what_the_connection_lost_after_the_reconnect() {
     let mut s = observer();
     s.session(SessionChange::Suspended);

@@ -382,6 +382,12 @@ impl View {
         self.position(name).ok().map(|i| &self.members[i])
     }
 
+    /// Names listed whose data is not read yet (not among [`members`](Self::members)
+    /// until it is), sorted.
+    pub fn unread(&self) -> impl Iterator<Item = &str> {
+        self.awaiting.iter().map(String::as_str)
+    }
+
     /// Is the view complete and the connection up (`Synced` reported, no `Suspended`
     /// since)?
     pub fn is_synced(&self) -> bool {

@@ -9,7 +9,8 @@
 //! fencing token it leads with; no data watches, candidate data never changes), one of
 //! the acknowledgement directory. The contenders are sorted as candidates sort them
 //! (by the sequence after the last known marker; other children ignored); the lowest
-//! is the leader. It has acknowledged when `<ack_dir>/<its token>` exists (see
+//! is the leader (reported once its node is read: a later candidate read first is not
+//! taken for it). It has acknowledged when `<ack_dir>/<its token>` exists (see
 //! [`ack_node`](super::ack_node)). The views take care of missing directories (an empty
 //! election), reconnects and new sessions (resynchronised: nothing lost, nothing
 //! invented).
@@ -173,17 +174,27 @@ impl Observer {
         if self.ended || !self.candidates.is_synced() {
             return;
         }
-        let leader = self
+        // The lowest of everything listed leads; if its data is not read yet, the
+        // leader is not known yet (a later candidate read first is not it).
+        let lowest = self
             .candidates
             .members()
             .iter()
-            .filter_map(|m| Some((contender::order_key(&m.name)?, m)))
-            .min_by(|a, b| a.0.cmp(&b.0))
-            .map(|(_, m)| Participant {
-                id: String::from_utf8_lossy(&m.data).into(),
-                node: m.name.clone(),
-                fencing_token: m.stat.czxid,
-            });
+            .map(|m| m.name.as_str())
+            .chain(self.candidates.unread())
+            .filter_map(|n| Some((contender::order_key(n)?, n)))
+            .min_by(|a, b| a.0.cmp(&b.0));
+        let leader = match lowest {
+            None => None,
+            Some((_, name)) => match self.candidates.member(name) {
+                None => return,
+                Some(m) => Some(Participant {
+                    id: String::from_utf8_lossy(&m.data).into(),
+                    node: m.name.clone(),
+                    fencing_token: m.stat.czxid,
+                }),
+            },
+        };
         if self.reported.as_ref() != Some(&leader) {
             self.reported = Some(leader.clone());
             self.events.push_back(ObserverEvent::Leader(leader));
