@@ -20,7 +20,8 @@
 //! Both also get the client's CPU time per cycle or acquisition: the CPU time (user +
 //! system, all threads) of the client's process over its rounds (`/proc/<pid>/stat`,
 //! 10 ms ticks): this bench's process for ours (its other sessions idle meanwhile), the
-//! JVM for Curator.
+//! JVM for Curator. Contended rows also get the server's CPU time per acquisition
+//! (the ZooKeeper process, the same way): what each client's protocol costs the server.
 //!
 //! The machine is shared, so the clients take turns in rounds (ours with the own-node
 //! watch, ours without, Curator; again), and a row reports the median over its rounds
@@ -68,7 +69,11 @@ use zk_recipes_tokio::{connect, Client, CreateOptions, Options};
 
 /// `zk_packets_received` and the watchers notified so far (of every kind: deletions,
 /// data changes, children, creations), from one `mntr` probe.
-fn counters(addr: SocketAddr) -> (i64, i64) {
+/// The server's process, for its CPU time.
+static SERVER_PID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+
+/// Requests received, watch notifications sent, and CPU time of the server so far.
+fn counters(addr: SocketAddr) -> (i64, i64, Duration) {
     let out = four_letter(addr, "mntr").unwrap_or_default();
     let get = |key: &str| {
         out.lines()
@@ -85,7 +90,8 @@ fn counters(addr: SocketAddr) -> (i64, i64) {
     .iter()
     .map(|k| get(k))
     .sum();
-    (get("zk_packets_received"), notified)
+    let cpu = SERVER_PID.get().map(|p| cpu_time(*p)).unwrap_or_default();
+    (get("zk_packets_received"), notified, cpu)
 }
 
 /// CPU time (user + system, all threads, living or ended) of process `pid` so far, from
@@ -161,6 +167,8 @@ struct Sample {
     violations: usize,
     /// CPU time of the client's process over the round.
     cpu: Duration,
+    /// CPU time of the server's process over the round.
+    server_cpu: Duration,
 }
 
 /// A client's rounds in one configuration.
@@ -230,6 +238,12 @@ impl Rows {
         self.samples.iter().map(|s| s.cpu).sum::<Duration>() / self.acquisitions().max(1) as u32
     }
 
+    /// Server CPU time per acquisition.
+    fn server_cpu(&self) -> Duration {
+        self.samples.iter().map(|s| s.server_cpu).sum::<Duration>()
+            / self.acquisitions().max(1) as u32
+    }
+
     fn violations(&self) -> usize {
         self.samples.iter().map(|s| s.violations).sum()
     }
@@ -253,7 +267,7 @@ impl Rows {
         let hi = rates.iter().copied().fold(0.0, f64::max);
         let h = self.median();
         format!(
-            "| {:<36} | {:>11} | {:>14.0} | {:>11} | {:>10.0} | {:>12.2} | {:>8.1} | {:>12.2} | {:>16.2} | {:>10.0} | {:>10} |",
+            "| {:<36} | {:>11} | {:>14.0} | {:>11} | {:>10.0} | {:>12.2} | {:>8.1} | {:>12.2} | {:>16.2} | {:>10.0} | {:>10.0} | {:>10} |",
             self.client,
             contenders,
             self.rate(),
@@ -264,6 +278,7 @@ impl Rows {
             self.requests(),
             self.notified(),
             us(self.cpu()),
+            us(self.server_cpu()),
             self.violations()
         )
     }
@@ -290,13 +305,13 @@ async fn ours_cycles(zk: &Client, n: usize, own_watch: bool) -> Vec<Duration> {
 }
 
 async fn ours_uncontended(zk: &Client, addr: SocketAddr, n: usize, own_watch: bool) -> Sample {
-    let (p0, n0) = counters(addr);
+    let (p0, n0, s0) = counters(addr);
     let c0 = cpu_time(std::process::id());
     let t = Instant::now();
     let lat = ours_cycles(zk, n, own_watch).await;
     let elapsed = t.elapsed();
     let c1 = cpu_time(std::process::id());
-    let (p1, n1) = counters(addr);
+    let (p1, n1, s1) = counters(addr);
     Sample {
         acquisitions: n,
         elapsed,
@@ -306,6 +321,7 @@ async fn ours_uncontended(zk: &Client, addr: SocketAddr, n: usize, own_watch: bo
         notified: n1 - n0,
         violations: 0,
         cpu: c1.saturating_sub(c0),
+        server_cpu: s1.saturating_sub(s0),
     }
 }
 
@@ -411,12 +427,12 @@ impl Ours {
 
     async fn round(&self, addr: SocketAddr, own_watch: bool, run: Duration) -> Sample {
         let violations = Arc::new(AtomicUsize::new(0));
-        let (p0, n0) = counters(addr);
+        let (p0, n0, s0) = counters(addr);
         let c0 = cpu_time(std::process::id());
         let (acquisitions, elapsed, handoffs) =
             contend(&self.clients, own_watch, run, &self.max_token, &violations).await;
         let c1 = cpu_time(std::process::id());
-        let (p1, n1) = counters(addr);
+        let (p1, n1, s1) = counters(addr);
         Sample {
             acquisitions,
             elapsed,
@@ -426,6 +442,7 @@ impl Ours {
             notified: n1 - n0,
             violations: violations.load(Ordering::SeqCst),
             cpu: c1.saturating_sub(c0),
+            server_cpu: s1.saturating_sub(s0),
         }
     }
 
@@ -483,12 +500,12 @@ impl Curator {
 
     /// One round: `amount` cycles (1 contender) or milliseconds.
     fn round(&mut self, amount: u64) -> Sample {
-        let (p0, n0) = counters(self.addr);
+        let (p0, n0, s0) = counters(self.addr);
         let c0 = cpu_time(self.child.id());
         writeln!(self.stdin, "go {amount}").unwrap();
         let result = self.next();
         let c1 = cpu_time(self.child.id());
-        let (p1, n1) = counters(self.addr);
+        let (p1, n1, s1) = counters(self.addr);
         let f: Vec<u64> = result
             .strip_prefix("RESULT ")
             .map(|v| v.split(' ').filter_map(|x| x.parse().ok()).collect())
@@ -503,6 +520,7 @@ impl Curator {
             notified: n1 - n0,
             violations: f[3] as usize,
             cpu: c1.saturating_sub(c0),
+            server_cpu: s1.saturating_sub(s0),
         }
     }
 
@@ -537,6 +555,9 @@ async fn main() {
     })
     .unwrap();
     let addr = server.addr();
+    if let Some(pid) = server.pid() {
+        let _ = SERVER_PID.set(pid);
+    }
     // The server's config file is its last argument; the data dir is next to it.
     let dir = server
         .pid()
@@ -662,7 +683,7 @@ async fn main() {
         run.as_secs_f64()
     );
     println!(
-        "| {:<36} | {:>11} | {:>14} | {:>11} | {:>10} | {:>12} | {:>8} | {:>12} | {:>16} | {:>10} | {:>10} |",
+        "| {:<36} | {:>11} | {:>14} | {:>11} | {:>10} | {:>12} | {:>8} | {:>12} | {:>16} | {:>10} | {:>10} | {:>10} |",
         "client",
         "contenders",
         "acquisitions/s",
@@ -673,11 +694,12 @@ async fn main() {
         "requests/acq",
         "notified/release",
         "CPU us/acq",
+        "server CPU",
         "violations"
     );
     println!(
-        "|{:-<38}|{:->13}|{:->16}|{:->13}|{:->12}|{:->14}|{:->10}|{:->14}|{:->18}|{:->12}|{:->12}|",
-        "", "", "", "", "", "", "", "", "", "", ""
+        "|{:-<38}|{:->13}|{:->16}|{:->13}|{:->12}|{:->14}|{:->10}|{:->14}|{:->18}|{:->12}|{:->12}|{:->12}|",
+        "", "", "", "", "", "", "", "", "", "", "", ""
     );
     let mut violations = 0;
     for (contenders, rows) in &contended {
