@@ -16,7 +16,10 @@
 //!   current leader: its owner session owns the lowest candidate node and its token is
 //!   that node's czxid (a deposed leader cannot leave a stale one behind while its
 //!   session lives);
-//! * the machine's getter agrees with the events: `is_leader()` only after `Elected`.
+//! * the machine's getter agrees with the events: `is_leader()` only after `Elected`;
+//! * every client also runs an election [`Observer`]: a leader it reports is one that
+//!   led (no live candidate created before it on the server) and its token is its
+//!   node's czxid.
 //!
 //! Liveness, once faults stop (the last stretch of the run is quiet): clients stop
 //! resigning and closing, and every client stands for election (a crashed client comes
@@ -24,7 +27,8 @@
 //! at every event: every client has a live session and a candidacy, exactly one client
 //! leads, it owns the lowest node, the candidates' directory holds exactly one node per
 //! client — each the node its machine reports — and nothing else (no orphan from a lost
-//! create), and from a little later the acknowledgement node carries the leader's token.
+//! create), and from a little later the acknowledgement node carries the leader's token
+//! and every observer reports that leader, acknowledged.
 //! Then every client closes: by the end every `close` has reached `Closed`, no machine is
 //! still hosted, and no candidate or acknowledgement node is left. Nothing is cancelled
 //! before the check window.
@@ -36,6 +40,7 @@ use core::time::Duration;
 
 use crate::client::{Client, ClientEvent, RecipeHandle};
 use crate::recipe::contender::Contender;
+use crate::recipe::election::observer::{Observer, ObserverEvent, Participant};
 use crate::recipe::election::{
     ack_node, default_ack_dir, parse_ack_node, Election, ElectionConfig, ElectionEvent, Leadership,
 };
@@ -65,6 +70,8 @@ pub struct Phases {
     pub check_at: Instant,
     /// From here the acknowledgement must carry the leader's token too.
     pub ack_check_at: Instant,
+    /// From here every observer must report the leader, acknowledged.
+    pub observe_check_at: Instant,
     /// The window closes and every client closes its election.
     pub close_at: Instant,
 }
@@ -116,6 +123,14 @@ pub struct ElectionUser {
     close_pending: bool,
     /// The last events seen, for failure reports.
     pub log: Vec<String>,
+    /// The client's election observer, if running.
+    observer: Option<RecipeHandle<Observer>>,
+    /// Every leader the observers reported, in order.
+    pub observed: Vec<Option<Participant>>,
+    /// Observer `close` calls, and the `Closed` events that answered them.
+    pub observer_closes: (u32, u32),
+    /// Observer `Failed` events (never expected).
+    pub observer_failures: Vec<String>,
 }
 
 impl ElectionUser {
@@ -148,6 +163,53 @@ impl ElectionUser {
             closes: (0, 0),
             close_pending: false,
             log: Vec::new(),
+            observer: None,
+            observed: Vec::new(),
+            observer_closes: (0, 0),
+            observer_failures: Vec::new(),
+        }
+    }
+
+    /// The observer it runs, if any.
+    pub fn observer(&self) -> Option<RecipeHandle<Observer>> {
+        self.observer
+    }
+
+    fn on_observer_event(&mut self, now: Instant, e: &ObserverEvent) {
+        self.note(now, format!("observer {e:?}"));
+        match e {
+            ObserverEvent::Leader(l) => self.observed.push(l.clone()),
+            ObserverEvent::Failed { error } => self.observer_failures.push(format!("{error:?}")),
+            ObserverEvent::Closed => {
+                self.observer = None;
+                if self.observer_closes.1 < self.observer_closes.0 {
+                    self.observer_closes.1 += 1;
+                }
+            }
+            _ => {}
+        }
+        if let ObserverEvent::Failed { .. } = e {
+            self.observer = None;
+        }
+    }
+
+    /// Runs an observer while the run lasts; closes it at the end.
+    fn observe(&mut self, now: Instant, client: &mut Client) {
+        match self.observer {
+            Some(h)
+                if now >= self.phases.close_at
+                    && self.observer_closes.0 == self.observer_closes.1 =>
+            {
+                self.observer_closes.0 += 1;
+                self.note(now, "observer close".into());
+                client.command(now, h, |o, now| o.close(now));
+            }
+            None if now < self.phases.close_at => {
+                let h = client.add(now, Observer::new(DIR));
+                self.observer = Some(h);
+                client.command(now, h, |o, now| o.start(now));
+            }
+            _ => {}
         }
     }
 
@@ -362,12 +424,18 @@ impl Actor for ElectionUser {
                         }
                     }
                 }
+                ClientEvent::Recipe { id, event } if Some(*id) == self.observer.map(|h| h.id()) => {
+                    if let Some(e) = event.downcast_ref::<ObserverEvent>() {
+                        self.on_observer_event(now, e);
+                    }
+                }
                 ClientEvent::Session(s) if s.is_state_change() => {
                     self.note(now, format!("session {s:?}"));
                 }
                 _ => {}
             }
         }
+        self.observe(now, client);
         match self.handle {
             Some(h) => self.act(now, client, h),
             None if now >= self.idle_until && now < self.phases.close_at => {
@@ -405,6 +473,9 @@ impl Actor for ElectionUser {
                 at = Some(at.map_or(t, |a| a.min(t)));
             }
         };
+        if self.observer.is_some() {
+            consider(self.phases.close_at);
+        }
         match self.handle {
             Some(_) if !self.closing => {
                 consider(self.phases.close_at);
@@ -428,6 +499,9 @@ impl Actor for ElectionUser {
     fn restart(&mut self) {
         self.note(self.last_now, "restart (new client)".into());
         self.handle = None;
+        self.observer = None;
+        // An observer close the crash interrupted never completes.
+        self.observer_closes.0 = self.observer_closes.1;
         self.joined = false;
         self.resigning = false;
         self.closing = false;
@@ -473,6 +547,7 @@ pub struct Checker {
     ack_dir: String,
     seen_elections: Vec<usize>,
     seen_acks: Vec<usize>,
+    seen_observed: Vec<usize>,
     max_token: i64,
     /// The candidates as of a server zxid (they change only with a write).
     cache: Option<(i64, Vec<Candidate>)>,
@@ -488,6 +563,7 @@ impl Checker {
             ack_dir: default_ack_dir(DIR),
             seen_elections: Vec::new(),
             seen_acks: Vec::new(),
+            seen_observed: Vec::new(),
             max_token: 0,
             cache: None,
             window_checks: 0,
@@ -525,6 +601,7 @@ impl Checker {
         let n = view.actors.len();
         self.seen_elections.resize(n, 0);
         self.seen_acks.resize(n, 0);
+        self.seen_observed.resize(n, 0);
         for i in 0..n {
             let a = &view.actors[i];
             let live = view.live(i);
@@ -569,6 +646,26 @@ impl Checker {
                 }
             }
             self.seen_acks[i] = a.acks.len();
+            // An observer's leader led: no live candidate was created before it (one
+            // that was would be in every listing that has it), and its token is its
+            // node's czxid.
+            for p in a.observed[self.seen_observed[i]..].iter().flatten() {
+                if !live {
+                    continue;
+                }
+                let seq = |name: &str| Contender::parse(name).map(|c| c.sequence);
+                let before = cands
+                    .iter()
+                    .find(|c| seq(&c.0) < seq(&p.node) && seq(&c.0).is_some());
+                let token = cands.iter().find(|c| c.0 == p.node).map(|c| c.1);
+                if before.is_some() || token.is_some_and(|t| t != p.fencing_token) {
+                    return Err(format!(
+                        "c{i}'s observer reported leader {p:?}, but the candidate {before:?} \
+                         was created before it and lives (its node's czxid {token:?})"
+                    ));
+                }
+            }
+            self.seen_observed[i] = a.observed.len();
             // The getter agrees with the events.
             if let Some(h) = a.handle {
                 if let Some(e) = view.client(i).recipe(h) {
@@ -629,6 +726,25 @@ impl Checker {
             let owner = view.session(l).0;
             if cands.first().map(|c| c.2) != Some(owner) {
                 problems.push(format!("leader c{l} does not own the lowest node"));
+            }
+            if view.now >= self.phases.observe_check_at {
+                for i in 0..n {
+                    let seen = view.actors[i]
+                        .observer
+                        .and_then(|h| view.client(i).recipe(h))
+                        .map(|o| {
+                            (
+                                o.leader().map(|p| p.node.clone()),
+                                o.acknowledged().is_some(),
+                            )
+                        });
+                    let want = (cands.first().map(|c| c.0.clone()), true);
+                    if seen.as_ref() != Some(&want) {
+                        problems.push(format!(
+                            "c{i}'s observer sees (leader, acknowledged) {seen:?}, not {want:?}"
+                        ));
+                    }
+                }
             }
             if view.now >= self.phases.ack_check_at {
                 let lowest = cands.first().map(|c| c.1);
@@ -710,6 +826,7 @@ pub fn run_with(mut config: SimConfig, user: User) -> Result<Totals, String> {
         quiet_at,
         check_at,
         ack_check_at: check_at + Duration::from_millis(100),
+        observe_check_at: check_at + Duration::from_millis(200),
         close_at: check_at + Duration::from_millis(400),
     };
     let end = phases.close_at + Duration::from_millis(1000);
@@ -740,6 +857,15 @@ pub fn run_with(mut config: SimConfig, user: User) -> Result<Totals, String> {
             problems.push(format!(
                 "c{i}: close never reached Closed ({} closes, {} Closed)",
                 a.closes.0, a.closes.1
+            ));
+        }
+        if !a.observer_failures.is_empty() {
+            problems.push(format!("c{i}: observer Failed {:?}", a.observer_failures));
+        }
+        if a.observer.is_some() || a.observer_closes.0 != a.observer_closes.1 {
+            problems.push(format!(
+                "c{i}: the observer's close never reached Closed ({:?})",
+                a.observer_closes
             ));
         }
         if sim.client(i).recipes() != 0 {
