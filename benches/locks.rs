@@ -32,7 +32,8 @@
 //! warm-ups of 2,000 cycles and 2 s; `BENCH_QUICK=1`: 2 rounds of 50 cycles and of 1 s,
 //! after 200 cycles and 0.5 s. The warm-ups are the same for both clients: Curator needs
 //! them for its JIT, the server for its own. `LOCKS_BENCH_ROUNDS=N` and
-//! `LOCKS_BENCH_CONTENDERS=8,64` override the rounds and the contender counts.
+//! `LOCKS_BENCH_CONTENDERS=8,64` override the rounds and the contender counts,
+//! `LOCKS_BENCH_ROUND_MS` the length of a contended round.
 //!
 //! Latencies are also reported in round trips measured in the same run against the same
 //! server: a read RTT (`exists`) and a write RTT (`setData` of 100 bytes), medians of
@@ -542,7 +543,11 @@ async fn main() {
         .unwrap_or_else(|| vec![8, 64]);
     let n = if quick { 50 } else { 100 };
     let warm_cycles = if quick { 200 } else { 2000 };
-    let run = Duration::from_millis(if quick { 1000 } else { 1500 });
+    let run = Duration::from_millis(
+        env("LOCKS_BENCH_ROUND_MS")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(if quick { 1000 } else { 1500 }),
+    );
     let warm_up = Duration::from_millis(if quick { 500 } else { 2000 });
 
     let java = block_in_place(|| curator::compiled("CuratorLockBench"));
