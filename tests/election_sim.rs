@@ -78,13 +78,19 @@ fn the_election_survives_every_schedule() {
     let totals = run_all(&seeds, clients());
     println!(
         "{n} schedules x {} clients in {:.1} s: {} elections, {} acknowledgements ({} failed), \
-         {} events in liveness windows; every invariant held",
+         {} leaders reported by observers, {} events in liveness windows; every invariant held",
         clients(),
         started.elapsed().as_secs_f64(),
         totals.elections,
         totals.acks,
         totals.ack_failures,
+        totals.observed,
         totals.window_checks,
+    );
+    assert!(
+        totals.observed > n * clients(),
+        "observers must see leaders come and go ({})",
+        totals.observed
     );
     assert!(
         totals.elections > n * clients(),

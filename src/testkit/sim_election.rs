@@ -790,6 +790,8 @@ pub struct Totals {
     pub acks: usize,
     /// `AckFailed` events.
     pub ack_failures: usize,
+    /// Leaders (`Some`) reported by observers.
+    pub observed: usize,
     /// Events checked inside the liveness window.
     pub window_checks: u64,
 }
@@ -799,6 +801,7 @@ impl core::ops::AddAssign for Totals {
         self.elections += o.elections;
         self.acks += o.acks;
         self.ack_failures += o.ack_failures;
+        self.observed += o.observed;
         self.window_checks += o.window_checks;
     }
 }
@@ -899,6 +902,7 @@ pub fn run_with(mut config: SimConfig, user: User) -> Result<Totals, String> {
         totals.elections += a.elections.len();
         totals.acks += a.acks.len();
         totals.ack_failures += a.ack_failures as usize;
+        totals.observed += a.observed.iter().flatten().count();
     }
     Ok(totals)
 }
