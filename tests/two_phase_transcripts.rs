@@ -186,6 +186,37 @@ fn started(s: &mut Script<Coordinator>) {
 }
 
 #[test]
+fn a_vote_notified_before_the_alive_listing_answers_is_not_taken_for_no_vote() {
+    let mut s = coordinator(Variant::Coordinator);
+    started(&mut s);
+    s.reply("watch /app/tx", data(b"", 0));
+    s.reply("watch /app/tx/votes/a", data(b"commit", 1));
+    s.reply("watch /app/tx/votes/b", data(b"", 0));
+    s.events();
+    s.advance(5000);
+    assert_eq!(s.sent(), ["list /app/tx/alive"]);
+    // On the server: b votes commit, then b's session ends; then the listing is served.
+    // ZooKeeper delivers b's vote notification before the listing's reply.
+    s.fire(EventType::NodeDataChanged, &p("votes/b"));
+    assert_eq!(s.sent(), ["watch /app/tx/votes/b"]);
+    s.reply(
+        "list /app/tx/alive",
+        Ok(Response::Children(vec!["a".into()])),
+    );
+    // b voted before this listing: "no vote and no presence" does not hold for b.
+    let early: Vec<String> = s.sent();
+    assert!(
+        early.is_empty(),
+        "decided with b's vote read in flight: {early:?}"
+    );
+    s.reply("watch /app/tx/votes/b", data(b"commit", 1));
+    assert_eq!(
+        s.sent(),
+        ["multi check /app/tx/votes/a@1 + check /app/tx/votes/b@1 + set /app/tx@0"]
+    );
+}
+
+#[test]
 fn coordinator_o_n_creates_everything_in_one_multi_watches_votes_and_commits_with_checks() {
     let mut s = coordinator(Variant::Coordinator);
     assert_eq!(

@@ -329,10 +329,16 @@ impl Coordinator {
             return Some(Outcome::Commit);
         }
         if let (true, Some(present)) = (self.deadline_passed, &self.present) {
+            // A site whose vote is being read (its notification said it changed) has
+            // not been shown to have no vote: its read decides.
+            let reading = |s: &String| {
+                self.vote_reads.contains(s)
+                    || self.outbox.any(|p| matches!(p, P::Vote(x) if x == s))
+            };
             let gone = self
                 .votes
                 .iter()
-                .any(|(s, v)| v.is_none() && !present.contains(s));
+                .any(|(s, v)| v.is_none() && !present.contains(s) && !reading(s));
             if gone {
                 return Some(Outcome::Abort);
             }
