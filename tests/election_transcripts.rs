@@ -682,6 +682,34 @@ fn a_synced_observer_reports_no_leader_before_it_read_the_lowest_candidate() {
 }
 
 #[test]
+fn participants_stop_before_a_listed_candidate_not_read_yet() {
+    let mut s = observer();
+    s.reply("list", children(&["_c_m-latch-0000000001"]));
+    s.reply("get /app/election/_c_m", data(b"m", 5, 0));
+    s.reply("list /app/election-leader", children(&[]));
+    let m = participant("m", "_c_m-latch-0000000001", 5);
+    assert_eq!(s.events(), [ObserverEvent::Leader(Some(m))]);
+    // m goes; two candidates joined meanwhile; the later one's name sorts first.
+    s.fire(EventType::NodeChildrenChanged, DIR);
+    s.reply(
+        "list",
+        children(&["_c_z-latch-0000000002", "_c_a-latch-0000000003"]),
+    );
+    s.reply("get /app/election/_c_a", data(b"b", 30, 0));
+    assert!(s.events().is_empty());
+    assert_eq!(
+        s.r.participants(),
+        [],
+        "the first in election order is not read yet: no later one is put first"
+    );
+    s.reply("get /app/election/_c_z", data(b"z", 20, 0));
+    let z = participant("z", "_c_z-latch-0000000002", 20);
+    let b = participant("b", "_c_a-latch-0000000003", 30);
+    assert_eq!(s.events(), [ObserverEvent::Leader(Some(z.clone()))]);
+    assert_eq!(s.r.participants(), [z, b]);
+}
+
+#[test]
 fn an_observer_retries_what_the_connection_lost_after_the_reconnect() {
     let mut s = observer();
     s.session(SessionChange::Suspended);

@@ -248,7 +248,8 @@ impl ElectionObserver {
         self.hosted.call(|o, _| o.leader().cloned()).await
     }
 
-    /// The participants in election order, the leader first.
+    /// The participants in election order, the leader first, as far as read (see
+    /// `Observer::participants`).
     pub async fn participants(&self) -> Result<Vec<Participant>, Error> {
         self.hosted.call(|o, _| o.participants()).await
     }

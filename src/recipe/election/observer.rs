@@ -121,17 +121,20 @@ impl Observer {
         self.reported.as_ref().and_then(|l| l.as_ref())
     }
 
-    /// The participants in election order (the leader first), as far as read.
+    /// The participants in election order (the leader first), as far as read: up to
+    /// the first listed candidate whose node is not read yet (a later one is never put
+    /// before it).
     pub fn participants(&self) -> Vec<Participant> {
         let names: Vec<String> = self
             .candidates
             .members()
             .iter()
             .map(|m| m.name.clone())
+            .chain(self.candidates.unread().map(String::from))
             .collect();
         contender::sorted(&names)
             .into_iter()
-            .filter_map(|c| {
+            .map_while(|c| {
                 let m = self.candidates.member(&c.name)?;
                 Some(Participant {
                     id: String::from_utf8_lossy(&m.data).into(),
