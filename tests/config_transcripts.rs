@@ -132,6 +132,7 @@ fn reader_pipelines_ready_then_every_node_and_reports_a_snapshot() {
         lines(&round),
         ["exists! /cfg/ready", "get! /cfg/a", "get! /cfg/b"]
     );
+    assert!(!r.is_ready(), "nothing read yet: `ready` not seen");
     answer(
         &mut r,
         &round,
@@ -149,6 +150,7 @@ fn reader_pipelines_ready_then_every_node_and_reports_a_snapshot() {
             9
         )]
     );
+    assert!(r.is_ready());
     // Watches armed: nothing more is sent until a notification.
     assert!(sent(&mut r).is_empty());
     assert_eq!(r.poll_timeout(), None);

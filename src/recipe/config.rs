@@ -280,6 +280,8 @@ impl ConfigReader {
     /// A reader that does nothing until [`start`](Self::start).
     pub fn new(config: ReaderConfig) -> Self {
         let n = config.paths.len();
+        // In the ready mode nothing is ready until a round has seen `ready`.
+        let not_ready = config.mode == ConfigMode::ReadyNode;
         ConfigReader {
             config,
             running: false,
@@ -290,7 +292,7 @@ impl ConfigReader {
             missing: alloc::vec![false; n],
             round: None,
             need_round: false,
-            not_ready: false,
+            not_ready,
             reported_not_ready: false,
             last: None,
             sync_next: false,
