@@ -118,7 +118,8 @@ pub struct GroupView {
 }
 
 impl GroupView {
-    /// Waits for the next `Synced` (a complete view) and returns the members.
+    /// Waits for the next `Synced` (a complete view), then returns the members as they
+    /// are when it asks (members a newer listing showed are in once read).
     pub fn synced(&mut self) -> Result<Vec<Member>, Error> {
         self.events
             .wait(
