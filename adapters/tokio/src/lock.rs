@@ -233,8 +233,13 @@ impl ReentrantLock {
         let mut config = self.builder.config.clone();
         config.id = node_id();
         let h = Hosted::new(&self.builder.client, Lock::new(config))?.0;
-        *hold = Some(h.clone());
-        acquire(&h, wait).await
+        // Kept only once it holds: an attempt that times out, fails or (tokio) is
+        // cancelled drops its machine, which abandons the attempt and deletes its node.
+        let got = acquire(&h, wait).await;
+        if let Ok(Some(_)) = got {
+            *hold = Some(h);
+        }
+        got
     }
 }
 

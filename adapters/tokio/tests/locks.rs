@@ -209,6 +209,37 @@ async fn revocation_is_asked_then_forced() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_reentrant_acquire_leaves_no_hold_behind() {
+    let server = TestServer::start().unwrap();
+    let a = client(&server).await;
+    let b = client(&server).await;
+    let held = b.lock("/re-cancel").acquire().await.unwrap();
+    let m = a.reentrant_lock("/re-cancel");
+    // The caller gives up while it waits (a timeout, a select!): the future is dropped.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), m.acquire())
+            .await
+            .is_err(),
+        "b holds: the acquire waits"
+    );
+    held.release().await.unwrap();
+    // Nobody holds now: the dropped attempt must not have taken the lock unseen.
+    let g = within(
+        "b again",
+        b.lock("/re-cancel").acquire_timeout(Duration::from_secs(5)),
+    )
+    .await
+    .unwrap();
+    assert!(
+        g.is_some(),
+        "the cancelled attempt took the lock with no guard"
+    );
+    assert_eq!(m.depth().await, 0);
+    assert_eq!(a.get_children("/re-cancel").await.unwrap().len(), 1);
+    g.unwrap().release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reentrancy_is_explicit() {
     let server = TestServer::start().unwrap();
     let a = client(&server).await;
