@@ -105,27 +105,32 @@ impl DoubleBarrier {
     async fn enter_inner(&mut self, timeout: Option<Duration>) -> Result<bool, Error> {
         let id = zk_recipes::recipe::lock::node_id(crate::random_seed(), crate::random_seed());
         let config = DoubleBarrierConfig::new(&self.path, self.count, &id);
-        let (hosted, events) = Hosted::new(&self.client, Participant::new(config))?;
+        let (hosted, mut events) = Hosted::new(&self.client, Participant::new(config))?;
         self.late = None;
-        self.current = Some((hosted, events));
-        let Some((hosted, events)) = self.current.as_mut() else {
-            return Err(Error::Finished);
-        };
-        hosted
-            .call(move |p, now| p.enter(now, timeout.map(|t| now + t)))
-            .await??;
+        self.current = None;
+        // Kept once the enter has its outcome: a cancelled enter (tokio) drops the
+        // participant, which is abandoned and deletes its node.
         let late = &mut self.late;
-        events
-            .wait(
-                |e| {
-                    if let DoubleBarrierEvent::Entered { late: l } = e {
-                        *late = Some(*l);
-                    }
-                },
-                DoubleBarrierEvent::enter_outcome,
-            )
+        let outcome = match hosted
+            .call(move |p, now| p.enter(now, timeout.map(|t| now + t)))
             .await
-            .unwrap_or(Err(Error::Finished))
+            .and_then(|r| r)
+        {
+            Ok(()) => events
+                .wait(
+                    |e| {
+                        if let DoubleBarrierEvent::Entered { late: l } = e {
+                            *late = Some(*l);
+                        }
+                    },
+                    DoubleBarrierEvent::enter_outcome,
+                )
+                .await
+                .unwrap_or(Err(Error::Finished)),
+            Err(e) => Err(e),
+        };
+        self.current = Some((hosted, events));
+        outcome
     }
 
     /// Leaves and waits until every participant of the round has left.

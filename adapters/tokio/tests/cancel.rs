@@ -1,0 +1,50 @@
+//! Dropping a future (a timeout, a `select!`) leaves nothing behind: the recipe it
+//! started is abandoned and its nodes deleted. Against a real ZooKeeper 3.8.
+
+use std::time::Duration;
+
+use zk_recipes_testing::TestServer;
+use zk_recipes_tokio::{connect, Client, Options};
+
+async fn client(server: &TestServer) -> Client {
+    connect(&server.connect_string(), Options::default())
+        .await
+        .unwrap()
+}
+
+/// Waits until `dir` has `n` children (20 s at most).
+async fn children_become(zk: &Client, dir: &str, n: usize) -> Vec<String> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let c = zk.get_children(dir).await.unwrap_or_default();
+        if c.len() == n || tokio::time::Instant::now() > deadline {
+            return c;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_double_barrier_enter_leaves_no_participant() {
+    let server = TestServer::start().unwrap();
+    let a = client(&server).await;
+    let b = client(&server).await;
+    let mut mine = a.double_barrier("/db-cancel", 2);
+    // Two are needed; we are alone: the enter waits, and the caller gives up.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), mine.enter())
+            .await
+            .is_err()
+    );
+    assert_eq!(
+        children_become(&b, "/db-cancel", 0).await,
+        Vec::<String>::new(),
+        "the cancelled participant's node stays and would count as entered"
+    );
+    // Another participant alone is not let in by the cancelled one.
+    let mut other = b.double_barrier("/db-cancel", 2);
+    assert!(!other
+        .enter_timeout(Duration::from_millis(500))
+        .await
+        .unwrap());
+}
