@@ -432,6 +432,39 @@ fn an_empty_queue_is_listed_again_with_a_watch_and_waits_for_it() {
 }
 
 #[test]
+fn a_cancelled_take_ends_at_once_or_with_its_batch_and_takes_nothing_after() {
+    let mut s = consumer(Delivery::AtMostOnce, Format::Fifo);
+    // Waiting on an empty queue: cancelled, it ends at once.
+    let t = s.r.take(T, 1, None);
+    s.reply("list Q", kids(&[]));
+    s.reply("list! Q", kids(&[]));
+    assert!(s.r.cancel_take(T, t));
+    assert_eq!(s.events(), [ConsumerEvent::TimedOut { take: t }]);
+    assert!(!s.r.cancel_take(T, t), "ended: nothing to cancel");
+    // An item comes: no take waits, nothing is taken.
+    s.fire(EventType::NodeChildrenChanged, DIR);
+    assert!(s.sent().is_empty(), "a cancelled take starts nothing");
+    // A batch on the wire when the take is cancelled: its outcome ends it (the items
+    // were deleted: they are reported, not lost).
+    let t = s.r.take(T, 1, None);
+    assert_eq!(s.sent(), ["list! Q"]);
+    s.reply("list", kids(&["qn-0000000001"]));
+    assert_eq!(s.sent(), ["read Q/qn-0000000001"]);
+    assert!(s.r.cancel_take(T, t));
+    assert!(s.events().is_empty());
+    s.reply("read", multi(vec![data("x")]));
+    s.reply(
+        "multi",
+        multi(vec![
+            MultiResult::Create(format!("{META}/c-c1")),
+            MultiResult::SetData(stat(1, SESSION)),
+            MultiResult::Delete,
+        ]),
+    );
+    assert!(matches!(&s.events()[..], [ConsumerEvent::Taken { take, .. }] if *take == t));
+}
+
+#[test]
 fn a_take_with_a_deadline_times_out_on_an_empty_queue() {
     let mut s = consumer(Delivery::AtMostOnce, Format::Fifo);
     let d = Instant::from_micros(1_000_000);

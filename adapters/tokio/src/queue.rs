@@ -25,8 +25,33 @@ pub struct Queue {
     format: Format,
     ephemeral: bool,
     producer: Option<Hosted<Producer>>,
-    consumer: Option<Hosted<Consumer>>,
-    claimer: Option<Hosted<Consumer>>,
+    consumer: Option<Taker>,
+    claimer: Option<Taker>,
+}
+
+/// A consumer with its events since it was made (so an outcome whose caller was
+/// cancelled stays readable) and the items such outcomes brought: the next take gets
+/// them first, nothing taken is dropped unseen.
+struct Taker {
+    hosted: Hosted<Consumer>,
+    events: Events<Consumer>,
+    stash: std::collections::VecDeque<Item>,
+}
+
+/// Gives a take up in the core if its future is dropped before its outcome.
+struct CancelTake {
+    hosted: Hosted<Consumer>,
+    take: Option<zk_recipes::recipe::queue::TakeId>,
+}
+
+impl Drop for CancelTake {
+    fn drop(&mut self) {
+        if let Some(id) = self.take {
+            let _ = self.hosted.run(move |c, now| {
+                c.cancel_take(now, id);
+            });
+        }
+    }
 }
 
 /// An item held at least once ([`Queue::take_claimed`]): [`complete`](Self::complete)
@@ -111,7 +136,7 @@ impl Queue {
         self.producer.as_ref().ok_or(Error::Finished)
     }
 
-    fn consumer(&mut self, delivery: Delivery) -> Result<Hosted<Consumer>, Error> {
+    fn consumer(&mut self, delivery: Delivery) -> Result<&mut Taker, Error> {
         let slot = match delivery {
             Delivery::AtMostOnce => &mut self.consumer,
             Delivery::AtLeastOnce => &mut self.claimer,
@@ -121,10 +146,14 @@ impl Queue {
             config.format = self.format;
             config.delivery = delivery;
             config.spread = crate::random_seed();
-            let (hosted, _events) = Hosted::new(&self.client, Consumer::new(config))?;
-            *slot = Some(hosted);
+            let (hosted, events) = Hosted::new(&self.client, Consumer::new(config))?;
+            *slot = Some(Taker {
+                hosted,
+                events,
+                stash: Default::default(),
+            });
         }
-        slot.clone().ok_or(Error::Finished)
+        slot.as_mut().ok_or(Error::Finished)
     }
 
     /// Puts one item (default priority in a priority queue); its name once the server
@@ -189,14 +218,44 @@ impl Queue {
         max: usize,
         wait: Option<Duration>,
     ) -> Result<Vec<Item>, Error> {
-        let hosted = self.consumer(delivery)?;
-        let (id, mut events) = hosted
-            .call_subscribed(move |c, now| c.take(now, max, wait.map(|w| now + w)))
+        let taker = self.consumer(delivery)?;
+        if !taker.stash.is_empty() {
+            let n = max.clamp(1, taker.stash.len());
+            return Ok(taker.stash.drain(..n).collect());
+        }
+        let id = taker
+            .hosted
+            .call(move |c, now| c.take(now, max, wait.map(|w| now + w)))
             .await?;
-        events
-            .wait(|_| {}, |e: &ConsumerEvent| e.take_outcome(id))
+        let mut cancel = CancelTake {
+            hosted: taker.hosted.clone(),
+            take: Some(id),
+        };
+        let stash = &mut taker.stash;
+        let outcome = taker
+            .events
+            .wait(
+                |e| {
+                    // An earlier take whose caller was cancelled: its items are the
+                    // next caller's.
+                    if let ConsumerEvent::Taken { take, items } = e {
+                        if *take != id {
+                            stash.extend(items.iter().cloned());
+                        }
+                    }
+                },
+                |e: &ConsumerEvent| e.take_outcome(id),
+            )
             .await
-            .unwrap_or(Err(Error::Finished))
+            .unwrap_or(Err(Error::Finished));
+        cancel.take = None;
+        match outcome {
+            Ok(items) if items.is_empty() && !stash.is_empty() => {
+                let n = max.clamp(1, stash.len());
+                Ok(stash.drain(..n).collect())
+            }
+            other => other,
+        }
     }
 
     /// Takes the next item, waiting as long as it takes (at most once: it is deleted).
@@ -262,7 +321,7 @@ impl Queue {
     fn claimed(&mut self, item: Item) -> Result<Claimed, Error> {
         Ok(Claimed {
             item,
-            hosted: self.consumer(Delivery::AtLeastOnce)?,
+            hosted: self.consumer(Delivery::AtLeastOnce)?.hosted.clone(),
             settled: false,
         })
     }

@@ -48,3 +48,29 @@ async fn a_cancelled_double_barrier_enter_leaves_no_participant() {
         .await
         .unwrap());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_take_loses_no_item() {
+    let server = TestServer::start().unwrap();
+    let a = client(&server).await;
+    let b = client(&server).await;
+    let mut q = a.queue("/q-cancel");
+    // The queue is empty: the take waits, and the caller gives up.
+    assert!(tokio::time::timeout(Duration::from_millis(300), q.take())
+        .await
+        .is_err());
+    let mut producer = b.queue("/q-cancel");
+    producer.put("item-1").await.unwrap();
+    producer.put("item-2").await.unwrap();
+    let first = q.take_timeout(Duration::from_secs(5)).await.unwrap();
+    assert_eq!(
+        first.map(|i| i.data),
+        Some(bytes::Bytes::from_static(b"item-1")),
+        "the cancelled take took item-1 and nobody got it"
+    );
+    let second = q.take_timeout(Duration::from_secs(5)).await.unwrap();
+    assert_eq!(
+        second.map(|i| i.data),
+        Some(bytes::Bytes::from_static(b"item-2"))
+    );
+}

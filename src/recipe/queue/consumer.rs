@@ -449,6 +449,21 @@ impl Consumer {
         id
     }
 
+    /// Gives take `id` up (its caller is gone): it starts no new listing or batch and
+    /// ends with `TimedOut` at once — unless a batch for it is on the wire, whose
+    /// outcome (`Taken`: the items are ours, deleted or claimed; `TakeFailed`) then ends
+    /// it as usual. False if no such take waits.
+    pub fn cancel_take(&mut self, now: Instant, id: TakeId) -> bool {
+        let Some(t) = self.takes.iter_mut().find(|t| t.id == id) else {
+            return false;
+        };
+        t.deadline = Some(now);
+        t.looked = true;
+        self.expire_takes(now);
+        self.drive(now);
+        true
+    }
+
     /// Completes a held item (at least once): deletes it and its claim in one `multi`.
     /// `Completed` or `CompleteFailed` follows. Refused if we do not hold it.
     pub fn complete(&mut self, now: Instant, item: &str) -> Result<(), Error> {
