@@ -703,3 +703,119 @@ fn a_take_made_while_waiting_on_the_watch_times_out_too() {
     s.r.handle_timeout(d2);
     assert_eq!(s.events(), [ConsumerEvent::TimedOut { take: t2 }]);
 }
+
+/// At least once: the claim's create is accepted, the multiRead behind it is refused by
+/// the session at once (a local refusal comes before the replies to requests sent
+/// earlier), then the claim's create answers Ok. The claimed item must be read again.
+#[test]
+fn claim_answered_after_its_read_was_refused_is_read_again() {
+    let mut s = consumer(Delivery::AtLeastOnce, Format::Fifo);
+    let t = s.r.take(T, 1, None);
+    s.reply("list M", kids(&[]));
+    s.reply("list Q", kids(&["qn-0000000001"]));
+    assert_eq!(
+        s.sent(),
+        ["create M/claim-qn-0000000001", "read Q/qn-0000000001"]
+    );
+    // The read is refused locally: its error comes first.
+    s.reply("read", Err(Error::Overloaded));
+    s.reply(
+        "create M/claim-qn-0000000001",
+        Ok(Response::Path("x".into())),
+    );
+    // Let any backoff pass.
+    let mut sent = s.sent();
+    let mut now = T;
+    for _ in 0..20 {
+        if !sent.is_empty() {
+            break;
+        }
+        match s.r.poll_timeout() {
+            Some(at) => {
+                now = at;
+                s.r.handle_timeout(now);
+                sent = s.sent();
+            }
+            None => break,
+        }
+    }
+    assert_eq!(
+        sent,
+        ["read Q/qn-0000000001"],
+        "the claimed item is never read: the take {t} hangs"
+    );
+}
+
+/// The same with a deadline: the claimed item is read again and the take answered
+/// (its batch was on the wire, so its outcome decides, past the deadline too).
+#[test]
+fn a_claimed_item_whose_read_was_refused_first_is_read_again_past_the_deadline() {
+    let mut s = consumer(Delivery::AtLeastOnce, Format::Fifo);
+    let deadline = Instant::from_micros(1_000_000);
+    let t = s.r.take(T, 1, Some(deadline));
+    s.reply("list M", kids(&[]));
+    s.reply("list Q", kids(&["qn-0000000001"]));
+    s.reply("read", Err(Error::Overloaded));
+    s.reply(
+        "create M/claim-qn-0000000001",
+        Ok(Response::Path("x".into())),
+    );
+    let later = Instant::from_micros(10_000_000);
+    s.r.handle_timeout(later);
+    assert_eq!(s.sent(), ["read Q/qn-0000000001"], "take {t} hangs");
+    s.reply("read", multi(vec![data("one")]));
+    assert!(
+        matches!(&s.events()[..], [ConsumerEvent::Taken { take, items }] if *take == t && items.len() == 1)
+    );
+}
+
+/// At most once, in a new session whose previous session's marker `c-c1` is still on
+/// the server (expired by the client's estimate, not yet by the server): the claim's
+/// `create marker` fails `NodeExists`, the marker read finds another session's marker,
+/// and the claim goes out again at once — no backoff, every round trip, until the old
+/// session expires on the server. (The producer backs off here.)
+#[test]
+fn another_sessions_marker_is_waited_out_with_a_backoff() {
+    let mut s = consumer(Delivery::AtMostOnce, Format::Fifo);
+    s.r.take(T, 1, None);
+    s.reply("list Q", kids(&["qn-0000000001"]));
+    s.reply("read", multi(vec![data("one")]));
+    // What is sent next, letting backoffs pass.
+    fn next_sent(s: &mut Script<Consumer>) -> Vec<String> {
+        for _ in 0..10 {
+            let sent = s.sent();
+            if !sent.is_empty() {
+                return sent;
+            }
+            let Some(at) = s.r.poll_timeout() else {
+                break;
+            };
+            s.r.handle_timeout(at);
+        }
+        Vec::new()
+    }
+    for round in 0..3 {
+        assert_eq!(
+            next_sent(&mut s),
+            ["multi create M/c-c1 + set M/c-c1@0 + delete Q/qn-0000000001"],
+            "round {round}"
+        );
+        s.reply(
+            "multi",
+            multi(vec![
+                err(ErrorCode::NodeExists),
+                err(ErrorCode::RuntimeInconsistency),
+                err(ErrorCode::RuntimeInconsistency),
+            ]),
+        );
+        assert_eq!(next_sent(&mut s), ["sync M", "exists M/c-c1"]);
+        s.reply("sync", Ok(Response::Path(META.into())));
+        s.reply("exists", Ok(Response::Stat(stat(3, 0x55))));
+        let again = s.sent();
+        assert!(
+            again.is_empty(),
+            "sent again at once with no backoff: {again:?}"
+        );
+        assert!(s.r.poll_timeout().is_some(), "a backoff, then again");
+    }
+}

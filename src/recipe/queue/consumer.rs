@@ -1059,6 +1059,9 @@ impl Consumer {
 
     fn on_claim(&mut self, now: Instant, i: usize, result: Result<Response, Error>) {
         let parents_done = self.parent_rounds >= MAX_PARENT_ROUNDS || self.parent_error.is_some();
+        let reading = self
+            .outbox
+            .any(|p| matches!(p, Purpose::Read(slots) if slots.contains(&i)));
         let Some(b) = self.batch.as_mut() else {
             return;
         };
@@ -1066,7 +1069,15 @@ impl Consumer {
             return;
         };
         match result {
-            Ok(_) => b.claimed[i] = true, // the read in the same pipeline answers
+            Ok(_) => {
+                b.claimed[i] = true;
+                // The read sent behind the claim answers for the data — unless it
+                // answered first (a read refused by the session comes back before the
+                // claim's reply): then read again.
+                if *slot == Slot::Busy && !reading {
+                    *slot = Slot::NeedData;
+                }
+            }
             Err(Error::Server(ErrorCode::NodeExists)) => {
                 *slot = Slot::Skip;
                 let n = b.names.len();
@@ -1297,6 +1308,13 @@ impl Consumer {
         let (present, version) = match result {
             Ok(Response::Stat(stat)) if stat.ephemeral_owner == self.session_id => {
                 (true, stat.version as u32)
+            }
+            Ok(Response::Stat(_)) => {
+                // Another session's marker (a previous session of ours the server has
+                // not expired yet): our take cannot create it; wait it out with a
+                // backoff, as the producer does, instead of sending again at once.
+                self.retry.failed(now);
+                (false, 0)
             }
             Ok(_) | Err(Error::Server(ErrorCode::NoNode)) => (false, 0),
             Err(e) => {
