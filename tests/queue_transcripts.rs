@@ -725,15 +725,13 @@ fn claim_answered_after_its_read_was_refused_is_read_again() {
     );
     // Let any backoff pass.
     let mut sent = s.sent();
-    let mut now = T;
     for _ in 0..20 {
         if !sent.is_empty() {
             break;
         }
         match s.r.poll_timeout() {
             Some(at) => {
-                now = at;
-                s.r.handle_timeout(now);
+                s.r.handle_timeout(at);
                 sent = s.sent();
             }
             None => break,
