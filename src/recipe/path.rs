@@ -302,6 +302,9 @@ pub struct DeleteAll {
     /// (depth, path) of every node found in this round.
     found: Vec<(usize, String)>,
     round: u32,
+    /// The root was listed once: a later `NoNode` on it means it went (deleted by us
+    /// with a lost reply, or by someone else), not that it never was.
+    root_seen: bool,
     again: bool,
     failed: Option<Error>,
     started: bool,
@@ -321,6 +324,7 @@ impl DeleteAll {
             retry: Retry::default(),
             found: Vec::new(),
             round: 0,
+            root_seen: false,
             again: false,
             failed: None,
             started: false,
@@ -411,6 +415,7 @@ impl Recipe for DeleteAll {
         }
         match (step, result) {
             (Del::List(path, depth), Ok(Response::Children(kids))) => {
+                self.root_seen |= path == self.root;
                 for k in kids {
                     let child = if path == "/" {
                         alloc::format!("/{k}")
@@ -423,7 +428,7 @@ impl Recipe for DeleteAll {
                 self.lists_done();
             }
             (Del::List(path, _), Err(Error::Server(ErrorCode::NoNode))) => {
-                if path == self.root && self.round == 1 {
+                if path == self.root && !self.root_seen {
                     return self.finish(Err(Error::Server(ErrorCode::NoNode)));
                 }
                 self.found.retain(|(_, p)| *p != path);
