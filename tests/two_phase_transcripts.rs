@@ -878,3 +878,45 @@ fn a_restarted_coordinator_resumes_its_transaction_but_leaves_the_old_presence_n
     );
     assert!(s.r.is_done());
 }
+
+/// Our vote's reply is lost, but it was applied and the transaction committed on it.
+/// The re-sent vote fails on `check /app/tx@0`: the machine reads the outcome and
+/// never learns its own vote is in, so the user is told `TooLate(Commit)` ("decided
+/// before our vote was written") although the commit counted that very vote.
+#[test]
+fn a_vote_applied_before_its_lost_reply_is_not_reported_too_late() {
+    let mut s = site(Variant::Coordinator);
+    ready(&mut s, (b"", 0));
+    let mut status = SiteStatus::default();
+    s.events().iter().for_each(|e| status.apply(e));
+    assert!(s.r.vote(s.now, Vote::Commit));
+    assert_eq!(s.sent(), ["multi check /app/tx@0 + set /app/tx/votes/a@0"]);
+    s.fail_all(Error::ConnectionLoss); // applied on the server; the reply is lost
+    s.session(SessionChange::Suspended);
+    // Meanwhile the coordinator saw both votes and committed.
+    s.session(SessionChange::Reconnected {
+        session_id: SESSION,
+    });
+    let _ = s.sent();
+    s.reply(
+        "multi check /app/tx@0",
+        failed_multi(2, 0, ErrorCode::BadVersion),
+    );
+    let sent = s.sent();
+    if sent.iter().any(|l| l.starts_with("sync")) {
+        s.reply("sync", Ok(Response::Path(TX.into())));
+    }
+    s.reply("watch /app/tx", data(b"commit", 1));
+    let _ = s.sent();
+    if s.pending.iter().any(|(_, l)| l == "get /app/tx/votes/a") {
+        s.reply("get /app/tx/votes/a", data(b"commit", 1));
+    }
+    let ev = s.events();
+    ev.iter().for_each(|e| status.apply(e));
+    assert_eq!(status.outcome(), Some(Outcome::Commit));
+    assert_eq!(
+        status.vote_outcome(),
+        Some(Ok(VoteOutcome::Cast(Vote::Commit))),
+        "the commit included our vote"
+    );
+}

@@ -242,6 +242,8 @@ pub struct Site {
     seen: bool,
     payload: Option<Bytes>,
     own: Own,
+    /// A vote attempt may have been applied with its reply lost.
+    vote_in_doubt: bool,
     coord: Option<bool>,
     presence: Presence,
     peers: Option<BTreeMap<String, Option<Vote>>>,
@@ -270,6 +272,7 @@ impl Site {
             seen: false,
             payload: None,
             own: Own::Unknown,
+            vote_in_doubt: false,
             coord: None,
             presence: Presence::None,
             peers: None,
@@ -425,6 +428,14 @@ impl Site {
             self.emit(SiteEvent::Voted { vote });
         }
         if let TxView::Decided(outcome) = self.tx {
+            // We asked to vote and an attempt may have counted (its reply lost): our
+            // vote node tells whether it did, before the outcome is reported.
+            if self.wanted.is_some() && !self.voted_told && self.own == Own::Unknown {
+                if !self.in_flight(&P::Own) {
+                    self.need |= OWN;
+                }
+                return;
+            }
             self.finished = true;
             self.emit(SiteEvent::Decided { outcome });
             return;
@@ -763,11 +774,15 @@ impl Site {
                 self.retry.succeeded();
                 self.own = Own::Cast(vote);
             }
-            // Decided (or deleted) before our vote: the transaction node tells.
+            // Decided (or deleted) before this attempt: the transaction node tells —
+            // and our vote node whether an earlier attempt (its reply lost) counted.
             (Some((0, _)), _) => {
                 self.sync_next = true;
                 self.tx = TxView::Unknown;
                 self.need |= TX;
+                if self.vote_in_doubt {
+                    self.own = Own::Unknown;
+                }
             }
             // Already voted (an earlier incarnation, or our own lost reply), or not a site.
             (Some((1, ErrorCode::BadVersion | ErrorCode::NoNode)), _) => {
@@ -776,6 +791,7 @@ impl Site {
             }
             (Some((_, code)), _) => self.fail(Error::Server(code)),
             (None, Err(e)) if e.is_retryable() => {
+                self.vote_in_doubt |= e.may_have_applied();
                 self.sync_next = true;
                 self.retry.failed(now);
             }
