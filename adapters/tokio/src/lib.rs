@@ -3,8 +3,13 @@
 //!
 //! One driver task per session owns the sans-IO core, the socket and the timer; a
 //! [`Client`] is a cheap, cloneable, `Send + Sync` handle to it. Dropping any future is
-//! safe: the session is not affected, the reply is simply discarded. When the last
-//! handle drops, the session is closed.
+//! safe: the session is not affected, the reply is simply discarded. A recipe call
+//! dropped midway (a timeout, a `select!`) leaves nothing behind: a lock or
+//! re-entrant lock attempt, a double barrier `enter` is abandoned and its node deleted;
+//! a queue `take` is given up, and the items it had already taken go to the next
+//! `take`; a counter operation still applies once, and its answer is not taken for the
+//! next call's. (A dropped `NodeHandle::set_data` still writes; the next one may report
+//! the earlier write's Stat.) When the last handle drops, the session is closed.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), zk_recipes::client::Error> {

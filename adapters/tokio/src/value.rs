@@ -79,7 +79,11 @@ impl Client {
     /// [`CounterFormat::I32`], `DistributedAtomicLong`'s for [`CounterFormat::I64`]).
     pub fn counter(&self, path: &str, format: CounterFormat) -> Result<CounterHandle, Error> {
         let (hosted, events) = Hosted::new(self, Counter::new(path, format))?;
-        Ok(CounterHandle { hosted, events })
+        Ok(CounterHandle {
+            hosted,
+            events,
+            unanswered: 0,
+        })
     }
 
     /// Watches the shared counter in node `path`, stored in `format`: every new value
@@ -101,29 +105,50 @@ impl Client {
 pub struct CounterHandle {
     hosted: Hosted<Counter>,
     events: Events<Counter>,
+    /// Operations started whose answer nobody read (their call was cancelled): the
+    /// counter answers in order, so the next call skips them first.
+    unanswered: usize,
 }
 
 impl CounterHandle {
-    async fn answer(&mut self) -> Result<i64, Error> {
-        match self.events.next().await {
-            Some(CounterEvent::Added { after, .. }) => Ok(after),
-            Some(CounterEvent::Value { value, .. }) => Ok(value),
-            Some(CounterEvent::Failed { error }) => Err(error),
-            Some(_) | None => Err(Error::Finished),
+    async fn next_answer(&mut self) -> Result<i64, Error> {
+        loop {
+            match self.events.next().await {
+                Some(CounterEvent::Added { after, .. }) => return Ok(after),
+                Some(CounterEvent::Value { value, .. }) => return Ok(value),
+                Some(CounterEvent::Failed { error }) => return Err(error),
+                Some(CounterEvent::Closed) | None => return Err(Error::Finished),
+                Some(_) => {}
+            }
         }
+    }
+
+    async fn run(
+        &mut self,
+        op: impl FnOnce(&mut Counter, zk_recipes::time::Instant) + Send + 'static,
+    ) -> Result<i64, Error> {
+        while self.unanswered > 0 {
+            if let Err(Error::Finished) = self.next_answer().await {
+                return Err(Error::Finished);
+            }
+            self.unanswered -= 1;
+        }
+        self.hosted.run(op)?;
+        self.unanswered = 1;
+        let answer = self.next_answer().await;
+        self.unanswered = 0;
+        answer
     }
 
     /// Adds `delta` (negative subtracts): the value after our addition. An error whose
     /// `may_have_applied()` is true: the addition may be in the node all the same.
     pub async fn add(&mut self, delta: i64) -> Result<i64, Error> {
-        self.hosted.run(move |c, now| c.add(now, delta))?;
-        self.answer().await
+        self.run(move |c, now| c.add(now, delta)).await
     }
 
     /// The value now (0 for a missing node).
     pub async fn get(&mut self) -> Result<i64, Error> {
-        self.hosted.run(|c, now| c.get(now))?;
-        self.answer().await
+        self.run(|c, now| c.get(now)).await
     }
 }
 

@@ -74,3 +74,26 @@ async fn a_cancelled_take_loses_no_item() {
         Some(bytes::Bytes::from_static(b"item-2"))
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_counter_call_does_not_shift_the_next_answers() {
+    let server = TestServer::start().unwrap();
+    let a = client(&server).await;
+    let mut c = a
+        .counter("/counter-cancel", zk_recipes_tokio::CounterFormat::I64)
+        .unwrap();
+    assert_eq!(c.add(1).await.unwrap(), 1);
+    // Polled once (the addition is sent), then dropped before its answer: it is
+    // applied all the same, and its answer must not become the next call's.
+    tokio::select! {
+        biased;
+        _ = c.add(10) => panic!("answered at its first poll"),
+        _ = std::future::ready(()) => {}
+    }
+    assert_eq!(
+        c.add(100).await.unwrap(),
+        111,
+        "the next call got the cancelled call's answer"
+    );
+    assert_eq!(c.get().await.unwrap(), 111);
+}
