@@ -17,6 +17,17 @@ fn consumer(delivery: Delivery, format: Format) -> Script<Consumer> {
     Script::new(Consumer::new(c))
 }
 
+/// The answer to a consumer's first take `multi` (its marker created, set to version 1)
+/// deleting `items` items.
+fn first_take_applied(items: usize) -> Result<Response, Error> {
+    let mut r = vec![
+        MultiResult::Create(format!("{META}/c-c1")),
+        MultiResult::SetData(stat(1, SESSION)),
+    ];
+    r.extend((0..items).map(|_| MultiResult::Delete));
+    multi(r)
+}
+
 #[test]
 fn puts_are_pipelined_chained_on_the_marker_and_report_names() {
     let mut s = producer();
@@ -270,15 +281,7 @@ fn take_lists_once_reads_then_deletes_a_batch_in_one_multi() {
         s.sent(),
         ["multi create M/c-c1 + set M/c-c1@0 + delete Q/qn-0000000001 + delete Q/qn-0000000002"]
     );
-    s.reply(
-        "multi",
-        multi(vec![
-            MultiResult::Create(format!("{META}/c-c1")),
-            MultiResult::SetData(stat(1, SESSION)),
-            MultiResult::Delete,
-            MultiResult::Delete,
-        ]),
-    );
+    s.reply("multi", first_take_applied(2));
     let ev = s.events();
     assert_eq!(
         ev,
@@ -347,14 +350,7 @@ fn an_item_taken_by_another_consumer_is_skipped_without_a_second_claim() {
         s.sent(),
         ["multi create M/c-c1 + set M/c-c1@0 + delete Q/qn-0000000002"]
     );
-    s.reply(
-        "multi",
-        multi(vec![
-            MultiResult::Create(format!("{META}/c-c1")),
-            MultiResult::SetData(stat(1, SESSION)),
-            MultiResult::Delete,
-        ]),
-    );
+    s.reply("multi", first_take_applied(1));
     assert_eq!(
         s.events(),
         [ConsumerEvent::Taken {
@@ -453,14 +449,7 @@ fn a_cancelled_take_ends_at_once_or_with_its_batch_and_takes_nothing_after() {
     assert!(s.r.cancel_take(T, t));
     assert!(s.events().is_empty());
     s.reply("read", multi(vec![data("x")]));
-    s.reply(
-        "multi",
-        multi(vec![
-            MultiResult::Create(format!("{META}/c-c1")),
-            MultiResult::SetData(stat(1, SESSION)),
-            MultiResult::Delete,
-        ]),
-    );
+    s.reply("multi", first_take_applied(1));
     assert!(matches!(&s.events()[..], [ConsumerEvent::Taken { take, .. }] if *take == t));
 }
 
@@ -482,14 +471,7 @@ fn a_take_with_a_deadline_times_out_on_an_empty_queue() {
     assert!(s.events().is_empty());
     s.reply("list", kids(&["qn-0000000001"]));
     s.reply("read", multi(vec![data("x")]));
-    s.reply(
-        "multi",
-        multi(vec![
-            MultiResult::Create(format!("{META}/c-c1")),
-            MultiResult::SetData(stat(1, SESSION)),
-            MultiResult::Delete,
-        ]),
-    );
+    s.reply("multi", first_take_applied(1));
     assert!(matches!(&s.events()[..], [ConsumerEvent::Taken { take, .. }] if *take == t));
 }
 
@@ -622,14 +604,7 @@ fn a_priority_watch_invalidates_the_cached_listing() {
     );
     assert_eq!(s.sent(), ["read Q/entry-005-0000000003"]);
     s.reply("read", multi(vec![data("urgent")]));
-    s.reply(
-        "multi",
-        multi(vec![
-            MultiResult::Create(format!("{META}/c-c1")),
-            MultiResult::SetData(stat(1, SESSION)),
-            MultiResult::Delete,
-        ]),
-    );
+    s.reply("multi", first_take_applied(1));
     s.events();
     // A higher priority item arrives after our listing.
     s.fire(EventType::NodeChildrenChanged, DIR);
