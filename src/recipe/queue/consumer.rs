@@ -1338,7 +1338,16 @@ impl Consumer {
                 *c = true;
             }
         } else {
-            b.send_claim = true;
+            // Not applied: take them again — after reading them again. The names were
+            // read before the doubt (a disconnection, maybe long): the directory, a
+            // container, may have been emptied, deleted and made again since, its
+            // sequence numbers starting over, and a name now be another item (deleting
+            // it by name would take that one and deliver the old data).
+            for slot in b.slots.iter_mut() {
+                if matches!(slot, Slot::Ready(_)) {
+                    *slot = Slot::NeedData;
+                }
+            }
         }
     }
 
