@@ -38,6 +38,14 @@ struct Taker {
     stash: std::collections::VecDeque<Item>,
 }
 
+impl Taker {
+    /// Up to `max` items left by cancelled takes, if there are any.
+    fn stashed(&mut self, max: usize) -> Option<Vec<Item>> {
+        let n = max.clamp(1, self.stash.len().max(1));
+        (!self.stash.is_empty()).then(|| self.stash.drain(..n).collect())
+    }
+}
+
 /// Gives a take up in the core if its future is dropped before its outcome.
 struct CancelTake {
     hosted: Hosted<Consumer>,
@@ -219,9 +227,8 @@ impl Queue {
         wait: Option<Duration>,
     ) -> Result<Vec<Item>, Error> {
         let taker = self.consumer(delivery)?;
-        if !taker.stash.is_empty() {
-            let n = max.clamp(1, taker.stash.len());
-            return Ok(taker.stash.drain(..n).collect());
+        if let Some(items) = taker.stashed(max) {
+            return Ok(items);
         }
         let id = taker
             .hosted
@@ -250,10 +257,8 @@ impl Queue {
             .unwrap_or(Err(Error::Finished));
         cancel.take = None;
         match outcome {
-            Ok(items) if items.is_empty() && !stash.is_empty() => {
-                let n = max.clamp(1, stash.len());
-                Ok(stash.drain(..n).collect())
-            }
+            // Nothing came for us, but a cancelled take's items did meanwhile.
+            Ok(items) if items.is_empty() => Ok(taker.stashed(max).unwrap_or_default()),
             other => other,
         }
     }
