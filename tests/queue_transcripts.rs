@@ -28,6 +28,17 @@ fn first_take_applied(items: usize) -> Result<Response, Error> {
     multi(r)
 }
 
+/// `Taken` for take `t`: one item `name` holding `data`.
+fn taken(t: TakeId, name: &str, data: &'static str) -> ConsumerEvent {
+    ConsumerEvent::Taken {
+        take: t,
+        items: vec![Item {
+            name: name.into(),
+            data: Bytes::from_static(data.as_bytes()),
+        }],
+    }
+}
+
 #[test]
 fn puts_are_pipelined_chained_on_the_marker_and_report_names() {
     let mut s = producer();
@@ -351,16 +362,7 @@ fn an_item_taken_by_another_consumer_is_skipped_without_a_second_claim() {
         ["multi create M/c-c1 + set M/c-c1@0 + delete Q/qn-0000000002"]
     );
     s.reply("multi", first_take_applied(1));
-    assert_eq!(
-        s.events(),
-        [ConsumerEvent::Taken {
-            take: t,
-            items: vec![Item {
-                name: "qn-0000000002".into(),
-                data: Bytes::from_static(b"two")
-            }]
-        }]
-    );
+    assert_eq!(s.events(), [taken(t, "qn-0000000002", "two")]);
 }
 
 #[test]
@@ -381,16 +383,7 @@ fn a_lost_take_reply_is_resolved_by_the_marker_never_lost_never_doubled() {
     assert_eq!(s.sent(), ["sync M", "exists M/c-c1"]);
     s.reply("sync", Ok(Response::Path(META.into())));
     s.reply("exists", Ok(Response::Stat(stat(1, SESSION))));
-    assert_eq!(
-        s.events(),
-        [ConsumerEvent::Taken {
-            take: t,
-            items: vec![Item {
-                name: "qn-0000000001".into(),
-                data: Bytes::from_static(b"one")
-            }]
-        }]
-    );
+    assert_eq!(s.events(), [taken(t, "qn-0000000001", "one")]);
 
     // Not applied: the items are read again (the name may be another item by now: the
     // directory, a container, may have been deleted and made again meanwhile, its
@@ -417,13 +410,7 @@ fn a_lost_take_reply_is_resolved_by_the_marker_never_lost_never_doubled() {
     s.reply("multi", first_take_applied(1));
     assert_eq!(
         s.events(),
-        [ConsumerEvent::Taken {
-            take: t,
-            items: vec![Item {
-                name: "qn-0000000001".into(),
-                data: Bytes::from_static(b"another")
-            }]
-        }],
+        [taken(t, "qn-0000000001", "another")],
         "the item that name is now, with its own data (not the data read before)"
     );
 }
@@ -519,16 +506,7 @@ fn at_least_once_claims_with_ephemeral_nodes_and_completes_in_one_multi() {
         Err(Error::Server(ErrorCode::NodeExists)),
     );
     s.reply("read", multi(vec![data("two"), data("three")]));
-    assert_eq!(
-        s.events(),
-        [ConsumerEvent::Taken {
-            take: t,
-            items: vec![Item {
-                name: "qn-0000000002".into(),
-                data: Bytes::from_static(b"two")
-            }]
-        }]
-    );
+    assert_eq!(s.events(), [taken(t, "qn-0000000002", "two")]);
     assert_eq!(s.r.held(), ["qn-0000000002"]);
     s.r.complete(T, "qn-0000000002").unwrap();
     assert_eq!(

@@ -185,14 +185,21 @@ fn started(s: &mut Script<Coordinator>) {
     assert_eq!(s.events(), [CoordinatorEvent::Started]);
 }
 
-#[test]
-fn a_vote_notified_before_the_alive_listing_answers_is_not_taken_for_no_vote() {
+/// A started coordinator (O(n) variant) whose first reads found a's commit vote, no vote
+/// from b yet, the transaction undecided.
+fn a_voted_commit_b_not_yet() -> Script<Coordinator> {
     let mut s = coordinator(Variant::Coordinator);
     started(&mut s);
     s.reply("watch /app/tx", data(b"", 0));
     s.reply("watch /app/tx/votes/a", data(b"commit", 1));
     s.reply("watch /app/tx/votes/b", data(b"", 0));
     s.events();
+    s
+}
+
+#[test]
+fn a_vote_notified_before_the_alive_listing_answers_is_not_taken_for_no_vote() {
+    let mut s = a_voted_commit_b_not_yet();
     s.advance(5000);
     assert_eq!(s.sent(), ["list /app/tx/alive"]);
     // On the server: b votes commit, then b's session ends; then the listing is served.
@@ -288,12 +295,7 @@ fn coordinator_aborts_at_the_first_abort_vote() {
 
 #[test]
 fn after_the_deadline_a_site_without_vote_or_presence_aborts_the_transaction() {
-    let mut s = coordinator(Variant::Coordinator);
-    started(&mut s);
-    s.reply("watch /app/tx", data(b"", 0));
-    s.reply("watch /app/tx/votes/a", data(b"commit", 1));
-    s.reply("watch /app/tx/votes/b", data(b"", 0));
-    s.events();
+    let mut s = a_voted_commit_b_not_yet();
     assert_eq!(
         s.r.poll_timeout(),
         Some(Instant::ZERO + std::time::Duration::from_secs(5))
