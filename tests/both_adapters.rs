@@ -44,6 +44,7 @@ both!(reentry_on_a_lost_hold_fails);
 both!(a_guard_dropped_on_a_plain_thread_releases);
 both!(a_revocation_asked_while_waiting_reaches_the_holder);
 both!(expiry_is_lost_session_expired_and_the_client_goes_on);
+both!(a_closing_clients_holder_and_waiter_end_before_the_next_holder);
 both!(paths_and_a_missing_chroot);
 both!(a_recipe_defined_outside_the_core_is_hosted);
 
@@ -342,6 +343,56 @@ mod scenarios {
             Some(LockChange::RevocationRequested)
         );
         g.release().unwrap();
+    }
+
+    /// Issue 25, item 1: `close()` ends the client's lock holder (`Lost(SessionClosed)`)
+    /// and its waiter (an error) before closeSession is sent: when the other client's
+    /// waiter gets the lock, the closing client's guard already says it is lost.
+    /// 100 of 100 runs.
+    pub fn a_closing_clients_holder_and_waiter_end_before_the_next_holder<Z: Zk>(
+        server: &TestServer,
+        root: &str,
+    ) {
+        let n = Z::NAME;
+        let w = connect::<Z>(server);
+        for run in 0..100 {
+            let dir = format!("{root}/closing-{run}");
+            let (za, zb) = (connect::<Z>(server), connect::<Z>(server));
+            let mut a = za.lock(&dir, false).unwrap();
+            let waiter_a = std::thread::spawn({
+                let za = za.clone();
+                let dir = dir.clone();
+                move || za.lock(&dir, false).map(|g| g.token())
+            });
+            let waiter_b = std::thread::spawn({
+                let zb = zb.clone();
+                let dir = dir.clone();
+                move || zb.lock(&dir, false)
+            });
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while w.get_children(&dir).map_or(0, |c| c.len()) < 3 {
+                assert!(Instant::now() < deadline, "{n} run {run}: waiters queued");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let closing = std::thread::spawn(move || za.close());
+            let mut b = waiter_b.join().unwrap().unwrap();
+            assert!(b.token() > a.token(), "{n} run {run}");
+            // b holds: a must have been told already, and its waiter failed.
+            assert!(!a.is_held(), "{n} run {run}: two holders after close()");
+            assert_eq!(
+                a.status(),
+                HoldState::Lost(LostReason::SessionClosed),
+                "{n} run {run}"
+            );
+            let waited = waiter_a.join().unwrap();
+            assert!(waited.is_err(), "{n} run {run}: {waited:?}");
+            closing.join().unwrap();
+            assert!(b.is_held(), "{n} run {run}");
+            b.release().unwrap();
+            zb.close();
+            w.delete(&dir).unwrap();
+        }
+        w.close();
     }
 
     pub fn expiry_is_lost_session_expired_and_the_client_goes_on<Z: Zk>(

@@ -233,6 +233,8 @@ pub struct Client {
     free: BTreeSet<u32>,
     /// Hosted recipes.
     live: usize,
+    /// [`close`](Client::close) was called: hosted recipes were told `Closed`.
+    closing: bool,
 }
 
 impl core::fmt::Debug for Client {
@@ -259,6 +261,7 @@ impl Client {
             timers: BTreeSet::new(),
             free: BTreeSet::new(),
             live: 0,
+            closing: false,
         }
     }
 
@@ -304,10 +307,38 @@ impl Client {
         Ok(token)
     }
 
-    /// Closes the session (see [`Session::close`]).
+    /// Closes the session (see [`Session::close`]). Every hosted recipe hears
+    /// [`SessionChange::Closed`] first and reports its final event (a holder or a
+    /// leader `Lost`, a waiting call its error) before closeSession is written: nothing
+    /// is reported held once its client began closing, while the server, which sees
+    /// closeSession later, may already hand it to somebody else. The replies of requests
+    /// already sent still come back, unrouted; a recipe hosted after this hears `Closed`
+    /// at once.
     pub fn close(&mut self, now: Instant, deadline: Instant) {
+        if !self.closing {
+            self.closing = true;
+            self.end_recipes(now, SessionChange::Closed);
+            self.pump(now);
+        }
         self.session.close(now, deadline);
         self.pump(now);
+    }
+
+    /// Tells every hosted recipe that the session ended (`Expired` or `Closed`): none
+    /// of its requests will be answered to it and none of its watches will fire.
+    fn end_recipes(&mut self, now: Instant, change: SessionChange) {
+        for (token, _) in self.recipe_tokens.drain() {
+            self.session.forget_watches(token);
+        }
+        shed_map(&mut self.recipe_tokens);
+        self.persistent_tokens.clear();
+        for (i, slot) in self.slots.iter_mut().enumerate() {
+            slot.tokens.clear();
+            if let Some(r) = &mut slot.recipe {
+                r.handle_session(now, change);
+                self.dirty.insert(i as u32);
+            }
+        }
     }
 
     /// Does `token` still have a watch registered? See [`Session::is_watching`].
@@ -337,6 +368,9 @@ impl Client {
             if self.session.state() == crate::session::SessionState::Suspended {
                 recipe.handle_session(now, SessionChange::Suspended);
             }
+        }
+        if self.closing {
+            recipe.handle_session(now, SessionChange::Closed);
         }
         // Reuse the lowest free slot (as a scan from the front would).
         let slot = match self.free.pop_first() {
@@ -690,16 +724,13 @@ impl Client {
                 for change in change.into_iter().chain(terminal) {
                     if matches!(change, SessionChange::Expired | SessionChange::Closed) {
                         // Every request was answered and every watch dropped.
-                        self.recipe_tokens.clear();
-                        self.persistent_tokens.clear();
-                        for slot in &mut self.slots {
-                            slot.tokens.clear();
-                        }
-                    }
-                    for (i, slot) in self.slots.iter_mut().enumerate() {
-                        if let Some(r) = &mut slot.recipe {
-                            r.handle_session(now, change);
-                            self.dirty.insert(i as u32);
+                        self.end_recipes(now, change);
+                    } else {
+                        for (i, slot) in self.slots.iter_mut().enumerate() {
+                            if let Some(r) = &mut slot.recipe {
+                                r.handle_session(now, change);
+                                self.dirty.insert(i as u32);
+                            }
                         }
                     }
                 }
