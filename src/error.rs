@@ -5,7 +5,7 @@ use alloc::string::String;
 use core::fmt;
 
 use crate::proto::{ErrorCode, OpCode, PathError, TooLarge};
-use crate::session::{ConnectStringError, DisconnectReason, SessionEnd, SubmitError};
+use crate::session::{ConnectStringError, HostFailures, SessionEnd, SubmitError};
 
 /// Everything a client call can fail with, shared by both adapters.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -43,10 +43,10 @@ pub enum Error {
     UnexpectedReply,
     /// A watch ended without firing: it was not set, was removed, or the session ended.
     WatchEnded,
-    /// No session could be established: every host failed (the reason is the last
-    /// attempt's: refused, reset, closed before the handshake, not a ZooKeeper server,
-    /// no handshake answer in time, ...).
-    Unreachable(DisconnectReason),
+    /// No session could be established: every host failed, each with its last reason
+    /// (refused, reset, closed before the handshake, not a ZooKeeper server, no
+    /// handshake answer in time, ...); `.last` is the most recent attempt's.
+    Unreachable(HostFailures),
     /// A node a recipe needs could not be created because its parent does not exist
     /// and could not be created (`path` is the parent, as the client sees it).
     NoParent {
@@ -204,7 +204,7 @@ impl fmt::Display for Error {
             Error::WatchEnded => {
                 f.write_str("the watch ended without firing (not set, removed, or session ended)")
             }
-            Error::Unreachable(reason) => write!(f, "no ZooKeeper server reachable: {reason}"),
+            Error::Unreachable(hosts) => write!(f, "no ZooKeeper server reachable: {hosts}"),
             Error::NoParent { path, code } => {
                 write!(f, "cannot create parent node {path}: {code}")
             }

@@ -499,3 +499,34 @@ mod scenarios {
         assert_eq!(got, Some(Ok(Bytes::from_static(b"touched"))), "{}", Z::NAME);
     }
 }
+
+/// Issue 25, item 2: `connect` made while the server is down (a deployment that
+/// starts clients and server together) keeps trying until the server is up, within
+/// its connect timeout, instead of failing on the first refused connection.
+#[test]
+fn connect_waits_for_a_server_that_is_starting() {
+    let mut server = server();
+    let cs = server.connect_string();
+    for name in ["blocking", "tokio"] {
+        server.stop().unwrap();
+        let started = Instant::now();
+        let connecting =
+            std::thread::spawn({
+                let cs = cs.clone();
+                move || {
+                    let within = Duration::from_secs(30);
+                    let session = Duration::from_secs(6);
+                    match name {
+                        "blocking" => B::connect_within(&cs, session, true, within, false)
+                            .map(|z| Zk::close(&z)),
+                        _ => T::connect_within(&cs, session, true, within, false)
+                            .map(|z| Zk::close(&z)),
+                    }
+                }
+            });
+        std::thread::sleep(Duration::from_millis(1500));
+        server.restart().unwrap();
+        let r = connecting.join().unwrap();
+        assert_eq!(r, Ok(()), "{name}: connect after {:?}", started.elapsed());
+    }
+}

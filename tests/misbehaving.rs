@@ -26,8 +26,11 @@ type T = zk_recipes_tokio::Client;
 /// the session's own verdict is what a raw call reports.
 const SESSION: Duration = Duration::from_secs(1);
 
+/// How long `connect` keeps trying a server that never gives a session.
+const CONNECT: Duration = Duration::from_secs(2);
+
 fn connect<Z: Zk>(server: &FakeServer) -> Result<Z, Error> {
-    Z::connect_with(&server.connect_string(), SESSION, true)
+    Z::connect_within(&server.connect_string(), SESSION, true, CONNECT, false)
 }
 
 /// What a mode must give, checked through one adapter.
@@ -43,10 +46,18 @@ fn check<Z: Zk>(mode: Misbehaviour) {
                 "{} {mode:?}: connect failed with {e:?}",
                 Z::NAME
             );
+            // Issue 25, item 2: it kept trying (every mode here fails every attempt)
+            // until its connect timeout, not just once.
             assert!(
-                took < Duration::from_secs(3),
+                took >= CONNECT && took < CONNECT + Duration::from_secs(2),
                 "{} {mode:?}: connect took {took:?}",
                 Z::NAME
+            );
+            assert!(
+                server.connections() >= 2,
+                "{} {mode:?}: {} connection(s) in {took:?}",
+                Z::NAME,
+                server.connections()
             );
             expect_unreachable(mode, &e);
             return;
@@ -102,9 +113,14 @@ fn check<Z: Zk>(mode: Misbehaviour) {
 }
 
 fn expect_unreachable(mode: Misbehaviour, e: &Error) {
-    let Error::Unreachable(reason) = e else {
+    let Error::Unreachable(hosts) = e else {
         panic!("{e:?}")
     };
+    // The one host, named with its reason.
+    assert_eq!(hosts.hosts.len(), 1, "{e}");
+    assert_eq!(hosts.hosts[0].1.as_ref(), Some(&hosts.last), "{e}");
+    assert!(e.to_string().contains("127.0.0.1:"), "{e}");
+    let reason = &hosts.last;
     let ok = match mode {
         Misbehaviour::ResetAtAccept | Misbehaviour::CloseBeforeHandshake => {
             matches!(reason, DisconnectReason::ClosedBeforeHandshake(_))
@@ -153,15 +169,61 @@ fn a_refused_connection_says_so_at_once() {
         l.local_addr().unwrap().port()
     };
     let cs = format!("127.0.0.1:{port}");
+    let refused = Some(DisconnectReason::Transport(TransportError::Refused));
+    for (fast, name) in [(true, "fail fast"), (false, "until the deadline")] {
+        let started = Instant::now();
+        for e in [
+            B::connect_within(&cs, SESSION, true, CONNECT, fast).err(),
+            T::connect_within(&cs, SESSION, true, CONNECT, fast).err(),
+        ] {
+            let Some(Error::Unreachable(hosts)) = &e else {
+                panic!("{name}: {e:?}")
+            };
+            assert_eq!(hosts.hosts, vec![(cs.clone(), refused.clone())], "{name}");
+            assert_eq!(Some(hosts.last.clone()), refused, "{name}");
+            let text = e.as_ref().unwrap().to_string();
+            assert!(
+                text.contains(&format!("{cs}: connection refused")),
+                "{name}: {text}"
+            );
+        }
+        let took = started.elapsed();
+        if fast {
+            assert!(took < CONNECT, "{name}: {took:?}");
+        } else {
+            assert!(took >= 2 * CONNECT, "{name}: {took:?}");
+        }
+    }
+}
+
+/// Issue 25, item 2: every host of a connection string is named with its own reason.
+#[test]
+fn every_host_is_named_with_its_last_failure() {
+    let refused = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let http = FakeServer::start(Misbehaviour::Http).unwrap();
+    let cs = format!("127.0.0.1:{refused},{}", http.addr());
     for e in [
-        B::connect_with(&cs, SESSION, true).err(),
-        T::connect_with(&cs, SESSION, true).err(),
+        B::connect_within(&cs, SESSION, true, CONNECT, false).err(),
+        T::connect_within(&cs, SESSION, true, CONNECT, false).err(),
     ] {
+        let Some(Error::Unreachable(hosts)) = &e else {
+            panic!("{e:?}")
+        };
         assert_eq!(
-            e,
-            Some(Error::Unreachable(DisconnectReason::Transport(
-                TransportError::Refused
-            )))
+            hosts.hosts,
+            vec![
+                (
+                    format!("127.0.0.1:{refused}"),
+                    Some(DisconnectReason::Transport(TransportError::Refused))
+                ),
+                (
+                    http.addr().to_string(),
+                    Some(DisconnectReason::NotZooKeeper)
+                ),
+            ]
         );
     }
 }

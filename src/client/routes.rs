@@ -14,7 +14,7 @@ use super::{Client, ClientEvent, Error, RecipeId};
 use crate::hash::HashMap;
 use crate::proto::{EventType, Request, Response};
 use crate::recipe::{AnyEvent, AnyRecipe};
-use crate::session::{DisconnectReason, SessionEvent, Token, WatchEvent};
+use crate::session::{HostFailures, SessionEvent, Token, WatchEvent};
 use crate::time::Instant;
 use core::time::Duration;
 
@@ -143,7 +143,7 @@ pub struct Routes<R, W, L, S> {
     keys: HashMap<u64, RecipeId>,
     statuses: Vec<S>,
     status: Status,
-    unreachable: Option<DisconnectReason>,
+    unreachable: Option<HostFailures>,
 }
 
 impl<R, W, L, S> Default for Routes<R, W, L, S> {
@@ -234,7 +234,7 @@ where
 
     /// Why no server could be reached, if every host failed since the last session
     /// (cleared by the next session).
-    pub fn unreachable(&self) -> Option<&DisconnectReason> {
+    pub fn unreachable(&self) -> Option<&HostFailures> {
         self.unreachable.as_ref()
     }
 
@@ -304,8 +304,8 @@ where
                 }
                 return None;
             }
-            SessionEvent::Unreachable { reason } => {
-                self.unreachable = Some(reason);
+            SessionEvent::Unreachable { hosts, .. } => {
+                self.unreachable = Some(hosts);
                 return Some(self.status);
             }
             SessionEvent::Connected {

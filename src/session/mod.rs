@@ -293,6 +293,32 @@ impl fmt::Display for DisconnectReason {
     }
 }
 
+/// Why no session could be established: every host of the connection string with
+/// the last reason an attempt on it failed (`None`: not tried yet).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct HostFailures {
+    /// The most recent attempt's reason.
+    pub last: DisconnectReason,
+    /// Each host (`host:port`, in connection-string order) and its last failure.
+    pub hosts: Vec<(String, Option<DisconnectReason>)>,
+}
+
+/// `127.0.0.1:2181: connection refused; 127.0.0.2:2181: not tried`.
+impl fmt::Display for HostFailures {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, (host, reason)) in self.hosts.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            match reason {
+                Some(r) => write!(f, "{host}: {r}")?,
+                None => write!(f, "{host}: not tried")?,
+            }
+        }
+        Ok(())
+    }
+}
+
 /// How a session ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SessionEnd {
@@ -384,12 +410,15 @@ pub enum SessionEvent {
         /// A new session is being established.
         renewing: bool,
     },
-    /// Every host failed once in a row before any session was established (reported
-    /// once per such round; the session keeps trying with backoff). Drivers use it to
-    /// fail `connect` early with the reason instead of a bare timeout.
+    /// No session was ever established and every host has failed at least once;
+    /// reported after every failed attempt from then on (the session keeps trying with
+    /// backoff). Drivers keep the latest to say at their connect deadline why nothing
+    /// answered (or, failing fast, give up at the first).
     Unreachable {
         /// What happened to the last attempt.
         reason: DisconnectReason,
+        /// Every host and its last failure.
+        hosts: HostFailures,
     },
     /// The session was closed. Terminal.
     Closed,
@@ -445,8 +474,8 @@ impl fmt::Display for SessionEvent {
                 }
                 Ok(())
             }
-            SessionEvent::Unreachable { reason } => {
-                write!(f, "no server reachable (last attempt: {reason})")
+            SessionEvent::Unreachable { hosts, .. } => {
+                write!(f, "no server reachable ({hosts})")
             }
             SessionEvent::Closed => f.write_str("session closed"),
             SessionEvent::AuthFailed => f.write_str("authentication failed; session closed"),
@@ -617,6 +646,8 @@ pub struct Session {
     connected_at: Instant,
     /// Why the last connection attempt failed (for `Unreachable` and logs).
     last_failure: Option<DisconnectReason>,
+    /// Before the first session: each host's last failure, by host index.
+    host_failures: Vec<Option<DisconnectReason>>,
     /// A session was ever established (on this session id or an earlier one).
     ever_connected: bool,
 
@@ -678,6 +709,7 @@ impl Session {
             failures: 0,
             connected_at: now,
             last_failure: None,
+            host_failures: Vec::new(),
             ever_connected: false,
             session_id: 0,
             passwd: Bytes::from_static(&[0; 16]),
@@ -1622,6 +1654,39 @@ impl Session {
         }
     }
 
+    /// Before the first session, notes the failure of an attempt on the current host;
+    /// once every host has failed (`failures` counts this attempt), reports
+    /// [`SessionEvent::Unreachable`].
+    fn failed_attempt(&mut self, reason: &DisconnectReason) {
+        if self.ever_connected {
+            return;
+        }
+        let n = self.config.connect_string.hosts().len();
+        self.host_failures.resize(n, None);
+        let host = self.current_host();
+        if let Some(slot) = self.host_failures.get_mut(host) {
+            *slot = Some(reason.clone());
+        }
+        let hosts = u32::try_from(self.order.len().max(1)).unwrap_or(u32::MAX);
+        if self.failures >= hosts {
+            let hosts = self
+                .config
+                .connect_string
+                .hosts()
+                .iter()
+                .cloned()
+                .zip(self.host_failures.iter().cloned())
+                .collect();
+            self.events.push_back(SessionEvent::Unreachable {
+                reason: reason.clone(),
+                hosts: HostFailures {
+                    last: reason.clone(),
+                    hosts,
+                },
+            });
+        }
+    }
+
     fn connection_lost(&mut self, now: Instant, reason: DisconnectReason) {
         let was_connected = matches!(self.phase, Phase::Connected | Phase::Closing { .. });
         let closing = matches!(self.phase, Phase::Closing { .. });
@@ -1645,12 +1710,7 @@ impl Session {
         } else {
             self.failures = self.failures.saturating_add(1);
         }
-        let hosts = u32::try_from(self.order.len().max(1)).unwrap_or(u32::MAX);
-        if !self.ever_connected && self.failures % hosts == 0 {
-            self.events.push_back(SessionEvent::Unreachable {
-                reason: reason.clone(),
-            });
-        }
+        self.failed_attempt(&reason);
         self.last_failure = Some(reason);
         self.position = (self.position + 1) % self.order.len().max(1);
         self.schedule_dial(now, stable);
@@ -1696,11 +1756,12 @@ impl Session {
             self.transport.push_back(Transport::Close);
         }
         self.fail_everything(Error::SessionExpired);
+        // A session that ends this way is a failed attempt: a server that keeps
+        // expiring new sessions is redialled with backoff, not in a loop.
+        self.failures = self.failures.saturating_add(1);
         if self.session_id == 0 {
             // Not even a first session: the server refuses us one.
-            self.events.push_back(SessionEvent::Unreachable {
-                reason: DisconnectReason::SessionRefused,
-            });
+            self.failed_attempt(&DisconnectReason::SessionRefused);
         } else {
             self.events.push_back(SessionEvent::Expired {
                 confirmed,
@@ -1713,9 +1774,6 @@ impl Session {
         self.suspended = false;
         self.decoder.reset();
         self.tx.clear();
-        // A session that ends this way is a failed attempt: a server that keeps
-        // expiring new sessions is redialled with backoff, not in a loop.
-        self.failures = self.failures.saturating_add(1);
         self.position = (self.position + 1) % self.order.len().max(1);
         self.schedule_dial(now, false);
     }

@@ -1080,7 +1080,7 @@ fn connection_failures_say_what_happened() {
         events(&mut s)
             .into_iter()
             .find_map(|e| match e {
-                SessionEvent::Unreachable { reason } => Some(reason),
+                SessionEvent::Unreachable { reason, .. } => Some(reason),
                 _ => None,
             })
             .expect("an Unreachable event after the round")
@@ -1557,4 +1557,45 @@ fn a_token_still_watches_while_its_events_wait_to_be_polled() {
     assert!(s.is_watching(Token(8)), "one more event is on its way");
     s.poll_event();
     assert!(!s.is_watching(Token(8)));
+}
+
+#[test]
+fn unreachable_names_every_host_with_its_last_failure_after_each_attempt() {
+    // Issue 25, item 2: drivers keep trying until their connect deadline and then say
+    // what happened to each host, so the session reports every host's last failure.
+    let mut c = SessionConfig::new("a:1,b:2".parse().unwrap());
+    c.session_timeout = Duration::from_secs(3);
+    let mut s = Session::new(c, T0);
+    let unreachable = |s: &mut Session| {
+        events(s).into_iter().find_map(|e| match e {
+            SessionEvent::Unreachable { hosts, .. } => Some(hosts),
+            _ => None,
+        })
+    };
+    let first = s.current_host();
+    let _ = transports(&mut s);
+    s.handle_transport_error(ms(1), TransportError::Refused);
+    assert_eq!(unreachable(&mut s), None, "one host of two failed");
+    let _ = transports(&mut s);
+    s.handle_connected(ms(2));
+    s.handle_disconnect(ms(2));
+    let hosts = unreachable(&mut s).expect("both failed");
+    let mut want = vec![(String::from("a:1"), None), (String::from("b:2"), None)];
+    want[first].1 = Some(DisconnectReason::Transport(TransportError::Refused));
+    want[1 - first].1 = Some(DisconnectReason::ClosedBeforeHandshake(
+        TransportError::Closed,
+    ));
+    assert_eq!(hosts.hosts, want);
+    assert_eq!(
+        hosts.last,
+        DisconnectReason::ClosedBeforeHandshake(TransportError::Closed)
+    );
+    // The next attempt (after a backoff) is reported too, with the newer reason.
+    let at = s.poll_timeout().expect("a redial");
+    s.handle_timeout(at);
+    let _ = transports(&mut s);
+    s.handle_transport_error(at, TransportError::Reset);
+    let hosts = unreachable(&mut s).expect("reported again");
+    want[first].1 = Some(DisconnectReason::Transport(TransportError::Reset));
+    assert_eq!(hosts.hosts, want);
 }

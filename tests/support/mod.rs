@@ -44,7 +44,17 @@ pub trait Reentrant: Send + Sync {
 /// What the scenarios do with a client.
 pub trait Zk: Clone + Send + Sync + 'static {
     const NAME: &'static str;
-    fn connect_with(cs: &str, session: Duration, renew: bool) -> Result<Self, Error>;
+    fn connect_with(cs: &str, session: Duration, renew: bool) -> Result<Self, Error> {
+        Self::connect_within(cs, session, renew, Duration::from_secs(10), false)
+    }
+    /// `connect_with`, trying for `connect_timeout` (or failing fast).
+    fn connect_within(
+        cs: &str,
+        session: Duration,
+        renew: bool,
+        connect_timeout: Duration,
+        fail_fast: bool,
+    ) -> Result<Self, Error>;
     fn connect(cs: &str) -> Result<Self, Error> {
         Self::connect_with(cs, Duration::from_secs(6), true)
     }
@@ -123,14 +133,21 @@ impl Reentrant for zb::ReentrantLock {
 
 impl Zk for zb::Client {
     const NAME: &'static str = "blocking";
-    fn connect_with(cs: &str, session: Duration, renew: bool) -> Result<Self, Error> {
+    fn connect_within(
+        cs: &str,
+        session: Duration,
+        renew: bool,
+        connect_timeout: Duration,
+        fail_fast: bool,
+    ) -> Result<Self, Error> {
         // A short call timeout: raw calls answer fast; recipe waits must not use it.
         zb::connect(
             cs,
             zb::Options::default()
                 .session_timeout(session)
                 .renew_on_expiry(renew)
-                .connect_timeout(Duration::from_secs(10))
+                .connect_timeout(connect_timeout)
+                .fail_fast(fail_fast)
                 .call_timeout(Duration::from_secs(1)),
         )
     }
@@ -279,13 +296,20 @@ impl Reentrant for zt::ReentrantLock {
 
 impl Zk for zt::Client {
     const NAME: &'static str = "tokio";
-    fn connect_with(cs: &str, session: Duration, renew: bool) -> Result<Self, Error> {
+    fn connect_within(
+        cs: &str,
+        session: Duration,
+        renew: bool,
+        connect_timeout: Duration,
+        fail_fast: bool,
+    ) -> Result<Self, Error> {
         runtime().block_on(zt::connect(
             cs,
             zt::Options::default()
                 .session_timeout(session)
                 .renew_on_expiry(renew)
-                .connect_timeout(Duration::from_secs(10)),
+                .connect_timeout(connect_timeout)
+                .fail_fast(fail_fast),
         ))
     }
     fn status(&self) -> Status {

@@ -16,7 +16,7 @@ use mio::{Events as MioEvents, Interest, Poll, Token, Waker};
 use zk_recipes::client::{Client as Core, ClientEvent, Error, Routes, Sink, Status, WatchMode};
 use zk_recipes::proto::Response;
 use zk_recipes::recipe::AnyEvent;
-use zk_recipes::session::{DisconnectReason, Transport, TransportError, WatchEvent};
+use zk_recipes::session::{HostFailures, Transport, TransportError, WatchEvent};
 use zk_recipes::time::Instant;
 
 const SOCKET: Token = Token(0);
@@ -88,7 +88,7 @@ pub(crate) struct Published {
     pub(crate) status: Status,
     pub(crate) session_id: i64,
     pub(crate) password: Vec<u8>,
-    pub(crate) unreachable: Option<DisconnectReason>,
+    pub(crate) unreachable: Option<HostFailures>,
     /// The I/O thread has stopped.
     pub(crate) stopped: bool,
 }

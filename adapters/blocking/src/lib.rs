@@ -80,8 +80,14 @@ use driver::{Input, Inputs, ReplyTx, Routed, Shared, StatusTx, WatchTx};
 pub struct Options {
     /// Requested session timeout (default 30 s).
     pub session_timeout: Duration,
-    /// How long [`connect`] waits for the first session (default 30 s).
+    /// How long [`connect`] keeps trying every host for the first session (default
+    /// 30 s), as Curator's `blockUntilConnected` and kazoo's `start(timeout)` do: a
+    /// server that is still starting (it closes connections, or accepts and does not
+    /// answer) is tried again with backoff until then.
     pub connect_timeout: Duration,
+    /// Give up [`connect`] as soon as every host has failed once, with the reasons,
+    /// instead of trying until `connect_timeout` (default off).
+    pub fail_fast: bool,
     /// How long each call waits for its reply (default 30 s).
     pub call_timeout: Duration,
     /// Accept read-only servers.
@@ -106,6 +112,7 @@ impl Default for Options {
         Options {
             session_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(30),
+            fail_fast: false,
             call_timeout: Duration::from_secs(30),
             read_only: false,
             seed: None,
@@ -123,9 +130,16 @@ impl Options {
         self
     }
 
-    /// Sets how long [`connect`] waits for the first session.
+    /// Sets how long [`connect`] keeps trying for the first session.
     pub fn connect_timeout(mut self, t: Duration) -> Self {
         self.connect_timeout = t;
+        self
+    }
+
+    /// Makes [`connect`] fail once every host has failed once (see
+    /// [`Options::fail_fast`]).
+    pub fn fail_fast(mut self, fail_fast: bool) -> Self {
+        self.fail_fast = fail_fast;
         self
     }
 
@@ -178,10 +192,12 @@ pub(crate) fn random_seed() -> u64 {
     h.finish()
 }
 
-/// Connects and waits for a session. Fails with [`Error::Unreachable`] (saying what
-/// happened: refused, reset, not a ZooKeeper server, no handshake answer, ...) as soon
-/// as every host has failed once, or [`Error::Timeout`] if no session is established
-/// within `options.connect_timeout`.
+/// Connects and waits for a session, trying every host with backoff until
+/// `options.connect_timeout`. Fails then with [`Error::Unreachable`], naming every host
+/// and what happened to it last (refused, reset, closed before the handshake, not a
+/// ZooKeeper server, no handshake answer, ...), or [`Error::Timeout`] if some host was
+/// not tried to the end; with `options.fail_fast`, as soon as every host has failed
+/// once.
 pub fn connect(connect_string: &str, options: Options) -> Result<Client, Error> {
     let core_options = zk_recipes::client::Options::new(connect_string)?
         .session_timeout(options.session_timeout)
@@ -214,14 +230,20 @@ pub fn connect(connect_string: &str, options: Options) -> Result<Client, Error> 
         if state.status.is_connected() || (state.session_id != 0 && !state.status.is_terminal()) {
             return Ok(client.clone());
         }
-        if let Some(reason) = &state.unreachable {
-            return Err(Error::Unreachable(reason.clone()));
+        if let Some(hosts) = state.unreachable.as_ref().filter(|_| options.fail_fast) {
+            return Err(Error::Unreachable(hosts.clone()));
         }
         if state.status.is_terminal() || state.stopped {
-            return Err(state.status.error());
+            return Err(match &state.unreachable {
+                Some(hosts) => Error::Unreachable(hosts.clone()),
+                None => state.status.error(),
+            });
         }
         let Some(left) = deadline.checked_duration_since(Instant::now()) else {
-            return Err(Error::Timeout);
+            return Err(match &state.unreachable {
+                Some(hosts) => Error::Unreachable(hosts.clone()),
+                None => Error::Timeout,
+            });
         };
         state = client
             .inner

@@ -15,7 +15,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use zk_recipes::client::{Client as Core, ClientEvent, Error, Routes, Sink, Status, WatchMode};
 use zk_recipes::proto::Response;
 use zk_recipes::recipe::AnyEvent;
-use zk_recipes::session::{DisconnectReason, Transport, TransportError, WatchEvent};
+use zk_recipes::session::{HostFailures, Transport, TransportError, WatchEvent};
 use zk_recipes::time::Instant;
 
 /// The routed commands, with this adapter's channel types.
@@ -36,7 +36,7 @@ pub(crate) struct Published {
     pub(crate) status: Status,
     pub(crate) session_id: i64,
     pub(crate) password: Vec<u8>,
-    pub(crate) unreachable: Option<DisconnectReason>,
+    pub(crate) unreachable: Option<HostFailures>,
 }
 
 pub(crate) struct ReplyTx(pub(crate) Option<oneshot::Sender<Result<Response, Error>>>);

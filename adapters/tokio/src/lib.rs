@@ -88,8 +88,14 @@ use driver::{Command, Published, ReplyTx, Routed, StatusTx, WatchTx};
 pub struct Options {
     /// Requested session timeout (the server clamps it; default 30 s).
     pub session_timeout: Duration,
-    /// How long [`connect`] waits for the first session (default 30 s).
+    /// How long [`connect`] keeps trying every host for the first session (default
+    /// 30 s), as Curator's `blockUntilConnected` and kazoo's `start(timeout)` do: a
+    /// server that is still starting (it closes connections, or accepts and does not
+    /// answer) is tried again with backoff until then.
     pub connect_timeout: Duration,
+    /// Give up [`connect`] as soon as every host has failed once, with the reasons,
+    /// instead of trying until `connect_timeout` (default off).
+    pub fail_fast: bool,
     /// Accept read-only servers.
     pub read_only: bool,
     /// Seed for host order and jitter; default: random per client.
@@ -112,6 +118,7 @@ impl Default for Options {
         Options {
             session_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(30),
+            fail_fast: false,
             read_only: false,
             seed: None,
             renew_on_expiry: true,
@@ -128,9 +135,16 @@ impl Options {
         self
     }
 
-    /// Sets how long [`connect`] waits for the first session.
+    /// Sets how long [`connect`] keeps trying for the first session.
     pub fn connect_timeout(mut self, t: Duration) -> Self {
         self.connect_timeout = t;
+        self
+    }
+
+    /// Makes [`connect`] fail once every host has failed once (see
+    /// [`Options::fail_fast`]).
+    pub fn fail_fast(mut self, fail_fast: bool) -> Self {
+        self.fail_fast = fail_fast;
         self
     }
 
@@ -178,10 +192,12 @@ pub(crate) fn random_seed() -> u64 {
     h.finish()
 }
 
-/// Connects and waits for a session. Fails with [`Error::Unreachable`] (saying what
-/// happened: refused, reset, not a ZooKeeper server, no handshake answer, ...) as soon
-/// as every host has failed once, or [`Error::Timeout`] if no session is established
-/// within `options.connect_timeout`.
+/// Connects and waits for a session, trying every host with backoff until
+/// `options.connect_timeout`. Fails then with [`Error::Unreachable`], naming every host
+/// and what happened to it last (refused, reset, closed before the handshake, not a
+/// ZooKeeper server, no handshake answer, ...), or [`Error::Timeout`] if some host was
+/// not tried to the end; with `options.fail_fast`, as soon as every host has failed
+/// once.
 ///
 /// How long calls wait: a request in flight ends with `ConnectionLoss` once the
 /// connection is declared dead (no complete frame for 2/3 of the session timeout); one
@@ -208,9 +224,10 @@ pub async fn connect(connect_string: &str, options: Options) -> Result<Client, E
         commands: tx,
         published: published.clone(),
     };
+    let fail_fast = options.fail_fast;
     let wait = async {
         published
-            .wait_for(|p| p.status != Status::Connecting || p.unreachable.is_some())
+            .wait_for(|p| p.status != Status::Connecting || (fail_fast && p.unreachable.is_some()))
             .await
             .map(|p| p.clone())
     };
@@ -218,11 +235,14 @@ pub async fn connect(connect_string: &str, options: Options) -> Result<Client, E
         // A session exists (it may already be suspended again: still a session).
         Ok(Ok(p)) if p.status.is_connected() || p.session_id != 0 => Ok(client),
         Ok(Ok(p)) => Err(match p.unreachable {
-            Some(reason) => Error::Unreachable(reason),
+            Some(hosts) => Error::Unreachable(hosts),
             None => p.status.error(),
         }),
         Ok(Err(_)) => Err(Error::Closed),
-        Err(_) => Err(Error::Timeout),
+        Err(_) => Err(match published.borrow().unreachable.clone() {
+            Some(hosts) => Error::Unreachable(hosts),
+            None => Error::Timeout,
+        }),
     }
 }
 
