@@ -4,6 +4,7 @@
 //! reads, pings or timers. Bytes read go straight into the core. No protocol decisions
 //! here.
 
+use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::mpsc::{Receiver, Sender, SyncSender};
@@ -121,12 +122,24 @@ impl Shared {
     }
 }
 
+/// What the I/O thread is given: its poll, the input channel and the poll's waker.
+pub(crate) struct Io {
+    pub(crate) poll: Poll,
+    pub(crate) inputs: Receiver<Input>,
+    pub(crate) waker: Arc<Waker>,
+}
+
 /// A poll, its waker and the input channel, made before the thread starts.
-pub(crate) fn channel() -> io::Result<(Inputs, Receiver<Input>, Poll)> {
+pub(crate) fn channel() -> io::Result<(Inputs, Io)> {
     let poll = Poll::new()?;
     let waker = Arc::new(Waker::new(poll.registry(), WAKE)?);
     let (tx, rx) = std::sync::mpsc::channel();
-    Ok((Inputs { tx, waker }, rx, poll))
+    let io = Io {
+        poll,
+        inputs: rx,
+        waker: waker.clone(),
+    };
+    Ok((Inputs { tx, waker }, io))
 }
 
 struct Socket {
@@ -134,20 +147,138 @@ struct Socket {
     connected: bool,
 }
 
-fn dial(poll: &Poll, addr: &str) -> Result<Socket, TransportError> {
-    let addr: SocketAddr = addr
-        .to_socket_addrs()
-        .ok()
-        .and_then(|mut a| a.next())
-        .ok_or(TransportError::Unreachable)?;
-    let mut stream = TcpStream::connect(addr).map_err(|e| TransportError::from(&e))?;
-    poll.registry()
-        .register(&mut stream, SOCKET, Interest::READABLE | Interest::WRITABLE)
-        .map_err(|e| TransportError::from(&e))?;
-    Ok(Socket {
-        stream,
-        connected: false,
-    })
+/// A name's addresses, or why it has none.
+type Resolved = (u64, io::Result<Vec<SocketAddr>>);
+
+/// One attempt to reach a host of the connection string: every address its name
+/// resolves to, tried in turn as tokio's `TcpStream::connect` does. The name is
+/// resolved on a thread of its own, so a slow resolver never holds up the I/O thread's
+/// timers, reads or writes.
+struct Dialer {
+    /// Which attempt (a result for an older one is dropped).
+    attempt: u64,
+    /// Addresses not tried yet.
+    addrs: VecDeque<SocketAddr>,
+    /// Waiting for the name's addresses.
+    resolving: bool,
+    /// Why the last address failed.
+    last: TransportError,
+    results: (Sender<Resolved>, Receiver<Resolved>),
+    waker: Arc<Waker>,
+}
+
+/// What [`Dialer::next`] did.
+enum Dial {
+    /// A connect is under way on this socket.
+    Socket(Socket),
+    /// Waiting for the name to resolve.
+    Resolving,
+    /// Every address failed, the last for this reason.
+    Failed(TransportError),
+}
+
+impl Dialer {
+    fn new(waker: Arc<Waker>) -> Self {
+        Dialer {
+            attempt: 0,
+            addrs: VecDeque::new(),
+            resolving: false,
+            last: TransportError::Unreachable,
+            results: std::sync::mpsc::channel(),
+            waker,
+        }
+    }
+
+    /// Starts an attempt on `host` (`host:port`).
+    fn start(&mut self, host: &str) {
+        self.cancel();
+        self.last = TransportError::Unreachable;
+        if let Ok(addr) = host.parse::<SocketAddr>() {
+            self.addrs.push_back(addr);
+            return;
+        }
+        self.resolving = true;
+        let (attempt, tx, waker, host) = (
+            self.attempt,
+            self.results.0.clone(),
+            self.waker.clone(),
+            host.to_string(),
+        );
+        let resolve = move || {
+            let addrs = host.to_socket_addrs().map(Iterator::collect);
+            let _ = tx.send((attempt, addrs));
+            let _ = waker.wake();
+        };
+        let spawned = std::thread::Builder::new()
+            .name("zk-resolve".into())
+            .spawn(resolve.clone());
+        if spawned.is_err() {
+            resolve(); // no thread to be had: resolve here rather than not at all
+        }
+    }
+
+    /// Drops the attempt under way.
+    fn cancel(&mut self) {
+        self.attempt += 1;
+        self.addrs.clear();
+        self.resolving = false;
+    }
+
+    /// Takes the resolver's answer for the attempt under way, if it came.
+    fn take_resolved(&mut self) -> bool {
+        let mut got = false;
+        while let Ok((attempt, result)) = self.results.1.try_recv() {
+            if attempt != self.attempt || !self.resolving {
+                continue;
+            }
+            self.resolving = false;
+            got = true;
+            match result {
+                Ok(addrs) => self.addrs.extend(addrs),
+                Err(e) => self.last = TransportError::from(&e),
+            }
+        }
+        got
+    }
+
+    /// The connect on the current address failed with `error`: try the next.
+    fn failed(&mut self, poll: &Poll, error: TransportError) -> Dial {
+        self.last = error;
+        self.next(poll)
+    }
+
+    /// Connects to the next address not tried yet.
+    fn next(&mut self, poll: &Poll) -> Dial {
+        if self.resolving {
+            return Dial::Resolving;
+        }
+        while let Some(addr) = self.addrs.pop_front() {
+            let stream = TcpStream::connect(addr).and_then(|mut stream| {
+                poll.registry()
+                    .register(&mut stream, SOCKET, Interest::READABLE | Interest::WRITABLE)
+                    .map(|()| stream)
+            });
+            match stream {
+                Ok(stream) => {
+                    return Dial::Socket(Socket {
+                        stream,
+                        connected: false,
+                    })
+                }
+                Err(e) => self.last = TransportError::from(&e),
+            }
+        }
+        Dial::Failed(self.last)
+    }
+}
+
+/// Carries out what the dialer did: a socket to wait on, or the attempt's failure.
+fn dialed(core: &mut Core, socket: &mut Option<Socket>, dial: Dial, t: Instant) {
+    match dial {
+        Dial::Socket(s) => *socket = Some(s),
+        Dial::Resolving => {}
+        Dial::Failed(e) => core.handle_transport_error(t, e),
+    }
 }
 
 fn close(poll: &Poll, socket: &mut Option<Socket>) {
@@ -156,7 +287,13 @@ fn close(poll: &Poll, socket: &mut Option<Socket>) {
     }
 }
 
-pub(crate) fn run(mut core: Core, inputs: Receiver<Input>, mut poll: Poll, shared: Arc<Shared>) {
+pub(crate) fn run(mut core: Core, io: Io, shared: Arc<Shared>) {
+    let Io {
+        mut poll,
+        inputs,
+        waker,
+    } = io;
+    let mut dialer = Dialer::new(waker);
     let epoch = std::time::Instant::now();
     let now = move || {
         Instant::from_micros(u64::try_from(epoch.elapsed().as_micros()).unwrap_or(u64::MAX))
@@ -176,13 +313,13 @@ pub(crate) fn run(mut core: Core, inputs: Receiver<Input>, mut poll: Poll, share
                 progressed = true;
                 close(&poll, &mut socket);
                 out.clear();
+                dialer.cancel();
                 if let Transport::Connect { host } = t {
                     let addr = core.host(host).to_string();
                     tracing::debug!(%addr, "connecting");
-                    match dial(&poll, &addr) {
-                        Ok(s) => socket = Some(s),
-                        Err(e) => core.handle_transport_error(now(), e),
-                    }
+                    dialer.start(&addr);
+                    let dial = dialer.next(&poll);
+                    dialed(&mut core, &mut socket, dial, now());
                 }
             }
             if socket.as_ref().is_some_and(|s| s.connected) && core.poll_transmit(&mut out) {
@@ -248,6 +385,10 @@ pub(crate) fn run(mut core: Core, inputs: Receiver<Input>, mut poll: Poll, share
         for event in events.iter() {
             match event.token() {
                 WAKE => {
+                    if dialer.take_resolved() {
+                        let dial = dialer.next(&poll);
+                        dialed(&mut core, &mut socket, dial, now());
+                    }
                     while let Ok(input) = inputs.try_recv() {
                         let t = now();
                         match input {
@@ -274,7 +415,8 @@ pub(crate) fn run(mut core: Core, inputs: Receiver<Input>, mut poll: Poll, share
                                 }) =>
                             {
                                 close(&poll, &mut socket);
-                                core.handle_transport_error(now(), TransportError::Refused);
+                                let dial = dialer.failed(&poll, TransportError::Refused);
+                                dialed(&mut core, &mut socket, dial, now());
                                 continue;
                             }
                             Ok(None) if s.stream.peer_addr().is_ok() => {
@@ -285,7 +427,8 @@ pub(crate) fn run(mut core: Core, inputs: Receiver<Input>, mut poll: Poll, share
                             Ok(None) => {} // not yet
                             Ok(Some(e)) | Err(e) => {
                                 close(&poll, &mut socket);
-                                core.handle_transport_error(now(), TransportError::from(&e));
+                                let dial = dialer.failed(&poll, TransportError::from(&e));
+                                dialed(&mut core, &mut socket, dial, now());
                                 continue;
                             }
                         }
@@ -335,5 +478,85 @@ fn log(event: &ClientEvent) {
         if event.is_state_change() {
             tracing::info!(target: "zk_recipes", "{event}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Waits for the next event on `token`, for at most 5 s.
+    fn wait_for(poll: &mut Poll, token: Token) -> bool {
+        let mut events = MioEvents::with_capacity(4);
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while std::time::Instant::now() < deadline {
+            poll.poll(&mut events, Some(Duration::from_millis(100)))
+                .unwrap();
+            if events.iter().any(|e| e.token() == token) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Issue 25, item 2: a host whose name resolves to several addresses is dialled at
+    /// each in turn (it used to try the first only): the first refuses, the second
+    /// listens.
+    #[test]
+    fn every_address_of_a_host_is_tried_in_turn() {
+        let refused = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap(); // dropped: nothing listens there now
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let (_inputs, mut io) = channel().unwrap();
+        let mut dialer = Dialer::new(io.waker.clone());
+        dialer
+            .addrs
+            .extend([refused, listener.local_addr().unwrap()]);
+        let Dial::Socket(first) = dialer.next(&io.poll) else {
+            panic!("a connect under way")
+        };
+        let error = match first.stream.take_error() {
+            Ok(Some(e)) => Some(e),
+            _ if wait_for(&mut io.poll, SOCKET) => first.stream.take_error().ok().flatten(),
+            _ => None,
+        };
+        let error = error.expect("the first address refuses");
+        let mut first = first;
+        let _ = io.poll.registry().deregister(&mut first.stream);
+        let Dial::Socket(second) = dialer.failed(&io.poll, TransportError::from(&error)) else {
+            panic!("the second address is tried")
+        };
+        assert!(wait_for(&mut io.poll, SOCKET), "the second connects");
+        assert_eq!(
+            second.stream.peer_addr().unwrap(),
+            listener.local_addr().unwrap()
+        );
+        // With none left, the attempt fails with the last reason.
+        assert!(matches!(
+            dialer.failed(&io.poll, TransportError::Reset),
+            Dial::Failed(TransportError::Reset)
+        ));
+    }
+
+    /// A name is resolved off the I/O thread: the dialer waits (the thread goes on
+    /// with its timers), and the answer wakes the poll.
+    #[test]
+    fn a_name_is_resolved_off_the_io_thread() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (_inputs, mut io) = channel().unwrap();
+        let mut dialer = Dialer::new(io.waker.clone());
+        dialer.start(&format!("localhost:{port}"));
+        assert!(matches!(dialer.next(&io.poll), Dial::Resolving));
+        assert!(wait_for(&mut io.poll, WAKE), "the resolver wakes the poll");
+        assert!(dialer.take_resolved());
+        assert!(matches!(dialer.next(&io.poll), Dial::Socket(_)));
+        // An answer for an attempt given up is dropped.
+        dialer.start(&format!("localhost:{port}"));
+        dialer.cancel();
+        assert!(wait_for(&mut io.poll, WAKE));
+        assert!(!dialer.take_resolved());
     }
 }

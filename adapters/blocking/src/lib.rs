@@ -207,12 +207,12 @@ pub fn connect(connect_string: &str, options: Options) -> Result<Client, Error> 
         .max_in_flight(options.max_in_flight)
         .seed(options.seed.unwrap_or_else(random_seed));
     let core = zk_recipes::client::Client::new(core_options, zk_recipes::time::Instant::ZERO);
-    let (inputs, rx, poll) = driver::channel().map_err(|_| Error::Closed)?;
+    let (inputs, io) = driver::channel().map_err(|_| Error::Closed)?;
     let shared = Arc::new(Shared::new());
     let driver_shared = shared.clone();
     thread::Builder::new()
         .name("zk-session".into())
-        .spawn(move || driver::run(core, rx, poll, driver_shared))
+        .spawn(move || driver::run(core, io, driver_shared))
         .map_err(|_| Error::Closed)?;
     let client = Client {
         inner: Arc::new(Inner { inputs, shared }),
