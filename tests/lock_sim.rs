@@ -15,3 +15,19 @@ fn read_write_lock_under_every_fault() {
     assert!(grants > n * 8);
     assert!(handed > 0, "writers hand the lock on");
 }
+
+/// Issue 26: an operator deletes contender nodes (a holder's, a waiter's, a recovering
+/// attempt's) under every other fault. No two holders of nodes the server has; a
+/// holder watching its node hears of its deletion within the recovery bound; once
+/// faults stop every attempt ends and no node is left.
+#[test]
+fn exclusive_lock_with_an_operator_deleting_nodes() {
+    let seeds = sim_support::seeds_scaled(2_000_000, 10, 1_000);
+    let n = seeds.len();
+    let outcomes = sim_support::run_each(seeds, |seed| {
+        zk_recipes::testkit::sim_lock::run_with_operator(seed, 8)
+    });
+    let grants: usize = outcomes.iter().map(|(g, _)| g).sum();
+    println!("{n} schedules with an operator deleting nodes x 8 clients: {grants} grants");
+    assert!(grants > n * 8);
+}

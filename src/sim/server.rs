@@ -429,6 +429,31 @@ impl SimServer {
         }
     }
 
+    /// Deletes `path` now from outside every simulated session (an operator, a
+    /// revoker's forced delete, a cleanup tool): its watches fire as for any delete.
+    /// False if it is missing, has children, or is one the server keeps.
+    pub fn operator_delete(&mut self, path: &str) -> bool {
+        let childless = self
+            .tree
+            .nodes
+            .get(path)
+            .is_some_and(|n| n.children.is_empty());
+        if !childless
+            || validate_path(path).is_err()
+            || path == "/"
+            || path.starts_with("/zookeeper")
+        {
+            return false;
+        }
+        self.maybe_snapshot();
+        self.zxid += 1;
+        let zxid = self.zxid;
+        if let Some(acl) = self.remove_node(path, zxid) {
+            self.fire(&[Change::Deleted(path.to_string(), acl)]);
+        }
+        true
+    }
+
     /// Advances the server clock: expires silent sessions, reaps containers and TTLs,
     /// lets lagging connections whose time is up catch up.
     pub fn tick(&mut self, now_ms: i64) {

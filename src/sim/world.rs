@@ -11,7 +11,7 @@
 //! the request (the lost-create-reply case), a dropped connection, a server pause
 //! (possibly longer than the session timeout), a forced session expiry, a client
 //! crash (the process stops; its session expires later; the slot restarts with a new
-//! session), and a reconnect that lands on a lagging follower (stale reads until it
+//! session), a node deleted by an operator (off by default), and a reconnect that lands on a lagging follower (stale reads until it
 //! catches up; off by default). A failure names its seed; the same seed replays the same run.
 
 use alloc::collections::{BTreeMap, BinaryHeap, VecDeque};
@@ -69,6 +69,12 @@ pub struct SimConfig {
     pub expire_session: u32,
     /// Per fault tick: crash a random client.
     pub crash_client: u32,
+    /// Per fault tick: a childless child of [`delete_under`](Self::delete_under),
+    /// picked at random, is deleted from outside every client (an operator, a revoker's
+    /// forced delete, an expired session's cleanup seen late); its watches fire.
+    pub delete_node: u32,
+    /// Where [`delete_node`](Self::delete_node) picks (`None`: nowhere).
+    pub delete_under: Option<String>,
     /// Per reconnect of a live session (a re-attach, not a new session): the new
     /// connection lands on a follower that lags behind the leader, so its reads miss
     /// recent writes — possibly the session's own write whose reply was lost — until it
@@ -104,6 +110,8 @@ impl SimConfig {
             pause_server: 3,
             expire_session: 5,
             crash_client: 5,
+            delete_node: 0,
+            delete_under: None,
             stale_reconnect: 200,
             stale_catch_up: (Duration::from_millis(50), Duration::from_millis(500)),
             trace: true,
@@ -145,6 +153,7 @@ impl SimConfig {
             pause_server: 0,
             expire_session: 0,
             crash_client: 0,
+            delete_node: 0,
             stale_reconnect: 0,
             trace: false,
             ..Self::with_faults(seed, clients)
@@ -601,6 +610,24 @@ impl<A: Actor> Simulation<A> {
                 self.note(|| format!("fault: session 0x{id:x} expired"));
                 self.server.expire_session(id);
                 self.flush_server();
+            }
+        }
+        if let Some(dir) = self.config.delete_under.clone() {
+            if self.roll(self.config.delete_node) {
+                let childless: Vec<String> = self
+                    .server
+                    .children(&dir)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|n| format!("{dir}/{n}"))
+                    .filter(|p| self.server.children(p).is_some_and(|c| c.is_empty()))
+                    .collect();
+                if !childless.is_empty() {
+                    let path = childless[self.below(childless.len() as u64) as usize].clone();
+                    self.note(|| format!("fault: an operator deletes {path}"));
+                    self.server.operator_delete(&path);
+                    self.flush_server();
+                }
             }
         }
         if self.roll(self.config.crash_client) {

@@ -3,7 +3,11 @@
 //! and without deadlines under every fault the simulator has.
 //!
 //! Safety, after every event: never two live holders of an exclusive lock (or a writer
-//! beside anyone); fencing tokens of exclusive grants rise in grant order.
+//! beside anyone); fencing tokens of exclusive grants rise in grant order. With an
+//! operator deleting contender nodes ([`run_with_operator`]), a holder whose node is
+//! gone holds nothing the server knows of (its fencing token is what protects the
+//! resource); it must be told (`Lost`) within the recovery bound when it watches its
+//! node, and waiters whose nodes were deleted must still end.
 //!
 //! Liveness, once faults stop (the last stretch of the run is quiet): clients start no
 //! new attempt, but every running attempt goes on — holders release when their work is
@@ -37,6 +41,10 @@ pub struct LockUser {
     idle_until: Instant,
     stop_at: Instant,
     releasing: bool,
+    /// The held node's full path (while holding).
+    node: Option<String>,
+    /// The attempt watches its own node (it hears of the node's deletion).
+    watching: bool,
     /// Fencing tokens of every grant, in order, with the lock kind.
     pub grants: Vec<(i64, LockKind)>,
     /// How many of them were handed over by the previous holder (grant on release).
@@ -57,6 +65,8 @@ impl LockUser {
             holding: false,
             suspended: false,
             until: Instant::ZERO,
+            node: None,
+            watching: true,
             idle_until: Instant::ZERO,
             stop_at,
             releasing: false,
@@ -116,6 +126,10 @@ impl Actor for LockUser {
                     self.holding = true;
                     self.grants.push((*fencing_token, self.kind));
                     let h = self.handle;
+                    self.node = h
+                        .and_then(|h| client.recipe(h))
+                        .and_then(|l| l.node())
+                        .map(|n| format!("{DIR}/{n}"));
                     if h.and_then(|h| client.recipe(h))
                         .is_some_and(|l| l.held_by_grant())
                     {
@@ -152,6 +166,7 @@ impl Actor for LockUser {
             // One attempt in four without the own-node watch: its waiters watch their
             // blocker's data and take over on its deletion alone once it holds.
             config.watch_own_node = self.next() % 4 != 0;
+            self.watching = config.watch_own_node;
             self.log.push((
                 id.clone(),
                 vec![format!("{} deadline {deadline:?}", now.as_micros())],
@@ -189,14 +204,39 @@ impl Actor for LockUser {
 pub struct Checker {
     seen: Vec<usize>,
     max_token: i64,
+    /// Per client: since when it holds a node that is gone from the server.
+    gone_since: Vec<Option<Instant>>,
+    /// How long a watching holder may take to hear its node was deleted.
+    notice_bound: Duration,
 }
 
 impl Checker {
     /// The safety invariants.
     pub fn check(&mut self, view: &View<'_, LockUser>) -> Result<(), String> {
-        let live_holders: Vec<usize> = (0..view.actors.len())
-            .filter(|&i| view.actors[i].holds() && view.live(i))
-            .collect();
+        // A holder whose node is gone (an operator deleted it) holds nothing the server
+        // knows of: the next contender may take the lock at once. It must hear so.
+        self.gone_since.resize(view.actors.len(), None);
+        let mut live_holders = Vec::new();
+        for i in 0..view.actors.len() {
+            let a = &view.actors[i];
+            if !(a.holds() && view.live(i)) {
+                self.gone_since[i] = None;
+                continue;
+            }
+            if a.node.as_deref().is_some_and(|p| view.server.exists(p)) {
+                self.gone_since[i] = None;
+                live_holders.push(i);
+                continue;
+            }
+            let since = *self.gone_since[i].get_or_insert(view.now);
+            if a.watching && view.now.saturating_since(since) > self.notice_bound {
+                return Err(format!(
+                    "client {i} still holds {:?}, deleted {} ms ago",
+                    a.node,
+                    view.now.saturating_since(since).as_millis()
+                ));
+            }
+        }
         let writers = live_holders
             .iter()
             .filter(|&&i| view.actors[i].kind != LockKind::Read)
@@ -213,7 +253,10 @@ impl Checker {
             // A grant that reaches a session the server has already expired is a stale
             // holder (its reply was on the way): exactly what fencing tokens are for —
             // the resource has seen a higher token and rejects it. Live grants rise.
-            let live = view.live(i);
+            // So is a grant whose node an operator deleted while the grant was on its
+            // way (the next contender may hold already, with a higher token).
+            let live = view.live(i)
+                && (a.node.is_none() || a.node.as_deref().is_some_and(|p| view.server.exists(p)));
             for &(token, kind) in &a.grants[self.seen[i]..] {
                 if live && kind != LockKind::Read && token <= self.max_token {
                     return Err(format!(
@@ -238,11 +281,23 @@ pub fn run(seed: u64, clients: usize, readers: bool) -> Result<(usize, usize), S
     run_with(config, readers)
 }
 
+/// One schedule with every fault and an operator deleting contender nodes (holders',
+/// waiters', recovering attempts') now and then.
+pub fn run_with_operator(seed: u64, clients: usize) -> Result<(usize, usize), String> {
+    let mut config = SimConfig::with_faults(seed, clients);
+    config.duration = Duration::from_millis(5500);
+    config.quiet = Duration::from_secs(3);
+    config.delete_node = 100;
+    config.delete_under = Some(DIR.into());
+    run_with(config, false)
+}
+
 /// One schedule with the given settings. Attempts start until `duration - quiet`;
 /// the quiet stretch must be long enough for every attempt to end (longer than the
 /// session timeout plus the longest hold and backoff).
 pub fn run_with(config: SimConfig, readers: bool) -> Result<(usize, usize), String> {
     let seed = config.seed;
+    let notice_bound = config.recovery_bound();
     let clients = config.clients;
     let stop_at = Instant::ZERO + config.duration.saturating_sub(config.quiet);
     let mut sim = Simulation::new(config, |i| {
@@ -252,7 +307,10 @@ pub fn run_with(config: SimConfig, readers: bool) -> Result<(usize, usize), Stri
             stop_at,
         )
     });
-    let mut checker = Checker::default();
+    let mut checker = Checker {
+        notice_bound,
+        ..Checker::default()
+    };
     sim.run(|v| checker.check(v))?;
     // Liveness and cleanliness: every attempt ended, nothing hosted, nothing left.
     let mut problems = Vec::new();
