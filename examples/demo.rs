@@ -5,9 +5,8 @@
 
 use std::time::Duration;
 
-use zk_recipes::client::Status;
 use zk_recipes_testing::TestServer;
-use zk_recipes_tokio::{connect, CreateMode, CreateOptions, Options};
+use zk_recipes_tokio::{connect, CreateMode, CreateOptions, Options, Status};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -16,6 +16,19 @@
 //! zk.close();
 //! # Ok::<(), zk_recipes_blocking::Error>(())
 //! ```
+//!
+//! Every type this crate's calls take or return is reachable from it alone, so a
+//! program needs no other crate of ours (the core is there too, as [`zk_recipes`]):
+//!
+//! ```
+//! use zk_recipes_blocking::{
+//!     Bytes, HostFailures, Master, Member, MemberConfig, NodeWatchEvent, OwnedNodeConfig,
+//!     OwnedNodeEvent, RendezvousEvent, ResolveConfig, UpdateConfig, ViewConfig, ViewEvent,
+//!     Worker,
+//! };
+//! let data: Bytes = Bytes::from_static(b"v1");
+//! # let _ = data;
+//! ```
 
 mod barrier;
 mod cache;
@@ -53,13 +66,23 @@ pub use zk_recipes::recipe::lock::{HoldState, LockChange, LostReason};
 pub use zk_recipes::recipe::queue::Item as QueueItem;
 pub use zk_recipes::recipe::two_phase::{CoordinatorEvent, Outcome, Variant, Vote, VoteOutcome};
 pub use zk_recipes::recipe::Recipe;
+// Every type in this crate's signatures is reachable from it alone (issue 27).
+pub use bytes::Bytes;
+/// The sans-IO core this adapter drives (its machines, for the `*_with` calls and for
+/// recipes of your own).
+pub use zk_recipes;
+pub use zk_recipes::recipe::group::{Member, MemberConfig, ViewConfig, ViewEvent};
+pub use zk_recipes::recipe::naming::ResolveConfig;
+pub use zk_recipes::recipe::node::{NodeWatchEvent, OwnedNodeConfig, OwnedNodeEvent};
+pub use zk_recipes::recipe::rendezvous::{Master, RendezvousEvent, Worker};
+pub use zk_recipes::recipe::value::UpdateConfig;
+pub use zk_recipes::session::HostFailures;
 
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 pub use zk_recipes::client::ops::CreateOptions;
 use zk_recipes::client::ops::{self, Raw};
 use zk_recipes::client::WatchMode;

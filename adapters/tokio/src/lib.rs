@@ -12,7 +12,7 @@
 //! the earlier write's Stat.) When the last handle drops, the session is closed.
 //!
 //! ```no_run
-//! # async fn demo() -> Result<(), zk_recipes::client::Error> {
+//! # async fn demo() -> Result<(), zk_recipes_tokio::Error> {
 //! use zk_recipes_tokio::{connect, CreateOptions, Options};
 //! let zk = connect("127.0.0.1:2181/app", Options::default()).await?;
 //! zk.create("/config", "v1", &CreateOptions::default()).await?;
@@ -22,6 +22,19 @@
 //! println!("watch fired: {:?}", changed.await?);
 //! zk.close().await;
 //! # Ok(()) }
+//! ```
+//!
+//! Every type this crate's calls take or return is reachable from it alone, so a
+//! program needs no other crate of ours (the core is there too, as [`zk_recipes`]):
+//!
+//! ```
+//! use zk_recipes_tokio::{
+//!     Bytes, HostFailures, Master, Member, MemberConfig, NodeWatchEvent, OwnedNodeConfig,
+//!     OwnedNodeEvent, RendezvousEvent, ResolveConfig, UpdateConfig, ViewConfig, ViewEvent,
+//!     Worker,
+//! };
+//! let data: Bytes = Bytes::from_static(b"v1");
+//! # let _ = data;
 //! ```
 
 mod barrier;
@@ -60,13 +73,23 @@ pub use zk_recipes::recipe::lock::{HoldState, LockChange, LostReason};
 pub use zk_recipes::recipe::queue::Item as QueueItem;
 pub use zk_recipes::recipe::two_phase::{CoordinatorEvent, Outcome, Variant, Vote, VoteOutcome};
 pub use zk_recipes::recipe::Recipe;
+// Every type in this crate's signatures is reachable from it alone (issue 27).
+pub use bytes::Bytes;
+/// The sans-IO core this adapter drives (its machines, for the `*_with` calls and for
+/// recipes of your own).
+pub use zk_recipes;
+pub use zk_recipes::recipe::group::{Member, MemberConfig, ViewConfig, ViewEvent};
+pub use zk_recipes::recipe::naming::ResolveConfig;
+pub use zk_recipes::recipe::node::{NodeWatchEvent, OwnedNodeConfig, OwnedNodeEvent};
+pub use zk_recipes::recipe::rendezvous::{Master, RendezvousEvent, Worker};
+pub use zk_recipes::recipe::value::UpdateConfig;
+pub use zk_recipes::session::HostFailures;
 
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot, watch};
 pub use zk_recipes::client::ops::CreateOptions;
 use zk_recipes::client::ops::{self, Raw};
