@@ -8,8 +8,9 @@
 //!
 //! * **µs/acq** — wall time from the first `acquire` to the last release, per
 //!   acquisition; **handoff µs** — the same from the moment every waiter is queued;
-//! * **cpu us/acq** — CPU time of the bench process (the core client and its
-//!   driver loop) per acquisition: the client's own cost, apart from the server's;
+//! * **cpu us/acq** — CPU time of the bench process, every thread (the client and
+//!   its driver loop) per acquisition: the client's own cost, apart from the server's;
+//!   **srv cpu** — the server JVM's CPU time per acquisition (`/proc/<pid>/stat`);
 //! * **req/acq**, **B rx/acq**, **B tx/acq** — the session's counters
 //!   ([`Client::counters`]) over the whole run, per acquisition (each waiter's entry
 //!   listing included: waiter *i* of N queued at once lists *i* children);
@@ -24,7 +25,13 @@
 //! * **failed** — attempts that ended in anything but `Acquired` (must be 0);
 //! * **left** — children of the lock directory after the run (must be 0).
 //!
-//! `LOCK_SCALE_WAITERS=100,1000,10000` (default) picks the counts;
+//! Two cases: `core` (above: the core client, every waiter queued before the first
+//! release, so entry and handoff are told apart) and `e2e` (issue 25: N tasks on one
+//! `zk_recipes_tokio` session, each `lock(dir).acquire().await` then
+//! `release().await`, all spawned at once — the lock is passed along while later
+//! waiters still enter, entry included: what an application sees; no handoff split,
+//! no heap measure). `LOCK_SCALE_CASES=core,e2e` (default) picks them;
+//! `LOCK_SCALE_WAITERS=100,1000,10000` (default) the counts;
 //! `LOCK_SCALE_TIMEOUT` (seconds, default 900) bounds each run: a stall is reported
 //! (with how far it got) and the bench exits non-zero instead of hanging.
 //! `LOCK_SCALE_MAX_IN_FLIGHT` overrides the session's in-flight bound (default 512).
@@ -53,6 +60,28 @@
 //! every 33 handoffs, 10,000 names long, was on the path. Before grant on release:
 //! 6.00 requests per acquisition and 590,465 B received per acquisition at 10,000
 //! waiters (every woken waiter listed all N children again), 10,043 µs/acq.
+//!
+//! The end-to-end case (issue 25), before and after a contender name's marker is read
+//! in O(1) from its 10-digit suffix (`contender::split`), three runs each (the last
+//! two alternated), same day, 2 cores at a load average of 6–10 from other work (so
+//! wall time is noisy: CPU per acquisition is the figure to compare):
+//! `LOCK_SCALE_CASES=e2e LOCK_SCALE_WAITERS=1000,10000 cargo bench --bench lock_scale`
+//!
+//! ```text
+//!          waiters    us/acq       cpu us/acq    srv cpu    req/acq  B rx/acq
+//! before     1000    989–4675       270–373     820–960      5.00    33943–33969
+//! before    10000   3456–8083      1557–1809   2493–3204     5.00   301606–301617
+//! after      1000    968–3063       181–225     785–1010     5.00    33967–33969
+//! after     10000   4068–6479       753–863    2703–2916     5.00   301570–301575
+//! ```
+//!
+//! What still grows with N is each waiter's entry listing (waiter *i* of N queued at
+//! once lists about *i* children: B rx/acq ≈ 30 B × N): the server's CPU per
+//! acquisition (serialising the listings) and the client's (decoding them, one
+//! `String` per child). Flat costs need waiters of one session on one path to share
+//! their entry listing, which the lock machines, independent recipes, cannot do today.
+//! The `core` case the same day (one run each, `LOCK_SCALE_CASES=core`): client CPU
+//! 206.7 → 130.3 µs/acq at 1,000 waiters, 1,458.8 → 833.3 at 10,000.
 // A benchmark is a driver: it owns the clock.
 #![allow(clippy::disallowed_methods)]
 
