@@ -8,8 +8,9 @@
 //!
 //! * **µs/acq** — wall time from the first `acquire` to the last release, per
 //!   acquisition; **handoff µs** — the same from the moment every waiter is queued;
-//! * **cpu us/acq** — CPU time of the bench process (the core client and its
-//!   driver loop) per acquisition: the client's own cost, apart from the server's;
+//! * **cpu us/acq** — CPU time of the bench process, every thread (the client and
+//!   its driver loop) per acquisition: the client's own cost, apart from the server's;
+//!   **srv cpu** — the server JVM's CPU time per acquisition (`/proc/<pid>/stat`);
 //! * **req/acq**, **B rx/acq**, **B tx/acq** — the session's counters
 //!   ([`Client::counters`]) over the whole run, per acquisition (each waiter's entry
 //!   listing included: waiter *i* of N queued at once lists *i* children);
@@ -24,7 +25,13 @@
 //! * **failed** — attempts that ended in anything but `Acquired` (must be 0);
 //! * **left** — children of the lock directory after the run (must be 0).
 //!
-//! `LOCK_SCALE_WAITERS=100,1000,10000` (default) picks the counts;
+//! Two cases: `core` (above: the core client, every waiter queued before the first
+//! release, so entry and handoff are told apart) and `e2e` (issue 25: N tasks on one
+//! `zk_recipes_tokio` session, each `lock(dir).acquire().await` then
+//! `release().await`, all spawned at once — the lock is passed along while later
+//! waiters still enter, entry included: what an application sees; no handoff split,
+//! no heap measure). `LOCK_SCALE_CASES=core,e2e` (default) picks them;
+//! `LOCK_SCALE_WAITERS=100,1000,10000` (default) the counts;
 //! `LOCK_SCALE_TIMEOUT` (seconds, default 900) bounds each run: a stall is reported
 //! (with how far it got) and the bench exits non-zero instead of hanging.
 //! `LOCK_SCALE_MAX_IN_FLIGHT` overrides the session's in-flight bound (default 512).
@@ -53,6 +60,28 @@
 //! every 33 handoffs, 10,000 names long, was on the path. Before grant on release:
 //! 6.00 requests per acquisition and 590,465 B received per acquisition at 10,000
 //! waiters (every woken waiter listed all N children again), 10,043 µs/acq.
+//!
+//! The end-to-end case (issue 25), before and after a contender name's marker is read
+//! in O(1) from its 10-digit suffix (`contender::split`), three runs each (the last
+//! two alternated), same day, 2 cores at a load average of 6–10 from other work (so
+//! wall time is noisy: CPU per acquisition is the figure to compare):
+//! `LOCK_SCALE_CASES=e2e LOCK_SCALE_WAITERS=1000,10000 cargo bench --bench lock_scale`
+//!
+//! ```text
+//!          waiters    us/acq       cpu us/acq    srv cpu    req/acq  B rx/acq
+//! before     1000    989–4675       270–373     820–960      5.00    33943–33969
+//! before    10000   3456–8083      1557–1809   2493–3204     5.00   301606–301617
+//! after      1000    968–3063       181–225     785–1010     5.00    33967–33969
+//! after     10000   4068–6479       753–863    2703–2916     5.00   301570–301575
+//! ```
+//!
+//! What still grows with N is each waiter's entry listing (waiter *i* of N queued at
+//! once lists about *i* children: B rx/acq ≈ 30 B × N): the server's CPU per
+//! acquisition (serialising the listings) and the client's (decoding them, one
+//! `String` per child). Flat costs need waiters of one session on one path to share
+//! their entry listing, which the lock machines, independent recipes, cannot do today.
+//! The `core` case the same day (one run each, `LOCK_SCALE_CASES=core`): client CPU
+//! 206.7 → 130.3 µs/acq at 1,000 waiters, 1,458.8 → 833.3 at 10,000.
 // A benchmark is a driver: it owns the clock.
 #![allow(clippy::disallowed_methods)]
 
@@ -134,14 +163,52 @@ fn live() -> isize {
     LIVE.load(Ordering::Relaxed)
 }
 
-/// CPU time of this (single-threaded) process: the client's own cost, apart from the
-/// server's and the network's (`/proc/self/schedstat`, nanoseconds on a CPU).
+/// CPU time of this process, every thread (the client's own cost, apart from the
+/// server's and the network's): `/proc/self/task/*/schedstat`, nanoseconds on a CPU.
 fn cpu_time() -> Duration {
-    let ns = std::fs::read_to_string("/proc/self/schedstat")
-        .ok()
-        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
-        .unwrap_or(0);
+    let ns: u64 = std::fs::read_dir("/proc/self/task")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| {
+            s.split_whitespace()
+                .next()
+                .and_then(|v| v.parse::<u64>().ok())
+        })
+        .sum();
     Duration::from_nanos(ns)
+}
+
+/// CPU time of the server's JVM so far (`utime + stime` of `/proc/<pid>/stat`, every
+/// thread, in clock ticks of `getconf CLK_TCK`); zero if its pid is not known.
+fn server_cpu() -> Duration {
+    let Some(pid) = std::env::var("LOCK_SCALE_SERVER_PID").ok() else {
+        return Duration::ZERO;
+    };
+    let ticks_per_s: u64 = Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .unwrap_or(0);
+    let ticks: u64 = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .map(|s| {
+            // Fields after the command name (which is in parentheses): utime is the
+            // 14th field of the line, stime the 15th.
+            let rest = s.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+            rest.split_whitespace()
+                .skip(11)
+                .take(2)
+                .filter_map(|v| v.parse::<u64>().ok())
+                .sum()
+        })
+        .unwrap_or(0);
+    if ticks_per_s == 0 {
+        return Duration::ZERO;
+    }
+    Duration::from_secs_f64(ticks as f64 / ticks_per_s as f64)
 }
 
 fn peak_rss_kib() -> u64 {
@@ -287,6 +354,8 @@ struct Outcome {
     total: Duration,
     handoff: Duration,
     cpu: Duration,
+    /// CPU time of the server's JVM over the run.
+    server_cpu: Duration,
     requests: u64,
     rx: u64,
     tx: u64,
@@ -309,6 +378,7 @@ impl Outcome {
         self.total += o.total;
         self.handoff += o.handoff;
         self.cpu += o.cpu;
+        self.server_cpu += o.server_cpu;
         self.requests += o.requests;
         self.rx += o.rx;
         self.tx += o.tx;
@@ -380,6 +450,7 @@ fn run(cs: &str, n: usize, round: usize, timeout: Duration) -> Outcome {
     let before = d.client.counters();
     let t0 = StdInstant::now();
     let cpu0 = cpu_time();
+    let server_cpu0 = server_cpu();
     for id in &ids {
         let now = d.now();
         let h = d.client.add(
@@ -463,6 +534,7 @@ fn run(cs: &str, n: usize, round: usize, timeout: Duration) -> Outcome {
     }
     let total = t0.elapsed();
     let cpu = cpu_time().saturating_sub(cpu0);
+    let server_cpu = server_cpu().saturating_sub(server_cpu0);
     let handoff = queued_at.map(|t| t.elapsed()).unwrap_or_default();
     let after = d.client.counters();
     let left = match d.call(ops::get_children(&dir, false)) {
@@ -485,6 +557,7 @@ fn run(cs: &str, n: usize, round: usize, timeout: Duration) -> Outcome {
         total,
         handoff,
         cpu,
+        server_cpu,
         requests: after.requests_sent - before.requests_sent,
         rx: after.bytes_received - before.bytes_received,
         tx: after.bytes_sent - before.bytes_sent,
@@ -496,6 +569,114 @@ fn run(cs: &str, n: usize, round: usize, timeout: Duration) -> Outcome {
         acquired,
         stalled,
     }
+}
+
+/// The end-to-end case (issue 25): N tasks on one tokio session (`zk_recipes_tokio`,
+/// a 2-worker runtime), each `lock(dir).acquire().await` then `release().await`, all
+/// spawned at once: the lock is passed along while later waiters are still entering,
+/// as an application sees it. Entry included; no "handoff" split.
+fn run_tokio(cs: &str, n: usize, round: usize, timeout: Duration) -> Outcome {
+    use std::sync::atomic::{AtomicI64, AtomicUsize};
+    use std::sync::Arc;
+    use zk_recipes_tokio as zt;
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let dir = format!("/lock_scale/e2e{n}r{round}");
+    rt.block_on(async {
+        let mut options = zt::Options::default()
+            .session_timeout(Duration::from_secs(30))
+            .max_pending(n * 2 + 1_000)
+            .seed((n * 1_000 + round) as u64);
+        if let Some(b) = std::env::var("LOCK_SCALE_MAX_IN_FLIGHT")
+            .ok()
+            .and_then(|s| s.parse().ok())
+        {
+            options = options.max_in_flight(b);
+        }
+        let zk = zt::connect(cs, options).await.expect("a session");
+        let persistent = zt::CreateOptions::mode(CreateMode::Persistent);
+        let _ = zk.create("/lock_scale", "", &persistent).await;
+        let _ = zk.create(&dir, "", &persistent).await;
+        let before = zk.counters().await.expect("counters");
+        let inside = Arc::new(AtomicUsize::new(0));
+        let acquired = Arc::new(AtomicUsize::new(0));
+        let last_fencing = Arc::new(AtomicI64::new(i64::MIN));
+        let t0 = StdInstant::now();
+        let cpu0 = cpu_time();
+        let server_cpu0 = server_cpu();
+        let tasks: Vec<_> = (0..n)
+            .map(|_| {
+                let zk = zk.clone();
+                let dir = dir.clone();
+                let (inside, acquired, last) =
+                    (inside.clone(), acquired.clone(), last_fencing.clone());
+                tokio::spawn(async move {
+                    let guard = zk.lock(&dir).acquire().await?;
+                    assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two holders");
+                    let token = guard.fencing_token();
+                    let previous = last.swap(token, Ordering::SeqCst);
+                    assert!(token > previous, "fencing token went back");
+                    acquired.fetch_add(1, Ordering::SeqCst);
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                    guard.release().await
+                })
+            })
+            .collect();
+        let mut failed = 0usize;
+        let all = async {
+            for t in tasks {
+                match t.await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => {
+                        failed += 1;
+                        eprintln!("waiter: {e:?}");
+                    }
+                    Err(e) => {
+                        failed += 1;
+                        eprintln!("waiter panicked: {e:?}");
+                    }
+                }
+            }
+        };
+        let stalled = tokio::time::timeout(timeout, all).await.is_err();
+        let total = t0.elapsed();
+        let cpu = cpu_time().saturating_sub(cpu0);
+        let server_cpu = server_cpu().saturating_sub(server_cpu0);
+        let after = zk.counters().await.expect("counters");
+        let acquired = acquired.load(Ordering::SeqCst);
+        // The listing itself may be refused while the last deletions drain.
+        let left = loop {
+            match zk.get_children(&dir).await {
+                Err(zt::Error::Overloaded) => tokio::time::sleep(Duration::from_millis(10)).await,
+                other => break other.map(|c| c.len()).unwrap_or(usize::MAX),
+            }
+        };
+        if left == 0 && !stalled {
+            let _ = zk.delete(&dir, None).await;
+        }
+        zk.close().await;
+        Outcome {
+            n,
+            total,
+            handoff: Duration::ZERO,
+            cpu,
+            server_cpu,
+            requests: after.requests_sent - before.requests_sent,
+            rx: after.bytes_received - before.bytes_received,
+            tx: after.bytes_sent - before.bytes_sent,
+            heap_per_waiter: 0.0,
+            handoff_requests: 0,
+            handoff_rx: 0,
+            failed: failed + (n - acquired.min(n)) * usize::from(stalled),
+            left,
+            acquired,
+            stalled,
+        }
+    })
 }
 
 fn main() {
@@ -517,16 +698,20 @@ fn main() {
         // One count in a process of its own (so its peak RSS is its own).
         let n = counts[0];
         let rounds = rounds_for(n);
-        let mut o = run(&cs, n, 0, timeout);
+        let one = |round| match std::env::var("LOCK_SCALE_CASE").as_deref() {
+            Ok("e2e") => run_tokio(&cs, n, round, timeout),
+            _ => run(&cs, n, round, timeout),
+        };
+        let mut o = one(0);
         for round in 1..rounds {
             if o.stalled {
                 break;
             }
-            o.add(run(&cs, n, round, timeout));
+            o.add(one(round));
         }
         // Per-acquisition figures over every round (`o.n` counts them all).
         println!(
-            "ROW {} {:.1} {:.1} {:.2} {:.0} {:.0} {} {:.0} {} {} {} {} {:.1} {:.2} {:.0} {}",
+            "ROW {} {:.1} {:.1} {:.2} {:.0} {:.0} {} {:.0} {} {} {} {} {:.1} {:.2} {:.0} {} {:.1}",
             n,
             o.total.as_secs_f64() * 1e6 / o.n as f64,
             o.handoff.as_secs_f64() * 1e6 / o.n as f64,
@@ -542,7 +727,8 @@ fn main() {
             o.cpu.as_secs_f64() * 1e6 / o.n as f64,
             o.handoff_requests as f64 / o.n as f64,
             o.handoff_rx as f64 / o.n as f64,
-            o.n / n
+            o.n / n,
+            o.server_cpu.as_secs_f64() * 1e6 / o.n as f64,
         );
         return;
     }
@@ -570,26 +756,17 @@ fn main() {
         machine_bytes(),
         timeout
     );
-    println!(
-        "{:>7} {:>6} {:>9} {:>10} {:>9} {:>8} {:>10} {:>8} {:>10} {:>9} {:>9} {:>9} {:>7} {:>5}",
-        "waiters",
-        "rounds",
-        "us/acq",
-        "handoff",
-        "cpu us/acq",
-        "req/acq",
-        "B rx/acq",
-        "h req",
-        "h B rx",
-        "B tx/acq",
-        "RSS KiB",
-        "B/waiter",
-        "failed",
-        "left"
-    );
-    let child = |n: usize| {
+    let cases: Vec<String> = std::env::var("LOCK_SCALE_CASES")
+        .unwrap_or_else(|_| "core,e2e".into())
+        .split(',')
+        .map(|s| s.trim().to_string())
+        .collect();
+    let server_pid = server.pid().map(|p| p.to_string()).unwrap_or_default();
+    let child = |case: &str, n: usize| {
         Command::new(std::env::current_exe().unwrap())
             .env("LOCK_SCALE_CHILD", &cs)
+            .env("LOCK_SCALE_CASE", case)
+            .env("LOCK_SCALE_SERVER_PID", &server_pid)
             .env("LOCK_SCALE_WAITERS", n.to_string())
             .env("LOCK_SCALE_TIMEOUT", timeout.as_secs().to_string())
             .output()
@@ -603,55 +780,92 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(1_000);
     if warm_up > 0 {
-        let out = child(warm_up);
+        let out = child(&cases[0], warm_up);
         println!(
             "(warm-up: {warm_up} waiters, not reported: {})",
             if out.status.success() { "ok" } else { "FAILED" }
         );
     }
     let mut bad = false;
-    for n in counts {
-        let out = child(n);
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let Some(row) = stdout.lines().find_map(|l| l.strip_prefix("ROW ")) else {
-            bad = true;
+    for case in &cases {
+        if case == "e2e" {
             println!(
-                "{n:>7} child failed ({}): {}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
-                    .lines()
-                    .skip_while(|l| !l.contains("panicked"))
-                    .take(3)
-                    .collect::<Vec<_>>()
-                    .join(" | ")
+                "end to end (issue 25): N tasks on ONE tokio session, `lock(dir).acquire()` then \
+                 `release()`, all spawned at once (entry included, the lock passed along meanwhile)"
             );
-            continue;
-        };
-        let f: Vec<&str> = row.split_whitespace().collect();
-        let stalled = f[11] == "true";
+        } else {
+            println!("core client, every waiter queued before the first release:");
+        }
         println!(
-            "{:>7} {:>6} {:>9} {:>10} {:>9} {:>8} {:>10} {:>8} {:>10} {:>9} {:>9} {:>9} {:>7} {:>5}{}",
-            f[0],
-            f[15],
-            f[1],
-            f[2],
-            f[12],
-            f[3],
-            f[4],
-            f[13],
-            f[14],
-            f[5],
-            f[6],
-            f[7],
-            f[8],
-            f[9],
-            if stalled {
-                format!("  STALLED after {} of {n} acquisitions", f[10])
-            } else {
-                String::new()
-            }
+            "{:>7} {:>6} {:>9} {:>10} {:>9} {:>9} {:>8} {:>10} {:>8} {:>10} {:>9} {:>9} {:>9} {:>7} {:>5}",
+            "waiters",
+            "rounds",
+            "us/acq",
+            "handoff",
+            "cpu us/acq",
+            "srv cpu",
+            "req/acq",
+            "B rx/acq",
+            "h req",
+            "h B rx",
+            "B tx/acq",
+            "RSS KiB",
+            "B/waiter",
+            "failed",
+            "left"
         );
-        bad |= stalled || f[8] != "0" || f[9] != "0";
+        for &n in &counts {
+            let out = child(case, n);
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let Some(row) = stdout.lines().find_map(|l| l.strip_prefix("ROW ")) else {
+                bad = true;
+                println!(
+                    "{n:>7} child failed ({}): {}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr)
+                        .lines()
+                        .skip_while(|l| !l.contains("panicked"))
+                        .take(3)
+                        .collect::<Vec<_>>()
+                        .join(" | ")
+                );
+                continue;
+            };
+            let f: Vec<&str> = row.split_whitespace().collect();
+            let stalled = f[11] == "true";
+            // The end-to-end case has no "handoff" part nor a heap measure.
+            let e2e = |v: &str| {
+                if case == "e2e" {
+                    "-".to_string()
+                } else {
+                    v.to_string()
+                }
+            };
+            println!(
+                "{:>7} {:>6} {:>9} {:>10} {:>9} {:>9} {:>8} {:>10} {:>8} {:>10} {:>9} {:>9} {:>9} {:>7} {:>5}{}",
+                f[0],
+                f[15],
+                f[1],
+                e2e(f[2]),
+                f[12],
+                f[16],
+                f[3],
+                f[4],
+                e2e(f[13]),
+                e2e(f[14]),
+                f[5],
+                f[6],
+                e2e(f[7]),
+                f[8],
+                f[9],
+                if stalled {
+                    format!("  STALLED after {} of {n} acquisitions", f[10])
+                } else {
+                    String::new()
+                }
+            );
+            bad |= stalled || f[8] != "0" || f[9] != "0";
+        }
     }
     // Requests the server answered `Throttled` over all runs (retried by the lock
     // after a backoff, never a failed acquisition: see "failed").

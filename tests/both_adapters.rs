@@ -46,6 +46,7 @@ both!(a_revocation_asked_while_waiting_reaches_the_holder);
 both!(expiry_is_lost_session_expired_and_the_client_goes_on);
 both!(a_closing_clients_holder_and_waiter_end_before_the_next_holder);
 both!(paths_and_a_missing_chroot);
+both!(counters_count_what_the_session_sent);
 both!(a_recipe_defined_outside_the_core_is_hosted);
 
 /// A recipe written outside the core crate: creates a node and reads it back.
@@ -393,6 +394,23 @@ mod scenarios {
             w.delete(&dir).unwrap();
         }
         w.close();
+    }
+
+    /// Both adapters report the session's counters (the lock bench reads them).
+    pub fn counters_count_what_the_session_sent<Z: Zk>(server: &TestServer, root: &str) {
+        let zk = connect::<Z>(server);
+        let before = zk.counters().unwrap();
+        zk.create_all(&format!("{root}/counted"), "x").unwrap();
+        assert!(zk.exists(&format!("{root}/counted")).unwrap());
+        let after = zk.counters().unwrap();
+        assert!(
+            after.requests_sent >= before.requests_sent + 2,
+            "{}: {before:?} then {after:?}",
+            Z::NAME
+        );
+        assert!(after.bytes_received > before.bytes_received, "{}", Z::NAME);
+        zk.delete_all(root).unwrap();
+        zk.close();
     }
 
     pub fn expiry_is_lost_session_expired_and_the_client_goes_on<Z: Zk>(

@@ -20,7 +20,9 @@ pub const KAZOO_LOCK: &str = "__lock__";
 /// kazoo's read-lock marker (read only).
 pub const KAZOO_READ: &str = "__rlock__";
 
-const MARKERS: [&str; 7] = [LOCK, LATCH, READ, WRITE, LEASE, KAZOO_LOCK, KAZOO_READ];
+/// Every known marker. None holds a digit, and none holds another: what lets
+/// [`split`] read a name's marker from its fixed-width suffix.
+pub const MARKERS: [&str; 7] = [LOCK, LATCH, READ, WRITE, LEASE, KAZOO_LOCK, KAZOO_READ];
 
 /// The prefix of every node this contender creates: `_c_<id>-`. Curator calls this
 /// "protection": it lets a client find its node after a lost create reply.
@@ -53,15 +55,11 @@ impl Contender {
     /// assert!(Contender::parse("config").is_none());
     /// ```
     pub fn parse(name: &str) -> Option<Contender> {
-        let (at, marker) = MARKERS
-            .iter()
-            .filter_map(|m| name.rfind(m).map(|i| (i, *m)))
-            // The last marker wins; at the same position the longer one (none overlap today).
-            .max_by_key(|(i, m)| (*i, m.len()))?;
+        let (marker, sequence) = split(name)?;
         Some(Contender {
             name: name.into(),
             marker,
-            sequence: name[at + marker.len()..].into(),
+            sequence: sequence.into(),
         })
     }
 
@@ -83,8 +81,33 @@ pub fn order_key(name: &str) -> Option<(&str, &str)> {
     split(name).map(|(_, seq)| (seq, name))
 }
 
-/// Splits a child name into (marker, sequence text) without allocating.
-fn split(name: &str) -> Option<(&'static str, &str)> {
+/// Digits of the sequence number ZooKeeper appends to a sequential node's name.
+const SEQUENCE_DIGITS: usize = 10;
+
+/// Splits a child name into (marker, sequence text) without allocating: the text after
+/// the last known marker (at the same position the longer marker).
+///
+/// O(1) for the usual name, a marker right before ZooKeeper's 10-digit suffix: no
+/// marker holds a digit, so no occurrence of one overlaps the suffix, and none holds
+/// another one ([`split_general`] would find no later occurrence inside that marker);
+/// any other name takes the general rule. `contender_props` checks both agree.
+pub fn split(name: &str) -> Option<(&'static str, &str)> {
+    let bytes = name.as_bytes();
+    if let Some(at) = bytes.len().checked_sub(SEQUENCE_DIGITS) {
+        if bytes[at..].iter().all(u8::is_ascii_digit) {
+            let head = &bytes[..at];
+            if let Some(marker) = MARKERS.iter().find(|m| head.ends_with(m.as_bytes())) {
+                // `at` follows an ASCII digit run's start: a char boundary.
+                return Some((marker, name.get(at..)?));
+            }
+        }
+    }
+    split_general(name)
+}
+
+/// The general rule behind [`split`]: the last occurrence of any known marker (at the
+/// same position the longer one), searched for in the whole name.
+pub fn split_general(name: &str) -> Option<(&'static str, &str)> {
     let (at, marker) = MARKERS
         .iter()
         .filter_map(|m| name.rfind(m).map(|i| (i, *m)))

@@ -63,6 +63,7 @@ pub trait Zk: Clone + Send + Sync + 'static {
     fn wait_status(&self, within: Duration, done: fn(&Status) -> bool) -> Option<Status>;
     fn session_id(&self) -> i64;
     fn session_password(&self) -> Vec<u8>;
+    fn counters(&self) -> Result<zk_recipes::session::Counters, Error>;
     fn lock(&self, dir: &str, revocable: bool) -> Result<Box<dyn Guard>, Error>;
     /// A lock without the own-node watch (its waiters watch their blocker's data).
     fn lock_unwatched(&self, dir: &str) -> Result<Box<dyn Guard>, Error>;
@@ -171,6 +172,9 @@ impl Zk for zb::Client {
     }
     fn session_password(&self) -> Vec<u8> {
         zb::Client::session_password(self)
+    }
+    fn counters(&self) -> Result<zk_recipes::session::Counters, Error> {
+        zb::Client::counters(self)
     }
     fn lock(&self, dir: &str, revocable: bool) -> Result<Box<dyn Guard>, Error> {
         let b = zb::Client::lock(self, dir);
@@ -329,6 +333,9 @@ impl Zk for zt::Client {
     }
     fn session_password(&self) -> Vec<u8> {
         zt::Client::session_password(self)
+    }
+    fn counters(&self) -> Result<zk_recipes::session::Counters, Error> {
+        runtime().block_on(zt::Client::counters(self))
     }
     fn lock(&self, dir: &str, revocable: bool) -> Result<Box<dyn Guard>, Error> {
         let b = zt::Client::lock(self, dir);

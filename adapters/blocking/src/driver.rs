@@ -17,7 +17,7 @@ use mio::{Events as MioEvents, Interest, Poll, Token, Waker};
 use zk_recipes::client::{Client as Core, ClientEvent, Error, Routes, Sink, Status, WatchMode};
 use zk_recipes::proto::Response;
 use zk_recipes::recipe::AnyEvent;
-use zk_recipes::session::{HostFailures, Transport, TransportError, WatchEvent};
+use zk_recipes::session::{Counters, HostFailures, Transport, TransportError, WatchEvent};
 use zk_recipes::time::Instant;
 
 const SOCKET: Token = Token(0);
@@ -35,6 +35,8 @@ pub(crate) enum Input {
     },
     /// Every handle is gone.
     Shutdown,
+    /// What the session has sent and received so far.
+    Counters(SyncSender<Counters>),
 }
 
 /// The way into the I/O thread: a channel plus the waker of its poll.
@@ -398,6 +400,9 @@ pub(crate) fn run(mut core: Core, io: Io, shared: Arc<Shared>) {
                                 close_waiters.push(done);
                             }
                             Input::Shutdown => core.close(t, t + Duration::from_secs(2)),
+                            Input::Counters(reply) => {
+                                let _ = reply.try_send(core.counters());
+                            }
                         }
                     }
                 }

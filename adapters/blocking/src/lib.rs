@@ -94,7 +94,7 @@ pub use zk_recipes::proto::{
 };
 use zk_recipes::recipe::lock::Revoke;
 use zk_recipes::recipe::path::{CreateAll, CreateAllEvent, DeleteAll};
-pub use zk_recipes::session::WatchEvent;
+pub use zk_recipes::session::{Counters, WatchEvent};
 
 use driver::{Input, Inputs, ReplyTx, Routed, Shared, StatusTx, WatchTx};
 
@@ -623,6 +623,17 @@ impl Client {
         let (hold, mut events) = self.host(Revoke::new(node, force_after))?;
         hold.run(|r, now| r.start(now))?;
         events.next().unwrap_or_else(|| Err(self.dead()))
+    }
+
+    /// What the session has sent and received so far (requests, bytes), counted by the
+    /// core session across reconnects.
+    pub fn counters(&self) -> Result<Counters, Error> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        self.inner
+            .inputs
+            .send(Input::Counters(tx))
+            .map_err(|_| Error::Closed)?;
+        rx.recv().map_err(|_| Error::Closed)
     }
 
     /// Closes the session, waiting up to 5 s for the server.

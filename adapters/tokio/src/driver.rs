@@ -15,7 +15,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use zk_recipes::client::{Client as Core, ClientEvent, Error, Routes, Sink, Status, WatchMode};
 use zk_recipes::proto::Response;
 use zk_recipes::recipe::AnyEvent;
-use zk_recipes::session::{HostFailures, Transport, TransportError, WatchEvent};
+use zk_recipes::session::{Counters, HostFailures, Transport, TransportError, WatchEvent};
 use zk_recipes::time::Instant;
 
 /// The routed commands, with this adapter's channel types.
@@ -28,6 +28,8 @@ pub(crate) enum Command {
         timeout: Duration,
         done: oneshot::Sender<()>,
     },
+    /// What the session has sent and received so far.
+    Counters(oneshot::Sender<Counters>),
 }
 
 /// What the handles see of the driver's state.
@@ -199,6 +201,9 @@ pub(crate) async fn run(
                             Command::Close { timeout, done } => {
                                 core.close(t, t + timeout);
                                 close_waiters.push(done);
+                            }
+                            Command::Counters(reply) => {
+                                let _ = reply.send(core.counters());
                             }
                         }
                         taken += 1;

@@ -102,7 +102,7 @@ pub use zk_recipes::proto::{
 };
 use zk_recipes::recipe::lock::Revoke;
 use zk_recipes::recipe::path::{CreateAll, CreateAllEvent, DeleteAll};
-pub use zk_recipes::session::WatchEvent;
+pub use zk_recipes::session::{Counters, WatchEvent};
 
 use driver::{Command, Published, ReplyTx, Routed, StatusTx, WatchTx};
 
@@ -574,6 +574,16 @@ impl Client {
         let (hold, mut events) = self.host(Revoke::new(node, force_after))?;
         hold.run(|r, now| r.start(now))?;
         events.next().await.unwrap_or_else(|| Err(self.dead()))
+    }
+
+    /// What the session has sent and received so far (requests, bytes), counted by the
+    /// core session across reconnects.
+    pub async fn counters(&self) -> Result<Counters, Error> {
+        let (tx, rx) = oneshot::channel();
+        self.commands
+            .send(Command::Counters(tx))
+            .map_err(|_| self.dead())?;
+        rx.await.map_err(|_| self.dead())
     }
 
     /// Closes the session (waits up to 5 s for the server to confirm).

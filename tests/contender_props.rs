@@ -1,0 +1,79 @@
+//! Contender names: the O(1) reading of a name's marker from ZooKeeper's fixed-width
+//! sequence suffix (`contender::split`) agrees with the general rule (the last known
+//! marker anywhere in the name, `contender::split_general`) on arbitrary names.
+
+use proptest::prelude::*;
+use zk_recipes::recipe::contender::{self, split, split_general, MARKERS};
+
+/// A name made of pieces that make the cases meet: markers, digit runs (10 digits, more,
+/// fewer), protected prefixes, stray marker fragments and arbitrary text.
+fn name() -> impl Strategy<Value = String> {
+    let piece = prop_oneof![
+        proptest::sample::select(MARKERS.to_vec()).prop_map(String::from),
+        (0u64..10_000_000_000).prop_map(|n| format!("{n:010}")),
+        "[0-9]{1,12}",
+        Just("_c_".to_string()),
+        "[0-9a-f]{8}-",
+        proptest::sample::select(vec![
+            "_", "__", "-", "lock", "READ", "__rlock", "latch", "é"
+        ])
+        .prop_map(String::from),
+        ".{0,6}",
+    ];
+    proptest::collection::vec(piece, 0..6).prop_map(|v| v.concat())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(20_000))]
+    #[test]
+    fn the_fast_split_agrees_with_the_general_rule(name in name()) {
+        prop_assert_eq!(split(&name), split_general(&name), "{:?}", name);
+    }
+
+    #[test]
+    fn a_curator_name_is_read_by_its_suffix(
+        id in "[0-9a-f-]{0,40}",
+        marker in proptest::sample::select(MARKERS.to_vec()),
+        seq in 0u64..10_000_000_000,
+    ) {
+        let name = format!("_c_{id}-{marker}{seq:010}");
+        let expected = format!("{seq:010}");
+        prop_assert_eq!(split(&name), Some((marker, expected.as_str())));
+        prop_assert_eq!(split(&name), split_general(&name));
+    }
+}
+
+/// What the fast path relies on: no marker holds a digit, nor another marker.
+#[test]
+fn markers_hold_no_digit_and_no_other_marker() {
+    for m in MARKERS {
+        assert!(!m.bytes().any(|b| b.is_ascii_digit()), "{m}");
+        for other in MARKERS {
+            assert!(m == other || !m.contains(other), "{m} holds {other}");
+        }
+    }
+}
+
+/// Names the two once could disagree on if the fast path took the first marker found
+/// at the suffix instead of the general rule's choice: kept as fixed cases.
+#[test]
+fn fixed_cases() {
+    for name in [
+        "_c_x-lock-0000000001",
+        "_c_x-lock-00000000001",
+        "_c_x-lock-0000000001-latch-",
+        "_c_lock-x-latch-0000000002",
+        "x__rlock__0000000003",
+        "x__lock__0000000004",
+        "lock-lock-0000000005",
+        "0000000006",
+        "lock-",
+        "é-lock-0000000007",
+    ] {
+        assert_eq!(split(name), split_general(name), "{name}");
+    }
+    assert_eq!(
+        contender::order_key("_c_a-lock-0000000001"),
+        Some(("0000000001", "_c_a-lock-0000000001"))
+    );
+}
