@@ -77,3 +77,15 @@ fn found_schedules() {
         }
     }
 }
+
+/// Found by a fresh proptest seed (2026-11-28): after the schedule, the cache was empty
+/// while the server had `/r`.
+#[test]
+fn regression_the_cache_converges_after_schedule_8f4ac9c2() {
+    let schedule = [
+        220, 0, 0, 0, 0, 0, 23, 173, 168, 176, 230, 185, 152, 12, 48, 80, 118, 200, 128, 197, 175,
+    ];
+    if let Err(e) = zk_recipes::testkit::cache::run(&schedule) {
+        panic!("{e}");
+    }
+}
