@@ -225,6 +225,8 @@ pub struct SimServer {
     snapshots: VecDeque<Snapshot>,
     /// Frames handled (requests, pings, handshakes), for benchmarks.
     pub requests_handled: u64,
+    /// Paths [`operator_delete`](Self::operator_delete) deleted.
+    operator_deleted: BTreeSet<String>,
 }
 
 fn root_node() -> Node {
@@ -274,6 +276,7 @@ impl SimServer {
             dirty: Vec::new(),
             snapshots: VecDeque::new(),
             requests_handled: 0,
+            operator_deleted: BTreeSet::new(),
         }
     }
 
@@ -451,7 +454,14 @@ impl SimServer {
         if let Some(acl) = self.remove_node(path, zxid) {
             self.fire(&[Change::Deleted(path.to_string(), acl)]);
         }
+        self.operator_deleted.insert(path.to_string());
         true
+    }
+
+    /// Did [`operator_delete`](Self::operator_delete) delete `path` (a report about it
+    /// that arrives later is stale, not a recipe's mistake)?
+    pub fn deleted_by_operator(&self, path: &str) -> bool {
+        self.operator_deleted.contains(path)
     }
 
     /// Advances the server clock: expires silent sessions, reaps containers and TTLs,

@@ -553,6 +553,10 @@ pub struct Checker {
     cache: Option<(i64, Vec<Candidate>)>,
     /// Events seen inside the check window.
     pub window_checks: u64,
+    /// Per client: since when it leads on a node an operator deleted.
+    gone_since: Vec<Option<Instant>>,
+    /// How long a leader may take to hear that its node was deleted.
+    notice_bound: Duration,
 }
 
 impl Checker {
@@ -567,15 +571,41 @@ impl Checker {
             max_token: 0,
             cache: None,
             window_checks: 0,
+            gone_since: Vec::new(),
+            notice_bound: Duration::from_secs(5),
         }
     }
 
     /// The safety invariants, and liveness inside the check window.
     pub fn check(&mut self, view: &View<'_, ElectionUser>) -> Result<(), String> {
         let n = view.actors.len();
-        let leaders: Vec<usize> = (0..n)
-            .filter(|&i| view.actors[i].leads() && view.live(i))
-            .collect();
+        // A leader whose node an operator deleted leads nothing the server knows of
+        // (the next candidate may be elected at once): it must hear so in time.
+        self.gone_since.resize(n, None);
+        let mut leaders = Vec::new();
+        for i in 0..n {
+            let a = &view.actors[i];
+            if !(a.leads() && view.live(i)) {
+                self.gone_since[i] = None;
+                continue;
+            }
+            let node = a.elections.last().map(|(_, n)| format!("{DIR}/{n}"));
+            let gone = node
+                .as_deref()
+                .is_some_and(|p| !view.server.exists(p) && view.server.deleted_by_operator(p));
+            if !gone {
+                self.gone_since[i] = None;
+                leaders.push(i);
+                continue;
+            }
+            let since = *self.gone_since[i].get_or_insert(view.now);
+            if a.user == User::Careful && view.now.saturating_since(since) > self.notice_bound {
+                return Err(format!(
+                    "c{i} still leads on {node:?}, deleted {} ms ago",
+                    view.now.saturating_since(since).as_millis()
+                ));
+            }
+        }
         if leaders.len() > 1 {
             let who: Vec<String> = leaders
                 .iter()
@@ -617,8 +647,9 @@ impl Checker {
                 }
                 self.max_token = self.max_token.max(token);
                 // Reported by a live client: its node is the lowest, the token its czxid.
+                let deleted = view.server.deleted_by_operator(&format!("{DIR}/{node}"));
                 match cands.first() {
-                    _ if !live => {}
+                    _ if !live || deleted => {}
                     Some((lowest, czxid, _)) if lowest == node && *czxid == token => {}
                     other => {
                         return Err(format!(
@@ -630,7 +661,12 @@ impl Checker {
             }
             self.seen_elections[i] = a.elections.len();
             for &token in &a.acks[self.seen_acks[i]..] {
-                if !live {
+                // An acknowledgement whose candidate node an operator deleted after the
+                // server checked it is stale: the deposed leader hears and withdraws it.
+                let deleted = a.elections.iter().any(|(t, n)| {
+                    *t == token && view.server.deleted_by_operator(&format!("{DIR}/{n}"))
+                });
+                if !live || deleted {
                     continue;
                 }
                 let lowest = cands.first().map(|c| c.1);
@@ -816,10 +852,21 @@ pub fn run(seed: u64, clients: usize, user: User) -> Result<Totals, String> {
     run_with(config, user)
 }
 
+/// One schedule with every fault and an operator deleting candidate nodes (a leader's,
+/// a follower's, one being recovered) now and then.
+pub fn run_with_operator(seed: u64, clients: usize) -> Result<Totals, String> {
+    let mut config = SimConfig::with_faults(seed, clients);
+    config.duration = FAULTS;
+    config.delete_node = 100;
+    config.delete_under = Some(DIR.into());
+    run_with(config, User::Careful)
+}
+
 /// One schedule with the given fault settings; `config.duration` is the fault stretch
 /// (the quiet stretch and the check window are added to it).
 pub fn run_with(mut config: SimConfig, user: User) -> Result<Totals, String> {
     let seed = config.seed;
+    let notice_bound = config.recovery_bound();
     let clients = config.clients;
     let quiet_at = Instant::ZERO + config.duration;
     // After the faults: a crashed client may come back 2.5 s later and a dead session
@@ -844,6 +891,7 @@ pub fn run_with(mut config: SimConfig, user: User) -> Result<Totals, String> {
         )
     });
     let mut checker = Checker::new(phases);
+    checker.notice_bound = notice_bound;
     if let Err(e) = sim.run(|v| checker.check(v)) {
         return Err(format!("{e}{}", client_logs(sim.actors())));
     }
