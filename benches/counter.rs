@@ -29,7 +29,13 @@ use std::time::{Duration, Instant};
 use zk_recipes_testing::TestServer;
 use zk_recipes_tokio::{connect, CounterFormat, Options};
 
-const CLIENTS: usize = 8;
+/// Clients (sessions) on the counter; `COUNTER_BENCH_CLIENTS` overrides it.
+fn clients() -> usize {
+    std::env::var("COUNTER_BENCH_CLIENTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(8)
+}
 
 #[derive(Clone, Copy)]
 struct Figures {
@@ -51,7 +57,7 @@ impl Figures {
 async fn ours(server: &TestServer, path: &str, each: usize) -> Figures {
     let cs = server.connect_string();
     let mut counters = Vec::new();
-    for _ in 0..CLIENTS {
+    for _ in 0..clients() {
         let zk = connect(&cs, Options::default()).await.unwrap();
         let mut c = zk.counter(path, CounterFormat::I32).unwrap();
         assert_eq!(c.get().await.unwrap(), 0); // connected; the node stays missing
@@ -77,9 +83,9 @@ async fn ours(server: &TestServer, path: &str, each: usize) -> Figures {
     let elapsed = t.elapsed();
     let after = curator::mntr(server.addr(), "zk_packets_received");
     let value = done[0].1.get().await.unwrap();
-    assert_eq!(value, (CLIENTS * each) as i64, "ours: increments lost or doubled");
+    assert_eq!(value, (clients() * each) as i64, "ours: increments lost or doubled");
     Figures {
-        increments: CLIENTS * each,
+        increments: clients() * each,
         elapsed,
         requests: after - before - 1,
     }
@@ -92,7 +98,7 @@ fn kazoo(server: &TestServer, path: &str, each: usize) -> Result<Figures, String
         .arg(&script)
         .arg(server.connect_string())
         .arg(path)
-        .arg(CLIENTS.to_string())
+        .arg(clients().to_string())
         .arg(each.to_string())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -125,9 +131,9 @@ fn kazoo(server: &TestServer, path: &str, each: usize) -> Result<Figures, String
     let (Some(ms), Some(value)) = (ms, value) else {
         panic!("kazoo_counter.py said {result}");
     };
-    assert_eq!(value, (CLIENTS * each) as i64, "kazoo: increments lost or doubled");
+    assert_eq!(value, (clients() * each) as i64, "kazoo: increments lost or doubled");
     Ok(Figures {
-        increments: CLIENTS * each,
+        increments: clients() * each,
         elapsed: Duration::from_millis(ms),
         requests: after - before - 1,
     })
@@ -153,10 +159,11 @@ async fn main() {
         .unwrap_or(if quick { 1 } else { 5 });
     let server = TestServer::start().unwrap();
     println!(
-        "server {} (data dir on disk under {}); {CLIENTS} clients x {each} increments, \
+        "server {} (data dir on disk under {}); {} clients x {each} increments, \
          {rounds} rounds",
         server.connect_string(),
-        std::env::temp_dir().display()
+        std::env::temp_dir().display(),
+        clients()
     );
     let mut a = Vec::new();
     let mut k = Vec::new();
@@ -189,7 +196,7 @@ async fn main() {
     println!();
     println!(
         "| {:<30} | {:>10} | {:>16} | {:>14} | {:>20} |",
-        "counter (8 sessions, median)",
+        "counter (sessions, median)",
         "increments",
         "increments / s",
         "requests / inc.",

@@ -90,6 +90,15 @@ fn set(d: &'static str) -> Proposal {
     Proposal::Set(Bytes::from_static(d.as_bytes()))
 }
 
+/// After a lost race: nothing is sent until the wait is over; returns the instant it is
+/// (the read again is then waiting in the outbox).
+fn waited<R: Recipe>(r: &mut R) -> Instant {
+    assert_eq!(sent(r), [], "read again before the wait");
+    let at = r.poll_timeout().expect("a lost race waits");
+    r.handle_timeout(at);
+    at
+}
+
 /// A node at version 3 holding "a" has been read and "b" proposed; returns the set's op.
 fn proposed(u: &mut Update) -> OpId {
     let s = sent(u);
@@ -121,16 +130,85 @@ fn update_bad_version_runs_the_function_again() {
     let op = proposed(&mut u);
     u.handle_reply(T, op, err(ErrorCode::BadVersion));
     assert_eq!(events(&mut u), []);
+    let t = waited(&mut u);
     let s = sent(&mut u);
     assert_eq!(lines(&s), ["get /c"]); // no sync needed after BadVersion
-    u.handle_reply(T, s[0].0, data(b"z", stat(10, 4)));
+    u.handle_reply(t, s[0].0, data(b"z", stat(10, 4)));
     assert_eq!(events(&mut u), [current(b"z", stat(10, 4))]);
-    u.propose(T, set("zz"));
+    u.propose(t, set("zz"));
     let s = sent(&mut u);
     assert_eq!(lines(&s), ["set /c 7a7a v4"]);
-    u.handle_reply(T, s[0].0, Ok(Response::Stat(stat(10, 5))));
+    u.handle_reply(t, s[0].0, Ok(Response::Stat(stat(10, 5))));
     assert_eq!(events(&mut u), [UpdateEvent::Updated { stat: stat(10, 5) }]);
     assert_eq!(u.rounds(), 2);
+}
+
+/// Runs an update (seeded `seed`) through `losses` races lost in a row, each round
+/// (read, then `setData` answered `BadVersion`) taking `round`; returns each wait from
+/// the lost race to the read that follows it. Checks that nothing is sent before the
+/// wait is over and the read is sent as soon as it is.
+fn waits_after_lost_races(seed: u64, round: Duration, losses: usize) -> Vec<Duration> {
+    let mut config = UpdateConfig::new(P);
+    config.seed = seed;
+    let mut u = update(config); // reads at T
+    let mut now = T;
+    let mut waits = Vec::new();
+    for i in 0..losses {
+        let version = 3 + i as i32;
+        let s = sent(&mut u);
+        assert_eq!(lines(&s), ["get /c"], "loss {i}");
+        u.handle_reply(now + round / 2, s[0].0, data(b"a", stat(10, version)));
+        assert_eq!(events(&mut u), [current(b"a", stat(10, version))]);
+        u.propose(now + round / 2, set("b"));
+        let s = sent(&mut u);
+        assert_eq!(lines(&s), [format!("set /c 62 v{version}")]);
+        now = now + round;
+        u.handle_reply(now, s[0].0, err(ErrorCode::BadVersion));
+        assert_eq!(sent(&mut u), [], "read again at once after loss {i}");
+        let at = u.poll_timeout().expect("a lost race waits for a deadline");
+        assert!(at > now, "loss {i}: the wait ends at {at:?}, lost at {now:?}");
+        u.handle_timeout(Instant::from_micros(at.as_micros() - 1));
+        assert_eq!(sent(&mut u), [], "read before the wait is over (loss {i})");
+        waits.push(at - now);
+        now = at;
+        u.handle_timeout(now);
+    }
+    assert_eq!(lines(&sent(&mut u)), ["get /c"]);
+    assert_eq!(u.rounds(), losses as u32);
+    waits
+}
+
+/// Contention (issue 25, item 3): eight counters on one node that read again at once
+/// after a lost compare-and-set all collide again. After the n-th race lost in a row
+/// the read waits a delay drawn from the seed and the session id in
+/// `[span / 2, span]`, `span` = the round's duration × 2^min(n, 5): it grows with each
+/// loss, is bounded, scales with the server's latency, and differs between updates.
+/// The wait after a lost race spans at most 2^this rounds.
+const MAX_DOUBLINGS: usize = 5;
+
+#[test]
+fn a_lost_race_waits_a_seeded_jittered_delay_that_grows_with_each_loss() {
+    for round in [Duration::from_millis(2), Duration::from_micros(700)] {
+        let waits = waits_after_lost_races(1, round, 8);
+        for (i, w) in waits.iter().enumerate() {
+            let span = round * 2u32.pow((i as u32 + 1).min(MAX_DOUBLINGS as u32));
+            assert!(
+                *w >= span / 2 && *w <= span,
+                "loss {}: waited {w:?}, not within [{:?}, {span:?}] (round {round:?})",
+                i + 1,
+                span / 2
+            );
+        }
+        for pair in waits[..MAX_DOUBLINGS].windows(2) {
+            assert!(pair[1] >= pair[0], "{waits:?} shrinks before the bound");
+        }
+        assert!(waits[4] > waits[0] * 4, "{waits:?} does not grow");
+        assert_eq!(waits, waits_after_lost_races(1, round, 8), "not reproducible");
+    }
+    let firsts: std::collections::BTreeSet<Duration> = (0..16)
+        .map(|seed| waits_after_lost_races(seed, Duration::from_millis(2), 1)[0])
+        .collect();
+    assert!(firsts.len() >= 12, "16 seeds drew {firsts:?}");
 }
 
 #[test]
@@ -201,11 +279,12 @@ fn update_node_exists_race_reads_again() {
     u.propose(T, set("x"));
     let s = sent(&mut u);
     u.handle_reply(T, s[0].0, err(ErrorCode::NodeExists));
+    let t = waited(&mut u);
     let s = sent(&mut u);
     assert_eq!(lines(&s), ["get /c"]);
-    u.handle_reply(T, s[0].0, data(b"y", stat(30, 0)));
+    u.handle_reply(t, s[0].0, data(b"y", stat(30, 0)));
     assert_eq!(events(&mut u), [current(b"y", stat(30, 0))]);
-    u.propose(T, set("yx"));
+    u.propose(t, set("yx"));
     assert_eq!(lines(&sent(&mut u)), ["set /c 7978 v0"]);
 }
 

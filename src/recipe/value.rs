@@ -116,6 +116,7 @@ use alloc::collections::VecDeque;
 use alloc::string::String;
 use alloc::vec::Vec;
 use bytes::Bytes;
+use core::time::Duration;
 
 use super::path::{ancestor_creates, ancestor_result};
 use super::{OpId, Outbox, Recipe, Retry, SessionChange};
@@ -126,6 +127,13 @@ use crate::time::Instant;
 
 /// How many times missing ancestors are created before giving up.
 const MAX_PARENT_ROUNDS: u8 = 2;
+
+/// The wait after a lost race spans at most 2^this rounds.
+const MAX_LOSS_DOUBLINGS: u32 = 5;
+/// A round is taken to last at least this long (a reply within the same instant)...
+const MIN_ROUND: Duration = Duration::from_micros(100);
+/// ...and at most this long (a round stretched by a reconnect).
+const MAX_ROUND: Duration = Duration::from_millis(100);
 
 // ======================================================================================
 // Update
@@ -148,6 +156,10 @@ pub struct UpdateConfig {
     pub confirm_by_data: bool,
     /// The ACL of a node created (and of ancestors created for it).
     pub acl: Vec<Acl>,
+    /// Mixed (with the session id) into the jitter of the wait after a lost race (see
+    /// the [module docs](self)); drivers pass entropy, so that updates of one node in
+    /// one session do not wait in step (default 0).
+    pub seed: u64,
 }
 
 impl UpdateConfig {
@@ -159,6 +171,7 @@ impl UpdateConfig {
             sync_first: false,
             confirm_by_data: true,
             acl: Acl::open_unsafe(),
+            seed: 0,
         }
     }
 }
@@ -248,6 +261,10 @@ pub struct Update {
     parent_error: Option<Error>,
     parents_again: bool,
     rounds: u32,
+    /// Races lost in a row in this update.
+    losses: u32,
+    /// When this round's read was sent.
+    round_start: Option<Instant>,
     retry: Retry,
     outbox: Outbox<Op>,
     events: VecDeque<UpdateEvent>,
@@ -257,6 +274,7 @@ impl Update {
     /// An update that does nothing until [`start`](Self::start).
     pub fn new(config: UpdateConfig) -> Self {
         Update {
+            retry: Retry::with_seed(config.seed),
             config,
             stage: Stage::Idle,
             live: false,
@@ -271,7 +289,8 @@ impl Update {
             parent_error: None,
             parents_again: false,
             rounds: 0,
-            retry: Retry::default(),
+            losses: 0,
+            round_start: None,
             outbox: Outbox::default(),
             events: VecDeque::new(),
         }
@@ -332,6 +351,8 @@ impl Update {
         self.parent_error = None;
         self.parents_again = false;
         self.rounds = 0;
+        self.losses = 0;
+        self.round_start = None;
         self.drive(now);
     }
 
@@ -399,6 +420,7 @@ impl Update {
         let path = self.config.path.clone();
         match self.stage {
             Stage::Reading | Stage::Verifying => {
+                self.round_start = Some(now);
                 if core::mem::take(&mut self.sync_next) {
                     self.outbox
                         .send(Op::Sync, Request::Sync(PathRequest { path: path.clone() }));
@@ -539,11 +561,25 @@ impl Update {
                 self.fail(Error::UnexpectedReply)
             }
             Err(Error::Server(ErrorCode::BadVersion | ErrorCode::NoNode)) => {
-                self.retry.succeeded();
-                self.stage = Stage::Reading; // lost the race: read again
+                self.lost_race(now)
             }
             Err(e) => self.write_failed(now, e),
         }
+    }
+
+    /// Someone else wrote since our read: read again, after a wait drawn in
+    /// `[span / 2, span]`, `span` = this round's duration (read sent → write answered)
+    /// × 2^(races lost in a row, at most [`MAX_LOSS_DOUBLINGS`]).
+    fn lost_race(&mut self, now: Instant) {
+        self.retry.succeeded();
+        self.stage = Stage::Reading;
+        self.losses = self.losses.saturating_add(1);
+        let round = self
+            .round_start
+            .map_or(MIN_ROUND, |start| now - start)
+            .clamp(MIN_ROUND, MAX_ROUND);
+        let span = round.saturating_mul(1 << self.losses.min(MAX_LOSS_DOUBLINGS));
+        self.retry.back_off(now, span);
     }
 
     fn on_create(&mut self, now: Instant, result: Result<Response, Error>) {
@@ -556,10 +592,7 @@ impl Update {
                 self.in_doubt = true;
                 self.fail(Error::UnexpectedReply)
             }
-            Err(Error::Server(ErrorCode::NodeExists)) => {
-                self.retry.succeeded();
-                self.stage = Stage::Reading;
-            }
+            Err(Error::Server(ErrorCode::NodeExists)) => self.lost_race(now),
             Err(Error::Server(ErrorCode::NoNode)) => {
                 if self.parents_again {
                     self.parents = true;
