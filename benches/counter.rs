@@ -11,7 +11,7 @@
 //! final value must be exactly 8 × 100 (checked; panics otherwise).
 //!
 //! Reported per round and as the median over the rounds (ours and kazoo take turns, the
-//! machine is shared): increments per second, and requests per increment, the server's
+//! machine is shared; one warm-up round each first, not reported): increments per second, and requests per increment, the server's
 //! `mntr` `zk_packets_received` delta over the run (pings included, the probe's own
 //! packet subtracted) over the increments — the same measure for both clients.
 // A benchmark is a driver: it owns the clock.
@@ -83,7 +83,11 @@ async fn ours(server: &TestServer, path: &str, each: usize) -> Figures {
     let elapsed = t.elapsed();
     let after = curator::mntr(server.addr(), "zk_packets_received");
     let value = done[0].1.get().await.unwrap();
-    assert_eq!(value, (clients() * each) as i64, "ours: increments lost or doubled");
+    assert_eq!(
+        value,
+        (clients() * each) as i64,
+        "ours: increments lost or doubled"
+    );
     Figures {
         increments: clients() * each,
         elapsed,
@@ -131,7 +135,11 @@ fn kazoo(server: &TestServer, path: &str, each: usize) -> Result<Figures, String
     let (Some(ms), Some(value)) = (ms, value) else {
         panic!("kazoo_counter.py said {result}");
     };
-    assert_eq!(value, (clients() * each) as i64, "kazoo: increments lost or doubled");
+    assert_eq!(
+        value,
+        (clients() * each) as i64,
+        "kazoo: increments lost or doubled"
+    );
     Ok(Figures {
         increments: clients() * each,
         elapsed: Duration::from_millis(ms),
@@ -168,6 +176,13 @@ async fn main() {
     let mut a = Vec::new();
     let mut k = Vec::new();
     let mut skipped = None;
+    // One warm-up round each, not reported: the server's JIT, the connections.
+    let _ = ours(&server, "/bench-counter/warm-ours", each).await;
+    if let Err(why) =
+        tokio::task::block_in_place(|| kazoo(&server, "/bench-counter/warm-kazoo", each))
+    {
+        skipped = Some(why);
+    }
     for round in 0..rounds {
         let f = ours(&server, &format!("/bench-counter/ours-{round}"), each).await;
         eprintln!(

@@ -128,12 +128,12 @@ use crate::time::Instant;
 /// How many times missing ancestors are created before giving up.
 const MAX_PARENT_ROUNDS: u8 = 2;
 
-/// The wait after a lost race spans at most 2^this rounds.
+/// The wait after a lost race spans at most 2^this rounds...
 const MAX_LOSS_DOUBLINGS: u32 = 5;
-/// A round is taken to last at least this long (a reply within the same instant)...
+/// ...and at most this long (a round stretched by a slow server or a reconnect).
+const MAX_LOSS_WAIT: Duration = Duration::from_millis(250);
+/// A round is taken to last at least this long (a reply within the same instant).
 const MIN_ROUND: Duration = Duration::from_micros(100);
-/// ...and at most this long (a round stretched by a reconnect).
-const MAX_ROUND: Duration = Duration::from_millis(100);
 
 // ======================================================================================
 // Update
@@ -263,8 +263,13 @@ pub struct Update {
     rounds: u32,
     /// Races lost in a row in this update.
     losses: u32,
-    /// When this round's read was sent.
+    /// When this round's read was sent (or its write, when nothing was read).
     round_start: Option<Instant>,
+    /// How long the last round took, read sent → write answered (clamped).
+    last_round: Duration,
+    /// What our last write left in the node (its data and Stat), and when it was
+    /// answered; taken by the next [`begin`](Self::begin).
+    known: Option<(Bytes, Stat, Instant)>,
     retry: Retry,
     outbox: Outbox<Op>,
     events: VecDeque<UpdateEvent>,
@@ -291,6 +296,8 @@ impl Update {
             rounds: 0,
             losses: 0,
             round_start: None,
+            last_round: MIN_ROUND,
+            known: None,
             outbox: Outbox::default(),
             events: VecDeque::new(),
         }
@@ -322,13 +329,17 @@ impl Update {
         if self.stage != Stage::Idle {
             return;
         }
-        self.begin(now);
+        self.begin(now, false);
     }
 
     /// Starts one more update of the same node once the last one ended (the counter's
     /// next operation). Op ids keep counting, so late replies of the last one are
-    /// ignored.
-    fn begin(&mut self, now: Instant) {
+    /// ignored. `reuse`: if our last write was answered within one round of `now` (and
+    /// nothing happened to the session since), report what it left as `Current`
+    /// without reading (a burst of increments); a write against it that someone beat
+    /// is a lost race like any other.
+    fn begin(&mut self, now: Instant, reuse: bool) {
+        let known = self.known.take();
         self.outbox.clear();
         if let Err(error) = validate_path(&self.config.path) {
             self.stage = Stage::Done;
@@ -353,6 +364,12 @@ impl Update {
         self.rounds = 0;
         self.losses = 0;
         self.round_start = None;
+        if reuse && self.live && !self.sync_next && self.retry.allows(now) {
+            if let Some((data, stat, _)) = known.filter(|k| now - k.2 <= self.last_round) {
+                self.round_start = Some(now);
+                return self.present(Some((data, stat)));
+            }
+        }
         self.drive(now);
     }
 
@@ -552,42 +569,51 @@ impl Update {
 
     fn on_set(&mut self, now: Instant, result: Result<Response, Error>) {
         match result {
-            Ok(Response::Stat(stat)) => {
-                self.retry.succeeded();
-                self.finish(UpdateEvent::Updated { stat });
-            }
+            Ok(Response::Stat(stat)) => self.written(now, stat),
             Ok(_) => {
                 self.in_doubt = true;
                 self.fail(Error::UnexpectedReply)
             }
-            Err(Error::Server(ErrorCode::BadVersion | ErrorCode::NoNode)) => {
-                self.lost_race(now)
-            }
+            Err(Error::Server(ErrorCode::BadVersion | ErrorCode::NoNode)) => self.lost_race(now),
             Err(e) => self.write_failed(now, e),
         }
     }
 
     /// Someone else wrote since our read: read again, after a wait drawn in
     /// `[span / 2, span]`, `span` = this round's duration (read sent → write answered)
-    /// × 2^(races lost in a row, at most [`MAX_LOSS_DOUBLINGS`]).
+    /// × 2^(races lost in a row, at most [`MAX_LOSS_DOUBLINGS`]), at most
+    /// [`MAX_LOSS_WAIT`].
     fn lost_race(&mut self, now: Instant) {
         self.retry.succeeded();
         self.stage = Stage::Reading;
         self.losses = self.losses.saturating_add(1);
-        let round = self
+        let round = self.round_ended(now);
+        let span = round
+            .saturating_mul(1 << self.losses.min(MAX_LOSS_DOUBLINGS))
+            .min(MAX_LOSS_WAIT);
+        self.retry.back_off(now, span);
+    }
+
+    /// Our write was answered at `now`: how long its round took (clamped), remembered.
+    fn round_ended(&mut self, now: Instant) -> Duration {
+        self.last_round = self
             .round_start
             .map_or(MIN_ROUND, |start| now - start)
-            .clamp(MIN_ROUND, MAX_ROUND);
-        let span = round.saturating_mul(1 << self.losses.min(MAX_LOSS_DOUBLINGS));
-        self.retry.back_off(now, span);
+            .max(MIN_ROUND);
+        self.last_round
+    }
+
+    /// Our write is applied: what it left in the node is known as of `now`.
+    fn written(&mut self, now: Instant, stat: Stat) {
+        self.retry.succeeded();
+        self.round_ended(now);
+        self.known = Some((self.proposal.clone(), stat, now));
+        self.finish(UpdateEvent::Updated { stat });
     }
 
     fn on_create(&mut self, now: Instant, result: Result<Response, Error>) {
         match result {
-            Ok(Response::PathStat { stat, .. }) => {
-                self.retry.succeeded();
-                self.finish(UpdateEvent::Updated { stat });
-            }
+            Ok(Response::PathStat { stat, .. }) => self.written(now, stat),
             Ok(_) => {
                 self.in_doubt = true;
                 self.fail(Error::UnexpectedReply)
@@ -649,6 +675,7 @@ impl Recipe for Update {
 
     fn handle_session(&mut self, now: Instant, change: SessionChange) {
         self.retry.session(change);
+        self.known = None; // what we wrote may have been overwritten meanwhile
         match change {
             SessionChange::Connected { .. } => {
                 self.live = true;
@@ -934,7 +961,8 @@ impl Counter {
                         self.plan = None;
                         self.outcome = None;
                         if self.started {
-                            self.update.begin(now);
+                            let add = matches!(op, CounterOp::Add(_));
+                            self.update.begin(now, add);
                         } else {
                             self.started = true;
                             self.update.start(now);
