@@ -72,7 +72,7 @@ async fn ours(server: &TestServer, path: &str, each: usize) -> Figures {
                 for _ in 0..each {
                     c.add(1).await.unwrap();
                 }
-                (zk, c)
+                (zk, c, t.elapsed())
             })
         })
         .collect();
@@ -82,6 +82,9 @@ async fn ours(server: &TestServer, path: &str, each: usize) -> Figures {
     }
     let elapsed = t.elapsed();
     let after = curator::mntr(server.addr(), "zk_packets_received");
+    let mut ends: Vec<u128> = done.iter().map(|d| d.2.as_millis()).collect();
+    ends.sort_unstable();
+    eprintln!("ours {path}: clients done at {ends:?} ms");
     let value = done[0].1.get().await.unwrap();
     assert_eq!(
         value,
