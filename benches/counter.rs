@@ -1,7 +1,8 @@
 //! Shared counter under contention against a real ZooKeeper 3.8 (data dir on disk, every
 //! write an fsync'd transaction), ours next to kazoo's `Counter` on the same server in
 //! the same run: `cargo bench --bench counter` (`BENCH_QUICK=1`: 1 round of 20
-//! increments per client; `COUNTER_BENCH_ROUNDS=N` overrides the rounds).
+//! increments per client; `COUNTER_BENCH_ROUNDS=N` overrides the rounds,
+//! `COUNTER_BENCH_CLIENTS=N` the 8 clients).
 //!
 //! 8 clients, each on its own session, add 1 to one counter 100 times in a row, all at
 //! once: ours with the tokio adapter (one task per client, `CounterFormat::I32`), kazoo
@@ -13,7 +14,8 @@
 //! Reported per round and as the median over the rounds (ours and kazoo take turns, the
 //! machine is shared; one warm-up round each first, not reported): increments per second, and requests per increment, the server's
 //! `mntr` `zk_packets_received` delta over the run (pings included, the probe's own
-//! packet subtracted) over the increments — the same measure for both clients.
+//! packet subtracted) over the increments — the same measure for both clients. When each
+//! of our clients finished is printed on stderr.
 // A benchmark is a driver: it owns the clock.
 #![allow(clippy::disallowed_methods)]
 
