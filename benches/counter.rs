@@ -12,10 +12,11 @@
 //! final value must be exactly 8 × 100 (checked; panics otherwise).
 //!
 //! Reported per round and as the median over the rounds (ours and kazoo take turns, the
-//! machine is shared; one warm-up round each first, not reported): increments per second, and requests per increment, the server's
-//! `mntr` `zk_packets_received` delta over the run (pings included, the probe's own
-//! packet subtracted) over the increments — the same measure for both clients. When each
-//! of our clients finished is printed on stderr.
+//! machine is shared; one warm-up round each first, not reported): increments per
+//! second, and requests per increment, the server's `mntr` `zk_packets_received` delta
+//! over the run (pings included, the probe's own packet subtracted) over the increments
+//! — the same measure for both clients. When each of our clients finished is printed
+//! on stderr.
 // A benchmark is a driver: it owns the clock.
 #![allow(clippy::disallowed_methods)]
 
