@@ -90,6 +90,15 @@ fn set(d: &'static str) -> Proposal {
     Proposal::Set(Bytes::from_static(d.as_bytes()))
 }
 
+/// After a lost race: nothing is sent until the wait is over; returns the instant it is
+/// (the read again is then waiting in the outbox).
+fn waited<R: Recipe>(r: &mut R) -> Instant {
+    assert_eq!(sent(r), [], "read again before the wait");
+    let at = r.poll_timeout().expect("a lost race waits");
+    r.handle_timeout(at);
+    at
+}
+
 /// A node at version 3 holding "a" has been read and "b" proposed; returns the set's op.
 fn proposed(u: &mut Update) -> OpId {
     let s = sent(u);
@@ -121,16 +130,102 @@ fn update_bad_version_runs_the_function_again() {
     let op = proposed(&mut u);
     u.handle_reply(T, op, err(ErrorCode::BadVersion));
     assert_eq!(events(&mut u), []);
+    let t = waited(&mut u);
     let s = sent(&mut u);
     assert_eq!(lines(&s), ["get /c"]); // no sync needed after BadVersion
-    u.handle_reply(T, s[0].0, data(b"z", stat(10, 4)));
+    u.handle_reply(t, s[0].0, data(b"z", stat(10, 4)));
     assert_eq!(events(&mut u), [current(b"z", stat(10, 4))]);
-    u.propose(T, set("zz"));
+    u.propose(t, set("zz"));
     let s = sent(&mut u);
     assert_eq!(lines(&s), ["set /c 7a7a v4"]);
-    u.handle_reply(T, s[0].0, Ok(Response::Stat(stat(10, 5))));
+    u.handle_reply(t, s[0].0, Ok(Response::Stat(stat(10, 5))));
     assert_eq!(events(&mut u), [UpdateEvent::Updated { stat: stat(10, 5) }]);
     assert_eq!(u.rounds(), 2);
+}
+
+/// Runs an update (seeded `seed`) through `losses` races lost in a row, each round
+/// (read, then `setData` answered `BadVersion`) taking `round`; returns each wait from
+/// the lost race to the read that follows it. Checks that nothing is sent before the
+/// wait is over and the read is sent as soon as it is.
+fn waits_after_lost_races(seed: u64, round: Duration, losses: usize) -> Vec<Duration> {
+    let mut config = UpdateConfig::new(P);
+    config.seed = seed;
+    let mut u = update(config); // reads at T
+    let mut now = T;
+    let mut waits = Vec::new();
+    for i in 0..losses {
+        let version = 3 + i as i32;
+        let s = sent(&mut u);
+        assert_eq!(lines(&s), ["get /c"], "loss {i}");
+        u.handle_reply(now + round / 2, s[0].0, data(b"a", stat(10, version)));
+        assert_eq!(events(&mut u), [current(b"a", stat(10, version))]);
+        u.propose(now + round / 2, set("b"));
+        let s = sent(&mut u);
+        assert_eq!(lines(&s), [format!("set /c 62 v{version}")]);
+        now = now + round;
+        u.handle_reply(now, s[0].0, err(ErrorCode::BadVersion));
+        assert_eq!(sent(&mut u), [], "read again at once after loss {i}");
+        let at = u.poll_timeout().expect("a lost race waits for a deadline");
+        assert!(
+            at > now,
+            "loss {i}: the wait ends at {at:?}, lost at {now:?}"
+        );
+        u.handle_timeout(Instant::from_micros(at.as_micros() - 1));
+        assert_eq!(sent(&mut u), [], "read before the wait is over (loss {i})");
+        waits.push(at - now);
+        now = at;
+        u.handle_timeout(now);
+    }
+    assert_eq!(lines(&sent(&mut u)), ["get /c"]);
+    assert_eq!(u.rounds(), losses as u32);
+    waits
+}
+
+/// Contention (issue 25, item 3): eight counters on one node that read again at once
+/// after a lost compare-and-set all collide again. After the n-th race lost in a row
+/// the read waits a delay drawn from the seed and the session id in
+/// `[span / 2, span]`, `span` = min(the round's duration × 2^min(n, 5), 250 ms): it
+/// grows with each loss, is bounded, scales with the server's latency, and differs
+/// between updates.
+/// The wait after a lost race spans at most 2^this rounds...
+const MAX_DOUBLINGS: usize = 5;
+/// ...and at most this long.
+const MAX_WAIT: Duration = Duration::from_millis(250);
+
+#[test]
+fn a_lost_race_waits_a_seeded_jittered_delay_that_grows_with_each_loss() {
+    for round in [Duration::from_millis(2), Duration::from_micros(700)] {
+        let waits = waits_after_lost_races(1, round, 8);
+        for (i, w) in waits.iter().enumerate() {
+            let span = round * 2u32.pow((i as u32 + 1).min(MAX_DOUBLINGS as u32));
+            assert!(
+                *w >= span / 2 && *w <= span,
+                "loss {}: waited {w:?}, not within [{:?}, {span:?}] (round {round:?})",
+                i + 1,
+                span / 2
+            );
+        }
+        for pair in waits[..MAX_DOUBLINGS].windows(2) {
+            assert!(pair[1] >= pair[0], "{waits:?} shrinks before the bound");
+        }
+        assert!(waits[4] > waits[0] * 4, "{waits:?} does not grow");
+        assert_eq!(
+            waits,
+            waits_after_lost_races(1, round, 8),
+            "not reproducible"
+        );
+    }
+    // Bounded in time too: a slow round does not make a wait longer than 250 ms.
+    let slow = Duration::from_millis(100);
+    let waits = waits_after_lost_races(1, slow, 4);
+    assert!(waits[0] >= slow && waits[0] <= slow * 2, "{waits:?}");
+    for w in &waits[1..] {
+        assert!(*w >= MAX_WAIT / 2 && *w <= MAX_WAIT, "{waits:?}");
+    }
+    let firsts: std::collections::BTreeSet<Duration> = (0..16)
+        .map(|seed| waits_after_lost_races(seed, Duration::from_millis(2), 1)[0])
+        .collect();
+    assert!(firsts.len() >= 12, "16 seeds drew {firsts:?}");
 }
 
 #[test]
@@ -201,11 +296,12 @@ fn update_node_exists_race_reads_again() {
     u.propose(T, set("x"));
     let s = sent(&mut u);
     u.handle_reply(T, s[0].0, err(ErrorCode::NodeExists));
+    let t = waited(&mut u);
     let s = sent(&mut u);
     assert_eq!(lines(&s), ["get /c"]);
-    u.handle_reply(T, s[0].0, data(b"y", stat(30, 0)));
+    u.handle_reply(t, s[0].0, data(b"y", stat(30, 0)));
     assert_eq!(events(&mut u), [current(b"y", stat(30, 0))]);
-    u.propose(T, set("yx"));
+    u.propose(t, set("yx"));
     assert_eq!(lines(&sent(&mut u)), ["set /c 7978 v0"]);
 }
 
@@ -393,11 +489,78 @@ fn counter_i32_is_curator_shared_count() {
             stat: stat(10, 8)
         }]
     );
-    // Wraps like Java's int.
-    c.add(T, 2);
+    // Wraps like Java's int. (A second later: read first.)
+    let t = T + Duration::from_secs(1);
+    c.add(t, 2);
     let s = sent(&mut c);
-    c.handle_reply(T, s[0].0, data(&[0x7f, 0xff, 0xff, 0xff], stat(10, 8)));
+    assert_eq!(lines(&s), ["get /c"]);
+    c.handle_reply(t, s[0].0, data(&[0x7f, 0xff, 0xff, 0xff], stat(10, 8)));
     assert_eq!(lines(&sent(&mut c)), ["set /c 80000001 v8"]);
+}
+
+/// A burst of increments (issue 25, item 3): an add asked within one round (read sent →
+/// write answered) of our last write's answer writes against the value and version
+/// that write left, without reading first: one request per increment while nobody else
+/// writes. If someone did, the set is answered `BadVersion`, and the add waits and
+/// reads as after any lost race. A get always reads; so does an add asked later.
+#[test]
+fn counter_add_right_after_our_write_skips_the_read() {
+    let ms = |n: u64| T + Duration::from_millis(n);
+    let mut c = counter(CounterFormat::I32);
+    c.add(T, 1);
+    let s = sent(&mut c);
+    assert_eq!(lines(&s), ["get /c"]);
+    c.handle_reply(ms(1), s[0].0, data(&[0, 0, 0, 41], stat(10, 7)));
+    let s = sent(&mut c);
+    assert_eq!(lines(&s), ["set /c 0000002a v7"]);
+    c.handle_reply(ms(2), s[0].0, Ok(Response::Stat(stat(10, 8)))); // a 2 ms round
+    let added = |before, after, version| CounterEvent::Added {
+        before,
+        after,
+        stat: stat(10, version),
+    };
+    assert_eq!(events(&mut c), [added(41, 42, 8)]);
+
+    c.add(ms(3), 1); // 1 ms later: against v8, no read
+    let s = sent(&mut c);
+    assert_eq!(lines(&s), ["set /c 0000002b v8"]);
+    c.handle_reply(ms(4), s[0].0, Ok(Response::Stat(stat(10, 9))));
+    assert_eq!(events(&mut c), [added(42, 43, 9)]);
+
+    c.add(ms(4), 1); // someone else wrote meanwhile
+    let s = sent(&mut c);
+    assert_eq!(lines(&s), ["set /c 0000002c v9"]);
+    c.handle_reply(ms(5), s[0].0, err(ErrorCode::BadVersion));
+    let t = waited(&mut c);
+    let s = sent(&mut c);
+    assert_eq!(lines(&s), ["get /c"]);
+    c.handle_reply(t, s[0].0, data(&[0, 0, 0, 50], stat(10, 10)));
+    let s = sent(&mut c);
+    assert_eq!(lines(&s), ["set /c 00000033 v10"]);
+    c.handle_reply(t, s[0].0, Ok(Response::Stat(stat(10, 11))));
+    assert_eq!(events(&mut c), [added(50, 51, 11)]);
+
+    c.get(t); // a get reads, however recent our write
+    let s = sent(&mut c);
+    assert_eq!(lines(&s), ["get /c"]);
+    c.handle_reply(t, s[0].0, data(&[0, 0, 0, 51], stat(10, 11)));
+    assert_eq!(
+        events(&mut c),
+        [CounterEvent::Value {
+            value: 51,
+            stat: Some(stat(10, 11))
+        }]
+    );
+    c.add(t, 1); // the get came in between: read
+    let s = sent(&mut c);
+    assert_eq!(lines(&s), ["get /c"]);
+    c.handle_reply(t, s[0].0, data(&[0, 0, 0, 51], stat(10, 11)));
+    let s = sent(&mut c);
+    c.handle_reply(t, s[0].0, Ok(Response::Stat(stat(10, 12))));
+    assert_eq!(events(&mut c), [added(51, 52, 12)]);
+
+    c.add(t + Duration::from_secs(1), 1); // a second later: read first
+    assert_eq!(lines(&sent(&mut c)), ["get /c"]);
 }
 
 #[test]
@@ -424,10 +587,13 @@ fn counter_i64_is_curator_atomic_long_and_missing_is_zero() {
             stat: stat(40, 0)
         }]
     );
-    // Empty data (a node made by an ensure-path helper) counts as 0.
-    c.add(T, 5);
+    // Empty data (a node made by an ensure-path helper) counts as 0. (A second later:
+    // read first.)
+    let t = T + Duration::from_secs(1);
+    c.add(t, 5);
     let s = sent(&mut c);
-    c.handle_reply(T, s[0].0, data(&[], stat(40, 1)));
+    assert_eq!(lines(&s), ["get /c"]);
+    c.handle_reply(t, s[0].0, data(&[], stat(40, 1)));
     assert_eq!(lines(&sent(&mut c)), ["set /c 0000000000000005 v1"]);
 }
 
@@ -540,6 +706,46 @@ fn counter_lost_reply_not_applied_retries() {
             stat: stat(10, 2)
         }]
     );
+}
+
+/// An add's set sent without a read (right after our last write) whose reply is lost is
+/// verified like any other: the node still at the version we wrote against, it was not
+/// applied, and the add goes on; nothing counted twice.
+#[test]
+fn counter_add_without_read_lost_reply_is_verified() {
+    let mut c = counter(CounterFormat::I32);
+    c.add(T, 1);
+    let s = sent(&mut c);
+    c.handle_reply(T, s[0].0, data(&[0, 0, 0, 1], stat(10, 1)));
+    let s = sent(&mut c);
+    c.handle_reply(T, s[0].0, Ok(Response::Stat(stat(10, 2))));
+    events(&mut c);
+    c.add(T, 1);
+    let s = sent(&mut c);
+    assert_eq!(lines(&s), ["set /c 00000003 v2"]);
+    c.handle_reply(T, s[0].0, Err(Error::ConnectionLoss));
+    c.handle_session(T, SessionChange::Suspended);
+    c.handle_session(T, SessionChange::Reconnected { session_id: S });
+    let s = sent(&mut c);
+    assert_eq!(lines(&s), ["sync /c", "get /c"]);
+    c.handle_reply(T, s[0].0, Ok(Response::Path(P.into())));
+    c.handle_reply(T, s[1].0, data(&[0, 0, 0, 2], stat(10, 2)));
+    let s = sent(&mut c);
+    assert_eq!(lines(&s), ["set /c 00000003 v2"]);
+    c.handle_reply(T, s[0].0, Ok(Response::Stat(stat(10, 3))));
+    assert_eq!(
+        events(&mut c),
+        [CounterEvent::Added {
+            before: 2,
+            after: 3,
+            stat: stat(10, 3)
+        }]
+    );
+    // The reconnect forgot what we wrote: the next add reads first.
+    c.handle_session(T, SessionChange::Suspended);
+    c.handle_session(T, SessionChange::Reconnected { session_id: S });
+    c.add(T, 1);
+    assert_eq!(lines(&sent(&mut c)), ["sync /c", "get /c"]);
 }
 
 #[test]

@@ -379,6 +379,8 @@ pub struct Retry {
     salt: u64,
     /// The session the machine last heard of (0 before one).
     session_id: i64,
+    /// Waits drawn by [`back_off`](Retry::back_off): each draw differs.
+    draws: u32,
 }
 
 impl Retry {
@@ -408,6 +410,29 @@ impl Retry {
         let span = u64::try_from(half.as_micros()).unwrap_or(u64::MAX);
         let jitter = self.mix() % span.saturating_add(1);
         self.failures = self.failures.saturating_add(1);
+        self.at = Some(now + half + Duration::from_micros(jitter));
+    }
+
+    /// A helper whose jitter is derived from `seed` (entropy from the driver).
+    pub fn with_seed(seed: u64) -> Retry {
+        Retry {
+            salt: seed,
+            ..Retry::default()
+        }
+    }
+
+    /// Not a failure, a wait for someone else (a compare-and-set race lost): the next
+    /// attempt waits a delay drawn in `[span / 2, span]` from the salt, the session id
+    /// and the number of draws so far. Failures count on unchanged.
+    pub fn back_off(&mut self, now: Instant, span: Duration) {
+        let half = span / 2;
+        let width = u64::try_from((span - half).as_micros()).unwrap_or(u64::MAX);
+        self.draws = self.draws.wrapping_add(1);
+        let mut z = self.mix() ^ u64::from(self.draws).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        let jitter = z % width.saturating_add(1);
         self.at = Some(now + half + Duration::from_micros(jitter));
     }
 

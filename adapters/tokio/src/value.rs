@@ -45,11 +45,13 @@ impl Client {
     where
         F: FnMut(Option<&[u8]>) -> Option<Bytes>,
     {
-        self.update_with(UpdateConfig::new(path), f).await
+        let mut config = UpdateConfig::new(path);
+        config.seed = crate::random_seed(); // the jitter of the wait after a lost race
+        self.update_with(config, f).await
     }
 
     /// [`update`](Self::update) with options (`sync_first`, `create_if_missing`,
-    /// `confirm_by_data`, `acl`).
+    /// `confirm_by_data`, `acl`, and the `seed` of the jitter after a lost race).
     pub async fn update_with<F>(
         &self,
         config: UpdateConfig,
@@ -78,7 +80,9 @@ impl Client {
     /// A shared counter in node `path` (Curator's `SharedCount` format for
     /// [`CounterFormat::I32`], `DistributedAtomicLong`'s for [`CounterFormat::I64`]).
     pub fn counter(&self, path: &str, format: CounterFormat) -> Result<CounterHandle, Error> {
-        let (hosted, events) = Hosted::new(self, Counter::new(path, format))?;
+        let mut config = UpdateConfig::new(path);
+        config.seed = crate::random_seed(); // the jitter of the wait after a lost race
+        let (hosted, events) = Hosted::new(self, Counter::with_config(config, format))?;
         Ok(CounterHandle {
             hosted,
             events,
