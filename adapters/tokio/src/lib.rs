@@ -601,3 +601,8 @@ impl Client {
         }
     }
 }
+
+/// The crate README's examples, compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
