@@ -237,7 +237,8 @@ impl Dialer {
             got = true;
             match result {
                 Ok(addrs) => self.addrs.extend(addrs),
-                Err(e) => self.last = TransportError::from(&e),
+                // Whatever the resolver said: the name has no address to dial.
+                Err(_) => self.last = TransportError::Unreachable,
             }
         }
         got

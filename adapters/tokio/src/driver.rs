@@ -108,6 +108,23 @@ async fn write_some(socket: &mut Option<OwnedWriteHalf>, out: &[u8]) -> io::Resu
     }
 }
 
+/// Resolves `host` and connects to each of its addresses in turn (as the blocking
+/// driver does); a name that does not resolve is `NotFound`, which the core reads as
+/// "host unreachable or not resolvable", whatever the resolver's own error was.
+async fn connect_any(host: String) -> io::Result<TcpStream> {
+    let addrs = tokio::net::lookup_host(host.as_str())
+        .await
+        .map_err(|e| io::Error::new(io::ErrorKind::NotFound, e))?;
+    let mut last = io::Error::new(io::ErrorKind::NotFound, "the name has no address");
+    for addr in addrs {
+        match TcpStream::connect(addr).await {
+            Ok(stream) => return Ok(stream),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}
+
 async fn connected(connecting: &mut Option<Connecting>) -> io::Result<TcpStream> {
     match connecting {
         Some(f) => f.await,
@@ -153,7 +170,7 @@ pub(crate) async fn run(
                 if let Transport::Connect { host } = t {
                     let addr = core.host(host).to_string();
                     tracing::debug!(%addr, "connecting");
-                    connecting = Some(Box::pin(TcpStream::connect(addr)));
+                    connecting = Some(Box::pin(connect_any(addr)));
                 }
             }
             if writer.is_some() && core.poll_transmit(&mut out) {
@@ -274,5 +291,24 @@ fn log(event: &ClientEvent) {
         if event.is_state_change() {
             tracing::info!(target: "zk_recipes", "{event}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A host name is resolved and its address dialled (`localhost` is in the hosts
+    /// file: no resolver is asked).
+    #[tokio::test]
+    async fn a_host_name_is_resolved_and_dialled() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let stream = connect_any(format!("localhost:{port}")).await.unwrap();
+        assert_eq!(stream.peer_addr().unwrap(), listener.local_addr().unwrap());
+        // A port nobody listens on: refused, as before.
+        drop(listener);
+        let e = connect_any(format!("127.0.0.1:{port}")).await.unwrap_err();
+        assert_eq!(TransportError::from(&e), TransportError::Refused);
     }
 }
