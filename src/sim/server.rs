@@ -225,8 +225,9 @@ pub struct SimServer {
     snapshots: VecDeque<Snapshot>,
     /// Frames handled (requests, pings, handshakes), for benchmarks.
     pub requests_handled: u64,
-    /// Paths [`operator_delete`](Self::operator_delete) deleted.
-    operator_deleted: BTreeSet<String>,
+    /// Paths [`operator_delete`](Self::operator_delete) deleted: the deleted node's
+    /// czxid and the deletion's zxid.
+    operator_deleted: BTreeMap<String, (i64, i64)>,
 }
 
 fn root_node() -> Node {
@@ -276,7 +277,7 @@ impl SimServer {
             dirty: Vec::new(),
             snapshots: VecDeque::new(),
             requests_handled: 0,
-            operator_deleted: BTreeSet::new(),
+            operator_deleted: BTreeMap::new(),
         }
     }
 
@@ -451,17 +452,27 @@ impl SimServer {
         self.maybe_snapshot();
         self.zxid += 1;
         let zxid = self.zxid;
+        let czxid = self.tree.nodes.get(path).map_or(0, |n| n.stat.czxid);
         if let Some(acl) = self.remove_node(path, zxid) {
             self.fire(&[Change::Deleted(path.to_string(), acl)]);
         }
-        self.operator_deleted.insert(path.to_string());
+        self.operator_deleted
+            .insert(path.to_string(), (czxid, zxid));
         true
     }
 
     /// Did [`operator_delete`](Self::operator_delete) delete `path` (a report about it
     /// that arrives later is stale, not a recipe's mistake)?
     pub fn deleted_by_operator(&self, path: &str) -> bool {
-        self.operator_deleted.contains(path)
+        self.operator_deleted.contains_key(path)
+    }
+
+    /// The zxid at which the operator deleted the node created at `czxid`, if it did.
+    pub fn operator_deletion_of(&self, czxid: i64) -> Option<i64> {
+        self.operator_deleted
+            .values()
+            .find(|(c, _)| *c == czxid)
+            .map(|(_, d)| *d)
     }
 
     /// Advances the server clock: expires silent sessions, reaps containers and TTLs,

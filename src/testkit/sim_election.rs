@@ -715,6 +715,20 @@ impl Checker {
             }
         }
         for (token, owner) in acks(view.server, &self.ack_dir) {
+            // Never written after its candidate node was gone: the acknowledgement's
+            // multi checks that node (an operator's deletion comes before or after it).
+            if let Some(deleted) = view.server.operator_deletion_of(token) {
+                let written = view
+                    .server
+                    .node(&ack_node(&self.ack_dir, token))
+                    .map_or(0, |(_, s)| s.czxid);
+                if written > deleted {
+                    return Err(format!(
+                        "acknowledgement {token} written at zxid {written}, after its \
+                         candidate node was deleted at {deleted}"
+                    ));
+                }
+            }
             // An acknowledgement of a live candidate is the current leader's, by the
             // candidate's own session (a deposed leader's, whose node is gone, is being
             // withdrawn; the end of the run checks it went).
