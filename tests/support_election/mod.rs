@@ -112,7 +112,7 @@ use zk_recipes_blocking as zb;
 
 impl Cand for zb::Candidate {
     fn wait_elected(&mut self, within: Duration) -> Result<Option<i64>, Error> {
-        self.wait_elected_timeout(within)
+        self.elected_timeout(within)
     }
     fn is_leader(&mut self) -> bool {
         zb::Candidate::is_leader(self)

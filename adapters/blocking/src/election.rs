@@ -55,7 +55,7 @@ impl ElectionBuilder {
     }
 }
 
-/// A candidate: the guard of our candidacy. [`wait_elected`](Self::wait_elected) waits
+/// A candidate: the guard of our candidacy. [`elected`](Self::elected) waits
 /// to lead; act as leader only while [`is_leader`](Self::is_leader) (between `Elected`
 /// and the next `Suspended`/`Lost`, see the core's module docs for the timing
 /// argument); [`changed_timeout`](Self::changed_timeout) reports every event. Dropping
@@ -91,7 +91,7 @@ impl Candidate {
 
     /// Waits until we lead (elected, or back after a suspension); the leadership's
     /// fencing token. Fails when the candidacy ends for good.
-    pub fn wait_elected(&mut self) -> Result<i64, Error> {
+    pub fn elected(&mut self) -> Result<i64, Error> {
         loop {
             if let Some(outcome) = self.fold().elected_outcome() {
                 return outcome;
@@ -103,9 +103,9 @@ impl Candidate {
         }
     }
 
-    /// Like [`wait_elected`](Self::wait_elected), at most `timeout`: `Ok(None)` if we
-    /// do not lead by then.
-    pub fn wait_elected_timeout(&mut self, timeout: Duration) -> Result<Option<i64>, Error> {
+    /// Like [`elected`](Self::elected), at most `timeout`: `Ok(None)` if we do not
+    /// lead by then.
+    pub fn elected_timeout(&mut self, timeout: Duration) -> Result<Option<i64>, Error> {
         let deadline = std::time::Instant::now() + timeout;
         loop {
             if let Some(outcome) = self.fold().elected_outcome() {
@@ -117,6 +117,18 @@ impl Candidate {
                 Ok(None) => return Err(Error::Finished),
                 Err(_) => return Ok(None),
             }
+        }
+    }
+
+    /// The next event, none skipped (the same as the tokio adapter's `changed`);
+    /// `None` once the candidate has ended and everything was reported.
+    pub fn changed(&mut self) -> Option<ElectionEvent> {
+        loop {
+            if let Some(e) = self.fold().next_change() {
+                return Some(e);
+            }
+            let e = self.events.next()?;
+            self.status.apply(&e);
         }
     }
 
@@ -206,7 +218,7 @@ impl Candidate {
         mut work: impl FnMut(&mut Candidate, i64),
     ) -> Result<(), Error> {
         loop {
-            let token = self.wait_elected()?;
+            let token = self.elected()?;
             work(self, token);
             if !self.is_leader() {
                 continue; // lost while working: wait to lead again
