@@ -15,7 +15,9 @@
 //! Notifications follow ZooKeeper: in order with replies; one-shot watches fire once
 //! and are re-armed by the session after a reconnect (what fired while away is
 //! delivered then); persistent recursive watches stay, and what they would have
-//! reported while the connection was down is lost (the cache must resync).
+//! reported while the connection was down is lost (the cache must resync). A watch set
+//! on a lagging server fires, right behind the reply that set it, for what that server
+//! had not applied yet (as it would on catching up).
 //!
 //! Safety, after every step: the events replayed from an empty map equal the cache's
 //! contents (no `Created` of a cached node, no `Changed` or `Deleted` of an unknown
