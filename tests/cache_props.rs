@@ -89,3 +89,19 @@ fn regression_the_cache_converges_after_schedule_8f4ac9c2() {
         panic!("{e}");
     }
 }
+
+/// Found by a fresh proptest seed (2026-11-28, after the harness fix above): a root
+/// re-created while the session expired, its read refused during the resync, so the
+/// resync's full listing of it was ignored (another incarnation); the listing sent again
+/// once the read found the new root was not a full one, and a child cached from the new
+/// root before the expiry (its own listing lost to the expiry) was never listed again:
+/// the cache missed `/r/a/a` and `/r/a/a/a`.
+#[test]
+fn regression_a_resync_relists_fully_below_a_recreated_node() {
+    let schedule = [
+        164, 0, 0, 191, 128, 96, 16, 16, 173, 172, 96, 111, 208, 32, 32, 13, 138, 0, 137, 13, 13,
+    ];
+    if let Err(e) = zk_recipes::testkit::cache::run(&schedule) {
+        panic!("{e}");
+    }
+}

@@ -599,18 +599,24 @@ impl TreeCache {
         }
     }
 
-    /// A listing of `path` is queued or in flight (this load).
-    fn listing_pending(&self, path: &str) -> bool {
+    /// A listing of `path` is queued or in flight (this load); with `full_only`, a full
+    /// one (which reads again the children already cached).
+    fn listing_pending(&self, path: &str, full_only: bool) -> bool {
         let gen = self.gen;
-        [false, true].iter().any(|&full| {
-            let path = String::from(path);
-            self.queued.contains(&Job::Children {
-                path: path.clone(),
-                full,
-            }) || self.queued.contains(&Job::Node { path, full })
-        }) || self
-            .outbox
-            .any(|o| matches!(o, Op::Children { path: p, gen: g, .. } if p == path && *g == gen))
+        [false, true]
+            .iter()
+            .filter(|&&full| full || !full_only)
+            .any(|&full| {
+                let path = String::from(path);
+                self.queued.contains(&Job::Children {
+                    path: path.clone(),
+                    full,
+                }) || self.queued.contains(&Job::Node { path, full })
+            })
+            || self.outbox.any(|o| {
+                matches!(o, Op::Children { path: p, gen: g, full: f, .. }
+                    if p == path && *g == gen && (*f || !full_only))
+            })
     }
 
     /// How many requests `job` sends.
@@ -797,11 +803,17 @@ impl TreeCache {
                     .nodes
                     .get(&path)
                     .is_none_or(|e| e.node.stat.czxid != stat.czxid);
-                if new_node && self.lists_children(depth) && !self.listing_pending(&path) {
+                // A re-created node during a load: the ignored listing may have been the
+                // load's full one (this read was refused and retried after it), so the
+                // new one is full too, or the nodes `remove_below` keeps below it (created
+                // after it, cached before this load) would not be read again by this
+                // load. A node not cached has nothing cached below it.
+                let full = self.loading && new_node && self.nodes.contains_key(&path);
+                if new_node && self.lists_children(depth) && !self.listing_pending(&path, full) {
                     // Its listing was ignored (answered before this read): list it again.
                     self.push(Job::Children {
                         path: path.clone(),
-                        full: false,
+                        full,
                     });
                 }
                 match self.nodes.get_mut(&path) {

@@ -15,7 +15,9 @@
 //! Notifications follow ZooKeeper: in order with replies; one-shot watches fire once
 //! and are re-armed by the session after a reconnect (what fired while away is
 //! delivered then); persistent recursive watches stay, and what they would have
-//! reported while the connection was down is lost (the cache must resync).
+//! reported while the connection was down is lost (the cache must resync). A watch set
+//! on a lagging server fires, right behind the reply that set it, for what that server
+//! had not applied yet (as it would on catching up).
 //!
 //! Safety, after every step: the events replayed from an empty map equal the cache's
 //! contents (no `Created` of a cached node, no `Changed` or `Deleted` of an unknown
@@ -77,6 +79,9 @@ struct World {
     nodes: BTreeMap<String, Node>,
     /// What a lagging server still shows (until a sync reaches it).
     lag: Option<BTreeMap<String, Node>>,
+    /// What a watch just set on the lagging server missed (see `World::missed`): sent
+    /// right behind the reply that set it.
+    missed: Vec<WatchEvent>,
     zxid: i64,
     session: i64,
     connected: bool,
@@ -132,6 +137,7 @@ impl World {
         let mut w = World {
             nodes: BTreeMap::new(),
             lag: None,
+            missed: Vec::new(),
             zxid: 1,
             session: 0x5e55,
             connected: true,
@@ -389,9 +395,73 @@ impl World {
             _ => Err(Error::UnexpectedReply),
         };
         if let Some((p, k)) = watch {
-            self.watches.push((p, k, op));
+            self.missed = self.missed(&p, k);
+            // A one-shot watch that fires at once is gone; a persistent one stays.
+            if k == Kind::Recursive || self.missed.is_empty() {
+                self.watches.push((p, k, op));
+            }
         }
         r
+    }
+
+    /// A watch set on a lagging server is checked against its old tree: when the server
+    /// catches up (the model lets it catch up for this watch right behind the reply), the
+    /// watch fires for what changed since, as `SetWatches` would with the old tree's zxid
+    /// (data: `NodeDeleted` or `NodeDataChanged`; exist: `NodeCreated`; child:
+    /// `NodeDeleted` or `NodeChildrenChanged`; persistent recursive: each changed node
+    /// below it). Without this a watch set on a node the server had already deleted would
+    /// never fire, which ZooKeeper does not do.
+    fn missed(&self, path: &str, kind: Kind) -> Vec<WatchEvent> {
+        let Some(old) = &self.lag else {
+            return Vec::new();
+        };
+        let new = &self.nodes;
+        let mut out = Vec::new();
+        let mut push = |p: &str, t: EventType| {
+            out.push(WatchEvent {
+                event_type: t,
+                path: p.into(),
+            })
+        };
+        match kind {
+            Kind::Data => match (old.get(path), new.get(path)) {
+                (Some(_), None) => push(path, EventType::NodeDeleted),
+                (Some(a), Some(b)) if a.mzxid != b.mzxid => push(path, EventType::NodeDataChanged),
+                _ => {}
+            },
+            Kind::Exist => {
+                if !old.contains_key(path) && new.contains_key(path) {
+                    push(path, EventType::NodeCreated);
+                }
+            }
+            Kind::Child => match (old.get(path), new.get(path)) {
+                (Some(_), None) => push(path, EventType::NodeDeleted),
+                (Some(a), Some(b)) if a.pzxid != b.pzxid => {
+                    push(path, EventType::NodeChildrenChanged)
+                }
+                _ => {}
+            },
+            Kind::Recursive => {
+                let prefix = format!("{path}/");
+                let under = |p: &&String| path == "/" || *p == path || p.starts_with(&prefix);
+                let paths: BTreeSet<&String> = old.keys().chain(new.keys()).filter(under).collect();
+                for p in paths {
+                    match (old.get(p), new.get(p)) {
+                        (None, Some(_)) => push(p, EventType::NodeCreated),
+                        (Some(_), None) => push(p, EventType::NodeDeleted),
+                        (Some(a), Some(b)) if a.czxid != b.czxid => {
+                            push(p, EventType::NodeDeleted);
+                            push(p, EventType::NodeCreated);
+                        }
+                        (Some(a), Some(b)) if a.mzxid != b.mzxid => {
+                            push(p, EventType::NodeDataChanged)
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        out
     }
 
     // ----- the client side -----
@@ -507,8 +577,13 @@ impl World {
             return false;
         };
         let r = self.apply(op, &req);
+        let missed = core::mem::take(&mut self.missed);
         if deliver {
             self.inbox.push_back(Msg::Reply(op, r));
+            // A reply that never arrives set no watch (see `disconnect`).
+            for ev in missed {
+                self.inbox.push_back(Msg::Watch(op, ev));
+            }
         } else {
             self.wire.push_front((op, Request::Ping)); // failed by the disconnect
         }
