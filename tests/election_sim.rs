@@ -33,6 +33,14 @@ fn seeds(first: u64, default: u64) -> Vec<u64> {
 
 /// Runs every seed on every core; panics with the first failure's report.
 fn run_all(seeds: &[u64], clients: usize) -> Totals {
+    run_each(seeds, |seed| {
+        sim_election::run(seed, clients, User::Careful)
+    })
+}
+
+/// Runs `one` on every seed on every core; panics with the first failure's report.
+fn run_each(seeds: &[u64], one: impl Fn(u64) -> Result<Totals, String> + Sync) -> Totals {
+    let one = &one;
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
@@ -41,8 +49,7 @@ fn run_all(seeds: &[u64], clients: usize) -> Totals {
                 s.spawn(move || {
                     let mut totals = Totals::default();
                     for seed in chunk {
-                        totals += sim_election::run(seed, clients, User::Careful)
-                            .unwrap_or_else(|e| panic!("{e}"));
+                        totals += one(seed).unwrap_or_else(|e| panic!("{e}"));
                     }
                     totals
                 })
@@ -155,26 +162,8 @@ fn the_election_survives_an_operator_deleting_candidates() {
         seeds.truncate((seeds.len() / 5).max(1)); // a fifth of SIM_SEEDS
     }
     let n = seeds.len();
-    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let totals = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                let chunk: Vec<u64> = seeds.iter().copied().skip(t).step_by(threads).collect();
-                s.spawn(move || {
-                    let mut totals = Totals::default();
-                    for seed in chunk {
-                        totals += sim_election::run_with_operator(seed, clients())
-                            .unwrap_or_else(|e| panic!("{e}"));
-                    }
-                    totals
-                })
-            })
-            .collect();
-        let mut totals = Totals::default();
-        for h in handles {
-            totals += h.join().unwrap();
-        }
-        totals
+    let totals = run_each(&seeds, |seed| {
+        sim_election::run_with_operator(seed, clients())
     });
     println!(
         "{n} schedules with an operator deleting candidates: {} elections, {} acknowledgements",
