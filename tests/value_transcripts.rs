@@ -481,14 +481,7 @@ fn counter_i32_is_curator_shared_count() {
     let s = sent(&mut c);
     assert_eq!(lines(&s), ["set /c 0000002a v7"]);
     c.handle_reply(T, s[0].0, Ok(Response::Stat(stat(10, 8))));
-    assert_eq!(
-        events(&mut c),
-        [CounterEvent::Added {
-            before: 41,
-            after: 42,
-            stat: stat(10, 8)
-        }]
-    );
+    assert_added(&mut c, 41, 42, stat(10, 8));
     // Wraps like Java's int. (A second later: read first.)
     let t = T + Duration::from_secs(1);
     c.add(t, 2);
@@ -658,6 +651,27 @@ fn counter_get_and_out_of_range_delta() {
     assert_eq!(sent(&mut c), []);
 }
 
+/// The reply to `op` is lost with the connection; the same session comes back: what
+/// the counter sends then.
+fn lose_and_reconnect(c: &mut Counter, op: OpId) -> Vec<(OpId, String)> {
+    c.handle_reply(T, op, Err(Error::ConnectionLoss));
+    c.handle_session(T, SessionChange::Suspended);
+    c.handle_session(T, SessionChange::Reconnected { session_id: S });
+    sent(c)
+}
+
+/// The one event is `Added { before, after, stat }`.
+fn assert_added(c: &mut Counter, before: i64, after: i64, st: Stat) {
+    assert_eq!(
+        events(c),
+        [CounterEvent::Added {
+            before,
+            after,
+            stat: st
+        }]
+    );
+}
+
 #[test]
 fn counter_lost_reply_same_bytes_is_not_counted() {
     let mut c = counter(CounterFormat::I32);
@@ -665,10 +679,7 @@ fn counter_lost_reply_same_bytes_is_not_counted() {
     let s = sent(&mut c);
     c.handle_reply(T, s[0].0, data(&[0, 0, 0, 1], stat(10, 1)));
     let s = sent(&mut c);
-    c.handle_reply(T, s[0].0, Err(Error::ConnectionLoss));
-    c.handle_session(T, SessionChange::Suspended);
-    c.handle_session(T, SessionChange::Reconnected { session_id: S });
-    let s = sent(&mut c);
+    let s = lose_and_reconnect(&mut c, s[0].0);
     assert_eq!(lines(&s), ["sync /c", "get /c"]);
     c.handle_reply(T, s[0].0, Ok(Response::Path(P.into())));
     // Our bytes at the next version: ours, or a twin adder's; cannot be told apart.
@@ -689,23 +700,13 @@ fn counter_lost_reply_not_applied_retries() {
     let s = sent(&mut c);
     c.handle_reply(T, s[0].0, data(&[0, 0, 0, 1], stat(10, 1)));
     let s = sent(&mut c);
-    c.handle_reply(T, s[0].0, Err(Error::ConnectionLoss));
-    c.handle_session(T, SessionChange::Suspended);
-    c.handle_session(T, SessionChange::Reconnected { session_id: S });
-    let s = sent(&mut c);
+    let s = lose_and_reconnect(&mut c, s[0].0);
     c.handle_reply(T, s[0].0, Ok(Response::Path(P.into())));
     c.handle_reply(T, s[1].0, data(&[0, 0, 0, 1], stat(10, 1)));
     let s = sent(&mut c);
     assert_eq!(lines(&s), ["set /c 00000002 v1"]);
     c.handle_reply(T, s[0].0, Ok(Response::Stat(stat(10, 2))));
-    assert_eq!(
-        events(&mut c),
-        [CounterEvent::Added {
-            before: 1,
-            after: 2,
-            stat: stat(10, 2)
-        }]
-    );
+    assert_added(&mut c, 1, 2, stat(10, 2));
 }
 
 /// An add's set sent without a read (right after our last write) whose reply is lost is
@@ -723,24 +724,14 @@ fn counter_add_without_read_lost_reply_is_verified() {
     c.add(T, 1);
     let s = sent(&mut c);
     assert_eq!(lines(&s), ["set /c 00000003 v2"]);
-    c.handle_reply(T, s[0].0, Err(Error::ConnectionLoss));
-    c.handle_session(T, SessionChange::Suspended);
-    c.handle_session(T, SessionChange::Reconnected { session_id: S });
-    let s = sent(&mut c);
+    let s = lose_and_reconnect(&mut c, s[0].0);
     assert_eq!(lines(&s), ["sync /c", "get /c"]);
     c.handle_reply(T, s[0].0, Ok(Response::Path(P.into())));
     c.handle_reply(T, s[1].0, data(&[0, 0, 0, 2], stat(10, 2)));
     let s = sent(&mut c);
     assert_eq!(lines(&s), ["set /c 00000003 v2"]);
     c.handle_reply(T, s[0].0, Ok(Response::Stat(stat(10, 3))));
-    assert_eq!(
-        events(&mut c),
-        [CounterEvent::Added {
-            before: 2,
-            after: 3,
-            stat: stat(10, 3)
-        }]
-    );
+    assert_added(&mut c, 2, 3, stat(10, 3));
     // The reconnect forgot what we wrote: the next add reads first.
     c.handle_session(T, SessionChange::Suspended);
     c.handle_session(T, SessionChange::Reconnected { session_id: S });
