@@ -993,6 +993,12 @@ impl TreeCache {
                         self.remove_subtree(&child);
                     }
                 }
+                // A waiting child no longer listed is gone.
+                let prefix = join(&path, "");
+                self.deferred.retain(|d| {
+                    d.strip_prefix(prefix.as_str())
+                        .is_none_or(|name| name.contains('/') || listed.contains(name))
+                });
                 let new = children
                     .iter()
                     .map(|c| join(&path, c))
