@@ -354,6 +354,113 @@ fn exceeding_max_nodes_fails_clearly() {
     assert!(sent(&mut c).is_empty());
 }
 
+/// Loads `/r` = { a (czxid 2) = { x (czxid 3) } } into a cache of at most 3 nodes, then
+/// loses the connection and starts the resync: the root is read again and now lists
+/// `a` and a new `b` (czxid 5). Returns the cache, the
+/// watch's op and the resync's reads of `a` and `b`.
+fn full_cache_resyncing() -> (TreeCache, OpId, Vec<(OpId, String)>) {
+    let mut c = started(CacheConfig {
+        max_nodes: 3,
+        ..CacheConfig::tree("/r")
+    });
+    let s = sent(&mut c);
+    let w = s[0].0;
+    c.handle_reply(T, w, Ok(Response::WatchAdded));
+    c.handle_reply(T, s[1].0, Ok(Response::Path("/r".into())));
+    c.handle_reply(T, s[2].0, data("root", 1, 1));
+    c.handle_reply(T, s[3].0, kids(&["a"], 1, 2));
+    let s = sent(&mut c);
+    c.handle_reply(T, s[0].0, data("1", 2, 2));
+    c.handle_reply(T, s[1].0, kids(&["x"], 2, 3));
+    let s = sent(&mut c);
+    assert_eq!(lines(&s), ["get /r/a/x", "ls /r/a/x"]);
+    c.handle_reply(T, s[0].0, data("x", 3, 3));
+    c.handle_reply(T, s[1].0, kids(&[], 3, 3));
+    assert_eq!(
+        events(&mut c),
+        [
+            "created /r root m1",
+            "created /r/a 1 m2",
+            "created /r/a/x x m3",
+            "Initialized"
+        ]
+    );
+    c.handle_session(T, SessionChange::Suspended);
+    c.handle_session(T, SessionChange::Reconnected { session_id: S });
+    let s = sent(&mut c);
+    assert_eq!(lines(&s), ["sync /r", "get /r", "ls /r"]);
+    c.handle_reply(T, s[0].0, Ok(Response::Path("/r".into())));
+    c.handle_reply(T, s[1].0, data("root", 1, 1));
+    // `b` is new; `x` was not re-read yet (maybe gone): 3 nodes known, not 4.
+    c.handle_reply(T, s[2].0, kids(&["a", "b"], 1, 5));
+    assert_eq!(events(&mut c), ["Suspended"]);
+    let s = sent(&mut c);
+    assert_eq!(lines(&s), ["get /r/a", "ls /r/a", "get /r/b", "ls /r/b"]);
+    // `b` is read before `a`'s listing: it does not fit while `x` is unseen, and waits.
+    c.handle_reply(T, s[2].0, data("2", 5, 5));
+    c.handle_reply(T, s[3].0, kids(&[], 5, 5));
+    assert!(events(&mut c).is_empty(), "nothing decided yet");
+    assert_eq!(c.len(), 3);
+    c.handle_reply(T, s[0].0, data("1", 2, 2));
+    (c, w, s)
+}
+
+/// Found by the `cache` fuzz target (tests/data/fuzz/cache-ed7463c6…): a resync counted
+/// a cached node it had not re-read yet, gone on the server, toward `max_nodes` and
+/// failed with `TooLarge` a subtree that never held more than `max_nodes` nodes.
+#[test]
+fn a_resync_counts_only_the_nodes_it_has_seen_toward_max_nodes() {
+    let (mut c, _, s) = full_cache_resyncing();
+    c.handle_reply(T, s[1].0, kids(&[], 2, 6)); // x was deleted while away
+    assert_eq!(events(&mut c), ["deleted /r/a/x"]);
+    let s = sent(&mut c);
+    assert_eq!(
+        lines(&s),
+        ["get /r/b", "ls /r/b"],
+        "b read again, now it fits"
+    );
+    c.handle_reply(T, s[0].0, data("2", 5, 5));
+    c.handle_reply(T, s[1].0, kids(&[], 5, 5));
+    assert_eq!(events(&mut c), ["created /r/b 2 m5", "Resynced"]);
+    assert!(c.is_synced());
+    assert_eq!(c.len(), 3);
+}
+
+/// The same resync where `x` is still there: `a`'s listing shows it, so 4 nodes are
+/// known (3 seen, `b` waiting): more than 3, it fails.
+#[test]
+fn a_resync_still_fails_a_subtree_really_over_max_nodes() {
+    let (mut c, _, s) = full_cache_resyncing();
+    c.handle_reply(T, s[1].0, kids(&["x"], 2, 3));
+    assert_eq!(
+        events(&mut c),
+        [format!(
+            "{:?}",
+            CacheEvent::Failed(Error::TooLarge(TooLarge { len: 4, max: 3 }))
+        )]
+    );
+    assert!(c.is_done());
+    assert!(sent(&mut c).is_empty());
+    assert_eq!(c.len(), 3, "never more than max_nodes cached");
+}
+
+/// The same resync where `b`, waiting, is deleted before `a`'s listing shows `x` still
+/// there: 3 nodes, no failure, and `b` is not read again.
+#[test]
+fn a_waiting_node_deleted_meanwhile_no_longer_counts() {
+    let (mut c, w, s) = full_cache_resyncing();
+    c.handle_watch(T, w, &note(EventType::NodeDeleted, "/r/b"));
+    c.handle_reply(T, s[1].0, kids(&["x"], 2, 3));
+    let s = sent(&mut c);
+    assert_eq!(lines(&s), ["get /r/a/x", "ls /r/a/x"]);
+    c.handle_reply(T, s[0].0, data("x", 3, 3));
+    c.handle_reply(T, s[1].0, kids(&[], 3, 3));
+    assert_eq!(events(&mut c), ["Resynced"]);
+    assert!(sent(&mut c).is_empty());
+    assert!(c.is_synced());
+    assert_eq!(c.len(), 3);
+}
+
 #[test]
 fn max_in_flight_bounds_the_reads() {
     let mut c = started(CacheConfig {

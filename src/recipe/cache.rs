@@ -69,9 +69,13 @@
 //! * **Liveness.** Every retryable failure (a lost connection, a refusal) is retried —
 //!   after the reconnect or a backoff ([`Retry`]) — and a reconnect re-reads everything:
 //!   once faults stop, the cache equals the server's subtree.
-//! * **Bounded memory.** At most [`CacheConfig::max_nodes`] nodes are cached; a subtree
-//!   that would exceed it ends the cache with [`Failed`](CacheEvent::Failed)
-//!   (`Error::TooLarge { len, max }`: `len` nodes would be cached, more than `max`). At
+//! * **Bounded memory.** At most [`CacheConfig::max_nodes`] nodes are cached; only a
+//!   subtree known to exceed it ends the cache with [`Failed`](CacheEvent::Failed)
+//!   (`Error::TooLarge { len, max }`: `len` nodes known to be there, more than `max`).
+//!   Known means seen by the current load (or followed since): during a resync, a
+//!   cached node not re-read yet may be gone and does not count; a new node that does
+//!   not fit while such nodes remain waits (its path only, at most `max_nodes` of
+//!   them) and is read again once the resync has seen every cached node. At
 //!   most `max_in_flight` reads are in flight; queued reads are deduplicated per node.
 //!   A cached node's data is a copy of its own (`kept`), not a slice of the reply it
 //!   came in, which would keep the whole receive buffer alive.
@@ -249,6 +253,9 @@ struct Entry {
     node: CachedNode,
     /// `pzxid` of the last listing applied (-1: none).
     pzxid: i64,
+    /// The load (read generation) that last saw the node on the server; older: cached
+    /// before this resync and not re-read yet, possibly gone.
+    seen: u64,
 }
 
 /// A children cache: the same machine, made with [`CacheConfig::children`] (or
@@ -273,6 +280,12 @@ pub struct TreeCache {
     /// A load (first or resync) is under way.
     loading: bool,
     need_resync: bool,
+    /// Cached nodes this load has not seen yet (a resync's nodes not re-read yet: some
+    /// may be gone on the server). They do not count toward `max_nodes` until seen.
+    unseen: usize,
+    /// Nodes this load found that did not fit while unseen nodes could still go: read
+    /// again once the load has seen every cached node (at most `max_nodes` paths).
+    deferred: BTreeSet<String>,
     need_watch: bool,
     suspended: bool,
     /// A reply failed with `ConnectionLoss`: the connection is down even if `Suspended`
@@ -347,6 +360,8 @@ impl TreeCache {
             initialized: false,
             loading: false,
             need_resync: false,
+            unseen: 0,
+            deferred: BTreeSet::new(),
             need_watch: false,
             suspended: false,
             conn_lost: false,
@@ -472,12 +487,45 @@ impl TreeCache {
         self.pending.clear();
         self.queued.clear();
         self.tombstones.clear();
+        self.deferred.clear();
         self.events.push_back(e);
     }
 
     fn too_large(&mut self, len: usize) {
         let max = self.config.max_nodes;
         self.finish(CacheEvent::Failed(Error::TooLarge(TooLarge { len, max })));
+    }
+
+    /// This load saw `path` on the server (a reply about it, or its parent's listing).
+    fn saw(&mut self, path: &str) {
+        let gen = self.gen;
+        if let Some(e) = self.nodes.get_mut(path) {
+            if e.seen != gen {
+                e.seen = gen;
+                self.unseen = self.unseen.saturating_sub(1);
+            }
+        }
+    }
+
+    /// Counts every cached node as seen by this load.
+    fn all_seen(&mut self) {
+        if self.unseen > 0 {
+            let gen = self.gen;
+            for e in self.nodes.values_mut() {
+                e.seen = gen;
+            }
+            self.unseen = 0;
+        }
+    }
+
+    /// How many nodes the subtree is known to hold now, with `more` found besides the
+    /// cache and the deferred ones: the cached nodes this load has seen (a node seen
+    /// and gone since has been removed), the deferred ones, and `more`. Unseen nodes
+    /// are not counted: they may be gone.
+    fn known(&self, more: usize) -> usize {
+        (self.nodes.len() - self.unseen.min(self.nodes.len()))
+            .saturating_add(self.deferred.len())
+            .saturating_add(more)
     }
 
     /// Depth below the root, if `path` is in the subtree.
@@ -560,6 +608,9 @@ impl TreeCache {
             self.pending.clear();
             self.queued.clear();
             self.loading = true;
+            // Everything cached is unseen until this load reads it again.
+            self.unseen = self.nodes.len();
+            self.deferred.clear();
             self.outbox.send(
                 Op::Sync(self.gen),
                 Request::Sync(PathRequest { path: root.clone() }),
@@ -570,15 +621,34 @@ impl TreeCache {
             });
         }
         let max = self.config.max_in_flight.max(2);
-        while let Some(job) = self.pending.front() {
-            if self.reads_in_flight() + self.cost(job) > max {
+        loop {
+            while let Some(job) = self.pending.front() {
+                if self.reads_in_flight() + self.cost(job) > max {
+                    break;
+                }
+                let Some(job) = self.pending.pop_front() else {
+                    break;
+                };
+                self.queued.remove(&job);
+                self.send(job);
+            }
+            if self.done || !(self.loading && self.pending.is_empty() && !self.current_reads()) {
                 break;
             }
-            let Some(job) = self.pending.pop_front() else {
+            // The load has read everything: a cached node it did not see (its parent's
+            // listing was older than the one applied) stays as it was, seen.
+            self.all_seen();
+            if self.deferred.is_empty() {
                 break;
-            };
-            self.queued.remove(&job);
-            self.send(job);
+            }
+            // What did not fit is read again, now against seen nodes only: a subtree
+            // really over the limit fails then.
+            for path in core::mem::take(&mut self.deferred) {
+                self.push(Job::Node { path, full: true });
+            }
+        }
+        if self.done {
+            return;
         }
         if !self
             .outbox
@@ -734,15 +804,36 @@ impl TreeCache {
             gone.push(path.into());
         }
         for p in gone {
-            self.nodes.remove(&p);
+            if self.nodes.remove(&p).is_some_and(|e| e.seen != self.gen) {
+                self.unseen = self.unseen.saturating_sub(1);
+            }
             self.events.push_back(CacheEvent::Deleted { path: p });
         }
+        // Deferred nodes there go too (a listing brings back any still there).
+        let below: Vec<String> = self
+            .deferred
+            .range::<str, _>((
+                core::ops::Bound::Included(prefix.as_str()),
+                core::ops::Bound::Unbounded,
+            ))
+            .take_while(|k| k.starts_with(&prefix))
+            .cloned()
+            .collect();
+        for p in below {
+            self.deferred.remove(&p);
+        }
+        self.deferred.remove(path);
     }
 
     fn insert(&mut self, path: String, data: Bytes, stat: Stat) {
         if self.nodes.len() >= self.config.max_nodes {
-            let len = self.nodes.len() + 1;
-            return self.too_large(len);
+            let len = self.known(usize::from(!self.deferred.contains(&path)));
+            if len > self.config.max_nodes {
+                return self.too_large(len);
+            }
+            // Full only with nodes this load has not seen, which may be gone: wait.
+            self.deferred.insert(path);
+            return;
         }
         let data = kept(&data);
         self.events.push_back(CacheEvent::Created {
@@ -755,6 +846,7 @@ impl TreeCache {
             Entry {
                 node: CachedNode { data, stat },
                 pzxid: -1,
+                seen: self.gen,
             },
         );
     }
@@ -816,6 +908,7 @@ impl TreeCache {
                         full,
                     });
                 }
+                self.saw(&path);
                 match self.nodes.get_mut(&path) {
                     None => self.insert(path, data, stat),
                     Some(e) => {
@@ -902,18 +995,31 @@ impl TreeCache {
                     return; // another incarnation, or an older listing
                 }
                 e.pzxid = stat.pzxid;
+                self.saw(&path);
                 let listed: BTreeSet<&str> = children.iter().map(String::as_str).collect();
                 for name in self.children(&path) {
-                    if !listed.contains(name.as_str()) {
-                        self.remove_subtree(&join(&path, &name));
+                    let child = join(&path, &name);
+                    if listed.contains(name.as_str()) {
+                        self.saw(&child);
+                    } else {
+                        self.remove_subtree(&child);
                     }
                 }
+                // A waiting child no longer listed is gone.
+                let prefix = join(&path, "");
+                self.deferred.retain(|d| {
+                    d.strip_prefix(prefix.as_str())
+                        .is_none_or(|name| name.contains('/') || listed.contains(name))
+                });
                 let new = children
                     .iter()
-                    .filter(|c| !self.nodes.contains_key(&join(&path, c)))
+                    .map(|c| join(&path, c))
+                    .filter(|c| !self.nodes.contains_key(c) && !self.deferred.contains(c))
                     .count();
-                if self.nodes.len() + new > self.config.max_nodes {
-                    let len = self.nodes.len() + new;
+                // Only nodes known to be there count: a resync's cached nodes not
+                // re-read yet may be gone (their inserts wait, see `insert`).
+                let len = self.known(new);
+                if len > self.config.max_nodes {
                     return self.too_large(len);
                 }
                 let mut children = children;

@@ -20,9 +20,10 @@
 //! `handle_timeout`.
 //!
 //! Liveness, at the end — no cancel: faults stop, the connection comes back, peers
-//! arrive until `N` and leave once we have entered, the user leaves, time passes.
-//! Within a bounded number of rounds the participation must have ended, the machine
-//! must be done, and our node must be gone.
+//! arrive until `N` and leave (one a round) once we have entered, the user leaves, time
+//! passes. Within a bounded number of rounds (200 plus one for every member present
+//! when faults stop) the participation must have ended, the machine must be done, and
+//! our node must be gone.
 
 use alloc::format;
 use alloc::string::{String, ToString};
@@ -526,7 +527,10 @@ pub fn run(bytes: &[u8]) -> Result<(), String> {
         }
     }
     // Liveness: faults stop; peers arrive until N and leave once we are in; we leave.
-    for _ in 0..200 {
+    // Peers leave one a round, and a schedule may have brought any number of them: the
+    // rounds for recovery and the round itself, plus one for every member present.
+    let rounds = 200 + h.w.members.len();
+    for _ in 0..rounds {
         h.reconnect();
         h.deliver_all();
         if let Err(e) = h.pump() {
