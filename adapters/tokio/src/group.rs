@@ -237,7 +237,9 @@ impl RendezvousHandle<Master> {
 
 impl Client {
     /// Joins group `dir` as `id` with `data` (Curator's `GroupMember` layout); the
-    /// member node is kept in place (see `zk_recipes::recipe::group`).
+    /// member node is kept in place (see `zk_recipes::recipe::group`). It returns at
+    /// once and creates the node in the background: the handle's `.created().await` waits until it
+    /// exists (do that before a view or another client should see it).
     pub fn group_member(
         &self,
         dir: &str,
@@ -265,7 +267,8 @@ impl Client {
         Ok(GroupView { hosted, events })
     }
 
-    /// Keeps any node in place (see `zk_recipes::recipe::node::OwnedNode`).
+    /// Keeps any node in place (see `zk_recipes::recipe::node::OwnedNode`). It returns
+    /// at once; the handle's `.created().await` waits until the node exists.
     pub fn owned_node(&self, config: OwnedNodeConfig) -> Result<NodeHandle<OwnedNode>, Error> {
         NodeHandle::host(self, OwnedNode::new(config))
     }
