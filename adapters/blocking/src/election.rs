@@ -211,7 +211,9 @@ impl Candidate {
     /// after [`is_leader`](Self::is_leader) turns false (check it between steps; the
     /// tokio adapter drops the future at that point). When `work` returns, leadership
     /// is given up: with `requeue` we stand again at the back of the line and carry on;
-    /// without, we resign and return.
+    /// without, we resign and return. With `requeue` it returns only with an error, once
+    /// the candidacy ends for good (the session closed, say): run it on a thread of its
+    /// own, as Curator's `autoRequeue` runs until the selector is closed.
     pub fn lead(
         &mut self,
         requeue: bool,

@@ -187,7 +187,10 @@ impl Candidate {
     /// Curator's `LeaderSelector`: each time we lead, runs `work(fencing_token)` and
     /// drops (cancels) it as soon as leadership is suspended or lost. When `work`
     /// finishes, leadership is given up: with `requeue` we stand again at the back of
-    /// the line and carry on; without, we resign and return.
+    /// the line and carry on; without, we resign and return. With `requeue` it returns
+    /// only with an error, once the candidacy ends for good (the session closed, say):
+    /// spawn it, or `select!` it against your shutdown signal (dropping the future
+    /// stops the work), as Curator's `autoRequeue` runs until the selector is closed.
     pub async fn lead<F, Fut>(&mut self, requeue: bool, mut work: F) -> Result<(), Error>
     where
         F: FnMut(i64) -> Fut,
