@@ -397,6 +397,13 @@ fn rounds_for(n: usize) -> usize {
     2_000usize.div_ceil(n.max(1)).max(1)
 }
 
+/// `LOCK_SCALE_MAX_IN_FLIGHT`: the session's cap on requests on the wire, if set.
+fn max_in_flight() -> Option<usize> {
+    std::env::var("LOCK_SCALE_MAX_IN_FLIGHT")
+        .ok()
+        .and_then(|s| s.parse().ok())
+}
+
 fn run(cs: &str, n: usize, round: usize, timeout: Duration) -> Outcome {
     let dir = format!("/lock_scale/n{n}r{round}");
     let mut options = Options::new(cs)
@@ -404,10 +411,7 @@ fn run(cs: &str, n: usize, round: usize, timeout: Duration) -> Outcome {
         .session_timeout(Duration::from_secs(30))
         .max_pending(n * 2 + 1_000)
         .seed((n * 1_000 + round) as u64);
-    if let Some(b) = std::env::var("LOCK_SCALE_MAX_IN_FLIGHT")
-        .ok()
-        .and_then(|s| s.parse().ok())
-    {
+    if let Some(b) = max_in_flight() {
         options = options.max_in_flight(b);
     }
     // Room for one data watch per waiter (and slack).
@@ -591,10 +595,7 @@ fn run_tokio(cs: &str, n: usize, round: usize, timeout: Duration) -> Outcome {
             .session_timeout(Duration::from_secs(30))
             .max_pending(n * 2 + 1_000)
             .seed((n * 1_000 + round) as u64);
-        if let Some(b) = std::env::var("LOCK_SCALE_MAX_IN_FLIGHT")
-            .ok()
-            .and_then(|s| s.parse().ok())
-        {
+        if let Some(b) = max_in_flight() {
             options = options.max_in_flight(b);
         }
         let zk = zt::connect(cs, options).await.expect("a session");

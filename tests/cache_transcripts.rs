@@ -94,6 +94,15 @@ fn started(config: CacheConfig) -> TreeCache {
     c
 }
 
+/// Answers the load's first four requests (`s`: addWatch, sync, read and listing of
+/// `/r`): the root with data "root" and children `kids` (pzxid `pzxid`).
+fn answer_the_root(c: &mut TreeCache, s: &[(OpId, String)], kids_of_root: &[&str], pzxid: i64) {
+    c.handle_reply(T, s[0].0, Ok(Response::WatchAdded));
+    c.handle_reply(T, s[1].0, Ok(Response::Path("/r".into())));
+    c.handle_reply(T, s[2].0, data("root", 1, 1));
+    c.handle_reply(T, s[3].0, kids(kids_of_root, 1, pzxid));
+}
+
 /// Loads `/r` = { a: "1" (czxid 2), b: "2" (czxid 3) }; returns the cache and the
 /// addWatch op.
 fn loaded() -> (TreeCache, OpId) {
@@ -101,10 +110,7 @@ fn loaded() -> (TreeCache, OpId) {
     let s = sent(&mut c);
     assert_eq!(lines(&s), ["addWatch /r 1", "sync /r", "get /r", "ls /r"]);
     let w = s[0].0;
-    c.handle_reply(T, w, Ok(Response::WatchAdded));
-    c.handle_reply(T, s[1].0, Ok(Response::Path("/r".into())));
-    c.handle_reply(T, s[2].0, data("root", 1, 1));
-    c.handle_reply(T, s[3].0, kids(&["b", "a"], 1, 3));
+    answer_the_root(&mut c, &s, &["b", "a"], 3);
     let s = sent(&mut c);
     assert_eq!(lines(&s), ["get /r/a", "ls /r/a", "get /r/b", "ls /r/b"]);
     c.handle_reply(T, s[0].0, data("1", 2, 2));
@@ -160,10 +166,7 @@ fn notifications_during_the_load_are_applied_in_order() {
     let mut c = started(CacheConfig::tree("/r"));
     let s = sent(&mut c);
     let w = s[0].0;
-    c.handle_reply(T, w, Ok(Response::WatchAdded));
-    c.handle_reply(T, s[1].0, Ok(Response::Path("/r".into())));
-    c.handle_reply(T, s[2].0, data("root", 1, 1));
-    c.handle_reply(T, s[3].0, kids(&["b"], 1, 2));
+    answer_the_root(&mut c, &s, &["b"], 2);
     let s = sent(&mut c);
     assert_eq!(lines(&s), ["get /r/b", "ls /r/b"]);
     // While /r/b is being read: /r/a is created (after the root's listing, which did
@@ -365,10 +368,7 @@ fn full_cache_resyncing() -> (TreeCache, OpId, Vec<(OpId, String)>) {
     });
     let s = sent(&mut c);
     let w = s[0].0;
-    c.handle_reply(T, w, Ok(Response::WatchAdded));
-    c.handle_reply(T, s[1].0, Ok(Response::Path("/r".into())));
-    c.handle_reply(T, s[2].0, data("root", 1, 1));
-    c.handle_reply(T, s[3].0, kids(&["a"], 1, 2));
+    answer_the_root(&mut c, &s, &["a"], 2);
     let s = sent(&mut c);
     c.handle_reply(T, s[0].0, data("1", 2, 2));
     c.handle_reply(T, s[1].0, kids(&["x"], 2, 3));
@@ -488,10 +488,7 @@ fn children_cache_stops_at_depth_one() {
     let mut c = started(CacheConfig::children("/r"));
     let s = sent(&mut c);
     let w = s[0].0;
-    c.handle_reply(T, w, Ok(Response::WatchAdded));
-    c.handle_reply(T, s[1].0, Ok(Response::Path("/r".into())));
-    c.handle_reply(T, s[2].0, data("root", 1, 1));
-    c.handle_reply(T, s[3].0, kids(&["a"], 1, 2));
+    answer_the_root(&mut c, &s, &["a"], 2);
     let s = sent(&mut c);
     assert_eq!(lines(&s), ["get /r/a"], "children are not listed");
     c.handle_reply(T, s[0].0, data("1", 2, 2));
