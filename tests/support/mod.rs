@@ -156,7 +156,7 @@ impl Zk for zb::Client {
         zb::Client::status(self)
     }
     fn wait_status(&self, within: Duration, done: fn(&Status) -> bool) -> Option<Status> {
-        let s = self.status_stream();
+        let mut s = self.status_stream();
         let deadline = std::time::Instant::now() + within;
         loop {
             let left = deadline.checked_duration_since(std::time::Instant::now())?;

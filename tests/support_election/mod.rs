@@ -165,7 +165,7 @@ impl Obs for zb::ElectionObserver {
         within: Duration,
         done: &dyn Fn(&ObserverEvent) -> bool,
     ) -> Option<ObserverEvent> {
-        zb::ElectionObserver::wait_for(self, within, done)
+        zb::ElectionObserver::wait_for_timeout(self, done, within)
     }
     fn leader(&self) -> Result<Option<Participant>, Error> {
         zb::ElectionObserver::leader(self)
@@ -194,7 +194,7 @@ impl Zk for zb::Client {
         zb::Client::status(self)
     }
     fn wait_status(&self, within: Duration, done: fn(&Status) -> bool) -> Option<Status> {
-        let s = self.status_stream();
+        let mut s = self.status_stream();
         let deadline = std::time::Instant::now() + within;
         loop {
             let left = deadline.checked_duration_since(std::time::Instant::now())?;

@@ -7,127 +7,39 @@
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::mpsc::{Receiver, Sender, SyncSender};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::mpsc::{Receiver, Sender};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
 use mio::net::TcpStream;
 use mio::{Events as MioEvents, Interest, Poll, Token, Waker};
-use zk_recipes::client::{Client as Core, ClientEvent, Error, Routes, Sink, Status, WatchMode};
-use zk_recipes::proto::Response;
-use zk_recipes::recipe::AnyEvent;
-use zk_recipes::session::{Counters, HostFailures, Transport, TransportError, WatchEvent};
+use zk_recipes::client::{Client as Core, ClientEvent, Routes};
+use zk_recipes::session::{Transport, TransportError};
 use zk_recipes::time::Instant;
+use zk_recipes_surface::blocking::rt::{BoardTx, OnceTx};
+use zk_recipes_surface::blocking::{Command, Driver, EventTx, ReplyTx, StatusTx, WatchTx};
 
 const SOCKET: Token = Token(0);
 const WAKE: Token = Token(1);
 
-/// The routed commands, with this adapter's channel types.
-pub(crate) type Routed = zk_recipes::client::Command<ReplyTx, WatchTx, EventTx, StatusTx>;
-
-pub(crate) enum Input {
-    /// Submit, host, run, abandon, subscribe: carried out by the core's `Routes`.
-    Route(Routed),
-    Close {
-        timeout: Duration,
-        done: SyncSender<()>,
-    },
-    /// Every handle is gone.
-    Shutdown,
-    /// What the session has sent and received so far.
-    Counters(SyncSender<Counters>),
-}
-
 /// The way into the I/O thread: a channel plus the waker of its poll.
 pub(crate) struct Inputs {
-    tx: Sender<Input>,
+    tx: Sender<Command>,
     waker: Arc<Waker>,
 }
 
-impl Inputs {
-    pub(crate) fn send(&self, input: Input) -> Result<(), ()> {
-        self.tx.send(input).map_err(|_| ())?;
+impl Driver for Inputs {
+    fn send(&self, command: Command) -> Result<(), ()> {
+        self.tx.send(command).map_err(|_| ())?;
         self.waker.wake().map_err(|_| ())
-    }
-}
-
-pub(crate) struct ReplyTx(pub(crate) SyncSender<Result<Response, Error>>);
-
-impl Sink<Result<Response, Error>> for ReplyTx {
-    fn send(&mut self, value: Result<Response, Error>) -> bool {
-        self.0.try_send(value).is_ok()
-    }
-}
-
-pub(crate) struct WatchTx(pub(crate) Sender<WatchEvent>, pub(crate) WatchMode);
-
-impl Sink<WatchEvent> for WatchTx {
-    fn send(&mut self, value: WatchEvent) -> bool {
-        self.0.send(value).is_ok()
-    }
-}
-
-/// One subscriber of a hosted recipe's events.
-pub(crate) struct EventTx(pub(crate) Sender<AnyEvent>);
-
-impl Sink<AnyEvent> for EventTx {
-    fn send(&mut self, value: AnyEvent) -> bool {
-        self.0.send(value).is_ok()
-    }
-}
-
-pub(crate) struct StatusTx(pub(crate) Sender<Status>);
-
-impl Sink<Status> for StatusTx {
-    fn send(&mut self, value: Status) -> bool {
-        self.0.send(value).is_ok()
-    }
-}
-
-/// What the handles see of the driver's state.
-#[derive(Clone, Debug)]
-pub(crate) struct Published {
-    pub(crate) status: Status,
-    pub(crate) session_id: i64,
-    pub(crate) password: Vec<u8>,
-    pub(crate) unreachable: Option<HostFailures>,
-    /// The I/O thread has stopped.
-    pub(crate) stopped: bool,
-}
-
-/// Published state, shared with every handle.
-pub(crate) struct Shared {
-    pub(crate) state: Mutex<Published>,
-    pub(crate) changed: Condvar,
-}
-
-impl Shared {
-    pub(crate) fn new() -> Self {
-        Shared {
-            state: Mutex::new(Published {
-                status: Status::Connecting,
-                session_id: 0,
-                password: Vec::new(),
-                unreachable: None,
-                stopped: false,
-            }),
-            changed: Condvar::new(),
-        }
-    }
-
-    fn publish(&self, update: impl FnOnce(&mut Published)) {
-        if let Ok(mut s) = self.state.lock() {
-            update(&mut s);
-        }
-        self.changed.notify_all();
     }
 }
 
 /// What the I/O thread is given: its poll, the input channel and the poll's waker.
 pub(crate) struct Io {
     pub(crate) poll: Poll,
-    pub(crate) inputs: Receiver<Input>,
+    pub(crate) inputs: Receiver<Command>,
     pub(crate) waker: Arc<Waker>,
 }
 
@@ -290,7 +202,7 @@ fn close(poll: &Poll, socket: &mut Option<Socket>) {
     }
 }
 
-pub(crate) fn run(mut core: Core, io: Io, shared: Arc<Shared>) {
+pub(crate) fn run(mut core: Core, io: Io, shared: BoardTx) {
     let Io {
         mut poll,
         inputs,
@@ -305,7 +217,7 @@ pub(crate) fn run(mut core: Core, io: Io, shared: Arc<Shared>) {
     let mut socket: Option<Socket> = None;
     let mut out = BytesMut::with_capacity(64 * 1024);
     let mut buf = vec![0u8; 64 * 1024];
-    let mut close_waiters: Vec<SyncSender<()>> = Vec::new();
+    let mut close_waiters: Vec<OnceTx<()>> = Vec::new();
     let mut events = MioEvents::with_capacity(16);
 
     loop {
@@ -364,7 +276,7 @@ pub(crate) fn run(mut core: Core, io: Io, shared: Arc<Shared>) {
         if core.is_ended() {
             close(&poll, &mut socket);
             for done in close_waiters.drain(..) {
-                let _ = done.try_send(());
+                let _ = done.send(());
             }
             shared.publish(|p| p.stopped = true);
             return;
@@ -395,14 +307,14 @@ pub(crate) fn run(mut core: Core, io: Io, shared: Arc<Shared>) {
                     while let Ok(input) = inputs.try_recv() {
                         let t = now();
                         match input {
-                            Input::Route(r) => routes.handle(&mut core, t, r),
-                            Input::Close { timeout, done } => {
+                            Command::Route(r) => routes.handle(&mut core, t, r),
+                            Command::Close { timeout, done } => {
                                 core.close(t, t + timeout);
                                 close_waiters.push(done);
                             }
-                            Input::Shutdown => core.close(t, t + Duration::from_secs(2)),
-                            Input::Counters(reply) => {
-                                let _ = reply.try_send(core.counters());
+                            Command::Shutdown => core.close(t, t + Duration::from_secs(2)),
+                            Command::Counters(reply) => {
+                                let _ = reply.send(core.counters());
                             }
                         }
                     }

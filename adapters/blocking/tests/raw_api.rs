@@ -130,7 +130,7 @@ fn watches_arrive_on_channels() {
     let zk = client(&server);
     let other = client(&server);
     let (_, created) = zk.exists_watch("/w").unwrap();
-    let stream = zk.add_watch("/w", AddWatchMode::Persistent).unwrap();
+    let mut stream = zk.add_watch("/w", AddWatchMode::Persistent).unwrap();
     other.create("/w", "", &CreateOptions::default()).unwrap();
     assert_eq!(
         created.wait_timeout(WAIT).unwrap().event_type,
@@ -165,7 +165,7 @@ fn watches_arrive_on_channels() {
         stream.next_timeout(WAIT).unwrap().event_type,
         EventType::NodeDataChanged
     );
-    let deep = zk
+    let mut deep = zk
         .add_watch("/", AddWatchMode::PersistentRecursive)
         .unwrap();
     other.delete("/w/x", None).unwrap();

@@ -11,81 +11,19 @@ use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot, watch};
-use zk_recipes::client::{Client as Core, ClientEvent, Error, Routes, Sink, Status, WatchMode};
-use zk_recipes::proto::Response;
-use zk_recipes::recipe::AnyEvent;
-use zk_recipes::session::{Counters, HostFailures, Transport, TransportError, WatchEvent};
+use tokio::sync::mpsc;
+use zk_recipes::client::{Client as Core, ClientEvent, Routes};
+use zk_recipes::session::{Transport, TransportError};
 use zk_recipes::time::Instant;
+use zk_recipes_surface::asynchronous::rt::{BoardTx, OnceTx};
+use zk_recipes_surface::asynchronous::{Command, Driver, EventTx, ReplyTx, StatusTx, WatchTx};
 
-/// The routed commands, with this adapter's channel types.
-pub(crate) type Routed = zk_recipes::client::Command<ReplyTx, WatchTx, EventTx, StatusTx>;
+/// The handles' side of the command channel.
+pub(crate) struct Commands(pub(crate) mpsc::UnboundedSender<Command>);
 
-pub(crate) enum Command {
-    /// Submit, host, run, abandon, subscribe: carried out by the core's `Routes`.
-    Route(Routed),
-    Close {
-        timeout: Duration,
-        done: oneshot::Sender<()>,
-    },
-    /// What the session has sent and received so far.
-    Counters(oneshot::Sender<Counters>),
-}
-
-/// What the handles see of the driver's state.
-#[derive(Clone, Debug)]
-pub(crate) struct Published {
-    pub(crate) status: Status,
-    pub(crate) session_id: i64,
-    pub(crate) password: Vec<u8>,
-    pub(crate) unreachable: Option<HostFailures>,
-}
-
-pub(crate) struct ReplyTx(pub(crate) Option<oneshot::Sender<Result<Response, Error>>>);
-
-impl Sink<Result<Response, Error>> for ReplyTx {
-    fn send(&mut self, value: Result<Response, Error>) -> bool {
-        self.0.take().is_some_and(|tx| tx.send(value).is_ok())
-    }
-}
-
-pub(crate) enum WatchTx {
-    Once(Option<oneshot::Sender<WatchEvent>>),
-    Stream(mpsc::UnboundedSender<WatchEvent>),
-}
-
-impl WatchTx {
-    pub(crate) fn mode(&self) -> WatchMode {
-        match self {
-            WatchTx::Once(_) => WatchMode::Once,
-            WatchTx::Stream(_) => WatchMode::Persistent,
-        }
-    }
-}
-
-impl Sink<WatchEvent> for WatchTx {
-    fn send(&mut self, value: WatchEvent) -> bool {
-        match self {
-            WatchTx::Once(tx) => tx.take().is_some_and(|tx| tx.send(value).is_ok()),
-            WatchTx::Stream(tx) => tx.send(value).is_ok(),
-        }
-    }
-}
-
-/// One subscriber of a hosted recipe's events.
-pub(crate) struct EventTx(pub(crate) mpsc::UnboundedSender<AnyEvent>);
-
-impl Sink<AnyEvent> for EventTx {
-    fn send(&mut self, value: AnyEvent) -> bool {
-        self.0.send(value).is_ok()
-    }
-}
-
-pub(crate) struct StatusTx(pub(crate) mpsc::UnboundedSender<Status>);
-
-impl Sink<Status> for StatusTx {
-    fn send(&mut self, value: Status) -> bool {
-        self.0.send(value).is_ok()
+impl Driver for Commands {
+    fn send(&self, command: Command) -> Result<(), ()> {
+        self.0.send(command).map_err(|_| ())
     }
 }
 
@@ -142,7 +80,7 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
 pub(crate) async fn run(
     mut core: Core,
     mut commands: mpsc::UnboundedReceiver<Command>,
-    published: watch::Sender<Published>,
+    published: BoardTx,
 ) {
     let epoch = tokio::time::Instant::now();
     let now = move || {
@@ -154,7 +92,7 @@ pub(crate) async fn run(
     let mut connecting: Option<Connecting> = None;
     let mut out = BytesMut::with_capacity(64 * 1024);
     let mut buf = vec![0u8; 64 * 1024];
-    let mut close_waiters: Vec<oneshot::Sender<()>> = Vec::new();
+    let mut close_waiters: Vec<OnceTx<()>> = Vec::new();
     let mut handles_alive = true;
 
     loop {
@@ -180,11 +118,11 @@ pub(crate) async fn run(
                 progressed = true;
                 log(&event);
                 if routes.deliver(&mut core, event).is_some() {
-                    published.send_replace(Published {
-                        status: routes.status(),
-                        session_id: core.session().session_id(),
-                        password: core.session().password().to_vec(),
-                        unreachable: routes.unreachable().cloned(),
+                    published.publish(|p| {
+                        p.status = routes.status();
+                        p.session_id = core.session().session_id();
+                        p.password = core.session().password().to_vec();
+                        p.unreachable = routes.unreachable().cloned();
                     });
                 }
             }
@@ -222,9 +160,15 @@ pub(crate) async fn run(
                             Command::Counters(reply) => {
                                 let _ = reply.send(core.counters());
                             }
+                            Command::Shutdown => {
+                                // The last handle is gone: close the session politely.
+                                handles_alive = false;
+                                core.close(t, t + Duration::from_secs(2));
+                                break;
+                            }
                         }
                         taken += 1;
-                        if taken < 256 {
+                        if taken < 256 && handles_alive {
                             next = commands.try_recv().ok();
                         }
                     }

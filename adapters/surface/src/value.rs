@@ -1,26 +1,10 @@
-//! Versioned compare-and-set updates and shared counters for the tokio adapter: thin
+//! Versioned compare-and-set updates and shared counters: thin
 //! wrappers over the core machines (`zk_recipes::recipe::value`); what each call and
 //! event means is decided there (the retry loop, the lost-reply rule, the formats).
 //!
-//! ```no_run
-//! # async fn demo(zk: zk_recipes_tokio::Client) -> Result<(), zk_recipes_tokio::Error> {
-//! use zk_recipes_tokio::CounterFormat;
-//! let mut hits = zk.counter("/stats/hits", CounterFormat::I32)?; // Curator SharedCount
-//! let now = hits.add(1).await?; // never lost, never counted twice
-//! zk.update("/cfg/limit", |old| Some(format!("{}0", String::from_utf8_lossy(old.unwrap_or(b"1"))).into())).await?;
-//! # let _ = now; Ok(()) }
-//! ```
 //!
 //! Watching a counter (every new value, decoded by the core):
 //!
-//! ```no_run
-//! # async fn demo(zk: zk_recipes_tokio::Client) -> Result<(), zk_recipes_tokio::Error> {
-//! let mut hits = zk.watch_counter("/stats/hits", zk_recipes_tokio::CounterFormat::I32)?;
-//! loop {
-//!     println!("hits: {}", hits.changed().await?); // Err(BadCounter): a malformed node
-//! }
-//! # }
-//! ```
 
 use bytes::Bytes;
 use zk_recipes::proto::Stat;
@@ -30,9 +14,13 @@ use zk_recipes::recipe::value::{
     Counter, CounterEvent, CounterWatch, Proposal, Update, UpdateConfig, UpdateEvent,
 };
 
-use crate::hosted::{Events, Hosted};
-use crate::{Client, Error};
+use zk_recipes::client::Error;
 
+#[allow(unused_imports)]
+use super::{form, only_async, only_blocking, rt};
+use super::{Events, Hosted, Client};
+
+#[form]
 impl Client {
     /// Updates the node at `path` by compare-and-set: `f` gets its data (`None`: missing)
     /// and returns the new data (`None`: keep it as it is); `f` runs again whenever
@@ -114,6 +102,7 @@ pub struct CounterHandle {
     unanswered: usize,
 }
 
+#[form]
 impl CounterHandle {
     async fn next_answer(&mut self) -> Result<i64, Error> {
         loop {
@@ -164,6 +153,7 @@ pub struct CounterWatchHandle {
     events: Events<CounterWatch>,
 }
 
+#[form]
 impl CounterWatchHandle {
     /// Waits for the next value: the first one read, then one per new version.
     /// `Err(BadCounter)`: the node holds malformed data (the watch goes on); any other
@@ -191,8 +181,28 @@ impl CounterWatchHandle {
         self.events.next().await
     }
 
+    /// The next event within `timeout`: `Err(Timeout)` if none came, `Ok(None)` once
+    /// the watch is done.
+    pub async fn next_timeout(
+        &mut self,
+        timeout: std::time::Duration,
+    ) -> Result<Option<CounterWatchEvent>, Error> {
+        self.events.next_timeout(timeout).await
+    }
+
     /// The next event if one is waiting.
     pub fn try_next(&mut self) -> Option<CounterWatchEvent> {
         self.events.try_next()
+    }
+}
+
+/// The events, blocking: `next()` waits for the next one; `None` once the watch is
+/// done.
+#[only_blocking]
+impl Iterator for CounterWatchHandle {
+    type Item = CounterWatchEvent;
+
+    fn next(&mut self) -> Option<CounterWatchEvent> {
+        self.events.next()
     }
 }

@@ -1,4 +1,4 @@
-//! Counting semaphores for the blocking adapter: a thin wrapper over the core
+//! Counting semaphores: a thin wrapper over the core
 //! [`Semaphore`](zk_recipes::recipe::semaphore::Semaphore) machine; what each call and
 //! event means is decided there (see `zk_recipes::recipe::semaphore`: Curator
 //! `InterProcessSemaphoreV2`-compatible nodes, herd-free waiting, no orphaned lease).
@@ -9,8 +9,11 @@ use bytes::Bytes;
 use zk_recipes::recipe::lock::LostReason;
 use zk_recipes::recipe::semaphore::{Semaphore as Machine, SemaphoreConfig, SemaphoreEvent};
 
-use crate::hosted::{Events, Hosted};
-use crate::{Client, Error};
+use zk_recipes::client::Error;
+
+#[allow(unused_imports)]
+use super::{form, only_async, only_blocking, rt};
+use super::{Events, Hosted, Client};
 
 fn node_id() -> String {
     zk_recipes::recipe::lock::node_id(crate::random_seed(), crate::random_seed())
@@ -37,6 +40,7 @@ pub enum LeaseState {
     Lost(LostReason),
 }
 
+#[form]
 impl Semaphore {
     /// Data stored in each lease node (Curator's `setNodeData`).
     pub fn data(mut self, data: impl Into<Bytes>) -> Self {
@@ -50,24 +54,25 @@ impl Semaphore {
     }
 
     /// Waits until a lease is ours, or fails when none can be had (the session is
-    /// lost, no permission, ...). No call timeout applies:
-    /// use [`acquire_timeout`](Self::acquire_timeout) to bound the wait.
-    pub fn acquire(&self) -> Result<Lease, Error> {
-        self.acquire_inner(None)?.ok_or(Error::Finished)
+    /// lost, no permission, ...). Dropping the future gives up and deletes our nodes.
+    pub async fn acquire(&self) -> Result<Lease, Error> {
+        self.acquire_inner(None).await?.ok_or(Error::Finished)
     }
 
     /// Waits at most `wait` for a lease: `Ok(None)` if none came in time.
-    pub fn acquire_timeout(&self, wait: Duration) -> Result<Option<Lease>, Error> {
-        self.acquire_inner(Some(wait))
+    pub async fn acquire_timeout(&self, wait: Duration) -> Result<Option<Lease>, Error> {
+        self.acquire_inner(Some(wait)).await
     }
 
-    fn acquire_inner(&self, wait: Option<Duration>) -> Result<Option<Lease>, Error> {
+    async fn acquire_inner(&self, wait: Option<Duration>) -> Result<Option<Lease>, Error> {
         let mut config = SemaphoreConfig::new(&self.path, self.max_leases, &node_id(), &node_id());
         config.data = self.data.clone();
         let (hold, mut events) = Hosted::new(&self.client, Machine::new(config))?;
-        hold.call(move |s, now| s.acquire(now, wait.map(|w| now + w)))?;
+        hold.call(move |s, now| s.acquire(now, wait.map(|w| now + w)))
+            .await?;
         match events
             .wait(|_| {}, SemaphoreEvent::acquire_outcome)
+            .await
             .unwrap_or(Err(Error::Finished))?
         {
             Some(path) => Ok(Some(Lease {
@@ -82,8 +87,8 @@ impl Semaphore {
     }
 }
 
-/// A held lease. Dropping it releases it without waiting (it only sends a message to
-/// the I/O thread); [`release`](Self::release) waits until the node is deleted.
+/// A held lease. Dropping it releases it without waiting (from any context: it only
+/// sends a message); [`release`](Self::release) waits until the node is deleted.
 pub struct Lease {
     hold: Hosted<Machine>,
     events: Events<Machine>,
@@ -92,6 +97,7 @@ pub struct Lease {
     released: bool,
 }
 
+#[form]
 impl Lease {
     /// The lease node's full path.
     pub fn path(&self) -> &str {
@@ -122,15 +128,16 @@ impl Lease {
 
     /// Releases the lease and waits until its node is deleted (a lost lease is
     /// released already).
-    pub fn release(mut self) -> Result<(), Error> {
+    pub async fn release(mut self) -> Result<(), Error> {
         self.released = true;
         if let LeaseState::Lost(_) = self.state() {
             return Ok(());
         }
-        match self.hold.call(|s, now| s.release(now)) {
+        match self.hold.call(|s, now| s.release(now)).await {
             Ok(()) => self
                 .events
                 .wait(|_| {}, SemaphoreEvent::release_outcome)
+                .await
                 .unwrap_or(Ok(())),
             Err(Error::Finished) => Ok(()),
             Err(e) => Err(e),
@@ -146,6 +153,7 @@ impl Drop for Lease {
     }
 }
 
+#[form]
 impl Client {
     /// A counting semaphore at `path` with `max_leases` leases (Curator
     /// `InterProcessSemaphoreV2(client, path, max_leases)` compatible).

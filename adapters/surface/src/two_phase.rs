@@ -1,8 +1,8 @@
-//! Two-phase commit for the tokio adapter: thin typed wrappers over the core
+//! Two-phase commit: thin typed wrappers over the core
 //! [`Coordinator`] and [`Site`]; what each call and event means is decided there (see
 //! `zk_recipes::recipe::two_phase`: node layout, decision rule, failure handling).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use zk_recipes::recipe::two_phase::{
@@ -10,8 +10,11 @@ use zk_recipes::recipe::two_phase::{
     Variant, Vote, VoteOutcome,
 };
 
-use crate::hosted::{Events, Hosted};
-use crate::{Acl, Client, Error};
+use zk_recipes::client::Error;
+
+#[allow(unused_imports)]
+use super::{form, only_async, only_blocking, rt};
+use super::{Events, Hosted, Acl, Client};
 
 /// A transaction to coordinate; made by [`Client::transaction`].
 #[must_use = "a transaction builder does nothing until started"]
@@ -21,6 +24,7 @@ pub struct TransactionBuilder {
     config: CoordinatorConfig,
 }
 
+#[form]
 impl TransactionBuilder {
     /// The transaction itself, given to every site (`<tx>/payload`).
     pub fn payload(mut self, payload: impl Into<Bytes>) -> Self {
@@ -70,23 +74,31 @@ pub struct Transaction {
     outcome: Option<Result<Outcome, Error>>,
 }
 
+#[form]
 impl Transaction {
     async fn wait<T>(
         &mut self,
         done: impl Fn(&CoordinatorEvent) -> Option<Result<T, Error>>,
     ) -> Result<T, Error> {
+        self.wait_until(done, None).await.unwrap_or(Err(Error::Finished))
+    }
+
+    /// Waits for `done`'s answer until `deadline`: `None` at the deadline.
+    async fn wait_until<T>(
+        &mut self,
+        done: impl Fn(&CoordinatorEvent) -> Option<Result<T, Error>>,
+        deadline: Option<Instant>,
+    ) -> Option<Result<T, Error>> {
         let outcome = &mut self.outcome;
-        self.events
-            .wait(
-                |e| {
-                    if let Some(o) = e.outcome() {
-                        *outcome = Some(o);
-                    }
-                },
-                done,
-            )
-            .await
-            .unwrap_or(Err(Error::Finished))
+        let seen = |e: &CoordinatorEvent| {
+            if let Some(o) = e.outcome() {
+                *outcome = Some(o);
+            }
+        };
+        match self.events.wait_until(seen, done, deadline).await {
+            Ok(r) => Some(r.unwrap_or(Err(Error::Finished))),
+            Err(_) => None,
+        }
     }
 
     /// Waits for the outcome (written once in the transaction node: every site learns
@@ -96,6 +108,18 @@ impl Transaction {
             return o;
         }
         self.wait(CoordinatorEvent::outcome).await
+    }
+
+    /// Like [`outcome`](Self::outcome), at most `timeout`: `Ok(None)` if not decided by
+    /// then.
+    pub async fn outcome_timeout(&mut self, timeout: Duration) -> Result<Option<Outcome>, Error> {
+        if let Some(o) = self.outcome.clone() {
+            return o.map(Some);
+        }
+        let deadline = Instant::now() + timeout;
+        self.wait_until(CoordinatorEvent::outcome, Some(deadline))
+            .await
+            .transpose()
     }
 
     /// The next event (`Voted` per site, then `Decided`); `None` once it has ended.
@@ -123,21 +147,32 @@ pub struct TransactionSite {
     status: SiteStatus,
 }
 
+#[form]
 impl TransactionSite {
     async fn wait<T>(
         &mut self,
         done: impl Fn(&SiteStatus) -> Option<Result<T, Error>>,
     ) -> Result<T, Error> {
+        self.wait_until(done, None).await.unwrap_or(Err(Error::Finished))
+    }
+
+    /// Waits for `done`'s answer until `deadline`: `None` at the deadline.
+    async fn wait_until<T>(
+        &mut self,
+        done: impl Fn(&SiteStatus) -> Option<Result<T, Error>>,
+        deadline: Option<Instant>,
+    ) -> Option<Result<T, Error>> {
         loop {
             while let Some(e) = self.events.try_next() {
                 self.status.apply(&e);
             }
             if let Some(r) = done(&self.status) {
-                return r;
+                return Some(r);
             }
-            match self.events.next().await {
-                Some(e) => self.status.apply(&e),
-                None => return done(&self.status).unwrap_or(Err(Error::Finished)),
+            match self.events.next_until(deadline).await {
+                Ok(Some(e)) => self.status.apply(&e),
+                Ok(None) => return Some(done(&self.status).unwrap_or(Err(Error::Finished))),
+                Err(_) => return None,
             }
         }
     }
@@ -173,8 +208,18 @@ impl TransactionSite {
     pub async fn outcome(&mut self) -> Result<Outcome, Error> {
         self.wait(SiteStatus::outcome_result).await
     }
+
+    /// Like [`outcome`](Self::outcome), at most `timeout`: `Ok(None)` if not decided by
+    /// then.
+    pub async fn outcome_timeout(&mut self, timeout: Duration) -> Result<Option<Outcome>, Error> {
+        let deadline = Instant::now() + timeout;
+        self.wait_until(SiteStatus::outcome_result, Some(deadline))
+            .await
+            .transpose()
+    }
 }
 
+#[form]
 impl Client {
     /// Coordinates a two-phase commit at `tx` among `sites` (see
     /// `zk_recipes::recipe::two_phase`).

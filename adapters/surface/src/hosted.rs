@@ -1,23 +1,24 @@
 //! Hosting any [`Recipe`] on a session: the one generic path every recipe uses (the
-//! lock, the path helpers, and recipes written outside this crate). The same shape as
-//! the tokio adapter's, blocking.
+//! recipes here, the path helpers, and recipes written outside this crate).
 //!
-//! [`Client::host`] moves a recipe into the I/O thread and returns a [`Hosted`] handle
-//! (its owner) and the recipe's [`Events`]. Commands run on the machine in the I/O
-//! thread ([`Hosted::run`], [`Hosted::call`]); what its events mean is the recipe's
-//! business (the core decides; this only waits). Dropping the last clone of the
-//! `Hosted` abandons the recipe: it cleans up (deletes what it created) and ends.
+//! [`Client::host`] moves a recipe into the driver (the tokio adapter's task, the
+//! blocking adapter's I/O thread) and returns a [`Hosted`] handle (its owner) and the
+//! recipe's [`Events`]. Commands run on the machine in the driver ([`Hosted::run`],
+//! [`Hosted::call`]); what its events mean is the recipe's business (the core decides;
+//! this only waits). Dropping the last clone of the `Hosted` abandons the recipe: it
+//! cleans up (deletes what it created) and ends.
 
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use zk_recipes::client::Error;
 use zk_recipes::recipe::{AnyEvent, Recipe};
 
-use crate::driver::{EventTx, Input, Routed};
-use crate::{Client, Error};
+#[allow(unused_imports)]
+use super::{form, only_async, only_blocking, rt};
+use super::{Client, Command, EventTx, Routed};
 
 static NEXT_KEY: AtomicU64 = AtomicU64::new(1);
 
@@ -28,11 +29,10 @@ struct Owner {
 
 impl Drop for Owner {
     fn drop(&mut self) {
+        // A channel send: fine from any context, inside a runtime or not.
         let _ = self
             .client
-            .inner
-            .inputs
-            .send(Input::Route(Routed::Abandon { key: self.key }));
+            .send(Command::Route(Routed::Abandon { key: self.key }));
     }
 }
 
@@ -55,58 +55,85 @@ impl<R> Clone for Hosted<R> {
 /// A subscription to a hosted recipe's events, from when it was made until the recipe
 /// is done.
 pub struct Events<R> {
-    rx: Receiver<AnyEvent>,
+    rx: rt::Rx<AnyEvent>,
     _recipe: PhantomData<fn() -> R>,
 }
 
 impl<R: Recipe> Events<R> {
-    fn new(rx: Receiver<AnyEvent>) -> Self {
+    fn new(rx: rt::Rx<AnyEvent>) -> Self {
         Events {
             rx,
             _recipe: PhantomData,
         }
     }
 
-    /// The next event within `timeout`: `Err(Timeout)` if none came, `Ok(None)` once
-    /// the recipe is done.
-    pub fn next_timeout(&mut self, timeout: Duration) -> Result<Option<R::Event>, Error> {
-        let deadline = std::time::Instant::now() + timeout;
-        loop {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            match self.rx.recv_timeout(left) {
-                Ok(e) => {
-                    if let Ok(e) = e.downcast::<R::Event>() {
-                        return Ok(Some(e));
-                    }
-                }
-                Err(RecvTimeoutError::Timeout) => return Err(Error::Timeout),
-                Err(RecvTimeoutError::Disconnected) => return Ok(None),
-            }
-        }
-    }
-
     /// The next event if one is waiting.
     pub fn try_next(&mut self) -> Option<R::Event> {
-        while let Ok(e) = self.rx.try_recv() {
+        while let Some(e) = self.rx.try_recv() {
             if let Ok(e) = e.downcast::<R::Event>() {
                 return Some(e);
             }
         }
         None
     }
+}
+
+#[form]
+impl<R: Recipe> Events<R> {
+    /// The next event; `None` once the recipe is done.
+    pub async fn next(&mut self) -> Option<R::Event> {
+        self.next_until(None).await.unwrap_or(None)
+    }
+
+    /// The next event within `timeout`: `Err(Timeout)` if none came, `Ok(None)` once
+    /// the recipe is done.
+    pub async fn next_timeout(&mut self, timeout: Duration) -> Result<Option<R::Event>, Error> {
+        self.next_until(Some(Instant::now() + timeout))
+            .await
+            .map_err(|_| Error::Timeout)
+    }
+
+    /// The next event, waiting until `deadline` at most (`None`: no limit).
+    pub async fn next_until(
+        &mut self,
+        deadline: Option<Instant>,
+    ) -> Result<Option<R::Event>, rt::Timeout> {
+        loop {
+            match self.rx.recv_until(deadline).await? {
+                None => return Ok(None),
+                Some(e) => {
+                    if let Ok(e) = e.downcast::<R::Event>() {
+                        return Ok(Some(e));
+                    }
+                }
+            }
+        }
+    }
 
     /// Waits for the first event `outcome` maps to `Some`, feeding every event to
     /// `seen` on the way; `None` if the recipe ended first.
-    pub fn wait<T>(
+    pub async fn wait<T>(
+        &mut self,
+        seen: impl FnMut(&R::Event),
+        outcome: impl FnMut(&R::Event) -> Option<T>,
+    ) -> Option<T> {
+        self.wait_until(seen, outcome, None).await.unwrap_or(None)
+    }
+
+    /// [`wait`](Self::wait), until `deadline` at most (`None`: no limit).
+    pub async fn wait_until<T>(
         &mut self,
         mut seen: impl FnMut(&R::Event),
         mut outcome: impl FnMut(&R::Event) -> Option<T>,
-    ) -> Option<T> {
+        deadline: Option<Instant>,
+    ) -> Result<Option<T>, rt::Timeout> {
         loop {
-            let e = self.next()?;
+            let Some(e) = self.next_until(deadline).await? else {
+                return Ok(None);
+            };
             seen(&e);
             if let Some(t) = outcome(&e) {
-                return Some(t);
+                return Ok(Some(t));
             }
         }
     }
@@ -114,15 +141,12 @@ impl<R: Recipe> Events<R> {
 
 /// The events, blocking: `next()` waits for the next one; `None` once the recipe is
 /// done.
+#[only_blocking]
 impl<R: Recipe> Iterator for Events<R> {
     type Item = R::Event;
 
     fn next(&mut self) -> Option<R::Event> {
-        loop {
-            if let Ok(e) = self.rx.recv().ok()?.downcast::<R::Event>() {
-                return Some(e);
-            }
-        }
+        self.next_until(None).unwrap_or(None)
     }
 }
 
@@ -130,16 +154,12 @@ impl<R: Recipe> Hosted<R> {
     /// Hosts `recipe` on `client`'s session; returns its owner and its events.
     pub fn new(client: &Client, recipe: R) -> Result<(Self, Events<R>), Error> {
         let key = NEXT_KEY.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = mpsc::channel();
-        client
-            .inner
-            .inputs
-            .send(Input::Route(Routed::Host {
-                key,
-                recipe: Box::new(recipe),
-                listener: EventTx(tx),
-            }))
-            .map_err(|_| client.dead())?;
+        let (tx, rx) = rt::channel();
+        client.send(Command::Route(Routed::Host {
+            key,
+            recipe: Box::new(recipe),
+            listener: EventTx(tx),
+        }))?;
         let owner = Arc::new(Owner {
             client: client.clone(),
             key,
@@ -156,22 +176,18 @@ impl<R: Recipe> Hosted<R> {
     fn send(
         &self,
         command: impl FnOnce(&mut R, zk_recipes::time::Instant) + Send + 'static,
-        subscribe: Option<Sender<AnyEvent>>,
+        subscribe: Option<rt::Tx<AnyEvent>>,
     ) -> Result<(), Error> {
         let o = &self.owner;
-        o.client
-            .inner
-            .inputs
-            .send(Input::Route(Routed::Run {
-                key: o.key,
-                command: Box::new(move |any, now| {
-                    if let Some(r) = any.downcast_mut::<R>() {
-                        command(r, now)
-                    }
-                }),
-                subscribe: subscribe.map(EventTx),
-            }))
-            .map_err(|_| o.client.dead())
+        o.client.send(Command::Route(Routed::Run {
+            key: o.key,
+            command: Box::new(move |any, now| {
+                if let Some(r) = any.downcast_mut::<R>() {
+                    command(r, now)
+                }
+            }),
+            subscribe: subscribe.map(EventTx),
+        }))
     }
 
     /// Runs `command` on the machine, without waiting.
@@ -181,40 +197,43 @@ impl<R: Recipe> Hosted<R> {
     ) -> Result<(), Error> {
         self.send(command, None)
     }
+}
 
+#[form]
+impl<R: Recipe> Hosted<R> {
     /// Runs `command` on the machine and returns its answer; [`Error::Finished`] if the
     /// recipe is done.
-    pub fn call<T: Send + 'static>(
+    pub async fn call<T: Send + 'static>(
         &self,
         command: impl FnOnce(&mut R, zk_recipes::time::Instant) -> T + Send + 'static,
     ) -> Result<T, Error> {
-        self.call_inner(command, None)
+        self.call_inner(command, None).await
     }
 
     /// [`call`](Self::call), subscribing to the recipe's events from just before the
     /// command runs: nothing it causes is missed.
-    pub fn call_subscribed<T: Send + 'static>(
+    pub async fn call_subscribed<T: Send + 'static>(
         &self,
         command: impl FnOnce(&mut R, zk_recipes::time::Instant) -> T + Send + 'static,
     ) -> Result<(T, Events<R>), Error> {
-        let (tx, rx) = mpsc::channel();
-        let t = self.call_inner(command, Some(tx))?;
+        let (tx, rx) = rt::channel();
+        let t = self.call_inner(command, Some(tx)).await?;
         Ok((t, Events::new(rx)))
     }
 
-    fn call_inner<T: Send + 'static>(
+    async fn call_inner<T: Send + 'static>(
         &self,
         command: impl FnOnce(&mut R, zk_recipes::time::Instant) -> T + Send + 'static,
-        subscribe: Option<Sender<AnyEvent>>,
+        subscribe: Option<rt::Tx<AnyEvent>>,
     ) -> Result<T, Error> {
-        let (tx, rx) = mpsc::sync_channel(1);
+        let (tx, rx) = rt::oneshot();
         self.send(
             move |r, now| {
                 let _ = tx.send(command(r, now));
             },
             subscribe,
         )?;
-        rx.recv().map_err(|_| match self.owner.client.status() {
+        rx.recv().await.ok_or_else(|| match self.owner.client.status() {
             s if s.is_terminal() => s.error(),
             _ => Error::Finished,
         })
@@ -222,7 +241,7 @@ impl<R: Recipe> Hosted<R> {
 }
 
 impl Client {
-    /// Hosts any recipe on this session (see the [module docs](crate::hosted)).
+    /// Hosts any recipe on this session (see the [module docs](self)).
     pub fn host<R: Recipe>(&self, recipe: R) -> Result<(Hosted<R>, Events<R>), Error> {
         Hosted::new(self, recipe)
     }

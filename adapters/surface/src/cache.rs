@@ -1,19 +1,22 @@
-//! Tree and children caches for the blocking adapter: a thin typed wrapper over the core
+//! Tree and children caches: a thin typed wrapper over the core
 //! machine (`zk_recipes::recipe::cache`); what each call and event means is decided
 //! there.
 //!
 //! The handle owns its hosted cache and its event stream. [`TreeCacheHandle::initialized`]
 //! reads that stream up to `Initialized` (the `Created` events of the load are passed
-//! over: take a [`snapshot`](TreeCacheHandle::snapshot) then); the handle is an
-//! [`Iterator`] of every event, in order. Dropping the handle stops the cache.
+//! over: take a [`snapshot`](TreeCacheHandle::snapshot) then); [`next`](TreeCacheHandle::next)
+//! gives every event in order. Dropping the handle stops the cache.
 
 use std::collections::BTreeMap;
 
 use zk_recipes::recipe::cache::TreeCache;
 pub use zk_recipes::recipe::cache::{CacheConfig, CacheEvent, CachedNode};
 
-use crate::hosted::{Events, Hosted};
-use crate::{Client, Error};
+use zk_recipes::client::Error;
+
+#[allow(unused_imports)]
+use super::{form, only_async, only_blocking, rt};
+use super::{Events, Hosted, Client};
 
 /// A tree or children cache ([`Client::tree_cache`], [`Client::children_cache`]).
 pub struct TreeCacheHandle {
@@ -29,10 +32,11 @@ fn cache_error(e: &CacheEvent) -> Option<Error> {
     }
 }
 
+#[form]
 impl TreeCacheHandle {
     /// Waits until the first load is complete (`Initialized`): the number of nodes
     /// cached then. Fails if the cache ends first (`TooLarge` past `max_nodes`, ...).
-    pub fn initialized(&mut self) -> Result<usize, Error> {
+    pub async fn initialized(&mut self) -> Result<usize, Error> {
         self.events
             .wait(
                 |_| {},
@@ -41,8 +45,23 @@ impl TreeCacheHandle {
                     e => cache_error(e).map(Err),
                 },
             )
+            .await
             .unwrap_or(Err(Error::Finished))?;
-        self.len()
+        self.len().await
+    }
+
+    /// The next event; `None` once the cache is done.
+    pub async fn next(&mut self) -> Option<CacheEvent> {
+        self.events.next().await
+    }
+
+    /// The next event within `timeout`: `Err(Timeout)` if none came, `Ok(None)` once
+    /// the cache is done.
+    pub async fn next_timeout(
+        &mut self,
+        timeout: std::time::Duration,
+    ) -> Result<Option<CacheEvent>, Error> {
+        self.events.next_timeout(timeout).await
     }
 
     /// The next event if one is waiting.
@@ -50,59 +69,42 @@ impl TreeCacheHandle {
         self.events.try_next()
     }
 
-    /// The next event within `timeout`: `Err(Timeout)` if none came, `Ok(None)` once
-    /// the cache is done.
-    pub fn next_timeout(
-        &mut self,
-        timeout: std::time::Duration,
-    ) -> Result<Option<CacheEvent>, Error> {
-        self.events.next_timeout(timeout)
-    }
-
     /// The cached node at `path` now.
-    pub fn get(&self, path: &str) -> Result<Option<CachedNode>, Error> {
+    pub async fn get(&self, path: &str) -> Result<Option<CachedNode>, Error> {
         let path = path.to_string();
-        self.hosted.call(move |c, _| c.get(&path).cloned())
+        self.hosted.call(move |c, _| c.get(&path).cloned()).await
     }
 
     /// The names of the cached children of `path` now, sorted.
-    pub fn children(&self, path: &str) -> Result<Vec<String>, Error> {
+    pub async fn children(&self, path: &str) -> Result<Vec<String>, Error> {
         let path = path.to_string();
-        self.hosted.call(move |c, _| c.children(&path))
+        self.hosted.call(move |c, _| c.children(&path)).await
     }
 
     /// Every cached node now, by path.
-    pub fn snapshot(&self) -> Result<BTreeMap<String, CachedNode>, Error> {
+    pub async fn snapshot(&self) -> Result<BTreeMap<String, CachedNode>, Error> {
         self.hosted
             .call(|c, _| c.nodes().map(|(p, n)| (p.to_string(), n.clone())).collect())
+            .await
     }
 
     /// How many nodes are cached now.
-    pub fn len(&self) -> Result<usize, Error> {
-        self.hosted.call(|c, _| c.len())
+    pub async fn len(&self) -> Result<usize, Error> {
+        self.hosted.call(|c, _| c.len()).await
     }
 
     /// Nothing cached now.
-    pub fn is_empty(&self) -> Result<bool, Error> {
-        self.hosted.call(|c, _| c.is_empty())
+    pub async fn is_empty(&self) -> Result<bool, Error> {
+        self.hosted.call(|c, _| c.is_empty()).await
     }
 
     /// Loaded, connected and not resyncing (see `TreeCache::is_synced`).
-    pub fn is_synced(&self) -> Result<bool, Error> {
-        self.hosted.call(|c, _| c.is_synced())
+    pub async fn is_synced(&self) -> Result<bool, Error> {
+        self.hosted.call(|c, _| c.is_synced()).await
     }
 }
 
-/// The events, blocking: `next()` waits for the next one; `None` once the cache is
-/// done.
-impl Iterator for TreeCacheHandle {
-    type Item = CacheEvent;
-
-    fn next(&mut self) -> Option<CacheEvent> {
-        self.events.next()
-    }
-}
-
+#[form]
 impl Client {
     /// Caches the subtree at `path`, root included, kept up to date (see
     /// `zk_recipes::recipe::cache`).
@@ -121,5 +123,16 @@ impl Client {
         let (hosted, events) = Hosted::new(self, TreeCache::new(config))?;
         hosted.run(|c, now| c.start(now))?;
         Ok(TreeCacheHandle { hosted, events })
+    }
+}
+
+/// The events, blocking: `next()` waits for the next one; `None` once the cache is
+/// done.
+#[only_blocking]
+impl Iterator for TreeCacheHandle {
+    type Item = CacheEvent;
+
+    fn next(&mut self) -> Option<CacheEvent> {
+        self.events.next()
     }
 }

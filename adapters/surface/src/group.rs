@@ -1,4 +1,4 @@
-//! Group membership and rendezvous for the tokio adapter: thin typed wrappers over the
+//! Group membership and rendezvous: thin typed wrappers over the
 //! core machines (`zk_recipes::recipe::{group, node, rendezvous}`); what each call and
 //! event means is decided there.
 //!
@@ -17,8 +17,11 @@ use zk_recipes::recipe::rendezvous::{
     coordinator_config, publisher_config, Master, RendezvousEvent, Worker,
 };
 
-use crate::hosted::{Events, Hosted};
-use crate::{Client, Error};
+use zk_recipes::client::Error;
+
+#[allow(unused_imports)]
+use super::{form, only_async, only_blocking, rt};
+use super::{Events, Hosted, Client};
 
 /// A node kept in place: a group member ([`Client::group_member`]), a rendezvous
 /// coordinator or publisher ([`Client::rendezvous_coordinator`],
@@ -39,6 +42,7 @@ fn node_error(e: &OwnedNodeEvent) -> Option<Error> {
     }
 }
 
+#[form]
 impl<R: NodeCommands> NodeHandle<R> {
     fn host(client: &Client, recipe: R) -> Result<Self, Error> {
         let (hosted, events) = Hosted::new(client, recipe)?;
@@ -64,6 +68,15 @@ impl<R: NodeCommands> NodeHandle<R> {
     /// The next event; `None` once the machine is done.
     pub async fn next(&mut self) -> Option<OwnedNodeEvent> {
         self.events.next().await
+    }
+
+    /// The next event within `timeout`: `Err(Timeout)` if none came, `Ok(None)` once
+    /// the machine is done.
+    pub async fn next_timeout(
+        &mut self,
+        timeout: std::time::Duration,
+    ) -> Result<Option<OwnedNodeEvent>, Error> {
+        self.events.next_timeout(timeout).await
     }
 
     /// The next event if one is waiting.
@@ -116,6 +129,7 @@ pub struct GroupView {
     events: Events<View>,
 }
 
+#[form]
 impl GroupView {
     /// Waits for the next `Synced` (a complete view), then returns the members as they
     /// are when it asks (members a newer listing showed are in once read).
@@ -145,6 +159,15 @@ impl GroupView {
         self.events.next().await
     }
 
+    /// The next event within `timeout`: `Err(Timeout)` if none came, `Ok(None)` once
+    /// the view is done.
+    pub async fn next_timeout(
+        &mut self,
+        timeout: std::time::Duration,
+    ) -> Result<Option<ViewEvent>, Error> {
+        self.events.next_timeout(timeout).await
+    }
+
     /// The next event if one is waiting.
     pub fn try_next(&mut self) -> Option<ViewEvent> {
         self.events.try_next()
@@ -168,10 +191,20 @@ fn rendezvous_error(e: &RendezvousEvent) -> Option<Error> {
     }
 }
 
+#[form]
 impl<R: zk_recipes::recipe::Recipe<Event = RendezvousEvent>> RendezvousHandle<R> {
     /// The next event; `None` once the role is done.
     pub async fn next(&mut self) -> Option<RendezvousEvent> {
         self.events.next().await
+    }
+
+    /// The next event within `timeout`: `Err(Timeout)` if none came, `Ok(None)` once
+    /// the role is done.
+    pub async fn next_timeout(
+        &mut self,
+        timeout: std::time::Duration,
+    ) -> Result<Option<RendezvousEvent>, Error> {
+        self.events.next_timeout(timeout).await
     }
 
     /// The next event if one is waiting.
@@ -195,6 +228,7 @@ impl<R: zk_recipes::recipe::Recipe<Event = RendezvousEvent>> RendezvousHandle<R>
     }
 }
 
+#[form]
 impl RendezvousHandle<Worker> {
     /// Waits for the next address in `z_r` (the first, or a newer one): its data.
     /// `Err(Server(NoNode))` if `z_r` goes first.
@@ -212,6 +246,7 @@ impl RendezvousHandle<Worker> {
     }
 }
 
+#[form]
 impl RendezvousHandle<Master> {
     /// Waits until our address is in `z_r` (`Published`): `z_r`'s Stat.
     /// `Err(Server(NoNode))` if `z_r` goes first.
@@ -235,6 +270,7 @@ impl RendezvousHandle<Master> {
     }
 }
 
+#[form]
 impl Client {
     /// Joins group `dir` as `id` with `data` (Curator's `GroupMember` layout); the
     /// member node is kept in place (see `zk_recipes::recipe::group`). It returns at
@@ -314,6 +350,7 @@ pub struct NodeWatchHandle {
     events: Events<NodeWatch>,
 }
 
+#[form]
 impl NodeWatchHandle {
     /// The node's data and Stat as last read (`None`: missing, or not read yet).
     pub async fn value(&self) -> Result<Option<(Bytes, Stat)>, Error> {
@@ -351,12 +388,22 @@ impl NodeWatchHandle {
         self.events.next().await
     }
 
+    /// The next event within `timeout`: `Err(Timeout)` if none came, `Ok(None)` once
+    /// the watch is done.
+    pub async fn next_timeout(
+        &mut self,
+        timeout: std::time::Duration,
+    ) -> Result<Option<NodeWatchEvent>, Error> {
+        self.events.next_timeout(timeout).await
+    }
+
     /// The next event if one is waiting.
     pub fn try_next(&mut self) -> Option<NodeWatchEvent> {
         self.events.try_next()
     }
 }
 
+#[form]
 impl Client {
     /// Follows the node at `path`: its data and Stat kept current, every version the
     /// server reports, a deleted and re-created node followed, re-read after a
@@ -365,5 +412,35 @@ impl Client {
         let (hosted, events) = Hosted::new(self, NodeWatch::new(path))?;
         hosted.run(|w, now| w.start(now))?;
         Ok(NodeWatchHandle { hosted, events })
+    }
+}
+
+/// The events, blocking: `next()` waits for the next one; `None` once the machine is
+/// done.
+#[only_blocking]
+impl<R: NodeCommands> Iterator for NodeHandle<R> {
+    type Item = OwnedNodeEvent;
+    fn next(&mut self) -> Option<OwnedNodeEvent> {
+        self.events.next()
+    }
+}
+
+/// The events, blocking: `next()` waits for the next one; `None` once the view is
+/// done.
+#[only_blocking]
+impl Iterator for GroupView {
+    type Item = ViewEvent;
+    fn next(&mut self) -> Option<ViewEvent> {
+        self.events.next()
+    }
+}
+
+/// The events, blocking: `next()` waits for the next one; `None` once the role is
+/// done.
+#[only_blocking]
+impl<R: zk_recipes::recipe::Recipe<Event = RendezvousEvent>> Iterator for RendezvousHandle<R> {
+    type Item = RendezvousEvent;
+    fn next(&mut self) -> Option<RendezvousEvent> {
+        self.events.next()
     }
 }

@@ -1,4 +1,4 @@
-//! Barrier and double barrier for the tokio adapter: thin typed wrappers over the core
+//! Barrier and double barrier: thin typed wrappers over the core
 //! [`Barrier`](zk_recipes::recipe::barrier::Barrier) and
 //! [`DoubleBarrier`](zk_recipes::recipe::double_barrier::DoubleBarrier); what each call
 //! and event means is decided there (see `zk_recipes::recipe::barrier` and
@@ -11,8 +11,11 @@ use zk_recipes::recipe::double_barrier::{
     DoubleBarrier as Participant, DoubleBarrierConfig, DoubleBarrierEvent,
 };
 
-use crate::hosted::{Events, Hosted};
-use crate::{Client, Error};
+use zk_recipes::client::Error;
+
+#[allow(unused_imports)]
+use super::{form, only_async, only_blocking, rt};
+use super::{Events, Hosted, Client};
 
 /// A barrier node (Curator's `DistributedBarrier`); made by [`Client::barrier`].
 #[derive(Clone)]
@@ -21,6 +24,7 @@ pub struct Barrier {
     config: BarrierConfig,
 }
 
+#[form]
 impl Barrier {
     async fn run(
         &self,
@@ -90,6 +94,7 @@ pub struct DoubleBarrier {
     late: Option<bool>,
 }
 
+#[form]
 impl DoubleBarrier {
     /// Enters and waits until `N` have entered (or the round was already on).
     pub async fn enter(&mut self) -> Result<(), Error> {
@@ -182,8 +187,21 @@ impl DoubleBarrier {
     pub async fn changed(&mut self) -> Option<DoubleBarrierEvent> {
         self.current.as_mut()?.1.next().await
     }
+
+    /// Like [`changed`](Self::changed), waiting at most `timeout`: `Ok(None)` once the
+    /// participation has ended, `Err(Timeout)` if nothing came.
+    pub async fn changed_timeout(
+        &mut self,
+        timeout: Duration,
+    ) -> Result<Option<DoubleBarrierEvent>, Error> {
+        match self.current.as_mut() {
+            Some((_, events)) => events.next_timeout(timeout).await,
+            None => Ok(None),
+        }
+    }
 }
 
+#[form]
 impl Client {
     /// The barrier node `path` (set / remove / wait).
     pub fn barrier(&self, path: &str) -> Barrier {

@@ -1,7 +1,7 @@
-//! Locks for the blocking adapter: thin typed wrappers over the core [`Lock`]; what each
+//! Locks: thin typed wrappers over the core [`Lock`]; what each
 //! call and event means is decided there (see `zk_recipes::recipe::lock`).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use zk_recipes::recipe::lock::{
@@ -9,8 +9,11 @@ use zk_recipes::recipe::lock::{
     Release,
 };
 
-use crate::hosted::{Events, Hosted};
-use crate::{Client, Error};
+use zk_recipes::client::Error;
+
+#[allow(unused_imports)]
+use super::{form, only_async, only_blocking, rt};
+use super::{Client, Events, Hosted};
 
 /// A fresh random id for one lock node.
 fn node_id() -> String {
@@ -26,6 +29,7 @@ pub struct LockBuilder {
     config: LockConfig,
 }
 
+#[form]
 impl LockBuilder {
     /// Data stored in our node.
     pub fn data(mut self, data: impl Into<Bytes>) -> Self {
@@ -49,29 +53,34 @@ impl LockBuilder {
     }
 
     /// Waits until the lock is held, or fails when it cannot be had (the session is
-    /// lost, no permission, ...). No call timeout applies: use
-    /// [`acquire_timeout`](Self::acquire_timeout) to bound the wait.
-    pub fn acquire(self) -> Result<LockGuard, Error> {
-        acquire(&Hosted::new(&self.client, Lock::new(self.config))?.0, None)?.ok_or(Error::Finished)
+    /// lost, no permission, ...). Cancelling the wait (dropping the future) deletes our
+    /// node; [`acquire_timeout`](Self::acquire_timeout) bounds it.
+    pub async fn acquire(self) -> Result<LockGuard, Error> {
+        acquire(&Hosted::new(&self.client, Lock::new(self.config))?.0, None)
+            .await?
+            .ok_or(Error::Finished)
     }
 
     /// Takes the lock only if it is free now (one look at the directory).
-    pub fn try_acquire(self) -> Result<Option<LockGuard>, Error> {
-        self.acquire_timeout(Duration::ZERO)
+    pub async fn try_acquire(self) -> Result<Option<LockGuard>, Error> {
+        self.acquire_timeout(Duration::ZERO).await
     }
 
     /// Waits at most `wait` (plus one round trip for a first look) for the lock.
-    pub fn acquire_timeout(self, wait: Duration) -> Result<Option<LockGuard>, Error> {
+    pub async fn acquire_timeout(self, wait: Duration) -> Result<Option<LockGuard>, Error> {
         acquire(
             &Hosted::new(&self.client, Lock::new(self.config))?.0,
             Some(wait),
         )
+        .await
     }
 }
 
-fn acquire(hold: &Hosted<Lock>, wait: Option<Duration>) -> Result<Option<LockGuard>, Error> {
-    let (answer, mut events) =
-        hold.call_subscribed(move |l, now| l.acquire(now, wait.map(|w| now + w)))?;
+#[form]
+async fn acquire(hold: &Hosted<Lock>, wait: Option<Duration>) -> Result<Option<LockGuard>, Error> {
+    let (answer, mut events) = hold
+        .call_subscribed(move |l, now| l.acquire(now, wait.map(|w| now + w)))
+        .await?;
     let (fencing_token, node, status) = match (&answer, AcquireWait::after(&answer)) {
         (
             Acquire::Held {
@@ -82,6 +91,7 @@ fn acquire(hold: &Hosted<Lock>, wait: Option<Duration>) -> Result<Option<LockGua
         ) => (*fencing_token, node.clone(), LockStatus::held()),
         (_, Some(mut wait)) => match events
             .wait(|_| {}, |e| wait.feed(e))
+            .await
             .unwrap_or(Err(Error::Finished))?
         {
             Some((token, node)) => (token, node, wait.into_status()),
@@ -101,7 +111,7 @@ fn acquire(hold: &Hosted<Lock>, wait: Option<Duration>) -> Result<Option<LockGua
 }
 
 /// A held lock (or one level of a re-entrant hold). Dropping it releases it without
-/// waiting (it only sends a message to the I/O thread).
+/// waiting (from any context: it only sends a message to the driver).
 pub struct LockGuard {
     hold: Hosted<Lock>,
     events: Events<Lock>,
@@ -111,6 +121,7 @@ pub struct LockGuard {
     released: bool,
 }
 
+#[form]
 impl LockGuard {
     /// The creation zxid of our node: strictly increasing across successive holders.
     /// Hand it to the protected resource, which rejects any token lower than the
@@ -146,20 +157,32 @@ impl LockGuard {
         self.fold().revocation_requested()
     }
 
+    /// The next change while holding, none skipped; waits while nothing happens (in
+    /// async code, use it in `select!` beside the protected work).
+    pub async fn changed(&mut self) -> LockChange {
+        match self.changed_until(None).await {
+            Some(c) => c,
+            None => rt::forever().await,
+        }
+    }
+
     /// The next change while holding, none skipped, waiting at most `timeout`; `None`
     /// if nothing changed.
-    pub fn changed_timeout(&mut self, timeout: Duration) -> Option<LockChange> {
-        let deadline = std::time::Instant::now() + timeout;
+    pub async fn changed_timeout(&mut self, timeout: Duration) -> Option<LockChange> {
+        self.changed_until(Some(Instant::now() + timeout)).await
+    }
+
+    async fn changed_until(&mut self, deadline: Option<Instant>) -> Option<LockChange> {
         loop {
             if let Some(c) = self.fold().next_change() {
                 return Some(c);
             }
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            match self.events.next_timeout(left) {
+            match self.events.next_until(deadline).await {
                 Ok(Some(e)) => self.status.apply(&e),
                 Ok(None) => {
                     return match self.status.state() {
                         HoldState::Lost(r) => Some(LockChange::Lost(r)),
+                        _ if deadline.is_none() => rt::forever().await,
                         _ => None,
                     }
                 }
@@ -170,12 +193,13 @@ impl LockGuard {
 
     /// Releases (one level) and waits until our node is deleted (or, for an inner
     /// re-entrant level, at once).
-    pub fn release(mut self) -> Result<(), Error> {
+    pub async fn release(mut self) -> Result<(), Error> {
         self.released = true;
-        match self.hold.call(|l, now| l.release(now)) {
+        match self.hold.call(|l, now| l.release(now)).await {
             Ok(Release::Pending) => self
                 .events
                 .wait(|_| {}, LockEvent::release_outcome)
+                .await
                 .unwrap_or(Ok(())),
             Ok(Release::StillHeld { .. }) | Ok(Release::Done) | Err(Error::Finished) => Ok(()),
             Err(e) => Err(e),
@@ -198,34 +222,35 @@ impl Drop for LockGuard {
 /// owner (one per logical owner: a task, a request), in both adapters.
 pub struct ReentrantLock {
     builder: LockBuilder,
-    hold: std::sync::Mutex<Option<Hosted<Lock>>>,
+    hold: rt::Mutex<Option<Hosted<Lock>>>,
 }
 
+#[form]
 impl ReentrantLock {
     /// Acquires, or adds a level to the hold this handle has. Fails if that hold was
     /// lost (while any of its guards lives).
-    pub fn acquire(&self) -> Result<LockGuard, Error> {
-        self.acquire_inner(None)?.ok_or(Error::Finished)
+    pub async fn acquire(&self) -> Result<LockGuard, Error> {
+        self.acquire_inner(None).await?.ok_or(Error::Finished)
     }
 
     /// Levels held now through this handle (0 when it holds nothing).
-    pub fn depth(&self) -> u32 {
-        let hold = self.hold.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    pub async fn depth(&self) -> u32 {
+        let hold = self.hold.lock().await.clone();
         match hold {
-            Some(h) => h.call(|l, _| l.depth()).unwrap_or(0),
+            Some(h) => h.call(|l, _| l.depth()).await.unwrap_or(0),
             None => 0,
         }
     }
 
     /// Like [`acquire`](Self::acquire), waiting at most `wait` for a new hold.
-    pub fn acquire_timeout(&self, wait: Duration) -> Result<Option<LockGuard>, Error> {
-        self.acquire_inner(Some(wait))
+    pub async fn acquire_timeout(&self, wait: Duration) -> Result<Option<LockGuard>, Error> {
+        self.acquire_inner(Some(wait)).await
     }
 
-    fn acquire_inner(&self, wait: Option<Duration>) -> Result<Option<LockGuard>, Error> {
-        let mut hold = self.hold.lock().unwrap_or_else(|e| e.into_inner());
+    async fn acquire_inner(&self, wait: Option<Duration>) -> Result<Option<LockGuard>, Error> {
+        let mut hold = self.hold.lock().await;
         if let Some(h) = hold.as_ref() {
-            match acquire(h, wait) {
+            match acquire(h, wait).await {
                 Err(Error::Finished) => {} // that hold is over: start a new one
                 other => return other,
             }
@@ -233,9 +258,8 @@ impl ReentrantLock {
         let mut config = self.builder.config.clone();
         config.id = node_id();
         let h = Hosted::new(&self.builder.client, Lock::new(config))?.0;
-        // Kept only once it holds: an attempt that times out, fails or (tokio) is
-        // cancelled drops its machine, which abandons the attempt and deletes its node.
-        let got = acquire(&h, wait);
+        // Kept only once it holds: an attempt that times out, fails or is cancelled drops its machine, which abandons the attempt and deletes its node.
+        let got = acquire(&h, wait).await;
         if let Ok(Some(_)) = got {
             *hold = Some(h);
         }
@@ -272,7 +296,7 @@ impl Client {
         builder.config.reentrant = true;
         ReentrantLock {
             builder,
-            hold: std::sync::Mutex::new(None),
+            hold: rt::Mutex::new(None),
         }
     }
 }

@@ -1,4 +1,4 @@
-//! Configuration (several nodes read and written as one) for the tokio adapter: thin
+//! Configuration (several nodes read and written as one): thin
 //! typed wrappers over `zk_recipes::recipe::config`, where the protocols (the paper's
 //! ready node, or `multi`) and their guarantees are described.
 //!
@@ -7,15 +7,6 @@
 //! over are not seen again by [`next`](ConfigReaderHandle::next). Dropping the handle
 //! stops the reader.
 //!
-//! ```no_run
-//! # async fn demo() -> Result<(), zk_recipes_tokio::Error> {
-//! use zk_recipes_tokio::{connect, ConfigMode, Options};
-//! let zk = connect("127.0.0.1:2181", Options::default()).await?;
-//! zk.write_config("/app/ready", vec![("/app/db".into(), "10.0.0.7".into())], ConfigMode::ReadyNode).await?;
-//! let mut config = zk.config_reader("/app/ready", &["/app/db"])?;
-//! let snapshot = config.snapshot().await?; // never half of a write
-//! # Ok(()) }
-//! ```
 
 use bytes::Bytes;
 pub use zk_recipes::recipe::config::{
@@ -23,8 +14,11 @@ pub use zk_recipes::recipe::config::{
 };
 use zk_recipes::recipe::config::{ConfigReader, ConfigWriter, WriterEvent};
 
-use crate::hosted::{Events, Hosted};
-use crate::{Client, Error};
+use zk_recipes::client::Error;
+
+#[allow(unused_imports)]
+use super::{form, only_async, only_blocking, rt};
+use super::{Events, Hosted, Client};
 
 /// A configuration reader ([`Client::config_reader`]).
 pub struct ConfigReaderHandle {
@@ -32,6 +26,7 @@ pub struct ConfigReaderHandle {
     events: Events<ConfigReader>,
 }
 
+#[form]
 impl ConfigReaderHandle {
     /// Waits for the next complete configuration (`Snapshot`), passing over
     /// `NotReady`. Fails if the reader ends first.
@@ -54,6 +49,15 @@ impl ConfigReaderHandle {
         self.events.next().await
     }
 
+    /// The next event within `timeout`: `Err(Timeout)` if none came, `Ok(None)` once
+    /// the reader is done.
+    pub async fn next_timeout(
+        &mut self,
+        timeout: std::time::Duration,
+    ) -> Result<Option<ReaderEvent>, Error> {
+        self.events.next_timeout(timeout).await
+    }
+
     /// The next event if one is waiting.
     pub fn try_next(&mut self) -> Option<ReaderEvent> {
         self.events.try_next()
@@ -69,6 +73,7 @@ fn snapshot_outcome(e: &ReaderEvent) -> Option<Result<ConfigSnapshot, Error>> {
     }
 }
 
+#[form]
 impl Client {
     /// Reads configuration nodes `paths` under the paper's `ready`-node protocol.
     pub fn config_reader(&self, ready: &str, paths: &[&str]) -> Result<ConfigReaderHandle, Error> {
@@ -118,5 +123,16 @@ fn writer_outcome(e: &WriterEvent) -> Option<Result<(), Error>> {
         WriterEvent::Written => Some(Ok(())),
         WriterEvent::Failed(e) => Some(Err(e.clone())),
         _ => None,
+    }
+}
+
+/// The events, blocking: `next()` waits for the next one; `None` once the reader is
+/// done.
+#[only_blocking]
+impl Iterator for ConfigReaderHandle {
+    type Item = ReaderEvent;
+
+    fn next(&mut self) -> Option<ReaderEvent> {
+        self.events.next()
     }
 }

@@ -1,16 +1,19 @@
-//! Leader election for the tokio adapter: thin typed wrappers over the core
+//! Leader election: thin typed wrappers over the core
 //! [`Election`] and [`Observer`]; what each call and event means is decided there (see
 //! `zk_recipes::recipe::election`).
 
-use std::future::Future;
+use std::time::{Duration, Instant};
 
 use zk_recipes::recipe::election::observer::{Observer, ObserverEvent, Participant};
 use zk_recipes::recipe::election::{
     CandidateStatus, Election, ElectionConfig, ElectionEvent, Join, Leadership,
 };
 
-use crate::hosted::{Events, Hosted};
-use crate::{Acl, Client, Error};
+use zk_recipes::client::Error;
+
+#[allow(unused_imports)]
+use super::{form, only_async, only_blocking, rt};
+use super::{Acl, Client, Events, Hosted};
 
 /// How to stand for election; made by [`Client::election`].
 #[must_use = "an election builder does nothing until joined"]
@@ -20,6 +23,7 @@ pub struct ElectionBuilder {
     config: ElectionConfig,
 }
 
+#[form]
 impl ElectionBuilder {
     /// The directory where leaders acknowledge (default `<dir>-leader`; the leader
     /// with fencing token `t` creates `<ack_dir>/<t>`).
@@ -66,6 +70,7 @@ pub struct Candidate {
     status: CandidateStatus,
 }
 
+#[form]
 impl Candidate {
     fn fold(&mut self) -> &mut CandidateStatus {
         while let Some(e) = self.events.try_next() {
@@ -89,13 +94,16 @@ impl Candidate {
         self.fold().fencing_token()
     }
 
-    async fn next_event(&mut self) -> Result<(), Error> {
-        match self.events.next().await {
-            Some(e) => {
+    /// The next event into the status; `Ok(false)` at the deadline, `Err(Finished)`
+    /// once the candidate has ended.
+    async fn next_event(&mut self, deadline: Option<Instant>) -> Result<bool, Error> {
+        match self.events.next_until(deadline).await {
+            Ok(Some(e)) => {
                 self.status.apply(&e);
-                Ok(())
+                Ok(true)
             }
-            None => Err(Error::Finished),
+            Ok(None) => Err(Error::Finished),
+            Err(_) => Ok(false),
         }
     }
 
@@ -106,18 +114,46 @@ impl Candidate {
             if let Some(outcome) = self.fold().elected_outcome() {
                 return outcome;
             }
-            self.next_event().await?;
+            self.next_event(None).await?;
         }
     }
 
-    /// The next event, none skipped (use it in `select!` beside the leader's work);
-    /// `None` once the candidate has ended and everything was reported.
+    /// Like [`elected`](Self::elected), at most `timeout`: `Ok(None)` if we do not
+    /// lead by then.
+    pub async fn elected_timeout(&mut self, timeout: Duration) -> Result<Option<i64>, Error> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(outcome) = self.fold().elected_outcome() {
+                return outcome.map(Some);
+            }
+            if !self.next_event(Some(deadline)).await? {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// The next event, none skipped (in async code, use it in `select!` beside the
+    /// leader's work); `None` once the candidate has ended and everything was reported.
     pub async fn changed(&mut self) -> Option<ElectionEvent> {
         loop {
             if let Some(e) = self.fold().next_change() {
                 return Some(e);
             }
-            self.next_event().await.ok()?;
+            self.next_event(None).await.ok()?;
+        }
+    }
+
+    /// The next event, none skipped, waiting at most `timeout`; `None` if nothing
+    /// happened (or the candidate has ended and everything was reported).
+    pub async fn changed_timeout(&mut self, timeout: Duration) -> Option<ElectionEvent> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(e) = self.fold().next_change() {
+                return Some(e);
+            }
+            if !self.next_event(Some(deadline)).await.ok()? {
+                return None;
+            }
         }
     }
 
@@ -184,6 +220,7 @@ impl Candidate {
         self.wait(ElectionEvent::close_outcome).await
     }
 
+    #[only_async]
     /// Curator's `LeaderSelector`: each time we lead, runs `work(fencing_token)` and
     /// drops (cancels) it as soon as leadership is suspended or lost. When `work`
     /// finishes, leadership is given up: with `requeue` we stand again at the back of
@@ -194,7 +231,7 @@ impl Candidate {
     pub async fn lead<F, Fut>(&mut self, requeue: bool, mut work: F) -> Result<(), Error>
     where
         F: FnMut(i64) -> Fut,
-        Fut: Future<Output = ()>,
+        Fut: std::future::Future<Output = ()>,
     {
         loop {
             let token = self.elected().await?;
@@ -221,6 +258,34 @@ impl Candidate {
             }
         }
     }
+
+    #[only_blocking]
+    /// Curator's `LeaderSelector`: each time we lead, runs `work(candidate, token)` on
+    /// this thread. A thread cannot be cancelled from outside: `work` must stop soon
+    /// after [`is_leader`](Self::is_leader) turns false (check it between steps; the
+    /// tokio adapter drops the future at that point). When `work` returns, leadership
+    /// is given up: with `requeue` we stand again at the back of the line and carry on;
+    /// without, we resign and return. With `requeue` it returns only with an error, once
+    /// the candidacy ends for good (the session closed, say): run it on a thread of its
+    /// own, as Curator's `autoRequeue` runs until the selector is closed.
+    pub fn lead(
+        &mut self,
+        requeue: bool,
+        mut work: impl FnMut(&mut Candidate, i64),
+    ) -> Result<(), Error> {
+        loop {
+            let token = self.elected()?;
+            work(self, token);
+            if !self.is_leader() {
+                continue; // lost while working: wait to lead again
+            }
+            if requeue {
+                self.requeue()?;
+            } else {
+                return self.resign();
+            }
+        }
+    }
 }
 
 /// Watches an election without standing in it; made by [`Client::election_observer`].
@@ -229,6 +294,7 @@ pub struct ElectionObserver {
     events: Events<Observer>,
 }
 
+#[form]
 impl ElectionObserver {
     /// The next leader change or acknowledgement after the first view; `None` once
     /// closed.
@@ -236,7 +302,13 @@ impl ElectionObserver {
         self.events.next().await
     }
 
-    /// Waits for the first event `done` accepts.
+    /// Like [`next`](Self::next), waiting at most `timeout`: `Err(Timeout)` if nothing
+    /// came.
+    pub async fn next_timeout(&mut self, timeout: Duration) -> Result<Option<ObserverEvent>, Error> {
+        self.events.next_timeout(timeout).await
+    }
+
+    /// Waits for the first event `done` accepts; `None` if the observer closed first.
     pub async fn wait_for(
         &mut self,
         done: impl Fn(&ObserverEvent) -> bool,
@@ -244,6 +316,22 @@ impl ElectionObserver {
         self.events
             .wait(|_| {}, |e| done(e).then(|| e.clone()))
             .await
+    }
+
+    /// Like [`wait_for`](Self::wait_for), waiting at most `timeout`; `None` then.
+    pub async fn wait_for_timeout(
+        &mut self,
+        done: impl Fn(&ObserverEvent) -> bool,
+        timeout: Duration,
+    ) -> Option<ObserverEvent> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            match self.events.next_until(Some(deadline)).await {
+                Ok(Some(e)) if done(&e) => return Some(e),
+                Ok(Some(_)) => {}
+                _ => return None,
+            }
+        }
     }
 
     /// The current leader.
@@ -269,6 +357,7 @@ impl Drop for Candidate {
     }
 }
 
+#[form]
 impl Client {
     /// Leader election in `dir` as `participant` (Curator `LeaderLatch` compatible).
     pub fn election(&self, dir: &str, participant: &str) -> ElectionBuilder {

@@ -1,6 +1,6 @@
-//! Distributed queues for the blocking adapter: thin typed wrappers over the core
+//! Distributed queues: thin typed wrappers over the core
 //! [`Producer`] and [`Consumer`]; what each call and event means is decided there (see
-//! `zk_recipes::recipe::queue`). Same calls, same meaning as the tokio adapter.
+//! `zk_recipes::recipe::queue`).
 
 use bytes::Bytes;
 use std::time::Duration;
@@ -9,8 +9,11 @@ use zk_recipes::recipe::queue::{
     PutsWait,
 };
 
-use crate::hosted::{Events, Hosted};
-use crate::{Client, Error};
+use zk_recipes::client::Error;
+
+#[allow(unused_imports)]
+use super::{form, only_async, only_blocking, rt};
+use super::{Events, Hosted, Client};
 
 fn fresh_id() -> String {
     zk_recipes::recipe::lock::node_id(crate::random_seed(), crate::random_seed())
@@ -25,8 +28,42 @@ pub struct Queue {
     format: Format,
     ephemeral: bool,
     producer: Option<Hosted<Producer>>,
-    consumer: Option<Hosted<Consumer>>,
-    claimer: Option<Hosted<Consumer>>,
+    consumer: Option<Taker>,
+    claimer: Option<Taker>,
+}
+
+/// A consumer with its events since it was made (so an outcome whose caller was
+/// cancelled stays readable) and the items such outcomes brought: the next take gets
+/// them first, nothing taken is dropped unseen.
+struct Taker {
+    hosted: Hosted<Consumer>,
+    events: Events<Consumer>,
+    stash: std::collections::VecDeque<Item>,
+}
+
+#[form]
+impl Taker {
+    /// Up to `max` items left by cancelled takes, if there are any.
+    fn stashed(&mut self, max: usize) -> Option<Vec<Item>> {
+        let n = max.clamp(1, self.stash.len().max(1));
+        (!self.stash.is_empty()).then(|| self.stash.drain(..n).collect())
+    }
+}
+
+/// Gives a take up in the core if its future is dropped before its outcome.
+struct CancelTake {
+    hosted: Hosted<Consumer>,
+    take: Option<zk_recipes::recipe::queue::TakeId>,
+}
+
+impl Drop for CancelTake {
+    fn drop(&mut self) {
+        if let Some(id) = self.take {
+            let _ = self.hosted.run(move |c, now| {
+                c.cancel_take(now, id);
+            });
+        }
+    }
 }
 
 /// An item held at least once ([`Queue::take_claimed`]): [`complete`](Self::complete)
@@ -37,6 +74,7 @@ pub struct Claimed {
     settled: bool,
 }
 
+#[form]
 impl Claimed {
     /// The item.
     pub fn item(&self) -> &Item {
@@ -48,31 +86,35 @@ impl Claimed {
         &self.item.data
     }
 
-    fn settle(mut self, complete: bool) -> Result<(), Error> {
+    async fn settle(mut self, complete: bool) -> Result<(), Error> {
         self.settled = true;
         let name = self.item.name.clone();
         let n = name.clone();
-        let (r, mut events) = self.hosted.call_subscribed(move |c, now| {
-            if complete {
-                c.complete(now, &n)
-            } else {
-                c.release(now, &n)
-            }
-        })?;
+        let (r, mut events) = self
+            .hosted
+            .call_subscribed(move |c, now| {
+                if complete {
+                    c.complete(now, &n)
+                } else {
+                    c.release(now, &n)
+                }
+            })
+            .await?;
         r?;
         events
             .wait(|_| {}, |e| e.settle_outcome(&name))
+            .await
             .unwrap_or(Err(Error::Finished))
     }
 
     /// Deletes the item and our claim in one transaction.
-    pub fn complete(self) -> Result<(), Error> {
-        self.settle(true)
+    pub async fn complete(self) -> Result<(), Error> {
+        self.settle(true).await
     }
 
     /// Gives the item back: deletes our claim only.
-    pub fn release(self) -> Result<(), Error> {
-        self.settle(false)
+    pub async fn release(self) -> Result<(), Error> {
+        self.settle(false).await
     }
 }
 
@@ -87,6 +129,7 @@ impl Drop for Claimed {
     }
 }
 
+#[form]
 impl Queue {
     /// Items vanish with this client's session (`EPHEMERAL_SEQUENTIAL`); call before the
     /// first put.
@@ -107,7 +150,7 @@ impl Queue {
         self.producer.as_ref().ok_or(Error::Finished)
     }
 
-    fn consumer(&mut self, delivery: Delivery) -> Result<Hosted<Consumer>, Error> {
+    fn consumer(&mut self, delivery: Delivery) -> Result<&mut Taker, Error> {
         let slot = match delivery {
             Delivery::AtMostOnce => &mut self.consumer,
             Delivery::AtLeastOnce => &mut self.claimer,
@@ -117,95 +160,137 @@ impl Queue {
             config.format = self.format;
             config.delivery = delivery;
             config.spread = crate::random_seed();
-            let (hosted, _events) = Hosted::new(&self.client, Consumer::new(config))?;
-            *slot = Some(hosted);
+            let (hosted, events) = Hosted::new(&self.client, Consumer::new(config))?;
+            *slot = Some(Taker {
+                hosted,
+                events,
+                stash: Default::default(),
+            });
         }
-        slot.clone().ok_or(Error::Finished)
+        slot.as_mut().ok_or(Error::Finished)
     }
 
     /// Puts one item (default priority in a priority queue); its name once the server
     /// answered (`None` if only recovery after a lost reply confirmed it).
-    pub fn put(&mut self, data: impl Into<Bytes>) -> Result<Option<String>, Error> {
-        let mut names = self.put_many_priority(vec![(data.into(), None)])?;
+    pub async fn put(&mut self, data: impl Into<Bytes>) -> Result<Option<String>, Error> {
+        let mut names = self.put_many_priority(vec![(data.into(), None)]).await?;
         Ok(names.pop().flatten())
     }
 
     /// Puts one item with `priority` (0..=999, lower first) into a priority queue.
-    pub fn put_priority(
+    pub async fn put_priority(
         &mut self,
         data: impl Into<Bytes>,
         priority: u16,
     ) -> Result<Option<String>, Error> {
-        let mut names = self.put_many_priority(vec![(data.into(), Some(priority))])?;
+        let mut names = self
+            .put_many_priority(vec![(data.into(), Some(priority))])
+            .await?;
         Ok(names.pop().flatten())
     }
 
     /// Puts many items, pipelined and batched, in order; waits for all of them.
-    pub fn put_many<I, D>(&mut self, items: I) -> Result<Vec<Option<String>>, Error>
+    pub async fn put_many<I, D>(&mut self, items: I) -> Result<Vec<Option<String>>, Error>
     where
         I: IntoIterator<Item = D>,
         D: Into<Bytes>,
     {
         let items = items.into_iter().map(|d| (d.into(), None)).collect();
-        self.put_many_priority(items)
+        self.put_many_priority(items).await
     }
 
-    fn put_many_priority(
+    async fn put_many_priority(
         &mut self,
         items: Vec<(Bytes, Option<u16>)>,
     ) -> Result<Vec<Option<String>>, Error> {
         let n = items.len();
-        let (first, mut events) = self.producer()?.call_subscribed(move |p, now| {
-            let mut first = None;
-            for (data, prio) in items {
-                let prio = prio.unwrap_or(zk_recipes::recipe::queue::DEFAULT_PRIORITY);
-                let id = p.put_with_priority(now, data, prio)?;
-                first.get_or_insert(id);
-            }
-            Ok::<_, Error>(first)
-        })?;
+        let (first, mut events) = self
+            .producer()?
+            .call_subscribed(move |p, now| {
+                let mut first = None;
+                for (data, prio) in items {
+                    let prio = prio.unwrap_or(zk_recipes::recipe::queue::DEFAULT_PRIORITY);
+                    let id = p.put_with_priority(now, data, prio)?;
+                    first.get_or_insert(id);
+                }
+                Ok::<_, Error>(first)
+            })
+            .await?;
         let Some(first) = first? else {
             return Ok(Vec::new());
         };
         let mut wait = PutsWait::new(first, n);
         events
             .wait(|_| {}, |e| wait.feed(e))
+            .await
             .unwrap_or(Err(Error::Finished))
     }
 
-    fn take_inner(
+    async fn take_inner(
         &mut self,
         delivery: Delivery,
         max: usize,
         wait: Option<Duration>,
     ) -> Result<Vec<Item>, Error> {
-        let hosted = self.consumer(delivery)?;
-        let (id, mut events) =
-            hosted.call_subscribed(move |c, now| c.take(now, max, wait.map(|w| now + w)))?;
-        events
-            .wait(|_| {}, |e: &ConsumerEvent| e.take_outcome(id))
-            .unwrap_or(Err(Error::Finished))
+        let taker = self.consumer(delivery)?;
+        if let Some(items) = taker.stashed(max) {
+            return Ok(items);
+        }
+        let id = taker
+            .hosted
+            .call(move |c, now| c.take(now, max, wait.map(|w| now + w)))
+            .await?;
+        let mut cancel = CancelTake {
+            hosted: taker.hosted.clone(),
+            take: Some(id),
+        };
+        let stash = &mut taker.stash;
+        let outcome = taker
+            .events
+            .wait(
+                |e| {
+                    // An earlier take whose caller was cancelled: its items are the
+                    // next caller's.
+                    if let ConsumerEvent::Taken { take, items } = e {
+                        if *take != id {
+                            stash.extend(items.iter().cloned());
+                        }
+                    }
+                },
+                |e: &ConsumerEvent| e.take_outcome(id),
+            )
+            .await
+            .unwrap_or(Err(Error::Finished));
+        cancel.take = None;
+        match outcome {
+            // Nothing came for us, but a cancelled take's items did meanwhile.
+            Ok(items) if items.is_empty() => Ok(taker.stashed(max).unwrap_or_default()),
+            other => other,
+        }
     }
 
     /// Takes the next item, waiting as long as it takes (at most once: it is deleted).
-    pub fn take(&mut self) -> Result<Item, Error> {
+    pub async fn take(&mut self) -> Result<Item, Error> {
         loop {
-            if let Some(item) = self.take_inner(Delivery::AtMostOnce, 1, None)?.pop() {
+            if let Some(item) = self.take_inner(Delivery::AtMostOnce, 1, None).await?.pop() {
                 return Ok(item);
             }
         }
     }
 
     /// Takes the next item, waiting at most `wait`; `None` if none came.
-    pub fn take_timeout(&mut self, wait: Duration) -> Result<Option<Item>, Error> {
-        Ok(self.take_inner(Delivery::AtMostOnce, 1, Some(wait))?.pop())
+    pub async fn take_timeout(&mut self, wait: Duration) -> Result<Option<Item>, Error> {
+        Ok(self
+            .take_inner(Delivery::AtMostOnce, 1, Some(wait))
+            .await?
+            .pop())
     }
 
     /// Takes up to `k` items in order (at least one, waiting as long as it takes), in
     /// one round of requests where the queue allows.
-    pub fn take_batch(&mut self, k: usize) -> Result<Vec<Item>, Error> {
+    pub async fn take_batch(&mut self, k: usize) -> Result<Vec<Item>, Error> {
         loop {
-            let items = self.take_inner(Delivery::AtMostOnce, k, None)?;
+            let items = self.take_inner(Delivery::AtMostOnce, k, None).await?;
             if !items.is_empty() {
                 return Ok(items);
             }
@@ -213,24 +298,32 @@ impl Queue {
     }
 
     /// Takes up to `k` items, waiting at most `wait` (empty if none came).
-    pub fn take_batch_timeout(&mut self, k: usize, wait: Duration) -> Result<Vec<Item>, Error> {
-        self.take_inner(Delivery::AtMostOnce, k, Some(wait))
+    pub async fn take_batch_timeout(
+        &mut self,
+        k: usize,
+        wait: Duration,
+    ) -> Result<Vec<Item>, Error> {
+        self.take_inner(Delivery::AtMostOnce, k, Some(wait)).await
     }
 
     /// Claims the next item at least once: it stays in the queue, held by our ephemeral
     /// claim, until [`Claimed::complete`]. If this session dies first, another consumer
     /// takes it.
-    pub fn take_claimed(&mut self) -> Result<Claimed, Error> {
+    pub async fn take_claimed(&mut self) -> Result<Claimed, Error> {
         loop {
-            if let Some(item) = self.take_inner(Delivery::AtLeastOnce, 1, None)?.pop() {
+            if let Some(item) = self.take_inner(Delivery::AtLeastOnce, 1, None).await?.pop() {
                 return self.claimed(item);
             }
         }
     }
 
     /// [`take_claimed`](Self::take_claimed), waiting at most `wait`.
-    pub fn take_claimed_timeout(&mut self, wait: Duration) -> Result<Option<Claimed>, Error> {
-        match self.take_inner(Delivery::AtLeastOnce, 1, Some(wait))?.pop() {
+    pub async fn take_claimed_timeout(&mut self, wait: Duration) -> Result<Option<Claimed>, Error> {
+        match self
+            .take_inner(Delivery::AtLeastOnce, 1, Some(wait))
+            .await?
+            .pop()
+        {
             Some(item) => Ok(Some(self.claimed(item)?)),
             None => Ok(None),
         }
@@ -239,12 +332,13 @@ impl Queue {
     fn claimed(&mut self, item: Item) -> Result<Claimed, Error> {
         Ok(Claimed {
             item,
-            hosted: self.consumer(Delivery::AtLeastOnce)?,
+            hosted: self.consumer(Delivery::AtLeastOnce)?.hosted.clone(),
             settled: false,
         })
     }
 }
 
+#[form]
 impl Client {
     /// A FIFO queue at `dir` (Curator `SimpleDistributedQueue` compatible: `qn-` items).
     pub fn queue(&self, dir: &str) -> Queue {

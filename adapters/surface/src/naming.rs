@@ -1,16 +1,7 @@
-//! Name service for the tokio adapter: thin typed wrappers over
+//! Name service: thin typed wrappers over
 //! `zk_recipes::recipe::naming` (register, resolve, watch, unique increasing ids); what each
 //! call means is decided there.
 //!
-//! ```no_run
-//! # async fn demo(zk: zk_recipes_tokio::Client) -> Result<(), zk_recipes_tokio::Error> {
-//! use zk_recipes_tokio::CreateMode;
-//! let mut ids = zk.id_generator("/app/ids")?;
-//! let id = ids.next_id().await?; // unique, larger than every id given before
-//! let db = zk.register_name("/services", "db", "10.0.0.7:5432", CreateMode::Ephemeral)?;
-//! let addr = zk.resolve("/services", "db").await?; // Some((data, stat)), or None
-//! # let _ = (id, db, addr); Ok(()) }
-//! ```
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -22,8 +13,11 @@ use zk_recipes::recipe::naming::{
 };
 use zk_recipes::recipe::node::OwnedNode;
 
-use crate::hosted::{Events, Hosted};
-use crate::{Client, Error, NodeHandle, NodeWatchHandle};
+use zk_recipes::client::Error;
+
+#[allow(unused_imports)]
+use super::{form, only_async, only_blocking, rt};
+use super::{Events, Hosted, Client, NodeHandle, NodeWatchHandle};
 
 /// Generator numbers of this process: part of the node names, so generators sharing a
 /// session never take each other's nodes for their own.
@@ -36,6 +30,7 @@ pub struct IdGenerator {
     events: Events<IdMachine>,
 }
 
+#[form]
 impl IdGenerator {
     /// One id: larger than every id this generator returned before, and than every id
     /// any client was given before this call started.
@@ -89,6 +84,7 @@ impl IdGenerator {
     }
 }
 
+#[form]
 impl Client {
     /// Follows name `name` in directory `dir` (see `zk_recipes::recipe::node::NodeWatch`).
     pub fn watch_name(&self, dir: &str, name: &str) -> Result<NodeWatchHandle, Error> {

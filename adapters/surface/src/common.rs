@@ -1,0 +1,172 @@
+//! What both forms share as plain code: the options, the driver's published state, and
+//! the session seed.
+
+use std::time::Duration;
+
+use zk_recipes::client::{Error, Status};
+use zk_recipes::session::HostFailures;
+
+/// A wait that reached its deadline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timeout;
+
+/// What the driver tells the handles about the session.
+#[derive(Clone, Debug)]
+pub struct Published {
+    /// The session's status.
+    pub status: Status,
+    /// The session id (0 before the first session).
+    pub session_id: i64,
+    /// The session password.
+    pub password: Vec<u8>,
+    /// Every host and its last failure, once every host has failed.
+    pub unreachable: Option<HostFailures>,
+    /// The driver has ended.
+    pub stopped: bool,
+}
+
+impl Default for Published {
+    fn default() -> Self {
+        Published {
+            status: Status::Connecting,
+            session_id: 0,
+            password: Vec::new(),
+            unreachable: None,
+            stopped: false,
+        }
+    }
+}
+
+/// Session options, the same in both adapters.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Requested session timeout (the server may change it).
+    pub session_timeout: Duration,
+    /// How long `connect` keeps trying every host for the first session (default
+    /// 30 s), as Curator's `blockUntilConnected` and kazoo's `start(timeout)` do: a
+    /// server that is still starting (it closes connections, or accepts and does not
+    /// answer) is tried again with backoff until then.
+    pub connect_timeout: Duration,
+    /// Give up `connect` as soon as every host has failed once, with the reasons,
+    /// instead of trying until `connect_timeout` (default off).
+    pub fail_fast: bool,
+    /// How long each raw call (create, get_data, ...) waits for its reply (default
+    /// 30 s); then it fails with [`Error::Timeout`]. Recipe calls have their own
+    /// `_timeout` forms.
+    pub call_timeout: Duration,
+    /// Accept read-only servers.
+    pub read_only: bool,
+    /// Seed for host order and jitter; default: random.
+    pub seed: Option<u64>,
+    /// Start a new session by itself after an expiry (default on, as Curator and kazoo
+    /// do); off: `Expired` ends the client.
+    pub renew_on_expiry: bool,
+    /// Cap on requests in flight plus requests queued in the session (default
+    /// 10,000); beyond it a call fails with [`Error::Overloaded`] (never applied;
+    /// recipes back off and retry by themselves).
+    pub max_pending: usize,
+    /// Cap on requests on the wire awaiting their reply (default 512); later ones wait
+    /// in the session's queue, in order, so one client with thousands of waiters does
+    /// not trip the server's throttle.
+    pub max_in_flight: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            session_timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(30),
+            fail_fast: false,
+            call_timeout: Duration::from_secs(30),
+            read_only: false,
+            seed: None,
+            renew_on_expiry: true,
+            max_pending: 10_000,
+            max_in_flight: zk_recipes::session::DEFAULT_MAX_IN_FLIGHT,
+        }
+    }
+}
+
+impl Options {
+    /// Sets [`session_timeout`](Self::session_timeout).
+    pub fn session_timeout(mut self, t: Duration) -> Self {
+        self.session_timeout = t;
+        self
+    }
+
+    /// Sets [`connect_timeout`](Self::connect_timeout).
+    pub fn connect_timeout(mut self, t: Duration) -> Self {
+        self.connect_timeout = t;
+        self
+    }
+
+    /// Sets [`fail_fast`](Self::fail_fast).
+    pub fn fail_fast(mut self, fail_fast: bool) -> Self {
+        self.fail_fast = fail_fast;
+        self
+    }
+
+    /// Sets [`call_timeout`](Self::call_timeout).
+    pub fn call_timeout(mut self, t: Duration) -> Self {
+        self.call_timeout = t;
+        self
+    }
+
+    /// Sets [`read_only`](Self::read_only).
+    pub fn read_only(mut self, read_only: bool) -> Self {
+        self.read_only = read_only;
+        self
+    }
+
+    /// Sets [`seed`](Self::seed).
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// Sets [`renew_on_expiry`](Self::renew_on_expiry).
+    pub fn renew_on_expiry(mut self, renew: bool) -> Self {
+        self.renew_on_expiry = renew;
+        self
+    }
+
+    /// Sets [`max_pending`](Self::max_pending).
+    pub fn max_pending(mut self, n: usize) -> Self {
+        self.max_pending = n;
+        self
+    }
+
+    /// Sets [`max_in_flight`](Self::max_in_flight).
+    pub fn max_in_flight(mut self, n: usize) -> Self {
+        self.max_in_flight = n;
+        self
+    }
+
+    /// The sans-IO client these options describe, for the driver to run.
+    pub fn core(&self, connect_string: &str) -> Result<zk_recipes::client::Client, Error> {
+        let options = zk_recipes::client::Options::new(connect_string)?
+            .session_timeout(self.session_timeout)
+            .read_only(self.read_only)
+            .renew_on_expiry(self.renew_on_expiry)
+            .max_pending(self.max_pending)
+            .max_in_flight(self.max_in_flight)
+            .seed(self.seed.unwrap_or_else(random_seed));
+        Ok(zk_recipes::client::Client::new(
+            options,
+            zk_recipes::time::Instant::ZERO,
+        ))
+    }
+}
+
+/// Entropy for seeds, from std's per-process random hasher keys.
+pub fn random_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    h.finish()
+}
