@@ -18,7 +18,7 @@ use zk_recipes::client::{Client as Core, ClientEvent, Routes};
 use zk_recipes::session::{Transport, TransportError};
 use zk_recipes::time::Instant;
 use zk_recipes_surface::blocking::rt::{BoardTx, OnceTx};
-use zk_recipes_surface::blocking::{Command, Driver, EventTx, ReplyTx, StatusTx, WatchTx};
+use zk_recipes_surface::blocking::{Command, Driver, Ended, EventTx, ReplyTx, StatusTx, WatchTx};
 
 const SOCKET: Token = Token(0);
 const WAKE: Token = Token(1);
@@ -30,9 +30,9 @@ pub(crate) struct Inputs {
 }
 
 impl Driver for Inputs {
-    fn send(&self, command: Command) -> Result<(), ()> {
-        self.tx.send(command).map_err(|_| ())?;
-        self.waker.wake().map_err(|_| ())
+    fn send(&self, command: Command) -> Result<(), Ended> {
+        self.tx.send(command).map_err(|_| Ended)?;
+        self.waker.wake().map_err(|_| Ended)
     }
 }
 

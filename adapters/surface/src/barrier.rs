@@ -15,7 +15,7 @@ use zk_recipes::client::Error;
 
 #[allow(unused_imports)]
 use super::{form, only_async, only_blocking, rt};
-use super::{Events, Hosted, Client};
+use super::{Client, Events, Hosted};
 
 /// A barrier node (Curator's `DistributedBarrier`); made by [`Client::barrier`].
 #[derive(Clone)]

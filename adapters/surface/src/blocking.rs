@@ -1,5 +1,8 @@
 //! The blocking form: every waiting call blocks the calling thread (re-exported by `zk-recipes-blocking`); no tokio.
 
+// A blocking `next()` is the call form here; the event handles are iterators too.
+#![allow(clippy::should_implement_trait)]
+
 pub(crate) use zk_recipes_macros::blocking as form;
 pub(crate) use zk_recipes_macros::drop as only_async;
 pub(crate) use zk_recipes_macros::keep as only_blocking;
@@ -11,8 +14,8 @@ pub mod rt;
 #[path = "client.rs"]
 mod client;
 pub use client::{
-    Client, Command, Driver, EventTx, ReplyTx, Routed, StatusStream, StatusTx, Watch, WatchStream,
-    WatchTx,
+    Client, Command, Driver, Ended, EventTx, ReplyTx, Routed, StatusStream, StatusTx, Watch,
+    WatchStream, WatchTx,
 };
 
 #[path = "hosted.rs"]
@@ -42,7 +45,9 @@ mod two_phase;
 #[path = "value.rs"]
 mod value;
 
+pub use crate::common::Options;
 pub use barrier::{Barrier, DoubleBarrier};
+pub use bytes::Bytes;
 pub use cache::{CacheConfig, CacheEvent, CachedNode, TreeCacheHandle};
 pub use config::{
     ConfigMode, ConfigReaderHandle, ConfigSnapshot, ReaderConfig, ReaderEvent, WriterConfig,
@@ -55,22 +60,7 @@ pub use queue::{Claimed, Queue};
 pub use semaphore::{Lease, LeaseState, Semaphore};
 pub use two_phase::{Transaction, TransactionBuilder, TransactionSite};
 pub use value::{CounterFormat, CounterHandle, CounterWatchEvent, CounterWatchHandle};
-pub use zk_recipes::recipe::barrier::BarrierEvent;
-pub use zk_recipes::recipe::double_barrier::DoubleBarrierEvent;
-pub use zk_recipes::recipe::election::observer::{ObserverEvent, Participant};
-pub use zk_recipes::recipe::election::{ElectionEvent, Leadership};
-pub use zk_recipes::recipe::lock::{HoldState, LockChange, LostReason};
-pub use zk_recipes::recipe::queue::Item as QueueItem;
-pub use zk_recipes::recipe::two_phase::{CoordinatorEvent, Outcome, Variant, Vote, VoteOutcome};
-pub use zk_recipes::recipe::Recipe;
-pub use bytes::Bytes;
 pub use zk_recipes;
-pub use zk_recipes::recipe::group::{Member, MemberConfig, ViewConfig, ViewEvent};
-pub use zk_recipes::recipe::naming::ResolveConfig;
-pub use zk_recipes::recipe::node::{NodeWatchEvent, OwnedNodeConfig, OwnedNodeEvent};
-pub use zk_recipes::recipe::rendezvous::{Master, RendezvousEvent, Worker};
-pub use zk_recipes::recipe::value::UpdateConfig;
-pub use zk_recipes::session::HostFailures;
 pub use zk_recipes::client::ops::CreateOptions;
 pub use zk_recipes::client::{Error, Status};
 pub use zk_recipes::proto::{perms, Acl, ErrorCode, Id};
@@ -78,5 +68,18 @@ pub use zk_recipes::proto::{
     AddWatchMode, ClientInfo, CreateMode, EventType, MultiOp, MultiResult, ReadOp, Stat,
     WatcherType,
 };
+pub use zk_recipes::recipe::barrier::BarrierEvent;
+pub use zk_recipes::recipe::double_barrier::DoubleBarrierEvent;
+pub use zk_recipes::recipe::election::observer::{ObserverEvent, Participant};
+pub use zk_recipes::recipe::election::{ElectionEvent, Leadership};
+pub use zk_recipes::recipe::group::{Member, MemberConfig, ViewConfig, ViewEvent};
+pub use zk_recipes::recipe::lock::{HoldState, LockChange, LostReason};
+pub use zk_recipes::recipe::naming::ResolveConfig;
+pub use zk_recipes::recipe::node::{NodeWatchEvent, OwnedNodeConfig, OwnedNodeEvent};
+pub use zk_recipes::recipe::queue::Item as QueueItem;
+pub use zk_recipes::recipe::rendezvous::{Master, RendezvousEvent, Worker};
+pub use zk_recipes::recipe::two_phase::{CoordinatorEvent, Outcome, Variant, Vote, VoteOutcome};
+pub use zk_recipes::recipe::value::UpdateConfig;
+pub use zk_recipes::recipe::Recipe;
+pub use zk_recipes::session::HostFailures;
 pub use zk_recipes::session::{Counters, WatchEvent};
-pub use crate::common::Options;

@@ -16,7 +16,7 @@ use zk_recipes::client::Error;
 
 #[allow(unused_imports)]
 use super::{form, only_async, only_blocking, rt};
-use super::{Events, Hosted, Client};
+use super::{Client, Events, Hosted};
 
 /// A tree or children cache ([`Client::tree_cache`], [`Client::children_cache`]).
 pub struct TreeCacheHandle {

@@ -94,10 +94,14 @@ pub enum Command {
     Shutdown,
 }
 
+/// The driver has ended: it takes no more commands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ended;
+
 /// An adapter's I/O side: takes the handles' commands (and wakes itself for them).
 pub trait Driver: Send + Sync + 'static {
     /// Hands `command` to the driver; `Err` if it has ended.
-    fn send(&self, command: Command) -> Result<(), ()>;
+    fn send(&self, command: Command) -> Result<(), Ended>;
 }
 
 struct Inner {
@@ -291,7 +295,10 @@ impl Client {
                 }),
             }))
             .map_err(|_| self.dead())?;
-        match rx.recv_until(Some(Instant::now() + self.call_timeout)).await {
+        match rx
+            .recv_until(Some(Instant::now() + self.call_timeout))
+            .await
+        {
             Ok(Some(r)) => r,
             Ok(None) => Err(self.dead()),
             Err(_) => Err(Error::Timeout),
@@ -521,7 +528,9 @@ impl Client {
             done: tx,
         });
         if sent.is_ok() {
-            let _ = rx.recv_until(Some(Instant::now() + Duration::from_secs(10))).await;
+            let _ = rx
+                .recv_until(Some(Instant::now() + Duration::from_secs(10)))
+                .await;
         }
     }
 }

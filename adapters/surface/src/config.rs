@@ -18,7 +18,7 @@ use zk_recipes::client::Error;
 
 #[allow(unused_imports)]
 use super::{form, only_async, only_blocking, rt};
-use super::{Events, Hosted, Client};
+use super::{Client, Events, Hosted};
 
 /// A configuration reader ([`Client::config_reader`]).
 pub struct ConfigReaderHandle {

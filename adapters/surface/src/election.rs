@@ -304,7 +304,10 @@ impl ElectionObserver {
 
     /// Like [`next`](Self::next), waiting at most `timeout`: `Err(Timeout)` if nothing
     /// came.
-    pub async fn next_timeout(&mut self, timeout: Duration) -> Result<Option<ObserverEvent>, Error> {
+    pub async fn next_timeout(
+        &mut self,
+        timeout: Duration,
+    ) -> Result<Option<ObserverEvent>, Error> {
         self.events.next_timeout(timeout).await
     }
 

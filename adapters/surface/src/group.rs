@@ -21,7 +21,7 @@ use zk_recipes::client::Error;
 
 #[allow(unused_imports)]
 use super::{form, only_async, only_blocking, rt};
-use super::{Events, Hosted, Client};
+use super::{Client, Events, Hosted};
 
 /// A node kept in place: a group member ([`Client::group_member`]), a rendezvous
 /// coordinator or publisher ([`Client::rendezvous_coordinator`],

@@ -233,10 +233,12 @@ impl<R: Recipe> Hosted<R> {
             },
             subscribe,
         )?;
-        rx.recv().await.ok_or_else(|| match self.owner.client.status() {
-            s if s.is_terminal() => s.error(),
-            _ => Error::Finished,
-        })
+        rx.recv()
+            .await
+            .ok_or_else(|| match self.owner.client.status() {
+                s if s.is_terminal() => s.error(),
+                _ => Error::Finished,
+            })
     }
 }
 

@@ -16,6 +16,8 @@
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+// The point of the crate: each shared file is loaded once per form.
+#![allow(clippy::duplicate_mod)]
 
 mod common;
 

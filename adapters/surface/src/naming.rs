@@ -17,7 +17,7 @@ use zk_recipes::client::Error;
 
 #[allow(unused_imports)]
 use super::{form, only_async, only_blocking, rt};
-use super::{Events, Hosted, Client, NodeHandle, NodeWatchHandle};
+use super::{Client, Events, Hosted, NodeHandle, NodeWatchHandle};
 
 /// Generator numbers of this process: part of the node names, so generators sharing a
 /// session never take each other's nodes for their own.

@@ -13,7 +13,7 @@ use zk_recipes::client::Error;
 
 #[allow(unused_imports)]
 use super::{form, only_async, only_blocking, rt};
-use super::{Events, Hosted, Client};
+use super::{Client, Events, Hosted};
 
 fn node_id() -> String {
     zk_recipes::recipe::lock::node_id(crate::random_seed(), crate::random_seed())

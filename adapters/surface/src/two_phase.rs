@@ -14,7 +14,7 @@ use zk_recipes::client::Error;
 
 #[allow(unused_imports)]
 use super::{form, only_async, only_blocking, rt};
-use super::{Events, Hosted, Acl, Client};
+use super::{Acl, Client, Events, Hosted};
 
 /// A transaction to coordinate; made by [`Client::transaction`].
 #[must_use = "a transaction builder does nothing until started"]
@@ -80,7 +80,9 @@ impl Transaction {
         &mut self,
         done: impl Fn(&CoordinatorEvent) -> Option<Result<T, Error>>,
     ) -> Result<T, Error> {
-        self.wait_until(done, None).await.unwrap_or(Err(Error::Finished))
+        self.wait_until(done, None)
+            .await
+            .unwrap_or(Err(Error::Finished))
     }
 
     /// Waits for `done`'s answer until `deadline`: `None` at the deadline.
@@ -153,7 +155,9 @@ impl TransactionSite {
         &mut self,
         done: impl Fn(&SiteStatus) -> Option<Result<T, Error>>,
     ) -> Result<T, Error> {
-        self.wait_until(done, None).await.unwrap_or(Err(Error::Finished))
+        self.wait_until(done, None)
+            .await
+            .unwrap_or(Err(Error::Finished))
     }
 
     /// Waits for `done`'s answer until `deadline`: `None` at the deadline.

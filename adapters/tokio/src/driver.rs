@@ -16,14 +16,16 @@ use zk_recipes::client::{Client as Core, ClientEvent, Routes};
 use zk_recipes::session::{Transport, TransportError};
 use zk_recipes::time::Instant;
 use zk_recipes_surface::asynchronous::rt::{BoardTx, OnceTx};
-use zk_recipes_surface::asynchronous::{Command, Driver, EventTx, ReplyTx, StatusTx, WatchTx};
+use zk_recipes_surface::asynchronous::{
+    Command, Driver, Ended, EventTx, ReplyTx, StatusTx, WatchTx,
+};
 
 /// The handles' side of the command channel.
 pub(crate) struct Commands(pub(crate) mpsc::UnboundedSender<Command>);
 
 impl Driver for Commands {
-    fn send(&self, command: Command) -> Result<(), ()> {
-        self.0.send(command).map_err(|_| ())
+    fn send(&self, command: Command) -> Result<(), Ended> {
+        self.0.send(command).map_err(|_| Ended)
     }
 }
 
