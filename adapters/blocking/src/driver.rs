@@ -14,11 +14,12 @@ use std::time::Duration;
 use bytes::{Buf, BytesMut};
 use mio::net::TcpStream;
 use mio::{Events as MioEvents, Interest, Poll, Token, Waker};
-use zk_recipes::client::{Client as Core, ClientEvent, Routes};
+use zk_recipes::client::Client as Core;
 use zk_recipes::session::{Transport, TransportError};
 use zk_recipes::time::Instant;
-use zk_recipes_surface::blocking::rt::{BoardTx, OnceTx};
-use zk_recipes_surface::blocking::{Command, Driver, Ended, EventTx, ReplyTx, StatusTx, WatchTx};
+use zk_recipes_surface::blocking::hub::Hub;
+use zk_recipes_surface::blocking::rt::BoardTx;
+use zk_recipes_surface::blocking::{Command, Driver, Ended};
 
 const SOCKET: Token = Token(0);
 const WAKE: Token = Token(1);
@@ -213,11 +214,10 @@ pub(crate) fn run(mut core: Core, io: Io, shared: BoardTx) {
     let now = move || {
         Instant::from_micros(u64::try_from(epoch.elapsed().as_micros()).unwrap_or(u64::MAX))
     };
-    let mut routes: Routes<ReplyTx, WatchTx, EventTx, StatusTx> = Routes::default();
+    let mut hub = Hub::new(shared);
     let mut socket: Option<Socket> = None;
     let mut out = BytesMut::with_capacity(64 * 1024);
     let mut buf = vec![0u8; 64 * 1024];
-    let mut close_waiters: Vec<OnceTx<()>> = Vec::new();
     let mut events = MioEvents::with_capacity(16);
 
     loop {
@@ -257,28 +257,14 @@ pub(crate) fn run(mut core: Core, io: Io, shared: BoardTx) {
                     }
                 }
             }
-            while let Some(event) = core.poll_event() {
-                progressed = true;
-                log(&event);
-                if routes.deliver(&mut core, event).is_some() {
-                    shared.publish(|p| {
-                        p.status = routes.status();
-                        p.session_id = core.session().session_id();
-                        p.password = core.session().password().to_vec();
-                        p.unreachable = routes.unreachable().cloned();
-                    });
-                }
-            }
+            progressed |= hub.deliver(&mut core);
             if !progressed {
                 break;
             }
         }
         if core.is_ended() {
             close(&poll, &mut socket);
-            for done in close_waiters.drain(..) {
-                let _ = done.send(());
-            }
-            shared.publish(|p| p.stopped = true);
+            hub.ended();
             return;
         }
 
@@ -305,18 +291,7 @@ pub(crate) fn run(mut core: Core, io: Io, shared: BoardTx) {
                         dialed(&mut core, &mut socket, dial, now());
                     }
                     while let Ok(input) = inputs.try_recv() {
-                        let t = now();
-                        match input {
-                            Command::Route(r) => routes.handle(&mut core, t, r),
-                            Command::Close { timeout, done } => {
-                                core.close(t, t + timeout);
-                                close_waiters.push(done);
-                            }
-                            Command::Shutdown => core.close(t, t + Duration::from_secs(2)),
-                            Command::Counters(reply) => {
-                                let _ = reply.send(core.counters());
-                            }
-                        }
+                        hub.handle(&mut core, now(), input);
                     }
                 }
                 SOCKET => {
@@ -387,14 +362,6 @@ fn read_all(core: &mut Core, poll: &Poll, socket: &mut Option<Socket>, buf: &mut
         // The core dropped the connection (a bad frame, say): the drain loop closes it.
         if core.session().transport_pending() {
             return;
-        }
-    }
-}
-
-fn log(event: &ClientEvent) {
-    if let ClientEvent::Session(event) = event {
-        if event.is_state_change() {
-            tracing::info!(target: "zk_recipes", "{event}");
         }
     }
 }

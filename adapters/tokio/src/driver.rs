@@ -12,13 +12,12 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
-use zk_recipes::client::{Client as Core, ClientEvent, Routes};
+use zk_recipes::client::Client as Core;
 use zk_recipes::session::{Transport, TransportError};
 use zk_recipes::time::Instant;
-use zk_recipes_surface::asynchronous::rt::{BoardTx, OnceTx};
-use zk_recipes_surface::asynchronous::{
-    Command, Driver, Ended, EventTx, ReplyTx, StatusTx, WatchTx,
-};
+use zk_recipes_surface::asynchronous::hub::Hub;
+use zk_recipes_surface::asynchronous::rt::BoardTx;
+use zk_recipes_surface::asynchronous::{Command, Driver, Ended};
 
 /// The handles' side of the command channel.
 pub(crate) struct Commands(pub(crate) mpsc::UnboundedSender<Command>);
@@ -88,14 +87,12 @@ pub(crate) async fn run(
     let now = move || {
         Instant::from_micros(u64::try_from(epoch.elapsed().as_micros()).unwrap_or(u64::MAX))
     };
-    let mut routes: Routes<ReplyTx, WatchTx, EventTx, StatusTx> = Routes::default();
+    let mut hub = Hub::new(published);
     let mut reader: Option<OwnedReadHalf> = None;
     let mut writer: Option<OwnedWriteHalf> = None;
     let mut connecting: Option<Connecting> = None;
     let mut out = BytesMut::with_capacity(64 * 1024);
     let mut buf = vec![0u8; 64 * 1024];
-    let mut close_waiters: Vec<OnceTx<()>> = Vec::new();
-    let mut handles_alive = true;
 
     loop {
         // Drain every output until there is nothing but a deadline (and bytes to write).
@@ -116,27 +113,13 @@ pub(crate) async fn run(
             if writer.is_some() && core.poll_transmit(&mut out) {
                 progressed = true;
             }
-            while let Some(event) = core.poll_event() {
-                progressed = true;
-                log(&event);
-                if routes.deliver(&mut core, event).is_some() {
-                    published.publish(|p| {
-                        p.status = routes.status();
-                        p.session_id = core.session().session_id();
-                        p.password = core.session().password().to_vec();
-                        p.unreachable = routes.unreachable().cloned();
-                    });
-                }
-            }
+            progressed |= hub.deliver(&mut core);
             if !progressed {
                 break;
             }
         }
         if core.is_ended() {
-            for done in close_waiters.drain(..) {
-                let _ = done.send(());
-            }
-            // Commands still queued get an error from their dropped reply senders.
+            hub.ended();
             return;
         }
 
@@ -144,7 +127,7 @@ pub(crate) async fn run(
             .poll_timeout()
             .map(|t| epoch + Duration::from_micros(t.as_micros()));
         tokio::select! {
-            command = commands.recv(), if handles_alive => match command {
+            command = commands.recv(), if hub.handles_alive() => match command {
                 Some(c) => {
                     let t = now();
                     let mut next = Some(c);
@@ -153,34 +136,14 @@ pub(crate) async fn run(
                     // handled: none is dropped unanswered.
                     let mut taken = 0;
                     while let Some(c) = next.take() {
-                        match c {
-                            Command::Route(r) => routes.handle(&mut core, t, r),
-                            Command::Close { timeout, done } => {
-                                core.close(t, t + timeout);
-                                close_waiters.push(done);
-                            }
-                            Command::Counters(reply) => {
-                                let _ = reply.send(core.counters());
-                            }
-                            Command::Shutdown => {
-                                // The last handle is gone: close the session politely.
-                                handles_alive = false;
-                                core.close(t, t + Duration::from_secs(2));
-                                break;
-                            }
-                        }
+                        hub.handle(&mut core, t, c);
                         taken += 1;
-                        if taken < 256 && handles_alive {
+                        if taken < 256 && hub.handles_alive() {
                             next = commands.try_recv().ok();
                         }
                     }
                 }
-                None => {
-                    // Every handle is gone: close the session politely.
-                    handles_alive = false;
-                    let t = now();
-                    core.close(t, t + Duration::from_secs(2));
-                }
+                None => hub.shutdown(&mut core, now()),
             },
             result = read_some(&mut reader, &mut buf) => match result {
                 Ok(n) if n > 0 => core.handle_bytes(now(), &buf[..n]),
@@ -228,14 +191,6 @@ pub(crate) async fn run(
                 }
             },
             _ = sleep_until(deadline) => core.handle_timeout(now()),
-        }
-    }
-}
-
-fn log(event: &ClientEvent) {
-    if let ClientEvent::Session(event) = event {
-        if event.is_state_change() {
-            tracing::info!(target: "zk_recipes", "{event}");
         }
     }
 }

@@ -1,0 +1,79 @@
+// The modules and names of a form, the same in both: included by `asynchronous.rs`
+// and `blocking.rs` after each has chosen its `rt` and its `form` attribute.
+
+#[path = "client.rs"]
+mod client;
+pub use client::{
+    Client, Command, Driver, Ended, EventTx, ReplyTx, Routed, StatusStream, StatusTx, Watch,
+    WatchStream, WatchTx,
+};
+
+#[path = "hosted.rs"]
+pub mod hosted;
+pub use hosted::{Events, Hosted};
+
+#[doc(hidden)]
+#[path = "hub.rs"]
+pub mod hub;
+
+#[path = "barrier.rs"]
+mod barrier;
+#[path = "cache.rs"]
+mod cache;
+#[path = "config.rs"]
+mod config;
+#[path = "election.rs"]
+mod election;
+#[path = "group.rs"]
+mod group;
+#[path = "lock.rs"]
+mod lock;
+#[path = "naming.rs"]
+mod naming;
+#[path = "queue.rs"]
+mod queue;
+#[path = "semaphore.rs"]
+mod semaphore;
+#[path = "two_phase.rs"]
+mod two_phase;
+#[path = "value.rs"]
+mod value;
+
+pub use crate::common::Options;
+pub use barrier::{Barrier, DoubleBarrier};
+pub use bytes::Bytes;
+pub use cache::{CacheConfig, CacheEvent, CachedNode, TreeCacheHandle};
+pub use config::{
+    ConfigMode, ConfigReaderHandle, ConfigSnapshot, ReaderConfig, ReaderEvent, WriterConfig,
+};
+pub use election::{Candidate, ElectionBuilder, ElectionObserver};
+pub use group::{GroupMemberHandle, GroupView, NodeHandle, NodeWatchHandle, RendezvousHandle};
+pub use lock::{LockBuilder, LockGuard, ReentrantLock};
+pub use naming::IdGenerator;
+pub use queue::{Claimed, Queue};
+pub use semaphore::{Lease, LeaseState, Semaphore};
+pub use two_phase::{Transaction, TransactionBuilder, TransactionSite};
+pub use value::{CounterFormat, CounterHandle, CounterWatchEvent, CounterWatchHandle};
+pub use zk_recipes;
+pub use zk_recipes::client::ops::CreateOptions;
+pub use zk_recipes::client::{Error, Status};
+pub use zk_recipes::proto::{perms, Acl, ErrorCode, Id};
+pub use zk_recipes::proto::{
+    AddWatchMode, ClientInfo, CreateMode, EventType, MultiOp, MultiResult, ReadOp, Stat,
+    WatcherType,
+};
+pub use zk_recipes::recipe::barrier::BarrierEvent;
+pub use zk_recipes::recipe::double_barrier::DoubleBarrierEvent;
+pub use zk_recipes::recipe::election::observer::{ObserverEvent, Participant};
+pub use zk_recipes::recipe::election::{ElectionEvent, Leadership};
+pub use zk_recipes::recipe::group::{Member, MemberConfig, ViewConfig, ViewEvent};
+pub use zk_recipes::recipe::lock::{HoldState, LockChange, LostReason};
+pub use zk_recipes::recipe::naming::ResolveConfig;
+pub use zk_recipes::recipe::node::{NodeWatchEvent, OwnedNodeConfig, OwnedNodeEvent};
+pub use zk_recipes::recipe::queue::Item as QueueItem;
+pub use zk_recipes::recipe::rendezvous::{Master, RendezvousEvent, Worker};
+pub use zk_recipes::recipe::two_phase::{CoordinatorEvent, Outcome, Variant, Vote, VoteOutcome};
+pub use zk_recipes::recipe::value::UpdateConfig;
+pub use zk_recipes::recipe::Recipe;
+pub use zk_recipes::session::HostFailures;
+pub use zk_recipes::session::{Counters, WatchEvent};

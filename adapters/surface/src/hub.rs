@@ -1,0 +1,87 @@
+//! The driver's side of the handles, the same for every driver: commands in, events
+//! out to their subscribers, the published state. A driver does I/O and calls these.
+
+use std::time::Duration;
+
+use zk_recipes::client::{Client as Core, ClientEvent, Routes};
+use zk_recipes::time::Instant;
+
+use super::rt::{BoardTx, OnceTx};
+use super::{Command, EventTx, ReplyTx, StatusTx, WatchTx};
+
+/// Routes, the published state and the callers of `close` waiting for the end.
+pub struct Hub {
+    routes: Routes<ReplyTx, WatchTx, EventTx, StatusTx>,
+    board: BoardTx,
+    close_waiters: Vec<OnceTx<()>>,
+    handles_alive: bool,
+}
+
+impl Hub {
+    /// A hub publishing to `board`.
+    pub fn new(board: BoardTx) -> Self {
+        Hub {
+            routes: Routes::default(),
+            board,
+            close_waiters: Vec::new(),
+            handles_alive: true,
+        }
+    }
+
+    /// Carries out one command at `t`.
+    pub fn handle(&mut self, core: &mut Core, t: Instant, command: Command) {
+        match command {
+            Command::Route(r) => self.routes.handle(core, t, r),
+            Command::Close { timeout, done } => {
+                core.close(t, t + timeout);
+                self.close_waiters.push(done);
+            }
+            Command::Counters(reply) => {
+                let _ = reply.send(core.counters());
+            }
+            Command::Shutdown => self.shutdown(core, t),
+        }
+    }
+
+    /// Every handle is gone: closes the session politely.
+    pub fn shutdown(&mut self, core: &mut Core, t: Instant) {
+        self.handles_alive = false;
+        core.close(t, t + Duration::from_secs(2));
+    }
+
+    /// Whether any handle may still send commands.
+    pub fn handles_alive(&self) -> bool {
+        self.handles_alive
+    }
+
+    /// Delivers every event the core has; true if there were any.
+    pub fn deliver(&mut self, core: &mut Core) -> bool {
+        let mut any = false;
+        while let Some(event) = core.poll_event() {
+            any = true;
+            if let ClientEvent::Session(e) = &event {
+                if e.is_state_change() {
+                    tracing::info!(target: "zk_recipes", "{e}");
+                }
+            }
+            if self.routes.deliver(core, event).is_some() {
+                let routes = &self.routes;
+                self.board.publish(|p| {
+                    p.status = routes.status();
+                    p.session_id = core.session().session_id();
+                    p.password = core.session().password().to_vec();
+                    p.unreachable = routes.unreachable().cloned();
+                });
+            }
+        }
+        any
+    }
+
+    /// The session has ended: tells the callers of `close`. (Commands still queued get
+    /// an error from their dropped reply senders.)
+    pub fn ended(&mut self) {
+        for done in self.close_waiters.drain(..) {
+            let _ = done.send(());
+        }
+    }
+}
