@@ -54,7 +54,8 @@ impl Semaphore {
     }
 
     /// Waits until a lease is ours, or fails when none can be had (the session is
-    /// lost, no permission, ...). Dropping the future gives up and deletes our nodes.
+    /// lost, no permission, ...). Cancelling the wait (dropping the future) gives up
+    /// and deletes our nodes.
     pub async fn acquire(&self) -> Result<Lease, Error> {
         self.acquire_inner(None).await?.ok_or(Error::Finished)
     }
