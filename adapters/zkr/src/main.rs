@@ -446,6 +446,12 @@ fn held(
         let _ = hold.release();
         return Err(code);
     }
+    if let Some(why) = hold.wait_loss(Duration::ZERO) {
+        // Gone between acquiring and starting CMD: do not start it.
+        signals.stop();
+        eprintln!("zkr: lost before CMD started: {why}");
+        return Ok(EXIT_FAILED);
+    }
     let env = [("ZK_FENCING_TOKEN", hold.token().to_string())];
     let ended = supervise::run(cmd, &env, Some(&mut *hold), grace, &signals.rx);
     signals.stop();
