@@ -181,6 +181,7 @@ fn holder(server: &TestServer, extra: &[&str], path: &str, mark: &Path, on_term:
     child
 }
 
+/// Deletes the one node in `dir` (a lock's or an election's), as an operator would.
 fn delete_lock_node(zk: &Client, dir: &str) {
     let nodes = zk.get_children(dir).unwrap();
     assert_eq!(nodes.len(), 1, "{nodes:?}");
@@ -350,9 +351,44 @@ fn elect_leader_and_signals() {
     assert!(beta.status.success());
     let beta_token: i64 = stdout(&beta).trim().parse().unwrap();
     assert!(beta_token > alpha_token, "{beta_token} after {alpha_token}");
+    assert_eq!(
+        run(&server, &["leader", "/no-election"]).status.code(),
+        Some(1)
+    );
+
+    // Leadership lost (its candidate node deleted): the loss rule, as for a lock.
+    let zk = client(&server);
+    let mark = dir.path().join("gamma");
+    let script = format!(
+        "trap 'echo term >> {m}; exit 7' TERM; echo started >> {m}; \
+         for i in $(seq 600); do sleep 0.05; done",
+        m = mark.display()
+    );
+    let mut gamma = Proc(
+        zkr(&server)
+            .args([
+                "elect",
+                "/election",
+                "--id",
+                "gamma",
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for(&mark, "started", Duration::from_secs(20));
+    delete_lock_node(&zk, "/election");
+    assert_eq!(
+        wait_exit(&mut gamma.0, Duration::from_secs(10)).code(),
+        Some(7)
+    );
+    wait_for(&mark, "term", Duration::ZERO);
 
     // A wait for the lock interrupted by Ctrl-C: exit 130, its waiting node removed.
-    let zk = client(&server);
     let held = zk.lock("/locks/busy").acquire().unwrap();
     let timed_out = run(
         &server,
