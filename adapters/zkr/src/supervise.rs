@@ -72,8 +72,9 @@ pub fn run(
         })?;
     let group = child.id();
     let mut lost: Option<String> = None;
-    // When to send SIGKILL: set by the first SIGTERM (or forwarded signal).
-    let mut kill_at: Option<Instant> = None;
+    // When to send SIGKILL, and after which signal: set by the first SIGTERM (or
+    // forwarded signal).
+    let mut kill_at: Option<(Instant, i32)> = None;
     // Set once zkr asked CMD to stop (loss or forwarded signal).
     let mut stopping = false;
     let signal = |sig: i32| {
@@ -109,7 +110,7 @@ pub fn run(
                     eprintln!("zkr: lost: {why}; sending SIGTERM to CMD's process group");
                     signal(sys::SIGTERM);
                     stopping = true;
-                    kill_at.get_or_insert(Instant::now() + grace);
+                    kill_at.get_or_insert((Instant::now() + grace, sys::SIGTERM));
                     lost = Some(why);
                 }
             }
@@ -122,12 +123,13 @@ pub fn run(
             );
             signal(sig);
             stopping = true;
-            kill_at.get_or_insert(Instant::now() + grace);
+            kill_at.get_or_insert((Instant::now() + grace, sig));
         }
-        if kill_at.is_some_and(|t| Instant::now() >= t) {
+        if let Some((_, first)) = kill_at.filter(|(t, _)| Instant::now() >= *t) {
             eprintln!(
-                "zkr: CMD still running {} after SIGTERM; sending SIGKILL",
-                crate::duration::show(grace)
+                "zkr: CMD still running {} after {}; sending SIGKILL",
+                crate::duration::show(grace),
+                sys::signal_name(first)
             );
             signal(sys::SIGKILL);
             kill_at = None;
