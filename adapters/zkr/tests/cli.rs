@@ -472,6 +472,20 @@ fn queue_counter_barrier_and_nodes() {
         stdout(&run(&server, &["tree", "/cfg"])),
         "/cfg\n/cfg/a\n/cfg/a/b\n/cfg/c\n"
     );
+    // --server wins over ZK_SERVERS (here a closed port).
+    let flag = zkr(&server)
+        .env("ZK_SERVERS", "127.0.0.1:1")
+        .args(["--server", &server.connect_string(), "get", "/cfg/a/b"])
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&flag), "v2\n");
+    let unreachable = zkr(&server)
+        .env("ZK_SERVERS", "127.0.0.1:1")
+        .args(["--connect-timeout", "500ms", "get", "/cfg/a/b"])
+        .output()
+        .unwrap();
+    assert_eq!(unreachable.status.code(), Some(125));
+    assert!(String::from_utf8_lossy(&unreachable.stderr).contains("127.0.0.1:1"));
     let missing = run(&server, &["get", "/nope"]);
     assert_eq!(missing.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("/nope"));
