@@ -50,7 +50,20 @@ pub mod sim;
 pub mod testkit;
 pub mod time;
 
-// The README's examples are compiled and run as doctests.
+// The README's examples are compiled and run as doctests, and so are those of the
+// pages under docs/ that have Rust examples.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/recipes.md")]
+struct RecipesDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/design.md")]
+struct DesignDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/testing.md")]
+struct TestingDoctests;
