@@ -28,12 +28,12 @@ fn the_forms_differ_only_where_marked_and_allowed() {
                 .unwrap_or("");
             marked.push((
                 path.file_name().unwrap().to_string_lossy().into_owned(),
-                t,
-                item,
+                t.to_string(),
+                item.to_string(),
             ));
         }
     }
-    let allowed = |item: &str| {
+    let allowed = |item: &String| {
         item.starts_with("impl std::future::Future for ")
             || (item.starts_with("impl") && item.contains(" Iterator for "))
             || item.starts_with("pub async fn lead<")

@@ -569,7 +569,7 @@ fn simple(zk: &Zk, command: Cmd) -> Result<u8, u8> {
             Ok(0)
         }
         Cmd::Watch { path, recursive } => {
-            let watching = zk.watch(&path, recursive).map_err(zk_fail)?;
+            let mut watching = zk.watch(&path, recursive).map_err(zk_fail)?;
             eprintln!("zkr: watching {path}");
             while let Some(change) = watching.next() {
                 line(&format!("{} {}", change.kind, change.path))?;

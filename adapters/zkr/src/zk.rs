@@ -198,7 +198,7 @@ pub struct Watching {
 
 impl Watching {
     /// The next change; `None` once the watch has ended (the session ended).
-    pub fn next(&self) -> Option<Change> {
+    pub fn next(&mut self) -> Option<Change> {
         loop {
             let e = self.stream.next()?;
             let kind = match e.event_type {
