@@ -22,8 +22,12 @@ pub struct ZkError {
 impl ZkError {
     fn at(what: &str, path: &str, e: Error) -> ZkError {
         ZkError {
-            no_node: matches!(e, Error::Server(ErrorCode::NoNode)),
-            message: format!("{what} {path}: {e}"),
+            no_node: e.code() == Some(ErrorCode::NoNode),
+            message: match e {
+                // The error names the node already.
+                Error::Node { .. } => format!("{what}: {e}"),
+                _ => format!("{what} {path}: {e}"),
+            },
         }
     }
 }
@@ -346,7 +350,7 @@ impl Zk {
         loop {
             match self.client.set_data(path, data.clone(), None) {
                 Ok(_) => return Ok(()),
-                Err(Error::Server(ErrorCode::NoNode)) => {}
+                Err(e) if e.code() == Some(ErrorCode::NoNode) => {}
                 Err(e) => return Err(err(e)),
             }
             match self
@@ -354,7 +358,7 @@ impl Zk {
                 .create_all(path, data.clone(), &CreateOptions::default())
             {
                 Ok(_) => return Ok(()),
-                Err(Error::Server(ErrorCode::NodeExists)) => {} // created meanwhile: set it
+                Err(e) if e.code() == Some(ErrorCode::NodeExists) => {} // created meanwhile: set it
                 Err(e) => return Err(err(e)),
             }
         }
@@ -379,7 +383,7 @@ impl Zk {
         while let Some(node) = stack.pop() {
             let mut names = match self.client.get_children(&node) {
                 Ok(names) => names,
-                Err(Error::Server(ErrorCode::NoNode)) if node != path => continue,
+                Err(e) if e.code() == Some(ErrorCode::NoNode) && node != path => continue,
                 Err(e) => return Err(ZkError::at("tree", &node, e)),
             };
             names.sort();
