@@ -196,6 +196,74 @@ pub enum TransportError {
     Unreachable,
     /// Any other I/O failure.
     Other,
+    /// The TLS handshake (or a TLS record) failed, for this reason. A driver that speaks
+    /// TLS reports it; the session treats it as any other failed attempt on the host
+    /// (the next host, then backoff).
+    Tls(TlsFailure),
+}
+
+/// Why TLS failed on a connection (drivers that speak TLS map their library's errors
+/// to these).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TlsFailure {
+    /// The server's certificate is not signed by a trusted root (wrong CA).
+    UnknownIssuer,
+    /// The server's certificate is not valid for the expected server name.
+    NameMismatch,
+    /// The server's certificate has expired.
+    Expired,
+    /// The server's certificate is not valid yet.
+    NotYetValid,
+    /// The server's certificate was rejected for another reason (bad signature,
+    /// wrong usage, revoked, unparseable, ...).
+    BadCertificate,
+    /// The server refused the handshake with a TLS alert (it did not accept our
+    /// client certificate, say): the alert's description code (RFC 8446 section 6).
+    HandshakeRefused(u8),
+    /// The peer does not speak TLS, or the TLS exchange broke otherwise.
+    Protocol,
+}
+
+impl fmt::Display for TlsFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TlsFailure::UnknownIssuer => f.write_str(
+                "the server's certificate has an unknown issuer (not signed by a trusted CA)",
+            ),
+            TlsFailure::NameMismatch => {
+                f.write_str("the server's certificate is not valid for the expected server name")
+            }
+            TlsFailure::Expired => f.write_str("the server's certificate has expired"),
+            TlsFailure::NotYetValid => f.write_str("the server's certificate is not valid yet"),
+            TlsFailure::BadCertificate => f.write_str("the server's certificate was rejected"),
+            TlsFailure::HandshakeRefused(alert) => {
+                let why = match alert {
+                    40 => "handshake failure",
+                    42 => "bad certificate",
+                    43 => "unsupported certificate",
+                    44 => "certificate revoked",
+                    45 => "certificate expired",
+                    46 => "certificate unknown",
+                    48 => "unknown CA",
+                    49 => "access denied",
+                    70 => "protocol version",
+                    116 => "certificate required",
+                    _ => "alert",
+                };
+                if matches!(alert, 42..=49 | 116) {
+                    // What a server says when it does not accept the client certificate.
+                    write!(
+                        f,
+                        "the server refused our client certificate ({why}, alert {alert})"
+                    )
+                } else {
+                    write!(f, "the server refused the handshake ({why}, alert {alert})")
+                }
+            }
+            TlsFailure::Protocol => f.write_str("TLS protocol error (not a TLS port?)"),
+        }
+    }
 }
 
 impl fmt::Display for TransportError {
@@ -206,6 +274,7 @@ impl fmt::Display for TransportError {
             TransportError::Closed => "connection closed by the server",
             TransportError::Unreachable => "host unreachable or not resolvable",
             TransportError::Other => "I/O error",
+            TransportError::Tls(e) => return write!(f, "TLS: {e}"),
         })
     }
 }
@@ -241,7 +310,8 @@ pub enum DisconnectReason {
     NotZooKeeper,
     /// Nothing received for the read timeout.
     ReadTimeout,
-    /// The TCP connection was not established within the connect timeout.
+    /// The TCP connection (and, over TLS, its handshake) was not established within
+    /// the connect timeout.
     ConnectTimeout,
     /// The server accepted the connection but did not answer the handshake in time.
     NoHandshakeReply,
@@ -274,7 +344,9 @@ impl fmt::Display for DisconnectReason {
             DisconnectReason::ReadTimeout => {
                 f.write_str("no complete frame received within the read timeout")
             }
-            DisconnectReason::ConnectTimeout => f.write_str("TCP connect timed out"),
+            DisconnectReason::ConnectTimeout => {
+                f.write_str("connect timed out (TCP connect, or the TLS handshake)")
+            }
             DisconnectReason::NoHandshakeReply => {
                 f.write_str("connected, but no handshake answer within the connect timeout")
             }

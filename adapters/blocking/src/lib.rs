@@ -31,6 +31,8 @@
 //! ```
 
 mod driver;
+#[cfg(feature = "tls")]
+mod tls_io;
 
 pub use zk_recipes_surface::blocking::*;
 
@@ -42,14 +44,27 @@ pub use zk_recipes_surface::blocking::*;
 /// once.
 pub fn connect(connect_string: &str, options: Options) -> Result<Client, Error> {
     let core = options.core(connect_string)?;
+    #[cfg(feature = "tls")]
+    let tls = options.tls.clone();
+    #[cfg(not(feature = "tls"))]
+    let tls = match options.wants_tls() {
+        true => return Err(Error::InvalidConnectString(NO_TLS.into())),
+        false => None,
+    };
     let (inputs, io) = driver::channel().map_err(|_| Error::Closed)?;
     let (board_tx, board) = rt::board();
     std::thread::Builder::new()
         .name("zk-session".into())
-        .spawn(move || driver::run(core, io, board_tx))
+        .spawn(move || driver::run(core, io, board_tx, tls))
         .map_err(|_| Error::Closed)?;
     Client::connected(Box::new(inputs), board, &options)
 }
+
+/// Why TLS asked for in `Options` (another crate of the build turned on the shared TLS
+/// settings) is refused rather than ignored.
+#[cfg(not(feature = "tls"))]
+const NO_TLS: &str =
+    "Options::tls is set, but zk-recipes-blocking was built without its feature `tls`";
 
 /// The crate README's examples, compiled as doctests.
 #[cfg(doctest)]
