@@ -2,12 +2,13 @@
 //! blocking adapter's API (`zk_recipes_blocking`), so a rename there is a change here
 //! only. Errors leave this module as strings that name the path they concern.
 
+use std::path::Path;
 use std::time::Duration;
 
 use zk_recipes_blocking::{
     connect as adapter_connect, AddWatchMode, Candidate, Client, CounterFormat, CreateOptions,
     DoubleBarrier, ElectionEvent, Error, ErrorCode, EventType, LockChange, LockGuard, LostReason,
-    Options, WatchStream,
+    Options, Tls, WatchStream,
 };
 
 /// A failure of a ZooKeeper call, worded for the user (it names the path).
@@ -47,6 +48,10 @@ pub struct Settings<'a> {
     pub session_timeout: Duration,
     /// How long to keep trying the servers for the first session.
     pub connect_timeout: Duration,
+    /// TLS: the CA certificates (PEM file) the servers' certificates are checked against.
+    pub tls_ca: Option<&'a Path>,
+    /// Mutual TLS: the client certificate chain and key (PEM files).
+    pub tls_client: Option<(&'a Path, &'a Path)>,
 }
 
 /// One session to ZooKeeper. Clones share it.
@@ -58,10 +63,30 @@ pub struct Zk {
 /// Connects and waits for a session. An expired session is not renewed: zkr is
 /// short-lived, and whatever it held ended with the session.
 pub fn connect(settings: &Settings<'_>) -> Result<Zk, ZkError> {
-    let options = Options::default()
+    let mut options = Options::default()
         .session_timeout(settings.session_timeout)
         .connect_timeout(settings.connect_timeout)
         .renew_on_expiry(false);
+    let tls_error = |e: std::io::Error| ZkError {
+        message: format!("TLS settings: {e}"),
+        no_node: false,
+    };
+    match (settings.tls_ca, settings.tls_client) {
+        (Some(ca), client) => {
+            let mut tls = Tls::from_ca_file(ca).map_err(tls_error)?;
+            if let Some((cert, key)) = client {
+                tls = tls.client_cert_files(cert, key).map_err(tls_error)?;
+            }
+            options = options.tls(tls);
+        }
+        (None, Some(_)) => {
+            return Err(ZkError {
+                message: "--tls-cert and --tls-key need --tls-ca".into(),
+                no_node: false,
+            })
+        }
+        (None, None) => {}
+    }
     adapter_connect(settings.servers, options)
         .map(|client| Zk { client })
         .map_err(|e| ZkError {
