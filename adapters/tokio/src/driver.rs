@@ -22,9 +22,10 @@ use zk_recipes_surface::transport_error;
 /// The TLS settings the driver dials with (`None`: plain TCP).
 #[cfg(feature = "tls")]
 pub(crate) type TlsSetting = Option<zk_recipes_surface::Tls>;
-/// The TLS settings the driver dials with (the feature `tls` off: none to have).
+/// The TLS settings the driver dials with (the feature `tls` off: none to have; boxed
+/// so that it is `Clone` like the real one, not `Copy`).
 #[cfg(not(feature = "tls"))]
-pub(crate) type TlsSetting = Option<std::convert::Infallible>;
+pub(crate) type TlsSetting = Option<Box<std::convert::Infallible>>;
 
 /// The handles' side of the command channel.
 pub(crate) struct Commands(pub(crate) mpsc::UnboundedSender<Command>);
@@ -108,7 +109,7 @@ async fn dial(host: String, tls: TlsSetting) -> Result<(Reader, Writer), Transpo
             return Ok((Box::new(r), Box::new(w)));
         }
         #[cfg(not(feature = "tls"))]
-        match tls {}
+        match *tls {}
     }
     let (r, w) = stream.into_split();
     Ok((Box::new(r), Box::new(w)))
