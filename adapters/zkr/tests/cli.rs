@@ -553,12 +553,14 @@ fn tls_flags_reach_a_secure_port() {
         file("client.pem", &cert.cert_pem),
         file("client.key", &cert.key_pem),
     );
-    let zkr_tls = |ca: &str| {
+    // A first TLS handshake with a fresh JVM can take a while on a loaded machine: the
+    // run that should connect gets 20 s, the refused one 2 s (it fails at once anyway).
+    let zkr_tls = |ca: &str, wait: &str| {
         Command::new(env!("CARGO_BIN_EXE_zkr"))
             .env("ZK_SERVERS", server.connect_string())
             .args([
                 "--connect-timeout",
-                "2s",
+                wait,
                 "--tls-ca",
                 ca,
                 "--tls-cert",
@@ -568,11 +570,11 @@ fn tls_flags_reach_a_secure_port() {
             .output()
             .unwrap()
     };
-    let ok = zkr_tls(&ca);
+    let ok = zkr_tls(&ca, "20s");
     assert_eq!(ok.status.code(), Some(0), "{ok:?}");
     assert!(stdout(&ok).contains("zookeeper"), "{ok:?}");
     let other = file("other-ca.pem", TestCa::new("another CA").unwrap().pem());
-    let refused = zkr_tls(&other);
+    let refused = zkr_tls(&other, "2s");
     assert_eq!(refused.status.code(), Some(125));
     assert!(
         String::from_utf8_lossy(&refused.stderr).contains("unknown issuer"),
