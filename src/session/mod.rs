@@ -168,6 +168,9 @@ pub struct Counters {
     /// Replies the server answered `Throttled` (never applied); each one halves the
     /// session's in-flight window at most once per window of replies.
     pub throttled: u64,
+    /// Listings that joined an identical queued one instead of going out themselves
+    /// (see [`Session::submit_shared`]): requests saved.
+    pub listings_shared: u64,
 }
 
 /// What the driver must do with its socket.
@@ -1201,6 +1204,7 @@ impl Session {
             s.members.push((token, requester));
             self.sharing.insert(requester, s.id);
         }
+        self.counters.listings_shared += 1;
         self.queued.push_back(q);
         true
     }
