@@ -366,7 +366,11 @@ impl<S: Scenario> Model for Checked<S> {
         out.extend(
             steps
                 .into_iter()
-                .filter(|st| st.is_fault() && s.faulty & (1 << st.client()) != 0)
+                .filter(|st| {
+                    // A fault to a client only if faults may happen to it; a reap (about
+                    // no client) always.
+                    st.is_fault() && st.client().map_or(true, |c| s.faulty & (1 << c) != 0)
+                })
                 .map(Action::Zk),
         );
         if out.is_empty() {
@@ -471,12 +475,19 @@ fn check_within<S: Scenario>(
     );
 
     type Found<A> = Option<(&'static str, Vec<A>)>;
-    fn outcome<M: Model>(c: impl Checker<M>) -> (usize, usize, Found<M::Action>) {
+    /// Distinct states, states generated (each arrival, repeats too: what stateright's
+    /// bound counts), depth, and the first violation.
+    fn outcome<M: Model>(c: impl Checker<M>) -> (usize, usize, usize, Found<M::Action>) {
         let found = c.discoveries().into_iter().next();
         let found = found.map(|(prop, path)| (prop, path.into_actions()));
-        (c.unique_state_count(), c.max_depth(), found)
+        (
+            c.unique_state_count(),
+            c.state_count(),
+            c.max_depth(),
+            found,
+        )
     }
-    let (states, depth, found) = outcome(
+    let (states, generated, depth, found) = outcome(
         model
             .clone()
             .checker()
@@ -486,8 +497,9 @@ fn check_within<S: Scenario>(
             .join(),
     );
     let took = t.elapsed();
-    // A run stopped by a bound is not a proof: a deep one says so, a CI one fails.
-    let complete = took < limit && states < max_states;
+    // A run stopped by a bound is not a proof: a deep one says so, a CI one fails. The
+    // bound stops the search on the states generated, not the distinct ones.
+    let complete = took < limit && generated < max_states;
     let verdict = if complete {
         ""
     } else {
@@ -512,7 +524,8 @@ fn check_within<S: Scenario>(
     let unbounded_ok = std::env::var("MODEL_CHECK_INCOMPLETE_OK").is_ok_and(|v| v == "1");
     if found.is_none() && !complete && !unbounded_ok {
         panic!(
-            "{name}: no verdict within the bounds ({states} states of at most {max_states}, \
+            "{name}: no verdict within the bounds ({states} states, {generated} generated of at \
+             most {max_states}, \
              {:.0} s of at most {} s): the configuration outgrew them (MODEL_CHECK_MAX_STATES, \
              MODEL_CHECK_TIMEOUT raise them; MODEL_CHECK_INCOMPLETE_OK=1 reports instead of failing)",
             took.as_secs_f64(),
@@ -1252,6 +1265,9 @@ struct Queues {
     consumers: usize,
     /// Items each consumer takes.
     each: u8,
+    /// `ProducerConfig::max_batch` if set (1: each put its own `multi`, so the server
+    /// may apply a later put after the queue emptied and its container was reaped).
+    batch: Option<usize>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
@@ -1262,7 +1278,9 @@ struct QueueUser {
     busy: bool,
     closing: bool,
     over: bool,
-    taken: Vec<String>,
+    /// The data of the items taken (unique per put; names are not once a reaped
+    /// container's sequence starts over).
+    taken: Vec<Bytes>,
 }
 
 const QUEUE_DIR: &str = "/q";
@@ -1279,7 +1297,11 @@ impl Scenario for Queues {
     fn start(&self, c: usize, _n: u8, _now: Instant, u: &mut QueueUser) -> Self::R {
         u.busy = true;
         if c == 0 {
-            Either::A(Producer::new(ProducerConfig::new(QUEUE_DIR, "producer")))
+            let mut config = ProducerConfig::new(QUEUE_DIR, "producer");
+            if let Some(b) = self.batch {
+                config.max_batch = b;
+            }
+            Either::A(Producer::new(config))
         } else {
             Either::B(Consumer::new(ConsumerConfig::new(
                 QUEUE_DIR,
@@ -1339,10 +1361,13 @@ impl Scenario for Queues {
             }
             Either::B(ConsumerEvent::Taken { items, .. }) => {
                 for item in items {
-                    if let Some(o) = users.iter().position(|u| u.taken.contains(&item.name)) {
-                        return Err(format!("{} taken twice (client {o} had it)", item.name));
+                    if let Some(o) = users.iter().position(|u| u.taken.contains(&item.data)) {
+                        return Err(format!(
+                            "{:?} ({}) taken twice (client {o} had it)",
+                            item.data, item.name
+                        ));
                     }
-                    users[c].taken.push(item.name.clone());
+                    users[c].taken.push(item.data.clone());
                 }
                 users[c].done += items.len() as u8;
                 users[c].busy = false;
@@ -1472,7 +1497,13 @@ fn faults(drops: u8, expiries: u8, stale: u8, refusals: u8) -> Faults {
         expiries,
         stale,
         refusals,
+        reaps: 0,
     }
+}
+
+/// `f` with up to `reaps` containers reaped by the server.
+fn reaping(f: Faults, reaps: u8) -> Faults {
+    Faults { reaps, ..f }
 }
 
 fn locks(clients: usize, attempts: u8, kinds: &[LockKind]) -> Locks {
@@ -1566,6 +1597,25 @@ fn a_configuration_past_its_state_bound_fails_loudly() {
         faults(1, 1, 0, 0),
         2_000,
     );
+}
+
+/// stateright stops at the bound on the states it *generated* (each arrival, the
+/// repeats too), not the distinct ones: a run whose distinct states stay under the bound
+/// may still have been cut short, and must fail as incomplete, not pass (issue 26: the
+/// reaping queue configuration stopped at depth 30 of 41 and missed a planted bug).
+#[test]
+fn a_run_cut_short_with_fewer_distinct_states_than_the_bound_fails() {
+    use LockKind::Exclusive as X;
+    let (distinct, _, _) = check_within("whole", locks(2, 1, &[X, X]), faults(1, 0, 0, 0), 1 << 40);
+    let cut = std::panic::catch_unwind(|| {
+        check_within(
+            "cut",
+            locks(2, 1, &[X, X]),
+            faults(1, 0, 0, 0),
+            distinct + 1,
+        )
+    });
+    assert!(cut.is_err(), "a run stopped by the bound passed: {cut:?}");
 }
 
 #[test]
@@ -1662,16 +1712,46 @@ fn double_barrier() {
 
 #[test]
 fn queue_at_most_once() {
-    let q = |consumers| Queues { consumers, each: 1 };
+    let q = |consumers| Queues {
+        consumers,
+        each: 1,
+        batch: None,
+    };
     check("queue_1p1c_drop", q(1), faults(1, 0, 0, 0));
     check("queue_1p1c_refusal", q(1), faults(0, 0, 0, 1));
     check("queue_1p1c_stale", q(1), faults(1, 0, 1, 0));
+    // The server reaps the emptied queue directory (a container) and its sequence
+    // starts over: a take in doubt must not trust the names it read before (issue 26).
+    check(
+        "queue_1p1c_drop_reap",
+        Queues {
+            consumers: 1,
+            each: 2,
+            batch: Some(1),
+        },
+        reaping(faults(1, 0, 0, 0), 1),
+    );
+    if deep() {
+        // Two consumers: one takes the item the other's take in doubt read; the
+        // directory is reaped and the next put gets the same name. A consumer that
+        // trusts the name after the doubt is caught here (14.2 M states, 220 s, 12 GB).
+        check(
+            "queue_1p2c_drop_reap",
+            Queues {
+                consumers: 2,
+                each: 1,
+                batch: Some(1),
+            },
+            reaping(faults(1, 0, 0, 0), 1),
+        );
+    }
     if deep() {
         check(
             "queue_1p1c_2items_drop_refusal",
             Queues {
                 consumers: 1,
                 each: 2,
+                batch: None,
             },
             faults(1, 0, 0, 1),
         );
@@ -1951,6 +2031,7 @@ fn partial_order_reduction_keeps_every_end() {
         Queues {
             consumers: 1,
             each: 1,
+            batch: None,
         },
         faults(0, 0, 0, 1),
     );
@@ -2052,7 +2133,7 @@ fn double_barrier_refused_first_listing_regression() {
 fn throttled_parent_create_regression() {
     use Action::*;
     use Step::*;
-    replays_to_the_end(Queues { consumers: 1, each: 1 }, faults(0, 0, 0, 1), &[
+    replays_to_the_end(Queues { consumers: 1, each: 1, batch: None }, faults(0, 0, 0, 1), &[
         Start(0), Zk(Serve(0)), Zk(Deliver(0)), Zk(Serve(0)), Zk(Deliver(0)),
         Zk(Throttle(0)), Zk(Serve(0)), Zk(Deliver(0)), Zk(Deliver(0)),
     ]);
@@ -2066,7 +2147,7 @@ fn throttled_parent_create_regression() {
 fn throttled_parent_round_is_not_counted_regression() {
     use Action::*;
     use Step::*;
-    replays_to_the_end(Queues { consumers: 1, each: 1 }, faults(0, 0, 0, 1), &[
+    replays_to_the_end(Queues { consumers: 1, each: 1, batch: None }, faults(0, 0, 0, 1), &[
         Start(0), Zk(Serve(0)), Zk(Deliver(0)), Zk(Serve(0)), Zk(Deliver(0)),
         Zk(Throttle(0)), Zk(Serve(0)), Zk(Deliver(0)), Zk(Tick(0)), Zk(Deliver(0)),
     ]);
@@ -2079,7 +2160,7 @@ fn throttled_parent_round_is_not_counted_regression() {
 fn consumer_throttled_parent_round_regression() {
     use Action::*;
     use Step::*;
-    replays_to_the_end(Queues { consumers: 1, each: 1 }, faults(0, 0, 0, 1), &[
+    replays_to_the_end(Queues { consumers: 1, each: 1, batch: None }, faults(0, 0, 0, 1), &[
         Start(1), Zk(Serve(1)), Zk(Deliver(1)), Zk(Throttle(1)), Zk(Serve(1)), Zk(Serve(1)),
         Zk(Deliver(1)), Zk(Deliver(1)), Zk(Tick(1)), Zk(Deliver(1)),
     ]);

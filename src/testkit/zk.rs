@@ -3,8 +3,8 @@
 //! `Clone + Hash + Eq`, so a checker stores states directly, and every fault is an
 //! explicit step a checker can choose.
 //!
-//! The server: a tree of nodes (persistent, ephemeral, sequential, container — a
-//! container is never reaped here), one-shot data, exists and child watches,
+//! The server: a tree of nodes (persistent, ephemeral, sequential, container), one-shot
+//! data, exists and child watches,
 //! `sync`, `multi` (all or nothing, ZooKeeper's error results), per-session FIFO:
 //! requests are read in order, and the notifications a write causes are written before
 //! its reply.
@@ -24,10 +24,13 @@
 //! side), reconnect to a lagging follower (reads miss nodes created or deleted after
 //! the client's last seen zxid, until the session writes or syncs), the session
 //! refuses the newest unread request (`Overloaded`), the server throttles the oldest
-//! (`Throttled`, not applied).
+//! (`Throttled`, not applied), the server reaps an empty container (one that ever had a
+//! child, as ZooKeeper's container manager does, and as the simulator's server does at
+//! its `container_check`): a delete by no session, at any point; a container made again
+//! starts with a fresh child counter, so its sequence numbers start over.
 //!
 //! Not modelled: ACLs, TTL nodes, persistent watches, data staleness on a lagging
-//! follower (a stale read returns current data), containers being reaped.
+//! follower (a stale read returns current data).
 
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::format;
@@ -58,6 +61,8 @@ pub struct ZNode {
     pub version: i32,
     /// Child version (the next sequence number of a sequential child).
     pub cversion: i32,
+    /// Created as a container: reaped once it has had a child and has none.
+    pub container: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -168,6 +173,7 @@ impl Zk {
                 pzxid: 0,
                 version: 0,
                 cversion: 0,
+                container: false,
             },
         );
         let mut zk = Zk {
@@ -312,6 +318,7 @@ impl Zk {
             pzxid: zxid,
             version: 0,
             cversion: 0,
+            container: mode == CreateMode::Container,
         };
         self.nodes.insert(path.clone(), node.clone());
         if let Some(p) = self.nodes.get_mut(&parent) {
@@ -396,6 +403,31 @@ impl Zk {
             .min()
             .unwrap_or(0);
         self.graveyard.retain(|(_, _, gone)| *gone > floor);
+    }
+
+    /// The containers the server may reap now, in path order: created as containers,
+    /// with no child, and a child counter past zero (they had a child: ZooKeeper's
+    /// container manager reaps only those, so a container just made is not reaped
+    /// before its first child lands).
+    pub fn reapable(&self) -> Vec<String> {
+        self.nodes
+            .iter()
+            .filter(|(p, n)| n.container && n.cversion > 0 && self.children(p).is_empty())
+            .map(|(p, _)| p.clone())
+            .collect()
+    }
+
+    /// The server reaps the `i`-th of [`reapable`](Self::reapable): deleted as by a
+    /// delete request (watches fire, a lagging follower still shows it); made again, it
+    /// starts with a fresh child counter, so its sequence numbers start over at 0.
+    pub fn reap(&mut self, i: usize) -> bool {
+        match self.reapable().get(i) {
+            Some(path) => {
+                let path = path.clone();
+                self.delete(&path, -1).is_ok()
+            }
+            None => false,
+        }
     }
 
     /// Deletes every ephemeral node of session `id` (its expiry).
@@ -948,6 +980,9 @@ pub struct Faults {
     pub stale: u8,
     /// Refusals: the session refuses a request, or the server throttles one.
     pub refusals: u8,
+    /// Reaps: the server deletes an empty container (one that had a child), at any
+    /// point (about no client: any client's run may meet it).
+    pub reaps: u8,
 }
 
 /// One step of a model run: the server, the network, time or a fault. (User calls are
@@ -977,12 +1012,15 @@ pub enum Step {
     Refuse(u8),
     /// Fault: the server throttles client `c`'s oldest request.
     Throttle(u8),
+    /// Fault: the server reaps the `i`-th empty container ([`Zk::reapable`]). About no
+    /// client.
+    Reap(u8),
 }
 
 impl Step {
-    /// The client the step is about.
-    pub fn client(self) -> u8 {
-        match self {
+    /// The client the step is about (`None` for a reap, which is about no client).
+    pub fn client(self) -> Option<u8> {
+        Some(match self {
             Step::Serve(c)
             | Step::Deliver(c)
             | Step::Tick(c)
@@ -994,7 +1032,8 @@ impl Step {
             | Step::ExpireLocal(c)
             | Step::Refuse(c)
             | Step::Throttle(c) => c,
-        }
+            Step::Reap(_) => return None,
+        })
     }
 
     /// Is this a fault (spending the budget)? Once none remain possible, the run must
@@ -1008,6 +1047,7 @@ impl Step {
                 | Step::ExpireLocal(_)
                 | Step::Refuse(_)
                 | Step::Throttle(_)
+                | Step::Reap(_)
         )
     }
 }
@@ -1015,6 +1055,10 @@ impl Step {
 impl<R: Recipe> ModelWorld<R> {
     /// The steps possible now: progress steps, and faults within `faults`.
     pub fn steps(&self, faults: &Faults, out: &mut Vec<Step>) {
+        if faults.reaps > 0 {
+            let n = self.zk.reapable().len().min(usize::from(u8::MAX));
+            out.extend((0..n).map(|i| Step::Reap(i as u8)));
+        }
         for (i, s) in self.zk.sessions.iter().enumerate() {
             let c = i as u8;
             match s.link {
@@ -1110,6 +1154,12 @@ impl<R: Recipe> ModelWorld<R> {
             Step::Throttle(c) => {
                 faults.refusals = faults.refusals.saturating_sub(1);
                 self.zk.throttle(usize::from(c));
+                Vec::new()
+            }
+            Step::Reap(i) => {
+                faults.reaps = faults.reaps.saturating_sub(1);
+                self.zk.reap(usize::from(i));
+                // Notifications may have gone to any session; nothing is read yet.
                 Vec::new()
             }
         }
