@@ -369,7 +369,7 @@ impl<S: Scenario> Model for Checked<S> {
                 .filter(|st| {
                     // A fault to a client only if faults may happen to it; a reap (about
                     // no client) always.
-                    st.is_fault() && st.client().map_or(true, |c| s.faulty & (1 << c) != 0)
+                    st.is_fault() && st.client().is_none_or(|c| s.faulty & (1 << c) != 0)
                 })
                 .map(Action::Zk),
         );
