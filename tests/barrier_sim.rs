@@ -1,12 +1,12 @@
 //! The real barrier in the simulator: one client sets and removes it, the others (3 by
 //! default, `SIM_CLIENTS` for more) wait on it,
 //! every fault, 10,000 schedules — release safety after every event, liveness and
-//! cleanliness once faults stop (see `zk_recipes::testkit::sim_barrier`).
+//! cleanliness once faults stop (see `zk_recipes_sim::testkit::sim_barrier`).
 //!
 //! `SIM_SEED=n cargo test --all-features --test barrier_sim -- --nocapture` replays one
 //! seed; `SIM_SEEDS=n` runs more.
 
-use zk_recipes::testkit::sim_barrier;
+use zk_recipes_sim::testkit::sim_barrier;
 
 #[test]
 fn the_barrier_survives_every_schedule() {

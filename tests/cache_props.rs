@@ -1,5 +1,5 @@
 //! Property test for the tree and children caches over arbitrary replies, faults and
-//! other sessions' changes (`zk_recipes::testkit::cache`): safety after every step
+//! other sessions' changes (`zk_recipes_sim::testkit::cache`): safety after every step
 //! (the events replay to the cache, no invented change), liveness once faults stop
 //! (the cache equals the server's subtree).
 
@@ -9,7 +9,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(10_000))]
     #[test]
     fn cache_invariants_hold(schedule in proptest::collection::vec(any::<u8>(), 0..300)) {
-        if let Err(e) = zk_recipes::testkit::cache::run(&schedule) {
+        if let Err(e) = zk_recipes_sim::testkit::cache::run(&schedule) {
             prop_assert!(false, "{}", e);
         }
     }
@@ -20,7 +20,7 @@ proptest! {
 #[test]
 fn schedules_exercise_every_path() {
     let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut total = zk_recipes::testkit::cache::Stats::default();
+    let mut total = zk_recipes_sim::testkit::cache::Stats::default();
     let runs = 2_000;
     for _ in 0..runs {
         let schedule: Vec<u8> = (0..200)
@@ -31,7 +31,7 @@ fn schedules_exercise_every_path() {
                 x as u8
             })
             .collect();
-        let s = zk_recipes::testkit::cache::run(&schedule).unwrap();
+        let s = zk_recipes_sim::testkit::cache::run(&schedule).unwrap();
         total.created += s.created;
         total.changed += s.changed;
         total.deleted += s.deleted;
@@ -85,7 +85,7 @@ fn found_schedules() {
         ],
     ];
     for s in found {
-        if let Err(e) = zk_recipes::testkit::cache::run(s) {
+        if let Err(e) = zk_recipes_sim::testkit::cache::run(s) {
             panic!("{s:?}: {e}");
         }
     }

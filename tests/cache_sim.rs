@@ -2,7 +2,7 @@
 //! small subtree (its root included), 3 clients cache it (one with one-shot watches),
 //! under every fault. Each cache's events replayed in order always give its contents,
 //! every node it reports is a state the server had, and after quiet every cache equals
-//! the server's subtree (paths, data, versions). See `zk_recipes::testkit::sim_cache`.
+//! the server's subtree (paths, data, versions). See `zk_recipes_sim::testkit::sim_cache`.
 //!
 //! A second pass runs heavier faults (`sim_cache::heavy`); a regression test pins the
 //! two heavy schedules that found the one-shot cache's unwatched node (fixed in
@@ -15,7 +15,7 @@
 #[allow(dead_code)] // this suite uses only part of the shared support
 mod sim_support;
 
-use zk_recipes::testkit::sim_cache;
+use zk_recipes_sim::testkit::sim_cache;
 
 const CLIENTS: usize = 4;
 

@@ -1,5 +1,5 @@
 //! Property test for the configuration writer and readers over arbitrary replies and
-//! faults (`zk_recipes::testkit::config`): no snapshot ever mixes two configurations;
+//! faults (`zk_recipes_sim::testkit::config`): no snapshot ever mixes two configurations;
 //! once faults stop every write ends and both readers converge to the last one.
 
 use proptest::prelude::*;
@@ -8,7 +8,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(10_000))]
     #[test]
     fn config_invariants_hold(schedule in proptest::collection::vec(any::<u8>(), 0..300)) {
-        if let Err(e) = zk_recipes::testkit::config::run(&schedule) {
+        if let Err(e) = zk_recipes_sim::testkit::config::run(&schedule) {
             prop_assert!(false, "{}", e);
         }
     }
@@ -18,9 +18,9 @@ proptest! {
 /// writes complete, snapshots and `NotReady` are reported, and every fault happens.
 #[test]
 fn schedules_exercise_every_path() {
-    let mut total = zk_recipes::testkit::config::Stats::default();
-    for schedule in zk_recipes::testkit::schedules(0x9e37_79b9_7f4a_7c15, 2_000, 200) {
-        let s = zk_recipes::testkit::config::run(&schedule).unwrap();
+    let mut total = zk_recipes_sim::testkit::config::Stats::default();
+    for schedule in zk_recipes_sim::testkit::schedules(0x9e37_79b9_7f4a_7c15, 2_000, 200) {
+        let s = zk_recipes_sim::testkit::config::run(&schedule).unwrap();
         total.written += s.written;
         total.snapshots += s.snapshots;
         total.not_ready += s.not_ready;

@@ -3,7 +3,7 @@
 //! 3 readers follow it, under every fault. `ready` never stands over a half-written
 //! configuration, no reader ever reports a mix of two writes (or one never complete with
 //! `ready`) or goes back, and after quiet every reader's last report is the server's
-//! last configuration (values and versions). See `zk_recipes::testkit::sim_config`.
+//! last configuration (values and versions). See `zk_recipes_sim::testkit::sim_config`.
 //!
 //! A third test runs ready-node readers under a `multi` writer (safe by the module's
 //! table). `SIM_SEED=n` replays one schedule; `SIM_SEEDS=n` runs n/30 schedules in each
@@ -14,7 +14,7 @@
 mod sim_support;
 
 use zk_recipes::recipe::config::ConfigMode;
-use zk_recipes::testkit::sim_config::{self, Writers};
+use zk_recipes_sim::testkit::sim_config::{self, Writers};
 
 const CLIENTS: usize = 4;
 

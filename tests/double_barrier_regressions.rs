@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use zk_recipes::sim::SimConfig;
-use zk_recipes::testkit::sim_double_barrier;
+use zk_recipes_sim::sim::SimConfig;
+use zk_recipes_sim::testkit::sim_double_barrier;
 
 /// The fault mix of `the_double_barrier_under_any_fault_mix` (tests/double_barrier_sim.rs).
 #[allow(clippy::too_many_arguments)]
@@ -57,5 +57,5 @@ fn the_recovery_bound_covers_expiry_then_capped_backoff_and_restarts() {
         bound >= config.session_timeout + Duration::from_secs(2),
         "{bound:?}"
     );
-    assert!(bound >= zk_recipes::sim::RESTART_DELAY_MAX, "{bound:?}");
+    assert!(bound >= zk_recipes_sim::sim::RESTART_DELAY_MAX, "{bound:?}");
 }

@@ -1,14 +1,14 @@
 //! The real double barrier in the simulator: 5 clients (`SIM_CLIENTS` for more), every
 //! fault, 10,000 schedules
 //! (N from 2 to the client count) — round safety after every event, liveness and cleanliness once
-//! faults stop (see `zk_recipes::testkit::sim_double_barrier`).
+//! faults stop (see `zk_recipes_sim::testkit::sim_double_barrier`).
 //!
 //! `SIM_SEED=n cargo test --all-features --test double_barrier_sim -- --nocapture`
 //! replays one seed; `SIM_SEEDS=n` runs more.
 
 use proptest::prelude::*;
-use zk_recipes::sim::SimConfig;
-use zk_recipes::testkit::sim_double_barrier;
+use zk_recipes_sim::sim::SimConfig;
+use zk_recipes_sim::testkit::sim_double_barrier;
 
 fn seeds(default: u64) -> Vec<u64> {
     match std::env::var("SIM_SEED").ok().and_then(|s| s.parse().ok()) {

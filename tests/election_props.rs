@@ -2,7 +2,7 @@
 //! the `election` fuzz target): several machines, each with its own session, against a
 //! model server with refusals, lost replies, dropped connections, expiry and operator
 //! deletions; safety after every step, liveness once faults stop (see
-//! `zk_recipes::testkit::election`).
+//! `zk_recipes_sim::testkit::election`).
 
 use proptest::prelude::*;
 
@@ -10,7 +10,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(10_000))]
     #[test]
     fn election_invariants_hold(schedule in proptest::collection::vec(any::<u8>(), 0..400)) {
-        if let Err(e) = zk_recipes::testkit::election::run(&schedule) {
+        if let Err(e) = zk_recipes_sim::testkit::election::run(&schedule) {
             prop_assert!(false, "{}", e);
         }
     }
@@ -21,7 +21,7 @@ proptest! {
 fn regressions() {
     let cases: &[&[u8]] = &[&[], &[0], &[2, 7, 0], &[1, 11, 255, 9, 0]];
     for case in cases {
-        zk_recipes::testkit::election::run(case).unwrap_or_else(|e| panic!("{case:?}: {e}"));
+        zk_recipes_sim::testkit::election::run(case).unwrap_or_else(|e| panic!("{case:?}: {e}"));
     }
 }
 
@@ -40,5 +40,5 @@ fn the_acknowledgement_of_a_deleted_candidate_does_not_outlive_close() {
         0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
         0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 109, 206,
     ];
-    zk_recipes::testkit::election::run(&schedule).unwrap();
+    zk_recipes_sim::testkit::election::run(&schedule).unwrap();
 }

@@ -1,5 +1,5 @@
 //! Regressions found in the election machine by its simulator harness
-//! (`zk_recipes::testkit::sim_election`), each reduced to a hand-driven transcript.
+//! (`zk_recipes_sim::testkit::sim_election`), each reduced to a hand-driven transcript.
 
 use zk_recipes::proto::*;
 use zk_recipes::recipe::election::{Election, ElectionConfig, ElectionEvent};

@@ -2,7 +2,7 @@
 //! resigning, acknowledging and closing under every fault, 10,000 schedules — never two
 //! leaders, fencing tokens rising, acknowledgements only by the current leader; once
 //! faults stop exactly one leader, exactly the live candidates' nodes, then after the
-//! close nothing left (see `zk_recipes::testkit::sim_election`). The harness must be able
+//! close nothing left (see `zk_recipes_sim::testkit::sim_election`). The harness must be able
 //! to fail: a user that ignores `Suspended`/`Lost` is caught, and its seed replays.
 //!
 //! `SIM_SEED=n cargo test --all-features --test election_sim -- --nocapture` replays one
@@ -13,8 +13,8 @@
 use std::time::Instant;
 
 use proptest::prelude::*;
-use zk_recipes::sim::SimConfig;
-use zk_recipes::testkit::sim_election::{self, Totals, User, FAULTS};
+use zk_recipes_sim::sim::SimConfig;
+use zk_recipes_sim::testkit::sim_election::{self, Totals, User, FAULTS};
 
 /// `SIM_SEED=n` replays one seed; `SIM_SEEDS=n` runs n seeds from `first`; else
 /// `default` of them.

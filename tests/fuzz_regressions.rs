@@ -1,5 +1,5 @@
 //! Inputs the recipe fuzz targets once failed on, replayed through the same harness
-//! function the target calls (`zk_recipes::testkit::<target>::run`). Each input is kept
+//! function the target calls (`zk_recipes_sim::testkit::<target>::run`). Each input is kept
 //! byte for byte as `tests/data/fuzz/<target>-<hash>` (libFuzzer's crash artifact, the
 //! `crash-` prefix replaced by the target's name); every one must now pass. Drop new
 //! findings there: a file naming no known target fails
@@ -11,20 +11,35 @@ type Harness = fn(&[u8]) -> Result<(), String>;
 
 /// The byte-driven fuzz targets and the harness each calls.
 const TARGETS: &[(&str, Harness)] = &[
-    ("cache", |b| zk_recipes::testkit::cache::run(b).map(drop)),
-    ("config", |b| zk_recipes::testkit::config::run(b).map(drop)),
-    ("double_barrier", zk_recipes::testkit::double_barrier::run),
-    ("election", zk_recipes::testkit::election::run),
-    ("group", |b| zk_recipes::testkit::group::run(b).map(drop)),
-    ("lock", zk_recipes::testkit::lock::run),
-    ("naming", |b| zk_recipes::testkit::naming::run(b).map(drop)),
-    ("queue", |b| zk_recipes::testkit::queue::run(b).map(drop)),
-    ("semaphore", |b| {
-        zk_recipes::testkit::semaphore::run(b).map(drop)
+    ("cache", |b| {
+        zk_recipes_sim::testkit::cache::run(b).map(drop)
     }),
-    ("session", zk_recipes::testkit::session::run),
-    ("two_phase", zk_recipes::testkit::two_phase::run),
-    ("value", |b| zk_recipes::testkit::value::run(b).map(drop)),
+    ("config", |b| {
+        zk_recipes_sim::testkit::config::run(b).map(drop)
+    }),
+    (
+        "double_barrier",
+        zk_recipes_sim::testkit::double_barrier::run,
+    ),
+    ("election", zk_recipes_sim::testkit::election::run),
+    ("group", |b| {
+        zk_recipes_sim::testkit::group::run(b).map(drop)
+    }),
+    ("lock", zk_recipes_sim::testkit::lock::run),
+    ("naming", |b| {
+        zk_recipes_sim::testkit::naming::run(b).map(drop)
+    }),
+    ("queue", |b| {
+        zk_recipes_sim::testkit::queue::run(b).map(drop)
+    }),
+    ("semaphore", |b| {
+        zk_recipes_sim::testkit::semaphore::run(b).map(drop)
+    }),
+    ("session", zk_recipes_sim::testkit::session::run),
+    ("two_phase", zk_recipes_sim::testkit::two_phase::run),
+    ("value", |b| {
+        zk_recipes_sim::testkit::value::run(b).map(drop)
+    }),
 ];
 
 fn dir() -> PathBuf {

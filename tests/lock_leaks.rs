@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use zk_recipes::client::{Client, ClientEvent, RecipeHandle};
 use zk_recipes::recipe::lock::{Lock, LockConfig, LockEvent, LockKind};
-use zk_recipes::sim::{Actor, SimConfig, Simulation};
 use zk_recipes::time::Instant;
+use zk_recipes_sim::sim::{Actor, SimConfig, Simulation};
 
 struct User {
     holder: bool,

@@ -7,7 +7,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(20_000))]
     #[test]
     fn lock_invariants_hold(schedule in proptest::collection::vec(any::<u8>(), 0..400)) {
-        if let Err(e) = zk_recipes::testkit::lock::run(&schedule) {
+        if let Err(e) = zk_recipes_sim::testkit::lock::run(&schedule) {
             prop_assert!(false, "{}", e);
         }
     }
@@ -24,7 +24,7 @@ fn fuzz_regressions() {
         let name = path.file_name().unwrap().to_string_lossy().to_string();
         if name.starts_with("lock-fuzz-") {
             let bytes = std::fs::read(&path).unwrap();
-            zk_recipes::testkit::lock::run(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+            zk_recipes_sim::testkit::lock::run(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
             checked += 1;
         }
     }
@@ -49,5 +49,5 @@ fn acquired_on_a_deleted_node_after_a_lost_own_read() {
         0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 42, 0, 0, 0, 0, 0, 0, 0, 25, 0,
         106, 5,
     ];
-    zk_recipes::testkit::lock::run(&schedule).unwrap();
+    zk_recipes_sim::testkit::lock::run(&schedule).unwrap();
 }

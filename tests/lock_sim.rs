@@ -1,7 +1,7 @@
 //! The read/write lock in the simulator: 8 real clients mixing readers and writers
 //! under every fault — never a writer beside anyone, writers' fencing tokens rising,
 //! and once faults stop every attempt ends and no node is left (see
-//! `zk_recipes::testkit::sim_lock`). The exclusive lock's 10,000 schedules are in
+//! `zk_recipes_sim::testkit::sim_lock`). The exclusive lock's 10,000 schedules are in
 //! `sim_harness`. `SIM_SEED=n` replays one schedule; `SIM_SEEDS=n` runs more.
 
 mod sim_support;
@@ -25,7 +25,7 @@ fn exclusive_lock_with_an_operator_deleting_nodes() {
     let seeds = sim_support::seeds_scaled(2_000_000, 10, 1_000);
     let n = seeds.len();
     let outcomes = sim_support::run_each(seeds, |seed| {
-        zk_recipes::testkit::sim_lock::run_with_operator(seed, 8)
+        zk_recipes_sim::testkit::sim_lock::run_with_operator(seed, 8)
     });
     let grants: usize = outcomes.iter().map(|(g, _)| g).sum();
     println!("{n} schedules with an operator deleting nodes x 8 clients: {grants} grants");

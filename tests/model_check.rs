@@ -1,6 +1,6 @@
 //! Model checking: the real recipe machines, every interleaving of a small configuration
 //! (2–3 clients, 1–2 attempts each, a budget of faults), explored exhaustively with
-//! `stateright` against the abstract ZooKeeper of `zk_recipes::testkit::zk`.
+//! `stateright` against the abstract ZooKeeper of `zk_recipes_sim::testkit::zk`.
 //!
 //! Every state is the real machines themselves (`Clone + Hash + Eq`), the model server
 //! and the users' bookkeeping. Properties:
@@ -54,8 +54,8 @@ use zk_recipes::recipe::two_phase::{
 };
 use zk_recipes::recipe::{OpId, Recipe, SessionChange};
 use zk_recipes::session::WatchEvent;
-use zk_recipes::testkit::zk::{Faults, Happened, Link, ModelWorld, Step, ZNode};
 use zk_recipes::time::Instant;
+use zk_recipes_sim::testkit::zk::{Faults, Happened, Link, ModelWorld, Step, ZNode};
 
 /// No attempt may send more requests than this (a machine that spins is a liveness bug).
 const MAX_REQUESTS: u32 = 60;

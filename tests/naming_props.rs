@@ -1,6 +1,6 @@
 //! Property test for the id generator: two generators on two sessions drawing ids
 //! from one directory under arbitrary replies, lost replies, dropped connections,
-//! refusals, expiries and the counter's wrap (`zk_recipes::testkit::naming`): safety
+//! refusals, expiries and the counter's wrap (`zk_recipes_sim::testkit::naming`): safety
 //! after every step, liveness and cleanliness once faults stop.
 
 use proptest::prelude::*;
@@ -9,7 +9,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(10_000))]
     #[test]
     fn naming_invariants_hold(schedule in proptest::collection::vec(any::<u8>(), 0..300)) {
-        if let Err(e) = zk_recipes::testkit::naming::run(&schedule) {
+        if let Err(e) = zk_recipes_sim::testkit::naming::run(&schedule) {
             prop_assert!(false, "{}", e);
         }
     }
@@ -19,9 +19,9 @@ proptest! {
 /// injects happens and every kind of outcome it checks is reached.
 #[test]
 fn schedules_exercise_every_path() {
-    let mut total = zk_recipes::testkit::naming::Stats::default();
-    for schedule in zk_recipes::testkit::schedules(0x9e37_79b9_7f4a_7c15, 2_000, 200) {
-        let s = zk_recipes::testkit::naming::run(&schedule).unwrap();
+    let mut total = zk_recipes_sim::testkit::naming::Stats::default();
+    for schedule in zk_recipes_sim::testkit::schedules(0x9e37_79b9_7f4a_7c15, 2_000, 200) {
+        let s = zk_recipes_sim::testkit::naming::run(&schedule).unwrap();
         total.ids += s.ids;
         total.recovered += s.recovered;
         total.overflows += s.overflows;

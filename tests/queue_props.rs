@@ -2,7 +2,7 @@
 //! fuzz target): producers and consumers, each with its own session, at most once or
 //! at least once, against a model server with refusals, lost replies after apply,
 //! dropped connections and expiry; safety after every step, liveness and accounting
-//! once faults stop (see `zk_recipes::testkit::queue`).
+//! once faults stop (see `zk_recipes_sim::testkit::queue`).
 
 use proptest::prelude::*;
 
@@ -10,7 +10,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(10_000))]
     #[test]
     fn queue_invariants_hold(schedule in proptest::collection::vec(any::<u8>(), 0..400)) {
-        if let Err(e) = zk_recipes::testkit::queue::run(&schedule) {
+        if let Err(e) = zk_recipes_sim::testkit::queue::run(&schedule) {
             prop_assert!(false, "{}", e);
         }
     }
@@ -33,7 +33,7 @@ fn regressions() {
         ],
     ];
     for case in cases {
-        zk_recipes::testkit::queue::run(case).unwrap_or_else(|e| panic!("{case:?}: {e}"));
+        zk_recipes_sim::testkit::queue::run(case).unwrap_or_else(|e| panic!("{case:?}: {e}"));
     }
 }
 
@@ -43,11 +43,11 @@ fn items_flow() {
     let mut items = 0;
     for (seed, schedule) in (0u64..200).map(|seed| {
         let schedule =
-            zk_recipes::testkit::schedules(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15), 1, 300);
+            zk_recipes_sim::testkit::schedules(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15), 1, 300);
         (seed, schedule.into_iter().flatten().collect::<Vec<u8>>())
     }) {
-        let stats =
-            zk_recipes::testkit::queue::run(&schedule).unwrap_or_else(|e| panic!("{seed}: {e}"));
+        let stats = zk_recipes_sim::testkit::queue::run(&schedule)
+            .unwrap_or_else(|e| panic!("{seed}: {e}"));
         items += stats.items;
     }
     assert!(items > 200, "{items} items in 200 schedules");

@@ -4,7 +4,7 @@
 //! once: no item delivered twice and none lost unless its taker died holding it; at
 //! least once: never two live claims, deleted only by its claim's holder, completed
 //! exactly once; once faults stop everything put is taken and every machine ends
-//! leaving nothing behind (see `zk_recipes::testkit::sim_queue`). The harness must be
+//! leaving nothing behind (see `zk_recipes_sim::testkit::sim_queue`). The harness must be
 //! able to fail: a consumer taking by `getData` + `delete` without looking at the
 //! delete's answer is caught, and its seed replays.
 //!
@@ -16,7 +16,7 @@
 use std::time::Instant;
 
 use proptest::prelude::*;
-use zk_recipes::testkit::sim_queue::{self, Mode, Taker, Totals};
+use zk_recipes_sim::testkit::sim_queue::{self, Mode, Taker, Totals};
 
 /// `SIM_SEED=n` replays one seed; `SIM_SEEDS=n` runs n seeds from `first`; else
 /// `default` of them.

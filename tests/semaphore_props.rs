@@ -1,6 +1,6 @@
 //! Property test for the counting semaphore: three clients on their own sessions,
 //! `N = 2`, under lost replies, dropped connections, refusals, expiry, operator
-//! deletions and time (`zk_recipes::testkit::semaphore`): never more than `N` live
+//! deletions and time (`zk_recipes_sim::testkit::semaphore`): never more than `N` live
 //! holders after every step; once faults stop every attempt ends in bounded virtual
 //! time and no lock or lease node is left.
 
@@ -10,7 +10,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(10_000))]
     #[test]
     fn semaphore_invariants_hold(schedule in proptest::collection::vec(any::<u8>(), 0..400)) {
-        if let Err(e) = zk_recipes::testkit::semaphore::run(&schedule) {
+        if let Err(e) = zk_recipes_sim::testkit::semaphore::run(&schedule) {
             prop_assert!(false, "{}", e);
         }
     }
@@ -21,9 +21,9 @@ proptest! {
 /// deleted by the operator start over.
 #[test]
 fn schedules_exercise_every_path() {
-    let mut total = zk_recipes::testkit::semaphore::Stats::default();
-    for schedule in zk_recipes::testkit::schedules(0x9e37_79b9_7f4a_7c15, 2_000, 300) {
-        let s = zk_recipes::testkit::semaphore::run(&schedule).unwrap();
+    let mut total = zk_recipes_sim::testkit::semaphore::Stats::default();
+    for schedule in zk_recipes_sim::testkit::schedules(0x9e37_79b9_7f4a_7c15, 2_000, 300) {
+        let s = zk_recipes_sim::testkit::semaphore::run(&schedule).unwrap();
         total.acquired += s.acquired;
         total.full += s.full;
         total.timed_out += s.timed_out;

@@ -1,7 +1,7 @@
 //! The counting semaphore in the simulator: 5 real clients take leases of a semaphore
 //! of 2 under every fault — never more than 2 live holders, each holder's lease node on
 //! the server; once faults stop every attempt ends and no lease or mutex node is left
-//! (no orphaned lease, CURATOR-315). See `zk_recipes::testkit::sim_semaphore`.
+//! (no orphaned lease, CURATOR-315). See `zk_recipes_sim::testkit::sim_semaphore`.
 //! `SIM_SEED=n` replays one schedule; `SIM_SEEDS=n` runs n/10 of them (a schedule here
 //! costs about ten of the cheapest suites').
 
@@ -9,7 +9,7 @@
 #[allow(dead_code)] // this suite uses only part of the shared support
 mod sim_support;
 
-use zk_recipes::testkit::sim_semaphore;
+use zk_recipes_sim::testkit::sim_semaphore;
 
 const CLIENTS: usize = 5;
 const MAX: u32 = 2;

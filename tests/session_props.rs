@@ -1,5 +1,5 @@
 //! Property test for the session: arbitrary schedules of server frames, garbage,
-//! disconnects, time jumps and commands (see `zk_recipes::testkit::session`).
+//! disconnects, time jumps and commands (see `zk_recipes_sim::testkit::session`).
 
 use proptest::prelude::*;
 
@@ -7,7 +7,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(3000))]
     #[test]
     fn session_invariants_hold(schedule in proptest::collection::vec(any::<u8>(), 0..600)) {
-        if let Err(e) = zk_recipes::testkit::session::run(&schedule) {
+        if let Err(e) = zk_recipes_sim::testkit::session::run(&schedule) {
             prop_assert!(false, "{}", e);
         }
     }
@@ -21,7 +21,7 @@ fn schedules_reach_deep_states() {
     let s = [
         0u8, 0, 0x00, 1, 0x18, 5, 0, 5, 0, 2, 0x22, 11, 0, 0, 0x00, 5, 2,
     ];
-    let (submitted, ok) = zk_recipes::testkit::session::run_with_stats(&s).unwrap();
+    let (submitted, ok) = zk_recipes_sim::testkit::session::run_with_stats(&s).unwrap();
     assert_eq!((submitted, ok), (4, 2));
 }
 
@@ -39,7 +39,7 @@ fn random_schedules_get_real_replies() {
                 rng as u8
             })
             .collect();
-        let (s, o) = zk_recipes::testkit::session::run_with_stats(&schedule).unwrap();
+        let (s, o) = zk_recipes_sim::testkit::session::run_with_stats(&schedule).unwrap();
         submitted += s;
         ok += o;
     }

@@ -5,7 +5,7 @@
 
 use bytes::{Bytes, BytesMut};
 use zk_recipes::proto::*;
-use zk_recipes::sim::{ConnId, ServerConfig, SimServer};
+use zk_recipes_sim::sim::{ConnId, ServerConfig, SimServer};
 use zk_recipes_testing::{RawClient, TestServer};
 
 /// One session's view of a backend.

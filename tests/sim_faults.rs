@@ -8,8 +8,8 @@ use core::time::Duration;
 use zk_recipes::client::{Client, ClientEvent};
 use zk_recipes::proto::*;
 use zk_recipes::session::{SessionEvent, SessionState, Token};
-use zk_recipes::sim::{Actor, ConnId, Lag, ServerConfig, SimConfig, SimServer, Simulation};
 use zk_recipes::time::Instant;
+use zk_recipes_sim::sim::{Actor, ConnId, Lag, ServerConfig, SimConfig, SimServer, Simulation};
 
 // ----- raw frames against SimServer -----
 

@@ -1,6 +1,6 @@
 //! The headline simulator test: the real lock recipe, 8 clients, every fault, 10,000
 //! schedules — safety after every event, liveness and cleanliness once faults stop
-//! (see `zk_recipes::testkit::sim_lock`). The harness itself must be able to fail: a
+//! (see `zk_recipes_sim::testkit::sim_lock`). The harness itself must be able to fail: a
 //! naive raw-API lock is caught violating mutual exclusion, with a seed that replays
 //! the same failure.
 //!
@@ -8,11 +8,11 @@
 //! seed; `SIM_SEEDS=n` runs more.
 
 use proptest::prelude::*;
-use zk_recipes::sim::SimConfig;
+use zk_recipes_sim::sim::SimConfig;
 mod sim_support;
 
 use sim_support::{run_all, seeds};
-use zk_recipes::testkit::{sim_lock, sim_naive};
+use zk_recipes_sim::testkit::{sim_lock, sim_naive};
 
 #[test]
 fn the_harness_catches_a_naive_lock_and_replays_it() {

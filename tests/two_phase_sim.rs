@@ -1,14 +1,14 @@
 //! The two-phase commit recipe in the deterministic simulator: the coordinator and 4
 //! sites on their own sessions, 3 transactions per schedule, both variants, every fault;
 //! safety after every event and liveness once faults stop (see
-//! `zk_recipes::testkit::sim_two_phase`).
+//! `zk_recipes_sim::testkit::sim_two_phase`).
 //!
 //! `SIM_SEED=n cargo test --all-features --test two_phase_sim -- --nocapture` replays one
 //! seed; `SIM_SEEDS=n` runs more.
 
 use proptest::prelude::*;
-use zk_recipes::sim::SimConfig;
-use zk_recipes::testkit::sim_two_phase;
+use zk_recipes_sim::sim::SimConfig;
+use zk_recipes_sim::testkit::sim_two_phase;
 
 fn seeds(default: u64) -> Vec<u64> {
     match std::env::var("SIM_SEED").ok().and_then(|s| s.parse().ok()) {

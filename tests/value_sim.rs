@@ -4,7 +4,7 @@
 //! never doubled nor lost (final value between the `Added` reports and those plus the
 //! ones in doubt), no token is applied twice or lost, every watcher reports only real
 //! states in order and ends holding the last written data and version; once faults stop
-//! every operation ends. See `zk_recipes::testkit::sim_value`.
+//! every operation ends. See `zk_recipes_sim::testkit::sim_value`.
 //!
 //! `SIM_SEED=n` replays one schedule; `SIM_SEEDS=n` runs n/10 of them (a schedule here
 //! costs about ten of the cheapest suites').
@@ -13,7 +13,7 @@
 #[allow(dead_code)] // this suite uses only part of the shared support
 mod sim_support;
 
-use zk_recipes::testkit::sim_value;
+use zk_recipes_sim::testkit::sim_value;
 
 const CLIENTS: usize = 4;
 

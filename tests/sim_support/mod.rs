@@ -1,6 +1,6 @@
 //! Seeds and a two-core runner for the simulator tests of the lock recipe.
 
-use zk_recipes::testkit::sim_lock;
+use zk_recipes_sim::testkit::sim_lock;
 
 /// `SIM_SEED=n` replays one seed; `SIM_SEEDS=n` runs n seeds from `first`; else
 /// `default` of them.
