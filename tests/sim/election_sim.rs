@@ -5,7 +5,7 @@
 //! close nothing left (see `zk_recipes_sim::testkit::sim_election`). The harness must be able
 //! to fail: a user that ignores `Suspended`/`Lost` is caught, and its seed replays.
 //!
-//! `SIM_SEED=n cargo test --all-features --test election_sim -- --nocapture` replays one
+//! `SIM_SEED=n cargo test --all-features --test sim election_sim:: -- --nocapture` replays one
 //! seed; `SIM_SEEDS=n` runs more.
 // The wall clock only reports how long the schedules took.
 #![allow(clippy::disallowed_methods)]

@@ -11,7 +11,7 @@
 
 #![allow(clippy::disallowed_methods)] // wall-clock time of the run, for the report
 #[allow(dead_code)] // this suite uses only part of the shared support
-mod sim_support;
+use crate::sim_support;
 
 use zk_recipes_sim::testkit::sim_value;
 

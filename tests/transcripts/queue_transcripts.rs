@@ -3,7 +3,7 @@
 //! for a multiRead, `multi create <p> + set <p>@<v> + create <p> ...`, `exists <p>`,
 //! `sync <p>`, `delete <p>`, `create <p>` ...).
 
-mod queue_script;
+use crate::queue_script;
 use queue_script::*;
 fn producer() -> Script<Producer> {
     Script::new(Producer::new(ProducerConfig::new(DIR, "p1")))

@@ -3,7 +3,7 @@
 //! safety after every event and liveness once faults stop (see
 //! `zk_recipes_sim::testkit::sim_two_phase`).
 //!
-//! `SIM_SEED=n cargo test --all-features --test two_phase_sim -- --nocapture` replays one
+//! `SIM_SEED=n cargo test --all-features --test sim two_phase_sim:: -- --nocapture` replays one
 //! seed; `SIM_SEEDS=n` runs more.
 
 use proptest::prelude::*;

@@ -4,12 +4,12 @@
 //! naive raw-API lock is caught violating mutual exclusion, with a seed that replays
 //! the same failure.
 //!
-//! `SIM_SEED=n cargo test --all-features --test sim_harness -- --nocapture` replays one
+//! `SIM_SEED=n cargo test --all-features --test sim sim_harness:: -- --nocapture` replays one
 //! seed; `SIM_SEEDS=n` runs more.
 
+use crate::sim_support;
 use proptest::prelude::*;
 use zk_recipes_sim::sim::SimConfig;
-mod sim_support;
 
 use sim_support::{run_all, seeds};
 use zk_recipes_sim::testkit::{sim_lock, sim_naive};

@@ -7,7 +7,7 @@ use bytes::{Bytes, BytesMut};
 use serde_json::Value;
 use zk_recipes::proto::*;
 
-const VECTORS: &str = include_str!("data/zk-golden-vectors.json");
+const VECTORS: &str = include_str!("../data/zk-golden-vectors.json");
 
 fn all() -> Vec<Value> {
     serde_json::from_str::<Value>(VECTORS)

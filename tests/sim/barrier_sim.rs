@@ -3,7 +3,7 @@
 //! every fault, 10,000 schedules — release safety after every event, liveness and
 //! cleanliness once faults stop (see `zk_recipes_sim::testkit::sim_barrier`).
 //!
-//! `SIM_SEED=n cargo test --all-features --test barrier_sim -- --nocapture` replays one
+//! `SIM_SEED=n cargo test --all-features --test sim barrier_sim:: -- --nocapture` replays one
 //! seed; `SIM_SEEDS=n` runs more.
 
 use zk_recipes_sim::testkit::sim_barrier;

@@ -5,7 +5,7 @@ use std::time::Duration;
 use zk_recipes_sim::sim::SimConfig;
 use zk_recipes_sim::testkit::sim_double_barrier;
 
-/// The fault mix of `the_double_barrier_under_any_fault_mix` (tests/double_barrier_sim.rs).
+/// The fault mix of `the_double_barrier_under_any_fault_mix` (tests/sim/double_barrier_sim.rs).
 #[allow(clippy::too_many_arguments)]
 fn fault_mix(
     seed: u64,

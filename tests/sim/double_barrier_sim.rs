@@ -3,7 +3,7 @@
 //! (N from 2 to the client count) — round safety after every event, liveness and cleanliness once
 //! faults stop (see `zk_recipes_sim::testkit::sim_double_barrier`).
 //!
-//! `SIM_SEED=n cargo test --all-features --test double_barrier_sim -- --nocapture`
+//! `SIM_SEED=n cargo test --all-features --test sim double_barrier_sim:: -- --nocapture`
 //! replays one seed; `SIM_SEEDS=n` runs more.
 
 use proptest::prelude::*;
@@ -62,7 +62,7 @@ proptest! {
     /// `run_with` lengthens the quiet stretch to the clients' recovery bound: with heavy
     /// connection faults a client's reconnect backoff reaches its cap, and a quiet 3 s
     /// was shorter than a session expiring a timeout in and redialling up to 2 s later
-    /// (replayed in `tests/double_barrier_regressions.rs`).
+    /// (replayed in `tests/sim/double_barrier_regressions.rs`).
     #[test]
     fn the_double_barrier_under_any_fault_mix(
         seed in any::<u64>(),

@@ -4,7 +4,7 @@
 //! `zk_recipes_sim::testkit::sim_lock`). The exclusive lock's 10,000 schedules are in
 //! `sim_harness`. `SIM_SEED=n` replays one schedule; `SIM_SEEDS=n` runs more.
 
-mod sim_support;
+use crate::sim_support;
 
 #[test]
 fn read_write_lock_under_every_fault() {

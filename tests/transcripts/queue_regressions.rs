@@ -1,9 +1,9 @@
 //! Regressions of the queue recipe found by the simulator and property harnesses
-//! (`tests/queue_sim.rs`, `tests/queue_props.rs`), as transcripts: scripted replies in,
+//! (`tests/sim/queue_sim.rs`, `tests/props/queue_props.rs`), as transcripts: scripted replies in,
 //! exact requests and events out (the notation of `queue_transcripts.rs`).
 #![allow(dead_code)]
 
-mod queue_script;
+use crate::queue_script;
 use queue_script::*;
 fn consumer(delivery: Delivery) -> Script<Consumer> {
     let mut c = ConsumerConfig::new(DIR, "c1");

@@ -8,7 +8,7 @@
 //! able to fail: a consumer taking by `getData` + `delete` without looking at the
 //! delete's answer is caught, and its seed replays.
 //!
-//! `SIM_SEED=n cargo test --all-features --test queue_sim -- --nocapture` replays one
+//! `SIM_SEED=n cargo test --all-features --test sim queue_sim:: -- --nocapture` replays one
 //! seed (with the simulator's trace); `SIM_SEEDS=n` runs more.
 // The wall clock only reports how long the schedules took.
 #![allow(clippy::disallowed_methods)]
