@@ -144,7 +144,7 @@ async fn server_tree(zk: &T, root: &str) -> BTreeMap<String, Bytes> {
         let mut next = Vec::new();
         let mut take = |r: (String, Result<Bytes, Error>, Result<Vec<String>, Error>)| {
             let (p, data, kids) = r;
-            let gone = |e: &Error| *e == Error::Server(zt::ErrorCode::NoNode);
+            let gone = |e: &Error| e.code() == Some(zt::ErrorCode::NoNode);
             match (data, kids) {
                 (Ok(data), Ok(kids)) => {
                     for k in kids {
