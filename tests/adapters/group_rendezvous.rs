@@ -5,8 +5,7 @@
 //! workers) including a `z_r` not created yet and deleted at the end.
 #![allow(clippy::disallowed_methods)]
 
-mod support;
-mod support_group;
+use crate::support_group;
 
 use std::time::Duration;
 

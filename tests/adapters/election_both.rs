@@ -6,7 +6,7 @@
 // A test is a driver: it owns the clock.
 #![allow(clippy::disallowed_methods)]
 
-mod support_election;
+use crate::support_election;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

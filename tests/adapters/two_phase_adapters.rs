@@ -7,7 +7,7 @@
 // A test is a driver: it owns the clock.
 #![allow(clippy::disallowed_methods)]
 
-mod two_phase_support;
+use crate::two_phase_support;
 
 use std::thread;
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //! on the last one. Once with the paper's ready node, once with `multi`/`multiRead`.
 #![allow(clippy::disallowed_methods)]
 
-mod support;
+use crate::support;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -9,7 +9,7 @@
 // A test (or example) is a driver: it owns the clock.
 #![allow(clippy::disallowed_methods)]
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

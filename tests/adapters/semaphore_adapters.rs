@@ -5,7 +5,7 @@
 //! same scenario for either adapter.
 #![allow(clippy::disallowed_methods)]
 
-mod support;
+use crate::support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

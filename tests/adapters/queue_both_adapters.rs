@@ -3,7 +3,7 @@
 //! session is closed mid-batch, the server restarted mid-run, priority order.
 #![allow(clippy::disallowed_methods)]
 
-mod queue_support;
+use crate::queue_support;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

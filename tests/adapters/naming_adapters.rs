@@ -7,8 +7,8 @@
 //! unregistered.
 #![allow(clippy::disallowed_methods)]
 
-mod support;
-mod support_group;
+use crate::support;
+use crate::support_group;
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Barrier};

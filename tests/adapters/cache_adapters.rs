@@ -5,7 +5,7 @@
 //! inventing a change, and follows changes again.
 #![allow(clippy::disallowed_methods)]
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

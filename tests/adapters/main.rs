@@ -1,0 +1,210 @@
+//! Every adapter test against a real (or a fake) ZooKeeper, in one binary. A scenario is
+//! written once, as async code under `#[form]`, and compiled twice by [`forms!`]: in the
+//! tokio form as written, in the blocking form without `async` and `.await` — the trick
+//! `zk-recipes-surface` uses for the adapters themselves (issue 27). Its tests are
+//! `<module>::tokio_form::<name>` and `<module>::blocking_form::<name>`.
+// A test is a driver: it owns the clock.
+#![allow(clippy::disallowed_methods)]
+
+/// Compiles the scenario file `$file` (relative to this directory) once per form, as
+/// the modules `tokio_form` and `blocking_form` of a module `$name`. In each, `zk` is
+/// that form's adapter crate, `form` its attribute, and the form's runtime helpers
+/// ([`tokio_rt`] / [`blocking_rt`]: `run`, `spawn`, `sleep`, `NAME`) are in scope.
+macro_rules! forms {
+    ($name:ident, $file:literal) => {
+        mod $name {
+            mod tokio_form {
+                #[allow(unused_imports)]
+                use crate::common::*;
+                #[allow(unused_imports)]
+                use crate::shared::tokio_form::*;
+                #[allow(unused_imports)]
+                use crate::tokio_rt::*;
+                #[allow(unused_imports)]
+                use zk_recipes_macros::asynchronous as form;
+                #[allow(unused_imports)]
+                use zk_recipes_tokio as zk;
+                include!($file);
+            }
+            mod blocking_form {
+                #[allow(unused_imports)]
+                use crate::blocking_rt::*;
+                #[allow(unused_imports)]
+                use crate::common::*;
+                #[allow(unused_imports)]
+                use crate::shared::blocking_form::*;
+                #[allow(unused_imports)]
+                use zk_recipes_blocking as zk;
+                #[allow(unused_imports)]
+                use zk_recipes_macros::blocking as form;
+                include!($file);
+            }
+        }
+    };
+}
+
+/// The tokio form's runtime: a scenario runs on a fresh multi-threaded runtime; its
+/// concurrent parts are tasks.
+#[allow(dead_code)]
+mod tokio_rt {
+    use std::future::Future;
+    use std::time::Duration;
+
+    /// The form's name, for messages.
+    pub const NAME: &str = "tokio";
+
+    /// Runs a scenario to its end on a runtime of its own.
+    pub fn run<F: Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(3)
+            .enable_all()
+            .build()
+            .expect("a tokio runtime")
+            .block_on(f)
+    }
+
+    /// A concurrent part of a scenario.
+    pub struct Task<T>(tokio::task::JoinHandle<T>);
+
+    impl<T> Task<T> {
+        /// Waits for it; its panic is the scenario's.
+        pub async fn join(self) -> T {
+            match self.0.await {
+                Ok(t) => t,
+                Err(e) => std::panic::resume_unwind(e.into_panic()),
+            }
+        }
+
+        /// Whether it has ended.
+        pub fn is_finished(&self) -> bool {
+            self.0.is_finished()
+        }
+    }
+
+    /// Starts `f()` as a task (`spawn(move || async move { .. })`).
+    pub fn spawn<F, Fut>(f: F) -> Task<Fut::Output>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future + Send + 'static,
+        Fut::Output: Send + 'static,
+    {
+        Task(tokio::spawn(f()))
+    }
+
+    /// Sleeps without holding up the runtime.
+    pub async fn sleep(d: Duration) {
+        tokio::time::sleep(d).await
+    }
+}
+
+/// The blocking form's runtime: a scenario runs on the test's thread; its concurrent
+/// parts are threads.
+#[allow(dead_code)]
+mod blocking_rt {
+    use std::time::Duration;
+
+    /// The form's name, for messages.
+    pub const NAME: &str = "blocking";
+
+    /// The scenario has already run: `#[form]` made it a blocking call.
+    pub fn run<T>(t: T) -> T {
+        t
+    }
+
+    /// A concurrent part of a scenario.
+    pub struct Task<T>(std::thread::JoinHandle<T>);
+
+    impl<T> Task<T> {
+        /// Waits for it; its panic is the scenario's.
+        pub fn join(self) -> T {
+            match self.0.join() {
+                Ok(t) => t,
+                Err(e) => std::panic::resume_unwind(e),
+            }
+        }
+
+        /// Whether it has ended.
+        pub fn is_finished(&self) -> bool {
+            self.0.is_finished()
+        }
+    }
+
+    /// Starts `f` on a thread (`spawn(move || async move { .. })` without `async`).
+    pub fn spawn<F, T>(f: F) -> Task<T>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        Task(std::thread::spawn(f))
+    }
+
+    /// Sleeps.
+    pub fn sleep(d: Duration) {
+        std::thread::sleep(d)
+    }
+}
+
+/// Helpers of every scenario that do not wait on a session.
+#[allow(dead_code)]
+mod common {
+    use std::time::Duration;
+    use zk_recipes_testing::TestServer;
+
+    /// A real ZooKeeper 3.8 of the test's own.
+    pub fn server() -> TestServer {
+        TestServer::start().expect("a real ZooKeeper")
+    }
+
+    /// The scenarios' client options (one type in both forms: the surface's): 6 s
+    /// sessions renewed on expiry, 10 s to connect, and a short call timeout — raw
+    /// calls answer fast; recipe waits must not use it.
+    pub fn options() -> zk_recipes_tokio::Options {
+        zk_recipes_tokio::Options::default()
+            .session_timeout(Duration::from_secs(6))
+            .renew_on_expiry(true)
+            .connect_timeout(Duration::from_secs(10))
+            .call_timeout(Duration::from_secs(1))
+    }
+}
+
+/// Helpers of every scenario that wait on a session, in both forms.
+#[allow(dead_code)]
+mod shared {
+    pub mod tokio_form {
+        #[allow(unused_imports)]
+        use crate::tokio_rt::*;
+        use zk_recipes_macros::asynchronous as form;
+        use zk_recipes_tokio as zk;
+        include!("shared.rs");
+    }
+    pub mod blocking_form {
+        #[allow(unused_imports)]
+        use crate::blocking_rt::*;
+        use zk_recipes_blocking as zk;
+        use zk_recipes_macros::blocking as form;
+        include!("shared.rs");
+    }
+}
+
+// Shared helpers of the scenarios that are not yet written once.
+mod queue_support;
+mod support;
+mod support_election;
+mod support_group;
+mod two_phase_support;
+
+forms!(barrier_adapters, "barrier_adapters.rs");
+forms!(both_adapters, "both_adapters.rs");
+forms!(burst, "burst.rs");
+mod cache_adapters;
+mod config_adapters;
+mod election_both;
+mod group_rendezvous;
+mod lock_many_waiters;
+mod misbehaving;
+mod naming_adapters;
+mod queue_both_adapters;
+mod semaphore_adapters;
+mod two_phase_adapters;
+forms!(value_adapters, "value_adapters.rs");
+forms!(watch_node, "watch_node.rs");
