@@ -1,21 +1,13 @@
-//! Configuration against a real ZooKeeper 3.8 through both adapters: a writer writes 50
-//! configurations of 20 nodes (configuration `k` holds `"k"` in every node) while two
-//! readers, one per adapter, read; no reader ever sees a mixed configuration, both end
-//! on the last one. Once with the paper's ready node, once with `multi`/`multiRead`.
-#![allow(clippy::disallowed_methods)]
+// Configuration against a real ZooKeeper 3.8, in each form: a writer writes 50
+// configurations of 20 nodes (configuration `k` holds `"k"` in every node) while two
+// readers on two sessions read; no reader ever sees a mixed configuration, both end
+// on the last one. Once with the paper's ready node, once with `multi`/`multiRead`.
 
-use crate::support;
-
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use support::runtime;
-use zk_recipes::recipe::config::{ConfigMode, ConfigSnapshot, ReaderConfig};
+use zk::{ConfigMode, ConfigSnapshot, Error, ReaderConfig, ReaderEvent};
 use zk_recipes_testing::TestServer;
-
-use zk_recipes_blocking as zb;
-use zk_recipes_tokio as zt;
 
 const CONFIGS: u32 = 50;
 const NODES: usize = 20;
@@ -30,7 +22,7 @@ fn config_of(s: &ConfigSnapshot, who: &str) -> u32 {
     let first = s.values[0].1.clone();
     assert!(
         s.values.iter().all(|(_, v)| *v == first),
-        "{who}: mixed configuration {:?}",
+        "{NAME} {who}: mixed configuration {:?}",
         s.values
     );
     match first {
@@ -39,28 +31,46 @@ fn config_of(s: &ConfigSnapshot, who: &str) -> u32 {
     }
 }
 
-/// Follows snapshots until configuration `CONFIGS`; returns every configuration seen.
-fn follow(
-    mut next: impl FnMut() -> Result<ConfigSnapshot, zk_recipes::client::Error>,
-    who: &str,
-) -> Vec<u32> {
+/// `snapshot()`, until `deadline` at most.
+#[form]
+async fn snapshot_until(
+    r: &mut zk::ConfigReaderHandle,
+    deadline: Instant,
+) -> Result<ConfigSnapshot, Error> {
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match r.next_timeout(left).await? {
+            Some(ReaderEvent::Snapshot(s)) => return Ok(s),
+            Some(ReaderEvent::Failed(e)) => return Err(e),
+            Some(ReaderEvent::Closed) | None => return Err(Error::Finished),
+            Some(_) => {}
+        }
+    }
+}
+
+/// Follows snapshots until configuration `CONFIGS` (within `W`); returns every
+/// configuration seen.
+#[form]
+async fn follow(r: &mut zk::ConfigReaderHandle, who: &str) -> Vec<u32> {
     let deadline = Instant::now() + W;
     let mut seen = Vec::new();
-    while Instant::now() < deadline {
-        let s = next().unwrap_or_else(|e| panic!("{who}: {e}"));
+    loop {
+        let s = snapshot_until(r, deadline)
+            .await
+            .unwrap_or_else(|e| panic!("{NAME} {who}: {e} (seen {seen:?})"));
         let k = config_of(&s, who);
         if let Some(&last) = seen.last() {
-            assert!(k > last, "{who}: went from {last} to {k}");
+            assert!(k > last, "{NAME} {who}: went from {last} to {k}");
         }
         seen.push(k);
         if k == CONFIGS {
             return seen;
         }
     }
-    panic!("{who}: no configuration {CONFIGS} within {W:?}: {seen:?}");
 }
 
-fn scenario(mode: ConfigMode, root: &str) {
+#[form]
+async fn scenario(mode: ConfigMode, root: &str) {
     let server = TestServer::start().expect("a real ZooKeeper");
     let cs = server.connect_string();
     let ready = format!("{root}/ready");
@@ -71,108 +81,91 @@ fn scenario(mode: ConfigMode, root: &str) {
         ConfigMode::Multi => ReaderConfig::multi(&refs),
     };
 
-    let bz = zb::connect(&cs, zb::Options::default()).unwrap();
-    let tz = runtime()
-        .block_on(zt::connect(&cs, zt::Options::default()))
-        .unwrap();
-    let wz = zb::connect(&cs, zb::Options::default()).unwrap();
+    let az = zk::connect(&cs, zk::Options::default()).await.unwrap();
+    let bz = zk::connect(&cs, zk::Options::default()).await.unwrap();
+    let wz = zk::connect(&cs, zk::Options::default()).await.unwrap();
 
     // Readers first: they follow the configuration from nothing to the last one.
-    let mut b_reader = bz.config_reader_with(reader_config.clone()).unwrap();
-    let mut t_reader = tz.config_reader_with(reader_config).unwrap();
-    let seen_t = Arc::new(Mutex::new(Vec::new()));
-    let t_task = {
-        let seen_t = seen_t.clone();
-        runtime().spawn(async move {
-            let deadline = tokio::time::Instant::now() + W;
-            loop {
-                let s = tokio::time::timeout_at(deadline, t_reader.snapshot())
-                    .await
-                    .expect("tokio reader: no last configuration in time")
-                    .expect("tokio reader ended");
-                let k = config_of(&s, "tokio");
-                let mut seen = seen_t.lock().unwrap();
-                if let Some(&last) = seen.last() {
-                    assert!(k > last, "tokio: went from {last} to {k}");
-                }
-                seen.push(k);
-                if k == CONFIGS {
-                    return t_reader;
-                }
-            }
-        })
-    };
-    let b_thread = std::thread::spawn(move || {
-        let seen = follow(|| b_reader.snapshot(), "blocking");
-        (seen, b_reader)
+    let mut a_reader = az.config_reader_with(reader_config.clone()).unwrap();
+    let mut b_reader = bz.config_reader_with(reader_config).unwrap();
+    let a_task = spawn(move || async move {
+        let seen = follow(&mut a_reader, "first").await;
+        (seen, a_reader)
     });
 
-    // The writer: 50 configurations, alternating adapters for the writes.
-    let tw = runtime()
-        .block_on(zt::connect(&cs, zt::Options::default()))
-        .unwrap();
-    for k in 1..=CONFIGS {
-        let value = Bytes::from(k.to_string());
-        let updates: Vec<(String, Bytes)> =
-            paths.iter().map(|p| (p.clone(), value.clone())).collect();
-        if k % 2 == 0 {
-            wz.write_config(&ready, updates, mode).unwrap();
-        } else {
-            runtime()
-                .block_on(tw.write_config(&ready, updates, mode))
-                .unwrap();
+    // The writer: 50 configurations, alternating sessions for the writes.
+    let tw = zk::connect(&cs, zk::Options::default()).await.unwrap();
+    let writing = spawn({
+        let (ready, paths, wz) = (ready.clone(), paths.clone(), wz.clone());
+        move || async move {
+            for k in 1..=CONFIGS {
+                let value = Bytes::from(k.to_string());
+                let updates: Vec<(String, Bytes)> =
+                    paths.iter().map(|p| (p.clone(), value.clone())).collect();
+                let writer = if k % 2 == 0 { &wz } else { &tw };
+                writer.write_config(&ready, updates, mode).await.unwrap();
+                if k % 5 == 0 {
+                    // Now and then a pause, so readers also complete rounds between writes.
+                    sleep(Duration::from_millis(20)).await;
+                }
+            }
         }
-        if k % 5 == 0 {
-            // Now and then a pause, so readers also complete rounds between writes.
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
+    });
+    let seen_b = follow(&mut b_reader, "second").await;
+    writing.join().await;
     // The server holds the last configuration (and ready, in the ready mode).
     for p in &paths {
-        assert_eq!(wz.get_data(p).unwrap().0, CONFIGS.to_string().as_bytes());
+        assert_eq!(
+            wz.get_data(p).await.unwrap().0,
+            CONFIGS.to_string().as_bytes()
+        );
     }
     assert_eq!(
-        wz.exists(&ready).unwrap().is_some(),
+        wz.exists(&ready).await.unwrap().is_some(),
         mode == ConfigMode::ReadyNode
     );
 
-    let (seen_b, _b_reader) = b_thread.join().expect("blocking reader");
-    let _t_reader = runtime().block_on(t_task).expect("tokio reader");
-    let seen_t = seen_t.lock().unwrap().clone();
+    let (seen_a, _a_reader) = a_task.join().await;
     println!(
-        "{mode:?}: blocking saw {} configurations, tokio {}",
-        seen_b.len(),
-        seen_t.len()
+        "{NAME} {mode:?}: the readers saw {} and {} configurations",
+        seen_a.len(),
+        seen_b.len()
     );
+    assert_eq!(seen_a.last(), Some(&CONFIGS));
     assert_eq!(seen_b.last(), Some(&CONFIGS));
-    assert_eq!(seen_t.last(), Some(&CONFIGS));
 }
 
 #[test]
 fn ready_node_readers_never_see_a_mixed_configuration() {
-    scenario(ConfigMode::ReadyNode, "/cfg-ready");
+    run(scenario(ConfigMode::ReadyNode, "/cfg-ready"));
 }
 
 #[test]
 fn multi_readers_never_see_a_mixed_configuration() {
-    scenario(ConfigMode::Multi, "/cfg-multi");
+    run(scenario(ConfigMode::Multi, "/cfg-multi"));
 }
 
 #[test]
 fn a_multi_write_larger_than_the_limit_is_refused_up_front() {
-    let server = TestServer::start().expect("a real ZooKeeper");
-    let zk = zb::connect(&server.connect_string(), zb::Options::default()).unwrap();
+    run(a_multi_write_larger_than_the_limit_is_refused_up_front_on(
+        &server(),
+    ));
+}
+
+#[form]
+async fn a_multi_write_larger_than_the_limit_is_refused_up_front_on(server: &TestServer) {
+    let zk = zk::connect(&server.connect_string(), zk::Options::default())
+        .await
+        .unwrap();
     let big: Vec<(String, Bytes)> = (0..30)
         .map(|i| (format!("/big/n{i}"), Bytes::from(vec![b'x'; 50_000])))
         .collect();
-    match zk.write_config("/big/ready", big, ConfigMode::Multi) {
-        Err(zk_recipes::client::Error::TooLarge(t)) => assert!(t.len > t.max, "{t:?}"),
-        other => panic!("{other:?}"),
+    match zk.write_config("/big/ready", big, ConfigMode::Multi).await {
+        Err(Error::TooLarge(t)) => assert!(t.len > t.max, "{NAME}: {t:?}"),
+        other => panic!("{NAME}: {other:?}"),
     }
-    assert!(
-        zk.exists("/big").unwrap().is_none(),
-        "something was written"
-    );
+    let big = zk.exists("/big").await.unwrap();
+    assert!(big.is_none(), "{NAME}: something was written");
 }
 
 /// The server restarts in the middle of the writes: writers resume (lost replies are
@@ -180,60 +173,57 @@ fn a_multi_write_larger_than_the_limit_is_refused_up_front() {
 /// configuration and everybody ends on the last one.
 #[test]
 fn writes_and_reads_survive_a_server_restart() {
-    let mut server = TestServer::start().expect("a real ZooKeeper");
+    let mut server = server();
+    run(writes_and_reads_survive_a_server_restart_on(&mut server));
+}
+
+#[form]
+async fn writes_and_reads_survive_a_server_restart_on(server: &mut TestServer) {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::Arc;
     let cs = server.connect_string();
     let root = "/cfg-restart";
     let ready = format!("{root}/ready");
     let paths = paths(root);
     let refs: Vec<&str> = paths.iter().map(|p| p.as_str()).collect();
     let config = ReaderConfig::ready_node(&ready, &refs);
-    let session = Duration::from_secs(30);
-    let bz = zb::connect(&cs, zb::Options::default().session_timeout(session)).unwrap();
-    let tz = runtime()
-        .block_on(zt::connect(
-            &cs,
-            zt::Options::default().session_timeout(session),
-        ))
-        .unwrap();
-    let wz = zb::connect(&cs, zb::Options::default().session_timeout(session)).unwrap();
-    let mut b_reader = bz.config_reader_with(config.clone()).unwrap();
-    let mut t_reader = tz.config_reader_with(config).unwrap();
+    let options = || zk::Options::default().session_timeout(Duration::from_secs(30));
+    let az = zk::connect(&cs, options()).await.unwrap();
+    let bz = zk::connect(&cs, options()).await.unwrap();
+    let wz = zk::connect(&cs, options()).await.unwrap();
+    let mut a_reader = az.config_reader_with(config.clone()).unwrap();
+    let mut b_reader = bz.config_reader_with(config).unwrap();
 
-    let progress = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let progress = Arc::new(AtomicU32::new(0));
     let writer = {
         let (progress, paths, ready, wz) =
             (progress.clone(), paths.clone(), ready.clone(), wz.clone());
-        std::thread::spawn(move || {
+        spawn(move || async move {
             for k in 1..=CONFIGS {
                 let value = Bytes::from(k.to_string());
                 let updates = paths.iter().map(|p| (p.clone(), value.clone())).collect();
                 wz.write_config(&ready, updates, ConfigMode::ReadyNode)
+                    .await
                     .unwrap_or_else(|e| panic!("write {k}: {e}"));
-                progress.store(k, std::sync::atomic::Ordering::SeqCst);
-                std::thread::sleep(Duration::from_millis(10));
+                progress.store(k, Ordering::SeqCst);
+                sleep(Duration::from_millis(10)).await;
             }
         })
     };
-    while progress.load(std::sync::atomic::Ordering::SeqCst) < 10 {
-        std::thread::sleep(Duration::from_millis(5));
+    while progress.load(Ordering::SeqCst) < 10 {
+        sleep(Duration::from_millis(5)).await;
     }
     server.restart().unwrap();
-    writer.join().expect("the writer");
+    writer.join().await;
 
-    let seen_b = follow(|| b_reader.snapshot(), "blocking");
-    let seen_t = follow(
-        || {
-            runtime().block_on(async {
-                tokio::time::timeout(W, t_reader.snapshot())
-                    .await
-                    .unwrap_or(Err(zk_recipes::client::Error::Timeout))
-            })
-        },
-        "tokio",
-    );
-    println!("restart: blocking saw {seen_b:?}, tokio {seen_t:?}");
+    let seen_a = follow(&mut a_reader, "first").await;
+    let seen_b = follow(&mut b_reader, "second").await;
+    println!("{NAME} restart: the readers saw {seen_a:?} and {seen_b:?}");
     for p in &paths {
-        assert_eq!(wz.get_data(p).unwrap().0, CONFIGS.to_string().as_bytes());
+        assert_eq!(
+            wz.get_data(p).await.unwrap().0,
+            CONFIGS.to_string().as_bytes()
+        );
     }
-    assert!(wz.exists(&ready).unwrap().is_some());
+    assert!(wz.exists(&ready).await.unwrap().is_some());
 }

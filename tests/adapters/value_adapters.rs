@@ -360,7 +360,6 @@ async fn counter_watch_scenario(server: &TestServer, format: CounterFormat, path
 
 #[test]
 fn counter_watch_follows_every_version() {
-    let server = server();
-    run(counter_watch_scenario(&server, CounterFormat::I32, "/watched/i32"));
-    run(counter_watch_scenario(&server, CounterFormat::I64, "/watched/i64"));
+    run(counter_watch_scenario(&server(), CounterFormat::I32, "/watched/i32"));
+    run(counter_watch_scenario(&server(), CounterFormat::I64, "/watched/i64"));
 }
