@@ -1,101 +1,28 @@
-//! Tree cache against a real ZooKeeper 3.8, the same scenario through both adapters:
-//! a 10,000-node subtree loaded (time printed), 1,000 changes by another client
-//! (creates, writes, deletes) followed event by event until the cache equals the
-//! server (events/s printed), then a server restart: the cache resyncs without
-//! inventing a change, and follows changes again.
-#![allow(clippy::disallowed_methods)]
-
-use crate::support;
+// Tree cache against a real ZooKeeper 3.8, in each form: a 10,000-node subtree loaded
+// (time printed), 1,000 changes by another client (creates, writes, deletes) followed
+// event by event until the cache equals the server (events/s printed), then a server
+// restart: the cache resyncs without inventing a change, and follows changes again.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use support::{runtime, Zk};
-use zk_recipes::client::Error;
-use zk_recipes::recipe::cache::{CacheEvent, CachedNode};
+use zk::{CacheEvent, CachedNode, CreateOptions, Error};
 use zk_recipes_testing::{expire_session, TestServer};
-use zk_recipes_tokio as zt;
-
-type B = zk_recipes_blocking::Client;
-type T = zk_recipes_tokio::Client;
 
 const W: Duration = Duration::from_secs(30);
 const TOP: usize = 100;
 const UNDER: usize = 99;
-
-/// A cache handle, either adapter's.
-trait CacheH: Send {
-    fn initialized(&mut self) -> Result<usize, Error>;
-    fn next(&mut self, within: Duration) -> Option<CacheEvent>;
-    fn snapshot(&self) -> Result<BTreeMap<String, CachedNode>, Error>;
-    fn get(&self, path: &str) -> Result<Option<CachedNode>, Error>;
-}
-
-trait CacheZk: Zk {
-    fn tree_cache(&self, path: &str) -> Box<dyn CacheH>;
-    fn children_cache(&self, path: &str) -> Box<dyn CacheH>;
-}
-
-impl CacheH for zk_recipes_blocking::TreeCacheHandle {
-    fn initialized(&mut self) -> Result<usize, Error> {
-        zk_recipes_blocking::TreeCacheHandle::initialized(self)
-    }
-    fn next(&mut self, within: Duration) -> Option<CacheEvent> {
-        self.next_timeout(within).ok().flatten()
-    }
-    fn snapshot(&self) -> Result<BTreeMap<String, CachedNode>, Error> {
-        zk_recipes_blocking::TreeCacheHandle::snapshot(self)
-    }
-    fn get(&self, path: &str) -> Result<Option<CachedNode>, Error> {
-        zk_recipes_blocking::TreeCacheHandle::get(self, path)
-    }
-}
-
-impl CacheZk for B {
-    fn tree_cache(&self, path: &str) -> Box<dyn CacheH> {
-        Box::new(B::tree_cache(self, path).unwrap())
-    }
-    fn children_cache(&self, path: &str) -> Box<dyn CacheH> {
-        Box::new(B::children_cache(self, path).unwrap())
-    }
-}
-
-impl CacheH for zt::TreeCacheHandle {
-    fn initialized(&mut self) -> Result<usize, Error> {
-        runtime().block_on(zt::TreeCacheHandle::initialized(self))
-    }
-    fn next(&mut self, within: Duration) -> Option<CacheEvent> {
-        runtime()
-            .block_on(async { tokio::time::timeout(within, zt::TreeCacheHandle::next(self)).await })
-            .ok()
-            .flatten()
-    }
-    fn snapshot(&self) -> Result<BTreeMap<String, CachedNode>, Error> {
-        runtime().block_on(zt::TreeCacheHandle::snapshot(self))
-    }
-    fn get(&self, path: &str) -> Result<Option<CachedNode>, Error> {
-        runtime().block_on(zt::TreeCacheHandle::get(self, path))
-    }
-}
-
-impl CacheZk for T {
-    fn tree_cache(&self, path: &str) -> Box<dyn CacheH> {
-        let _rt = runtime().enter();
-        Box::new(T::tree_cache(self, path).unwrap())
-    }
-    fn children_cache(&self, path: &str) -> Box<dyn CacheH> {
-        let _rt = runtime().enter();
-        Box::new(T::children_cache(self, path).unwrap())
-    }
-}
+/// Requests the other client keeps in flight.
+const IN_FLIGHT: usize = 50;
 
 // ----- the other client: bulk operations, pipelined -----
 
-async fn writer(cs: &str) -> T {
-    zt::connect(
+#[form]
+async fn writer(cs: &str) -> zk::Client {
+    zk::connect(
         cs,
-        zt::Options::default()
+        zk::Options::default()
             .session_timeout(Duration::from_secs(30))
             .connect_timeout(Duration::from_secs(10)),
     )
@@ -109,68 +36,76 @@ enum Op {
     Delete(String),
 }
 
-/// Runs `ops` with up to 50 in flight; each must succeed.
-async fn run_ops(zk: &T, ops: Vec<Op>) {
-    let mut set = tokio::task::JoinSet::new();
-    for op in ops {
-        if set.len() >= 50 {
-            set.join_next().await.unwrap().unwrap();
-        }
-        let zk = zk.clone();
-        set.spawn(async move {
-            let r = match &op {
-                Op::Create(p, d) => zk
-                    .create(p, d.clone(), &zt::CreateOptions::default())
-                    .await
-                    .map(drop),
-                Op::Set(p, d) => zk.set_data(p, d.clone(), None).await.map(drop),
-                Op::Delete(p) => zk.delete(p, None).await,
-            };
-            r.unwrap_or_else(|e| panic!("{e:?} (status {:?})", zk.status()));
-        });
+/// Runs `ops` (in no particular order) with up to 50 in flight; each must succeed.
+#[form]
+async fn run_ops(zk: &zk::Client, ops: Vec<Op>) {
+    let mut lanes: Vec<Vec<Op>> = (0..IN_FLIGHT).map(|_| Vec::new()).collect();
+    for (i, op) in ops.into_iter().enumerate() {
+        lanes[i % IN_FLIGHT].push(op);
     }
-    while let Some(r) = set.join_next().await {
-        r.unwrap();
+    let mut parts = Vec::new();
+    for lane in lanes {
+        let zk = zk.clone();
+        parts.push(spawn(move || async move {
+            for op in lane {
+                let r = match &op {
+                    Op::Create(p, d) => zk
+                        .create(p, d.clone(), &CreateOptions::default())
+                        .await
+                        .map(drop),
+                    Op::Set(p, d) => zk.set_data(p, d.clone(), None).await.map(drop),
+                    Op::Delete(p) => zk.delete(p, None).await,
+                };
+                r.unwrap_or_else(|e| panic!("{e:?} (status {:?})", zk.status()));
+            }
+        }));
+    }
+    for p in parts {
+        p.join().await;
     }
 }
 
 /// The server's subtree at `root`: path → data, read level by level, up to 50 reads
 /// in flight (a node deleted meanwhile is left out; any other error fails).
-async fn server_tree(zk: &T, root: &str) -> BTreeMap<String, Bytes> {
+#[form]
+async fn server_tree(zk: &zk::Client, root: &str) -> BTreeMap<String, Bytes> {
     let mut out = BTreeMap::new();
     let mut level = vec![root.to_string()];
     while !level.is_empty() {
-        let mut set = tokio::task::JoinSet::new();
-        let mut next = Vec::new();
-        let mut take = |r: (String, Result<Bytes, Error>, Result<Vec<String>, Error>)| {
-            let (p, data, kids) = r;
-            let gone = |e: &Error| *e == Error::Server(zt::ErrorCode::NoNode);
-            match (data, kids) {
-                (Ok(data), Ok(kids)) => {
-                    for k in kids {
-                        next.push(format!("{p}/{k}"));
-                    }
-                    out.insert(p, data);
-                }
-                (Err(e), _) | (_, Err(e)) if gone(&e) => {}
-                (Err(e), _) | (_, Err(e)) => {
-                    panic!("reading {p}: {e:?} (status {:?})", zk.status())
-                }
-            }
-        };
-        for p in level.drain(..) {
-            if set.len() >= 50 {
-                take(set.join_next().await.unwrap().unwrap());
-            }
-            let zk = zk.clone();
-            set.spawn(async move {
-                let data = zk.get_data(&p).await.map(|(d, _)| d);
-                let kids = zk.get_children(&p).await;
-                (p, data, kids)
-            });
+        let mut lanes: Vec<Vec<String>> = (0..IN_FLIGHT).map(|_| Vec::new()).collect();
+        for (i, p) in level.drain(..).enumerate() {
+            lanes[i % IN_FLIGHT].push(p);
         }
-        while let Some(r) = set.join_next().await {
-            take(r.unwrap());
+        let mut parts = Vec::new();
+        for lane in lanes {
+            let zk = zk.clone();
+            parts.push(spawn(move || async move {
+                let mut read = Vec::new();
+                for p in lane {
+                    let data = zk.get_data(&p).await.map(|(d, _)| d);
+                    let kids = zk.get_children(&p).await;
+                    read.push((p, data, kids));
+                }
+                read
+            }));
+        }
+        let mut next = Vec::new();
+        for part in parts {
+            for (p, data, kids) in part.join().await {
+                let gone = |e: &Error| *e == Error::Server(zk::ErrorCode::NoNode);
+                match (data, kids) {
+                    (Ok(data), Ok(kids)) => {
+                        for k in kids {
+                            next.push(format!("{p}/{k}"));
+                        }
+                        out.insert(p, data);
+                    }
+                    (Err(e), _) | (_, Err(e)) if gone(&e) => {}
+                    (Err(e), _) | (_, Err(e)) => {
+                        panic!("reading {p}: {e:?} (status {:?})", zk.status())
+                    }
+                }
+            }
         }
         level = next;
     }
@@ -228,9 +163,11 @@ fn apply(replica: &mut BTreeMap<String, Bytes>, e: &CacheEvent) -> bool {
     true
 }
 
-fn big_tree<Z: CacheZk>(server: &mut TestServer, root: &str) {
+#[form]
+async fn big_tree(server: &mut TestServer) {
+    let root = "/cache";
     let cs = server.connect_string();
-    let w = runtime().block_on(writer(&cs));
+    let w = writer(&cs).await;
     let base = format!("{root}/tree");
     // 1 + 100 + 100 × 99 = 10,001 nodes.
     let mut ops = Vec::new();
@@ -239,11 +176,11 @@ fn big_tree<Z: CacheZk>(server: &mut TestServer, root: &str) {
             ops.push((i, j));
         }
     }
-    runtime().block_on(async {
+    {
         let _ = w
-            .create(root, Bytes::new(), &zt::CreateOptions::default())
+            .create(root, Bytes::new(), &CreateOptions::default())
             .await;
-        w.create(&base, "root", &zt::CreateOptions::default())
+        w.create(&base, "root", &CreateOptions::default())
             .await
             .unwrap();
         run_ops(
@@ -265,24 +202,24 @@ fn big_tree<Z: CacheZk>(server: &mut TestServer, root: &str) {
                 .collect(),
         )
         .await;
-    });
+    }
 
     // Load.
-    let zk = Z::connect(&cs).unwrap();
+    let zk = connect(&cs).await;
     let started = Instant::now();
-    let mut cache = zk.tree_cache(&base);
-    let n = cache.initialized().unwrap();
+    let mut cache = zk.tree_cache(&base).unwrap();
+    let n = cache.initialized().await.unwrap();
     let load = started.elapsed();
     println!(
         "{}: loaded {n} nodes in {:.0} ms ({:.0} nodes/s)",
-        Z::NAME,
+        NAME,
         load.as_secs_f64() * 1e3,
         n as f64 / load.as_secs_f64()
     );
     assert_eq!(n, 1 + TOP + TOP * UNDER);
-    let server_now = runtime().block_on(server_tree(&w, &base));
-    let mut replica = data_of(&cache.snapshot().unwrap());
-    same(&format!("{}: load", Z::NAME), &replica, &server_now);
+    let server_now = server_tree(&w, &base).await;
+    let mut replica = data_of(&cache.snapshot().await.unwrap());
+    same(&format!("{}: load", NAME), &replica, &server_now);
 
     // 1,000 changes: 600 writes, 200 creates, 200 deletes (of leaves).
     // `expected`: the subtree once they are applied (they touch distinct nodes).
@@ -313,13 +250,13 @@ fn big_tree<Z: CacheZk>(server: &mut TestServer, root: &str) {
         changes.push(Op::Delete(p));
     }
     let started = Instant::now();
-    runtime().block_on(run_ops(&w, changes));
+    run_ops(&w, changes).await;
     let written = started.elapsed();
     let mut applied = 0;
     while replica != expected {
         let e = cache
-            .next(W)
-            .unwrap_or_else(|| panic!("{}: the cache stopped short", Z::NAME));
+            .next_timeout(W).await.ok().flatten()
+            .unwrap_or_else(|| panic!("{}: the cache stopped short", NAME));
         if apply(&mut replica, &e) {
             applied += 1;
         }
@@ -327,7 +264,7 @@ fn big_tree<Z: CacheZk>(server: &mut TestServer, root: &str) {
     let followed = started.elapsed();
     println!(
         "{}: 1,000 changes written in {:.0} ms, {applied} events applied by {:.0} ms ({:.0} events/s)",
-        Z::NAME,
+        NAME,
         written.as_secs_f64() * 1e3,
         followed.as_secs_f64() * 1e3,
         applied as f64 / followed.as_secs_f64()
@@ -335,9 +272,9 @@ fn big_tree<Z: CacheZk>(server: &mut TestServer, root: &str) {
     // A write to a node deleted right after may be seen or not (one read finds it
     // gone): at most 1,000 events, at least one per node created or deleted.
     assert!((400..=1_000).contains(&applied), "{applied} events");
-    let server_now = runtime().block_on(server_tree(&w, &base));
+    let server_now = server_tree(&w, &base).await;
     same("expected", &expected, &server_now);
-    same(Z::NAME, &data_of(&cache.snapshot().unwrap()), &server_now);
+    same(NAME, &data_of(&cache.snapshot().await.unwrap()), &server_now);
 
     // A server restart: Suspended, then Resynced with no change invented.
     server.restart().unwrap();
@@ -345,8 +282,8 @@ fn big_tree<Z: CacheZk>(server: &mut TestServer, root: &str) {
     let mut seen = Vec::new();
     loop {
         let e = cache
-            .next(W * 2)
-            .unwrap_or_else(|| panic!("{}: no resync: {seen:?}", Z::NAME));
+            .next_timeout(W * 2).await.ok().flatten()
+            .unwrap_or_else(|| panic!("{}: no resync: {seen:?}", NAME));
         let done = e == CacheEvent::Resynced;
         seen.push(e);
         if done {
@@ -355,7 +292,7 @@ fn big_tree<Z: CacheZk>(server: &mut TestServer, root: &str) {
     }
     println!(
         "{}: resynced {} nodes in {:.0} ms after the restart",
-        Z::NAME,
+        NAME,
         replica.len(),
         started.elapsed().as_secs_f64() * 1e3
     );
@@ -363,18 +300,18 @@ fn big_tree<Z: CacheZk>(server: &mut TestServer, root: &str) {
         seen,
         [CacheEvent::Suspended, CacheEvent::Resynced],
         "{}",
-        Z::NAME
+        NAME
     );
     // The watch carries on.
-    runtime().block_on(async {
+    {
         let w = writer(&cs).await;
         w.set_data(&format!("{base}/n000/m000"), "after", None)
             .await
             .unwrap();
         w.close().await;
-    });
+    }
     loop {
-        let e = cache.next(W).expect("the change after the restart");
+        let e = cache.next_timeout(W).await.ok().flatten().expect("the change after the restart");
         if let CacheEvent::Changed { path, data, .. } = &e {
             assert_eq!(path, &format!("{base}/n000/m000"));
             assert_eq!(&data[..], b"after");
@@ -385,62 +322,71 @@ fn big_tree<Z: CacheZk>(server: &mut TestServer, root: &str) {
     assert_eq!(
         cache
             .get(&format!("{base}/n000/m000"))
+            .await
             .unwrap()
             .map(|n| n.data),
         Some(Bytes::from_static(b"after"))
     );
     drop(cache);
-    zk.close();
+    zk.close().await;
 }
 
-fn children_only<Z: CacheZk>(server: &mut TestServer, root: &str) {
+#[form]
+async fn children_only(server: &mut TestServer) {
+    let root = "/cache";
     let cs = server.connect_string();
-    let zk = Z::connect(&cs).unwrap();
+    let zk = connect(&cs).await;
     let dir = format!("{root}/kids");
-    zk.create_all(&format!("{dir}/a/deep"), "x").unwrap();
-    zk.create_all(&format!("{dir}/b"), "y").unwrap();
-    let mut cache = zk.children_cache(&dir);
+    zk.create_all(&format!("{dir}/a/deep"), "x", &CreateOptions::default()).await.unwrap();
+    zk.create_all(&format!("{dir}/b"), "y", &CreateOptions::default()).await.unwrap();
+    let mut cache = zk.children_cache(&dir).unwrap();
     assert_eq!(
-        cache.initialized().unwrap(),
+        cache.initialized().await.unwrap(),
         3,
         "the node and its two children"
     );
-    let snap = cache.snapshot().unwrap();
+    let snap = cache.snapshot().await.unwrap();
     assert!(snap.contains_key(&format!("{dir}/a")) && !snap.contains_key(&format!("{dir}/a/deep")));
-    zk.create_all(&format!("{dir}/a/deeper"), "z").unwrap();
-    zk.delete(&format!("{dir}/b")).unwrap();
+    zk.create_all(&format!("{dir}/a/deeper"), "z", &CreateOptions::default()).await.unwrap();
+    zk.delete(&format!("{dir}/b"), None).await.unwrap();
     loop {
-        match cache.next(W).expect("an event") {
+        match cache.next_timeout(W).await.ok().flatten().expect("an event") {
             CacheEvent::Deleted { path } => {
                 assert_eq!(path, format!("{dir}/b"), "nothing below depth 1");
                 break;
             }
-            CacheEvent::Created { path, .. } => panic!("{}: {path}", Z::NAME),
+            CacheEvent::Created { path, .. } => panic!("{}: {path}", NAME),
             _ => {}
         }
     }
     drop(cache);
-    zk.close();
+    zk.close().await;
 }
 
 /// The cache's session expires; changes are made before and while it is renewed: the
 /// new session's resync reports exactly them.
-fn session_expiry<Z: CacheZk>(server: &mut TestServer, root: &str) {
+#[form]
+async fn session_expiry(server: &mut TestServer) {
+    let root = "/cache";
     let cs = server.connect_string();
-    let zk = Z::connect(&cs).unwrap();
-    let other = Z::connect(&cs).unwrap();
+    let zk = connect(&cs).await;
+    let other = connect(&cs).await;
     let dir = format!("{root}/exp");
-    zk.create_all(&format!("{dir}/a"), "a1").unwrap();
-    zk.create_all(&format!("{dir}/b/deep"), "d").unwrap();
-    let mut cache = zk.tree_cache(&dir);
-    assert_eq!(cache.initialized().unwrap(), 4);
-    let mut replica = data_of(&cache.snapshot().unwrap());
+    zk.create_all(&format!("{dir}/a"), "a1", &CreateOptions::default()).await.unwrap();
+    zk.create_all(&format!("{dir}/b/deep"), "d", &CreateOptions::default()).await.unwrap();
+    let mut cache = zk.tree_cache(&dir).unwrap();
+    assert_eq!(cache.initialized().await.unwrap(), 4);
+    let mut replica = data_of(&cache.snapshot().await.unwrap());
     let old = zk.session_id();
     expire_session(server.addr(), old, &zk.session_password()).unwrap();
-    other.fire_set_data(&format!("{dir}/a"), Bytes::from_static(b"a2"));
-    other.delete(&format!("{dir}/b/deep")).unwrap();
-    other.delete(&format!("{dir}/b")).unwrap();
-    other.create_all(&format!("{dir}/c"), "c1").unwrap();
+    // A setData started without waiting for it.
+    drop(spawn({
+        let (other, path) = (other.clone(), format!("{dir}/a"));
+        move || async move { other.set_data(&path, Bytes::from_static(b"a2"), None).await }
+    }));
+    other.delete(&format!("{dir}/b/deep"), None).await.unwrap();
+    other.delete(&format!("{dir}/b"), None).await.unwrap();
+    other.create_all(&format!("{dir}/c"), "c1", &CreateOptions::default()).await.unwrap();
     let mut expected = replica.clone();
     expected.insert(format!("{dir}/a"), Bytes::from_static(b"a2"));
     expected.remove(&format!("{dir}/b/deep"));
@@ -449,52 +395,46 @@ fn session_expiry<Z: CacheZk>(server: &mut TestServer, root: &str) {
     let mut seen = Vec::new();
     while replica != expected || !seen.contains(&CacheEvent::Resynced) {
         let e = cache
-            .next(W)
-            .unwrap_or_else(|| panic!("{}: stopped short: {seen:?}", Z::NAME));
+            .next_timeout(W).await.ok().flatten()
+            .unwrap_or_else(|| panic!("{}: stopped short: {seen:?}", NAME));
         apply(&mut replica, &e);
         seen.push(e);
     }
-    assert_ne!(zk.session_id(), old, "{}: a new session", Z::NAME);
+    assert_ne!(zk.session_id(), old, "{}: a new session", NAME);
     assert_eq!(
         seen.first(),
         Some(&CacheEvent::Suspended),
         "{}: {seen:?}",
-        Z::NAME
+        NAME
     );
-    assert_eq!(data_of(&cache.snapshot().unwrap()), expected, "{}", Z::NAME);
+    assert_eq!(data_of(&cache.snapshot().await.unwrap()), expected, "{}", NAME);
     // The new session's watch follows changes.
-    other.delete(&format!("{dir}/c")).unwrap();
+    other.delete(&format!("{dir}/c"), None).await.unwrap();
     loop {
-        let e = cache.next(W).expect("the deletion");
+        let e = cache.next_timeout(W).await.ok().flatten().expect("the deletion");
         if e == (CacheEvent::Deleted {
             path: format!("{dir}/c"),
         }) {
             break;
         }
-        assert!(!apply(&mut replica, &e), "{}: {e:?}", Z::NAME);
+        assert!(!apply(&mut replica, &e), "{}: {e:?}", NAME);
     }
     drop(cache);
-    zk.close();
-    other.close();
+    zk.close().await;
+    other.close().await;
 }
 
 #[test]
 fn session_expiry_resyncs_on_the_new_session() {
-    let mut server = TestServer::start().expect("a real ZooKeeper");
-    session_expiry::<B>(&mut server, "/blocking");
-    session_expiry::<T>(&mut server, "/tokio");
+    run(session_expiry(&mut server()));
 }
 
 #[test]
 fn ten_thousand_nodes_changes_and_a_restart() {
-    let mut server = TestServer::start().expect("a real ZooKeeper");
-    big_tree::<B>(&mut server, "/blocking");
-    big_tree::<T>(&mut server, "/tokio");
+    run(big_tree(&mut server()));
 }
 
 #[test]
-fn children_cache_through_both_adapters() {
-    let mut server = TestServer::start().expect("a real ZooKeeper");
-    children_only::<B>(&mut server, "/blocking");
-    children_only::<T>(&mut server, "/tokio");
+fn children_cache() {
+    run(children_only(&mut server()));
 }

@@ -196,7 +196,7 @@ mod two_phase_support;
 forms!(barrier_adapters, "barrier_adapters.rs");
 forms!(both_adapters, "both_adapters.rs");
 forms!(burst, "burst.rs");
-mod cache_adapters;
+forms!(cache_adapters, "cache_adapters.rs");
 forms!(config_adapters, "config_adapters.rs");
 mod election_both;
 mod group_rendezvous;
