@@ -201,7 +201,7 @@ forms!(config_adapters, "config_adapters.rs");
 mod election_both;
 mod group_rendezvous;
 mod lock_many_waiters;
-mod misbehaving;
+forms!(misbehaving, "misbehaving.rs");
 mod naming_adapters;
 mod queue_both_adapters;
 forms!(semaphore_adapters, "semaphore_adapters.rs");
