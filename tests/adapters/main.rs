@@ -95,6 +95,11 @@ mod tokio_rt {
     pub async fn sleep(d: Duration) {
         tokio::time::sleep(d).await
     }
+
+    /// `f`, if it ends within `d` (`within(d, call).await`).
+    pub async fn within<F: Future>(d: Duration, f: F) -> Option<F::Output> {
+        tokio::time::timeout(d, f).await.ok()
+    }
 }
 
 /// The blocking form's runtime: a scenario runs on the test's thread; its concurrent
@@ -141,6 +146,12 @@ mod blocking_rt {
     /// Sleeps.
     pub fn sleep(d: Duration) {
         std::thread::sleep(d)
+    }
+
+    /// The call's result: a blocking call has already returned (its own deadline is
+    /// what bounds it; `within(d, call).await` without `.await`).
+    pub fn within<T>(_: Duration, t: T) -> Option<T> {
+        Some(t)
     }
 }
 
@@ -202,7 +213,7 @@ mod election_both;
 mod group_rendezvous;
 mod lock_many_waiters;
 forms!(misbehaving, "misbehaving.rs");
-mod naming_adapters;
+forms!(naming_adapters, "naming_adapters.rs");
 mod queue_both_adapters;
 forms!(semaphore_adapters, "semaphore_adapters.rs");
 mod tokio_only;
