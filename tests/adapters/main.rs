@@ -210,7 +210,7 @@ forms!(burst, "burst.rs");
 forms!(cache_adapters, "cache_adapters.rs");
 forms!(config_adapters, "config_adapters.rs");
 mod election_both;
-mod group_rendezvous;
+forms!(group_rendezvous, "group_rendezvous.rs");
 mod lock_many_waiters;
 forms!(misbehaving, "misbehaving.rs");
 forms!(naming_adapters, "naming_adapters.rs");

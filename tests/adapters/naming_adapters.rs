@@ -27,23 +27,6 @@ async fn next_change(w: &mut zk::NodeWatchHandle) -> NodeWatchEvent {
     }
 }
 
-/// Waits (`W` at most) for the node to be created; its Stat.
-#[form]
-async fn created<R: zk_recipes::recipe::node::NodeCommands>(
-    node: &mut zk::NodeHandle<R>,
-) -> Result<zk::Stat, Error> {
-    let deadline = Instant::now() + W;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match node.next_timeout(left).await? {
-            Some(OwnedNodeEvent::Created { stat }) => return Ok(stat),
-            Some(OwnedNodeEvent::Failed { error }) => return Err(error),
-            Some(_) => {}
-            None => return Err(Error::Finished),
-        }
-    }
-}
-
 /// `resolve`, within `W`.
 #[form]
 async fn resolve(zk: &zk::Client, dir: &str, name: &str) -> Result<Option<(bytes::Bytes, zk::Stat)>, Error> {
@@ -176,7 +159,7 @@ async fn register_resolve_and_expiry_of_an_ephemeral_name_on(server: &TestServer
     let mut db = owner
         .register_name(dir, "db", "10.0.0.7:5432", CreateMode::Ephemeral)
         .unwrap();
-    let stat = created(&mut db).await.unwrap();
+    let stat = created(&mut db, W).await.unwrap();
     let old = owner.session_id();
     assert_eq!(stat.ephemeral_owner, old);
     let (data, stat) = resolve(&reader, dir, "db")
@@ -257,7 +240,7 @@ async fn persistent_names_and_invalid_names_on(server: &TestServer) {
     let mut cfg = zk
         .register_name(dir, "config", "v1", CreateMode::Persistent)
         .unwrap();
-    assert_eq!(created(&mut cfg).await.unwrap().ephemeral_owner, 0);
+    assert_eq!(created(&mut cfg, W).await.unwrap().ephemeral_owner, 0);
     let got = resolve(&zk, dir, "config").await.unwrap().unwrap();
     assert_eq!(&got.0[..], b"v1");
     within(W, cfg.delete())

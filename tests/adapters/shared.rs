@@ -27,3 +27,22 @@ pub async fn wait_status(
         }
     }
 }
+
+/// Waits (`within` at most) for an owned node to be created; its Stat.
+#[form]
+pub async fn created<R: zk_recipes::recipe::node::NodeCommands>(
+    node: &mut zk::NodeHandle<R>,
+    within: Duration,
+) -> Result<zk::Stat, zk::Error> {
+    let deadline = Instant::now() + within;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match node.next_timeout(left).await? {
+            Some(zk::OwnedNodeEvent::Created { stat }) => return Ok(stat),
+            Some(zk::OwnedNodeEvent::Failed { error }) => return Err(error),
+            Some(_) => {}
+            None => return Err(zk::Error::Finished),
+        }
+    }
+}
+
