@@ -198,11 +198,7 @@ mod shared {
 }
 
 // Shared helpers of the scenarios that are not yet written once.
-mod queue_support;
-mod support;
 mod support_election;
-mod support_group;
-mod two_phase_support;
 
 forms!(barrier_adapters, "barrier_adapters.rs");
 forms!(both_adapters, "both_adapters.rs");
