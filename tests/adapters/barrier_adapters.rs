@@ -40,10 +40,13 @@ async fn barrier_set_wait_remove_on(server: &TestServer) {
             b.barrier(path).remove().await.unwrap();
         })
     };
-    a.barrier(path).wait().await.expect("released by the removal");
+    a.barrier(path)
+        .wait()
+        .await
+        .expect("released by the removal");
     remover.join().await;
     a.barrier(path).remove().await.unwrap(); // already gone is fine
-    // Set again after we were released: a new wait waits again.
+                                             // Set again after we were released: a new wait waits again.
     b.barrier(path).set().await.unwrap();
     assert!(!a
         .barrier(path)
@@ -162,10 +165,7 @@ async fn deadlines_are_honoured_and_nothing_is_left_on(server: &TestServer) {
     let path = "/db/deadlines";
     let mut a = clients[0].double_barrier(path, 2);
     let t0 = Instant::now();
-    assert!(!a
-        .enter_timeout(Duration::from_millis(300))
-        .await
-        .unwrap());
+    assert!(!a.enter_timeout(Duration::from_millis(300)).await.unwrap());
     let took = t0.elapsed();
     assert!(took >= Duration::from_millis(300) && took < Duration::from_secs(5));
     // Our node is removed after NotEntered.
@@ -182,7 +182,10 @@ async fn deadlines_are_honoured_and_nothing_is_left_on(server: &TestServer) {
         }
         sleep(Duration::from_millis(20)).await;
     }
-    assert!(gone, "{NAME}: the node of an attempt that timed out is removed");
+    assert!(
+        gone,
+        "{NAME}: the node of an attempt that timed out is removed"
+    );
     // Leave with a deadline: B entered with A, A never leaves; B's leave times out.
     let mut a = clients[0].double_barrier(path, 2);
     let mut b = clients[1].double_barrier(path, 2);
@@ -193,13 +196,13 @@ async fn deadlines_are_honoured_and_nothing_is_left_on(server: &TestServer) {
     assert!(b.enter_timeout(LONG).await.unwrap());
     let mut a = at.join().await;
     let t0 = Instant::now();
-    let b_left = b
-        .leave_timeout(Duration::from_millis(300))
-        .await
-        .unwrap();
+    let b_left = b.leave_timeout(Duration::from_millis(300)).await.unwrap();
     let took = t0.elapsed();
     assert!(took < Duration::from_secs(5));
-    assert!(!b_left, "{NAME}: B cannot have left while A is in the barrier");
+    assert!(
+        !b_left,
+        "{NAME}: B cannot have left while A is in the barrier"
+    );
     // A leaves alone (B's node was removed after NotLeft) and cleans up.
     assert!(a.leave_timeout(LONG).await.unwrap());
     assert!(clients[0].exists(path).await.unwrap().is_none());

@@ -59,9 +59,7 @@ async fn contention_fencing_and_timeouts_on(server: &TestServer, dir: &str) {
 #[test]
 fn contenders_without_the_own_node_watch_take_turns() {
     let server = server();
-    run(contenders_without_the_own_node_watch_take_turns_on(
-        &server,
-    ));
+    run(contenders_without_the_own_node_watch_take_turns_on(&server));
 }
 
 #[form]
@@ -78,7 +76,12 @@ async fn contenders_without_the_own_node_watch_take_turns_on(server: &TestServer
         let (busy, tokens) = (busy.clone(), tokens.clone());
         tasks.push(spawn(move || async move {
             for _ in 0..20 {
-                let g = c.lock(dir).without_own_node_watch().acquire().await.unwrap();
+                let g = c
+                    .lock(dir)
+                    .without_own_node_watch()
+                    .acquire()
+                    .await
+                    .unwrap();
                 assert!(!busy.swap(true, Ordering::SeqCst), "two holders");
                 tokens.lock().unwrap().push(g.fencing_token());
                 sleep(Duration::from_micros(300)).await;
@@ -428,7 +431,9 @@ async fn paths_and_a_missing_chroot_on(server: &TestServer) {
     let zk = connect(&server.connect_string()).await;
     let p = "/paths/a/b/c";
     assert_eq!(
-        zk.create_all(p, "x", &CreateOptions::default()).await.unwrap(),
+        zk.create_all(p, "x", &CreateOptions::default())
+            .await
+            .unwrap(),
         p
     );
     assert_eq!(zk.get_data(p).await.unwrap().0, Bytes::from_static(b"x"));
@@ -484,9 +489,7 @@ fn connect_waits_for_a_server_that_is_starting() {
     let cs = server.connect_string();
     server.stop().unwrap();
     let started = Instant::now();
-    let connecting = std::thread::spawn(move || {
-        run(async_connect_and_close(&cs))
-    });
+    let connecting = std::thread::spawn(move || run(async_connect_and_close(&cs)));
     std::thread::sleep(Duration::from_millis(1500));
     server.restart().unwrap();
     let r = connecting.join().unwrap();
@@ -574,4 +577,3 @@ impl Recipe for Touch {
         self.done && self.outbox.is_empty()
     }
 }
-

@@ -255,7 +255,10 @@ async fn big_tree(server: &mut TestServer) {
     let mut applied = 0;
     while replica != expected {
         let e = cache
-            .next_timeout(W).await.ok().flatten()
+            .next_timeout(W)
+            .await
+            .ok()
+            .flatten()
             .unwrap_or_else(|| panic!("{}: the cache stopped short", NAME));
         if apply(&mut replica, &e) {
             applied += 1;
@@ -274,7 +277,11 @@ async fn big_tree(server: &mut TestServer) {
     assert!((400..=1_000).contains(&applied), "{applied} events");
     let server_now = server_tree(&w, &base).await;
     same("expected", &expected, &server_now);
-    same(NAME, &data_of(&cache.snapshot().await.unwrap()), &server_now);
+    same(
+        NAME,
+        &data_of(&cache.snapshot().await.unwrap()),
+        &server_now,
+    );
 
     // A server restart: Suspended, then Resynced with no change invented.
     server.restart().unwrap();
@@ -282,7 +289,10 @@ async fn big_tree(server: &mut TestServer) {
     let mut seen = Vec::new();
     loop {
         let e = cache
-            .next_timeout(W * 2).await.ok().flatten()
+            .next_timeout(W * 2)
+            .await
+            .ok()
+            .flatten()
             .unwrap_or_else(|| panic!("{}: no resync: {seen:?}", NAME));
         let done = e == CacheEvent::Resynced;
         seen.push(e);
@@ -311,7 +321,12 @@ async fn big_tree(server: &mut TestServer) {
         w.close().await;
     }
     loop {
-        let e = cache.next_timeout(W).await.ok().flatten().expect("the change after the restart");
+        let e = cache
+            .next_timeout(W)
+            .await
+            .ok()
+            .flatten()
+            .expect("the change after the restart");
         if let CacheEvent::Changed { path, data, .. } = &e {
             assert_eq!(path, &format!("{base}/n000/m000"));
             assert_eq!(&data[..], b"after");
@@ -337,8 +352,12 @@ async fn children_only(server: &mut TestServer) {
     let cs = server.connect_string();
     let zk = connect(&cs).await;
     let dir = format!("{root}/kids");
-    zk.create_all(&format!("{dir}/a/deep"), "x", &CreateOptions::default()).await.unwrap();
-    zk.create_all(&format!("{dir}/b"), "y", &CreateOptions::default()).await.unwrap();
+    zk.create_all(&format!("{dir}/a/deep"), "x", &CreateOptions::default())
+        .await
+        .unwrap();
+    zk.create_all(&format!("{dir}/b"), "y", &CreateOptions::default())
+        .await
+        .unwrap();
     let mut cache = zk.children_cache(&dir).unwrap();
     assert_eq!(
         cache.initialized().await.unwrap(),
@@ -347,10 +366,18 @@ async fn children_only(server: &mut TestServer) {
     );
     let snap = cache.snapshot().await.unwrap();
     assert!(snap.contains_key(&format!("{dir}/a")) && !snap.contains_key(&format!("{dir}/a/deep")));
-    zk.create_all(&format!("{dir}/a/deeper"), "z", &CreateOptions::default()).await.unwrap();
+    zk.create_all(&format!("{dir}/a/deeper"), "z", &CreateOptions::default())
+        .await
+        .unwrap();
     zk.delete(&format!("{dir}/b"), None).await.unwrap();
     loop {
-        match cache.next_timeout(W).await.ok().flatten().expect("an event") {
+        match cache
+            .next_timeout(W)
+            .await
+            .ok()
+            .flatten()
+            .expect("an event")
+        {
             CacheEvent::Deleted { path } => {
                 assert_eq!(path, format!("{dir}/b"), "nothing below depth 1");
                 break;
@@ -372,8 +399,12 @@ async fn session_expiry(server: &mut TestServer) {
     let zk = connect(&cs).await;
     let other = connect(&cs).await;
     let dir = format!("{root}/exp");
-    zk.create_all(&format!("{dir}/a"), "a1", &CreateOptions::default()).await.unwrap();
-    zk.create_all(&format!("{dir}/b/deep"), "d", &CreateOptions::default()).await.unwrap();
+    zk.create_all(&format!("{dir}/a"), "a1", &CreateOptions::default())
+        .await
+        .unwrap();
+    zk.create_all(&format!("{dir}/b/deep"), "d", &CreateOptions::default())
+        .await
+        .unwrap();
     let mut cache = zk.tree_cache(&dir).unwrap();
     assert_eq!(cache.initialized().await.unwrap(), 4);
     let mut replica = data_of(&cache.snapshot().await.unwrap());
@@ -386,7 +417,10 @@ async fn session_expiry(server: &mut TestServer) {
     }));
     other.delete(&format!("{dir}/b/deep"), None).await.unwrap();
     other.delete(&format!("{dir}/b"), None).await.unwrap();
-    other.create_all(&format!("{dir}/c"), "c1", &CreateOptions::default()).await.unwrap();
+    other
+        .create_all(&format!("{dir}/c"), "c1", &CreateOptions::default())
+        .await
+        .unwrap();
     let mut expected = replica.clone();
     expected.insert(format!("{dir}/a"), Bytes::from_static(b"a2"));
     expected.remove(&format!("{dir}/b/deep"));
@@ -395,7 +429,10 @@ async fn session_expiry(server: &mut TestServer) {
     let mut seen = Vec::new();
     while replica != expected || !seen.contains(&CacheEvent::Resynced) {
         let e = cache
-            .next_timeout(W).await.ok().flatten()
+            .next_timeout(W)
+            .await
+            .ok()
+            .flatten()
             .unwrap_or_else(|| panic!("{}: stopped short: {seen:?}", NAME));
         apply(&mut replica, &e);
         seen.push(e);
@@ -407,11 +444,21 @@ async fn session_expiry(server: &mut TestServer) {
         "{}: {seen:?}",
         NAME
     );
-    assert_eq!(data_of(&cache.snapshot().await.unwrap()), expected, "{}", NAME);
+    assert_eq!(
+        data_of(&cache.snapshot().await.unwrap()),
+        expected,
+        "{}",
+        NAME
+    );
     // The new session's watch follows changes.
     other.delete(&format!("{dir}/c"), None).await.unwrap();
     loop {
-        let e = cache.next_timeout(W).await.ok().flatten().expect("the deletion");
+        let e = cache
+            .next_timeout(W)
+            .await
+            .ok()
+            .flatten()
+            .expect("the deletion");
         if e == (CacheEvent::Deleted {
             path: format!("{dir}/c"),
         }) {

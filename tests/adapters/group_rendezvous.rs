@@ -11,7 +11,13 @@ const W: Duration = Duration::from_secs(10);
 #[form]
 async fn next_change(v: &mut zk::GroupView) -> ViewEvent {
     loop {
-        match v.next_timeout(W).await.ok().flatten().expect("a view event") {
+        match v
+            .next_timeout(W)
+            .await
+            .ok()
+            .flatten()
+            .expect("a view event")
+        {
             ViewEvent::Suspended | ViewEvent::Reconnected | ViewEvent::Synced => {}
             e => return e,
         }
@@ -34,7 +40,15 @@ async fn join_leave_and_the_view_on(server: &mut TestServer) {
     let dir = format!("{root}/svc/group");
     // No directory yet: an empty group.
     let mut view = zk.group_view(&dir).unwrap();
-    assert!(within(W, view.synced()).await.expect("synced in time").unwrap().is_empty(), "{}", NAME);
+    assert!(
+        within(W, view.synced())
+            .await
+            .expect("synced in time")
+            .unwrap()
+            .is_empty(),
+        "{}",
+        NAME
+    );
 
     let mut a = zk.group_member(&dir, "a", "10.0.0.1").unwrap();
     let sa = created(&mut a, W).await.unwrap();
@@ -54,9 +68,15 @@ async fn join_leave_and_the_view_on(server: &mut TestServer) {
     assert_eq!(joined[0], ("a".to_string(), "10.0.0.1".into()));
     assert_eq!(joined[1], ("b".to_string(), "10.0.0.2".into()));
     // Curator's layout: <dir>/<id>, ephemeral, the payload as data.
-    assert_eq!(&zk.get_data(&format!("{dir}/a")).await.unwrap().0[..], b"10.0.0.1");
+    assert_eq!(
+        &zk.get_data(&format!("{dir}/a")).await.unwrap().0[..],
+        b"10.0.0.1"
+    );
 
-    let st = within(W, a.set_data("10.0.0.9")).await.expect("written in time").unwrap();
+    let st = within(W, a.set_data("10.0.0.9"))
+        .await
+        .expect("written in time")
+        .unwrap();
     assert_eq!(st.version, 1);
     match next_change(&mut view).await {
         ViewEvent::Changed(m) => {
@@ -65,7 +85,10 @@ async fn join_leave_and_the_view_on(server: &mut TestServer) {
         e => panic!("{}: {e:?}", NAME),
     }
 
-    within(W, a.delete()).await.expect("deleted in time").unwrap();
+    within(W, a.delete())
+        .await
+        .expect("deleted in time")
+        .unwrap();
     assert!(zk.exists(&format!("{dir}/a")).await.unwrap().is_none());
     match next_change(&mut view).await {
         ViewEvent::Left(m) => assert_eq!(m.name, "a"),
@@ -98,12 +121,26 @@ async fn member_session_expiry_recreates_the_node_on(server: &mut TestServer) {
     let old = zk.session_id();
     assert_eq!(first.ephemeral_owner, old);
     let mut view = watcher.group_view(&dir).unwrap();
-    assert_eq!(names(&within(W, view.synced()).await.expect("synced in time").unwrap()), ["me"]);
+    assert_eq!(
+        names(
+            &within(W, view.synced())
+                .await
+                .expect("synced in time")
+                .unwrap()
+        ),
+        ["me"]
+    );
 
     expire_session(server.addr(), old, &zk.session_password()).unwrap();
     let mut seen = Vec::new();
     let again: Stat = loop {
-        match m.next_timeout(W).await.ok().flatten().expect("a member event") {
+        match m
+            .next_timeout(W)
+            .await
+            .ok()
+            .flatten()
+            .expect("a member event")
+        {
             OwnedNodeEvent::Created { stat } => break stat,
             e => seen.push(e),
         }
@@ -117,7 +154,10 @@ async fn member_session_expiry_recreates_the_node_on(server: &mut TestServer) {
     );
     assert_ne!(again.ephemeral_owner, old);
     assert_eq!(again.ephemeral_owner, zk.session_id());
-    assert_eq!(&zk.get_data(&format!("{dir}/me")).await.unwrap().0[..], b"payload");
+    assert_eq!(
+        &zk.get_data(&format!("{dir}/me")).await.unwrap().0[..],
+        b"payload"
+    );
     // The view saw it go and come back (a new node: Left then Joined).
     match next_change(&mut view).await {
         ViewEvent::Left(x) => assert_eq!(x.stat.ephemeral_owner, old),
@@ -127,7 +167,10 @@ async fn member_session_expiry_recreates_the_node_on(server: &mut TestServer) {
         ViewEvent::Joined(x) => assert_eq!(x.stat.ephemeral_owner, zk.session_id()),
         e => panic!("{}: {e:?}", NAME),
     }
-    within(W, m.delete()).await.expect("deleted in time").unwrap();
+    within(W, m.delete())
+        .await
+        .expect("deleted in time")
+        .unwrap();
     zk.close().await;
     watcher.close().await;
 }
@@ -146,13 +189,26 @@ async fn view_resyncs_across_a_server_restart_on(server: &mut TestServer) {
     let mut a = members.group_member(&dir, "a", "1").unwrap();
     created(&mut a, W).await.unwrap();
     let mut view = zk.group_view(&dir).unwrap();
-    assert_eq!(names(&within(W, view.synced()).await.expect("synced in time").unwrap()), ["a"]);
+    assert_eq!(
+        names(
+            &within(W, view.synced())
+                .await
+                .expect("synced in time")
+                .unwrap()
+        ),
+        ["a"]
+    );
 
     server.restart().unwrap();
     // Suspended, Reconnected, Synced — and no membership change invented.
     let mut events = Vec::new();
     loop {
-        let e = view.next_timeout(W * 2).await.ok().flatten().expect("the view resyncs");
+        let e = view
+            .next_timeout(W * 2)
+            .await
+            .ok()
+            .flatten()
+            .expect("the view resyncs");
         let done = e == ViewEvent::Synced;
         events.push(e);
         if done {
@@ -176,12 +232,18 @@ async fn view_resyncs_across_a_server_restart_on(server: &mut TestServer) {
         ViewEvent::Joined(m) => assert_eq!(m.name, "b"),
         e => panic!("{}: {e:?}", NAME),
     }
-    within(W, b.delete()).await.expect("deleted in time").unwrap();
+    within(W, b.delete())
+        .await
+        .expect("deleted in time")
+        .unwrap();
     match next_change(&mut view).await {
         ViewEvent::Left(m) => assert_eq!(m.name, "b"),
         e => panic!("{}: {e:?}", NAME),
     }
-    within(W, a.delete()).await.expect("deleted in time").unwrap();
+    within(W, a.delete())
+        .await
+        .expect("deleted in time")
+        .unwrap();
     zk.close().await;
     members.close().await;
 }
@@ -202,9 +264,7 @@ async fn rendezvous_master_and_workers_on(server: &mut TestServer) {
     let mut workers: Vec<_> = (0..3)
         .map(|_| worker_zk.rendezvous_worker(&zr).unwrap())
         .collect();
-    let mut master = master_zk
-        .rendezvous_master(&zr, "10.1.1.1:7000")
-        .unwrap();
+    let mut master = master_zk.rendezvous_master(&zr, "10.1.1.1:7000").unwrap();
     sleep(Duration::from_millis(200)).await;
     let mut c = coord.rendezvous_coordinator(&zr).unwrap();
     created(&mut c, W).await.unwrap();
@@ -236,9 +296,19 @@ async fn rendezvous_master_and_workers_on(server: &mut TestServer) {
     }
     // The coordinator leaves: z_r goes, everyone is told.
     drop(c);
-    assert_eq!(master.next_timeout(W).await.ok().flatten(), Some(RendezvousEvent::Gone), "{}", NAME);
+    assert_eq!(
+        master.next_timeout(W).await.ok().flatten(),
+        Some(RendezvousEvent::Gone),
+        "{}",
+        NAME
+    );
     for w in &mut workers {
-        assert_eq!(w.next_timeout(W).await.ok().flatten(), Some(RendezvousEvent::Gone), "{}", NAME);
+        assert_eq!(
+            w.next_timeout(W).await.ok().flatten(),
+            Some(RendezvousEvent::Gone),
+            "{}",
+            NAME
+        );
         assert_eq!(w.next_timeout(W).await.ok().flatten(), None); // done
     }
     assert!(worker_zk.exists(&zr).await.unwrap().is_none());
@@ -265,14 +335,22 @@ async fn rendezvous_publisher_creates_the_node_on(server: &mut TestServer) {
         Some(RendezvousEvent::Address { data, .. }) => assert_eq!(&data[..], b"host:1"),
         e => panic!("{}: {e:?}", NAME),
     }
-    within(W, p.set_data("host:2")).await.expect("written in time").unwrap();
+    within(W, p.set_data("host:2"))
+        .await
+        .expect("written in time")
+        .unwrap();
     match w.next_timeout(W).await.ok().flatten() {
         Some(RendezvousEvent::Address { data, .. }) => assert_eq!(&data[..], b"host:2"),
         e => panic!("{}: {e:?}", NAME),
     }
     // The publisher's session ends: z_r goes with it.
     p_zk.close().await;
-    assert_eq!(w.next_timeout(W).await.ok().flatten(), Some(RendezvousEvent::Gone), "{}", NAME);
+    assert_eq!(
+        w.next_timeout(W).await.ok().flatten(),
+        Some(RendezvousEvent::Gone),
+        "{}",
+        NAME
+    );
     drop(p);
     w_zk.close().await;
 }

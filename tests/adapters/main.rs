@@ -17,6 +17,8 @@ macro_rules! forms {
                 #[allow(unused_imports)]
                 use crate::common::*;
                 #[allow(unused_imports)]
+                use crate::only::tokio_form as only;
+                #[allow(unused_imports)]
                 use crate::shared::tokio_form::*;
                 #[allow(unused_imports)]
                 use crate::tokio_rt::*;
@@ -31,6 +33,8 @@ macro_rules! forms {
                 use crate::blocking_rt::*;
                 #[allow(unused_imports)]
                 use crate::common::*;
+                #[allow(unused_imports)]
+                use crate::only::blocking_form as only;
                 #[allow(unused_imports)]
                 use crate::shared::blocking_form::*;
                 #[allow(unused_imports)]
@@ -197,15 +201,117 @@ mod shared {
     }
 }
 
-// Shared helpers of the scenarios that are not yet written once.
-mod support_election;
+/// What the forms do differently because the surface does by design (its
+/// `#[only_async]` / `#[only_blocking]` items): the work `Candidate::lead` runs is a
+/// future dropped when leadership goes (tokio) or a closure on the caller's thread
+/// that must look at `is_leader()` (blocking). `only::` in a scenario is its form's.
+#[allow(dead_code)]
+mod only {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    /// What a `lead()` work run reports.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub enum Run {
+        /// The work started with this token.
+        Started(&'static str, i64),
+        /// The work returned by itself (asked to finish).
+        Finished(&'static str, i64),
+        /// The work was stopped because leadership went: dropped (tokio) or saw
+        /// `is_leader() == false` (blocking).
+        Stopped(&'static str, i64),
+    }
+
+    /// The leader's work in the `lead()` scenarios: runs until asked to finish
+    /// (`finish` is consumed) or until leadership goes; logs what happened.
+    #[derive(Clone)]
+    pub struct Work {
+        pub name: &'static str,
+        pub log: Arc<Mutex<Vec<Run>>>,
+        pub finish: Arc<AtomicBool>,
+    }
+
+    impl Work {
+        fn push(&self, r: Run) {
+            self.log.lock().unwrap().push(r);
+        }
+    }
+
+    pub mod tokio_form {
+        use super::*;
+        use zk_recipes_tokio as zk;
+
+        /// Logs `Stopped` when the work future is dropped before it finished.
+        struct StopGuard(Option<(Work, i64)>);
+
+        impl Drop for StopGuard {
+            fn drop(&mut self) {
+                if let Some((w, token)) = self.0.take() {
+                    w.push(Run::Stopped(w.name, token));
+                }
+            }
+        }
+
+        /// `c.lead(requeue, ..)` with `work` as the work.
+        pub async fn lead_work(
+            c: &mut zk::Candidate,
+            requeue: bool,
+            work: Work,
+        ) -> Result<(), zk::Error> {
+            c.lead(requeue, |token| {
+                let w = work.clone();
+                async move {
+                    w.push(Run::Started(w.name, token));
+                    let mut guard = StopGuard(Some((w.clone(), token)));
+                    loop {
+                        if w.finish.swap(false, Ordering::SeqCst) {
+                            guard.0 = None;
+                            w.push(Run::Finished(w.name, token));
+                            return;
+                        }
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                }
+            })
+            .await
+        }
+    }
+
+    pub mod blocking_form {
+        use super::*;
+        use zk_recipes_blocking as zk;
+
+        /// `c.lead(requeue, ..)` with `work` as the work.
+        pub fn lead_work(
+            c: &mut zk::Candidate,
+            requeue: bool,
+            work: Work,
+        ) -> Result<(), zk::Error> {
+            c.lead(requeue, |c, token| {
+                work.push(Run::Started(work.name, token));
+                loop {
+                    if !c.is_leader() {
+                        work.push(Run::Stopped(work.name, token));
+                        return;
+                    }
+                    if work.finish.swap(false, Ordering::SeqCst) {
+                        work.push(Run::Finished(work.name, token));
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            })
+        }
+    }
+}
 
 forms!(barrier_adapters, "barrier_adapters.rs");
 forms!(both_adapters, "both_adapters.rs");
 forms!(burst, "burst.rs");
 forms!(cache_adapters, "cache_adapters.rs");
 forms!(config_adapters, "config_adapters.rs");
-mod election_both;
+forms!(election_both, "election_both.rs");
 forms!(group_rendezvous, "group_rendezvous.rs");
 mod lock_many_waiters;
 forms!(misbehaving, "misbehaving.rs");

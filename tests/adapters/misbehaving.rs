@@ -246,7 +246,9 @@ async fn a_peer_that_stops_reading_does_not_stop_the_timers_on() {
     for _ in 0..40 {
         // A setData started without waiting for it.
         let (zk, big) = (zk.clone(), big.clone());
-        drop(spawn(move || async move { zk.set_data("/big", big, None).await }));
+        drop(spawn(move || async move {
+            zk.set_data("/big", big, None).await
+        }));
     }
     let suspended = wait_status(&zk, Duration::from_secs(5), |s| *s == Status::Suspended).await;
     let at = started.elapsed();
@@ -264,5 +266,8 @@ async fn a_peer_that_stops_reading_does_not_stop_the_timers_on() {
         expired.is_some() || matches!(zk.status(), Status::Expired { .. }),
         "{NAME}"
     );
-    assert!(at < Duration::from_millis(3500), "{NAME}: Expired after {at:?}");
+    assert!(
+        at < Duration::from_millis(3500),
+        "{NAME}: Expired after {at:?}"
+    );
 }

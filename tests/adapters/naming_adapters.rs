@@ -20,7 +20,13 @@ const W: Duration = Duration::from_secs(10);
 #[form]
 async fn next_change(w: &mut zk::NodeWatchHandle) -> NodeWatchEvent {
     loop {
-        match w.next_timeout(W).await.ok().flatten().expect("a watch event") {
+        match w
+            .next_timeout(W)
+            .await
+            .ok()
+            .flatten()
+            .expect("a watch event")
+        {
             NodeWatchEvent::Suspended | NodeWatchEvent::Reconnected => {}
             e => return e,
         }
@@ -29,8 +35,14 @@ async fn next_change(w: &mut zk::NodeWatchHandle) -> NodeWatchEvent {
 
 /// `resolve`, within `W`.
 #[form]
-async fn resolve(zk: &zk::Client, dir: &str, name: &str) -> Result<Option<(bytes::Bytes, zk::Stat)>, Error> {
-    within(W, zk.resolve(dir, name)).await.unwrap_or(Err(Error::Timeout))
+async fn resolve(
+    zk: &zk::Client,
+    dir: &str,
+    name: &str,
+) -> Result<Option<(bytes::Bytes, zk::Stat)>, Error> {
+    within(W, zk.resolve(dir, name))
+        .await
+        .unwrap_or(Err(Error::Timeout))
 }
 
 /// A worker on its own session: `n` ids one at a time, or (`batch`) `n` at once,

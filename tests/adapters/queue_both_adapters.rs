@@ -62,7 +62,9 @@ async fn left(z: &zk::Client, dir: &str) -> usize {
 
 #[test]
 fn one_consumer_takes_in_order_from_another_session() {
-    run(one_consumer_takes_in_order_from_another_session_on(&mut server()));
+    run(one_consumer_takes_in_order_from_another_session_on(
+        &mut server(),
+    ));
 }
 
 #[form]
@@ -100,7 +102,11 @@ async fn four_consumers_take_every_item_exactly_once_on(s: &mut TestServer) {
     let dir = format!("{root}/q4");
     let cs = s.connect_string();
     let producer = qconnect(&cs).await;
-    producer.queue(&dir).put_many(items("b", 1000)).await.unwrap();
+    producer
+        .queue(&dir)
+        .put_many(items("b", 1000))
+        .await
+        .unwrap();
     let mut handles = Vec::new();
     for _ in 0..4 {
         let cs = cs.clone();
@@ -183,7 +189,9 @@ async fn a_claiming_consumer_closed_mid_batch_leaves_its_items_to_another_on(s: 
 
 #[test]
 fn the_server_restarted_mid_run_loses_and_doubles_nothing() {
-    run(the_server_restarted_mid_run_loses_and_doubles_nothing_on(&mut server()));
+    run(the_server_restarted_mid_run_loses_and_doubles_nothing_on(
+        &mut server(),
+    ));
 }
 
 #[form]

@@ -59,7 +59,9 @@ async fn six_workers_never_exceed_two_holders_on(server: &TestServer) {
     );
     let zk = connect(&cs).await;
     assert_eq!(
-        zk.get_children("/sem/workers/leases").await.expect("leases"),
+        zk.get_children("/sem/workers/leases")
+            .await
+            .expect("leases"),
         Vec::<String>::new()
     );
     assert_eq!(
@@ -129,7 +131,11 @@ async fn session_expiry_releases_the_lease_on(server: &TestServer) {
     let cs = server.connect_string();
     let a = connect(&cs).await;
     let b = connect(&cs).await;
-    let mut held = a.semaphore(path, 1).acquire().await.expect("the free lease");
+    let mut held = a
+        .semaphore(path, 1)
+        .acquire()
+        .await
+        .expect("the free lease");
     let waiter = {
         let b = b.clone();
         spawn(move || async move {

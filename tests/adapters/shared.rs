@@ -45,4 +45,3 @@ pub async fn created<R: zk_recipes::recipe::node::NodeCommands>(
         }
     }
 }
-

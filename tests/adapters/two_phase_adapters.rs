@@ -177,7 +177,8 @@ async fn crash_before_vote(server: &TestServer, tx: &str, expire: bool) {
         "a",
         Variant::Coordinator,
         Some(Vote::Commit),
-    ).await;
+    )
+    .await;
     // Its process does not come back: no new session after the expiry.
     let doomed = tconnect(&cs, SESSION, false).await;
     let doomed2 = doomed.clone();
@@ -249,7 +250,9 @@ async fn a_site_whose_session_expires_mid_vote_aborts_after_the_deadline_on(serv
 
 #[test]
 fn a_coordinator_gone_before_deciding_lets_the_sites_abort() {
-    run(a_coordinator_gone_before_deciding_lets_the_sites_abort_on(&server()));
+    run(a_coordinator_gone_before_deciding_lets_the_sites_abort_on(
+        &server(),
+    ));
 }
 
 #[form]
@@ -264,7 +267,8 @@ async fn a_coordinator_gone_before_deciding_lets_the_sites_abort_on(server: &Tes
             "a",
             Variant::Coordinator,
             Some(Vote::Commit),
-        ).await;
+        )
+        .await;
         sleep(Duration::from_millis(100)).await;
         let z = tconnect(&cs, SESSION, true).await;
         let mut t = start_tx(&z, &tx, &["a", "b"], Variant::Coordinator, WAIT).await;
@@ -337,7 +341,8 @@ async fn a_restarted_site_keeps_its_vote_and_a_late_one_learns_the_outcome_on(se
         "b",
         Variant::Peers,
         Some(Vote::Commit),
-    ).await;
+    )
+    .await;
     assert_eq!(
         a.outcome_timeout(WAIT).await.unwrap(),
         Some(Outcome::Commit),
@@ -345,7 +350,10 @@ async fn a_restarted_site_keeps_its_vote_and_a_late_one_learns_the_outcome_on(se
         NAME
     );
     assert_eq!(b.join().await.1.unwrap(), Some(Outcome::Commit));
-    assert_eq!(t.outcome_timeout(WAIT).await.unwrap(), Some(Outcome::Commit));
+    assert_eq!(
+        t.outcome_timeout(WAIT).await.unwrap(),
+        Some(Outcome::Commit)
+    );
     drop(a);
     second.close().await;
     // A site joining long after learns the same outcome at once.

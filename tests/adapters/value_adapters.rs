@@ -66,12 +66,20 @@ async fn four_adders(server: &TestServer, format: CounterFormat, path: &str) {
 
 #[test]
 fn four_adders_i32_reach_exactly_400() {
-    run(four_adders(&server(), CounterFormat::I32, "/counters/shared/i32"));
+    run(four_adders(
+        &server(),
+        CounterFormat::I32,
+        "/counters/shared/i32",
+    ));
 }
 
 #[test]
 fn four_adders_i64_reach_exactly_400() {
-    run(four_adders(&server(), CounterFormat::I64, "/counters/atomic/i64"));
+    run(four_adders(
+        &server(),
+        CounterFormat::I64,
+        "/counters/atomic/i64",
+    ));
 }
 
 #[test]
@@ -107,7 +115,11 @@ async fn update_reruns_after_a_concurrent_writer_on(server: &TestServer) {
         .await
         .unwrap()
         .expect("written");
-    assert_eq!(calls.load(Ordering::SeqCst), 2, "{NAME}: the function ran again");
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        2,
+        "{NAME}: the function ran again"
+    );
     let (data, s) = t.get_data("/cfg/a").await.unwrap();
     assert_eq!(&data[..], b"other+t");
     assert_eq!(s.version, stat.version);
@@ -273,14 +285,22 @@ async fn counter_watch_scenario(server: &TestServer, format: CounterFormat, path
     };
     let opts = zk::CreateOptions::default();
 
-    assert_eq!(both(&mut tw, &mut bw).await, Ok(0), "a missing node counts as 0");
+    assert_eq!(
+        both(&mut tw, &mut bw).await,
+        Ok(0),
+        "a missing node counts as 0"
+    );
     let parent = &path[..path.rfind('/').unwrap()];
     writer.create(parent, "", &opts).await.unwrap();
     writer.create(path, format.encode(5), &opts).await.unwrap();
     assert_eq!(both(&mut tw, &mut bw).await, Ok(5));
     let mut c = writer.counter(path, format).unwrap();
     assert_eq!(c.add(-7).await, Ok(-2));
-    assert_eq!(both(&mut tw, &mut bw).await, Ok(-2), "negative values decode");
+    assert_eq!(
+        both(&mut tw, &mut bw).await,
+        Ok(-2),
+        "negative values decode"
+    );
     writer.set_data(path, "abc", None).await.unwrap();
     assert_eq!(
         both(&mut tw, &mut bw).await,
@@ -289,24 +309,38 @@ async fn counter_watch_scenario(server: &TestServer, format: CounterFormat, path
     );
     assert_eq!(tw.value().await.unwrap(), Some(bad(3)));
     assert_eq!(bw.value().await.unwrap(), Some(bad(3)));
-    writer.set_data(path, format.encode(42), None).await.unwrap();
+    writer
+        .set_data(path, format.encode(42), None)
+        .await
+        .unwrap();
     assert_eq!(
         both(&mut tw, &mut bw).await,
         Ok(42),
         "the watch goes on after a bad value"
     );
-    writer.set_data(path, format.encode(42), None).await.unwrap();
+    writer
+        .set_data(path, format.encode(42), None)
+        .await
+        .unwrap();
     assert_eq!(
         both(&mut tw, &mut bw).await,
         Ok(42),
         "a new version of the same value"
     );
     writer.set_data(path, "", None).await.unwrap();
-    assert_eq!(both(&mut tw, &mut bw).await, Ok(0), "empty data counts as 0");
+    assert_eq!(
+        both(&mut tw, &mut bw).await,
+        Ok(0),
+        "empty data counts as 0"
+    );
     writer.set_data(path, format.encode(9), None).await.unwrap();
     assert_eq!(both(&mut tw, &mut bw).await, Ok(9));
     writer.delete(path, None).await.unwrap();
-    assert_eq!(both(&mut tw, &mut bw).await, Ok(0), "a deleted node counts as 0");
+    assert_eq!(
+        both(&mut tw, &mut bw).await,
+        Ok(0),
+        "a deleted node counts as 0"
+    );
     writer.create(path, format.encode(11), &opts).await.unwrap();
     assert_eq!(
         both(&mut tw, &mut bw).await,
@@ -360,6 +394,14 @@ async fn counter_watch_scenario(server: &TestServer, format: CounterFormat, path
 
 #[test]
 fn counter_watch_follows_every_version() {
-    run(counter_watch_scenario(&server(), CounterFormat::I32, "/watched/i32"));
-    run(counter_watch_scenario(&server(), CounterFormat::I64, "/watched/i64"));
+    run(counter_watch_scenario(
+        &server(),
+        CounterFormat::I32,
+        "/watched/i32",
+    ));
+    run(counter_watch_scenario(
+        &server(),
+        CounterFormat::I64,
+        "/watched/i64",
+    ));
 }

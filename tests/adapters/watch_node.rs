@@ -99,7 +99,11 @@ async fn a_watcher_follows_and_converges_on(server: &mut TestServer) {
     }
     w.refresh().unwrap();
     sleep(Duration::from_millis(200)).await;
-    let e = w.next_timeout(Duration::from_millis(300)).await.ok().flatten();
+    let e = w
+        .next_timeout(Duration::from_millis(300))
+        .await
+        .ok()
+        .flatten();
     assert!(
         !matches!(e, Some(NodeWatchEvent::Data { .. })),
         "{NAME}: {e:?}"
