@@ -41,7 +41,8 @@ fn updates(n: usize, round: u32) -> Vec<(String, Bytes)> {
 fn one_by_one(zk: &Client, updates: &[(String, Bytes)]) -> Duration {
     let t = Instant::now();
     match zk.delete(READY, None) {
-        Ok(()) | Err(zk_recipes::client::Error::Server(zk_recipes::proto::ErrorCode::NoNode)) => {}
+        Ok(()) => {}
+        Err(e) if e.code() == Some(zk_recipes::proto::ErrorCode::NoNode) => {}
         Err(e) => panic!("{e}"),
     }
     for (p, v) in updates {

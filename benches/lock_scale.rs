@@ -75,11 +75,13 @@
 //! after     10000   4068–6479       753–863    2703–2916     5.00   301570–301575
 //! ```
 //!
-//! What still grows with N is each waiter's entry listing (waiter *i* of N queued at
-//! once lists about *i* children: B rx/acq ≈ 30 B × N): the server's CPU per
-//! acquisition (serialising the listings) and the client's (decoding them, one
-//! `String` per child). Flat costs need waiters of one session on one path to share
-//! their entry listing, which the lock machines, independent recipes, cannot do today.
+//! What grew with N was each waiter's entry listing (waiter *i* of N queued at once
+//! listed about *i* children: B rx/acq ≈ 30 B × N): the server's CPU per acquisition
+//! (serialising the listings) and the client's (decoding them, one `String` per
+//! child). Since listings queued in the session are shared (`Session::submit_shared`,
+//! read through one `contender::SortedListing`), the same command gives 4.25 / 4.03
+//! req/acq and 6,383–6,425 / 6,821–7,219 B rx/acq at 1,000 / 10,000 waiters (six runs
+//! each, alternated with the base; all figures in `docs/benchmarks.md`).
 //! The `core` case the same day (one run each, `LOCK_SCALE_CASES=core`): client CPU
 //! 206.7 → 130.3 µs/acq at 1,000 waiters, 1,458.8 → 833.3 at 10,000.
 // A benchmark is a driver: it owns the clock.

@@ -70,6 +70,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         TcpStream::connect_timeout(&a, Duration::from_secs(2))
                             .map_err(|e| TransportError::from(&e))
                     });
+                // TLS goes here, in the driver: the core only ever sees plaintext.
+                // Wrap the connected socket (e.g. `rustls::ClientConnection` with
+                // `rustls::StreamOwned`), finish the handshake, and only then call
+                // `handle_connected`; read and write through the TLS stream below, and
+                // report a handshake failure as `TransportError::Tls(TlsFailure::..)`
+                // (the adapters' feature `tls` does exactly this; see docs/tls.md).
                 match dialled {
                     Ok(s) => {
                         s.set_nonblocking(true)?;

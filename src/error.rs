@@ -13,6 +13,15 @@ use crate::session::{ConnectStringError, HostFailures, SessionEnd, SubmitError};
 pub enum Error {
     /// The server answered with this error code (`NoNode`, `NodeExists`, `BadVersion`, ...).
     Server(ErrorCode),
+    /// The server answered a call on `path` with this error code: what the raw API's
+    /// calls return, so the message names the node (match on [`Error::code`] to treat
+    /// both forms alike).
+    Node {
+        /// The code (`NoNode`, `NodeExists`, `BadVersion`, ...).
+        code: ErrorCode,
+        /// The node the call concerned, as the caller named it.
+        path: String,
+    },
     /// The connection dropped before the reply arrived; the request may or may not have
     /// been applied.
     ConnectionLoss,
@@ -84,13 +93,35 @@ impl Error {
     /// The ZooKeeper error code this error corresponds to, if any.
     pub fn code(&self) -> Option<ErrorCode> {
         match self {
-            Error::Server(c) => Some(*c),
+            Error::Server(c) | Error::Node { code: c, .. } => Some(*c),
             Error::ConnectionLoss => Some(ErrorCode::ConnectionLoss),
             Error::SessionExpired => Some(ErrorCode::SessionExpired),
             Error::AuthFailed => Some(ErrorCode::AuthFailed),
             Error::Timeout => Some(ErrorCode::OperationTimeout),
             Error::InvalidPath { .. } => Some(ErrorCode::BadArguments),
             Error::NoParent { .. } | Error::ChrootMissing => Some(ErrorCode::NoNode),
+            _ => None,
+        }
+    }
+}
+
+impl Error {
+    /// This error as the answer to a call on `path`: a server error names the node
+    /// ([`Error::Node`]); any other error is returned as it is.
+    pub fn at(self, path: &str) -> Error {
+        match self {
+            Error::Server(code) => Error::Node {
+                code,
+                path: path.into(),
+            },
+            other => other,
+        }
+    }
+
+    /// The server's error code, however the error names it.
+    fn server_code(&self) -> Option<ErrorCode> {
+        match self {
+            Error::Server(c) | Error::Node { code: c, .. } => Some(*c),
             _ => None,
         }
     }
@@ -131,17 +162,18 @@ impl Error {
     pub fn is_retryable(&self) -> bool {
         match self {
             Error::ConnectionLoss | Error::Overloaded | Error::Timeout => true,
-            Error::Server(code) => matches!(
-                code,
-                ErrorCode::ConnectionLoss
-                    | ErrorCode::OperationTimeout
-                    | ErrorCode::Throttled
-                    | ErrorCode::RequestTimeout
-                    | ErrorCode::SessionMoved
-                    | ErrorCode::NewConfigNoQuorum
-                    | ErrorCode::ReconfigInProgress
-            ),
-            _ => false,
+            _ => self.server_code().is_some_and(|code| {
+                matches!(
+                    code,
+                    ErrorCode::ConnectionLoss
+                        | ErrorCode::OperationTimeout
+                        | ErrorCode::Throttled
+                        | ErrorCode::RequestTimeout
+                        | ErrorCode::SessionMoved
+                        | ErrorCode::NewConfigNoQuorum
+                        | ErrorCode::ReconfigInProgress
+                )
+            }),
         }
     }
 
@@ -151,11 +183,14 @@ impl Error {
     pub fn may_have_applied(&self) -> bool {
         match self {
             Error::ConnectionLoss | Error::Timeout => true,
-            Error::Server(code) => matches!(
-                code,
-                ErrorCode::ConnectionLoss | ErrorCode::OperationTimeout | ErrorCode::RequestTimeout
-            ),
-            _ => false,
+            _ => self.server_code().is_some_and(|code| {
+                matches!(
+                    code,
+                    ErrorCode::ConnectionLoss
+                        | ErrorCode::OperationTimeout
+                        | ErrorCode::RequestTimeout
+                )
+            }),
         }
     }
 
@@ -184,6 +219,7 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Server(c) => write!(f, "ZooKeeper error: {c}"),
+            Error::Node { code, path } => write!(f, "ZooKeeper error on {path}: {code}"),
             Error::ConnectionLoss => f.write_str(
                 "connection lost before the reply; the request may or may not have been applied",
             ),

@@ -23,8 +23,47 @@ fn name() -> impl Strategy<Value = String> {
     proptest::collection::vec(piece, 0..6).prop_map(|v| v.concat())
 }
 
+/// A listing: contender names of every marker (some ours, some duplicates, some with
+/// the same sequence) among arbitrary names.
+fn listing() -> impl Strategy<Value = Vec<String>> {
+    let contender = (
+        proptest::sample::select(vec!["_c_a-", "_c_b-", "x-", ""]),
+        proptest::sample::select(MARKERS.to_vec()),
+        0u64..40,
+    )
+        .prop_map(|(prefix, marker, seq)| format!("{prefix}{marker}{seq:010}"));
+    let child = prop_oneof![4 => contender, 1 => name()];
+    proptest::collection::vec(child, 0..40)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(20_000))]
+    /// Issue 25: waiters sharing one listing look themselves up in it sorted once; what
+    /// each learns is what a pass over the listing tells.
+    #[test]
+    fn a_sorted_listing_tells_what_a_pass_over_it_tells(
+        children in listing(),
+        pick in any::<proptest::sample::Index>(),
+        other in name(),
+        reader in any::<bool>(),
+        max in 0usize..6,
+    ) {
+        let sorted = contender::SortedListing::new(&children);
+        let ours = if children.is_empty() { other.clone() } else { pick.get(&children).clone() };
+        for ours in [&ours, &other] {
+            prop_assert_eq!(
+                sorted.blockers(&children, ours, reader),
+                contender::blockers(&children, ours, reader),
+                "{:?} in {:?}", ours, children
+            );
+            prop_assert_eq!(
+                sorted.successors(&children, ours, max),
+                contender::successors(&children, ours, max),
+                "{:?} in {:?}", ours, children
+            );
+        }
+    }
+
     #[test]
     fn the_fast_split_agrees_with_the_general_rule(name in name()) {
         prop_assert_eq!(split(&name), split_general(&name), "{:?}", name);

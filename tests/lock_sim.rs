@@ -31,3 +31,23 @@ fn exclusive_lock_with_an_operator_deleting_nodes() {
     println!("{n} schedules with an operator deleting nodes x 8 clients: {grants} grants");
     assert!(grants > n * 8);
 }
+
+/// Issue 25: four lock users on each of four clients, each session with a window of 2
+/// requests, so the users' listings queue and are shared (one request answering
+/// several recipes) under every fault: the same invariants as one user per client.
+#[test]
+fn lock_users_sharing_a_session_and_its_listings_under_every_fault() {
+    let seeds = sim_support::seeds_scaled(3_000_000, 4, 500);
+    let n = seeds.len();
+    let outcomes = sim_support::run_each(seeds, |seed| {
+        zk_recipes::testkit::sim_lock::run_shared(seed, 4, 4)
+    });
+    let grants: usize = outcomes.iter().map(|(g, _, _)| g).sum();
+    let handed: usize = outcomes.iter().map(|(_, h, _)| h).sum();
+    let shared: u64 = outcomes.iter().map(|(_, _, s)| s).sum();
+    println!(
+        "{n} schedules x 4 clients x 4 users: {grants} grants, {handed} handed over, {shared} listings shared"
+    );
+    assert!(grants > n * 16);
+    assert!(shared > 0, "listings were shared");
+}

@@ -51,7 +51,7 @@ use core::time::Duration;
 
 use crate::hash::{shed_map, HashMap};
 use crate::proto::{EventType, Request};
-use crate::recipe::{AnyEvent, AnyRecipe, OpId, Recipe, SessionChange};
+use crate::recipe::{AnyEvent, AnyRecipe, OpId, Recipe, SessionChange, SharedListing};
 use crate::session::{
     ConnectString, ConnectStringError, Counters, Session, SessionConfig, SessionEvent, SubmitError,
     Token, Transport, TransportError, WatchKind,
@@ -618,7 +618,10 @@ impl Client {
             _ => None,
         } {
             let token = self.token();
-            match self.session.submit(now, request, token) {
+            // The recipe's id names it as a requester: its listings may be shared
+            // with other recipes' identical ones (see `Session::submit_shared`).
+            let requester = (u64::from(id.generation) << 33) | (u64::from(id.index) + 1);
+            match self.session.submit_shared(now, request, token, requester) {
                 Ok(()) => {
                     moved = true;
                     self.recipe_tokens.insert(token, (id, op));
@@ -681,6 +684,23 @@ impl Client {
                     r.handle_reply(now, op, reply.result);
                 }
                 self.touch(id);
+            }
+            SessionEvent::SharedReply(reply) => {
+                // One listing for several recipes: each reads it in place, and what
+                // they derive from it (a sorted index) is built once, by the first.
+                let mut shared = SharedListing::default();
+                for token in reply.tokens {
+                    let Some(&(id, op)) = self.recipe_tokens.get(&token) else {
+                        continue; // it ended meanwhile
+                    };
+                    if reply.watch.is_none() {
+                        self.untrack(token, id);
+                    }
+                    if let Some(r) = self.slot(id) {
+                        r.handle_shared_reply(now, op, &reply.result, &mut shared);
+                    }
+                    self.touch(id);
+                }
             }
             SessionEvent::Watch { token, event } if self.recipe_tokens.contains_key(&token) => {
                 // A one-shot watch ends with its first event (a SetWatches2 with its

@@ -285,6 +285,19 @@ where
                 }
                 return None;
             }
+            SessionEvent::SharedReply(reply) => {
+                // Only hosted recipes' listings are shared; a raw waiter among its
+                // tokens (none today) gets its copy all the same.
+                for token in reply.tokens {
+                    if let Some(mut waiter) = self.replies.remove(&token) {
+                        waiter.send(reply.result.clone());
+                    }
+                    if reply.watch.is_none() {
+                        self.watches.remove(&token);
+                    }
+                }
+                return None;
+            }
             SessionEvent::Watch { token, event } => {
                 if let Some((watcher, mode)) = self.watches.get_mut(&token) {
                     // A token holds one registration (a SetWatches2's, several: its

@@ -192,6 +192,115 @@ pub fn successors(children: &[String], ours: &str, max: usize) -> Vec<String> {
         .collect()
 }
 
+/// A listing sorted once into lock order, for many contenders to look themselves up in
+/// (the waiters of one session that share one listing of their directory): each
+/// learns what [`blockers`] and [`successors`] would tell it in O(log n) plus the
+/// successors it takes, instead of a pass over the whole listing each. It keeps
+/// positions, not names: look up with the same listing it was built from.
+///
+/// ```
+/// use zk_recipes::recipe::contender::{blockers, successors, SortedListing};
+/// let kids: Vec<String> = ["_c_a-__WRIT__0000000003", "_c_b-__READ__0000000004", "_c_me-__READ__0000000005", "_c_c-lock-0000000009", "x"]
+///     .iter().map(|s| s.to_string()).collect();
+/// let sorted = SortedListing::new(&kids);
+/// let me = "_c_me-__READ__0000000005";
+/// assert_eq!(sorted.blockers(&kids, me, true), blockers(&kids, me, true));
+/// assert_eq!(sorted.blockers(&kids, me, true), Some((1, Some("_c_a-__WRIT__0000000003"))));
+/// assert_eq!(sorted.successors(&kids, me, 8), successors(&kids, me, 8));
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SortedListing {
+    /// Indices into the listing of the children with a known marker, in lock order.
+    order: Vec<u32>,
+    /// For each position `p` in `order`, and one past the end: how many writers
+    /// (contenders that exclude readers) come before it, and the position + 1 of the
+    /// nearest one (0: none).
+    writers_before: Vec<(u32, u32)>,
+}
+
+impl SortedListing {
+    /// Sorts `children` (a listing of at most `u32::MAX` names; any further are left
+    /// out).
+    pub fn new(children: &[String]) -> SortedListing {
+        let mut keyed: Vec<(&str, &str, u32)> = children
+            .iter()
+            .take(u32::MAX as usize)
+            .enumerate()
+            .filter_map(|(i, c)| order_key(c).map(|(seq, name)| (seq, name, i as u32)))
+            .collect();
+        keyed.sort_unstable();
+        let order: Vec<u32> = keyed.iter().map(|k| k.2).collect();
+        let mut writers_before = Vec::with_capacity(order.len() + 1);
+        let (mut count, mut nearest) = (0u32, 0u32);
+        for (p, k) in keyed.iter().enumerate() {
+            writers_before.push((count, nearest));
+            if split(k.1).is_some_and(|(m, _)| !matches!(m, READ | KAZOO_READ)) {
+                count += 1;
+                nearest = p as u32 + 1;
+            }
+        }
+        writers_before.push((count, nearest));
+        SortedListing {
+            order,
+            writers_before,
+        }
+    }
+
+    fn name<'a>(&self, children: &'a [String], p: usize) -> Option<&'a str> {
+        let i = *self.order.get(p)? as usize;
+        children.get(i).map(String::as_str)
+    }
+
+    /// Where `ours` sorts: the number of contenders below it, and whether the one at
+    /// that position is `ours` itself.
+    fn position(&self, children: &[String], ours: &str) -> Option<(usize, bool)> {
+        let key = order_key(ours)?;
+        let p = self
+            .order
+            .partition_point(|&i| children.get(i as usize).and_then(|c| order_key(c)) < Some(key));
+        Some((p, self.name(children, p) == Some(ours)))
+    }
+
+    /// What [`blockers`] tells for `ours` in `children` (the listing this was built from).
+    pub fn blockers<'a>(
+        &self,
+        children: &'a [String],
+        ours: &str,
+        reader: bool,
+    ) -> Option<(usize, Option<&'a str>)> {
+        let (p, found) = self.position(children, ours)?;
+        if !found {
+            return None;
+        }
+        if !reader {
+            let nearest = p.checked_sub(1).and_then(|q| self.name(children, q));
+            return Some((p, nearest));
+        }
+        let (count, nearest) = self.writers_before.get(p).copied().unwrap_or((0, 0));
+        let nearest = (nearest as usize)
+            .checked_sub(1)
+            .and_then(|q| self.name(children, q));
+        Some((count as usize, nearest))
+    }
+
+    /// What [`successors`] tells for `ours` in `children` (the listing this was built
+    /// from).
+    pub fn successors(&self, children: &[String], ours: &str, max: usize) -> Vec<String> {
+        let Some(key) = order_key(ours) else {
+            return Vec::new();
+        };
+        let after = self
+            .order
+            .partition_point(|&i| children.get(i as usize).and_then(|c| order_key(c)) <= Some(key));
+        (after..self.order.len())
+            .filter_map(|q| self.name(children, q))
+            .take(max)
+            .take_while(|name| may_be_granted(name))
+            .map(String::from)
+            .collect()
+    }
+}
+
 /// Can a releasing holder hand the lock to this contender: a lock contender (`lock-`,
 /// `__READ__`, `__WRIT__`) with the protected prefix (ours or Curator's)? Not a latch
 /// or lease in the same directory (their node data is theirs), nor kazoo's.

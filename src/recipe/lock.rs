@@ -164,7 +164,7 @@ use bytes::Bytes;
 use core::time::Duration;
 
 use super::path::{ancestor_creates, ancestor_result};
-use super::{contender, OpId, Outbox, Recipe, Retry, SessionChange};
+use super::{contender, OpId, Outbox, Recipe, Retry, SessionChange, SharedListing};
 use crate::error::Error;
 use crate::proto::*;
 use crate::session::WatchEvent;
@@ -1428,17 +1428,26 @@ impl Lock {
     }
 
     /// Decides from a listing: held, or wait for the nearest blocker.
-    fn evaluate(&mut self, children: &[String], now: Instant) {
+    /// A listing shared with other waiters is looked up in its sorted form, built once.
+    fn evaluate(&mut self, children: &[String], shared: Option<&mut SharedListing>, now: Instant) {
         let Some((ours, _)) = self.node.clone() else {
             return;
         };
         let reader = self.config.kind == LockKind::Read;
-        let found = contender::blockers(children, &ours, reader);
+        let sorted =
+            shared.and_then(|s| s.get_or_build(|| contender::SortedListing::new(children)));
+        let found = match sorted {
+            Some(sorted) => sorted.blockers(children, &ours, reader),
+            None => contender::blockers(children, &ours, reader),
+        };
         // Who follows us, if we hold now or when our only blocker goes (a later listing
         // or a grant tells more otherwise).
         self.successors.clear();
         if self.config.kind.grants() && matches!(found, Some((0 | 1, _))) {
-            self.successors = contender::successors(children, &ours, MAX_SUCCESSORS);
+            self.successors = match sorted {
+                Some(sorted) => sorted.successors(children, &ours, MAX_SUCCESSORS),
+                None => contender::successors(children, &ours, MAX_SUCCESSORS),
+            };
         }
         match found {
             None => {
@@ -1665,7 +1674,7 @@ impl Lock {
             Ok(Response::Children(c)) | Ok(Response::Children2 { children: c, .. }) => {
                 self.retry.succeeded();
                 self.dir_armed = watched;
-                self.evaluate(&c, now);
+                self.evaluate(&c, None, now);
             }
             Ok(_) => self.fail(Error::UnexpectedReply, now),
             Err(e) if e.is_retryable() => {
@@ -1678,6 +1687,26 @@ impl Lock {
             Err(e) if e.ends_session() => {}
             Err(e) => self.fail(e, now),
         }
+    }
+
+    /// [`on_list`](Self::on_list) for a listing shared with other waiters of the
+    /// session: read in place, looked up in the sorted listing the first one built.
+    fn on_shared_list(
+        &mut self,
+        now: Instant,
+        watched: bool,
+        children: &[String],
+        shared: &mut SharedListing,
+    ) {
+        if !matches!(self.state, State::Creating | State::Waiting) || self.node.is_none() {
+            return; // leaving; or the create's answer decides (see `on_list`)
+        }
+        if core::mem::take(&mut self.sync_failed) {
+            return self.again(now, LIST); // possibly stale
+        }
+        self.retry.succeeded();
+        self.dir_armed = watched;
+        self.evaluate(children, Some(shared), now);
     }
 
     fn on_recover(&mut self, now: Instant, result: Result<Response, Error>) {
@@ -2063,6 +2092,27 @@ impl Recipe for Lock {
             Purpose::Grant => self.on_grant(now, result),
             Purpose::Turn => self.on_turn(now, result),
             Purpose::Orphan(name) => self.on_orphan(now, name, result),
+        }
+        self.drive(now);
+    }
+
+    fn handle_shared_reply(
+        &mut self,
+        now: Instant,
+        op: OpId,
+        result: &Result<Response, Error>,
+        shared: &mut SharedListing,
+    ) {
+        let children = match result {
+            Ok(Response::Children(c)) | Ok(Response::Children2 { children: c, .. })
+                if matches!(self.outbox.get(op), Some(Purpose::List(_))) =>
+            {
+                c
+            }
+            _ => return Recipe::handle_reply(self, now, op, result.clone()),
+        };
+        if let Some(Purpose::List(watched)) = self.outbox.take(op) {
+            self.on_shared_list(now, watched, children, shared);
         }
         self.drive(now);
     }

@@ -110,6 +110,33 @@ impl SessionChange {
     }
 }
 
+/// What the recipes answered by one shared listing derive from it, built by the first
+/// that needs it and read by the others (one value of any type; a recipe that finds
+/// another type there replaces it).
+#[derive(Default)]
+pub struct SharedListing {
+    derived: Option<Box<dyn Any>>,
+}
+
+impl fmt::Debug for SharedListing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedListing")
+            .field("derived", &self.derived.is_some())
+            .finish()
+    }
+}
+
+impl SharedListing {
+    /// The value of type `T` derived from the listing, built by `build` if there is none
+    /// yet (or one of another type). Always `Some` (an `Option` only to stay total).
+    pub fn get_or_build<T: Any>(&mut self, build: impl FnOnce() -> T) -> Option<&T> {
+        if !self.derived.as_ref().is_some_and(|d| d.is::<T>()) {
+            self.derived = Some(Box::new(build()));
+        }
+        self.derived.as_ref().and_then(|d| d.downcast_ref::<T>())
+    }
+}
+
 /// The contract every recipe implements; see the [module docs](self).
 ///
 /// Any type implementing it can be hosted by a [`Client`](crate::client::Client) and
@@ -122,6 +149,21 @@ pub trait Recipe: Send + 'static {
     /// Replies come in the order the requests were sent, except a local refusal: it
     /// comes at once, before the replies to requests sent earlier.
     fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>);
+    /// A reply to request `op` (a listing) that answers other hosted recipes' identical
+    /// requests too (see [`Session::submit_shared`](crate::session::Session::submit_shared)):
+    /// read in place; `shared` keeps what one recipe derives from it for the next ones
+    /// (see [`SharedListing`]). By default a copy goes to
+    /// [`handle_reply`](Self::handle_reply).
+    fn handle_shared_reply(
+        &mut self,
+        now: Instant,
+        op: OpId,
+        result: &Result<Response, Error>,
+        shared: &mut SharedListing,
+    ) {
+        let _ = shared;
+        self.handle_reply(now, op, result.clone())
+    }
     /// A watch set by request `op` fired.
     fn handle_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent);
     /// The session's state changed.
@@ -146,6 +188,14 @@ pub trait Recipe: Send + 'static {
 pub trait AnyRecipe: Send {
     /// See [`Recipe::handle_reply`].
     fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>);
+    /// See [`Recipe::handle_shared_reply`].
+    fn handle_shared_reply(
+        &mut self,
+        now: Instant,
+        op: OpId,
+        result: &Result<Response, Error>,
+        shared: &mut SharedListing,
+    );
     /// See [`Recipe::handle_watch`].
     fn handle_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent);
     /// See [`Recipe::handle_session`].
@@ -171,6 +221,15 @@ pub trait AnyRecipe: Send {
 impl<R: Recipe> AnyRecipe for R {
     fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
         Recipe::handle_reply(self, now, op, result)
+    }
+    fn handle_shared_reply(
+        &mut self,
+        now: Instant,
+        op: OpId,
+        result: &Result<Response, Error>,
+        shared: &mut SharedListing,
+    ) {
+        Recipe::handle_shared_reply(self, now, op, result, shared)
     }
     fn handle_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
         Recipe::handle_watch(self, now, op, event)
@@ -309,6 +368,14 @@ impl<P> Outbox<P> {
             self.in_flight = Vec::new();
         }
         Some(purpose)
+    }
+
+    /// The purpose of `op`, left in place.
+    pub fn get(&self, op: OpId) -> Option<&P> {
+        self.in_flight
+            .iter()
+            .find(|(id, _)| *id == op)
+            .map(|(_, p)| p)
     }
 
     /// Is a request whose purpose matches `f` in flight?

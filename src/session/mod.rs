@@ -61,7 +61,8 @@ mod connect_string;
 mod rng;
 mod watches;
 
-use alloc::collections::VecDeque;
+use alloc::boxed::Box;
+use alloc::collections::{BTreeSet, VecDeque};
 use alloc::string::String;
 use alloc::vec::Vec;
 use bytes::{Bytes, BytesMut};
@@ -167,6 +168,9 @@ pub struct Counters {
     /// Replies the server answered `Throttled` (never applied); each one halves the
     /// session's in-flight window at most once per window of replies.
     pub throttled: u64,
+    /// Listings that joined an identical queued one instead of going out themselves
+    /// (see [`Session::submit_shared`]): requests saved.
+    pub listings_shared: u64,
 }
 
 /// What the driver must do with its socket.
@@ -196,6 +200,74 @@ pub enum TransportError {
     Unreachable,
     /// Any other I/O failure.
     Other,
+    /// The TLS handshake (or a TLS record) failed, for this reason. A driver that speaks
+    /// TLS reports it; the session treats it as any other failed attempt on the host
+    /// (the next host, then backoff).
+    Tls(TlsFailure),
+}
+
+/// Why TLS failed on a connection (drivers that speak TLS map their library's errors
+/// to these).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TlsFailure {
+    /// The server's certificate is not signed by a trusted root (wrong CA).
+    UnknownIssuer,
+    /// The server's certificate is not valid for the expected server name.
+    NameMismatch,
+    /// The server's certificate has expired.
+    Expired,
+    /// The server's certificate is not valid yet.
+    NotYetValid,
+    /// The server's certificate was rejected for another reason (bad signature,
+    /// wrong usage, revoked, unparseable, ...).
+    BadCertificate,
+    /// The server refused the handshake with a TLS alert (it did not accept our
+    /// client certificate, say): the alert's description code (RFC 8446 section 6).
+    HandshakeRefused(u8),
+    /// The peer does not speak TLS, or the TLS exchange broke otherwise.
+    Protocol,
+}
+
+impl fmt::Display for TlsFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TlsFailure::UnknownIssuer => f.write_str(
+                "the server's certificate has an unknown issuer (not signed by a trusted CA)",
+            ),
+            TlsFailure::NameMismatch => {
+                f.write_str("the server's certificate is not valid for the expected server name")
+            }
+            TlsFailure::Expired => f.write_str("the server's certificate has expired"),
+            TlsFailure::NotYetValid => f.write_str("the server's certificate is not valid yet"),
+            TlsFailure::BadCertificate => f.write_str("the server's certificate was rejected"),
+            TlsFailure::HandshakeRefused(alert) => {
+                let why = match alert {
+                    40 => "handshake failure",
+                    42 => "bad certificate",
+                    43 => "unsupported certificate",
+                    44 => "certificate revoked",
+                    45 => "certificate expired",
+                    46 => "certificate unknown",
+                    48 => "unknown CA",
+                    49 => "access denied",
+                    70 => "protocol version",
+                    116 => "certificate required",
+                    _ => "alert",
+                };
+                if matches!(alert, 42..=49 | 116) {
+                    // What a server says when it does not accept the client certificate.
+                    write!(
+                        f,
+                        "the server refused our client certificate ({why}, alert {alert})"
+                    )
+                } else {
+                    write!(f, "the server refused the handshake ({why}, alert {alert})")
+                }
+            }
+            TlsFailure::Protocol => f.write_str("TLS protocol error (not a TLS port?)"),
+        }
+    }
 }
 
 impl fmt::Display for TransportError {
@@ -206,6 +278,7 @@ impl fmt::Display for TransportError {
             TransportError::Closed => "connection closed by the server",
             TransportError::Unreachable => "host unreachable or not resolvable",
             TransportError::Other => "I/O error",
+            TransportError::Tls(e) => return write!(f, "TLS: {e}"),
         })
     }
 }
@@ -241,7 +314,8 @@ pub enum DisconnectReason {
     NotZooKeeper,
     /// Nothing received for the read timeout.
     ReadTimeout,
-    /// The TCP connection was not established within the connect timeout.
+    /// The TCP connection (and, over TLS, its handshake) was not established within
+    /// the connect timeout.
     ConnectTimeout,
     /// The server accepted the connection but did not answer the handshake in time.
     NoHandshakeReply,
@@ -274,7 +348,9 @@ impl fmt::Display for DisconnectReason {
             DisconnectReason::ReadTimeout => {
                 f.write_str("no complete frame received within the read timeout")
             }
-            DisconnectReason::ConnectTimeout => f.write_str("TCP connect timed out"),
+            DisconnectReason::ConnectTimeout => {
+                f.write_str("connect timed out (TCP connect, or the TLS handshake)")
+            }
             DisconnectReason::NoHandshakeReply => {
                 f.write_str("connected, but no handshake answer within the connect timeout")
             }
@@ -366,6 +442,19 @@ pub struct Reply {
     pub watch: Option<WatchKind>,
 }
 
+/// One reply to a listing several requesters shared ([`Session::submit_shared`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SharedReply {
+    /// The tokens it answers, in the order they were submitted.
+    pub tokens: Vec<Token>,
+    /// zxid from the reply header.
+    pub zxid: i64,
+    /// The body, or the error.
+    pub result: Result<Response, Error>,
+    /// The watch registered under each token, if any (see [`Reply::watch`]).
+    pub watch: Option<WatchKind>,
+}
+
 /// A watch firing for one registrant.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct WatchEvent {
@@ -426,6 +515,10 @@ pub enum SessionEvent {
     AuthFailed,
     /// A request completed.
     Reply(Reply),
+    /// A listing shared by several requesters completed: the same reply for each of
+    /// their tokens, in the order they asked (see [`Session::submit_shared`]; never for
+    /// requests made with [`Session::submit`]).
+    SharedReply(SharedReply),
     /// A watch fired for `token`.
     Watch {
         /// Registrant: the token of the request that set the watch.
@@ -438,7 +531,10 @@ pub enum SessionEvent {
 impl SessionEvent {
     /// Is this a change of session state (rather than a reply or a watch event)?
     pub fn is_state_change(&self) -> bool {
-        !matches!(self, SessionEvent::Reply(_) | SessionEvent::Watch { .. })
+        !matches!(
+            self,
+            SessionEvent::Reply(_) | SessionEvent::SharedReply(_) | SessionEvent::Watch { .. }
+        )
     }
 }
 
@@ -480,6 +576,7 @@ impl fmt::Display for SessionEvent {
             SessionEvent::Closed => f.write_str("session closed"),
             SessionEvent::AuthFailed => f.write_str("authentication failed; session closed"),
             SessionEvent::Reply(r) => write!(f, "reply to {:?}", r.token),
+            SessionEvent::SharedReply(r) => write!(f, "shared reply to {:?}", r.tokens),
             SessionEvent::Watch { token, event } => {
                 write!(f, "{:?} on {} for {token:?}", event.event_type, event.path)
             }
@@ -573,6 +670,8 @@ struct InFlight {
     op: OpCode,
     token: Token,
     after: After,
+    /// The other requesters a shared read answers (see [`Session::submit_shared`]).
+    more: Vec<Token>,
 }
 
 /// A request waiting for a connection; its frame has a zero xid to patch.
@@ -582,7 +681,26 @@ struct Queued {
     op: OpCode,
     token: Token,
     after: After,
+    /// A read other requesters' identical reads may join (see [`Session::submit_shared`]).
+    share: Option<Box<Share>>,
 }
+
+/// A queued listing that answers every requester that joined it.
+#[derive(Debug)]
+struct Share {
+    /// Which shared read (the same while it moves back in the queue).
+    id: u64,
+    op: OpCode,
+    /// As sent (chroot applied).
+    path: String,
+    watch: bool,
+    /// Who it answers, the queued request's own token first: (token, requester).
+    members: Vec<(Token, u64)>,
+}
+
+/// How far from the back of the queue a listing looks for an identical one to join
+/// (a waiter's create sits between two waiters' listings).
+const SHARE_LOOKBACK: usize = 8;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Phase {
@@ -689,6 +807,11 @@ pub struct Session {
     /// Watch events queued and not yet polled, by token.
     unpolled: HashMap<Token, u32>,
     counters: Counters,
+    /// Shared reads: the next id; each requester's latest queued shared read; the
+    /// shared reads a member of which submitted something after them (they stay put).
+    next_share: u64,
+    sharing: HashMap<u64, u64>,
+    sealed: BTreeSet<u64>,
 }
 
 impl Session {
@@ -737,6 +860,9 @@ impl Session {
             deferred: Vec::new(),
             unpolled: HashMap::default(),
             counters: Counters::default(),
+            next_share: 0,
+            sharing: HashMap::default(),
+            sealed: BTreeSet::new(),
         };
         s.dial();
         s
@@ -979,8 +1105,30 @@ impl Session {
     pub fn submit(
         &mut self,
         now: Instant,
+        request: Request,
+        token: Token,
+    ) -> Result<(), SubmitError> {
+        self.submit_shared(now, request, token, 0)
+    }
+
+    /// [`submit`](Self::submit) for one of several independent `requester`s (nonzero;
+    /// a host passes each hosted recipe's id): a listing (`getChildren`,
+    /// `getChildren2`) waiting in the queue behind a full window is **shared** with the
+    /// identical listing (same path, same watch flag) another requester submits later:
+    /// the earlier one moves back to the later one's place, and one request on the wire
+    /// answers both as one [`SessionEvent::SharedReply`], its watch registered for each.
+    /// A read answered later than asked is still a read after everything its requester
+    /// submitted before it; a listing whose requester submitted anything after it (or
+    /// requester 0) never moves, so each requester's replies keep its own order. Without
+    /// a backlog nothing is shared (the request is written at once). Listings of a
+    /// directory that thousands of waiters of one session join at once thus cost one
+    /// request and one reply, not one each (issue 25).
+    pub fn submit_shared(
+        &mut self,
+        now: Instant,
         mut request: Request,
         token: Token,
+        requester: u64,
     ) -> Result<(), SubmitError> {
         let now = self.tick(now);
         match self.phase {
@@ -1062,20 +1210,91 @@ impl Session {
                 op,
                 token,
                 after,
+                more: Vec::new(),
             });
             self.last_send = now;
         } else {
             let mut frame = BytesMut::new();
             encode_request(&mut frame, 0, &request, self.config.max_request)
                 .map_err(SubmitError::TooLarge)?;
+            if requester != 0 {
+                // Whatever this requester sent before keeps its place from now on.
+                if let Some(id) = self.sharing.remove(&requester) {
+                    self.sealed.insert(id);
+                }
+            }
+            let share = match &request {
+                Request::GetChildren(r) | Request::GetChildren2(r) if requester != 0 => {
+                    if self.join_shared(op, &r.path, r.watch, token, requester) {
+                        return Ok(());
+                    }
+                    let id = self.next_share;
+                    self.next_share += 1;
+                    self.sharing.insert(requester, id);
+                    Some(Box::new(Share {
+                        id,
+                        op,
+                        path: r.path.clone(),
+                        watch: r.watch,
+                        members: alloc::vec![(token, requester)],
+                    }))
+                }
+                _ => None,
+            };
             self.queued.push_back(Queued {
                 frame,
                 op,
                 token,
                 after,
+                share,
             });
         }
         Ok(())
+    }
+
+    /// Joins an identical queued listing near the back of the queue that may still
+    /// move (no member submitted anything after it): it moves to the back, answering
+    /// `token` too. False if there is none.
+    fn join_shared(
+        &mut self,
+        op: OpCode,
+        path: &str,
+        watch: bool,
+        token: Token,
+        requester: u64,
+    ) -> bool {
+        let len = self.queued.len();
+        let found = (len.saturating_sub(SHARE_LOOKBACK)..len).rev().find(|&i| {
+            self.queued[i].share.as_ref().is_some_and(|s| {
+                s.op == op && s.watch == watch && s.path == path && !self.sealed.contains(&s.id)
+            })
+        });
+        let Some(mut q) = found.and_then(|i| self.queued.remove(i)) else {
+            return false;
+        };
+        if let Some(s) = q.share.as_mut() {
+            s.members.push((token, requester));
+            self.sharing.insert(requester, s.id);
+        }
+        self.counters.listings_shared += 1;
+        self.queued.push_back(q);
+        true
+    }
+
+    /// A queued request leaves the queue (written or failed): its shared read's
+    /// bookkeeping goes; the other tokens it answers.
+    fn unshare(&mut self, share: Option<Box<Share>>) -> Vec<Token> {
+        let Some(share) = share else {
+            return Vec::new();
+        };
+        self.sealed.remove(&share.id);
+        for (_, requester) in &share.members {
+            if self.sharing.get(requester) == Some(&share.id) {
+                self.sharing.remove(requester);
+            }
+        }
+        shed_map(&mut self.sharing);
+        share.members.iter().skip(1).map(|(t, _)| *t).collect()
     }
 
     /// Closes the session: sends closeSession after anything already submitted (in
@@ -1093,6 +1312,7 @@ impl Session {
                     op: OpCode::CloseSession,
                     token: Token(u64::MAX),
                     after: After::Close,
+                    share: None,
                 };
                 if self.queued.is_empty() {
                     // The close itself is not held back by the bound: nothing follows it.
@@ -1289,6 +1509,7 @@ impl Session {
     }
 
     fn write(&mut self, now: Instant, q: Queued) {
+        let more = self.unshare(q.share);
         self.counters.requests_sent += 1;
         let xid = self.next_xid;
         self.advance_xid();
@@ -1301,6 +1522,7 @@ impl Session {
             op: q.op,
             token: q.token,
             after: q.after,
+            more,
         });
         self.last_send = now;
     }
@@ -1545,6 +1767,9 @@ impl Session {
                 };
                 if let Some(kind) = kind {
                     self.watches.add(&path, kind, req.token);
+                    for token in &req.more {
+                        self.watches.add(&path, kind, *token);
+                    }
                 }
                 registered = kind;
             }
@@ -1574,12 +1799,24 @@ impl Session {
         if let Ok(resp) = &mut result {
             self.strip_chroot(req.op, resp);
         }
-        self.events.push_back(SessionEvent::Reply(Reply {
-            token: req.token,
-            zxid,
-            result,
-            watch: registered,
-        }));
+        if req.more.is_empty() {
+            self.events.push_back(SessionEvent::Reply(Reply {
+                token: req.token,
+                zxid,
+                result,
+                watch: registered,
+            }));
+        } else {
+            let mut tokens = req.more;
+            tokens.insert(0, req.token);
+            self.events
+                .push_back(SessionEvent::SharedReply(SharedReply {
+                    tokens,
+                    zxid,
+                    result,
+                    watch: registered,
+                }));
+        }
         self.release_deferred(req.token);
     }
 
@@ -1634,12 +1871,14 @@ impl Session {
                 self.armed(req.token, false);
             }
             if !matches!(req.after, After::Close) {
-                self.events.push_back(SessionEvent::Reply(Reply {
-                    token: req.token,
-                    zxid: 0,
-                    result: Err(code.clone()),
-                    watch: None,
-                }));
+                for token in core::iter::once(req.token).chain(req.more) {
+                    self.events.push_back(SessionEvent::Reply(Reply {
+                        token,
+                        zxid: 0,
+                        result: Err(code.clone()),
+                        watch: None,
+                    }));
+                }
             }
         }
         while let Some(token) = self.auth_waiters.pop_front() {
@@ -1782,15 +2021,18 @@ impl Session {
     fn fail_everything(&mut self, code: Error) {
         self.fail_in_flight(code.clone());
         while let Some(q) = self.queued.pop_front() {
+            let more = self.unshare(q.share);
             if matches!(q.after, After::Close) {
                 continue;
             }
-            self.events.push_back(SessionEvent::Reply(Reply {
-                token: q.token,
-                zxid: 0,
-                result: Err(code.clone()),
-                watch: None,
-            }));
+            for token in core::iter::once(q.token).chain(more) {
+                self.events.push_back(SessionEvent::Reply(Reply {
+                    token,
+                    zxid: 0,
+                    result: Err(code.clone()),
+                    watch: None,
+                }));
+            }
         }
         for (_, token) in self.auths.iter_mut() {
             if let Some(t) = token.take() {

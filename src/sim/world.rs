@@ -93,6 +93,9 @@ pub struct SimConfig {
     /// The last stretch of `duration` without faults, so that a run can end settled
     /// (everyone released, dead sessions expired) and be checked for leftovers.
     pub quiet: Duration,
+    /// Each client session's cap on requests on the wire (a small one makes recipes
+    /// hosted by one client queue, and share their listings: issue 25).
+    pub max_in_flight: usize,
 }
 
 impl SimConfig {
@@ -117,6 +120,7 @@ impl SimConfig {
             trace: true,
             max_events: 20_000_000,
             quiet: Duration::ZERO,
+            max_in_flight: crate::session::DEFAULT_MAX_IN_FLIGHT,
         }
     }
 
@@ -267,6 +271,7 @@ fn client_options(config: &SimConfig) -> Options {
     Options::new("sim:2181")
         .expect("valid")
         .session_timeout(config.session_timeout)
+        .max_in_flight(config.max_in_flight)
 }
 
 fn splitmix(state: &mut u64) -> u64 {

@@ -199,6 +199,28 @@ impl Actor for LockUser {
     }
 }
 
+/// Several lock users hosted by one client (one session): their waiters' listings
+/// queue behind the session's window and are shared (issue 25).
+pub struct Users(pub Vec<LockUser>);
+
+impl Actor for Users {
+    fn step(&mut self, now: Instant, client: &mut Client, events: &[ClientEvent]) {
+        for u in &mut self.0 {
+            u.step(now, client, events);
+        }
+    }
+
+    fn wake_at(&self) -> Option<Instant> {
+        self.0.iter().filter_map(|u| u.wake_at()).min()
+    }
+
+    fn restart(&mut self) {
+        for u in &mut self.0 {
+            u.restart();
+        }
+    }
+}
+
 /// Checks exclusion and fencing after every event.
 #[derive(Default)]
 pub struct Checker {
@@ -213,50 +235,67 @@ pub struct Checker {
 impl Checker {
     /// The safety invariants.
     pub fn check(&mut self, view: &View<'_, LockUser>) -> Result<(), String> {
+        let users: Vec<(&LockUser, bool)> = (0..view.actors.len())
+            .map(|i| (&view.actors[i], view.live(i)))
+            .collect();
+        self.check_users(view.now, view.server, &users)
+    }
+
+    /// [`check`](Self::check) for several users per client ([`Users`]).
+    pub fn check_many(&mut self, view: &View<'_, Users>) -> Result<(), String> {
+        let users: Vec<(&LockUser, bool)> = (0..view.actors.len())
+            .flat_map(|i| view.actors[i].0.iter().map(move |u| (u, view.live(i))))
+            .collect();
+        self.check_users(view.now, view.server, &users)
+    }
+
+    /// The invariants over every user, each with whether its client's session is live.
+    fn check_users(
+        &mut self,
+        now: Instant,
+        server: &crate::sim::SimServer,
+        users: &[(&LockUser, bool)],
+    ) -> Result<(), String> {
         // A holder whose node is gone (an operator deleted it) holds nothing the server
         // knows of: the next contender may take the lock at once. It must hear so.
-        self.gone_since.resize(view.actors.len(), None);
+        self.gone_since.resize(users.len(), None);
         let mut live_holders = Vec::new();
-        for i in 0..view.actors.len() {
-            let a = &view.actors[i];
-            if !(a.holds() && view.live(i)) {
+        for (i, &(a, live)) in users.iter().enumerate() {
+            if !(a.holds() && live) {
                 self.gone_since[i] = None;
                 continue;
             }
-            if a.node.as_deref().is_some_and(|p| view.server.exists(p)) {
+            if a.node.as_deref().is_some_and(|p| server.exists(p)) {
                 self.gone_since[i] = None;
                 live_holders.push(i);
                 continue;
             }
-            let since = *self.gone_since[i].get_or_insert(view.now);
-            if a.watching && view.now.saturating_since(since) > self.notice_bound {
+            let since = *self.gone_since[i].get_or_insert(now);
+            if a.watching && now.saturating_since(since) > self.notice_bound {
                 return Err(format!(
                     "client {i} still holds {:?}, deleted {} ms ago",
                     a.node,
-                    view.now.saturating_since(since).as_millis()
+                    now.saturating_since(since).as_millis()
                 ));
             }
         }
         let writers = live_holders
             .iter()
-            .filter(|&&i| view.actors[i].kind != LockKind::Read)
+            .filter(|&&i| users[i].0.kind != LockKind::Read)
             .count();
         if writers > 0 && live_holders.len() > 1 {
-            let kinds: Vec<_> = live_holders
-                .iter()
-                .map(|&i| (i, view.actors[i].kind))
-                .collect();
+            let kinds: Vec<_> = live_holders.iter().map(|&i| (i, users[i].0.kind)).collect();
             return Err(format!("two live holders: exclusion broken {kinds:?}"));
         }
-        self.seen.resize(view.actors.len(), 0);
-        for (i, a) in view.actors.iter().enumerate() {
+        self.seen.resize(users.len(), 0);
+        for (i, &(a, client_live)) in users.iter().enumerate() {
             // A grant that reaches a session the server has already expired is a stale
             // holder (its reply was on the way): exactly what fencing tokens are for —
             // the resource has seen a higher token and rejects it. Live grants rise.
             // So is a grant whose node an operator deleted while the grant was on its
             // way (the next contender may hold already, with a higher token).
-            let live = view.live(i)
-                && (a.node.is_none() || a.node.as_deref().is_some_and(|p| view.server.exists(p)));
+            let live = client_live
+                && (a.node.is_none() || a.node.as_deref().is_some_and(|p| server.exists(p)));
             for &(token, kind) in &a.grants[self.seen[i]..] {
                 if live && kind != LockKind::Read && token <= self.max_token {
                     return Err(format!(
@@ -290,6 +329,81 @@ pub fn run_with_operator(seed: u64, clients: usize) -> Result<(usize, usize), St
     config.delete_node = 100;
     config.delete_under = Some(DIR.into());
     run_with(config, false)
+}
+
+/// One schedule with every fault, `per_client` lock users hosted by each client (one
+/// session each) and a session window of 2 requests: the users' listings queue and
+/// are shared (issue 25) under lost requests and replies, dropped connections,
+/// expiries and crashes. The same invariants over every user; once faults stop every
+/// attempt ends, nothing is hosted and no node is left. Returns the acquisitions, how
+/// many of them the previous holder handed over, and how many listings the clients
+/// alive at the end shared.
+pub fn run_shared(
+    seed: u64,
+    clients: usize,
+    per_client: usize,
+) -> Result<(usize, usize, u64), String> {
+    let mut config = SimConfig::with_faults(seed, clients);
+    config.duration = Duration::from_millis(5500);
+    config.quiet = Duration::from_secs(3);
+    config.max_in_flight = 2;
+    let notice_bound = config.recovery_bound();
+    let stop_at = Instant::ZERO + config.duration.saturating_sub(config.quiet);
+    let mut sim = Simulation::new(config, |i| {
+        Users(
+            (0..per_client)
+                .map(|k| {
+                    let n = (i * per_client + k) as u64;
+                    LockUser::new(
+                        ((seed << 12) | n).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                            ^ 0x2545_F491_4F6C_DD1D,
+                        false,
+                        stop_at,
+                    )
+                })
+                .collect(),
+        )
+    });
+    let mut checker = Checker {
+        notice_bound,
+        ..Checker::default()
+    };
+    sim.run(|v| checker.check_many(v))?;
+    let mut problems = Vec::new();
+    for i in 0..clients {
+        for (k, a) in sim.actors()[i].0.iter().enumerate() {
+            if a.attempting() {
+                problems.push(format!(
+                    "client {i} user {k}: attempt never ended: {:?}\n    {:?}",
+                    a.log.last(),
+                    a.handle.and_then(|h| sim.client(i).recipe(h))
+                ));
+            }
+        }
+        if sim.client(i).recipes() != 0 {
+            problems.push(format!(
+                "client {i}: {} recipes still hosted",
+                sim.client(i).recipes()
+            ));
+        }
+    }
+    if let Some(left) = sim.server().children(DIR) {
+        if !left.is_empty() {
+            problems.push(format!("nodes left: {left:?}"));
+        }
+    }
+    if !problems.is_empty() {
+        return Err(format!(
+            "seed {seed}: liveness/cleanliness broken once faults stopped:\n{}",
+            problems.join("\n")
+        ));
+    }
+    let users = sim.actors().iter().flat_map(|a| a.0.iter());
+    let acquisitions = users.clone().map(|a| a.grants.len()).sum();
+    let shared = (0..clients)
+        .map(|i| sim.client(i).counters().listings_shared)
+        .sum();
+    Ok((acquisitions, users.map(|a| a.handed).sum(), shared))
 }
 
 /// One schedule with the given settings. Attempts start until `duration - quiet`;

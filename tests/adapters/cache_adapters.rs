@@ -92,7 +92,7 @@ async fn server_tree(zk: &zk::Client, root: &str) -> BTreeMap<String, Bytes> {
         let mut next = Vec::new();
         for part in parts {
             for (p, data, kids) in part.join().await {
-                let gone = |e: &Error| *e == Error::Server(zk::ErrorCode::NoNode);
+                let gone = |e: &Error| e.code() == Some(zk::ErrorCode::NoNode);
                 match (data, kids) {
                     (Ok(data), Ok(kids)) => {
                         for k in kids {

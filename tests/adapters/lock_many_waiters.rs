@@ -45,7 +45,26 @@ fn tight_session_bounds_refuse_and_queue_but_every_waiter_acquires() {
     );
 }
 
-fn many_waiters(n: usize, dir: &'static str, options: zt::Options) {
+/// Issue 25, item 4: N waiters of one session each listed the directory after their
+/// create, waiter *i* receiving about *i* names: the bytes the session received per
+/// acquisition grew with N (about 6 KB at 100 waiters, 34 KB at 1,000, 302 KB at
+/// 10,000). Listings queued behind the session's full window are now shared (one
+/// request, one reply for every waiter that joined it): what a session receives per
+/// acquisition must not grow with the number of waiters.
+#[test]
+fn bytes_received_per_acquisition_do_not_grow_with_the_number_of_waiters() {
+    let small = many_waiters(100, "/flat/small", zt::Options::default());
+    let big = many_waiters(2_000, "/flat/big", zt::Options::default());
+    println!("bytes received per acquisition: {small:.0} at 100 waiters, {big:.0} at 2,000");
+    assert!(
+        big < 2.0 * small,
+        "{big:.0} B per acquisition at 2,000 waiters against {small:.0} at 100"
+    );
+}
+
+/// Runs `n` waiters on one session; returns the bytes the session received per
+/// acquisition.
+fn many_waiters(n: usize, dir: &'static str, options: zt::Options) -> f64 {
     let server = TestServer::start().expect("a real ZooKeeper");
     let cs = server.connect_string();
     crate::tokio_rt::run(async {
@@ -54,6 +73,7 @@ fn many_waiters(n: usize, dir: &'static str, options: zt::Options) {
             .unwrap();
         let inside = Arc::new(AtomicUsize::new(0));
         let acquired = Arc::new(AtomicUsize::new(0));
+        let before = zk.counters().await.unwrap();
         let started = Instant::now();
         let tasks: Vec<_> = (0..n)
             .map(|_| {
@@ -92,9 +112,13 @@ fn many_waiters(n: usize, dir: &'static str, options: zt::Options) {
             );
         }
         let took = started.elapsed();
+        let after = zk.counters().await.unwrap();
+        let per_acq = |a: u64, b: u64| (a - b) as f64 / n as f64;
+        let rx = per_acq(after.bytes_received, before.bytes_received);
         println!(
-            "{n} waiters on one session ({dir}): {:.2} ms per acquisition",
-            took.as_secs_f64() * 1e3 / n as f64
+            "{n} waiters on one session ({dir}): {:.2} ms, {:.2} requests, {rx:.0} B received per acquisition",
+            took.as_secs_f64() * 1e3 / n as f64,
+            per_acq(after.requests_sent, before.requests_sent),
         );
         assert!(
             failed.is_empty(),
@@ -110,5 +134,6 @@ fn many_waiters(n: usize, dir: &'static str, options: zt::Options) {
             }
         };
         assert!(left.is_empty(), "nodes left: {left:?}");
-    });
+        rx
+    })
 }

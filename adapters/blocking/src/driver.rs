@@ -20,6 +20,14 @@ use zk_recipes::time::Instant;
 use zk_recipes_surface::blocking::hub::Hub;
 use zk_recipes_surface::blocking::rt::BoardTx;
 use zk_recipes_surface::blocking::{Command, Driver, Ended};
+use zk_recipes_surface::{final_for_host, transport_error};
+
+/// The TLS settings the driver dials with (`None`: plain TCP).
+#[cfg(feature = "tls")]
+pub(crate) type TlsSetting = Option<zk_recipes_surface::Tls>;
+/// The TLS settings the driver dials with (the feature `tls` off: none to have).
+#[cfg(not(feature = "tls"))]
+pub(crate) type TlsSetting = Option<std::convert::Infallible>;
 
 const SOCKET: Token = Token(0);
 const WAKE: Token = Token(1);
@@ -59,7 +67,63 @@ pub(crate) fn channel() -> io::Result<(Inputs, Io)> {
 
 struct Socket {
     stream: TcpStream,
+    /// The TCP connection is established.
+    tcp: bool,
+    /// Ready for the session (TCP and, with TLS, the handshake): the core was told.
     connected: bool,
+    #[cfg(feature = "tls")]
+    tls: Option<Box<crate::tls_io::TlsIo>>,
+}
+
+impl Socket {
+    /// The TCP connection is up: start TLS on it if the settings say so.
+    fn start_tls(&mut self, tls: &TlsSetting, host: &str) -> Result<(), TransportError> {
+        self.tcp = true;
+        let _ = self.stream.set_nodelay(true);
+        if let Some(tls) = tls {
+            #[cfg(feature = "tls")]
+            {
+                self.tls = Some(Box::new(crate::tls_io::TlsIo::new(tls, host)?));
+            }
+            #[cfg(not(feature = "tls"))]
+            match (*tls, host) {}
+        }
+        Ok(())
+    }
+
+    /// Drives the TLS handshake (plain TCP: nothing to do): `Ok(true)` once ready.
+    fn handshake(&mut self) -> io::Result<bool> {
+        #[cfg(feature = "tls")]
+        if let Some(tls) = &mut self.tls {
+            return tls.handshake(&mut self.stream);
+        }
+        Ok(true)
+    }
+
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        #[cfg(feature = "tls")]
+        if let Some(tls) = &mut self.tls {
+            return tls.read(&mut self.stream, buf);
+        }
+        self.stream.read(buf)
+    }
+
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        #[cfg(feature = "tls")]
+        if let Some(tls) = &mut self.tls {
+            return tls.write(&mut self.stream, data);
+        }
+        self.stream.write(data)
+    }
+
+    /// Writes what TLS still holds, as far as the socket takes it (plain: nothing).
+    fn flush(&mut self) -> io::Result<()> {
+        #[cfg(feature = "tls")]
+        if let Some(tls) = &mut self.tls {
+            return tls.flush(&mut self.stream);
+        }
+        Ok(())
+    }
 }
 
 /// A name's addresses, or why it has none.
@@ -78,6 +142,8 @@ struct Dialer {
     resolving: bool,
     /// Why the last address failed.
     last: TransportError,
+    /// The host (`host:port`) of the attempt under way.
+    host: String,
     results: (Sender<Resolved>, Receiver<Resolved>),
     waker: Arc<Waker>,
 }
@@ -99,6 +165,7 @@ impl Dialer {
             addrs: VecDeque::new(),
             resolving: false,
             last: TransportError::Unreachable,
+            host: String::new(),
             results: std::sync::mpsc::channel(),
             waker,
         }
@@ -108,6 +175,7 @@ impl Dialer {
     fn start(&mut self, host: &str) {
         self.cancel();
         self.last = TransportError::Unreachable;
+        self.host = host.to_string();
         if let Ok(addr) = host.parse::<SocketAddr>() {
             self.addrs.push_back(addr);
             return;
@@ -160,6 +228,10 @@ impl Dialer {
     /// The connect on the current address failed with `error`: try the next.
     fn failed(&mut self, poll: &Poll, error: TransportError) -> Dial {
         self.last = error;
+        // Every address of the host would fail the same way (a certificate).
+        if final_for_host(error) {
+            self.addrs.clear();
+        }
         self.next(poll)
     }
 
@@ -178,7 +250,10 @@ impl Dialer {
                 Ok(stream) => {
                     return Dial::Socket(Socket {
                         stream,
+                        tcp: false,
                         connected: false,
+                        #[cfg(feature = "tls")]
+                        tls: None,
                     })
                 }
                 Err(e) => self.last = TransportError::from(&e),
@@ -203,7 +278,7 @@ fn close(poll: &Poll, socket: &mut Option<Socket>) {
     }
 }
 
-pub(crate) fn run(mut core: Core, io: Io, shared: BoardTx) {
+pub(crate) fn run(mut core: Core, io: Io, shared: BoardTx, tls: TlsSetting) {
     let Io {
         mut poll,
         inputs,
@@ -242,19 +317,23 @@ pub(crate) fn run(mut core: Core, io: Io, shared: BoardTx) {
             }
             // Write what the socket takes now; the rest waits for `writable`.
             if let Some(s) = socket.as_mut().filter(|s| s.connected) {
+                let mut written = Ok(());
                 while !out.is_empty() {
-                    match s.stream.write(&out) {
+                    match s.write(&out) {
                         Ok(n) => out.advance(n),
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                         Err(e) => {
-                            close(&poll, &mut socket);
-                            out.clear();
-                            core.handle_transport_error(now(), TransportError::from(&e));
-                            progressed = true;
+                            written = Err(e);
                             break;
                         }
                     }
+                }
+                if let Err(e) = written.and_then(|()| s.flush()) {
+                    close(&poll, &mut socket);
+                    out.clear();
+                    core.handle_transport_error(now(), transport_error(&e));
+                    progressed = true;
                 }
             }
             progressed |= hub.deliver(&mut core);
@@ -296,7 +375,7 @@ pub(crate) fn run(mut core: Core, io: Io, shared: BoardTx) {
                 }
                 SOCKET => {
                     let Some(s) = socket.as_mut() else { continue };
-                    if !s.connected && (event.is_writable() || event.is_error()) {
+                    if !s.tcp && (event.is_writable() || event.is_error()) {
                         match s.stream.take_error() {
                             // Linux may connect a socket to itself when nothing
                             // listens on a local port (TCP simultaneous open): it
@@ -313,14 +392,33 @@ pub(crate) fn run(mut core: Core, io: Io, shared: BoardTx) {
                                 continue;
                             }
                             Ok(None) if s.stream.peer_addr().is_ok() => {
-                                let _ = s.stream.set_nodelay(true);
-                                s.connected = true;
-                                core.handle_connected(now());
+                                if let Err(e) = s.start_tls(&tls, &dialer.host) {
+                                    close(&poll, &mut socket);
+                                    let dial = dialer.failed(&poll, e);
+                                    dialed(&mut core, &mut socket, dial, now());
+                                    continue;
+                                }
                             }
                             Ok(None) => {} // not yet
                             Ok(Some(e)) | Err(e) => {
                                 close(&poll, &mut socket);
                                 let dial = dialer.failed(&poll, TransportError::from(&e));
+                                dialed(&mut core, &mut socket, dial, now());
+                                continue;
+                            }
+                        }
+                    }
+                    if s.tcp && !s.connected {
+                        match s.handshake() {
+                            Ok(true) => {
+                                s.connected = true;
+                                core.handle_connected(now());
+                            }
+                            Ok(false) => continue, // the handshake waits for the server
+                            Err(e) => {
+                                tracing::debug!(error = %e, "TLS handshake failed");
+                                close(&poll, &mut socket);
+                                let dial = dialer.failed(&poll, transport_error(&e));
                                 dialed(&mut core, &mut socket, dial, now());
                                 continue;
                             }
@@ -346,7 +444,7 @@ fn read_all(core: &mut Core, poll: &Poll, socket: &mut Option<Socket>, buf: &mut
         let Some(s) = socket.as_mut().filter(|s| s.connected) else {
             return;
         };
-        match s.stream.read(buf) {
+        match s.read(buf) {
             Ok(0) => {
                 close(poll, socket);
                 return core.handle_transport_error(t, TransportError::Closed);
@@ -356,7 +454,7 @@ fn read_all(core: &mut Core, poll: &Poll, socket: &mut Option<Socket>, buf: &mut
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => {
                 close(poll, socket);
-                return core.handle_transport_error(t, TransportError::from(&e));
+                return core.handle_transport_error(t, transport_error(&e));
             }
         }
         // The core dropped the connection (a bad frame, say): the drain loop closes it.

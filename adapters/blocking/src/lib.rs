@@ -31,6 +31,8 @@
 //! ```
 
 mod driver;
+#[cfg(feature = "tls")]
+mod tls_io;
 
 pub use zk_recipes_surface::blocking::*;
 
@@ -43,10 +45,14 @@ pub use zk_recipes_surface::blocking::*;
 pub fn connect(connect_string: &str, options: Options) -> Result<Client, Error> {
     let core = options.core(connect_string)?;
     let (inputs, io) = driver::channel().map_err(|_| Error::Closed)?;
+    #[cfg(feature = "tls")]
+    let tls = options.tls.clone();
+    #[cfg(not(feature = "tls"))]
+    let tls = options.refuse_tls("zk-recipes-blocking").map(|()| None)?;
     let (board_tx, board) = rt::board();
     std::thread::Builder::new()
         .name("zk-session".into())
-        .spawn(move || driver::run(core, io, board_tx))
+        .spawn(move || driver::run(core, io, board_tx, tls))
         .map_err(|_| Error::Closed)?;
     Client::connected(Box::new(inputs), board, &options)
 }

@@ -55,13 +55,20 @@ fn every_raw_operation() {
         CreateOptions::mode(CreateMode::PersistentSequentialWithTtl).ttl(Duration::from_secs(30));
     let t = zk.create("/t-", "", &ttl).unwrap();
     assert!(t.starts_with("/t-") && t.len() == 13, "{t}");
+    assert_eq!(
+        zk.get_data("/none").unwrap_err().to_string(),
+        "ZooKeeper error on /none: node does not exist (-101)"
+    );
     assert_eq!(zk.exists("/none").unwrap(), None);
     let (data, stat) = zk.get_data("/a").unwrap();
     assert_eq!((&data[..], stat.num_children), (&b"one"[..], 3));
     assert_eq!(zk.set_data("/a", "two", Some(0)).unwrap().version, 1);
     assert_eq!(
         zk.set_data("/a", "x", Some(0)),
-        Err(Error::Server(ErrorCode::BadVersion))
+        Err(Error::Node {
+            code: ErrorCode::BadVersion,
+            path: "/a".into()
+        })
     );
     assert_eq!(zk.get_children("/a").unwrap().len(), 3);
     assert_eq!(zk.get_children2("/a").unwrap().1.num_children, 3);
@@ -111,7 +118,10 @@ fn every_raw_operation() {
     .unwrap();
     assert_eq!(
         zk.get_data("/private"),
-        Err(Error::Server(ErrorCode::NoAuth))
+        Err(Error::Node {
+            code: ErrorCode::NoAuth,
+            path: "/private".into()
+        })
     );
     zk.add_auth("digest", b"bob:pw").unwrap();
     assert_eq!(&zk.get_data("/private").unwrap().0[..], b"p");

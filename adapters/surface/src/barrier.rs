@@ -46,6 +46,7 @@ impl Barrier {
     }
 
     /// Sets the barrier (creates its node; parents as containers). Already set is fine.
+    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "barrier", path = %self.config.path))]
     pub async fn set(&self) -> Result<(), Error> {
         self.run(Machine::set(self.config.clone()), None, |_| {})
             .await
@@ -53,6 +54,7 @@ impl Barrier {
     }
 
     /// Removes the barrier (deletes its node). Already gone is fine.
+    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "barrier", path = %self.config.path))]
     pub async fn remove(&self) -> Result<(), Error> {
         self.run(Machine::remove(self.config.clone()), None, |_| {})
             .await
@@ -60,11 +62,13 @@ impl Barrier {
     }
 
     /// Waits until the barrier does not exist. Fails if the session is lost.
+    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "barrier", path = %self.config.path))]
     pub async fn wait(&self) -> Result<(), Error> {
         self.wait_with(None, |_| {}).await.map(drop)
     }
 
     /// Waits at most `timeout`: `Ok(false)` if the barrier was still up.
+    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "barrier", path = %self.config.path))]
     pub async fn wait_timeout(&self, timeout: Duration) -> Result<bool, Error> {
         self.wait_with(Some(timeout), |_| {}).await
     }
@@ -97,12 +101,14 @@ pub struct DoubleBarrier {
 #[form]
 impl DoubleBarrier {
     /// Enters and waits until `N` have entered (or the round was already on).
+    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "double_barrier", path = %self.path))]
     pub async fn enter(&mut self) -> Result<(), Error> {
         self.enter_inner(None).await.map(drop)
     }
 
     /// Enters, waiting at most `timeout`: `Ok(false)` if not entered by then (our node
     /// is removed).
+    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "double_barrier", path = %self.path))]
     pub async fn enter_timeout(&mut self, timeout: Duration) -> Result<bool, Error> {
         self.enter_inner(Some(timeout)).await
     }
@@ -139,12 +145,14 @@ impl DoubleBarrier {
     }
 
     /// Leaves and waits until every participant of the round has left.
+    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "double_barrier", path = %self.path))]
     pub async fn leave(&mut self) -> Result<(), Error> {
         self.leave_inner(None).await.map(drop)
     }
 
     /// Leaves, waiting at most `timeout`: `Ok(false)` if others were still in the
     /// barrier by then (our node is removed, so they are not held up by us).
+    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "double_barrier", path = %self.path))]
     pub async fn leave_timeout(&mut self, timeout: Duration) -> Result<bool, Error> {
         self.leave_inner(Some(timeout)).await
     }

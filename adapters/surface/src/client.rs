@@ -305,6 +305,7 @@ impl Client {
         }
     }
 
+    /// A call concerning no one node (multi, whoAmI, auth).
     async fn call<T>(
         &self,
         request: Request,
@@ -313,13 +314,25 @@ impl Client {
         read(self.raw(request, None).await)
     }
 
+    /// A call on `path`: a server error names it.
+    async fn call_on<T>(
+        &self,
+        path: &str,
+        request: Request,
+        read: fn(Raw) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        self.call(request, read).await.map_err(|e| e.at(path))
+    }
+
     async fn call_watch<T>(
         &self,
+        path: &str,
         request: Request,
         read: fn(Raw) -> Result<T, Error>,
     ) -> Result<(T, Watch), Error> {
         let (tx, rx) = rt::oneshot();
-        let value = read(self.raw(request, Some(WatchTx::Once(Some(tx)))).await)?;
+        let value = read(self.raw(request, Some(WatchTx::Once(Some(tx)))).await)
+            .map_err(|e| e.at(path))?;
         Ok((value, Watch(Some(rx))))
     }
 
@@ -330,7 +343,7 @@ impl Client {
         data: impl Into<Bytes>,
         opts: &CreateOptions,
     ) -> Result<String, Error> {
-        self.call(ops::create(path, data.into(), opts), ops::read_path)
+        self.call_on(path, ops::create(path, data.into(), opts), ops::read_path)
             .await
     }
 
@@ -341,35 +354,35 @@ impl Client {
         data: impl Into<Bytes>,
         opts: &CreateOptions,
     ) -> Result<(String, Stat), Error> {
-        self.call(ops::create2(path, data.into(), opts), ops::read_path_stat)
+        self.call_on(path, ops::create2(path, data.into(), opts), ops::read_path_stat)
             .await
     }
 
     /// Deletes a node (`None` = any version).
     pub async fn delete(&self, path: &str, version: Option<i32>) -> Result<(), Error> {
-        self.call(ops::delete(path, version), ops::read_unit).await
+        self.call_on(path, ops::delete(path, version), ops::read_unit).await
     }
 
     /// The node's Stat, or `None` if it does not exist.
     pub async fn exists(&self, path: &str) -> Result<Option<Stat>, Error> {
-        self.call(ops::exists(path, false), ops::read_exists).await
+        self.call_on(path, ops::exists(path, false), ops::read_exists).await
     }
 
     /// Like [`exists`](Self::exists), leaving a watch that fires on create, change or
     /// delete (set even when the node is missing).
     pub async fn exists_watch(&self, path: &str) -> Result<(Option<Stat>, Watch), Error> {
-        self.call_watch(ops::exists(path, true), ops::read_exists)
+        self.call_watch(path, ops::exists(path, true), ops::read_exists)
             .await
     }
 
     /// The node's data and Stat.
     pub async fn get_data(&self, path: &str) -> Result<(Bytes, Stat), Error> {
-        self.call(ops::get_data(path, false), ops::read_data).await
+        self.call_on(path, ops::get_data(path, false), ops::read_data).await
     }
 
     /// Like [`get_data`](Self::get_data), leaving a watch for change or delete.
     pub async fn get_data_watch(&self, path: &str) -> Result<((Bytes, Stat), Watch), Error> {
-        self.call_watch(ops::get_data(path, true), ops::read_data)
+        self.call_watch(path, ops::get_data(path, true), ops::read_data)
             .await
     }
 
@@ -380,31 +393,31 @@ impl Client {
         data: impl Into<Bytes>,
         version: Option<i32>,
     ) -> Result<Stat, Error> {
-        self.call(ops::set_data(path, data.into(), version), ops::read_stat)
+        self.call_on(path, ops::set_data(path, data.into(), version), ops::read_stat)
             .await
     }
 
     /// Child names (unsorted).
     pub async fn get_children(&self, path: &str) -> Result<Vec<String>, Error> {
-        self.call(ops::get_children(path, false), ops::read_children)
+        self.call_on(path, ops::get_children(path, false), ops::read_children)
             .await
     }
 
     /// Like [`get_children`](Self::get_children), leaving a watch for child changes.
     pub async fn get_children_watch(&self, path: &str) -> Result<(Vec<String>, Watch), Error> {
-        self.call_watch(ops::get_children(path, true), ops::read_children)
+        self.call_watch(path, ops::get_children(path, true), ops::read_children)
             .await
     }
 
     /// Child names and the parent's Stat.
     pub async fn get_children2(&self, path: &str) -> Result<(Vec<String>, Stat), Error> {
-        self.call(ops::get_children2(path, false), ops::read_children2)
+        self.call_on(path, ops::get_children2(path, false), ops::read_children2)
             .await
     }
 
     /// The node's ACL and Stat.
     pub async fn get_acl(&self, path: &str) -> Result<(Vec<Acl>, Stat), Error> {
-        self.call(ops::get_acl(path), ops::read_acl).await
+        self.call_on(path, ops::get_acl(path), ops::read_acl).await
     }
 
     /// Replaces the node's ACL (`None` = any ACL version).
@@ -414,13 +427,13 @@ impl Client {
         acl: Vec<Acl>,
         version: Option<i32>,
     ) -> Result<Stat, Error> {
-        self.call(ops::set_acl(path, acl, version), ops::read_stat)
+        self.call_on(path, ops::set_acl(path, acl, version), ops::read_stat)
             .await
     }
 
     /// Makes the connected server catch up with the leader.
     pub async fn sync(&self, path: &str) -> Result<String, Error> {
-        self.call(ops::sync(path), ops::read_path).await
+        self.call_on(path, ops::sync(path), ops::read_path).await
     }
 
     /// An atomic transaction: one result per op. If it failed, nothing was applied and
@@ -440,25 +453,26 @@ impl Client {
         ops::read_unit(
             self.raw(ops::add_watch(path, mode), Some(WatchTx::Stream(tx)))
                 .await,
-        )?;
+        )
+        .map_err(|e| e.at(path))?;
         Ok(WatchStream(rx))
     }
 
     /// Removes this session's watches of a kind on a path; their receivers end.
     pub async fn remove_watches(&self, path: &str, which: WatcherType) -> Result<(), Error> {
-        self.call(ops::remove_watches(path, which), ops::read_unit)
+        self.call_on(path, ops::remove_watches(path, which), ops::read_unit)
             .await
     }
 
     /// This session's ephemeral nodes whose path starts with `prefix` (`/` = all).
     pub async fn get_ephemerals(&self, prefix: &str) -> Result<Vec<String>, Error> {
-        self.call(ops::get_ephemerals(prefix), ops::read_children)
+        self.call_on(prefix, ops::get_ephemerals(prefix), ops::read_children)
             .await
     }
 
     /// The number of all descendants of a node.
     pub async fn get_all_children_number(&self, path: &str) -> Result<i32, Error> {
-        self.call(ops::get_all_children_number(path), ops::read_count)
+        self.call_on(path, ops::get_all_children_number(path), ops::read_count)
             .await
     }
 

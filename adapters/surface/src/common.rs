@@ -69,6 +69,10 @@ pub struct Options {
     /// in the session's queue, in order, so one client with thousands of waiters does
     /// not trip the server's throttle.
     pub max_in_flight: usize,
+    /// TLS to every host (cargo feature `tls` of the adapter; default `None`: plain
+    /// TCP). See [`Tls`](crate::Tls) and `docs/tls.md`.
+    #[cfg(feature = "tls")]
+    pub tls: Option<crate::Tls>,
 }
 
 impl Default for Options {
@@ -83,6 +87,8 @@ impl Default for Options {
             renew_on_expiry: true,
             max_pending: 10_000,
             max_in_flight: zk_recipes::session::DEFAULT_MAX_IN_FLIGHT,
+            #[cfg(feature = "tls")]
+            tls: None,
         }
     }
 }
@@ -142,6 +148,35 @@ impl Options {
         self
     }
 
+    /// Speaks TLS to every host, with these roots, client certificate and server name
+    /// (cargo feature `tls` of the adapter).
+    #[cfg(feature = "tls")]
+    pub fn tls(mut self, tls: crate::Tls) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
+    /// Whether TLS is asked for (for a driver built without TLS, to refuse rather than
+    /// connect in plain text).
+    pub fn wants_tls(&self) -> bool {
+        #[cfg(feature = "tls")]
+        return self.tls.is_some();
+        #[cfg(not(feature = "tls"))]
+        return false;
+    }
+
+    /// For an adapter built without its `tls` feature: refuses options that ask for TLS
+    /// (another crate of the build turned the shared TLS settings on) rather than
+    /// connect in plain text.
+    pub fn refuse_tls(&self, adapter: &str) -> Result<(), Error> {
+        match self.wants_tls() {
+            true => Err(Error::InvalidConnectString(format!(
+                "Options::tls is set, but {adapter} was built without its feature `tls`"
+            ))),
+            false => Ok(()),
+        }
+    }
+
     /// The sans-IO client these options describe, for the driver to run.
     pub fn core(&self, connect_string: &str) -> Result<zk_recipes::client::Client, Error> {
         let options = zk_recipes::client::Options::new(connect_string)?
@@ -169,4 +204,23 @@ pub fn random_seed() -> u64 {
             .unwrap_or(0),
     );
     h.finish()
+}
+
+/// Why an I/O error ended a connection, for the drivers: the TLS reason when `rustls`
+/// failed (feature `tls`), the socket's otherwise.
+pub fn transport_error(e: &std::io::Error) -> zk_recipes::session::TransportError {
+    #[cfg(feature = "tls")]
+    return crate::tls::transport_error(e);
+    #[cfg(not(feature = "tls"))]
+    return zk_recipes::session::TransportError::from(e);
+}
+
+/// A failure every address of a host would repeat (a certificate the client rejects, a
+/// handshake the server refuses): a driver ends the attempt on the host with it rather
+/// than dial the host's other addresses.
+pub fn final_for_host(e: zk_recipes::session::TransportError) -> bool {
+    #[cfg(feature = "tls")]
+    return crate::tls::is_certificate_error(e);
+    #[cfg(not(feature = "tls"))]
+    return matches!(e, zk_recipes::session::TransportError::Tls(_));
 }

@@ -47,6 +47,7 @@ impl ElectionBuilder {
 
     /// Stands for election; returns once our node exists: in line behind every
     /// candidate that joined before.
+    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "election", path = %self.config.dir))]
     pub async fn join(self) -> Result<Candidate, Error> {
         let (hosted, events) = Hosted::new(&self.client, Election::new(self.config))?;
         let mut c = Candidate {
@@ -109,6 +110,7 @@ impl Candidate {
 
     /// Waits until we lead (elected, or back after a suspension); the leadership's
     /// fencing token. Fails when the candidacy ends for good.
+    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "election"))]
     pub async fn elected(&mut self) -> Result<i64, Error> {
         loop {
             if let Some(outcome) = self.fold().elected_outcome() {
@@ -120,6 +122,7 @@ impl Candidate {
 
     /// Like [`elected`](Self::elected), at most `timeout`: `Ok(None)` if we do not
     /// lead by then.
+    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "election"))]
     pub async fn elected_timeout(&mut self, timeout: Duration) -> Result<Option<i64>, Error> {
         let deadline = Instant::now() + timeout;
         loop {
@@ -170,6 +173,7 @@ impl Candidate {
 
     /// After the leader procedure: writes our acknowledgement (checked against our
     /// candidacy in one `multi`). Fails with [`Error::NotLeader`] if we do not lead.
+    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "election"))]
     pub async fn acknowledge(&mut self) -> Result<i64, Error> {
         if !self.hosted.call(|e, now| e.acknowledge(now)).await? {
             return Err(Error::NotLeader);
@@ -179,6 +183,7 @@ impl Candidate {
 
     /// Withdraws our candidacy and waits until our node is gone; [`join`](Self::join)
     /// stands again.
+    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "election"))]
     pub async fn resign(&mut self) -> Result<(), Error> {
         self.resign_inner(false).await
     }
@@ -212,6 +217,7 @@ impl Candidate {
     }
 
     /// Withdraws for good and waits until our nodes are gone.
+    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "election"))]
     pub async fn close(mut self) -> Result<(), Error> {
         if self.fold().state() == Leadership::Ended {
             return Ok(());
@@ -375,6 +381,7 @@ impl Client {
     }
 
     /// Observes the election in `dir` (leaders acknowledging in `<dir>-leader`).
+    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "election_observer", path = %dir))]
     pub async fn election_observer(&self, dir: &str) -> Result<ElectionObserver, Error> {
         self.observe(Observer::new(dir)).await
     }

@@ -40,6 +40,11 @@ mod two_phase;
 mod value;
 
 pub use crate::common::Options;
+/// The `rustls` the adapters speak TLS with (for [`Tls::from_config`]; feature `tls`).
+#[cfg(feature = "tls")]
+pub use crate::rustls;
+#[cfg(feature = "tls")]
+pub use crate::tls::Tls;
 pub use barrier::{Barrier, DoubleBarrier};
 pub use bytes::Bytes;
 pub use cache::{CacheConfig, CacheEvent, CachedNode, TreeCacheHandle};

@@ -20,8 +20,15 @@
 #![allow(clippy::duplicate_mod)]
 
 mod common;
+#[cfg(feature = "tls")]
+pub mod tls;
 
-pub use common::{random_seed, Options, Published, Timeout};
+pub use common::{final_for_host, random_seed, transport_error, Options, Published, Timeout};
+/// The `rustls` the adapters speak TLS with (for [`Tls::from_config`]; feature `tls`).
+#[cfg(feature = "tls")]
+pub use rustls;
+#[cfg(feature = "tls")]
+pub use tls::Tls;
 
 #[cfg(feature = "tokio")]
 pub mod asynchronous;

@@ -55,6 +55,7 @@ impl LockBuilder {
     /// Waits until the lock is held, or fails when it cannot be had (the session is
     /// lost, no permission, ...). Cancelling the wait (dropping the future) deletes our
     /// node; [`acquire_timeout`](Self::acquire_timeout) bounds it.
+    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "lock", path = %self.config.dir))]
     pub async fn acquire(self) -> Result<LockGuard, Error> {
         acquire(&Hosted::new(&self.client, Lock::new(self.config))?.0, None)
             .await?
@@ -62,11 +63,13 @@ impl LockBuilder {
     }
 
     /// Takes the lock only if it is free now (one look at the directory).
+    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "lock", path = %self.config.dir))]
     pub async fn try_acquire(self) -> Result<Option<LockGuard>, Error> {
         self.acquire_timeout(Duration::ZERO).await
     }
 
     /// Waits at most `wait` (plus one round trip for a first look) for the lock.
+    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "lock", path = %self.config.dir))]
     pub async fn acquire_timeout(self, wait: Duration) -> Result<Option<LockGuard>, Error> {
         acquire(
             &Hosted::new(&self.client, Lock::new(self.config))?.0,
@@ -193,6 +196,7 @@ impl LockGuard {
 
     /// Releases (one level) and waits until our node is deleted (or, for an inner
     /// re-entrant level, at once).
+    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "lock", path = %self.node))]
     pub async fn release(mut self) -> Result<(), Error> {
         self.released = true;
         match self.hold.call(|l, now| l.release(now)).await {
@@ -229,6 +233,7 @@ pub struct ReentrantLock {
 impl ReentrantLock {
     /// Acquires, or adds a level to the hold this handle has. Fails if that hold was
     /// lost (while any of its guards lives).
+    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "lock", path = %self.builder.config.dir))]
     pub async fn acquire(&self) -> Result<LockGuard, Error> {
         self.acquire_inner(None).await?.ok_or(Error::Finished)
     }
@@ -243,6 +248,7 @@ impl ReentrantLock {
     }
 
     /// Like [`acquire`](Self::acquire), waiting at most `wait` for a new hold.
+    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "lock", path = %self.builder.config.dir))]
     pub async fn acquire_timeout(&self, wait: Duration) -> Result<Option<LockGuard>, Error> {
         self.acquire_inner(Some(wait)).await
     }

@@ -41,6 +41,7 @@ impl IdGenerator {
 
     /// `n` ids at once (their creates are pipelined), increasing. The first failure
     /// is returned (the ids drawn for the other requests are dropped).
+    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "id_generator"))]
     pub async fn next_ids(&mut self, n: usize) -> Result<Vec<i64>, Error> {
         if n == 0 {
             return Ok(Vec::new());
@@ -111,6 +112,7 @@ impl Client {
     }
 
     /// [`resolve`](Self::resolve) with a full configuration (`sync_first`).
+    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "naming", path = %config.path))]
     pub async fn resolve_with(
         &self,
         config: ResolveConfig,

@@ -172,12 +172,14 @@ impl Queue {
 
     /// Puts one item (default priority in a priority queue); its name once the server
     /// answered (`None` if only recovery after a lost reply confirmed it).
+    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "queue", path = %self.dir))]
     pub async fn put(&mut self, data: impl Into<Bytes>) -> Result<Option<String>, Error> {
         let mut names = self.put_many_priority(vec![(data.into(), None)]).await?;
         Ok(names.pop().flatten())
     }
 
     /// Puts one item with `priority` (0..=999, lower first) into a priority queue.
+    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "queue", path = %self.dir))]
     pub async fn put_priority(
         &mut self,
         data: impl Into<Bytes>,
@@ -190,6 +192,7 @@ impl Queue {
     }
 
     /// Puts many items, pipelined and batched, in order; waits for all of them.
+    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "queue", path = %self.dir))]
     pub async fn put_many<I, D>(&mut self, items: I) -> Result<Vec<Option<String>>, Error>
     where
         I: IntoIterator<Item = D>,
@@ -270,6 +273,7 @@ impl Queue {
     }
 
     /// Takes the next item, waiting as long as it takes (at most once: it is deleted).
+    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "queue", path = %self.dir))]
     pub async fn take(&mut self) -> Result<Item, Error> {
         loop {
             if let Some(item) = self.take_inner(Delivery::AtMostOnce, 1, None).await?.pop() {
@@ -279,6 +283,7 @@ impl Queue {
     }
 
     /// Takes the next item, waiting at most `wait`; `None` if none came.
+    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "queue", path = %self.dir))]
     pub async fn take_timeout(&mut self, wait: Duration) -> Result<Option<Item>, Error> {
         Ok(self
             .take_inner(Delivery::AtMostOnce, 1, Some(wait))
@@ -288,6 +293,7 @@ impl Queue {
 
     /// Takes up to `k` items in order (at least one, waiting as long as it takes), in
     /// one round of requests where the queue allows.
+    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "queue", path = %self.dir))]
     pub async fn take_batch(&mut self, k: usize) -> Result<Vec<Item>, Error> {
         loop {
             let items = self.take_inner(Delivery::AtMostOnce, k, None).await?;
@@ -298,6 +304,7 @@ impl Queue {
     }
 
     /// Takes up to `k` items, waiting at most `wait` (empty if none came).
+    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "queue", path = %self.dir))]
     pub async fn take_batch_timeout(
         &mut self,
         k: usize,
@@ -309,6 +316,7 @@ impl Queue {
     /// Claims the next item at least once: it stays in the queue, held by our ephemeral
     /// claim, until [`Claimed::complete`]. If this session dies first, another consumer
     /// takes it.
+    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "queue", path = %self.dir))]
     pub async fn take_claimed(&mut self) -> Result<Claimed, Error> {
         loop {
             if let Some(item) = self.take_inner(Delivery::AtLeastOnce, 1, None).await?.pop() {
@@ -318,6 +326,7 @@ impl Queue {
     }
 
     /// [`take_claimed`](Self::take_claimed), waiting at most `wait`.
+    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "queue", path = %self.dir))]
     pub async fn take_claimed_timeout(&mut self, wait: Duration) -> Result<Option<Claimed>, Error> {
         match self
             .take_inner(Delivery::AtLeastOnce, 1, Some(wait))

@@ -56,11 +56,13 @@ impl Semaphore {
     /// Waits until a lease is ours, or fails when none can be had (the session is
     /// lost, no permission, ...). Cancelling the wait (dropping the future) gives up
     /// and deletes our nodes.
+    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "semaphore", path = %self.path))]
     pub async fn acquire(&self) -> Result<Lease, Error> {
         self.acquire_inner(None).await?.ok_or(Error::Finished)
     }
 
     /// Waits at most `wait` for a lease: `Ok(None)` if none came in time.
+    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "semaphore", path = %self.path))]
     pub async fn acquire_timeout(&self, wait: Duration) -> Result<Option<Lease>, Error> {
         self.acquire_inner(Some(wait)).await
     }
@@ -129,6 +131,7 @@ impl Lease {
 
     /// Releases the lease and waits until its node is deleted (a lost lease is
     /// released already).
+    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "semaphore", path = %self.path))]
     pub async fn release(mut self) -> Result<(), Error> {
         self.released = true;
         if let LeaseState::Lost(_) = self.state() {

@@ -53,6 +53,7 @@ impl TransactionBuilder {
     }
 
     /// Creates the transaction (one `multi`) and returns once it exists: sites may vote.
+    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "two_phase", path = %self.config.tx))]
     pub async fn start(self) -> Result<Transaction, Error> {
         let (hosted, events) = Hosted::new(&self.client, Coordinator::new(self.config))?;
         let mut t = Transaction {
@@ -194,6 +195,7 @@ impl TransactionSite {
 
     /// Votes (once: a vote is never changed) and waits until it is written, or the
     /// transaction was decided without it.
+    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "two_phase_site"))]
     pub async fn vote(&mut self, vote: Vote) -> Result<VoteOutcome, Error> {
         while let Some(e) = self.events.try_next() {
             self.status.apply(&e);
@@ -237,6 +239,7 @@ impl Client {
 
     /// Takes part in the two-phase commit at `tx` as site `name` (the coordinator's
     /// variant); returns once the transaction is known (waiting for it to be created).
+    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "two_phase_site", path = %tx))]
     pub async fn site(
         &self,
         tx: &str,

@@ -40,6 +40,7 @@ impl Client {
 
     /// [`update`](Self::update) with options (`sync_first`, `create_if_missing`,
     /// `confirm_by_data`, `acl`, and the `seed` of the jitter after a lost race).
+    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "update", path = %config.path))]
     pub async fn update_with<F>(
         &self,
         config: UpdateConfig,
@@ -135,11 +136,13 @@ impl CounterHandle {
 
     /// Adds `delta` (negative subtracts): the value after our addition. An error whose
     /// `may_have_applied()` is true: the addition may be in the node all the same.
+    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "counter"))]
     pub async fn add(&mut self, delta: i64) -> Result<i64, Error> {
         self.run(move |c, now| c.add(now, delta)).await
     }
 
     /// The value now (0 for a missing node).
+    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "counter"))]
     pub async fn get(&mut self) -> Result<i64, Error> {
         self.run(|c, now| c.get(now)).await
     }

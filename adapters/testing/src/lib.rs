@@ -23,6 +23,7 @@
 mod fake;
 mod raw;
 mod server;
+mod tls;
 
 pub use fake::{
     FakeServer, Misbehaviour, FAKE_PASSWORD, FAKE_SESSION_ID, FAKE_ZXID, GARBAGE_FRAME, HTTP_400,
@@ -30,3 +31,6 @@ pub use fake::{
 };
 pub use raw::{expire_session, RawClient};
 pub use server::{four_letter, Options, TestEnsemble, TestServer};
+pub use tls::{
+    tls_failure, ClientAuth, CountingProxy, Issued, SecureServer, ServerTls, TestCa, Validity,
+};

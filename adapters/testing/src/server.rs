@@ -27,6 +27,9 @@ pub struct Options {
     /// Extra JVM system properties, e.g. `-Dzookeeper.request_throttle_max_requests=100`
     /// (ZooKeeper's request throttle, off by default).
     pub jvm_flags: Vec<String>,
+    /// A secure (TLS) client port besides the plain one (Netty connection factory;
+    /// see [`TestServer::secure_connect_string`]).
+    pub tls: Option<crate::tls::ServerTls>,
 }
 
 impl Default for Options {
@@ -38,6 +41,7 @@ impl Default for Options {
             start_timeout: Duration::from_secs(60),
             base_dir: None,
             jvm_flags: Vec::new(),
+            tls: None,
         }
     }
 }
@@ -92,6 +96,8 @@ struct Jvm {
     config: PathBuf,
     log: PathBuf,
     client_addr: SocketAddr,
+    /// The secure client port's address, if there is one.
+    secure_addr: Option<SocketAddr>,
     ttl_nodes: bool,
     jvm_flags: Vec<String>,
     child: Option<Child>,
@@ -114,7 +120,11 @@ impl Jvm {
         }
         cmd.arg("-Dzookeeper.admin.enableServer=false")
             .arg("-cp")
-            .arg(format!("{}:/etc/zookeeper/conf", jar.display()))
+            .arg(format!(
+                "{}{}:/etc/zookeeper/conf",
+                jar.display(),
+                self.extra_classpath()
+            ))
             .arg(self.main_class)
             .arg(&self.config)
             .stdin(Stdio::null())
@@ -124,12 +134,31 @@ impl Jvm {
         Ok(())
     }
 
+    /// Debian's jar names Netty's handler and transport in its manifest but not its
+    /// codec, which TLS (`SslHandler`) needs; a secure server gets it, and a logger
+    /// so that its log says why a handshake failed.
+    fn extra_classpath(&self) -> String {
+        if self.secure_addr.is_none() {
+            return String::new();
+        }
+        ["netty-codec.jar", "netty-resolver.jar", "slf4j-simple.jar"]
+            .iter()
+            .map(|j| Path::new("/usr/share/java").join(j))
+            .filter(|p| p.exists())
+            .map(|p| format!(":{}", p.display()))
+            .collect()
+    }
+
     fn wait_ready(&mut self, timeout: Duration) -> io::Result<()> {
         let deadline = Instant::now() + timeout;
         loop {
             // `ruok` says imok before the server serves; `srvr` shows a Mode only once
             // it does (standalone, leader or follower).
-            if serving_mode(self.client_addr).is_some() {
+            if serving_mode(self.client_addr).is_some()
+                && self
+                    .secure_addr
+                    .is_none_or(|a| TcpStream::connect_timeout(&a, Duration::from_secs(1)).is_ok())
+            {
                 return Ok(());
             }
             if let Some(child) = &mut self.child {
@@ -267,15 +296,23 @@ impl TestServer {
             attempt += 1;
             let port = free_port()?;
             let config = dir.path().join("zoo.cfg");
-            write_config(
-                &config,
-                &common_config(&data, port, opts.tick_time_ms, opts.min_session_timeout_ms),
-            )?;
+            let mut lines =
+                common_config(&data, port, opts.tick_time_ms, opts.min_session_timeout_ms);
+            let secure_addr = match &opts.tls {
+                Some(tls) => {
+                    let secure_port = free_port()?;
+                    lines.extend(tls.config(secure_port));
+                    Some(SocketAddr::from(([127, 0, 0, 1], secure_port)))
+                }
+                None => None,
+            };
+            write_config(&config, &lines)?;
             let mut jvm = Jvm {
                 main_class: "org.apache.zookeeper.server.ZooKeeperServerMain",
                 config,
                 log: dir.path().join("server.log"),
                 client_addr: SocketAddr::from(([127, 0, 0, 1], port)),
+                secure_addr,
                 ttl_nodes: opts.ttl_nodes,
                 jvm_flags: opts.jvm_flags.clone(),
                 child: None,
@@ -299,6 +336,16 @@ impl TestServer {
     /// The client address.
     pub fn addr(&self) -> SocketAddr {
         self.jvm.client_addr
+    }
+
+    /// `127.0.0.1:<secure port>` when started with [`Options::tls`].
+    pub fn secure_connect_string(&self) -> Option<String> {
+        self.jvm.secure_addr.map(|a| a.to_string())
+    }
+
+    /// The server's log so far (stdout and stderr of the JVM).
+    pub fn log(&self) -> String {
+        fs::read_to_string(&self.jvm.log).unwrap_or_default()
     }
 
     /// The JVM's pid while it runs.
@@ -402,6 +449,7 @@ impl TestEnsemble {
                 config,
                 log: dir.path().join(format!("server{}.log", i + 1)),
                 client_addr: SocketAddr::from(([127, 0, 0, 1], *client)),
+                secure_addr: None,
                 ttl_nodes: true,
                 jvm_flags: Vec::new(),
                 child: None,

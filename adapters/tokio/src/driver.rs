@@ -8,8 +8,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use zk_recipes::client::Client as Core;
@@ -18,6 +17,15 @@ use zk_recipes::time::Instant;
 use zk_recipes_surface::asynchronous::hub::Hub;
 use zk_recipes_surface::asynchronous::rt::BoardTx;
 use zk_recipes_surface::asynchronous::{Command, Driver, Ended};
+use zk_recipes_surface::transport_error;
+
+/// The TLS settings the driver dials with (`None`: plain TCP).
+#[cfg(feature = "tls")]
+pub(crate) type TlsSetting = Option<zk_recipes_surface::Tls>;
+/// The TLS settings the driver dials with (the feature `tls` off: none to have; boxed
+/// so that it is `Clone` like the real one, not `Copy`).
+#[cfg(not(feature = "tls"))]
+pub(crate) type TlsSetting = Option<Box<std::convert::Infallible>>;
 
 /// The handles' side of the command channel.
 pub(crate) struct Commands(pub(crate) mpsc::UnboundedSender<Command>);
@@ -28,10 +36,14 @@ impl Driver for Commands {
     }
 }
 
-type Connecting = Pin<Box<dyn Future<Output = io::Result<TcpStream>> + Send>>;
+/// The connection's read half: a TCP socket's, or a TLS stream's.
+type Reader = Box<dyn AsyncRead + Send + Unpin>;
+/// The connection's write half.
+type Writer = Box<dyn AsyncWrite + Send + Unpin>;
+type Connecting = Pin<Box<dyn Future<Output = Result<(Reader, Writer), TransportError>> + Send>>;
 
 /// Reads from the socket if there is one; otherwise never completes.
-async fn read_some(socket: &mut Option<OwnedReadHalf>, buf: &mut [u8]) -> io::Result<usize> {
+async fn read_some(socket: &mut Option<Reader>, buf: &mut [u8]) -> io::Result<usize> {
     match socket {
         Some(s) => s.read(buf).await,
         None => std::future::pending().await,
@@ -39,10 +51,16 @@ async fn read_some(socket: &mut Option<OwnedReadHalf>, buf: &mut [u8]) -> io::Re
 }
 
 /// Writes some of `out` if there is a socket and something to write (cancel-safe:
-/// a write that did not complete wrote nothing).
-async fn write_some(socket: &mut Option<OwnedWriteHalf>, out: &[u8]) -> io::Result<usize> {
+/// a write that did not complete wrote nothing), then flushes what a TLS stream
+/// may still hold (`None` once flushed).
+async fn write_some(
+    socket: &mut Option<Writer>,
+    out: &[u8],
+    unflushed: bool,
+) -> io::Result<Option<usize>> {
     match socket {
-        Some(s) if !out.is_empty() => s.write(out).await,
+        Some(s) if !out.is_empty() => s.write(out).await.map(Some),
+        Some(s) if unflushed => s.flush().await.map(|()| None),
         _ => std::future::pending().await,
     }
 }
@@ -64,7 +82,42 @@ async fn connect_any(host: String) -> io::Result<TcpStream> {
     Err(last)
 }
 
-async fn connected(connecting: &mut Option<Connecting>) -> io::Result<TcpStream> {
+/// Connects to `host` (any of its addresses), then speaks TLS on the connection if
+/// `tls` says so. A certificate the client rejects, or a handshake the server refuses,
+/// ends the attempt on this host with its reason (the session's backoff applies).
+async fn dial(host: String, tls: TlsSetting) -> Result<(Reader, Writer), TransportError> {
+    let stream = connect_any(host.clone())
+        .await
+        .map_err(|e| TransportError::from(&e))?;
+    // Linux may connect a socket to itself when nothing listens on a local port (TCP
+    // simultaneous open): it would read its own connect request back as the server's
+    // answer. Nobody listens: refused.
+    if stream.peer_addr().ok() == stream.local_addr().ok() {
+        return Err(TransportError::Refused);
+    }
+    let _ = stream.set_nodelay(true);
+    if let Some(tls) = tls {
+        #[cfg(feature = "tls")]
+        {
+            let name = tls.name_for(&host)?;
+            let connector = tokio_rustls::TlsConnector::from(tls.config().clone());
+            let stream = connector
+                .connect(name, stream)
+                .await
+                .map_err(|e| transport_error(&e))?;
+            let (r, w) = tokio::io::split(stream);
+            return Ok((Box::new(r), Box::new(w)));
+        }
+        #[cfg(not(feature = "tls"))]
+        match *tls {}
+    }
+    let (r, w) = stream.into_split();
+    Ok((Box::new(r), Box::new(w)))
+}
+
+async fn connected(
+    connecting: &mut Option<Connecting>,
+) -> Result<(Reader, Writer), TransportError> {
     match connecting {
         Some(f) => f.await,
         None => std::future::pending().await,
@@ -82,14 +135,17 @@ pub(crate) async fn run(
     mut core: Core,
     mut commands: mpsc::UnboundedReceiver<Command>,
     published: BoardTx,
+    tls: TlsSetting,
 ) {
     let epoch = tokio::time::Instant::now();
     let now = move || {
         Instant::from_micros(u64::try_from(epoch.elapsed().as_micros()).unwrap_or(u64::MAX))
     };
     let mut hub = Hub::new(published);
-    let mut reader: Option<OwnedReadHalf> = None;
-    let mut writer: Option<OwnedWriteHalf> = None;
+    let mut reader: Option<Reader> = None;
+    let mut writer: Option<Writer> = None;
+    // Bytes written to a TLS stream may wait in it for a flush.
+    let mut unflushed = false;
     let mut connecting: Option<Connecting> = None;
     let mut out = BytesMut::with_capacity(64 * 1024);
     let mut buf = vec![0u8; 64 * 1024];
@@ -107,7 +163,7 @@ pub(crate) async fn run(
                 if let Transport::Connect { host } = t {
                     let addr = core.host(host).to_string();
                     tracing::debug!(%addr, "connecting");
-                    connecting = Some(Box::pin(connect_any(addr)));
+                    connecting = Some(Box::pin(dial(addr, tls.clone())));
                 }
             }
             if writer.is_some() && core.poll_transmit(&mut out) {
@@ -155,38 +211,35 @@ pub(crate) async fn run(
                 Err(e) => {
                     reader = None;
                     writer = None;
-                    core.handle_transport_error(now(), TransportError::from(&e));
+                    core.handle_transport_error(now(), transport_error(&e));
                 }
             },
-            result = write_some(&mut writer, &out) => match result {
-                Ok(n) => out.advance(n),
+            result = write_some(&mut writer, &out, unflushed) => match result {
+                Ok(Some(n)) => {
+                    out.advance(n);
+                    unflushed = true;
+                }
+                Ok(None) => unflushed = false,
                 Err(e) => {
                     tracing::debug!(error = %e, "write failed");
                     reader = None;
                     writer = None;
-                    core.handle_transport_error(now(), TransportError::from(&e));
+                    core.handle_transport_error(now(), transport_error(&e));
                 }
             },
             result = connected(&mut connecting) => {
                 connecting = None;
                 match result {
-                    // Linux may connect a socket to itself when nothing listens on a
-                    // local port (TCP simultaneous open): it would read its own connect
-                    // request back as the server's answer. Nobody listens: refused.
-                    Ok(stream) if stream.peer_addr().ok() == stream.local_addr().ok() => {
-                        core.handle_transport_error(now(), TransportError::Refused);
-                    }
-                    Ok(stream) => {
-                        let _ = stream.set_nodelay(true);
-                        let (r, w) = stream.into_split();
+                    Ok((r, w)) => {
                         reader = Some(r);
                         writer = Some(w);
+                        unflushed = false;
                         out.clear();
                         core.handle_connected(now());
                     }
                     Err(e) => {
                         tracing::debug!(error = %e, "connect failed");
-                        core.handle_transport_error(now(), TransportError::from(&e));
+                        core.handle_transport_error(now(), e);
                     }
                 }
             },

@@ -59,8 +59,12 @@ use tokio::sync::mpsc;
 pub async fn connect(connect_string: &str, options: Options) -> Result<Client, Error> {
     let core = options.core(connect_string)?;
     let (tx, rx) = mpsc::unbounded_channel();
+    #[cfg(feature = "tls")]
+    let tls = options.tls.clone();
+    #[cfg(not(feature = "tls"))]
+    let tls = options.refuse_tls("zk-recipes-tokio").map(|()| None)?;
     let (board_tx, board) = rt::board();
-    tokio::spawn(driver::run(core, rx, board_tx));
+    tokio::spawn(driver::run(core, rx, board_tx, tls));
     Client::connected(Box::new(driver::Commands(tx)), board, &options).await
 }
 

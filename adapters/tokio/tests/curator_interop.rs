@@ -222,3 +222,78 @@ async fn a_mixed_queue_with_curator_passes_the_lock_in_order() {
     d.release().await.unwrap();
     assert!(zk.get_children(path).await.unwrap().is_empty());
 }
+
+/// Issue 25: many of our waiters on one session, their listings shared (a window of 2
+/// requests makes them queue: one listing answers several waiters), with Curator
+/// contenders queued among them: every contender gets the lock, one at a time, the
+/// Curator ones included, and nothing is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shared_listings_keep_a_mixed_queue_with_curator_exclusive() {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    use std::sync::Arc;
+    let (_dir, cp) = curator_support::compiled("CuratorLock");
+    let server = TestServer::start().unwrap();
+    let cs = server.connect_string();
+    let zk = connect(&cs, Options::default().max_in_flight(2))
+        .await
+        .unwrap();
+    let path = "/interop/shared";
+    let queued = |n: usize| {
+        let zk = zk.clone();
+        async move {
+            for _ in 0..800 {
+                if zk.get_children(path).await.map(|k| k.len()).unwrap_or(0) >= n {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            panic!("{n} contenders never queued");
+        }
+    };
+    let inside = Arc::new(AtomicUsize::new(0));
+    let spawn_ours = |n: usize| {
+        (0..n)
+            .map(|_| {
+                let zk = zk.clone();
+                let inside = inside.clone();
+                tokio::spawn(async move {
+                    let g = zk.lock(path).acquire().await.unwrap();
+                    assert_eq!(inside.fetch_add(1, SeqCst), 0, "two holders");
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    inside.fetch_sub(1, SeqCst);
+                    g.release().await.unwrap();
+                })
+            })
+            .collect::<Vec<_>>()
+    };
+    let before = zk.counters().await.unwrap();
+    let h = zk.lock(path).acquire().await.unwrap();
+    let mut ours = spawn_ours(20);
+    queued(21).await;
+    let mut c1 = CuratorHolder::start(&cp, &cs, path);
+    queued(22).await;
+    ours.extend(spawn_ours(20));
+    queued(42).await;
+    let mut c2 = CuratorHolder::start(&cp, &cs, path);
+    queued(43).await;
+    h.release().await.unwrap();
+    for c in [&mut c1, &mut c2] {
+        tokio::task::block_in_place(|| c.wait_acquired());
+        assert_eq!(inside.fetch_add(1, SeqCst), 0, "Curator beside one of ours");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        inside.fetch_sub(1, SeqCst);
+        tokio::task::block_in_place(|| c.release());
+    }
+    for t in ours {
+        tokio::time::timeout(Duration::from_secs(60), t)
+            .await
+            .expect("every waiter of ours acquires")
+            .unwrap();
+    }
+    assert!(zk.get_children(path).await.unwrap().is_empty());
+    let after = zk.counters().await.unwrap();
+    assert!(
+        after.listings_shared > before.listings_shared,
+        "our waiters shared listings"
+    );
+}

@@ -74,7 +74,10 @@ async fn every_raw_operation() {
     assert_eq!(zk.create("/ttl", "t", &ttl).await.unwrap(), "/ttl");
     assert_eq!(
         zk.create("/a", "dup", &CreateOptions::default()).await,
-        Err(Error::Server(ErrorCode::NodeExists))
+        Err(Error::Node {
+            code: ErrorCode::NodeExists,
+            path: "/a".into()
+        })
     );
     assert_eq!(
         zk.create("/e", "", &CreateOptions::mode(CreateMode::Ephemeral))
@@ -84,7 +87,10 @@ async fn every_raw_operation() {
     );
     assert_eq!(
         zk.create("/e/child", "", &CreateOptions::default()).await,
-        Err(Error::Server(ErrorCode::NoChildrenForEphemerals))
+        Err(Error::Node {
+            code: ErrorCode::NoChildrenForEphemerals,
+            path: "/e/child".into()
+        })
     );
 
     // reads
@@ -102,7 +108,15 @@ async fn every_raw_operation() {
     assert_eq!(zk.sync("/a").await.unwrap(), "/a");
     assert_eq!(
         zk.get_data("/nope").await,
-        Err(Error::Server(ErrorCode::NoNode))
+        Err(Error::Node {
+            code: ErrorCode::NoNode,
+            path: "/nope".into()
+        })
+    );
+    // The message names the node (it used to read only the code).
+    assert_eq!(
+        zk.get_data("/nope").await.unwrap_err().to_string(),
+        "ZooKeeper error on /nope: node does not exist (-101)"
     );
 
     // writes with versions
@@ -110,16 +124,25 @@ async fn every_raw_operation() {
     assert_eq!(stat.version, 1);
     assert_eq!(
         zk.set_data("/a", "three", Some(0)).await,
-        Err(Error::Server(ErrorCode::BadVersion))
+        Err(Error::Node {
+            code: ErrorCode::BadVersion,
+            path: "/a".into()
+        })
     );
     assert_eq!(
         zk.delete("/a/b", Some(5)).await,
-        Err(Error::Server(ErrorCode::BadVersion))
+        Err(Error::Node {
+            code: ErrorCode::BadVersion,
+            path: "/a/b".into()
+        })
     );
     zk.delete("/a/b", Some(0)).await.unwrap();
     assert_eq!(
         zk.delete("/a", None).await,
-        Err(Error::Server(ErrorCode::NotEmpty))
+        Err(Error::Node {
+            code: ErrorCode::NotEmpty,
+            path: "/a".into()
+        })
     );
 
     // multi with a failing op: nothing applied, per-op results
@@ -209,11 +232,17 @@ async fn every_raw_operation() {
     .unwrap();
     assert_eq!(
         zk.get_data("/secret").await,
-        Err(Error::Server(ErrorCode::NoAuth))
+        Err(Error::Node {
+            code: ErrorCode::NoAuth,
+            path: "/secret".into()
+        })
     );
     assert_eq!(
         zk.set_data("/secret", "x", None).await,
-        Err(Error::Server(ErrorCode::NoAuth))
+        Err(Error::Node {
+            code: ErrorCode::NoAuth,
+            path: "/secret".into()
+        })
     );
     zk.add_auth("digest", b"alice:pw").await.unwrap();
     assert_eq!(&zk.get_data("/secret").await.unwrap().0[..], b"s");
@@ -227,12 +256,18 @@ async fn every_raw_operation() {
     assert_eq!(stat.aversion, 1);
     assert_eq!(
         zk.create("/a/denied", "", &CreateOptions::default()).await,
-        Err(Error::Server(ErrorCode::NoAuth))
+        Err(Error::Node {
+            code: ErrorCode::NoAuth,
+            path: "/a/denied".into()
+        })
     );
     assert_eq!(
         zk.create("/bad-acl", "", &CreateOptions::default().acl(vec![]))
             .await,
-        Err(Error::Server(ErrorCode::InvalidAcl))
+        Err(Error::Node {
+            code: ErrorCode::InvalidAcl,
+            path: "/bad-acl".into()
+        })
     );
     zk.close().await;
     assert_eq!(zk.status(), Status::Closed);
@@ -333,7 +368,10 @@ async fn watches_of_every_kind() {
     // getData with a watch on a missing node sets none: the call fails, no watch left
     assert_eq!(
         zk.get_data_watch("/missing").await.err(),
-        Some(Error::Server(ErrorCode::NoNode))
+        Some(Error::Node {
+            code: ErrorCode::NoNode,
+            path: "/missing".into()
+        })
     );
     // a deleted node fires data and child watches once
     let (_, deleted) = zk.get_data_watch("/w/c").await.unwrap();

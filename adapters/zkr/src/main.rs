@@ -57,6 +57,19 @@ struct Cli {
     #[arg(long, default_value = "15s", value_parser = duration::parse, global = true)]
     connect_timeout: Duration,
 
+    /// TLS to the servers' secure client port, trusting the CA certificates in this PEM
+    /// file (each host is checked against its name or IP address as given).
+    #[arg(long, env = "ZK_TLS_CA", global = true)]
+    tls_ca: Option<std::path::PathBuf>,
+
+    /// Client certificate (PEM, chain) for mutual TLS; needs --tls-ca and --tls-key.
+    #[arg(long, env = "ZK_TLS_CERT", global = true, requires = "tls_key")]
+    tls_cert: Option<std::path::PathBuf>,
+
+    /// The client certificate's private key (PEM).
+    #[arg(long, env = "ZK_TLS_KEY", global = true, requires = "tls_cert")]
+    tls_key: Option<std::path::PathBuf>,
+
     #[command(subcommand)]
     command: Cmd,
 }
@@ -380,6 +393,8 @@ fn run(cli: Cli) -> Result<u8, u8> {
         servers: &cli.server,
         session_timeout: cli.session_timeout,
         connect_timeout: cli.connect_timeout,
+        tls_ca: cli.tls_ca.as_deref(),
+        tls_client: cli.tls_cert.as_deref().zip(cli.tls_key.as_deref()),
     })
     .map_err(zk_fail)?;
     if let Some(s) = &signals {

@@ -2,12 +2,13 @@
 //! blocking adapter's API (`zk_recipes_blocking`), so a rename there is a change here
 //! only. Errors leave this module as strings that name the path they concern.
 
+use std::path::Path;
 use std::time::Duration;
 
 use zk_recipes_blocking::{
     connect as adapter_connect, AddWatchMode, Candidate, Client, CounterFormat, CreateOptions,
     DoubleBarrier, ElectionEvent, Error, ErrorCode, EventType, LockChange, LockGuard, LostReason,
-    Options, WatchStream,
+    Options, Tls, WatchStream,
 };
 
 /// A failure of a ZooKeeper call, worded for the user (it names the path).
@@ -22,8 +23,12 @@ pub struct ZkError {
 impl ZkError {
     fn at(what: &str, path: &str, e: Error) -> ZkError {
         ZkError {
-            no_node: matches!(e, Error::Server(ErrorCode::NoNode)),
-            message: format!("{what} {path}: {e}"),
+            no_node: e.code() == Some(ErrorCode::NoNode),
+            message: match e {
+                // The error names the node already.
+                Error::Node { .. } => format!("{what}: {e}"),
+                _ => format!("{what} {path}: {e}"),
+            },
         }
     }
 }
@@ -43,6 +48,10 @@ pub struct Settings<'a> {
     pub session_timeout: Duration,
     /// How long to keep trying the servers for the first session.
     pub connect_timeout: Duration,
+    /// TLS: the CA certificates (PEM file) the servers' certificates are checked against.
+    pub tls_ca: Option<&'a Path>,
+    /// Mutual TLS: the client certificate chain and key (PEM files).
+    pub tls_client: Option<(&'a Path, &'a Path)>,
 }
 
 /// One session to ZooKeeper. Clones share it.
@@ -54,10 +63,30 @@ pub struct Zk {
 /// Connects and waits for a session. An expired session is not renewed: zkr is
 /// short-lived, and whatever it held ended with the session.
 pub fn connect(settings: &Settings<'_>) -> Result<Zk, ZkError> {
-    let options = Options::default()
+    let mut options = Options::default()
         .session_timeout(settings.session_timeout)
         .connect_timeout(settings.connect_timeout)
         .renew_on_expiry(false);
+    let tls_error = |e: std::io::Error| ZkError {
+        message: format!("TLS settings: {e}"),
+        no_node: false,
+    };
+    match (settings.tls_ca, settings.tls_client) {
+        (Some(ca), client) => {
+            let mut tls = Tls::from_ca_file(ca).map_err(tls_error)?;
+            if let Some((cert, key)) = client {
+                tls = tls.client_cert_files(cert, key).map_err(tls_error)?;
+            }
+            options = options.tls(tls);
+        }
+        (None, Some(_)) => {
+            return Err(ZkError {
+                message: "--tls-cert and --tls-key need --tls-ca".into(),
+                no_node: false,
+            })
+        }
+        (None, None) => {}
+    }
     adapter_connect(settings.servers, options)
         .map(|client| Zk { client })
         .map_err(|e| ZkError {
@@ -346,7 +375,7 @@ impl Zk {
         loop {
             match self.client.set_data(path, data.clone(), None) {
                 Ok(_) => return Ok(()),
-                Err(Error::Server(ErrorCode::NoNode)) => {}
+                Err(e) if e.code() == Some(ErrorCode::NoNode) => {}
                 Err(e) => return Err(err(e)),
             }
             match self
@@ -354,7 +383,7 @@ impl Zk {
                 .create_all(path, data.clone(), &CreateOptions::default())
             {
                 Ok(_) => return Ok(()),
-                Err(Error::Server(ErrorCode::NodeExists)) => {} // created meanwhile: set it
+                Err(e) if e.code() == Some(ErrorCode::NodeExists) => {} // created meanwhile: set it
                 Err(e) => return Err(err(e)),
             }
         }
@@ -379,7 +408,7 @@ impl Zk {
         while let Some(node) = stack.pop() {
             let mut names = match self.client.get_children(&node) {
                 Ok(names) => names,
-                Err(Error::Server(ErrorCode::NoNode)) if node != path => continue,
+                Err(e) if e.code() == Some(ErrorCode::NoNode) && node != path => continue,
                 Err(e) => return Err(ZkError::at("tree", &node, e)),
             };
             names.sort();

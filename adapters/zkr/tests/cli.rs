@@ -534,3 +534,50 @@ fn queue_counter_barrier_and_nodes() {
     );
     assert_eq!(alone.status.code(), Some(124));
 }
+
+/// `--tls-ca`, `--tls-cert`, `--tls-key` reach a secure client port with mutual TLS; a
+/// CA that did not sign the server's certificate is refused, naming the reason.
+#[test]
+fn tls_flags_reach_a_secure_port() {
+    use zk_recipes_testing::{ClientAuth, SecureServer, TestCa};
+    let server = SecureServer::start(ClientAuth::Need, false).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cert = server.client_cert("zkr").unwrap();
+    let file = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let (ca, crt, key) = (
+        file("ca.pem", server.ca.pem()),
+        file("client.pem", &cert.cert_pem),
+        file("client.key", &cert.key_pem),
+    );
+    // A first TLS handshake with a fresh JVM can take a while on a loaded machine: the
+    // run that should connect gets 20 s, the refused one 2 s (it fails at once anyway).
+    let zkr_tls = |ca: &str, wait: &str| {
+        Command::new(env!("CARGO_BIN_EXE_zkr"))
+            .env("ZK_SERVERS", server.connect_string())
+            .args([
+                "--connect-timeout",
+                wait,
+                "--tls-ca",
+                ca,
+                "--tls-cert",
+                &crt,
+            ])
+            .args(["--tls-key", &key, "ls", "/"])
+            .output()
+            .unwrap()
+    };
+    let ok = zkr_tls(&ca, "20s");
+    assert_eq!(ok.status.code(), Some(0), "{ok:?}");
+    assert!(stdout(&ok).contains("zookeeper"), "{ok:?}");
+    let other = file("other-ca.pem", TestCa::new("another CA").unwrap().pem());
+    let refused = zkr_tls(&other, "2s");
+    assert_eq!(refused.status.code(), Some(125));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("unknown issuer"),
+        "{refused:?}"
+    );
+}
