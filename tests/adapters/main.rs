@@ -28,6 +28,9 @@ macro_rules! forms {
                 use zk_recipes_tokio as zk;
                 include!($file);
             }
+            // `run(scenario())` passes the scenario's result, `()` for most: the call
+            // has already run (`unit_arg` is the point here).
+            #[allow(clippy::unit_arg)]
             mod blocking_form {
                 #[allow(unused_imports)]
                 use crate::blocking_rt::*;

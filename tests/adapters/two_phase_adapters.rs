@@ -78,10 +78,10 @@ async fn spawn_site(
             "{}",
             NAME
         );
-        let voted = match vote {
-            Some(v) => Some(site.vote(v).await.unwrap()),
-            None => None,
-        };
+        let mut voted = None;
+        if let Some(v) = vote {
+            voted = Some(site.vote(v).await.unwrap());
+        }
         let outcome = site.outcome_timeout(WAIT).await;
         drop(site);
         z.close().await;

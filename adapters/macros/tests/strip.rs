@@ -11,7 +11,7 @@ fn answer(x: u32) -> u32 {
 #[blocking]
 async fn awaits_in_macros() -> usize {
     assert_eq!(answer(1).await, 1);
-    let v = vec![answer(2).await, answer(3).await];
+    let v: Vec<u32> = vec![answer(2).await, answer(3).await].into_iter().collect();
     assert!(matches!(answer(4).await, 4), "{}", answer(5).await);
     format!("{}{}", answer(6).await, (answer(7).await)).len() + v.len()
 }
