@@ -8,15 +8,14 @@
 //! waiters) most requests are first refused (`Overloaded`: never applied) or held in
 //! the session's queue: every waiter must still acquire (the recipe backs off and
 //! retries; a refusal is never a failed acquisition) and no node may be left.
-#![allow(clippy::disallowed_methods)]
-
-mod support;
+//!
+//! Tokio only: a thousand waiting tasks are the point (a thread each would measure the
+//! machine, not the session).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use support::runtime;
 use zk_recipes_testing::TestServer;
 use zk_recipes_tokio as zt;
 
@@ -68,7 +67,7 @@ fn bytes_received_per_acquisition_do_not_grow_with_the_number_of_waiters() {
 fn many_waiters(n: usize, dir: &'static str, options: zt::Options) -> f64 {
     let server = TestServer::start().expect("a real ZooKeeper");
     let cs = server.connect_string();
-    runtime().block_on(async {
+    crate::tokio_rt::run(async {
         let zk = zt::connect(&cs, options.connect_timeout(Duration::from_secs(10)))
             .await
             .unwrap();

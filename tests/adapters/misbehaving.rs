@@ -1,62 +1,56 @@
-//! Both adapters against a misbehaving fake server (issue 9, defects 1, 9, 10, 11):
-//! every mode of `zk_recipes_testing::FakeServer` — malformed frames of each kind,
-//! resets, silence after the handshake, a trickle, no handshake, an HTTP server, a
-//! refused session, a tiny granted timeout, a server that stops reading. For each:
-//! `connect` ends with a clear error or a session; a raw call ends with a clear error
-//! within its deadline; a lock's `acquire_timeout(2 s)` returns within the deadline
-//! plus the try grace; nothing panics; and the client opens no more connections than
-//! its backoff schedule allows.
-// A test (or example) is a driver: it owns the clock.
-#![allow(clippy::disallowed_methods)]
-
-mod support;
+// Each form against a misbehaving fake server (issue 9, defects 1, 9, 10, 11):
+// every mode of `zk_recipes_testing::FakeServer` — malformed frames of each kind,
+// resets, silence after the handshake, a trickle, no handshake, an HTTP server, a
+// refused session, a tiny granted timeout, a server that stops reading. For each:
+// `connect` ends with a clear error or a session; a raw call ends with a clear error
+// within its deadline; a lock's `acquire_timeout(2 s)` returns within the deadline
+// plus the try grace; nothing panics; and the client opens no more connections than
+// its backoff schedule allows.
 
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use support::Zk;
-use zk_recipes::client::{Error, Status};
+use zk::{Error, Status};
 use zk_recipes::session::{DisconnectReason, TransportError};
 use zk_recipes_testing::{FakeServer, Misbehaviour};
 
-type B = zk_recipes_blocking::Client;
-type T = zk_recipes_tokio::Client;
-
-/// 1 s sessions: read timeout 0.67 s, under the blocking adapter's 1 s call timeout, so
-/// the session's own verdict is what a raw call reports.
+/// 1 s sessions: read timeout 0.67 s, under the 1 s call timeout, so the session's own
+/// verdict is what a raw call reports.
 const SESSION: Duration = Duration::from_secs(1);
 
 /// How long `connect` keeps trying a server that never gives a session.
 const CONNECT: Duration = Duration::from_secs(2);
 
-fn connect<Z: Zk>(server: &FakeServer) -> Result<Z, Error> {
-    Z::connect_within(&server.connect_string(), SESSION, true, CONNECT, false)
+/// The scenarios' options with 1 s sessions, `CONNECT` to connect, failing fast or not.
+fn short(fail_fast: bool) -> zk::Options {
+    options()
+        .session_timeout(SESSION)
+        .connect_timeout(CONNECT)
+        .fail_fast(fail_fast)
 }
 
-/// What a mode must give, checked through one adapter.
-fn check<Z: Zk>(mode: Misbehaviour) {
+/// What a mode must give, checked through one form.
+#[form]
+async fn check(mode: Misbehaviour) {
     let server = FakeServer::start(mode).unwrap();
     let started = Instant::now();
-    let zk = match connect::<Z>(&server) {
+    let zk = match zk::connect(&server.connect_string(), short(false)).await {
         Ok(zk) => zk,
         Err(e) => {
             let took = started.elapsed();
             assert!(
                 matches!(e, Error::Unreachable(_)),
-                "{} {mode:?}: connect failed with {e:?}",
-                Z::NAME
+                "{NAME} {mode:?}: connect failed with {e:?}"
             );
             // Issue 25, item 2: it kept trying (every mode here fails every attempt)
             // until its connect timeout, not just once.
             assert!(
                 took >= CONNECT && took < CONNECT + Duration::from_secs(2),
-                "{} {mode:?}: connect took {took:?}",
-                Z::NAME
+                "{NAME} {mode:?}: connect took {took:?}"
             );
             assert!(
                 server.connections() >= 2,
-                "{} {mode:?}: {} connection(s) in {took:?}",
-                Z::NAME,
+                "{NAME} {mode:?}: {} connection(s) in {took:?}",
                 server.connections()
             );
             expect_unreachable(mode, &e);
@@ -65,51 +59,49 @@ fn check<Z: Zk>(mode: Misbehaviour) {
     };
     // A raw call ends with a clear error within its deadline.
     let t = Instant::now();
-    let r = zk.exists("/x");
+    let r = zk.exists("/x").await.map(|s| s.is_some());
     let took = t.elapsed();
     assert!(
         took < Duration::from_millis(3000),
-        "{} {mode:?}: raw call took {took:?}",
-        Z::NAME
+        "{NAME} {mode:?}: raw call took {took:?}"
     );
     match mode {
-        Misbehaviour::Healthy => assert_eq!(r, Ok(false), "{} {mode:?}", Z::NAME),
+        Misbehaviour::Healthy => assert_eq!(r, Ok(false), "{NAME} {mode:?}"),
         _ => assert!(
             matches!(
                 r,
                 Err(Error::ConnectionLoss | Error::SessionExpired | Error::Timeout)
             ) || r == Ok(false),
-            "{} {mode:?}: {r:?}",
-            Z::NAME
+            "{NAME} {mode:?}: {r:?}"
         ),
     }
     // A lock attempt ends by its deadline plus the try grace.
     let t = Instant::now();
-    let got = zk.lock_timeout("/app/lock", Duration::from_secs(2));
+    let got = zk
+        .lock("/app/lock")
+        .acquire_timeout(Duration::from_secs(2))
+        .await;
     let took = t.elapsed();
     assert!(
         took < Duration::from_millis(4000),
-        "{} {mode:?}: acquire_timeout(2 s) took {took:?} ({:?})",
-        Z::NAME,
+        "{NAME} {mode:?}: acquire_timeout(2 s) took {took:?} ({:?})",
         got.as_ref().map(|g| g.is_some())
     );
     assert!(
         matches!(got, Ok(None) | Err(_)),
-        "{} {mode:?}: a lock from a server that stores nothing",
-        Z::NAME
+        "{NAME} {mode:?}: a lock from a server that stores nothing"
     );
     // The reconnect schedule: 50 ms doubling to 2 s after connections that fail soon
     // after the handshake. Over the whole check (about 5 s) that is a handful.
-    std::thread::sleep(Duration::from_millis(500));
+    sleep(Duration::from_millis(500)).await;
     let total = started.elapsed();
     let conns = server.connections();
     let bound = 6 + (total.as_millis() / 250) as usize;
     assert!(
         conns <= bound,
-        "{} {mode:?}: {conns} connections in {total:?} (bound {bound})",
-        Z::NAME
+        "{NAME} {mode:?}: {conns} connections in {total:?} (bound {bound})"
     );
-    zk.close();
+    zk.close().await;
 }
 
 fn expect_unreachable(mode: Misbehaviour, e: &Error) {
@@ -138,8 +130,7 @@ macro_rules! modes {
         $(
             #[test]
             fn $name() {
-                check::<B>(Misbehaviour::$mode);
-                check::<T>(Misbehaviour::$mode);
+                run(check(Misbehaviour::$mode));
             }
         )*
     };
@@ -164,6 +155,11 @@ modes! {
 
 #[test]
 fn a_refused_connection_says_so_at_once() {
+    run(a_refused_connection_says_so_at_once_on());
+}
+
+#[form]
+async fn a_refused_connection_says_so_at_once_on() {
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
@@ -172,26 +168,22 @@ fn a_refused_connection_says_so_at_once() {
     let refused = Some(DisconnectReason::Transport(TransportError::Refused));
     for (fast, name) in [(true, "fail fast"), (false, "until the deadline")] {
         let started = Instant::now();
-        for e in [
-            B::connect_within(&cs, SESSION, true, CONNECT, fast).err(),
-            T::connect_within(&cs, SESSION, true, CONNECT, fast).err(),
-        ] {
-            let Some(Error::Unreachable(hosts)) = &e else {
-                panic!("{name}: {e:?}")
-            };
-            assert_eq!(hosts.hosts, vec![(cs.clone(), refused.clone())], "{name}");
-            assert_eq!(Some(hosts.last.clone()), refused, "{name}");
-            let text = e.as_ref().unwrap().to_string();
-            assert!(
-                text.contains(&format!("{cs}: connection refused")),
-                "{name}: {text}"
-            );
-        }
+        let e = zk::connect(&cs, short(fast)).await.err();
+        let Some(Error::Unreachable(hosts)) = &e else {
+            panic!("{NAME} {name}: {e:?}")
+        };
+        assert_eq!(hosts.hosts, vec![(cs.clone(), refused.clone())], "{name}");
+        assert_eq!(Some(hosts.last.clone()), refused, "{name}");
+        let text = e.as_ref().unwrap().to_string();
+        assert!(
+            text.contains(&format!("{cs}: connection refused")),
+            "{NAME} {name}: {text}"
+        );
         let took = started.elapsed();
         if fast {
-            assert!(took < CONNECT, "{name}: {took:?}");
+            assert!(took < CONNECT, "{NAME} {name}: {took:?}");
         } else {
-            assert!(took >= 2 * CONNECT, "{name}: {took:?}");
+            assert!(took >= CONNECT, "{NAME} {name}: {took:?}");
         }
     }
 }
@@ -199,72 +191,83 @@ fn a_refused_connection_says_so_at_once() {
 /// Issue 25, item 2: every host of a connection string is named with its own reason.
 #[test]
 fn every_host_is_named_with_its_last_failure() {
+    run(every_host_is_named_with_its_last_failure_on());
+}
+
+#[form]
+async fn every_host_is_named_with_its_last_failure_on() {
     let refused = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
     let http = FakeServer::start(Misbehaviour::Http).unwrap();
     let cs = format!("127.0.0.1:{refused},{}", http.addr());
-    for e in [
-        B::connect_within(&cs, SESSION, true, CONNECT, false).err(),
-        T::connect_within(&cs, SESSION, true, CONNECT, false).err(),
-    ] {
-        let Some(Error::Unreachable(hosts)) = &e else {
-            panic!("{e:?}")
-        };
-        assert_eq!(
-            hosts.hosts,
-            vec![
-                (
-                    format!("127.0.0.1:{refused}"),
-                    Some(DisconnectReason::Transport(TransportError::Refused))
-                ),
-                (
-                    http.addr().to_string(),
-                    Some(DisconnectReason::NotZooKeeper)
-                ),
-            ]
-        );
-    }
+    let e = zk::connect(&cs, short(false)).await.err();
+    let Some(Error::Unreachable(hosts)) = &e else {
+        panic!("{NAME}: {e:?}")
+    };
+    assert_eq!(
+        hosts.hosts,
+        vec![
+            (
+                format!("127.0.0.1:{refused}"),
+                Some(DisconnectReason::Transport(TransportError::Refused))
+            ),
+            (
+                http.addr().to_string(),
+                Some(DisconnectReason::NotZooKeeper)
+            ),
+        ],
+        "{NAME}"
+    );
 }
 
 /// Issue 9, defect 1: with writes blocked (the peer stopped reading, 40 × 1 MiB
 /// queued), timers still run: `Suspended` at the read timeout, `Expired` at the
 /// session timeout.
-fn writes_never_stall_timers<Z: Zk>() {
+#[test]
+fn a_peer_that_stops_reading_does_not_stop_the_timers() {
+    run(a_peer_that_stops_reading_does_not_stop_the_timers_on());
+}
+
+#[form]
+async fn a_peer_that_stops_reading_does_not_stop_the_timers_on() {
     let server = FakeServer::start(Misbehaviour::StopReading).unwrap();
-    let zk = Z::connect_with(&server.connect_string(), Duration::from_secs(2), false).unwrap();
+    let zk = zk::connect(
+        &server.connect_string(),
+        options()
+            .session_timeout(Duration::from_secs(2))
+            .renew_on_expiry(false),
+    )
+    .await
+    .unwrap();
     let started = Instant::now();
     let big = Bytes::from(vec![7u8; 1_000_000]);
     for _ in 0..40 {
-        zk.fire_set_data("/big", big.clone());
+        // A setData started without waiting for it.
+        let (zk, big) = (zk.clone(), big.clone());
+        drop(spawn(move || async move {
+            zk.set_data("/big", big, None).await
+        }));
     }
-    let suspended = zk.wait_status(Duration::from_secs(5), |s| *s == Status::Suspended);
+    let suspended = wait_status(&zk, Duration::from_secs(5), |s| *s == Status::Suspended).await;
     let at = started.elapsed();
-    assert_eq!(suspended, Some(Status::Suspended), "{}", Z::NAME);
+    assert_eq!(suspended, Some(Status::Suspended), "{NAME}");
     assert!(
         at < Duration::from_millis(2500),
-        "{}: Suspended after {at:?} (read timeout 1.33 s)",
-        Z::NAME
+        "{NAME}: Suspended after {at:?} (read timeout 1.33 s)"
     );
-    let expired = zk.wait_status(Duration::from_secs(5), |s| {
+    let expired = wait_status(&zk, Duration::from_secs(5), |s| {
         matches!(s, Status::Expired { .. })
-    });
+    })
+    .await;
     let at = started.elapsed();
     assert!(
         expired.is_some() || matches!(zk.status(), Status::Expired { .. }),
-        "{}",
-        Z::NAME
+        "{NAME}"
     );
     assert!(
         at < Duration::from_millis(3500),
-        "{}: Expired after {at:?}",
-        Z::NAME
+        "{NAME}: Expired after {at:?}"
     );
-}
-
-#[test]
-fn a_peer_that_stops_reading_does_not_stop_the_timers() {
-    writes_never_stall_timers::<B>();
-    writes_never_stall_timers::<T>();
 }
