@@ -1,14 +1,14 @@
 //! Simulated requests per second: 16 real clients (codec → session → client) against
 //! the server model, each looping create / getData / delete, no faults.
-//! `cargo bench --features sim --bench sim`
+//! `cargo bench --bench sim`
 
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use zk_recipes::client::{Client, ClientEvent};
 use zk_recipes::proto::*;
 use zk_recipes::session::{SessionEvent, Token};
-use zk_recipes::sim::{Actor, SimConfig, Simulation};
 use zk_recipes::time::Instant;
+use zk_recipes_sim::sim::{Actor, SimConfig, Simulation};
 
 struct Mix {
     path: String,

@@ -44,10 +44,6 @@ pub mod hash;
 pub mod proto;
 pub mod recipe;
 pub mod session;
-#[cfg(feature = "sim")]
-pub mod sim;
-#[cfg(feature = "testkit")]
-pub mod testkit;
 pub mod time;
 
 // The README's examples are compiled and run as doctests, and so are those of the

@@ -1,5 +1,5 @@
 //! Two id generators on two sessions fed arbitrary replies, faults and time; see
-//! `zk_recipes::testkit::naming` for the invariants (ids unique, drawn by their
+//! `zk_recipes_sim::testkit::naming` for the invariants (ids unique, drawn by their
 //! generator, increasing per generator; every request ends and no node is left once
 //! faults stop).
 #![no_main]
@@ -7,7 +7,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    if let Err(e) = zk_recipes::testkit::naming::run(data) {
+    if let Err(e) = zk_recipes_sim::testkit::naming::run(data) {
         panic!("naming invariant broken: {e}");
     }
 });

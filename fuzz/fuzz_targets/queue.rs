@@ -1,12 +1,12 @@
 //! Queue producers and consumers (at most once and at least once) fed arbitrary
 //! replies, lost replies, refusals, connection losses, expiry, commands and time; see
-//! `zk_recipes::testkit::queue` for the invariants.
+//! `zk_recipes_sim::testkit::queue` for the invariants.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    if let Err(e) = zk_recipes::testkit::queue::run(data) {
+    if let Err(e) = zk_recipes_sim::testkit::queue::run(data) {
         panic!("queue invariant broken: {e}");
     }
 });

@@ -1,12 +1,12 @@
 //! The simulator driven by fuzzer bytes: they choose the seed, the number of clients,
 //! every fault rate and the lock kinds; the real lock recipe must keep exclusion and
 //! fencing after every event, and once faults stop every attempt must end with nothing
-//! left behind (see `zk_recipes::testkit::sim_lock`).
+//! left behind (see `zk_recipes_sim::testkit::sim_lock`).
 #![no_main]
 
 use core::time::Duration;
 use libfuzzer_sys::fuzz_target;
-use zk_recipes::sim::SimConfig;
+use zk_recipes_sim::sim::SimConfig;
 
 fuzz_target!(|data: &[u8]| {
     let mut bytes = [0u8; 17];
@@ -24,7 +24,7 @@ fuzz_target!(|data: &[u8]| {
     config.expire_session = u32::from(bytes[14] % 100);
     config.crash_client = u32::from(bytes[15] % 100);
     config.trace = false;
-    if let Err(e) = zk_recipes::testkit::sim_lock::run_with(config, bytes[16] & 1 == 1) {
+    if let Err(e) = zk_recipes_sim::testkit::sim_lock::run_with(config, bytes[16] & 1 == 1) {
         panic!("{e}");
     }
 });

@@ -77,7 +77,7 @@
 //! a create whose reply was lost is looked for by the unique `_c_<id>-` prefix (after
 //! `sync`) before anything else, and every way out — timeout, cancel, release, a dropped
 //! handle, a failure — deletes what was found (a second node with our prefix too). Only
-//! the session's end takes the node along without a delete. `tests/semaphore_transcripts.rs`
+//! the session's end takes the node along without a delete. `tests/transcripts/semaphore_transcripts.rs`
 //! shows a lost create reply followed by the deadline; the property harness
 //! (`testkit::semaphore`) checks no node of an ended attempt is left.
 //!

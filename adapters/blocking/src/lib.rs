@@ -44,14 +44,11 @@ pub use zk_recipes_surface::blocking::*;
 /// once.
 pub fn connect(connect_string: &str, options: Options) -> Result<Client, Error> {
     let core = options.core(connect_string)?;
+    let (inputs, io) = driver::channel().map_err(|_| Error::Closed)?;
     #[cfg(feature = "tls")]
     let tls = options.tls.clone();
     #[cfg(not(feature = "tls"))]
-    let tls = match options.wants_tls() {
-        true => return Err(Error::InvalidConnectString(NO_TLS.into())),
-        false => None,
-    };
-    let (inputs, io) = driver::channel().map_err(|_| Error::Closed)?;
+    let tls = options.refuse_tls("zk-recipes-blocking").map(|()| None)?;
     let (board_tx, board) = rt::board();
     std::thread::Builder::new()
         .name("zk-session".into())
@@ -59,12 +56,6 @@ pub fn connect(connect_string: &str, options: Options) -> Result<Client, Error> 
         .map_err(|_| Error::Closed)?;
     Client::connected(Box::new(inputs), board, &options)
 }
-
-/// Why TLS asked for in `Options` (another crate of the build turned on the shared TLS
-/// settings) is refused rather than ignored.
-#[cfg(not(feature = "tls"))]
-const NO_TLS: &str =
-    "Options::tls is set, but zk-recipes-blocking was built without its feature `tls`";
 
 /// The crate README's examples, compiled as doctests.
 #[cfg(doctest)]

@@ -2,16 +2,17 @@
 //! written once, as async code, in `zk-recipes-surface`; that source is compiled twice,
 //! once per form. In the async form `#[form]` is [`asynchronous`] (the code as written);
 //! in the blocking form it is [`blocking`], which removes `async` from functions and
-//! blocks and `.await` from expressions, so every wait becomes a blocking call of the
-//! same name (the form's runtime module gives each waiting primitive both shapes).
+//! blocks and `.await` from expressions (in macro arguments too, such as `assert!`'s), so
+//! every wait becomes a blocking call of the same name (the form's runtime module gives each waiting primitive both shapes).
 //! `#[only_async]` / `#[only_blocking]` keep an item in one form only.
 //!
 //! Use an adapter crate (`zk-recipes-tokio`, `zk-recipes-blocking`), not this one.
 
 use proc_macro::TokenStream;
+use proc_macro2::{Group, TokenStream as Tokens, TokenTree};
 use quote::ToTokens;
 use syn::visit_mut::{self, VisitMut};
-use syn::{Expr, ImplItemFn, Item, ItemFn, Signature, TraitItemFn};
+use syn::{Expr, ImplItemFn, Item, ItemFn, Macro, Signature, TraitItemFn};
 
 /// The async form: the item as written.
 #[proc_macro_attribute]
@@ -47,6 +48,30 @@ fn sync(sig: &mut Signature) {
     sig.asyncness = None;
 }
 
+/// A macro's arguments without `.await` (they are tokens, not parsed expressions).
+fn strip_awaits(tokens: Tokens) -> Tokens {
+    let mut out = Vec::new();
+    let mut tokens = tokens.into_iter().peekable();
+    while let Some(t) = tokens.next() {
+        match t {
+            TokenTree::Punct(ref p) if p.as_char() == '.' => {
+                if matches!(tokens.peek(), Some(TokenTree::Ident(i)) if i == "await") {
+                    tokens.next();
+                } else {
+                    out.push(t);
+                }
+            }
+            TokenTree::Group(g) => {
+                let mut stripped = Group::new(g.delimiter(), strip_awaits(g.stream()));
+                stripped.set_span(g.span());
+                out.push(TokenTree::Group(stripped));
+            }
+            t => out.push(t),
+        }
+    }
+    out.into_iter().collect()
+}
+
 impl VisitMut for Strip {
     fn visit_expr_mut(&mut self, e: &mut Expr) {
         visit_mut::visit_expr_mut(self, e);
@@ -61,6 +86,10 @@ impl VisitMut for Strip {
             }
             _ => {}
         }
+    }
+
+    fn visit_macro_mut(&mut self, m: &mut Macro) {
+        m.tokens = strip_awaits(std::mem::take(&mut m.tokens));
     }
 
     fn visit_item_fn_mut(&mut self, f: &mut ItemFn) {

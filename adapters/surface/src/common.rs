@@ -165,6 +165,18 @@ impl Options {
         return false;
     }
 
+    /// For an adapter built without its `tls` feature: refuses options that ask for TLS
+    /// (another crate of the build turned the shared TLS settings on) rather than
+    /// connect in plain text.
+    pub fn refuse_tls(&self, adapter: &str) -> Result<(), Error> {
+        match self.wants_tls() {
+            true => Err(Error::InvalidConnectString(format!(
+                "Options::tls is set, but {adapter} was built without its feature `tls`"
+            ))),
+            false => Ok(()),
+        }
+    }
+
     /// The sans-IO client these options describe, for the driver to run.
     pub fn core(&self, connect_string: &str) -> Result<zk_recipes::client::Client, Error> {
         let options = zk_recipes::client::Options::new(connect_string)?

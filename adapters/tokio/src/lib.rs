@@ -58,24 +58,15 @@ use tokio::sync::mpsc;
 /// timeout at most). Bound a single call further with `tokio::time::timeout`.
 pub async fn connect(connect_string: &str, options: Options) -> Result<Client, Error> {
     let core = options.core(connect_string)?;
+    let (tx, rx) = mpsc::unbounded_channel();
     #[cfg(feature = "tls")]
     let tls = options.tls.clone();
     #[cfg(not(feature = "tls"))]
-    let tls = match options.wants_tls() {
-        true => return Err(Error::InvalidConnectString(NO_TLS.into())),
-        false => None,
-    };
-    let (tx, rx) = mpsc::unbounded_channel();
+    let tls = options.refuse_tls("zk-recipes-tokio").map(|()| None)?;
     let (board_tx, board) = rt::board();
     tokio::spawn(driver::run(core, rx, board_tx, tls));
     Client::connected(Box::new(driver::Commands(tx)), board, &options).await
 }
-
-/// Why TLS asked for in `Options` (another crate of the build turned on the shared TLS
-/// settings) is refused rather than ignored.
-#[cfg(not(feature = "tls"))]
-const NO_TLS: &str =
-    "Options::tls is set, but zk-recipes-tokio was built without its feature `tls`";
 
 /// The crate README's examples, compiled as doctests.
 #[cfg(doctest)]

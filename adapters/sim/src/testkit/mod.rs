@@ -1,0 +1,44 @@
+//! Test harnesses shared by the property tests and the fuzz targets.
+//! Each takes plain bytes, so proptest and libFuzzer drive the same code.
+
+pub mod cache;
+pub mod config;
+pub mod double_barrier;
+pub mod election;
+pub mod group;
+pub mod lock;
+pub mod naming;
+pub mod queue;
+pub mod semaphore;
+pub mod session;
+pub mod sim_barrier;
+pub mod sim_cache;
+pub mod sim_config;
+pub mod sim_double_barrier;
+pub mod sim_election;
+pub mod sim_lock;
+pub mod sim_naive;
+pub mod sim_queue;
+pub mod sim_semaphore;
+pub mod sim_two_phase;
+pub mod sim_value;
+pub mod two_phase;
+pub mod value;
+pub mod zk;
+
+/// `count` pseudo-random schedules of `len` bytes for the byte-driven harnesses, from
+/// one xorshift stream started at `seed` (deterministic: the same schedules every run).
+/// The harnesses' "every path is exercised" tests draw from it.
+pub fn schedules(seed: u64, count: usize, len: usize) -> impl Iterator<Item = alloc::vec::Vec<u8>> {
+    let mut x = seed | 1;
+    (0..count).map(move |_| {
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect()
+    })
+}

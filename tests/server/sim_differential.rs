@@ -1,0 +1,444 @@
+//! Keeps the simulator honest: the same random operation sequences run against a real
+//! ZooKeeper 3.8 and against `sim::SimServer` must produce the same replies, Stats
+//! (zxids relative to a base, times dropped, owners as session numbers) and
+//! notifications. `DIFF_SEQUENCES=n` runs more sequences; `DIFF_SEED=s` one seed.
+
+use bytes::{Bytes, BytesMut};
+use zk_recipes::proto::*;
+use zk_recipes_sim::sim::{ConnId, ServerConfig, SimServer};
+use zk_recipes_testing::{RawClient, TestServer};
+
+/// One session's view of a backend.
+trait Backend {
+    fn open(&mut self) -> usize;
+    /// Sends a request, returns the reply; notifications that arrived are kept.
+    fn call(&mut self, s: usize, req: &Request) -> (ReplyHeader, Option<Response>);
+    /// Pings, collecting every notification queued before the ping's reply.
+    fn drain(&mut self, s: usize) -> Vec<WatcherEvent>;
+    fn session_id(&self, s: usize) -> i64;
+}
+
+struct Real {
+    addr: std::net::SocketAddr,
+    clients: Vec<Option<RawClient>>,
+}
+
+impl Backend for Real {
+    fn open(&mut self) -> usize {
+        self.clients
+            .push(Some(RawClient::connect(self.addr, 30_000).unwrap()));
+        self.clients.len() - 1
+    }
+    fn call(&mut self, s: usize, req: &Request) -> (ReplyHeader, Option<Response>) {
+        self.clients[s].as_mut().unwrap().call(req).unwrap()
+    }
+    fn drain(&mut self, s: usize) -> Vec<WatcherEvent> {
+        let c = self.clients[s].as_mut().unwrap();
+        c.call(&Request::Ping).unwrap();
+        c.take_events()
+    }
+    fn session_id(&self, s: usize) -> i64 {
+        self.clients[s].as_ref().unwrap().session.session_id
+    }
+}
+
+struct SimConn {
+    conn: ConnId,
+    xid: i32,
+    decoder: FrameDecoder,
+    events: Vec<WatcherEvent>,
+    session_id: i64,
+}
+
+struct Sim {
+    server: SimServer,
+    conns: Vec<SimConn>,
+}
+
+impl Sim {
+    fn send(&mut self, s: usize, xid: i32, req: &Request) -> Vec<Bytes> {
+        let mut out = BytesMut::new();
+        encode_request(&mut out, xid, req, DEFAULT_MAX_REQUEST).unwrap();
+        let c = &mut self.conns[s];
+        self.server.handle_bytes(0, c.conn, &out);
+        let bytes = self.server.take_output(c.conn);
+        let mut input = &bytes[..];
+        let mut frames = Vec::new();
+        while let Some(f) = c.decoder.decode(&mut input).unwrap() {
+            frames.push(f);
+        }
+        frames
+    }
+}
+
+impl Backend for Sim {
+    fn open(&mut self) -> usize {
+        let conn = self.server.connect(DEFAULT_MAX_REQUEST);
+        let mut out = BytesMut::new();
+        encode_connect(
+            &mut out,
+            &ConnectRequest {
+                timeout_ms: 30_000,
+                passwd: Bytes::from_static(&[0; 16]),
+                ..Default::default()
+            },
+        );
+        self.server.handle_bytes(0, conn, &out);
+        let hello = self.server.take_output(conn);
+        let mut decoder = FrameDecoder::new(DEFAULT_MAX_REPLY);
+        let resp: ConnectResponse =
+            decode_exact(decoder.decode(&mut &hello[..]).unwrap().unwrap()).unwrap();
+        self.conns.push(SimConn {
+            conn,
+            xid: 1,
+            decoder,
+            events: Vec::new(),
+            session_id: resp.session_id,
+        });
+        self.conns.len() - 1
+    }
+    fn call(&mut self, s: usize, req: &Request) -> (ReplyHeader, Option<Response>) {
+        let xid = match req {
+            Request::Ping => xid::PING,
+            _ => {
+                self.conns[s].xid += 1;
+                self.conns[s].xid
+            }
+        };
+        let frames = self.send(s, xid, req);
+        let mut reply = None;
+        for f in frames {
+            let (h, body) = decode_reply(f).unwrap();
+            if h.xid == xid::NOTIFICATION {
+                self.conns[s].events.push(decode_exact(body).unwrap());
+            } else {
+                let r = (h.err == 0).then(|| Response::decode(req.op_code(), body).unwrap());
+                reply = Some((h, r));
+            }
+        }
+        reply.unwrap_or_else(|| panic!("model did not answer {req:?}"))
+    }
+    fn drain(&mut self, s: usize) -> Vec<WatcherEvent> {
+        // Notifications for this connection that other sessions' ops queued.
+        let bytes = self.server.take_output(self.conns[s].conn);
+        let c = &mut self.conns[s];
+        let mut input = &bytes[..];
+        while let Some(f) = c.decoder.decode(&mut input).unwrap() {
+            let (h, body) = decode_reply(f).unwrap();
+            assert_eq!(h.xid, xid::NOTIFICATION);
+            c.events.push(decode_exact(body).unwrap());
+        }
+        self.call(s, &Request::Ping);
+        std::mem::take(&mut self.conns[s].events)
+    }
+    fn session_id(&self, s: usize) -> i64 {
+        self.conns[s].session_id
+    }
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+        items[self.below(items.len())]
+    }
+}
+
+const PATHS: &[&str] = &[
+    "/d/a", "/d/b", "/d/a/x", "/d/a/y", "/d/b/x", "/d/c", "/d/q-", "/d/a/q-",
+];
+
+fn acl(rng: &mut Rng) -> Vec<Acl> {
+    match rng.below(8) {
+        0 => vec![Acl::new(perms::READ, "world", "anyone")],
+        1 => vec![Acl::new(
+            perms::ALL,
+            "digest",
+            &zk_recipes::client::ops::digest_id("u", "p"),
+        )],
+        _ => Acl::open_unsafe(),
+    }
+}
+
+fn create(rng: &mut Rng) -> CreateRequest {
+    let mode = match rng.below(10) {
+        0..=3 => CreateMode::Persistent,
+        4 | 5 => CreateMode::Ephemeral,
+        6 => CreateMode::PersistentSequential,
+        7 => CreateMode::EphemeralSequential,
+        _ => CreateMode::Container,
+    };
+    CreateRequest::new(
+        rng.pick(PATHS),
+        Bytes::from(vec![b'v'; rng.below(4)]),
+        acl(rng),
+        mode,
+    )
+}
+
+fn version(rng: &mut Rng) -> i32 {
+    if rng.below(3) == 0 {
+        rng.below(3) as i32
+    } else {
+        -1
+    }
+}
+
+fn random_request(rng: &mut Rng) -> Request {
+    let path = rng.pick(PATHS).to_string();
+    let watch = rng.below(2) == 0;
+    match rng.below(17) {
+        0..=2 => Request::Create(create(rng)),
+        3 => Request::Create2(create(rng)),
+        4 => Request::CreateTtl(CreateTtlRequest {
+            path,
+            data: Bytes::new(),
+            acl: Acl::open_unsafe(),
+            flags: CreateMode::PersistentWithTtl.to_i32(),
+            ttl: 600_000,
+        }),
+        5 | 6 => Request::Delete(DeleteRequest {
+            path,
+            version: version(rng),
+        }),
+        7 | 8 => Request::SetData(SetDataRequest {
+            path,
+            data: Bytes::from_static(b"new"),
+            version: version(rng),
+        }),
+        9 => Request::GetData(PathWatch { path, watch }),
+        10 => Request::Exists(PathWatch { path, watch }),
+        11 => Request::GetChildren2(PathWatch { path, watch }),
+        12 => Request::GetChildren(PathWatch {
+            path: "/d".into(),
+            watch,
+        }),
+        13 => Request::Multi(
+            (0..1 + rng.below(3))
+                .map(|_| match rng.below(4) {
+                    0 => MultiOp::Create(create(rng)),
+                    1 => MultiOp::Delete(DeleteRequest {
+                        path: rng.pick(PATHS).into(),
+                        version: version(rng),
+                    }),
+                    2 => MultiOp::SetData(SetDataRequest {
+                        path: rng.pick(PATHS).into(),
+                        data: Bytes::from_static(b"m"),
+                        version: version(rng),
+                    }),
+                    _ => MultiOp::Check(CheckVersionRequest {
+                        path: rng.pick(PATHS).into(),
+                        version: version(rng),
+                    }),
+                })
+                .collect(),
+        ),
+        14 => Request::MultiRead(vec![
+            ReadOp::GetData(PathWatch {
+                path: path.clone(),
+                watch: false,
+            }),
+            ReadOp::GetChildren(PathWatch { path, watch: false }),
+        ]),
+        15 => Request::GetAllChildrenNumber(PathRequest { path: "/d".into() }),
+        _ => Request::GetEphemerals(PathRequest { path: "/d".into() }),
+    }
+}
+
+/// Makes replies comparable: zxids relative to `base`, times dropped, owners as
+/// session numbers, unordered lists sorted.
+struct Norm<'a> {
+    base: i64,
+    sessions: &'a [i64],
+}
+
+impl Norm<'_> {
+    fn zxid(&self, z: i64) -> i64 {
+        if z <= 0 {
+            z
+        } else {
+            z - self.base
+        }
+    }
+    fn stat(&self, s: &Stat) -> Stat {
+        let owner = match s.ephemeral_owner {
+            0 => 0,
+            o => self
+                .sessions
+                .iter()
+                .position(|x| *x == o)
+                .map(|i| i as i64 + 1)
+                .unwrap_or(-1),
+        };
+        Stat {
+            czxid: self.zxid(s.czxid),
+            mzxid: self.zxid(s.mzxid),
+            pzxid: self.zxid(s.pzxid),
+            ctime: 0,
+            mtime: 0,
+            ephemeral_owner: owner,
+            ..*s
+        }
+    }
+    fn response(&self, r: Response) -> Response {
+        match r {
+            Response::PathStat { path, stat } => Response::PathStat {
+                path,
+                stat: self.stat(&stat),
+            },
+            Response::Stat(s) => Response::Stat(self.stat(&s)),
+            Response::Data { data, stat } => Response::Data {
+                data,
+                stat: self.stat(&stat),
+            },
+            Response::Children(mut c) => {
+                c.sort();
+                Response::Children(c)
+            }
+            Response::Children2 { mut children, stat } => {
+                children.sort();
+                Response::Children2 {
+                    children,
+                    stat: self.stat(&stat),
+                }
+            }
+            Response::Multi(results) => Response::Multi(
+                results
+                    .into_iter()
+                    .map(|r| match r {
+                        MultiResult::Create2 { path, stat } => MultiResult::Create2 {
+                            path,
+                            stat: self.stat(&stat),
+                        },
+                        MultiResult::SetData(s) => MultiResult::SetData(self.stat(&s)),
+                        MultiResult::GetData { data, stat } => MultiResult::GetData {
+                            data,
+                            stat: self.stat(&stat),
+                        },
+                        MultiResult::GetChildren(mut c) => {
+                            c.sort();
+                            MultiResult::GetChildren(c)
+                        }
+                        other => other,
+                    })
+                    .collect(),
+            ),
+            other => other,
+        }
+    }
+}
+
+type Step = (
+    String,
+    Option<(i32, i64, Option<Response>)>,
+    Vec<Vec<(i32, String)>>,
+);
+
+/// Runs one sequence; returns a transcript of normalized steps.
+fn run(backend: &mut dyn Backend, seed: u64, ops: usize) -> Vec<Step> {
+    let mut rng = Rng(seed | 1);
+    let mut sessions: Vec<usize> = (0..3).map(|_| backend.open()).collect();
+    // Session 0 authenticates so digest ACLs have someone who may pass them.
+    let auth = Request::Auth(AuthPacket {
+        auth_type: 0,
+        scheme: "digest".into(),
+        auth: Bytes::from_static(b"u:p"),
+    });
+    backend.call(sessions[0], &auth);
+    let (h, _) = backend.call(
+        sessions[0],
+        &Request::Create(CreateRequest::new(
+            "/d",
+            Bytes::new(),
+            Acl::open_unsafe(),
+            CreateMode::Persistent,
+        )),
+    );
+    assert_eq!(h.err, 0);
+    let base = h.zxid;
+    let mut ids: Vec<i64> = sessions.iter().map(|s| backend.session_id(*s)).collect();
+    let mut transcript = Vec::new();
+    for _ in 0..ops {
+        let who = rng.below(sessions.len());
+        let (label, reply) = if rng.below(40) == 0 {
+            // Close a session and open a replacement.
+            let (h, _) = backend.call(sessions[who], &Request::CloseSession);
+            let n = backend.open();
+            sessions[who] = n;
+            ids.push(backend.session_id(n));
+            (format!("s{who} closeSession"), Some((h.err, 0, None)))
+        } else {
+            let req = random_request(&mut rng);
+            let (h, r) = backend.call(sessions[who], &req);
+            let norm = Norm {
+                base,
+                sessions: &ids,
+            };
+            (
+                format!("s{who} {req:?}"),
+                Some((h.err, norm.zxid(h.zxid), r.map(|r| norm.response(r)))),
+            )
+        };
+        let mut notes: Vec<Vec<(i32, String)>> = Vec::new();
+        for s in &sessions {
+            let mut n: Vec<(i32, String)> = backend
+                .drain(*s)
+                .into_iter()
+                .map(|e| (e.event_type, e.path))
+                .collect();
+            if label.ends_with("closeSession") {
+                n.sort(); // ephemerals of a closed session go in Java hash-set order
+            }
+            notes.push(n);
+        }
+        transcript.push((label, reply, notes));
+    }
+    transcript
+}
+
+fn compare(seed: u64, ops: usize) {
+    let server = TestServer::start().unwrap();
+    let mut real = Real {
+        addr: server.addr(),
+        clients: Vec::new(),
+    };
+    let mut sim = Sim {
+        server: SimServer::new(ServerConfig::default()),
+        conns: Vec::new(),
+    };
+    let a = run(&mut real, seed, ops);
+    let b = run(&mut sim, seed, ops);
+    for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+        if x != y {
+            for (j, step) in a.iter().take(i).enumerate() {
+                eprintln!("{j}: {step:?}");
+            }
+        }
+        assert_eq!(
+            x, y,
+            "seed {seed}: step {i} differs (left: real ZooKeeper, right: model)"
+        );
+    }
+}
+
+#[test]
+fn model_matches_a_real_server() {
+    if let Ok(seed) = std::env::var("DIFF_SEED") {
+        return compare(seed.parse().unwrap(), 80);
+    }
+    let n: u64 = std::env::var("DIFF_SEQUENCES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(12);
+    for seed in 1..=n {
+        compare(seed * 7919, 80);
+    }
+}

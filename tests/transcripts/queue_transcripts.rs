@@ -1,0 +1,793 @@
+//! Transcript tests for `recipe::queue`: scripted replies in, exact requests and events
+//! out. Requests are short lines (`list <dir>`, `list! <dir>` with a watch, `read a b`
+//! for a multiRead, `multi create <p> + set <p>@<v> + create <p> ...`, `exists <p>`,
+//! `sync <p>`, `delete <p>`, `create <p>` ...).
+
+use crate::queue_script;
+use queue_script::*;
+fn producer() -> Script<Producer> {
+    Script::new(Producer::new(ProducerConfig::new(DIR, "p1")))
+}
+
+fn consumer(delivery: Delivery, format: Format) -> Script<Consumer> {
+    let mut c = ConsumerConfig::new(DIR, "c1");
+    c.delivery = delivery;
+    c.format = format;
+    c.spread = 0; // no jumps: transcripts stay in order
+    Script::new(Consumer::new(c))
+}
+
+/// The answer to a consumer's first take `multi` (its marker created, set to version 1)
+/// deleting `items` items.
+fn first_take_applied(items: usize) -> Result<Response, Error> {
+    let mut r = vec![
+        MultiResult::Create(format!("{META}/c-c1")),
+        MultiResult::SetData(stat(1, SESSION)),
+    ];
+    r.extend((0..items).map(|_| MultiResult::Delete));
+    multi(r)
+}
+
+/// `Taken` for take `t`: one item `name` holding `data`.
+fn taken(t: TakeId, name: &str, data: &'static str) -> ConsumerEvent {
+    ConsumerEvent::Taken {
+        take: t,
+        items: vec![Item {
+            name: name.into(),
+            data: Bytes::from_static(data.as_bytes()),
+        }],
+    }
+}
+
+#[test]
+fn puts_are_pipelined_chained_on_the_marker_and_report_names() {
+    let mut s = producer();
+    let a = s.r.put(T, Bytes::from_static(b"a")).unwrap();
+    // The first batch of a session creates the marker; nothing is chained behind it.
+    assert_eq!(
+        s.sent(),
+        ["multi create M/p-p1 + set M/p-p1@0 + create Q/qn-"]
+    );
+    s.reply(
+        "multi create",
+        multi(vec![
+            MultiResult::Create(format!("{META}/p-p1")),
+            MultiResult::SetData(stat(1, SESSION)),
+            created("qn-0000000007"),
+        ]),
+    );
+    let b = s.r.put(T, Bytes::from_static(b"b")).unwrap();
+    let c = s.r.put(T, Bytes::from_static(b"c")).unwrap();
+    // Then each put goes out at once, without waiting for the previous reply.
+    assert_eq!(
+        s.sent(),
+        [
+            "multi set M/p-p1@1 + create Q/qn-",
+            "multi set M/p-p1@2 + create Q/qn-",
+        ]
+    );
+    let ok = |n: &str| multi(vec![MultiResult::SetData(stat(1, SESSION)), created(n)]);
+    s.reply("multi set M/p-p1@1", ok("qn-0000000008"));
+    s.reply("multi set M/p-p1@2", ok("qn-0000000009"));
+    assert_eq!(
+        s.events(),
+        [
+            ProducerEvent::Put {
+                id: a,
+                node: Some("qn-0000000007".into())
+            },
+            ProducerEvent::Put {
+                id: b,
+                node: Some("qn-0000000008".into())
+            },
+            ProducerEvent::Put {
+                id: c,
+                node: Some("qn-0000000009".into())
+            },
+        ]
+    );
+}
+
+#[test]
+fn puts_queued_while_the_window_is_full_go_out_as_one_batch() {
+    let mut cfg = ProducerConfig::new(DIR, "p1");
+    cfg.max_in_flight = 1;
+    let mut s = Script::new(Producer::new(cfg));
+    s.r.put(T, Bytes::from_static(b"a")).unwrap();
+    assert_eq!(s.sent().len(), 1);
+    // The item bound: one on the wire.
+    s.r.put(T, Bytes::from_static(b"b")).unwrap();
+    s.r.put(T, Bytes::from_static(b"c")).unwrap();
+    assert!(s.sent().is_empty()); // the window is full
+    s.reply(
+        "multi create",
+        multi(vec![
+            MultiResult::Create(format!("{META}/p-p1")),
+            MultiResult::SetData(stat(1, SESSION)),
+            created("qn-0000000001"),
+        ]),
+    );
+    // max_in_flight 1 still sends one item per batch; the next is the second put.
+    assert_eq!(s.sent(), ["multi set M/p-p1@1 + create Q/qn-"]);
+
+    // The batch bound: four batches out, the rest wait and go together.
+    let mut s = Script::new(Producer::new(ProducerConfig::new(DIR, "p2")));
+    s.r.put(T, Bytes::from_static(b"x")).unwrap();
+    s.reply(
+        "multi create",
+        multi(vec![
+            MultiResult::Create(format!("{META}/p-p2")),
+            MultiResult::SetData(stat(1, SESSION)),
+            created("qn-0000000001"),
+        ]),
+    );
+    for _ in 0..6 {
+        s.r.put(T, Bytes::from_static(b"x")).unwrap();
+    }
+    let sent = s.sent();
+    assert_eq!(sent.len(), 4, "one batch per put while the window has room");
+    s.reply(
+        "multi set M/p-p2@1",
+        multi(vec![
+            MultiResult::SetData(stat(2, SESSION)),
+            created("qn-0000000002"),
+        ]),
+    );
+    // The two that waited go out together, in one multi.
+    assert_eq!(
+        s.sent(),
+        ["multi set M/p-p2@5 + create Q/qn- + create Q/qn-"]
+    );
+}
+
+#[test]
+fn a_lost_put_reply_is_resolved_by_the_marker_version_without_duplicates() {
+    let mut s = producer();
+    s.r.put(T, Bytes::from_static(b"first")).unwrap();
+    s.reply(
+        "multi create",
+        multi(vec![
+            MultiResult::Create(format!("{META}/p-p1")),
+            MultiResult::SetData(stat(1, SESSION)),
+            created("qn-0000000001"),
+        ]),
+    );
+    s.events();
+    let a = s.r.put(T, Bytes::from_static(b"a")).unwrap();
+    let b = s.r.put(T, Bytes::from_static(b"b")).unwrap();
+    assert_eq!(s.sent().len(), 2);
+    s.drop_connection();
+    assert!(s.sent().is_empty(), "nothing while suspended");
+    assert!(s.events().is_empty());
+    s.r.handle_session(
+        T,
+        SessionChange::Reconnected {
+            session_id: SESSION,
+        },
+    );
+    assert_eq!(s.sent(), ["sync M", "exists M/p-p1"]);
+    s.reply("sync", Ok(Response::Path(META.into())));
+    // The first batch was applied (version 2), the second was not.
+    s.reply("exists", Ok(Response::Stat(stat(2, SESSION))));
+    assert_eq!(s.events(), [ProducerEvent::Put { id: a, node: None }]);
+    // The second is sent again, chained on version 2: never twice in the queue.
+    assert_eq!(s.sent(), ["multi set M/p-p1@2 + create Q/qn-"]);
+    s.reply(
+        "multi",
+        multi(vec![
+            MultiResult::SetData(stat(3, SESSION)),
+            created("qn-0000000003"),
+        ]),
+    );
+    assert_eq!(
+        s.events(),
+        [ProducerEvent::Put {
+            id: b,
+            node: Some("qn-0000000003".into())
+        }]
+    );
+}
+
+#[test]
+fn missing_directories_are_created_as_containers_then_the_batch_goes_again() {
+    let mut s = producer();
+    let a = s.r.put(T, Bytes::from_static(b"a")).unwrap();
+    s.sent();
+    s.reply(
+        "multi create",
+        multi(vec![
+            err(ErrorCode::NoNode),
+            err(ErrorCode::RuntimeInconsistency),
+            err(ErrorCode::RuntimeInconsistency),
+        ]),
+    );
+    assert_eq!(
+        s.sent(),
+        [
+            "container /app",
+            "container Q",
+            "container /app",
+            "container M",
+            "multi create M/p-p1 + set M/p-p1@0 + create Q/qn-",
+        ]
+    );
+    for _ in 0..4 {
+        s.reply("container", Ok(Response::Path("x".into())));
+    }
+    s.reply(
+        "multi",
+        multi(vec![
+            MultiResult::Create(format!("{META}/p-p1")),
+            MultiResult::SetData(stat(1, SESSION)),
+            created("qn-0000000000"),
+        ]),
+    );
+    assert_eq!(
+        s.events(),
+        [ProducerEvent::Put {
+            id: a,
+            node: Some("qn-0000000000".into())
+        }]
+    );
+}
+
+#[test]
+fn session_expiry_fails_puts_in_flight_as_maybe_applied_and_sends_the_rest_later() {
+    let mut cfg = ProducerConfig::new(DIR, "p1");
+    cfg.max_batches_in_flight = 1;
+    let mut s = Script::new(Producer::new(cfg));
+    let a = s.r.put(T, Bytes::from_static(b"a")).unwrap();
+    let b = s.r.put(T, Bytes::from_static(b"b")).unwrap();
+    s.drop_connection();
+    s.r.handle_session(T, SessionChange::Expired);
+    assert_eq!(
+        s.events(),
+        [ProducerEvent::PutFailed {
+            id: a,
+            error: Error::SessionExpired,
+            may_have_applied: true
+        }]
+    );
+    s.r.handle_session(T, SessionChange::Connected { session_id: 0x88 });
+    assert_eq!(
+        s.sent(),
+        ["multi create M/p-p1 + set M/p-p1@0 + create Q/qn-"]
+    );
+    let _ = b;
+}
+
+#[test]
+fn close_deletes_the_marker_and_ends() {
+    let mut s = producer();
+    s.r.put(T, Bytes::from_static(b"a")).unwrap();
+    s.r.close(T);
+    s.reply(
+        "multi",
+        multi(vec![
+            MultiResult::Create(format!("{META}/p-p1")),
+            MultiResult::SetData(stat(1, SESSION)),
+            created("qn-0000000000"),
+        ]),
+    );
+    assert_eq!(s.sent(), ["delete M/p-p1"]);
+    s.reply("delete", Ok(Response::Empty));
+    let ev = s.events();
+    assert_eq!(ev.last(), Some(&ProducerEvent::Closed));
+    assert!(s.r.is_done());
+    assert_eq!(s.r.put(T, Bytes::new()), Err(Error::Closed));
+}
+
+#[test]
+fn take_lists_once_reads_then_deletes_a_batch_in_one_multi() {
+    let mut s = consumer(Delivery::AtMostOnce, Format::Fifo);
+    let t = s.r.take(T, 2, None);
+    assert_eq!(s.sent(), ["list Q"]);
+    s.reply(
+        "list",
+        kids(&["qn-0000000003", "qn-0000000001", "qn-0000000002", "foreign"]),
+    );
+    assert_eq!(s.sent(), ["read Q/qn-0000000001 Q/qn-0000000002"]);
+    s.reply("read", multi(vec![data("one"), data("two")]));
+    assert_eq!(
+        s.sent(),
+        ["multi create M/c-c1 + set M/c-c1@0 + delete Q/qn-0000000001 + delete Q/qn-0000000002"]
+    );
+    s.reply("multi", first_take_applied(2));
+    let ev = s.events();
+    assert_eq!(
+        ev,
+        [ConsumerEvent::Taken {
+            take: t,
+            items: vec![
+                Item {
+                    name: "qn-0000000001".into(),
+                    data: Bytes::from_static(b"one")
+                },
+                Item {
+                    name: "qn-0000000002".into(),
+                    data: Bytes::from_static(b"two")
+                },
+            ]
+        }]
+    );
+    // The next take works through the same listing: no new listing.
+    let t2 = s.r.take(T, 5, None);
+    assert_eq!(s.sent(), ["read Q/qn-0000000003"]);
+    s.reply("read", multi(vec![data("three")]));
+    assert_eq!(s.sent(), ["multi set M/c-c1@1 + delete Q/qn-0000000003"]);
+    s.reply(
+        "multi",
+        multi(vec![
+            MultiResult::SetData(stat(2, SESSION)),
+            MultiResult::Delete,
+        ]),
+    );
+    assert!(
+        matches!(&s.events()[..], [ConsumerEvent::Taken { take, items }] if *take == t2 && items.len() == 1)
+    );
+    // Exhausted: list again.
+    s.r.take(T, 1, None);
+    assert_eq!(s.sent(), ["list Q"]);
+}
+
+#[test]
+fn an_item_taken_by_another_consumer_is_skipped_without_a_second_claim() {
+    let mut s = consumer(Delivery::AtMostOnce, Format::Fifo);
+    let t = s.r.take(T, 3, None);
+    s.reply(
+        "list",
+        kids(&["qn-0000000001", "qn-0000000002", "qn-0000000003"]),
+    );
+    // qn-1 already gone when read: not in the multi.
+    s.reply(
+        "read",
+        multi(vec![err(ErrorCode::NoNode), data("two"), data("three")]),
+    );
+    assert_eq!(
+        s.sent(),
+        ["multi create M/c-c1 + set M/c-c1@0 + delete Q/qn-0000000002 + delete Q/qn-0000000003"]
+    );
+    // qn-3 taken between our read and our multi: the multi fails on it, goes again.
+    s.reply(
+        "multi",
+        multi(vec![
+            MultiResult::Error(ErrorCode::Ok),
+            MultiResult::Error(ErrorCode::Ok),
+            MultiResult::Error(ErrorCode::Ok),
+            err(ErrorCode::NoNode),
+        ]),
+    );
+    assert_eq!(
+        s.sent(),
+        ["multi create M/c-c1 + set M/c-c1@0 + delete Q/qn-0000000002"]
+    );
+    s.reply("multi", first_take_applied(1));
+    assert_eq!(s.events(), [taken(t, "qn-0000000002", "two")]);
+}
+
+#[test]
+fn a_lost_take_reply_is_resolved_by_the_marker_never_lost_never_doubled() {
+    let mut s = consumer(Delivery::AtMostOnce, Format::Fifo);
+    let t = s.r.take(T, 1, None);
+    s.reply("list", kids(&["qn-0000000001"]));
+    s.reply("read", multi(vec![data("one")]));
+    s.sent();
+    s.drop_connection();
+    assert!(s.events().is_empty());
+    s.r.handle_session(
+        T,
+        SessionChange::Reconnected {
+            session_id: SESSION,
+        },
+    );
+    assert_eq!(s.sent(), ["sync M", "exists M/c-c1"]);
+    s.reply("sync", Ok(Response::Path(META.into())));
+    s.reply("exists", Ok(Response::Stat(stat(1, SESSION))));
+    assert_eq!(s.events(), [taken(t, "qn-0000000001", "one")]);
+
+    // Not applied: the items are read again (the name may be another item by now: the
+    // directory, a container, may have been deleted and made again meanwhile, its
+    // sequence starting over), then the multi goes again with what that read found.
+    let mut s = consumer(Delivery::AtMostOnce, Format::Fifo);
+    let t = s.r.take(T, 1, None);
+    s.reply("list", kids(&["qn-0000000001"]));
+    s.reply("read", multi(vec![data("one")]));
+    s.drop_connection();
+    s.r.handle_session(
+        T,
+        SessionChange::Reconnected {
+            session_id: SESSION,
+        },
+    );
+    s.reply("sync", Ok(Response::Path(META.into())));
+    s.reply("exists", Err(Error::Server(ErrorCode::NoNode)));
+    assert_eq!(s.sent(), ["read Q/qn-0000000001"]);
+    s.reply("read", multi(vec![data("another")]));
+    assert_eq!(
+        s.sent(),
+        ["multi create M/c-c1 + set M/c-c1@0 + delete Q/qn-0000000001"]
+    );
+    s.reply("multi", first_take_applied(1));
+    assert_eq!(
+        s.events(),
+        [taken(t, "qn-0000000001", "another")],
+        "the item that name is now, with its own data (not the data read before)"
+    );
+}
+
+#[test]
+fn an_empty_queue_is_listed_again_with_a_watch_and_waits_for_it() {
+    let mut s = consumer(Delivery::AtMostOnce, Format::Fifo);
+    let t = s.r.take(T, 1, None);
+    s.reply("list Q", kids(&[]));
+    assert_eq!(s.sent(), ["list! Q"]);
+    s.reply("list! Q", kids(&[]));
+    assert!(s.sent().is_empty());
+    s.fire(EventType::NodeChildrenChanged, DIR);
+    assert_eq!(s.sent(), ["list! Q"]);
+    s.reply("list! Q", kids(&["qn-0000000009"]));
+    assert_eq!(s.sent(), ["read Q/qn-0000000009"]);
+    let _ = t;
+}
+
+#[test]
+fn a_cancelled_take_ends_at_once_or_with_its_batch_and_takes_nothing_after() {
+    let mut s = consumer(Delivery::AtMostOnce, Format::Fifo);
+    // Waiting on an empty queue: cancelled, it ends at once.
+    let t = s.r.take(T, 1, None);
+    s.reply("list Q", kids(&[]));
+    s.reply("list! Q", kids(&[]));
+    assert!(s.r.cancel_take(T, t));
+    assert_eq!(s.events(), [ConsumerEvent::TimedOut { take: t }]);
+    assert!(!s.r.cancel_take(T, t), "ended: nothing to cancel");
+    // An item comes: no take waits, nothing is taken.
+    s.fire(EventType::NodeChildrenChanged, DIR);
+    assert!(s.sent().is_empty(), "a cancelled take starts nothing");
+    // A batch on the wire when the take is cancelled: its outcome ends it (the items
+    // were deleted: they are reported, not lost).
+    let t = s.r.take(T, 1, None);
+    assert_eq!(s.sent(), ["list! Q"]);
+    s.reply("list", kids(&["qn-0000000001"]));
+    assert_eq!(s.sent(), ["read Q/qn-0000000001"]);
+    assert!(s.r.cancel_take(T, t));
+    assert!(s.events().is_empty());
+    s.reply("read", multi(vec![data("x")]));
+    s.reply("multi", first_take_applied(1));
+    assert!(matches!(&s.events()[..], [ConsumerEvent::Taken { take, .. }] if *take == t));
+}
+
+#[test]
+fn a_take_with_a_deadline_times_out_on_an_empty_queue() {
+    let mut s = consumer(Delivery::AtMostOnce, Format::Fifo);
+    let d = Instant::from_micros(1_000_000);
+    let t = s.r.take(T, 1, Some(d));
+    s.reply("list Q", kids(&[]));
+    s.reply("list! Q", kids(&[]));
+    assert_eq!(s.r.poll_timeout(), Some(d));
+    s.r.handle_timeout(d);
+    assert_eq!(s.events(), [ConsumerEvent::TimedOut { take: t }]);
+    // The watch fires: a try-take (deadline now) still gets one look at the listing.
+    s.fire(EventType::NodeChildrenChanged, DIR);
+    let t = s.r.take(d, 1, Some(d));
+    assert_eq!(s.sent(), ["list! Q"]);
+    s.r.handle_timeout(d);
+    assert!(s.events().is_empty());
+    s.reply("list", kids(&["qn-0000000001"]));
+    s.reply("read", multi(vec![data("x")]));
+    s.reply("multi", first_take_applied(1));
+    assert!(matches!(&s.events()[..], [ConsumerEvent::Taken { take, .. }] if *take == t));
+}
+
+#[test]
+fn at_least_once_claims_with_ephemeral_nodes_and_completes_in_one_multi() {
+    let mut s = consumer(Delivery::AtLeastOnce, Format::Fifo);
+    let t = s.r.take(T, 3, None);
+    assert_eq!(s.sent(), ["list M", "list Q"]);
+    s.reply("list M", kids(&["claim-qn-0000000001", "c-x"]));
+    s.reply(
+        "list Q",
+        kids(&["qn-0000000001", "qn-0000000002", "qn-0000000003"]),
+    );
+    // qn-1 is claimed by someone: not tried.
+    assert_eq!(
+        s.sent(),
+        [
+            "create M/claim-qn-0000000002",
+            "create M/claim-qn-0000000003",
+            "read Q/qn-0000000002 Q/qn-0000000003",
+        ]
+    );
+    s.reply(
+        "create M/claim-qn-0000000002",
+        Ok(Response::Path("x".into())),
+    );
+    s.reply(
+        "create M/claim-qn-0000000003",
+        Err(Error::Server(ErrorCode::NodeExists)),
+    );
+    s.reply("read", multi(vec![data("two"), data("three")]));
+    assert_eq!(s.events(), [taken(t, "qn-0000000002", "two")]);
+    assert_eq!(s.r.held(), ["qn-0000000002"]);
+    s.r.complete(T, "qn-0000000002").unwrap();
+    assert_eq!(
+        s.sent(),
+        ["multi delete M/claim-qn-0000000002 + delete Q/qn-0000000002"]
+    );
+    s.reply(
+        "multi",
+        multi(vec![MultiResult::Delete, MultiResult::Delete]),
+    );
+    assert_eq!(
+        s.events(),
+        [ConsumerEvent::Completed {
+            item: "qn-0000000002".into()
+        }]
+    );
+    assert_eq!(s.r.complete(T, "qn-0000000002"), Err(Error::Finished));
+}
+
+#[test]
+fn at_least_once_lost_replies_check_the_claim_owner_and_the_completion() {
+    let mut s = consumer(Delivery::AtLeastOnce, Format::Fifo);
+    let t = s.r.take(T, 1, None);
+    s.reply("list M", kids(&[]));
+    s.reply("list Q", kids(&["qn-0000000001"]));
+    s.drop_connection();
+    s.r.handle_session(
+        T,
+        SessionChange::Reconnected {
+            session_id: SESSION,
+        },
+    );
+    assert_eq!(s.sent(), ["sync M", "exists M/claim-qn-0000000001"]);
+    s.reply("sync", Ok(Response::Path(META.into())));
+    s.reply("exists", Ok(Response::Stat(stat(0, SESSION))));
+    assert_eq!(s.sent(), ["read Q/qn-0000000001"]);
+    s.reply("read", multi(vec![data("one")]));
+    assert!(matches!(&s.events()[..], [ConsumerEvent::Taken { take, .. }] if *take == t));
+    s.r.complete(T, "qn-0000000001").unwrap();
+    s.drop_connection();
+    s.r.handle_session(
+        T,
+        SessionChange::Reconnected {
+            session_id: SESSION,
+        },
+    );
+    assert_eq!(s.sent(), ["sync M", "exists M/claim-qn-0000000001"]);
+    s.reply("sync", Ok(Response::Path(META.into())));
+    s.reply("exists", Err(Error::Server(ErrorCode::NoNode)));
+    assert_eq!(
+        s.events(),
+        [ConsumerEvent::Completed {
+            item: "qn-0000000001".into()
+        }]
+    );
+}
+
+#[test]
+fn at_least_once_claims_go_with_the_session() {
+    let mut s = consumer(Delivery::AtLeastOnce, Format::Fifo);
+    s.r.take(T, 1, None);
+    s.reply("list M", kids(&[]));
+    s.reply("list Q", kids(&["qn-0000000001"]));
+    s.reply("create", Ok(Response::Path("x".into())));
+    s.reply("read", multi(vec![data("one")]));
+    s.events();
+    s.r.handle_session(T, SessionChange::Expired);
+    assert_eq!(
+        s.events(),
+        [ConsumerEvent::ClaimLost {
+            item: "qn-0000000001".into()
+        }]
+    );
+    assert!(s.r.held().is_empty());
+}
+
+#[test]
+fn a_priority_watch_invalidates_the_cached_listing() {
+    let mut s = consumer(Delivery::AtMostOnce, Format::Priority);
+    s.r.take(T, 1, None);
+    assert_eq!(s.sent(), ["list! Q"]);
+    s.reply(
+        "list!",
+        kids(&[
+            "entry-100-0000000001",
+            "entry-005-0000000003",
+            "entry-100-0000000002",
+        ]),
+    );
+    assert_eq!(s.sent(), ["read Q/entry-005-0000000003"]);
+    s.reply("read", multi(vec![data("urgent")]));
+    s.reply("multi", first_take_applied(1));
+    s.events();
+    // A higher priority item arrives after our listing.
+    s.fire(EventType::NodeChildrenChanged, DIR);
+    s.r.take(T, 1, None);
+    assert_eq!(s.sent(), ["list! Q"]);
+    s.reply(
+        "list!",
+        kids(&[
+            "entry-100-0000000001",
+            "entry-000-0000000004",
+            "entry-100-0000000002",
+        ]),
+    );
+    assert_eq!(s.sent(), ["read Q/entry-000-0000000004"]);
+}
+
+#[test]
+fn close_fails_waiting_takes_releases_claims_and_deletes_the_marker() {
+    let mut s = consumer(Delivery::AtLeastOnce, Format::Fifo);
+    s.r.take(T, 1, None);
+    s.reply("list M", kids(&[]));
+    s.reply("list Q", kids(&["qn-0000000001"]));
+    s.reply("create", Ok(Response::Path("x".into())));
+    s.reply("read", multi(vec![data("one")]));
+    s.events();
+    let t = s.r.take(T, 1, None);
+    s.sent();
+    s.r.close(T);
+    let ev = s.events();
+    assert_eq!(
+        ev,
+        [ConsumerEvent::TakeFailed {
+            take: t,
+            error: Error::Closed
+        }]
+    );
+    let sent = s.sent();
+    assert!(
+        sent.contains(&"delete M/claim-qn-0000000001".to_string()),
+        "{sent:?}"
+    );
+    s.reply("delete M/claim", Ok(Response::Empty));
+    s.reply("list M", kids(&[]));
+    s.reply("list Q", kids(&[]));
+    s.sent();
+    let ev = s.events();
+    assert!(
+        ev.contains(&ConsumerEvent::Released {
+            item: "qn-0000000001".into()
+        }),
+        "{ev:?}"
+    );
+    assert_eq!(ev.last(), Some(&ConsumerEvent::Closed));
+}
+
+#[test]
+fn a_take_made_while_waiting_on_the_watch_times_out_too() {
+    let mut s = consumer(Delivery::AtMostOnce, Format::Fifo);
+    let d = Instant::from_micros(1_000);
+    let t1 = s.r.take(T, 1, Some(d));
+    s.reply("list Q", kids(&[]));
+    s.reply("list! Q", kids(&[]));
+    s.r.handle_timeout(d);
+    assert_eq!(s.events(), [ConsumerEvent::TimedOut { take: t1 }]);
+    // The next take finds the consumer waiting on its watch: no listing, and its
+    // deadline still ends it (regression: it used to wait forever).
+    let d2 = Instant::from_micros(2_000);
+    let t2 = s.r.take(d, 1, Some(d2));
+    assert!(s.sent().is_empty());
+    assert_eq!(s.r.poll_timeout(), Some(d2));
+    s.r.handle_timeout(d2);
+    assert_eq!(s.events(), [ConsumerEvent::TimedOut { take: t2 }]);
+}
+
+/// At least once: the claim's create is accepted, the multiRead behind it is refused by
+/// the session at once (a local refusal comes before the replies to requests sent
+/// earlier), then the claim's create answers Ok. The claimed item must be read again.
+#[test]
+fn claim_answered_after_its_read_was_refused_is_read_again() {
+    let mut s = consumer(Delivery::AtLeastOnce, Format::Fifo);
+    let t = s.r.take(T, 1, None);
+    s.reply("list M", kids(&[]));
+    s.reply("list Q", kids(&["qn-0000000001"]));
+    assert_eq!(
+        s.sent(),
+        ["create M/claim-qn-0000000001", "read Q/qn-0000000001"]
+    );
+    // The read is refused locally: its error comes first.
+    s.reply("read", Err(Error::Overloaded));
+    s.reply(
+        "create M/claim-qn-0000000001",
+        Ok(Response::Path("x".into())),
+    );
+    // Let any backoff pass.
+    let mut sent = s.sent();
+    for _ in 0..20 {
+        if !sent.is_empty() {
+            break;
+        }
+        match s.r.poll_timeout() {
+            Some(at) => {
+                s.r.handle_timeout(at);
+                sent = s.sent();
+            }
+            None => break,
+        }
+    }
+    assert_eq!(
+        sent,
+        ["read Q/qn-0000000001"],
+        "the claimed item is never read: the take {t} hangs"
+    );
+}
+
+/// The same with a deadline: the claimed item is read again and the take answered
+/// (its batch was on the wire, so its outcome decides, past the deadline too).
+#[test]
+fn a_claimed_item_whose_read_was_refused_first_is_read_again_past_the_deadline() {
+    let mut s = consumer(Delivery::AtLeastOnce, Format::Fifo);
+    let deadline = Instant::from_micros(1_000_000);
+    let t = s.r.take(T, 1, Some(deadline));
+    s.reply("list M", kids(&[]));
+    s.reply("list Q", kids(&["qn-0000000001"]));
+    s.reply("read", Err(Error::Overloaded));
+    s.reply(
+        "create M/claim-qn-0000000001",
+        Ok(Response::Path("x".into())),
+    );
+    let later = Instant::from_micros(10_000_000);
+    s.r.handle_timeout(later);
+    assert_eq!(s.sent(), ["read Q/qn-0000000001"], "take {t} hangs");
+    s.reply("read", multi(vec![data("one")]));
+    assert!(
+        matches!(&s.events()[..], [ConsumerEvent::Taken { take, items }] if *take == t && items.len() == 1)
+    );
+}
+
+/// At most once, in a new session whose previous session's marker `c-c1` is still on
+/// the server (expired by the client's estimate, not yet by the server): the claim's
+/// `create marker` fails `NodeExists`, the marker read finds another session's marker:
+/// the take goes out again after a backoff (as the producer's), not every round trip
+/// until the old session expires on the server.
+#[test]
+fn another_sessions_marker_is_waited_out_with_a_backoff() {
+    let mut s = consumer(Delivery::AtMostOnce, Format::Fifo);
+    s.r.take(T, 1, None);
+    s.reply("list Q", kids(&["qn-0000000001"]));
+    s.reply("read", multi(vec![data("one")]));
+    // What is sent next, letting backoffs pass.
+    fn next_sent(s: &mut Script<Consumer>) -> Vec<String> {
+        for _ in 0..10 {
+            let sent = s.sent();
+            if !sent.is_empty() {
+                return sent;
+            }
+            let Some(at) = s.r.poll_timeout() else {
+                break;
+            };
+            s.r.handle_timeout(at);
+        }
+        Vec::new()
+    }
+    for round in 0..3 {
+        if round > 0 {
+            // Not applied: read again before taking again.
+            assert_eq!(next_sent(&mut s), ["read Q/qn-0000000001"], "round {round}");
+            s.reply("read", multi(vec![data("one")]));
+        }
+        assert_eq!(
+            next_sent(&mut s),
+            ["multi create M/c-c1 + set M/c-c1@0 + delete Q/qn-0000000001"],
+            "round {round}"
+        );
+        s.reply(
+            "multi",
+            multi(vec![
+                err(ErrorCode::NodeExists),
+                err(ErrorCode::RuntimeInconsistency),
+                err(ErrorCode::RuntimeInconsistency),
+            ]),
+        );
+        assert_eq!(next_sent(&mut s), ["sync M", "exists M/c-c1"]);
+        s.reply("sync", Ok(Response::Path(META.into())));
+        s.reply("exists", Ok(Response::Stat(stat(3, 0x55))));
+        let again = s.sent();
+        assert!(
+            again.is_empty(),
+            "sent again at once with no backoff: {again:?}"
+        );
+        assert!(s.r.poll_timeout().is_some(), "a backoff, then again");
+    }
+}
