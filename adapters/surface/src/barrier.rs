@@ -114,7 +114,7 @@ impl DoubleBarrier {
     }
 
     async fn enter_inner(&mut self, timeout: Option<Duration>) -> Result<bool, Error> {
-        let id = zk_recipes::recipe::lock::node_id(crate::random_seed(), crate::random_seed());
+        let id = crate::node_id();
         let config = DoubleBarrierConfig::new(&self.path, self.count, &id);
         let (hosted, mut events) = Hosted::new(&self.client, Participant::new(config))?;
         self.late = None;

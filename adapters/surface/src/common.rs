@@ -193,6 +193,11 @@ impl Options {
     }
 }
 
+/// A fresh random id for a node we create (Curator's `_c_<uuid>-` protection prefix).
+pub fn node_id() -> String {
+    zk_recipes::recipe::lock::node_id(random_seed(), random_seed())
+}
+
 /// Entropy for seeds, from std's per-process random hasher keys.
 pub fn random_seed() -> u64 {
     use std::hash::{BuildHasher, Hasher};

@@ -23,7 +23,9 @@ mod common;
 #[cfg(feature = "tls")]
 pub mod tls;
 
-pub use common::{final_for_host, random_seed, transport_error, Options, Published, Timeout};
+pub use common::{
+    final_for_host, node_id, random_seed, transport_error, Options, Published, Timeout,
+};
 /// The `rustls` the adapters speak TLS with (for [`Tls::from_config`]; feature `tls`).
 #[cfg(feature = "tls")]
 pub use rustls;

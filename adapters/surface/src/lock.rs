@@ -15,11 +15,6 @@ use zk_recipes::client::Error;
 use super::{form, only_async, only_blocking, rt};
 use super::{Client, Events, Hosted};
 
-/// A fresh random id for one lock node.
-fn node_id() -> String {
-    zk_recipes::recipe::lock::node_id(crate::random_seed(), crate::random_seed())
-}
-
 /// How to take a lock; made by [`Client::lock`], [`Client::read_lock`],
 /// [`Client::write_lock`] and [`ReentrantLock`].
 #[must_use = "a lock builder does nothing until acquired"]
@@ -262,7 +257,7 @@ impl ReentrantLock {
             }
         }
         let mut config = self.builder.config.clone();
-        config.id = node_id();
+        config.id = crate::node_id();
         let h = Hosted::new(&self.builder.client, Lock::new(config))?.0;
         // Kept only once it holds: an attempt that times out, fails or is cancelled drops its machine, which abandons the attempt and deletes its node.
         let got = acquire(&h, wait).await;
@@ -277,7 +272,7 @@ impl Client {
     fn lock_kind(&self, dir: &str, kind: LockKind) -> LockBuilder {
         LockBuilder {
             client: self.clone(),
-            config: LockConfig::new(dir, kind, &node_id()),
+            config: LockConfig::new(dir, kind, &crate::node_id()),
         }
     }
 

@@ -15,10 +15,6 @@ use zk_recipes::client::Error;
 use super::{form, only_async, only_blocking, rt};
 use super::{Client, Events, Hosted};
 
-fn fresh_id() -> String {
-    zk_recipes::recipe::lock::node_id(crate::random_seed(), crate::random_seed())
-}
-
 /// A queue handle, made by [`Client::queue`] or [`Client::priority_queue`]. Puts and
 /// takes host their machines on first use; dropping the handle ends them (items
 /// claimed at least once and not completed are released).
@@ -140,7 +136,7 @@ impl Queue {
 
     fn producer(&mut self) -> Result<&Hosted<Producer>, Error> {
         if self.producer.is_none() {
-            let mut config = ProducerConfig::new(&self.dir, &fresh_id());
+            let mut config = ProducerConfig::new(&self.dir, &crate::node_id());
             config.format = self.format;
             config.ephemeral = self.ephemeral;
             let (hosted, _events): (_, Events<Producer>) =
@@ -156,7 +152,7 @@ impl Queue {
             Delivery::AtLeastOnce => &mut self.claimer,
         };
         if slot.is_none() {
-            let mut config = ConsumerConfig::new(&self.dir, &fresh_id());
+            let mut config = ConsumerConfig::new(&self.dir, &crate::node_id());
             config.format = self.format;
             config.delivery = delivery;
             config.spread = crate::random_seed();

@@ -4,7 +4,7 @@
 
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Condvar};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 pub use crate::common::{Published, Timeout};
 
@@ -117,11 +117,6 @@ pub fn forever() -> ! {
     loop {
         std::thread::park();
     }
-}
-
-/// Waits `d`.
-pub fn sleep(d: Duration) {
-    std::thread::sleep(d)
 }
 
 #[derive(Debug, Default)]

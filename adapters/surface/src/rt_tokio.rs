@@ -3,7 +3,7 @@
 //! are blocking `fn`s: the shared surface calls `x.await`, and the blocking form's
 //! `#[form]` removes the `.await`.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use std::future::Future;
 
@@ -116,11 +116,6 @@ impl<T> Rx<T> {
                 .map_err(|_| Timeout),
         }
     }
-
-    /// Polls for the next value (for `Stream`-like use).
-    pub fn poll_recv(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<T>> {
-        self.0.poll_recv(cx)
-    }
 }
 
 /// Never returns.
@@ -128,11 +123,6 @@ pub async fn forever() -> ! {
     loop {
         std::future::pending::<()>().await;
     }
-}
-
-/// Waits `d`.
-pub async fn sleep(d: Duration) {
-    tokio::time::sleep(d).await
 }
 
 /// Where the driver publishes its state for the handles.

@@ -15,10 +15,6 @@ use zk_recipes::client::Error;
 use super::{form, only_async, only_blocking, rt};
 use super::{Client, Events, Hosted};
 
-fn node_id() -> String {
-    zk_recipes::recipe::lock::node_id(crate::random_seed(), crate::random_seed())
-}
-
 /// A counting semaphore at a path: at most `max_leases` holders of a [`Lease`] at once,
 /// across all processes using the same path and number. Made by [`Client::semaphore`].
 #[derive(Clone)]
@@ -68,7 +64,7 @@ impl Semaphore {
     }
 
     async fn acquire_inner(&self, wait: Option<Duration>) -> Result<Option<Lease>, Error> {
-        let mut config = SemaphoreConfig::new(&self.path, self.max_leases, &node_id(), &node_id());
+        let mut config = SemaphoreConfig::new(&self.path, self.max_leases, &crate::node_id(), &crate::node_id());
         config.data = self.data.clone();
         let (hold, mut events) = Hosted::new(&self.client, Machine::new(config))?;
         hold.call(move |s, now| s.acquire(now, wait.map(|w| now + w)))
