@@ -6,6 +6,7 @@ pub mod config;
 pub mod double_barrier;
 pub mod election;
 pub mod group;
+pub mod harness;
 pub mod lock;
 pub mod naming;
 pub mod queue;

@@ -29,8 +29,8 @@
 //! its `container_check`): a delete by no session, at any point; a container made again
 //! starts with a fresh child counter, so its sequence numbers start over.
 //!
-//! Not modelled: ACLs, TTL nodes, persistent watches, data staleness on a lagging
-//! follower (a stale read returns current data).
+//! Not modelled: ACLs (a create may be refused by path: [`Zk::refused`]), TTL nodes,
+//! persistent watches.
 
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::format;
@@ -108,7 +108,9 @@ pub struct ZkSession {
     /// One-shot watches the server holds: (path, kind, op).
     watches: Vec<(String, WatchKind, OpId)>,
     /// Notifications that fired while the connection was down.
-    missed: Vec<(OpId, WatchEvent)>,
+    /// Notifications that fired while the connection was down, each with the zxid of
+    /// the change.
+    missed: Vec<(OpId, WatchEvent, i64)>,
     /// Reads come from a follower at this zxid until the session writes or syncs.
     stale_at: Option<i64>,
     /// The highest zxid the client has heard of.
@@ -126,11 +128,30 @@ pub struct Zk {
     pub zxid: i64,
     /// Deleted nodes (path, czxid, zxid of the delete), for lagging followers.
     graveyard: Vec<(String, i64, i64)>,
+    /// Data that was overwritten or deleted, for lagging followers' reads.
+    overwritten: Vec<OldData>,
     /// One session per client.
     pub sessions: Vec<ZkSession>,
     next_id: i64,
     /// Watches a lagging follower fires as it catches up, after the read's reply.
     catch_up: Vec<(String, WatchKind, EventType)>,
+    /// Paths whose create the server refuses, with the error: a parent the client may
+    /// not write to (`NoAuth`), a chroot that does not exist (`NoNode`).
+    pub refused: Vec<(String, ErrorCode)>,
+    /// Inside a multi: its zxid, which every write of it shares (a multi is one
+    /// transaction).
+    txn: Option<i64>,
+}
+
+/// A node's data as it was until a write (a setData or its delete) at `until`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct OldData {
+    path: String,
+    czxid: i64,
+    mzxid: i64,
+    version: i32,
+    data: Bytes,
+    until: i64,
 }
 
 fn parent_of(path: &str) -> &str {
@@ -180,9 +201,12 @@ impl Zk {
             nodes,
             zxid: 0,
             graveyard: Vec::new(),
+            overwritten: Vec::new(),
             sessions: Vec::new(),
             next_id: 0x100,
             catch_up: Vec::new(),
+            refused: Vec::new(),
+            txn: None,
         };
         for _ in 0..clients {
             let id = zk.new_id();
@@ -200,6 +224,12 @@ impl Zk {
             });
         }
         zk
+    }
+
+    /// The zxid of the next write: a new one, or the open multi's.
+    fn bump(&mut self) -> i64 {
+        self.zxid = self.txn.unwrap_or(self.zxid + 1);
+        self.zxid
     }
 
     fn new_id(&mut self) -> i64 {
@@ -242,6 +272,31 @@ impl Zk {
         names
     }
 
+    /// The data and stat of `path` as a follower at `zxid` has them (`None`: the
+    /// leader's), if it exists there.
+    fn data_at(&self, path: &str, zxid: Option<i64>) -> Option<(Bytes, Stat)> {
+        let live = self.nodes.get(path);
+        let children = self.children(path).len() as i32;
+        let Some(z) = zxid else {
+            return live.map(|n| (n.data.clone(), stat_of(n, children)));
+        };
+        if let Some(n) = live.filter(|n| n.czxid <= z && n.mzxid <= z) {
+            return Some((n.data.clone(), stat_of(n, children)));
+        }
+        let o = self
+            .overwritten
+            .iter()
+            .find(|o| o.path == path && o.czxid <= z && o.mzxid <= z && o.until > z)?;
+        let stat = Stat {
+            czxid: o.czxid,
+            mzxid: o.mzxid,
+            version: o.version,
+            data_length: o.data.len() as i32,
+            ..Stat::default()
+        };
+        Some((o.data.clone(), stat))
+    }
+
     fn exists_at(&self, path: &str, zxid: Option<i64>) -> bool {
         match zxid {
             None => self.nodes.contains_key(path),
@@ -264,6 +319,64 @@ impl Zk {
             .collect()
     }
 
+    /// The children of `path` as a server at `zxid` had them (what a client that has
+    /// heard up to `zxid` may know of), with each one's czxid, in name order.
+    pub fn children_at_zxid(&self, path: &str, zxid: i64) -> Vec<(String, i64)> {
+        self.children_at(path, zxid)
+            .into_iter()
+            .filter_map(|name| {
+                let full = join(path, &name);
+                let czxid = match self.nodes.get(&full) {
+                    Some(n) if n.czxid <= zxid => Some(n.czxid),
+                    _ => self
+                        .graveyard
+                        .iter()
+                        .rev()
+                        .find(|(p, c, gone)| *p == full && *c <= zxid && *gone > zxid)
+                        .map(|(_, c, _)| *c),
+                }?;
+                Some((name, czxid))
+            })
+            .collect()
+    }
+
+    /// A write by another client's session `s` (index into [`sessions`](Self::sessions)),
+    /// or by an operator (`None`: no session, so an ephemeral create is refused), applied
+    /// at once as the server would: watches fire, lagging followers still show the old
+    /// tree. Reads are not served here.
+    pub fn write_as(&mut self, s: Option<usize>, req: &Request) -> Result<Response, Error> {
+        let owner = match s {
+            Some(s) => match self.sessions.get(s) {
+                Some(session) => session.id,
+                None => return Err(code(ErrorCode::SessionExpired)),
+            },
+            None => 0,
+        };
+        match req {
+            Request::Create(c) | Request::Create2(c) | Request::CreateContainer(c) => {
+                let ephemeral = CreateMode::from_i32(c.flags).is_some_and(|m| m.is_ephemeral());
+                if owner == 0 && ephemeral {
+                    return Err(code(ErrorCode::BadArguments));
+                }
+                let (path, node) = self.create(owner, c).map_err(code)?;
+                Ok(Response::PathStat {
+                    path,
+                    stat: stat_of(&node, 0),
+                })
+            }
+            Request::Delete(d) => self
+                .delete(&d.path, d.version)
+                .map(|()| Response::Empty)
+                .map_err(code),
+            Request::SetData(d) => self
+                .set_data(&d.path, &d.data, d.version)
+                .map(Response::Stat)
+                .map_err(code),
+            Request::Multi(ops) => Ok(self.multi(owner, ops)),
+            _ => Err(code(ErrorCode::Unimplemented)),
+        }
+    }
+
     fn fire(&mut self, path: &str, kind: WatchKind, event_type: EventType) {
         for s in &mut self.sessions {
             let mut i = 0;
@@ -277,7 +390,7 @@ impl Zk {
                     if s.link == Link::Up {
                         s.out.push_back((Outbound::Watch(op, ev), self.zxid));
                     } else {
-                        s.missed.push((op, ev));
+                        s.missed.push((op, ev, self.zxid));
                     }
                 } else {
                     i += 1;
@@ -295,6 +408,9 @@ impl Zk {
     /// Creates a node; returns its final path.
     fn create(&mut self, owner: i64, c: &CreateRequest) -> Result<(String, ZNode), ErrorCode> {
         let mode = CreateMode::from_i32(c.flags).ok_or(ErrorCode::BadArguments)?;
+        if let Some((_, code)) = self.refused.iter().find(|(p, _)| *p == c.path) {
+            return Err(*code);
+        }
         let parent = String::from(parent_of(&c.path));
         let p = self.nodes.get(&parent).ok_or(ErrorCode::NoNode)?;
         if p.owner != 0 {
@@ -308,8 +424,7 @@ impl Zk {
         if self.nodes.contains_key(&path) {
             return Err(ErrorCode::NodeExists);
         }
-        self.zxid += 1;
-        let zxid = self.zxid;
+        let zxid = self.bump();
         let node = ZNode {
             data: c.data.clone(),
             owner: if mode.is_ephemeral() { owner } else { 0 },
@@ -341,9 +456,17 @@ impl Zk {
         if path == "/" {
             return Err(ErrorCode::BadArguments);
         }
-        self.zxid += 1;
-        let zxid = self.zxid;
+        let old = OldData {
+            path: String::from(path),
+            czxid: n.czxid,
+            mzxid: n.mzxid,
+            version: n.version,
+            data: n.data.clone(),
+            until: 0,
+        };
         let czxid = n.czxid;
+        let zxid = self.bump();
+        self.overwritten.push(OldData { until: zxid, ..old });
         self.nodes.remove(path);
         self.graveyard.push((String::from(path), czxid, zxid));
         let parent = String::from(parent_of(path));
@@ -362,8 +485,16 @@ impl Zk {
         if version != -1 && version != n.version {
             return Err(ErrorCode::BadVersion);
         }
-        self.zxid += 1;
-        let zxid = self.zxid;
+        let old = OldData {
+            path: String::from(path),
+            czxid: n.czxid,
+            mzxid: n.mzxid,
+            version: n.version,
+            data: n.data.clone(),
+            until: 0,
+        };
+        let zxid = self.bump();
+        self.overwritten.push(OldData { until: zxid, ..old });
         let children = self.children(path).len() as i32;
         let n = self.nodes.get_mut(path).ok_or(ErrorCode::NoNode)?;
         n.data = data.clone();
@@ -388,6 +519,7 @@ impl Zk {
     pub fn forget(&mut self, stale_possible: bool) {
         if !stale_possible && self.sessions.iter().all(|s| s.stale_at.is_none()) {
             self.graveyard.clear();
+            self.overwritten.clear();
             for s in &mut self.sessions {
                 s.seen_zxid = 0;
                 for (_, z) in &mut s.out {
@@ -403,6 +535,7 @@ impl Zk {
             .min()
             .unwrap_or(0);
         self.graveyard.retain(|(_, _, gone)| *gone > floor);
+        self.overwritten.retain(|o| o.until > floor);
     }
 
     /// The containers the server may reap now, in path order: created as containers,
@@ -437,9 +570,9 @@ impl Zk {
         }
     }
 
-    fn multi(&mut self, s: usize, ops: &[MultiOp]) -> Response {
+    fn multi(&mut self, owner: i64, ops: &[MultiOp]) -> Response {
         let before = self.clone();
-        let owner = self.sessions[s].id;
+        self.txn = Some(self.zxid + 1);
         let mut results = Vec::new();
         for (i, op) in ops.iter().enumerate() {
             let r = match op {
@@ -474,6 +607,7 @@ impl Zk {
                 }
             }
         }
+        self.txn = None;
         Response::Multi(results)
     }
 
@@ -513,7 +647,7 @@ impl Zk {
                 .map(Response::Stat)
                 .map_err(code),
             Request::Sync(p) => Ok(Response::Path(p.path.clone())),
-            Request::Multi(ops) => Ok(self.multi(s, ops)),
+            Request::Multi(ops) => Ok(self.multi(owner, ops)),
             Request::SetWatches2(w) => {
                 // Against the leader's tree (the follower caught up above, as it may at
                 // any time). A watch whose node changed after the zxid fires at once,
@@ -568,34 +702,25 @@ impl Zk {
                 }
             }
             Request::GetData(g) => {
-                let found = self.exists_at(&g.path, stale);
-                let live = self.nodes.get(&g.path).cloned();
-                match (found, live) {
-                    (true, Some(n)) => {
-                        if g.watch {
-                            self.watch(s, &g.path, WatchKind::Data, op);
+                let (data, stat) = self
+                    .data_at(&g.path, stale)
+                    .ok_or(code(ErrorCode::NoNode))?;
+                if g.watch {
+                    self.watch(s, &g.path, WatchKind::Data, op);
+                    if stale.is_some() {
+                        // The lagging follower fires it as it applies what it missed.
+                        let fire = match self.nodes.get(&g.path) {
+                            None => Some(EventType::NodeDeleted),
+                            Some(n) if n.czxid != stat.czxid => Some(EventType::NodeDeleted),
+                            Some(n) if n.mzxid != stat.mzxid => Some(EventType::NodeDataChanged),
+                            Some(_) => None,
+                        };
+                        if let Some(t) = fire {
+                            self.catch_up.push((g.path.clone(), WatchKind::Data, t));
                         }
-                        let stat = stat_of(&n, self.children(&g.path).len() as i32);
-                        Ok(Response::Data { data: n.data, stat })
                     }
-                    (true, None) => {
-                        // Gone on the leader; the follower still has it (data unknown
-                        // to the model: empty), and fires the watch when it catches up.
-                        if g.watch {
-                            self.watch(s, &g.path, WatchKind::Data, op);
-                            self.catch_up.push((
-                                g.path.clone(),
-                                WatchKind::Data,
-                                EventType::NodeDeleted,
-                            ));
-                        }
-                        Ok(Response::Data {
-                            data: Bytes::new(),
-                            stat: Stat::default(),
-                        })
-                    }
-                    (false, _) => Err(code(ErrorCode::NoNode)),
                 }
+                Ok(Response::Data { data, stat })
             }
             Request::GetChildren(g) | Request::GetChildren2(g) => {
                 if !self.exists_at(&g.path, stale) {
@@ -835,10 +960,10 @@ impl<R: Recipe> ModelWorld<R> {
         s.link = Link::Down;
         s.stale_at = None;
         let mut lost = Vec::new();
-        for (o, _) in s.out.drain(..) {
+        for (o, zxid) in s.out.drain(..) {
             match o {
                 Outbound::Reply(op, _) => lost.push(op),
-                Outbound::Watch(op, ev) => s.missed.push((op, ev)),
+                Outbound::Watch(op, ev) => s.missed.push((op, ev, zxid)),
             }
         }
         lost.extend(s.wire.drain(..).map(|(op, _)| op));
@@ -861,20 +986,23 @@ impl<R: Recipe> ModelWorld<R> {
                 let zxid = self.zk.zxid;
                 let s = &mut self.zk.sessions[c];
                 s.link = Link::Up;
-                if stale && s.seen_zxid < zxid {
-                    s.stale_at = Some(s.seen_zxid);
+                // A follower is at least as far as the changes whose notifications it
+                // delivers now (a client never hears of a change and then reads from
+                // before it).
+                let floor = s.missed.iter().map(|m| m.2).fold(s.seen_zxid, i64::max);
+                if stale && floor < zxid {
+                    s.stale_at = Some(floor);
                 }
                 let id = s.id;
                 let missed = core::mem::take(&mut s.missed);
                 if let Some(m) = self.machines[c].as_mut() {
                     m.handle_session(self.now[c], SessionChange::Reconnected { session_id: id });
                 }
-                let zxid = self.zk.zxid;
                 let s = &mut self.zk.sessions[c];
                 s.out.extend(
                     missed
                         .into_iter()
-                        .map(|(op, ev)| (Outbound::Watch(op, ev), zxid)),
+                        .map(|(op, ev, zxid)| (Outbound::Watch(op, ev), zxid)),
                 );
                 let queued = core::mem::take(&mut s.queued);
                 s.wire.extend(queued);
