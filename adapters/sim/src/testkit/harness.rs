@@ -11,8 +11,9 @@
 //!   notification; the server applies a request and the connection breaks before its
 //!   reply arrives (applied, reply lost); the connection breaks;
 //! * the connection comes back, half the time to a *lagging follower* whose reads miss
-//!   what happened after the client's last seen zxid until the session syncs or writes
-//!   (so recovery listings meet stale reads often);
+//!   what happened after the client's last seen zxid, and whose notifications of those
+//!   changes wait, until the session syncs or writes or the follower catches up by
+//!   itself (so recovery listings and re-checks meet stale reads often);
 //! * the session refuses the newest unread request (`Overloaded`) or the server
 //!   throttles the oldest (`Throttled`, not applied);
 //! * the session expires on the server (ephemerals go), or the client gives up on it
@@ -308,6 +309,12 @@ fn steps<R: Recipe, S: Script<R>>(
                 h.world.drop_connection(ME)
             }
             8 => h.world.drop_connection(ME),
+            9 if h.connected() => {
+                if h.world.zk.catch_up(ME) {
+                    h.note("  the lagging follower catches up".into());
+                }
+                Vec::new()
+            }
             9 => {
                 let s = &h.world.zk.sessions[ME];
                 let stale = arg & 1 == 1 && s.link == Link::Down;
@@ -378,6 +385,8 @@ pub fn settle<R: Recipe, S: Script<R>>(h: &mut Harness<R>, script: &mut S) -> Re
             let happened = h.reconnect(false);
             h.after(script, happened)?;
         }
+        // A lagging follower catches up in time.
+        h.world.zk.catch_up(ME);
         h.exchange(script)?;
         if script.settle(h, round)? {
             break;

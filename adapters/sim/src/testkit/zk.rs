@@ -114,8 +114,12 @@ pub struct ZkSession {
     /// Notifications that fired while the connection was down, each with the zxid of
     /// the change.
     missed: Vec<(OpId, WatchEvent, i64)>,
-    /// Reads come from a follower at this zxid until the session writes or syncs.
+    /// Reads come from a follower at this zxid until the session writes or syncs (or
+    /// the follower catches up by itself: [`Zk::catch_up`]).
     stale_at: Option<i64>,
+    /// Notifications the session missed while down, of changes the lagging follower
+    /// has not applied yet: it sends them as it catches up.
+    held: Vec<(OpId, WatchEvent, i64)>,
     /// The highest zxid the client has heard of.
     pub seen_zxid: i64,
     /// A session the client gave up on (local expiry) that the server still holds.
@@ -235,6 +239,7 @@ impl Zk {
             watches: Vec::new(),
             missed: Vec::new(),
             stale_at: None,
+            held: Vec::new(),
             seen_zxid: 0,
             zombie: None,
         });
@@ -424,7 +429,10 @@ impl Zk {
                         event_type,
                         path: p,
                     };
-                    if s.link == Link::Up {
+                    if s.link == Link::Up && s.stale_at.is_some() {
+                        // A lagging follower tells of a change once it applied it.
+                        s.held.push((op, ev, self.zxid));
+                    } else if s.link == Link::Up {
                         s.out.push_back((Outbound::Watch(op, ev), self.zxid));
                     } else {
                         s.missed.push((op, ev, self.zxid));
@@ -828,7 +836,12 @@ impl Zk {
         let Some((op, req)) = self.sessions[s].wire.pop_front() else {
             return false;
         };
+        let was_stale = self.sessions[s].stale_at.is_some();
         let r = self.apply(s, op, &req);
+        if was_stale && self.sessions[s].stale_at.is_none() {
+            // A write or sync: the follower applied what it missed first.
+            self.release_held(s);
+        }
         let zxid = self.sessions[s].stale_at.unwrap_or(self.zxid);
         let session = &mut self.sessions[s];
         session.out.push_back((Outbound::Reply(op, r), zxid));
@@ -853,7 +866,34 @@ impl Zk {
                 }
             }
         }
+        if was_stale && self.sessions[s].stale_at.is_none() {
+            self.release_held(s);
+        }
         true
+    }
+
+    /// Session `s`'s lagging follower catches up by itself: it lags no more, and sends
+    /// the notifications it held back.
+    pub fn catch_up(&mut self, s: usize) -> bool {
+        let session = &mut self.sessions[s];
+        if session.stale_at.is_none() && session.held.is_empty() {
+            return false;
+        }
+        session.stale_at = None;
+        self.release_held(s);
+        true
+    }
+
+    /// Is session `s` on a lagging follower?
+    pub fn lagging(&self, s: usize) -> bool {
+        self.sessions[s].stale_at.is_some()
+    }
+
+    fn release_held(&mut self, s: usize) {
+        let session = &mut self.sessions[s];
+        for (op, ev, zxid) in core::mem::take(&mut session.held) {
+            session.out.push_back((Outbound::Watch(op, ev), zxid));
+        }
     }
 
     /// The server answers session `s`'s oldest request with `Throttled` (not applied).
@@ -1005,6 +1045,8 @@ impl<R: Recipe> ModelWorld<R> {
         }
         s.link = Link::Down;
         s.stale_at = None;
+        let held = core::mem::take(&mut s.held);
+        s.missed.extend(held);
         let mut lost = Vec::new();
         for (o, zxid) in s.out.drain(..) {
             match o {
@@ -1032,22 +1074,23 @@ impl<R: Recipe> ModelWorld<R> {
                 let zxid = self.zk.zxid;
                 let s = &mut self.zk.sessions[c];
                 s.link = Link::Up;
-                // A follower is at least as far as the changes whose notifications it
-                // delivers now (a client never hears of a change and then reads from
-                // before it).
-                let floor = s.missed.iter().map(|m| m.2).fold(s.seen_zxid, i64::max);
-                if stale && floor < zxid {
-                    s.stale_at = Some(floor);
+                if stale && s.seen_zxid < zxid {
+                    s.stale_at = Some(s.seen_zxid);
                 }
                 let id = s.id;
-                let missed = core::mem::take(&mut s.missed);
+                // A lagging follower sends at once only the notifications of changes it
+                // has applied; the rest as it catches up (a client never hears of a
+                // change and then reads from before it).
+                let (now, later): (Vec<_>, Vec<_>) = core::mem::take(&mut s.missed)
+                    .into_iter()
+                    .partition(|m| s.stale_at.is_none_or(|at| m.2 <= at));
+                s.held = later;
                 if let Some(m) = self.machines[c].as_mut() {
                     m.handle_session(self.now[c], SessionChange::Reconnected { session_id: id });
                 }
                 let s = &mut self.zk.sessions[c];
                 s.out.extend(
-                    missed
-                        .into_iter()
+                    now.into_iter()
                         .map(|(op, ev, zxid)| (Outbound::Watch(op, ev), zxid)),
                 );
                 let queued = core::mem::take(&mut s.queued);
@@ -1068,6 +1111,7 @@ impl<R: Recipe> ModelWorld<R> {
         s.link = Link::Expired;
         s.watches.clear();
         s.missed.clear();
+        s.held.clear();
         let id = s.id;
         self.zk.expire_nodes(id);
         true
@@ -1103,6 +1147,7 @@ impl<R: Recipe> ModelWorld<R> {
         s.stale_at = None;
         s.watches.clear();
         s.missed.clear();
+        s.held.clear();
         s.out.clear();
         let queued = core::mem::take(&mut s.queued);
         if let Some(m) = self.machines[c].as_mut() {
@@ -1189,6 +1234,9 @@ pub enum Step {
     /// Fault: the server reaps the `i`-th empty container ([`Zk::reapable`]). About no
     /// client.
     Reap(u8),
+    /// Client `c`'s lagging follower catches up by itself (not a fault: it always does,
+    /// in time).
+    CatchUp(u8),
 }
 
 impl Step {
@@ -1205,7 +1253,8 @@ impl Step {
             | Step::ExpireServer(c)
             | Step::ExpireLocal(c)
             | Step::Refuse(c)
-            | Step::Throttle(c) => c,
+            | Step::Throttle(c)
+            | Step::CatchUp(c) => c,
             Step::Reap(_) => return None,
         })
     }
@@ -1275,6 +1324,9 @@ impl<R: Recipe> ModelWorld<R> {
             if s.zombie.is_some() {
                 out.push(Step::ExpireZombie(c));
             }
+            if s.link == Link::Up && (s.stale_at.is_some() || !s.held.is_empty()) {
+                out.push(Step::CatchUp(c));
+            }
             if self.deadline(i).is_some() {
                 out.push(Step::Tick(c));
             }
@@ -1328,6 +1380,10 @@ impl<R: Recipe> ModelWorld<R> {
             Step::Throttle(c) => {
                 faults.refusals = faults.refusals.saturating_sub(1);
                 self.zk.throttle(usize::from(c));
+                Vec::new()
+            }
+            Step::CatchUp(c) => {
+                self.zk.catch_up(usize::from(c));
                 Vec::new()
             }
             Step::Reap(i) => {
