@@ -1,16 +1,11 @@
 //! Transcript tests for `recipe::config`: scripted replies in, exact requests and
 //! events out (same short lines as `rendezvous_transcripts.rs`).
 
-use bytes::Bytes;
-use zk_recipes::client::Error;
-use zk_recipes::proto::*;
+use super::kit::*;
 use zk_recipes::recipe::config::{
     ConfigReader, ConfigSnapshot, ConfigWriter, ReaderConfig, ReaderEvent, WriterConfig,
     WriterEvent,
 };
-use zk_recipes::recipe::{OpId, Recipe, SessionChange};
-use zk_recipes::session::WatchEvent;
-use zk_recipes::time::Instant;
 
 const T: Instant = Instant::ZERO;
 const S: i64 = 0x77;
@@ -18,74 +13,12 @@ const READY: &str = "/cfg/ready";
 const A: &str = "/cfg/a";
 const B: &str = "/cfg/b";
 
-fn sent<R: Recipe>(r: &mut R) -> Vec<(OpId, String)> {
-    std::iter::from_fn(|| r.poll_request())
-        .map(|(op, r)| {
-            let line = match r {
-                Request::Create(c) => format!("create {} {}", c.path, s(&c.data)),
-                Request::CreateContainer(c) => format!("container {}", c.path),
-                Request::GetData(g) if g.watch => format!("get! {}", g.path),
-                Request::GetData(g) => format!("get {}", g.path),
-                Request::Exists(g) if g.watch => format!("exists! {}", g.path),
-                Request::Exists(g) => format!("exists {}", g.path),
-                Request::SetData(x) => format!("set {} {}", x.path, s(&x.data)),
-                Request::Delete(d) => format!("delete {}", d.path),
-                Request::Sync(p) => format!("sync {}", p.path),
-                Request::MultiRead(ops) => format!("multiRead {}", ops.len()),
-                Request::Multi(ops) => {
-                    let ops: Vec<String> = ops
-                        .iter()
-                        .map(|o| match o {
-                            MultiOp::SetData(x) => format!("set {} {}", x.path, s(&x.data)),
-                            MultiOp::Create(c) => format!("create {} {}", c.path, s(&c.data)),
-                            other => format!("{other:?}"),
-                        })
-                        .collect();
-                    format!("multi [{}]", ops.join(", "))
-                }
-                other => format!("{other:?}"),
-            };
-            (op, line)
-        })
-        .collect()
-}
-
-fn s(b: &Bytes) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn lines(s: &[(OpId, String)]) -> Vec<&str> {
-    s.iter().map(|(_, l)| l.as_str()).collect()
-}
-
-fn events<R: Recipe>(r: &mut R) -> Vec<R::Event> {
-    std::iter::from_fn(|| r.poll_event()).collect()
-}
-
 fn stat(czxid: i64, mzxid: i64) -> Stat {
     Stat {
         czxid,
         mzxid,
         version: (mzxid - czxid) as i32,
         ..Stat::default()
-    }
-}
-
-fn data(d: &'static str, st: Stat) -> Result<Response, Error> {
-    Ok(Response::Data {
-        data: Bytes::from_static(d.as_bytes()),
-        stat: st,
-    })
-}
-
-fn no_node() -> Result<Response, Error> {
-    Err(Error::from(ErrorCode::NoNode))
-}
-
-fn ev(t: EventType, path: &str) -> WatchEvent {
-    WatchEvent {
-        event_type: t,
-        path: path.into(),
     }
 }
 
@@ -345,7 +278,11 @@ fn multi_reader_arms_watches_then_one_multiread() {
     let round = sent(&mut r);
     assert_eq!(
         lines(&round),
-        ["exists! /cfg/a", "exists! /cfg/b", "multiRead 2"]
+        [
+            "exists! /cfg/a",
+            "exists! /cfg/b",
+            "multiRead[get /cfg/a, get /cfg/b]"
+        ]
     );
     let mr = Ok(Response::Multi(vec![
         MultiResult::GetData {
@@ -365,7 +302,10 @@ fn multi_reader_arms_watches_then_one_multiread() {
     );
     // b created: only b's watch is re-armed.
     r.handle_watch(T, round[1].0, &ev(EventType::NodeCreated, B));
-    assert_eq!(lines(&sent(&mut r)), ["exists! /cfg/b", "multiRead 2"]);
+    assert_eq!(
+        lines(&sent(&mut r)),
+        ["exists! /cfg/b", "multiRead[get /cfg/a, get /cfg/b]"]
+    );
 }
 
 #[test]
@@ -397,10 +337,6 @@ fn writer(config: WriterConfig, updates: &[(&str, &'static str)]) -> ConfigWrite
     w
 }
 
-fn ok() -> Result<Response, Error> {
-    Ok(Response::Empty)
-}
-
 fn set_ok() -> Result<Response, Error> {
     Ok(Response::Stat(stat(1, 2)))
 }
@@ -412,7 +348,7 @@ fn writer_deletes_ready_then_pipelines_every_set_then_creates_ready() {
     assert_eq!(lines(&d), ["delete /cfg/ready"]);
     w.handle_reply(T, d[0].0, no_node()); // already gone: fine
     let sets = sent(&mut w);
-    assert_eq!(lines(&sets), ["set /cfg/a 7", "set /cfg/b 7"]);
+    assert_eq!(lines(&sets), ["set /cfg/a '7'", "set /cfg/b '7'"]);
     w.handle_reply(T, sets[0].0, set_ok());
     assert!(
         sent(&mut w).is_empty(),
@@ -420,7 +356,7 @@ fn writer_deletes_ready_then_pipelines_every_set_then_creates_ready() {
     );
     w.handle_reply(T, sets[1].0, set_ok());
     let c = sent(&mut w);
-    assert_eq!(lines(&c), ["create /cfg/ready "]);
+    assert_eq!(lines(&c), ["create /cfg/ready"]);
     w.handle_reply(T, c[0].0, Ok(Response::Path(READY.into())));
     assert_eq!(events(&mut w), [WriterEvent::Written]);
     assert!(w.is_done());
@@ -438,17 +374,17 @@ fn writer_creates_missing_nodes_and_parents_before_ready() {
     w.handle_reply(T, sets[0].0, no_node());
     w.handle_reply(T, sets[1].0, set_ok());
     let c = sent(&mut w);
-    assert_eq!(lines(&c), ["create /x/y 1"]);
+    assert_eq!(lines(&c), ["create /x/y '1'"]);
     w.handle_reply(T, c[0].0, no_node()); // parent missing
     let c2 = sent(&mut w);
-    assert_eq!(lines(&c2), ["container /x", "create /x/y 1"]);
+    assert_eq!(lines(&c2), ["container /x", "create /x/y '1'"]);
     w.handle_reply(T, c2[0].0, Ok(Response::Path("/x".into())));
     w.handle_reply(T, c2[1].0, Ok(Response::Path("/x/y".into())));
     let r = sent(&mut w);
-    assert_eq!(lines(&r), ["create /r/ready "]);
+    assert_eq!(lines(&r), ["create /r/ready"]);
     w.handle_reply(T, r[0].0, no_node());
     let r2 = sent(&mut w);
-    assert_eq!(lines(&r2), ["container /r", "create /r/ready "]);
+    assert_eq!(lines(&r2), ["container /r", "create /r/ready"]);
     w.handle_reply(T, r2[0].0, ok());
     w.handle_reply(T, r2[1].0, Err(Error::from(ErrorCode::NodeExists)));
     assert_eq!(events(&mut w), [WriterEvent::Written]);
@@ -471,16 +407,16 @@ fn writer_resumes_after_lost_replies_with_ready_last() {
     assert_eq!(lines(&d2), ["delete /cfg/ready"]);
     w.handle_reply(T, d2[0].0, no_node());
     let s2 = sent(&mut w);
-    assert_eq!(lines(&s2), ["set /cfg/b 7"]);
+    assert_eq!(lines(&s2), ["set /cfg/b '7'"]);
     w.handle_reply(T, s2[0].0, set_ok());
     let c = sent(&mut w);
-    assert_eq!(lines(&c), ["create /cfg/ready "]);
+    assert_eq!(lines(&c), ["create /cfg/ready"]);
     // create(ready) applied, reply lost: resent, NodeExists is success.
     w.handle_session(T, SessionChange::Suspended);
     w.handle_reply(T, c[0].0, Err(Error::ConnectionLoss));
     w.handle_session(T, SessionChange::Reconnected { session_id: S });
     let c2 = sent(&mut w);
-    assert_eq!(lines(&c2), ["create /cfg/ready "]);
+    assert_eq!(lines(&c2), ["create /cfg/ready"]);
     w.handle_reply(T, c2[0].0, Err(Error::from(ErrorCode::NodeExists)));
     assert_eq!(events(&mut w), [WriterEvent::Written]);
 }
@@ -514,7 +450,7 @@ fn writer_fails_on_no_auth() {
 fn multi_writer_sends_one_multi_and_probes_after_a_missing_node() {
     let mut w = writer(WriterConfig::multi(), &[(A, "3"), ("/x/y", "3")]);
     let m = sent(&mut w);
-    assert_eq!(lines(&m), ["multi [set /cfg/a 3, set /x/y 3]"]);
+    assert_eq!(lines(&m), ["multi[set /cfg/a '3', set /x/y '3']"]);
     w.handle_reply(
         T,
         m[0].0,
@@ -530,7 +466,7 @@ fn multi_writer_sends_one_multi_and_probes_after_a_missing_node() {
     let m2 = sent(&mut w);
     assert_eq!(
         lines(&m2),
-        ["container /x", "multi [set /cfg/a 3, create /x/y 3]"]
+        ["container /x", "multi[set /cfg/a '3', create /x/y '3']"]
     );
     w.handle_reply(T, m2[0].0, ok());
     w.handle_reply(
@@ -569,7 +505,7 @@ fn multi_writer_resends_after_a_lost_reply() {
     w.handle_session(T, SessionChange::Suspended);
     w.handle_reply(T, m[0].0, Err(Error::ConnectionLoss));
     w.handle_session(T, SessionChange::Reconnected { session_id: S });
-    assert_eq!(lines(&sent(&mut w)), ["multi [set /cfg/a 3]"]);
+    assert_eq!(lines(&sent(&mut w)), ["multi[set /cfg/a '3']"]);
 }
 
 #[test]

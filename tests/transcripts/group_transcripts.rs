@@ -4,52 +4,16 @@
 //! `get <path>` / `get! <path>`, `exists! <path>`, `set <path> <data>`, `delete <path>`,
 //! `sync <path>`.
 
-use bytes::Bytes;
-use zk_recipes::client::Error;
-use zk_recipes::proto::*;
+use super::kit::*;
 use zk_recipes::recipe::group::{
     GroupMember, Member, MemberConfig, MemberEvent, View, ViewConfig, ViewEvent,
 };
 use zk_recipes::recipe::lock::LostReason;
-use zk_recipes::recipe::{OpId, Recipe, SessionChange};
-use zk_recipes::session::WatchEvent;
-use zk_recipes::time::Instant;
 
 const T: Instant = Instant::ZERO;
 const S: i64 = 0x77;
 const DIR: &str = "/g";
 const ME: &str = "/g/me";
-
-fn sent<R: Recipe>(r: &mut R) -> Vec<(OpId, String)> {
-    std::iter::from_fn(|| r.poll_request())
-        .map(|(op, r)| {
-            let line = match r {
-                Request::Create2(c) => format!("create2 {}", c.path),
-                Request::CreateContainer(c) => format!("container {}", c.path),
-                Request::GetChildren(g) if g.watch => format!("list! {}", g.path),
-                Request::GetChildren(g) => format!("list {}", g.path),
-                Request::GetData(g) if g.watch => format!("get! {}", g.path),
-                Request::GetData(g) => format!("get {}", g.path),
-                Request::Exists(g) if g.watch => format!("exists! {}", g.path),
-                Request::SetData(s) => {
-                    format!("set {} {}", s.path, String::from_utf8_lossy(&s.data))
-                }
-                Request::Delete(d) => format!("delete {}", d.path),
-                Request::Sync(p) => format!("sync {}", p.path),
-                other => format!("{other:?}"),
-            };
-            (op, line)
-        })
-        .collect()
-}
-
-fn lines(s: &[(OpId, String)]) -> Vec<&str> {
-    s.iter().map(|(_, l)| l.as_str()).collect()
-}
-
-fn events<R: Recipe>(r: &mut R) -> Vec<R::Event> {
-    std::iter::from_fn(|| r.poll_event()).collect()
-}
 
 fn stat(czxid: i64, mzxid: i64, owner: i64) -> Stat {
     Stat {
@@ -57,30 +21,6 @@ fn stat(czxid: i64, mzxid: i64, owner: i64) -> Stat {
         mzxid,
         ephemeral_owner: owner,
         ..Stat::default()
-    }
-}
-
-fn data(d: &'static str, st: Stat) -> Result<Response, Error> {
-    Ok(Response::Data {
-        data: Bytes::from_static(d.as_bytes()),
-        stat: st,
-    })
-}
-
-fn code(c: ErrorCode) -> Result<Response, Error> {
-    Err(Error::from(c))
-}
-
-fn children(names: &[&str]) -> Result<Response, Error> {
-    Ok(Response::Children(
-        names.iter().map(|s| s.to_string()).collect(),
-    ))
-}
-
-fn ev(t: EventType, p: &str) -> WatchEvent {
-    WatchEvent {
-        event_type: t,
-        path: p.into(),
     }
 }
 
@@ -108,7 +48,7 @@ fn joined_member() -> (GroupMember, OpId) {
     connected(&mut m);
     m.join(T);
     let s = sent(&mut m);
-    assert_eq!(lines(&s), ["create2 /g/me", "get! /g/me"]);
+    assert_eq!(lines(&s), ["create2 /g/me e 'a'", "get! /g/me"]);
     m.handle_reply(
         T,
         s[0].0,
@@ -156,7 +96,7 @@ fn member_missing_parents_are_created_as_containers() {
         [
             "container /a",
             "container /a/g",
-            "create2 /a/g/me",
+            "create2 /a/g/me e 'x'",
             "get! /a/g/me"
         ]
     );
@@ -208,7 +148,7 @@ fn member_lost_create_reply_adopts_own_node_and_sets_data() {
             stat: stat(5, 5, S)
         }]
     );
-    assert_eq!(lines(&sent(&mut m)), ["set /g/me new"]);
+    assert_eq!(lines(&sent(&mut m)), ["set /g/me 'new'"]);
 }
 
 #[test]
@@ -222,7 +162,7 @@ fn member_node_of_another_session_is_waited_out() {
     assert_eq!(events(&mut m), [MemberEvent::Blocked { owner: 0x99 }]);
     assert!(sent(&mut m).is_empty()); // watched, never deleted
     m.handle_watch(T, s[1].0, &ev(EventType::NodeDeleted, ME));
-    assert_eq!(lines(&sent(&mut m)), ["create2 /g/me", "get! /g/me"]);
+    assert_eq!(lines(&sent(&mut m)), ["create2 /g/me e 'a'", "get! /g/me"]);
 }
 
 #[test]
@@ -235,7 +175,7 @@ fn member_deleted_by_someone_else_is_recreated() {
             reason: LostReason::NodeDeleted
         }]
     );
-    assert_eq!(lines(&sent(&mut m)), ["create2 /g/me", "get! /g/me"]);
+    assert_eq!(lines(&sent(&mut m)), ["create2 /g/me e 'a'", "get! /g/me"]);
 }
 
 #[test]
@@ -291,7 +231,7 @@ fn member_session_expiry_recreates_on_the_new_session() {
     assert!(sent(&mut m).is_empty());
     m.handle_session(T, SessionChange::Connected { session_id: 0x88 });
     let s = sent(&mut m);
-    assert_eq!(lines(&s), ["create2 /g/me", "get! /g/me"]);
+    assert_eq!(lines(&s), ["create2 /g/me e 'a'", "get! /g/me"]);
     m.handle_reply(
         T,
         s[0].0,
@@ -320,7 +260,7 @@ fn member_expiry_while_old_node_lingers_waits_for_it() {
     m.handle_reply(T, s[1].0, data("a", stat(5, 5, S)));
     assert_eq!(events(&mut m), [MemberEvent::Blocked { owner: S }]);
     m.handle_watch(T, s[1].0, &ev(EventType::NodeDeleted, ME));
-    assert_eq!(lines(&sent(&mut m)), ["create2 /g/me", "get! /g/me"]);
+    assert_eq!(lines(&sent(&mut m)), ["create2 /g/me e 'a'", "get! /g/me"]);
 }
 
 #[test]
@@ -344,7 +284,7 @@ fn member_set_data_and_restore_after_foreign_write() {
     let (mut m, watch) = joined_member();
     m.set_data(T, Bytes::from_static(b"b"));
     let s = sent(&mut m);
-    assert_eq!(lines(&s), ["set /g/me b"]);
+    assert_eq!(lines(&s), ["set /g/me 'b'"]);
     m.handle_reply(T, s[0].0, Ok(Response::Stat(stat(5, 6, S))));
     assert_eq!(
         events(&mut m),
@@ -362,7 +302,7 @@ fn member_set_data_and_restore_after_foreign_write() {
     m.handle_watch(T, s[0].0, &ev(EventType::NodeDataChanged, ME));
     let s = sent(&mut m);
     m.handle_reply(T, s[0].0, data("zzz", stat(5, 7, S)));
-    assert_eq!(lines(&sent(&mut m)), ["set /g/me b"]);
+    assert_eq!(lines(&sent(&mut m)), ["set /g/me 'b'"]);
     assert!(events(&mut m).is_empty());
 }
 
@@ -443,7 +383,7 @@ fn member_refusal_backs_off() {
     assert!(sent(&mut m).is_empty());
     let at = m.poll_timeout().expect("a backoff deadline");
     m.handle_timeout(at);
-    assert_eq!(lines(&sent(&mut m)), ["create2 /g/me", "get! /g/me"]);
+    assert_eq!(lines(&sent(&mut m)), ["create2 /g/me e 'a'", "get! /g/me"]);
     assert!(m.poll_timeout().is_none_or(|t| t > at));
 }
 

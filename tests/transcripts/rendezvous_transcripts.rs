@@ -2,49 +2,15 @@
 //! replies in, exact requests and events out (same short lines as
 //! `group_transcripts.rs`).
 
-use bytes::Bytes;
-use zk_recipes::client::Error;
-use zk_recipes::proto::*;
+use super::kit::*;
 use zk_recipes::recipe::node::{NodeWatch, NodeWatchEvent, OwnedNode, OwnedNodeEvent};
 use zk_recipes::recipe::rendezvous::{
     coordinator_config, publisher_config, Master, RendezvousEvent, Worker,
 };
-use zk_recipes::recipe::{OpId, Recipe, SessionChange};
-use zk_recipes::session::WatchEvent;
-use zk_recipes::time::Instant;
 
 const T: Instant = Instant::ZERO;
 const S: i64 = 0x77;
 const ZR: &str = "/job/zr";
-
-fn sent<R: Recipe>(r: &mut R) -> Vec<(OpId, String)> {
-    std::iter::from_fn(|| r.poll_request())
-        .map(|(op, r)| {
-            let line = match r {
-                Request::Create2(c) => format!("create2 {}", c.path),
-                Request::CreateContainer(c) => format!("container {}", c.path),
-                Request::GetData(g) if g.watch => format!("get! {}", g.path),
-                Request::GetData(g) => format!("get {}", g.path),
-                Request::Exists(g) if g.watch => format!("exists! {}", g.path),
-                Request::SetData(s) => {
-                    format!("set {} {}", s.path, String::from_utf8_lossy(&s.data))
-                }
-                Request::Delete(d) => format!("delete {}", d.path),
-                Request::Sync(p) => format!("sync {}", p.path),
-                other => format!("{other:?}"),
-            };
-            (op, line)
-        })
-        .collect()
-}
-
-fn lines(s: &[(OpId, String)]) -> Vec<&str> {
-    s.iter().map(|(_, l)| l.as_str()).collect()
-}
-
-fn events<R: Recipe>(r: &mut R) -> Vec<R::Event> {
-    std::iter::from_fn(|| r.poll_event()).collect()
-}
 
 fn stat(czxid: i64, mzxid: i64) -> Stat {
     Stat {
@@ -53,17 +19,6 @@ fn stat(czxid: i64, mzxid: i64) -> Stat {
         ephemeral_owner: 0x42,
         ..Stat::default()
     }
-}
-
-fn data(d: &'static str, st: Stat) -> Result<Response, Error> {
-    Ok(Response::Data {
-        data: Bytes::from_static(d.as_bytes()),
-        stat: st,
-    })
-}
-
-fn no_node() -> Result<Response, Error> {
-    Err(Error::from(ErrorCode::NoNode))
 }
 
 fn ev(t: EventType) -> WatchEvent {
@@ -269,7 +224,7 @@ fn worker_close_ends() {
 fn master_publishes_once_zr_exists() {
     let mut m = started(Master::new(ZR, "m:1"), |m| m.start(T));
     let s = sent(&mut m);
-    assert_eq!(lines(&s), ["set /job/zr m:1", "get! /job/zr"]);
+    assert_eq!(lines(&s), ["set /job/zr 'm:1'", "get! /job/zr"]);
     m.handle_reply(T, s[0].0, no_node()); // not yet created
     m.handle_reply(T, s[1].0, no_node());
     let e = sent(&mut m);
@@ -281,7 +236,7 @@ fn master_publishes_once_zr_exists() {
     assert_eq!(lines(&s), ["get! /job/zr"]);
     m.handle_reply(T, s[0].0, data("", stat(2, 2)));
     let w = sent(&mut m);
-    assert_eq!(lines(&w), ["set /job/zr m:1"]);
+    assert_eq!(lines(&w), ["set /job/zr 'm:1'"]);
     m.handle_reply(T, w[0].0, Ok(Response::Stat(stat(2, 3))));
     assert_eq!(
         events(&mut m),
@@ -291,14 +246,14 @@ fn master_publishes_once_zr_exists() {
     // New address.
     m.publish(T, "m:2".into());
     let w = sent(&mut m);
-    assert_eq!(lines(&w), ["set /job/zr m:2"]);
+    assert_eq!(lines(&w), ["set /job/zr 'm:2'"]);
     m.handle_reply(T, w[0].0, Err(Error::ConnectionLoss));
     m.handle_session(T, SessionChange::Suspended);
     m.handle_session(T, SessionChange::Reconnected { session_id: S });
     let w = sent(&mut m);
     assert_eq!(
         lines(&w),
-        ["set /job/zr m:2", "sync /job/zr", "get /job/zr"]
+        ["set /job/zr 'm:2'", "sync /job/zr", "get /job/zr"]
     );
     m.handle_reply(T, w[0].0, Ok(Response::Stat(stat(2, 5))));
     assert_eq!(
@@ -337,7 +292,7 @@ fn master_refused_write_fails() {
 fn coordinator_creates_zr_and_leaves_the_masters_data_alone() {
     let mut c = started(OwnedNode::new(coordinator_config(ZR)), |c| c.create(T));
     let s = sent(&mut c);
-    assert_eq!(lines(&s), ["create2 /job/zr", "get! /job/zr"]);
+    assert_eq!(lines(&s), ["create2 /job/zr e", "get! /job/zr"]);
     let own = Stat {
         ephemeral_owner: S,
         ..stat(2, 2)
@@ -399,5 +354,5 @@ fn coordinator_session_expiry_is_final() {
 fn publisher_creates_zr_with_its_address() {
     let mut p = started(OwnedNode::new(publisher_config(ZR, "m:1")), |p| p.create(T));
     let s = sent(&mut p);
-    assert_eq!(lines(&s), ["create2 /job/zr", "get! /job/zr"]);
+    assert_eq!(lines(&s), ["create2 /job/zr e 'm:1'", "get! /job/zr"]);
 }

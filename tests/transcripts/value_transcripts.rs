@@ -1,49 +1,16 @@
 //! Transcript tests for `recipe::value` (`Update`, `Counter`): scripted replies in,
 //! exact requests and events out.
 
-use bytes::Bytes;
+use super::kit::*;
 use core::time::Duration;
-use zk_recipes::client::Error;
-use zk_recipes::proto::*;
 use zk_recipes::recipe::value::{
     counter_value, Counter, CounterEvent, CounterFormat, Proposal, Update, UpdateConfig,
     UpdateEvent,
 };
-use zk_recipes::recipe::{OpId, Recipe, SessionChange};
-use zk_recipes::time::Instant;
 
 const T: Instant = Instant::ZERO;
 const S: i64 = 0x77;
 const P: &str = "/c";
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-fn sent<R: Recipe>(r: &mut R) -> Vec<(OpId, String)> {
-    std::iter::from_fn(|| r.poll_request())
-        .map(|(op, r)| {
-            let line = match r {
-                Request::Create2(c) => format!("create2 {} {}", c.path, hex(&c.data)),
-                Request::CreateContainer(c) => format!("container {}", c.path),
-                Request::GetData(g) if g.watch => format!("get! {}", g.path),
-                Request::GetData(g) => format!("get {}", g.path),
-                Request::SetData(s) => format!("set {} {} v{}", s.path, hex(&s.data), s.version),
-                Request::Sync(p) => format!("sync {}", p.path),
-                other => format!("{other:?}"),
-            };
-            (op, line)
-        })
-        .collect()
-}
-
-fn lines(s: &[(OpId, String)]) -> Vec<&str> {
-    s.iter().map(|(_, l)| l.as_str()).collect()
-}
-
-fn events<R: Recipe>(r: &mut R) -> Vec<R::Event> {
-    std::iter::from_fn(|| r.poll_event()).collect()
-}
 
 fn stat(czxid: i64, version: i32) -> Stat {
     Stat {
@@ -52,13 +19,6 @@ fn stat(czxid: i64, version: i32) -> Stat {
         version,
         ..Stat::default()
     }
-}
-
-fn data(d: &[u8], st: Stat) -> Result<Response, Error> {
-    Ok(Response::Data {
-        data: Bytes::copy_from_slice(d),
-        stat: st,
-    })
 }
 
 fn err(c: ErrorCode) -> Result<Response, Error> {
@@ -108,7 +68,7 @@ fn proposed(u: &mut Update) -> OpId {
     assert!(u.is_proposing());
     u.propose(T, set("b"));
     let s = sent(u);
-    assert_eq!(lines(&s), ["set /c 62 v3"]);
+    assert_eq!(lines(&s), ["set /c 'b' @3"]);
     s[0].0
 }
 
@@ -137,7 +97,7 @@ fn update_bad_version_runs_the_function_again() {
     assert_eq!(events(&mut u), [current(b"z", stat(10, 4))]);
     u.propose(t, set("zz"));
     let s = sent(&mut u);
-    assert_eq!(lines(&s), ["set /c 7a7a v4"]);
+    assert_eq!(lines(&s), ["set /c 'zz' @4"]);
     u.handle_reply(t, s[0].0, Ok(Response::Stat(stat(10, 5))));
     assert_eq!(events(&mut u), [UpdateEvent::Updated { stat: stat(10, 5) }]);
     assert_eq!(u.rounds(), 2);
@@ -161,7 +121,7 @@ fn waits_after_lost_races(seed: u64, round: Duration, losses: usize) -> Vec<Dura
         assert_eq!(events(&mut u), [current(b"a", stat(10, version))]);
         u.propose(now + round / 2, set("b"));
         let s = sent(&mut u);
-        assert_eq!(lines(&s), [format!("set /c 62 v{version}")]);
+        assert_eq!(lines(&s), [format!("set /c 'b' @{version}")]);
         now = now + round;
         u.handle_reply(now, s[0].0, err(ErrorCode::BadVersion));
         assert_eq!(sent(&mut u), [], "read again at once after loss {i}");
@@ -249,12 +209,12 @@ fn update_creates_missing_node_and_its_parents() {
     assert_eq!(events(&mut u), [missing()]);
     u.propose(T, set("x"));
     let s = sent(&mut u);
-    assert_eq!(lines(&s), ["create2 /a/b/c 78"]);
+    assert_eq!(lines(&s), ["create2 /a/b/c 'x'"]);
     u.handle_reply(T, s[0].0, err(ErrorCode::NoNode));
     let s = sent(&mut u);
     assert_eq!(
         lines(&s),
-        ["container /a", "container /a/b", "create2 /a/b/c 78"]
+        ["container /a", "container /a/b", "create2 /a/b/c 'x'"]
     );
     u.handle_reply(T, s[0].0, err(ErrorCode::NodeExists));
     u.handle_reply(T, s[1].0, Ok(Response::Path("/a/b".into())));
@@ -302,7 +262,7 @@ fn update_node_exists_race_reads_again() {
     u.handle_reply(t, s[0].0, data(b"y", stat(30, 0)));
     assert_eq!(events(&mut u), [current(b"y", stat(30, 0))]);
     u.propose(t, set("yx"));
-    assert_eq!(lines(&sent(&mut u)), ["set /c 7978 v0"]);
+    assert_eq!(lines(&sent(&mut u)), ["set /c 'yx' @0"]);
 }
 
 /// The set's reply is lost; after the reconnect the machine syncs and re-reads.
@@ -325,7 +285,7 @@ fn lost_set_reply_not_applied_runs_again() {
     u.handle_reply(T, read, data(b"a", stat(10, 3)));
     assert_eq!(events(&mut u), [current(b"a", stat(10, 3))]);
     u.propose(T, set("b"));
-    assert_eq!(lines(&sent(&mut u)), ["set /c 62 v3"]);
+    assert_eq!(lines(&sent(&mut u)), ["set /c 'b' @3"]);
 }
 
 #[test]
@@ -398,7 +358,7 @@ fn refused_set_is_sent_again_after_backoff() {
     assert_eq!(sent(&mut u), []);
     u.handle_timeout(at);
     let s = sent(&mut u);
-    assert_eq!(lines(&s), ["set /c 62 v3"]);
+    assert_eq!(lines(&s), ["set /c 'b' @3"]);
     u.handle_reply(T, s[0].0, err(ErrorCode::Throttled));
     // The second doubles: within [10 ms, 20 ms].
     let at = u.poll_timeout().expect("a backoff");
@@ -408,7 +368,7 @@ fn refused_set_is_sent_again_after_backoff() {
     );
     u.handle_timeout(at);
     let s = sent(&mut u);
-    assert_eq!(lines(&s), ["set /c 62 v3"]);
+    assert_eq!(lines(&s), ["set /c 'b' @3"]);
     u.handle_reply(T, s[0].0, Ok(Response::Stat(stat(10, 4))));
     assert_eq!(events(&mut u), [UpdateEvent::Updated { stat: stat(10, 4) }]);
 }
@@ -479,7 +439,7 @@ fn counter_i32_is_curator_shared_count() {
     assert_eq!(lines(&s), ["get /c"]);
     c.handle_reply(T, s[0].0, data(&[0, 0, 0, 41], stat(10, 7)));
     let s = sent(&mut c);
-    assert_eq!(lines(&s), ["set /c 0000002a v7"]);
+    assert_eq!(lines(&s), ["set /c 0x0000002a @7"]);
     c.handle_reply(T, s[0].0, Ok(Response::Stat(stat(10, 8))));
     assert_added(&mut c, 41, 42, stat(10, 8));
     // Wraps like Java's int. (A second later: read first.)
@@ -488,7 +448,7 @@ fn counter_i32_is_curator_shared_count() {
     let s = sent(&mut c);
     assert_eq!(lines(&s), ["get /c"]);
     c.handle_reply(t, s[0].0, data(&[0x7f, 0xff, 0xff, 0xff], stat(10, 8)));
-    assert_eq!(lines(&sent(&mut c)), ["set /c 80000001 v8"]);
+    assert_eq!(lines(&sent(&mut c)), ["set /c 0x80000001 @8"]);
 }
 
 /// A burst of increments (issue 25, item 3): an add asked within one round (read sent →
@@ -505,7 +465,7 @@ fn counter_add_right_after_our_write_skips_the_read() {
     assert_eq!(lines(&s), ["get /c"]);
     c.handle_reply(ms(1), s[0].0, data(&[0, 0, 0, 41], stat(10, 7)));
     let s = sent(&mut c);
-    assert_eq!(lines(&s), ["set /c 0000002a v7"]);
+    assert_eq!(lines(&s), ["set /c 0x0000002a @7"]);
     c.handle_reply(ms(2), s[0].0, Ok(Response::Stat(stat(10, 8)))); // a 2 ms round
     let added = |before, after, version| CounterEvent::Added {
         before,
@@ -516,20 +476,20 @@ fn counter_add_right_after_our_write_skips_the_read() {
 
     c.add(ms(3), 1); // 1 ms later: against v8, no read
     let s = sent(&mut c);
-    assert_eq!(lines(&s), ["set /c 0000002b v8"]);
+    assert_eq!(lines(&s), ["set /c 0x0000002b @8"]);
     c.handle_reply(ms(4), s[0].0, Ok(Response::Stat(stat(10, 9))));
     assert_eq!(events(&mut c), [added(42, 43, 9)]);
 
     c.add(ms(4), 1); // someone else wrote meanwhile
     let s = sent(&mut c);
-    assert_eq!(lines(&s), ["set /c 0000002c v9"]);
+    assert_eq!(lines(&s), ["set /c 0x0000002c @9"]);
     c.handle_reply(ms(5), s[0].0, err(ErrorCode::BadVersion));
     let t = waited(&mut c);
     let s = sent(&mut c);
     assert_eq!(lines(&s), ["get /c"]);
     c.handle_reply(t, s[0].0, data(&[0, 0, 0, 50], stat(10, 10)));
     let s = sent(&mut c);
-    assert_eq!(lines(&s), ["set /c 00000033 v10"]);
+    assert_eq!(lines(&s), ["set /c 0x00000033 @10"]);
     c.handle_reply(t, s[0].0, Ok(Response::Stat(stat(10, 11))));
     assert_eq!(events(&mut c), [added(50, 51, 11)]);
 
@@ -563,7 +523,7 @@ fn counter_i64_is_curator_atomic_long_and_missing_is_zero() {
     let s = sent(&mut c);
     c.handle_reply(T, s[0].0, err(ErrorCode::NoNode));
     let s = sent(&mut c);
-    assert_eq!(lines(&s), ["create2 /c fffffffffffffffd"]);
+    assert_eq!(lines(&s), ["create2 /c 0xfffffffffffffffd"]);
     c.handle_reply(
         T,
         s[0].0,
@@ -587,7 +547,7 @@ fn counter_i64_is_curator_atomic_long_and_missing_is_zero() {
     let s = sent(&mut c);
     assert_eq!(lines(&s), ["get /c"]);
     c.handle_reply(t, s[0].0, data(&[], stat(40, 1)));
-    assert_eq!(lines(&sent(&mut c)), ["set /c 0000000000000005 v1"]);
+    assert_eq!(lines(&sent(&mut c)), ["set /c 0x0000000000000005 @1"]);
 }
 
 #[test]
@@ -704,7 +664,7 @@ fn counter_lost_reply_not_applied_retries() {
     c.handle_reply(T, s[0].0, Ok(Response::Path(P.into())));
     c.handle_reply(T, s[1].0, data(&[0, 0, 0, 1], stat(10, 1)));
     let s = sent(&mut c);
-    assert_eq!(lines(&s), ["set /c 00000002 v1"]);
+    assert_eq!(lines(&s), ["set /c 0x00000002 @1"]);
     c.handle_reply(T, s[0].0, Ok(Response::Stat(stat(10, 2))));
     assert_added(&mut c, 1, 2, stat(10, 2));
 }
@@ -723,13 +683,13 @@ fn counter_add_without_read_lost_reply_is_verified() {
     events(&mut c);
     c.add(T, 1);
     let s = sent(&mut c);
-    assert_eq!(lines(&s), ["set /c 00000003 v2"]);
+    assert_eq!(lines(&s), ["set /c 0x00000003 @2"]);
     let s = lose_and_reconnect(&mut c, s[0].0);
     assert_eq!(lines(&s), ["sync /c", "get /c"]);
     c.handle_reply(T, s[0].0, Ok(Response::Path(P.into())));
     c.handle_reply(T, s[1].0, data(&[0, 0, 0, 2], stat(10, 2)));
     let s = sent(&mut c);
-    assert_eq!(lines(&s), ["set /c 00000003 v2"]);
+    assert_eq!(lines(&s), ["set /c 0x00000003 @2"]);
     c.handle_reply(T, s[0].0, Ok(Response::Stat(stat(10, 3))));
     assert_added(&mut c, 2, 3, stat(10, 3));
     // The reconnect forgot what we wrote: the next add reads first.
