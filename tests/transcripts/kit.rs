@@ -355,3 +355,167 @@ pub fn record(module: &str, old: &str, new: &Request) {
         writeln!(f, "{module}\t{old}\t{new}").unwrap();
     }
 }
+
+/// A machine driven by its lines: it keeps what was sent and not answered, answers by
+/// line, routes watch events to the request that set the watch, and keeps the time.
+pub struct Script<R: Recipe> {
+    /// The machine.
+    pub r: R,
+    /// The time every input carries.
+    pub now: Instant,
+    /// Sent and not answered, oldest first.
+    pub pending: Vec<(OpId, String)>,
+    /// Answered, oldest first.
+    pub answered: Vec<(OpId, String)>,
+    /// The `short` form: `(long, short)` replacements applied to every line.
+    pub abbrev: Vec<(String, String)>,
+}
+
+impl<R: Recipe> Script<R> {
+    /// A script over `r` at time zero, as it is (no session event).
+    pub fn new(r: R) -> Self {
+        Script {
+            r,
+            now: Instant::ZERO,
+            pending: Vec::new(),
+            answered: Vec::new(),
+            abbrev: Vec::new(),
+        }
+    }
+
+    /// A script over `r` whose session is connected as `session_id`.
+    pub fn connected(r: R, session_id: i64) -> Self {
+        let mut s = Script::new(r);
+        s.session(SessionChange::Connected { session_id });
+        s
+    }
+
+    /// Lines use the `short` form: each `long` written as `short`.
+    pub fn short(mut self, abbrev: &[(&str, &str)]) -> Self {
+        self.abbrev = abbrev
+            .iter()
+            .map(|(l, s)| (l.to_string(), s.to_string()))
+            .collect();
+        self
+    }
+
+    fn shorten(&self, l: String) -> String {
+        self.abbrev
+            .iter()
+            .fold(l, |l, (long, s)| l.replace(long, s))
+    }
+
+    /// The lines sent since the last call (they join the pending ones).
+    pub fn sent(&mut self) -> Vec<String> {
+        let new: Vec<(OpId, String)> = std::iter::from_fn(|| self.r.poll_request())
+            .map(|(op, req)| (op, line(&req)))
+            .collect();
+        let new: Vec<(OpId, String)> = new
+            .into_iter()
+            .map(|(op, l)| (op, self.shorten(l)))
+            .collect();
+        let lines = new.iter().map(|(_, l)| l.clone()).collect();
+        self.pending.extend(new);
+        lines
+    }
+
+    /// Answers the pending request whose line is `prefix`, or else the oldest one whose
+    /// line starts with it.
+    pub fn reply(&mut self, prefix: &str, result: Result<Response, Error>) {
+        self.sent();
+        let at = self
+            .pending
+            .iter()
+            .position(|(_, l)| l == prefix)
+            .or_else(|| self.pending.iter().position(|(_, l)| l.starts_with(prefix)))
+            .unwrap_or_else(|| panic!("no pending `{prefix}` in {:?}", self.pending));
+        let (op, l) = self.pending.remove(at);
+        self.answered.push((op, l));
+        self.r.handle_reply(self.now, op, result);
+    }
+
+    /// Every pending request fails with `e` (the connection dropped).
+    pub fn fail_all(&mut self, e: Error) {
+        self.sent();
+        for (op, _) in std::mem::take(&mut self.pending) {
+            self.r.handle_reply(self.now, op, Err(e.clone()));
+        }
+    }
+
+    /// Every pending request fails with `ConnectionLoss`, then the session is suspended.
+    pub fn disconnect(&mut self) {
+        self.fail_all(Error::ConnectionLoss);
+        self.session(SessionChange::Suspended);
+    }
+
+    /// A watch fires on `path`, routed (as the host does) to the op of the last answered
+    /// request that set a watch (`exists!`, `get!`, `list!`, `list2!`, `setWatches2`) on
+    /// it.
+    pub fn fire(&mut self, event_type: EventType, path: &str) {
+        let p = self.shorten(path.to_string());
+        let op = self
+            .answered
+            .iter()
+            .rev()
+            .find(|(_, l)| {
+                let mut words = l.split(' ');
+                let verb = words.next().unwrap_or("");
+                if verb == "setWatches2" {
+                    words.any(|w| w.trim_end_matches(']').split(['[', ' ']).any(|x| x == p))
+                } else {
+                    verb.ends_with('!') && words.next() == Some(p.as_str())
+                }
+            })
+            .map(|(op, _)| *op)
+            .unwrap_or_else(|| panic!("nothing watched {path} in {:?}", self.answered));
+        self.fire_at(op, event_type, path);
+    }
+
+    /// A watch fires on `path`, routed to the op of the last answered request, whatever
+    /// it was.
+    pub fn fire_last(&mut self, event_type: EventType, path: &str) {
+        let op = self.answered.last().map(|(op, _)| *op).unwrap_or(0);
+        self.fire_at(op, event_type, path);
+    }
+
+    /// A watch event on `path` for the op `op`.
+    pub fn fire_at(&mut self, op: OpId, event_type: EventType, path: &str) {
+        self.r.handle_watch(self.now, op, &ev(event_type, path));
+    }
+
+    /// The events queued.
+    pub fn events(&mut self) -> Vec<R::Event> {
+        events(&mut self.r)
+    }
+
+    /// A session change, now. On `Expired` and `Closed` the pending requests are
+    /// dropped (the session answered them all).
+    pub fn session(&mut self, change: SessionChange) {
+        if matches!(change, SessionChange::Expired | SessionChange::Closed) {
+            self.sent();
+            self.pending.clear();
+        }
+        self.r.handle_session(self.now, change);
+    }
+
+    /// Time moves on by `d`, and the machine's timers are run.
+    pub fn advance(&mut self, d: std::time::Duration) {
+        self.now = self.now + d;
+        self.r.handle_timeout(self.now);
+    }
+}
+
+/// A multi reply with these results.
+pub fn multi(results: Vec<MultiResult>) -> Result<Response, Error> {
+    Ok(Response::Multi(results))
+}
+
+/// A multi of `n` deletes that all succeeded.
+pub fn multi_deleted(n: usize) -> Result<Response, Error> {
+    multi(vec![MultiResult::Delete; n])
+}
+
+/// A multi of `n` ops failed by its op `at` with `c`.
+pub fn multi_failed(at: usize, c: ErrorCode, n: usize) -> Result<Response, Error> {
+    multi(failed_multi(n, at, c))
+}
