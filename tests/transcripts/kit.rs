@@ -181,6 +181,11 @@ pub fn sent<R: Recipe>(r: &mut R) -> Vec<(OpId, String)> {
         .collect()
 }
 
+/// Just the lines the machine has queued, owned.
+pub fn sent_lines<R: Recipe>(r: &mut R) -> Vec<String> {
+    sent(r).into_iter().map(|(_, l)| l).collect()
+}
+
 /// Just the lines of `sent`.
 pub fn lines(s: &[(OpId, String)]) -> Vec<&str> {
     s.iter().map(|(_, l)| l.as_str()).collect()
