@@ -28,26 +28,17 @@ fn cache_events(r: &mut TreeCache) -> Vec<String> {
         .collect()
 }
 
-fn stat(czxid: i64, mzxid: i64, pzxid: i64) -> Stat {
-    Stat {
-        czxid,
-        mzxid,
-        pzxid,
-        ..Stat::default()
-    }
-}
-
 fn data(d: &'static str, czxid: i64, mzxid: i64) -> Result<Response, Error> {
     Ok(Response::Data {
         data: Bytes::from_static(d.as_bytes()),
-        stat: stat(czxid, mzxid, 0),
+        stat: st().czxid(czxid).mzxid(mzxid).pzxid(0),
     })
 }
 
 fn kids(names: &[&str], czxid: i64, pzxid: i64) -> Result<Response, Error> {
     Ok(Response::Children2 {
         children: names.iter().map(|s| s.to_string()).collect(),
-        stat: stat(czxid, 0, pzxid),
+        stat: st().czxid(czxid).mzxid(0).pzxid(pzxid),
     })
 }
 
@@ -654,7 +645,7 @@ fn memory_per_cached_node() {
                 op,
                 Ok(Response::Data {
                     data: Bytes::from(format!("{zxid:08}")),
-                    stat: stat(zxid, zxid, 0),
+                    stat: st().czxid(zxid).mzxid(zxid).pzxid(0),
                 }),
             );
         }

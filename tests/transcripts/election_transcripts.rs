@@ -17,14 +17,6 @@ const ACK50: &str = "/app/election-leader/50";
 const SESSION: i64 = 0x77;
 const T: Instant = Instant::ZERO;
 
-fn stat(czxid: i64, owner: i64) -> Stat {
-    Stat {
-        czxid,
-        ephemeral_owner: owner,
-        ..Stat::default()
-    }
-}
-
 fn node(id_n: u32, seq: u32) -> String {
     format!("_c_{}-latch-{seq:010}", id(id_n))
 }
@@ -41,7 +33,7 @@ fn path(name: &str) -> String {
 fn created(name: &str, czxid: i64) -> Result<Response, Error> {
     Ok(Response::PathStat {
         path: path(name),
-        stat: stat(czxid, SESSION),
+        stat: st().czxid(czxid).owner(SESSION),
     })
 }
 
@@ -174,7 +166,7 @@ fn a_suspended_leader_is_told_and_leads_again_only_after_a_synced_check_of_its_n
     );
     assert!(s.events().is_empty(), "not before the check");
     s.reply("sync", Ok(Response::Path(DIR.into())));
-    s.reply("exists", Ok(Response::Stat(stat(50, SESSION))));
+    s.reply("exists", Ok(Response::Stat(st().czxid(50).owner(SESSION))));
     assert_eq!(s.events(), [ElectionEvent::Reconnected]);
     assert!(s.r.is_leader());
 }
@@ -334,7 +326,7 @@ fn an_acknowledgement_whose_reply_was_lost_is_found_to_be_ours() {
         session_id: SESSION,
     });
     s.reply("sync", Ok(Response::Path(DIR.into())));
-    s.reply("exists", Ok(Response::Stat(stat(50, SESSION))));
+    s.reply("exists", Ok(Response::Stat(st().czxid(50).owner(SESSION))));
     assert_eq!(s.events(), [ElectionEvent::Reconnected]);
     // Sent again only once leading again; the first one had been applied.
     assert_eq!(

@@ -15,15 +15,6 @@ const S: i64 = 0x77;
 const DIR: &str = "/g";
 const ME: &str = "/g/me";
 
-fn stat(czxid: i64, mzxid: i64, owner: i64) -> Stat {
-    Stat {
-        czxid,
-        mzxid,
-        ephemeral_owner: owner,
-        ..Stat::default()
-    }
-}
-
 fn member(name: &str, d: &'static str, st: Stat) -> Member {
     Member {
         name: name.into(),
@@ -54,16 +45,16 @@ fn joined_member() -> (GroupMember, OpId) {
         s[0].0,
         Ok(Response::PathStat {
             path: ME.into(),
-            stat: stat(5, 5, S),
+            stat: st().czxid(5).mzxid(5).owner(S),
         }),
     );
     assert_eq!(
         events(&mut m),
         [MemberEvent::Created {
-            stat: stat(5, 5, S)
+            stat: st().czxid(5).mzxid(5).owner(S)
         }]
     );
-    m.handle_reply(T, s[1].0, data("a", stat(5, 5, S)));
+    m.handle_reply(T, s[1].0, data("a", st().czxid(5).mzxid(5).owner(S)));
     assert!(sent(&mut m).is_empty());
     assert!(events(&mut m).is_empty());
     assert!(m.is_joined());
@@ -141,11 +132,11 @@ fn member_lost_create_reply_adopts_own_node_and_sets_data() {
     assert_eq!(lines(&s), ["sync /g/me", "get! /g/me"]);
     m.handle_reply(T, s[0].0, Ok(Response::Path(ME.into())));
     // Ours, but with other data (say an older payload): set ours.
-    m.handle_reply(T, s[1].0, data("old", stat(5, 5, S)));
+    m.handle_reply(T, s[1].0, data("old", st().czxid(5).mzxid(5).owner(S)));
     assert_eq!(
         events(&mut m),
         [MemberEvent::Created {
-            stat: stat(5, 5, S)
+            stat: st().czxid(5).mzxid(5).owner(S)
         }]
     );
     assert_eq!(lines(&sent(&mut m)), ["set /g/me 'new'"]);
@@ -158,7 +149,7 @@ fn member_node_of_another_session_is_waited_out() {
     m.join(T);
     let s = sent(&mut m);
     m.handle_reply(T, s[0].0, code(ErrorCode::NodeExists));
-    m.handle_reply(T, s[1].0, data("x", stat(3, 3, 0x99)));
+    m.handle_reply(T, s[1].0, data("x", st().czxid(3).mzxid(3).owner(0x99)));
     assert_eq!(events(&mut m), [MemberEvent::Blocked { owner: 0x99 }]);
     assert!(sent(&mut m).is_empty()); // watched, never deleted
     m.handle_watch(T, s[1].0, &ev(EventType::NodeDeleted, ME));
@@ -191,16 +182,16 @@ fn member_without_recreate_fails_when_deleted() {
         s[0].0,
         Ok(Response::PathStat {
             path: ME.into(),
-            stat: stat(5, 5, S),
+            stat: st().czxid(5).mzxid(5).owner(S),
         }),
     );
-    m.handle_reply(T, s[1].0, data("a", stat(5, 5, S)));
+    m.handle_reply(T, s[1].0, data("a", st().czxid(5).mzxid(5).owner(S)));
     m.handle_watch(T, s[1].0, &ev(EventType::NodeDeleted, ME));
     assert_eq!(
         events(&mut m),
         [
             MemberEvent::Created {
-                stat: stat(5, 5, S)
+                stat: st().czxid(5).mzxid(5).owner(S)
             },
             MemberEvent::Lost {
                 reason: LostReason::NodeDeleted
@@ -237,13 +228,13 @@ fn member_session_expiry_recreates_on_the_new_session() {
         s[0].0,
         Ok(Response::PathStat {
             path: ME.into(),
-            stat: stat(9, 9, 0x88),
+            stat: st().czxid(9).mzxid(9).owner(0x88),
         }),
     );
     assert_eq!(
         events(&mut m),
         [MemberEvent::Created {
-            stat: stat(9, 9, 0x88)
+            stat: st().czxid(9).mzxid(9).owner(0x88)
         }]
     );
 }
@@ -257,7 +248,7 @@ fn member_expiry_while_old_node_lingers_waits_for_it() {
     let s = sent(&mut m);
     // The old session's node is still there (the expiry is not applied yet).
     m.handle_reply(T, s[0].0, code(ErrorCode::NodeExists));
-    m.handle_reply(T, s[1].0, data("a", stat(5, 5, S)));
+    m.handle_reply(T, s[1].0, data("a", st().czxid(5).mzxid(5).owner(S)));
     assert_eq!(events(&mut m), [MemberEvent::Blocked { owner: S }]);
     m.handle_watch(T, s[1].0, &ev(EventType::NodeDeleted, ME));
     assert_eq!(lines(&sent(&mut m)), ["create2 /g/me e 'a'", "get! /g/me"]);
@@ -274,7 +265,7 @@ fn member_reconnect_verifies_the_node() {
     // The watch is still registered (re-armed by the session): read without one.
     assert_eq!(lines(&s), ["sync /g/me", "get /g/me"]);
     m.handle_reply(T, s[0].0, Ok(Response::Path(ME.into())));
-    m.handle_reply(T, s[1].0, data("a", stat(5, 5, S)));
+    m.handle_reply(T, s[1].0, data("a", st().czxid(5).mzxid(5).owner(S)));
     assert_eq!(events(&mut m), [MemberEvent::Reconnected]);
     assert!(m.is_joined());
 }
@@ -285,23 +276,27 @@ fn member_set_data_and_restore_after_foreign_write() {
     m.set_data(T, Bytes::from_static(b"b"));
     let s = sent(&mut m);
     assert_eq!(lines(&s), ["set /g/me 'b'"]);
-    m.handle_reply(T, s[0].0, Ok(Response::Stat(stat(5, 6, S))));
+    m.handle_reply(
+        T,
+        s[0].0,
+        Ok(Response::Stat(st().czxid(5).mzxid(6).owner(S))),
+    );
     assert_eq!(
         events(&mut m),
         [MemberEvent::DataSet {
-            stat: stat(5, 6, S)
+            stat: st().czxid(5).mzxid(6).owner(S)
         }]
     );
     // Our own write fires the watch; a re-read finds our data: nothing more.
     m.handle_watch(T, watch, &ev(EventType::NodeDataChanged, ME));
     let s = sent(&mut m);
     assert_eq!(lines(&s), ["get! /g/me"]);
-    m.handle_reply(T, s[0].0, data("b", stat(5, 6, S)));
+    m.handle_reply(T, s[0].0, data("b", st().czxid(5).mzxid(6).owner(S)));
     assert!(sent(&mut m).is_empty());
     // Someone else writes: ours is set back.
     m.handle_watch(T, s[0].0, &ev(EventType::NodeDataChanged, ME));
     let s = sent(&mut m);
-    m.handle_reply(T, s[0].0, data("zzz", stat(5, 7, S)));
+    m.handle_reply(T, s[0].0, data("zzz", st().czxid(5).mzxid(7).owner(S)));
     assert_eq!(lines(&sent(&mut m)), ["set /g/me 'b'"]);
     assert!(events(&mut m).is_empty());
 }
@@ -345,7 +340,7 @@ fn member_leave_never_deletes_another_sessions_node() {
     let s = sent(&mut m);
     m.leave(T); // while the create is on its way
     m.handle_reply(T, s[0].0, code(ErrorCode::NodeExists));
-    m.handle_reply(T, s[1].0, data("x", stat(3, 3, 0x99)));
+    m.handle_reply(T, s[1].0, data("x", st().czxid(3).mzxid(3).owner(0x99)));
     assert!(sent(&mut m).is_empty());
     assert_eq!(events(&mut m), [MemberEvent::Removed]);
 }
@@ -362,10 +357,10 @@ fn member_leave_while_create_in_flight_deletes_it() {
         s[0].0,
         Ok(Response::PathStat {
             path: ME.into(),
-            stat: stat(5, 5, S),
+            stat: st().czxid(5).mzxid(5).owner(S),
         }),
     );
-    m.handle_reply(T, s[1].0, data("a", stat(5, 5, S)));
+    m.handle_reply(T, s[1].0, data("a", st().czxid(5).mzxid(5).owner(S)));
     let s = sent(&mut m);
     assert_eq!(lines(&s), ["delete /g/me"]);
     m.handle_reply(T, s[0].0, code(ErrorCode::NoNode));
@@ -432,17 +427,21 @@ fn synced_view() -> (View, OpId, OpId, OpId) {
     v.handle_reply(T, s[0].0, children(&["b", "a"]));
     let r = sent(&mut v);
     assert_eq!(lines(&r), ["get! /g/a", "get! /g/b"]);
-    v.handle_reply(T, r[0].0, data("A", stat(1, 1, 0x1)));
+    v.handle_reply(T, r[0].0, data("A", st().czxid(1).mzxid(1).owner(0x1)));
     assert_eq!(
         events(&mut v),
-        [ViewEvent::Joined(member("a", "A", stat(1, 1, 0x1)))]
+        [ViewEvent::Joined(member(
+            "a",
+            "A",
+            st().czxid(1).mzxid(1).owner(0x1)
+        ))]
     );
     assert!(!v.is_synced());
-    v.handle_reply(T, r[1].0, data("B", stat(2, 2, 0x2)));
+    v.handle_reply(T, r[1].0, data("B", st().czxid(2).mzxid(2).owner(0x2)));
     assert_eq!(
         events(&mut v),
         [
-            ViewEvent::Joined(member("b", "B", stat(2, 2, 0x2))),
+            ViewEvent::Joined(member("b", "B", st().czxid(2).mzxid(2).owner(0x2))),
             ViewEvent::Synced
         ]
     );
@@ -467,23 +466,35 @@ fn view_join_leave_change() {
     v.handle_reply(T, s[0].0, children(&["a", "c"])); // b left, c joined
     assert_eq!(
         events(&mut v),
-        [ViewEvent::Left(member("b", "B", stat(2, 2, 0x2)))]
+        [ViewEvent::Left(member(
+            "b",
+            "B",
+            st().czxid(2).mzxid(2).owner(0x2)
+        ))]
     );
     let r = sent(&mut v);
     assert_eq!(lines(&r), ["get! /g/c"]);
-    v.handle_reply(T, r[0].0, data("C", stat(4, 4, 0x3)));
+    v.handle_reply(T, r[0].0, data("C", st().czxid(4).mzxid(4).owner(0x3)));
     assert_eq!(
         events(&mut v),
-        [ViewEvent::Joined(member("c", "C", stat(4, 4, 0x3)))]
+        [ViewEvent::Joined(member(
+            "c",
+            "C",
+            st().czxid(4).mzxid(4).owner(0x3)
+        ))]
     );
     // a's data changes.
     v.handle_watch(T, a, &ev(EventType::NodeDataChanged, "/g/a"));
     let r = sent(&mut v);
     assert_eq!(lines(&r), ["get! /g/a"]);
-    v.handle_reply(T, r[0].0, data("A2", stat(1, 5, 0x1)));
+    v.handle_reply(T, r[0].0, data("A2", st().czxid(1).mzxid(5).owner(0x1)));
     assert_eq!(
         events(&mut v),
-        [ViewEvent::Changed(member("a", "A2", stat(1, 5, 0x1)))]
+        [ViewEvent::Changed(member(
+            "a",
+            "A2",
+            st().czxid(1).mzxid(5).owner(0x1)
+        ))]
     );
     let names: Vec<&str> = v.members().iter().map(|m| m.name.as_str()).collect();
     assert_eq!(names, ["a", "c"]);
@@ -495,7 +506,11 @@ fn view_member_deleted_is_left_at_once() {
     v.handle_watch(T, b, &ev(EventType::NodeDeleted, "/g/b"));
     assert_eq!(
         events(&mut v),
-        [ViewEvent::Left(member("b", "B", stat(2, 2, 0x2)))]
+        [ViewEvent::Left(member(
+            "b",
+            "B",
+            st().czxid(2).mzxid(2).owner(0x2)
+        ))]
     );
     // The child watch fires too: the listing confirms; nothing is reported twice.
     v.handle_watch(T, list, &ev(EventType::NodeChildrenChanged, DIR));
@@ -537,13 +552,13 @@ fn view_recreated_member_is_left_then_joined() {
     v.handle_reply(T, s[1].0, children(&["a", "b"]));
     let r = sent(&mut v);
     assert_eq!(lines(&r), ["get! /g/a", "get! /g/b"]);
-    v.handle_reply(T, r[0].0, data("A", stat(1, 1, 0x1))); // unchanged
-    v.handle_reply(T, r[1].0, data("B", stat(7, 7, 0x5))); // new node
+    v.handle_reply(T, r[0].0, data("A", st().czxid(1).mzxid(1).owner(0x1))); // unchanged
+    v.handle_reply(T, r[1].0, data("B", st().czxid(7).mzxid(7).owner(0x5))); // new node
     assert_eq!(
         events(&mut v),
         [
-            ViewEvent::Left(member("b", "B", stat(2, 2, 0x2))),
-            ViewEvent::Joined(member("b", "B", stat(7, 7, 0x5))),
+            ViewEvent::Left(member("b", "B", st().czxid(2).mzxid(2).owner(0x2))),
+            ViewEvent::Joined(member("b", "B", st().czxid(7).mzxid(7).owner(0x5))),
             ViewEvent::Synced
         ]
     );
@@ -585,11 +600,11 @@ fn view_reconnect_with_reads_in_flight_rereads_them() {
     assert_eq!(lines(&s), ["sync /g", "list /g", "get! /g/a"]);
     v.handle_reply(T, s[0].0, Ok(Response::Path(DIR.into())));
     v.handle_reply(T, s[1].0, children(&["a"]));
-    v.handle_reply(T, s[2].0, data("A", stat(1, 1, 0x1)));
+    v.handle_reply(T, s[2].0, data("A", st().czxid(1).mzxid(1).owner(0x1)));
     assert_eq!(
         events(&mut v),
         [
-            ViewEvent::Joined(member("a", "A", stat(1, 1, 0x1))),
+            ViewEvent::Joined(member("a", "A", st().czxid(1).mzxid(1).owner(0x1))),
             ViewEvent::Synced
         ]
     );
@@ -612,10 +627,14 @@ fn view_missing_directory_is_an_empty_group_until_created() {
     assert_eq!(lines(&s), ["list! /g"]);
     v.handle_reply(T, s[0].0, children(&["a"]));
     let r = sent(&mut v);
-    v.handle_reply(T, r[0].0, data("A", stat(1, 1, 0x1)));
+    v.handle_reply(T, r[0].0, data("A", st().czxid(1).mzxid(1).owner(0x1)));
     assert_eq!(
         events(&mut v),
-        [ViewEvent::Joined(member("a", "A", stat(1, 1, 0x1)))]
+        [ViewEvent::Joined(member(
+            "a",
+            "A",
+            st().czxid(1).mzxid(1).owner(0x1)
+        ))]
     );
 }
 
@@ -628,8 +647,8 @@ fn view_directory_deleted_empties_the_view() {
     assert_eq!(
         events(&mut v),
         [
-            ViewEvent::Left(member("a", "A", stat(1, 1, 0x1))),
-            ViewEvent::Left(member("b", "B", stat(2, 2, 0x2)))
+            ViewEvent::Left(member("a", "A", st().czxid(1).mzxid(1).owner(0x1))),
+            ViewEvent::Left(member("b", "B", st().czxid(2).mzxid(2).owner(0x2)))
         ]
     );
     assert_eq!(lines(&sent(&mut v)), ["exists! /g"]);

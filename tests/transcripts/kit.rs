@@ -205,6 +205,11 @@ pub fn op_of(s: &[(OpId, String)], want: &str) -> OpId {
     }
 }
 
+/// The instant `n` milliseconds after zero.
+pub fn ms(n: u64) -> Instant {
+    Instant::from_micros(n * 1000)
+}
+
 // ----- replies -----
 
 /// An empty success (delete, setWatches2, a sync's `Empty`).
@@ -238,7 +243,7 @@ pub fn children2(names: &[&str], stat: Stat) -> Result<Response, Error> {
 }
 
 /// A getData reply.
-pub fn data(d: impl AsRef<[u8]>, stat: Stat) -> Result<Response, Error> {
+pub fn data(d: &(impl AsRef<[u8]> + ?Sized), stat: Stat) -> Result<Response, Error> {
     Ok(Response::Data {
         data: Bytes::copy_from_slice(d.as_ref()),
         stat,
@@ -346,20 +351,6 @@ macro_rules! reply {
 }
 
 pub(crate) use {expect_sent, reply};
-
-/// Migration aid (temporary): appends `old\tnew` to the file named by `KIT28_MAP`.
-pub fn record(module: &str, old: &str, new: &Request) {
-    let new = line(new);
-    if let Ok(p) = std::env::var("KIT28_MAP") {
-        use std::io::Write;
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(p)
-            .unwrap();
-        writeln!(f, "{module}\t{old}\t{new}").unwrap();
-    }
-}
 
 /// A machine driven by its lines: it keeps what was sent and not answered, answers by
 /// line, routes watch events to the request that set the watch, and keeps the time.

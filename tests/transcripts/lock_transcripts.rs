@@ -23,10 +23,6 @@ const SESSION: i64 = 0x77;
 const T: Instant = Instant::ZERO;
 const DIR: &str = "/locks/job";
 
-fn ms(n: u64) -> Instant {
-    Instant::from_micros(n * 1000)
-}
-
 fn config(kind: LockKind) -> LockConfig {
     LockConfig::new(DIR, kind, ID)
 }
@@ -97,18 +93,10 @@ fn marked_data(marker: &[u8], names: &[&str]) -> Vec<u8> {
     d
 }
 
-fn stat(czxid: i64, owner: i64) -> Stat {
-    Stat {
-        czxid,
-        ephemeral_owner: owner,
-        ..Stat::default()
-    }
-}
-
 fn created(name: &str, czxid: i64) -> Result<Response, Error> {
     Ok(Response::PathStat {
         path: path(name),
-        stat: stat(czxid, SESSION),
+        stat: st().czxid(czxid).owner(SESSION),
     })
 }
 
@@ -120,10 +108,7 @@ fn data(d: &'static [u8]) -> Result<Response, Error> {
 fn data_at(d: &[u8], version: i32) -> Result<Response, Error> {
     Ok(Response::Data {
         data: Bytes::copy_from_slice(d),
-        stat: Stat {
-            version,
-            ..stat(1, SESSION)
-        },
+        stat: st().czxid(1).owner(SESSION).version(version),
     })
 }
 
@@ -164,10 +149,6 @@ fn multi_failed(at: usize, c: ErrorCode) -> Result<Response, Error> {
 /// requests pending) and the server's throttle.
 fn refusals() -> [Error; 2] {
     [Error::Overloaded, Error::Server(ErrorCode::Throttled)]
-}
-
-fn code(c: ErrorCode) -> Result<Response, Error> {
-    Err(Error::from(c))
 }
 
 fn ours(n: u32) -> String {
@@ -684,7 +665,11 @@ fn a_lost_create_reply_is_recovered_by_prefix_after_a_sync_and_adopted_only_if_o
     l.handle_reply(T, r[1].0, children(&[&ours(4), "_c_z-lock-0000000002"]));
     let adopt = sent(&mut l);
     assert_eq!(adopt[0].1, format!("exists {}", path(&ours(4))));
-    l.handle_reply(T, adopt[0].0, Ok(Response::Stat(stat(40, SESSION))));
+    l.handle_reply(
+        T,
+        adopt[0].0,
+        Ok(Response::Stat(st().czxid(40).owner(SESSION))),
+    );
     let next = sent_lines(&mut l);
     assert_eq!(
         next,
@@ -709,7 +694,11 @@ fn a_node_with_our_prefix_from_another_session_is_never_adopted() {
     l.handle_reply(T, r[0].0, Ok(Response::Path(DIR.into())));
     l.handle_reply(T, r[1].0, children(&[&ours(4)]));
     let adopt = sent(&mut l);
-    l.handle_reply(T, adopt[0].0, Ok(Response::Stat(stat(40, 0x999))));
+    l.handle_reply(
+        T,
+        adopt[0].0,
+        Ok(Response::Stat(st().czxid(40).owner(0x999))),
+    );
     assert_eq!(
         sent_lines(&mut l),
         [
@@ -735,7 +724,7 @@ fn recovery_adopts_the_lower_of_two_nodes_and_deletes_the_orphan() {
     assert_eq!(adopt.len(), 2);
     for (op, line) in &adopt {
         let czxid = if line.ends_with(&ours(4)) { 40 } else { 90 };
-        l.handle_reply(T, *op, Ok(Response::Stat(stat(czxid, SESSION))));
+        l.handle_reply(T, *op, Ok(Response::Stat(st().czxid(czxid).owner(SESSION))));
     }
     let next = sent_lines(&mut l);
     assert!(
@@ -843,7 +832,7 @@ fn refused_watches_and_verifications_are_retried() {
     l.handle_timeout(l.poll_timeout().unwrap());
     let v = sent(&mut l);
     l.handle_reply(T, v[0].0, Ok(Response::Path(DIR.into())));
-    l.handle_reply(T, v[1].0, Ok(Response::Stat(stat(50, SESSION))));
+    l.handle_reply(T, v[1].0, Ok(Response::Stat(st().czxid(50).owner(SESSION))));
     assert_eq!(events(&mut l), vec![LockEvent::Reconnected]);
 
     // A refused own-node watch: armed again.
@@ -867,7 +856,7 @@ fn a_sync_that_fails_makes_its_read_count_for_nothing() {
     let v = sent(&mut l);
     l.handle_reply(T, v[0].0, Err(Error::Server(ErrorCode::Throttled)));
     // The exists after it went to a possibly stale server: not trusted.
-    l.handle_reply(T, v[1].0, Ok(Response::Stat(stat(50, SESSION))));
+    l.handle_reply(T, v[1].0, Ok(Response::Stat(st().czxid(50).owner(SESSION))));
     assert!(events(&mut l).is_empty(), "not verified by a stale read");
     l.handle_timeout(l.poll_timeout().unwrap());
     assert_eq!(
@@ -941,7 +930,11 @@ fn a_deadline_is_kept_while_creating() {
     l.handle_reply(T, r[0].0, Ok(Response::Path(DIR.into())));
     l.handle_reply(T, r[1].0, children(&[&ours(8)]));
     let adopt = sent(&mut l);
-    l.handle_reply(T, adopt[0].0, Ok(Response::Stat(stat(80, SESSION))));
+    l.handle_reply(
+        T,
+        adopt[0].0,
+        Ok(Response::Stat(st().czxid(80).owner(SESSION))),
+    );
     let del = sent(&mut l);
     assert_eq!(del[0].1, format!("delete {}", path(&ours(8))));
     l.handle_reply(T, del[0].0, Ok(Response::Empty));
@@ -985,7 +978,7 @@ fn suspended_then_reconnected_after_verifying_the_node() {
     assert!(events(&mut l).is_empty(), "not before verifying");
     let v = sent(&mut l);
     l.handle_reply(T, v[0].0, Ok(Response::Path(DIR.into())));
-    l.handle_reply(T, v[1].0, Ok(Response::Stat(stat(50, SESSION))));
+    l.handle_reply(T, v[1].0, Ok(Response::Stat(st().czxid(50).owner(SESSION))));
     assert_eq!(events(&mut l), vec![LockEvent::Reconnected]);
     assert!(l.is_held());
 }
@@ -1145,7 +1138,7 @@ fn reentry_on_a_lost_hold_fails_and_one_while_suspended_waits_for_the_verificati
         },
     );
     let v = sent(&mut l);
-    l.handle_reply(T, v[1].0, Ok(Response::Stat(stat(50, SESSION))));
+    l.handle_reply(T, v[1].0, Ok(Response::Stat(st().czxid(50).owner(SESSION))));
     let outcome = events(&mut l).iter().find_map(|e| wait.feed(e));
     assert_eq!(outcome, Some(Ok(Some((50, ours(5))))));
     assert_eq!(l.depth(), 2);

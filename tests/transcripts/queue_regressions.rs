@@ -49,7 +49,7 @@ fn a_release_whose_reply_was_lost_never_deletes_another_consumers_claim() {
     assert_eq!(s.sent(), ["sync M", "exists M/claim-qn-0000000001"]);
     s.reply("sync", Ok(Response::Path(META.into())));
     // Someone else's claim now: ours is gone, the release landed.
-    s.reply("exists", Ok(Response::Stat(stat(0, OTHER))));
+    s.reply("exists", Ok(Response::Stat(st().version(0).owner(OTHER))));
     assert_eq!(s.sent(), Vec::<String>::new());
     assert_eq!(
         s.events(),
@@ -66,7 +66,7 @@ fn a_release_whose_reply_was_lost_is_sent_again_while_the_claim_is_ours() {
     s.disconnect();
     reconnect(&mut s);
     s.reply("sync", Ok(Response::Path(META.into())));
-    s.reply("exists", Ok(Response::Stat(stat(0, SESSION))));
+    s.reply("exists", Ok(Response::Stat(st().version(0).owner(SESSION))));
     assert_eq!(s.sent(), ["delete M/claim-qn-0000000001"]);
     s.reply("delete", Ok(Response::Empty));
     assert_eq!(
@@ -89,7 +89,7 @@ fn a_completion_whose_reply_was_lost_never_deletes_another_consumers_claim() {
     reconnect(&mut s);
     assert_eq!(s.sent(), ["sync M", "exists M/claim-qn-0000000001"]);
     s.reply("sync", Ok(Response::Path(META.into())));
-    s.reply("exists", Ok(Response::Stat(stat(0, OTHER))));
+    s.reply("exists", Ok(Response::Stat(st().version(0).owner(OTHER))));
     assert_eq!(s.sent(), Vec::<String>::new());
     assert_eq!(
         s.events(),
@@ -126,7 +126,7 @@ fn an_orphan_claim_whose_delete_reply_was_lost_is_checked_before_deleting_again(
         "{sent:?}"
     );
     s.reply("sync", Ok(Response::Path(META.into())));
-    s.reply("exists", Ok(Response::Stat(stat(0, OTHER))));
+    s.reply("exists", Ok(Response::Stat(st().version(0).owner(OTHER))));
     let sent = s.sent();
     assert!(
         !sent.contains(&"delete M/claim-qn-0000000001".to_string()),
@@ -220,7 +220,7 @@ fn a_new_sessions_batches_wait_for_the_marker_and_never_chain_on_a_stale_one() {
     assert_eq!(s.sent(), ["sync M", "exists M/p-p1"]);
     s.reply("sync", Ok(Response::Path(META.into())));
     // The old session's marker, not expired on the server yet.
-    s.reply("exists", Ok(Response::Stat(stat(3, SESSION))));
+    s.reply("exists", Ok(Response::Stat(st().version(3).owner(SESSION))));
     assert_eq!(s.sent(), Vec::<String>::new(), "waits before trying again");
     let at = s.r.poll_timeout().expect("a retry deadline");
     s.r.handle_timeout(at);
@@ -335,7 +335,7 @@ fn a_producer_resolving_a_failed_batch_waits_for_replies_without_a_deadline() {
         "multi[create",
         multi(vec![
             MultiResult::Create(format!("{META}/p-p1")),
-            MultiResult::SetData(stat(1, SESSION)),
+            MultiResult::SetData(st().version(1).owner(SESSION)),
             created("qn-0000000001"),
         ]),
     );

@@ -16,14 +16,6 @@ pub fn script<R: Recipe>(r: R) -> Script<R> {
     Script::connected(r, SESSION).short(&[(META, "M"), (DIR, "Q")])
 }
 
-pub fn stat(version: i32, owner: i64) -> Stat {
-    Stat {
-        version,
-        ephemeral_owner: owner,
-        ..Stat::default()
-    }
-}
-
 pub fn created(name: &str) -> MultiResult {
     MultiResult::Create(format!("{DIR}/{name}"))
 }

@@ -22,7 +22,7 @@ fn consumer(delivery: Delivery, format: Format) -> Script<Consumer> {
 fn first_take_applied(items: usize) -> Result<Response, Error> {
     let mut r = vec![
         MultiResult::Create(format!("{META}/c-c1")),
-        MultiResult::SetData(stat(1, SESSION)),
+        MultiResult::SetData(st().version(1).owner(SESSION)),
     ];
     r.extend((0..items).map(|_| MultiResult::Delete));
     multi(r)
@@ -52,7 +52,7 @@ fn puts_are_pipelined_chained_on_the_marker_and_report_names() {
         "multi[create",
         multi(vec![
             MultiResult::Create(format!("{META}/p-p1")),
-            MultiResult::SetData(stat(1, SESSION)),
+            MultiResult::SetData(st().version(1).owner(SESSION)),
             created("qn-0000000007"),
         ]),
     );
@@ -66,7 +66,12 @@ fn puts_are_pipelined_chained_on_the_marker_and_report_names() {
             "multi[set M/p-p1 '' @2, create Q/qn- s 'c']",
         ]
     );
-    let ok = |n: &str| multi(vec![MultiResult::SetData(stat(1, SESSION)), created(n)]);
+    let ok = |n: &str| {
+        multi(vec![
+            MultiResult::SetData(st().version(1).owner(SESSION)),
+            created(n),
+        ])
+    };
     s.reply("multi[set M/p-p1 '' @1", ok("qn-0000000008"));
     s.reply("multi[set M/p-p1 '' @2", ok("qn-0000000009"));
     assert_eq!(
@@ -103,7 +108,7 @@ fn puts_queued_while_the_window_is_full_go_out_as_one_batch() {
         "multi[create",
         multi(vec![
             MultiResult::Create(format!("{META}/p-p1")),
-            MultiResult::SetData(stat(1, SESSION)),
+            MultiResult::SetData(st().version(1).owner(SESSION)),
             created("qn-0000000001"),
         ]),
     );
@@ -117,7 +122,7 @@ fn puts_queued_while_the_window_is_full_go_out_as_one_batch() {
         "multi[create",
         multi(vec![
             MultiResult::Create(format!("{META}/p-p2")),
-            MultiResult::SetData(stat(1, SESSION)),
+            MultiResult::SetData(st().version(1).owner(SESSION)),
             created("qn-0000000001"),
         ]),
     );
@@ -129,7 +134,7 @@ fn puts_queued_while_the_window_is_full_go_out_as_one_batch() {
     s.reply(
         "multi[set M/p-p2 '' @1",
         multi(vec![
-            MultiResult::SetData(stat(2, SESSION)),
+            MultiResult::SetData(st().version(2).owner(SESSION)),
             created("qn-0000000002"),
         ]),
     );
@@ -148,7 +153,7 @@ fn a_lost_put_reply_is_resolved_by_the_marker_version_without_duplicates() {
         "multi[create",
         multi(vec![
             MultiResult::Create(format!("{META}/p-p1")),
-            MultiResult::SetData(stat(1, SESSION)),
+            MultiResult::SetData(st().version(1).owner(SESSION)),
             created("qn-0000000001"),
         ]),
     );
@@ -168,14 +173,14 @@ fn a_lost_put_reply_is_resolved_by_the_marker_version_without_duplicates() {
     assert_eq!(s.sent(), ["sync M", "exists M/p-p1"]);
     s.reply("sync", Ok(Response::Path(META.into())));
     // The first batch was applied (version 2), the second was not.
-    s.reply("exists", Ok(Response::Stat(stat(2, SESSION))));
+    s.reply("exists", Ok(Response::Stat(st().version(2).owner(SESSION))));
     assert_eq!(s.events(), [ProducerEvent::Put { id: a, node: None }]);
     // The second is sent again, chained on version 2: never twice in the queue.
     assert_eq!(s.sent(), ["multi[set M/p-p1 '' @2, create Q/qn- s 'b']"]);
     s.reply(
         "multi[",
         multi(vec![
-            MultiResult::SetData(stat(3, SESSION)),
+            MultiResult::SetData(st().version(3).owner(SESSION)),
             created("qn-0000000003"),
         ]),
     );
@@ -218,7 +223,7 @@ fn missing_directories_are_created_as_containers_then_the_batch_goes_again() {
         "multi[",
         multi(vec![
             MultiResult::Create(format!("{META}/p-p1")),
-            MultiResult::SetData(stat(1, SESSION)),
+            MultiResult::SetData(st().version(1).owner(SESSION)),
             created("qn-0000000000"),
         ]),
     );
@@ -265,7 +270,7 @@ fn close_deletes_the_marker_and_ends() {
         "multi[",
         multi(vec![
             MultiResult::Create(format!("{META}/p-p1")),
-            MultiResult::SetData(stat(1, SESSION)),
+            MultiResult::SetData(st().version(1).owner(SESSION)),
             created("qn-0000000000"),
         ]),
     );
@@ -324,7 +329,7 @@ fn take_lists_once_reads_then_deletes_a_batch_in_one_multi() {
     s.reply(
         "multi[",
         multi(vec![
-            MultiResult::SetData(stat(2, SESSION)),
+            MultiResult::SetData(st().version(2).owner(SESSION)),
             MultiResult::Delete,
         ]),
     );
@@ -388,7 +393,7 @@ fn a_lost_take_reply_is_resolved_by_the_marker_never_lost_never_doubled() {
     );
     assert_eq!(s.sent(), ["sync M", "exists M/c-c1"]);
     s.reply("sync", Ok(Response::Path(META.into())));
-    s.reply("exists", Ok(Response::Stat(stat(1, SESSION))));
+    s.reply("exists", Ok(Response::Stat(st().version(1).owner(SESSION))));
     assert_eq!(s.events(), [taken(t, "qn-0000000001", "one")]);
 
     // Not applied: the items are read again (the name may be another item by now: the
@@ -547,7 +552,7 @@ fn at_least_once_lost_replies_check_the_claim_owner_and_the_completion() {
     );
     assert_eq!(s.sent(), ["sync M", "exists M/claim-qn-0000000001"]);
     s.reply("sync", Ok(Response::Path(META.into())));
-    s.reply("exists", Ok(Response::Stat(stat(0, SESSION))));
+    s.reply("exists", Ok(Response::Stat(st().version(0).owner(SESSION))));
     assert_eq!(s.sent(), ["multiRead[get Q/qn-0000000001]"]);
     s.reply("multiRead[", multi(vec![data("one")]));
     assert!(matches!(&s.events()[..], [ConsumerEvent::Taken { take, .. }] if *take == t));
@@ -799,7 +804,7 @@ fn another_sessions_marker_is_waited_out_with_a_backoff() {
         );
         assert_eq!(next_sent(&mut s), ["sync M", "exists M/c-c1"]);
         s.reply("sync", Ok(Response::Path(META.into())));
-        s.reply("exists", Ok(Response::Stat(stat(3, 0x55))));
+        s.reply("exists", Ok(Response::Stat(st().version(3).owner(0x55))));
         let again = s.sent();
         assert!(
             again.is_empty(),

@@ -12,22 +12,6 @@ const T: Instant = Instant::ZERO;
 const S: i64 = 0x77;
 const ZR: &str = "/job/zr";
 
-fn stat(czxid: i64, mzxid: i64) -> Stat {
-    Stat {
-        czxid,
-        mzxid,
-        ephemeral_owner: 0x42,
-        ..Stat::default()
-    }
-}
-
-fn ev(t: EventType) -> WatchEvent {
-    WatchEvent {
-        event_type: t,
-        path: ZR.into(),
-    }
-}
-
 fn started<R: Recipe>(mut r: R, start: impl FnOnce(&mut R)) -> R {
     r.handle_session(T, SessionChange::Connected { session_id: S });
     start(&mut r);
@@ -48,19 +32,19 @@ fn watch_reports_versions_and_deletion() {
     let mut w = started(NodeWatch::new(ZR), |w| w.start(T));
     let s = sent(&mut w);
     assert_eq!(lines(&s), ["get! /job/zr"]);
-    w.handle_reply(T, s[0].0, data("x", stat(1, 1)));
+    w.handle_reply(T, s[0].0, data("x", st().czxid(1).mzxid(1).owner(0x42)));
     assert_eq!(
         events(&mut w),
         [NodeWatchEvent::Data {
             data: "x".into(),
-            stat: stat(1, 1)
+            stat: st().czxid(1).mzxid(1).owner(0x42)
         }]
     );
-    w.handle_watch(T, s[0].0, &ev(EventType::NodeDataChanged));
+    w.handle_watch(T, s[0].0, &ev(EventType::NodeDataChanged, ZR));
     let s = sent(&mut w);
     assert_eq!(lines(&s), ["get! /job/zr"]);
-    w.handle_reply(T, s[0].0, data("y", stat(1, 2)));
-    w.handle_watch(T, s[0].0, &ev(EventType::NodeDeleted));
+    w.handle_reply(T, s[0].0, data("y", st().czxid(1).mzxid(2).owner(0x42)));
+    w.handle_watch(T, s[0].0, &ev(EventType::NodeDeleted, ZR));
     let s = sent(&mut w);
     w.handle_reply(T, s[0].0, no_node());
     assert_eq!(
@@ -68,7 +52,7 @@ fn watch_reports_versions_and_deletion() {
         [
             NodeWatchEvent::Data {
                 data: "y".into(),
-                stat: stat(1, 2)
+                stat: st().czxid(1).mzxid(2).owner(0x42)
             },
             NodeWatchEvent::Missing { gone: true }
         ]
@@ -80,14 +64,14 @@ fn watch_reports_versions_and_deletion() {
 fn watch_same_version_is_not_reported_twice() {
     let mut w = started(NodeWatch::new(ZR), |w| w.start(T));
     let s = sent(&mut w);
-    w.handle_reply(T, s[0].0, data("x", stat(1, 1)));
+    w.handle_reply(T, s[0].0, data("x", st().czxid(1).mzxid(1).owner(0x42)));
     events(&mut w);
     w.handle_session(T, SessionChange::Suspended);
     w.handle_session(T, SessionChange::Reconnected { session_id: S });
     let s = sent(&mut w);
     assert_eq!(lines(&s), ["sync /job/zr", "get /job/zr"]);
     w.handle_reply(T, s[0].0, Ok(Response::Path(ZR.into())));
-    w.handle_reply(T, s[1].0, data("x", stat(1, 1)));
+    w.handle_reply(T, s[1].0, data("x", st().czxid(1).mzxid(1).owner(0x42)));
     assert_eq!(
         events(&mut w),
         [NodeWatchEvent::Suspended, NodeWatchEvent::Reconnected]
@@ -101,19 +85,23 @@ fn watch_exists_finds_node_created_meanwhile() {
     w.handle_reply(T, s[0].0, no_node());
     assert_eq!(events(&mut w), [NodeWatchEvent::Missing { gone: false }]);
     let e = sent(&mut w);
-    w.handle_reply(T, e[0].0, Ok(Response::Stat(stat(3, 3))));
+    w.handle_reply(
+        T,
+        e[0].0,
+        Ok(Response::Stat(st().czxid(3).mzxid(3).owner(0x42))),
+    );
     let s = sent(&mut w);
     assert_eq!(lines(&s), ["get /job/zr"]); // the exists watch is registered
-    w.handle_reply(T, s[0].0, data("", stat(3, 3)));
+    w.handle_reply(T, s[0].0, data("", st().czxid(3).mzxid(3).owner(0x42)));
     assert_eq!(
         events(&mut w),
         [NodeWatchEvent::Data {
             data: Bytes::new(),
-            stat: stat(3, 3)
+            stat: st().czxid(3).mzxid(3).owner(0x42)
         }]
     );
     // That exists watch reports the next change.
-    w.handle_watch(T, e[0].0, &ev(EventType::NodeDataChanged));
+    w.handle_watch(T, e[0].0, &ev(EventType::NodeDataChanged, ZR));
     assert_eq!(lines(&sent(&mut w)), ["get! /job/zr"]);
 }
 
@@ -121,7 +109,7 @@ fn watch_exists_finds_node_created_meanwhile() {
 fn watch_expiry_then_new_session_rereads() {
     let mut w = started(NodeWatch::new(ZR), |w| w.start(T));
     let s = sent(&mut w);
-    w.handle_reply(T, s[0].0, data("x", stat(1, 1)));
+    w.handle_reply(T, s[0].0, data("x", st().czxid(1).mzxid(1).owner(0x42)));
     events(&mut w);
     w.handle_session(T, SessionChange::Expired);
     assert!(sent(&mut w).is_empty());
@@ -151,23 +139,37 @@ fn worker_waits_for_creation_then_for_data() {
     assert_eq!(lines(&e), ["exists! /job/zr"]);
     w.handle_reply(T, e[0].0, no_node());
     assert!(events(&mut w).is_empty());
-    w.handle_watch(T, e[0].0, &ev(EventType::NodeCreated));
+    w.handle_watch(T, e[0].0, &ev(EventType::NodeCreated, ZR));
     let s = sent(&mut w);
     assert_eq!(lines(&s), ["get! /job/zr"]);
-    w.handle_reply(T, s[0].0, data("", stat(2, 2))); // created, still empty
+    w.handle_reply(T, s[0].0, data("", st().czxid(2).mzxid(2).owner(0x42))); // created, still empty
     assert!(events(&mut w).is_empty());
-    w.handle_watch(T, s[0].0, &ev(EventType::NodeDataChanged));
+    w.handle_watch(T, s[0].0, &ev(EventType::NodeDataChanged, ZR));
     let s = sent(&mut w);
-    w.handle_reply(T, s[0].0, data("10.0.0.1:7000", stat(2, 3)));
-    assert_eq!(events(&mut w), [addr("10.0.0.1:7000", stat(2, 3))]);
+    w.handle_reply(
+        T,
+        s[0].0,
+        data("10.0.0.1:7000", st().czxid(2).mzxid(3).owner(0x42)),
+    );
+    assert_eq!(
+        events(&mut w),
+        [addr("10.0.0.1:7000", st().czxid(2).mzxid(3).owner(0x42))]
+    );
     assert_eq!(w.address().map(|b| &b[..]), Some(&b"10.0.0.1:7000"[..]));
     // The master writes again: followed.
-    w.handle_watch(T, s[0].0, &ev(EventType::NodeDataChanged));
+    w.handle_watch(T, s[0].0, &ev(EventType::NodeDataChanged, ZR));
     let s = sent(&mut w);
-    w.handle_reply(T, s[0].0, data("10.0.0.2:7000", stat(2, 4)));
-    assert_eq!(events(&mut w), [addr("10.0.0.2:7000", stat(2, 4))]);
+    w.handle_reply(
+        T,
+        s[0].0,
+        data("10.0.0.2:7000", st().czxid(2).mzxid(4).owner(0x42)),
+    );
+    assert_eq!(
+        events(&mut w),
+        [addr("10.0.0.2:7000", st().czxid(2).mzxid(4).owner(0x42))]
+    );
     // z_r deleted: the rendezvous is over.
-    w.handle_watch(T, s[0].0, &ev(EventType::NodeDeleted));
+    w.handle_watch(T, s[0].0, &ev(EventType::NodeDeleted, ZR));
     let s = sent(&mut w);
     w.handle_reply(T, s[0].0, no_node());
     assert_eq!(events(&mut w), [RendezvousEvent::Gone]);
@@ -182,7 +184,7 @@ fn worker_node_deleted_before_it_could_be_read_is_gone() {
     w.handle_reply(T, s[0].0, no_node());
     let e = sent(&mut w);
     w.handle_reply(T, e[0].0, no_node());
-    w.handle_watch(T, e[0].0, &ev(EventType::NodeCreated));
+    w.handle_watch(T, e[0].0, &ev(EventType::NodeCreated, ZR));
     let s = sent(&mut w);
     w.handle_reply(T, s[0].0, no_node()); // created and deleted already
     assert_eq!(events(&mut w), [RendezvousEvent::Gone]);
@@ -193,18 +195,18 @@ fn worker_node_deleted_before_it_could_be_read_is_gone() {
 fn worker_reconnect_rereads_and_misses_nothing() {
     let mut w = started(Worker::new(ZR), |w| w.start(T));
     let s = sent(&mut w);
-    w.handle_reply(T, s[0].0, data("", stat(2, 2)));
+    w.handle_reply(T, s[0].0, data("", st().czxid(2).mzxid(2).owner(0x42)));
     w.handle_session(T, SessionChange::Suspended);
     w.handle_session(T, SessionChange::Reconnected { session_id: S });
     let s = sent(&mut w);
     w.handle_reply(T, s[0].0, Ok(Response::Path(ZR.into())));
-    w.handle_reply(T, s[1].0, data("m:1", stat(2, 5)));
+    w.handle_reply(T, s[1].0, data("m:1", st().czxid(2).mzxid(5).owner(0x42)));
     assert_eq!(
         events(&mut w),
         [
             RendezvousEvent::Suspended,
             RendezvousEvent::Reconnected,
-            addr("m:1", stat(2, 5))
+            addr("m:1", st().czxid(2).mzxid(5).owner(0x42))
         ]
     );
 }
@@ -231,16 +233,22 @@ fn master_publishes_once_zr_exists() {
     assert_eq!(lines(&e), ["exists! /job/zr"]);
     m.handle_reply(T, e[0].0, no_node());
     assert!(events(&mut m).is_empty());
-    m.handle_watch(T, e[0].0, &ev(EventType::NodeCreated));
+    m.handle_watch(T, e[0].0, &ev(EventType::NodeCreated, ZR));
     let s = sent(&mut m);
     assert_eq!(lines(&s), ["get! /job/zr"]);
-    m.handle_reply(T, s[0].0, data("", stat(2, 2)));
+    m.handle_reply(T, s[0].0, data("", st().czxid(2).mzxid(2).owner(0x42)));
     let w = sent(&mut m);
     assert_eq!(lines(&w), ["set /job/zr 'm:1'"]);
-    m.handle_reply(T, w[0].0, Ok(Response::Stat(stat(2, 3))));
+    m.handle_reply(
+        T,
+        w[0].0,
+        Ok(Response::Stat(st().czxid(2).mzxid(3).owner(0x42))),
+    );
     assert_eq!(
         events(&mut m),
-        [RendezvousEvent::Published { stat: stat(2, 3) }]
+        [RendezvousEvent::Published {
+            stat: st().czxid(2).mzxid(3).owner(0x42)
+        }]
     );
     assert!(m.is_published());
     // New address.
@@ -255,17 +263,23 @@ fn master_publishes_once_zr_exists() {
         lines(&w),
         ["set /job/zr 'm:2'", "sync /job/zr", "get /job/zr"]
     );
-    m.handle_reply(T, w[0].0, Ok(Response::Stat(stat(2, 5))));
+    m.handle_reply(
+        T,
+        w[0].0,
+        Ok(Response::Stat(st().czxid(2).mzxid(5).owner(0x42))),
+    );
     assert_eq!(
         events(&mut m),
         [
             RendezvousEvent::Suspended,
             RendezvousEvent::Reconnected,
-            RendezvousEvent::Published { stat: stat(2, 5) }
+            RendezvousEvent::Published {
+                stat: st().czxid(2).mzxid(5).owner(0x42)
+            }
         ]
     );
     // z_r goes: told.
-    m.handle_watch(T, s[0].0, &ev(EventType::NodeDeleted));
+    m.handle_watch(T, s[0].0, &ev(EventType::NodeDeleted, ZR));
     m.handle_reply(T, w[1].0, Ok(Response::Path(ZR.into())));
     m.handle_reply(T, w[2].0, no_node());
     assert_eq!(events(&mut m), [RendezvousEvent::Gone]);
@@ -293,10 +307,7 @@ fn coordinator_creates_zr_and_leaves_the_masters_data_alone() {
     let mut c = started(OwnedNode::new(coordinator_config(ZR)), |c| c.create(T));
     let s = sent(&mut c);
     assert_eq!(lines(&s), ["create2 /job/zr e", "get! /job/zr"]);
-    let own = Stat {
-        ephemeral_owner: S,
-        ..stat(2, 2)
-    };
+    let own = st().czxid(2).mzxid(2).owner(S);
     c.handle_reply(
         T,
         s[0].0,
@@ -307,7 +318,7 @@ fn coordinator_creates_zr_and_leaves_the_masters_data_alone() {
     );
     c.handle_reply(T, s[1].0, data("", own));
     assert_eq!(events(&mut c), [OwnedNodeEvent::Created { stat: own }]);
-    c.handle_watch(T, s[1].0, &ev(EventType::NodeDataChanged));
+    c.handle_watch(T, s[1].0, &ev(EventType::NodeDataChanged, ZR));
     let r = sent(&mut c);
     c.handle_reply(T, r[0].0, data("m:1", own));
     assert!(sent(&mut c).is_empty()); // not restored
@@ -322,10 +333,7 @@ fn coordinator_creates_zr_and_leaves_the_masters_data_alone() {
 fn coordinator_session_expiry_is_final() {
     let mut c = started(OwnedNode::new(coordinator_config(ZR)), |c| c.create(T));
     let s = sent(&mut c);
-    let own = Stat {
-        ephemeral_owner: S,
-        ..stat(2, 2)
-    };
+    let own = st().czxid(2).mzxid(2).owner(S);
     c.handle_reply(
         T,
         s[0].0,

@@ -12,10 +12,6 @@ const L: &str = "0a1b2c3d-4e5f-4a6b-8c7d-8e9fa0b1c2d3";
 const SESSION: i64 = 0x77;
 const T: Instant = Instant::ZERO;
 
-fn ms(n: u64) -> Instant {
-    Instant::from_micros(n * 1000)
-}
-
 fn sem(max: u32) -> Semaphore {
     let mut s = Semaphore::new(SemaphoreConfig::new("/sem", max, M, L));
     s.handle_session(
@@ -34,25 +30,17 @@ fn op(v: &[(OpId, String)], line: &str) -> OpId {
         .0
 }
 
-fn stat(czxid: i64) -> Stat {
-    Stat {
-        czxid,
-        ephemeral_owner: SESSION,
-        ..Stat::default()
-    }
-}
-
 fn created(path: &str, czxid: i64) -> Result<Response, Error> {
     Ok(Response::PathStat {
         path: path.into(),
-        stat: stat(czxid),
+        stat: st().czxid(czxid).owner(SESSION),
     })
 }
 
 fn data() -> Result<Response, Error> {
     Ok(Response::Data {
         data: Default::default(),
-        stat: stat(1),
+        stat: st().czxid(1).owner(SESSION),
     })
 }
 
@@ -235,7 +223,11 @@ fn a_lost_lease_create_reply_cannot_orphan_the_lease() {
     let p = format!("/sem/leases/{}", lease_node(9));
     let out = sent(&mut s);
     assert_eq!(lines(&out), [format!("exists {p}").as_str()]);
-    s.handle_reply(ms(10_001), out[0].0, Ok(Response::Stat(stat(30))));
+    s.handle_reply(
+        ms(10_001),
+        out[0].0,
+        Ok(Response::Stat(st().czxid(30).owner(SESSION))),
+    );
     let out = sent(&mut s);
     assert_eq!(lines(&out), [format!("delete {p}").as_str()]);
     assert!(!s.is_done());

@@ -45,10 +45,6 @@ fn failed_multi(n: usize, at: usize, code: ErrorCode) -> Result<Response, Error>
     ))
 }
 
-fn no_node() -> Result<Response, Error> {
-    Err(Error::Server(ErrorCode::NoNode))
-}
-
 fn p(rel: &str) -> String {
     format!("{TX}/{rel}")
 }
