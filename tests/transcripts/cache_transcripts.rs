@@ -62,18 +62,10 @@ fn answer_the_root(c: &mut TreeCache, s: &[(OpId, String)], kids_of_root: &[&str
 /// addWatch op.
 fn loaded() -> (TreeCache, OpId) {
     let mut c = started(CacheConfig::tree("/r"));
-    let s = sent(&mut c);
-    assert_eq!(
-        lines(&s),
-        ["addWatch /r 1", "sync /r", "get /r", "list2 /r"]
-    );
+    let s = expect_sent!(c, ["addWatch /r 1", "sync /r", "get /r", "list2 /r"]);
     let w = s[0].0;
     answer_the_root(&mut c, &s, &["b", "a"], 3);
-    let s = sent(&mut c);
-    assert_eq!(
-        lines(&s),
-        ["get /r/a", "list2 /r/a", "get /r/b", "list2 /r/b"]
-    );
+    let s = expect_sent!(c, ["get /r/a", "list2 /r/a", "get /r/b", "list2 /r/b"]);
     c.handle_reply(T, s[0].0, data("1", 2, 2));
     c.handle_reply(T, s[1].0, kids(&[], 2, 2));
     c.handle_reply(T, s[2].0, data("2", 3, 3));
@@ -109,8 +101,7 @@ fn notifications_after_the_load_read_and_report_in_order() {
     c.handle_watch(T, w, &ev(EventType::NodeDataChanged, "/r/b"));
     c.handle_watch(T, w, &ev(EventType::NodeDeleted, "/r/a/x"));
     assert!(cache_events(&mut c).is_empty(), "x was never cached");
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["get /r/a/x", "list2 /r/a/x", "get /r/b"]);
+    let s = expect_sent!(c, ["get /r/a/x", "list2 /r/a/x", "get /r/b"]);
     // The read of x was answered after its deletion.
     c.handle_reply(T, s[0].0, no_node());
     c.handle_reply(T, s[1].0, no_node());
@@ -128,8 +119,7 @@ fn notifications_during_the_load_are_applied_in_order() {
     let s = sent(&mut c);
     let w = s[0].0;
     answer_the_root(&mut c, &s, &["b"], 2);
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["get /r/b", "list2 /r/b"]);
+    let s = expect_sent!(c, ["get /r/b", "list2 /r/b"]);
     // While /r/b is being read: /r/a is created (after the root's listing, which did
     // not have it), the root changes, /r/b is deleted after it was read.
     c.handle_reply(T, s[0].0, data("2", 2, 2));
@@ -141,8 +131,7 @@ fn notifications_during_the_load_are_applied_in_order() {
         cache_events(&mut c),
         ["created /r root m1", "created /r/b 2 m2", "deleted /r/b"]
     );
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["get /r/a", "list2 /r/a", "get /r"]);
+    let s = expect_sent!(c, ["get /r/a", "list2 /r/a", "get /r"]);
     c.handle_reply(T, s[0].0, data("1", 5, 5));
     c.handle_reply(T, s[1].0, kids(&[], 5, 5));
     assert!(!c.is_initialized(), "a read is still out");
@@ -203,8 +192,7 @@ fn an_older_listing_is_ignored() {
     // A listing of /r/a older than x's creation (pzxid 2 < 20 applied? none applied
     // yet for /r/a after the load: its load listing had pzxid 2).
     c.handle_watch(T, w, &ev(EventType::NodeCreated, "/r/a"));
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["get /r/a", "list2 /r/a"]);
+    let s = expect_sent!(c, ["get /r/a", "list2 /r/a"]);
     c.handle_reply(T, s[0].0, data("1", 2, 2));
     c.handle_reply(T, s[1].0, kids(&["x"], 2, 20));
     assert!(cache_events(&mut c).is_empty());
@@ -237,11 +225,7 @@ fn reconnect_syncs_rereads_and_reports_only_differences() {
     c.handle_reply(T, s[1].0, data("root", 1, 1)); // unchanged
     c.handle_reply(T, s[2].0, kids(&["a", "c"], 1, 12)); // b gone, c new
     assert_eq!(cache_events(&mut c), ["deleted /r/b"]);
-    let s = sent(&mut c);
-    assert_eq!(
-        lines(&s),
-        ["get /r/a", "list2 /r/a", "get /r/c", "list2 /r/c"]
-    );
+    let s = expect_sent!(c, ["get /r/a", "list2 /r/a", "get /r/c", "list2 /r/c"]);
     c.handle_reply(T, s[0].0, data("1x", 2, 10)); // changed while away
     c.handle_reply(T, s[1].0, kids(&[], 2, 2));
     c.handle_reply(T, s[2].0, data("3", 12, 12));
@@ -266,11 +250,7 @@ fn a_new_session_rearms_the_watch_then_resyncs() {
     assert_eq!(cache_events(&mut c), ["Suspended"]);
     assert_eq!(c.len(), 3, "kept while no session");
     c.handle_session(T, SessionChange::Connected { session_id: S + 1 });
-    let s = sent(&mut c);
-    assert_eq!(
-        lines(&s),
-        ["addWatch /r 1", "sync /r", "get /r", "list2 /r"]
-    );
+    let s = expect_sent!(c, ["addWatch /r 1", "sync /r", "get /r", "list2 /r"]);
     c.handle_reply(T, s[0].0, Ok(Response::WatchAdded));
     c.handle_reply(T, s[1].0, Ok(Response::Path("/r".into())));
     c.handle_reply(T, s[2].0, no_node()); // the whole subtree is gone
@@ -298,8 +278,7 @@ fn refusals_are_retried_after_a_backoff() {
         "a refusal is not an answer"
     );
     c.handle_timeout(at);
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["get /r", "list2 /r"]);
+    let s = expect_sent!(c, ["get /r", "list2 /r"]);
     c.handle_reply(at, s[0].0, data("root", 1, 1));
     c.handle_reply(at, s[1].0, kids(&[], 1, 1));
     assert_eq!(cache_events(&mut c), ["created /r root m1", "Initialized"]);
@@ -345,8 +324,7 @@ fn full_cache_resyncing() -> (TreeCache, OpId, Vec<(OpId, String)>) {
     let s = sent(&mut c);
     c.handle_reply(T, s[0].0, data("1", 2, 2));
     c.handle_reply(T, s[1].0, kids(&["x"], 2, 3));
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["get /r/a/x", "list2 /r/a/x"]);
+    let s = expect_sent!(c, ["get /r/a/x", "list2 /r/a/x"]);
     c.handle_reply(T, s[0].0, data("x", 3, 3));
     c.handle_reply(T, s[1].0, kids(&[], 3, 3));
     assert_eq!(
@@ -360,18 +338,13 @@ fn full_cache_resyncing() -> (TreeCache, OpId, Vec<(OpId, String)>) {
     );
     c.handle_session(T, SessionChange::Suspended);
     c.handle_session(T, SessionChange::Reconnected { session_id: S });
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["sync /r", "get /r", "list2 /r"]);
+    let s = expect_sent!(c, ["sync /r", "get /r", "list2 /r"]);
     c.handle_reply(T, s[0].0, Ok(Response::Path("/r".into())));
     c.handle_reply(T, s[1].0, data("root", 1, 1));
     // `b` is new; `x` was not re-read yet (maybe gone): 3 nodes known, not 4.
     c.handle_reply(T, s[2].0, kids(&["a", "b"], 1, 5));
     assert_eq!(cache_events(&mut c), ["Suspended"]);
-    let s = sent(&mut c);
-    assert_eq!(
-        lines(&s),
-        ["get /r/a", "list2 /r/a", "get /r/b", "list2 /r/b"]
-    );
+    let s = expect_sent!(c, ["get /r/a", "list2 /r/a", "get /r/b", "list2 /r/b"]);
     // `b` is read before `a`'s listing: it does not fit while `x` is unseen, and waits.
     c.handle_reply(T, s[2].0, data("2", 5, 5));
     c.handle_reply(T, s[3].0, kids(&[], 5, 5));
@@ -427,8 +400,7 @@ fn a_waiting_node_deleted_meanwhile_no_longer_counts() {
     let (mut c, w, s) = full_cache_resyncing();
     c.handle_watch(T, w, &ev(EventType::NodeDeleted, "/r/b"));
     c.handle_reply(T, s[1].0, kids(&["x"], 2, 3));
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["get /r/a/x", "list2 /r/a/x"]);
+    let s = expect_sent!(c, ["get /r/a/x", "list2 /r/a/x"]);
     c.handle_reply(T, s[0].0, data("x", 3, 3));
     c.handle_reply(T, s[1].0, kids(&[], 3, 3));
     assert_eq!(cache_events(&mut c), ["Resynced"]);
@@ -448,11 +420,7 @@ fn max_in_flight_bounds_the_reads() {
     c.handle_reply(T, s[1].0, Ok(Response::Path("/r".into())));
     c.handle_reply(T, s[2].0, data("root", 1, 1));
     c.handle_reply(T, s[3].0, kids(&["a", "b", "c"], 1, 5));
-    let s = sent(&mut c);
-    assert_eq!(
-        lines(&s),
-        ["get /r/a", "list2 /r/a", "get /r/b", "list2 /r/b"]
-    );
+    let s = expect_sent!(c, ["get /r/a", "list2 /r/a", "get /r/b", "list2 /r/b"]);
     c.handle_reply(T, s[0].0, data("a", 2, 2));
     assert!(
         sent(&mut c).is_empty(),
@@ -490,14 +458,12 @@ fn a_server_without_persistent_watches_gets_one_shot_watches() {
     c.handle_reply(T, s[3].0, kids(&["a"], 1, 2));
     assert!(cache_events(&mut c).is_empty());
     assert_eq!(c.watch_style(), WatchStyle::OneShot);
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["sync /r", "get! /r", "list2! /r"]);
+    let s = expect_sent!(c, ["sync /r", "get! /r", "list2! /r"]);
     let r_ls = s[2].0;
     c.handle_reply(T, s[0].0, Ok(Response::Path("/r".into())));
     c.handle_reply(T, s[1].0, data("root", 1, 1));
     c.handle_reply(T, s[2].0, kids(&["a"], 1, 2));
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["get! /r/a", "list2! /r/a"]);
+    let s = expect_sent!(c, ["get! /r/a", "list2! /r/a"]);
     let a_get = s[0].0;
     c.handle_reply(T, s[0].0, data("1", 2, 2));
     c.handle_reply(T, s[1].0, kids(&[], 2, 2));
@@ -507,20 +473,17 @@ fn a_server_without_persistent_watches_gets_one_shot_watches() {
     );
     // A child appears: the root's child watch fires; a new listing, the new child read.
     c.handle_watch(T, r_ls, &ev(EventType::NodeChildrenChanged, "/r"));
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["list2! /r"]);
+    let s = expect_sent!(c, ["list2! /r"]);
     let r_ls = s[0].0;
     c.handle_reply(T, s[0].0, kids(&["a", "b"], 1, 5));
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["get! /r/b", "list2! /r/b"]);
+    let s = expect_sent!(c, ["get! /r/b", "list2! /r/b"]);
     let (b_get, b_ls) = (s[0].0, s[1].0);
     c.handle_reply(T, s[0].0, data("2", 5, 5));
     c.handle_reply(T, s[1].0, kids(&[], 5, 5));
     assert_eq!(cache_events(&mut c), ["created /r/b 2 m5"]);
     // A data change re-arms only the data watch.
     c.handle_watch(T, a_get, &ev(EventType::NodeDataChanged, "/r/a"));
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["get! /r/a"]);
+    let s = expect_sent!(c, ["get! /r/a"]);
     c.handle_reply(T, s[0].0, data("1b", 2, 6));
     assert_eq!(cache_events(&mut c), ["changed /r/a 1b m6"]);
     // Deleted: both of its watches fire; one Deleted.
@@ -528,8 +491,7 @@ fn a_server_without_persistent_watches_gets_one_shot_watches() {
     c.handle_watch(T, b_ls, &ev(EventType::NodeDeleted, "/r/b"));
     c.handle_watch(T, r_ls, &ev(EventType::NodeChildrenChanged, "/r"));
     assert_eq!(cache_events(&mut c), ["deleted /r/b"]);
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["list2! /r"]);
+    let s = expect_sent!(c, ["list2! /r"]);
     c.handle_reply(T, s[0].0, kids(&["a"], 1, 7));
     assert!(cache_events(&mut c).is_empty());
     assert!(sent(&mut c).is_empty());
@@ -545,18 +507,15 @@ fn one_shot_missing_root_waits_with_exists() {
         persistent_watch: false,
         ..CacheConfig::tree("/r")
     });
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["sync /r", "get! /r", "list2! /r"]);
+    let s = expect_sent!(c, ["sync /r", "get! /r", "list2! /r"]);
     c.handle_reply(T, s[0].0, Ok(Response::Path("/r".into())));
     c.handle_reply(T, s[1].0, no_node());
     c.handle_reply(T, s[2].0, no_node());
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["exists! /r"]);
+    let s = expect_sent!(c, ["exists! /r"]);
     c.handle_reply(T, s[0].0, no_node());
     assert_eq!(cache_events(&mut c), ["Initialized"]);
     c.handle_watch(T, s[0].0, &ev(EventType::NodeCreated, "/r"));
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["get! /r", "list2! /r"]);
+    let s = expect_sent!(c, ["get! /r", "list2! /r"]);
     c.handle_reply(T, s[0].0, data("root", 4, 4));
     c.handle_reply(T, s[1].0, kids(&[], 4, 4));
     assert_eq!(cache_events(&mut c), ["created /r root m4"]);

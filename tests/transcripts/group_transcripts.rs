@@ -38,8 +38,7 @@ fn joined_member() -> (GroupMember, OpId) {
     let mut m = GroupMember::new(MemberConfig::new(DIR, "me", "a"));
     connected(&mut m);
     m.join(T);
-    let s = sent(&mut m);
-    assert_eq!(lines(&s), ["create2 /g/me e 'a'", "get! /g/me"]);
+    let s = expect_sent!(m, ["create2 /g/me e 'a'", "get! /g/me"]);
     m.handle_reply(
         T,
         s[0].0,
@@ -65,8 +64,7 @@ fn joined_member() -> (GroupMember, OpId) {
 fn member_join_and_leave() {
     let (mut m, _) = joined_member();
     m.leave(T);
-    let s = sent(&mut m);
-    assert_eq!(lines(&s), ["delete /g/me"]);
+    let s = expect_sent!(m, ["delete /g/me"]);
     assert!(!m.is_done());
     m.handle_reply(T, s[0].0, Ok(Response::Empty));
     assert_eq!(events(&mut m), [MemberEvent::Removed]);
@@ -81,9 +79,8 @@ fn member_missing_parents_are_created_as_containers() {
     let s = sent(&mut m);
     m.handle_reply(T, s[0].0, code(ErrorCode::NoNode));
     m.handle_reply(T, s[1].0, code(ErrorCode::NoNode));
-    let s = sent(&mut m);
-    assert_eq!(
-        lines(&s),
+    expect_sent!(
+        m,
         [
             "container /a",
             "container /a/g",
@@ -128,8 +125,7 @@ fn member_lost_create_reply_adopts_own_node_and_sets_data() {
     m.handle_reply(T, s[1].0, Err(Error::ConnectionLoss));
     assert!(sent(&mut m).is_empty());
     reconnect(&mut m);
-    let s = sent(&mut m);
-    assert_eq!(lines(&s), ["sync /g/me", "get! /g/me"]);
+    let s = expect_sent!(m, ["sync /g/me", "get! /g/me"]);
     m.handle_reply(T, s[0].0, Ok(Response::Path(ME.into())));
     // Ours, but with other data (say an older payload): set ours.
     m.handle_reply(T, s[1].0, data("old", st().czxid(5).mzxid(5).owner(S)));
@@ -221,8 +217,7 @@ fn member_session_expiry_recreates_on_the_new_session() {
     );
     assert!(sent(&mut m).is_empty());
     m.handle_session(T, SessionChange::Connected { session_id: 0x88 });
-    let s = sent(&mut m);
-    assert_eq!(lines(&s), ["create2 /g/me e 'a'", "get! /g/me"]);
+    let s = expect_sent!(m, ["create2 /g/me e 'a'", "get! /g/me"]);
     m.handle_reply(
         T,
         s[0].0,
@@ -274,8 +269,7 @@ fn member_reconnect_verifies_the_node() {
 fn member_set_data_and_restore_after_foreign_write() {
     let (mut m, watch) = joined_member();
     m.set_data(T, Bytes::from_static(b"b"));
-    let s = sent(&mut m);
-    assert_eq!(lines(&s), ["set /g/me 'b'"]);
+    let s = expect_sent!(m, ["set /g/me 'b'"]);
     m.handle_reply(
         T,
         s[0].0,
@@ -289,8 +283,7 @@ fn member_set_data_and_restore_after_foreign_write() {
     );
     // Our own write fires the watch; a re-read finds our data: nothing more.
     m.handle_watch(T, watch, &ev(EventType::NodeDataChanged, ME));
-    let s = sent(&mut m);
-    assert_eq!(lines(&s), ["get! /g/me"]);
+    let s = expect_sent!(m, ["get! /g/me"]);
     m.handle_reply(T, s[0].0, data("b", st().czxid(5).mzxid(6).owner(S)));
     assert!(sent(&mut m).is_empty());
     // Someone else writes: ours is set back.
@@ -324,8 +317,7 @@ fn member_leave_after_lost_delete_reply_checks_first() {
     m.handle_reply(T, s[0].0, Err(Error::ConnectionLoss));
     assert!(events(&mut m).is_empty());
     reconnect(&mut m);
-    let s = sent(&mut m);
-    assert_eq!(lines(&s), ["sync /g/me", "get /g/me"]);
+    let s = expect_sent!(m, ["sync /g/me", "get /g/me"]);
     m.handle_reply(T, s[0].0, Ok(Response::Path(ME.into())));
     m.handle_reply(T, s[1].0, code(ErrorCode::NoNode)); // it was applied
     assert_eq!(events(&mut m), [MemberEvent::Removed]);
@@ -361,8 +353,7 @@ fn member_leave_while_create_in_flight_deletes_it() {
         }),
     );
     m.handle_reply(T, s[1].0, data("a", st().czxid(5).mzxid(5).owner(S)));
-    let s = sent(&mut m);
-    assert_eq!(lines(&s), ["delete /g/me"]);
+    let s = expect_sent!(m, ["delete /g/me"]);
     m.handle_reply(T, s[0].0, code(ErrorCode::NoNode));
     assert_eq!(events(&mut m), [MemberEvent::Removed]);
 }
@@ -422,11 +413,9 @@ fn synced_view() -> (View, OpId, OpId, OpId) {
     let mut v = View::new(ViewConfig::new(DIR));
     connected(&mut v);
     v.start(T);
-    let s = sent(&mut v);
-    assert_eq!(lines(&s), ["list! /g"]);
+    let s = expect_sent!(v, ["list! /g"]);
     v.handle_reply(T, s[0].0, children(&["b", "a"]));
-    let r = sent(&mut v);
-    assert_eq!(lines(&r), ["get! /g/a", "get! /g/b"]);
+    let r = expect_sent!(v, ["get! /g/a", "get! /g/b"]);
     v.handle_reply(T, r[0].0, data("A", st().czxid(1).mzxid(1).owner(0x1)));
     assert_eq!(
         events(&mut v),
@@ -461,8 +450,7 @@ fn view_first_listing_reads_every_member_then_synced() {
 fn view_join_leave_change() {
     let (mut v, list, a, _b) = synced_view();
     v.handle_watch(T, list, &ev(EventType::NodeChildrenChanged, DIR));
-    let s = sent(&mut v);
-    assert_eq!(lines(&s), ["list! /g"]);
+    let s = expect_sent!(v, ["list! /g"]);
     v.handle_reply(T, s[0].0, children(&["a", "c"])); // b left, c joined
     assert_eq!(
         events(&mut v),
@@ -472,8 +460,7 @@ fn view_join_leave_change() {
             st().czxid(2).mzxid(2).owner(0x2)
         ))]
     );
-    let r = sent(&mut v);
-    assert_eq!(lines(&r), ["get! /g/c"]);
+    let r = expect_sent!(v, ["get! /g/c"]);
     v.handle_reply(T, r[0].0, data("C", st().czxid(4).mzxid(4).owner(0x3)));
     assert_eq!(
         events(&mut v),
@@ -485,8 +472,7 @@ fn view_join_leave_change() {
     );
     // a's data changes.
     v.handle_watch(T, a, &ev(EventType::NodeDataChanged, "/g/a"));
-    let r = sent(&mut v);
-    assert_eq!(lines(&r), ["get! /g/a"]);
+    let r = expect_sent!(v, ["get! /g/a"]);
     v.handle_reply(T, r[0].0, data("A2", st().czxid(1).mzxid(5).owner(0x1)));
     assert_eq!(
         events(&mut v),
@@ -545,13 +531,11 @@ fn view_recreated_member_is_left_then_joined() {
         events(&mut v),
         [ViewEvent::Suspended, ViewEvent::Reconnected]
     );
-    let s = sent(&mut v);
-    assert_eq!(lines(&s), ["sync /g", "list! /g"]);
+    let s = expect_sent!(v, ["sync /g", "list! /g"]);
     let _ = list;
     v.handle_reply(T, s[0].0, Ok(Response::Path(DIR.into())));
     v.handle_reply(T, s[1].0, children(&["a", "b"]));
-    let r = sent(&mut v);
-    assert_eq!(lines(&r), ["get! /g/a", "get! /g/b"]);
+    let r = expect_sent!(v, ["get! /g/a", "get! /g/b"]);
     v.handle_reply(T, r[0].0, data("A", st().czxid(1).mzxid(1).owner(0x1))); // unchanged
     v.handle_reply(T, r[1].0, data("B", st().czxid(7).mzxid(7).owner(0x5))); // new node
     assert_eq!(
@@ -596,8 +580,7 @@ fn view_reconnect_with_reads_in_flight_rereads_them() {
         events(&mut v),
         [ViewEvent::Suspended, ViewEvent::Reconnected]
     );
-    let s = sent(&mut v);
-    assert_eq!(lines(&s), ["sync /g", "list /g", "get! /g/a"]);
+    let s = expect_sent!(v, ["sync /g", "list /g", "get! /g/a"]);
     v.handle_reply(T, s[0].0, Ok(Response::Path(DIR.into())));
     v.handle_reply(T, s[1].0, children(&["a"]));
     v.handle_reply(T, s[2].0, data("A", st().czxid(1).mzxid(1).owner(0x1)));
@@ -618,13 +601,11 @@ fn view_missing_directory_is_an_empty_group_until_created() {
     let s = sent(&mut v);
     v.handle_reply(T, s[0].0, code(ErrorCode::NoNode));
     assert_eq!(events(&mut v), [ViewEvent::Synced]);
-    let e = sent(&mut v);
-    assert_eq!(lines(&e), ["exists! /g"]);
+    let e = expect_sent!(v, ["exists! /g"]);
     v.handle_reply(T, e[0].0, code(ErrorCode::NoNode));
     assert!(sent(&mut v).is_empty());
     v.handle_watch(T, e[0].0, &ev(EventType::NodeCreated, DIR));
-    let s = sent(&mut v);
-    assert_eq!(lines(&s), ["list! /g"]);
+    let s = expect_sent!(v, ["list! /g"]);
     v.handle_reply(T, s[0].0, children(&["a"]));
     let r = sent(&mut v);
     v.handle_reply(T, r[0].0, data("A", st().czxid(1).mzxid(1).owner(0x1)));

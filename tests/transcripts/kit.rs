@@ -335,22 +335,12 @@ impl StatExt for Stat {
 macro_rules! expect_sent {
     ($m:expr, [$($l:expr),* $(,)?]) => {{
         let s = $crate::kit::sent(&mut $m);
-        let want: Vec<&str> = vec![$($l),*];
-        assert_eq!($crate::kit::lines(&s), want);
+        assert_eq!($crate::kit::lines(&s), [$($l),*]);
         s
     }};
 }
 
-/// Feeds a reply to the op of the sent line equal to `line`:
-/// `reply!(m, T, s, "get /c", data("x", st()))`.
-macro_rules! reply {
-    ($m:expr, $t:expr, $s:expr, $line:expr, $result:expr) => {{
-        let op = $crate::kit::op_of(&$s, $line);
-        $m.handle_reply($t, op, $result);
-    }};
-}
-
-pub(crate) use {expect_sent, reply};
+pub(crate) use expect_sent;
 
 /// A machine driven by its lines: it keeps what was sent and not answered, answers by
 /// line, routes watch events to the request that set the watch, and keeps the time.

@@ -30,8 +30,7 @@ fn addr(d: &'static str, st: Stat) -> RendezvousEvent {
 #[test]
 fn watch_reports_versions_and_deletion() {
     let mut w = started(NodeWatch::new(ZR), |w| w.start(T));
-    let s = sent(&mut w);
-    assert_eq!(lines(&s), ["get! /job/zr"]);
+    let s = expect_sent!(w, ["get! /job/zr"]);
     w.handle_reply(T, s[0].0, data("x", st().czxid(1).mzxid(1).owner(0x42)));
     assert_eq!(
         events(&mut w),
@@ -41,8 +40,7 @@ fn watch_reports_versions_and_deletion() {
         }]
     );
     w.handle_watch(T, s[0].0, &ev(EventType::NodeDataChanged, ZR));
-    let s = sent(&mut w);
-    assert_eq!(lines(&s), ["get! /job/zr"]);
+    let s = expect_sent!(w, ["get! /job/zr"]);
     w.handle_reply(T, s[0].0, data("y", st().czxid(1).mzxid(2).owner(0x42)));
     w.handle_watch(T, s[0].0, &ev(EventType::NodeDeleted, ZR));
     let s = sent(&mut w);
@@ -68,8 +66,7 @@ fn watch_same_version_is_not_reported_twice() {
     events(&mut w);
     w.handle_session(T, SessionChange::Suspended);
     w.handle_session(T, SessionChange::Reconnected { session_id: S });
-    let s = sent(&mut w);
-    assert_eq!(lines(&s), ["sync /job/zr", "get /job/zr"]);
+    let s = expect_sent!(w, ["sync /job/zr", "get /job/zr"]);
     w.handle_reply(T, s[0].0, Ok(Response::Path(ZR.into())));
     w.handle_reply(T, s[1].0, data("x", st().czxid(1).mzxid(1).owner(0x42)));
     assert_eq!(
@@ -90,8 +87,7 @@ fn watch_exists_finds_node_created_meanwhile() {
         e[0].0,
         Ok(Response::Stat(st().czxid(3).mzxid(3).owner(0x42))),
     );
-    let s = sent(&mut w);
-    assert_eq!(lines(&s), ["get /job/zr"]); // the exists watch is registered
+    let s = expect_sent!(w, ["get /job/zr"]); // the exists watch is registered
     w.handle_reply(T, s[0].0, data("", st().czxid(3).mzxid(3).owner(0x42)));
     assert_eq!(
         events(&mut w),
@@ -114,8 +110,7 @@ fn watch_expiry_then_new_session_rereads() {
     w.handle_session(T, SessionChange::Expired);
     assert!(sent(&mut w).is_empty());
     w.handle_session(T, SessionChange::Connected { session_id: 0x88 });
-    let s = sent(&mut w);
-    assert_eq!(lines(&s), ["sync /job/zr", "get! /job/zr"]);
+    let s = expect_sent!(w, ["sync /job/zr", "get! /job/zr"]);
     w.handle_reply(T, s[0].0, Ok(Response::Path(ZR.into())));
     w.handle_reply(T, s[1].0, no_node());
     assert_eq!(
@@ -135,13 +130,11 @@ fn worker_waits_for_creation_then_for_data() {
     let mut w = started(Worker::new(ZR), |w| w.start(T));
     let s = sent(&mut w);
     w.handle_reply(T, s[0].0, no_node()); // not yet created
-    let e = sent(&mut w);
-    assert_eq!(lines(&e), ["exists! /job/zr"]);
+    let e = expect_sent!(w, ["exists! /job/zr"]);
     w.handle_reply(T, e[0].0, no_node());
     assert!(events(&mut w).is_empty());
     w.handle_watch(T, e[0].0, &ev(EventType::NodeCreated, ZR));
-    let s = sent(&mut w);
-    assert_eq!(lines(&s), ["get! /job/zr"]);
+    let s = expect_sent!(w, ["get! /job/zr"]);
     w.handle_reply(T, s[0].0, data("", st().czxid(2).mzxid(2).owner(0x42))); // created, still empty
     assert!(events(&mut w).is_empty());
     w.handle_watch(T, s[0].0, &ev(EventType::NodeDataChanged, ZR));
@@ -225,20 +218,16 @@ fn worker_close_ends() {
 #[test]
 fn master_publishes_once_zr_exists() {
     let mut m = started(Master::new(ZR, "m:1"), |m| m.start(T));
-    let s = sent(&mut m);
-    assert_eq!(lines(&s), ["set /job/zr 'm:1'", "get! /job/zr"]);
+    let s = expect_sent!(m, ["set /job/zr 'm:1'", "get! /job/zr"]);
     m.handle_reply(T, s[0].0, no_node()); // not yet created
     m.handle_reply(T, s[1].0, no_node());
-    let e = sent(&mut m);
-    assert_eq!(lines(&e), ["exists! /job/zr"]);
+    let e = expect_sent!(m, ["exists! /job/zr"]);
     m.handle_reply(T, e[0].0, no_node());
     assert!(events(&mut m).is_empty());
     m.handle_watch(T, e[0].0, &ev(EventType::NodeCreated, ZR));
-    let s = sent(&mut m);
-    assert_eq!(lines(&s), ["get! /job/zr"]);
+    let s = expect_sent!(m, ["get! /job/zr"]);
     m.handle_reply(T, s[0].0, data("", st().czxid(2).mzxid(2).owner(0x42)));
-    let w = sent(&mut m);
-    assert_eq!(lines(&w), ["set /job/zr 'm:1'"]);
+    let w = expect_sent!(m, ["set /job/zr 'm:1'"]);
     m.handle_reply(
         T,
         w[0].0,
@@ -253,16 +242,11 @@ fn master_publishes_once_zr_exists() {
     assert!(m.is_published());
     // New address.
     m.publish(T, "m:2".into());
-    let w = sent(&mut m);
-    assert_eq!(lines(&w), ["set /job/zr 'm:2'"]);
+    let w = expect_sent!(m, ["set /job/zr 'm:2'"]);
     m.handle_reply(T, w[0].0, Err(Error::ConnectionLoss));
     m.handle_session(T, SessionChange::Suspended);
     m.handle_session(T, SessionChange::Reconnected { session_id: S });
-    let w = sent(&mut m);
-    assert_eq!(
-        lines(&w),
-        ["set /job/zr 'm:2'", "sync /job/zr", "get /job/zr"]
-    );
+    let w = expect_sent!(m, ["set /job/zr 'm:2'", "sync /job/zr", "get /job/zr"]);
     m.handle_reply(
         T,
         w[0].0,
@@ -305,8 +289,7 @@ fn master_refused_write_fails() {
 #[test]
 fn coordinator_creates_zr_and_leaves_the_masters_data_alone() {
     let mut c = started(OwnedNode::new(coordinator_config(ZR)), |c| c.create(T));
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["create2 /job/zr e", "get! /job/zr"]);
+    let s = expect_sent!(c, ["create2 /job/zr e", "get! /job/zr"]);
     let own = st().czxid(2).mzxid(2).owner(S);
     c.handle_reply(
         T,
@@ -323,8 +306,7 @@ fn coordinator_creates_zr_and_leaves_the_masters_data_alone() {
     c.handle_reply(T, r[0].0, data("m:1", own));
     assert!(sent(&mut c).is_empty()); // not restored
     c.delete(T);
-    let d = sent(&mut c);
-    assert_eq!(lines(&d), ["delete /job/zr"]);
+    let d = expect_sent!(c, ["delete /job/zr"]);
     c.handle_reply(T, d[0].0, Ok(Response::Empty));
     assert_eq!(events(&mut c), [OwnedNodeEvent::Removed]);
 }
@@ -361,6 +343,5 @@ fn coordinator_session_expiry_is_final() {
 #[test]
 fn publisher_creates_zr_with_its_address() {
     let mut p = started(OwnedNode::new(publisher_config(ZR, "m:1")), |p| p.create(T));
-    let s = sent(&mut p);
-    assert_eq!(lines(&s), ["create2 /job/zr e 'm:1'", "get! /job/zr"]);
+    expect_sent!(p, ["create2 /job/zr e 'm:1'", "get! /job/zr"]);
 }

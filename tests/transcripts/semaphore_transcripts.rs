@@ -87,8 +87,7 @@ fn a_free_lease_is_acquired_and_the_mutex_released_at_once() {
     let lease = take_mutex(&mut s, T);
     let p = format!("/sem/leases/{}", lease_node(3));
     s.handle_reply(T, lease[0].0, created(&p, 20));
-    let own = sent(&mut s);
-    assert_eq!(lines(&own), [format!("get! {p}").as_str()]);
+    let own = expect_sent!(s, [format!("get! {p}").as_str()]);
     // One other holder ahead of us: 1 < 2.
     s.handle_reply(T, lease[1].0, children(&[&other_lease(1), &lease_node(3)]));
     assert_eq!(
@@ -97,18 +96,13 @@ fn a_free_lease_is_acquired_and_the_mutex_released_at_once() {
     );
     assert_eq!(s.lease(), Some(p.as_str()));
     // The mutex goes at once.
-    let out = sent(&mut s);
-    assert_eq!(
-        lines(&out),
-        [format!("delete /sem/locks/{}", mutex_node(1)).as_str()]
-    );
+    let out = expect_sent!(s, [format!("delete /sem/locks/{}", mutex_node(1)).as_str()]);
     s.handle_reply(T, out[0].0, Ok(Response::Empty));
     s.handle_reply(T, own[0].0, data());
     assert!(s.is_held());
     // Release: the lease node is deleted, then Released.
     s.release(T);
-    let out = sent(&mut s);
-    assert_eq!(lines(&out), [format!("delete {p}").as_str()]);
+    let out = expect_sent!(s, [format!("delete {p}").as_str()]);
     assert_eq!(events(&mut s), []);
     s.handle_reply(T, out[0].0, Ok(Response::Empty));
     assert_eq!(events(&mut s), [SemaphoreEvent::Released]);
@@ -140,8 +134,7 @@ fn a_full_semaphore_waits_on_one_children_watch_and_enters_when_any_holder_leave
             path: "/sem/leases".into(),
         },
     );
-    let again = sent(&mut s);
-    assert_eq!(lines(&again), ["list! /sem/leases"]);
+    let again = expect_sent!(s, ["list! /sem/leases"]);
     s.handle_reply(
         ms(5),
         again[0].0,
@@ -199,9 +192,8 @@ fn a_lost_lease_create_reply_cannot_orphan_the_lease() {
             session_id: SESSION,
         },
     );
-    let out = sent(&mut s);
-    assert_eq!(
-        lines(&out),
+    let out = expect_sent!(
+        s,
         [
             format!("delete /sem/locks/{}", mutex_node(1)).as_str(),
             "sync /sem/leases",
@@ -221,15 +213,13 @@ fn a_lost_lease_create_reply_cannot_orphan_the_lease() {
         children(&[&other_lease(1), &lease_node(9)]),
     );
     let p = format!("/sem/leases/{}", lease_node(9));
-    let out = sent(&mut s);
-    assert_eq!(lines(&out), [format!("exists {p}").as_str()]);
+    let out = expect_sent!(s, [format!("exists {p}").as_str()]);
     s.handle_reply(
         ms(10_001),
         out[0].0,
         Ok(Response::Stat(st().czxid(30).owner(SESSION))),
     );
-    let out = sent(&mut s);
-    assert_eq!(lines(&out), [format!("delete {p}").as_str()]);
+    let out = expect_sent!(s, [format!("delete {p}").as_str()]);
     assert!(!s.is_done());
     s.handle_reply(ms(10_001), out[0].0, Ok(Response::Empty));
     assert_eq!(events(&mut s), []);
@@ -308,9 +298,8 @@ fn cancelling_a_waiter_deletes_both_nodes_then_reports_released() {
     s.handle_reply(T, lease[1].0, children(&[&other_lease(1), &lease_node(4)]));
     assert_eq!(events(&mut s), []);
     s.release(ms(1));
-    let out = sent(&mut s);
-    assert_eq!(
-        lines(&out),
+    let out = expect_sent!(
+        s,
         [
             format!("delete /sem/locks/{}", mutex_node(1)).as_str(),
             format!("delete {p}").as_str(),
@@ -353,9 +342,8 @@ fn a_waiting_lease_deleted_by_someone_else_starts_over_with_a_new_node() {
         },
     );
     assert_eq!(events(&mut s), []);
-    let again = sent(&mut s);
-    assert_eq!(
-        lines(&again),
+    let again = expect_sent!(
+        s,
         [
             format!("create2 /sem/leases/_c_{L}-1-lease- es").as_str(),
             "list! /sem/leases"
@@ -363,8 +351,7 @@ fn a_waiting_lease_deleted_by_someone_else_starts_over_with_a_new_node() {
     );
     let p2 = format!("/sem/leases/_c_{L}-1-lease-0000000006");
     s.handle_reply(ms(1), again[0].0, created(&p2, 30));
-    let own = sent(&mut s);
-    assert_eq!(lines(&own), [format!("get! {p2}").as_str()]);
+    expect_sent!(s, [format!("get! {p2}").as_str()]);
     s.handle_reply(
         ms(1),
         again[1].0,
@@ -395,11 +382,7 @@ fn a_release_between_two_lease_nodes_ends_the_attempt() {
     );
     s.release(ms(1));
     assert_eq!(events(&mut s), [SemaphoreEvent::Released]);
-    let out = sent(&mut s);
-    assert_eq!(
-        lines(&out),
-        [format!("delete /sem/locks/{}", mutex_node(1)).as_str()]
-    );
+    let out = expect_sent!(s, [format!("delete /sem/locks/{}", mutex_node(1)).as_str()]);
     s.handle_reply(ms(1), own[0].0, code(ErrorCode::NoNode));
     s.handle_reply(ms(1), out[0].0, Ok(Response::Empty));
     assert_eq!(lines(&sent(&mut s)), Vec::<&str>::new(), "no new lease");
