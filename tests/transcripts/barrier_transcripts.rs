@@ -1,7 +1,5 @@
 //! Transcript tests for `recipe::barrier` and `recipe::double_barrier`: scripted replies
-//! in, exact requests and events out. Requests are short lines (`create <path>`,
-//! `container <path>`, `list <dir>`, `exists <path>` (watching or not, as the recipe
-//! says), `sync <path>`, `delete <path>`, `multi delete <a> + delete <b>`).
+//! in, exact requests and events out, in the lines of `kit.rs`.
 
 use super::kit::*;
 use std::time::Duration;

@@ -1,5 +1,5 @@
 //! Transcript tests for `recipe::cache::TreeCache`: scripted replies and notifications
-//! in, exact requests and events out (one short line each).
+//! in, exact requests and events out (requests in the lines of `kit.rs`).
 
 use super::kit::*;
 use zk_recipes::recipe::cache::{CacheConfig, CacheEvent, TreeCache, WatchStyle};

@@ -1,7 +1,5 @@
 //! Transcript tests for `recipe::election`: scripted replies in, exact requests and
-//! events out. Requests are short lines (`create2 <path>`, `list <dir>`, `watch <path>`
-//! for getData with a watch, `get <path>` without, `exists <path>`, `sync <path>`,
-//! `delete <path>`, `multi check <path> + create <path>` ...).
+//! events out, in the lines of `kit.rs`.
 
 use super::kit::*;
 use zk_recipes::recipe::election::observer::{Observer, ObserverEvent, Participant};

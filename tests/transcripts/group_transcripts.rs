@@ -1,8 +1,5 @@
 //! Transcript tests for `recipe::group` (and the `OwnedNode` under `GroupMember`):
-//! scripted replies in, exact requests and events out. Requests are short lines:
-//! `create2 <path>`, `container <path>`, `list <dir>` / `list! <dir>` (with a watch),
-//! `get <path>` / `get! <path>`, `exists! <path>`, `set <path> <data>`, `delete <path>`,
-//! `sync <path>`.
+//! scripted replies in, exact requests and events out, in the lines of `kit.rs`.
 
 use super::kit::*;
 use zk_recipes::recipe::group::{

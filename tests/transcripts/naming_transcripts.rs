@@ -1,5 +1,5 @@
 //! Transcript tests for `recipe::naming`: scripted replies in, exact requests and
-//! events out (same short lines as `rendezvous_transcripts.rs`).
+//! events out, in the lines of `kit.rs`.
 
 use super::kit::*;
 use zk_recipes::recipe::lock::LostReason;

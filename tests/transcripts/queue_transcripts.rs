@@ -1,7 +1,6 @@
 //! Transcript tests for `recipe::queue`: scripted replies in, exact requests and events
-//! out. Requests are short lines (`list <dir>`, `list! <dir>` with a watch, `read a b`
-//! for a multiRead, `multi create <p> + set <p>@<v> + create <p> ...`, `exists <p>`,
-//! `sync <p>`, `delete <p>`, `create <p>` ...).
+//! out, in the lines of `kit.rs` in the `short` form (`M` for the meta directory, `Q`
+//! for the queue; see `queue_script.rs`).
 
 use crate::queue_script;
 use queue_script::*;

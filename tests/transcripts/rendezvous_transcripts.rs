@@ -1,6 +1,5 @@
 //! Transcript tests for `recipe::node::NodeWatch` and `recipe::rendezvous`: scripted
-//! replies in, exact requests and events out (same short lines as
-//! `group_transcripts.rs`).
+//! replies in, exact requests and events out, in the lines of `kit.rs`.
 
 use super::kit::*;
 use zk_recipes::recipe::node::{NodeWatch, NodeWatchEvent, OwnedNode, OwnedNodeEvent};

@@ -1,7 +1,5 @@
 //! Transcript tests for `recipe::semaphore`: scripted replies in, exact requests and
-//! events out. Requests are short lines (`create2 <path>`, `list <dir>` / `listw <dir>`
-//! (with a children watch), `watch <path>` (getData with a watch), `exists <path>`,
-//! `delete <path>`, `sync <dir>`, `container <path>`).
+//! events out, in the lines of `kit.rs`.
 
 use super::kit::*;
 use zk_recipes::recipe::lock::LostReason;

@@ -1,8 +1,5 @@
 //! Transcript tests for `recipe::two_phase`: scripted replies in, exact requests and
-//! events out. Requests are short lines: `watch <path>` (getData with a watch), `get
-//! <path>`, `exists <path>` (with a watch), `list <path>`, `create <path>`, `sync
-//! <path>`, `delete <path>`, `set <path>@<version>`, `multi <op> + <op> ...` with
-//! `create <path>`, `check <path>@<version>`, `set <path>@<version>`.
+//! events out, in the lines of `kit.rs`.
 
 use super::kit::*;
 use zk_recipes::recipe::two_phase::*;
