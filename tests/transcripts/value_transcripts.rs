@@ -21,10 +21,6 @@ fn stat(czxid: i64, version: i32) -> Stat {
     }
 }
 
-fn err(c: ErrorCode) -> Result<Response, Error> {
-    Err(Error::from(c))
-}
-
 fn current(d: &[u8], st: Stat) -> UpdateEvent {
     UpdateEvent::Current {
         data: Some(Bytes::copy_from_slice(d)),
@@ -88,7 +84,7 @@ fn update_happy_path() {
 fn update_bad_version_runs_the_function_again() {
     let mut u = update(UpdateConfig::new(P));
     let op = proposed(&mut u);
-    u.handle_reply(T, op, err(ErrorCode::BadVersion));
+    u.handle_reply(T, op, code(ErrorCode::BadVersion));
     assert_eq!(events(&mut u), []);
     let t = waited(&mut u);
     let s = expect_sent!(u, ["get /c"]); // no sync needed after BadVersion
@@ -120,7 +116,7 @@ fn waits_after_lost_races(seed: u64, round: Duration, losses: usize) -> Vec<Dura
         u.propose(now + round / 2, set("b"));
         let s = expect_sent!(u, [format!("set /c 'b' @{version}")]);
         now = now + round;
-        u.handle_reply(now, s[0].0, err(ErrorCode::BadVersion));
+        u.handle_reply(now, s[0].0, code(ErrorCode::BadVersion));
         assert_eq!(sent(&mut u), [], "read again at once after loss {i}");
         let at = u.poll_timeout().expect("a lost race waits for a deadline");
         assert!(
@@ -201,13 +197,13 @@ fn update_keep_writes_nothing() {
 fn update_creates_missing_node_and_its_parents() {
     let mut u = update(UpdateConfig::new("/a/b/c"));
     let s = expect_sent!(u, ["get /a/b/c"]);
-    u.handle_reply(T, s[0].0, err(ErrorCode::NoNode));
+    u.handle_reply(T, s[0].0, code(ErrorCode::NoNode));
     assert_eq!(events(&mut u), [missing()]);
     u.propose(T, set("x"));
     let s = expect_sent!(u, ["create2 /a/b/c 'x'"]);
-    u.handle_reply(T, s[0].0, err(ErrorCode::NoNode));
+    u.handle_reply(T, s[0].0, code(ErrorCode::NoNode));
     let s = expect_sent!(u, ["container /a", "container /a/b", "create2 /a/b/c 'x'"]);
-    u.handle_reply(T, s[0].0, err(ErrorCode::NodeExists));
+    u.handle_reply(T, s[0].0, code(ErrorCode::NodeExists));
     u.handle_reply(T, s[1].0, Ok(Response::Path("/a/b".into())));
     u.handle_reply(
         T,
@@ -226,7 +222,7 @@ fn update_without_create_fails_on_missing_node() {
     c.create_if_missing = false;
     let mut u = update(c);
     let s = sent(&mut u);
-    u.handle_reply(T, s[0].0, err(ErrorCode::NoNode));
+    u.handle_reply(T, s[0].0, code(ErrorCode::NoNode));
     assert_eq!(events(&mut u), [missing()]);
     u.propose(T, set("x"));
     assert_eq!(sent(&mut u), []);
@@ -242,11 +238,11 @@ fn update_without_create_fails_on_missing_node() {
 fn update_node_exists_race_reads_again() {
     let mut u = update(UpdateConfig::new(P));
     let s = sent(&mut u);
-    u.handle_reply(T, s[0].0, err(ErrorCode::NoNode));
+    u.handle_reply(T, s[0].0, code(ErrorCode::NoNode));
     events(&mut u);
     u.propose(T, set("x"));
     let s = sent(&mut u);
-    u.handle_reply(T, s[0].0, err(ErrorCode::NodeExists));
+    u.handle_reply(T, s[0].0, code(ErrorCode::NodeExists));
     let t = waited(&mut u);
     let s = expect_sent!(u, ["get /c"]);
     u.handle_reply(t, s[0].0, data(b"y", stat(30, 0)));
@@ -347,7 +343,7 @@ fn refused_set_is_sent_again_after_backoff() {
     assert_eq!(sent(&mut u), []);
     u.handle_timeout(at);
     let s = expect_sent!(u, ["set /c 'b' @3"]);
-    u.handle_reply(T, s[0].0, err(ErrorCode::Throttled));
+    u.handle_reply(T, s[0].0, code(ErrorCode::Throttled));
     // The second doubles: within [10 ms, 20 ms].
     let at = u.poll_timeout().expect("a backoff");
     assert!(
@@ -461,7 +457,7 @@ fn counter_add_right_after_our_write_skips_the_read() {
 
     c.add(ms(4), 1); // someone else wrote meanwhile
     let s = expect_sent!(c, ["set /c 0x0000002c @9"]);
-    c.handle_reply(ms(5), s[0].0, err(ErrorCode::BadVersion));
+    c.handle_reply(ms(5), s[0].0, code(ErrorCode::BadVersion));
     let t = waited(&mut c);
     let s = expect_sent!(c, ["get /c"]);
     c.handle_reply(t, s[0].0, data(&[0, 0, 0, 50], stat(10, 10)));
@@ -495,7 +491,7 @@ fn counter_i64_is_curator_atomic_long_and_missing_is_zero() {
     let mut c = counter(CounterFormat::I64);
     c.add(T, -3);
     let s = sent(&mut c);
-    c.handle_reply(T, s[0].0, err(ErrorCode::NoNode));
+    c.handle_reply(T, s[0].0, code(ErrorCode::NoNode));
     let s = expect_sent!(c, ["create2 /c 0xfffffffffffffffd"]);
     c.handle_reply(
         T,
