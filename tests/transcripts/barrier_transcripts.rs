@@ -1,170 +1,36 @@
 //! Transcript tests for `recipe::barrier` and `recipe::double_barrier`: scripted replies
-//! in, exact requests and events out. Requests are short lines (`create <path>`,
-//! `container <path>`, `list <dir>`, `exists <path>` (watching or not, as the recipe
-//! says), `sync <path>`, `delete <path>`, `multi delete <a> + delete <b>`).
+//! in, exact requests and events out, in the lines of `kit.rs`.
 
+use super::kit::*;
 use std::time::Duration;
 
-use zk_recipes::client::Error;
-use zk_recipes::proto::*;
 use zk_recipes::recipe::barrier::{Barrier, BarrierConfig, BarrierEvent};
 use zk_recipes::recipe::double_barrier::{
     DoubleBarrier, DoubleBarrierConfig, DoubleBarrierEvent as E, Phase,
 };
-use zk_recipes::recipe::{OpId, Recipe, SessionChange};
-use zk_recipes::session::WatchEvent;
-use zk_recipes::time::Instant;
 
 const B: &str = "/jobs/b";
 const SESSION: i64 = 0x77;
 
-/// A recipe and the requests it has sent and not had answered, by line.
-struct Script<R: Recipe> {
-    r: R,
-    now: Instant,
-    pending: Vec<(OpId, String)>,
-    answered: Vec<(OpId, String)>,
-}
-
-fn line(r: &Request) -> String {
-    let op = |o: &MultiOp| match o {
-        MultiOp::Delete(d) => format!("delete {}", d.path),
-        other => format!("{other:?}"),
-    };
-    match r {
-        Request::Create(c) => format!("create {}", c.path),
-        Request::CreateContainer(c) => format!("container {}", c.path),
-        Request::GetChildren(g) => format!("list {}", g.path),
-        Request::Exists(g) if g.watch => format!("exists {}", g.path),
-        Request::Exists(g) => format!("exists(nowatch) {}", g.path),
-        Request::Delete(d) => format!("delete {}", d.path),
-        Request::Sync(p) => format!("sync {}", p.path),
-        Request::Multi(ops) => format!(
-            "multi {}",
-            ops.iter().map(op).collect::<Vec<_>>().join(" + ")
-        ),
-        other => format!("{other:?}"),
-    }
-}
-
-impl<R: Recipe> Script<R> {
-    fn new(mut r: R) -> Self {
-        r.handle_session(
-            Instant::ZERO,
-            SessionChange::Connected {
-                session_id: SESSION,
-            },
-        );
-        Script {
-            r,
-            now: Instant::ZERO,
-            pending: Vec::new(),
-            answered: Vec::new(),
-        }
-    }
-
-    fn sent(&mut self) -> Vec<String> {
-        let new: Vec<(OpId, String)> = std::iter::from_fn(|| self.r.poll_request())
-            .map(|(op, r)| (op, line(&r)))
-            .collect();
-        let lines = new.iter().map(|(_, l)| l.clone()).collect();
-        self.pending.extend(new);
-        lines
-    }
-
-    /// Answers the oldest pending request whose line starts with `prefix`.
-    fn reply(&mut self, prefix: &str, result: Result<Response, Error>) {
-        self.sent();
-        let at = self
-            .pending
-            .iter()
-            .position(|(_, l)| l.starts_with(prefix))
-            .unwrap_or_else(|| panic!("no pending `{prefix}` in {:?}", self.pending));
-        let (op, l) = self.pending.remove(at);
-        self.answered.push((op, l));
-        self.r.handle_reply(self.now, op, result);
-    }
-
-    /// Every pending request fails with `ConnectionLoss` (as the session does on a
-    /// disconnect), then `Suspended`.
-    fn disconnect(&mut self) {
-        self.sent();
-        for (op, _) in std::mem::take(&mut self.pending) {
-            self.r
-                .handle_reply(self.now, op, Err(Error::ConnectionLoss));
-        }
-        self.session(SessionChange::Suspended);
-    }
-
-    fn fire(&mut self, event_type: EventType, path: &str) {
-        let op = self
-            .answered
-            .iter()
-            .rev()
-            .find(|(_, l)| l.starts_with("exists ") && l.ends_with(path))
-            .map(|(op, _)| *op)
-            .unwrap_or_else(|| panic!("nothing watched {path}"));
-        self.r.handle_watch(
-            self.now,
-            op,
-            &WatchEvent {
-                event_type,
-                path: path.into(),
-            },
-        );
-    }
-
-    fn events(&mut self) -> Vec<R::Event> {
-        std::iter::from_fn(|| self.r.poll_event()).collect()
-    }
-
-    fn session(&mut self, change: SessionChange) {
-        self.r.handle_session(self.now, change);
-    }
-
-    fn advance(&mut self, d: Duration) {
-        self.now = self.now + d;
-        self.r.handle_timeout(self.now);
-    }
-}
-
-fn ok() -> Result<Response, Error> {
-    Ok(Response::Empty)
+fn script<R: Recipe>(r: R) -> Script<R> {
+    Script::connected(r, SESSION)
 }
 
 fn stat() -> Result<Response, Error> {
     Ok(Response::Stat(Stat::default()))
 }
 
-fn path_ok(p: &str) -> Result<Response, Error> {
-    Ok(Response::Path(p.into()))
-}
-
-fn code(c: ErrorCode) -> Result<Response, Error> {
-    Err(Error::from(c))
-}
-
-fn children(names: &[&str]) -> Result<Response, Error> {
-    Ok(Response::Children(
-        names.iter().map(|s| s.to_string()).collect(),
-    ))
-}
-
-fn multi_ok(n: usize) -> Result<Response, Error> {
+fn multi_deleted(n: usize) -> Result<Response, Error> {
     Ok(Response::Multi(vec![MultiResult::Delete; n]))
-}
-
-fn multi_failed(at: usize, c: ErrorCode, n: usize) -> Result<Response, Error> {
-    Ok(Response::Multi(failed_multi(n, at, c)))
 }
 
 // ----- barrier -----
 
 fn waiter(deadline: Option<Instant>) -> Script<Barrier> {
-    let mut s = Script::new(Barrier::wait(BarrierConfig::new(B), deadline));
+    let mut s = script(Barrier::wait(BarrierConfig::new(B), deadline));
     s.r.start(Instant::ZERO);
-    assert_eq!(s.sent(), [format!("sync {B}"), format!("exists {B}")]);
-    s.reply("sync", path_ok(B));
+    assert_eq!(s.sent(), [format!("sync {B}"), format!("exists! {B}")]);
+    s.reply("sync", created(B));
     s
 }
 
@@ -182,8 +48,8 @@ fn wait_is_released_by_the_deletion() {
     s.reply("exists", stat());
     assert!(s.events().is_empty());
     s.fire(EventType::NodeDataChanged, B); // still up: watch on
-    assert_eq!(s.sent(), [format!("sync {B}"), format!("exists {B}")]);
-    s.reply("sync", path_ok(B));
+    assert_eq!(s.sent(), [format!("sync {B}"), format!("exists! {B}")]);
+    s.reply("sync", created(B));
     s.reply("exists", stat());
     s.fire(EventType::NodeDeleted, B);
     assert_eq!(s.events(), [BarrierEvent::Released]);
@@ -215,8 +81,8 @@ fn waiter_is_told_of_suspension_and_looks_again_after_reconnect() {
     });
     assert_eq!(s.events(), [BarrierEvent::Reconnected]);
     // Removed while we were away: a synced look releases us.
-    assert_eq!(s.sent(), [format!("sync {B}"), format!("exists {B}")]);
-    s.reply("sync", path_ok(B));
+    assert_eq!(s.sent(), [format!("sync {B}"), format!("exists! {B}")]);
+    s.reply("sync", created(B));
     s.reply("exists", code(ErrorCode::NoNode));
     assert_eq!(s.events(), [BarrierEvent::Released]);
 }
@@ -257,7 +123,7 @@ fn an_old_deletion_heard_before_the_answer_does_not_release_a_new_wait() {
 
 #[test]
 fn set_creates_parents_as_containers_and_exists_is_success() {
-    let mut s = Script::new(Barrier::set(BarrierConfig::new(B)));
+    let mut s = script(Barrier::set(BarrierConfig::new(B)));
     s.r.start(Instant::ZERO);
     assert_eq!(s.sent(), [format!("create {B}")]);
     s.reply("create", code(ErrorCode::NoNode));
@@ -265,7 +131,7 @@ fn set_creates_parents_as_containers_and_exists_is_success() {
         s.sent(),
         ["container /jobs".to_string(), format!("create {B}")]
     );
-    s.reply("container", path_ok("/jobs"));
+    s.reply("container", created("/jobs"));
     s.reply("create", code(ErrorCode::NodeExists));
     assert_eq!(s.events(), [BarrierEvent::Set]);
     assert!(s.r.is_done());
@@ -273,7 +139,7 @@ fn set_creates_parents_as_containers_and_exists_is_success() {
 
 #[test]
 fn remove_is_retried_after_a_lost_reply_and_no_node_is_success() {
-    let mut s = Script::new(Barrier::remove(BarrierConfig::new(B)));
+    let mut s = script(Barrier::remove(BarrierConfig::new(B)));
     s.r.start(Instant::ZERO);
     assert_eq!(s.sent(), [format!("delete {B}")]);
     s.disconnect();
@@ -288,14 +154,14 @@ fn remove_is_retried_after_a_lost_reply_and_no_node_is_success() {
 
 #[test]
 fn a_refused_set_is_retried_after_a_backoff_never_reported_as_success() {
-    let mut s = Script::new(Barrier::set(BarrierConfig::new(B)));
+    let mut s = script(Barrier::set(BarrierConfig::new(B)));
     s.r.start(Instant::ZERO);
     s.reply("create", Err(Error::Overloaded));
     assert!(s.events().is_empty());
     assert!(s.sent().is_empty());
     s.advance(Duration::from_millis(10));
     assert_eq!(s.sent(), [format!("create {B}")]);
-    s.reply("create", path_ok(B));
+    s.reply("create", created(B));
     assert_eq!(s.events(), [BarrierEvent::Set]);
 }
 
@@ -318,14 +184,14 @@ fn child(n: &str) -> String {
 fn triple() -> Vec<String> {
     vec![
         format!("container {B}"),
-        format!("exists {}", ready()),
-        format!("create {}", me()),
+        format!("exists! {}", ready()),
+        format!("create {} e", me()),
         format!("list {B}"),
     ]
 }
 
 fn participant(n: u32, deadline: Option<Instant>) -> Script<DoubleBarrier> {
-    let mut s = Script::new(DoubleBarrier::new(DoubleBarrierConfig::new(B, n, ME)));
+    let mut s = script(DoubleBarrier::new(DoubleBarrierConfig::new(B, n, ME)));
     s.r.enter(Instant::ZERO, deadline).unwrap();
     assert_eq!(s.sent(), triple(), "one round trip");
     s.reply("container", code(ErrorCode::NodeExists));
@@ -336,12 +202,12 @@ fn participant(n: u32, deadline: Option<Instant>) -> Script<DoubleBarrier> {
 fn entered(others: &[&str]) -> Script<DoubleBarrier> {
     let mut s = participant(others.len() as u32 + 1, None);
     s.reply("exists", code(ErrorCode::NoNode));
-    s.reply("create", path_ok(&me()));
+    s.reply("create", created(&me()));
     let mut names = others.to_vec();
     names.push(ME);
     s.reply("list", children(&names));
     assert_eq!(s.sent(), [format!("create {}", ready())]);
-    s.reply("create", path_ok(&ready()));
+    s.reply("create", created(&ready()));
     assert_eq!(s.events(), [E::Entered { late: false }]);
     s
 }
@@ -350,7 +216,7 @@ fn entered(others: &[&str]) -> Script<DoubleBarrier> {
 fn fewer_than_n_wait_for_ready_and_its_creation_releases_them() {
     let mut s = participant(3, None);
     s.reply("exists", code(ErrorCode::NoNode));
-    s.reply("create", path_ok(&me()));
+    s.reply("create", created(&me()));
     s.reply("list", children(&[LOW, ME]));
     assert!(s.sent().is_empty(), "wait: nothing more to send");
     assert!(s.events().is_empty());
@@ -369,7 +235,7 @@ fn the_nth_arrival_creates_ready() {
 fn nth_arrival_finding_ready_created_concurrently_is_entered() {
     let mut s = participant(2, None);
     s.reply("exists", code(ErrorCode::NoNode));
-    s.reply("create", path_ok(&me()));
+    s.reply("create", created(&me()));
     s.reply("list", children(&[LOW, ME]));
     s.reply("create", code(ErrorCode::NodeExists));
     assert_eq!(s.events(), [E::Entered { late: false }]);
@@ -379,7 +245,7 @@ fn nth_arrival_finding_ready_created_concurrently_is_entered() {
 fn a_late_arrival_is_released_at_once() {
     let mut s = participant(3, None);
     s.reply("exists", stat());
-    s.reply("create", path_ok(&me()));
+    s.reply("create", created(&me()));
     s.reply("list", children(&[LOW, "ready", ME]));
     assert_eq!(s.events(), [E::Entered { late: true }]);
     assert!(s.sent().is_empty());
@@ -392,7 +258,7 @@ fn released_by_ready_even_if_it_is_gone_before_we_look() {
     // create's answer, releases us; no count.
     let mut s = participant(2, None);
     s.reply("exists", code(ErrorCode::NoNode));
-    s.reply("create", path_ok(&me()));
+    s.reply("create", created(&me()));
     s.fire(EventType::NodeCreated, &ready());
     assert_eq!(s.events(), [E::Entered { late: false }]);
     s.reply("list", children(&[ME])); // ready gone by now: ignored
@@ -412,18 +278,18 @@ fn an_old_ready_never_releases_a_straggler_of_the_last_round() {
         [
             "container /jobs".to_string(),
             format!("container {B}"),
-            format!("exists {}", ready()),
-            format!("create {}", me()),
+            format!("exists! {}", ready()),
+            format!("create {} e", me()),
             format!("list {B}"),
         ]
     );
     s.reply("list", code(ErrorCode::NoNode)); // the first triple's listing: ignored
                                               // The old ready's deletion (our first exists watched it) arrives before the answers.
     s.fire(EventType::NodeDeleted, &ready());
-    s.reply("container", path_ok("/jobs"));
-    s.reply("container", path_ok(B));
+    s.reply("container", created("/jobs"));
+    s.reply("container", created(B));
     s.reply("exists", code(ErrorCode::NoNode));
-    s.reply("create", path_ok(&me()));
+    s.reply("create", created(&me()));
     s.reply("list", children(&[ME]));
     assert!(s.events().is_empty(), "not released by the old round");
     assert!(s.sent().is_empty());
@@ -437,11 +303,11 @@ fn a_watch_on_an_older_ready_is_replaced_by_a_creation_watch() {
     // not on the next creation, so we arm again.
     let mut s = participant(3, None);
     s.reply("exists", stat());
-    s.reply("create", path_ok(&me()));
+    s.reply("create", created(&me()));
     s.reply("list", children(&[ME]));
     assert_eq!(
         s.sent(),
-        [format!("exists {}", ready()), format!("list {B}")]
+        [format!("exists! {}", ready()), format!("list {B}")]
     );
     s.reply("exists", code(ErrorCode::NoNode));
     s.reply("list", children(&[ME, LOW]));
@@ -463,12 +329,12 @@ fn a_lost_create_reply_is_sent_again_and_node_exists_is_ours() {
     expected.insert(1, format!("sync {B}"));
     assert_eq!(s.sent(), expected);
     s.reply("container", code(ErrorCode::NodeExists));
-    s.reply("sync", path_ok(B));
+    s.reply("sync", created(B));
     s.reply("exists", code(ErrorCode::NoNode));
     s.reply("create", code(ErrorCode::NodeExists));
     s.reply("list", children(&[ME, LOW]));
     assert_eq!(s.sent(), [format!("create {}", ready())]);
-    s.reply("create", path_ok(&ready()));
+    s.reply("create", created(&ready()));
     assert_eq!(s.events(), [E::Reconnected, E::Entered { late: false }]);
 }
 
@@ -476,7 +342,7 @@ fn a_lost_create_reply_is_sent_again_and_node_exists_is_ours() {
 fn a_waiter_looks_again_after_reconnect() {
     let mut s = participant(3, None);
     s.reply("exists", code(ErrorCode::NoNode));
-    s.reply("create", path_ok(&me()));
+    s.reply("create", created(&me()));
     s.reply("list", children(&[ME]));
     s.disconnect();
     s.session(SessionChange::Reconnected {
@@ -486,11 +352,11 @@ fn a_waiter_looks_again_after_reconnect() {
         s.sent(),
         [
             format!("sync {B}"),
-            format!("exists {}", ready()),
+            format!("exists! {}", ready()),
             format!("list {B}")
         ]
     );
-    s.reply("sync", path_ok(B));
+    s.reply("sync", created(B));
     s.reply("exists", stat());
     s.reply("list", children(&[ME, LOW, HIGH, "ready"]));
     assert_eq!(
@@ -503,7 +369,7 @@ fn a_waiter_looks_again_after_reconnect() {
 fn enter_deadline_is_honoured_and_our_node_removed() {
     let mut s = participant(3, Some(Instant::ZERO + Duration::from_secs(1)));
     s.reply("exists", code(ErrorCode::NoNode));
-    s.reply("create", path_ok(&me()));
+    s.reply("create", created(&me()));
     s.reply("list", children(&[ME]));
     s.advance(Duration::from_secs(1));
     assert_eq!(s.events(), [E::NotEntered]);
@@ -520,7 +386,7 @@ fn enter_deadline_while_the_create_is_in_flight_deletes_after_it() {
     assert_eq!(s.events(), [E::NotEntered]);
     assert_eq!(s.sent(), [format!("delete {}", me())]);
     s.reply("exists", code(ErrorCode::NoNode));
-    s.reply("create", path_ok(&me()));
+    s.reply("create", created(&me()));
     s.reply("list", children(&[ME]));
     assert!(s.sent().is_empty());
     s.reply("delete", ok());
@@ -531,7 +397,7 @@ fn enter_deadline_while_the_create_is_in_flight_deletes_after_it() {
 fn session_expiry_mid_enter_is_told() {
     let mut s = participant(3, None);
     s.reply("exists", code(ErrorCode::NoNode));
-    s.reply("create", path_ok(&me()));
+    s.reply("create", created(&me()));
     s.reply("list", children(&[ME]));
     s.session(SessionChange::Expired);
     assert_eq!(
@@ -552,12 +418,12 @@ fn the_only_one_left_removes_its_node_ready_and_the_barrier_in_one_multi() {
     assert_eq!(
         s.sent(),
         [format!(
-            "multi delete {} + delete {} + delete {B}",
+            "multi[delete {}, delete {}, delete {B}]",
             me(),
             ready()
         )]
     );
-    s.reply("multi", multi_ok(3));
+    s.reply("multi", multi_deleted(3));
     assert_eq!(s.events(), [E::Left]);
     assert!(s.r.is_done());
 }
@@ -568,12 +434,12 @@ fn the_lowest_waits_on_the_highest_then_leaves_last() {
     // ME < HIGH: we are the lowest.
     s.r.leave(s.now, None).unwrap();
     s.reply("list", children(&[HIGH, ME, "ready"]));
-    assert_eq!(s.sent(), [format!("exists {}", child(HIGH))]);
+    assert_eq!(s.sent(), [format!("exists! {}", child(HIGH))]);
     s.reply("exists", stat());
     s.fire(EventType::NodeDeleted, &child(HIGH));
     assert_eq!(s.sent(), [format!("list {B}")]);
     s.reply("list", children(&[ME, "ready"]));
-    s.reply("multi", multi_ok(3));
+    s.reply("multi", multi_deleted(3));
     assert_eq!(s.events(), [E::Left]);
 }
 
@@ -584,7 +450,10 @@ fn others_delete_their_node_and_wait_on_the_lowest() {
     s.reply("list", children(&[HIGH, ME, LOW, "ready"]));
     assert_eq!(
         s.sent(),
-        [format!("delete {}", me()), format!("exists {}", child(LOW))],
+        [
+            format!("delete {}", me()),
+            format!("exists! {}", child(LOW))
+        ],
         "delete and watch in one round trip"
     );
     s.reply("delete", ok());
@@ -606,7 +475,7 @@ fn the_last_leavers_multi_fails_if_someone_arrived_and_it_waits_for_them() {
     assert!(s.events().is_empty());
     assert_eq!(s.sent(), [format!("list {B}")]);
     s.reply("list", children(&[ME, "ready", HIGH])); // a late arrival
-    assert_eq!(s.sent(), [format!("exists {}", child(HIGH))]);
+    assert_eq!(s.sent(), [format!("exists! {}", child(HIGH))]);
 }
 
 #[test]
@@ -619,8 +488,8 @@ fn a_crashed_last_leavers_ready_is_cleaned_up() {
     // LOW's session ended between its node and its multi... ready stays behind.
     s.fire(EventType::NodeDeleted, &child(LOW));
     s.reply("list", children(&["ready"]));
-    assert_eq!(s.sent(), [format!("multi delete {} + delete {B}", ready())]);
-    s.reply("multi", multi_ok(2));
+    assert_eq!(s.sent(), [format!("multi[delete {}, delete {B}]", ready())]);
+    s.reply("multi", multi_deleted(2));
     assert_eq!(s.events(), [E::Left]);
 }
 
@@ -668,7 +537,7 @@ fn leave_after_reconnect_lists_again_synced() {
     });
     assert_eq!(s.events(), [E::Reconnected]);
     assert_eq!(s.sent(), [format!("sync {B}"), format!("list {B}")]);
-    s.reply("sync", path_ok(B));
+    s.reply("sync", created(B));
     s.reply("list", children(&[]));
     assert_eq!(s.events(), [E::Left]);
 }

@@ -1,41 +1,16 @@
 //! Transcript tests for `recipe::cache::TreeCache`: scripted replies and notifications
-//! in, exact requests and events out (one short line each).
+//! in, exact requests and events out (requests in the lines of `kit.rs`).
 
-use bytes::Bytes;
-use zk_recipes::client::Error;
-use zk_recipes::proto::*;
+use super::kit::*;
 use zk_recipes::recipe::cache::{CacheConfig, CacheEvent, TreeCache, WatchStyle};
-use zk_recipes::recipe::{OpId, Recipe, SessionChange};
-use zk_recipes::session::WatchEvent;
-use zk_recipes::time::Instant;
 
 const T: Instant = Instant::ZERO;
 const S: i64 = 0x77;
 
-fn sent(r: &mut TreeCache) -> Vec<(OpId, String)> {
-    std::iter::from_fn(|| r.poll_request())
-        .map(|(op, r)| {
-            let line = match r {
-                Request::AddWatch(a) => format!("addWatch {} {}", a.path, a.mode),
-                Request::GetData(g) if g.watch => format!("get! {}", g.path),
-                Request::GetData(g) => format!("get {}", g.path),
-                Request::GetChildren2(g) if g.watch => format!("ls! {}", g.path),
-                Request::GetChildren2(g) => format!("ls {}", g.path),
-                Request::Exists(g) if g.watch => format!("exists! {}", g.path),
-                Request::Sync(p) => format!("sync {}", p.path),
-                other => format!("{other:?}"),
-            };
-            (op, line)
-        })
-        .collect()
-}
-
-fn lines(s: &[(OpId, String)]) -> Vec<&str> {
-    s.iter().map(|(_, l)| l.as_str()).collect()
-}
-
-fn events(r: &mut TreeCache) -> Vec<String> {
-    std::iter::from_fn(|| r.poll_event())
+/// The cache's events, one line each: `created /p data m<mzxid>`, `changed ...`, `deleted /p`.
+fn cache_events(r: &mut TreeCache) -> Vec<String> {
+    events(r)
+        .into_iter()
         .map(|e| match e {
             CacheEvent::Created { path, data, stat } => format!(
                 "created {path} {} m{}",
@@ -53,38 +28,18 @@ fn events(r: &mut TreeCache) -> Vec<String> {
         .collect()
 }
 
-fn stat(czxid: i64, mzxid: i64, pzxid: i64) -> Stat {
-    Stat {
-        czxid,
-        mzxid,
-        pzxid,
-        ..Stat::default()
-    }
-}
-
 fn data(d: &'static str, czxid: i64, mzxid: i64) -> Result<Response, Error> {
     Ok(Response::Data {
         data: Bytes::from_static(d.as_bytes()),
-        stat: stat(czxid, mzxid, 0),
+        stat: st().czxid(czxid).mzxid(mzxid).pzxid(0),
     })
 }
 
 fn kids(names: &[&str], czxid: i64, pzxid: i64) -> Result<Response, Error> {
     Ok(Response::Children2 {
         children: names.iter().map(|s| s.to_string()).collect(),
-        stat: stat(czxid, 0, pzxid),
+        stat: st().czxid(czxid).mzxid(0).pzxid(pzxid),
     })
-}
-
-fn no_node() -> Result<Response, Error> {
-    Err(Error::from(ErrorCode::NoNode))
-}
-
-fn note(t: EventType, path: &str) -> WatchEvent {
-    WatchEvent {
-        event_type: t,
-        path: path.into(),
-    }
 }
 
 fn started(config: CacheConfig) -> TreeCache {
@@ -107,17 +62,15 @@ fn answer_the_root(c: &mut TreeCache, s: &[(OpId, String)], kids_of_root: &[&str
 /// addWatch op.
 fn loaded() -> (TreeCache, OpId) {
     let mut c = started(CacheConfig::tree("/r"));
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["addWatch /r 1", "sync /r", "get /r", "ls /r"]);
+    let s = expect_sent!(c, ["addWatch /r 1", "sync /r", "get /r", "list2 /r"]);
     let w = s[0].0;
     answer_the_root(&mut c, &s, &["b", "a"], 3);
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["get /r/a", "ls /r/a", "get /r/b", "ls /r/b"]);
+    let s = expect_sent!(c, ["get /r/a", "list2 /r/a", "get /r/b", "list2 /r/b"]);
     c.handle_reply(T, s[0].0, data("1", 2, 2));
     c.handle_reply(T, s[1].0, kids(&[], 2, 2));
     c.handle_reply(T, s[2].0, data("2", 3, 3));
     assert_eq!(
-        events(&mut c),
+        cache_events(&mut c),
         [
             "created /r root m1",
             "created /r/a 1 m2",
@@ -126,7 +79,7 @@ fn loaded() -> (TreeCache, OpId) {
     );
     assert!(!c.is_initialized(), "one listing still in flight");
     c.handle_reply(T, s[3].0, kids(&[], 3, 3));
-    assert_eq!(events(&mut c), ["Initialized"]);
+    assert_eq!(cache_events(&mut c), ["Initialized"]);
     assert_eq!(c.watch_style(), WatchStyle::Persistent);
     assert!(c.is_synced());
     (c, w)
@@ -144,19 +97,18 @@ fn load_arms_first_then_reads_breadth_first() {
 #[test]
 fn notifications_after_the_load_read_and_report_in_order() {
     let (mut c, w) = loaded();
-    c.handle_watch(T, w, &note(EventType::NodeCreated, "/r/a/x"));
-    c.handle_watch(T, w, &note(EventType::NodeDataChanged, "/r/b"));
-    c.handle_watch(T, w, &note(EventType::NodeDeleted, "/r/a/x"));
-    assert!(events(&mut c).is_empty(), "x was never cached");
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["get /r/a/x", "ls /r/a/x", "get /r/b"]);
+    c.handle_watch(T, w, &ev(EventType::NodeCreated, "/r/a/x"));
+    c.handle_watch(T, w, &ev(EventType::NodeDataChanged, "/r/b"));
+    c.handle_watch(T, w, &ev(EventType::NodeDeleted, "/r/a/x"));
+    assert!(cache_events(&mut c).is_empty(), "x was never cached");
+    let s = expect_sent!(c, ["get /r/a/x", "list2 /r/a/x", "get /r/b"]);
     // The read of x was answered after its deletion.
     c.handle_reply(T, s[0].0, no_node());
     c.handle_reply(T, s[1].0, no_node());
     c.handle_reply(T, s[2].0, data("2b", 3, 9));
-    assert_eq!(events(&mut c), ["changed /r/b 2b m9"]);
-    c.handle_watch(T, w, &note(EventType::NodeDeleted, "/r/b"));
-    assert_eq!(events(&mut c), ["deleted /r/b"]);
+    assert_eq!(cache_events(&mut c), ["changed /r/b 2b m9"]);
+    c.handle_watch(T, w, &ev(EventType::NodeDeleted, "/r/b"));
+    assert_eq!(cache_events(&mut c), ["deleted /r/b"]);
     assert!(sent(&mut c).is_empty(), "a deletion needs no read");
     assert_eq!(c.children("/r"), ["a"]);
 }
@@ -167,27 +119,25 @@ fn notifications_during_the_load_are_applied_in_order() {
     let s = sent(&mut c);
     let w = s[0].0;
     answer_the_root(&mut c, &s, &["b"], 2);
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["get /r/b", "ls /r/b"]);
+    let s = expect_sent!(c, ["get /r/b", "list2 /r/b"]);
     // While /r/b is being read: /r/a is created (after the root's listing, which did
     // not have it), the root changes, /r/b is deleted after it was read.
     c.handle_reply(T, s[0].0, data("2", 2, 2));
-    c.handle_watch(T, w, &note(EventType::NodeCreated, "/r/a"));
-    c.handle_watch(T, w, &note(EventType::NodeDataChanged, "/r"));
-    c.handle_watch(T, w, &note(EventType::NodeDeleted, "/r/b"));
+    c.handle_watch(T, w, &ev(EventType::NodeCreated, "/r/a"));
+    c.handle_watch(T, w, &ev(EventType::NodeDataChanged, "/r"));
+    c.handle_watch(T, w, &ev(EventType::NodeDeleted, "/r/b"));
     c.handle_reply(T, s[1].0, no_node());
     assert_eq!(
-        events(&mut c),
+        cache_events(&mut c),
         ["created /r root m1", "created /r/b 2 m2", "deleted /r/b"]
     );
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["get /r/a", "ls /r/a", "get /r"]);
+    let s = expect_sent!(c, ["get /r/a", "list2 /r/a", "get /r"]);
     c.handle_reply(T, s[0].0, data("1", 5, 5));
     c.handle_reply(T, s[1].0, kids(&[], 5, 5));
     assert!(!c.is_initialized(), "a read is still out");
     c.handle_reply(T, s[2].0, data("root2", 1, 6));
     assert_eq!(
-        events(&mut c),
+        cache_events(&mut c),
         ["created /r/a 1 m5", "changed /r root2 m6", "Initialized"]
     );
     assert_eq!(c.children("/r"), ["a"]);
@@ -198,61 +148,63 @@ fn a_read_older_than_what_is_held_does_not_overwrite_it() {
     let (mut c, w) = loaded();
     // Two changes, two reads; the replies come back newest first (as they could from a
     // lagging server): the older one must not win.
-    c.handle_watch(T, w, &note(EventType::NodeDataChanged, "/r/a"));
+    c.handle_watch(T, w, &ev(EventType::NodeDataChanged, "/r/a"));
     let s1 = sent(&mut c);
-    c.handle_watch(T, w, &note(EventType::NodeDataChanged, "/r/a"));
+    c.handle_watch(T, w, &ev(EventType::NodeDataChanged, "/r/a"));
     let s2 = sent(&mut c);
     c.handle_reply(T, s2[0].0, data("new", 2, 8));
     c.handle_reply(T, s1[0].0, data("old", 2, 7));
-    assert_eq!(events(&mut c), ["changed /r/a new m8"]);
+    assert_eq!(cache_events(&mut c), ["changed /r/a new m8"]);
     assert_eq!(c.get("/r/a").map(|n| n.stat.mzxid), Some(8));
     // The same version again is no change.
-    c.handle_watch(T, w, &note(EventType::NodeDataChanged, "/r/a"));
+    c.handle_watch(T, w, &ev(EventType::NodeDataChanged, "/r/a"));
     let s = sent(&mut c);
     c.handle_reply(T, s[0].0, data("new", 2, 8));
-    assert!(events(&mut c).is_empty());
+    assert!(cache_events(&mut c).is_empty());
 }
 
 #[test]
 fn a_deleted_node_read_before_its_deletion_is_not_resurrected() {
     let (mut c, w) = loaded();
-    c.handle_watch(T, w, &note(EventType::NodeDataChanged, "/r/a"));
+    c.handle_watch(T, w, &ev(EventType::NodeDataChanged, "/r/a"));
     let s = sent(&mut c);
-    c.handle_watch(T, w, &note(EventType::NodeDeleted, "/r/a"));
-    assert_eq!(events(&mut c), ["deleted /r/a"]);
+    c.handle_watch(T, w, &ev(EventType::NodeDeleted, "/r/a"));
+    assert_eq!(cache_events(&mut c), ["deleted /r/a"]);
     // A reply carrying the deleted incarnation (czxid 2) is stale.
     c.handle_reply(T, s[0].0, data("ghost", 2, 7));
-    assert!(events(&mut c).is_empty());
+    assert!(cache_events(&mut c).is_empty());
     assert!(c.get("/r/a").is_none());
     // A re-created node (greater czxid) is new.
-    c.handle_watch(T, w, &note(EventType::NodeCreated, "/r/a"));
+    c.handle_watch(T, w, &ev(EventType::NodeCreated, "/r/a"));
     let s = sent(&mut c);
     c.handle_reply(T, s[0].0, data("again", 11, 11));
-    assert_eq!(events(&mut c), ["created /r/a again m11"]);
+    assert_eq!(cache_events(&mut c), ["created /r/a again m11"]);
 }
 
 #[test]
 fn an_older_listing_is_ignored() {
     let (mut c, w) = loaded();
-    c.handle_watch(T, w, &note(EventType::NodeCreated, "/r/a/x"));
+    c.handle_watch(T, w, &ev(EventType::NodeCreated, "/r/a/x"));
     let s = sent(&mut c);
     c.handle_reply(T, s[0].0, data("x", 20, 20));
     c.handle_reply(T, s[1].0, kids(&[], 20, 20));
-    assert_eq!(events(&mut c), ["created /r/a/x x m20"]);
+    assert_eq!(cache_events(&mut c), ["created /r/a/x x m20"]);
     // A listing of /r/a older than x's creation (pzxid 2 < 20 applied? none applied
     // yet for /r/a after the load: its load listing had pzxid 2).
-    c.handle_watch(T, w, &note(EventType::NodeCreated, "/r/a"));
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["get /r/a", "ls /r/a"]);
+    c.handle_watch(T, w, &ev(EventType::NodeCreated, "/r/a"));
+    let s = expect_sent!(c, ["get /r/a", "list2 /r/a"]);
     c.handle_reply(T, s[0].0, data("1", 2, 2));
     c.handle_reply(T, s[1].0, kids(&["x"], 2, 20));
-    assert!(events(&mut c).is_empty());
+    assert!(cache_events(&mut c).is_empty());
     // Stale: pzxid 2 < 20.
-    c.handle_watch(T, w, &note(EventType::NodeCreated, "/r/a"));
+    c.handle_watch(T, w, &ev(EventType::NodeCreated, "/r/a"));
     let s = sent(&mut c);
     c.handle_reply(T, s[0].0, data("1", 2, 2));
     c.handle_reply(T, s[1].0, kids(&[], 2, 2));
-    assert!(events(&mut c).is_empty(), "x stays: that listing is older");
+    assert!(
+        cache_events(&mut c).is_empty(),
+        "x stays: that listing is older"
+    );
     assert_eq!(c.children("/r/a"), ["x"]);
 }
 
@@ -260,35 +212,34 @@ fn an_older_listing_is_ignored() {
 fn reconnect_syncs_rereads_and_reports_only_differences() {
     let (mut c, w) = loaded();
     c.handle_session(T, SessionChange::Suspended);
-    assert_eq!(events(&mut c), ["Suspended"]);
+    assert_eq!(cache_events(&mut c), ["Suspended"]);
     assert!(sent(&mut c).is_empty(), "nothing is read while suspended");
     c.handle_session(T, SessionChange::Reconnected { session_id: S });
     let s = sent(&mut c);
     assert_eq!(
         lines(&s),
-        ["sync /r", "get /r", "ls /r"],
+        ["sync /r", "get /r", "list2 /r"],
         "the watch survives"
     );
     c.handle_reply(T, s[0].0, Ok(Response::Path("/r".into())));
     c.handle_reply(T, s[1].0, data("root", 1, 1)); // unchanged
     c.handle_reply(T, s[2].0, kids(&["a", "c"], 1, 12)); // b gone, c new
-    assert_eq!(events(&mut c), ["deleted /r/b"]);
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["get /r/a", "ls /r/a", "get /r/c", "ls /r/c"]);
+    assert_eq!(cache_events(&mut c), ["deleted /r/b"]);
+    let s = expect_sent!(c, ["get /r/a", "list2 /r/a", "get /r/c", "list2 /r/c"]);
     c.handle_reply(T, s[0].0, data("1x", 2, 10)); // changed while away
     c.handle_reply(T, s[1].0, kids(&[], 2, 2));
     c.handle_reply(T, s[2].0, data("3", 12, 12));
     c.handle_reply(T, s[3].0, kids(&[], 12, 12));
     assert_eq!(
-        events(&mut c),
+        cache_events(&mut c),
         ["changed /r/a 1x m10", "created /r/c 3 m12", "Resynced"]
     );
     // Notifications of what changed while away, re-sent after the reconnect, find
     // nothing new.
-    c.handle_watch(T, w, &note(EventType::NodeDataChanged, "/r/a"));
+    c.handle_watch(T, w, &ev(EventType::NodeDataChanged, "/r/a"));
     let s = sent(&mut c);
     c.handle_reply(T, s[0].0, data("1x", 2, 10));
-    assert!(events(&mut c).is_empty());
+    assert!(cache_events(&mut c).is_empty());
     assert!(c.is_synced());
 }
 
@@ -296,17 +247,16 @@ fn reconnect_syncs_rereads_and_reports_only_differences() {
 fn a_new_session_rearms_the_watch_then_resyncs() {
     let (mut c, _) = loaded();
     c.handle_session(T, SessionChange::Expired);
-    assert_eq!(events(&mut c), ["Suspended"]);
+    assert_eq!(cache_events(&mut c), ["Suspended"]);
     assert_eq!(c.len(), 3, "kept while no session");
     c.handle_session(T, SessionChange::Connected { session_id: S + 1 });
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["addWatch /r 1", "sync /r", "get /r", "ls /r"]);
+    let s = expect_sent!(c, ["addWatch /r 1", "sync /r", "get /r", "list2 /r"]);
     c.handle_reply(T, s[0].0, Ok(Response::WatchAdded));
     c.handle_reply(T, s[1].0, Ok(Response::Path("/r".into())));
     c.handle_reply(T, s[2].0, no_node()); // the whole subtree is gone
     c.handle_reply(T, s[3].0, no_node());
     assert_eq!(
-        events(&mut c),
+        cache_events(&mut c),
         ["deleted /r/b", "deleted /r/a", "deleted /r", "Resynced"]
     );
     assert!(c.is_empty());
@@ -323,13 +273,15 @@ fn refusals_are_retried_after_a_backoff() {
     assert!(sent(&mut c).is_empty(), "backing off");
     let at = c.poll_timeout().expect("a deadline");
     assert!(at > T);
-    assert!(events(&mut c).is_empty(), "a refusal is not an answer");
+    assert!(
+        cache_events(&mut c).is_empty(),
+        "a refusal is not an answer"
+    );
     c.handle_timeout(at);
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["get /r", "ls /r"]);
+    let s = expect_sent!(c, ["get /r", "list2 /r"]);
     c.handle_reply(at, s[0].0, data("root", 1, 1));
     c.handle_reply(at, s[1].0, kids(&[], 1, 1));
-    assert_eq!(events(&mut c), ["created /r root m1", "Initialized"]);
+    assert_eq!(cache_events(&mut c), ["created /r root m1", "Initialized"]);
 }
 
 #[test]
@@ -344,7 +296,7 @@ fn exceeding_max_nodes_fails_clearly() {
     c.handle_reply(T, s[2].0, data("root", 1, 1));
     c.handle_reply(T, s[3].0, kids(&["a", "b", "c"], 1, 5));
     assert_eq!(
-        events(&mut c),
+        cache_events(&mut c),
         [
             "created /r root m1".to_string(),
             format!(
@@ -372,12 +324,11 @@ fn full_cache_resyncing() -> (TreeCache, OpId, Vec<(OpId, String)>) {
     let s = sent(&mut c);
     c.handle_reply(T, s[0].0, data("1", 2, 2));
     c.handle_reply(T, s[1].0, kids(&["x"], 2, 3));
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["get /r/a/x", "ls /r/a/x"]);
+    let s = expect_sent!(c, ["get /r/a/x", "list2 /r/a/x"]);
     c.handle_reply(T, s[0].0, data("x", 3, 3));
     c.handle_reply(T, s[1].0, kids(&[], 3, 3));
     assert_eq!(
-        events(&mut c),
+        cache_events(&mut c),
         [
             "created /r root m1",
             "created /r/a 1 m2",
@@ -387,19 +338,17 @@ fn full_cache_resyncing() -> (TreeCache, OpId, Vec<(OpId, String)>) {
     );
     c.handle_session(T, SessionChange::Suspended);
     c.handle_session(T, SessionChange::Reconnected { session_id: S });
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["sync /r", "get /r", "ls /r"]);
+    let s = expect_sent!(c, ["sync /r", "get /r", "list2 /r"]);
     c.handle_reply(T, s[0].0, Ok(Response::Path("/r".into())));
     c.handle_reply(T, s[1].0, data("root", 1, 1));
     // `b` is new; `x` was not re-read yet (maybe gone): 3 nodes known, not 4.
     c.handle_reply(T, s[2].0, kids(&["a", "b"], 1, 5));
-    assert_eq!(events(&mut c), ["Suspended"]);
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["get /r/a", "ls /r/a", "get /r/b", "ls /r/b"]);
+    assert_eq!(cache_events(&mut c), ["Suspended"]);
+    let s = expect_sent!(c, ["get /r/a", "list2 /r/a", "get /r/b", "list2 /r/b"]);
     // `b` is read before `a`'s listing: it does not fit while `x` is unseen, and waits.
     c.handle_reply(T, s[2].0, data("2", 5, 5));
     c.handle_reply(T, s[3].0, kids(&[], 5, 5));
-    assert!(events(&mut c).is_empty(), "nothing decided yet");
+    assert!(cache_events(&mut c).is_empty(), "nothing decided yet");
     assert_eq!(c.len(), 3);
     c.handle_reply(T, s[0].0, data("1", 2, 2));
     (c, w, s)
@@ -412,16 +361,16 @@ fn full_cache_resyncing() -> (TreeCache, OpId, Vec<(OpId, String)>) {
 fn a_resync_counts_only_the_nodes_it_has_seen_toward_max_nodes() {
     let (mut c, _, s) = full_cache_resyncing();
     c.handle_reply(T, s[1].0, kids(&[], 2, 6)); // x was deleted while away
-    assert_eq!(events(&mut c), ["deleted /r/a/x"]);
+    assert_eq!(cache_events(&mut c), ["deleted /r/a/x"]);
     let s = sent(&mut c);
     assert_eq!(
         lines(&s),
-        ["get /r/b", "ls /r/b"],
+        ["get /r/b", "list2 /r/b"],
         "b read again, now it fits"
     );
     c.handle_reply(T, s[0].0, data("2", 5, 5));
     c.handle_reply(T, s[1].0, kids(&[], 5, 5));
-    assert_eq!(events(&mut c), ["created /r/b 2 m5", "Resynced"]);
+    assert_eq!(cache_events(&mut c), ["created /r/b 2 m5", "Resynced"]);
     assert!(c.is_synced());
     assert_eq!(c.len(), 3);
 }
@@ -433,7 +382,7 @@ fn a_resync_still_fails_a_subtree_really_over_max_nodes() {
     let (mut c, _, s) = full_cache_resyncing();
     c.handle_reply(T, s[1].0, kids(&["x"], 2, 3));
     assert_eq!(
-        events(&mut c),
+        cache_events(&mut c),
         [format!(
             "{:?}",
             CacheEvent::Failed(Error::TooLarge(TooLarge { len: 4, max: 3 }))
@@ -449,13 +398,12 @@ fn a_resync_still_fails_a_subtree_really_over_max_nodes() {
 #[test]
 fn a_waiting_node_deleted_meanwhile_no_longer_counts() {
     let (mut c, w, s) = full_cache_resyncing();
-    c.handle_watch(T, w, &note(EventType::NodeDeleted, "/r/b"));
+    c.handle_watch(T, w, &ev(EventType::NodeDeleted, "/r/b"));
     c.handle_reply(T, s[1].0, kids(&["x"], 2, 3));
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["get /r/a/x", "ls /r/a/x"]);
+    let s = expect_sent!(c, ["get /r/a/x", "list2 /r/a/x"]);
     c.handle_reply(T, s[0].0, data("x", 3, 3));
     c.handle_reply(T, s[1].0, kids(&[], 3, 3));
-    assert_eq!(events(&mut c), ["Resynced"]);
+    assert_eq!(cache_events(&mut c), ["Resynced"]);
     assert!(sent(&mut c).is_empty());
     assert!(c.is_synced());
     assert_eq!(c.len(), 3);
@@ -472,15 +420,14 @@ fn max_in_flight_bounds_the_reads() {
     c.handle_reply(T, s[1].0, Ok(Response::Path("/r".into())));
     c.handle_reply(T, s[2].0, data("root", 1, 1));
     c.handle_reply(T, s[3].0, kids(&["a", "b", "c"], 1, 5));
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["get /r/a", "ls /r/a", "get /r/b", "ls /r/b"]);
+    let s = expect_sent!(c, ["get /r/a", "list2 /r/a", "get /r/b", "list2 /r/b"]);
     c.handle_reply(T, s[0].0, data("a", 2, 2));
     assert!(
         sent(&mut c).is_empty(),
         "3 in flight: a node's 2 reads do not fit"
     );
     c.handle_reply(T, s[1].0, kids(&[], 2, 2));
-    assert_eq!(lines(&sent(&mut c)), ["get /r/c", "ls /r/c"]);
+    assert_eq!(lines(&sent(&mut c)), ["get /r/c", "list2 /r/c"]);
 }
 
 #[test]
@@ -493,10 +440,10 @@ fn children_cache_stops_at_depth_one() {
     assert_eq!(lines(&s), ["get /r/a"], "children are not listed");
     c.handle_reply(T, s[0].0, data("1", 2, 2));
     assert_eq!(
-        events(&mut c),
+        cache_events(&mut c),
         ["created /r root m1", "created /r/a 1 m2", "Initialized"]
     );
-    c.handle_watch(T, w, &note(EventType::NodeCreated, "/r/a/deep"));
+    c.handle_watch(T, w, &ev(EventType::NodeCreated, "/r/a/deep"));
     assert!(sent(&mut c).is_empty(), "below the depth limit");
 }
 
@@ -509,54 +456,48 @@ fn a_server_without_persistent_watches_gets_one_shot_watches() {
     c.handle_reply(T, s[1].0, Ok(Response::Path("/r".into())));
     c.handle_reply(T, s[2].0, data("root", 1, 1));
     c.handle_reply(T, s[3].0, kids(&["a"], 1, 2));
-    assert!(events(&mut c).is_empty());
+    assert!(cache_events(&mut c).is_empty());
     assert_eq!(c.watch_style(), WatchStyle::OneShot);
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["sync /r", "get! /r", "ls! /r"]);
+    let s = expect_sent!(c, ["sync /r", "get! /r", "list2! /r"]);
     let r_ls = s[2].0;
     c.handle_reply(T, s[0].0, Ok(Response::Path("/r".into())));
     c.handle_reply(T, s[1].0, data("root", 1, 1));
     c.handle_reply(T, s[2].0, kids(&["a"], 1, 2));
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["get! /r/a", "ls! /r/a"]);
+    let s = expect_sent!(c, ["get! /r/a", "list2! /r/a"]);
     let a_get = s[0].0;
     c.handle_reply(T, s[0].0, data("1", 2, 2));
     c.handle_reply(T, s[1].0, kids(&[], 2, 2));
     assert_eq!(
-        events(&mut c),
+        cache_events(&mut c),
         ["created /r root m1", "created /r/a 1 m2", "Initialized"]
     );
     // A child appears: the root's child watch fires; a new listing, the new child read.
-    c.handle_watch(T, r_ls, &note(EventType::NodeChildrenChanged, "/r"));
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["ls! /r"]);
+    c.handle_watch(T, r_ls, &ev(EventType::NodeChildrenChanged, "/r"));
+    let s = expect_sent!(c, ["list2! /r"]);
     let r_ls = s[0].0;
     c.handle_reply(T, s[0].0, kids(&["a", "b"], 1, 5));
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["get! /r/b", "ls! /r/b"]);
+    let s = expect_sent!(c, ["get! /r/b", "list2! /r/b"]);
     let (b_get, b_ls) = (s[0].0, s[1].0);
     c.handle_reply(T, s[0].0, data("2", 5, 5));
     c.handle_reply(T, s[1].0, kids(&[], 5, 5));
-    assert_eq!(events(&mut c), ["created /r/b 2 m5"]);
+    assert_eq!(cache_events(&mut c), ["created /r/b 2 m5"]);
     // A data change re-arms only the data watch.
-    c.handle_watch(T, a_get, &note(EventType::NodeDataChanged, "/r/a"));
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["get! /r/a"]);
+    c.handle_watch(T, a_get, &ev(EventType::NodeDataChanged, "/r/a"));
+    let s = expect_sent!(c, ["get! /r/a"]);
     c.handle_reply(T, s[0].0, data("1b", 2, 6));
-    assert_eq!(events(&mut c), ["changed /r/a 1b m6"]);
+    assert_eq!(cache_events(&mut c), ["changed /r/a 1b m6"]);
     // Deleted: both of its watches fire; one Deleted.
-    c.handle_watch(T, b_get, &note(EventType::NodeDeleted, "/r/b"));
-    c.handle_watch(T, b_ls, &note(EventType::NodeDeleted, "/r/b"));
-    c.handle_watch(T, r_ls, &note(EventType::NodeChildrenChanged, "/r"));
-    assert_eq!(events(&mut c), ["deleted /r/b"]);
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["ls! /r"]);
+    c.handle_watch(T, b_get, &ev(EventType::NodeDeleted, "/r/b"));
+    c.handle_watch(T, b_ls, &ev(EventType::NodeDeleted, "/r/b"));
+    c.handle_watch(T, r_ls, &ev(EventType::NodeChildrenChanged, "/r"));
+    assert_eq!(cache_events(&mut c), ["deleted /r/b"]);
+    let s = expect_sent!(c, ["list2! /r"]);
     c.handle_reply(T, s[0].0, kids(&["a"], 1, 7));
-    assert!(events(&mut c).is_empty());
+    assert!(cache_events(&mut c).is_empty());
     assert!(sent(&mut c).is_empty());
     // A notification of an older registration leaves the newer one alone: no second
     // watch is asked for.
-    c.handle_watch(T, b_get, &note(EventType::NodeDataChanged, "/r/a"));
+    c.handle_watch(T, b_get, &ev(EventType::NodeDataChanged, "/r/a"));
     assert_eq!(lines(&sent(&mut c)), ["get /r/a"]);
 }
 
@@ -566,32 +507,29 @@ fn one_shot_missing_root_waits_with_exists() {
         persistent_watch: false,
         ..CacheConfig::tree("/r")
     });
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["sync /r", "get! /r", "ls! /r"]);
+    let s = expect_sent!(c, ["sync /r", "get! /r", "list2! /r"]);
     c.handle_reply(T, s[0].0, Ok(Response::Path("/r".into())));
     c.handle_reply(T, s[1].0, no_node());
     c.handle_reply(T, s[2].0, no_node());
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["exists! /r"]);
+    let s = expect_sent!(c, ["exists! /r"]);
     c.handle_reply(T, s[0].0, no_node());
-    assert_eq!(events(&mut c), ["Initialized"]);
-    c.handle_watch(T, s[0].0, &note(EventType::NodeCreated, "/r"));
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["get! /r", "ls! /r"]);
+    assert_eq!(cache_events(&mut c), ["Initialized"]);
+    c.handle_watch(T, s[0].0, &ev(EventType::NodeCreated, "/r"));
+    let s = expect_sent!(c, ["get! /r", "list2! /r"]);
     c.handle_reply(T, s[0].0, data("root", 4, 4));
     c.handle_reply(T, s[1].0, kids(&[], 4, 4));
-    assert_eq!(events(&mut c), ["created /r root m4"]);
+    assert_eq!(cache_events(&mut c), ["created /r root m4"]);
 }
 
 #[test]
 fn closed_session_fails_and_close_ends() {
     let (mut c, _) = loaded();
     c.handle_session(T, SessionChange::Closed);
-    assert_eq!(events(&mut c), ["Failed(Closed)"]);
+    assert_eq!(cache_events(&mut c), ["Failed(Closed)"]);
     assert!(c.is_done());
     let (mut c, _) = loaded();
     c.close(T);
-    assert_eq!(events(&mut c), ["Closed"]);
+    assert_eq!(cache_events(&mut c), ["Closed"]);
     assert!(c.is_done());
 }
 
@@ -666,7 +604,7 @@ fn memory_per_cached_node() {
                 op,
                 Ok(Response::Data {
                     data: Bytes::from(format!("{zxid:08}")),
-                    stat: stat(zxid, zxid, 0),
+                    stat: st().czxid(zxid).mzxid(zxid).pzxid(0),
                 }),
             );
         }

@@ -1,16 +1,11 @@
 //! Transcript tests for `recipe::config`: scripted replies in, exact requests and
-//! events out (same short lines as `rendezvous_transcripts.rs`).
+//! events out, in the lines of `kit.rs`.
 
-use bytes::Bytes;
-use zk_recipes::client::Error;
-use zk_recipes::proto::*;
+use super::kit::*;
 use zk_recipes::recipe::config::{
     ConfigReader, ConfigSnapshot, ConfigWriter, ReaderConfig, ReaderEvent, WriterConfig,
     WriterEvent,
 };
-use zk_recipes::recipe::{OpId, Recipe, SessionChange};
-use zk_recipes::session::WatchEvent;
-use zk_recipes::time::Instant;
 
 const T: Instant = Instant::ZERO;
 const S: i64 = 0x77;
@@ -18,74 +13,12 @@ const READY: &str = "/cfg/ready";
 const A: &str = "/cfg/a";
 const B: &str = "/cfg/b";
 
-fn sent<R: Recipe>(r: &mut R) -> Vec<(OpId, String)> {
-    std::iter::from_fn(|| r.poll_request())
-        .map(|(op, r)| {
-            let line = match r {
-                Request::Create(c) => format!("create {} {}", c.path, s(&c.data)),
-                Request::CreateContainer(c) => format!("container {}", c.path),
-                Request::GetData(g) if g.watch => format!("get! {}", g.path),
-                Request::GetData(g) => format!("get {}", g.path),
-                Request::Exists(g) if g.watch => format!("exists! {}", g.path),
-                Request::Exists(g) => format!("exists {}", g.path),
-                Request::SetData(x) => format!("set {} {}", x.path, s(&x.data)),
-                Request::Delete(d) => format!("delete {}", d.path),
-                Request::Sync(p) => format!("sync {}", p.path),
-                Request::MultiRead(ops) => format!("multiRead {}", ops.len()),
-                Request::Multi(ops) => {
-                    let ops: Vec<String> = ops
-                        .iter()
-                        .map(|o| match o {
-                            MultiOp::SetData(x) => format!("set {} {}", x.path, s(&x.data)),
-                            MultiOp::Create(c) => format!("create {} {}", c.path, s(&c.data)),
-                            other => format!("{other:?}"),
-                        })
-                        .collect();
-                    format!("multi [{}]", ops.join(", "))
-                }
-                other => format!("{other:?}"),
-            };
-            (op, line)
-        })
-        .collect()
-}
-
-fn s(b: &Bytes) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn lines(s: &[(OpId, String)]) -> Vec<&str> {
-    s.iter().map(|(_, l)| l.as_str()).collect()
-}
-
-fn events<R: Recipe>(r: &mut R) -> Vec<R::Event> {
-    std::iter::from_fn(|| r.poll_event()).collect()
-}
-
 fn stat(czxid: i64, mzxid: i64) -> Stat {
     Stat {
         czxid,
         mzxid,
         version: (mzxid - czxid) as i32,
         ..Stat::default()
-    }
-}
-
-fn data(d: &'static str, st: Stat) -> Result<Response, Error> {
-    Ok(Response::Data {
-        data: Bytes::from_static(d.as_bytes()),
-        stat: st,
-    })
-}
-
-fn no_node() -> Result<Response, Error> {
-    Err(Error::from(ErrorCode::NoNode))
-}
-
-fn ev(t: EventType, path: &str) -> WatchEvent {
-    WatchEvent {
-        event_type: t,
-        path: path.into(),
     }
 }
 
@@ -127,11 +60,7 @@ fn answer(r: &mut ConfigReader, ops: &[(OpId, String)], replies: Vec<Result<Resp
 #[test]
 fn reader_pipelines_ready_then_every_node_and_reports_a_snapshot() {
     let mut r = reader(ReaderConfig::ready_node(READY, &[A, B]));
-    let round = sent(&mut r);
-    assert_eq!(
-        lines(&round),
-        ["exists! /cfg/ready", "get! /cfg/a", "get! /cfg/b"]
-    );
+    let round = expect_sent!(r, ["exists! /cfg/ready", "get! /cfg/a", "get! /cfg/b"]);
     assert!(!r.is_ready(), "nothing read yet: `ready` not seen");
     answer(
         &mut r,
@@ -173,11 +102,7 @@ fn reader_waits_for_ready_and_discards_a_round_that_saw_ready_deleted() {
     assert!(sent(&mut r).is_empty());
     // ready created: read again; a is re-watched, b is read without a new watch.
     r.handle_watch(T, round[0].0, &ev(EventType::NodeCreated, READY));
-    let round2 = sent(&mut r);
-    assert_eq!(
-        lines(&round2),
-        ["exists! /cfg/ready", "get! /cfg/a", "get /cfg/b"]
-    );
+    let round2 = expect_sent!(r, ["exists! /cfg/ready", "get! /cfg/a", "get /cfg/b"]);
     // ready is deleted while the round is on the wire: the notification comes before
     // the replies that follow it; everything read is discarded.
     r.handle_reply(T, round2[0].0, Ok(Response::Stat(stat(20, 20))));
@@ -190,11 +115,7 @@ fn reader_waits_for_ready_and_discards_a_round_that_saw_ready_deleted() {
         events(&mut r).is_empty(),
         "a mixed configuration was reported"
     );
-    let round3 = sent(&mut r);
-    assert_eq!(
-        lines(&round3),
-        ["exists! /cfg/ready", "get /cfg/a", "get /cfg/b"]
-    );
+    let round3 = expect_sent!(r, ["exists! /cfg/ready", "get /cfg/a", "get /cfg/b"]);
     answer(
         &mut r,
         &round3,
@@ -226,8 +147,7 @@ fn reader_rereads_on_a_node_change_while_ready_exists() {
     assert_eq!(events(&mut r).len(), 1);
     // A multi writer changed a: one more round, a new snapshot.
     r.handle_watch(T, round[1].0, &ev(EventType::NodeDataChanged, A));
-    let round2 = sent(&mut r);
-    assert_eq!(lines(&round2), ["exists /cfg/ready", "get! /cfg/a"]);
+    let round2 = expect_sent!(r, ["exists /cfg/ready", "get! /cfg/a"]);
     answer(
         &mut r,
         &round2,
@@ -247,11 +167,7 @@ fn reader_watches_a_missing_node_with_exists_before_trusting_it() {
         vec![Ok(Response::Stat(stat(9, 9))), no_node()],
     );
     assert!(events(&mut r).is_empty());
-    let round2 = sent(&mut r);
-    assert_eq!(
-        lines(&round2),
-        ["exists /cfg/ready", "exists! /cfg/a", "get /cfg/a"]
-    );
+    let round2 = expect_sent!(r, ["exists /cfg/ready", "exists! /cfg/a", "get /cfg/a"]);
     answer(
         &mut r,
         &round2,
@@ -272,11 +188,7 @@ fn reader_syncs_after_a_reconnect_and_reports_nothing_new_if_nothing_changed() {
     assert_eq!(events(&mut r).len(), 1);
     r.handle_session(T, SessionChange::Suspended);
     r.handle_session(T, SessionChange::Reconnected { session_id: S });
-    let round2 = sent(&mut r);
-    assert_eq!(
-        lines(&round2),
-        ["sync /cfg/ready", "exists /cfg/ready", "get /cfg/a"]
-    );
+    let round2 = expect_sent!(r, ["sync /cfg/ready", "exists /cfg/ready", "get /cfg/a"]);
     answer(
         &mut r,
         &round2,
@@ -302,19 +214,11 @@ fn reader_redoes_a_round_that_lost_its_connection_and_starts_over_after_expiry()
     }
     assert!(sent(&mut r).is_empty(), "retried while suspended");
     r.handle_session(T, SessionChange::Reconnected { session_id: S });
-    let round2 = sent(&mut r);
-    assert_eq!(
-        lines(&round2),
-        ["sync /cfg/ready", "exists! /cfg/ready", "get! /cfg/a"]
-    );
+    expect_sent!(r, ["sync /cfg/ready", "exists! /cfg/ready", "get! /cfg/a"]);
     // The session expires mid-round; a new one starts: new watches.
     r.handle_session(T, SessionChange::Expired);
     r.handle_session(T, SessionChange::Connected { session_id: S + 1 });
-    let round3 = sent(&mut r);
-    assert_eq!(
-        lines(&round3),
-        ["sync /cfg/ready", "exists! /cfg/ready", "get! /cfg/a"]
-    );
+    let round3 = expect_sent!(r, ["sync /cfg/ready", "exists! /cfg/ready", "get! /cfg/a"]);
     answer(
         &mut r,
         &round3,
@@ -342,10 +246,13 @@ fn reader_sync_first_syncs_every_round() {
 #[test]
 fn multi_reader_arms_watches_then_one_multiread() {
     let mut r = reader(ReaderConfig::multi(&[A, B]));
-    let round = sent(&mut r);
-    assert_eq!(
-        lines(&round),
-        ["exists! /cfg/a", "exists! /cfg/b", "multiRead 2"]
+    let round = expect_sent!(
+        r,
+        [
+            "exists! /cfg/a",
+            "exists! /cfg/b",
+            "multiRead[get /cfg/a, get /cfg/b]"
+        ]
     );
     let mr = Ok(Response::Multi(vec![
         MultiResult::GetData {
@@ -365,7 +272,10 @@ fn multi_reader_arms_watches_then_one_multiread() {
     );
     // b created: only b's watch is re-armed.
     r.handle_watch(T, round[1].0, &ev(EventType::NodeCreated, B));
-    assert_eq!(lines(&sent(&mut r)), ["exists! /cfg/b", "multiRead 2"]);
+    assert_eq!(
+        lines(&sent(&mut r)),
+        ["exists! /cfg/b", "multiRead[get /cfg/a, get /cfg/b]"]
+    );
 }
 
 #[test]
@@ -397,10 +307,6 @@ fn writer(config: WriterConfig, updates: &[(&str, &'static str)]) -> ConfigWrite
     w
 }
 
-fn ok() -> Result<Response, Error> {
-    Ok(Response::Empty)
-}
-
 fn set_ok() -> Result<Response, Error> {
     Ok(Response::Stat(stat(1, 2)))
 }
@@ -408,19 +314,16 @@ fn set_ok() -> Result<Response, Error> {
 #[test]
 fn writer_deletes_ready_then_pipelines_every_set_then_creates_ready() {
     let mut w = writer(WriterConfig::ready_node(READY), &[(A, "7"), (B, "7")]);
-    let d = sent(&mut w);
-    assert_eq!(lines(&d), ["delete /cfg/ready"]);
+    let d = expect_sent!(w, ["delete /cfg/ready"]);
     w.handle_reply(T, d[0].0, no_node()); // already gone: fine
-    let sets = sent(&mut w);
-    assert_eq!(lines(&sets), ["set /cfg/a 7", "set /cfg/b 7"]);
+    let sets = expect_sent!(w, ["set /cfg/a '7'", "set /cfg/b '7'"]);
     w.handle_reply(T, sets[0].0, set_ok());
     assert!(
         sent(&mut w).is_empty(),
         "ready created before every node was written"
     );
     w.handle_reply(T, sets[1].0, set_ok());
-    let c = sent(&mut w);
-    assert_eq!(lines(&c), ["create /cfg/ready "]);
+    let c = expect_sent!(w, ["create /cfg/ready"]);
     w.handle_reply(T, c[0].0, Ok(Response::Path(READY.into())));
     assert_eq!(events(&mut w), [WriterEvent::Written]);
     assert!(w.is_done());
@@ -437,18 +340,14 @@ fn writer_creates_missing_nodes_and_parents_before_ready() {
     let sets = sent(&mut w);
     w.handle_reply(T, sets[0].0, no_node());
     w.handle_reply(T, sets[1].0, set_ok());
-    let c = sent(&mut w);
-    assert_eq!(lines(&c), ["create /x/y 1"]);
+    let c = expect_sent!(w, ["create /x/y '1'"]);
     w.handle_reply(T, c[0].0, no_node()); // parent missing
-    let c2 = sent(&mut w);
-    assert_eq!(lines(&c2), ["container /x", "create /x/y 1"]);
+    let c2 = expect_sent!(w, ["container /x", "create /x/y '1'"]);
     w.handle_reply(T, c2[0].0, Ok(Response::Path("/x".into())));
     w.handle_reply(T, c2[1].0, Ok(Response::Path("/x/y".into())));
-    let r = sent(&mut w);
-    assert_eq!(lines(&r), ["create /r/ready "]);
+    let r = expect_sent!(w, ["create /r/ready"]);
     w.handle_reply(T, r[0].0, no_node());
-    let r2 = sent(&mut w);
-    assert_eq!(lines(&r2), ["container /r", "create /r/ready "]);
+    let r2 = expect_sent!(w, ["container /r", "create /r/ready"]);
     w.handle_reply(T, r2[0].0, ok());
     w.handle_reply(T, r2[1].0, Err(Error::from(ErrorCode::NodeExists)));
     assert_eq!(events(&mut w), [WriterEvent::Written]);
@@ -467,20 +366,16 @@ fn writer_resumes_after_lost_replies_with_ready_last() {
     assert!(sent(&mut w).is_empty());
     w.handle_session(T, SessionChange::Reconnected { session_id: S });
     // Starts again from delete(ready); only b is resent; ready comes back last.
-    let d2 = sent(&mut w);
-    assert_eq!(lines(&d2), ["delete /cfg/ready"]);
+    let d2 = expect_sent!(w, ["delete /cfg/ready"]);
     w.handle_reply(T, d2[0].0, no_node());
-    let s2 = sent(&mut w);
-    assert_eq!(lines(&s2), ["set /cfg/b 7"]);
+    let s2 = expect_sent!(w, ["set /cfg/b '7'"]);
     w.handle_reply(T, s2[0].0, set_ok());
-    let c = sent(&mut w);
-    assert_eq!(lines(&c), ["create /cfg/ready "]);
+    let c = expect_sent!(w, ["create /cfg/ready"]);
     // create(ready) applied, reply lost: resent, NodeExists is success.
     w.handle_session(T, SessionChange::Suspended);
     w.handle_reply(T, c[0].0, Err(Error::ConnectionLoss));
     w.handle_session(T, SessionChange::Reconnected { session_id: S });
-    let c2 = sent(&mut w);
-    assert_eq!(lines(&c2), ["create /cfg/ready "]);
+    let c2 = expect_sent!(w, ["create /cfg/ready"]);
     w.handle_reply(T, c2[0].0, Err(Error::from(ErrorCode::NodeExists)));
     assert_eq!(events(&mut w), [WriterEvent::Written]);
 }
@@ -513,8 +408,7 @@ fn writer_fails_on_no_auth() {
 #[test]
 fn multi_writer_sends_one_multi_and_probes_after_a_missing_node() {
     let mut w = writer(WriterConfig::multi(), &[(A, "3"), ("/x/y", "3")]);
-    let m = sent(&mut w);
-    assert_eq!(lines(&m), ["multi [set /cfg/a 3, set /x/y 3]"]);
+    let m = expect_sent!(w, ["multi[set /cfg/a '3', set /x/y '3']"]);
     w.handle_reply(
         T,
         m[0].0,
@@ -523,14 +417,12 @@ fn multi_writer_sends_one_multi_and_probes_after_a_missing_node() {
             MultiResult::Error(ErrorCode::NoNode),
         ])),
     );
-    let p = sent(&mut w);
-    assert_eq!(lines(&p), ["exists /cfg/a", "exists /x/y"]);
+    let p = expect_sent!(w, ["exists /cfg/a", "exists /x/y"]);
     w.handle_reply(T, p[0].0, Ok(Response::Stat(stat(1, 1))));
     w.handle_reply(T, p[1].0, no_node());
-    let m2 = sent(&mut w);
-    assert_eq!(
-        lines(&m2),
-        ["container /x", "multi [set /cfg/a 3, create /x/y 3]"]
+    let m2 = expect_sent!(
+        w,
+        ["container /x", "multi[set /cfg/a '3', create /x/y '3']"]
     );
     w.handle_reply(T, m2[0].0, ok());
     w.handle_reply(
@@ -569,7 +461,7 @@ fn multi_writer_resends_after_a_lost_reply() {
     w.handle_session(T, SessionChange::Suspended);
     w.handle_reply(T, m[0].0, Err(Error::ConnectionLoss));
     w.handle_session(T, SessionChange::Reconnected { session_id: S });
-    assert_eq!(lines(&sent(&mut w)), ["multi [set /cfg/a 3]"]);
+    assert_eq!(lines(&sent(&mut w)), ["multi[set /cfg/a '3']"]);
 }
 
 #[test]

@@ -1,20 +1,13 @@
 //! Regressions found in the election machine by its simulator harness
 //! (`zk_recipes_sim::testkit::sim_election`), each reduced to a hand-driven transcript.
 
-use zk_recipes::proto::*;
+use super::kit::*;
 use zk_recipes::recipe::election::{Election, ElectionConfig, ElectionEvent};
-use zk_recipes::recipe::{Recipe, SessionChange};
-use zk_recipes::session::WatchEvent;
-use zk_recipes::time::Instant;
 
 const DIR: &str = "/e";
 
 fn requests(e: &mut Election) -> Vec<(u64, Request)> {
     core::iter::from_fn(|| e.poll_request()).collect()
-}
-
-fn events(e: &mut Election) -> Vec<ElectionEvent> {
-    core::iter::from_fn(|| e.poll_event()).collect()
 }
 
 /// A candidate waiting behind a lower node: returns the machine and the op of the read

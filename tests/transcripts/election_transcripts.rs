@@ -1,19 +1,12 @@
 //! Transcript tests for `recipe::election`: scripted replies in, exact requests and
-//! events out. Requests are short lines (`create2 <path>`, `list <dir>`, `watch <path>`
-//! for getData with a watch, `get <path>` without, `exists <path>`, `sync <path>`,
-//! `delete <path>`, `multi check <path> + create <path>` ...).
+//! events out, in the lines of `kit.rs`.
 
-use bytes::Bytes;
-use zk_recipes::client::Error;
-use zk_recipes::proto::*;
+use super::kit::*;
 use zk_recipes::recipe::election::observer::{Observer, ObserverEvent, Participant};
 use zk_recipes::recipe::election::{
     CandidateStatus, Election, ElectionConfig, ElectionEvent, Join, Leadership,
 };
 use zk_recipes::recipe::lock::LostReason;
-use zk_recipes::recipe::{OpId, Recipe, SessionChange};
-use zk_recipes::session::WatchEvent;
-use zk_recipes::time::Instant;
 
 const DIR: &str = "/app/election";
 const ACK: &str = "/app/election-leader";
@@ -21,117 +14,6 @@ const ACK: &str = "/app/election-leader";
 const ACK50: &str = "/app/election-leader/50";
 const SESSION: i64 = 0x77;
 const T: Instant = Instant::ZERO;
-
-/// A recipe and the requests it has sent and not had answered, by line.
-struct Script<R: Recipe> {
-    r: R,
-    pending: Vec<(OpId, String)>,
-    answered: Vec<(OpId, String)>,
-}
-
-fn line(r: &Request) -> String {
-    let op = |o: &MultiOp| match o {
-        MultiOp::Check(c) => format!("check {}", c.path),
-        MultiOp::Create(c) => format!("create {}", c.path),
-        MultiOp::Delete(d) if d.version >= 0 => format!("delete {}@{}", d.path, d.version),
-        MultiOp::Delete(d) => format!("delete {}", d.path),
-        other => format!("{other:?}"),
-    };
-    match r {
-        Request::Create2(c) => format!("create2 {}", c.path),
-        Request::CreateContainer(c) => format!("container {}", c.path),
-        // A children watch on a candidate: the deletion watch on our predecessor.
-        Request::GetChildren(g) if g.watch && g.path.starts_with(&format!("{DIR}/")) => {
-            format!("await {}", g.path)
-        }
-        Request::GetChildren(g) => format!("list {}", g.path),
-        Request::GetData(g) if g.watch => format!("watch {}", g.path),
-        Request::GetData(g) => format!("get {}", g.path),
-        Request::Exists(g) => format!("exists {}", g.path),
-        Request::Delete(d) => format!("delete {}", d.path),
-        Request::Sync(p) => format!("sync {}", p.path),
-        Request::Multi(ops) => format!(
-            "multi {}",
-            ops.iter().map(op).collect::<Vec<_>>().join(" + ")
-        ),
-        other => format!("{other:?}"),
-    }
-}
-
-impl<R: Recipe> Script<R> {
-    fn new(r: R) -> Self {
-        Script {
-            r,
-            pending: Vec::new(),
-            answered: Vec::new(),
-        }
-    }
-
-    /// The requests sent since the last call.
-    fn sent(&mut self) -> Vec<String> {
-        let new: Vec<(OpId, String)> = std::iter::from_fn(|| self.r.poll_request())
-            .map(|(op, r)| (op, line(&r)))
-            .collect();
-        let lines = new.iter().map(|(_, l)| l.clone()).collect();
-        self.pending.extend(new);
-        lines
-    }
-
-    /// Answers the oldest pending request whose line starts with `prefix`.
-    fn reply(&mut self, prefix: &str, result: Result<Response, Error>) {
-        self.sent();
-        let at = self
-            .pending
-            .iter()
-            .position(|(_, l)| l.starts_with(prefix))
-            .unwrap_or_else(|| panic!("no pending `{prefix}` in {:?}", self.pending));
-        let (op, l) = self.pending.remove(at);
-        self.answered.push((op, l));
-        self.r.handle_reply(T, op, result);
-    }
-
-    /// A watch fires on `path`: routed by the op of the last answered request that
-    /// watched it (as the host does).
-    fn fire(&mut self, event_type: EventType, path: &str) {
-        let op = self
-            .answered
-            .iter()
-            .rev()
-            .find(|(_, l)| {
-                (l.starts_with("watch ")
-                    || l.starts_with("await ")
-                    || l.starts_with("list ")
-                    || l.starts_with("exists "))
-                    && l.ends_with(path)
-            })
-            .map(|(op, _)| *op)
-            .unwrap_or_else(|| panic!("nothing watched {path}"));
-        self.r.handle_watch(
-            T,
-            op,
-            &WatchEvent {
-                event_type,
-                path: path.into(),
-            },
-        );
-    }
-
-    fn events(&mut self) -> Vec<R::Event> {
-        std::iter::from_fn(|| self.r.poll_event()).collect()
-    }
-
-    fn session(&mut self, change: SessionChange) {
-        self.r.handle_session(T, change);
-    }
-}
-
-fn stat(czxid: i64, owner: i64) -> Stat {
-    Stat {
-        czxid,
-        ephemeral_owner: owner,
-        ..Stat::default()
-    }
-}
 
 fn node(id_n: u32, seq: u32) -> String {
     format!("_c_{}-latch-{seq:010}", id(id_n))
@@ -149,14 +31,8 @@ fn path(name: &str) -> String {
 fn created(name: &str, czxid: i64) -> Result<Response, Error> {
     Ok(Response::PathStat {
         path: path(name),
-        stat: stat(czxid, SESSION),
+        stat: st().czxid(czxid).owner(SESSION),
     })
-}
-
-fn children(names: &[&str]) -> Result<Response, Error> {
-    Ok(Response::Children(
-        names.iter().map(|s| s.to_string()).collect(),
-    ))
 }
 
 fn data(d: &[u8], czxid: i64, version: i32) -> Result<Response, Error> {
@@ -171,16 +47,8 @@ fn data(d: &[u8], czxid: i64, version: i32) -> Result<Response, Error> {
     })
 }
 
-fn code(c: ErrorCode) -> Result<Response, Error> {
-    Err(Error::from(c))
-}
-
 fn multi_ok(n: usize) -> Result<Response, Error> {
     Ok(Response::Multi(vec![MultiResult::Check; n]))
-}
-
-fn multi_failed(at: usize, c: ErrorCode, n: usize) -> Result<Response, Error> {
-    Ok(Response::Multi(failed_multi(n, at, c)))
 }
 
 fn election() -> Script<Election> {
@@ -198,14 +66,14 @@ fn leading() -> Script<Election> {
     assert_eq!(
         s.sent(),
         [
-            format!("create2 {DIR}/_c_{}-latch-", id(1)),
+            format!("create2 {DIR}/_c_{}-latch- es 'node-1'", id(1)),
             format!("list {DIR}")
         ],
         "one round trip to join"
     );
     s.reply("create2", created(&node(1, 5), 50));
     assert_eq!(s.events(), [ElectionEvent::Joined { node: node(1, 5) }]);
-    assert_eq!(s.sent(), [format!("watch {}", path(&node(1, 5)))]);
+    assert_eq!(s.sent(), [format!("get! {}", path(&node(1, 5)))]);
     s.reply("list", children(&[&node(1, 5), "config"]));
     assert_eq!(
         s.events(),
@@ -214,7 +82,7 @@ fn leading() -> Script<Election> {
             node: node(1, 5)
         }]
     );
-    s.reply("watch", data(b"node-1", 50, 0));
+    s.reply("get!", data(b"node-1", 50, 0));
     assert!(s.r.is_leader());
     s
 }
@@ -243,15 +111,15 @@ fn a_follower_watches_only_its_predecessor_and_leads_when_it_goes_without_listin
     );
     assert_eq!(
         s.sent(),
-        [format!("await {DIR}/_c_k-lock-0000000005")],
+        [format!("list! {DIR}/_c_k-lock-0000000005")],
         "the nearest lower candidate only (our own node's watch went out with the listing)"
     );
     assert!(s.events().is_empty());
     s.reply(
-        &format!("watch {}", path(&node(1, 7))),
+        &format!("get! {}", path(&node(1, 7))),
         data(b"node-1", 70, 0),
     );
-    s.reply("await /app/election/_c_k", children(&[]));
+    s.reply("list! /app/election/_c_k", children(&[]));
     s.fire(
         EventType::NodeDeleted,
         &format!("{DIR}/_c_k-lock-0000000005"),
@@ -259,8 +127,8 @@ fn a_follower_watches_only_its_predecessor_and_leads_when_it_goes_without_listin
     // Two blockers were listed: list again, watch the next.
     assert_eq!(s.sent(), [format!("list {DIR}")]);
     s.reply("list", children(&[&node(1, 7), "_c_j-latch-0000000003"]));
-    assert_eq!(s.sent(), [format!("await {DIR}/_c_j-latch-0000000003")]);
-    s.reply("await", children(&[]));
+    assert_eq!(s.sent(), [format!("list! {DIR}/_c_j-latch-0000000003")]);
+    s.reply("list! /app/election/", children(&[]));
     s.fire(
         EventType::NodeDeleted,
         &format!("{DIR}/_c_j-latch-0000000003"),
@@ -296,7 +164,7 @@ fn a_suspended_leader_is_told_and_leads_again_only_after_a_synced_check_of_its_n
     );
     assert!(s.events().is_empty(), "not before the check");
     s.reply("sync", Ok(Response::Path(DIR.into())));
-    s.reply("exists", Ok(Response::Stat(stat(50, SESSION))));
+    s.reply("exists", Ok(Response::Stat(st().czxid(50).owner(SESSION))));
     assert_eq!(s.events(), [ElectionEvent::Reconnected]);
     assert!(s.r.is_leader());
 }
@@ -321,7 +189,7 @@ fn expiry_ends_the_leadership_and_the_next_session_stands_again_with_a_fresh_nod
     assert_eq!(
         s.sent(),
         [
-            format!("create2 {DIR}/_c_{}-latch-", id(2)),
+            format!("create2 {DIR}/_c_{}-latch- es 'node-1'", id(2)),
             format!("list {DIR}")
         ],
         "a new candidacy, a new protected id"
@@ -368,7 +236,7 @@ fn acknowledgement_is_one_multi_checked_against_our_candidate_node() {
     assert_eq!(
         s.sent(),
         [format!(
-            "multi check {} + create {ACK50}",
+            "multi[check {} @-1, create {ACK50} e 'node-1']",
             path(&node(1, 5))
         )]
     );
@@ -411,7 +279,7 @@ fn a_missing_acknowledgement_directory_is_created_as_a_container_then_written_ag
     assert_eq!(
         s.sent(),
         [format!(
-            "multi check {} + create {ACK50}",
+            "multi[check {} @-1, create {ACK50} e 'node-1']",
             path(&node(1, 5))
         )]
     );
@@ -456,13 +324,13 @@ fn an_acknowledgement_whose_reply_was_lost_is_found_to_be_ours() {
         session_id: SESSION,
     });
     s.reply("sync", Ok(Response::Path(DIR.into())));
-    s.reply("exists", Ok(Response::Stat(stat(50, SESSION))));
+    s.reply("exists", Ok(Response::Stat(st().czxid(50).owner(SESSION))));
     assert_eq!(s.events(), [ElectionEvent::Reconnected]);
     // Sent again only once leading again; the first one had been applied.
     assert_eq!(
         s.sent(),
         [format!(
-            "multi check {} + create {ACK50}",
+            "multi[check {} @-1, create {ACK50} e 'node-1']",
             path(&node(1, 5))
         )]
     );
@@ -486,7 +354,7 @@ fn a_refused_acknowledgement_is_retried_after_a_backoff_never_taken_for_success(
     assert_eq!(
         s.sent(),
         [format!(
-            "multi check {} + create {ACK50}",
+            "multi[check {} @-1, create {ACK50} e 'node-1']",
             path(&node(1, 5))
         )]
     );
@@ -517,7 +385,7 @@ fn resigning_withdraws_the_acknowledgement_first_then_the_node_and_can_requeue()
     assert_eq!(
         s.sent(),
         [
-            format!("create2 {DIR}/_c_{}-latch-", id(2)),
+            format!("create2 {DIR}/_c_{}-latch- es 'node-1'", id(2)),
             format!("list {DIR}")
         ],
         "requeued at the back of the line"
@@ -590,7 +458,7 @@ fn observer() -> Script<Observer> {
         session_id: SESSION,
     });
     s.r.start(T);
-    assert_eq!(s.sent(), [format!("list {DIR}"), format!("list {ACK}")]);
+    assert_eq!(s.sent(), [format!("list! {DIR}"), format!("list! {ACK}")]);
     s
 }
 
@@ -627,12 +495,12 @@ fn an_observer_reads_each_candidate_once_and_reports_the_leader_and_its_acknowle
     assert_eq!(s.events(), [ObserverEvent::Leader(Some(a.clone()))]);
     assert_eq!(s.r.participants(), [a.clone(), b.clone()]);
     // The acknowledgements: an earlier leader's (token 5) does not count.
-    s.reply("list /app/election-leader", children(&["5"]));
+    s.reply("list! /app/election-leader", children(&["5"]));
     s.reply("get /app/election-leader/5", data(b"z", 5, 0));
     assert!(s.events().is_empty());
     assert_eq!(s.r.acknowledged(), None);
     s.fire(EventType::NodeChildrenChanged, ACK);
-    s.reply("list /app/election-leader", children(&["5", "10"]));
+    s.reply("list! /app/election-leader", children(&["5", "10"]));
     s.reply("get /app/election-leader/10", data(b"a", 10, 0));
     assert_eq!(s.events(), [ObserverEvent::Acknowledged(a.clone())]);
     // The leader goes: one new listing, no new reads (b is known).
@@ -647,13 +515,13 @@ fn an_observer_reads_each_candidate_once_and_reports_the_leader_and_its_acknowle
 fn an_observer_of_a_missing_directory_sees_nobody_and_waits_for_it() {
     let mut s = observer();
     s.reply("list", code(ErrorCode::NoNode));
-    assert_eq!(s.sent(), [format!("exists {DIR}")]);
+    assert_eq!(s.sent(), [format!("exists! {DIR}")]);
     assert_eq!(s.events(), [ObserverEvent::Leader(None)]);
-    s.reply("list /app/election-leader", code(ErrorCode::NoNode));
-    assert_eq!(s.sent(), [format!("exists {ACK}")]);
-    s.reply(&format!("exists {DIR}"), code(ErrorCode::NoNode));
+    s.reply("list! /app/election-leader", code(ErrorCode::NoNode));
+    assert_eq!(s.sent(), [format!("exists! {ACK}")]);
+    s.reply(&format!("exists! {DIR}"), code(ErrorCode::NoNode));
     s.fire(EventType::NodeCreated, DIR);
-    assert_eq!(s.sent(), [format!("list {DIR}")]);
+    assert_eq!(s.sent(), [format!("list! {DIR}")]);
 }
 
 #[test]
@@ -662,9 +530,9 @@ fn a_synced_observer_reports_no_leader_before_it_read_the_lowest_candidate() {
     // listing; reads go out in name order, and the later candidate's name sorts first.
     let mut s = observer();
     s.reply("list", code(ErrorCode::NoNode));
-    s.reply("list /app/election-leader", code(ErrorCode::NoNode));
+    s.reply("list! /app/election-leader", code(ErrorCode::NoNode));
     assert_eq!(s.events(), [ObserverEvent::Leader(None)]);
-    s.reply(&format!("exists {DIR}"), code(ErrorCode::NoNode));
+    s.reply(&format!("exists! {DIR}"), code(ErrorCode::NoNode));
     s.fire(EventType::NodeCreated, DIR);
     s.reply(
         "list",
@@ -686,7 +554,7 @@ fn participants_stop_before_a_listed_candidate_not_read_yet() {
     let mut s = observer();
     s.reply("list", children(&["_c_m-latch-0000000001"]));
     s.reply("get /app/election/_c_m", data(b"m", 5, 0));
-    s.reply("list /app/election-leader", children(&[]));
+    s.reply("list! /app/election-leader", children(&[]));
     let m = participant("m", "_c_m-latch-0000000001", 5);
     assert_eq!(s.events(), [ObserverEvent::Leader(Some(m))]);
     // m goes; two candidates joined meanwhile; the later one's name sorts first.
@@ -723,9 +591,9 @@ fn an_observer_retries_what_the_connection_lost_after_the_reconnect() {
         s.sent(),
         [
             format!("sync {DIR}"),
-            format!("list {DIR}"),
+            format!("list! {DIR}"),
             format!("sync {ACK}"),
-            format!("list {ACK}")
+            format!("list! {ACK}")
         ],
         "synced first: the reconnect may land on a lagging follower"
     );
@@ -751,7 +619,7 @@ fn a_leader_whose_node_is_deleted_is_deposed_at_once_and_stands_again() {
         s.sent(),
         [
             format!("delete {ACK50}"),
-            format!("create2 {DIR}/_c_{}-latch-", id(2)),
+            format!("create2 {DIR}/_c_{}-latch- es 'node-1'", id(2)),
             format!("list {DIR}")
         ]
     );
@@ -807,7 +675,7 @@ fn without_rejoin_a_leader_whose_node_is_deleted_ends() {
     s.r.join(T);
     s.reply("create2", created(&node(1, 5), 50));
     s.reply("list", children(&[&node(1, 5)]));
-    s.reply("watch", data(b"node-1", 50, 0));
+    s.reply("get!", data(b"node-1", 50, 0));
     s.events();
     s.fire(EventType::NodeDeleted, &path(&node(1, 5)));
     assert_eq!(

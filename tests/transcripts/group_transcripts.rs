@@ -1,88 +1,16 @@
 //! Transcript tests for `recipe::group` (and the `OwnedNode` under `GroupMember`):
-//! scripted replies in, exact requests and events out. Requests are short lines:
-//! `create2 <path>`, `container <path>`, `list <dir>` / `list! <dir>` (with a watch),
-//! `get <path>` / `get! <path>`, `exists! <path>`, `set <path> <data>`, `delete <path>`,
-//! `sync <path>`.
+//! scripted replies in, exact requests and events out, in the lines of `kit.rs`.
 
-use bytes::Bytes;
-use zk_recipes::client::Error;
-use zk_recipes::proto::*;
+use super::kit::*;
 use zk_recipes::recipe::group::{
     GroupMember, Member, MemberConfig, MemberEvent, View, ViewConfig, ViewEvent,
 };
 use zk_recipes::recipe::lock::LostReason;
-use zk_recipes::recipe::{OpId, Recipe, SessionChange};
-use zk_recipes::session::WatchEvent;
-use zk_recipes::time::Instant;
 
 const T: Instant = Instant::ZERO;
 const S: i64 = 0x77;
 const DIR: &str = "/g";
 const ME: &str = "/g/me";
-
-fn sent<R: Recipe>(r: &mut R) -> Vec<(OpId, String)> {
-    std::iter::from_fn(|| r.poll_request())
-        .map(|(op, r)| {
-            let line = match r {
-                Request::Create2(c) => format!("create2 {}", c.path),
-                Request::CreateContainer(c) => format!("container {}", c.path),
-                Request::GetChildren(g) if g.watch => format!("list! {}", g.path),
-                Request::GetChildren(g) => format!("list {}", g.path),
-                Request::GetData(g) if g.watch => format!("get! {}", g.path),
-                Request::GetData(g) => format!("get {}", g.path),
-                Request::Exists(g) if g.watch => format!("exists! {}", g.path),
-                Request::SetData(s) => {
-                    format!("set {} {}", s.path, String::from_utf8_lossy(&s.data))
-                }
-                Request::Delete(d) => format!("delete {}", d.path),
-                Request::Sync(p) => format!("sync {}", p.path),
-                other => format!("{other:?}"),
-            };
-            (op, line)
-        })
-        .collect()
-}
-
-fn lines(s: &[(OpId, String)]) -> Vec<&str> {
-    s.iter().map(|(_, l)| l.as_str()).collect()
-}
-
-fn events<R: Recipe>(r: &mut R) -> Vec<R::Event> {
-    std::iter::from_fn(|| r.poll_event()).collect()
-}
-
-fn stat(czxid: i64, mzxid: i64, owner: i64) -> Stat {
-    Stat {
-        czxid,
-        mzxid,
-        ephemeral_owner: owner,
-        ..Stat::default()
-    }
-}
-
-fn data(d: &'static str, st: Stat) -> Result<Response, Error> {
-    Ok(Response::Data {
-        data: Bytes::from_static(d.as_bytes()),
-        stat: st,
-    })
-}
-
-fn code(c: ErrorCode) -> Result<Response, Error> {
-    Err(Error::from(c))
-}
-
-fn children(names: &[&str]) -> Result<Response, Error> {
-    Ok(Response::Children(
-        names.iter().map(|s| s.to_string()).collect(),
-    ))
-}
-
-fn ev(t: EventType, p: &str) -> WatchEvent {
-    WatchEvent {
-        event_type: t,
-        path: p.into(),
-    }
-}
 
 fn member(name: &str, d: &'static str, st: Stat) -> Member {
     Member {
@@ -107,23 +35,22 @@ fn joined_member() -> (GroupMember, OpId) {
     let mut m = GroupMember::new(MemberConfig::new(DIR, "me", "a"));
     connected(&mut m);
     m.join(T);
-    let s = sent(&mut m);
-    assert_eq!(lines(&s), ["create2 /g/me", "get! /g/me"]);
+    let s = expect_sent!(m, ["create2 /g/me e 'a'", "get! /g/me"]);
     m.handle_reply(
         T,
         s[0].0,
         Ok(Response::PathStat {
             path: ME.into(),
-            stat: stat(5, 5, S),
+            stat: st().czxid(5).mzxid(5).owner(S),
         }),
     );
     assert_eq!(
         events(&mut m),
         [MemberEvent::Created {
-            stat: stat(5, 5, S)
+            stat: st().czxid(5).mzxid(5).owner(S)
         }]
     );
-    m.handle_reply(T, s[1].0, data("a", stat(5, 5, S)));
+    m.handle_reply(T, s[1].0, data("a", st().czxid(5).mzxid(5).owner(S)));
     assert!(sent(&mut m).is_empty());
     assert!(events(&mut m).is_empty());
     assert!(m.is_joined());
@@ -134,8 +61,7 @@ fn joined_member() -> (GroupMember, OpId) {
 fn member_join_and_leave() {
     let (mut m, _) = joined_member();
     m.leave(T);
-    let s = sent(&mut m);
-    assert_eq!(lines(&s), ["delete /g/me"]);
+    let s = expect_sent!(m, ["delete /g/me"]);
     assert!(!m.is_done());
     m.handle_reply(T, s[0].0, Ok(Response::Empty));
     assert_eq!(events(&mut m), [MemberEvent::Removed]);
@@ -150,13 +76,12 @@ fn member_missing_parents_are_created_as_containers() {
     let s = sent(&mut m);
     m.handle_reply(T, s[0].0, code(ErrorCode::NoNode));
     m.handle_reply(T, s[1].0, code(ErrorCode::NoNode));
-    let s = sent(&mut m);
-    assert_eq!(
-        lines(&s),
+    expect_sent!(
+        m,
         [
             "container /a",
             "container /a/g",
-            "create2 /a/g/me",
+            "create2 /a/g/me e 'x'",
             "get! /a/g/me"
         ]
     );
@@ -197,18 +122,17 @@ fn member_lost_create_reply_adopts_own_node_and_sets_data() {
     m.handle_reply(T, s[1].0, Err(Error::ConnectionLoss));
     assert!(sent(&mut m).is_empty());
     reconnect(&mut m);
-    let s = sent(&mut m);
-    assert_eq!(lines(&s), ["sync /g/me", "get! /g/me"]);
+    let s = expect_sent!(m, ["sync /g/me", "get! /g/me"]);
     m.handle_reply(T, s[0].0, Ok(Response::Path(ME.into())));
     // Ours, but with other data (say an older payload): set ours.
-    m.handle_reply(T, s[1].0, data("old", stat(5, 5, S)));
+    m.handle_reply(T, s[1].0, data("old", st().czxid(5).mzxid(5).owner(S)));
     assert_eq!(
         events(&mut m),
         [MemberEvent::Created {
-            stat: stat(5, 5, S)
+            stat: st().czxid(5).mzxid(5).owner(S)
         }]
     );
-    assert_eq!(lines(&sent(&mut m)), ["set /g/me new"]);
+    assert_eq!(lines(&sent(&mut m)), ["set /g/me 'new'"]);
 }
 
 #[test]
@@ -218,11 +142,11 @@ fn member_node_of_another_session_is_waited_out() {
     m.join(T);
     let s = sent(&mut m);
     m.handle_reply(T, s[0].0, code(ErrorCode::NodeExists));
-    m.handle_reply(T, s[1].0, data("x", stat(3, 3, 0x99)));
+    m.handle_reply(T, s[1].0, data("x", st().czxid(3).mzxid(3).owner(0x99)));
     assert_eq!(events(&mut m), [MemberEvent::Blocked { owner: 0x99 }]);
     assert!(sent(&mut m).is_empty()); // watched, never deleted
     m.handle_watch(T, s[1].0, &ev(EventType::NodeDeleted, ME));
-    assert_eq!(lines(&sent(&mut m)), ["create2 /g/me", "get! /g/me"]);
+    assert_eq!(lines(&sent(&mut m)), ["create2 /g/me e 'a'", "get! /g/me"]);
 }
 
 #[test]
@@ -235,7 +159,7 @@ fn member_deleted_by_someone_else_is_recreated() {
             reason: LostReason::NodeDeleted
         }]
     );
-    assert_eq!(lines(&sent(&mut m)), ["create2 /g/me", "get! /g/me"]);
+    assert_eq!(lines(&sent(&mut m)), ["create2 /g/me e 'a'", "get! /g/me"]);
 }
 
 #[test]
@@ -251,16 +175,16 @@ fn member_without_recreate_fails_when_deleted() {
         s[0].0,
         Ok(Response::PathStat {
             path: ME.into(),
-            stat: stat(5, 5, S),
+            stat: st().czxid(5).mzxid(5).owner(S),
         }),
     );
-    m.handle_reply(T, s[1].0, data("a", stat(5, 5, S)));
+    m.handle_reply(T, s[1].0, data("a", st().czxid(5).mzxid(5).owner(S)));
     m.handle_watch(T, s[1].0, &ev(EventType::NodeDeleted, ME));
     assert_eq!(
         events(&mut m),
         [
             MemberEvent::Created {
-                stat: stat(5, 5, S)
+                stat: st().czxid(5).mzxid(5).owner(S)
             },
             MemberEvent::Lost {
                 reason: LostReason::NodeDeleted
@@ -290,20 +214,19 @@ fn member_session_expiry_recreates_on_the_new_session() {
     );
     assert!(sent(&mut m).is_empty());
     m.handle_session(T, SessionChange::Connected { session_id: 0x88 });
-    let s = sent(&mut m);
-    assert_eq!(lines(&s), ["create2 /g/me", "get! /g/me"]);
+    let s = expect_sent!(m, ["create2 /g/me e 'a'", "get! /g/me"]);
     m.handle_reply(
         T,
         s[0].0,
         Ok(Response::PathStat {
             path: ME.into(),
-            stat: stat(9, 9, 0x88),
+            stat: st().czxid(9).mzxid(9).owner(0x88),
         }),
     );
     assert_eq!(
         events(&mut m),
         [MemberEvent::Created {
-            stat: stat(9, 9, 0x88)
+            stat: st().czxid(9).mzxid(9).owner(0x88)
         }]
     );
 }
@@ -317,10 +240,10 @@ fn member_expiry_while_old_node_lingers_waits_for_it() {
     let s = sent(&mut m);
     // The old session's node is still there (the expiry is not applied yet).
     m.handle_reply(T, s[0].0, code(ErrorCode::NodeExists));
-    m.handle_reply(T, s[1].0, data("a", stat(5, 5, S)));
+    m.handle_reply(T, s[1].0, data("a", st().czxid(5).mzxid(5).owner(S)));
     assert_eq!(events(&mut m), [MemberEvent::Blocked { owner: S }]);
     m.handle_watch(T, s[1].0, &ev(EventType::NodeDeleted, ME));
-    assert_eq!(lines(&sent(&mut m)), ["create2 /g/me", "get! /g/me"]);
+    assert_eq!(lines(&sent(&mut m)), ["create2 /g/me e 'a'", "get! /g/me"]);
 }
 
 #[test]
@@ -334,7 +257,7 @@ fn member_reconnect_verifies_the_node() {
     // The watch is still registered (re-armed by the session): read without one.
     assert_eq!(lines(&s), ["sync /g/me", "get /g/me"]);
     m.handle_reply(T, s[0].0, Ok(Response::Path(ME.into())));
-    m.handle_reply(T, s[1].0, data("a", stat(5, 5, S)));
+    m.handle_reply(T, s[1].0, data("a", st().czxid(5).mzxid(5).owner(S)));
     assert_eq!(events(&mut m), [MemberEvent::Reconnected]);
     assert!(m.is_joined());
 }
@@ -343,26 +266,28 @@ fn member_reconnect_verifies_the_node() {
 fn member_set_data_and_restore_after_foreign_write() {
     let (mut m, watch) = joined_member();
     m.set_data(T, Bytes::from_static(b"b"));
-    let s = sent(&mut m);
-    assert_eq!(lines(&s), ["set /g/me b"]);
-    m.handle_reply(T, s[0].0, Ok(Response::Stat(stat(5, 6, S))));
+    let s = expect_sent!(m, ["set /g/me 'b'"]);
+    m.handle_reply(
+        T,
+        s[0].0,
+        Ok(Response::Stat(st().czxid(5).mzxid(6).owner(S))),
+    );
     assert_eq!(
         events(&mut m),
         [MemberEvent::DataSet {
-            stat: stat(5, 6, S)
+            stat: st().czxid(5).mzxid(6).owner(S)
         }]
     );
     // Our own write fires the watch; a re-read finds our data: nothing more.
     m.handle_watch(T, watch, &ev(EventType::NodeDataChanged, ME));
-    let s = sent(&mut m);
-    assert_eq!(lines(&s), ["get! /g/me"]);
-    m.handle_reply(T, s[0].0, data("b", stat(5, 6, S)));
+    let s = expect_sent!(m, ["get! /g/me"]);
+    m.handle_reply(T, s[0].0, data("b", st().czxid(5).mzxid(6).owner(S)));
     assert!(sent(&mut m).is_empty());
     // Someone else writes: ours is set back.
     m.handle_watch(T, s[0].0, &ev(EventType::NodeDataChanged, ME));
     let s = sent(&mut m);
-    m.handle_reply(T, s[0].0, data("zzz", stat(5, 7, S)));
-    assert_eq!(lines(&sent(&mut m)), ["set /g/me b"]);
+    m.handle_reply(T, s[0].0, data("zzz", st().czxid(5).mzxid(7).owner(S)));
+    assert_eq!(lines(&sent(&mut m)), ["set /g/me 'b'"]);
     assert!(events(&mut m).is_empty());
 }
 
@@ -389,8 +314,7 @@ fn member_leave_after_lost_delete_reply_checks_first() {
     m.handle_reply(T, s[0].0, Err(Error::ConnectionLoss));
     assert!(events(&mut m).is_empty());
     reconnect(&mut m);
-    let s = sent(&mut m);
-    assert_eq!(lines(&s), ["sync /g/me", "get /g/me"]);
+    let s = expect_sent!(m, ["sync /g/me", "get /g/me"]);
     m.handle_reply(T, s[0].0, Ok(Response::Path(ME.into())));
     m.handle_reply(T, s[1].0, code(ErrorCode::NoNode)); // it was applied
     assert_eq!(events(&mut m), [MemberEvent::Removed]);
@@ -405,7 +329,7 @@ fn member_leave_never_deletes_another_sessions_node() {
     let s = sent(&mut m);
     m.leave(T); // while the create is on its way
     m.handle_reply(T, s[0].0, code(ErrorCode::NodeExists));
-    m.handle_reply(T, s[1].0, data("x", stat(3, 3, 0x99)));
+    m.handle_reply(T, s[1].0, data("x", st().czxid(3).mzxid(3).owner(0x99)));
     assert!(sent(&mut m).is_empty());
     assert_eq!(events(&mut m), [MemberEvent::Removed]);
 }
@@ -422,12 +346,11 @@ fn member_leave_while_create_in_flight_deletes_it() {
         s[0].0,
         Ok(Response::PathStat {
             path: ME.into(),
-            stat: stat(5, 5, S),
+            stat: st().czxid(5).mzxid(5).owner(S),
         }),
     );
-    m.handle_reply(T, s[1].0, data("a", stat(5, 5, S)));
-    let s = sent(&mut m);
-    assert_eq!(lines(&s), ["delete /g/me"]);
+    m.handle_reply(T, s[1].0, data("a", st().czxid(5).mzxid(5).owner(S)));
+    let s = expect_sent!(m, ["delete /g/me"]);
     m.handle_reply(T, s[0].0, code(ErrorCode::NoNode));
     assert_eq!(events(&mut m), [MemberEvent::Removed]);
 }
@@ -443,7 +366,7 @@ fn member_refusal_backs_off() {
     assert!(sent(&mut m).is_empty());
     let at = m.poll_timeout().expect("a backoff deadline");
     m.handle_timeout(at);
-    assert_eq!(lines(&sent(&mut m)), ["create2 /g/me", "get! /g/me"]);
+    assert_eq!(lines(&sent(&mut m)), ["create2 /g/me e 'a'", "get! /g/me"]);
     assert!(m.poll_timeout().is_none_or(|t| t > at));
 }
 
@@ -487,22 +410,24 @@ fn synced_view() -> (View, OpId, OpId, OpId) {
     let mut v = View::new(ViewConfig::new(DIR));
     connected(&mut v);
     v.start(T);
-    let s = sent(&mut v);
-    assert_eq!(lines(&s), ["list! /g"]);
+    let s = expect_sent!(v, ["list! /g"]);
     v.handle_reply(T, s[0].0, children(&["b", "a"]));
-    let r = sent(&mut v);
-    assert_eq!(lines(&r), ["get! /g/a", "get! /g/b"]);
-    v.handle_reply(T, r[0].0, data("A", stat(1, 1, 0x1)));
+    let r = expect_sent!(v, ["get! /g/a", "get! /g/b"]);
+    v.handle_reply(T, r[0].0, data("A", st().czxid(1).mzxid(1).owner(0x1)));
     assert_eq!(
         events(&mut v),
-        [ViewEvent::Joined(member("a", "A", stat(1, 1, 0x1)))]
+        [ViewEvent::Joined(member(
+            "a",
+            "A",
+            st().czxid(1).mzxid(1).owner(0x1)
+        ))]
     );
     assert!(!v.is_synced());
-    v.handle_reply(T, r[1].0, data("B", stat(2, 2, 0x2)));
+    v.handle_reply(T, r[1].0, data("B", st().czxid(2).mzxid(2).owner(0x2)));
     assert_eq!(
         events(&mut v),
         [
-            ViewEvent::Joined(member("b", "B", stat(2, 2, 0x2))),
+            ViewEvent::Joined(member("b", "B", st().czxid(2).mzxid(2).owner(0x2))),
             ViewEvent::Synced
         ]
     );
@@ -522,28 +447,37 @@ fn view_first_listing_reads_every_member_then_synced() {
 fn view_join_leave_change() {
     let (mut v, list, a, _b) = synced_view();
     v.handle_watch(T, list, &ev(EventType::NodeChildrenChanged, DIR));
-    let s = sent(&mut v);
-    assert_eq!(lines(&s), ["list! /g"]);
+    let s = expect_sent!(v, ["list! /g"]);
     v.handle_reply(T, s[0].0, children(&["a", "c"])); // b left, c joined
     assert_eq!(
         events(&mut v),
-        [ViewEvent::Left(member("b", "B", stat(2, 2, 0x2)))]
+        [ViewEvent::Left(member(
+            "b",
+            "B",
+            st().czxid(2).mzxid(2).owner(0x2)
+        ))]
     );
-    let r = sent(&mut v);
-    assert_eq!(lines(&r), ["get! /g/c"]);
-    v.handle_reply(T, r[0].0, data("C", stat(4, 4, 0x3)));
+    let r = expect_sent!(v, ["get! /g/c"]);
+    v.handle_reply(T, r[0].0, data("C", st().czxid(4).mzxid(4).owner(0x3)));
     assert_eq!(
         events(&mut v),
-        [ViewEvent::Joined(member("c", "C", stat(4, 4, 0x3)))]
+        [ViewEvent::Joined(member(
+            "c",
+            "C",
+            st().czxid(4).mzxid(4).owner(0x3)
+        ))]
     );
     // a's data changes.
     v.handle_watch(T, a, &ev(EventType::NodeDataChanged, "/g/a"));
-    let r = sent(&mut v);
-    assert_eq!(lines(&r), ["get! /g/a"]);
-    v.handle_reply(T, r[0].0, data("A2", stat(1, 5, 0x1)));
+    let r = expect_sent!(v, ["get! /g/a"]);
+    v.handle_reply(T, r[0].0, data("A2", st().czxid(1).mzxid(5).owner(0x1)));
     assert_eq!(
         events(&mut v),
-        [ViewEvent::Changed(member("a", "A2", stat(1, 5, 0x1)))]
+        [ViewEvent::Changed(member(
+            "a",
+            "A2",
+            st().czxid(1).mzxid(5).owner(0x1)
+        ))]
     );
     let names: Vec<&str> = v.members().iter().map(|m| m.name.as_str()).collect();
     assert_eq!(names, ["a", "c"]);
@@ -555,7 +489,11 @@ fn view_member_deleted_is_left_at_once() {
     v.handle_watch(T, b, &ev(EventType::NodeDeleted, "/g/b"));
     assert_eq!(
         events(&mut v),
-        [ViewEvent::Left(member("b", "B", stat(2, 2, 0x2)))]
+        [ViewEvent::Left(member(
+            "b",
+            "B",
+            st().czxid(2).mzxid(2).owner(0x2)
+        ))]
     );
     // The child watch fires too: the listing confirms; nothing is reported twice.
     v.handle_watch(T, list, &ev(EventType::NodeChildrenChanged, DIR));
@@ -590,20 +528,18 @@ fn view_recreated_member_is_left_then_joined() {
         events(&mut v),
         [ViewEvent::Suspended, ViewEvent::Reconnected]
     );
-    let s = sent(&mut v);
-    assert_eq!(lines(&s), ["sync /g", "list! /g"]);
+    let s = expect_sent!(v, ["sync /g", "list! /g"]);
     let _ = list;
     v.handle_reply(T, s[0].0, Ok(Response::Path(DIR.into())));
     v.handle_reply(T, s[1].0, children(&["a", "b"]));
-    let r = sent(&mut v);
-    assert_eq!(lines(&r), ["get! /g/a", "get! /g/b"]);
-    v.handle_reply(T, r[0].0, data("A", stat(1, 1, 0x1))); // unchanged
-    v.handle_reply(T, r[1].0, data("B", stat(7, 7, 0x5))); // new node
+    let r = expect_sent!(v, ["get! /g/a", "get! /g/b"]);
+    v.handle_reply(T, r[0].0, data("A", st().czxid(1).mzxid(1).owner(0x1))); // unchanged
+    v.handle_reply(T, r[1].0, data("B", st().czxid(7).mzxid(7).owner(0x5))); // new node
     assert_eq!(
         events(&mut v),
         [
-            ViewEvent::Left(member("b", "B", stat(2, 2, 0x2))),
-            ViewEvent::Joined(member("b", "B", stat(7, 7, 0x5))),
+            ViewEvent::Left(member("b", "B", st().czxid(2).mzxid(2).owner(0x2))),
+            ViewEvent::Joined(member("b", "B", st().czxid(7).mzxid(7).owner(0x5))),
             ViewEvent::Synced
         ]
     );
@@ -641,15 +577,14 @@ fn view_reconnect_with_reads_in_flight_rereads_them() {
         events(&mut v),
         [ViewEvent::Suspended, ViewEvent::Reconnected]
     );
-    let s = sent(&mut v);
-    assert_eq!(lines(&s), ["sync /g", "list /g", "get! /g/a"]);
+    let s = expect_sent!(v, ["sync /g", "list /g", "get! /g/a"]);
     v.handle_reply(T, s[0].0, Ok(Response::Path(DIR.into())));
     v.handle_reply(T, s[1].0, children(&["a"]));
-    v.handle_reply(T, s[2].0, data("A", stat(1, 1, 0x1)));
+    v.handle_reply(T, s[2].0, data("A", st().czxid(1).mzxid(1).owner(0x1)));
     assert_eq!(
         events(&mut v),
         [
-            ViewEvent::Joined(member("a", "A", stat(1, 1, 0x1))),
+            ViewEvent::Joined(member("a", "A", st().czxid(1).mzxid(1).owner(0x1))),
             ViewEvent::Synced
         ]
     );
@@ -663,19 +598,21 @@ fn view_missing_directory_is_an_empty_group_until_created() {
     let s = sent(&mut v);
     v.handle_reply(T, s[0].0, code(ErrorCode::NoNode));
     assert_eq!(events(&mut v), [ViewEvent::Synced]);
-    let e = sent(&mut v);
-    assert_eq!(lines(&e), ["exists! /g"]);
+    let e = expect_sent!(v, ["exists! /g"]);
     v.handle_reply(T, e[0].0, code(ErrorCode::NoNode));
     assert!(sent(&mut v).is_empty());
     v.handle_watch(T, e[0].0, &ev(EventType::NodeCreated, DIR));
-    let s = sent(&mut v);
-    assert_eq!(lines(&s), ["list! /g"]);
+    let s = expect_sent!(v, ["list! /g"]);
     v.handle_reply(T, s[0].0, children(&["a"]));
     let r = sent(&mut v);
-    v.handle_reply(T, r[0].0, data("A", stat(1, 1, 0x1)));
+    v.handle_reply(T, r[0].0, data("A", st().czxid(1).mzxid(1).owner(0x1)));
     assert_eq!(
         events(&mut v),
-        [ViewEvent::Joined(member("a", "A", stat(1, 1, 0x1)))]
+        [ViewEvent::Joined(member(
+            "a",
+            "A",
+            st().czxid(1).mzxid(1).owner(0x1)
+        ))]
     );
 }
 
@@ -688,8 +625,8 @@ fn view_directory_deleted_empties_the_view() {
     assert_eq!(
         events(&mut v),
         [
-            ViewEvent::Left(member("a", "A", stat(1, 1, 0x1))),
-            ViewEvent::Left(member("b", "B", stat(2, 2, 0x2)))
+            ViewEvent::Left(member("a", "A", st().czxid(1).mzxid(1).owner(0x1))),
+            ViewEvent::Left(member("b", "B", st().czxid(2).mzxid(2).owner(0x2)))
         ]
     );
     assert_eq!(lines(&sent(&mut v)), ["exists! /g"]);

@@ -1,36 +1,27 @@
 //! Transcript tests for `recipe::lock`: scripted replies in, exact requests and events
-//! out. Requests are shown as short lines (`create2 <path>`, `list <dir>`, `list+watch
-//! <dir>` for a listing that also watches the directory, `sync <dir>`, `watch <path>`
-//! for getData with a watch, `read <path>` for getData without one, `exists <path>`,
-//! `delete <path>`, `container <path>`).
+//! out, in the one vocabulary of `kit.rs` (`create2 <path> es`, `list <dir>`, `list!
+//! <dir>` for a listing that also watches the directory, `get! <path>` / `get <path>`,
+//! `exists <path>`, `delete <path>`, `container <path>`, `setWatches2 @zxid data[..]
+//! child[..]`).
 //!
 //! A holder of an exclusive or write lock releases by handing the lock on: one multi
 //! {setData(successor, `__GRANT__` + the names after it, expected version 0),
-//! delete(own node, any version)}, shown as `grant <successor path> [<tail names>] +
-//! delete <own path>` (any other multi is shown in full). A waiter whose blocker went
-//! reads its own node (the turn read, `watch <own path>` or `read <own path>`): a grant
-//! found there (data `__GRANT__`… at version >= 1) means it holds.
+//! delete(own node, any version)}, shown as `multi[set <successor path>
+//! '__GRANT__\n<tail names>' @0, delete <own path>]`. A waiter whose blocker went reads
+//! its own node (the turn read, `get! <own path>` or `get <own path>`): a grant found
+//! there (data `__GRANT__`… at version >= 1) means it holds.
 
-use bytes::Bytes;
+use super::kit::*;
 use std::time::Duration;
-use zk_recipes::client::Error;
-use zk_recipes::proto::*;
 use zk_recipes::recipe::lock::{
     Acquire, AcquireWait, HoldState, Lock, LockChange, LockConfig, LockEvent, LockKind, LockStatus,
     LostReason, Release, GRANT, NOTICE,
 };
-use zk_recipes::recipe::{OpId, Recipe, SessionChange};
-use zk_recipes::session::WatchEvent;
-use zk_recipes::time::Instant;
 
 const ID: &str = "6f1c2a4e-2b1d-4d7e-9a63-0c2f5a7b8d90";
 const SESSION: i64 = 0x77;
 const T: Instant = Instant::ZERO;
 const DIR: &str = "/locks/job";
-
-fn ms(n: u64) -> Instant {
-    Instant::from_micros(n * 1000)
-}
 
 fn config(kind: LockKind) -> LockConfig {
     LockConfig::new(DIR, kind, ID)
@@ -51,131 +42,62 @@ fn lock(kind: LockKind) -> Lock {
     lock_with(config(kind))
 }
 
-/// The requests sent since the last call, as (op, short line).
-fn sent(l: &mut Lock) -> Vec<(OpId, String)> {
-    std::iter::from_fn(|| l.poll_request())
-        .map(|(op, r)| {
-            let line = match r {
-                Request::Create2(c) => format!("create2 {}", c.path),
-                Request::CreateContainer(c) => format!("container {}", c.path),
-                // A listing that also watches the directory (it stands in for a
-                // holder's own-node watch).
-                Request::GetChildren(g) if g.path == DIR && g.watch => {
-                    format!("list+watch {}", g.path)
-                }
-                Request::GetChildren(g) if g.path == DIR => format!("list {}", g.path),
-                // A children watch on a contender: a deletion watch on our blocker.
-                Request::GetChildren(g) if g.watch => format!("await {}", g.path),
-                Request::GetChildren(g) => format!("list {}", g.path),
-                Request::GetData(g) if g.watch => format!("watch {}", g.path),
-                Request::GetData(g) => format!("read {}", g.path),
-                // An exclusive waiter's one request for both watches: its blocker's
-                // deletion and its own node's data.
-                Request::SetWatches2(w)
-                    if w.data_watches.len() == 1
-                        && w.child_watches.len() == 1
-                        && w.exist_watches.is_empty()
-                        && w.persistent_watches.is_empty()
-                        && w.persistent_recursive_watches.is_empty() =>
-                {
-                    format!(
-                        "await {} + own {} since {}",
-                        w.child_watches[0], w.data_watches[0], w.relative_zxid
-                    )
-                }
-                Request::Multi(ops) => {
-                    let mut parts = Vec::new();
-                    for op in ops.iter() {
-                        parts.push(match op {
-                            MultiOp::SetData(s) if s.version == 0 => {
-                                if let Some(tail) = grant_tail(&s.data) {
-                                    format!("grant {} [{}]", s.path, tail.join(" "))
-                                } else if let Some((holder, tail)) = notice_parts(&s.data) {
-                                    format!("notice {} ({holder}) [{}]", s.path, tail.join(" "))
-                                } else {
-                                    format!("{op:?}")
-                                }
-                            }
-                            MultiOp::Delete(d) if d.version == -1 => format!("delete {}", d.path),
-                            _ => format!("{op:?}"),
-                        });
-                    }
-                    parts.join(" + ")
-                }
-                Request::Exists(g) => format!("exists {}", g.path),
-                Request::Delete(d) => format!("delete {}", d.path),
-                Request::Sync(p) => format!("sync {}", p.path),
-                other => format!("{other:?}"),
-            };
-            (op, line)
-        })
-        .collect()
-}
-
-/// The names a grant's data carries after [`GRANT`] (one per line), or `None` if the
-/// data is not exactly that.
-fn grant_tail(data: &[u8]) -> Option<Vec<String>> {
-    let rest = std::str::from_utf8(data.strip_prefix(GRANT)?).ok()?;
-    if rest.is_empty() {
-        return Some(vec![]);
-    }
-    let rest = rest.strip_prefix('\n')?;
-    Some(rest.split('\n').map(String::from).collect())
-}
-
-/// The holder and the names after the receiver a notice's data carries, or `None`.
-fn notice_parts(data: &[u8]) -> Option<(String, Vec<String>)> {
-    let rest = std::str::from_utf8(data.strip_prefix(NOTICE)?).ok()?;
-    let mut names = rest.strip_prefix('\n')?.split('\n').map(String::from);
-    let holder = names.next()?;
-    Some((holder, names.collect()))
-}
-
 /// The line of an exclusive waiter's request arming both its watches: on `blocker`'s
 /// deletion and on its own node `own` (created at `czxid`).
 fn await_line(blocker: &str, own: &str, czxid: i64) -> String {
-    format!("await {} + own {} since {czxid}", path(blocker), path(own))
+    format!(
+        "setWatches2 @{czxid} data[{}] child[{}]",
+        path(own),
+        path(blocker)
+    )
 }
 
 /// The line of a grant to `successor` (a name in `DIR`) carrying `tail`, releasing
 /// `own`.
 fn grant_line(successor: &str, tail: &[&str], own: &str) -> String {
     format!(
-        "grant {} [{}] + delete {}",
-        path(successor),
-        tail.join(" "),
+        "multi[{}, delete {}]",
+        grant_set(successor, tail),
         path(own)
     )
 }
 
-/// Just the lines.
-fn lines(l: &mut Lock) -> Vec<String> {
-    sent(l).into_iter().map(|(_, s)| s).collect()
+/// The setData of a grant to `successor` carrying `tail` (at version 0, the fresh node).
+fn grant_set(successor: &str, tail: &[&str]) -> String {
+    format!(
+        "set {} {} @0",
+        path(successor),
+        data_text(&marked_data(GRANT, tail))
+    )
 }
 
-fn events(l: &mut Lock) -> Vec<LockEvent> {
-    std::iter::from_fn(|| l.poll_event()).collect()
+/// The setData of a notice to `receiver` that `holder` holds, carrying `tail`.
+fn notice_set(receiver: &str, holder: &str, tail: &[&str]) -> String {
+    let names: Vec<&str> = std::iter::once(holder)
+        .chain(tail.iter().copied())
+        .collect();
+    format!(
+        "set {} {} @0",
+        path(receiver),
+        data_text(&marked_data(NOTICE, &names))
+    )
 }
 
-fn stat(czxid: i64, owner: i64) -> Stat {
-    Stat {
-        czxid,
-        ephemeral_owner: owner,
-        ..Stat::default()
+/// `marker`, then `names` one a line.
+fn marked_data(marker: &[u8], names: &[&str]) -> Vec<u8> {
+    let mut d = marker.to_vec();
+    for name in names {
+        d.push(b'\n');
+        d.extend_from_slice(name.as_bytes());
     }
+    d
 }
 
 fn created(name: &str, czxid: i64) -> Result<Response, Error> {
     Ok(Response::PathStat {
         path: path(name),
-        stat: stat(czxid, SESSION),
+        stat: st().czxid(czxid).owner(SESSION),
     })
-}
-
-fn children(names: &[&str]) -> Result<Response, Error> {
-    Ok(Response::Children(
-        names.iter().map(|s| s.to_string()).collect(),
-    ))
 }
 
 fn data(d: &'static [u8]) -> Result<Response, Error> {
@@ -186,22 +108,14 @@ fn data(d: &'static [u8]) -> Result<Response, Error> {
 fn data_at(d: &[u8], version: i32) -> Result<Response, Error> {
     Ok(Response::Data {
         data: Bytes::copy_from_slice(d),
-        stat: Stat {
-            version,
-            ..stat(1, SESSION)
-        },
+        stat: st().czxid(1).owner(SESSION).version(version),
     })
 }
 
 /// Data as a releasing holder writes it: `marker`, then `names` one a line, at
 /// version 1 (written once over the fresh node).
 fn marked(marker: &[u8], names: &[&str]) -> Result<Response, Error> {
-    let mut d = marker.to_vec();
-    for name in names {
-        d.push(b'\n');
-        d.extend_from_slice(name.as_bytes());
-    }
-    data_at(&d, 1)
+    data_at(&marked_data(marker, names), 1)
 }
 
 /// A grant: [`GRANT`], then `tail`.
@@ -235,10 +149,6 @@ fn multi_failed(at: usize, c: ErrorCode) -> Result<Response, Error> {
 /// requests pending) and the server's throttle.
 fn refusals() -> [Error; 2] {
     [Error::Overloaded, Error::Server(ErrorCode::Throttled)]
-}
-
-fn code(c: ErrorCode) -> Result<Response, Error> {
-    Err(Error::from(c))
 }
 
 fn ours(n: u32) -> String {
@@ -297,12 +207,12 @@ fn start(l: &mut Lock, deadline: Option<Instant>) -> (OpId, OpId) {
             c.kind,
             LockKind::Exclusive | LockKind::Read | LockKind::Write
         );
-    let list = if stand_in { "list+watch" } else { "list" };
+    let list = if stand_in { "list!" } else { "list" };
     let r = sent(l);
     assert_eq!(
         r.iter().map(|(_, s)| s.as_str()).collect::<Vec<_>>(),
         [
-            format!("create2 {DIR}/_c_{ID}-{marker}"),
+            format!("create2 {DIR}/_c_{ID}-{marker} es"),
             format!("{list} {DIR}")
         ],
         "one round trip"
@@ -403,18 +313,18 @@ fn the_directory_watch_of_the_deciding_listing_stands_in_for_the_own_node_watch(
     l.handle_reply(T, create, created(&ours(5), 0x500));
     l.handle_reply(T, list, children(&[&ours(5)]));
     assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
-    assert!(lines(&mut l).is_empty());
+    assert!(sent_lines(&mut l).is_empty());
     // A contender arrives (or anything else changes): now watch our own node.
     l.handle_watch(T, list, &children_changed(DIR));
     let own = sent(&mut l);
     assert_eq!(
         own.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
-        [format!("watch {}", path(&ours(5)))]
+        [format!("get! {}", path(&ours(5)))]
     );
     l.handle_reply(T, own[0].0, data(b""));
     // Later changes of the directory cost nothing more.
     l.handle_watch(T, list, &children_changed(DIR));
-    assert!(lines(&mut l).is_empty());
+    assert!(sent_lines(&mut l).is_empty());
     assert!(events(&mut l).is_empty());
 
     // The change was our own node's deletion: the read says so, the hold is lost.
@@ -439,11 +349,11 @@ fn the_directory_watch_of_the_deciding_listing_stands_in_for_the_own_node_watch(
     l.handle_reply(T, create, created(&ours(5), 0x500));
     l.handle_reply(T, list, children(&["_c_a-lock-0000000001", &ours(5)]));
     assert_eq!(
-        lines(&mut l),
+        sent_lines(&mut l),
         [await_line("_c_a-lock-0000000001", &ours(5), 0x500)]
     );
     l.handle_watch(T, list, &children_changed(DIR));
-    assert!(lines(&mut l).is_empty());
+    assert!(sent_lines(&mut l).is_empty());
     assert!(events(&mut l).is_empty());
 
     // The directory watch removed (removeWatches by another user of the session) or
@@ -462,7 +372,7 @@ fn the_directory_watch_of_the_deciding_listing_stands_in_for_the_own_node_watch(
         let own = sent(&mut l);
         assert_eq!(
             own.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
-            [format!("watch {}", path(&ours(5)))],
+            [format!("get! {}", path(&ours(5)))],
             "{t:?}"
         );
         // And that watch removed in turn: armed again.
@@ -473,8 +383,8 @@ fn the_directory_watch_of_the_deciding_listing_stands_in_for_the_own_node_watch(
         };
         l.handle_watch(T, own[0].0, &ev);
         assert_eq!(
-            lines(&mut l),
-            [format!("watch {}", path(&ours(5)))],
+            sent_lines(&mut l),
+            [format!("get! {}", path(&ours(5)))],
             "{t:?}"
         );
     }
@@ -514,7 +424,7 @@ fn a_refused_directory_watch_is_not_asked_for_again() {
     l.handle_reply(t, relist[0].0, Ok(Response::Path(DIR.into())));
     l.handle_reply(t, relist[1].0, children(&[&ours(5)]));
     assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
-    assert_eq!(lines(&mut l), [format!("watch {}", path(&ours(5)))]);
+    assert_eq!(sent_lines(&mut l), [format!("get! {}", path(&ours(5)))]);
 }
 
 fn sent_after_acquire(l: &mut Lock) -> Vec<(OpId, String)> {
@@ -533,7 +443,7 @@ fn without_the_own_node_watch_it_is_three_requests_in_all() {
     assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
     assert!(sent(&mut l).is_empty());
     l.release(T);
-    assert_eq!(lines(&mut l), [format!("delete {}", path(&ours(1)))]);
+    assert_eq!(sent_lines(&mut l), [format!("delete {}", path(&ours(1)))]);
 }
 
 #[test]
@@ -612,21 +522,21 @@ fn a_predecessor_gone_before_the_watch_is_set_counts_as_gone() {
         }]
     ));
     assert!(
-        lines(&mut l).is_empty(),
+        sent_lines(&mut l).is_empty(),
         "no read: our node's watch is live"
     );
 
     // A waiter whose blocker watch is a plain children watch (revocable: it watches
     // its node from its creation) hears NoNode for a blocker gone before the watch.
     let (mut l, own, w) = revocable_behind_one();
-    assert_eq!(w[0].1, format!("await {}", path("_c_a-lock-0000000001")));
+    assert_eq!(w[0].1, format!("list! {}", path("_c_a-lock-0000000001")));
     l.handle_reply(T, w[0].0, code(ErrorCode::NoNode));
     // As its deletion: its own node read is still on its way; it decides.
-    assert!(lines(&mut l).is_empty());
+    assert!(sent_lines(&mut l).is_empty());
     let turn = own;
     assert_eq!(
         turn.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
-        [format!("watch {}", path(&ours(2)))]
+        [format!("get! {}", path(&ours(2)))]
     );
     assert!(events(&mut l).is_empty(), "not before our node is seen");
     l.handle_reply(T, turn[0].0, data(b""));
@@ -650,8 +560,8 @@ fn missing_parents_are_created_as_containers_in_the_same_pipeline() {
         [
             "container /locks".to_string(),
             "container /locks/job".into(),
-            format!("create2 {DIR}/_c_{ID}-lock-"),
-            format!("list+watch {DIR}"),
+            format!("create2 {DIR}/_c_{ID}-lock- es"),
+            format!("list! {DIR}"),
         ]
     );
     l.handle_reply(T, list, code(ErrorCode::NoNode)); // the old listing is ignored
@@ -755,11 +665,15 @@ fn a_lost_create_reply_is_recovered_by_prefix_after_a_sync_and_adopted_only_if_o
     l.handle_reply(T, r[1].0, children(&[&ours(4), "_c_z-lock-0000000002"]));
     let adopt = sent(&mut l);
     assert_eq!(adopt[0].1, format!("exists {}", path(&ours(4))));
-    l.handle_reply(T, adopt[0].0, Ok(Response::Stat(stat(40, SESSION))));
-    let next = lines(&mut l);
+    l.handle_reply(
+        T,
+        adopt[0].0,
+        Ok(Response::Stat(st().czxid(40).owner(SESSION))),
+    );
+    let next = sent_lines(&mut l);
     assert_eq!(
         next,
-        [format!("list+watch {DIR}")],
+        [format!("list! {DIR}")],
         "the recovery's sync still holds on this connection; no own-node watch while waiting"
     );
     assert_eq!(
@@ -780,12 +694,16 @@ fn a_node_with_our_prefix_from_another_session_is_never_adopted() {
     l.handle_reply(T, r[0].0, Ok(Response::Path(DIR.into())));
     l.handle_reply(T, r[1].0, children(&[&ours(4)]));
     let adopt = sent(&mut l);
-    l.handle_reply(T, adopt[0].0, Ok(Response::Stat(stat(40, 0x999))));
+    l.handle_reply(
+        T,
+        adopt[0].0,
+        Ok(Response::Stat(st().czxid(40).owner(0x999))),
+    );
     assert_eq!(
-        lines(&mut l),
+        sent_lines(&mut l),
         [
-            format!("create2 {DIR}/_c_{ID}-lock-"),
-            format!("list+watch {DIR}")
+            format!("create2 {DIR}/_c_{ID}-lock- es"),
+            format!("list! {DIR}")
         ],
         "not ours: create our own"
     );
@@ -806,14 +724,14 @@ fn recovery_adopts_the_lower_of_two_nodes_and_deletes_the_orphan() {
     assert_eq!(adopt.len(), 2);
     for (op, line) in &adopt {
         let czxid = if line.ends_with(&ours(4)) { 40 } else { 90 };
-        l.handle_reply(T, *op, Ok(Response::Stat(stat(czxid, SESSION))));
+        l.handle_reply(T, *op, Ok(Response::Stat(st().czxid(czxid).owner(SESSION))));
     }
-    let next = lines(&mut l);
+    let next = sent_lines(&mut l);
     assert!(
         next.contains(&format!("delete {}", path(&ours(9)))),
         "{next:?}"
     );
-    assert!(next.contains(&format!("list+watch {DIR}")), "{next:?}");
+    assert!(next.contains(&format!("list! {DIR}")), "{next:?}");
     assert_eq!(
         l.node(),
         Some(ours(4).as_str()),
@@ -841,12 +759,12 @@ fn a_listing_lost_after_a_successful_create_is_done_again_after_the_reconnect() 
     let r = sent(&mut l);
     assert_eq!(
         r.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
-        [format!("sync {DIR}"), format!("list+watch {DIR}")]
+        [format!("sync {DIR}"), format!("list! {DIR}")]
     );
     l.handle_reply(T, r[1].0, children(&[&ours(3)]));
     assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
     assert!(
-        lines(&mut l).is_empty(),
+        sent_lines(&mut l).is_empty(),
         "the listing's directory watch stands in for the own-node watch"
     );
 }
@@ -894,8 +812,8 @@ fn refused_watches_and_verifications_are_retried() {
     l.handle_reply(T, w[0].0, Err(Error::Server(ErrorCode::Throttled)));
     l.handle_timeout(l.poll_timeout().unwrap());
     assert_eq!(
-        lines(&mut l),
-        [format!("sync {DIR}"), format!("list+watch {DIR}")],
+        sent_lines(&mut l),
+        [format!("sync {DIR}"), format!("list! {DIR}")],
         "a waiter is never left without a watch"
     );
 
@@ -914,7 +832,7 @@ fn refused_watches_and_verifications_are_retried() {
     l.handle_timeout(l.poll_timeout().unwrap());
     let v = sent(&mut l);
     l.handle_reply(T, v[0].0, Ok(Response::Path(DIR.into())));
-    l.handle_reply(T, v[1].0, Ok(Response::Stat(stat(50, SESSION))));
+    l.handle_reply(T, v[1].0, Ok(Response::Stat(st().czxid(50).owner(SESSION))));
     assert_eq!(events(&mut l), vec![LockEvent::Reconnected]);
 
     // A refused own-node watch: armed again.
@@ -927,7 +845,7 @@ fn refused_watches_and_verifications_are_retried() {
     let own = sent(&mut l);
     l.handle_reply(T, own[0].0, Err(Error::Overloaded));
     l.handle_timeout(l.poll_timeout().unwrap());
-    assert_eq!(lines(&mut l), [format!("watch {}", path(&ours(1)))]);
+    assert_eq!(sent_lines(&mut l), [format!("get! {}", path(&ours(1)))]);
 }
 
 #[test]
@@ -938,11 +856,11 @@ fn a_sync_that_fails_makes_its_read_count_for_nothing() {
     let v = sent(&mut l);
     l.handle_reply(T, v[0].0, Err(Error::Server(ErrorCode::Throttled)));
     // The exists after it went to a possibly stale server: not trusted.
-    l.handle_reply(T, v[1].0, Ok(Response::Stat(stat(50, SESSION))));
+    l.handle_reply(T, v[1].0, Ok(Response::Stat(st().czxid(50).owner(SESSION))));
     assert!(events(&mut l).is_empty(), "not verified by a stale read");
     l.handle_timeout(l.poll_timeout().unwrap());
     assert_eq!(
-        lines(&mut l),
+        sent_lines(&mut l),
         [format!("sync {DIR}"), format!("exists {}", path(&ours(5)))]
     );
 }
@@ -1012,7 +930,11 @@ fn a_deadline_is_kept_while_creating() {
     l.handle_reply(T, r[0].0, Ok(Response::Path(DIR.into())));
     l.handle_reply(T, r[1].0, children(&[&ours(8)]));
     let adopt = sent(&mut l);
-    l.handle_reply(T, adopt[0].0, Ok(Response::Stat(stat(80, SESSION))));
+    l.handle_reply(
+        T,
+        adopt[0].0,
+        Ok(Response::Stat(st().czxid(80).owner(SESSION))),
+    );
     let del = sent(&mut l);
     assert_eq!(del[0].1, format!("delete {}", path(&ours(8))));
     l.handle_reply(T, del[0].0, Ok(Response::Empty));
@@ -1038,7 +960,7 @@ fn a_waiting_deadline_gives_up_and_removes_its_node() {
     assert_eq!(l.poll_timeout(), Some(ms(500)));
     l.handle_timeout(ms(500));
     assert_eq!(events(&mut l), vec![LockEvent::NotAcquired]);
-    assert_eq!(lines(&mut l), [format!("delete {}", path(&ours(2)))]);
+    assert_eq!(sent_lines(&mut l), [format!("delete {}", path(&ours(2)))]);
 }
 
 #[test]
@@ -1056,7 +978,7 @@ fn suspended_then_reconnected_after_verifying_the_node() {
     assert!(events(&mut l).is_empty(), "not before verifying");
     let v = sent(&mut l);
     l.handle_reply(T, v[0].0, Ok(Response::Path(DIR.into())));
-    l.handle_reply(T, v[1].0, Ok(Response::Stat(stat(50, SESSION))));
+    l.handle_reply(T, v[1].0, Ok(Response::Stat(st().czxid(50).owner(SESSION))));
     assert_eq!(events(&mut l), vec![LockEvent::Reconnected]);
     assert!(l.is_held());
 }
@@ -1118,7 +1040,7 @@ fn revocation_is_reported_once_including_curators_marker() {
     let mut l = held_with(c);
     l.handle_watch(T, 0, &changed(&path(&ours(5))));
     let own = sent(&mut l);
-    assert_eq!(own[0].1, format!("watch {}", path(&ours(5))));
+    assert_eq!(own[0].1, format!("get! {}", path(&ours(5))));
     l.handle_reply(T, own[0].0, data(b"__REVOKE__"));
     assert_eq!(events(&mut l), vec![LockEvent::RevocationRequested]);
     l.handle_watch(T, 0, &changed(&path(&ours(5))));
@@ -1173,7 +1095,7 @@ fn reentrant_levels_count_in_the_core() {
     assert_eq!(l.release(T), Release::StillHeld { depth: 1 });
     assert!(sent(&mut l).is_empty());
     assert_eq!(l.release(T), Release::Pending);
-    assert_eq!(lines(&mut l), [format!("delete {}", path(&ours(5)))]);
+    assert_eq!(sent_lines(&mut l), [format!("delete {}", path(&ours(5)))]);
 }
 
 /// Issue 10, defect 1: re-entry on a hold that is already lost returned `Ok`.
@@ -1216,7 +1138,7 @@ fn reentry_on_a_lost_hold_fails_and_one_while_suspended_waits_for_the_verificati
         },
     );
     let v = sent(&mut l);
-    l.handle_reply(T, v[1].0, Ok(Response::Stat(stat(50, SESSION))));
+    l.handle_reply(T, v[1].0, Ok(Response::Stat(st().czxid(50).owner(SESSION))));
     let outcome = events(&mut l).iter().find_map(|e| wait.feed(e));
     assert_eq!(outcome, Some(Ok(Some((50, ours(5))))));
     assert_eq!(l.depth(), 2);
@@ -1256,7 +1178,7 @@ fn rw(kind: LockKind, me: &str, others: &[&str]) -> Vec<String> {
     if matches!(evs[..], [LockEvent::Acquired { .. }]) {
         vec![]
     } else {
-        lines(&mut l)
+        sent_lines(&mut l)
     }
 }
 
@@ -1273,7 +1195,7 @@ fn readers_wait_only_for_the_highest_lower_writer() {
             "_c_d-__READ__0000000004",
         ],
     );
-    assert_eq!(r, [format!("await {}", path("_c_c-__WRIT__0000000003"))]);
+    assert_eq!(r, [format!("list! {}", path("_c_c-__WRIT__0000000003"))]);
     // kazoo 2.8 (#649) waited on *higher* writers: we must not.
     let r = rw(
         LockKind::Read,
@@ -1291,7 +1213,7 @@ fn readers_wait_only_for_the_highest_lower_writer() {
         &me,
         &["k__rlock__0000000001", "k__lock__0000000002"],
     );
-    assert_eq!(r, [format!("await {}", path("k__lock__0000000002"))]);
+    assert_eq!(r, [format!("list! {}", path("k__lock__0000000002"))]);
 }
 
 #[test]
@@ -1306,7 +1228,7 @@ fn writers_wait_for_anything_lower() {
             "_c_c-__WRIT__0000000009",
         ],
     );
-    assert_eq!(r, [format!("await {}", path("_c_b-__READ__0000000004"))]);
+    assert_eq!(r, [format!("list! {}", path("_c_b-__READ__0000000004"))]);
     let r = rw(LockKind::Write, &me, &["_c_c-__READ__0000000006"]);
     assert!(r.is_empty());
 }
@@ -1359,7 +1281,7 @@ fn a_revocable_waiter_whose_node_is_deleted_fails_at_the_notification() {
     let own = sent(&mut l);
     assert_eq!(
         own.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
-        [format!("watch {}", path(&ours(7)))],
+        [format!("get! {}", path(&ours(7)))],
         "a revocable waiter hears revocation"
     );
     l.handle_reply(
@@ -1443,7 +1365,7 @@ fn a_blocker_gone_while_our_own_node_was_unwatched_is_checked_by_the_turn_read()
     // Our watch fires; the re-arming read is refused; the retry waits for a backoff.
     l.handle_watch(T, own[0].0, &changed(&path(&ours(2))));
     let rearm = sent(&mut l);
-    assert_eq!(rearm[0].1, format!("watch {}", path(&ours(2))));
+    assert_eq!(rearm[0].1, format!("get! {}", path(&ours(2))));
     l.handle_reply(T, rearm[0].0, Err(Error::Overloaded));
     // (Our node is deleted now, unseen.) The blocker goes.
     l.handle_watch(T, w[0].0, &deleted(&path("_c_a-lock-0000000001")));
@@ -1455,9 +1377,9 @@ fn a_blocker_gone_while_our_own_node_was_unwatched_is_checked_by_the_turn_read()
     assert_eq!(
         r.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
         [
-            format!("watch {}", path(&ours(2))),
+            format!("get! {}", path(&ours(2))),
             format!("sync {DIR}"),
-            format!("watch {}", path(&ours(2)))
+            format!("get! {}", path(&ours(2)))
         ],
         "the re-armed watch, then the turn read after a sync"
     );
@@ -1488,21 +1410,12 @@ const D9: &str = "_c_d-lock-0000000009";
 /// a grant to the first (carrying the rest), a notice to the second that the first
 /// holds (carrying the rest after it), and the delete of `own`.
 fn hand_on_line(successors: &[&str], own: &str) -> String {
-    let mut line = format!(
-        "grant {} [{}]",
-        path(successors[0]),
-        successors[1..].join(" ")
-    );
+    let mut ops = vec![grant_set(successors[0], &successors[1..])];
     if let Some(after) = successors.get(1) {
-        line.push_str(&format!(
-            " + notice {} ({}) [{}]",
-            path(after),
-            successors[0],
-            successors[2..].join(" ")
-        ));
+        ops.push(notice_set(after, successors[0], &successors[2..]));
     }
-    line.push_str(&format!(" + delete {}", path(own)));
-    line
+    ops.push(format!("delete {}", path(own)));
+    format!("multi[{}]", ops.join(", "))
 }
 
 /// Releases `l` and returns the one request it sends, checking its line.
@@ -1668,7 +1581,7 @@ fn a_granted_waiter_holds_without_listing_and_hands_on_to_the_tail() {
     let turn = sent(&mut l);
     assert_eq!(
         turn.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
-        [format!("watch {}", path(&ours(7)))],
+        [format!("get! {}", path(&ours(7)))],
         "a read of our node (and its watch again), no listing"
     );
     l.handle_watch(T, w[0].0, &deleted(&path("_c_c-lock-0000000006")));
@@ -1709,10 +1622,10 @@ fn a_turn_read_without_a_grant_lists_again_or_holds_if_its_blocker_was_the_last(
     l.handle_reply(T, w[0].0, data(b""));
     l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
     let turn = sent(&mut l);
-    assert_eq!(turn[0].1, format!("watch {}", path(&ours(7))));
+    assert_eq!(turn[0].1, format!("get! {}", path(&ours(7))));
     l.handle_reply(T, turn[0].0, data(b""));
     assert!(events(&mut l).is_empty(), "_c_a may still be there");
-    assert_eq!(lines(&mut l), [format!("list {DIR}")]);
+    assert_eq!(sent_lines(&mut l), [format!("list {DIR}")]);
 
     // The only blocker: held, no listing.
     let mut l = lock(LockKind::Exclusive);
@@ -1725,7 +1638,7 @@ fn a_turn_read_without_a_grant_lists_again_or_holds_if_its_blocker_was_the_last(
     let turn = sent(&mut l);
     assert_eq!(
         turn.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
-        [format!("watch {}", path(&ours(7)))]
+        [format!("get! {}", path(&ours(7)))]
     );
     assert!(events(&mut l).is_empty(), "not before our node is seen");
     l.handle_reply(T, turn[0].0, data(b""));
@@ -1740,7 +1653,7 @@ fn a_turn_read_without_a_grant_lists_again_or_holds_if_its_blocker_was_the_last(
     assert!(!l.held_by_grant(), "held by a blocker's plain deletion");
     // Its listing showed nobody after it: a plain delete.
     l.release(T);
-    assert_eq!(lines(&mut l), [format!("delete {}", path(&ours(7)))]);
+    assert_eq!(sent_lines(&mut l), [format!("delete {}", path(&ours(7)))]);
 
     // Without the own-node watch: the turn read sets none; the only blocker's deletion
     // hands over with no read at all.
@@ -1760,7 +1673,7 @@ fn a_turn_read_without_a_grant_lists_again_or_holds_if_its_blocker_was_the_last(
     let turn = sent(&mut l);
     assert_eq!(
         turn.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
-        [format!("read {}", path(&ours(7)))]
+        [format!("get {}", path(&ours(7)))]
     );
     l.handle_reply(T, turn[0].0, data(b""));
     let relist = sent(&mut l);
@@ -1809,7 +1722,7 @@ fn revocation_data_and_unwritten_grant_data_are_no_grant() {
                 .chain(&sent(&mut l))
                 .map(|(_, s)| s.clone())
                 .collect::<Vec<_>>(),
-            [format!("watch {}", path(&ours(7)))],
+            [format!("get! {}", path(&ours(7)))],
             "the re-armed watch, whose read decides (no turn read of its own)"
         );
         l.handle_reply(T, rearm[0].0, data_at(revoke, 1));
@@ -1818,7 +1731,7 @@ fn revocation_data_and_unwritten_grant_data_are_no_grant() {
             vec![LockEvent::RevocationRequested],
             "a revocation, not a grant"
         );
-        assert_eq!(lines(&mut l), [format!("list {DIR}")]);
+        assert_eq!(sent_lines(&mut l), [format!("list {DIR}")]);
         assert!(!l.is_held());
         assert!(!l.held_by_grant());
     }
@@ -1841,7 +1754,7 @@ fn revocation_data_and_unwritten_grant_data_are_no_grant() {
         l.handle_reply(T, turn, data_at(d, version));
         assert!(events(&mut l).is_empty(), "{d:?} v{version}: no event");
         assert_eq!(
-            lines(&mut l),
+            sent_lines(&mut l),
             [format!("list {DIR}")],
             "{d:?} v{version}: not a grant"
         );
@@ -1869,7 +1782,7 @@ fn readers_never_grant_writers_grant_to_readers_and_a_granted_reader_holds() {
     }
     l.release(T);
     assert_eq!(
-        lines(&mut l),
+        sent_lines(&mut l),
         [format!("delete {}", path(&me_r(5)))],
         "a reader cannot know it is the last one: no grant"
     );
@@ -1904,13 +1817,13 @@ fn readers_never_grant_writers_grant_to_readers_and_a_granted_reader_holds() {
         ]),
     );
     let w = sent(&mut l);
-    assert_eq!(w[0].1, format!("await {}", path("_c_w-__WRIT__0000000005")));
+    assert_eq!(w[0].1, format!("list! {}", path("_c_w-__WRIT__0000000005")));
     l.handle_reply(T, w[0].0, data(b""));
     l.handle_watch(T, w[0].0, &deleted(&path("_c_w-__WRIT__0000000005")));
     let turn = sent(&mut l);
     assert_eq!(
         turn.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
-        [format!("watch {}", path(&me_r(6)))]
+        [format!("get! {}", path(&me_r(6)))]
     );
     l.handle_reply(T, turn[0].0, grant(&[r7, w8]));
     assert_eq!(
@@ -1922,7 +1835,7 @@ fn readers_never_grant_writers_grant_to_readers_and_a_granted_reader_holds() {
     );
     assert!(sent(&mut l).is_empty(), "no listing");
     l.release(T);
-    assert_eq!(lines(&mut l), [format!("delete {}", path(&me_r(6)))]);
+    assert_eq!(sent_lines(&mut l), [format!("delete {}", path(&me_r(6)))]);
 }
 
 #[test]
@@ -1964,7 +1877,7 @@ fn a_holder_never_grants_to_a_latch_or_lease_node() {
         let mut l = held_among(config(LockKind::Exclusive), &[other]);
         l.release(T);
         assert_eq!(
-            lines(&mut l),
+            sent_lines(&mut l),
             [format!("delete {}", path(&ours(5)))],
             "{other}: not a lock contender"
         );
@@ -1972,7 +1885,7 @@ fn a_holder_never_grants_to_a_latch_or_lease_node() {
         let mut l = held_among(config(LockKind::Exclusive), &[B6, other]);
         l.release(T);
         assert_eq!(
-            lines(&mut l),
+            sent_lines(&mut l),
             [grant_line(B6, &[], &ours(5))],
             "{other}: not in the tail"
         );
@@ -2004,7 +1917,7 @@ fn a_revocable_waiter_hears_its_grant_through_its_own_node_watch() {
     let r = sent(&mut l);
     assert_eq!(
         r.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
-        [format!("watch {}", path(&ours(7)))],
+        [format!("get! {}", path(&ours(7)))],
         "the re-armed watch, whose read decides; no turn read, no listing"
     );
     l.handle_reply(T, r[0].0, grant(&[D9]));
@@ -2051,7 +1964,7 @@ fn a_lost_turn_read_is_sent_again_after_a_sync() {
     let r = sent(&mut l);
     assert_eq!(
         r.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
-        [format!("sync {DIR}"), format!("watch {}", path(&ours(7)))]
+        [format!("sync {DIR}"), format!("get! {}", path(&ours(7)))]
     );
     // The sync fails: whatever the read says is not trusted; both go again.
     l.handle_reply(T, r[0].0, Err(Error::Server(ErrorCode::Throttled)));
@@ -2061,7 +1974,7 @@ fn a_lost_turn_read_is_sent_again_after_a_sync() {
     let r = sent(&mut l);
     assert_eq!(
         r.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
-        [format!("sync {DIR}"), format!("watch {}", path(&ours(7)))]
+        [format!("sync {DIR}"), format!("get! {}", path(&ours(7)))]
     );
     l.handle_reply(T, r[0].0, Ok(Response::Path(DIR.into())));
     l.handle_reply(T, r[1].0, grant(&[]));
@@ -2105,7 +2018,7 @@ fn a_grant_to_our_blocker_does_not_wake_us() {
     let turn = sent(&mut l);
     assert_eq!(
         turn.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
-        [format!("watch {}", path(&ours(7)))]
+        [format!("get! {}", path(&ours(7)))]
     );
     l.handle_reply(T, turn[0].0, grant(&[]));
     assert!(matches!(events(&mut l)[..], [LockEvent::Acquired { .. }]));
@@ -2124,7 +2037,7 @@ fn at_its_turn(c: LockConfig, deadline: Option<Instant>) -> (Lock, OpId) {
     );
     let w = sent(&mut l);
     match &w[0].1 {
-        line if line.starts_with("await ") && line.contains(" + own ") => {
+        line if line.starts_with("setWatches2 ") => {
             // Our node's data changes (a holder's release wrote into it), and our
             // blocker goes: the read of our node decides.
             l.handle_reply(T, w[0].0, Ok(Response::Empty));
@@ -2139,7 +2052,7 @@ fn at_its_turn(c: LockConfig, deadline: Option<Instant>) -> (Lock, OpId) {
     let turn = sent(&mut l);
     assert_eq!(
         turn.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
-        [format!("watch {}", path(&ours(7)))]
+        [format!("get! {}", path(&ours(7)))]
     );
     (l, turn[0].0)
 }
@@ -2150,9 +2063,8 @@ fn at_its_turn(c: LockConfig, deadline: Option<Instant>) -> (Lock, OpId) {
 fn told_line(successors: &[&str], own: &str) -> String {
     match successors {
         [first, after, rest @ ..] => format!(
-            "notice {} ({first}) [{}] + delete {}",
-            path(after),
-            rest.join(" "),
+            "multi[{}, delete {}]",
+            notice_set(after, first, rest),
             path(own)
         ),
         _ => format!("delete {}", path(own)),
@@ -2182,7 +2094,7 @@ fn a_grant_tail_is_kept_only_while_it_names_later_contenders_in_order() {
         assert!(l.held_by_grant(), "{tail:?}");
         l.release(T);
         let want = told_line(&kept, &ours(7));
-        assert_eq!(lines(&mut l), [want], "{tail:?}");
+        assert_eq!(sent_lines(&mut l), [want], "{tail:?}");
     }
 }
 
@@ -2428,7 +2340,7 @@ fn a_notice_in_our_node_makes_the_blockers_deletion_our_turn() {
         // _c_a releases: it grants _c_b and tells us that _c_b holds.
         l.handle_watch(T, w[0].0, &changed(&path(&ours(7))));
         let read = sent(&mut l);
-        let verb = if own_watch { "watch" } else { "read" };
+        let verb = if own_watch { "get!" } else { "get" };
         assert_eq!(
             read.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
             [format!("{verb} {}", path(&ours(7)))]
@@ -2447,7 +2359,7 @@ fn a_notice_in_our_node_makes_the_blockers_deletion_our_turn() {
         assert!(sent(&mut l).is_empty(), "no read after it, no listing");
         assert!(l.held_by_grant(), "handed on by the holder");
         l.release(T);
-        assert_eq!(lines(&mut l), [told_line(&[c9, d11], &ours(7))]);
+        assert_eq!(sent_lines(&mut l), [told_line(&[c9, d11], &ours(7))]);
     }
 
     // The blocker goes while the read of the notice is on its way: the read decides.
@@ -2478,7 +2390,7 @@ fn a_refused_read_of_a_notice_becomes_the_turn_read() {
         let turn = sent(&mut l);
         assert_eq!(
             turn.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
-            [format!("sync {DIR}"), format!("watch {}", path(&ours(7)))],
+            [format!("sync {DIR}"), format!("get! {}", path(&ours(7)))],
             "{refusal:?}"
         );
         l.handle_reply(at, turn[0].0, Ok(Response::Path(DIR.into())));
@@ -2513,7 +2425,7 @@ fn without_the_own_node_watch_a_granted_blocker_hands_over_on_its_deletion_alone
     let w = sent(&mut l);
     assert_eq!(
         w.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
-        [format!("watch {}", path(b5))],
+        [format!("get! {}", path(b5))],
         "a data watch on the predecessor only: no herd"
     );
     l.handle_reply(T, w[0].0, data(b""));
@@ -2522,7 +2434,7 @@ fn without_the_own_node_watch_a_granted_blocker_hands_over_on_its_deletion_alone
     l.handle_watch(T, w[0].0, &changed(&path(b5)));
     let w2 = sent(&mut l);
     assert_eq!(w2.len(), 1);
-    assert_eq!(w2[0].1, format!("watch {}", path(b5)));
+    assert_eq!(w2[0].1, format!("get! {}", path(b5)));
     l.handle_reply(T, w2[0].0, grant(&[&me, c9]));
     assert!(sent(&mut l).is_empty() && events(&mut l).is_empty());
     // _c_b releases: its deletion is our turn, and nothing needs reading.
@@ -2537,7 +2449,7 @@ fn without_the_own_node_watch_a_granted_blocker_hands_over_on_its_deletion_alone
     assert!(sent(&mut l).is_empty(), "no turn read, no listing");
     assert!(l.held_by_grant(), "handed on by the holder");
     l.release(T);
-    assert_eq!(lines(&mut l), [grant_line(c9, &[], &me)]);
+    assert_eq!(sent_lines(&mut l), [grant_line(c9, &[], &me)]);
 }
 
 /// What is not a grant in the blocker (a revocation aimed at it, a grant at version 0
@@ -2573,11 +2485,11 @@ fn without_the_own_node_watch_only_a_grant_in_the_blocker_skips_the_turn_read() 
         let turn = sent(&mut l);
         assert_eq!(
             turn.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
-            [format!("read {}", path(&me))],
+            [format!("get {}", path(&me))],
             "{what}: the turn read"
         );
         l.handle_reply(T, turn[0].0, data(b""));
-        assert_eq!(lines(&mut l), [format!("list {DIR}")], "{what}");
+        assert_eq!(sent_lines(&mut l), [format!("list {DIR}")], "{what}");
     }
 }
 
@@ -2625,7 +2537,7 @@ fn a_removed_blocker_watch_is_set_again() {
             },
         );
         assert_eq!(
-            lines(&mut l),
+            sent_lines(&mut l),
             [w[0].1.clone()],
             "{kind:?}, own-node watch {own_watch}: the same watch again"
         );

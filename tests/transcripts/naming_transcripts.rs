@@ -1,55 +1,16 @@
 //! Transcript tests for `recipe::naming`: scripted replies in, exact requests and
-//! events out (same short lines as `rendezvous_transcripts.rs`).
+//! events out, in the lines of `kit.rs`.
 
-use bytes::Bytes;
-use zk_recipes::client::Error;
-use zk_recipes::proto::*;
+use super::kit::*;
 use zk_recipes::recipe::lock::LostReason;
 use zk_recipes::recipe::naming::{
     name_path, register, watch, IdEvent, IdGenerator, IdGeneratorConfig, Resolve, ResolveConfig,
     ResolveEvent,
 };
 use zk_recipes::recipe::node::{NodeWatchEvent, OwnedNodeEvent};
-use zk_recipes::recipe::{OpId, Recipe, SessionChange};
-use zk_recipes::time::Instant;
 
 const T: Instant = Instant::ZERO;
 const S: i64 = 0x77;
-
-fn sent<R: Recipe>(r: &mut R) -> Vec<(OpId, String)> {
-    std::iter::from_fn(|| r.poll_request())
-        .map(|(op, r)| {
-            let line = match r {
-                Request::Create(c) => format!(
-                    "create {} {:?}",
-                    c.path,
-                    CreateMode::from_i32(c.flags).unwrap()
-                ),
-                Request::Create2(c) => format!(
-                    "create2 {} {:?}",
-                    c.path,
-                    CreateMode::from_i32(c.flags).unwrap()
-                ),
-                Request::CreateContainer(c) => format!("container {}", c.path),
-                Request::GetData(g) if g.watch => format!("get! {}", g.path),
-                Request::GetData(g) => format!("get {}", g.path),
-                Request::GetChildren(g) => format!("ls {}", g.path),
-                Request::Delete(d) => format!("delete {}", d.path),
-                Request::Sync(p) => format!("sync {}", p.path),
-                other => format!("{other:?}"),
-            };
-            (op, line)
-        })
-        .collect()
-}
-
-fn lines(s: &[(OpId, String)]) -> Vec<&str> {
-    s.iter().map(|(_, l)| l.as_str()).collect()
-}
-
-fn events<R: Recipe>(r: &mut R) -> Vec<R::Event> {
-    std::iter::from_fn(|| r.poll_event()).collect()
-}
 
 fn created(path: &str) -> Result<Response, Error> {
     Ok(Response::PathStat {
@@ -59,10 +20,6 @@ fn created(path: &str) -> Result<Response, Error> {
             ..Stat::default()
         },
     })
-}
-
-fn code(c: ErrorCode) -> Result<Response, Error> {
-    Err(Error::Server(c))
 }
 
 fn generator() -> IdGenerator {
@@ -131,8 +88,7 @@ fn a_registered_ephemeral_name_is_registered_again_after_expiry() {
     let mut n = register("/svc", "db", "10.0.0.7", CreateMode::Ephemeral).unwrap();
     n.handle_session(T, SessionChange::Connected { session_id: S });
     n.create(T);
-    let s = sent(&mut n);
-    assert_eq!(lines(&s), ["create2 /svc/db Ephemeral", "get! /svc/db"]);
+    let s = expect_sent!(n, ["create2 /svc/db e '10.0.0.7'", "get! /svc/db"]);
     n.handle_reply(T, s[0].0, created("/svc/db"));
     assert!(matches!(
         events(&mut n)[..],
@@ -161,7 +117,7 @@ fn a_registered_ephemeral_name_is_registered_again_after_expiry() {
     n.handle_session(T, SessionChange::Connected { session_id: S + 1 });
     assert_eq!(
         lines(&sent(&mut n)),
-        ["create2 /svc/db Ephemeral", "get! /svc/db"]
+        ["create2 /svc/db e '10.0.0.7'", "get! /svc/db"]
     );
 }
 
@@ -172,7 +128,7 @@ fn a_persistent_name_is_created_persistent() {
     n.create(T);
     assert_eq!(
         lines(&sent(&mut n)),
-        ["create2 /svc/db Persistent", "get! /svc/db"]
+        ["create2 /svc/db 'x'", "get! /svc/db"]
     );
 }
 
@@ -181,8 +137,7 @@ fn resolve_is_one_read() {
     let mut r = Resolve::new(ResolveConfig::new("/svc", "db").unwrap());
     r.handle_session(T, SessionChange::Connected { session_id: S });
     r.start(T);
-    let s = sent(&mut r);
-    assert_eq!(lines(&s), ["get /svc/db"]);
+    let s = expect_sent!(r, ["get /svc/db"]);
     let stat = Stat {
         version: 3,
         ..Stat::default()
@@ -212,8 +167,7 @@ fn resolve_not_found_and_sync_first() {
     let mut r = Resolve::new(c);
     r.handle_session(T, SessionChange::Connected { session_id: S });
     r.start(T);
-    let s = sent(&mut r);
-    assert_eq!(lines(&s), ["sync /svc/db", "get /svc/db"]);
+    let s = expect_sent!(r, ["sync /svc/db", "get /svc/db"]);
     r.handle_reply(T, s[0].0, Ok(Response::Path("/svc/db".into())));
     r.handle_reply(T, s[1].0, code(ErrorCode::NoNode));
     assert_eq!(events(&mut r), [ResolveEvent::NotFound]);
@@ -234,8 +188,7 @@ fn resolve_retries_a_lost_read_after_the_reconnect_and_a_failed_sync_reads_again
     assert_eq!(events(&mut r), []);
     assert_eq!(lines(&sent(&mut r)), Vec::<&str>::new());
     r.handle_session(T, SessionChange::Reconnected { session_id: S });
-    let s = sent(&mut r);
-    assert_eq!(lines(&s), ["sync /svc/db", "get /svc/db"]);
+    expect_sent!(r, ["sync /svc/db", "get /svc/db"]);
     r.handle_session(T, SessionChange::Closed);
     assert_eq!(events(&mut r), [ResolveEvent::Failed(Error::Closed)]);
 }
@@ -245,8 +198,7 @@ fn watch_follows_the_name() {
     let mut w = watch("/svc", "db").unwrap();
     w.handle_session(T, SessionChange::Connected { session_id: S });
     w.start(T);
-    let s = sent(&mut w);
-    assert_eq!(lines(&s), ["get! /svc/db"]);
+    let s = expect_sent!(w, ["get! /svc/db"]);
     w.handle_reply(T, s[0].0, code(ErrorCode::NoNode));
     assert_eq!(events(&mut w), [NodeWatchEvent::Missing { gone: false }]);
 }
@@ -258,25 +210,23 @@ fn ids_are_pipelined_returned_in_request_order_and_their_nodes_deleted() {
     let mut g = generator();
     let r: Vec<u64> = (0..3).map(|_| g.request(T)).collect();
     assert_eq!(r, [1, 2, 3]);
-    let s = sent(&mut g);
-    assert_eq!(
-        lines(&s),
+    let s = expect_sent!(
+        g,
         [
-            "create2 /ids/id-77-1-1- EphemeralSequential",
-            "create2 /ids/id-77-1-2- EphemeralSequential",
-            "create2 /ids/id-77-1-3- EphemeralSequential",
+            "create2 /ids/id-77-1-1- es",
+            "create2 /ids/id-77-1-2- es",
+            "create2 /ids/id-77-1-3- es",
         ]
     );
     g.handle_reply(T, s[0].0, created("/ids/id-77-1-1-0000000004"));
     assert_eq!(events(&mut g), [id(1, 4)]);
     // The delete goes out at once, on the wire behind the creates still pending.
     g.request(T);
-    let s2 = sent(&mut g);
-    assert_eq!(
-        lines(&s2),
+    let s2 = expect_sent!(
+        g,
         [
             "delete /ids/id-77-1-1-0000000004",
-            "create2 /ids/id-77-1-4- EphemeralSequential",
+            "create2 /ids/id-77-1-4- es",
         ]
     );
     let s2 = &s2[1..];
@@ -307,8 +257,7 @@ fn a_lost_create_reply_is_recovered_by_listing() {
     g.handle_session(T, SessionChange::Suspended);
     assert_eq!(lines(&sent(&mut g)), Vec::<&str>::new());
     g.handle_session(T, SessionChange::Reconnected { session_id: S });
-    let s = sent(&mut g);
-    assert_eq!(lines(&s), ["sync /ids", "ls /ids"]);
+    let s = expect_sent!(g, ["sync /ids", "list /ids"]);
     g.handle_reply(T, s[0].0, Ok(Response::Path("/ids".into())));
     // The first create applied, the second did not; another session's node and
     // another generator's node of our session are not ours.
@@ -325,7 +274,7 @@ fn a_lost_create_reply_is_recovered_by_listing() {
     assert_eq!(
         lines(&sent(&mut g)),
         [
-            "create2 /ids/id-77-1-3- EphemeralSequential",
+            "create2 /ids/id-77-1-3- es",
             "delete /ids/id-77-1-1-0000000007",
         ]
     );
@@ -341,22 +290,13 @@ fn a_lost_listing_lists_again_and_ids_stay_in_order() {
     g.handle_session(T, SessionChange::Suspended);
     g.handle_session(T, SessionChange::Reconnected { session_id: S });
     g.request(T); // sent behind the listing
-    let s = sent(&mut g);
-    assert_eq!(
-        lines(&s),
-        [
-            "sync /ids",
-            "ls /ids",
-            "create2 /ids/id-77-1-2- EphemeralSequential"
-        ]
-    );
+    let s = expect_sent!(g, ["sync /ids", "list /ids", "create2 /ids/id-77-1-2- es"]);
     g.handle_reply(T, s[0].0, Err(Error::ConnectionLoss));
     g.handle_reply(T, s[1].0, Err(Error::ConnectionLoss));
     g.handle_reply(T, s[2].0, Err(Error::ConnectionLoss));
     g.handle_session(T, SessionChange::Suspended);
     g.handle_session(T, SessionChange::Reconnected { session_id: S });
-    let s = sent(&mut g);
-    assert_eq!(lines(&s), ["sync /ids", "ls /ids"]);
+    let s = expect_sent!(g, ["sync /ids", "list /ids"]);
     g.handle_reply(T, s[0].0, Ok(Response::Path("/ids".into())));
     g.handle_reply(
         T,
@@ -379,8 +319,7 @@ fn creates_of_an_expired_session_are_made_again_in_the_next() {
     assert_eq!(events(&mut g), []);
     assert_eq!(lines(&sent(&mut g)), Vec::<&str>::new());
     g.handle_session(T, SessionChange::Connected { session_id: 0x99 });
-    let s = sent(&mut g);
-    assert_eq!(lines(&s), ["create2 /ids/id-99-1-2- EphemeralSequential"]);
+    let s = expect_sent!(g, ["create2 /ids/id-99-1-2- es"]);
     g.handle_reply(T, s[0].0, created("/ids/id-99-1-2-0000000003"));
     assert_eq!(events(&mut g), [id(1, 3)]);
 }
@@ -399,11 +338,10 @@ fn a_refused_create_goes_again_after_a_backoff_and_ids_follow_the_server_order()
     let at = g.poll_timeout().expect("a backoff deadline");
     assert!(at > T);
     g.handle_timeout(at);
-    let s = sent(&mut g);
-    assert_eq!(
-        lines(&s),
+    let s = expect_sent!(
+        g,
         [
-            "create2 /ids/id-77-1-3- EphemeralSequential",
+            "create2 /ids/id-77-1-3- es",
             "delete /ids/id-77-1-2-0000000010",
         ]
     );
@@ -418,13 +356,12 @@ fn a_missing_directory_is_created_persistent() {
     g.request(T);
     let s = sent(&mut g);
     g.handle_reply(T, s[0].0, code(ErrorCode::NoNode));
-    let s = sent(&mut g);
-    assert_eq!(
-        lines(&s),
+    let s = expect_sent!(
+        g,
         [
-            "create /app Persistent",
-            "create /app/ids Persistent",
-            "create2 /app/ids/id-77-1-2- EphemeralSequential",
+            "create /app",
+            "create /app/ids",
+            "create2 /app/ids/id-77-1-2- es",
         ]
     );
     g.handle_reply(T, s[0].0, Ok(Response::Path("/app".into())));
@@ -445,14 +382,7 @@ fn a_directory_that_cannot_be_created_fails_the_requests() {
         g.handle_reply(T, s[s.len() - 1].0, code(ErrorCode::NoNode));
         assert_eq!(events(&mut g), []);
     }
-    let s = sent(&mut g);
-    assert_eq!(
-        lines(&s),
-        [
-            "create /ids Persistent",
-            "create2 /ids/id-77-1-3- EphemeralSequential"
-        ]
-    );
+    let s = expect_sent!(g, ["create /ids", "create2 /ids/id-77-1-3- es"]);
     g.handle_reply(T, s[0].0, code(ErrorCode::NoAuth));
     g.handle_reply(T, s[1].0, code(ErrorCode::NoNode));
     assert_eq!(
@@ -515,12 +445,11 @@ fn a_number_not_above_the_last_is_never_returned() {
     assert_eq!(events(&mut g), [id(1, 50)]);
     // The directory was deleted and re-created: its counter started again.
     g.request(T);
-    let s = sent(&mut g);
-    assert_eq!(
-        lines(&s),
+    let s = expect_sent!(
+        g,
         [
             "delete /ids/id-77-1-1-0000000050",
-            "create2 /ids/id-77-1-2- EphemeralSequential",
+            "create2 /ids/id-77-1-2- es",
         ]
     );
     g.handle_reply(T, s[1].0, created("/ids/id-77-1-2-0000000000"));
@@ -568,8 +497,7 @@ fn close_fails_the_waiting_requests_and_cleans_up_before_ending() {
     assert!(!g.is_done());
     g.handle_session(T, SessionChange::Suspended);
     g.handle_session(T, SessionChange::Reconnected { session_id: S });
-    let s = sent(&mut g);
-    assert_eq!(lines(&s), ["sync /ids", "ls /ids"]);
+    let s = expect_sent!(g, ["sync /ids", "list /ids"]);
     g.handle_reply(T, s[0].0, Ok(Response::Path("/ids".into())));
     g.handle_reply(
         T,
@@ -577,8 +505,7 @@ fn close_fails_the_waiting_requests_and_cleans_up_before_ending() {
         Ok(Response::Children(vec!["id-77-1-1-0000000003".into()])),
     );
     assert_eq!(events(&mut g), []); // nobody waits for it
-    let s = sent(&mut g);
-    assert_eq!(lines(&s), ["delete /ids/id-77-1-1-0000000003"]);
+    let s = expect_sent!(g, ["delete /ids/id-77-1-1-0000000003"]);
     assert!(!g.is_done());
     g.handle_reply(T, s[0].0, Ok(Response::Empty));
     assert!(g.is_done());
@@ -638,8 +565,7 @@ fn a_number_drawn_for_failed_requests_serves_no_later_request() {
     );
     // Request 3 comes after request 2's create was sent: that number is too old for it.
     g.request(T);
-    let s3 = sent(&mut g);
-    assert_eq!(lines(&s3), ["create2 /ids/id-77-1-3- EphemeralSequential"]);
+    let s3 = expect_sent!(g, ["create2 /ids/id-77-1-3- es"]);
     g.handle_reply(T, s[1].0, created("/ids/id-77-1-2-0000000007"));
     assert_eq!(events(&mut g), []);
     g.handle_reply(T, s3[0].0, created("/ids/id-77-1-3-0000000009"));

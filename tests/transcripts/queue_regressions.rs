@@ -9,7 +9,7 @@ fn consumer(delivery: Delivery) -> Script<Consumer> {
     let mut c = ConsumerConfig::new(DIR, "c1");
     c.delivery = delivery;
     c.spread = 0;
-    Script::new(Consumer::new(c))
+    script(Consumer::new(c))
 }
 
 const OTHER: i64 = 0x99;
@@ -18,10 +18,10 @@ const OTHER: i64 = 0x99;
 fn holding() -> Script<Consumer> {
     let mut s = consumer(Delivery::AtLeastOnce);
     s.r.take(T, 1, None);
-    s.reply("list M", kids(&[]));
-    s.reply("list Q", kids(&["qn-0000000001"]));
+    s.reply("list M", children(&[]));
+    s.reply("list Q", children(&["qn-0000000001"]));
     s.reply("create", Ok(Response::Path("x".into())));
-    s.reply("read", multi(vec![data("one")]));
+    s.reply("multiRead[", multi(vec![data("one")]));
     assert!(matches!(&s.events()[..], [ConsumerEvent::Taken { .. }]));
     s
 }
@@ -44,12 +44,12 @@ fn a_release_whose_reply_was_lost_never_deletes_another_consumers_claim() {
     let mut s = holding();
     s.r.release(T, "qn-0000000001").unwrap();
     assert_eq!(s.sent(), ["delete M/claim-qn-0000000001"]);
-    s.drop_connection();
+    s.disconnect();
     reconnect(&mut s);
     assert_eq!(s.sent(), ["sync M", "exists M/claim-qn-0000000001"]);
     s.reply("sync", Ok(Response::Path(META.into())));
     // Someone else's claim now: ours is gone, the release landed.
-    s.reply("exists", Ok(Response::Stat(stat(0, OTHER))));
+    s.reply("exists", Ok(Response::Stat(st().version(0).owner(OTHER))));
     assert_eq!(s.sent(), Vec::<String>::new());
     assert_eq!(
         s.events(),
@@ -63,10 +63,10 @@ fn a_release_whose_reply_was_lost_never_deletes_another_consumers_claim() {
 fn a_release_whose_reply_was_lost_is_sent_again_while_the_claim_is_ours() {
     let mut s = holding();
     s.r.release(T, "qn-0000000001").unwrap();
-    s.drop_connection();
+    s.disconnect();
     reconnect(&mut s);
     s.reply("sync", Ok(Response::Path(META.into())));
-    s.reply("exists", Ok(Response::Stat(stat(0, SESSION))));
+    s.reply("exists", Ok(Response::Stat(st().version(0).owner(SESSION))));
     assert_eq!(s.sent(), ["delete M/claim-qn-0000000001"]);
     s.reply("delete", Ok(Response::Empty));
     assert_eq!(
@@ -85,11 +85,11 @@ fn a_release_whose_reply_was_lost_is_sent_again_while_the_claim_is_ours() {
 fn a_completion_whose_reply_was_lost_never_deletes_another_consumers_claim() {
     let mut s = holding();
     s.r.complete(T, "qn-0000000001").unwrap();
-    s.drop_connection();
+    s.disconnect();
     reconnect(&mut s);
     assert_eq!(s.sent(), ["sync M", "exists M/claim-qn-0000000001"]);
     s.reply("sync", Ok(Response::Path(META.into())));
-    s.reply("exists", Ok(Response::Stat(stat(0, OTHER))));
+    s.reply("exists", Ok(Response::Stat(st().version(0).owner(OTHER))));
     assert_eq!(s.sent(), Vec::<String>::new());
     assert_eq!(
         s.events(),
@@ -105,16 +105,16 @@ fn a_completion_whose_reply_was_lost_never_deletes_another_consumers_claim() {
 fn an_orphan_claim_whose_delete_reply_was_lost_is_checked_before_deleting_again() {
     let mut s = consumer(Delivery::AtLeastOnce);
     s.r.take(T, 1, None);
-    s.reply("list M", kids(&[]));
-    s.reply("list Q", kids(&["qn-0000000001"]));
+    s.reply("list M", children(&[]));
+    s.reply("list Q", children(&["qn-0000000001"]));
     s.reply("create", Ok(Response::Path("x".into())));
-    s.reply("read", multi(vec![err(ErrorCode::NoNode)]));
+    s.reply("multiRead[", multi(vec![err(ErrorCode::NoNode)]));
     let sent = s.sent();
     assert!(
         sent.contains(&"delete M/claim-qn-0000000001".to_string()),
         "{sent:?}"
     );
-    s.drop_connection();
+    s.disconnect();
     reconnect(&mut s);
     let sent = s.sent();
     assert!(
@@ -126,7 +126,7 @@ fn an_orphan_claim_whose_delete_reply_was_lost_is_checked_before_deleting_again(
         "{sent:?}"
     );
     s.reply("sync", Ok(Response::Path(META.into())));
-    s.reply("exists", Ok(Response::Stat(stat(0, OTHER))));
+    s.reply("exists", Ok(Response::Stat(st().version(0).owner(OTHER))));
     let sent = s.sent();
     assert!(
         !sent.contains(&"delete M/claim-qn-0000000001".to_string()),
@@ -144,24 +144,27 @@ fn a_consumer_that_finds_only_claimed_items_wakes_when_a_claim_goes() {
     let mut s = consumer(Delivery::AtLeastOnce);
     let t = s.r.take(T, 1, None);
     assert_eq!(s.sent(), ["list M", "list Q"]);
-    s.reply("list M", kids(&["claim-qn-0000000001", "c-x"]));
-    s.reply("list Q", kids(&["qn-0000000001"]));
+    s.reply("list M", children(&["claim-qn-0000000001", "c-x"]));
+    s.reply("list Q", children(&["qn-0000000001"]));
     // Nothing to take: list again with watches, on the claims too.
     assert_eq!(s.sent(), ["list! M", "list! Q"]);
-    s.reply("list! M", kids(&["claim-qn-0000000001", "c-x"]));
-    s.reply("list! Q", kids(&["qn-0000000001"]));
+    s.reply("list! M", children(&["claim-qn-0000000001", "c-x"]));
+    s.reply("list! Q", children(&["qn-0000000001"]));
     assert_eq!(s.sent(), Vec::<String>::new());
     // The holder's session expires: its claim goes.
     s.fire(EventType::NodeChildrenChanged, META);
     assert_eq!(s.sent(), ["list! M", "list! Q"]);
-    s.reply("list! M", kids(&["c-x"]));
-    s.reply("list! Q", kids(&["qn-0000000001"]));
+    s.reply("list! M", children(&["c-x"]));
+    s.reply("list! Q", children(&["qn-0000000001"]));
     assert_eq!(
         s.sent(),
-        ["create M/claim-qn-0000000001", "read Q/qn-0000000001"]
+        [
+            "create M/claim-qn-0000000001 e 'c1'",
+            "multiRead[get Q/qn-0000000001]"
+        ]
     );
     s.reply("create", Ok(Response::Path("x".into())));
-    s.reply("read", multi(vec![data("one")]));
+    s.reply("multiRead[", multi(vec![data("one")]));
     assert!(matches!(&s.events()[..], [ConsumerEvent::Taken { take, .. }] if *take == t));
 }
 
@@ -172,16 +175,16 @@ fn a_consumer_that_finds_only_claimed_items_wakes_when_a_claim_goes() {
 fn a_claim_that_goes_while_listing_is_not_missed() {
     let mut s = consumer(Delivery::AtLeastOnce);
     s.r.take(T, 1, None);
-    s.reply("list M", kids(&["claim-qn-0000000001"]));
-    s.reply("list Q", kids(&["qn-0000000001"]));
-    s.reply("list! M", kids(&["claim-qn-0000000001"]));
+    s.reply("list M", children(&["claim-qn-0000000001"]));
+    s.reply("list Q", children(&["qn-0000000001"]));
+    s.reply("list! M", children(&["claim-qn-0000000001"]));
     s.fire(EventType::NodeChildrenChanged, META);
-    s.reply("list! Q", kids(&["qn-0000000001"]));
+    s.reply("list! Q", children(&["qn-0000000001"]));
     assert_eq!(s.sent(), ["list! M", "list! Q"]);
 }
 
 fn producer() -> Script<Producer> {
-    Script::new(Producer::new(ProducerConfig::new(DIR, "p1")))
+    script(Producer::new(ProducerConfig::new(DIR, "p1")))
 }
 
 /// Found by the simulator: after an expiry the client estimated before the server
@@ -201,13 +204,13 @@ fn a_new_sessions_batches_wait_for_the_marker_and_never_chain_on_a_stale_one() {
     s.r.put(T, Bytes::from_static(b"a")).unwrap();
     assert_eq!(
         s.sent(),
-        ["multi create M/p-p1 + set M/p-p1@0 + create Q/qn-"]
+        ["multi[create M/p-p1 e, set M/p-p1 '' @0, create Q/qn- s 'a']"]
     );
     s.r.put(T, Bytes::from_static(b"b")).unwrap();
     // Nothing chained behind the batch that creates the marker.
     assert_eq!(s.sent(), Vec::<String>::new());
     s.reply(
-        "multi create",
+        "multi[create",
         multi(vec![
             err(ErrorCode::NodeExists),
             err(ErrorCode::RuntimeInconsistency),
@@ -217,13 +220,13 @@ fn a_new_sessions_batches_wait_for_the_marker_and_never_chain_on_a_stale_one() {
     assert_eq!(s.sent(), ["sync M", "exists M/p-p1"]);
     s.reply("sync", Ok(Response::Path(META.into())));
     // The old session's marker, not expired on the server yet.
-    s.reply("exists", Ok(Response::Stat(stat(3, SESSION))));
+    s.reply("exists", Ok(Response::Stat(st().version(3).owner(SESSION))));
     assert_eq!(s.sent(), Vec::<String>::new(), "waits before trying again");
     let at = s.r.poll_timeout().expect("a retry deadline");
     s.r.handle_timeout(at);
     assert_eq!(
         s.sent(),
-        ["multi create M/p-p1 + set M/p-p1@0 + create Q/qn- + create Q/qn-"]
+        ["multi[create M/p-p1 e, set M/p-p1 '' @0, create Q/qn- s 'a', create Q/qn- s 'b']"]
     );
 }
 
@@ -238,13 +241,13 @@ fn a_producer_waiting_for_replies_has_no_deadline_in_the_past() {
     let mut s = producer();
     s.r.put(T, Bytes::from_static(b"a")).unwrap();
     // Refused once: sent again after the backoff.
-    s.reply("multi create", Err(Error::Overloaded));
+    s.reply("multi[create", Err(Error::Overloaded));
     assert_eq!(s.sent(), Vec::<String>::new());
     let at = s.r.poll_timeout().expect("the backoff");
     s.r.handle_timeout(at);
     assert_eq!(
         s.sent(),
-        ["multi create M/p-p1 + set M/p-p1@0 + create Q/qn-"]
+        ["multi[create M/p-p1 e, set M/p-p1 '' @0, create Q/qn- s 'a']"]
     );
     // A second put waits for the first batch (it creates the marker).
     s.r.put(at, Bytes::from_static(b"b")).unwrap();
@@ -269,10 +272,10 @@ fn a_consumer_waiting_for_replies_or_a_session_has_no_deadline_in_the_past() {
     let at = s.r.poll_timeout().expect("the backoff");
     s.r.handle_timeout(at);
     assert_eq!(s.sent(), ["list Q"]);
-    s.reply("list Q", kids(&["qn-0000000001"]));
+    s.reply("list Q", children(&["qn-0000000001"]));
     // (The script answers at time zero: still inside the backoff.)
     s.r.handle_timeout(at);
-    assert_eq!(s.sent(), ["read Q/qn-0000000001"]);
+    assert_eq!(s.sent(), ["multiRead[get Q/qn-0000000001]"]);
     let after = |s: &Script<Consumer>| s.r.poll_timeout().is_none_or(|t| t > at);
     assert!(after(&s), "reading: deadline {:?}", s.r.poll_timeout());
     s.r.handle_session(at, SessionChange::Expired);
@@ -288,15 +291,18 @@ fn a_consumer_waiting_for_replies_or_a_session_has_no_deadline_in_the_past() {
 fn claims_that_land_after_close_are_released_not_delivered() {
     let mut s = consumer(Delivery::AtLeastOnce);
     let t = s.r.take(T, 1, None);
-    s.reply("list M", kids(&[]));
-    s.reply("list Q", kids(&["qn-0000000001"]));
+    s.reply("list M", children(&[]));
+    s.reply("list Q", children(&["qn-0000000001"]));
     assert_eq!(
         s.sent(),
-        ["create M/claim-qn-0000000001", "read Q/qn-0000000001"]
+        [
+            "create M/claim-qn-0000000001 e 'c1'",
+            "multiRead[get Q/qn-0000000001]"
+        ]
     );
     s.r.close(T);
     s.reply("create", Ok(Response::Path("x".into())));
-    s.reply("read", multi(vec![data("one")]));
+    s.reply("multiRead[", multi(vec![data("one")]));
     assert_eq!(
         s.events(),
         [ConsumerEvent::TakeFailed {
@@ -323,13 +329,13 @@ fn claims_that_land_after_close_are_released_not_delivered() {
 fn a_producer_resolving_a_failed_batch_waits_for_replies_without_a_deadline() {
     let mut cfg = ProducerConfig::new(DIR, "p1");
     cfg.max_batches_in_flight = 2;
-    let mut s = Script::new(Producer::new(cfg));
+    let mut s = script(Producer::new(cfg));
     s.r.put(T, Bytes::from_static(b"a")).unwrap();
     s.reply(
-        "multi create",
+        "multi[create",
         multi(vec![
             MultiResult::Create(format!("{META}/p-p1")),
-            MultiResult::SetData(stat(1, SESSION)),
+            MultiResult::SetData(st().version(1).owner(SESSION)),
             created("qn-0000000001"),
         ]),
     );
@@ -337,7 +343,7 @@ fn a_producer_resolving_a_failed_batch_waits_for_replies_without_a_deadline() {
         s.r.put(T, Bytes::from_static(d)).unwrap();
     }
     assert_eq!(s.sent().len(), 2);
-    s.reply("multi set M/p-p1@1", Err(Error::Overloaded));
+    s.reply("multi[set M/p-p1 '' @1", Err(Error::Overloaded));
     let at = s.r.poll_timeout().unwrap_or(T);
     s.r.handle_timeout(at);
     assert!(
@@ -369,11 +375,11 @@ fn a_close_inside_a_backoff_ends_when_the_backoff_is_over() {
 fn a_take_whose_batch_comes_back_empty_during_close_fails_and_the_close_ends() {
     let mut s = consumer(Delivery::AtLeastOnce);
     let t = s.r.take(T, 1, None);
-    s.reply("list M", kids(&[]));
-    s.reply("list Q", kids(&["qn-0000000001"]));
+    s.reply("list M", children(&[]));
+    s.reply("list Q", children(&["qn-0000000001"]));
     s.r.close(T);
     s.reply("create", Err(Error::Server(ErrorCode::NodeExists)));
-    s.reply("read", multi(vec![data("one")]));
+    s.reply("multiRead[", multi(vec![data("one")]));
     assert_eq!(
         s.events(),
         [
@@ -430,7 +436,7 @@ fn a_producers_refused_round_of_parent_creates_goes_again_once_after_a_backoff()
     let mut s = producer();
     s.r.put(T, Bytes::from_static(b"a")).unwrap();
     s.reply(
-        "multi create",
+        "multi[create",
         multi(vec![
             err(ErrorCode::NoNode),
             err(ErrorCode::RuntimeInconsistency),
@@ -448,7 +454,7 @@ fn a_producers_refused_round_of_parent_creates_goes_again_once_after_a_backoff()
         s.reply("container", Err(Error::Overloaded));
     }
     // The put that went behind the round fails for the missing parent: no new round yet.
-    s.reply("multi", multi(vec![err(ErrorCode::NoNode)]));
+    s.reply("multi[", multi(vec![err(ErrorCode::NoNode)]));
     assert!(!s.sent().iter().any(|l| l.starts_with("container")));
     let at = s.r.poll_timeout().expect("the backoff's deadline");
     assert!(at > T);

@@ -1,12 +1,11 @@
 //! Transcript tests for `recipe::queue`: scripted replies in, exact requests and events
-//! out. Requests are short lines (`list <dir>`, `list! <dir>` with a watch, `read a b`
-//! for a multiRead, `multi create <p> + set <p>@<v> + create <p> ...`, `exists <p>`,
-//! `sync <p>`, `delete <p>`, `create <p>` ...).
+//! out, in the lines of `kit.rs` in the `short` form (`M` for the meta directory, `Q`
+//! for the queue; see `queue_script.rs`).
 
 use crate::queue_script;
 use queue_script::*;
 fn producer() -> Script<Producer> {
-    Script::new(Producer::new(ProducerConfig::new(DIR, "p1")))
+    script(Producer::new(ProducerConfig::new(DIR, "p1")))
 }
 
 fn consumer(delivery: Delivery, format: Format) -> Script<Consumer> {
@@ -14,7 +13,7 @@ fn consumer(delivery: Delivery, format: Format) -> Script<Consumer> {
     c.delivery = delivery;
     c.format = format;
     c.spread = 0; // no jumps: transcripts stay in order
-    Script::new(Consumer::new(c))
+    script(Consumer::new(c))
 }
 
 /// The answer to a consumer's first take `multi` (its marker created, set to version 1)
@@ -22,7 +21,7 @@ fn consumer(delivery: Delivery, format: Format) -> Script<Consumer> {
 fn first_take_applied(items: usize) -> Result<Response, Error> {
     let mut r = vec![
         MultiResult::Create(format!("{META}/c-c1")),
-        MultiResult::SetData(stat(1, SESSION)),
+        MultiResult::SetData(st().version(1).owner(SESSION)),
     ];
     r.extend((0..items).map(|_| MultiResult::Delete));
     multi(r)
@@ -46,13 +45,13 @@ fn puts_are_pipelined_chained_on_the_marker_and_report_names() {
     // The first batch of a session creates the marker; nothing is chained behind it.
     assert_eq!(
         s.sent(),
-        ["multi create M/p-p1 + set M/p-p1@0 + create Q/qn-"]
+        ["multi[create M/p-p1 e, set M/p-p1 '' @0, create Q/qn- s 'a']"]
     );
     s.reply(
-        "multi create",
+        "multi[create",
         multi(vec![
             MultiResult::Create(format!("{META}/p-p1")),
-            MultiResult::SetData(stat(1, SESSION)),
+            MultiResult::SetData(st().version(1).owner(SESSION)),
             created("qn-0000000007"),
         ]),
     );
@@ -62,13 +61,18 @@ fn puts_are_pipelined_chained_on_the_marker_and_report_names() {
     assert_eq!(
         s.sent(),
         [
-            "multi set M/p-p1@1 + create Q/qn-",
-            "multi set M/p-p1@2 + create Q/qn-",
+            "multi[set M/p-p1 '' @1, create Q/qn- s 'b']",
+            "multi[set M/p-p1 '' @2, create Q/qn- s 'c']",
         ]
     );
-    let ok = |n: &str| multi(vec![MultiResult::SetData(stat(1, SESSION)), created(n)]);
-    s.reply("multi set M/p-p1@1", ok("qn-0000000008"));
-    s.reply("multi set M/p-p1@2", ok("qn-0000000009"));
+    let ok = |n: &str| {
+        multi(vec![
+            MultiResult::SetData(st().version(1).owner(SESSION)),
+            created(n),
+        ])
+    };
+    s.reply("multi[set M/p-p1 '' @1", ok("qn-0000000008"));
+    s.reply("multi[set M/p-p1 '' @2", ok("qn-0000000009"));
     assert_eq!(
         s.events(),
         [
@@ -92,7 +96,7 @@ fn puts_are_pipelined_chained_on_the_marker_and_report_names() {
 fn puts_queued_while_the_window_is_full_go_out_as_one_batch() {
     let mut cfg = ProducerConfig::new(DIR, "p1");
     cfg.max_in_flight = 1;
-    let mut s = Script::new(Producer::new(cfg));
+    let mut s = script(Producer::new(cfg));
     s.r.put(T, Bytes::from_static(b"a")).unwrap();
     assert_eq!(s.sent().len(), 1);
     // The item bound: one on the wire.
@@ -100,24 +104,24 @@ fn puts_queued_while_the_window_is_full_go_out_as_one_batch() {
     s.r.put(T, Bytes::from_static(b"c")).unwrap();
     assert!(s.sent().is_empty()); // the window is full
     s.reply(
-        "multi create",
+        "multi[create",
         multi(vec![
             MultiResult::Create(format!("{META}/p-p1")),
-            MultiResult::SetData(stat(1, SESSION)),
+            MultiResult::SetData(st().version(1).owner(SESSION)),
             created("qn-0000000001"),
         ]),
     );
     // max_in_flight 1 still sends one item per batch; the next is the second put.
-    assert_eq!(s.sent(), ["multi set M/p-p1@1 + create Q/qn-"]);
+    assert_eq!(s.sent(), ["multi[set M/p-p1 '' @1, create Q/qn- s 'b']"]);
 
     // The batch bound: four batches out, the rest wait and go together.
-    let mut s = Script::new(Producer::new(ProducerConfig::new(DIR, "p2")));
+    let mut s = script(Producer::new(ProducerConfig::new(DIR, "p2")));
     s.r.put(T, Bytes::from_static(b"x")).unwrap();
     s.reply(
-        "multi create",
+        "multi[create",
         multi(vec![
             MultiResult::Create(format!("{META}/p-p2")),
-            MultiResult::SetData(stat(1, SESSION)),
+            MultiResult::SetData(st().version(1).owner(SESSION)),
             created("qn-0000000001"),
         ]),
     );
@@ -127,16 +131,16 @@ fn puts_queued_while_the_window_is_full_go_out_as_one_batch() {
     let sent = s.sent();
     assert_eq!(sent.len(), 4, "one batch per put while the window has room");
     s.reply(
-        "multi set M/p-p2@1",
+        "multi[set M/p-p2 '' @1",
         multi(vec![
-            MultiResult::SetData(stat(2, SESSION)),
+            MultiResult::SetData(st().version(2).owner(SESSION)),
             created("qn-0000000002"),
         ]),
     );
     // The two that waited go out together, in one multi.
     assert_eq!(
         s.sent(),
-        ["multi set M/p-p2@5 + create Q/qn- + create Q/qn-"]
+        ["multi[set M/p-p2 '' @5, create Q/qn- s 'x', create Q/qn- s 'x']"]
     );
 }
 
@@ -145,10 +149,10 @@ fn a_lost_put_reply_is_resolved_by_the_marker_version_without_duplicates() {
     let mut s = producer();
     s.r.put(T, Bytes::from_static(b"first")).unwrap();
     s.reply(
-        "multi create",
+        "multi[create",
         multi(vec![
             MultiResult::Create(format!("{META}/p-p1")),
-            MultiResult::SetData(stat(1, SESSION)),
+            MultiResult::SetData(st().version(1).owner(SESSION)),
             created("qn-0000000001"),
         ]),
     );
@@ -156,7 +160,7 @@ fn a_lost_put_reply_is_resolved_by_the_marker_version_without_duplicates() {
     let a = s.r.put(T, Bytes::from_static(b"a")).unwrap();
     let b = s.r.put(T, Bytes::from_static(b"b")).unwrap();
     assert_eq!(s.sent().len(), 2);
-    s.drop_connection();
+    s.disconnect();
     assert!(s.sent().is_empty(), "nothing while suspended");
     assert!(s.events().is_empty());
     s.r.handle_session(
@@ -168,14 +172,14 @@ fn a_lost_put_reply_is_resolved_by_the_marker_version_without_duplicates() {
     assert_eq!(s.sent(), ["sync M", "exists M/p-p1"]);
     s.reply("sync", Ok(Response::Path(META.into())));
     // The first batch was applied (version 2), the second was not.
-    s.reply("exists", Ok(Response::Stat(stat(2, SESSION))));
+    s.reply("exists", Ok(Response::Stat(st().version(2).owner(SESSION))));
     assert_eq!(s.events(), [ProducerEvent::Put { id: a, node: None }]);
     // The second is sent again, chained on version 2: never twice in the queue.
-    assert_eq!(s.sent(), ["multi set M/p-p1@2 + create Q/qn-"]);
+    assert_eq!(s.sent(), ["multi[set M/p-p1 '' @2, create Q/qn- s 'b']"]);
     s.reply(
-        "multi",
+        "multi[",
         multi(vec![
-            MultiResult::SetData(stat(3, SESSION)),
+            MultiResult::SetData(st().version(3).owner(SESSION)),
             created("qn-0000000003"),
         ]),
     );
@@ -194,7 +198,7 @@ fn missing_directories_are_created_as_containers_then_the_batch_goes_again() {
     let a = s.r.put(T, Bytes::from_static(b"a")).unwrap();
     s.sent();
     s.reply(
-        "multi create",
+        "multi[create",
         multi(vec![
             err(ErrorCode::NoNode),
             err(ErrorCode::RuntimeInconsistency),
@@ -208,17 +212,17 @@ fn missing_directories_are_created_as_containers_then_the_batch_goes_again() {
             "container Q",
             "container /app",
             "container M",
-            "multi create M/p-p1 + set M/p-p1@0 + create Q/qn-",
+            "multi[create M/p-p1 e, set M/p-p1 '' @0, create Q/qn- s 'a']",
         ]
     );
     for _ in 0..4 {
         s.reply("container", Ok(Response::Path("x".into())));
     }
     s.reply(
-        "multi",
+        "multi[",
         multi(vec![
             MultiResult::Create(format!("{META}/p-p1")),
-            MultiResult::SetData(stat(1, SESSION)),
+            MultiResult::SetData(st().version(1).owner(SESSION)),
             created("qn-0000000000"),
         ]),
     );
@@ -235,10 +239,10 @@ fn missing_directories_are_created_as_containers_then_the_batch_goes_again() {
 fn session_expiry_fails_puts_in_flight_as_maybe_applied_and_sends_the_rest_later() {
     let mut cfg = ProducerConfig::new(DIR, "p1");
     cfg.max_batches_in_flight = 1;
-    let mut s = Script::new(Producer::new(cfg));
+    let mut s = script(Producer::new(cfg));
     let a = s.r.put(T, Bytes::from_static(b"a")).unwrap();
     let b = s.r.put(T, Bytes::from_static(b"b")).unwrap();
-    s.drop_connection();
+    s.disconnect();
     s.r.handle_session(T, SessionChange::Expired);
     assert_eq!(
         s.events(),
@@ -251,7 +255,7 @@ fn session_expiry_fails_puts_in_flight_as_maybe_applied_and_sends_the_rest_later
     s.r.handle_session(T, SessionChange::Connected { session_id: 0x88 });
     assert_eq!(
         s.sent(),
-        ["multi create M/p-p1 + set M/p-p1@0 + create Q/qn-"]
+        ["multi[create M/p-p1 e, set M/p-p1 '' @0, create Q/qn- s 'b']"]
     );
     let _ = b;
 }
@@ -262,10 +266,10 @@ fn close_deletes_the_marker_and_ends() {
     s.r.put(T, Bytes::from_static(b"a")).unwrap();
     s.r.close(T);
     s.reply(
-        "multi",
+        "multi[",
         multi(vec![
             MultiResult::Create(format!("{META}/p-p1")),
-            MultiResult::SetData(stat(1, SESSION)),
+            MultiResult::SetData(st().version(1).owner(SESSION)),
             created("qn-0000000000"),
         ]),
     );
@@ -284,15 +288,18 @@ fn take_lists_once_reads_then_deletes_a_batch_in_one_multi() {
     assert_eq!(s.sent(), ["list Q"]);
     s.reply(
         "list",
-        kids(&["qn-0000000003", "qn-0000000001", "qn-0000000002", "foreign"]),
+        children(&["qn-0000000003", "qn-0000000001", "qn-0000000002", "foreign"]),
     );
-    assert_eq!(s.sent(), ["read Q/qn-0000000001 Q/qn-0000000002"]);
-    s.reply("read", multi(vec![data("one"), data("two")]));
     assert_eq!(
         s.sent(),
-        ["multi create M/c-c1 + set M/c-c1@0 + delete Q/qn-0000000001 + delete Q/qn-0000000002"]
+        ["multiRead[get Q/qn-0000000001, get Q/qn-0000000002]"]
     );
-    s.reply("multi", first_take_applied(2));
+    s.reply("multiRead[", multi(vec![data("one"), data("two")]));
+    assert_eq!(
+        s.sent(),
+        ["multi[create M/c-c1 e, set M/c-c1 '' @0, delete Q/qn-0000000001, delete Q/qn-0000000002]"]
+    );
+    s.reply("multi[", first_take_applied(2));
     let ev = s.events();
     assert_eq!(
         ev,
@@ -312,13 +319,16 @@ fn take_lists_once_reads_then_deletes_a_batch_in_one_multi() {
     );
     // The next take works through the same listing: no new listing.
     let t2 = s.r.take(T, 5, None);
-    assert_eq!(s.sent(), ["read Q/qn-0000000003"]);
-    s.reply("read", multi(vec![data("three")]));
-    assert_eq!(s.sent(), ["multi set M/c-c1@1 + delete Q/qn-0000000003"]);
+    assert_eq!(s.sent(), ["multiRead[get Q/qn-0000000003]"]);
+    s.reply("multiRead[", multi(vec![data("three")]));
+    assert_eq!(
+        s.sent(),
+        ["multi[set M/c-c1 '' @1, delete Q/qn-0000000003]"]
+    );
     s.reply(
-        "multi",
+        "multi[",
         multi(vec![
-            MultiResult::SetData(stat(2, SESSION)),
+            MultiResult::SetData(st().version(2).owner(SESSION)),
             MultiResult::Delete,
         ]),
     );
@@ -336,20 +346,20 @@ fn an_item_taken_by_another_consumer_is_skipped_without_a_second_claim() {
     let t = s.r.take(T, 3, None);
     s.reply(
         "list",
-        kids(&["qn-0000000001", "qn-0000000002", "qn-0000000003"]),
+        children(&["qn-0000000001", "qn-0000000002", "qn-0000000003"]),
     );
     // qn-1 already gone when read: not in the multi.
     s.reply(
-        "read",
+        "multiRead[",
         multi(vec![err(ErrorCode::NoNode), data("two"), data("three")]),
     );
     assert_eq!(
         s.sent(),
-        ["multi create M/c-c1 + set M/c-c1@0 + delete Q/qn-0000000002 + delete Q/qn-0000000003"]
+        ["multi[create M/c-c1 e, set M/c-c1 '' @0, delete Q/qn-0000000002, delete Q/qn-0000000003]"]
     );
     // qn-3 taken between our read and our multi: the multi fails on it, goes again.
     s.reply(
-        "multi",
+        "multi[",
         multi(vec![
             MultiResult::Error(ErrorCode::Ok),
             MultiResult::Error(ErrorCode::Ok),
@@ -359,9 +369,9 @@ fn an_item_taken_by_another_consumer_is_skipped_without_a_second_claim() {
     );
     assert_eq!(
         s.sent(),
-        ["multi create M/c-c1 + set M/c-c1@0 + delete Q/qn-0000000002"]
+        ["multi[create M/c-c1 e, set M/c-c1 '' @0, delete Q/qn-0000000002]"]
     );
-    s.reply("multi", first_take_applied(1));
+    s.reply("multi[", first_take_applied(1));
     assert_eq!(s.events(), [taken(t, "qn-0000000002", "two")]);
 }
 
@@ -369,10 +379,10 @@ fn an_item_taken_by_another_consumer_is_skipped_without_a_second_claim() {
 fn a_lost_take_reply_is_resolved_by_the_marker_never_lost_never_doubled() {
     let mut s = consumer(Delivery::AtMostOnce, Format::Fifo);
     let t = s.r.take(T, 1, None);
-    s.reply("list", kids(&["qn-0000000001"]));
-    s.reply("read", multi(vec![data("one")]));
+    s.reply("list", children(&["qn-0000000001"]));
+    s.reply("multiRead[", multi(vec![data("one")]));
     s.sent();
-    s.drop_connection();
+    s.disconnect();
     assert!(s.events().is_empty());
     s.r.handle_session(
         T,
@@ -382,7 +392,7 @@ fn a_lost_take_reply_is_resolved_by_the_marker_never_lost_never_doubled() {
     );
     assert_eq!(s.sent(), ["sync M", "exists M/c-c1"]);
     s.reply("sync", Ok(Response::Path(META.into())));
-    s.reply("exists", Ok(Response::Stat(stat(1, SESSION))));
+    s.reply("exists", Ok(Response::Stat(st().version(1).owner(SESSION))));
     assert_eq!(s.events(), [taken(t, "qn-0000000001", "one")]);
 
     // Not applied: the items are read again (the name may be another item by now: the
@@ -390,9 +400,9 @@ fn a_lost_take_reply_is_resolved_by_the_marker_never_lost_never_doubled() {
     // sequence starting over), then the multi goes again with what that read found.
     let mut s = consumer(Delivery::AtMostOnce, Format::Fifo);
     let t = s.r.take(T, 1, None);
-    s.reply("list", kids(&["qn-0000000001"]));
-    s.reply("read", multi(vec![data("one")]));
-    s.drop_connection();
+    s.reply("list", children(&["qn-0000000001"]));
+    s.reply("multiRead[", multi(vec![data("one")]));
+    s.disconnect();
     s.r.handle_session(
         T,
         SessionChange::Reconnected {
@@ -401,13 +411,13 @@ fn a_lost_take_reply_is_resolved_by_the_marker_never_lost_never_doubled() {
     );
     s.reply("sync", Ok(Response::Path(META.into())));
     s.reply("exists", Err(Error::Server(ErrorCode::NoNode)));
-    assert_eq!(s.sent(), ["read Q/qn-0000000001"]);
-    s.reply("read", multi(vec![data("another")]));
+    assert_eq!(s.sent(), ["multiRead[get Q/qn-0000000001]"]);
+    s.reply("multiRead[", multi(vec![data("another")]));
     assert_eq!(
         s.sent(),
-        ["multi create M/c-c1 + set M/c-c1@0 + delete Q/qn-0000000001"]
+        ["multi[create M/c-c1 e, set M/c-c1 '' @0, delete Q/qn-0000000001]"]
     );
-    s.reply("multi", first_take_applied(1));
+    s.reply("multi[", first_take_applied(1));
     assert_eq!(
         s.events(),
         [taken(t, "qn-0000000001", "another")],
@@ -419,14 +429,14 @@ fn a_lost_take_reply_is_resolved_by_the_marker_never_lost_never_doubled() {
 fn an_empty_queue_is_listed_again_with_a_watch_and_waits_for_it() {
     let mut s = consumer(Delivery::AtMostOnce, Format::Fifo);
     let t = s.r.take(T, 1, None);
-    s.reply("list Q", kids(&[]));
+    s.reply("list Q", children(&[]));
     assert_eq!(s.sent(), ["list! Q"]);
-    s.reply("list! Q", kids(&[]));
+    s.reply("list! Q", children(&[]));
     assert!(s.sent().is_empty());
     s.fire(EventType::NodeChildrenChanged, DIR);
     assert_eq!(s.sent(), ["list! Q"]);
-    s.reply("list! Q", kids(&["qn-0000000009"]));
-    assert_eq!(s.sent(), ["read Q/qn-0000000009"]);
+    s.reply("list! Q", children(&["qn-0000000009"]));
+    assert_eq!(s.sent(), ["multiRead[get Q/qn-0000000009]"]);
     let _ = t;
 }
 
@@ -435,8 +445,8 @@ fn a_cancelled_take_ends_at_once_or_with_its_batch_and_takes_nothing_after() {
     let mut s = consumer(Delivery::AtMostOnce, Format::Fifo);
     // Waiting on an empty queue: cancelled, it ends at once.
     let t = s.r.take(T, 1, None);
-    s.reply("list Q", kids(&[]));
-    s.reply("list! Q", kids(&[]));
+    s.reply("list Q", children(&[]));
+    s.reply("list! Q", children(&[]));
     assert!(s.r.cancel_take(T, t));
     assert_eq!(s.events(), [ConsumerEvent::TimedOut { take: t }]);
     assert!(!s.r.cancel_take(T, t), "ended: nothing to cancel");
@@ -447,12 +457,12 @@ fn a_cancelled_take_ends_at_once_or_with_its_batch_and_takes_nothing_after() {
     // were deleted: they are reported, not lost).
     let t = s.r.take(T, 1, None);
     assert_eq!(s.sent(), ["list! Q"]);
-    s.reply("list", kids(&["qn-0000000001"]));
-    assert_eq!(s.sent(), ["read Q/qn-0000000001"]);
+    s.reply("list", children(&["qn-0000000001"]));
+    assert_eq!(s.sent(), ["multiRead[get Q/qn-0000000001]"]);
     assert!(s.r.cancel_take(T, t));
     assert!(s.events().is_empty());
-    s.reply("read", multi(vec![data("x")]));
-    s.reply("multi", first_take_applied(1));
+    s.reply("multiRead[", multi(vec![data("x")]));
+    s.reply("multi[", first_take_applied(1));
     assert!(matches!(&s.events()[..], [ConsumerEvent::Taken { take, .. }] if *take == t));
 }
 
@@ -461,8 +471,8 @@ fn a_take_with_a_deadline_times_out_on_an_empty_queue() {
     let mut s = consumer(Delivery::AtMostOnce, Format::Fifo);
     let d = Instant::from_micros(1_000_000);
     let t = s.r.take(T, 1, Some(d));
-    s.reply("list Q", kids(&[]));
-    s.reply("list! Q", kids(&[]));
+    s.reply("list Q", children(&[]));
+    s.reply("list! Q", children(&[]));
     assert_eq!(s.r.poll_timeout(), Some(d));
     s.r.handle_timeout(d);
     assert_eq!(s.events(), [ConsumerEvent::TimedOut { take: t }]);
@@ -472,9 +482,9 @@ fn a_take_with_a_deadline_times_out_on_an_empty_queue() {
     assert_eq!(s.sent(), ["list! Q"]);
     s.r.handle_timeout(d);
     assert!(s.events().is_empty());
-    s.reply("list", kids(&["qn-0000000001"]));
-    s.reply("read", multi(vec![data("x")]));
-    s.reply("multi", first_take_applied(1));
+    s.reply("list", children(&["qn-0000000001"]));
+    s.reply("multiRead[", multi(vec![data("x")]));
+    s.reply("multi[", first_take_applied(1));
     assert!(matches!(&s.events()[..], [ConsumerEvent::Taken { take, .. }] if *take == t));
 }
 
@@ -483,38 +493,38 @@ fn at_least_once_claims_with_ephemeral_nodes_and_completes_in_one_multi() {
     let mut s = consumer(Delivery::AtLeastOnce, Format::Fifo);
     let t = s.r.take(T, 3, None);
     assert_eq!(s.sent(), ["list M", "list Q"]);
-    s.reply("list M", kids(&["claim-qn-0000000001", "c-x"]));
+    s.reply("list M", children(&["claim-qn-0000000001", "c-x"]));
     s.reply(
         "list Q",
-        kids(&["qn-0000000001", "qn-0000000002", "qn-0000000003"]),
+        children(&["qn-0000000001", "qn-0000000002", "qn-0000000003"]),
     );
     // qn-1 is claimed by someone: not tried.
     assert_eq!(
         s.sent(),
         [
-            "create M/claim-qn-0000000002",
-            "create M/claim-qn-0000000003",
-            "read Q/qn-0000000002 Q/qn-0000000003",
+            "create M/claim-qn-0000000002 e 'c1'",
+            "create M/claim-qn-0000000003 e 'c1'",
+            "multiRead[get Q/qn-0000000002, get Q/qn-0000000003]",
         ]
     );
     s.reply(
-        "create M/claim-qn-0000000002",
+        "create M/claim-qn-0000000002 e 'c1'",
         Ok(Response::Path("x".into())),
     );
     s.reply(
-        "create M/claim-qn-0000000003",
+        "create M/claim-qn-0000000003 e 'c1'",
         Err(Error::Server(ErrorCode::NodeExists)),
     );
-    s.reply("read", multi(vec![data("two"), data("three")]));
+    s.reply("multiRead[", multi(vec![data("two"), data("three")]));
     assert_eq!(s.events(), [taken(t, "qn-0000000002", "two")]);
     assert_eq!(s.r.held(), ["qn-0000000002"]);
     s.r.complete(T, "qn-0000000002").unwrap();
     assert_eq!(
         s.sent(),
-        ["multi delete M/claim-qn-0000000002 + delete Q/qn-0000000002"]
+        ["multi[delete M/claim-qn-0000000002, delete Q/qn-0000000002]"]
     );
     s.reply(
-        "multi",
+        "multi[",
         multi(vec![MultiResult::Delete, MultiResult::Delete]),
     );
     assert_eq!(
@@ -530,9 +540,9 @@ fn at_least_once_claims_with_ephemeral_nodes_and_completes_in_one_multi() {
 fn at_least_once_lost_replies_check_the_claim_owner_and_the_completion() {
     let mut s = consumer(Delivery::AtLeastOnce, Format::Fifo);
     let t = s.r.take(T, 1, None);
-    s.reply("list M", kids(&[]));
-    s.reply("list Q", kids(&["qn-0000000001"]));
-    s.drop_connection();
+    s.reply("list M", children(&[]));
+    s.reply("list Q", children(&["qn-0000000001"]));
+    s.disconnect();
     s.r.handle_session(
         T,
         SessionChange::Reconnected {
@@ -541,12 +551,12 @@ fn at_least_once_lost_replies_check_the_claim_owner_and_the_completion() {
     );
     assert_eq!(s.sent(), ["sync M", "exists M/claim-qn-0000000001"]);
     s.reply("sync", Ok(Response::Path(META.into())));
-    s.reply("exists", Ok(Response::Stat(stat(0, SESSION))));
-    assert_eq!(s.sent(), ["read Q/qn-0000000001"]);
-    s.reply("read", multi(vec![data("one")]));
+    s.reply("exists", Ok(Response::Stat(st().version(0).owner(SESSION))));
+    assert_eq!(s.sent(), ["multiRead[get Q/qn-0000000001]"]);
+    s.reply("multiRead[", multi(vec![data("one")]));
     assert!(matches!(&s.events()[..], [ConsumerEvent::Taken { take, .. }] if *take == t));
     s.r.complete(T, "qn-0000000001").unwrap();
-    s.drop_connection();
+    s.disconnect();
     s.r.handle_session(
         T,
         SessionChange::Reconnected {
@@ -568,10 +578,10 @@ fn at_least_once_lost_replies_check_the_claim_owner_and_the_completion() {
 fn at_least_once_claims_go_with_the_session() {
     let mut s = consumer(Delivery::AtLeastOnce, Format::Fifo);
     s.r.take(T, 1, None);
-    s.reply("list M", kids(&[]));
-    s.reply("list Q", kids(&["qn-0000000001"]));
+    s.reply("list M", children(&[]));
+    s.reply("list Q", children(&["qn-0000000001"]));
     s.reply("create", Ok(Response::Path("x".into())));
-    s.reply("read", multi(vec![data("one")]));
+    s.reply("multiRead[", multi(vec![data("one")]));
     s.events();
     s.r.handle_session(T, SessionChange::Expired);
     assert_eq!(
@@ -590,15 +600,15 @@ fn a_priority_watch_invalidates_the_cached_listing() {
     assert_eq!(s.sent(), ["list! Q"]);
     s.reply(
         "list!",
-        kids(&[
+        children(&[
             "entry-100-0000000001",
             "entry-005-0000000003",
             "entry-100-0000000002",
         ]),
     );
-    assert_eq!(s.sent(), ["read Q/entry-005-0000000003"]);
-    s.reply("read", multi(vec![data("urgent")]));
-    s.reply("multi", first_take_applied(1));
+    assert_eq!(s.sent(), ["multiRead[get Q/entry-005-0000000003]"]);
+    s.reply("multiRead[", multi(vec![data("urgent")]));
+    s.reply("multi[", first_take_applied(1));
     s.events();
     // A higher priority item arrives after our listing.
     s.fire(EventType::NodeChildrenChanged, DIR);
@@ -606,23 +616,23 @@ fn a_priority_watch_invalidates_the_cached_listing() {
     assert_eq!(s.sent(), ["list! Q"]);
     s.reply(
         "list!",
-        kids(&[
+        children(&[
             "entry-100-0000000001",
             "entry-000-0000000004",
             "entry-100-0000000002",
         ]),
     );
-    assert_eq!(s.sent(), ["read Q/entry-000-0000000004"]);
+    assert_eq!(s.sent(), ["multiRead[get Q/entry-000-0000000004]"]);
 }
 
 #[test]
 fn close_fails_waiting_takes_releases_claims_and_deletes_the_marker() {
     let mut s = consumer(Delivery::AtLeastOnce, Format::Fifo);
     s.r.take(T, 1, None);
-    s.reply("list M", kids(&[]));
-    s.reply("list Q", kids(&["qn-0000000001"]));
+    s.reply("list M", children(&[]));
+    s.reply("list Q", children(&["qn-0000000001"]));
     s.reply("create", Ok(Response::Path("x".into())));
-    s.reply("read", multi(vec![data("one")]));
+    s.reply("multiRead[", multi(vec![data("one")]));
     s.events();
     let t = s.r.take(T, 1, None);
     s.sent();
@@ -641,8 +651,8 @@ fn close_fails_waiting_takes_releases_claims_and_deletes_the_marker() {
         "{sent:?}"
     );
     s.reply("delete M/claim", Ok(Response::Empty));
-    s.reply("list M", kids(&[]));
-    s.reply("list Q", kids(&[]));
+    s.reply("list M", children(&[]));
+    s.reply("list Q", children(&[]));
     s.sent();
     let ev = s.events();
     assert!(
@@ -659,8 +669,8 @@ fn a_take_made_while_waiting_on_the_watch_times_out_too() {
     let mut s = consumer(Delivery::AtMostOnce, Format::Fifo);
     let d = Instant::from_micros(1_000);
     let t1 = s.r.take(T, 1, Some(d));
-    s.reply("list Q", kids(&[]));
-    s.reply("list! Q", kids(&[]));
+    s.reply("list Q", children(&[]));
+    s.reply("list! Q", children(&[]));
     s.r.handle_timeout(d);
     assert_eq!(s.events(), [ConsumerEvent::TimedOut { take: t1 }]);
     // The next take finds the consumer waiting on its watch: no listing, and its
@@ -680,16 +690,19 @@ fn a_take_made_while_waiting_on_the_watch_times_out_too() {
 fn claim_answered_after_its_read_was_refused_is_read_again() {
     let mut s = consumer(Delivery::AtLeastOnce, Format::Fifo);
     let t = s.r.take(T, 1, None);
-    s.reply("list M", kids(&[]));
-    s.reply("list Q", kids(&["qn-0000000001"]));
+    s.reply("list M", children(&[]));
+    s.reply("list Q", children(&["qn-0000000001"]));
     assert_eq!(
         s.sent(),
-        ["create M/claim-qn-0000000001", "read Q/qn-0000000001"]
+        [
+            "create M/claim-qn-0000000001 e 'c1'",
+            "multiRead[get Q/qn-0000000001]"
+        ]
     );
     // The read is refused locally: its error comes first.
-    s.reply("read", Err(Error::Overloaded));
+    s.reply("multiRead[", Err(Error::Overloaded));
     s.reply(
-        "create M/claim-qn-0000000001",
+        "create M/claim-qn-0000000001 e 'c1'",
         Ok(Response::Path("x".into())),
     );
     // Let any backoff pass.
@@ -708,7 +721,7 @@ fn claim_answered_after_its_read_was_refused_is_read_again() {
     }
     assert_eq!(
         sent,
-        ["read Q/qn-0000000001"],
+        ["multiRead[get Q/qn-0000000001]"],
         "the claimed item is never read: the take {t} hangs"
     );
 }
@@ -720,17 +733,21 @@ fn a_claimed_item_whose_read_was_refused_first_is_read_again_past_the_deadline()
     let mut s = consumer(Delivery::AtLeastOnce, Format::Fifo);
     let deadline = Instant::from_micros(1_000_000);
     let t = s.r.take(T, 1, Some(deadline));
-    s.reply("list M", kids(&[]));
-    s.reply("list Q", kids(&["qn-0000000001"]));
-    s.reply("read", Err(Error::Overloaded));
+    s.reply("list M", children(&[]));
+    s.reply("list Q", children(&["qn-0000000001"]));
+    s.reply("multiRead[", Err(Error::Overloaded));
     s.reply(
-        "create M/claim-qn-0000000001",
+        "create M/claim-qn-0000000001 e 'c1'",
         Ok(Response::Path("x".into())),
     );
     let later = Instant::from_micros(10_000_000);
     s.r.handle_timeout(later);
-    assert_eq!(s.sent(), ["read Q/qn-0000000001"], "take {t} hangs");
-    s.reply("read", multi(vec![data("one")]));
+    assert_eq!(
+        s.sent(),
+        ["multiRead[get Q/qn-0000000001]"],
+        "take {t} hangs"
+    );
+    s.reply("multiRead[", multi(vec![data("one")]));
     assert!(
         matches!(&s.events()[..], [ConsumerEvent::Taken { take, items }] if *take == t && items.len() == 1)
     );
@@ -745,8 +762,8 @@ fn a_claimed_item_whose_read_was_refused_first_is_read_again_past_the_deadline()
 fn another_sessions_marker_is_waited_out_with_a_backoff() {
     let mut s = consumer(Delivery::AtMostOnce, Format::Fifo);
     s.r.take(T, 1, None);
-    s.reply("list Q", kids(&["qn-0000000001"]));
-    s.reply("read", multi(vec![data("one")]));
+    s.reply("list Q", children(&["qn-0000000001"]));
+    s.reply("multiRead[", multi(vec![data("one")]));
     // What is sent next, letting backoffs pass.
     fn next_sent(s: &mut Script<Consumer>) -> Vec<String> {
         for _ in 0..10 {
@@ -764,16 +781,20 @@ fn another_sessions_marker_is_waited_out_with_a_backoff() {
     for round in 0..3 {
         if round > 0 {
             // Not applied: read again before taking again.
-            assert_eq!(next_sent(&mut s), ["read Q/qn-0000000001"], "round {round}");
-            s.reply("read", multi(vec![data("one")]));
+            assert_eq!(
+                next_sent(&mut s),
+                ["multiRead[get Q/qn-0000000001]"],
+                "round {round}"
+            );
+            s.reply("multiRead[", multi(vec![data("one")]));
         }
         assert_eq!(
             next_sent(&mut s),
-            ["multi create M/c-c1 + set M/c-c1@0 + delete Q/qn-0000000001"],
+            ["multi[create M/c-c1 e, set M/c-c1 '' @0, delete Q/qn-0000000001]"],
             "round {round}"
         );
         s.reply(
-            "multi",
+            "multi[",
             multi(vec![
                 err(ErrorCode::NodeExists),
                 err(ErrorCode::RuntimeInconsistency),
@@ -782,7 +803,7 @@ fn another_sessions_marker_is_waited_out_with_a_backoff() {
         );
         assert_eq!(next_sent(&mut s), ["sync M", "exists M/c-c1"]);
         s.reply("sync", Ok(Response::Path(META.into())));
-        s.reply("exists", Ok(Response::Stat(stat(3, 0x55))));
+        s.reply("exists", Ok(Response::Stat(st().version(3).owner(0x55))));
         let again = s.sent();
         assert!(
             again.is_empty(),

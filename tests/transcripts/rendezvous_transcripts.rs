@@ -1,77 +1,15 @@
 //! Transcript tests for `recipe::node::NodeWatch` and `recipe::rendezvous`: scripted
-//! replies in, exact requests and events out (same short lines as
-//! `group_transcripts.rs`).
+//! replies in, exact requests and events out, in the lines of `kit.rs`.
 
-use bytes::Bytes;
-use zk_recipes::client::Error;
-use zk_recipes::proto::*;
+use super::kit::*;
 use zk_recipes::recipe::node::{NodeWatch, NodeWatchEvent, OwnedNode, OwnedNodeEvent};
 use zk_recipes::recipe::rendezvous::{
     coordinator_config, publisher_config, Master, RendezvousEvent, Worker,
 };
-use zk_recipes::recipe::{OpId, Recipe, SessionChange};
-use zk_recipes::session::WatchEvent;
-use zk_recipes::time::Instant;
 
 const T: Instant = Instant::ZERO;
 const S: i64 = 0x77;
 const ZR: &str = "/job/zr";
-
-fn sent<R: Recipe>(r: &mut R) -> Vec<(OpId, String)> {
-    std::iter::from_fn(|| r.poll_request())
-        .map(|(op, r)| {
-            let line = match r {
-                Request::Create2(c) => format!("create2 {}", c.path),
-                Request::CreateContainer(c) => format!("container {}", c.path),
-                Request::GetData(g) if g.watch => format!("get! {}", g.path),
-                Request::GetData(g) => format!("get {}", g.path),
-                Request::Exists(g) if g.watch => format!("exists! {}", g.path),
-                Request::SetData(s) => {
-                    format!("set {} {}", s.path, String::from_utf8_lossy(&s.data))
-                }
-                Request::Delete(d) => format!("delete {}", d.path),
-                Request::Sync(p) => format!("sync {}", p.path),
-                other => format!("{other:?}"),
-            };
-            (op, line)
-        })
-        .collect()
-}
-
-fn lines(s: &[(OpId, String)]) -> Vec<&str> {
-    s.iter().map(|(_, l)| l.as_str()).collect()
-}
-
-fn events<R: Recipe>(r: &mut R) -> Vec<R::Event> {
-    std::iter::from_fn(|| r.poll_event()).collect()
-}
-
-fn stat(czxid: i64, mzxid: i64) -> Stat {
-    Stat {
-        czxid,
-        mzxid,
-        ephemeral_owner: 0x42,
-        ..Stat::default()
-    }
-}
-
-fn data(d: &'static str, st: Stat) -> Result<Response, Error> {
-    Ok(Response::Data {
-        data: Bytes::from_static(d.as_bytes()),
-        stat: st,
-    })
-}
-
-fn no_node() -> Result<Response, Error> {
-    Err(Error::from(ErrorCode::NoNode))
-}
-
-fn ev(t: EventType) -> WatchEvent {
-    WatchEvent {
-        event_type: t,
-        path: ZR.into(),
-    }
-}
 
 fn started<R: Recipe>(mut r: R, start: impl FnOnce(&mut R)) -> R {
     r.handle_session(T, SessionChange::Connected { session_id: S });
@@ -91,21 +29,19 @@ fn addr(d: &'static str, st: Stat) -> RendezvousEvent {
 #[test]
 fn watch_reports_versions_and_deletion() {
     let mut w = started(NodeWatch::new(ZR), |w| w.start(T));
-    let s = sent(&mut w);
-    assert_eq!(lines(&s), ["get! /job/zr"]);
-    w.handle_reply(T, s[0].0, data("x", stat(1, 1)));
+    let s = expect_sent!(w, ["get! /job/zr"]);
+    w.handle_reply(T, s[0].0, data("x", st().czxid(1).mzxid(1).owner(0x42)));
     assert_eq!(
         events(&mut w),
         [NodeWatchEvent::Data {
             data: "x".into(),
-            stat: stat(1, 1)
+            stat: st().czxid(1).mzxid(1).owner(0x42)
         }]
     );
-    w.handle_watch(T, s[0].0, &ev(EventType::NodeDataChanged));
-    let s = sent(&mut w);
-    assert_eq!(lines(&s), ["get! /job/zr"]);
-    w.handle_reply(T, s[0].0, data("y", stat(1, 2)));
-    w.handle_watch(T, s[0].0, &ev(EventType::NodeDeleted));
+    w.handle_watch(T, s[0].0, &ev(EventType::NodeDataChanged, ZR));
+    let s = expect_sent!(w, ["get! /job/zr"]);
+    w.handle_reply(T, s[0].0, data("y", st().czxid(1).mzxid(2).owner(0x42)));
+    w.handle_watch(T, s[0].0, &ev(EventType::NodeDeleted, ZR));
     let s = sent(&mut w);
     w.handle_reply(T, s[0].0, no_node());
     assert_eq!(
@@ -113,7 +49,7 @@ fn watch_reports_versions_and_deletion() {
         [
             NodeWatchEvent::Data {
                 data: "y".into(),
-                stat: stat(1, 2)
+                stat: st().czxid(1).mzxid(2).owner(0x42)
             },
             NodeWatchEvent::Missing { gone: true }
         ]
@@ -125,14 +61,13 @@ fn watch_reports_versions_and_deletion() {
 fn watch_same_version_is_not_reported_twice() {
     let mut w = started(NodeWatch::new(ZR), |w| w.start(T));
     let s = sent(&mut w);
-    w.handle_reply(T, s[0].0, data("x", stat(1, 1)));
+    w.handle_reply(T, s[0].0, data("x", st().czxid(1).mzxid(1).owner(0x42)));
     events(&mut w);
     w.handle_session(T, SessionChange::Suspended);
     w.handle_session(T, SessionChange::Reconnected { session_id: S });
-    let s = sent(&mut w);
-    assert_eq!(lines(&s), ["sync /job/zr", "get /job/zr"]);
+    let s = expect_sent!(w, ["sync /job/zr", "get /job/zr"]);
     w.handle_reply(T, s[0].0, Ok(Response::Path(ZR.into())));
-    w.handle_reply(T, s[1].0, data("x", stat(1, 1)));
+    w.handle_reply(T, s[1].0, data("x", st().czxid(1).mzxid(1).owner(0x42)));
     assert_eq!(
         events(&mut w),
         [NodeWatchEvent::Suspended, NodeWatchEvent::Reconnected]
@@ -146,19 +81,22 @@ fn watch_exists_finds_node_created_meanwhile() {
     w.handle_reply(T, s[0].0, no_node());
     assert_eq!(events(&mut w), [NodeWatchEvent::Missing { gone: false }]);
     let e = sent(&mut w);
-    w.handle_reply(T, e[0].0, Ok(Response::Stat(stat(3, 3))));
-    let s = sent(&mut w);
-    assert_eq!(lines(&s), ["get /job/zr"]); // the exists watch is registered
-    w.handle_reply(T, s[0].0, data("", stat(3, 3)));
+    w.handle_reply(
+        T,
+        e[0].0,
+        Ok(Response::Stat(st().czxid(3).mzxid(3).owner(0x42))),
+    );
+    let s = expect_sent!(w, ["get /job/zr"]); // the exists watch is registered
+    w.handle_reply(T, s[0].0, data("", st().czxid(3).mzxid(3).owner(0x42)));
     assert_eq!(
         events(&mut w),
         [NodeWatchEvent::Data {
             data: Bytes::new(),
-            stat: stat(3, 3)
+            stat: st().czxid(3).mzxid(3).owner(0x42)
         }]
     );
     // That exists watch reports the next change.
-    w.handle_watch(T, e[0].0, &ev(EventType::NodeDataChanged));
+    w.handle_watch(T, e[0].0, &ev(EventType::NodeDataChanged, ZR));
     assert_eq!(lines(&sent(&mut w)), ["get! /job/zr"]);
 }
 
@@ -166,13 +104,12 @@ fn watch_exists_finds_node_created_meanwhile() {
 fn watch_expiry_then_new_session_rereads() {
     let mut w = started(NodeWatch::new(ZR), |w| w.start(T));
     let s = sent(&mut w);
-    w.handle_reply(T, s[0].0, data("x", stat(1, 1)));
+    w.handle_reply(T, s[0].0, data("x", st().czxid(1).mzxid(1).owner(0x42)));
     events(&mut w);
     w.handle_session(T, SessionChange::Expired);
     assert!(sent(&mut w).is_empty());
     w.handle_session(T, SessionChange::Connected { session_id: 0x88 });
-    let s = sent(&mut w);
-    assert_eq!(lines(&s), ["sync /job/zr", "get! /job/zr"]);
+    let s = expect_sent!(w, ["sync /job/zr", "get! /job/zr"]);
     w.handle_reply(T, s[0].0, Ok(Response::Path(ZR.into())));
     w.handle_reply(T, s[1].0, no_node());
     assert_eq!(
@@ -192,27 +129,39 @@ fn worker_waits_for_creation_then_for_data() {
     let mut w = started(Worker::new(ZR), |w| w.start(T));
     let s = sent(&mut w);
     w.handle_reply(T, s[0].0, no_node()); // not yet created
-    let e = sent(&mut w);
-    assert_eq!(lines(&e), ["exists! /job/zr"]);
+    let e = expect_sent!(w, ["exists! /job/zr"]);
     w.handle_reply(T, e[0].0, no_node());
     assert!(events(&mut w).is_empty());
-    w.handle_watch(T, e[0].0, &ev(EventType::NodeCreated));
-    let s = sent(&mut w);
-    assert_eq!(lines(&s), ["get! /job/zr"]);
-    w.handle_reply(T, s[0].0, data("", stat(2, 2))); // created, still empty
+    w.handle_watch(T, e[0].0, &ev(EventType::NodeCreated, ZR));
+    let s = expect_sent!(w, ["get! /job/zr"]);
+    w.handle_reply(T, s[0].0, data("", st().czxid(2).mzxid(2).owner(0x42))); // created, still empty
     assert!(events(&mut w).is_empty());
-    w.handle_watch(T, s[0].0, &ev(EventType::NodeDataChanged));
+    w.handle_watch(T, s[0].0, &ev(EventType::NodeDataChanged, ZR));
     let s = sent(&mut w);
-    w.handle_reply(T, s[0].0, data("10.0.0.1:7000", stat(2, 3)));
-    assert_eq!(events(&mut w), [addr("10.0.0.1:7000", stat(2, 3))]);
+    w.handle_reply(
+        T,
+        s[0].0,
+        data("10.0.0.1:7000", st().czxid(2).mzxid(3).owner(0x42)),
+    );
+    assert_eq!(
+        events(&mut w),
+        [addr("10.0.0.1:7000", st().czxid(2).mzxid(3).owner(0x42))]
+    );
     assert_eq!(w.address().map(|b| &b[..]), Some(&b"10.0.0.1:7000"[..]));
     // The master writes again: followed.
-    w.handle_watch(T, s[0].0, &ev(EventType::NodeDataChanged));
+    w.handle_watch(T, s[0].0, &ev(EventType::NodeDataChanged, ZR));
     let s = sent(&mut w);
-    w.handle_reply(T, s[0].0, data("10.0.0.2:7000", stat(2, 4)));
-    assert_eq!(events(&mut w), [addr("10.0.0.2:7000", stat(2, 4))]);
+    w.handle_reply(
+        T,
+        s[0].0,
+        data("10.0.0.2:7000", st().czxid(2).mzxid(4).owner(0x42)),
+    );
+    assert_eq!(
+        events(&mut w),
+        [addr("10.0.0.2:7000", st().czxid(2).mzxid(4).owner(0x42))]
+    );
     // z_r deleted: the rendezvous is over.
-    w.handle_watch(T, s[0].0, &ev(EventType::NodeDeleted));
+    w.handle_watch(T, s[0].0, &ev(EventType::NodeDeleted, ZR));
     let s = sent(&mut w);
     w.handle_reply(T, s[0].0, no_node());
     assert_eq!(events(&mut w), [RendezvousEvent::Gone]);
@@ -227,7 +176,7 @@ fn worker_node_deleted_before_it_could_be_read_is_gone() {
     w.handle_reply(T, s[0].0, no_node());
     let e = sent(&mut w);
     w.handle_reply(T, e[0].0, no_node());
-    w.handle_watch(T, e[0].0, &ev(EventType::NodeCreated));
+    w.handle_watch(T, e[0].0, &ev(EventType::NodeCreated, ZR));
     let s = sent(&mut w);
     w.handle_reply(T, s[0].0, no_node()); // created and deleted already
     assert_eq!(events(&mut w), [RendezvousEvent::Gone]);
@@ -238,18 +187,18 @@ fn worker_node_deleted_before_it_could_be_read_is_gone() {
 fn worker_reconnect_rereads_and_misses_nothing() {
     let mut w = started(Worker::new(ZR), |w| w.start(T));
     let s = sent(&mut w);
-    w.handle_reply(T, s[0].0, data("", stat(2, 2)));
+    w.handle_reply(T, s[0].0, data("", st().czxid(2).mzxid(2).owner(0x42)));
     w.handle_session(T, SessionChange::Suspended);
     w.handle_session(T, SessionChange::Reconnected { session_id: S });
     let s = sent(&mut w);
     w.handle_reply(T, s[0].0, Ok(Response::Path(ZR.into())));
-    w.handle_reply(T, s[1].0, data("m:1", stat(2, 5)));
+    w.handle_reply(T, s[1].0, data("m:1", st().czxid(2).mzxid(5).owner(0x42)));
     assert_eq!(
         events(&mut w),
         [
             RendezvousEvent::Suspended,
             RendezvousEvent::Reconnected,
-            addr("m:1", stat(2, 5))
+            addr("m:1", st().czxid(2).mzxid(5).owner(0x42))
         ]
     );
 }
@@ -268,49 +217,52 @@ fn worker_close_ends() {
 #[test]
 fn master_publishes_once_zr_exists() {
     let mut m = started(Master::new(ZR, "m:1"), |m| m.start(T));
-    let s = sent(&mut m);
-    assert_eq!(lines(&s), ["set /job/zr m:1", "get! /job/zr"]);
+    let s = expect_sent!(m, ["set /job/zr 'm:1'", "get! /job/zr"]);
     m.handle_reply(T, s[0].0, no_node()); // not yet created
     m.handle_reply(T, s[1].0, no_node());
-    let e = sent(&mut m);
-    assert_eq!(lines(&e), ["exists! /job/zr"]);
+    let e = expect_sent!(m, ["exists! /job/zr"]);
     m.handle_reply(T, e[0].0, no_node());
     assert!(events(&mut m).is_empty());
-    m.handle_watch(T, e[0].0, &ev(EventType::NodeCreated));
-    let s = sent(&mut m);
-    assert_eq!(lines(&s), ["get! /job/zr"]);
-    m.handle_reply(T, s[0].0, data("", stat(2, 2)));
-    let w = sent(&mut m);
-    assert_eq!(lines(&w), ["set /job/zr m:1"]);
-    m.handle_reply(T, w[0].0, Ok(Response::Stat(stat(2, 3))));
+    m.handle_watch(T, e[0].0, &ev(EventType::NodeCreated, ZR));
+    let s = expect_sent!(m, ["get! /job/zr"]);
+    m.handle_reply(T, s[0].0, data("", st().czxid(2).mzxid(2).owner(0x42)));
+    let w = expect_sent!(m, ["set /job/zr 'm:1'"]);
+    m.handle_reply(
+        T,
+        w[0].0,
+        Ok(Response::Stat(st().czxid(2).mzxid(3).owner(0x42))),
+    );
     assert_eq!(
         events(&mut m),
-        [RendezvousEvent::Published { stat: stat(2, 3) }]
+        [RendezvousEvent::Published {
+            stat: st().czxid(2).mzxid(3).owner(0x42)
+        }]
     );
     assert!(m.is_published());
     // New address.
     m.publish(T, "m:2".into());
-    let w = sent(&mut m);
-    assert_eq!(lines(&w), ["set /job/zr m:2"]);
+    let w = expect_sent!(m, ["set /job/zr 'm:2'"]);
     m.handle_reply(T, w[0].0, Err(Error::ConnectionLoss));
     m.handle_session(T, SessionChange::Suspended);
     m.handle_session(T, SessionChange::Reconnected { session_id: S });
-    let w = sent(&mut m);
-    assert_eq!(
-        lines(&w),
-        ["set /job/zr m:2", "sync /job/zr", "get /job/zr"]
+    let w = expect_sent!(m, ["set /job/zr 'm:2'", "sync /job/zr", "get /job/zr"]);
+    m.handle_reply(
+        T,
+        w[0].0,
+        Ok(Response::Stat(st().czxid(2).mzxid(5).owner(0x42))),
     );
-    m.handle_reply(T, w[0].0, Ok(Response::Stat(stat(2, 5))));
     assert_eq!(
         events(&mut m),
         [
             RendezvousEvent::Suspended,
             RendezvousEvent::Reconnected,
-            RendezvousEvent::Published { stat: stat(2, 5) }
+            RendezvousEvent::Published {
+                stat: st().czxid(2).mzxid(5).owner(0x42)
+            }
         ]
     );
     // z_r goes: told.
-    m.handle_watch(T, s[0].0, &ev(EventType::NodeDeleted));
+    m.handle_watch(T, s[0].0, &ev(EventType::NodeDeleted, ZR));
     m.handle_reply(T, w[1].0, Ok(Response::Path(ZR.into())));
     m.handle_reply(T, w[2].0, no_node());
     assert_eq!(events(&mut m), [RendezvousEvent::Gone]);
@@ -336,12 +288,8 @@ fn master_refused_write_fails() {
 #[test]
 fn coordinator_creates_zr_and_leaves_the_masters_data_alone() {
     let mut c = started(OwnedNode::new(coordinator_config(ZR)), |c| c.create(T));
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["create2 /job/zr", "get! /job/zr"]);
-    let own = Stat {
-        ephemeral_owner: S,
-        ..stat(2, 2)
-    };
+    let s = expect_sent!(c, ["create2 /job/zr e", "get! /job/zr"]);
+    let own = st().czxid(2).mzxid(2).owner(S);
     c.handle_reply(
         T,
         s[0].0,
@@ -352,13 +300,12 @@ fn coordinator_creates_zr_and_leaves_the_masters_data_alone() {
     );
     c.handle_reply(T, s[1].0, data("", own));
     assert_eq!(events(&mut c), [OwnedNodeEvent::Created { stat: own }]);
-    c.handle_watch(T, s[1].0, &ev(EventType::NodeDataChanged));
+    c.handle_watch(T, s[1].0, &ev(EventType::NodeDataChanged, ZR));
     let r = sent(&mut c);
     c.handle_reply(T, r[0].0, data("m:1", own));
     assert!(sent(&mut c).is_empty()); // not restored
     c.delete(T);
-    let d = sent(&mut c);
-    assert_eq!(lines(&d), ["delete /job/zr"]);
+    let d = expect_sent!(c, ["delete /job/zr"]);
     c.handle_reply(T, d[0].0, Ok(Response::Empty));
     assert_eq!(events(&mut c), [OwnedNodeEvent::Removed]);
 }
@@ -367,10 +314,7 @@ fn coordinator_creates_zr_and_leaves_the_masters_data_alone() {
 fn coordinator_session_expiry_is_final() {
     let mut c = started(OwnedNode::new(coordinator_config(ZR)), |c| c.create(T));
     let s = sent(&mut c);
-    let own = Stat {
-        ephemeral_owner: S,
-        ..stat(2, 2)
-    };
+    let own = st().czxid(2).mzxid(2).owner(S);
     c.handle_reply(
         T,
         s[0].0,
@@ -398,6 +342,5 @@ fn coordinator_session_expiry_is_final() {
 #[test]
 fn publisher_creates_zr_with_its_address() {
     let mut p = started(OwnedNode::new(publisher_config(ZR, "m:1")), |p| p.create(T));
-    let s = sent(&mut p);
-    assert_eq!(lines(&s), ["create2 /job/zr", "get! /job/zr"]);
+    expect_sent!(p, ["create2 /job/zr e 'm:1'", "get! /job/zr"]);
 }

@@ -1,24 +1,14 @@
 //! Transcript tests for `recipe::semaphore`: scripted replies in, exact requests and
-//! events out. Requests are short lines (`create2 <path>`, `list <dir>` / `listw <dir>`
-//! (with a children watch), `watch <path>` (getData with a watch), `exists <path>`,
-//! `delete <path>`, `sync <dir>`, `container <path>`).
+//! events out, in the lines of `kit.rs`.
 
-use zk_recipes::client::Error;
-use zk_recipes::proto::*;
+use super::kit::*;
 use zk_recipes::recipe::lock::LostReason;
 use zk_recipes::recipe::semaphore::{Semaphore, SemaphoreConfig, SemaphoreEvent};
-use zk_recipes::recipe::{OpId, Recipe, SessionChange};
-use zk_recipes::session::WatchEvent;
-use zk_recipes::time::Instant;
 
 const M: &str = "6f1c2a4e-2b1d-4d7e-9a63-0c2f5a7b8d90";
 const L: &str = "0a1b2c3d-4e5f-4a6b-8c7d-8e9fa0b1c2d3";
 const SESSION: i64 = 0x77;
 const T: Instant = Instant::ZERO;
-
-fn ms(n: u64) -> Instant {
-    Instant::from_micros(n * 1000)
-}
 
 fn sem(max: u32) -> Semaphore {
     let mut s = Semaphore::new(SemaphoreConfig::new("/sem", max, M, L));
@@ -31,40 +21,6 @@ fn sem(max: u32) -> Semaphore {
     s
 }
 
-fn sent(s: &mut Semaphore) -> Vec<(OpId, String)> {
-    std::iter::from_fn(|| s.poll_request())
-        .map(|(op, r)| {
-            let line = match r {
-                Request::Create2(c) => format!("create2 {}", c.path),
-                Request::CreateContainer(c) => format!("container {}", c.path),
-                Request::GetChildren(g) if g.watch => format!("listw {}", g.path),
-                Request::GetChildren(g) => format!("list {}", g.path),
-                Request::GetData(g) if g.watch => format!("watch {}", g.path),
-                Request::Exists(g) => format!("exists {}", g.path),
-                Request::Delete(d) => format!("delete {}", d.path),
-                Request::Sync(p) => format!("sync {}", p.path),
-                // An exclusive lock waiter's one request for its blocker's deletion
-                // watch and its own node's data watch.
-                Request::SetWatches2(w) if w.child_watches.len() == 1 => format!(
-                    "await {} + own {}",
-                    w.child_watches[0],
-                    w.data_watches.join(" ")
-                ),
-                other => format!("{other:?}"),
-            };
-            (op, line)
-        })
-        .collect()
-}
-
-fn lines(v: &[(OpId, String)]) -> Vec<&str> {
-    v.iter().map(|(_, s)| s.as_str()).collect()
-}
-
-fn events(s: &mut Semaphore) -> Vec<SemaphoreEvent> {
-    std::iter::from_fn(|| s.poll_event()).collect()
-}
-
 fn op(v: &[(OpId, String)], line: &str) -> OpId {
     v.iter()
         .find(|(_, s)| s == line)
@@ -72,31 +28,17 @@ fn op(v: &[(OpId, String)], line: &str) -> OpId {
         .0
 }
 
-fn stat(czxid: i64) -> Stat {
-    Stat {
-        czxid,
-        ephemeral_owner: SESSION,
-        ..Stat::default()
-    }
-}
-
 fn created(path: &str, czxid: i64) -> Result<Response, Error> {
     Ok(Response::PathStat {
         path: path.into(),
-        stat: stat(czxid),
+        stat: st().czxid(czxid).owner(SESSION),
     })
-}
-
-fn children(names: &[&str]) -> Result<Response, Error> {
-    Ok(Response::Children(
-        names.iter().map(|s| s.to_string()).collect(),
-    ))
 }
 
 fn data() -> Result<Response, Error> {
     Ok(Response::Data {
         data: Default::default(),
-        stat: stat(1),
+        stat: st().czxid(1).owner(SESSION),
     })
 }
 
@@ -115,8 +57,8 @@ fn other_lease(n: u32) -> String {
     )
 }
 
-const MUTEX_CREATE: &str = "create2 /sem/locks/_c_6f1c2a4e-2b1d-4d7e-9a63-0c2f5a7b8d90-lock-";
-const LEASE_CREATE: &str = "create2 /sem/leases/_c_0a1b2c3d-4e5f-4a6b-8c7d-8e9fa0b1c2d3-lease-";
+const MUTEX_CREATE: &str = "create2 /sem/locks/_c_6f1c2a4e-2b1d-4d7e-9a63-0c2f5a7b8d90-lock- es";
+const LEASE_CREATE: &str = "create2 /sem/leases/_c_0a1b2c3d-4e5f-4a6b-8c7d-8e9fa0b1c2d3-lease- es";
 
 /// Takes the mutex (free): returns the lease requests sent next.
 fn take_mutex(s: &mut Semaphore, now: Instant) -> Vec<(OpId, String)> {
@@ -124,7 +66,7 @@ fn take_mutex(s: &mut Semaphore, now: Instant) -> Vec<(OpId, String)> {
     let out = sent(s);
     // The mutex's listing watches its directory: that stands in for the own-node
     // watch of the (brief) mutex holder.
-    assert_eq!(lines(&out), [MUTEX_CREATE, "listw /sem/locks"]);
+    assert_eq!(lines(&out), [MUTEX_CREATE, "list! /sem/locks"]);
     let m = format!("/sem/locks/{}", mutex_node(1));
     s.handle_reply(now, out[0].0, created(&m, 10));
     assert!(sent(s).is_empty(), "no own-node watch while waiting");
@@ -132,7 +74,7 @@ fn take_mutex(s: &mut Semaphore, now: Instant) -> Vec<(OpId, String)> {
     // Holding the mutex: no read of its own node; the lease's create and a watched
     // listing, back to back.
     let lease = sent(s);
-    assert_eq!(lines(&lease), [LEASE_CREATE, "listw /sem/leases"]);
+    assert_eq!(lines(&lease), [LEASE_CREATE, "list! /sem/leases"]);
     assert_eq!(events(s), []);
     lease
 }
@@ -143,8 +85,7 @@ fn a_free_lease_is_acquired_and_the_mutex_released_at_once() {
     let lease = take_mutex(&mut s, T);
     let p = format!("/sem/leases/{}", lease_node(3));
     s.handle_reply(T, lease[0].0, created(&p, 20));
-    let own = sent(&mut s);
-    assert_eq!(lines(&own), [format!("watch {p}").as_str()]);
+    let own = expect_sent!(s, [format!("get! {p}").as_str()]);
     // One other holder ahead of us: 1 < 2.
     s.handle_reply(T, lease[1].0, children(&[&other_lease(1), &lease_node(3)]));
     assert_eq!(
@@ -153,18 +94,13 @@ fn a_free_lease_is_acquired_and_the_mutex_released_at_once() {
     );
     assert_eq!(s.lease(), Some(p.as_str()));
     // The mutex goes at once.
-    let out = sent(&mut s);
-    assert_eq!(
-        lines(&out),
-        [format!("delete /sem/locks/{}", mutex_node(1)).as_str()]
-    );
+    let out = expect_sent!(s, [format!("delete /sem/locks/{}", mutex_node(1)).as_str()]);
     s.handle_reply(T, out[0].0, Ok(Response::Empty));
     s.handle_reply(T, own[0].0, data());
     assert!(s.is_held());
     // Release: the lease node is deleted, then Released.
     s.release(T);
-    let out = sent(&mut s);
-    assert_eq!(lines(&out), [format!("delete {p}").as_str()]);
+    let out = expect_sent!(s, [format!("delete {p}").as_str()]);
     assert_eq!(events(&mut s), []);
     s.handle_reply(T, out[0].0, Ok(Response::Empty));
     assert_eq!(events(&mut s), [SemaphoreEvent::Released]);
@@ -196,8 +132,7 @@ fn a_full_semaphore_waits_on_one_children_watch_and_enters_when_any_holder_leave
             path: "/sem/leases".into(),
         },
     );
-    let again = sent(&mut s);
-    assert_eq!(lines(&again), ["listw /sem/leases"]);
+    let again = expect_sent!(s, ["list! /sem/leases"]);
     s.handle_reply(
         ms(5),
         again[0].0,
@@ -225,7 +160,7 @@ fn mutex_waiters_watch_only_their_predecessor() {
     // same request, a data watch on our own node.
     assert_eq!(
         lines(&sent(&mut s)),
-        [format!("await /sem/locks/{b} + own {m}").as_str()]
+        [format!("setWatches2 @10 data[{m}] child[/sem/locks/{b}]").as_str()]
     );
     assert_eq!(events(&mut s), []);
 }
@@ -255,9 +190,8 @@ fn a_lost_lease_create_reply_cannot_orphan_the_lease() {
             session_id: SESSION,
         },
     );
-    let out = sent(&mut s);
-    assert_eq!(
-        lines(&out),
+    let out = expect_sent!(
+        s,
         [
             format!("delete /sem/locks/{}", mutex_node(1)).as_str(),
             "sync /sem/leases",
@@ -277,11 +211,13 @@ fn a_lost_lease_create_reply_cannot_orphan_the_lease() {
         children(&[&other_lease(1), &lease_node(9)]),
     );
     let p = format!("/sem/leases/{}", lease_node(9));
-    let out = sent(&mut s);
-    assert_eq!(lines(&out), [format!("exists {p}").as_str()]);
-    s.handle_reply(ms(10_001), out[0].0, Ok(Response::Stat(stat(30))));
-    let out = sent(&mut s);
-    assert_eq!(lines(&out), [format!("delete {p}").as_str()]);
+    let out = expect_sent!(s, [format!("exists {p}").as_str()]);
+    s.handle_reply(
+        ms(10_001),
+        out[0].0,
+        Ok(Response::Stat(st().czxid(30).owner(SESSION))),
+    );
+    let out = expect_sent!(s, [format!("delete {p}").as_str()]);
     assert!(!s.is_done());
     s.handle_reply(ms(10_001), out[0].0, Ok(Response::Empty));
     assert_eq!(events(&mut s), []);
@@ -360,9 +296,8 @@ fn cancelling_a_waiter_deletes_both_nodes_then_reports_released() {
     s.handle_reply(T, lease[1].0, children(&[&other_lease(1), &lease_node(4)]));
     assert_eq!(events(&mut s), []);
     s.release(ms(1));
-    let out = sent(&mut s);
-    assert_eq!(
-        lines(&out),
+    let out = expect_sent!(
+        s,
         [
             format!("delete /sem/locks/{}", mutex_node(1)).as_str(),
             format!("delete {p}").as_str(),
@@ -382,7 +317,7 @@ fn op_ids_of_the_two_locks_never_collide() {
     for (op, _) in &lease {
         assert_eq!(op % 2, 1, "lease ops are odd");
     }
-    let _ = op(&lease, "listw /sem/leases");
+    let _ = op(&lease, "list! /sem/leases");
 }
 
 /// As Curator (RETRY_DUE_TO_MISSING_NODE): a waiting lease node deleted by someone
@@ -405,18 +340,16 @@ fn a_waiting_lease_deleted_by_someone_else_starts_over_with_a_new_node() {
         },
     );
     assert_eq!(events(&mut s), []);
-    let again = sent(&mut s);
-    assert_eq!(
-        lines(&again),
+    let again = expect_sent!(
+        s,
         [
-            format!("create2 /sem/leases/_c_{L}-1-lease-").as_str(),
-            "listw /sem/leases"
+            format!("create2 /sem/leases/_c_{L}-1-lease- es").as_str(),
+            "list! /sem/leases"
         ]
     );
     let p2 = format!("/sem/leases/_c_{L}-1-lease-0000000006");
     s.handle_reply(ms(1), again[0].0, created(&p2, 30));
-    let own = sent(&mut s);
-    assert_eq!(lines(&own), [format!("watch {p2}").as_str()]);
+    expect_sent!(s, [format!("get! {p2}").as_str()]);
     s.handle_reply(
         ms(1),
         again[1].0,
@@ -447,17 +380,9 @@ fn a_release_between_two_lease_nodes_ends_the_attempt() {
     );
     s.release(ms(1));
     assert_eq!(events(&mut s), [SemaphoreEvent::Released]);
-    let out = sent(&mut s);
-    assert_eq!(
-        lines(&out),
-        [format!("delete /sem/locks/{}", mutex_node(1)).as_str()]
-    );
+    let out = expect_sent!(s, [format!("delete /sem/locks/{}", mutex_node(1)).as_str()]);
     s.handle_reply(ms(1), own[0].0, code(ErrorCode::NoNode));
     s.handle_reply(ms(1), out[0].0, Ok(Response::Empty));
     assert_eq!(lines(&sent(&mut s)), Vec::<&str>::new(), "no new lease");
     assert!(s.is_done());
-}
-
-fn code(c: ErrorCode) -> Result<Response, Error> {
-    Err(Error::from(c))
 }

@@ -1,128 +1,12 @@
 //! Transcript tests for `recipe::two_phase`: scripted replies in, exact requests and
-//! events out. Requests are short lines: `watch <path>` (getData with a watch), `get
-//! <path>`, `exists <path>` (with a watch), `list <path>`, `create <path>`, `sync
-//! <path>`, `delete <path>`, `set <path>@<version>`, `multi <op> + <op> ...` with
-//! `create <path>`, `check <path>@<version>`, `set <path>@<version>`.
+//! events out, in the lines of `kit.rs`.
 
-use bytes::Bytes;
-use zk_recipes::client::Error;
-use zk_recipes::proto::*;
+use super::kit::*;
 use zk_recipes::recipe::two_phase::*;
-use zk_recipes::recipe::{OpId, Recipe, SessionChange};
-use zk_recipes::session::WatchEvent;
-use zk_recipes::time::Instant;
 
 const TX: &str = "/app/tx";
 const SESSION: i64 = 0x77;
 const OTHER: i64 = 0x99;
-
-struct Script<R: Recipe> {
-    r: R,
-    now: Instant,
-    pending: Vec<(OpId, String)>,
-    answered: Vec<(OpId, String)>,
-}
-
-fn line(r: &Request) -> String {
-    let op = |o: &MultiOp| match o {
-        MultiOp::Check(c) => format!("check {}@{}", c.path, c.version),
-        MultiOp::Create(c) => format!("create {}", c.path),
-        MultiOp::SetData(s) => format!("set {}@{}", s.path, s.version),
-        other => format!("{other:?}"),
-    };
-    match r {
-        Request::Create(c) => format!("create {}", c.path),
-        Request::CreateContainer(c) => format!("container {}", c.path),
-        Request::GetChildren(g) => format!("list {}", g.path),
-        Request::GetData(g) if g.watch => format!("watch {}", g.path),
-        Request::GetData(g) => format!("get {}", g.path),
-        Request::Exists(g) => format!("exists {}", g.path),
-        Request::Delete(d) => format!("delete {}", d.path),
-        Request::Sync(p) => format!("sync {}", p.path),
-        Request::SetData(s) => format!(
-            "set {}@{} {}",
-            s.path,
-            s.version,
-            String::from_utf8_lossy(&s.data)
-        ),
-        Request::Multi(ops) => format!(
-            "multi {}",
-            ops.iter().map(op).collect::<Vec<_>>().join(" + ")
-        ),
-        other => format!("{other:?}"),
-    }
-}
-
-impl<R: Recipe> Script<R> {
-    fn new(r: R) -> Self {
-        Script {
-            r,
-            now: Instant::ZERO,
-            pending: Vec::new(),
-            answered: Vec::new(),
-        }
-    }
-
-    fn sent(&mut self) -> Vec<String> {
-        let new: Vec<(OpId, String)> = std::iter::from_fn(|| self.r.poll_request())
-            .map(|(op, r)| (op, line(&r)))
-            .collect();
-        let lines = new.iter().map(|(_, l)| l.clone()).collect();
-        self.pending.extend(new);
-        lines
-    }
-
-    /// Answers the oldest pending request whose line starts with `prefix`.
-    fn reply(&mut self, prefix: &str, result: Result<Response, Error>) {
-        self.sent();
-        let at = self
-            .pending
-            .iter()
-            .position(|(_, l)| l == prefix)
-            .or_else(|| self.pending.iter().position(|(_, l)| l.starts_with(prefix)))
-            .unwrap_or_else(|| panic!("no pending `{prefix}` in {:?}", self.pending));
-        let (op, l) = self.pending.remove(at);
-        self.answered.push((op, l));
-        self.r.handle_reply(self.now, op, result);
-    }
-
-    /// Every pending request fails with `e` (the connection dropped).
-    fn fail_all(&mut self, e: Error) {
-        self.sent();
-        for (op, _) in std::mem::take(&mut self.pending) {
-            self.r.handle_reply(self.now, op, Err(e.clone()));
-        }
-    }
-
-    fn fire(&mut self, event_type: EventType, path: &str) {
-        let op = self.answered.last().map(|(op, _)| *op).unwrap_or(0);
-        self.r.handle_watch(
-            self.now,
-            op,
-            &WatchEvent {
-                event_type,
-                path: path.into(),
-            },
-        );
-    }
-
-    fn events(&mut self) -> Vec<R::Event> {
-        std::iter::from_fn(|| self.r.poll_event()).collect()
-    }
-
-    fn session(&mut self, change: SessionChange) {
-        if matches!(change, SessionChange::Expired | SessionChange::Closed) {
-            self.sent();
-            self.pending.clear(); // the session answered them all
-        }
-        self.r.handle_session(self.now, change);
-    }
-
-    fn advance(&mut self, ms: u64) {
-        self.now = self.now + std::time::Duration::from_millis(ms);
-        self.r.handle_timeout(self.now);
-    }
-}
 
 fn data(d: &'static [u8], version: i32) -> Result<Response, Error> {
     Ok(Response::Data {
@@ -158,15 +42,11 @@ fn failed_multi(n: usize, at: usize, code: ErrorCode) -> Result<Response, Error>
     ))
 }
 
-fn no_node() -> Result<Response, Error> {
-    Err(Error::Server(ErrorCode::NoNode))
-}
-
 fn p(rel: &str) -> String {
     format!("{TX}/{rel}")
 }
 
-const SETUP: &str = "multi create /app/tx + create /app/tx/payload + create /app/tx/votes + create /app/tx/votes/a + create /app/tx/votes/b + create /app/tx/alive + create /app/tx/coordinator";
+const SETUP: &str = "multi[create /app/tx, create /app/tx/payload 'move 10 from a to b', create /app/tx/votes '00000000-0000-4001-8000-000000000002', create /app/tx/votes/a, create /app/tx/votes/b, create /app/tx/alive, create /app/tx/coordinator e '00000000-0000-4001-8000-000000000002']";
 
 fn coordinator(variant: Variant) -> Script<Coordinator> {
     let mut config = CoordinatorConfig::new(TX, &["a", "b"], variant, (1, 2));
@@ -181,7 +61,7 @@ fn coordinator(variant: Variant) -> Script<Coordinator> {
 }
 
 fn started(s: &mut Script<Coordinator>) {
-    s.reply("multi create", ok_multi(7));
+    s.reply("multi[create", ok_multi(7));
     assert_eq!(s.events(), [CoordinatorEvent::Started]);
 }
 
@@ -190,9 +70,9 @@ fn started(s: &mut Script<Coordinator>) {
 fn a_voted_commit_b_not_yet() -> Script<Coordinator> {
     let mut s = coordinator(Variant::Coordinator);
     started(&mut s);
-    s.reply("watch /app/tx", data(b"", 0));
-    s.reply("watch /app/tx/votes/a", data(b"commit", 1));
-    s.reply("watch /app/tx/votes/b", data(b"", 0));
+    s.reply("get! /app/tx", data(b"", 0));
+    s.reply("get! /app/tx/votes/a", data(b"commit", 1));
+    s.reply("get! /app/tx/votes/b", data(b"", 0));
     s.events();
     s
 }
@@ -200,14 +80,14 @@ fn a_voted_commit_b_not_yet() -> Script<Coordinator> {
 #[test]
 fn a_vote_notified_before_the_alive_listing_answers_is_not_taken_for_no_vote() {
     let mut s = a_voted_commit_b_not_yet();
-    s.advance(5000);
-    assert_eq!(s.sent(), ["list /app/tx/alive"]);
+    s.advance(std::time::Duration::from_millis(5000));
+    assert_eq!(s.sent(), ["list! /app/tx/alive"]);
     // On the server: b votes commit, then b's session ends; then the listing is served.
     // ZooKeeper delivers b's vote notification before the listing's reply.
-    s.fire(EventType::NodeDataChanged, &p("votes/b"));
-    assert_eq!(s.sent(), ["watch /app/tx/votes/b"]);
+    s.fire_last(EventType::NodeDataChanged, &p("votes/b"));
+    assert_eq!(s.sent(), ["get! /app/tx/votes/b"]);
     s.reply(
-        "list /app/tx/alive",
+        "list! /app/tx/alive",
         Ok(Response::Children(vec!["a".into()])),
     );
     // b voted before this listing: "no vote and no presence" does not hold for b.
@@ -216,10 +96,10 @@ fn a_vote_notified_before_the_alive_listing_answers_is_not_taken_for_no_vote() {
         early.is_empty(),
         "decided with b's vote read in flight: {early:?}"
     );
-    s.reply("watch /app/tx/votes/b", data(b"commit", 1));
+    s.reply("get! /app/tx/votes/b", data(b"commit", 1));
     assert_eq!(
         s.sent(),
-        ["multi check /app/tx/votes/a@1 + check /app/tx/votes/b@1 + set /app/tx@0"]
+        ["multi[check /app/tx/votes/a @1, check /app/tx/votes/b @1, set /app/tx 'commit' @0]"]
     );
 }
 
@@ -230,19 +110,19 @@ fn coordinator_o_n_creates_everything_in_one_multi_watches_votes_and_commits_wit
         s.sent(),
         [
             SETUP,
-            "watch /app/tx",
-            "watch /app/tx/votes/a",
-            "watch /app/tx/votes/b"
+            "get! /app/tx",
+            "get! /app/tx/votes/a",
+            "get! /app/tx/votes/b"
         ]
     );
     started(&mut s);
-    s.reply("watch /app/tx", data(b"", 0));
-    s.reply("watch /app/tx/votes/a", data(b"", 0));
-    s.reply("watch /app/tx/votes/b", data(b"", 0));
+    s.reply("get! /app/tx", data(b"", 0));
+    s.reply("get! /app/tx/votes/a", data(b"", 0));
+    s.reply("get! /app/tx/votes/b", data(b"", 0));
     assert!(s.sent().is_empty());
-    s.fire(EventType::NodeDataChanged, &p("votes/a"));
-    assert_eq!(s.sent(), ["watch /app/tx/votes/a"]);
-    s.reply("watch /app/tx/votes/a", data(b"commit", 1));
+    s.fire_last(EventType::NodeDataChanged, &p("votes/a"));
+    assert_eq!(s.sent(), ["get! /app/tx/votes/a"]);
+    s.reply("get! /app/tx/votes/a", data(b"commit", 1));
     assert_eq!(
         s.events(),
         [CoordinatorEvent::Voted {
@@ -251,13 +131,13 @@ fn coordinator_o_n_creates_everything_in_one_multi_watches_votes_and_commits_wit
         }]
     );
     assert!(s.sent().is_empty(), "one vote is not enough");
-    s.fire(EventType::NodeDataChanged, &p("votes/b"));
-    s.reply("watch /app/tx/votes/b", data(b"commit", 1));
+    s.fire_last(EventType::NodeDataChanged, &p("votes/b"));
+    s.reply("get! /app/tx/votes/b", data(b"commit", 1));
     assert_eq!(
         s.sent(),
-        ["multi check /app/tx/votes/a@1 + check /app/tx/votes/b@1 + set /app/tx@0"]
+        ["multi[check /app/tx/votes/a @1, check /app/tx/votes/b @1, set /app/tx 'commit' @0]"]
     );
-    s.reply("multi check", ok_multi(3));
+    s.reply("multi[check", ok_multi(3));
     assert_eq!(
         s.events(),
         [
@@ -280,9 +160,9 @@ fn coordinator_o_n_creates_everything_in_one_multi_watches_votes_and_commits_wit
 fn coordinator_aborts_at_the_first_abort_vote() {
     let mut s = coordinator(Variant::Coordinator);
     started(&mut s);
-    s.reply("watch /app/tx", data(b"", 0));
-    s.reply("watch /app/tx/votes/a", data(b"abort", 1));
-    assert_eq!(s.sent(), ["set /app/tx@0 abort"]);
+    s.reply("get! /app/tx", data(b"", 0));
+    s.reply("get! /app/tx/votes/a", data(b"abort", 1));
+    assert_eq!(s.sent(), ["set /app/tx 'abort' @0"]);
     s.reply("set /app/tx", stat(0));
     let ev = s.events();
     assert_eq!(
@@ -300,34 +180,34 @@ fn after_the_deadline_a_site_without_vote_or_presence_aborts_the_transaction() {
         s.r.poll_timeout(),
         Some(Instant::ZERO + std::time::Duration::from_secs(5))
     );
-    s.advance(4999);
+    s.advance(std::time::Duration::from_millis(4999));
     assert!(s.sent().is_empty(), "not before the deadline");
-    s.advance(1);
-    assert_eq!(s.sent(), ["list /app/tx/alive"]);
+    s.advance(std::time::Duration::from_millis(1));
+    assert_eq!(s.sent(), ["list! /app/tx/alive"]);
     // b is present (slow, not dead): wait on.
     s.reply(
-        "list /app/tx/alive",
+        "list! /app/tx/alive",
         Ok(Response::Children(vec!["a".into(), "b".into()])),
     );
     assert!(s.sent().is_empty());
     // b's session ends before it voted.
-    s.fire(EventType::NodeChildrenChanged, &p("alive"));
-    assert_eq!(s.sent(), ["list /app/tx/alive"]);
+    s.fire_last(EventType::NodeChildrenChanged, &p("alive"));
+    assert_eq!(s.sent(), ["list! /app/tx/alive"]);
     s.reply(
-        "list /app/tx/alive",
+        "list! /app/tx/alive",
         Ok(Response::Children(vec!["a".into()])),
     );
-    assert_eq!(s.sent(), ["set /app/tx@0 abort"]);
+    assert_eq!(s.sent(), ["set /app/tx 'abort' @0"]);
 }
 
 #[test]
 fn peers_variant_coordinator_watches_no_votes_and_learns_the_sites_decision() {
     let mut s = coordinator(Variant::Peers);
-    assert_eq!(s.sent(), [SETUP, "watch /app/tx"]);
+    assert_eq!(s.sent(), [SETUP, "get! /app/tx"]);
     started(&mut s);
-    s.reply("watch /app/tx", data(b"", 0));
-    s.fire(EventType::NodeDataChanged, TX);
-    s.reply("watch /app/tx", data(b"commit", 1));
+    s.reply("get! /app/tx", data(b"", 0));
+    s.fire_last(EventType::NodeDataChanged, TX);
+    s.reply("get! /app/tx", data(b"commit", 1));
     assert_eq!(
         s.events(),
         [CoordinatorEvent::Decided {
@@ -358,15 +238,15 @@ fn a_lost_setup_reply_is_found_again_by_our_id() {
         }),
     );
     assert_eq!(s.events(), [CoordinatorEvent::Started]);
-    assert_eq!(s.sent(), ["watch /app/tx"]);
+    assert_eq!(s.sent(), ["get! /app/tx"]);
 }
 
 #[test]
 fn an_existing_transaction_of_someone_else_fails_the_start() {
     let mut s = coordinator(Variant::Peers);
-    s.reply("multi create", failed_multi(7, 0, ErrorCode::NodeExists));
+    s.reply("multi[create", failed_multi(7, 0, ErrorCode::NodeExists));
     assert_eq!(s.sent(), ["sync /app/tx", "get /app/tx/votes"]);
-    s.reply("watch /app/tx", data(b"", 0)); // someone else's, undecided
+    s.reply("get! /app/tx", data(b"", 0)); // someone else's, undecided
     s.reply("sync", Ok(Response::Path(TX.into())));
     s.reply("get /app/tx/votes", data(b"another coordinator", 0));
     assert_eq!(
@@ -382,9 +262,9 @@ fn an_existing_transaction_of_someone_else_fails_the_start() {
 #[test]
 fn missing_parents_are_created_as_containers_then_the_setup_again() {
     let mut s = coordinator(Variant::Peers);
-    s.reply("multi create", failed_multi(7, 0, ErrorCode::NoNode));
-    assert_eq!(s.sent(), ["container /app", SETUP, "watch /app/tx"]);
-    s.reply("watch /app/tx", no_node());
+    s.reply("multi[create", failed_multi(7, 0, ErrorCode::NoNode));
+    assert_eq!(s.sent(), ["container /app", SETUP, "get! /app/tx"]);
+    s.reply("get! /app/tx", no_node());
     s.reply("container /app", Ok(Response::Path("/app".into())));
     started(&mut s);
 }
@@ -393,15 +273,15 @@ fn missing_parents_are_created_as_containers_then_the_setup_again() {
 fn losing_the_decision_race_reads_the_winner() {
     let mut s = coordinator(Variant::Coordinator);
     started(&mut s);
-    s.reply("watch /app/tx", data(b"", 0));
-    s.reply("watch /app/tx/votes/a", data(b"commit", 1));
-    s.reply("watch /app/tx/votes/b", data(b"commit", 1));
+    s.reply("get! /app/tx", data(b"", 0));
+    s.reply("get! /app/tx/votes/a", data(b"commit", 1));
+    s.reply("get! /app/tx/votes/b", data(b"commit", 1));
     s.events();
     // A site saw the coordinator vanish (it had not: a false alarm) and aborted first.
-    s.reply("multi check", failed_multi(3, 2, ErrorCode::BadVersion));
-    assert_eq!(s.sent(), ["sync /app/tx", "watch /app/tx"]);
+    s.reply("multi[check", failed_multi(3, 2, ErrorCode::BadVersion));
+    assert_eq!(s.sent(), ["sync /app/tx", "get! /app/tx"]);
     s.reply("sync", Ok(Response::Path(TX.into())));
-    s.reply("watch /app/tx", data(b"abort", 1));
+    s.reply("get! /app/tx", data(b"abort", 1));
     assert_eq!(
         s.events(),
         [CoordinatorEvent::Decided {
@@ -414,13 +294,13 @@ fn losing_the_decision_race_reads_the_winner() {
 fn a_coordinator_whose_session_expired_aborts_in_the_next_one() {
     let mut s = coordinator(Variant::Coordinator);
     started(&mut s);
-    s.reply("watch /app/tx", data(b"", 0));
+    s.reply("get! /app/tx", data(b"", 0));
     s.session(SessionChange::Expired);
     assert!(s.events().is_empty(), "it carries on");
     s.session(SessionChange::Connected { session_id: OTHER });
-    assert_eq!(s.sent(), ["watch /app/tx"]);
-    s.reply("watch /app/tx", data(b"", 0));
-    assert_eq!(s.sent(), ["set /app/tx@0 abort"]);
+    assert_eq!(s.sent(), ["get! /app/tx"]);
+    s.reply("get! /app/tx", data(b"", 0));
+    assert_eq!(s.sent(), ["set /app/tx 'abort' @0"]);
     s.reply("set /app/tx", stat(0));
     assert_eq!(
         s.events(),
@@ -466,11 +346,11 @@ fn bad_site_lists_fail_at_once() {
 // ----- sites -----
 
 const SITE_READS: [&str; 5] = [
-    "watch /app/tx",
+    "get! /app/tx",
     "get /app/tx/payload",
     "get /app/tx/votes/a",
-    "exists /app/tx/coordinator",
-    "create /app/tx/alive/a",
+    "exists! /app/tx/coordinator",
+    "create /app/tx/alive/a e",
 ];
 
 fn site(variant: Variant) -> Script<Site> {
@@ -485,11 +365,11 @@ fn site(variant: Variant) -> Script<Site> {
 /// Answers the start's reads: undecided, payload, our vote node (`own`), coordinator
 /// present, presence created.
 fn ready(s: &mut Script<Site>, own: (&'static [u8], i32)) {
-    s.reply("watch /app/tx", data(b"", 0));
+    s.reply("get! /app/tx", data(b"", 0));
     s.reply("get /app/tx/payload", data(b"P", 0));
     s.reply("get /app/tx/votes/a", data(own.0, own.1));
-    s.reply("exists /app/tx/coordinator", stat(SESSION + 1));
-    s.reply("create /app/tx/alive/a", Ok(Response::Path(p("alive/a"))));
+    s.reply("exists! /app/tx/coordinator", stat(SESSION + 1));
+    s.reply("create /app/tx/alive/a e", Ok(Response::Path(p("alive/a"))));
 }
 
 #[test]
@@ -506,12 +386,15 @@ fn a_site_reads_everything_in_one_round_trip_votes_and_learns_the_outcome() {
     );
     assert!(s.r.vote(s.now, Vote::Commit));
     assert!(!s.r.vote(s.now, Vote::Abort), "one vote");
-    assert_eq!(s.sent(), ["multi check /app/tx@0 + set /app/tx/votes/a@0"]);
-    s.reply("multi check", ok_multi(2));
+    assert_eq!(
+        s.sent(),
+        ["multi[check /app/tx @0, set /app/tx/votes/a 'commit' @0]"]
+    );
+    s.reply("multi[check", ok_multi(2));
     assert_eq!(s.events(), [SiteEvent::Voted { vote: Vote::Commit }]);
-    s.fire(EventType::NodeDataChanged, TX);
-    assert_eq!(s.sent(), ["watch /app/tx"]);
-    s.reply("watch /app/tx", data(b"commit", 1));
+    s.fire_last(EventType::NodeDataChanged, TX);
+    assert_eq!(s.sent(), ["get! /app/tx"]);
+    s.reply("get! /app/tx", data(b"commit", 1));
     assert_eq!(
         s.events(),
         [SiteEvent::Decided {
@@ -527,20 +410,20 @@ fn a_site_reads_everything_in_one_round_trip_votes_and_learns_the_outcome() {
 #[test]
 fn a_site_started_before_the_transaction_waits_for_it() {
     let mut s = site(Variant::Coordinator);
-    s.reply("watch /app/tx", no_node());
-    assert_eq!(s.sent(), ["exists /app/tx"]);
+    s.reply("get! /app/tx", no_node());
+    assert_eq!(s.sent(), ["exists! /app/tx"]);
     for r in [
         "get /app/tx/payload",
         "get /app/tx/votes/a",
-        "exists /app/tx/coordinator",
-        "create /app/tx/alive/a",
+        "exists! /app/tx/coordinator",
+        "create /app/tx/alive/a e",
     ] {
         s.reply(r, no_node());
     }
     assert!(s.sent().is_empty());
-    s.reply("exists /app/tx", no_node());
+    s.reply("exists! /app/tx", no_node());
     assert!(s.events().is_empty());
-    s.fire(EventType::NodeCreated, TX);
+    s.fire_last(EventType::NodeCreated, TX);
     assert_eq!(s.sent(), SITE_READS);
     ready(&mut s, (b"", 0));
     assert!(matches!(s.events()[..], [SiteEvent::Ready { .. }]));
@@ -579,7 +462,10 @@ fn a_vote_whose_reply_was_lost_is_found_written() {
     s.session(SessionChange::Reconnected {
         session_id: SESSION,
     });
-    assert_eq!(s.sent(), ["multi check /app/tx@0 + set /app/tx/votes/a@0"]);
+    assert_eq!(
+        s.sent(),
+        ["multi[check /app/tx @0, set /app/tx/votes/a 'commit' @0]"]
+    );
     s.reply("multi", failed_multi(2, 1, ErrorCode::BadVersion));
     assert_eq!(s.sent(), ["sync /app/tx", "get /app/tx/votes/a"]);
     s.reply("sync", Ok(Response::Path(TX.into())));
@@ -594,9 +480,9 @@ fn a_vote_after_the_decision_is_not_written_and_the_site_learns_the_outcome() {
     s.events();
     s.r.vote(s.now, Vote::Commit);
     s.reply("multi", failed_multi(2, 0, ErrorCode::BadVersion));
-    assert_eq!(s.sent(), ["sync /app/tx", "watch /app/tx"]);
+    assert_eq!(s.sent(), ["sync /app/tx", "get! /app/tx"]);
     s.reply("sync", Ok(Response::Path(TX.into())));
-    s.reply("watch /app/tx", data(b"abort", 1));
+    s.reply("get! /app/tx", data(b"abort", 1));
     let ev = s.events();
     assert_eq!(
         ev,
@@ -617,8 +503,8 @@ fn a_coordinator_gone_before_deciding_makes_the_site_write_abort() {
     let mut s = site(Variant::Coordinator);
     ready(&mut s, (b"", 0));
     s.events();
-    s.fire(EventType::NodeDeleted, &p("coordinator"));
-    assert_eq!(s.sent(), ["set /app/tx@0 abort"]);
+    s.fire_last(EventType::NodeDeleted, &p("coordinator"));
+    assert_eq!(s.sent(), ["set /app/tx 'abort' @0"]);
     s.reply("set /app/tx", stat(0));
     assert_eq!(
         s.events(),
@@ -632,29 +518,29 @@ fn a_coordinator_gone_before_deciding_makes_the_site_write_abort() {
 #[test]
 fn a_site_that_finds_the_coordinator_gone_on_arrival_aborts() {
     let mut s = site(Variant::Coordinator);
-    s.reply("watch /app/tx", data(b"", 0));
+    s.reply("get! /app/tx", data(b"", 0));
     s.reply("get /app/tx/payload", data(b"P", 0));
     s.reply("get /app/tx/votes/a", data(b"", 0));
-    s.reply("exists /app/tx/coordinator", no_node());
-    assert_eq!(s.sent(), ["set /app/tx@0 abort"]);
+    s.reply("exists! /app/tx/coordinator", no_node());
+    assert_eq!(s.sent(), ["set /app/tx 'abort' @0"]);
 }
 
 #[test]
 fn a_presence_node_left_by_our_earlier_incarnation_is_waited_out() {
     let mut s = site(Variant::Coordinator);
-    s.reply("watch /app/tx", data(b"", 0));
+    s.reply("get! /app/tx", data(b"", 0));
     s.reply("get /app/tx/payload", data(b"P", 0));
     s.reply("get /app/tx/votes/a", data(b"", 0));
-    s.reply("exists /app/tx/coordinator", stat(SESSION + 1));
+    s.reply("exists! /app/tx/coordinator", stat(SESSION + 1));
     s.reply(
-        "create /app/tx/alive/a",
+        "create /app/tx/alive/a e",
         Err(Error::Server(ErrorCode::NodeExists)),
     );
-    assert_eq!(s.sent(), ["exists /app/tx/alive/a"]);
-    s.reply("exists /app/tx/alive/a", stat(OTHER));
+    assert_eq!(s.sent(), ["exists! /app/tx/alive/a"]);
+    s.reply("exists! /app/tx/alive/a", stat(OTHER));
     assert!(s.sent().is_empty());
-    s.fire(EventType::NodeDeleted, &p("alive/a"));
-    assert_eq!(s.sent(), ["create /app/tx/alive/a"]);
+    s.fire_last(EventType::NodeDeleted, &p("alive/a"));
+    assert_eq!(s.sent(), ["create /app/tx/alive/a e"]);
 }
 
 #[test]
@@ -668,19 +554,19 @@ fn peers_variant_sites_watch_every_vote_and_decide_commit_themselves() {
         "list /app/tx/votes",
         Ok(Response::Children(vec!["a".into(), "b".into()])),
     );
-    assert_eq!(s.sent(), ["watch /app/tx/votes/a", "watch /app/tx/votes/b"]);
-    s.reply("watch /app/tx/votes/a", data(b"", 0));
-    s.reply("watch /app/tx/votes/b", data(b"commit", 1));
+    assert_eq!(s.sent(), ["get! /app/tx/votes/a", "get! /app/tx/votes/b"]);
+    s.reply("get! /app/tx/votes/a", data(b"", 0));
+    s.reply("get! /app/tx/votes/b", data(b"commit", 1));
     s.events();
     s.r.vote(s.now, Vote::Commit);
-    s.reply("multi check /app/tx@0", ok_multi(2));
-    s.fire(EventType::NodeDataChanged, &p("votes/a"));
-    s.reply("watch /app/tx/votes/a", data(b"commit", 1));
+    s.reply("multi[check /app/tx @0", ok_multi(2));
+    s.fire_last(EventType::NodeDataChanged, &p("votes/a"));
+    s.reply("get! /app/tx/votes/a", data(b"commit", 1));
     assert_eq!(
         s.sent(),
-        ["multi check /app/tx/votes/a@1 + check /app/tx/votes/b@1 + set /app/tx@0"]
+        ["multi[check /app/tx/votes/a @1, check /app/tx/votes/b @1, set /app/tx 'commit' @0]"]
     );
-    s.reply("multi check /app/tx/votes/a@1", ok_multi(3));
+    s.reply("multi[check /app/tx/votes/a @1", ok_multi(3));
     assert_eq!(
         s.events(),
         [
@@ -700,15 +586,15 @@ fn peers_variant_site_aborts_on_any_abort_vote() {
         "list /app/tx/votes",
         Ok(Response::Children(vec!["a".into(), "b".into()])),
     );
-    s.reply("watch /app/tx/votes/a", data(b"", 0));
-    s.reply("watch /app/tx/votes/b", data(b"abort", 1));
-    assert_eq!(s.sent(), ["set /app/tx@0 abort"]);
+    s.reply("get! /app/tx/votes/a", data(b"", 0));
+    s.reply("get! /app/tx/votes/b", data(b"abort", 1));
+    assert_eq!(s.sent(), ["set /app/tx 'abort' @0"]);
 }
 
 #[test]
 fn a_site_that_is_not_in_the_transaction_fails() {
     let mut s = site(Variant::Coordinator);
-    s.reply("watch /app/tx", data(b"", 0));
+    s.reply("get! /app/tx", data(b"", 0));
     s.reply("get /app/tx/payload", data(b"P", 0));
     s.reply("get /app/tx/votes/a", no_node());
     assert_eq!(
@@ -718,7 +604,7 @@ fn a_site_that_is_not_in_the_transaction_fails() {
         }]
     );
     s.reply("exists", stat(1));
-    s.reply("create /app/tx/alive/a", Ok(Response::Path(p("alive/a"))));
+    s.reply("create /app/tx/alive/a e", Ok(Response::Path(p("alive/a"))));
     assert_eq!(s.sent(), ["delete /app/tx/alive/a"]);
 }
 
@@ -728,7 +614,10 @@ fn a_site_dropped_before_voting_votes_abort_and_leaves() {
     ready(&mut s, (b"", 0));
     s.events();
     s.r.handle_abandon(s.now);
-    assert_eq!(s.sent(), ["multi check /app/tx@0 + set /app/tx/votes/a@0"]);
+    assert_eq!(
+        s.sent(),
+        ["multi[check /app/tx @0, set /app/tx/votes/a 'abort' @0]"]
+    );
     s.reply("multi", ok_multi(2));
     assert_eq!(s.sent(), ["delete /app/tx/alive/a"]);
     s.reply("delete", Ok(Response::Empty));
@@ -748,14 +637,14 @@ fn a_site_whose_session_expired_rejoins_in_the_next_and_keeps_its_vote() {
     s.session(SessionChange::Connected { session_id: OTHER });
     let sent = s.sent();
     assert!(
-        sent.contains(&"create /app/tx/alive/a".to_string()),
+        sent.contains(&"create /app/tx/alive/a e".to_string()),
         "{sent:?}"
     );
     assert!(
         !sent.iter().any(|l| l.starts_with("multi")),
         "no second vote: {sent:?}"
     );
-    s.reply("watch /app/tx", data(b"commit", 1));
+    s.reply("get! /app/tx", data(b"commit", 1));
     assert_eq!(
         s.events(),
         [SiteEvent::Decided {
@@ -767,7 +656,7 @@ fn a_site_whose_session_expired_rejoins_in_the_next_and_keeps_its_vote() {
 #[test]
 fn a_lost_presence_create_is_checked_by_owner_before_it_is_deleted() {
     let mut s = site(Variant::Coordinator);
-    s.reply("watch /app/tx", data(b"commit", 1));
+    s.reply("get! /app/tx", data(b"commit", 1));
     assert_eq!(
         s.events(),
         [SiteEvent::Decided {
@@ -779,7 +668,7 @@ fn a_lost_presence_create_is_checked_by_owner_before_it_is_deleted() {
     s.session(SessionChange::Reconnected {
         session_id: SESSION,
     });
-    assert_eq!(s.sent(), ["sync /app/tx", "exists /app/tx/alive/a"]);
+    assert_eq!(s.sent(), ["sync /app/tx", "exists! /app/tx/alive/a"]);
     s.reply("sync", Ok(Response::Path(TX.into())));
     s.reply("exists", stat(SESSION));
     assert_eq!(s.sent(), ["delete /app/tx/alive/a"]);
@@ -807,8 +696,8 @@ fn a_refusal_because_the_session_is_ending_is_not_retried_in_a_loop() {
     let mut s = site(Variant::Coordinator);
     ready(&mut s, (b"", 0));
     s.events();
-    s.fire(EventType::NodeDataChanged, TX);
-    s.reply("watch /app/tx", data(b"abort", 1));
+    s.fire_last(EventType::NodeDataChanged, TX);
+    s.reply("get! /app/tx", data(b"abort", 1));
     assert_eq!(s.sent(), ["delete /app/tx/alive/a"]);
     s.reply("delete", Err(Error::Closed)); // refused: the session is closing
     assert!(
@@ -826,7 +715,7 @@ fn a_refusal_because_the_session_is_ending_is_not_retried_in_a_loop() {
     assert!(s.r.is_done());
 
     let mut c = coordinator(Variant::Coordinator);
-    c.reply("multi create", Err(Error::Closed));
+    c.reply("multi[create", Err(Error::Closed));
     assert!(c.sent().is_empty());
     c.session(SessionChange::Closed);
     assert_eq!(
@@ -842,12 +731,12 @@ fn a_refusal_because_the_session_is_ending_is_not_retried_in_a_loop() {
 fn a_restarted_coordinator_resumes_its_transaction_but_leaves_the_old_presence_node_alone() {
     // A new process, same transaction and id: the setup finds it made already.
     let mut s = coordinator(Variant::Coordinator);
-    s.reply("multi create", failed_multi(7, 0, ErrorCode::NodeExists));
+    s.reply("multi[create", failed_multi(7, 0, ErrorCode::NodeExists));
     assert_eq!(s.sent(), ["sync /app/tx", "get /app/tx/votes"]);
     // The setup's reads answer first (in order), before we know the node is ours.
-    s.reply("watch /app/tx", data(b"", 0));
-    s.reply("watch /app/tx/votes/a", data(b"", 0));
-    s.reply("watch /app/tx/votes/b", data(b"", 0));
+    s.reply("get! /app/tx", data(b"", 0));
+    s.reply("get! /app/tx/votes/a", data(b"", 0));
+    s.reply("get! /app/tx/votes/b", data(b"", 0));
     s.reply("sync", Ok(Response::Path(TX.into())));
     let id = zk_recipes::recipe::lock::node_id(1, 2);
     s.reply(
@@ -862,11 +751,11 @@ fn a_restarted_coordinator_resumes_its_transaction_but_leaves_the_old_presence_n
         s.sent().is_empty(),
         "its reads (and watches) are in already"
     );
-    s.fire(EventType::NodeDataChanged, &p("votes/a"));
-    s.reply("watch /app/tx/votes/a", data(b"commit", 1));
-    s.fire(EventType::NodeDataChanged, &p("votes/b"));
-    s.reply("watch /app/tx/votes/b", data(b"commit", 1));
-    s.reply("multi check", ok_multi(3));
+    s.fire_last(EventType::NodeDataChanged, &p("votes/a"));
+    s.reply("get! /app/tx/votes/a", data(b"commit", 1));
+    s.fire_last(EventType::NodeDataChanged, &p("votes/b"));
+    s.reply("get! /app/tx/votes/b", data(b"commit", 1));
+    s.reply("multi[check", ok_multi(3));
     let ev = s.events();
     assert_eq!(
         ev.last(),
@@ -892,7 +781,10 @@ fn a_vote_applied_before_its_lost_reply_is_not_reported_too_late() {
     let mut status = SiteStatus::default();
     s.events().iter().for_each(|e| status.apply(e));
     assert!(s.r.vote(s.now, Vote::Commit));
-    assert_eq!(s.sent(), ["multi check /app/tx@0 + set /app/tx/votes/a@0"]);
+    assert_eq!(
+        s.sent(),
+        ["multi[check /app/tx @0, set /app/tx/votes/a 'commit' @0]"]
+    );
     s.fail_all(Error::ConnectionLoss); // applied on the server; the reply is lost
     s.session(SessionChange::Suspended);
     // Meanwhile the coordinator saw both votes and committed.
@@ -901,14 +793,14 @@ fn a_vote_applied_before_its_lost_reply_is_not_reported_too_late() {
     });
     let _ = s.sent();
     s.reply(
-        "multi check /app/tx@0",
+        "multi[check /app/tx @0",
         failed_multi(2, 0, ErrorCode::BadVersion),
     );
     let sent = s.sent();
     if sent.iter().any(|l| l.starts_with("sync")) {
         s.reply("sync", Ok(Response::Path(TX.into())));
     }
-    s.reply("watch /app/tx", data(b"commit", 1));
+    s.reply("get! /app/tx", data(b"commit", 1));
     let _ = s.sent();
     if s.pending.iter().any(|(_, l)| l == "get /app/tx/votes/a") {
         s.reply("get /app/tx/votes/a", data(b"commit", 1));

@@ -1,49 +1,16 @@
 //! Transcript tests for `recipe::value` (`Update`, `Counter`): scripted replies in,
 //! exact requests and events out.
 
-use bytes::Bytes;
+use super::kit::*;
 use core::time::Duration;
-use zk_recipes::client::Error;
-use zk_recipes::proto::*;
 use zk_recipes::recipe::value::{
     counter_value, Counter, CounterEvent, CounterFormat, Proposal, Update, UpdateConfig,
     UpdateEvent,
 };
-use zk_recipes::recipe::{OpId, Recipe, SessionChange};
-use zk_recipes::time::Instant;
 
 const T: Instant = Instant::ZERO;
 const S: i64 = 0x77;
 const P: &str = "/c";
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-fn sent<R: Recipe>(r: &mut R) -> Vec<(OpId, String)> {
-    std::iter::from_fn(|| r.poll_request())
-        .map(|(op, r)| {
-            let line = match r {
-                Request::Create2(c) => format!("create2 {} {}", c.path, hex(&c.data)),
-                Request::CreateContainer(c) => format!("container {}", c.path),
-                Request::GetData(g) if g.watch => format!("get! {}", g.path),
-                Request::GetData(g) => format!("get {}", g.path),
-                Request::SetData(s) => format!("set {} {} v{}", s.path, hex(&s.data), s.version),
-                Request::Sync(p) => format!("sync {}", p.path),
-                other => format!("{other:?}"),
-            };
-            (op, line)
-        })
-        .collect()
-}
-
-fn lines(s: &[(OpId, String)]) -> Vec<&str> {
-    s.iter().map(|(_, l)| l.as_str()).collect()
-}
-
-fn events<R: Recipe>(r: &mut R) -> Vec<R::Event> {
-    std::iter::from_fn(|| r.poll_event()).collect()
-}
 
 fn stat(czxid: i64, version: i32) -> Stat {
     Stat {
@@ -52,17 +19,6 @@ fn stat(czxid: i64, version: i32) -> Stat {
         version,
         ..Stat::default()
     }
-}
-
-fn data(d: &[u8], st: Stat) -> Result<Response, Error> {
-    Ok(Response::Data {
-        data: Bytes::copy_from_slice(d),
-        stat: st,
-    })
-}
-
-fn err(c: ErrorCode) -> Result<Response, Error> {
-    Err(Error::from(c))
 }
 
 fn current(d: &[u8], st: Stat) -> UpdateEvent {
@@ -108,7 +64,7 @@ fn proposed(u: &mut Update) -> OpId {
     assert!(u.is_proposing());
     u.propose(T, set("b"));
     let s = sent(u);
-    assert_eq!(lines(&s), ["set /c 62 v3"]);
+    assert_eq!(lines(&s), ["set /c 'b' @3"]);
     s[0].0
 }
 
@@ -128,16 +84,14 @@ fn update_happy_path() {
 fn update_bad_version_runs_the_function_again() {
     let mut u = update(UpdateConfig::new(P));
     let op = proposed(&mut u);
-    u.handle_reply(T, op, err(ErrorCode::BadVersion));
+    u.handle_reply(T, op, code(ErrorCode::BadVersion));
     assert_eq!(events(&mut u), []);
     let t = waited(&mut u);
-    let s = sent(&mut u);
-    assert_eq!(lines(&s), ["get /c"]); // no sync needed after BadVersion
+    let s = expect_sent!(u, ["get /c"]); // no sync needed after BadVersion
     u.handle_reply(t, s[0].0, data(b"z", stat(10, 4)));
     assert_eq!(events(&mut u), [current(b"z", stat(10, 4))]);
     u.propose(t, set("zz"));
-    let s = sent(&mut u);
-    assert_eq!(lines(&s), ["set /c 7a7a v4"]);
+    let s = expect_sent!(u, ["set /c 'zz' @4"]);
     u.handle_reply(t, s[0].0, Ok(Response::Stat(stat(10, 5))));
     assert_eq!(events(&mut u), [UpdateEvent::Updated { stat: stat(10, 5) }]);
     assert_eq!(u.rounds(), 2);
@@ -160,10 +114,9 @@ fn waits_after_lost_races(seed: u64, round: Duration, losses: usize) -> Vec<Dura
         u.handle_reply(now + round / 2, s[0].0, data(b"a", stat(10, version)));
         assert_eq!(events(&mut u), [current(b"a", stat(10, version))]);
         u.propose(now + round / 2, set("b"));
-        let s = sent(&mut u);
-        assert_eq!(lines(&s), [format!("set /c 62 v{version}")]);
+        let s = expect_sent!(u, [format!("set /c 'b' @{version}")]);
         now = now + round;
-        u.handle_reply(now, s[0].0, err(ErrorCode::BadVersion));
+        u.handle_reply(now, s[0].0, code(ErrorCode::BadVersion));
         assert_eq!(sent(&mut u), [], "read again at once after loss {i}");
         let at = u.poll_timeout().expect("a lost race waits for a deadline");
         assert!(
@@ -243,20 +196,14 @@ fn update_keep_writes_nothing() {
 #[test]
 fn update_creates_missing_node_and_its_parents() {
     let mut u = update(UpdateConfig::new("/a/b/c"));
-    let s = sent(&mut u);
-    assert_eq!(lines(&s), ["get /a/b/c"]);
-    u.handle_reply(T, s[0].0, err(ErrorCode::NoNode));
+    let s = expect_sent!(u, ["get /a/b/c"]);
+    u.handle_reply(T, s[0].0, code(ErrorCode::NoNode));
     assert_eq!(events(&mut u), [missing()]);
     u.propose(T, set("x"));
-    let s = sent(&mut u);
-    assert_eq!(lines(&s), ["create2 /a/b/c 78"]);
-    u.handle_reply(T, s[0].0, err(ErrorCode::NoNode));
-    let s = sent(&mut u);
-    assert_eq!(
-        lines(&s),
-        ["container /a", "container /a/b", "create2 /a/b/c 78"]
-    );
-    u.handle_reply(T, s[0].0, err(ErrorCode::NodeExists));
+    let s = expect_sent!(u, ["create2 /a/b/c 'x'"]);
+    u.handle_reply(T, s[0].0, code(ErrorCode::NoNode));
+    let s = expect_sent!(u, ["container /a", "container /a/b", "create2 /a/b/c 'x'"]);
+    u.handle_reply(T, s[0].0, code(ErrorCode::NodeExists));
     u.handle_reply(T, s[1].0, Ok(Response::Path("/a/b".into())));
     u.handle_reply(
         T,
@@ -275,7 +222,7 @@ fn update_without_create_fails_on_missing_node() {
     c.create_if_missing = false;
     let mut u = update(c);
     let s = sent(&mut u);
-    u.handle_reply(T, s[0].0, err(ErrorCode::NoNode));
+    u.handle_reply(T, s[0].0, code(ErrorCode::NoNode));
     assert_eq!(events(&mut u), [missing()]);
     u.propose(T, set("x"));
     assert_eq!(sent(&mut u), []);
@@ -291,18 +238,17 @@ fn update_without_create_fails_on_missing_node() {
 fn update_node_exists_race_reads_again() {
     let mut u = update(UpdateConfig::new(P));
     let s = sent(&mut u);
-    u.handle_reply(T, s[0].0, err(ErrorCode::NoNode));
+    u.handle_reply(T, s[0].0, code(ErrorCode::NoNode));
     events(&mut u);
     u.propose(T, set("x"));
     let s = sent(&mut u);
-    u.handle_reply(T, s[0].0, err(ErrorCode::NodeExists));
+    u.handle_reply(T, s[0].0, code(ErrorCode::NodeExists));
     let t = waited(&mut u);
-    let s = sent(&mut u);
-    assert_eq!(lines(&s), ["get /c"]);
+    let s = expect_sent!(u, ["get /c"]);
     u.handle_reply(t, s[0].0, data(b"y", stat(30, 0)));
     assert_eq!(events(&mut u), [current(b"y", stat(30, 0))]);
     u.propose(t, set("yx"));
-    assert_eq!(lines(&sent(&mut u)), ["set /c 7978 v0"]);
+    assert_eq!(lines(&sent(&mut u)), ["set /c 'yx' @0"]);
 }
 
 /// The set's reply is lost; after the reconnect the machine syncs and re-reads.
@@ -313,8 +259,7 @@ fn lost_set(config: UpdateConfig) -> (Update, OpId) {
     u.handle_session(T, SessionChange::Suspended);
     assert_eq!(sent(&mut u), []);
     u.handle_session(T, SessionChange::Reconnected { session_id: S });
-    let s = sent(&mut u);
-    assert_eq!(lines(&s), ["sync /c", "get /c"]);
+    let s = expect_sent!(u, ["sync /c", "get /c"]);
     u.handle_reply(T, s[0].0, Ok(Response::Path(P.into())));
     (u, s[1].0)
 }
@@ -325,7 +270,7 @@ fn lost_set_reply_not_applied_runs_again() {
     u.handle_reply(T, read, data(b"a", stat(10, 3)));
     assert_eq!(events(&mut u), [current(b"a", stat(10, 3))]);
     u.propose(T, set("b"));
-    assert_eq!(lines(&sent(&mut u)), ["set /c 62 v3"]);
+    assert_eq!(lines(&sent(&mut u)), ["set /c 'b' @3"]);
 }
 
 #[test]
@@ -397,9 +342,8 @@ fn refused_set_is_sent_again_after_backoff() {
     u.handle_timeout(T + Duration::from_millis(4));
     assert_eq!(sent(&mut u), []);
     u.handle_timeout(at);
-    let s = sent(&mut u);
-    assert_eq!(lines(&s), ["set /c 62 v3"]);
-    u.handle_reply(T, s[0].0, err(ErrorCode::Throttled));
+    let s = expect_sent!(u, ["set /c 'b' @3"]);
+    u.handle_reply(T, s[0].0, code(ErrorCode::Throttled));
     // The second doubles: within [10 ms, 20 ms].
     let at = u.poll_timeout().expect("a backoff");
     assert!(
@@ -407,8 +351,7 @@ fn refused_set_is_sent_again_after_backoff() {
         "{at:?}"
     );
     u.handle_timeout(at);
-    let s = sent(&mut u);
-    assert_eq!(lines(&s), ["set /c 62 v3"]);
+    let s = expect_sent!(u, ["set /c 'b' @3"]);
     u.handle_reply(T, s[0].0, Ok(Response::Stat(stat(10, 4))));
     assert_eq!(events(&mut u), [UpdateEvent::Updated { stat: stat(10, 4) }]);
 }
@@ -418,8 +361,7 @@ fn sync_first_syncs_before_the_read() {
     let mut c = UpdateConfig::new(P);
     c.sync_first = true;
     let mut u = update(c);
-    let s = sent(&mut u);
-    assert_eq!(lines(&s), ["sync /c", "get /c"]);
+    let s = expect_sent!(u, ["sync /c", "get /c"]);
     u.handle_reply(T, s[0].0, Ok(Response::Path(P.into())));
     u.handle_reply(T, s[1].0, data(b"a", stat(10, 3)));
     assert_eq!(events(&mut u), [current(b"a", stat(10, 3))]);
@@ -433,8 +375,7 @@ fn expiry_during_write_verifies_on_the_next_session() {
     u.handle_session(T, SessionChange::Expired);
     assert_eq!(sent(&mut u), []);
     u.handle_session(T, SessionChange::Connected { session_id: S + 1 });
-    let s = sent(&mut u);
-    assert_eq!(lines(&s), ["sync /c", "get /c"]);
+    let s = expect_sent!(u, ["sync /c", "get /c"]);
     u.handle_reply(T, s[0].0, Ok(Response::Path(P.into())));
     u.handle_reply(T, s[1].0, data(b"a", stat(10, 3)));
     assert_eq!(events(&mut u), [current(b"a", stat(10, 3))]);
@@ -475,20 +416,17 @@ fn counter(format: CounterFormat) -> Counter {
 fn counter_i32_is_curator_shared_count() {
     let mut c = counter(CounterFormat::I32);
     c.add(T, 1);
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["get /c"]);
+    let s = expect_sent!(c, ["get /c"]);
     c.handle_reply(T, s[0].0, data(&[0, 0, 0, 41], stat(10, 7)));
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["set /c 0000002a v7"]);
+    let s = expect_sent!(c, ["set /c 0x0000002a @7"]);
     c.handle_reply(T, s[0].0, Ok(Response::Stat(stat(10, 8))));
     assert_added(&mut c, 41, 42, stat(10, 8));
     // Wraps like Java's int. (A second later: read first.)
     let t = T + Duration::from_secs(1);
     c.add(t, 2);
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["get /c"]);
+    let s = expect_sent!(c, ["get /c"]);
     c.handle_reply(t, s[0].0, data(&[0x7f, 0xff, 0xff, 0xff], stat(10, 8)));
-    assert_eq!(lines(&sent(&mut c)), ["set /c 80000001 v8"]);
+    assert_eq!(lines(&sent(&mut c)), ["set /c 0x80000001 @8"]);
 }
 
 /// A burst of increments (issue 25, item 3): an add asked within one round (read sent →
@@ -501,11 +439,9 @@ fn counter_add_right_after_our_write_skips_the_read() {
     let ms = |n: u64| T + Duration::from_millis(n);
     let mut c = counter(CounterFormat::I32);
     c.add(T, 1);
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["get /c"]);
+    let s = expect_sent!(c, ["get /c"]);
     c.handle_reply(ms(1), s[0].0, data(&[0, 0, 0, 41], stat(10, 7)));
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["set /c 0000002a v7"]);
+    let s = expect_sent!(c, ["set /c 0x0000002a @7"]);
     c.handle_reply(ms(2), s[0].0, Ok(Response::Stat(stat(10, 8)))); // a 2 ms round
     let added = |before, after, version| CounterEvent::Added {
         before,
@@ -515,27 +451,22 @@ fn counter_add_right_after_our_write_skips_the_read() {
     assert_eq!(events(&mut c), [added(41, 42, 8)]);
 
     c.add(ms(3), 1); // 1 ms later: against v8, no read
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["set /c 0000002b v8"]);
+    let s = expect_sent!(c, ["set /c 0x0000002b @8"]);
     c.handle_reply(ms(4), s[0].0, Ok(Response::Stat(stat(10, 9))));
     assert_eq!(events(&mut c), [added(42, 43, 9)]);
 
     c.add(ms(4), 1); // someone else wrote meanwhile
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["set /c 0000002c v9"]);
-    c.handle_reply(ms(5), s[0].0, err(ErrorCode::BadVersion));
+    let s = expect_sent!(c, ["set /c 0x0000002c @9"]);
+    c.handle_reply(ms(5), s[0].0, code(ErrorCode::BadVersion));
     let t = waited(&mut c);
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["get /c"]);
+    let s = expect_sent!(c, ["get /c"]);
     c.handle_reply(t, s[0].0, data(&[0, 0, 0, 50], stat(10, 10)));
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["set /c 00000033 v10"]);
+    let s = expect_sent!(c, ["set /c 0x00000033 @10"]);
     c.handle_reply(t, s[0].0, Ok(Response::Stat(stat(10, 11))));
     assert_eq!(events(&mut c), [added(50, 51, 11)]);
 
     c.get(t); // a get reads, however recent our write
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["get /c"]);
+    let s = expect_sent!(c, ["get /c"]);
     c.handle_reply(t, s[0].0, data(&[0, 0, 0, 51], stat(10, 11)));
     assert_eq!(
         events(&mut c),
@@ -545,8 +476,7 @@ fn counter_add_right_after_our_write_skips_the_read() {
         }]
     );
     c.add(t, 1); // the get came in between: read
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["get /c"]);
+    let s = expect_sent!(c, ["get /c"]);
     c.handle_reply(t, s[0].0, data(&[0, 0, 0, 51], stat(10, 11)));
     let s = sent(&mut c);
     c.handle_reply(t, s[0].0, Ok(Response::Stat(stat(10, 12))));
@@ -561,9 +491,8 @@ fn counter_i64_is_curator_atomic_long_and_missing_is_zero() {
     let mut c = counter(CounterFormat::I64);
     c.add(T, -3);
     let s = sent(&mut c);
-    c.handle_reply(T, s[0].0, err(ErrorCode::NoNode));
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["create2 /c fffffffffffffffd"]);
+    c.handle_reply(T, s[0].0, code(ErrorCode::NoNode));
+    let s = expect_sent!(c, ["create2 /c 0xfffffffffffffffd"]);
     c.handle_reply(
         T,
         s[0].0,
@@ -584,10 +513,9 @@ fn counter_i64_is_curator_atomic_long_and_missing_is_zero() {
     // read first.)
     let t = T + Duration::from_secs(1);
     c.add(t, 5);
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["get /c"]);
+    let s = expect_sent!(c, ["get /c"]);
     c.handle_reply(t, s[0].0, data(&[], stat(40, 1)));
-    assert_eq!(lines(&sent(&mut c)), ["set /c 0000000000000005 v1"]);
+    assert_eq!(lines(&sent(&mut c)), ["set /c 0x0000000000000005 @1"]);
 }
 
 #[test]
@@ -607,8 +535,7 @@ fn counter_malformed_data_fails_and_writes_nothing() {
         }]
     );
     // The next operation (the get) runs; it fails the same way, nothing is written.
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["get /c"]);
+    let s = expect_sent!(c, ["get /c"]);
     c.handle_reply(T, s[0].0, data(&[0; 8], stat(10, 1)));
     assert_eq!(
         events(&mut c),
@@ -703,8 +630,7 @@ fn counter_lost_reply_not_applied_retries() {
     let s = lose_and_reconnect(&mut c, s[0].0);
     c.handle_reply(T, s[0].0, Ok(Response::Path(P.into())));
     c.handle_reply(T, s[1].0, data(&[0, 0, 0, 1], stat(10, 1)));
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["set /c 00000002 v1"]);
+    let s = expect_sent!(c, ["set /c 0x00000002 @1"]);
     c.handle_reply(T, s[0].0, Ok(Response::Stat(stat(10, 2))));
     assert_added(&mut c, 1, 2, stat(10, 2));
 }
@@ -722,14 +648,12 @@ fn counter_add_without_read_lost_reply_is_verified() {
     c.handle_reply(T, s[0].0, Ok(Response::Stat(stat(10, 2))));
     events(&mut c);
     c.add(T, 1);
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["set /c 00000003 v2"]);
+    let s = expect_sent!(c, ["set /c 0x00000003 @2"]);
     let s = lose_and_reconnect(&mut c, s[0].0);
     assert_eq!(lines(&s), ["sync /c", "get /c"]);
     c.handle_reply(T, s[0].0, Ok(Response::Path(P.into())));
     c.handle_reply(T, s[1].0, data(&[0, 0, 0, 2], stat(10, 2)));
-    let s = sent(&mut c);
-    assert_eq!(lines(&s), ["set /c 00000003 v2"]);
+    let s = expect_sent!(c, ["set /c 0x00000003 @2"]);
     c.handle_reply(T, s[0].0, Ok(Response::Stat(stat(10, 3))));
     assert_added(&mut c, 2, 3, stat(10, 3));
     // The reconnect forgot what we wrote: the next add reads first.
