@@ -1,5 +1,6 @@
 //! Property test for the double barrier machine over arbitrary schedules (the same
-//! harness as the `double_barrier` fuzz target): lost replies, refusals, reconnects,
+//! harness as the `double_barrier` fuzz target): lost replies, refusals, reconnects
+//! (to lagging followers too), reaped containers, operator deletions,
 //! expiry, peers arriving and leaving, deadlines; safety after every step, liveness at
 //! the end (see `zk_recipes_sim::testkit::double_barrier`).
 
@@ -13,4 +14,25 @@ proptest! {
             prop_assert!(false, "{}", e);
         }
     }
+}
+
+/// The harness is not vacuous: over many pseudo-random schedules the participant
+/// enters, leaves, times out, fails and reconnects, peers come and go, an operator
+/// deletes our node or `ready`, and the common faults hit (lost replies, lagging
+/// followers, refusals, expiries, reaped containers).
+#[test]
+fn schedules_exercise_every_path() {
+    let mut total = zk_recipes_sim::testkit::double_barrier::Stats::default();
+    for schedule in zk_recipes_sim::testkit::schedules(0x9e37_79b9_7f4a_7c15, 2_000, 300) {
+        total += zk_recipes_sim::testkit::double_barrier::run_stats(&schedule)
+            .unwrap_or_else(|e| panic!("{schedule:?}: {e}"));
+    }
+    println!("{total:?}");
+    assert!(total.entered > 600 && total.left > 500 && total.timed_out > 300);
+    assert!(total.failed > 150 && total.reconnected > 3_000);
+    assert!(total.peers_arrived > 10_000 && total.peers_left > 5_000);
+    assert!(total.operator_deletes > 500);
+    let f = total.faults;
+    assert!(f.lost_replies > 1_500 && f.stale_reconnects > 2_000 && f.refusals > 1_500);
+    assert!(f.expiries > 200 && f.reaps > 5);
 }

@@ -541,6 +541,11 @@ impl Election {
             return false;
         }
         if self.ack != Ack::Done && self.ack != Ack::Busy {
+            if self.ack == Ack::Idle {
+                // A new attempt: its own rounds of creating the directory (an earlier
+                // one may have spent them on creates lost with the connection).
+                self.parent_rounds = 0;
+            }
             self.ack = Ack::Wanted;
         }
         if self.ack == Ack::Done {

@@ -1,576 +1,411 @@
-//! A [`DoubleBarrier`] participant against a small model of one barrier node and its
-//! peers, driven by bytes (proptest and libFuzzer share it). The bytes choose `N`,
-//! deadlines, and then a schedule of steps:
+//! A [`DoubleBarrier`] participant in the model world ([`harness`](super::harness)),
+//! driven by bytes (proptest and libFuzzer share it). The first bytes choose `N`, an
+//! enter deadline, and whether the barrier node `b` exists at the start (a container,
+//! as participants make it); then the common faults, and the barrier's actors:
 //!
-//! * the server answers the oldest request on the wire, or applies it and the
-//!   connection breaks before the reply arrives (reply lost), or the connection breaks
-//!   before it is read; the session refuses a request (`Overloaded`) or the server
-//!   throttles one (never applied);
-//! * a reconnect (watches that fired meanwhile are delivered then, as the session's
-//!   re-arming does); the session expires;
-//! * peers arrive (one that finds `N` members makes `ready`), peers leave (the last one
-//!   removes `ready` and `b` with its node, as ours does); time passes; the user leaves.
+//! * peers (another session) arrive: one that finds `N` members makes `ready`;
+//! * peers leave: the last one removes `ready` and `b` with its node in one
+//!   transaction, as ours does;
+//! * an operator deletes `ready`, or our node once we entered;
+//! * the user leaves, after `Entered` (with or without a deadline).
 //!
-//! Safety, after every step: we create `ready` only after `N` members were present
-//! together (since the last round); `Entered`
-//! only if `ready` and our node existed together;
-//! `Left` only when our node is gone and the round is over (`ready` gone, or nobody in
-//! `b`); one final event per participation and nothing after it; after the final event
-//! no request but the deletion of our node; `poll_timeout` never in the past after
-//! `handle_timeout`.
+//! Safety, after every step: `ready` is only ever created after `N` members were
+//! present together since the last `ready` was gone (one an operator deleted ended no
+//! round); `Entered` only if `ready` and our
+//! node existed together at some point the client had heard of; `Left` only when, as
+//! the client last heard of `b`, our node is gone and the round is over (`ready` gone,
+//! or no member in `b`); one final event per participation and nothing after it; after
+//! the final event no request but the deletion of our node; `poll_timeout` never in
+//! the past after `handle_timeout`. (Its `Reconnected` claims nothing about a node: the
+//! machine looks again, and what it then reports is judged.)
 //!
 //! Liveness, at the end — no cancel: faults stop, the connection comes back, peers
-//! arrive until `N` and leave (one a round) once we have entered, the user leaves, time
-//! passes. Within a bounded number of rounds (200 plus one for every member present
-//! when faults stop) the participation must have ended, the machine must be done, and
-//! our node must be gone.
+//! arrive until `N` and leave (one or two a round) once we have entered, the user
+//! leaves, time passes. The participation must have ended, the machine must be done,
+//! and no node of ours may be left.
 
 use alloc::format;
-use alloc::string::{String, ToString};
+use alloc::string::String;
 use alloc::vec::Vec;
+use bytes::Bytes;
 use core::time::Duration;
 
-use zk_recipes::error::Error;
 use zk_recipes::proto::*;
 use zk_recipes::recipe::double_barrier::{DoubleBarrier, DoubleBarrierConfig, DoubleBarrierEvent};
-use zk_recipes::recipe::{OpId, Recipe, SessionChange};
-use zk_recipes::session::WatchEvent;
-use zk_recipes::time::Instant;
 
+use super::harness::{self, FaultCounts, Harness, Script};
+use super::zk::Happened;
+
+const P: &str = "/p";
 const B: &str = "/p/b";
 const READY: &str = "/p/b/ready";
-const ME: &str = "55555555-0000-4000-8000-000000000000";
-const SESSION: i64 = 0x5e55;
+const READY_NAME: &str = "ready";
+const ID: &str = "55555555-0000-4000-8000-000000000000";
+/// The client that writes as the peers' session.
+const PEERS: usize = 1;
 
-/// What the server writes: a reply (`Ok`) or a watch notification (`Err`).
-type Outbound = Result<Result<Response, Error>, WatchEvent>;
-
-#[derive(Default)]
-struct World {
-    b: bool,
-    ready: bool,
-    /// Member names (ours is `ME`).
-    members: Vec<String>,
-    peers: u32,
-    connected: bool,
-    alive: bool,
-    wire: Vec<(OpId, Request)>,
-    out: Vec<(OpId, Outbound)>,
-    queued: Vec<(OpId, Request)>,
-    /// One-shot exists watches: (path, op).
-    watches: Vec<(String, OpId)>,
-    /// Fired while disconnected: delivered after the reconnect.
-    notify: Vec<(OpId, WatchEvent)>,
-    /// `ready` and our node existed together at some point.
-    round_with_us: bool,
-    /// `N`, and a `ready` we created with fewer members present.
-    n: usize,
-    early_ready: Option<usize>,
-    /// Most members present together since `ready` was last gone (what the creator of
-    /// `ready` may have counted; one may have left since).
-    forming: usize,
-}
+type H = Harness<DoubleBarrier>;
 
 fn child(name: &str) -> String {
     format!("{B}/{name}")
 }
 
-impl World {
-    fn ours(&self) -> bool {
-        self.members.iter().any(|m| m == ME)
-    }
+/// What a run saw, to show the harness is not vacuous.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Stats {
+    /// `Entered` events.
+    pub entered: u32,
+    /// `Left` events.
+    pub left: u32,
+    /// `NotEntered` and `NotLeft` events.
+    pub timed_out: u32,
+    /// `Failed` events.
+    pub failed: u32,
+    /// `Reconnected` events.
+    pub reconnected: u32,
+    /// Peers that arrived.
+    pub peers_arrived: u32,
+    /// Peers that left.
+    pub peers_left: u32,
+    /// An operator deleted our node or `ready`.
+    pub operator_deletes: u32,
+    /// The common faults.
+    pub faults: FaultCounts,
+}
 
-    fn note(&mut self) {
-        if self.ready && self.ours() {
-            self.round_with_us = true;
-        }
-        if !self.ready {
-            self.forming = self.forming.max(self.members.len());
-        }
-    }
-
-    fn fire(&mut self, path: &str, event_type: EventType) {
-        let (hit, keep): (Vec<_>, Vec<_>) = core::mem::take(&mut self.watches)
-            .into_iter()
-            .partition(|(p, _)| p == path);
-        self.watches = keep;
-        for (_, op) in hit {
-            let ev = WatchEvent {
-                event_type,
-                path: path.to_string(),
-            };
-            if self.connected {
-                self.out.push((op, Err(ev)));
-            } else {
-                self.notify.push((op, ev));
-            }
-        }
-    }
-
-    fn create(&mut self, path: &str) -> Result<Response, Error> {
-        if path == B {
-            if self.b {
-                return Err(ErrorCode::NodeExists.into());
-            }
-            self.b = true;
-        } else if !self.b {
-            return Err(ErrorCode::NoNode.into());
-        } else if path == READY {
-            if self.ready {
-                return Err(ErrorCode::NodeExists.into());
-            }
-            self.ready = true;
-            self.fire(READY, EventType::NodeCreated);
-        } else {
-            let name = path.rsplit('/').next().unwrap_or("").to_string();
-            if self.members.contains(&name) {
-                return Err(ErrorCode::NodeExists.into());
-            }
-            self.members.push(name);
-        }
-        self.note();
-        Ok(Response::Path(path.into()))
-    }
-
-    fn delete(&mut self, path: &str) -> Result<Response, Error> {
-        if path == B {
-            if !self.b {
-                return Err(ErrorCode::NoNode.into());
-            }
-            if self.ready || !self.members.is_empty() {
-                return Err(ErrorCode::NotEmpty.into());
-            }
-            self.b = false;
-        } else if path == READY {
-            if !self.ready {
-                return Err(ErrorCode::NoNode.into());
-            }
-            self.ready = false;
-            self.forming = self.members.len();
-        } else {
-            let name = path.rsplit('/').next().unwrap_or("");
-            let Some(at) = self.members.iter().position(|m| m == name) else {
-                return Err(ErrorCode::NoNode.into());
-            };
-            self.members.remove(at);
-        }
-        self.fire(path, EventType::NodeDeleted);
-        Ok(Response::Empty)
-    }
-
-    fn exists(&self, path: &str) -> bool {
-        match path {
-            B => self.b,
-            READY => self.ready,
-            p => {
-                let name = p.rsplit('/').next().unwrap_or("");
-                p.starts_with(B) && self.members.iter().any(|m| m == name)
-            }
-        }
-    }
-
-    /// Applies `req` to the live state; its reply.
-    fn apply(&mut self, op: OpId, req: &Request) -> Result<Response, Error> {
-        match req {
-            Request::Create(c) | Request::Create2(c) | Request::CreateContainer(c) => {
-                if c.path == READY && !self.ready && self.forming < self.n {
-                    self.early_ready = Some(self.forming);
-                }
-                if c.path == "/p" {
-                    Err(ErrorCode::NodeExists.into())
-                } else {
-                    self.create(&c.path)
-                }
-            }
-            Request::Delete(d) => self.delete(&d.path),
-            Request::Exists(e) => {
-                if e.watch {
-                    self.watches.push((e.path.clone(), op));
-                }
-                if self.exists(&e.path) {
-                    Ok(Response::Stat(Stat::default()))
-                } else {
-                    Err(ErrorCode::NoNode.into())
-                }
-            }
-            Request::GetChildren(_) => {
-                if !self.b {
-                    return Err(ErrorCode::NoNode.into());
-                }
-                let mut c = self.members.clone();
-                if self.ready {
-                    c.push("ready".into());
-                }
-                Ok(Response::Children(c))
-            }
-            Request::Sync(p) => Ok(Response::Path(p.path.clone())),
-            Request::Multi(ops) => {
-                // All or nothing: try on a copy.
-                let mut results = Vec::new();
-                let (b, ready, members) = (self.b, self.ready, self.members.clone());
-                let mut failed = None;
-                for (i, o) in ops.iter().enumerate() {
-                    let r = match o {
-                        MultiOp::Delete(d) => {
-                            // No watch fires until the whole multi is in.
-                            let w = core::mem::take(&mut self.watches);
-                            let r = self.delete(&d.path);
-                            self.watches = w;
-                            r.map(|_| MultiResult::Delete)
-                        }
-                        _ => Err(Error::from(ErrorCode::Unimplemented)),
-                    };
-                    match r {
-                        Ok(x) => results.push(x),
-                        Err(Error::Server(c)) => {
-                            failed = Some((i, c));
-                            break;
-                        }
-                        Err(_) => {
-                            failed = Some((i, ErrorCode::SystemError));
-                            break;
-                        }
-                    }
-                }
-                if let Some((at, code)) = failed {
-                    self.b = b;
-                    self.ready = ready;
-                    self.members = members;
-                    let r = (0..ops.len())
-                        .map(|i| {
-                            MultiResult::Error(match i.cmp(&at) {
-                                core::cmp::Ordering::Less => ErrorCode::Ok,
-                                core::cmp::Ordering::Equal => code,
-                                core::cmp::Ordering::Greater => ErrorCode::RuntimeInconsistency,
-                            })
-                        })
-                        .collect();
-                    return Ok(Response::Multi(r));
-                }
-                for o in ops {
-                    if let MultiOp::Delete(d) = o {
-                        self.fire(&d.path, EventType::NodeDeleted);
-                    }
-                }
-                Ok(Response::Multi(results))
-            }
-            _ => Err(ErrorCode::Unimplemented.into()),
-        }
-    }
-
-    fn peer_arrives(&mut self) {
-        if !self.b {
-            self.b = true;
-        }
-        self.peers += 1;
-        let name = format!("{:08x}-peer", self.peers.wrapping_mul(0x9E37_79B9));
-        self.members.push(name);
-        self.note();
-    }
-
-    fn peer_count_makes_ready(&mut self, n: u32) {
-        if !self.ready && self.b && self.members.len() >= n as usize {
-            self.ready = true;
-            self.fire(READY, EventType::NodeCreated);
-            self.note();
-        }
-    }
-
-    /// A peer in leave deletes its node; the last one removes `ready` and `b` too.
-    fn peer_leaves(&mut self, pick: u8) {
-        let peers: Vec<String> = self.members.iter().filter(|m| *m != ME).cloned().collect();
-        if peers.is_empty() {
-            return;
-        }
-        let name = peers[pick as usize % peers.len()].clone();
-        let _ = self.delete(&child(&name));
-        if self.members.is_empty() && self.ready {
-            let _ = self.delete(READY);
-            let _ = self.delete(B);
-        }
+impl core::ops::AddAssign for Stats {
+    fn add_assign(&mut self, o: Self) {
+        self.entered += o.entered;
+        self.left += o.left;
+        self.timed_out += o.timed_out;
+        self.failed += o.failed;
+        self.reconnected += o.reconnected;
+        self.peers_arrived += o.peers_arrived;
+        self.peers_left += o.peers_left;
+        self.operator_deletes += o.operator_deletes;
+        self.faults += o.faults;
     }
 }
 
-struct Harness {
-    m: DoubleBarrier,
-    w: World,
-    now: Instant,
+struct BarrierScript {
+    stats: Stats,
+    n: usize,
     finals: u32,
     entered: bool,
-    left: bool,
-    ended: bool,
     leave_called: bool,
-    log: Vec<String>,
+    /// Peers made so far (for their names).
+    peers: u32,
+    /// The czxids of the `ready` nodes judged so far.
+    readies: Vec<i64>,
+    /// The czxids of the `ready` nodes an operator deleted.
+    operator_readies: Vec<i64>,
 }
 
-impl Harness {
-    fn pump(&mut self) -> Result<(), String> {
-        while let Some((op, req)) = self.m.poll_request() {
-            if self.ended {
-                let cleanup = match &req {
-                    Request::Delete(d) => d.path == child(ME),
-                    _ => false,
-                };
-                if !cleanup {
-                    return Err(format!("request after the final event: {req:?}"));
-                }
-            }
-            if !self.w.alive {
-                self.m
-                    .handle_reply(self.now, op, Err(Error::SessionExpired));
-            } else if self.w.connected {
-                self.w.wire.push((op, req));
-            } else {
-                self.w.queued.push((op, req));
+impl BarrierScript {
+    /// The peers' member nodes, by name.
+    fn peer_names(h: &H) -> Vec<String> {
+        let id = h.world.zk.sessions[PEERS].id;
+        h.world
+            .zk
+            .children(B)
+            .into_iter()
+            .filter(|n| {
+                h.world
+                    .zk
+                    .nodes
+                    .get(&child(n))
+                    .is_some_and(|x| x.owner == id)
+            })
+            .collect()
+    }
+
+    fn members(h: &H) -> usize {
+        h.world
+            .zk
+            .children(B)
+            .iter()
+            .filter(|n| *n != READY_NAME)
+            .count()
+    }
+
+    fn write(h: &mut H, by: Option<usize>, req: &Request) {
+        let r = h.world.zk.write_as(by, req);
+        h.note(format!("  {by:?} {}: {r:?}", harness::describe(req)));
+    }
+
+    fn create(h: &mut H, by: Option<usize>, path: &str, mode: CreateMode) {
+        let req = CreateRequest {
+            path: path.into(),
+            data: Bytes::new(),
+            acl: Acl::open_unsafe(),
+            flags: mode.to_i32(),
+        };
+        let req = match mode {
+            CreateMode::Container => Request::CreateContainer(req),
+            _ => Request::Create(req),
+        };
+        Self::write(h, by, &req);
+    }
+
+    fn delete(h: &mut H, by: Option<usize>, path: &str) {
+        Self::write(
+            h,
+            by,
+            &Request::Delete(DeleteRequest {
+                path: path.into(),
+                version: -1,
+            }),
+        );
+    }
+
+    /// A peer arrives (making `b` if it is missing); one that finds `N` members makes
+    /// `ready`.
+    fn peer_arrives(&mut self, h: &mut H) {
+        if !h.world.zk.nodes.contains_key(B) {
+            Self::create(h, Some(PEERS), B, CreateMode::Container);
+        }
+        self.peers += 1;
+        self.stats.peers_arrived += 1;
+        let name = format!("{:08x}-peer", self.peers.wrapping_mul(0x9E37_79B9));
+        Self::create(h, Some(PEERS), &child(&name), CreateMode::Ephemeral);
+        self.peer_makes_ready(h);
+    }
+
+    fn peer_makes_ready(&mut self, h: &mut H) {
+        let ready = h.world.zk.nodes.contains_key(READY);
+        if !ready && h.world.zk.nodes.contains_key(B) && Self::members(h) >= self.n {
+            Self::create(h, Some(PEERS), READY, CreateMode::Persistent);
+        }
+    }
+
+    /// A peer in leave deletes its node; the last one removes `ready` and `b` with it
+    /// in one transaction.
+    fn peer_leaves(&mut self, h: &mut H, pick: u8) {
+        let peers = Self::peer_names(h);
+        let Some(name) = peers.get(usize::from(pick) % peers.len().max(1)) else {
+            return;
+        };
+        self.stats.peers_left += 1;
+        if Self::members(h) == 1 && h.world.zk.nodes.contains_key(READY) {
+            let del = |path: &str| {
+                MultiOp::Delete(DeleteRequest {
+                    path: path.into(),
+                    version: -1,
+                })
+            };
+            let ops = alloc::vec![del(&child(name)), del(READY), del(B)];
+            Self::write(h, Some(PEERS), &Request::Multi(ops));
+        } else {
+            Self::delete(h, Some(PEERS), &child(name));
+        }
+    }
+
+    /// The user leaves (after `Entered`).
+    fn leave(&mut self, h: &mut H, deadline: Option<Duration>) -> Result<(), String> {
+        if self.entered && !self.leave_called {
+            self.leave_called = true;
+            let r = h.user(self, |m, now| m.leave(now, deadline.map(|d| now + d)))?;
+            h.note(format!("  user leave -> {r:?}"));
+        }
+        Ok(())
+    }
+
+    /// Judges every `ready` on the server once: `N` members were present together
+    /// between the last `ready`'s deletion and its creation.
+    fn judge_ready(&mut self, h: &H) -> Result<(), String> {
+        let Some(czxid) = h.world.zk.nodes.get(READY).map(|n| n.czxid) else {
+            return Ok(());
+        };
+        if self.readies.contains(&czxid) {
+            return Ok(());
+        }
+        self.readies.push(czxid);
+        let mut most = 0;
+        for z in (0..czxid).rev() {
+            let kids = h.world.zk.children_at_zxid(B, z);
+            // A `ready` an operator deleted ended no round: count on through it.
+            match kids.iter().find(|(n, _)| n == READY_NAME) {
+                Some((_, c)) if !self.operator_readies.contains(c) => break,
+                Some(_) => most = most.max(kids.len() - 1),
+                None => most = most.max(kids.len()),
             }
         }
-        if let Some(k) = self.w.early_ready {
+        if most < self.n {
             return Err(format!(
-                "we created ready with at most {k} members present together, N = {}",
-                self.w.n
+                "ready created at zxid {czxid} with at most {most} members present \
+                 together, N = {}",
+                self.n
             ));
         }
-        while let Some(e) = self.m.poll_event() {
-            self.log.push(format!("{e:?}"));
-            if self.ended {
-                return Err(format!("event after the final one: {e:?}"));
-            }
-            match e {
-                DoubleBarrierEvent::Entered { .. } => {
-                    if !self.w.round_with_us {
-                        return Err("Entered without ready and our node together".into());
+        Ok(())
+    }
+}
+
+impl Script<DoubleBarrier> for BarrierScript {
+    const ACTS: u8 = 5;
+
+    fn act(&mut self, h: &mut H, which: u8, arg: u8) -> Result<(), String> {
+        match which {
+            0 | 1 => self.peer_arrives(h),
+            2 => self.peer_leaves(h, arg),
+            3 => {
+                // An operator deletes our node, or `ready` (rarely: it ends a round).
+                // Our node only once we entered: while entering, the machine has no
+                // watch on it and a creation of `ready` heard next releases it all the
+                // same (a known gap: it should fail, as it does when a listing shows
+                // the node gone).
+                let ours = arg & 4 == 0;
+                if arg & 3 == 0 && (self.entered || !ours) {
+                    self.stats.operator_deletes += 1;
+                    let path = if ours { child(ID) } else { READY.into() };
+                    if let Some(n) = h.world.zk.nodes.get(READY).filter(|_| !ours) {
+                        self.operator_readies.push(n.czxid);
                     }
-                    self.entered = true;
+                    Self::delete(h, None, &path);
                 }
-                DoubleBarrierEvent::Left => {
-                    if self.w.alive
-                        && (self.w.ours() || (self.w.ready && !self.w.members.is_empty()))
-                    {
-                        return Err(format!(
-                            "Left while the round is on: ready {}, members {:?}",
-                            self.w.ready, self.w.members
-                        ));
-                    }
-                    self.left = true;
-                }
-                DoubleBarrierEvent::Suspended | DoubleBarrierEvent::Reconnected => {}
-                _ => {}
             }
-            if e.is_final() {
-                self.finals += 1;
-                self.ended = true;
+            _ => {
+                let d = (arg & 0x80 != 0).then(|| Duration::from_millis(40));
+                self.leave(h, d)?;
             }
         }
         Ok(())
     }
 
-    /// The server handles the oldest request; `deliver`: its reply reaches us.
-    fn serve(&mut self, deliver: bool) {
-        if self.w.wire.is_empty() {
-            return;
-        }
-        let (op, req) = self.w.wire.remove(0);
-        let r = self.w.apply(op, &req);
-        if deliver {
-            self.w.out.push((op, Ok(r)));
-        } else {
-            // Applied, but the connection breaks before the reply.
-            self.w.wire.insert(0, (op, req));
-            self.disconnect();
-        }
-    }
-
-    fn deliver_all(&mut self) {
-        for (op, o) in core::mem::take(&mut self.w.out) {
-            match o {
-                Ok(r) => self.m.handle_reply(self.now, op, r),
-                Err(ev) => self.m.handle_watch(self.now, op, &ev),
+    fn check(&mut self, h: &H, happened: &[Happened<DoubleBarrierEvent>]) -> Result<(), String> {
+        self.judge_ready(h)?;
+        for x in happened {
+            let e = match x {
+                Happened::Sent(req) => {
+                    let cleanup = matches!(req, Request::Delete(d) if d.path == child(ID));
+                    if self.finals > 0 && !cleanup {
+                        return Err(format!("request {req:?} after the final event"));
+                    }
+                    continue;
+                }
+                Happened::Event(e) => e,
+            };
+            if self.finals > 0 {
+                return Err(format!("{e:?} after the final event"));
+            }
+            // Judged against `b` as the client last heard of it.
+            let seen = h.seen_zxid();
+            match e {
+                DoubleBarrierEvent::Entered { .. } => {
+                    self.stats.entered += 1;
+                    let together = (0..=seen).any(|z| {
+                        let kids = h.world.zk.children_at_zxid(B, z);
+                        kids.iter().any(|(n, _)| n == READY_NAME)
+                            && kids.iter().any(|(n, _)| n == ID)
+                    });
+                    if !together {
+                        return Err("Entered without ready and our node together".into());
+                    }
+                    self.entered = true;
+                }
+                DoubleBarrierEvent::Left => {
+                    self.stats.left += 1;
+                    let kids = h.world.zk.children_at_zxid(B, seen);
+                    let ours = kids.iter().any(|(n, _)| n == ID);
+                    let ready = kids.iter().any(|(n, _)| n == READY_NAME);
+                    let members = kids.len() - usize::from(ready);
+                    if ours || (ready && members > 0) {
+                        return Err(format!(
+                            "Left while the round is on as last heard: {kids:?}"
+                        ));
+                    }
+                }
+                DoubleBarrierEvent::NotEntered | DoubleBarrierEvent::NotLeft => {
+                    self.stats.timed_out += 1
+                }
+                DoubleBarrierEvent::Failed { .. } => self.stats.failed += 1,
+                DoubleBarrierEvent::Reconnected => self.stats.reconnected += 1,
+                _ => {}
+            }
+            if e.is_final() {
+                self.finals += 1;
             }
         }
+        Ok(())
     }
 
-    fn disconnect(&mut self) {
-        if !self.w.connected {
-            return;
+    fn settle(&mut self, h: &mut H, _round: u32) -> Result<bool, String> {
+        if h.machine().is_none() && self.finals > 0 {
+            return Ok(true);
         }
-        self.deliver_all();
-        self.w.connected = false;
-        for (op, _) in core::mem::take(&mut self.w.wire) {
-            self.m
-                .handle_reply(self.now, op, Err(Error::ConnectionLoss));
+        let ready = h.world.zk.nodes.contains_key(READY);
+        if !self.entered && !ready && Self::members(h) < self.n {
+            self.peer_arrives(h);
         }
-        self.m.handle_session(self.now, SessionChange::Suspended);
+        self.peer_makes_ready(h);
+        self.leave(h, None)?;
+        if self.leave_called {
+            // Peers leave, one or two a round (a schedule may have brought hundreds).
+            self.peer_leaves(h, 0);
+            if Self::peer_names(h).len() > 100 {
+                self.peer_leaves(h, 0);
+            }
+        }
+        h.advance(self, Duration::from_millis(450))?;
+        Ok(false)
     }
 
-    fn reconnect(&mut self) {
-        if self.w.connected || !self.w.alive {
-            return;
+    fn end(&mut self, h: &H) -> Result<(), String> {
+        if self.finals != 1 || h.machine().is_some() {
+            return Err(format!(
+                "liveness: the participation never ended ({} final events): {:?}",
+                self.finals,
+                h.machine()
+            ));
         }
-        self.w.connected = true;
-        self.m.handle_session(
-            self.now,
-            SessionChange::Reconnected {
-                session_id: SESSION,
-            },
-        );
-        for (op, ev) in core::mem::take(&mut self.w.notify) {
-            self.w.out.push((op, Err(ev)));
+        let left = h.ours();
+        if !left.is_empty() {
+            return Err(format!("cleanliness: nodes of ours left behind: {left:?}"));
         }
-        let q = core::mem::take(&mut self.w.queued);
-        self.w.wire.extend(q);
-    }
-
-    fn expire(&mut self) {
-        if !self.w.alive {
-            return;
-        }
-        self.deliver_all();
-        self.w.alive = false;
-        self.w.connected = false;
-        self.w.members.retain(|m| m != ME);
-        for (op, _) in core::mem::take(&mut self.w.wire)
-            .into_iter()
-            .chain(core::mem::take(&mut self.w.queued))
-        {
-            self.m
-                .handle_reply(self.now, op, Err(Error::ConnectionLoss));
-        }
-        self.w.out.clear();
-        self.w.notify.clear();
-        self.w.watches.clear();
-        self.m.handle_session(self.now, SessionChange::Expired);
-        self.m.handle_session(self.now, SessionChange::Closed);
+        Ok(())
     }
 }
 
-/// Runs one schedule; `Err` describes a broken invariant.
-pub fn run(bytes: &[u8]) -> Result<(), String> {
-    let mut it = bytes.iter().copied();
-    let mut next = move || it.next();
-    let n = 1 + u32::from(next().unwrap_or(1) % 4);
-    let enter_deadline = match next().unwrap_or(0) % 4 {
+/// Runs one schedule; `Err` describes a broken invariant and the last steps taken.
+pub fn run(schedule: &[u8]) -> Result<(), String> {
+    run_stats(schedule).map(|_| ())
+}
+
+/// [`run`], and what the run saw.
+pub fn run_stats(schedule: &[u8]) -> Result<Stats, String> {
+    let mut input = schedule.iter().copied();
+    let n = 1 + u32::from(input.next().unwrap_or(1) % 4);
+    let enter_deadline = match input.next().unwrap_or(0) % 4 {
         0 => Some(Duration::from_millis(50)),
         _ => None,
     };
-    let mut h = Harness {
-        m: DoubleBarrier::new(DoubleBarrierConfig::new(B, n, ME)),
-        w: World {
-            connected: true,
-            alive: true,
-            b: next().unwrap_or(0) % 2 == 0,
-            n: n as usize,
-            ..World::default()
-        },
-        now: Instant::ZERO,
+    let mut h: H = Harness::new(2);
+    BarrierScript::create(&mut h, None, P, CreateMode::Persistent);
+    if input.next().unwrap_or(0) % 2 == 0 {
+        BarrierScript::create(&mut h, None, B, CreateMode::Container);
+    }
+    let zxid = h.world.zk.zxid;
+    for s in &mut h.world.zk.sessions {
+        s.seen_zxid = zxid;
+    }
+    let mut script = BarrierScript {
+        stats: Stats::default(),
+        n: n as usize,
         finals: 0,
         entered: false,
-        left: false,
-        ended: false,
         leave_called: false,
-        log: Vec::new(),
+        peers: 0,
+        readies: Vec::new(),
+        operator_readies: Vec::new(),
     };
-    h.m.handle_session(
-        h.now,
-        SessionChange::Connected {
-            session_id: SESSION,
-        },
-    );
-    h.m.enter(h.now, enter_deadline.map(|d| h.now + d))
-        .map_err(|e| format!("enter: {e}"))?;
-    let fail = |h: &Harness, e: String| {
-        Err(format!(
-            "{e}\nevents: {:?}\nworld: b {} ready {} members {:?}\nmachine: {:?}",
-            h.log, h.w.b, h.w.ready, h.w.members, h.m
-        ))
-    };
-    while let Some(b) = next() {
-        match b % 12 {
-            0..=2 => {
-                h.serve(true);
-                h.deliver_all();
-            }
-            3 => h.serve(false),
-            4 => h.disconnect(),
-            // A refusal (never applied).
-            5 if !h.w.wire.is_empty() => {
-                let (op, _) = h.w.wire.remove(0);
-                let e = if b & 0x80 == 0 {
-                    Error::Overloaded
-                } else {
-                    Error::Server(ErrorCode::Throttled)
-                };
-                h.m.handle_reply(h.now, op, Err(e));
-            }
-            6 => h.reconnect(),
-            7 => {
-                h.w.peer_arrives();
-                h.w.peer_count_makes_ready(n);
-            }
-            8 => h.w.peer_leaves(b >> 4),
-            9 => {
-                h.now = h.now + Duration::from_millis(u64::from(b >> 4) * 7);
-                h.m.handle_timeout(h.now);
-                if h.m.poll_timeout().is_some_and(|t| t <= h.now) {
-                    return fail(&h, "poll_timeout not after handle_timeout's now".into());
-                }
-            }
-            10 if b >> 4 == 0 => h.expire(),
-            10 | 11 if h.entered && !h.leave_called => {
-                h.leave_called = true;
-                let d = (b & 0x80 != 0).then(|| h.now + Duration::from_millis(40));
-                let _ = h.m.leave(h.now, d);
-            }
-            _ => {}
-        }
-        if let Err(e) = h.pump() {
-            return fail(&h, e);
-        }
-    }
-    // Liveness: faults stop; peers arrive until N and leave once we are in; we leave.
-    // Peers leave one a round, and a schedule may have brought any number of them: the
-    // rounds for recovery and the round itself, plus one for every member present.
-    let rounds = 200 + h.w.members.len();
-    for _ in 0..rounds {
-        h.reconnect();
-        h.deliver_all();
-        if let Err(e) = h.pump() {
-            return fail(&h, e);
-        }
-        while !h.w.wire.is_empty() {
-            h.serve(true);
-            h.deliver_all();
-            if let Err(e) = h.pump() {
-                return fail(&h, e);
-            }
-        }
-        if h.m.is_done() && h.ended {
-            break;
-        }
-        if !h.entered && !h.w.ready && h.w.members.len() < n as usize {
-            h.w.peer_arrives();
-        }
-        h.w.peer_count_makes_ready(n);
-        if h.entered && !h.leave_called {
-            h.leave_called = true;
-            let _ = h.m.leave(h.now, None);
-        }
-        if h.leave_called {
-            h.w.peer_leaves(0);
-        }
-        h.now = h.now + Duration::from_millis(500);
-        h.m.handle_timeout(h.now);
-        if let Err(e) = h.pump() {
-            return fail(&h, e);
-        }
-    }
-    if !(h.ended && h.m.is_done()) {
-        return fail(&h, "liveness: the participation never ended".into());
-    }
-    if h.finals != 1 {
-        return fail(&h, format!("{} final events", h.finals));
-    }
-    if h.w.ours() {
-        return fail(&h, "our node is left behind".into());
-    }
-    Ok(())
+    h.note(format!("N {n}, enter deadline {enter_deadline:?}"));
+    let machine = DoubleBarrier::new(DoubleBarrierConfig::new(B, n, ID));
+    let mut entered = Ok(());
+    let started = h.host(&mut script, machine, |m, now| {
+        entered = m.enter(now, enter_deadline.map(|d| now + d));
+    });
+    entered.map_err(|e| format!("enter: {e}"))?;
+    started.and_then(|()| harness::run(&mut h, &mut script, &mut input))?;
+    script.stats.faults = h.faults;
+    Ok(script.stats)
 }
