@@ -319,6 +319,17 @@ impl Zk {
             .collect()
     }
 
+    /// The one-shot watches the server holds for session `s` (index into
+    /// [`sessions`](Self::sessions)): (path, a child watch?, the request that set it).
+    pub fn armed(&self, s: usize) -> Vec<(&str, bool, OpId)> {
+        self.sessions.get(s).map_or_else(Vec::new, |s| {
+            s.watches
+                .iter()
+                .map(|(p, k, op)| (p.as_str(), *k == WatchKind::Child, *op))
+                .collect()
+        })
+    }
+
     /// The children of `path` as a server at `zxid` had them (what a client that has
     /// heard up to `zxid` may know of), with each one's czxid, in name order.
     pub fn children_at_zxid(&self, path: &str, zxid: i64) -> Vec<(String, i64)> {
