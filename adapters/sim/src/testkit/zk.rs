@@ -141,6 +141,25 @@ pub struct Zk {
     /// Inside a multi: its zxid, which every write of it shares (a multi is one
     /// transaction).
     txn: Option<i64>,
+    /// Off (`None`) unless a harness turns it on: the single-node writes
+    /// ([`serve`](Self::serve)d requests) the server applied, in order, for a harness
+    /// that judges which request of which session wrote what.
+    pub journal: Option<Vec<Applied>>,
+}
+
+/// A served single-node write the server applied (see [`Zk::journal`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Applied {
+    /// The writing session (index into [`Zk::sessions`]).
+    pub session: usize,
+    /// The request.
+    pub op: OpId,
+    /// The node written (a sequential create's requested path).
+    pub path: String,
+    /// Its data before the write (`None`: it did not exist).
+    pub before: Option<Bytes>,
+    /// Its data after the write (`None`: deleted).
+    pub after: Option<Bytes>,
 }
 
 /// A node's data as it was until a write (a setData or its delete) at `until`.
@@ -207,6 +226,7 @@ impl Zk {
             catch_up: Vec::new(),
             refused: Vec::new(),
             txn: None,
+            journal: None,
         };
         for _ in 0..clients {
             let id = zk.new_id();
@@ -793,7 +813,31 @@ impl Zk {
         let Some((op, req)) = self.sessions[s].wire.pop_front() else {
             return false;
         };
+        let written = match &req {
+            Request::Create(c) | Request::Create2(c) | Request::CreateContainer(c) => {
+                Some(c.path.clone())
+            }
+            Request::SetData(d) => Some(d.path.clone()),
+            Request::Delete(d) => Some(d.path.clone()),
+            _ => None,
+        }
+        .filter(|_| self.journal.is_some());
+        let before = written
+            .as_ref()
+            .and_then(|p| self.nodes.get(p).map(|n| n.data.clone()));
         let r = self.apply(s, op, &req);
+        if let (Some(path), true) = (written, r.is_ok()) {
+            let after = self.nodes.get(&path).map(|n| n.data.clone());
+            if let Some(j) = self.journal.as_mut() {
+                j.push(Applied {
+                    session: s,
+                    op,
+                    path,
+                    before,
+                    after,
+                });
+            }
+        }
         let zxid = self.sessions[s].stale_at.unwrap_or(self.zxid);
         let session = &mut self.sessions[s];
         session.out.push_back((Outbound::Reply(op, r), zxid));
