@@ -1,5 +1,5 @@
 //! A [`GroupMember`], a [`View`] of its group and a rendezvous [`Worker`], all on one
-//! session ([`Trio`], hosted on [`ME`] of the model world, [`harness`](super::harness)),
+//! session ([`Trio`], hosted on [`ME`] of the model world, [`harness`]),
 //! driven by bytes (proptest and libFuzzer share it): the common faults, and the
 //! group's actors:
 //!

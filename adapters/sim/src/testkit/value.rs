@@ -1,5 +1,5 @@
 //! Three [`Counter`]s, each on its own session of the model world
-//! ([`harness`](super::harness)), adding to one node, driven by bytes (proptest and
+//! ([`harness`]), adding to one node, driven by bytes (proptest and
 //! libFuzzer share it). The counter on [`ME`] meets the common faults; the others
 //! (clients 1 and 2) are the counter's actors, with faults of their own:
 //!
