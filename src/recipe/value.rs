@@ -551,7 +551,11 @@ impl Update {
     }
 
     fn on_read(&mut self, now: Instant, result: Result<Response, Error>) {
-        let result = if core::mem::take(&mut self.sync_failed) && result.is_ok() {
+        // Without its sync the read may come from a lagging follower: a node, or its
+        // absence (our own create, applied with its reply lost, not there yet), may be
+        // stale either way.
+        let stale = matches!(result, Ok(_) | Err(Error::Server(ErrorCode::NoNode)));
+        let result = if core::mem::take(&mut self.sync_failed) && stale {
             Err(Error::ConnectionLoss) // possibly stale: read again
         } else {
             result

@@ -1,31 +1,33 @@
 //! A [`GroupMember`], a [`View`] of its group and a rendezvous [`Worker`], all on one
-//! session, against a small model of a ZooKeeper tree, driven by bytes (proptest and
-//! libFuzzer share it). Each byte is one step:
+//! session ([`Trio`], hosted on [`ME`] of the model world, [`harness`]),
+//! driven by bytes (proptest and libFuzzer share it): the common faults, and the
+//! group's actors:
 //!
-//! * the server answers the oldest request on the wire; or applies it and the
-//!   connection breaks before the reply arrives; or the connection breaks before it is
-//!   read; the client refuses the next request (`Overloaded`); a reconnect; the
-//!   session expires (and a new one starts, as the client renews it);
-//! * another session adds, removes or rewrites a member; an operator deletes our member
-//!   node; the rendezvous node `/z` is created, written, or deleted; time passes; the
-//!   user changes the member's data.
+//! * another session adds or removes a member (`a`, `b`; the directory is made by an
+//!   operator when missing);
+//! * an operator deletes a member (ours too) or rewrites one's data;
+//! * another session makes the rendezvous node `/z` (ephemeral), writes an address into
+//!   it, or deletes it;
+//! * the user changes the member's data.
 //!
 //! Safety, after every step: the view's events replay exactly to its snapshot (no
-//! `Joined` twice, no `Left` of a stranger); at most one watch per machine per node;
-//! no event after a final one; `poll_timeout` never in the past after `handle_timeout`.
+//! `Joined` twice, no `Left` of a stranger); at most one watch per machine per node
+//! (watches set by requests whose reply was lost with the connection aside: the client
+//! never registered them); no event after a final one; the member's `Created` names our
+//! node as the client last heard of it (its czxid, owned by the current session) and
+//! its `Reconnected` (node verified) only while our node exists as last heard.
 //!
-//! Liveness and cleanliness, once faults stop (the connection comes back, everything
-//! is answered, time passes): the view is synced and equals the server's children with
+//! Liveness and cleanliness, once faults stop (the connection comes back, everything is
+//! answered, time passes): the view is synced and equals the server's children with
 //! their data; our member node exists, is owned by the current session and holds our
 //! data; a worker still waiting holds the latest non-empty address in `/z`. Then the
 //! member leaves: it must end with `Removed` and no node of ours may be left.
 
-use alloc::collections::{BTreeMap, VecDeque};
+use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::format;
-use alloc::string::{String, ToString};
+use alloc::string::String;
 use alloc::vec::Vec;
 use bytes::Bytes;
-use core::time::Duration;
 
 use zk_recipes::error::Error;
 use zk_recipes::proto::*;
@@ -37,333 +39,198 @@ use zk_recipes::recipe::{OpId, Recipe, SessionChange};
 use zk_recipes::session::WatchEvent;
 use zk_recipes::time::Instant;
 
+use super::harness::{self, FaultCounts, Harness, Script, ME};
+use super::zk::{Happened, Link};
+
 const DIR: &str = "/g";
-const ME: &str = "/g/me";
+const MINE: &str = "/g/me";
 const ZR: &str = "/z";
-const OTHER: i64 = 0x0be7;
+/// The client that writes as the other session.
+const OTHER: usize = 1;
 const NAMES: [&str; 3] = ["a", "b", "me"];
 
+/// The three machines on one session, as one recipe: each one's request ids are tagged
+/// with which machine sent it (`op * 4 + who`: 0 member, 1 view, 2 worker).
+pub struct Trio {
+    /// The group member.
+    pub member: GroupMember,
+    /// The view of the group.
+    pub view: View,
+    /// The rendezvous worker.
+    pub worker: Worker,
+    /// Requests whose reply was lost with the connection (a watch they set on the
+    /// server was never registered by the client).
+    lost: BTreeSet<OpId>,
+}
+
+/// An event of one of the [`Trio`]'s machines.
 #[derive(Clone, Debug)]
-struct Node {
-    data: Bytes,
-    owner: i64,
-    czxid: i64,
-    mzxid: i64,
-    version: i32,
+pub enum TrioEvent {
+    /// The member's.
+    Member(MemberEvent),
+    /// The view's.
+    View(ViewEvent),
+    /// The worker's.
+    Worker(RendezvousEvent),
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    Data,
-    Exist,
-    Child,
+impl Trio {
+    fn each(&mut self, mut f: impl FnMut(&mut dyn zk_recipes::recipe::AnyRecipe)) {
+        f(&mut self.member);
+        f(&mut self.view);
+        f(&mut self.worker);
+    }
+
+    fn one(&mut self, op: OpId) -> (&mut dyn zk_recipes::recipe::AnyRecipe, OpId) {
+        let inner = op / 4;
+        match op % 4 {
+            0 => (&mut self.member, inner),
+            1 => (&mut self.view, inner),
+            _ => (&mut self.worker, inner),
+        }
+    }
 }
 
-/// Which machine: 0 member, 1 view, 2 worker.
-type Who = usize;
-
-enum Msg {
-    Reply(OpId, Result<Response, Error>),
-    Watch(OpId, WatchEvent),
+impl Recipe for Trio {
+    type Event = TrioEvent;
+    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+        if matches!(result, Err(Error::ConnectionLoss)) {
+            self.lost.insert(op);
+        }
+        let (m, inner) = self.one(op);
+        m.handle_reply(now, inner, result);
+    }
+    fn handle_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
+        let (m, inner) = self.one(op);
+        m.handle_watch(now, inner, event);
+    }
+    fn handle_session(&mut self, now: Instant, change: SessionChange) {
+        self.each(|m| m.handle_session(now, change));
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        self.each(|m| {
+            if m.poll_timeout().is_some_and(|t| t <= now) {
+                m.handle_timeout(now)
+            }
+        });
+    }
+    fn handle_abandon(&mut self, now: Instant) {
+        self.each(|m| m.handle_abandon(now));
+    }
+    fn poll_request(&mut self) -> Option<(OpId, Request)> {
+        if let Some((op, r)) = self.member.poll_request() {
+            return Some((op * 4, r));
+        }
+        if let Some((op, r)) = self.view.poll_request() {
+            return Some((op * 4 + 1, r));
+        }
+        self.worker.poll_request().map(|(op, r)| (op * 4 + 2, r))
+    }
+    fn poll_event(&mut self) -> Option<TrioEvent> {
+        if let Some(e) = self.member.poll_event() {
+            return Some(TrioEvent::Member(e));
+        }
+        if let Some(e) = self.view.poll_event() {
+            return Some(TrioEvent::View(e));
+        }
+        self.worker.poll_event().map(TrioEvent::Worker)
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        [
+            self.member.poll_timeout(),
+            self.view.poll_timeout(),
+            self.worker.poll_timeout(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+    fn is_done(&self) -> bool {
+        self.member.is_done() && self.view.is_done() && self.worker.is_done()
+    }
 }
 
-struct World {
-    nodes: BTreeMap<String, Node>,
-    zxid: i64,
-    session: i64,
-    connected: bool,
-    now: Instant,
-    wire: VecDeque<(Who, OpId, Request)>,
-    queued: Vec<(Who, OpId, Request)>,
-    inbox: VecDeque<(Who, Msg)>,
-    /// Notifications that fired while disconnected (sent after the reconnect).
-    notify: Vec<(Who, Msg)>,
-    watches: Vec<(String, Kind, Who, OpId)>,
-    refuse_next: bool,
-    member: GroupMember,
-    view: View,
-    worker: Worker,
+/// What a schedule exercised (to show the harness is not vacuous).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Stats {
+    /// View `Joined` + `Left` + `Changed` events.
+    pub view_changes: usize,
+    /// View resyncs completed (`Synced` events).
+    pub syncs: usize,
+    /// Member `Created` events (joins and re-creations).
+    pub member_created: usize,
+    /// Member `Lost` events.
+    pub member_lost: usize,
+    /// Member `Reconnected` events (node verified after a reconnect).
+    pub member_reconnected: usize,
+    /// Worker `Address` events.
+    pub addresses: usize,
+    /// Worker `Gone` events.
+    pub gone: usize,
+    /// An operator deleted our member node.
+    pub operator_deletes: usize,
+    /// The common faults.
+    pub faults: FaultCounts,
+}
+
+impl core::ops::AddAssign for Stats {
+    fn add_assign(&mut self, o: Self) {
+        self.view_changes += o.view_changes;
+        self.syncs += o.syncs;
+        self.member_created += o.member_created;
+        self.member_lost += o.member_lost;
+        self.member_reconnected += o.member_reconnected;
+        self.addresses += o.addresses;
+        self.gone += o.gone;
+        self.operator_deletes += o.operator_deletes;
+        self.faults += o.faults;
+    }
+}
+
+type H = Harness<Trio>;
+
+struct GroupScript {
+    stats: Stats,
     member_events: Vec<MemberEvent>,
     view_events: Vec<ViewEvent>,
     worker_events: Vec<RendezvousEvent>,
     /// The view's members replayed from its events.
     shadow: BTreeMap<String, (Bytes, i64)>,
-    /// `/z` existed at some point (a worker that saw it go may have ended).
-    zr_deleted: bool,
+    /// The end-state checks passed and the member was asked to leave.
+    leaving: bool,
 }
 
-fn parent(path: &str) -> &str {
-    match path.rfind('/') {
-        Some(0) => "/",
-        Some(i) => &path[..i],
-        None => "/",
-    }
+fn write(h: &mut H, by: Option<usize>, req: Request) {
+    let line = format!("  {by:?} writes {}", harness::describe(&req));
+    let r = h.world.zk.write_as(by, &req);
+    h.note(format!("{line}: {r:?}"));
 }
 
-impl World {
-    fn new() -> World {
-        let mut w = World {
-            nodes: BTreeMap::new(),
-            zxid: 1,
-            session: 0x5e55,
-            connected: true,
-            now: Instant::ZERO,
-            wire: VecDeque::new(),
-            queued: Vec::new(),
-            inbox: VecDeque::new(),
-            notify: Vec::new(),
-            watches: Vec::new(),
-            refuse_next: false,
-            member: GroupMember::new(MemberConfig::new(DIR, "me", "mine")),
-            view: View::new(ViewConfig::new(DIR)),
-            worker: Worker::new(ZR),
-            member_events: Vec::new(),
-            view_events: Vec::new(),
-            worker_events: Vec::new(),
-            shadow: BTreeMap::new(),
-            zr_deleted: false,
-        };
-        let root = w.node(Bytes::new(), 0);
-        w.nodes.insert("/".into(), root);
-        let c = SessionChange::Connected {
-            session_id: w.session,
-        };
-        let now = w.now;
-        w.member.handle_session(now, c);
-        w.view.handle_session(now, c);
-        w.worker.handle_session(now, c);
-        w.member.join(now);
-        w.view.start(now);
-        w.worker.start(now);
-        w
-    }
+fn create(path: &str, data: Bytes, mode: CreateMode) -> Request {
+    Request::Create(CreateRequest {
+        path: path.into(),
+        data,
+        acl: Acl::open_unsafe(),
+        flags: mode.to_i32(),
+    })
+}
 
-    fn node(&mut self, data: Bytes, owner: i64) -> Node {
-        self.zxid += 1;
-        Node {
-            data,
-            owner,
-            czxid: self.zxid,
-            mzxid: self.zxid,
-            version: 0,
-        }
-    }
+fn delete(path: &str) -> Request {
+    Request::Delete(DeleteRequest {
+        path: path.into(),
+        version: -1,
+    })
+}
 
-    fn stat(&self, path: &str) -> Option<Stat> {
-        let n = self.nodes.get(path)?;
-        let prefix = if path == "/" {
-            "/".to_string()
-        } else {
-            format!("{path}/")
-        };
-        let kids = self
-            .nodes
-            .keys()
-            .filter(|k| k.starts_with(&prefix) && !k[prefix.len()..].contains('/') && *k != path)
-            .count();
-        Some(Stat {
-            czxid: n.czxid,
-            mzxid: n.mzxid,
-            version: n.version,
-            ephemeral_owner: n.owner,
-            data_length: n.data.len() as i32,
-            num_children: kids as i32,
-            ..Stat::default()
-        })
-    }
+fn set(path: &str, data: Bytes) -> Request {
+    Request::SetData(SetDataRequest {
+        path: path.into(),
+        data,
+        version: -1,
+    })
+}
 
-    fn children(&self, path: &str) -> Vec<String> {
-        let prefix = format!("{path}/");
-        self.nodes
-            .keys()
-            .filter(|k| k.starts_with(&prefix) && !k[prefix.len()..].contains('/'))
-            .map(|k| k[prefix.len()..].to_string())
-            .collect()
-    }
-
-    fn fire(&mut self, path: &str, kinds: &[Kind], t: EventType) {
-        let mut i = 0;
-        while i < self.watches.len() {
-            if self.watches[i].0 == path && kinds.contains(&self.watches[i].1) {
-                let (p, _, who, op) = self.watches.remove(i);
-                let ev = WatchEvent {
-                    event_type: t,
-                    path: p,
-                };
-                if self.connected {
-                    self.inbox.push_back((who, Msg::Watch(op, ev)));
-                } else {
-                    self.notify.push((who, Msg::Watch(op, ev)));
-                }
-            } else {
-                i += 1;
-            }
-        }
-    }
-
-    fn create(&mut self, path: &str, data: Bytes, owner: i64) -> Result<Stat, ErrorCode> {
-        if self.nodes.contains_key(path) {
-            return Err(ErrorCode::NodeExists);
-        }
-        if !self.nodes.contains_key(parent(path)) {
-            return Err(ErrorCode::NoNode);
-        }
-        let n = self.node(data, owner);
-        self.nodes.insert(path.into(), n);
-        self.fire(path, &[Kind::Exist], EventType::NodeCreated);
-        self.fire(parent(path), &[Kind::Child], EventType::NodeChildrenChanged);
-        Ok(self.stat(path).unwrap_or_default())
-    }
-
-    fn remove(&mut self, path: &str) -> Result<(), ErrorCode> {
-        if !self.nodes.contains_key(path) {
-            return Err(ErrorCode::NoNode);
-        }
-        if !self.children(path).is_empty() {
-            return Err(ErrorCode::NotEmpty);
-        }
-        self.nodes.remove(path);
-        self.zxid += 1;
-        if path == ZR {
-            self.zr_deleted = true;
-        }
-        self.fire(
-            path,
-            &[Kind::Data, Kind::Exist, Kind::Child],
-            EventType::NodeDeleted,
-        );
-        self.fire(parent(path), &[Kind::Child], EventType::NodeChildrenChanged);
-        Ok(())
-    }
-
-    fn set(&mut self, path: &str, data: Bytes) -> Result<Stat, ErrorCode> {
-        self.zxid += 1;
-        let z = self.zxid;
-        let n = self.nodes.get_mut(path).ok_or(ErrorCode::NoNode)?;
-        n.data = data;
-        n.mzxid = z;
-        n.version += 1;
-        self.fire(path, &[Kind::Data, Kind::Exist], EventType::NodeDataChanged);
-        Ok(self.stat(path).unwrap_or_default())
-    }
-
-    fn apply(&mut self, who: Who, op: OpId, req: &Request) -> Result<Response, Error> {
-        let e = |c: ErrorCode| Err(Error::Server(c));
-        let watch = |w: &mut World, path: &str, kind: Kind| {
-            w.watches.push((path.to_string(), kind, who, op));
-        };
-        match req {
-            Request::Create(c) | Request::CreateContainer(c) | Request::Create2(c) => {
-                let owner = if c.flags == CreateMode::Ephemeral.to_i32() {
-                    self.session
-                } else {
-                    0
-                };
-                match self.create(&c.path, c.data.clone(), owner) {
-                    Ok(stat) => Ok(Response::PathStat {
-                        path: c.path.clone(),
-                        stat,
-                    }),
-                    Err(code) => e(code),
-                }
-            }
-            Request::Delete(d) => self.remove(&d.path).map(|_| Response::Empty).or_else(e),
-            Request::SetData(s) => self
-                .set(&s.path, s.data.clone())
-                .map(Response::Stat)
-                .or_else(e),
-            Request::Exists(p) => match self.stat(&p.path) {
-                Some(stat) => {
-                    if p.watch {
-                        watch(self, &p.path, Kind::Data);
-                    }
-                    Ok(Response::Stat(stat))
-                }
-                None => {
-                    if p.watch {
-                        watch(self, &p.path, Kind::Exist);
-                    }
-                    e(ErrorCode::NoNode)
-                }
-            },
-            Request::GetData(p) => match (self.stat(&p.path), self.nodes.get(&p.path)) {
-                (Some(stat), Some(n)) => {
-                    let data = n.data.clone();
-                    if p.watch {
-                        watch(self, &p.path, Kind::Data);
-                    }
-                    Ok(Response::Data { data, stat })
-                }
-                _ => e(ErrorCode::NoNode),
-            },
-            Request::GetChildren(p) => {
-                if !self.nodes.contains_key(&p.path) {
-                    return e(ErrorCode::NoNode);
-                }
-                if p.watch {
-                    watch(self, &p.path, Kind::Child);
-                }
-                Ok(Response::Children(self.children(&p.path)))
-            }
-            Request::Sync(p) => Ok(Response::Path(p.path.clone())),
-            _ => Err(Error::UnexpectedReply),
-        }
-    }
-
-    // ----- the client side -----
-
-    fn machine(&mut self, who: Who) -> &mut dyn zk_recipes::recipe::AnyRecipe {
-        match who {
-            0 => &mut self.member,
-            1 => &mut self.view,
-            _ => &mut self.worker,
-        }
-    }
-
-    /// Moves requests out and events in until nothing moves; checks invariants.
-    fn pump(&mut self) -> Result<(), String> {
-        loop {
-            let mut moved = false;
-            for who in 0..3 {
-                while let Some((op, req)) = self.machine(who).poll_request() {
-                    moved = true;
-                    let now = self.now;
-                    if core::mem::take(&mut self.refuse_next) {
-                        self.machine(who)
-                            .handle_reply(now, op, Err(Error::Overloaded));
-                    } else if self.connected {
-                        self.wire.push_back((who, op, req));
-                    } else {
-                        self.queued.push((who, op, req));
-                    }
-                }
-            }
-            while let Some(e) = self.member.poll_event() {
-                moved = true;
-                if self.member_events.last().is_some_and(|l| l.is_final()) {
-                    return Err(format!("member event after final: {e:?}"));
-                }
-                self.member_events.push(e);
-            }
-            while let Some(e) = self.view.poll_event() {
-                moved = true;
-                self.replay_view(&e)?;
-                self.view_events.push(e);
-            }
-            while let Some(e) = self.worker.poll_event() {
-                moved = true;
-                if self.worker_events.last().is_some_and(|l| l.is_final()) {
-                    return Err(format!("worker event after final: {e:?}"));
-                }
-                self.worker_events.push(e);
-            }
-            if !moved {
-                break;
-            }
-        }
-        self.check_watches()
-    }
-
+impl GroupScript {
     fn replay_view(&mut self, e: &ViewEvent) -> Result<(), String> {
         if matches!(
             self.view_events.last(),
@@ -386,22 +253,71 @@ impl World {
         Ok(())
     }
 
-    fn check_watches(&self) -> Result<(), String> {
-        for who in 0..3 {
-            let mut per: BTreeMap<&str, usize> = BTreeMap::new();
-            for (p, _, w, _) in &self.watches {
-                if *w == who {
-                    *per.entry(p.as_str()).or_default() += 1;
+    /// Our member node as the client last heard of it: its czxid.
+    fn heard_mine(h: &H) -> Option<i64> {
+        h.world
+            .zk
+            .children_at_zxid(DIR, h.seen_zxid())
+            .into_iter()
+            .find(|(n, _)| n == "me")
+            .map(|(_, c)| c)
+    }
+
+    fn check_member(&mut self, h: &H, e: &MemberEvent) -> Result<(), String> {
+        if self.member_events.last().is_some_and(|l| l.is_final()) {
+            return Err(format!("member event after final: {e:?}"));
+        }
+        match e {
+            MemberEvent::Created { stat } => {
+                self.stats.member_created += 1;
+                if stat.ephemeral_owner != h.session_id() {
+                    return Err(format!(
+                        "Created with owner {:#x}, not our session {:#x}",
+                        stat.ephemeral_owner,
+                        h.session_id()
+                    ));
+                }
+                match Self::heard_mine(h) {
+                    Some(c) if c == stat.czxid => {}
+                    c => {
+                        return Err(format!(
+                            "Created (czxid {}) but our node as last heard is {c:?}",
+                            stat.czxid
+                        ))
+                    }
                 }
             }
-            // One registration per node; the view may hold a child watch and an exists
-            // watch on the directory at once.
+            MemberEvent::Reconnected => {
+                self.stats.member_reconnected += 1;
+                if Self::heard_mine(h).is_none() {
+                    return Err("member Reconnected while our node is gone as last heard".into());
+                }
+            }
+            MemberEvent::Lost { .. } => self.stats.member_lost += 1,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// At most one watch per machine per node (the view may hold a child watch and an
+    /// exists watch on the directory at once), and the view's snapshot is its events.
+    fn check_machines(&self, h: &H) -> Result<(), String> {
+        let Some(t) = h.machine() else {
+            return Ok(());
+        };
+        for who in 0..3 {
+            let mut per: BTreeMap<&str, usize> = BTreeMap::new();
+            for (p, _, op) in h.world.zk.armed(ME) {
+                if op % 4 == who && !t.lost.contains(&op) {
+                    *per.entry(p).or_default() += 1;
+                }
+            }
             let limit = |p: &str| if who == 1 && p == DIR { 2 } else { 1 };
             if let Some((p, n)) = per.iter().find(|(p, n)| **n > limit(p)) {
                 return Err(format!("machine {who}: {n} watches on {p}"));
             }
         }
-        let snap: BTreeMap<String, (Bytes, i64)> = self
+        let snap: BTreeMap<String, (Bytes, i64)> = t
             .view
             .members()
             .iter()
@@ -416,344 +332,209 @@ impl World {
         Ok(())
     }
 
-    /// The server reads the oldest request; `deliver`: its reply arrives.
-    fn serve_one(&mut self, deliver: bool) -> bool {
-        let Some((who, op, req)) = self.wire.pop_front() else {
-            return false;
+    /// Nothing on its way and no machine waiting for time.
+    fn quiet(h: &H) -> bool {
+        let s = &h.world.zk.sessions[ME];
+        s.link == Link::Up
+            && s.wire.is_empty()
+            && s.out.is_empty()
+            && h.world.deadline(ME).is_none()
+    }
+
+    /// Once faults stopped and all is quiet: the view, our node and the worker are
+    /// where they must be.
+    fn end_state(&self, h: &H) -> Result<(), String> {
+        let Some(t) = h.machine() else {
+            return Err("the machines ended before leaving".into());
         };
-        let r = self.apply(who, op, &req);
-        if deliver {
-            self.inbox.push_back((who, Msg::Reply(op, r)));
-        } else {
-            self.wire.push_front((who, op, Request::Ping)); // failed by the disconnect
-        }
-        true
-    }
-
-    /// A reply that never arrives registers no watch: the client's registry (which
-    /// the session re-arms after a reconnect) only learns of a watch from its reply.
-    fn unwatch(&mut self, who: Who, op: OpId) {
-        self.watches.retain(|(_, _, w, o)| !(*w == who && *o == op));
-    }
-
-    fn deliver_one(&mut self) -> bool {
-        let Some((who, msg)) = self.inbox.pop_front() else {
-            return false;
-        };
-        let now = self.now;
-        match msg {
-            Msg::Reply(op, r) => self.machine(who).handle_reply(now, op, r),
-            Msg::Watch(op, ev) => self.machine(who).handle_watch(now, op, &ev),
-        }
-        true
-    }
-
-    fn disconnect(&mut self) {
-        if !self.connected {
-            return;
-        }
-        self.connected = false;
-        let now = self.now;
-        // Replies not read yet are lost; notifications are sent again after the reconnect.
-        let inbox: Vec<_> = self.inbox.drain(..).collect();
-        let mut failed = Vec::new();
-        for (who, msg) in inbox {
-            match msg {
-                Msg::Reply(op, _) => failed.push((who, op)),
-                Msg::Watch(..) => self.notify.push((who, msg)),
+        let zk = &h.world.zk;
+        if !t.view.has_ended() {
+            if !t.view.is_synced() {
+                return Err(format!("view not synced: {:?}", self.view_events));
+            }
+            let server: BTreeMap<String, (Bytes, i64)> = zk
+                .children(DIR)
+                .into_iter()
+                .filter_map(|n| {
+                    let node = zk.nodes.get(&format!("{DIR}/{n}"))?;
+                    Some((n, (node.data.clone(), node.czxid)))
+                })
+                .collect();
+            if server != self.shadow {
+                return Err(format!("view {:?} != server {server:?}", self.shadow));
             }
         }
-        for (who, op, _) in self.wire.drain(..) {
-            failed.push((who, op));
-        }
-        for (who, op) in failed {
-            self.unwatch(who, op);
-            self.machine(who)
-                .handle_reply(now, op, Err(Error::ConnectionLoss));
-        }
-        for who in 0..3 {
-            self.machine(who)
-                .handle_session(now, SessionChange::Suspended);
-        }
-    }
-
-    fn reconnect(&mut self) {
-        if self.connected {
-            return;
-        }
-        self.connected = true;
-        let now = self.now;
-        let s = self.session;
-        for (who, msg) in core::mem::take(&mut self.notify) {
-            self.inbox.push_back((who, msg));
-        }
-        for who in 0..3 {
-            self.machine(who)
-                .handle_session(now, SessionChange::Reconnected { session_id: s });
-        }
-        for q in core::mem::take(&mut self.queued) {
-            self.wire.push_back(q);
-        }
-    }
-
-    fn expire(&mut self) {
-        let now = self.now;
-        let mut failed: Vec<(Who, OpId)> = Vec::new();
-        for (who, msg) in self.inbox.drain(..) {
-            if let Msg::Reply(op, _) = msg {
-                failed.push((who, op));
+        if !t.member.has_ended() {
+            match zk.nodes.get(MINE) {
+                Some(n) if n.owner == h.session_id() && n.data == *t.member.data() => {}
+                Some(n) if n.owner == zk.sessions[OTHER].id => {} // another session's
+                n => {
+                    return Err(format!(
+                        "member node {n:?}; events {:?}",
+                        self.member_events
+                    ))
+                }
             }
         }
-        failed.extend(self.wire.drain(..).map(|(w, o, _)| (w, o)));
-        failed.extend(self.queued.drain(..).map(|(w, o, _)| (w, o)));
-        self.notify.clear();
-        self.watches.clear();
-        for (who, op) in failed {
-            self.machine(who)
-                .handle_reply(now, op, Err(Error::SessionExpired));
-        }
-        for who in 0..3 {
-            self.machine(who)
-                .handle_session(now, SessionChange::Expired);
-        }
-        // The server deletes the old session's ephemerals (no watches of ours remain).
-        let old = self.session;
-        let mine: Vec<String> = self
-            .nodes
-            .iter()
-            .filter(|(_, n)| n.owner == old)
-            .map(|(p, _)| p.clone())
-            .collect();
-        for p in mine {
-            let _ = self.remove(&p);
-        }
-        self.session += 1;
-        self.connected = true;
-        let s = self.session;
-        for who in 0..3 {
-            self.machine(who)
-                .handle_session(now, SessionChange::Connected { session_id: s });
-        }
-    }
-
-    fn advance(&mut self, by: Duration) -> Result<(), String> {
-        self.now = self.now + by;
-        let now = self.now;
-        for who in 0..3 {
-            if self.machine(who).poll_timeout().is_some_and(|t| t <= now) {
-                self.machine(who).handle_timeout(now);
-                if let Some(t) = self.machine(who).poll_timeout() {
-                    if t <= now {
-                        return Err(format!("machine {who}: deadline {t:?} not after {now:?}"));
-                    }
+        if !t.worker.is_done() {
+            if let Some(n) = zk.nodes.get(ZR) {
+                if !n.data.is_empty() && t.worker.address() != Some(&n.data) {
+                    return Err(format!(
+                        "worker has {:?}, z_r holds {:?}",
+                        t.worker.address(),
+                        n.data
+                    ));
                 }
             }
         }
         Ok(())
     }
+}
 
-    fn step(&mut self, b: u8) -> Result<(), String> {
-        let arg = b >> 4;
-        match b % 16 {
-            0..=4 => {
-                if !self.deliver_one() {
-                    self.serve_one(true);
-                }
-            }
-            5 => {
-                self.serve_one(true);
-            }
-            6 => {
-                // Applied, reply lost.
-                if self.connected && self.serve_one(false) {
-                    self.disconnect();
-                }
-            }
-            7 => self.disconnect(),
-            8 => self.reconnect(),
-            9 => self.refuse_next = true,
-            10 => {
-                if arg % 4 == 0 {
-                    self.expire();
-                }
-            }
-            11 => {
-                let name = NAMES[(arg % 2) as usize];
-                let path = format!("{DIR}/{name}");
-                if self.nodes.contains_key(&path) {
-                    let _ = self.remove(&path);
+impl Script<Trio> for GroupScript {
+    const ACTS: u8 = 4;
+
+    fn act(&mut self, h: &mut H, which: u8, arg: u8) -> Result<(), String> {
+        match which {
+            0 => {
+                // Another session adds or removes a member.
+                let path = format!("{DIR}/{}", NAMES[usize::from(arg % 2)]);
+                if h.world.zk.nodes.contains_key(&path) {
+                    write(h, Some(OTHER), delete(&path));
                 } else {
-                    if !self.nodes.contains_key(DIR) {
-                        let _ = self.create(DIR, Bytes::new(), 0);
+                    if !h.world.zk.nodes.contains_key(DIR) {
+                        write(h, None, create(DIR, Bytes::new(), CreateMode::Persistent));
                     }
-                    let _ = self.create(&path, Bytes::from(format!("{arg}")), OTHER);
+                    let data = Bytes::from(format!("{arg}"));
+                    write(h, Some(OTHER), create(&path, data, CreateMode::Ephemeral));
                 }
             }
-            12 => {
-                let path = format!("{DIR}/{}", NAMES[(arg % 3) as usize]);
+            1 => {
+                // An operator deletes a member (ours too) or rewrites its data.
+                let path = format!("{DIR}/{}", NAMES[usize::from(arg % 3)]);
                 if arg & 4 != 0 {
-                    let _ = self.remove(&path); // an operator deletes a member (ours too)
+                    if path == MINE && h.world.zk.nodes.contains_key(MINE) {
+                        self.stats.operator_deletes += 1;
+                    }
+                    write(h, None, delete(&path));
                 } else {
-                    let _ = self.set(&path, Bytes::from(format!("w{arg}")));
+                    write(h, None, set(&path, Bytes::from(format!("w{arg}"))));
                 }
             }
-            13 => match arg % 3 {
-                0 => {
-                    let _ = self.create(ZR, Bytes::new(), OTHER);
-                }
-                1 => {
-                    let _ = self.set(ZR, Bytes::from(format!("addr{arg}")));
-                }
-                _ => {
-                    let _ = self.remove(ZR);
-                }
+            2 => match arg % 3 {
+                0 => write(
+                    h,
+                    Some(OTHER),
+                    create(ZR, Bytes::new(), CreateMode::Ephemeral),
+                ),
+                1 => write(h, Some(OTHER), set(ZR, Bytes::from(format!("addr{arg}")))),
+                _ => write(h, Some(OTHER), delete(ZR)),
             },
-            14 => self.advance(Duration::from_millis(5 << (arg % 8)))?,
             _ => {
-                let now = self.now;
-                self.member
-                    .set_data(now, Bytes::from(format!("mine{}", arg % 3)));
+                let data = Bytes::from(format!("mine{}", arg % 3));
+                h.note(format!("  user set_data {data:?}"));
+                h.user(self, |t, now| t.member.set_data(now, data))?;
             }
         }
-        self.pump()
+        Ok(())
     }
 
-    /// Faults stop: connected, everything answered, time passes.
-    fn settle(&mut self) -> Result<(), String> {
-        self.reconnect();
-        self.pump()?;
-        for _ in 0..200 {
-            let mut moved = false;
-            while self.deliver_one() || self.serve_one(true) {
-                moved = true;
-                self.pump()?;
-            }
-            let next = (0..3).filter_map(|w| self.machine(w).poll_timeout()).min();
-            if let Some(t) = next {
-                moved = true;
-                let by = t.saturating_since(self.now);
-                self.advance(by)?;
-            }
-            self.pump()?;
-            if !moved {
-                return Ok(());
+    fn check(&mut self, h: &H, happened: &[Happened<TrioEvent>]) -> Result<(), String> {
+        for x in happened {
+            let Happened::Event(e) = x else { continue };
+            match e {
+                TrioEvent::Member(e) => {
+                    self.check_member(h, e)?;
+                    self.member_events.push(e.clone());
+                }
+                TrioEvent::View(e) => {
+                    self.replay_view(e)?;
+                    match e {
+                        ViewEvent::Joined(_) | ViewEvent::Left(_) | ViewEvent::Changed(_) => {
+                            self.stats.view_changes += 1
+                        }
+                        ViewEvent::Synced => self.stats.syncs += 1,
+                        _ => {}
+                    }
+                    self.view_events.push(e.clone());
+                }
+                TrioEvent::Worker(e) => {
+                    if self.worker_events.last().is_some_and(|l| l.is_final()) {
+                        return Err(format!("worker event after final: {e:?}"));
+                    }
+                    match e {
+                        RendezvousEvent::Address { .. } => self.stats.addresses += 1,
+                        RendezvousEvent::Gone => self.stats.gone += 1,
+                        _ => {}
+                    }
+                    self.worker_events.push(e.clone());
+                }
             }
         }
-        Err("no quiescence after faults stopped".into())
+        self.check_machines(h)
+    }
+
+    fn settle(&mut self, h: &mut H, round: u32) -> Result<bool, String> {
+        if self.leaving {
+            return Ok(h.machine().is_none_or(|t| t.member.is_done()));
+        }
+        if !Self::quiet(h) {
+            if round + 2 >= harness::SETTLE_ROUNDS {
+                return Err("no quiescence after faults stopped".into());
+            }
+            return Ok(false);
+        }
+        self.end_state(h)?;
+        // Leave: the node goes, Removed is reported.
+        self.leaving = true;
+        h.note("  the member leaves".into());
+        h.user(self, |t, now| t.member.leave(now))?;
+        Ok(false)
+    }
+
+    fn end(&mut self, h: &H) -> Result<(), String> {
+        if !self.leaving {
+            return Err("liveness: never quiet once faults stopped".into());
+        }
+        match self.member_events.last() {
+            Some(MemberEvent::Removed) | Some(MemberEvent::Failed { .. }) => {}
+            e => return Err(format!("liveness: leave did not end: {e:?}")),
+        }
+        if h.machine().is_some_and(|t| !t.member.is_done()) {
+            return Err("liveness: member not done after leaving".into());
+        }
+        let left = h.ours();
+        if !left.is_empty() {
+            return Err(format!("cleanliness: nodes of ours left behind: {left:?}"));
+        }
+        Ok(())
     }
 }
 
-/// What a schedule exercised (to show the harness is not vacuous).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Stats {
-    /// View `Joined` + `Left` + `Changed` events.
-    pub view_changes: usize,
-    /// View resyncs completed (`Synced` events).
-    pub syncs: usize,
-    /// Member `Created` events (joins and re-creations).
-    pub member_created: usize,
-    /// Member `Lost` events.
-    pub member_lost: usize,
-    /// Worker `Address` events.
-    pub addresses: usize,
-    /// Worker `Gone` events.
-    pub gone: usize,
-}
-
-/// Runs one schedule; `Err` names the violated invariant.
+/// Runs one schedule; `Err` names the violated invariant and the last steps taken.
 pub fn run(schedule: &[u8]) -> Result<Stats, String> {
-    let mut w = World::new();
-    w.pump()?;
-    for &b in schedule {
-        w.step(b)?;
-    }
-    w.settle()?;
-    // The view equals the server's children with their data.
-    if !w.view.has_ended() {
-        if !w.view.is_synced() {
-            return Err(format!("view not synced: {:?}", w.view_events));
-        }
-        let server: BTreeMap<String, (Bytes, i64)> = if w.nodes.contains_key(DIR) {
-            w.children(DIR)
-                .into_iter()
-                .map(|n| {
-                    let node = &w.nodes[&format!("{DIR}/{n}")];
-                    (n, (node.data.clone(), node.czxid))
-                })
-                .collect()
-        } else {
-            BTreeMap::new()
-        };
-        if server != w.shadow {
-            return Err(format!("view {:?} != server {server:?}", w.shadow));
-        }
-    }
-    // Our member node is in place, ours, with our data.
-    if !w.member.has_ended() {
-        match w.nodes.get(ME) {
-            Some(n) if n.owner == w.session && n.data == *w.member.data() => {}
-            Some(n) if n.owner == OTHER => {} // another session's node holds our id
-            n => return Err(format!("member node {n:?}; events {:?}", w.member_events)),
-        }
-    }
-    // A worker still waiting has the latest non-empty address.
-    if !w.worker.is_done() {
-        if let Some(n) = w.nodes.get(ZR) {
-            if !n.data.is_empty() && w.worker.address() != Some(&n.data) {
-                return Err(format!(
-                    "worker has {:?}, z_r holds {:?}",
-                    w.worker.address(),
-                    n.data
-                ));
-            }
-        }
-    }
-    // Leave: the node goes, Removed is reported.
-    let now = w.now;
-    w.member.leave(now);
-    w.pump()?;
-    w.settle()?;
-    match w.member_events.last() {
-        Some(MemberEvent::Removed) | Some(MemberEvent::Failed { .. }) => {}
-        e => return Err(format!("leave did not end: {e:?}")),
-    }
-    if !w.member.is_done() {
-        return Err("member not done after leaving".into());
-    }
-    if w.nodes.get(ME).is_some_and(|n| n.owner == w.session) {
-        return Err(format!(
-            "our member node outlived the member: {:?}",
-            w.member_events
-        ));
-    }
-    let count = |f: &dyn Fn(&ViewEvent) -> bool| w.view_events.iter().filter(|e| f(e)).count();
-    Ok(Stats {
-        view_changes: count(&|e| {
-            matches!(
-                e,
-                ViewEvent::Joined(_) | ViewEvent::Left(_) | ViewEvent::Changed(_)
-            )
-        }),
-        syncs: count(&|e| *e == ViewEvent::Synced),
-        member_created: w
-            .member_events
-            .iter()
-            .filter(|e| matches!(e, MemberEvent::Created { .. }))
-            .count(),
-        member_lost: w
-            .member_events
-            .iter()
-            .filter(|e| matches!(e, MemberEvent::Lost { .. }))
-            .count(),
-        addresses: w
-            .worker_events
-            .iter()
-            .filter(|e| matches!(e, RendezvousEvent::Address { .. }))
-            .count(),
-        gone: w
-            .worker_events
-            .iter()
-            .filter(|e| matches!(e, RendezvousEvent::Gone))
-            .count(),
-    })
+    let mut input = schedule.iter().copied();
+    let mut h: H = Harness::new(2);
+    let mut script = GroupScript {
+        stats: Stats::default(),
+        member_events: Vec::new(),
+        view_events: Vec::new(),
+        worker_events: Vec::new(),
+        shadow: BTreeMap::new(),
+        leaving: false,
+    };
+    let trio = Trio {
+        member: GroupMember::new(MemberConfig::new(DIR, "me", "mine")),
+        view: View::new(ViewConfig::new(DIR)),
+        worker: Worker::new(ZR),
+        lost: BTreeSet::new(),
+    };
+    let started = h.host(&mut script, trio, |t, now| {
+        t.member.join(now);
+        t.view.start(now);
+        t.worker.start(now);
+    });
+    started.and_then(|()| harness::run(&mut h, &mut script, &mut input))?;
+    script.stats.faults = h.faults;
+    Ok(script.stats)
 }

@@ -1,20 +1,21 @@
-//! Three [`Counter`]s, each on its own session, adding to one node against a small model
-//! of a ZooKeeper server, driven by bytes (proptest and libFuzzer share it). Each byte
-//! picks a client (`(b >> 4) % 3`) and one step:
+//! Three [`Counter`]s, each on its own session of the model world
+//! ([`harness`]), adding to one node, driven by bytes (proptest and
+//! libFuzzer share it). The counter on [`ME`] meets the common faults; the others
+//! (clients 1 and 2) are the counter's actors, with faults of their own:
 //!
-//! * the server answers the client's oldest request; or applies it and the connection
-//!   breaks before the reply arrives; or the connection breaks; the client refuses the
-//!   next request (`Overloaded`); a reconnect; the session expires (a new one starts);
-//! * another writer adds 100 to the node in one atomic step (its own compare-and-set);
-//! * time passes; the user asks the client to add 1, 2 or 3, or to read the value.
+//! * another writer adds 100 to the node in one atomic step (an operator's write);
+//! * the user asks a client to add 1, 2 or 3, or to read the value;
+//! * client 1 or 2: the server answers its oldest request, or it reads its oldest
+//!   reply; the server applies its request and the connection breaks; its connection
+//!   breaks, comes back, or its session expires on the server.
 //!
-//! The server knows which operation of which client each write belongs to (the harness
-//! tags every write request with the index of the operation running when it was sent).
-//! Safety, after every step:
+//! The server's journal ([`Zk::journal`](super::zk::Zk::journal)) says which request
+//! of which session wrote the node; every write request is tagged with the operation
+//! running when it was sent ([`Tagged`]). Safety, after every step:
 //!
-//! * no operation's write is applied twice, and every applied write is a compare-and-set
-//!   on the version it read (the node's value is always the other writer's additions plus
-//!   the deltas of the applied writes: no increment lost);
+//! * no operation's write is applied twice, and the counter never writes without a
+//!   version (the node's value is always the other writer's additions plus the deltas
+//!   of the applied writes: no increment lost);
 //! * `Added { before, after }` is reported only for an operation whose write was applied,
 //!   exactly once, and `before`/`after` are what that write replaced and wrote;
 //! * a `Failed` whose error is not `may_have_applied` belongs to an operation whose write
@@ -24,10 +25,12 @@
 //!
 //! Liveness, once faults stop (connections back, everything answered, time passes): every
 //! operation asked is answered within bounded virtual time; then one more `add` on every
-//! client ends with `Added`, and the node holds the other writer's additions plus the
-//! `Added` deltas plus some of the deltas whose `Failed` said `may_have_applied`.
+//! client ends with `Added`; then each session closes with one more add on the wire
+//! (which the server still applies): `Failed` with a `may_have_applied` error, `Closed`,
+//! the machine done; and the node holds the other writer's additions plus the `Added`
+//! deltas plus some of the deltas whose `Failed` said `may_have_applied`.
 
-use alloc::collections::{BTreeMap, VecDeque};
+use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -38,7 +41,11 @@ use zk_recipes::error::Error;
 use zk_recipes::proto::*;
 use zk_recipes::recipe::value::{counter_value, Counter, CounterEvent, CounterFormat};
 use zk_recipes::recipe::{OpId, Recipe, SessionChange};
+use zk_recipes::session::WatchEvent;
 use zk_recipes::time::Instant;
+
+use super::harness::{self, FaultCounts, Harness, Script, ME};
+use super::zk::{Happened, Link};
 
 const PATH: &str = "/cnt/c";
 const DIR: &str = "/cnt";
@@ -46,13 +53,98 @@ const CLIENTS: usize = 3;
 const OTHER_DELTA: i64 = 100;
 /// Operations a client may have waiting (bounded memory).
 const MAX_PENDING: usize = 4;
+/// The longest each phase of the settle may take in virtual time once faults stop.
+const SETTLE_BOUND: Duration = Duration::from_secs(30);
 
-#[derive(Clone, Debug)]
-struct Node {
-    data: Bytes,
-    czxid: i64,
-    mzxid: i64,
-    version: i32,
+/// A [`Counter`] whose write requests are tagged with the operation running when each
+/// was sent (the index of the first operation not answered yet).
+pub struct Tagged {
+    /// The counter.
+    pub counter: Counter,
+    /// Events drained from the counter ahead of a request (so the tag is right).
+    events: VecDeque<CounterEvent>,
+    /// Answers drained so far.
+    answered: usize,
+    /// Write requests: op id → operation index.
+    writes: BTreeMap<OpId, usize>,
+    /// A request the machine must never send (an unconditional write of the counter).
+    violation: Option<String>,
+    /// Requests whose reply was lost (`ConnectionLoss`, `SessionExpired`).
+    lost: BTreeSet<OpId>,
+}
+
+impl Tagged {
+    fn new(counter: Counter) -> Self {
+        Tagged {
+            counter,
+            events: VecDeque::new(),
+            answered: 0,
+            writes: BTreeMap::new(),
+            violation: None,
+            lost: BTreeSet::new(),
+        }
+    }
+}
+
+impl Recipe for Tagged {
+    type Event = CounterEvent;
+    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+        if matches!(result, Err(Error::ConnectionLoss | Error::SessionExpired)) {
+            self.lost.insert(op);
+        }
+        self.counter.handle_reply(now, op, result)
+    }
+    fn handle_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
+        self.counter.handle_watch(now, op, event)
+    }
+    fn handle_session(&mut self, now: Instant, change: SessionChange) {
+        self.counter.handle_session(now, change)
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        self.counter.handle_timeout(now)
+    }
+    fn handle_abandon(&mut self, now: Instant) {
+        self.counter.handle_abandon(now)
+    }
+    fn poll_request(&mut self) -> Option<(OpId, Request)> {
+        // Events first: a write is tagged with the operation running now.
+        while let Some(e) = self.counter.poll_event() {
+            if e != CounterEvent::Closed {
+                self.answered += 1;
+            }
+            self.events.push_back(e);
+        }
+        let (op, req) = self.counter.poll_request()?;
+        match &req {
+            Request::SetData(s) if s.path == PATH => {
+                if s.version == -1 {
+                    self.violation = Some(format!("unconditional write {s:?}"));
+                }
+                self.writes.insert(op, self.answered);
+            }
+            Request::Create2(c) | Request::Create(c) if c.path == PATH => {
+                self.writes.insert(op, self.answered);
+            }
+            _ => {}
+        }
+        Some((op, req))
+    }
+    fn poll_event(&mut self) -> Option<CounterEvent> {
+        if let Some(e) = self.events.pop_front() {
+            return Some(e);
+        }
+        let e = self.counter.poll_event()?;
+        if e != CounterEvent::Closed {
+            self.answered += 1;
+        }
+        Some(e)
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.counter.poll_timeout()
+    }
+    fn is_done(&self) -> bool {
+        self.counter.is_done() && self.events.is_empty()
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,46 +155,23 @@ enum Asked {
 
 /// What happened to one operation's write on the server.
 #[derive(Clone, Copy, Debug, Default)]
-struct Applied {
+struct Fate {
     count: u32,
     before: i64,
     after: i64,
 }
 
+#[derive(Default)]
 struct Client {
-    counter: Counter,
-    session: i64,
-    connected: bool,
-    wire: VecDeque<(OpId, Request)>,
-    queued: Vec<(OpId, Request)>,
-    inbox: VecDeque<(OpId, Result<Response, Error>)>,
-    refuse_next: bool,
     /// Operations asked, in order.
     asked: Vec<Asked>,
     /// How many were answered.
     answered: usize,
-    /// Write requests on their way: op id → operation index.
+    /// Write requests: op id → operation index (copied from the machine's tags).
     writes: BTreeMap<OpId, usize>,
+    /// Requests whose reply was lost (copied from the machine).
+    lost: BTreeSet<OpId>,
     closed: bool,
-}
-
-struct World {
-    format: CounterFormat,
-    nodes: BTreeMap<String, Node>,
-    zxid: i64,
-    next_session: i64,
-    now: Instant,
-    clients: Vec<Client>,
-    /// (client, operation) → its write's fate.
-    applied: BTreeMap<(usize, usize), Applied>,
-    /// Operations reported as not applied.
-    not_applied: Vec<(usize, usize)>,
-    other_sum: i64,
-    added_sum: i64,
-    in_doubt: Vec<i64>,
-    /// A request the machine must never send (an unconditional write of the counter).
-    violation: Option<String>,
-    stats: Stats,
 }
 
 /// What a schedule exercised (to show the harness is not vacuous).
@@ -114,195 +183,97 @@ pub struct Stats {
     pub in_doubt: usize,
     /// `Failed` events for an add that was not applied (closed, malformed, ...).
     pub failed: usize,
-    /// `BadVersion` / `NodeExists` answers (lost races).
+    /// Lost races (`BadVersion` / `NodeExists`) of clients 1 and 2.
     pub races: usize,
-    /// Writes applied whose reply was lost.
+    /// Writes of the counter node applied whose reply was lost (any client).
     pub lost_writes: usize,
     /// `Value` events.
     pub values: usize,
+    /// The common faults (of the counter on [`ME`]).
+    pub faults: FaultCounts,
 }
 
-impl World {
-    fn new(format: CounterFormat) -> World {
-        let mut w = World {
-            format,
-            nodes: BTreeMap::new(),
-            zxid: 1,
-            next_session: 0x5e55,
-            now: Instant::ZERO,
-            clients: Vec::new(),
-            applied: BTreeMap::new(),
-            not_applied: Vec::new(),
-            other_sum: 0,
-            added_sum: 0,
-            in_doubt: Vec::new(),
-            violation: None,
-            stats: Stats::default(),
-        };
-        w.nodes.insert(
-            "/".into(),
-            Node {
-                data: Bytes::new(),
-                czxid: 0,
-                mzxid: 0,
-                version: 0,
-            },
-        );
-        for _ in 0..CLIENTS {
-            let session = w.next_session;
-            w.next_session += 1;
-            let mut counter = Counter::new(PATH, format);
-            counter.handle_session(
-                w.now,
-                SessionChange::Connected {
-                    session_id: session,
-                },
-            );
-            w.clients.push(Client {
-                counter,
-                session,
-                connected: true,
-                wire: VecDeque::new(),
-                queued: Vec::new(),
-                inbox: VecDeque::new(),
-                refuse_next: false,
-                asked: Vec::new(),
-                answered: 0,
-                writes: BTreeMap::new(),
-                closed: false,
-            });
-        }
-        w
+impl core::ops::AddAssign for Stats {
+    fn add_assign(&mut self, o: Self) {
+        self.added += o.added;
+        self.in_doubt += o.in_doubt;
+        self.failed += o.failed;
+        self.races += o.races;
+        self.lost_writes += o.lost_writes;
+        self.values += o.values;
+        self.faults += o.faults;
+    }
+}
+
+type H = Harness<Tagged>;
+
+struct ValueScript {
+    format: CounterFormat,
+    clients: Vec<Client>,
+    /// (client, operation) → its write's fate.
+    applied: BTreeMap<(usize, usize), Fate>,
+    /// Journal entries judged so far.
+    journal_seen: usize,
+    /// Operations reported as not applied.
+    not_applied: Vec<(usize, usize)>,
+    other_sum: i64,
+    added_sum: i64,
+    in_doubt: Vec<i64>,
+    stats: Stats,
+    /// Settle phase: 0 answer everything, 1 one more add each, 2 done.
+    phase: u8,
+    phase_start: Instant,
+    added_at_phase: usize,
+}
+
+fn value_of(data: Option<&Bytes>, format: CounterFormat) -> Result<i64, String> {
+    match data {
+        None => Ok(0),
+        Some(d) => counter_value(d, format).map_err(|e| format!("{e}")),
+    }
+}
+
+impl ValueScript {
+    fn value(&self, h: &H) -> Result<i64, String> {
+        value_of(h.world.zk.nodes.get(PATH).map(|n| &n.data), self.format)
     }
 
-    fn value(&self) -> Result<i64, String> {
-        match self.nodes.get(PATH) {
-            None => Ok(0),
-            Some(n) => counter_value(&n.data, self.format).map_err(|e| format!("{e}")),
-        }
-    }
-
-    fn stat(n: &Node) -> Stat {
-        Stat {
-            czxid: n.czxid,
-            mzxid: n.mzxid,
-            version: n.version,
-            data_length: n.data.len() as i32,
-            ..Stat::default()
-        }
-    }
-
-    fn parent(path: &str) -> &str {
-        match path.rfind('/') {
-            Some(0) | None => "/",
-            Some(i) => &path[..i],
-        }
-    }
-
-    fn create(&mut self, path: &str, data: Bytes) -> Result<Stat, ErrorCode> {
-        if self.nodes.contains_key(path) {
-            return Err(ErrorCode::NodeExists);
-        }
-        if !self.nodes.contains_key(Self::parent(path)) {
-            return Err(ErrorCode::NoNode);
-        }
-        self.zxid += 1;
-        let n = Node {
-            data,
-            czxid: self.zxid,
-            mzxid: self.zxid,
-            version: 0,
-        };
-        let stat = Self::stat(&n);
-        self.nodes.insert(path.into(), n);
-        Ok(stat)
-    }
-
-    fn set(&mut self, path: &str, data: Bytes, version: i32) -> Result<Stat, ErrorCode> {
-        self.zxid += 1;
-        let z = self.zxid;
-        let n = self.nodes.get_mut(path).ok_or(ErrorCode::NoNode)?;
-        if version != -1 && version != n.version {
-            return Err(ErrorCode::BadVersion);
-        }
-        n.data = data;
-        n.mzxid = z;
-        n.version += 1;
-        Ok(Self::stat(n))
-    }
-
-    /// Applies client `who`'s request `op`; records a write of the counter node.
-    fn apply(&mut self, who: usize, op: OpId, req: &Request) -> Result<Response, Error> {
-        let before = self.value();
-        let tag = self.clients[who].writes.remove(&op);
-        let r = match req {
-            Request::Create(c) | Request::CreateContainer(c) | Request::Create2(c) => self
-                .create(&c.path, c.data.clone())
-                .map(|stat| Response::PathStat {
-                    path: c.path.clone(),
-                    stat,
-                }),
-            Request::SetData(s) => {
-                if s.version == -1 && s.path == PATH {
-                    self.violation = Some(format!("client {who}: unconditional write {s:?}"));
-                }
-                self.set(&s.path, s.data.clone(), s.version)
-                    .map(Response::Stat)
-            }
-            Request::GetData(p) => match self.nodes.get(&p.path) {
-                Some(n) => Ok(Response::Data {
-                    data: n.data.clone(),
-                    stat: Self::stat(n),
-                }),
-                None => Err(ErrorCode::NoNode),
-            },
-            Request::Sync(p) => Ok(Response::Path(p.path.clone())),
-            _ => return Err(Error::UnexpectedReply),
-        };
-        if matches!(r, Err(ErrorCode::BadVersion | ErrorCode::NodeExists)) {
-            self.stats.races += 1;
-        }
-        let wrote = r.is_ok() && matches!(req, Request::SetData(s) if s.path == PATH)
-            || r.is_ok() && matches!(req, Request::Create2(c) if c.path == PATH);
-        if wrote {
-            if let (Some(k), Ok(before)) = (tag, before) {
-                let after = self.value().unwrap_or(i64::MIN);
-                let a = self.applied.entry((who, k)).or_default();
-                a.count += 1;
-                a.before = before;
-                a.after = after;
+    /// Copies the machines' write tags, then judges the server's new journal entries.
+    fn judge_journal(&mut self, h: &H) {
+        for (who, c) in self.clients.iter_mut().enumerate() {
+            if let Some(m) = h.world.machines[who].as_ref() {
+                c.writes.extend(m.writes.iter().map(|(k, v)| (*k, *v)));
+                c.lost.extend(m.lost.iter().copied());
             }
         }
-        r.map_err(Error::Server)
-    }
-
-    /// Another writer adds 100 in one atomic step.
-    fn other_add(&mut self) {
-        let Ok(v) = self.value() else { return };
-        let after = match self.format {
-            CounterFormat::I32 => i64::from((v as i32).wrapping_add(OTHER_DELTA as i32)),
-            CounterFormat::I64 => v.wrapping_add(OTHER_DELTA),
+        let Some(journal) = h.world.zk.journal.as_ref() else {
+            return;
         };
-        let data = self.format.encode(after);
-        if self.nodes.contains_key(PATH) {
-            let _ = self.set(PATH, data, -1);
-        } else {
-            if !self.nodes.contains_key(DIR) {
-                let _ = self.create(DIR, Bytes::new());
+        for a in &journal[self.journal_seen.min(journal.len())..] {
+            if a.path != PATH {
+                continue;
             }
-            let _ = self.create(PATH, data);
+            let Some(&k) = self.clients[a.session].writes.get(&a.op) else {
+                continue;
+            };
+            let before = value_of(a.before.as_ref(), self.format);
+            let after = value_of(a.after.as_ref(), self.format);
+            if let (Ok(before), Ok(after)) = (before, after) {
+                let f = self.applied.entry((a.session, k)).or_default();
+                f.count += 1;
+                f.before = before;
+                f.after = after;
+            }
         }
-        self.other_sum += OTHER_DELTA;
+        self.journal_seen = journal.len();
     }
 
-    // ----- the client side -----
-
-    fn on_event(&mut self, who: usize, e: CounterEvent) -> Result<(), String> {
+    fn on_event(&mut self, who: usize, e: &CounterEvent) -> Result<(), String> {
         let c = &mut self.clients[who];
         if c.closed {
             return Err(format!("client {who}: event after Closed: {e:?}"));
         }
-        if e == CounterEvent::Closed {
+        if *e == CounterEvent::Closed {
             c.closed = true;
             return Ok(());
         }
@@ -312,7 +283,7 @@ impl World {
         };
         c.answered += 1;
         let applied = self.applied.get(&(who, k)).copied().unwrap_or_default();
-        match (asked, &e) {
+        match (asked, e) {
             (Asked::Add(delta), CounterEvent::Added { before, after, .. }) => {
                 if applied.count != 1 {
                     return Err(format!(
@@ -357,44 +328,16 @@ impl World {
         Ok(())
     }
 
-    fn pump(&mut self) -> Result<(), String> {
-        loop {
-            let mut moved = false;
-            for who in 0..CLIENTS {
-                // Events first: a write is tagged with the operation running now.
-                while let Some(e) = self.clients[who].counter.poll_event() {
-                    moved = true;
-                    self.on_event(who, e)?;
-                }
-                let c = &mut self.clients[who];
-                while let Some((op, req)) = c.counter.poll_request() {
-                    moved = true;
-                    if matches!(&req, Request::SetData(_))
-                        || matches!(&req, Request::Create2(r) if r.path == PATH)
-                    {
-                        c.writes.insert(op, c.answered);
-                    }
-                    if core::mem::take(&mut c.refuse_next) {
-                        c.writes.remove(&op);
-                        let now = self.now;
-                        c.counter.handle_reply(now, op, Err(Error::Overloaded));
-                    } else if c.connected {
-                        c.wire.push_back((op, req));
-                    } else {
-                        c.queued.push((op, req));
-                    }
-                }
+    /// The server-side invariants: no write applied twice, none applied after it was
+    /// reported not applied, and the node is the sum of what was applied.
+    fn check_server(&self, h: &H) -> Result<(), String> {
+        for who in 0..CLIENTS {
+            if let Some(v) = h.world.machines[who]
+                .as_ref()
+                .and_then(|m| m.violation.as_ref())
+            {
+                return Err(format!("client {who}: {v}"));
             }
-            if !moved {
-                break;
-            }
-        }
-        self.check()
-    }
-
-    fn check(&self) -> Result<(), String> {
-        if let Some(v) = &self.violation {
-            return Err(v.clone());
         }
         for ((who, k), a) in &self.applied {
             if a.count > 1 {
@@ -411,12 +354,12 @@ impl World {
         }
         // The node is the other writer's additions plus the applied deltas (mod width).
         let mut sum = self.other_sum;
-        for ((who, k), _) in self.applied.iter() {
+        for (who, k) in self.applied.keys() {
             if let Some(Asked::Add(d)) = self.clients[*who].asked.get(*k) {
                 sum = sum.wrapping_add(*d);
             }
         }
-        let v = self.value()?;
+        let v = self.value(h)?;
         let same = match self.format {
             CounterFormat::I32 => v as i32 == sum as i32,
             CounterFormat::I64 => v == sum,
@@ -427,181 +370,243 @@ impl World {
         Ok(())
     }
 
-    fn serve_one(&mut self, who: usize, deliver: bool) -> bool {
-        let Some((op, req)) = self.clients[who].wire.pop_front() else {
-            return false;
-        };
-        let r = self.apply(who, op, &req);
-        if deliver {
-            self.clients[who].inbox.push_back((op, r));
-        } else {
-            if matches!(req, Request::SetData(_) | Request::Create2(_)) && r.is_ok() {
-                self.stats.lost_writes += 1;
-            }
-            self.clients[who].wire.push_front((op, Request::Ping)); // failed by the drop
-        }
-        true
-    }
-
-    fn deliver_one(&mut self, who: usize) -> bool {
-        let now = self.now;
-        let c = &mut self.clients[who];
-        let Some((op, r)) = c.inbox.pop_front() else {
-            return false;
-        };
-        c.counter.handle_reply(now, op, r);
-        true
-    }
-
-    fn disconnect(&mut self, who: usize) {
-        let now = self.now;
-        let c = &mut self.clients[who];
-        if !c.connected {
-            return;
-        }
-        c.connected = false;
-        let mut failed: Vec<OpId> = c.inbox.drain(..).map(|(op, _)| op).collect();
-        failed.extend(c.wire.drain(..).map(|(op, _)| op));
-        for op in failed {
-            c.writes.remove(&op);
-            c.counter.handle_reply(now, op, Err(Error::ConnectionLoss));
-        }
-        c.counter.handle_session(now, SessionChange::Suspended);
-    }
-
-    fn reconnect(&mut self, who: usize) {
-        let now = self.now;
-        let c = &mut self.clients[who];
-        if c.connected {
-            return;
-        }
-        c.connected = true;
-        let s = c.session;
-        c.counter
-            .handle_session(now, SessionChange::Reconnected { session_id: s });
-        for q in core::mem::take(&mut c.queued) {
-            c.wire.push_back(q);
-        }
-    }
-
-    fn expire(&mut self, who: usize) {
-        let now = self.now;
-        let session = self.next_session;
-        self.next_session += 1;
-        let c = &mut self.clients[who];
-        let mut failed: Vec<OpId> = c.inbox.drain(..).map(|(op, _)| op).collect();
-        failed.extend(c.wire.drain(..).map(|(op, _)| op));
-        failed.extend(c.queued.drain(..).map(|(op, _)| op));
-        for op in failed {
-            c.writes.remove(&op);
-            c.counter.handle_reply(now, op, Err(Error::SessionExpired));
-        }
-        c.counter.handle_session(now, SessionChange::Expired);
-        c.session = session;
-        c.connected = true;
-        c.counter.handle_session(
-            now,
-            SessionChange::Connected {
-                session_id: session,
-            },
-        );
-    }
-
-    fn advance(&mut self, by: Duration) -> Result<(), String> {
-        self.now = self.now + by;
-        let now = self.now;
-        for (who, c) in self.clients.iter_mut().enumerate() {
-            if c.counter.poll_timeout().is_some_and(|t| t <= now) {
-                c.counter.handle_timeout(now);
-                if let Some(t) = c.counter.poll_timeout() {
-                    if t <= now {
-                        return Err(format!("client {who}: deadline {t:?} not after {now:?}"));
-                    }
+    /// Events and requests of client `who` (1 or 2: ME's go through the harness).
+    fn other(
+        &mut self,
+        h: &mut H,
+        who: usize,
+        happened: Vec<Happened<CounterEvent>>,
+    ) -> Result<(), String> {
+        self.judge_journal(h);
+        for x in &happened {
+            match x {
+                Happened::Event(e) => {
+                    h.note(format!("  client {who} event {e:?}"));
+                    self.on_event(who, e)?;
                 }
+                Happened::Sent(r) => {
+                    h.note(format!("  client {who} sent {}", harness::describe(r)))
+                }
+            }
+        }
+        self.judge_journal(h);
+        self.check_server(h)
+    }
+
+    /// The user asks client `who` for `a` (if it runs and has room).
+    fn ask(&mut self, h: &mut H, who: usize, a: Asked) -> Result<(), String> {
+        let Some(m) = h.world.machines[who].as_ref() else {
+            return Ok(());
+        };
+        if m.counter.pending() >= MAX_PENDING || self.clients[who].closed {
+            return Ok(());
+        }
+        self.clients[who].asked.push(a);
+        h.note(format!("  client {who} asked {a:?}"));
+        let f = move |m: &mut Tagged, now: Instant| match a {
+            Asked::Add(d) => m.counter.add(now, d),
+            Asked::Get => m.counter.get(now),
+        };
+        if who == ME {
+            h.user(self, f)?;
+            Ok(())
+        } else {
+            let happened = h.world.call(who, f);
+            self.other(h, who, happened)
+        }
+    }
+
+    /// Another writer adds 100 in one atomic step.
+    fn other_add(&mut self, h: &mut H) {
+        let Ok(v) = self.value(h) else { return };
+        let after = match self.format {
+            CounterFormat::I32 => i64::from((v as i32).wrapping_add(OTHER_DELTA as i32)),
+            CounterFormat::I64 => v.wrapping_add(OTHER_DELTA),
+        };
+        let data = self.format.encode(after);
+        let zk = &mut h.world.zk;
+        let r = if zk.nodes.contains_key(PATH) {
+            zk.write_as(
+                None,
+                &Request::SetData(SetDataRequest {
+                    path: PATH.into(),
+                    data,
+                    version: -1,
+                }),
+            )
+        } else {
+            let create = |path: &str, data: Bytes| {
+                Request::Create2(CreateRequest {
+                    path: path.into(),
+                    data,
+                    acl: Acl::open_unsafe(),
+                    flags: CreateMode::Persistent.to_i32(),
+                })
+            };
+            if !zk.nodes.contains_key(DIR) {
+                let _ = zk.write_as(None, &create(DIR, Bytes::new()));
+            }
+            zk.write_as(None, &create(PATH, data))
+        };
+        h.note(format!("  another writer adds {OTHER_DELTA}: {r:?}"));
+        if r.is_ok() {
+            self.other_sum += OTHER_DELTA;
+        }
+    }
+
+    /// A step of client `who` (1 or 2), with its own faults.
+    fn other_step(&mut self, h: &mut H, who: usize, arg: u8) -> Result<(), String> {
+        // Its time passes with ME's.
+        if h.world.now[who] < h.now() {
+            h.world.now[who] = h.now();
+            let happened = h.world.pump(who);
+            self.other(h, who, happened)?;
+        }
+        let happened = match arg % 8 {
+            0..=2 => {
+                self.count_race(h, who);
+                h.world.zk.serve(who);
+                Vec::new()
+            }
+            3 | 4 => h.world.deliver(who),
+            5 => {
+                let s = &h.world.zk.sessions[who];
+                if s.link == Link::Up && !s.wire.is_empty() {
+                    h.world.zk.serve(who);
+                }
+                h.world.drop_connection(who)
+            }
+            6 => h.world.drop_connection(who),
+            _ => {
+                if arg & 8 != 0 && h.world.zk.sessions[who].link == Link::Down {
+                    h.note(format!("  client {who}: the server expires its session"));
+                    h.world.expire_on_server(who);
+                    Vec::new()
+                } else {
+                    h.world.reconnect(who, arg & 16 != 0)
+                }
+            }
+        };
+        self.other(h, who, happened)
+    }
+
+    /// Counts a lost race if client `who`'s next request will be refused for its version.
+    fn count_race(&mut self, h: &H, who: usize) {
+        let zk = &h.world.zk;
+        if let Some((_, r)) = zk.sessions[who].wire.front() {
+            let lost = match r {
+                Request::SetData(s) if s.path == PATH => {
+                    zk.nodes.get(PATH).is_none_or(|n| n.version != s.version)
+                }
+                Request::Create2(c) | Request::Create(c) if c.path == PATH => {
+                    zk.nodes.contains_key(PATH)
+                }
+                _ => false,
+            };
+            if lost {
+                self.stats.races += 1;
+            }
+        }
+    }
+
+    /// Everything of every client is answered and no timer waits.
+    fn quiet(h: &H) -> bool {
+        (0..CLIENTS).all(|c| {
+            let s = &h.world.zk.sessions[c];
+            s.link == Link::Up
+                && s.wire.is_empty()
+                && s.out.is_empty()
+                && h.world.deadline(c).is_none()
+        })
+    }
+
+    /// Faults stopped: the other clients reconnect and exchange everything.
+    fn settle_others(&mut self, h: &mut H) -> Result<(), String> {
+        for who in 1..CLIENTS {
+            if h.world.zk.sessions[who].link != Link::Up {
+                let happened = h.world.reconnect(who, false);
+                self.other(h, who, happened)?;
+            }
+            for _ in 0..64 {
+                let s = &h.world.zk.sessions[who];
+                if s.wire.is_empty() && s.out.is_empty() {
+                    break;
+                }
+                while !h.world.zk.sessions[who].wire.is_empty() {
+                    self.count_race(h, who);
+                    h.world.zk.serve(who);
+                }
+                while !h.world.zk.sessions[who].out.is_empty() {
+                    let happened = h.world.deliver(who);
+                    self.other(h, who, happened)?;
+                }
+            }
+            // Their time passes with ME's (the harness advances ME's clock).
+            if h.world.now[who] < h.now() {
+                h.world.now[who] = h.now();
+                let happened = h.world.pump(who);
+                self.other(h, who, happened)?;
             }
         }
         Ok(())
     }
 
-    fn ask(&mut self, who: usize, a: Asked) {
-        let now = self.now;
-        let c = &mut self.clients[who];
-        if c.counter.pending() >= MAX_PENDING || c.closed {
-            return;
-        }
-        c.asked.push(a);
-        match a {
-            Asked::Add(d) => c.counter.add(now, d),
-            Asked::Get => c.counter.get(now),
-        }
-    }
-
-    fn step(&mut self, b: u8) -> Result<(), String> {
-        let who = usize::from(b >> 4) % CLIENTS;
-        let arg = b >> 4;
-        match b % 16 {
-            0..=3 => {
-                if !self.deliver_one(who) {
-                    self.serve_one(who, true);
-                }
-            }
-            4 => {
-                self.serve_one(who, true);
-            }
-            5 => {
-                // Applied, reply lost.
-                if self.clients[who].connected && self.serve_one(who, false) {
-                    self.disconnect(who);
-                }
-            }
-            6 => self.disconnect(who),
-            7 => self.reconnect(who),
-            8 => self.clients[who].refuse_next = true,
-            9 => {
-                if b >> 6 == 0 {
-                    self.expire(who);
-                }
-            }
-            10 => self.other_add(),
-            11 => self.advance(Duration::from_millis(5 << (arg % 8)))?,
-            12 => self.ask(who, Asked::Get),
-            _ => self.ask(who, Asked::Add(i64::from(b % 16 - 12))),
-        }
-        self.pump()
-    }
-
-    /// Faults stop: connected, everything answered, time passes. Returns the virtual
-    /// time it took.
-    fn settle(&mut self) -> Result<Duration, String> {
-        let start = self.now;
+    /// The sessions close with an add on the wire, which the server still applies: the
+    /// add is answered `Failed` with a `may_have_applied` error, then `Closed`.
+    fn close_all(&mut self, h: &mut H) -> Result<(), String> {
         for who in 0..CLIENTS {
-            self.reconnect(who);
+            self.ask(h, who, Asked::Add(1))?;
         }
-        self.pump()?;
-        for _ in 0..500 {
-            let mut moved = false;
-            for who in 0..CLIENTS {
-                while self.deliver_one(who) || self.serve_one(who, true) {
-                    moved = true;
-                    self.pump()?;
-                }
+        for who in 0..CLIENTS {
+            // The read, if any (an add right after our last write sends its set at
+            // once); its reply arrives: the set goes out.
+            if matches!(
+                h.world.zk.sessions[who].wire.front(),
+                Some((_, Request::GetData(_)))
+            ) {
+                h.world.zk.serve(who);
+                let happened = h.world.deliver(who);
+                self.after_any(h, who, happened)?;
             }
-            let next = self
-                .clients
-                .iter()
-                .filter_map(|c| c.counter.poll_timeout())
-                .min();
-            if let Some(t) = next {
-                moved = true;
-                let by = t.saturating_since(self.now);
-                self.advance(by)?;
+            if h.world.zk.sessions[who].wire.is_empty() {
+                return Err(format!("client {who}: no write after the read"));
             }
-            self.pump()?;
-            if !moved {
-                return Ok(self.now.saturating_since(start));
+            // Kept by the script: the host drops a done machine.
+            let happened = h
+                .world
+                .call(who, |m, now| m.handle_session(now, SessionChange::Closed));
+            self.after_any(h, who, happened)?;
+            // The server applies what was sent before the close; the replies go nowhere.
+            while h.world.zk.serve(who) {}
+            h.world.zk.sessions[who].out.clear();
+            self.judge_journal(h);
+            self.check_server(h)?;
+            let c = &self.clients[who];
+            if !c.closed || c.answered != c.asked.len() || h.world.machines[who].is_some() {
+                return Err(format!(
+                    "client {who}: closed {}, {} of {} answered, done {}",
+                    c.closed,
+                    c.answered,
+                    c.asked.len(),
+                    h.world.machines[who].is_none()
+                ));
             }
         }
-        Err("no quiescence after faults stopped".into())
+        Ok(())
+    }
+
+    fn after_any(
+        &mut self,
+        h: &mut H,
+        who: usize,
+        happened: Vec<Happened<CounterEvent>>,
+    ) -> Result<(), String> {
+        if who == ME {
+            // ME's events through the script's check, as the harness would.
+            self.check(h, &happened)
+        } else {
+            self.other(h, who, happened)
+        }
     }
 
     /// Can `rest` be written as a sum of some of `deltas` (each used at most once)?
@@ -621,94 +626,163 @@ impl World {
     }
 }
 
-/// The longest a settle may take in virtual time once faults stop.
-const SETTLE_BOUND: Duration = Duration::from_secs(30);
+impl Script<Tagged> for ValueScript {
+    const ACTS: u8 = 5;
 
-/// Runs one schedule; `Err` names the violated invariant.
+    fn act(&mut self, h: &mut H, which: u8, arg: u8) -> Result<(), String> {
+        match which {
+            0 => self.other_add(h),
+            1 => {
+                let a = if arg % 4 == 0 {
+                    Asked::Get
+                } else {
+                    Asked::Add(i64::from(arg % 4))
+                };
+                self.ask(h, ME, a)?;
+            }
+            2 => {
+                let who = 1 + usize::from(arg & 1);
+                let a = if (arg >> 1) % 4 == 0 {
+                    Asked::Get
+                } else {
+                    Asked::Add(i64::from((arg >> 1) % 4))
+                };
+                self.ask(h, who, a)?;
+            }
+            _ => {
+                let who = 1 + usize::from(arg >> 7);
+                self.other_step(h, who, arg)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn check(&mut self, h: &H, happened: &[Happened<CounterEvent>]) -> Result<(), String> {
+        self.judge_journal(h);
+        for x in happened {
+            if let Happened::Event(e) = x {
+                self.on_event(ME, e)?;
+            }
+        }
+        self.judge_journal(h);
+        self.check_server(h)
+    }
+
+    fn settle(&mut self, h: &mut H, round: u32) -> Result<bool, String> {
+        if round == 0 {
+            self.phase_start = h.now();
+        }
+        self.settle_others(h)?;
+        if h.now().saturating_since(self.phase_start) > SETTLE_BOUND {
+            return Err(format!(
+                "liveness: settle phase {} took over {SETTLE_BOUND:?}",
+                self.phase
+            ));
+        }
+        if !Self::quiet(h) {
+            return Ok(false);
+        }
+        match self.phase {
+            0 => {
+                for (who, c) in self.clients.iter().enumerate() {
+                    let pending = h.world.machines[who]
+                        .as_ref()
+                        .map_or(0, |m| m.counter.pending());
+                    if c.answered != c.asked.len() || pending != 0 {
+                        return Err(format!(
+                            "client {who}: {} asked, {} answered after faults stopped",
+                            c.asked.len(),
+                            c.answered
+                        ));
+                    }
+                }
+                // One more add each, without faults: every one ends with Added.
+                self.phase = 1;
+                self.phase_start = h.now();
+                self.added_at_phase = self.stats.added;
+                for who in 0..CLIENTS {
+                    self.ask(h, who, Asked::Add(1))?;
+                }
+                Ok(false)
+            }
+            _ => {
+                if self.stats.added != self.added_at_phase + CLIENTS {
+                    return Err(format!(
+                        "final adds: {} Added of {CLIENTS}",
+                        self.stats.added - self.added_at_phase
+                    ));
+                }
+                self.close_all(h)?;
+                self.phase = 2;
+                Ok(true)
+            }
+        }
+    }
+
+    fn end(&mut self, h: &H) -> Result<(), String> {
+        if self.phase != 2 {
+            return Err(format!(
+                "liveness: the settle never ended (phase {})",
+                self.phase
+            ));
+        }
+        // Nothing lost or doubled: the node is the other writer's additions, the Added
+        // deltas, and some of the in-doubt deltas.
+        let v = self.value(h)?;
+        let rest = v - self.other_sum - self.added_sum;
+        let no_wrap = self.format == CounterFormat::I64 || v.abs() < i64::from(i32::MAX) / 2;
+        if no_wrap && !Self::subset_sum(&self.in_doubt, rest) {
+            return Err(format!(
+                "node {v} = other {} + added {} + {rest}, not a sum of in-doubt deltas {:?}",
+                self.other_sum, self.added_sum, self.in_doubt
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Runs one schedule; `Err` names the violated invariant and the last steps taken.
 pub fn run(schedule: &[u8]) -> Result<Stats, String> {
-    let format = if schedule.first().is_some_and(|b| b & 0x80 != 0) {
+    let mut input = schedule.iter().copied();
+    let format = if input.next().is_some_and(|b| b & 0x80 != 0) {
         CounterFormat::I64
     } else {
         CounterFormat::I32
     };
-    let mut w = World::new(format);
-    w.pump()?;
-    for &b in schedule {
-        w.step(b)?;
+    let mut h: H = Harness::new(CLIENTS);
+    h.world.zk.journal = Some(Vec::new());
+    let mut script = ValueScript {
+        format,
+        clients: (0..CLIENTS).map(|_| Client::default()).collect(),
+        applied: BTreeMap::new(),
+        journal_seen: 0,
+        not_applied: Vec::new(),
+        other_sum: 0,
+        added_sum: 0,
+        in_doubt: Vec::new(),
+        stats: Stats::default(),
+        phase: 0,
+        phase_start: Instant::ZERO,
+        added_at_phase: 0,
+    };
+    for who in 1..CLIENTS {
+        let happened = h
+            .world
+            .host(who, Tagged::new(Counter::new(PATH, format)), |_, _| {});
+        script.other(&mut h, who, happened)?;
     }
-    let took = w.settle()?;
-    if took > SETTLE_BOUND {
-        return Err(format!("settling took {took:?}"));
-    }
-    for (who, c) in w.clients.iter().enumerate() {
-        if c.answered != c.asked.len() || c.counter.pending() != 0 {
-            return Err(format!(
-                "client {who}: {} asked, {} answered after faults stopped",
-                c.asked.len(),
-                c.answered
-            ));
-        }
-    }
-    // One more add each, without faults: every one ends with Added.
-    let added = w.stats.added;
-    for who in 0..CLIENTS {
-        w.ask(who, Asked::Add(1));
-    }
-    w.pump()?;
-    let took = w.settle()?;
-    if took > SETTLE_BOUND || w.stats.added != added + CLIENTS {
-        return Err(format!(
-            "final adds: {} Added of {CLIENTS} in {took:?}",
-            w.stats.added - added
-        ));
-    }
-    // The sessions close with an add on the wire, which the server still applies: the
-    // add is answered `Failed` with a `may_have_applied` error, then `Closed`.
-    for who in 0..CLIENTS {
-        w.ask(who, Asked::Add(1));
-    }
-    w.pump()?;
-    let now = w.now;
-    for who in 0..CLIENTS {
-        // The read, if any (an add right after our last write sends its set at once);
-        // its reply arrives: the set goes out.
-        if matches!(w.clients[who].wire.front(), Some((_, Request::GetData(_)))) {
-            w.serve_one(who, true);
-            w.deliver_one(who);
-            w.pump()?;
-        }
-        if w.clients[who].wire.is_empty() {
-            return Err(format!("client {who}: no write after the read"));
-        }
-        w.clients[who]
-            .counter
-            .handle_session(now, SessionChange::Closed);
-        w.pump()?;
-        // The server applies what was sent before the close.
-        while let Some((op, req)) = w.clients[who].wire.pop_front() {
-            let _ = w.apply(who, op, &req);
-        }
-        w.pump()?;
-        let c = &w.clients[who];
-        if !c.closed || c.answered != c.asked.len() || !c.counter.is_done() {
-            return Err(format!(
-                "client {who}: closed {}, {} of {} answered",
-                c.closed,
-                c.answered,
-                c.asked.len()
-            ));
-        }
-    }
-    // Nothing lost or doubled: the node is the other writer's additions, the Added
-    // deltas, and some of the in-doubt deltas.
-    let v = w.value()?;
-    let rest = v - w.other_sum - w.added_sum;
-    let no_wrap = w.format == CounterFormat::I64 || v.abs() < i64::from(i32::MAX) / 2;
-    if no_wrap && !World::subset_sum(&w.in_doubt, rest) {
-        return Err(format!(
-            "node {v} = other {} + added {} + {rest}, not a sum of in-doubt deltas {:?}",
-            w.other_sum, w.added_sum, w.in_doubt
-        ));
-    }
-    Ok(w.stats)
+    let started = h.host(
+        &mut script,
+        Tagged::new(Counter::new(PATH, format)),
+        |_, _| {},
+    );
+    started.and_then(|()| harness::run(&mut h, &mut script, &mut input))?;
+    script.stats.faults = h.faults;
+    // Writes of the counter node applied whose reply was lost.
+    script.stats.lost_writes = h.world.zk.journal.as_ref().map_or(0, |j| {
+        j.iter()
+            .filter(|a| a.path == PATH && script.clients[a.session].lost.contains(&a.op))
+            .count()
+    });
+    Ok(script.stats)
 }

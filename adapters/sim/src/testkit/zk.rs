@@ -152,6 +152,25 @@ pub struct Zk {
     /// checker turns it off: the recipes compare zxids only by order, and the gaps would
     /// multiply its states (exclusive_3c: 0.3 M → over 2 M).
     pub failed_writes_take_zxids: bool,
+    /// Off (`None`) unless a harness turns it on: the single-node writes
+    /// ([`serve`](Self::serve)d requests) the server applied, in order, for a harness
+    /// that judges which request of which session wrote what.
+    pub journal: Option<Vec<Applied>>,
+}
+
+/// A served single-node write the server applied (see [`Zk::journal`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Applied {
+    /// The writing session (index into [`Zk::sessions`]).
+    pub session: usize,
+    /// The request.
+    pub op: OpId,
+    /// The node written (a sequential create's requested path).
+    pub path: String,
+    /// Its data before the write (`None`: it did not exist).
+    pub before: Option<Bytes>,
+    /// Its data after the write (`None`: deleted).
+    pub after: Option<Bytes>,
 }
 
 /// A node's data as it was until a write (a setData or its delete) at `until`.
@@ -220,6 +239,7 @@ impl Zk {
             refused: Vec::new(),
             txn: None,
             failed_writes_take_zxids: true,
+            journal: None,
         };
         for _ in 0..clients {
             zk.open_session();
@@ -346,6 +366,17 @@ impl Zk {
             .filter(|(_, n)| n.owner == id)
             .map(|(p, _)| p.clone())
             .collect()
+    }
+
+    /// The one-shot watches the server holds for session `s` (index into
+    /// [`sessions`](Self::sessions)): (path, a child watch?, the request that set it).
+    pub fn armed(&self, s: usize) -> Vec<(&str, bool, OpId)> {
+        self.sessions.get(s).map_or_else(Vec::new, |s| {
+            s.watches
+                .iter()
+                .map(|(p, k, op)| (p.as_str(), *k == WatchKind::Child, *op))
+                .collect()
+        })
     }
 
     /// The children of `path` as a server at `zxid` had them (what a client that has
@@ -836,11 +867,35 @@ impl Zk {
         let Some((op, req)) = self.sessions[s].wire.pop_front() else {
             return false;
         };
+        let written = match &req {
+            Request::Create(c) | Request::Create2(c) | Request::CreateContainer(c) => {
+                Some(c.path.clone())
+            }
+            Request::SetData(d) => Some(d.path.clone()),
+            Request::Delete(d) => Some(d.path.clone()),
+            _ => None,
+        }
+        .filter(|_| self.journal.is_some());
+        let before = written
+            .as_ref()
+            .and_then(|p| self.nodes.get(p).map(|n| n.data.clone()));
         let was_stale = self.sessions[s].stale_at.is_some();
         let r = self.apply(s, op, &req);
         if was_stale && self.sessions[s].stale_at.is_none() {
             // A write or sync: the follower applied what it missed first.
             self.release_held(s);
+        }
+        if let (Some(path), true) = (written, r.is_ok()) {
+            let after = self.nodes.get(&path).map(|n| n.data.clone());
+            if let Some(j) = self.journal.as_mut() {
+                j.push(Applied {
+                    session: s,
+                    op,
+                    path,
+                    before,
+                    after,
+                });
+            }
         }
         let zxid = self.sessions[s].stale_at.unwrap_or(self.zxid);
         let session = &mut self.sessions[s];
