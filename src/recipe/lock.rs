@@ -11,7 +11,10 @@
 //!    (Curator's `InterProcessReadWriteLock`). If `<dir>` is missing, its ancestors are
 //!    created as containers in the same pipeline and the pair is sent again — at most
 //!    twice; an ancestor that cannot be created ends the attempt with
-//!    [`Error::NoParent`] naming it, or [`Error::ChrootMissing`].
+//!    [`Error::NoParent`] naming it, or [`Error::ChrootMissing`]. This entry yields
+//!    ([`Recipe::yields`]): queued in the session, it lets other recipes' later
+//!    requests go first (a holder's release is not queued behind the entries of
+//!    thousands of waiters of the same session); the pair itself stays in order.
 //! 2. Sort the children by the sequence after their last known marker (unknown
 //!    children are ignored). Our *blockers*: every lower contender for exclusive and
 //!    write locks; every lower writer for read locks.
@@ -2217,6 +2220,18 @@ impl Recipe for Lock {
 
     fn poll_request(&mut self) -> Option<(OpId, Request)> {
         self.outbox.poll()
+    }
+
+    /// A waiter's entry — its create (and the directory's ancestors) and the listing
+    /// sent with it — yields to other recipes' later requests while queued: nobody
+    /// waits for it, and a holder's release must not wait behind thousands of them.
+    fn yields(&self, op: OpId) -> bool {
+        self.state == State::Creating
+            && !self.in_doubt
+            && matches!(
+                self.outbox.get(op),
+                Some(Purpose::Create | Purpose::Parent(_) | Purpose::List(_))
+            )
     }
 
     fn poll_event(&mut self) -> Option<LockEvent> {

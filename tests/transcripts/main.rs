@@ -11,6 +11,7 @@ mod election_regressions;
 mod election_transcripts;
 mod golden;
 mod group_transcripts;
+mod lock_lanes;
 mod lock_transcripts;
 mod naming_transcripts;
 mod path_transcripts;
