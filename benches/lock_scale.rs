@@ -35,6 +35,9 @@
 //! `LOCK_SCALE_TIMEOUT` (seconds, default 900) bounds each run: a stall is reported
 //! (with how far it got) and the bench exits non-zero instead of hanging.
 //! `LOCK_SCALE_MAX_IN_FLIGHT` overrides the session's in-flight bound (default 512).
+//! `LOCK_SCALE_TRACE=1` makes the `e2e` case print where its time went (`TRACE` lines:
+//! when the first, 1%, 10%, ... of acquisitions came, µs per acquisition in each tenth
+//! of them, and how long releases took early in the run and later).
 //!
 //! Each count runs in rounds of N until at least 2,000 acquisitions (20 rounds of 100,
 //! 2 of 1,000, 1 of 10,000; the figures are over all rounds), after one warm-up run of
@@ -752,6 +755,11 @@ fn trace_phases(n: usize, times: &mut [(Duration, Duration)], total: Duration) {
         "TRACE n={n} us per acquisition by tenth: {}",
         tenth.join(" ")
     );
+    {
+        use zk_recipes::session::trace_tmp::*;
+        println!("TRACE n={n} TEMP session: queue peak {}, releases queued {}, ahead max {}, queue wait mean {:.2} ms max {:.2} ms", get(&PEAK), get(&REL_QUEUED_N), get(&REL_AHEAD_MAX), get(&REL_WAIT_SUM) as f64 / get(&REL_QUEUED_N).max(1) as f64 / 1e3, get(&REL_WAIT_MAX) as f64 / 1e3);
+        reset();
+    }
     if !gaps.is_empty() {
         println!(
             "TRACE n={n} mean gap between acquisitions (ms): first 1% {:.3}, first 10% {:.3}, all {:.3}",
