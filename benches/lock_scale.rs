@@ -755,11 +755,6 @@ fn trace_phases(n: usize, times: &mut [(Duration, Duration)], total: Duration) {
         "TRACE n={n} us per acquisition by tenth: {}",
         tenth.join(" ")
     );
-    {
-        use zk_recipes::session::trace_tmp::*;
-        println!("TRACE n={n} TEMP session: queue peak {}, releases queued {}, ahead max {}, queue wait mean {:.2} ms max {:.2} ms", get(&PEAK), get(&REL_QUEUED_N), get(&REL_AHEAD_MAX), get(&REL_WAIT_SUM) as f64 / get(&REL_QUEUED_N).max(1) as f64 / 1e3, get(&REL_WAIT_MAX) as f64 / 1e3);
-        reset();
-    }
     if !gaps.is_empty() {
         println!(
             "TRACE n={n} mean gap between acquisitions (ms): first 1% {:.3}, first 10% {:.3}, all {:.3}",
