@@ -35,6 +35,9 @@
 //! `LOCK_SCALE_TIMEOUT` (seconds, default 900) bounds each run: a stall is reported
 //! (with how far it got) and the bench exits non-zero instead of hanging.
 //! `LOCK_SCALE_MAX_IN_FLIGHT` overrides the session's in-flight bound (default 512).
+//! `LOCK_SCALE_TRACE=1` makes the `e2e` case print where its time went (`TRACE` lines:
+//! when the first, 1%, 10%, ... of acquisitions came, µs per acquisition in each tenth
+//! of them, and how long releases took early in the run and later).
 //!
 //! Each count runs in rounds of N until at least 2,000 acquisitions (20 rounds of 100,
 //! 2 of 1,000, 1 of 10,000; the figures are over all rounds), after one warm-up run of
@@ -611,6 +614,7 @@ fn run_tokio(cs: &str, n: usize, round: usize, timeout: Duration) -> Outcome {
         let t0 = StdInstant::now();
         let cpu0 = cpu_time();
         let server_cpu0 = server_cpu();
+        let tracing = trace_on();
         let tasks: Vec<_> = (0..n)
             .map(|_| {
                 let zk = zk.clone();
@@ -619,21 +623,24 @@ fn run_tokio(cs: &str, n: usize, round: usize, timeout: Duration) -> Outcome {
                     (inside.clone(), acquired.clone(), last_fencing.clone());
                 tokio::spawn(async move {
                     let guard = zk.lock(&dir).acquire().await?;
+                    let held_at = t0.elapsed();
                     assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two holders");
                     let token = guard.fencing_token();
                     let previous = last.swap(token, Ordering::SeqCst);
                     assert!(token > previous, "fencing token went back");
                     acquired.fetch_add(1, Ordering::SeqCst);
                     inside.fetch_sub(1, Ordering::SeqCst);
-                    guard.release().await
+                    guard.release().await?;
+                    Ok::<_, zt::Error>((held_at, t0.elapsed()))
                 })
             })
             .collect();
+        let mut times = Vec::new();
         let mut failed = 0usize;
         let all = async {
             for t in tasks {
                 match t.await {
-                    Ok(Ok(())) => {}
+                    Ok(Ok(at)) => times.push(at),
                     Ok(Err(e)) => {
                         failed += 1;
                         eprintln!("waiter: {e:?}");
@@ -647,6 +654,9 @@ fn run_tokio(cs: &str, n: usize, round: usize, timeout: Duration) -> Outcome {
         };
         let stalled = tokio::time::timeout(timeout, all).await.is_err();
         let total = t0.elapsed();
+        if tracing {
+            trace_phases(n, &mut times, total);
+        }
         let cpu = cpu_time().saturating_sub(cpu0);
         let server_cpu = server_cpu().saturating_sub(server_cpu0);
         let after = zk.counters().await.expect("counters");
@@ -680,6 +690,79 @@ fn run_tokio(cs: &str, n: usize, round: usize, timeout: Duration) -> Outcome {
             stalled,
         }
     })
+}
+
+/// `LOCK_SCALE_TRACE=1`: the end-to-end case prints where its time went (`TRACE`
+/// lines): when the first and later acquisitions came, and how long each release took
+/// (from `release()` to its return) early in the run and later.
+fn trace_on() -> bool {
+    std::env::var("LOCK_SCALE_TRACE").is_ok_and(|v| v != "0")
+}
+
+/// Prints the phases of one end-to-end run from each waiter's (acquired at, released
+/// at), both from the start of the run.
+fn trace_phases(n: usize, times: &mut [(Duration, Duration)], total: Duration) {
+    if times.is_empty() {
+        return;
+    }
+    times.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let at = |q: f64| times[((times.len() - 1) as f64 * q) as usize].0;
+    println!(
+        "TRACE n={n} total {:.0} ms; acquisitions at (ms): first {:.1}, 1% {:.1}, 10% {:.1}, 50% {:.1}, 90% {:.1}, last {:.1}",
+        ms(total),
+        ms(at(0.0)),
+        ms(at(0.01)),
+        ms(at(0.1)),
+        ms(at(0.5)),
+        ms(at(0.9)),
+        ms(at(1.0)),
+    );
+    // A release's time: from the holder's acquisition (it releases at once) to the
+    // release's return, for the first 1% of holders and for the rest.
+    let split = (times.len() / 100).max(1);
+    for (name, part) in [("first 1%", &times[..split]), ("rest", &times[split..])] {
+        let mut r: Vec<Duration> = part.iter().map(|(a, b)| b.saturating_sub(*a)).collect();
+        if r.is_empty() {
+            continue;
+        }
+        r.sort();
+        let q = |f: f64| ms(r[((r.len() - 1) as f64 * f) as usize]);
+        println!(
+            "TRACE n={n} release {name} ({}): p50 {:.2} ms, p90 {:.2}, max {:.2}",
+            r.len(),
+            q(0.5),
+            q(0.9),
+            q(1.0)
+        );
+    }
+    // Handoff gaps: from one acquisition to the next.
+    let gaps: Vec<f64> = times.windows(2).map(|w| ms(w[1].0 - w[0].0)).collect();
+    let in_first = |f: f64| -> f64 {
+        let k = ((gaps.len() as f64) * f) as usize;
+        gaps[..k.max(1).min(gaps.len())].iter().sum::<f64>() / k.max(1) as f64
+    };
+    // Time per acquisition in each tenth of the acquisitions, in order.
+    let tenth: Vec<String> = (0..10)
+        .map(|k| {
+            let a = times[times.len() * k / 10].0;
+            let b = times[(times.len() * (k + 1) / 10).min(times.len() - 1)].0;
+            let count = (times.len() * (k + 1) / 10).min(times.len() - 1) - times.len() * k / 10;
+            format!("{:.0}", (b - a).as_secs_f64() * 1e6 / count.max(1) as f64)
+        })
+        .collect();
+    println!(
+        "TRACE n={n} us per acquisition by tenth: {}",
+        tenth.join(" ")
+    );
+    if !gaps.is_empty() {
+        println!(
+            "TRACE n={n} mean gap between acquisitions (ms): first 1% {:.3}, first 10% {:.3}, all {:.3}",
+            in_first(0.01),
+            in_first(0.1),
+            in_first(1.0)
+        );
+    }
 }
 
 fn main() {
@@ -820,6 +903,9 @@ fn main() {
         for &n in &counts {
             let out = child(case, n);
             let stdout = String::from_utf8_lossy(&out.stdout);
+            for l in stdout.lines().filter(|l| l.starts_with("TRACE ")) {
+                println!("{l}");
+            }
             let Some(row) = stdout.lines().find_map(|l| l.strip_prefix("ROW ")) else {
                 bad = true;
                 println!(

@@ -609,19 +609,26 @@ impl Client {
             generation: self.slots[i].generation,
         };
         let mut moved = false;
-        while let Some((op, request)) = match &mut self.slots[i] {
+        while let Some((op, request, yields)) = match &mut self.slots[i] {
             Slot {
                 recipe: Some(r),
                 refused: false,
                 ..
-            } => r.poll_request(),
+            } => r.poll_request().map(|(op, req)| (op, req, r.yields(op))),
             _ => None,
         } {
             let token = self.token();
             // The recipe's id names it as a requester: its listings may be shared
-            // with other recipes' identical ones (see `Session::submit_shared`).
+            // with other recipes' identical ones (see `Session::submit_shared`), and
+            // its entry may yield to other recipes' later requests
+            // (`Session::submit_yielding`).
             let requester = (u64::from(id.generation) << 33) | (u64::from(id.index) + 1);
-            match self.session.submit_shared(now, request, token, requester) {
+            let submitted = if yields {
+                self.session.submit_yielding(now, request, token, requester)
+            } else {
+                self.session.submit_shared(now, request, token, requester)
+            };
+            match submitted {
                 Ok(()) => {
                     moved = true;
                     self.recipe_tokens.insert(token, (id, op));

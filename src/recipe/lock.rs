@@ -11,7 +11,11 @@
 //!    (Curator's `InterProcessReadWriteLock`). If `<dir>` is missing, its ancestors are
 //!    created as containers in the same pipeline and the pair is sent again — at most
 //!    twice; an ancestor that cannot be created ends the attempt with
-//!    [`Error::NoParent`] naming it, or [`Error::ChrootMissing`].
+//!    [`Error::NoParent`] naming it, or [`Error::ChrootMissing`]. This entry yields
+//!    ([`Recipe::yields`]): queued in the session, it lets other recipes' later
+//!    requests go first (a holder's release is not queued behind the entries of
+//!    thousands of waiters of the same session); the pair itself stays in order. So
+//!    does the watch-arming request of a waiter more than two places from the lock.
 //! 2. Sort the children by the sequence after their last known marker (unknown
 //!    children are ignored). Our *blockers*: every lower contender for exclusive and
 //!    write locks; every lower writer for read locks.
@@ -2217,6 +2221,22 @@ impl Recipe for Lock {
 
     fn poll_request(&mut self) -> Option<(OpId, Request)> {
         self.outbox.poll()
+    }
+
+    /// A waiter's entry — its create (and the directory's ancestors) and the listing
+    /// sent with it — yields to other recipes' later requests while queued: nobody
+    /// waits for it, and a holder's release must not wait behind thousands of them.
+    fn yields(&self, op: OpId) -> bool {
+        match self.outbox.get(op) {
+            Some(Purpose::Create | Purpose::Parent(_) | Purpose::List(_)) => {
+                self.state == State::Creating && !self.in_doubt
+            }
+            // Arming the watches of a waiter deep in the queue: the lock reaches it
+            // only after a few handoffs (and a late `SetWatches2` fires at once for
+            // what changed since our node's creation).
+            Some(Purpose::Blocker) => self.state == State::Waiting && self.blockers > 2,
+            _ => false,
+        }
     }
 
     fn poll_event(&mut self) -> Option<LockEvent> {

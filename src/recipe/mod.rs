@@ -175,6 +175,16 @@ pub trait Recipe: Send + 'static {
     fn handle_abandon(&mut self, now: Instant);
     /// The next request to send.
     fn poll_request(&mut self) -> Option<(OpId, Request)>;
+    /// May request `op` (just polled) **yield**: wait, while it is queued in the
+    /// session, behind requests other recipes submit later (see
+    /// [`Session::submit_yielding`](crate::session::Session::submit_yielding))? For
+    /// requests nobody else waits for, such as a lock waiter's entry: then a holder's
+    /// release is not queued behind thousands of them. A recipe's own requests keep
+    /// their order whatever it answers. By default, no.
+    fn yields(&self, op: OpId) -> bool {
+        let _ = op;
+        false
+    }
     /// The next event for the application.
     fn poll_event(&mut self) -> Option<Self::Event>;
     /// The next deadline.
@@ -206,6 +216,8 @@ pub trait AnyRecipe: Send {
     fn handle_abandon(&mut self, now: Instant);
     /// See [`Recipe::poll_request`].
     fn poll_request(&mut self) -> Option<(OpId, Request)>;
+    /// See [`Recipe::yields`].
+    fn yields(&self, op: OpId) -> bool;
     /// [`Recipe::poll_event`], boxed.
     fn poll_any_event(&mut self) -> Option<AnyEvent>;
     /// See [`Recipe::poll_timeout`].
@@ -245,6 +257,9 @@ impl<R: Recipe> AnyRecipe for R {
     }
     fn poll_request(&mut self) -> Option<(OpId, Request)> {
         Recipe::poll_request(self)
+    }
+    fn yields(&self, op: OpId) -> bool {
+        Recipe::yields(self, op)
     }
     fn poll_any_event(&mut self) -> Option<AnyEvent> {
         Recipe::poll_event(self).map(AnyEvent::new)

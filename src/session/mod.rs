@@ -44,6 +44,14 @@
 //!   global outstanding limit is 1,000 by default). Within that bound the window adapts
 //!   to a throttling server: a `Throttled` reply halves it (once per window of
 //!   replies), a window's worth of other replies grows it by one.
+//! * Two lanes: a request submitted as *yielding*
+//!   ([`submit_yielding`](Session::submit_yielding): a hosted recipe's entry, such as a
+//!   lock waiter's create and first listing, which nobody else waits for) waits, while
+//!   queued, behind requests of other requesters submitted later; every other request
+//!   keeps submission order with everything but those. A requester's own requests are
+//!   never reordered: while one of its yielding requests is queued, its later ones
+//!   queue behind it, whatever their kind. So a lock holder's release is written as
+//!   soon as the window has room, not after thousands of other waiters' entries.
 //! * A caller may submit `SetWatches2` itself: one request that arms watches on several
 //!   paths, each firing at once if its node changed after the given zxid (ZooKeeper
 //!   answers it under its xid like any request). The watches are registered under the
@@ -683,6 +691,8 @@ struct Queued {
     after: After,
     /// A read other requesters' identical reads may join (see [`Session::submit_shared`]).
     share: Option<Box<Share>>,
+    /// Who submitted it (0: nobody in particular, a raw request).
+    requester: u64,
 }
 
 /// A queued listing that answers every requester that joined it.
@@ -783,7 +793,15 @@ pub struct Session {
     tx: BytesMut,
     next_xid: i32,
     in_flight: VecDeque<InFlight>,
+    /// The queue: requests waiting for a connection or for room on the wire, written
+    /// in order before any of the yielding lane's.
     queued: VecDeque<Queued>,
+    /// The yielding lane (see [`Session::submit_yielding`]), written once `queued` is
+    /// empty; a close waits at its back.
+    yielding: VecDeque<Queued>,
+    /// How many requests each requester has in the yielding lane (a shared listing
+    /// counts for each of its members): its later requests queue there too.
+    yielders: HashMap<u64, u32>,
     /// How many requests may be on the wire now (at most `max_in_flight`): halved when
     /// the server answers `Throttled` (at most once per window of replies), grown by
     /// one per window of replies that were not (AIMD), so a session finds a throttling
@@ -847,6 +865,8 @@ impl Session {
             next_xid: 1,
             in_flight: VecDeque::new(),
             queued: VecDeque::new(),
+            yielding: VecDeque::new(),
+            yielders: HashMap::default(),
             window,
             since_cut: usize::MAX,
             since_grow: 0,
@@ -919,7 +939,7 @@ impl Session {
     /// Requests in flight plus requests waiting in the queue (for a connection or for
     /// room under `max_in_flight`).
     pub fn pending(&self) -> usize {
-        self.in_flight.len() + self.queued.len()
+        self.in_flight.len() + self.queued.len() + self.yielding.len()
     }
 
     /// Requests written and not yet answered (at most `max_in_flight`, plus a close).
@@ -1111,6 +1131,26 @@ impl Session {
         self.submit_shared(now, request, token, 0)
     }
 
+    /// [`submit_shared`](Self::submit_shared) for a request that may **yield**: while
+    /// it waits in the queue (behind a full window or for a connection), requests
+    /// other requesters submit later are written before it. For what nobody else waits
+    /// for — a lock waiter's create and first listing, say — so that what others do
+    /// wait for (a holder's release) does not wait behind thousands of entries.
+    /// Yielding requests keep their order among themselves, and a requester's own
+    /// requests are never reordered: while this one is queued, everything `requester`
+    /// submits queues behind it. Requester 0 (raw requests) never yields. Requests
+    /// already on the wire are answered in order as always (ZooKeeper runs one
+    /// session's requests in order).
+    pub fn submit_yielding(
+        &mut self,
+        now: Instant,
+        request: Request,
+        token: Token,
+        requester: u64,
+    ) -> Result<(), SubmitError> {
+        self.submit_in(now, request, token, requester, requester != 0)
+    }
+
     /// [`submit`](Self::submit) for one of several independent `requester`s (nonzero;
     /// a host passes each hosted recipe's id): a listing (`getChildren`,
     /// `getChildren2`) waiting in the queue behind a full window is **shared** with the
@@ -1126,9 +1166,20 @@ impl Session {
     pub fn submit_shared(
         &mut self,
         now: Instant,
+        request: Request,
+        token: Token,
+        requester: u64,
+    ) -> Result<(), SubmitError> {
+        self.submit_in(now, request, token, requester, false)
+    }
+
+    fn submit_in(
+        &mut self,
+        now: Instant,
         mut request: Request,
         token: Token,
         requester: u64,
+        yields: bool,
     ) -> Result<(), SubmitError> {
         let now = self.tick(now);
         match self.phase {
@@ -1196,7 +1247,11 @@ impl Session {
             }
             return Ok(());
         }
-        if self.phase == Phase::Connected && self.queued.is_empty() && self.has_room() {
+        if self.phase == Phase::Connected
+            && self.queued.is_empty()
+            && self.yielding.is_empty()
+            && self.has_room()
+        {
             // Straight into the transmit buffer with its real xid (nothing is written
             // if it is too large).
             let xid = self.next_xid;
@@ -1223,9 +1278,12 @@ impl Session {
                     self.sealed.insert(id);
                 }
             }
+            // Behind its own yielding requests, a requester's request yields too.
+            let lane_yields =
+                requester != 0 && (yields || self.yielders.get(&requester).is_some_and(|n| *n > 0));
             let share = match &request {
                 Request::GetChildren(r) | Request::GetChildren2(r) if requester != 0 => {
-                    if self.join_shared(op, &r.path, r.watch, token, requester) {
+                    if self.join_shared(op, &r.path, r.watch, token, requester, lane_yields) {
                         return Ok(());
                     }
                     let id = self.next_share;
@@ -1241,13 +1299,20 @@ impl Session {
                 }
                 _ => None,
             };
-            self.queued.push_back(Queued {
+            let q = Queued {
                 frame,
                 op,
                 token,
                 after,
                 share,
-            });
+                requester,
+            };
+            if lane_yields {
+                *self.yielders.entry(requester).or_insert(0) += 1;
+                self.yielding.push_back(q);
+            } else {
+                self.queued.push_back(q);
+            }
         }
         Ok(())
     }
@@ -1262,23 +1327,50 @@ impl Session {
         watch: bool,
         token: Token,
         requester: u64,
+        yielding: bool,
     ) -> bool {
-        let len = self.queued.len();
+        let lane = if yielding {
+            &mut self.yielding
+        } else {
+            &mut self.queued
+        };
+        let len = lane.len();
+        let sealed = &self.sealed;
         let found = (len.saturating_sub(SHARE_LOOKBACK)..len).rev().find(|&i| {
-            self.queued[i].share.as_ref().is_some_and(|s| {
-                s.op == op && s.watch == watch && s.path == path && !self.sealed.contains(&s.id)
+            lane[i].share.as_ref().is_some_and(|s| {
+                s.op == op && s.watch == watch && s.path == path && !sealed.contains(&s.id)
             })
         });
-        let Some(mut q) = found.and_then(|i| self.queued.remove(i)) else {
+        let Some(mut q) = found.and_then(|i| lane.remove(i)) else {
             return false;
         };
         if let Some(s) = q.share.as_mut() {
             s.members.push((token, requester));
             self.sharing.insert(requester, s.id);
         }
+        lane.push_back(q);
+        if yielding {
+            *self.yielders.entry(requester).or_insert(0) += 1;
+        }
         self.counters.listings_shared += 1;
-        self.queued.push_back(q);
         true
+    }
+
+    /// A request leaves the yielding lane (written or failed): its requesters' counts.
+    fn leave_yielding(&mut self, q: &Queued) {
+        let mut one = |requester: u64| {
+            if let Some(n) = self.yielders.get_mut(&requester) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    self.yielders.remove(&requester);
+                }
+            }
+        };
+        match &q.share {
+            Some(share) => share.members.iter().for_each(|(_, r)| one(*r)),
+            None => one(q.requester),
+        }
+        shed_map(&mut self.yielders);
     }
 
     /// A queued request leaves the queue (written or failed): its shared read's
@@ -1313,12 +1405,14 @@ impl Session {
                     token: Token(u64::MAX),
                     after: After::Close,
                     share: None,
+                    requester: 0,
                 };
-                if self.queued.is_empty() {
+                if self.queued.is_empty() && self.yielding.is_empty() {
                     // The close itself is not held back by the bound: nothing follows it.
                     self.write(now, close);
                 } else {
-                    self.queued.push_back(close);
+                    // After everything, the yielding lane included.
+                    self.yielding.push_back(close);
                 }
                 self.phase = Phase::Closing {
                     deadline: deadline.max(now),
@@ -1489,23 +1583,33 @@ impl Session {
         }
     }
 
-    /// Writes queued requests, in order, while there is room on the wire.
+    /// Writes queued requests while there is room on the wire: the queue in order,
+    /// then the yielding lane in order (a close at its back goes regardless).
     fn flush_queued(&mut self, now: Instant) {
         if !matches!(self.phase, Phase::Connected | Phase::Closing { .. }) {
             return;
         }
-        while self.has_room()
-            || self
-                .queued
-                .front()
-                .is_some_and(|q| q.op == OpCode::CloseSession)
-        {
+        while self.has_room() {
             let Some(q) = self.queued.pop_front() else {
                 break;
             };
             self.write(now, q);
         }
+        while self.queued.is_empty()
+            && (self.has_room()
+                || self
+                    .yielding
+                    .front()
+                    .is_some_and(|q| q.op == OpCode::CloseSession))
+        {
+            let Some(q) = self.yielding.pop_front() else {
+                break;
+            };
+            self.leave_yielding(&q);
+            self.write(now, q);
+        }
         shed_queue(&mut self.queued);
+        shed_queue(&mut self.yielding);
     }
 
     fn write(&mut self, now: Instant, q: Queued) {
@@ -2020,7 +2124,11 @@ impl Session {
     /// Fails every request in flight, queued, or waiting for an auth answer.
     fn fail_everything(&mut self, code: Error) {
         self.fail_in_flight(code.clone());
-        while let Some(q) = self.queued.pop_front() {
+        self.yielders.clear();
+        shed_map(&mut self.yielders);
+        let yielding = core::mem::take(&mut self.yielding);
+        let queued = core::mem::take(&mut self.queued);
+        for q in queued.into_iter().chain(yielding) {
             let more = self.unshare(q.share);
             if matches!(q.after, After::Close) {
                 continue;

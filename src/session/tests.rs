@@ -1728,3 +1728,92 @@ fn a_shared_listing_lost_with_the_connection_fails_for_each_requester() {
     );
     assert_eq!(s.pending(), 0);
 }
+
+/// Issue 25: a yielding request (a lock waiter's entry) waits, while queued, behind
+/// later requests of other requesters (a holder's release, a raw read); a requester's
+/// own requests keep their order (its request after a queued yielding one yields too);
+/// yielding requests keep theirs; a close goes after everything.
+#[test]
+fn later_requests_of_others_pass_queued_yielding_ones_never_a_requesters_own() {
+    let mut s = connected_bounded(1, 100);
+    s.submit(ms(3), get("/busy", false), Token(1)).unwrap();
+    s.submit_yielding(ms(3), exists("/e/1", false), Token(2), 10)
+        .unwrap();
+    s.submit_yielding(ms(3), exists("/e/2", false), Token(3), 11)
+        .unwrap();
+    // Requester 10 again, not yielding: behind its own yielding request.
+    s.submit_shared(ms(3), get("/e/1b", false), Token(4), 10)
+        .unwrap();
+    // Requester 12 (a release) and a raw request pass every queued yielding one.
+    s.submit_shared(ms(3), get("/release", false), Token(5), 12)
+        .unwrap();
+    s.submit(ms(3), get("/raw", false), Token(6)).unwrap();
+    // Requester 0 never yields.
+    s.submit_yielding(ms(3), get("/raw2", false), Token(7), 0)
+        .unwrap();
+    s.close(ms(3), ms(1000));
+    assert_eq!(
+        s.pending(),
+        8,
+        "one on the wire, the rest and the close queued"
+    );
+    let mut order = Vec::new();
+    for xid in 1..=7 {
+        order.extend(sent(&mut s));
+        s.handle_bytes(ms(4), &data_reply(xid));
+    }
+    let want = vec![
+        (1, get("/busy", false)),
+        (2, get("/release", false)),
+        (3, get("/raw", false)),
+        (4, get("/raw2", false)),
+        (5, exists("/e/1", false)),
+        (6, exists("/e/2", false)),
+        (7, get("/e/1b", false)),
+        (8, Request::CloseSession),
+    ];
+    assert_eq!(order, want, "the close last, as soon as it is at the front");
+    assert_eq!(
+        reply_tokens(&events(&mut s)),
+        vec![1, 5, 6, 7, 2, 3, 4],
+        "each answered under its own token"
+    );
+}
+
+/// Yielding listings share among themselves (each requester's listing moves back only
+/// within the yielding lane), and a listing shared by several requesters keeps each of
+/// their later requests behind it.
+#[test]
+fn yielding_listings_share_and_hold_their_members_later_requests() {
+    let mut s = connected_bounded(1, 100);
+    s.submit(ms(3), get("/busy", false), Token(1)).unwrap();
+    s.submit_yielding(ms(3), children("/d", false), Token(2), 10)
+        .unwrap();
+    s.submit_yielding(ms(3), children("/d", false), Token(3), 11)
+        .unwrap();
+    assert_eq!(s.pending(), 2, "the second joined the first");
+    // Both members' next requests wait behind their shared listing; another's passes.
+    s.submit_shared(ms(3), get("/a", false), Token(4), 11)
+        .unwrap();
+    s.submit_shared(ms(3), get("/b", false), Token(5), 12)
+        .unwrap();
+    let mut order = Vec::new();
+    for xid in 1..=4 {
+        order.extend(sent(&mut s));
+        let answer = match xid {
+            3 => children_reply(3, &["x"]),
+            _ => data_reply(xid),
+        };
+        s.handle_bytes(ms(4), &answer);
+    }
+    assert_eq!(
+        order,
+        vec![
+            (1, get("/busy", false)),
+            (2, get("/b", false)),
+            (3, children("/d", false)),
+            (4, get("/a", false)),
+        ]
+    );
+    assert_eq!(s.pending(), 0);
+}

@@ -2543,3 +2543,25 @@ fn a_removed_blocker_watch_is_set_again() {
         );
     }
 }
+
+/// Issue 25: a waiter's entry (create, listing) yields to other recipes' later requests
+/// in the session's queue, and so does the arming of a waiter more than two places
+/// from the lock; a waiter next in line (or the one after) arms at once.
+#[test]
+fn the_entry_and_deep_waiters_watches_yield_the_next_ones_do_not() {
+    for (ahead, yields) in [(1usize, false), (2, false), (3, true), (10, true)] {
+        let mut l = lock(LockKind::Exclusive);
+        let (create, list) = start(&mut l, None);
+        assert!(l.yields(create) && l.yields(list), "the entry yields");
+        l.handle_reply(T, create, created(&ours(50), 500));
+        let mut names: Vec<String> = (0..ahead)
+            .map(|i| format!("_c_x{i}-lock-{:010}", 10 + i))
+            .collect();
+        names.push(ours(50));
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        l.handle_reply(T, list, children(&refs));
+        let w = sent(&mut l);
+        assert_eq!(w.len(), 1, "{ahead} ahead: the arming only: {w:?}");
+        assert_eq!(l.yields(w[0].0), yields, "{ahead} ahead: {w:?}");
+    }
+}

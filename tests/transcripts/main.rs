@@ -12,6 +12,7 @@ mod election_transcripts;
 mod golden;
 mod group_transcripts;
 mod kit;
+mod lock_lanes;
 mod lock_transcripts;
 mod naming_transcripts;
 mod path_transcripts;
