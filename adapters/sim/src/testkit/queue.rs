@@ -14,8 +14,11 @@
 //!   follower), the session refuses a request or the server throttles one, its session
 //!   expires (on the server, or the client gives up on it), its time passes;
 //! * the users: put, take (with and without deadline), complete or release a held item,
-//!   close;
-//! * an operator purges an item from the queue; the server reaps an empty container
+//!   close; a quiet moment for one machine (it works and exchanges until nothing is on
+//!   its way, while others may be down);
+//! * an operator purges an item from a persistent queue directory (in a container,
+//!   reaped and made again, a name could be reused under a holder: outside the
+//!   recipe's contract, see `act`); the server reaps an empty container
 //!   (more often than the common steps do: a name may then be reused).
 //!
 //! Safety, after every step: no item is created twice (a retried put never duplicates)
@@ -763,9 +766,17 @@ impl Script<QueueMachine> for QueueScript {
                 let happened = h.client_step(k, w.saturating_sub(1), arg);
                 self.happened(h, k, happened)
             }
-            7 | 8 => {
+            7 => {
                 // The users: put, take, complete, release, close.
                 self.user(h, k, arg >> 2)
+            }
+            8 => {
+                // A quiet moment for client k: it and the server exchange until nothing
+                // is on its way; its user works on (other machines move on a lot while
+                // one is down).
+                self.exchange(h, k)?;
+                self.user(h, k, arg >> 2)?;
+                self.exchange(h, k)
             }
             _ if arg & 1 == 1 => {
                 // The server reaps an empty container (the queue or the side
@@ -778,7 +789,14 @@ impl Script<QueueMachine> for QueueScript {
                 self.look(h)
             }
             _ => {
-                // An operator purges an item.
+                // An operator purges an item — from a persistent queue directory only.
+                // In a container the purge can empty it, the server reap it, and a put
+                // make it again under a reused name; a holder (at least once) or a
+                // reader (at most once) then deletes the new item by the old name:
+                // outside the recipe's contract (only a claim holder deletes an item).
+                if !h.world.zk.nodes.get(DIR).is_some_and(|d| !d.container) {
+                    return Ok(());
+                }
                 let items = h.world.zk.children(DIR);
                 let Some(n) = items.get(usize::from(arg) % items.len().max(1)) else {
                     return Ok(());
