@@ -794,7 +794,7 @@ impl Script<QueueMachine> for QueueScript {
                 // make it again under a reused name; a holder (at least once) or a
                 // reader (at most once) then deletes the new item by the old name:
                 // outside the recipe's contract (only a claim holder deletes an item).
-                if !h.world.zk.nodes.get(DIR).is_some_and(|d| !d.container) {
+                if h.world.zk.nodes.get(DIR).is_none_or(|d| d.container) {
                     return Ok(());
                 }
                 let items = h.world.zk.children(DIR);
