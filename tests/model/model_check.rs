@@ -244,7 +244,12 @@ impl<S: Scenario> Checked<S> {
         masks
             .into_iter()
             .map(|faulty| State {
-                world: ModelWorld::new(n),
+                world: {
+                    let mut w = ModelWorld::new(n);
+                    // Zxid gaps from failed writes only multiply the states.
+                    w.zk.failed_writes_take_zxids = false;
+                    w
+                },
                 users: vec![S::User::default(); n],
                 started: vec![0; n],
                 faults: self.faults,

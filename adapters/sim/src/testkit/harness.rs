@@ -52,6 +52,9 @@ pub struct Harness<R: Recipe> {
     trace: Vec<String>,
     /// What the faults did, to show a harness is not vacuous.
     pub faults: FaultCounts,
+    /// The leader's zxid when [`ME`] last reconnected: a recipe that syncs before it
+    /// re-checks knows of every change up to it.
+    pub reconnected_at: i64,
 }
 
 /// How often each fault hit the machine under test in a run.
@@ -121,6 +124,7 @@ impl<R: Recipe> Harness<R> {
             world: ModelWorld::new(clients.max(1)),
             trace: Vec::new(),
             faults: FaultCounts::default(),
+            reconnected_at: 0,
         }
     }
 
@@ -228,6 +232,14 @@ impl<R: Recipe> Harness<R> {
         Ok(())
     }
 
+    /// [`ME`] reconnects (to a lagging follower if `stale`).
+    fn reconnect(&mut self, stale: bool) -> Vec<Happened<R::Event>> {
+        if self.world.zk.sessions[ME].link != Link::Up {
+            self.reconnected_at = self.world.zk.zxid;
+        }
+        self.world.reconnect(ME, stale)
+    }
+
     fn serve(&mut self) {
         if let Some((_, r)) = self.world.zk.sessions[ME].wire.front() {
             let line = format!("  server reads {}", describe(r));
@@ -303,7 +315,7 @@ fn steps<R: Recipe, S: Script<R>>(
                     h.faults.stale_reconnects += 1;
                     h.note("  to a lagging follower".into());
                 }
-                h.world.reconnect(ME, stale)
+                h.reconnect(stale)
             }
             10 if arg & 1 == 0 => {
                 if !h.world.zk.sessions[ME].wire.is_empty() {
@@ -363,7 +375,7 @@ pub fn settle<R: Recipe, S: Script<R>>(h: &mut Harness<R>, script: &mut S) -> Re
     h.world.expire_zombie(ME);
     for round in 0..SETTLE_ROUNDS {
         if h.world.zk.sessions[ME].link != Link::Up {
-            let happened = h.world.reconnect(ME, false);
+            let happened = h.reconnect(false);
             h.after(script, happened)?;
         }
         h.exchange(script)?;
@@ -420,7 +432,11 @@ impl<R: Recipe> Harness<R> {
                     self.faults.stale_reconnects += 1;
                     self.note(format!("  client {k} reconnects to a lagging follower"));
                 }
-                self.world.reconnect(k, stale)
+                if k == ME {
+                    self.reconnect(stale)
+                } else {
+                    self.world.reconnect(k, stale)
+                }
             }
             4 if arg >= 224 => {
                 let mut happened = self.world.drop_connection(k);

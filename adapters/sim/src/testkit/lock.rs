@@ -14,7 +14,8 @@
 //! Safety, after every step: `Acquired` at most once per attempt, only when no lower
 //! blocking node exists in the directory as the client last heard of it, with our
 //! node's real czxid as fencing token, and (with the own-node watch) not on a deleted
-//! node; `Reconnected` only while our node exists as last heard; one final event per
+//! node; `Reconnected` only while our node exists as last heard and existed when the
+//! session reconnected (a re-check after `sync` sees that); one final event per
 //! attempt and nothing after it; `Released`/`Cancelled` only when our node is really
 //! gone; no request but cleanup after the final event.
 //!
@@ -365,8 +366,13 @@ impl Script<Lock> for LockScript {
                     if self.finals > 0 {
                         return Err("Reconnected after the final event".into());
                     }
+                    // Gone as last heard, or deleted before the reconnect (a re-check
+                    // after a sync would have seen that).
                     if let Some(node) = &self.node {
-                        if !Self::heard(h).iter().any(|(n, _)| n == node) {
+                        let at = h.world.zk.children_at_zxid(DIR, h.reconnected_at);
+                        if !Self::heard(h).iter().any(|(n, _)| n == node)
+                            || !at.iter().any(|(n, _)| n == node)
+                        {
                             return Err(format!("Reconnected while our node {node} is gone"));
                         }
                     }

@@ -108,7 +108,7 @@ impl NamingScript {
         let Some(dir) = zk.nodes.get(DIR) else {
             return Ok(());
         };
-        if dir.cversion < 0 {
+        if dir.cversion < 0 || dir.creates < 0 {
             self.wrapped = true;
         }
         for name in zk.children(DIR) {
@@ -389,6 +389,7 @@ pub fn run(schedule: &[u8]) -> Result<Stats, String> {
         if first % 4 == 1 {
             if let Some(d) = h.world.zk.nodes.get_mut(DIR) {
                 d.cversion = i32::MAX - i32::from(first >> 2 & 15);
+                d.creates = d.cversion;
             }
         }
         let zxid = h.world.zk.zxid;

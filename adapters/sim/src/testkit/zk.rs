@@ -59,8 +59,11 @@ pub struct ZNode {
     pub pzxid: i64,
     /// Data version.
     pub version: i32,
-    /// Child version (the next sequence number of a sequential child).
+    /// Child version: child creates and deletes.
     pub cversion: i32,
+    /// Child creates: the next sequence number of a sequential child (deletes do not
+    /// count, as in the server).
+    pub creates: i32,
     /// Created as a container: reaped once it has had a child and has none.
     pub container: bool,
 }
@@ -141,6 +144,10 @@ pub struct Zk {
     /// Inside a multi: its zxid, which every write of it shares (a multi is one
     /// transaction).
     txn: Option<i64>,
+    /// A failed write consumes a zxid, as in the server (the default). The model
+    /// checker turns it off: the recipes compare zxids only by order, and the gaps would
+    /// multiply its states (exclusive_3c: 0.3 M → over 2 M).
+    pub failed_writes_take_zxids: bool,
 }
 
 /// A node's data as it was until a write (a setData or its delete) at `until`.
@@ -194,6 +201,7 @@ impl Zk {
                 pzxid: 0,
                 version: 0,
                 cversion: 0,
+                creates: 0,
                 container: false,
             },
         );
@@ -207,23 +215,39 @@ impl Zk {
             catch_up: Vec::new(),
             refused: Vec::new(),
             txn: None,
+            failed_writes_take_zxids: true,
         };
         for _ in 0..clients {
-            let id = zk.new_id();
-            zk.sessions.push(ZkSession {
-                id,
-                link: Link::Up,
-                wire: VecDeque::new(),
-                out: VecDeque::new(),
-                queued: Vec::new(),
-                watches: Vec::new(),
-                missed: Vec::new(),
-                stale_at: None,
-                seen_zxid: 0,
-                zombie: None,
-            });
+            zk.open_session();
         }
         zk
+    }
+
+    /// A new connected session; returns its index in [`sessions`](Self::sessions).
+    pub fn open_session(&mut self) -> usize {
+        let id = self.new_id();
+        self.sessions.push(ZkSession {
+            id,
+            link: Link::Up,
+            wire: VecDeque::new(),
+            out: VecDeque::new(),
+            queued: Vec::new(),
+            watches: Vec::new(),
+            missed: Vec::new(),
+            stale_at: None,
+            seen_zxid: 0,
+            zombie: None,
+        });
+        self.sessions.len() - 1
+    }
+
+    /// Session `s` closes (closeSession, a transaction): its ephemerals go and its
+    /// watches with it; the index stays, with a new session id that nothing owns.
+    pub fn close_session(&mut self, s: usize) {
+        let id = self.sessions[s].id;
+        self.sessions[s].watches.clear();
+        self.expire_nodes(id);
+        self.sessions[s].id = self.new_id();
     }
 
     /// The zxid of the next write: a new one, or the open multi's.
@@ -352,29 +376,42 @@ impl Zk {
             },
             None => 0,
         };
-        match req {
+        if let Request::Create(c) | Request::Create2(c) | Request::CreateContainer(c) = req {
+            let ephemeral = CreateMode::from_i32(c.flags).is_some_and(|m| m.is_ephemeral());
+            if owner == 0 && ephemeral {
+                return Err(code(ErrorCode::BadArguments));
+            }
+        }
+        self.write(owner, req)
+            .unwrap_or(Err(code(ErrorCode::Unimplemented)))
+    }
+
+    /// A write request of `owner` (`None`: not a write). A failed write consumes a zxid
+    /// too, as in the server.
+    fn write(&mut self, owner: i64, req: &Request) -> Option<Result<Response, Error>> {
+        let r = match req {
             Request::Create(c) | Request::Create2(c) | Request::CreateContainer(c) => {
-                let ephemeral = CreateMode::from_i32(c.flags).is_some_and(|m| m.is_ephemeral());
-                if owner == 0 && ephemeral {
-                    return Err(code(ErrorCode::BadArguments));
-                }
-                let (path, node) = self.create(owner, c).map_err(code)?;
-                Ok(Response::PathStat {
-                    path,
-                    stat: stat_of(&node, 0),
+                self.create(owner, c).map(|(path, node)| match req {
+                    Request::Create(_) => Response::Path(path),
+                    _ => Response::PathStat {
+                        path,
+                        stat: stat_of(&node, 0),
+                    },
                 })
             }
-            Request::Delete(d) => self
-                .delete(&d.path, d.version)
-                .map(|()| Response::Empty)
-                .map_err(code),
+            Request::Delete(d) => self.delete(&d.path, d.version).map(|()| Response::Empty),
             Request::SetData(d) => self
                 .set_data(&d.path, &d.data, d.version)
-                .map(Response::Stat)
-                .map_err(code),
+                .map(Response::Stat),
             Request::Multi(ops) => Ok(self.multi(owner, ops)),
-            _ => Err(code(ErrorCode::Unimplemented)),
-        }
+            _ => return None,
+        };
+        Some(r.map_err(|e| {
+            if self.failed_writes_take_zxids {
+                self.zxid += 1;
+            }
+            code(e)
+        }))
     }
 
     fn fire(&mut self, path: &str, kind: WatchKind, event_type: EventType) {
@@ -417,7 +454,7 @@ impl Zk {
             return Err(ErrorCode::NoChildrenForEphemerals);
         }
         let path = if mode.is_sequential() {
-            format!("{}{:010}", c.path, p.cversion)
+            format!("{}{:010}", c.path, p.creates)
         } else {
             c.path.clone()
         };
@@ -433,11 +470,13 @@ impl Zk {
             pzxid: zxid,
             version: 0,
             cversion: 0,
+            creates: 0,
             container: mode == CreateMode::Container,
         };
         self.nodes.insert(path.clone(), node.clone());
         if let Some(p) = self.nodes.get_mut(&parent) {
             p.cversion = p.cversion.wrapping_add(1);
+            p.creates = p.creates.wrapping_add(1);
             p.pzxid = zxid;
         }
         self.fire(&path, WatchKind::Data, EventType::NodeCreated);
@@ -545,7 +584,7 @@ impl Zk {
     pub fn reapable(&self) -> Vec<String> {
         self.nodes
             .iter()
-            .filter(|(p, n)| n.container && n.cversion > 0 && self.children(p).is_empty())
+            .filter(|(p, n)| n.container && n.creates > 0 && self.children(p).is_empty())
             .map(|(p, _)| p.clone())
             .collect()
     }
@@ -563,11 +602,23 @@ impl Zk {
         }
     }
 
-    /// Deletes every ephemeral node of session `id` (its expiry).
+    /// The server's container check: reaps every container [`reapable`](Self::reapable)
+    /// now, each a transaction of its own, in path order.
+    pub fn reap_all(&mut self) {
+        for path in self.reapable() {
+            let _ = self.delete(&path, -1);
+        }
+    }
+
+    /// Deletes every ephemeral node of session `id`: its expiry or close, one
+    /// transaction (a closeSession).
     pub fn expire_nodes(&mut self, id: i64) {
+        self.txn = Some(self.zxid + 1);
+        self.zxid += 1;
         for p in self.owned_by(id) {
             let _ = self.delete(&p, -1);
         }
+        self.txn = None;
     }
 
     fn multi(&mut self, owner: i64, ops: &[MultiOp]) -> Response {
@@ -576,8 +627,14 @@ impl Zk {
         let mut results = Vec::new();
         for (i, op) in ops.iter().enumerate() {
             let r = match op {
-                MultiOp::Create(c) => self.create(owner, c).map(|(p, _)| MultiResult::Create(p)),
-                MultiOp::Create2(c) | MultiOp::CreateContainer(c) => {
+                // 3.8 turns create2 inside a multi into create (path only), except for
+                // containers, which become createContainer (path and Stat).
+                MultiOp::Create(c) | MultiOp::Create2(c)
+                    if c.flags != CreateMode::Container.to_i32() =>
+                {
+                    self.create(owner, c).map(|(p, _)| MultiResult::Create(p))
+                }
+                MultiOp::Create(c) | MultiOp::Create2(c) | MultiOp::CreateContainer(c) => {
                     self.create(owner, c).map(|(path, n)| MultiResult::Create2 {
                         path,
                         stat: stat_of(&n, 0),
@@ -601,13 +658,18 @@ impl Zk {
             match r {
                 Ok(r) => results.push(r),
                 Err(e) => {
-                    // All or nothing: the tree, the zxid and the watches as they were.
+                    // All or nothing: the tree and the watches as they were; the failed
+                    // transaction consumes a zxid.
                     *self = before;
+                    if self.failed_writes_take_zxids {
+                        self.zxid += 1;
+                    }
                     return Response::Multi(failed_multi(ops.len(), i, e));
                 }
             }
         }
-        self.txn = None;
+        // A multi is one transaction, checks only or not.
+        self.zxid = self.txn.take().unwrap_or(self.zxid);
         Response::Multi(results)
     }
 
@@ -627,27 +689,11 @@ impl Zk {
             self.sessions[s].stale_at = None;
         }
         let stale = self.sessions[s].stale_at;
+        if let Some(r) = self.write(owner, req) {
+            return r;
+        }
         match req {
-            Request::Create(c) | Request::Create2(c) | Request::CreateContainer(c) => {
-                let (path, node) = self.create(owner, c).map_err(code)?;
-                Ok(match req {
-                    Request::Create(_) => Response::Path(path),
-                    _ => Response::PathStat {
-                        path,
-                        stat: stat_of(&node, 0),
-                    },
-                })
-            }
-            Request::Delete(d) => self
-                .delete(&d.path, d.version)
-                .map(|()| Response::Empty)
-                .map_err(code),
-            Request::SetData(d) => self
-                .set_data(&d.path, &d.data, d.version)
-                .map(Response::Stat)
-                .map_err(code),
             Request::Sync(p) => Ok(Response::Path(p.path.clone())),
-            Request::Multi(ops) => Ok(self.multi(owner, ops)),
             Request::SetWatches2(w) => {
                 // Against the leader's tree (the follower caught up above, as it may at
                 // any time). A watch whose node changed after the zxid fires at once,
