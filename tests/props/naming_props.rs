@@ -1,6 +1,7 @@
 //! Property test for the id generator: two generators on two sessions drawing ids
-//! from one directory under arbitrary replies, lost replies, dropped connections,
-//! refusals, expiries and the counter's wrap (`zk_recipes_sim::testkit::naming`): safety
+//! from one directory, in the shared model of ZooKeeper (`testkit::zk`), under arbitrary
+//! replies, lost replies, dropped connections, lagging followers, refusals, expiries,
+//! an operator's deletes and the counter's wrap (`zk_recipes_sim::testkit::naming`): safety
 //! after every step, liveness and cleanliness once faults stop.
 
 use proptest::prelude::*;
@@ -28,9 +29,15 @@ fn schedules_exercise_every_path() {
         total.lost_replies += s.lost_replies;
         total.refused += s.refused;
         total.expiries += s.expiries;
+        total.operator_deletes += s.operator_deletes;
+        total.faults += s.faults;
     }
     println!("{total:?}");
-    assert!(total.ids > 20_000, "{total:?}");
+    // Observed (seed above): ids 14,998, recovered 1,627, overflows 2,053, lost replies
+    // 3,254, refusals 3,712, expiries 738, operator deletes 1,599, lagging reconnects
+    // 2,370 (no reaps: the directory is persistent).
+    assert!(total.ids > 7_000, "{total:?}");
     assert!(total.recovered > 100 && total.overflows > 100, "{total:?}");
     assert!(total.lost_replies > 1_000 && total.refused > 1_000 && total.expiries > 100);
+    assert!(total.operator_deletes > 500 && total.faults.stale_reconnects > 1_000);
 }

@@ -1617,15 +1617,19 @@ impl Recipe for Consumer {
             Purpose::Complete(name) => self.on_complete(now, name, result),
             Purpose::CheckSettle(name) => self.on_check_settle(now, name, result),
             Purpose::CheckOrphan(name) => {
-                let stale = core::mem::take(&mut self.sync_failed);
+                // After a failed sync the read may be stale, whatever it says: check
+                // again (as a settle check or a marker read does).
+                let result = if core::mem::take(&mut self.sync_failed) {
+                    Err(Error::ConnectionLoss)
+                } else {
+                    result
+                };
                 match result {
                     // Still ours (our delete did not land): delete it again.
-                    Ok(Response::Stat(stat))
-                        if !stale && stat.ephemeral_owner == self.session_id =>
-                    {
+                    Ok(Response::Stat(stat)) if stat.ephemeral_owner == self.session_id => {
                         self.orphans.push(name)
                     }
-                    Err(e) if stale || e.is_retryable() => {
+                    Err(e) if e.is_retryable() => {
                         self.orphan_checks.push(name);
                         self.retry.failed(now);
                     }

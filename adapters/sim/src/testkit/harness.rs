@@ -397,3 +397,92 @@ pub fn settle<R: Recipe, S: Script<R>>(h: &mut Harness<R>, script: &mut S) -> Re
     h.exchange(script)?;
     script.end(h)
 }
+
+/// How many kinds of [`Harness::client_step`] there are.
+pub const CLIENT_STEPS: u8 = 6;
+
+impl<R: Recipe> Harness<R> {
+    /// The common steps for any client `k` (for a script whose actors are machines of
+    /// their own on other clients, or that faults several machines under test): kind
+    /// `which % CLIENT_STEPS` with argument `arg`: the server answers `k`'s oldest
+    /// request; `k` reads the oldest reply or notification; the server applies a request
+    /// and the connection breaks before its reply (or, odd `arg`, it just breaks); the
+    /// connection comes back (odd `arg`: to a lagging follower); the session refuses
+    /// the newest unread request or the server throttles the oldest, or (`arg` ≥ 224)
+    /// the session expires on the server or the client gives up on it, or (`arg` ≥ 192)
+    /// the server expires `k`'s zombie session; `k`'s time passes by `arg` × 8 ms. What
+    /// `k`'s machine did is returned, for the script to check; the faults are counted
+    /// in [`faults`](Self::faults).
+    pub fn client_step(&mut self, k: usize, which: u8, arg: u8) -> Vec<Happened<R::Event>> {
+        let s = &self.world.zk.sessions[k];
+        match which % CLIENT_STEPS {
+            0 => {
+                if let Some((_, r)) = s.wire.front() {
+                    let line = format!("  server reads client {k}'s {}", describe(r));
+                    self.note(line);
+                }
+                self.world.zk.serve(k);
+                Vec::new()
+            }
+            1 => self.world.deliver(k),
+            2 => {
+                if arg & 1 == 0 && s.link == Link::Up && !s.wire.is_empty() {
+                    self.faults.lost_replies += 1;
+                    self.note(format!("  client {k}: applied, then the connection breaks"));
+                    self.world.zk.serve(k);
+                } else {
+                    self.note(format!("  client {k}: the connection breaks"));
+                }
+                self.world.drop_connection(k)
+            }
+            3 => {
+                let stale = arg & 1 == 1 && s.link == Link::Down;
+                if stale && s.seen_zxid < self.world.zk.zxid {
+                    self.faults.stale_reconnects += 1;
+                    self.note(format!("  client {k} reconnects to a lagging follower"));
+                }
+                if k == ME {
+                    self.reconnect(stale)
+                } else {
+                    self.world.reconnect(k, stale)
+                }
+            }
+            4 if arg >= 224 => {
+                let mut happened = self.world.drop_connection(k);
+                self.faults.expiries += 1;
+                if arg & 1 == 0 {
+                    self.note(format!("  the server expires client {k}'s session"));
+                    self.world.expire_on_server(k);
+                } else {
+                    self.note(format!("  client {k} gives up on its session"));
+                    happened.extend(self.world.expire_locally(k));
+                }
+                happened
+            }
+            4 if arg >= 192 => {
+                if self.world.expire_zombie(k) {
+                    self.note(format!("  the server expires client {k}'s zombie session"));
+                }
+                Vec::new()
+            }
+            4 if arg & 1 == 0 => {
+                if !s.wire.is_empty() {
+                    self.faults.refusals += 1;
+                    self.note(format!("  client {k}'s session refuses a request"));
+                }
+                self.world.refuse(k)
+            }
+            4 => {
+                if self.world.zk.throttle(k) {
+                    self.faults.refusals += 1;
+                    self.note(format!("  the server throttles client {k}"));
+                }
+                Vec::new()
+            }
+            _ => {
+                self.world.now[k] = self.world.now[k] + Duration::from_millis(u64::from(arg) * 8);
+                self.world.tick(k)
+            }
+        }
+    }
+}

@@ -514,8 +514,8 @@ impl Zk {
         };
         self.nodes.insert(path.clone(), node.clone());
         if let Some(p) = self.nodes.get_mut(&parent) {
-            p.cversion += 1;
-            p.creates += 1;
+            p.cversion = p.cversion.wrapping_add(1);
+            p.creates = p.creates.wrapping_add(1);
             p.pzxid = zxid;
         }
         self.fire(&path, WatchKind::Data, EventType::NodeCreated);
@@ -549,7 +549,7 @@ impl Zk {
         self.graveyard.push((String::from(path), czxid, zxid));
         let parent = String::from(parent_of(path));
         if let Some(p) = self.nodes.get_mut(&parent) {
-            p.cversion += 1;
+            p.cversion = p.cversion.wrapping_add(1);
             p.pzxid = zxid;
         }
         self.fire(path, WatchKind::Data, EventType::NodeDeleted);
