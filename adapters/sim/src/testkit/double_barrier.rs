@@ -1,4 +1,4 @@
-//! A [`DoubleBarrier`] participant in the model world ([`harness`](super::harness)),
+//! A [`DoubleBarrier`] participant in the model world ([`harness`]),
 //! driven by bytes (proptest and libFuzzer share it). The first bytes choose `N`, an
 //! enter deadline, and whether the barrier node `b` exists at the start (a container,
 //! as participants make it); then the common faults, and the barrier's actors:

@@ -1,4 +1,4 @@
-//! One to three [`Election`] machines in the model world ([`harness`](super::harness)),
+//! One to three [`Election`] machines in the model world ([`harness`]),
 //! driven by bytes (proptest and libFuzzer share it). Each machine has its own session:
 //! the machine under test on [`ME`] meets the common faults; the others are peers on
 //! clients 1 and 2 that the election's own steps drive. The first byte chooses how

@@ -385,8 +385,10 @@ pub fn settle<R: Recipe, S: Script<R>>(h: &mut Harness<R>, script: &mut S) -> Re
             let happened = h.reconnect(false);
             h.after(script, happened)?;
         }
-        // A lagging follower catches up in time.
-        h.world.zk.catch_up(ME);
+        // Lagging followers catch up in time.
+        for s in 0..h.world.zk.sessions.len() {
+            h.world.zk.catch_up(s);
+        }
         h.exchange(script)?;
         if script.settle(h, round)? {
             break;

@@ -1,4 +1,4 @@
-//! A [`Lock`] in the model world ([`harness`](super::harness)), driven by bytes
+//! A [`Lock`] in the model world ([`harness`]), driven by bytes
 //! (proptest and libFuzzer share it). The first bytes choose the lock (kind, deadline,
 //! revocable, re-entrant, own-node watch) and the directory at the start (missing, a
 //! missing chroot, a parent we may not create, lower contenders of another session, a

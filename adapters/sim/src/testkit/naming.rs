@@ -1,5 +1,5 @@
 //! Two [`IdGenerator`]s on two sessions drawing ids from one directory, in the model
-//! world ([`harness`](super::harness)), driven by bytes (proptest and libFuzzer share
+//! world ([`harness`]), driven by bytes (proptest and libFuzzer share
 //! it). The model names sequential nodes as the server does: the parent's `cversion`
 //! (a signed 32-bit counter bumped by every child create and delete), `%010d`, wrapping
 //! negative after 2^31 - 1. The first byte picks the start: no directory yet, a

@@ -1,4 +1,4 @@
-//! Queue [`Producer`]s and [`Consumer`]s in the model world ([`harness`](super::harness)),
+//! Queue [`Producer`]s and [`Consumer`]s in the model world ([`harness`]),
 //! driven by bytes (proptest and libFuzzer share it). Each machine has its own session
 //! (client `i` hosts machine `i`). The first byte chooses one or two producers, one to
 //! three consumers, the delivery (at most once or at least once), the item format, and

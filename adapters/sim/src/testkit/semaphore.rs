@@ -1,5 +1,5 @@
 //! Several [`Semaphore`] clients (one session each, `N = 2`) in the model world
-//! ([`harness`](super::harness)), driven by bytes (proptest and libFuzzer share it).
+//! ([`harness`]), driven by bytes (proptest and libFuzzer share it).
 //! Client `i` runs attempt after attempt; [`ME`] meets the common faults, and the
 //! script's actors give every client the same ones ([`Harness::client_step`]). The
 //! recipe's own steps, for a client the bytes pick:
