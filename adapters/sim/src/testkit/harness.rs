@@ -183,15 +183,30 @@ impl<R: Recipe> Harness<R> {
         v
     }
 
-    /// Records what happened in the trace.
-    fn record(&mut self, happened: &[Happened<R::Event>]) {
+    /// Records in the trace what a machine did (`who`: its name in the trace, or "").
+    pub fn record(&mut self, who: &str, happened: &[Happened<R::Event>]) {
+        let sep = if who.is_empty() { "" } else { " " };
         for h in happened {
             let line = match h {
-                Happened::Sent(r) => format!("  sent {}", describe(r)),
-                Happened::Event(e) => format!("  event {e:?}"),
+                Happened::Sent(r) => format!("  {who}{sep}sent {}", describe(r)),
+                Happened::Event(e) => format!("  {who}{sep}event {e:?}"),
             };
             self.note(line);
         }
+    }
+
+    /// Client `k`'s machine handled its deadline: it must not stay in the past.
+    pub fn deadline_moved_on(&self, who: &str, k: usize) -> Result<(), String> {
+        if self
+            .world
+            .deadline(k)
+            .is_some_and(|t| t <= self.world.now[k])
+        {
+            return Err(format!(
+                "{who}: deadline not after now after handle_timeout"
+            ));
+        }
+        Ok(())
     }
 
     /// Hosts `machine` on [`ME`]; `start` is the user's first call.
@@ -225,12 +240,9 @@ impl<R: Recipe> Harness<R> {
         script: &mut S,
         happened: Vec<Happened<R::Event>>,
     ) -> Result<(), String> {
-        self.record(&happened);
+        self.record("", &happened);
         script.check(self, &happened)?;
-        if self.world.deadline(ME).is_some_and(|t| t <= self.now()) {
-            return Err("deadline not after now after handle_timeout".into());
-        }
-        Ok(())
+        self.deadline_moved_on("the machine", ME)
     }
 
     /// [`ME`] reconnects (to a lagging follower if `stale`).

@@ -202,20 +202,10 @@ impl NamingScript {
         k: usize,
         happened: Vec<Happened<IdEvent>>,
     ) -> Result<(), String> {
-        for x in &happened {
-            let line = match x {
-                Happened::Sent(r) => format!("  generator {k} sent {}", harness::describe(r)),
-                Happened::Event(e) => format!("  generator {k} event {e:?}"),
-            };
-            h.note(line);
-        }
+        let who = format!("generator {k}");
+        h.record(&who, &happened);
         self.judge(h, k, &happened)?;
-        if h.world.deadline(k).is_some_and(|t| t <= h.world.now[k]) {
-            return Err(format!(
-                "generator {k}: deadline not after now after handle_timeout"
-            ));
-        }
-        Ok(())
+        h.deadline_moved_on(&who, k)
     }
 
     /// The application asks generator `k` for `n` ids.

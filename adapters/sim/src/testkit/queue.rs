@@ -404,18 +404,10 @@ impl QueueScript {
         k: usize,
         happened: Vec<Happened<QueueEvent>>,
     ) -> Result<(), String> {
-        for x in &happened {
-            let line = match x {
-                Happened::Sent(r) => format!("  m{k} sent {}", harness::describe(r)),
-                Happened::Event(e) => format!("  m{k} event {e:?}"),
-            };
-            h.note(line);
-        }
+        let who = format!("m{k}");
+        h.record(&who, &happened);
         self.judge(h, k, &happened)?;
-        if h.world.deadline(k).is_some_and(|t| t <= h.world.now[k]) {
-            return Err(format!("m{k}: deadline not after now after handle_timeout"));
-        }
-        Ok(())
+        h.deadline_moved_on(&who, k)
     }
 
     fn judge(&mut self, h: &H, k: usize, happened: &[Happened<QueueEvent>]) -> Result<(), String> {

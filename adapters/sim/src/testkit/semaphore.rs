@@ -221,20 +221,10 @@ impl SemScript {
         k: usize,
         happened: Vec<Happened<SemaphoreEvent>>,
     ) -> Result<(), String> {
-        for x in &happened {
-            let line = match x {
-                Happened::Sent(r) => format!("  client {k} sent {}", harness::describe(r)),
-                Happened::Event(e) => format!("  client {k} event {e:?}"),
-            };
-            h.note(line);
-        }
+        let who = format!("client {k}");
+        h.record(&who, &happened);
         self.judge(h, k, &happened)?;
-        if h.world.deadline(k).is_some_and(|t| t <= h.world.now[k]) {
-            return Err(format!(
-                "client {k}: deadline not after now after handle_timeout"
-            ));
-        }
-        Ok(())
+        h.deadline_moved_on(&who, k)
     }
 
     /// Client `k` starts an attempt (if none runs).
