@@ -312,6 +312,10 @@ pub(crate) fn run(mut core: Core, io: Io, shared: BoardTx, tls: TlsSetting) {
                     dialed(&mut core, &mut socket, dial, now());
                 }
             }
+            // Events first, then bytes: what `close()` ends (a holder's `Lost`) reaches
+            // its handles before the closeSession it queued behind them is written (as
+            // in the tokio driver, which writes after delivering).
+            progressed |= hub.deliver(&mut core);
             if socket.as_ref().is_some_and(|s| s.connected) && core.poll_transmit(&mut out) {
                 progressed = true;
             }
@@ -336,7 +340,6 @@ pub(crate) fn run(mut core: Core, io: Io, shared: BoardTx, tls: TlsSetting) {
                     progressed = true;
                 }
             }
-            progressed |= hub.deliver(&mut core);
             if !progressed {
                 break;
             }
