@@ -69,3 +69,25 @@ fn schedules_exercise_every_path() {
     assert!(f.lost_replies > 100 && f.stale_reconnects > 100 && f.refusals > 100);
     assert!(f.expiries > 10);
 }
+
+/// Issue 26's blind spot: a holder that re-checks its node after a reconnect without a
+/// `sync` first reads from a lagging follower, which still shows the node an operator
+/// deleted while the client was away, and reports `Reconnected` on a lock it lost. Caught
+/// since the model answers a lagging `exists` with the Stat the follower has (owner
+/// included; it used to answer a default Stat, which the holder took for "not ours").
+#[test]
+fn a_holders_recheck_after_a_reconnect_reads_after_a_sync() {
+    let mut s = vec![0u8, 0, 2]; // exclusive, own-node watch; the directory exists
+    for _ in 0..6 {
+        s.extend_from_slice(&[0, 0, 4, 0]); // serve, read: acquired
+    }
+    // The connection breaks, an operator deletes our node, the client reconnects to a
+    // follower lagging at what it last saw.
+    s.extend_from_slice(&[8, 0, 11, 3, 0, 9, 1]);
+    for _ in 0..6 {
+        s.extend_from_slice(&[0, 0, 4, 0]);
+    }
+    let stats = zk_recipes_sim::testkit::lock::run_stats(&s).unwrap();
+    assert_eq!((stats.acquired, stats.lost, stats.reconnected), (1, 1, 0));
+    assert_eq!(stats.faults.stale_reconnects, 1);
+}

@@ -180,8 +180,24 @@ struct OldData {
     czxid: i64,
     mzxid: i64,
     version: i32,
+    owner: i64,
     data: Bytes,
     until: i64,
+}
+
+impl OldData {
+    /// Node `n` at `path` as it was until the write at `until`.
+    fn of(path: &str, n: &ZNode, until: i64) -> Self {
+        OldData {
+            path: String::from(path),
+            czxid: n.czxid,
+            mzxid: n.mzxid,
+            version: n.version,
+            owner: n.owner,
+            data: n.data.clone(),
+            until,
+        }
+    }
 }
 
 fn parent_of(path: &str) -> &str {
@@ -340,6 +356,7 @@ impl Zk {
             czxid: o.czxid,
             mzxid: o.mzxid,
             version: o.version,
+            ephemeral_owner: o.owner,
             data_length: o.data.len() as i32,
             ..Stat::default()
         };
@@ -534,17 +551,11 @@ impl Zk {
         if path == "/" {
             return Err(ErrorCode::BadArguments);
         }
-        let old = OldData {
-            path: String::from(path),
-            czxid: n.czxid,
-            mzxid: n.mzxid,
-            version: n.version,
-            data: n.data.clone(),
-            until: 0,
-        };
+        let mut old = OldData::of(path, n, 0);
         let czxid = n.czxid;
         let zxid = self.bump();
-        self.overwritten.push(OldData { until: zxid, ..old });
+        old.until = zxid;
+        self.overwritten.push(old);
         self.nodes.remove(path);
         self.graveyard.push((String::from(path), czxid, zxid));
         let parent = String::from(parent_of(path));
@@ -563,16 +574,10 @@ impl Zk {
         if version != -1 && version != n.version {
             return Err(ErrorCode::BadVersion);
         }
-        let old = OldData {
-            path: String::from(path),
-            czxid: n.czxid,
-            mzxid: n.mzxid,
-            version: n.version,
-            data: n.data.clone(),
-            until: 0,
-        };
+        let mut old = OldData::of(path, n, 0);
         let zxid = self.bump();
-        self.overwritten.push(OldData { until: zxid, ..old });
+        old.until = zxid;
+        self.overwritten.push(old);
         let children = self.children(path).len() as i32;
         let n = self.nodes.get_mut(path).ok_or(ErrorCode::NoNode)?;
         n.data = data.clone();
@@ -780,7 +785,9 @@ impl Zk {
                         self.catch_up.push((g.path.clone(), WatchKind::Data, t));
                     }
                 }
-                match (found, self.stat(&g.path)) {
+                // The Stat as the (perhaps lagging) server has it.
+                let stat = self.data_at(&g.path, stale).map(|(_, st)| st);
+                match (found, stat.or_else(|| self.stat(&g.path))) {
                     (true, Some(st)) => Ok(Response::Stat(st)),
                     (true, None) => Ok(Response::Stat(Stat::default())),
                     (false, _) => Err(code(ErrorCode::NoNode)),
