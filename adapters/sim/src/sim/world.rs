@@ -360,6 +360,50 @@ impl<A: Actor> Simulation<A> {
         &self.slots[i].client
     }
 
+    /// Once the run has ended: a line for each client that still hosts a machine (every
+    /// machine must have finished and been dropped).
+    pub fn still_hosted(&self) -> Vec<String> {
+        (0..self.slots.len())
+            .filter(|&i| self.client(i).recipes() != 0)
+            .map(|i| {
+                format!(
+                    "client {i}: {} recipes still hosted",
+                    self.client(i).recipes()
+                )
+            })
+            .collect()
+    }
+
+    /// Once the run has ended: a line for each node left in `dir`, with its ephemeral
+    /// owner, whether that session is alive, and the entries of the actors' logs
+    /// (`log`: (key, lines)) whose key is part of its name.
+    pub fn nodes_left<'a>(
+        &'a self,
+        dir: &str,
+        log: impl Fn(&'a A) -> &'a [(String, Vec<String>)],
+    ) -> Vec<String> {
+        let names = self.server.children(dir).unwrap_or_default();
+        names
+            .into_iter()
+            .map(|n| {
+                let owner = self
+                    .server
+                    .node(&format!("{dir}/{n}"))
+                    .map_or(0, |(_, s)| s.ephemeral_owner);
+                let history: Vec<&(String, Vec<String>)> = self
+                    .actors
+                    .iter()
+                    .flat_map(|a| log(a).iter())
+                    .filter(|(key, _)| n.contains(key.as_str()))
+                    .collect();
+                format!(
+                    "node {dir}/{n} left (owner 0x{owner:x}, alive {}): {history:?}",
+                    self.server.session_alive(owner)
+                )
+            })
+            .collect()
+    }
+
     fn roll(&mut self, per_mille: u32) -> bool {
         per_mille > 0 && (splitmix(&mut self.rng) % 1000) < u64::from(per_mille)
     }

@@ -27,6 +27,17 @@ pub mod two_phase;
 pub mod value;
 pub mod zk;
 
+/// The end of a run: `Ok`, or `head` and then every problem found, one per line.
+pub fn verdict(
+    head: &str,
+    problems: &[alloc::string::String],
+) -> Result<(), alloc::string::String> {
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(alloc::format!("{head}:\n{}", problems.join("\n")))
+}
+
 /// `count` pseudo-random schedules of `len` bytes for the byte-driven harnesses, from
 /// one xorshift stream started at `seed` (deterministic: the same schedules every run).
 /// The harnesses' "every path is exercised" tests draw from it.

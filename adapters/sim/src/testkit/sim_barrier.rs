@@ -267,22 +267,15 @@ pub fn run_with(config: SimConfig) -> Result<usize, String> {
                 a.quiet_failures
             ));
         }
-        if sim.client(i).recipes() != 0 {
-            problems.push(format!(
-                "client {i}: {} recipes still hosted",
-                sim.client(i).recipes()
-            ));
-        }
     }
     if sim.server().exists(PATH) {
         problems.push("the barrier node is left".into());
     }
-    if !problems.is_empty() {
-        return Err(format!(
-            "seed {seed}: liveness/cleanliness broken once faults stopped:\n{}",
-            problems.join("\n")
-        ));
-    }
+    problems.extend(sim.still_hosted());
+    super::verdict(
+        &format!("seed {seed}: liveness/cleanliness broken once faults stopped"),
+        &problems,
+    )?;
     Ok(sim
         .actors()
         .iter()

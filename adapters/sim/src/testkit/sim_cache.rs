@@ -364,18 +364,11 @@ pub fn run_with(config: SimConfig, naive: bool) -> Result<Totals, String> {
                 Some(_) => {}
             }
         }
-        if sim.client(i).recipes() != 0 {
-            problems.push(format!(
-                "client {i}: {} recipes still hosted",
-                sim.client(i).recipes()
-            ));
-        }
     }
-    if !problems.is_empty() {
-        return Err(format!(
-            "seed {seed}: broken once faults stopped:\n{}",
-            problems.join("\n")
-        ));
-    }
+    problems.extend(sim.still_hosted());
+    super::verdict(
+        &format!("seed {seed}: broken once faults stopped"),
+        &problems,
+    )?;
     Ok(t)
 }

@@ -431,21 +431,14 @@ pub fn run_with(config: SimConfig, mode: ConfigMode, writers: Writers) -> Result
                 }
             }
         }
-        if sim.client(i).recipes() != 0 {
-            problems.push(format!(
-                "client {i}: {} recipes still hosted",
-                sim.client(i).recipes()
-            ));
-        }
     }
     if mode == ConfigMode::ReadyNode && !sim.server().exists(READY) {
         problems.push(String::from("ready missing at the end"));
     }
-    if !problems.is_empty() {
-        return Err(format!(
-            "seed {seed}: broken once faults stopped:\n{}",
-            problems.join("\n")
-        ));
-    }
+    problems.extend(sim.still_hosted());
+    super::verdict(
+        &format!("seed {seed}: broken once faults stopped"),
+        &problems,
+    )?;
     Ok(t)
 }

@@ -449,38 +449,15 @@ pub fn run_with(mut config: SimConfig, count: u32) -> Result<usize, String> {
                     .collect::<Vec<_>>()
             ));
         }
-        if sim.client(i).recipes() != 0 {
-            problems.push(format!(
-                "client {i}: {} recipes still hosted",
-                sim.client(i).recipes()
-            ));
-        }
     }
-    if let Some(left) = sim.server().children(PATH).filter(|_| !dead_round) {
-        for n in left {
-            let owner = sim
-                .server()
-                .node(&format!("{PATH}/{n}"))
-                .map(|(_, s)| s.ephemeral_owner)
-                .unwrap_or(0);
-            let history: Vec<&(String, Vec<String>)> = sim
-                .actors()
-                .iter()
-                .flat_map(|a| a.log.iter())
-                .filter(|(id, _)| *id == n)
-                .collect();
-            problems.push(format!(
-                "node {n} left (owner 0x{owner:x}, alive {}): {history:?}",
-                sim.server().session_alive(owner)
-            ));
-        }
+    if !dead_round {
+        problems.extend(sim.nodes_left(PATH, |a| &a.log));
     }
-    if !problems.is_empty() {
-        return Err(format!(
-            "seed {seed} (N = {count}): liveness/cleanliness broken once faults stopped:\n{}",
-            problems.join("\n")
-        ));
-    }
+    problems.extend(sim.still_hosted());
+    super::verdict(
+        &format!("seed {seed} (N = {count}): liveness/cleanliness broken once faults stopped"),
+        &problems,
+    )?;
     Ok(sim
         .actors()
         .iter()

@@ -380,24 +380,17 @@ pub fn run_shared(
                 ));
             }
         }
-        if sim.client(i).recipes() != 0 {
-            problems.push(format!(
-                "client {i}: {} recipes still hosted",
-                sim.client(i).recipes()
-            ));
-        }
     }
     if let Some(left) = sim.server().children(DIR) {
         if !left.is_empty() {
             problems.push(format!("nodes left: {left:?}"));
         }
     }
-    if !problems.is_empty() {
-        return Err(format!(
-            "seed {seed}: liveness/cleanliness broken once faults stopped:\n{}",
-            problems.join("\n")
-        ));
-    }
+    problems.extend(sim.still_hosted());
+    super::verdict(
+        &format!("seed {seed}: liveness/cleanliness broken once faults stopped"),
+        &problems,
+    )?;
     let users = sim.actors().iter().flat_map(|a| a.0.iter());
     let acquisitions = users.clone().map(|a| a.grants.len()).sum();
     let shared = (0..clients)
@@ -437,38 +430,13 @@ pub fn run_with(config: SimConfig, readers: bool) -> Result<(usize, usize), Stri
                 a.handle.and_then(|h| sim.client(i).recipe(h))
             ));
         }
-        if sim.client(i).recipes() != 0 {
-            problems.push(format!(
-                "client {i}: {} recipes still hosted",
-                sim.client(i).recipes()
-            ));
-        }
     }
-    if let Some(left) = sim.server().children(DIR) {
-        for n in left {
-            let owner = sim
-                .server()
-                .node(&format!("{DIR}/{n}"))
-                .map(|(_, s)| s.ephemeral_owner)
-                .unwrap_or(0);
-            let history: Vec<&(String, Vec<String>)> = sim
-                .actors()
-                .iter()
-                .flat_map(|a| a.log.iter())
-                .filter(|(id, _)| n.contains(id.as_str()))
-                .collect();
-            problems.push(format!(
-                "node {n} left (owner 0x{owner:x}, alive {}): {history:?}",
-                sim.server().session_alive(owner)
-            ));
-        }
-    }
-    if !problems.is_empty() {
-        return Err(format!(
-            "seed {seed}: liveness/cleanliness broken once faults stopped:\n{}",
-            problems.join("\n")
-        ));
-    }
+    problems.extend(sim.nodes_left(DIR, |a| &a.log));
+    problems.extend(sim.still_hosted());
+    super::verdict(
+        &format!("seed {seed}: liveness/cleanliness broken once faults stopped"),
+        &problems,
+    )?;
     let acquisitions = sim.actors().iter().map(|a| a.grants.len()).sum();
     Ok((acquisitions, sim.actors().iter().map(|a| a.handed).sum()))
 }

@@ -269,38 +269,15 @@ pub fn run_with(config: SimConfig, max: u32, allowed: usize) -> Result<Outcome, 
                 a.log.last()
             ));
         }
-        if sim.client(i).recipes() != 0 {
-            problems.push(format!(
-                "client {i}: {} recipes still hosted",
-                sim.client(i).recipes()
-            ));
-        }
     }
     for dir in [LEASES, LOCKS] {
-        for n in sim.server().children(dir).unwrap_or_default() {
-            let owner = sim
-                .server()
-                .node(&format!("{dir}/{n}"))
-                .map(|(_, s)| s.ephemeral_owner)
-                .unwrap_or(0);
-            let history: Vec<&(String, Vec<String>)> = sim
-                .actors()
-                .iter()
-                .flat_map(|a| a.log.iter())
-                .filter(|(key, _)| n.contains(key.as_str()))
-                .collect();
-            problems.push(format!(
-                "node {dir}/{n} left (owner 0x{owner:x}, alive {}): {history:?}",
-                sim.server().session_alive(owner)
-            ));
-        }
+        problems.extend(sim.nodes_left(dir, |a| &a.log));
     }
-    if !problems.is_empty() {
-        return Err(format!(
-            "seed {seed}: liveness/cleanliness broken once faults stopped:\n{}",
-            problems.join("\n")
-        ));
-    }
+    problems.extend(sim.still_hosted());
+    super::verdict(
+        &format!("seed {seed}: liveness/cleanliness broken once faults stopped"),
+        &problems,
+    )?;
     Ok(Outcome {
         grants: sim.actors().iter().map(|a| a.grants).sum(),
         peak: checker.peak,
