@@ -2,7 +2,7 @@
 //! `libcurator-recipes-java`): Java and Rust participants share one double barrier —
 //! the same member nodes (named by a UUID), the same `ready` node, the same order.
 
-mod curator_support;
+use crate::support as curator_support;
 
 use std::io::{BufRead, BufReader, Lines, Write};
 

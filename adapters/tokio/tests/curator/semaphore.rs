@@ -2,7 +2,7 @@
 //! `InterProcessSemaphoreV2(client, path, 2)` and our `Client::semaphore(path, 2)` count
 //! leases together — same `locks`/`leases` layout, same protected node names.
 
-mod curator_support;
+use crate::support as curator_support;
 
 use std::io::{BufRead, BufReader, Write};
 

@@ -12,7 +12,7 @@
 // A test is a driver: it owns the clock.
 #![allow(clippy::disallowed_methods)]
 
-mod curator_support;
+use crate::support as curator_support;
 
 use std::io::{BufRead, BufReader};
 

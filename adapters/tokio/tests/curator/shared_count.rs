@@ -5,7 +5,7 @@
 //! (Curator's and ours) are 1..=450, each once — no increment lost or applied twice, in
 //! either format. Our counter watch follows the node meanwhile and ends at 450 too.
 
-mod curator_support;
+use crate::support as curator_support;
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Write};

@@ -1,7 +1,7 @@
 //! Interoperability with Apache Curator 5.4 (Debian's `libcurator-recipes-java`): a Java
 //! `InterProcessMutex` and our lock on the same path exclude each other.
 
-mod curator_support;
+use crate::support as curator_support;
 
 use std::io::{BufRead, BufReader, Write};
 

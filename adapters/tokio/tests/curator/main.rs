@@ -1,0 +1,12 @@
+//! Interoperability with Apache Curator 5.4 (Debian's `libcurator-recipes-java`), one
+//! test binary: each module runs a Java program of this folder (compiled by `support`)
+//! against our recipe on the same paths of a real ZooKeeper.
+
+mod support;
+
+mod double_barrier;
+mod latch;
+mod lock;
+mod queue;
+mod semaphore;
+mod shared_count;
