@@ -312,13 +312,8 @@ pub(crate) fn run(mut core: Core, io: Io, shared: BoardTx, tls: TlsSetting) {
                     dialed(&mut core, &mut socket, dial, now());
                 }
             }
-            // Events first, then bytes: what `close()` ends (a holder's `Lost`) reaches
-            // its handles before the closeSession it queued behind them is written (as
-            // in the tokio driver, which writes after delivering).
-            progressed |= hub.deliver(&mut core);
-            if socket.as_ref().is_some_and(|s| s.connected) && core.poll_transmit(&mut out) {
-                progressed = true;
-            }
+            let connected = socket.as_ref().is_some_and(|s| s.connected);
+            progressed |= hub.flush(&mut core, &mut out, connected);
             // Write what the socket takes now; the rest waits for `writable`.
             if let Some(s) = socket.as_mut().filter(|s| s.connected) {
                 let mut written = Ok(());

@@ -55,7 +55,7 @@ impl Hub {
     }
 
     /// Delivers every event the core has; true if there were any.
-    pub fn deliver(&mut self, core: &mut Core) -> bool {
+    fn deliver(&mut self, core: &mut Core) -> bool {
         let mut any = false;
         while let Some(event) = core.poll_event() {
             any = true;
@@ -75,6 +75,18 @@ impl Hub {
             }
         }
         any
+    }
+
+    /// What the core has for the handles and for the server, in that order: every event
+    /// is delivered first, then (if `connected`) the bytes to send are appended to `out`.
+    /// So what a call ends reaches its handles before the requests queued behind it can
+    /// reach the server: a closing client's lock holder hears `Lost(SessionClosed)`
+    /// before its closeSession is written, and no other client can be granted the lock
+    /// while the guard still believes it holds. True if anything happened.
+    pub fn flush(&mut self, core: &mut Core, out: &mut bytes::BytesMut, connected: bool) -> bool {
+        let delivered = self.deliver(core);
+        let sent = connected && core.poll_transmit(out);
+        delivered || sent
     }
 
     /// The session has ended: tells the callers of `close`. (Commands still queued get

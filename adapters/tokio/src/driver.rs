@@ -166,10 +166,7 @@ pub(crate) async fn run(
                     connecting = Some(Box::pin(dial(addr, tls.clone())));
                 }
             }
-            if writer.is_some() && core.poll_transmit(&mut out) {
-                progressed = true;
-            }
-            progressed |= hub.deliver(&mut core);
+            progressed |= hub.flush(&mut core, &mut out, writer.is_some());
             if !progressed {
                 break;
             }
