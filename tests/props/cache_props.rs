@@ -26,18 +26,23 @@ fn schedules_exercise_every_path() {
         total += zk_recipes_sim::testkit::cache::run_stats(&schedule).unwrap();
     }
     println!("{total:?}");
-    assert!(total.created > runs && total.changed > 0 && total.deleted > 0);
-    assert!(total.resynced > 0);
-    assert!(total.synced > 0 && total.too_large > 0);
-    assert!(total.one_shot > 0 && total.one_shot < runs);
-    assert!(total.operator_writes > 0 && total.recreated > 0 && total.other_session > 0);
+    // Measured (2026-11-28): created 4778, changed 215, deleted 586, resynced 208,
+    // synced 1969, one_shot 1457, too_large 31, operator_writes 31281, recreated 3803,
+    // other_session 3117; lost_replies 3890, stale_reconnects 4812, refusals 4022,
+    // expiries 496. The bounds are about half of that.
+    assert!(total.created > runs && total.changed > 100 && total.deleted > 250);
+    assert!(total.resynced > 100 && total.synced > runs * 3 / 4 && total.too_large > 10);
+    assert!(total.one_shot > runs / 2 && total.one_shot < runs * 9 / 10);
+    assert!(total.operator_writes > 10_000 && total.recreated > 1_500);
+    assert!(total.other_session > 1_500);
     let f = total.faults;
-    assert!(f.lost_replies > 0 && f.stale_reconnects > 0 && f.refusals > 0);
-    assert!(f.expiries > 0);
+    assert!(f.lost_replies > 1_500 && f.stale_reconnects > 2_000 && f.refusals > 2_000);
+    assert!(f.expiries > 200);
 }
 
-/// Schedules that once broke an invariant (each found by this harness), kept as
-/// regressions: a listing answered before its node's refused read; two registrations
+/// Schedules that once broke an invariant (each found by the harness before its port
+/// onto the shared model, whose bytes meant other steps; they run through the ported
+/// harness as any input does), kept as regressions: a listing answered before its node's refused read; two registrations
 /// of one watch; a stale notification clearing a newer registration; a read sent after a
 /// connection loss but before `Suspended`; descendants of a re-created node; a listing
 /// lost with a refused read; a read counting on a registration that failed; found by

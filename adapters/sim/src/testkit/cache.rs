@@ -116,6 +116,10 @@ struct CacheScript {
     shadow: Shadow,
     /// Every (path, czxid, mzxid) version the subtree had, with its data.
     history: BTreeMap<(String, i64, i64), Bytes>,
+    /// The newest state of each path the events showed: (czxid, mzxid) of a node
+    /// shown, or (czxid, `i64::MAX`) once it was shown deleted. Nothing older may be
+    /// shown again.
+    shown: BTreeMap<String, (i64, i64)>,
     /// The most nodes the subtree (to the cache's depth) ever had.
     most: usize,
     initialized: bool,
@@ -213,6 +217,15 @@ impl CacheScript {
         let real = |s: &Self, p: &str, d: &Bytes, st: &Stat| {
             s.history.get(&(String::from(p), st.czxid, st.mzxid)) == Some(d)
         };
+        if let CacheEvent::Created { path, stat, .. } | CacheEvent::Changed { path, stat, .. } = e {
+            let now = (stat.czxid, stat.mzxid);
+            if let Some(was) = self.shown.get(path).filter(|was| now <= **was) {
+                return Err(format!(
+                    "an older state than one shown (czxid, mzxid) {was:?}: {e:?}"
+                ));
+            }
+            self.shown.insert(path.clone(), now);
+        }
         match e {
             CacheEvent::Created { path, data, stat } => {
                 self.stats.created += 1;
@@ -241,6 +254,7 @@ impl CacheScript {
                 let Some(old) = self.shadow.remove(path) else {
                     return Err(format!("Deleted of an unknown node: {e:?}"));
                 };
+                self.shown.insert(path.clone(), (old.1, i64::MAX));
                 if h.world.zk.nodes.get(path).is_some_and(|n| n.czxid == old.1) {
                     return Err(format!("Deleted of a node still there: {path} {old:?}"));
                 }
@@ -501,6 +515,7 @@ pub fn run_stats(schedule: &[u8]) -> Result<Stats, String> {
         max_nodes: config.max_nodes,
         shadow: BTreeMap::new(),
         history: BTreeMap::new(),
+        shown: BTreeMap::new(),
         most: 0,
         initialized: false,
         last: None,
