@@ -308,29 +308,20 @@ impl CacheScript {
                 return Err(format!("{} nodes cached", cache.len()));
             }
         }
-        let mut one_shot: Vec<(&str, bool)> = h
-            .world
-            .zk
-            .armed(ME)
-            .into_iter()
-            .map(|(p, child, _)| (p, child))
+        // (path, kind): data, child, persistent, persistent recursive.
+        let zk = &h.world.zk;
+        let one_shot = zk.armed(ME).into_iter().map(|(p, c, _)| (p, u8::from(c)));
+        let persistent = zk.persistent_armed(ME).into_iter();
+        let mut watches: Vec<(&str, u8)> = one_shot
+            .chain(persistent.map(|(p, r, _)| (p, 2 + u8::from(r))))
             .collect();
-        let mut persistent: Vec<(&str, bool)> = h
-            .world
-            .zk
-            .persistent_armed(ME)
-            .into_iter()
-            .map(|(p, recursive, _)| (p, recursive))
-            .collect();
-        for list in [&mut one_shot, &mut persistent] {
-            let n = list.len();
-            list.sort_unstable();
-            list.dedup();
-            if list.len() != n {
-                return Err(format!(
-                    "two watches of one kind on a node: {n} for {list:?}"
-                ));
-            }
+        let n = watches.len();
+        watches.sort_unstable();
+        watches.dedup();
+        if watches.len() != n {
+            return Err(format!(
+                "two watches of one kind on a node: {n} for {watches:?}"
+            ));
         }
         Ok(())
     }
