@@ -486,6 +486,8 @@ struct Model {
     /// Backend session → model session index.
     sessions: Vec<usize>,
     events: Vec<Vec<WatcherEvent>>,
+    /// The watches (by the request that set them) behind each session's last event.
+    fired: Vec<Vec<u64>>,
     op: u64,
 }
 
@@ -496,16 +498,21 @@ impl Model {
         while let Some((o, zxid)) = self.zk.sessions[idx].out.pop_front() {
             match o {
                 Outbound::Reply(_, r) => reply = Some((zxid, r)),
-                Outbound::Watch(_, ev) => {
+                Outbound::Watch(op, ev) => {
                     let e = WatcherEvent {
                         event_type: ev.event_type.to_i32(),
                         state: 3,
                         path: ev.path,
                     };
                     // The model keeps a watch per request that set it; the server one
-                    // per connection, and it fires once for all of them.
-                    if self.events[s].last() != Some(&e) {
+                    // per connection, and it fires once for all of them: the same event
+                    // again for another watch is the same change (a watch that hears
+                    // it again heard a second change).
+                    if self.events[s].last() == Some(&e) && !self.fired[s].contains(&op) {
+                        self.fired[s].push(op);
+                    } else {
                         self.events[s].push(e);
+                        self.fired[s] = vec![op];
                     }
                 }
             }
@@ -520,6 +527,7 @@ impl Backend for Model {
         self.zk.zxid += 1; // createSession is a transaction
         self.sessions.push(idx);
         self.events.push(Vec::new());
+        self.fired.push(Vec::new());
         self.sessions.len() - 1
     }
     fn call(&mut self, s: usize, req: &Request) -> (ReplyHeader, Option<Response>) {
@@ -580,8 +588,59 @@ impl Backend for Model {
     }
 }
 
-/// What the compact model covers: open ACLs, no TTL nodes, no server-wide counts.
+/// Paths a watch request names: the nodes, their parent, the root.
+const WATCHED: &[&str] = &["/", "/d", "/d/a", "/d/b", "/d/a/x", "/d/c"];
+
+/// A persistent (recursive) watch added (by addWatch, or re-armed by setWatches2 as
+/// after a reconnect), or a check or removal of watches of a type.
+fn watch_request(rng: &mut Rng) -> Request {
+    let path = rng.pick(WATCHED).to_string();
+    match rng.below(6) {
+        5 => {
+            let mut w = SetWatches2::default();
+            if rng.below(2) == 0 {
+                w.persistent_watches.push(path);
+            } else {
+                w.persistent_recursive_watches.push(path);
+            }
+            Request::SetWatches2(w)
+        }
+        0 | 1 => Request::AddWatch(AddWatchRequest {
+            path,
+            mode: if rng.below(2) == 0 {
+                AddWatchMode::Persistent
+            } else {
+                AddWatchMode::PersistentRecursive
+            }
+            .to_i32(),
+        }),
+        n => {
+            let r = WatchesRequest {
+                path,
+                watcher_type: [
+                    WatcherType::Children,
+                    WatcherType::Data,
+                    WatcherType::Any,
+                    WatcherType::Persistent,
+                    WatcherType::PersistentRecursive,
+                ][rng.below(5)]
+                .to_i32(),
+            };
+            if n == 2 {
+                Request::CheckWatches(r)
+            } else {
+                Request::RemoveWatches(r)
+            }
+        }
+    }
+}
+
+/// What the compact model covers: open ACLs, no TTL nodes, no server-wide counts; and
+/// watch requests (persistent watches, their checks and removal).
 fn compact_request(rng: &mut Rng) -> Request {
+    if rng.below(6) == 0 {
+        return watch_request(rng);
+    }
     loop {
         let mut r = random_request(rng);
         let open = |c: &mut CreateRequest| c.acl = Acl::open_unsafe();
@@ -616,6 +675,7 @@ fn the_compact_model_matches_the_simulator() {
             zk: Zk::new(0),
             sessions: Vec::new(),
             events: Vec::new(),
+            fired: Vec::new(),
             op: 0,
         };
         let a = run_with(&mut sim, seed, 80, compact_request, true);

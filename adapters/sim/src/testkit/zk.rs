@@ -4,7 +4,9 @@
 //! explicit step a checker can choose.
 //!
 //! The server: a tree of nodes (persistent, ephemeral, sequential, container), one-shot
-//! data, exists and child watches,
+//! data, exists and child watches, persistent and persistent recursive watches
+//! (`addWatch`; `removeWatches` and `checkWatches` answer for them all; a 3.5 server
+//! without them: [`Zk::persistent_watches`]),
 //! `sync`, `multi` (all or nothing, ZooKeeper's error results), per-session FIFO:
 //! requests are read in order, and the notifications a write causes are written before
 //! its reply.
@@ -29,8 +31,24 @@
 //! its `container_check`): a delete by no session, at any point; a container made again
 //! starts with a fresh child counter, so its sequence numbers start over.
 //!
+//! Watches, as the server and the client keep them: a notification goes to every watch
+//! the change triggers, one-shot ones first (the node's data/exist watches, its child
+//! watches on a delete), then persistent ones on the node, then recursive ones on the
+//! node and its ancestors (never `NodeChildrenChanged`), then the parent's child and
+//! persistent watches (`NodeChildrenChanged`). A watch is the client's only once the
+//! reply of the request that set it arrives: a request whose reply is lost with the
+//! connection leaves no watch (the client would not re-arm it), and what it fired is
+//! lost too. Across a reconnect the session re-arms every watch (`SetWatches2`): a
+//! one-shot watch whose node changed meanwhile fires then, as the server does for
+//! changes after the relative zxid; a persistent watch is re-armed without firing, so
+//! what it would have reported while the connection was down is lost — except, on a
+//! lagging follower, the changes the follower applies after the reconnect (newer than
+//! the client's last seen zxid), which it reports as it catches up. `addWatch`,
+//! `removeWatches` and `checkWatches` (like `setWatches2`) are served after the
+//! follower caught up, as it may at any time.
+//!
 //! Not modelled: ACLs (a create may be refused by path: [`Zk::refused`]), TTL nodes,
-//! persistent watches.
+//! the client-side `*WatchRemoved` events a `removeWatches` tells registrants of.
 
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::format;
@@ -72,6 +90,16 @@ pub struct ZNode {
 enum WatchKind {
     Data,
     Child,
+    /// addWatch PERSISTENT: the node's own changes and its children changing.
+    Persistent,
+    /// addWatch PERSISTENT_RECURSIVE: the node's and every descendant's own changes.
+    Recursive,
+}
+
+impl WatchKind {
+    fn persistent(self) -> bool {
+        matches!(self, WatchKind::Persistent | WatchKind::Recursive)
+    }
 }
 
 /// What a server writes to a session: a reply or a notification.
@@ -120,6 +148,10 @@ pub struct ZkSession {
     /// Notifications the session missed while down, of changes the lagging follower
     /// has not applied yet: it sends them as it catches up.
     held: Vec<(OpId, WatchEvent, i64)>,
+    /// Persistent watches' notifications of changes while the connection was down,
+    /// each with the zxid of the change: lost on the reconnect, except those a lagging
+    /// follower has not applied yet (it reports them as it catches up).
+    missed_persistent: Vec<(OpId, WatchEvent, i64)>,
     /// The highest zxid the client has heard of.
     pub seen_zxid: i64,
     /// A session the client gave up on (local expiry) that the server still holds.
@@ -156,6 +188,9 @@ pub struct Zk {
     /// ([`serve`](Self::serve)d requests) the server applied, in order, for a harness
     /// that judges which request of which session wrote what.
     pub journal: Option<Vec<Applied>>,
+    /// `addWatch` is served (ZooKeeper 3.6+, the default); off: answered
+    /// `Unimplemented`, as a 3.5 server does.
+    pub persistent_watches: bool,
 }
 
 /// A served single-node write the server applied (see [`Zk::journal`]).
@@ -256,6 +291,7 @@ impl Zk {
             txn: None,
             failed_writes_take_zxids: true,
             journal: None,
+            persistent_watches: true,
         };
         for _ in 0..clients {
             zk.open_session();
@@ -276,6 +312,7 @@ impl Zk {
             missed: Vec::new(),
             stale_at: None,
             held: Vec::new(),
+            missed_persistent: Vec::new(),
             seen_zxid: 0,
             zombie: None,
         });
@@ -287,6 +324,7 @@ impl Zk {
     pub fn close_session(&mut self, s: usize) {
         let id = self.sessions[s].id;
         self.sessions[s].watches.clear();
+        self.sessions[s].missed_persistent.clear();
         self.expire_nodes(id);
         self.sessions[s].id = self.new_id();
     }
@@ -391,7 +429,20 @@ impl Zk {
         self.sessions.get(s).map_or_else(Vec::new, |s| {
             s.watches
                 .iter()
+                .filter(|(_, k, _)| !k.persistent())
                 .map(|(p, k, op)| (p.as_str(), *k == WatchKind::Child, *op))
+                .collect()
+        })
+    }
+
+    /// The persistent watches the server holds for session `s`: (path, recursive?, the
+    /// request that set it).
+    pub fn persistent_armed(&self, s: usize) -> Vec<(&str, bool, OpId)> {
+        self.sessions.get(s).map_or_else(Vec::new, |s| {
+            s.watches
+                .iter()
+                .filter(|(_, k, _)| k.persistent())
+                .map(|(p, k, op)| (p.as_str(), *k == WatchKind::Recursive, *op))
                 .collect()
         })
     }
@@ -492,6 +543,45 @@ impl Zk {
         }
     }
 
+    /// Fires the persistent watches a change of `path` triggers: persistent ones on it,
+    /// recursive ones on it and its ancestors (not for `NodeChildrenChanged`, which only
+    /// persistent ones on the parent hear). They stay armed.
+    fn fire_persistent(&mut self, path: &str, event_type: EventType) {
+        let zxid = self.zxid;
+        for s in &mut self.sessions {
+            let hit: Vec<OpId> = s
+                .watches
+                .iter()
+                .filter(|(p, k, _)| match k {
+                    WatchKind::Persistent => p == path,
+                    WatchKind::Recursive => {
+                        event_type != EventType::NodeChildrenChanged
+                            && (p == path
+                                || p == "/"
+                                || path
+                                    .strip_prefix(p.as_str())
+                                    .is_some_and(|rest| rest.starts_with('/')))
+                    }
+                    _ => false,
+                })
+                .map(|(_, _, op)| *op)
+                .collect();
+            for op in hit {
+                let ev = WatchEvent {
+                    event_type,
+                    path: String::from(path),
+                };
+                if s.link == Link::Up && s.stale_at.is_some() {
+                    s.held.push((op, ev, zxid));
+                } else if s.link == Link::Up {
+                    s.out.push_back((Outbound::Watch(op, ev), zxid));
+                } else {
+                    s.missed_persistent.push((op, ev, zxid));
+                }
+            }
+        }
+    }
+
     fn watch(&mut self, s: usize, path: &str, kind: WatchKind, op: OpId) {
         self.sessions[s]
             .watches
@@ -536,7 +626,9 @@ impl Zk {
             p.pzxid = zxid;
         }
         self.fire(&path, WatchKind::Data, EventType::NodeCreated);
+        self.fire_persistent(&path, EventType::NodeCreated);
         self.fire(&parent, WatchKind::Child, EventType::NodeChildrenChanged);
+        self.fire_persistent(&parent, EventType::NodeChildrenChanged);
         Ok((path, node))
     }
 
@@ -565,7 +657,9 @@ impl Zk {
         }
         self.fire(path, WatchKind::Data, EventType::NodeDeleted);
         self.fire(path, WatchKind::Child, EventType::NodeDeleted);
+        self.fire_persistent(path, EventType::NodeDeleted);
         self.fire(&parent, WatchKind::Child, EventType::NodeChildrenChanged);
+        self.fire_persistent(&parent, EventType::NodeChildrenChanged);
         Ok(())
     }
 
@@ -585,6 +679,7 @@ impl Zk {
         n.mzxid = zxid;
         let stat = stat_of(n, children);
         self.fire(path, WatchKind::Data, EventType::NodeDataChanged);
+        self.fire_persistent(path, EventType::NodeDataChanged);
         Ok(stat)
     }
 
@@ -729,7 +824,9 @@ impl Zk {
                 | Request::MultiRead(_)
         );
         if is_write {
-            // A write (or sync) goes through the leader: the follower catches up.
+            // A write (or sync) goes through the leader: the follower catches up. (So
+            // do the watch requests, addWatch, setWatches2, removeWatches and
+            // checkWatches: a follower may catch up at any time.)
             self.sessions[s].stale_at = None;
         }
         let stale = self.sessions[s].stale_at;
@@ -738,7 +835,51 @@ impl Zk {
         }
         match req {
             Request::Sync(p) => Ok(Response::Path(p.path.clone())),
+            Request::AddWatch(a) => {
+                if !self.persistent_watches {
+                    return Err(code(ErrorCode::Unimplemented));
+                }
+                let kind = match AddWatchMode::from_i32(a.mode) {
+                    Some(AddWatchMode::Persistent) => WatchKind::Persistent,
+                    Some(AddWatchMode::PersistentRecursive) => WatchKind::Recursive,
+                    None => return Err(code(ErrorCode::BadArguments)),
+                };
+                self.watch(s, &a.path, kind, op);
+                Ok(Response::WatchAdded)
+            }
+            Request::CheckWatches(r) | Request::RemoveWatches(r) => {
+                let kinds: &[WatchKind] = match WatcherType::from_i32(r.watcher_type) {
+                    Some(WatcherType::Children) => &[WatchKind::Child],
+                    Some(WatcherType::Data) => &[WatchKind::Data],
+                    Some(WatcherType::Any) => &[
+                        WatchKind::Data,
+                        WatchKind::Child,
+                        WatchKind::Persistent,
+                        WatchKind::Recursive,
+                    ],
+                    Some(WatcherType::Persistent) => &[WatchKind::Persistent],
+                    Some(WatcherType::PersistentRecursive) => &[WatchKind::Recursive],
+                    None => return Err(code(ErrorCode::BadArguments)),
+                };
+                let hit = |(p, k, _): &(String, WatchKind, OpId)| *p == r.path && kinds.contains(k);
+                let watches = &mut self.sessions[s].watches;
+                if !watches.iter().any(hit) {
+                    return Err(code(ErrorCode::NoWatcher));
+                }
+                if matches!(req, Request::RemoveWatches(_)) {
+                    watches.retain(|w| !hit(w));
+                }
+                Ok(Response::Empty)
+            }
             Request::SetWatches2(w) => {
+                // Persistent watches are armed again as they are: what they would have
+                // reported meanwhile is not sent.
+                for path in &w.persistent_watches {
+                    self.watch(s, path, WatchKind::Persistent, op);
+                }
+                for path in &w.persistent_recursive_watches {
+                    self.watch(s, path, WatchKind::Recursive, op);
+                }
                 // Against the leader's tree (the follower caught up above, as it may at
                 // any time). A watch whose node changed after the zxid fires at once,
                 // after the reply (as the session delivers it), and stays unarmed.
@@ -1107,13 +1248,40 @@ impl<R: Recipe> ModelWorld<R> {
         }
         s.link = Link::Down;
         s.stale_at = None;
+        // Replies written and not read: their requests' watches never reach the client,
+        // which would not re-arm them, and what those watches fired is lost with them.
+        let mut lost: Vec<OpId> = s
+            .out
+            .iter()
+            .filter_map(|(o, _)| match o {
+                Outbound::Reply(op, _) => Some(*op),
+                Outbound::Watch(..) => None,
+            })
+            .collect();
+        s.watches.retain(|(_, _, op)| !lost.contains(op));
+        let persistent: Vec<OpId> = s
+            .watches
+            .iter()
+            .filter(|(_, k, _)| k.persistent())
+            .map(|(_, _, op)| *op)
+            .collect();
         let held = core::mem::take(&mut s.held);
-        s.missed.extend(held);
-        let mut lost = Vec::new();
-        for (o, zxid) in s.out.drain(..) {
-            match o {
-                Outbound::Reply(op, _) => lost.push(op),
-                Outbound::Watch(op, ev) => s.missed.push((op, ev, zxid)),
+        let unread: Vec<_> = s
+            .out
+            .drain(..)
+            .filter_map(|(o, zxid)| match o {
+                Outbound::Reply(..) => None,
+                Outbound::Watch(op, ev) => Some((op, ev, zxid)),
+            })
+            .collect();
+        for (op, ev, zxid) in held.into_iter().chain(unread) {
+            if lost.contains(&op) {
+                continue;
+            }
+            if persistent.contains(&op) {
+                s.missed_persistent.push((op, ev, zxid));
+            } else {
+                s.missed.push((op, ev, zxid));
             }
         }
         lost.extend(s.wire.drain(..).map(|(op, _)| op));
@@ -1143,9 +1311,16 @@ impl<R: Recipe> ModelWorld<R> {
                 // A lagging follower sends at once only the notifications of changes it
                 // has applied; the rest as it catches up (a client never hears of a
                 // change and then reads from before it).
-                let (now, later): (Vec<_>, Vec<_>) = core::mem::take(&mut s.missed)
+                let (now, mut later): (Vec<_>, Vec<_>) = core::mem::take(&mut s.missed)
                     .into_iter()
                     .partition(|m| s.stale_at.is_none_or(|at| m.2 <= at));
+                // Persistent watches re-armed without firing: what they missed is lost,
+                // but for what a lagging follower has still to apply.
+                let persistent = core::mem::take(&mut s.missed_persistent);
+                if let Some(at) = s.stale_at {
+                    later.extend(persistent.into_iter().filter(|m| m.2 > at));
+                    later.sort_by_key(|m| m.2);
+                }
                 s.held = later;
                 if let Some(m) = self.machines[c].as_mut() {
                     m.handle_session(self.now[c], SessionChange::Reconnected { session_id: id });
@@ -1174,6 +1349,7 @@ impl<R: Recipe> ModelWorld<R> {
         s.watches.clear();
         s.missed.clear();
         s.held.clear();
+        s.missed_persistent.clear();
         let id = s.id;
         self.zk.expire_nodes(id);
         true
@@ -1210,6 +1386,7 @@ impl<R: Recipe> ModelWorld<R> {
         s.watches.clear();
         s.missed.clear();
         s.held.clear();
+        s.missed_persistent.clear();
         s.out.clear();
         let queued = core::mem::take(&mut s.queued);
         if let Some(m) = self.machines[c].as_mut() {
