@@ -4,16 +4,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use zk_recipes_blocking::{connect, Client, LockChange, LostReason, Options};
+use crate::client;
+use zk_recipes_blocking::{LockChange, LostReason};
 use zk_recipes_testing::TestServer;
-
-fn client(server: &TestServer) -> Client {
-    connect(
-        &server.connect_string(),
-        Options::default().session_timeout(Duration::from_secs(6)),
-    )
-    .unwrap()
-}
 
 #[test]
 fn exclusive_across_threads_and_sessions() {

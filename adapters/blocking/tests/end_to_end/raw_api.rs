@@ -2,21 +2,14 @@
 
 use std::time::Duration;
 
+use crate::client;
 use bytes::Bytes;
 use zk_recipes::client::ops::digest_id;
 use zk_recipes::proto::*;
-use zk_recipes_blocking::{connect, Client, CreateOptions, Error, Options, Status};
+use zk_recipes_blocking::{connect, CreateOptions, Error, Options, Status};
 use zk_recipes_testing::TestServer;
 
 const WAIT: Duration = Duration::from_secs(20);
-
-fn client(server: &TestServer) -> Client {
-    connect(
-        &server.connect_string(),
-        Options::default().session_timeout(Duration::from_secs(6)),
-    )
-    .unwrap()
-}
 
 #[test]
 fn every_raw_operation() {

@@ -4,26 +4,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::{client, within};
 use bytes::Bytes;
 use zk_recipes::proto::ConnectRequest;
 use zk_recipes::proto::Request;
 use zk_recipes_testing::{RawClient, TestServer};
-use zk_recipes_tokio::{connect, Client, LockChange, LostReason, Options};
-
-async fn client(server: &TestServer) -> Client {
-    connect(
-        &server.connect_string(),
-        Options::default().session_timeout(Duration::from_secs(6)),
-    )
-    .await
-    .unwrap()
-}
-
-async fn within<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(20), f)
-        .await
-        .unwrap_or_else(|_| panic!("{what} did not happen in 20 s"))
-}
+use zk_recipes_tokio::{connect, LockChange, LostReason, Options};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn contention_across_sessions_is_exclusive_and_fenced() {

@@ -2,26 +2,12 @@
 
 use std::time::Duration;
 
+use crate::{client, within};
 use bytes::Bytes;
 use zk_recipes::client::ops::digest_id;
 use zk_recipes::proto::*;
 use zk_recipes_testing::{RawClient, TestEnsemble, TestServer};
-use zk_recipes_tokio::{connect, Client, CreateOptions, Error, Options, Status};
-
-async fn client(server: &TestServer) -> Client {
-    connect(
-        &server.connect_string(),
-        Options::default().session_timeout(Duration::from_secs(6)),
-    )
-    .await
-    .unwrap()
-}
-
-async fn within<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(20), f)
-        .await
-        .unwrap_or_else(|_| panic!("{what} did not happen in 20 s"))
-}
+use zk_recipes_tokio::{connect, CreateOptions, Error, Options, Status};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_raw_operation() {
