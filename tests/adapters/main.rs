@@ -322,6 +322,8 @@ forms!(naming_adapters, "naming_adapters.rs");
 forms!(queue_both_adapters, "queue_both_adapters.rs");
 forms!(semaphore_adapters, "semaphore_adapters.rs");
 mod tokio_only;
+// TLS: the adapters' feature `tls` (the root's dev-dependencies turn it on).
+forms!(tls_both, "tls_both.rs");
 forms!(two_phase_adapters, "two_phase_adapters.rs");
 forms!(value_adapters, "value_adapters.rs");
 forms!(watch_node, "watch_node.rs");

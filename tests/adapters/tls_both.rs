@@ -1,18 +1,20 @@
-//! TLS and mutual TLS against a real ZooKeeper with a secure client port (feature
-//! `tls`): recipes over TLS, refusals with their reasons and bounded reconnects, `x509`
-//! ACLs, and a session resumed over TLS after a server restart. The blocking adapter's
-//! `tests/tls.rs` runs the same scenarios.
+// TLS and mutual TLS against a real ZooKeeper with a secure client port (the adapters'
+// feature `tls`), in each form: recipes over TLS, refusals with their reasons and
+// bounded reconnects, `x509` ACLs, a session resumed over TLS after a server restart,
+// every host tried, and frames larger than a TLS record.
 
 use std::time::Duration;
 
-use zk_recipes_testing::{
-    tls_failure, ClientAuth, CountingProxy, Issued, SecureServer, TestCa, Validity,
-};
-use zk_recipes_tokio::zk_recipes::session::TlsFailure;
-use zk_recipes_tokio::{
+use zk::zk_recipes::session::TlsFailure;
+use zk::{
     connect, perms, Acl, Client, CreateMode, CreateOptions, Error, ErrorCode, EventType, Id,
     Options, Tls,
 };
+use zk_recipes_testing::{
+    tls_failure, ClientAuth, CountingProxy, Issued, SecureServer, TestCa, Validity,
+};
+
+const WAIT: Duration = Duration::from_secs(20);
 
 /// TLS trusting `ca`, presenting `cert` if given.
 fn tls(ca: &TestCa, cert: Option<&Issued>) -> Tls {
@@ -25,6 +27,8 @@ fn tls(ca: &TestCa, cert: Option<&Issued>) -> Tls {
     }
 }
 
+/// A client of `server` presenting a certificate for `cn`.
+#[form]
 async fn client(server: &SecureServer, cn: &str) -> Client {
     let cert = server.client_cert(cn).unwrap();
     let options = Options::default()
@@ -33,39 +37,39 @@ async fn client(server: &SecureServer, cn: &str) -> Client {
     connect(&server.connect_string(), options).await.unwrap()
 }
 
-async fn within<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(20), f)
-        .await
-        .unwrap_or_else(|_| panic!("{what}: timed out"))
+#[test]
+fn lock_and_election_over_mutual_tls() {
+    run(lock_and_election_over_mutual_tls_())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lock_and_election_over_mutual_tls() {
+#[form]
+async fn lock_and_election_over_mutual_tls_() {
     let server = SecureServer::start(ClientAuth::Need, false).unwrap();
     let a = client(&server, "a").await;
     let b = client(&server, "b").await;
 
     let held = a.lock("/tls/lock").acquire().await.unwrap();
     assert!(b.lock("/tls/lock").try_acquire().await.unwrap().is_none());
-    let waiting = tokio::spawn({
+    let waiting = spawn({
         let b = b.clone();
-        async move { b.lock("/tls/lock").acquire().await }
+        move || async move { b.lock("/tls/lock").acquire_timeout(WAIT).await }
     });
     held.release().await.unwrap();
-    let handed = within("handover", waiting).await.unwrap().unwrap();
+    let handed = waiting.join().await.unwrap().expect("handed over");
     assert!(handed.fencing_token() > 0);
     handed.release().await.unwrap();
 
     let mut first = a.election("/tls/election", "a").join().await.unwrap();
     let mut second = b.election("/tls/election", "b").join().await.unwrap();
-    within("first elected", first.elected()).await.unwrap();
+    assert!(first.elected_timeout(WAIT).await.unwrap().is_some());
     assert!(!second.is_leader());
     first.resign().await.unwrap();
-    within("second elected", second.elected()).await.unwrap();
+    assert!(second.elected_timeout(WAIT).await.unwrap().is_some());
 }
 
 /// Connects through a counting proxy for 2 s; returns the error and how many times
 /// the client dialled.
+#[form]
 async fn refused(server: &SecureServer, tls: Tls) -> (Error, usize) {
     let proxy = CountingProxy::start(&server.connect_string()).unwrap();
     let options = Options::default()
@@ -77,7 +81,7 @@ async fn refused(server: &SecureServer, tls: Tls) -> (Error, usize) {
         .unwrap();
     // Backoff from 50 ms doubling to 2 s: about 6 dials in 2 s; a storm makes hundreds.
     let dials = proxy.accepted();
-    assert!((1..=8).contains(&dials), "{dials} dials in 2 s: {error}");
+    assert!((1..=8).contains(&dials), "{NAME}: {dials} dials in 2 s: {error}");
     assert!(
         error.to_string().contains(&proxy.connect_string()),
         "{error}"
@@ -89,8 +93,13 @@ fn tls_reason(error: &Error) -> TlsFailure {
     tls_failure(error).unwrap_or_else(|| panic!("not a TLS failure: {error}"))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn wrong_ca_wrong_name_and_expired_client_cert_are_refused_with_reasons() {
+#[test]
+fn wrong_ca_wrong_name_and_expired_client_cert_are_refused_with_reasons() {
+    run(refusals())
+}
+
+#[form]
+async fn refusals() {
     let server = SecureServer::start(ClientAuth::Need, false).unwrap();
     let cert = server.client_cert("client").unwrap();
     // One good handshake first: a fresh JVM's first one can take long on a loaded
@@ -120,8 +129,13 @@ async fn wrong_ca_wrong_name_and_expired_client_cert_are_refused_with_reasons() 
     assert!(error.to_string().contains("client certificate"), "{error}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_x509_acl_lets_the_certified_client_in_and_keeps_another_out() {
+#[test]
+fn an_x509_acl_lets_the_certified_client_in_and_keeps_another_out() {
+    run(x509_acl())
+}
+
+#[form]
+async fn x509_acl() {
     let server = SecureServer::start(ClientAuth::Want, true).unwrap();
     let owner = client(&server, "owner").await;
     let intruder = client(&server, "intruder").await;
@@ -148,8 +162,13 @@ async fn an_x509_acl_lets_the_certified_client_in_and_keeps_another_out() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_session_resumes_over_tls_after_a_server_restart() {
+#[test]
+fn a_session_resumes_over_tls_after_a_server_restart() {
+    run(resumes_after_a_restart())
+}
+
+#[form]
+async fn resumes_after_a_restart() {
     let mut server = SecureServer::start(ClientAuth::Need, false).unwrap();
     let zk = client(&server, "client").await;
     let session = zk.session_id();
@@ -164,17 +183,19 @@ async fn a_session_resumes_over_tls_after_a_server_restart() {
     // The same session, its ephemeral node and its watch (re-armed by SetWatches).
     let other = client(&server, "other").await;
     other.set_data("/watched", "v2", None).await.unwrap();
-    let fired = within("watch fires", watch).await.unwrap();
+    let fired = watch.wait_timeout(WAIT).await.unwrap();
     assert_eq!(fired.event_type, EventType::NodeDataChanged);
     assert_eq!(zk.session_id(), session);
-    assert!(within("ephemeral", zk.exists("/eph"))
-        .await
-        .unwrap()
-        .is_some());
+    assert!(zk.exists("/eph").await.unwrap().is_some());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_host_of_the_connect_string_is_tried_over_tls() {
+#[test]
+fn every_host_of_the_connect_string_is_tried_over_tls() {
+    run(every_host_is_tried())
+}
+
+#[form]
+async fn every_host_is_tried() {
     let server = SecureServer::start(ClientAuth::Need, false).unwrap();
     let cert = server.client_cert("client").unwrap();
     // A host where nothing listens, then the secure port (hosts are shuffled: both
@@ -197,27 +218,30 @@ async fn every_host_of_the_connect_string_is_tried_over_tls() {
 
 /// Frames much larger than a TLS record (16 KiB) and than the socket buffers cross
 /// intact both ways, many at once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn large_frames_cross_tls_intact() {
+#[test]
+fn large_frames_cross_tls_intact() {
+    run(large_frames())
+}
+
+#[form]
+async fn large_frames() {
     let server = SecureServer::start(ClientAuth::Need, false).unwrap();
     let zk = client(&server, "client").await;
     let data: Vec<u8> = (0..900_000u32).map(|i| (i % 251) as u8).collect();
     let writes: Vec<_> = (0..4)
         .map(|i| {
             let (zk, data) = (zk.clone(), data.clone());
-            tokio::spawn(async move {
+            spawn(move || async move {
                 zk.create(&format!("/big{i}"), data, &CreateOptions::default())
                     .await
             })
         })
         .collect();
     for w in writes {
-        within("create", w).await.unwrap().unwrap();
+        w.join().await.unwrap();
     }
     for i in 0..4 {
-        let (got, _) = within("get", zk.get_data(&format!("/big{i}")))
-            .await
-            .unwrap();
-        assert!(got[..] == data[..], "/big{i} differs");
+        let (got, _) = zk.get_data(&format!("/big{i}")).await.unwrap();
+        assert!(got[..] == data[..], "{NAME}: /big{i} differs");
     }
 }
