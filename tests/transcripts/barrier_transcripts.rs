@@ -205,6 +205,45 @@ fn our_node_is_there(s: &mut Script<DoubleBarrier>) {
     s.reply(&format!("exists {}", me()), stat());
 }
 
+/// `N` = `n`; `ready` absent, our node created, the listing shows `names`.
+fn listed(n: u32, names: &[&str]) -> Script<DoubleBarrier> {
+    let mut s = participant(n, None);
+    s.reply("exists", code(ErrorCode::NoNode));
+    s.reply("create", created(&me()));
+    s.reply("list", children(names));
+    s
+}
+
+/// The look at our node finds it gone: the participation fails, nothing left to do.
+fn our_node_is_gone(s: &mut Script<DoubleBarrier>) {
+    s.reply(&format!("exists {}", me()), code(ErrorCode::NoNode));
+    assert_eq!(
+        s.events(),
+        [E::Failed {
+            error: Error::Server(ErrorCode::NoNode)
+        }]
+    );
+    assert!(s.sent().is_empty(), "nothing of ours left to delete");
+    assert!(s.r.is_done());
+}
+
+/// The connection drops and the same session comes back: a waiter looks again, synced.
+fn reconnect_and_look_again(s: &mut Script<DoubleBarrier>) {
+    s.disconnect();
+    s.session(SessionChange::Reconnected {
+        session_id: SESSION,
+    });
+    assert_eq!(
+        s.sent(),
+        [
+            format!("sync {B}"),
+            format!("exists! {}", ready()),
+            format!("list {B}")
+        ]
+    );
+    s.reply("sync", created(B));
+}
+
 /// Entered with `others` (as the listing says), ready created by us.
 fn entered(others: &[&str]) -> Script<DoubleBarrier> {
     let mut s = participant(others.len() as u32 + 1, None);
@@ -364,19 +403,7 @@ fn a_waiter_looks_again_after_reconnect() {
     s.reply("exists", code(ErrorCode::NoNode));
     s.reply("create", created(&me()));
     s.reply("list", children(&[ME]));
-    s.disconnect();
-    s.session(SessionChange::Reconnected {
-        session_id: SESSION,
-    });
-    assert_eq!(
-        s.sent(),
-        [
-            format!("sync {B}"),
-            format!("exists! {}", ready()),
-            format!("list {B}")
-        ]
-    );
-    s.reply("sync", created(B));
+    reconnect_and_look_again(&mut s);
     s.reply("exists", stat());
     s.reply("list", children(&[ME, LOW, HIGH, "ready"]));
     assert_eq!(
@@ -419,48 +446,27 @@ fn enter_deadline_while_the_create_is_in_flight_deletes_after_it() {
 /// user), never `Entered`.
 #[test]
 fn an_operator_deleting_our_node_while_we_wait_fails_the_enter() {
-    let mut s = participant(3, None);
-    s.reply("exists", code(ErrorCode::NoNode));
-    s.reply("create", created(&me()));
-    s.reply("list", children(&[LOW, ME]));
+    let mut s = listed(3, &[LOW, ME]);
     assert!(s.sent().is_empty());
     // Meanwhile an operator deletes our node, and three others make `ready`.
     s.fire(EventType::NodeCreated, &ready());
     assert!(s.events().is_empty(), "not entered before our node is seen");
     assert_eq!(s.sent(), [format!("exists {}", me())]);
-    s.reply("exists", code(ErrorCode::NoNode));
-    assert_eq!(
-        s.events(),
-        [E::Failed {
-            error: Error::Server(ErrorCode::NoNode)
-        }]
-    );
-    assert!(s.sent().is_empty(), "nothing of ours left to delete");
-    assert!(s.r.is_done());
+    our_node_is_gone(&mut s);
 }
 
 /// The same for the `N`-th arrival: its listing showed `N` members with ours, and an
 /// operator deleted ours before its `ready` was created: it fails, never `Entered`.
 #[test]
 fn an_operator_deleting_our_node_before_we_make_ready_fails_the_enter() {
-    let mut s = participant(2, None);
-    s.reply("exists", code(ErrorCode::NoNode));
-    s.reply("create", created(&me()));
-    s.reply("list", children(&[LOW, ME]));
+    let mut s = listed(2, &[LOW, ME]);
     assert_eq!(
         s.sent(),
         [format!("create {}", ready()), format!("exists {}", me())]
     );
     s.reply("create", created(&ready()));
     assert!(s.events().is_empty(), "not entered before our node is seen");
-    s.reply("exists", code(ErrorCode::NoNode));
-    assert_eq!(
-        s.events(),
-        [E::Failed {
-            error: Error::Server(ErrorCode::NoNode)
-        }]
-    );
-    assert!(s.r.is_done());
+    our_node_is_gone(&mut s);
 }
 
 /// Our create of `ready` lost its reply: it is not sent again blindly (the round may end
@@ -468,27 +474,12 @@ fn an_operator_deleting_our_node_before_we_make_ready_fails_the_enter() {
 /// would open the next round with too few members); we look again, synced.
 #[test]
 fn a_ready_create_in_doubt_looks_again_instead_of_sending_it_again() {
-    let mut s = participant(2, None);
-    s.reply("exists", code(ErrorCode::NoNode));
-    s.reply("create", created(&me()));
-    s.reply("list", children(&[LOW, ME]));
+    let mut s = listed(2, &[LOW, ME]);
     assert_eq!(
         s.sent(),
         [format!("create {}", ready()), format!("exists {}", me())]
     );
-    s.disconnect();
-    s.session(SessionChange::Reconnected {
-        session_id: SESSION,
-    });
-    assert_eq!(
-        s.sent(),
-        [
-            format!("sync {B}"),
-            format!("exists! {}", ready()),
-            format!("list {B}")
-        ]
-    );
-    s.reply("sync", created(B));
+    reconnect_and_look_again(&mut s);
     s.reply("exists", code(ErrorCode::NoNode));
     s.reply("list", children(&[LOW]));
     assert_eq!(

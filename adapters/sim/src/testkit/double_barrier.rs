@@ -27,7 +27,6 @@
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
-use bytes::Bytes;
 use core::time::Duration;
 
 use zk_recipes::proto::*;
@@ -134,17 +133,7 @@ impl BarrierScript {
     }
 
     fn create(h: &mut H, by: Option<usize>, path: &str, mode: CreateMode) {
-        let req = CreateRequest {
-            path: path.into(),
-            data: Bytes::new(),
-            acl: Acl::open_unsafe(),
-            flags: mode.to_i32(),
-        };
-        let req = match mode {
-            CreateMode::Container => Request::CreateContainer(req),
-            _ => Request::Create(req),
-        };
-        Self::write(h, by, &req);
+        Self::write(h, by, &harness::create_request(path, mode));
     }
 
     fn delete(h: &mut H, by: Option<usize>, path: &str) {

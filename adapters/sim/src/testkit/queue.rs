@@ -1000,17 +1000,10 @@ pub fn run(schedule: &[u8]) -> Result<Stats, String> {
         (64, meta.as_str(), meta_mode),
     ] {
         if a & bit == 0 {
-            let req = CreateRequest {
-                path: dir.into(),
-                data: Bytes::new(),
-                acl: Acl::open_unsafe(),
-                flags: mode.to_i32(),
-            };
-            let req = match mode {
-                CreateMode::Container => Request::CreateContainer(req),
-                _ => Request::Create(req),
-            };
-            let _ = h.world.zk.write_as(None, &req);
+            let _ = h
+                .world
+                .zk
+                .write_as(None, &harness::create_request(dir, mode));
         }
     }
     let zxid = h.world.zk.zxid;
