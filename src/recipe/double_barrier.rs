@@ -16,11 +16,21 @@
 //! go out back to back (the server runs them in this order). Then, from the listing (it
 //! was taken after our node existed):
 //! * it shows `ready`: **entered** (a late arrival: the round is on);
-//! * `N` or more members: `create(b/ready)` (`NodeExists` is fine), **entered**;
+//! * `N` or more members: `create(b/ready)` (`NodeExists` is fine) with `exists(b/<id>)`
+//!   right behind it: our node still there, **entered**;
 //! * else wait for the creation of `ready`. A `NodeCreated` heard *after* our create's
 //!   answer releases us even if `ready` is gone again by then (Curator 5.4 counts the
-//!   children again at that point and can hang forever, ignoring its timeout). One heard
-//!   before it is about an older `ready` and only makes us look again.
+//!   children again at that point and can hang forever, ignoring its timeout) — once an
+//!   `exists(b/<id>)` sent after it finds our node. One heard before it is about an
+//!   older `ready` and only makes us look again.
+//!
+//! Our node deleted by someone else (an operator) while we enter: the listing, or the
+//! `exists` after `ready` was created, finds it gone and the participation ends with
+//! `Failed { NoNode }` — never `Entered` on a node that is gone (Curator's
+//! `DistributedDoubleBarrier` does not look at its node in enter, only in leave). A
+//! create of `ready` whose reply was lost is not sent again blindly: the round may have
+//! ended without us meanwhile; we look again (synced), and a `ready` found then
+//! reports `Entered { late: true }`.
 //!
 //! A missing `b` (and its ancestors) is created as containers in the same pipeline, and
 //! the triple sent again (bounded). A create whose reply was lost is sent again
@@ -225,6 +235,8 @@ enum Purpose {
     Create,
     List,
     ReadyCreate,
+    /// `exists(b/<id>)` once `ready` was created: is our node still there?
+    Confirm,
     Wait(String),
     DeleteOwn,
     Final {
@@ -248,6 +260,7 @@ const DELETE_OWN: u16 = 64;
 const FINAL: u16 = 128;
 const CLEANUP: u16 = 256;
 const STOP_DELETE: u16 = 512;
+const CONFIRM: u16 = 1024; // exists(b/<id>) before `Entered`
 
 const MAX_PARENT_ROUNDS: u8 = 2;
 
@@ -266,6 +279,9 @@ pub struct DoubleBarrier {
     ready_armed: bool,
     /// The last listing showed `ready` (leave: delete it with the last node).
     saw_ready: bool,
+    /// Entering: `ready` was created after our node (heard, or made by us); we enter
+    /// once an `exists` of our node, answered after that, finds it.
+    ready_seen: bool,
     /// Our node is deleted (by us in leave).
     deleted_own: bool,
     /// Leave: the member we wait for.
@@ -313,6 +329,7 @@ impl DoubleBarrier {
             created: false,
             ready_armed: false,
             saw_ready: false,
+            ready_seen: false,
             deleted_own: false,
             watching: None,
             keep_dir,
@@ -499,6 +516,15 @@ impl DoubleBarrier {
                     self.outbox
                         .send(Purpose::ReadyCreate, Request::Create(create));
                 }
+                if need & (READY_CREATE | CONFIRM) != 0 {
+                    // Right behind the create of `ready` (or after hearing of it): our
+                    // node may have been deleted by someone else meanwhile.
+                    let path = self.node_path.clone();
+                    self.outbox.send(
+                        Purpose::Confirm,
+                        Request::Exists(PathWatch { path, watch: false }),
+                    );
+                }
             }
             Phase::Leaving => {
                 if need & DELETE_OWN != 0 && !self.deleted_own {
@@ -662,6 +688,9 @@ impl DoubleBarrier {
     }
 
     fn on_list_enter(&mut self, now: Instant, result: Result<Response, Error>) {
+        if self.ready_seen {
+            return; // `ready` was created: the look at our node decides
+        }
         if !self.created || self.need & ENTER != 0 {
             // The listing paired with our create. Refused by the session while the
             // create went out (never applied; a refusal comes before the replies to
@@ -709,9 +738,35 @@ impl DoubleBarrier {
 
     fn on_ready_create(&mut self, now: Instant, result: Result<Response, Error>) {
         match result {
-            Ok(_) | Err(Error::Server(ErrorCode::NodeExists)) => self.entered(false),
+            // `ready` exists now: the `exists` of our node sent behind it decides.
+            Ok(_) | Err(Error::Server(ErrorCode::NodeExists)) => self.ready_seen = true,
+            _ if self.ready_seen => {} // heard of its creation: the look at our node decides
             Err(Error::Server(ErrorCode::NoNode)) => self.again(now, ARM),
-            Err(e) if e.is_retryable() => self.again(now, READY_CREATE),
+            // Not sent again blindly: by the time it could go, the round may have ended
+            // without us (our node deleted by someone else, the others gone) and a
+            // `ready` made then would open the next round with too few members. Look
+            // again (synced): the listing decides, as the first time.
+            Err(e) if e.is_retryable() => self.again(now, ARM),
+            Err(e) if e.ends_session() => {}
+            Err(e) => self.fail(e),
+        }
+    }
+
+    /// The look at our node after `ready` was created: there, entered; gone (deleted by
+    /// someone else), the participation fails — never `Entered` on a node that is gone.
+    fn on_confirm(&mut self, now: Instant, result: Result<Response, Error>) {
+        if !self.ready_seen {
+            return; // its `ready` create failed: what that answer chose goes on
+        }
+        match result {
+            Ok(Response::Stat(_)) => self.entered(false),
+            Ok(_) => self.fail(Error::UnexpectedReply),
+            Err(Error::Server(ErrorCode::NoNode)) => {
+                self.created = false;
+                self.deleted_own = true;
+                self.fail(Error::Server(ErrorCode::NoNode));
+            }
+            Err(e) if e.is_retryable() => self.again(now, CONFIRM),
             Err(e) if e.ends_session() => {}
             Err(e) => self.fail(e),
         }
@@ -874,6 +929,7 @@ impl Recipe for DoubleBarrier {
             Purpose::List if phase == Phase::Entering => self.on_list_enter(now, result),
             Purpose::List if phase == Phase::Leaving => self.on_list_leave(now, result),
             Purpose::ReadyCreate if phase == Phase::Entering => self.on_ready_create(now, result),
+            Purpose::Confirm if phase == Phase::Entering => self.on_confirm(now, result),
             Purpose::Wait(name) if phase == Phase::Leaving => self.on_wait(now, name, result),
             Purpose::DeleteOwn if phase == Phase::Leaving => self.on_delete_own(now, result),
             Purpose::DeleteOwn => {
@@ -899,11 +955,15 @@ impl Recipe for DoubleBarrier {
 
     fn handle_watch(&mut self, now: Instant, _op: OpId, event: &WatchEvent) {
         match self.phase {
-            Phase::Entering if event.path == self.ready_path => {
+            Phase::Entering if event.path == self.ready_path && !self.ready_seen => {
                 match event.event_type {
-                    // Created after our node existed: the round is on.
+                    // Created after our node existed: the round is on — if our node is
+                    // still there (an operator may have deleted it): look at it first.
                     EventType::NodeCreated if self.created && self.need & ENTER == 0 => {
-                        self.entered(false)
+                        self.ready_seen = true;
+                        if !self.in_flight(|p| *p == Purpose::Confirm) {
+                            self.need |= CONFIRM;
+                        }
                     }
                     _ => {
                         // About an older `ready` (heard before our create's answer), or
@@ -965,8 +1025,15 @@ impl Recipe for DoubleBarrier {
                 self.sync_next = true;
                 // Look again (synced): a change while the connection was down counts.
                 match self.phase {
+                    // `ready` was created: only the look at our node is left.
+                    Phase::Entering
+                        if self.ready_seen && !self.in_flight(|p| *p == Purpose::Confirm) =>
+                    {
+                        self.need |= CONFIRM;
+                    }
                     Phase::Entering
                         if self.created
+                            && !self.ready_seen
                             && self.need & ENTER == 0
                             && !self.in_flight(|p| {
                                 matches!(p, Purpose::List | Purpose::ReadyExists)

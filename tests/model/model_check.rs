@@ -1725,8 +1725,8 @@ fn queue_at_most_once() {
     check("queue_1p1c_drop", q(1), faults(1, 0, 0, 0));
     check("queue_1p1c_refusal", q(1), faults(0, 0, 0, 1));
     check("queue_1p1c_stale", q(1), faults(1, 0, 1, 0));
-    // The server reaps the emptied queue directory (a container) and its sequence
-    // starts over: a take in doubt must not trust the names it read before (issue 26).
+    // The server may reap an empty container: the side directory only now — the queue's
+    // directory is persistent since issue 26, so its sequence never starts over.
     check(
         "queue_1p1c_drop_reap",
         Queues {

@@ -36,3 +36,13 @@ fn schedules_exercise_every_path() {
     assert!(f.lost_replies > 1_500 && f.stale_reconnects > 2_000 && f.refusals > 1_500);
     assert!(f.expiries > 200 && f.reaps > 5);
 }
+
+/// Issue 26: an operator deletes our node while we wait for `ready`; three peers arrive
+/// and make it; the machine entered on a node that was gone ("Entered without ready and
+/// our node together"). 136 of 20,000 schedules failed so once the operator's deletion
+/// was back in the schedules (0 after the fix); shrunk to this one.
+#[test]
+fn an_operator_deleting_our_node_while_we_enter_is_never_entered() {
+    zk_recipes_sim::testkit::double_barrier::run(&[54, 94, 98, 0, 0, 0, 0, 0, 0, 0, 0, 254, 173])
+        .unwrap();
+}

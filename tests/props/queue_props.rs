@@ -94,24 +94,22 @@ fn schedules_exercise_every_path() {
     assert!(f.expiries > 500 && f.reaps > 80);
 }
 
-/// Known defect (found 2026-11-28 by this harness on the shared model; not fixed yet):
-/// an at-most-once consumer reads an item (listing and data), another consumer takes
-/// it, the queue directory — a container — empties and the server reaps it, a producer
-/// makes it again and puts a new item, which gets the same name (a new container's
-/// sequence starts over). The first consumer's take then deletes the *new* item and
-/// delivers the old data: one item delivered twice, one lost. A multi can check only a
-/// version, and both incarnations are at version 0, so the take cannot tell them apart;
-/// the likely fix is a directory whose names never repeat (persistent, not a container).
-/// Ignored until then; `cargo test --release --all-features --test props -- --ignored
-/// queue_props::` shows it.
+/// Regression (issue 26): an at-most-once consumer reads an item (listing and data, here
+/// from a lagging follower that still has it), another consumer takes it, the queue
+/// directory empties, and — were it a container — the server reaps it, a producer makes
+/// it again and puts a new item, which gets the same name (a new directory's sequence
+/// starts over). The first consumer's take then deleted the *new* item and delivered the
+/// old data: one item delivered twice, one lost (`qn-0000000000 delivered twice`). A
+/// multi can check only a data version, and both incarnations are at version 0, so the
+/// take cannot tell them apart. Fixed at the root: the recipe makes the queue directory
+/// `PERSISTENT`, so item names never repeat and the stale take fails (`NoNode`). Found by
+/// searching 60,000 schedules with the directory made by the recipe (2 failed before the
+/// fix), shrunk to this one.
 #[test]
-#[ignore = "known defect: at-most-once take after the directory was reaped and made again"]
 fn an_at_most_once_take_after_the_directory_was_reaped_and_made_again() {
     let schedule: &[u8] = &[
-        80, 157, 208, 0, 52, 0, 25, 0, 154, 19, 0, 0, 107, 14, 0, 107, 14, 0, 139, 12, 0, 11, 229,
-        0, 27, 0, 0, 91, 130, 0, 15, 0, 0, 0, 107, 132, 0, 0, 0, 79, 0, 0, 0, 0, 0, 0, 0, 15, 0, 0,
-        0, 139, 40, 0, 0, 0, 15, 0, 11, 217, 0, 0, 0, 0, 0, 139, 0, 0, 139, 26, 0, 87, 0, 0, 0, 0,
-        0, 139, 208, 0, 47, 0, 0, 0, 0, 0, 15, 0, 253, 240,
+        38, 0, 0, 0, 54, 0, 0, 0, 156, 141, 0, 5, 0, 0, 0, 189, 0, 171, 138, 0, 206, 59, 239, 62,
+        88, 0, 184, 0, 73, 185, 0, 0, 100, 0, 0,
     ];
     zk_recipes_sim::testkit::queue::run(schedule).unwrap();
 }

@@ -198,6 +198,52 @@ fn participant(n: u32, deadline: Option<Instant>) -> Script<DoubleBarrier> {
     s
 }
 
+/// After `ready` was created: we look at our node (it is there) before `Entered`.
+fn our_node_is_there(s: &mut Script<DoubleBarrier>) {
+    assert!(s.events().is_empty(), "not entered before our node is seen");
+    assert_eq!(s.sent(), [format!("exists {}", me())]);
+    s.reply(&format!("exists {}", me()), stat());
+}
+
+/// `N` = `n`; `ready` absent, our node created, the listing shows `names`.
+fn listed(n: u32, names: &[&str]) -> Script<DoubleBarrier> {
+    let mut s = participant(n, None);
+    s.reply("exists", code(ErrorCode::NoNode));
+    s.reply("create", created(&me()));
+    s.reply("list", children(names));
+    s
+}
+
+/// The look at our node finds it gone: the participation fails, nothing left to do.
+fn our_node_is_gone(s: &mut Script<DoubleBarrier>) {
+    s.reply(&format!("exists {}", me()), code(ErrorCode::NoNode));
+    assert_eq!(
+        s.events(),
+        [E::Failed {
+            error: Error::Server(ErrorCode::NoNode)
+        }]
+    );
+    assert!(s.sent().is_empty(), "nothing of ours left to delete");
+    assert!(s.r.is_done());
+}
+
+/// The connection drops and the same session comes back: a waiter looks again, synced.
+fn reconnect_and_look_again(s: &mut Script<DoubleBarrier>) {
+    s.disconnect();
+    s.session(SessionChange::Reconnected {
+        session_id: SESSION,
+    });
+    assert_eq!(
+        s.sent(),
+        [
+            format!("sync {B}"),
+            format!("exists! {}", ready()),
+            format!("list {B}")
+        ]
+    );
+    s.reply("sync", created(B));
+}
+
 /// Entered with `others` (as the listing says), ready created by us.
 fn entered(others: &[&str]) -> Script<DoubleBarrier> {
     let mut s = participant(others.len() as u32 + 1, None);
@@ -206,8 +252,12 @@ fn entered(others: &[&str]) -> Script<DoubleBarrier> {
     let mut names = others.to_vec();
     names.push(ME);
     s.reply("list", children(&names));
-    assert_eq!(s.sent(), [format!("create {}", ready())]);
+    assert_eq!(
+        s.sent(),
+        [format!("create {}", ready()), format!("exists {}", me())]
+    );
     s.reply("create", created(&ready()));
+    s.reply(&format!("exists {}", me()), stat());
     assert_eq!(s.events(), [E::Entered { late: false }]);
     s
 }
@@ -221,6 +271,7 @@ fn fewer_than_n_wait_for_ready_and_its_creation_releases_them() {
     assert!(s.sent().is_empty(), "wait: nothing more to send");
     assert!(s.events().is_empty());
     s.fire(EventType::NodeCreated, &ready());
+    our_node_is_there(&mut s);
     assert_eq!(s.events(), [E::Entered { late: false }]);
     assert_eq!(s.r.phase(), Phase::Entered);
 }
@@ -238,6 +289,7 @@ fn nth_arrival_finding_ready_created_concurrently_is_entered() {
     s.reply("create", created(&me()));
     s.reply("list", children(&[LOW, ME]));
     s.reply("create", code(ErrorCode::NodeExists));
+    s.reply(&format!("exists {}", me()), stat());
     assert_eq!(s.events(), [E::Entered { late: false }]);
 }
 
@@ -260,6 +312,7 @@ fn released_by_ready_even_if_it_is_gone_before_we_look() {
     s.reply("exists", code(ErrorCode::NoNode));
     s.reply("create", created(&me()));
     s.fire(EventType::NodeCreated, &ready());
+    our_node_is_there(&mut s);
     assert_eq!(s.events(), [E::Entered { late: false }]);
     s.reply("list", children(&[ME])); // ready gone by now: ignored
     assert!(s.sent().is_empty());
@@ -294,6 +347,7 @@ fn an_old_ready_never_releases_a_straggler_of_the_last_round() {
     assert!(s.events().is_empty(), "not released by the old round");
     assert!(s.sent().is_empty());
     s.fire(EventType::NodeCreated, &ready());
+    our_node_is_there(&mut s);
     assert_eq!(s.events(), [E::Entered { late: false }]);
 }
 
@@ -313,6 +367,7 @@ fn a_watch_on_an_older_ready_is_replaced_by_a_creation_watch() {
     s.reply("list", children(&[ME, LOW]));
     assert!(s.sent().is_empty());
     s.fire(EventType::NodeCreated, &ready());
+    our_node_is_there(&mut s);
     assert_eq!(s.events(), [E::Entered { late: false }]);
 }
 
@@ -333,8 +388,12 @@ fn a_lost_create_reply_is_sent_again_and_node_exists_is_ours() {
     s.reply("exists", code(ErrorCode::NoNode));
     s.reply("create", code(ErrorCode::NodeExists));
     s.reply("list", children(&[ME, LOW]));
-    assert_eq!(s.sent(), [format!("create {}", ready())]);
+    assert_eq!(
+        s.sent(),
+        [format!("create {}", ready()), format!("exists {}", me())]
+    );
     s.reply("create", created(&ready()));
+    s.reply(&format!("exists {}", me()), stat());
     assert_eq!(s.events(), [E::Reconnected, E::Entered { late: false }]);
 }
 
@@ -344,19 +403,7 @@ fn a_waiter_looks_again_after_reconnect() {
     s.reply("exists", code(ErrorCode::NoNode));
     s.reply("create", created(&me()));
     s.reply("list", children(&[ME]));
-    s.disconnect();
-    s.session(SessionChange::Reconnected {
-        session_id: SESSION,
-    });
-    assert_eq!(
-        s.sent(),
-        [
-            format!("sync {B}"),
-            format!("exists! {}", ready()),
-            format!("list {B}")
-        ]
-    );
-    s.reply("sync", created(B));
+    reconnect_and_look_again(&mut s);
     s.reply("exists", stat());
     s.reply("list", children(&[ME, LOW, HIGH, "ready"]));
     assert_eq!(
@@ -391,6 +438,60 @@ fn enter_deadline_while_the_create_is_in_flight_deletes_after_it() {
     assert!(s.sent().is_empty());
     s.reply("delete", ok());
     assert!(s.r.is_done());
+}
+
+/// Issue 26: an operator deleted our node while we waited for `ready`; the creation of
+/// `ready` (by `N` others) then released us on a node that was gone. The creation now
+/// makes us look at our node first: gone, the participation fails (final, seen by the
+/// user), never `Entered`.
+#[test]
+fn an_operator_deleting_our_node_while_we_wait_fails_the_enter() {
+    let mut s = listed(3, &[LOW, ME]);
+    assert!(s.sent().is_empty());
+    // Meanwhile an operator deletes our node, and three others make `ready`.
+    s.fire(EventType::NodeCreated, &ready());
+    assert!(s.events().is_empty(), "not entered before our node is seen");
+    assert_eq!(s.sent(), [format!("exists {}", me())]);
+    our_node_is_gone(&mut s);
+}
+
+/// The same for the `N`-th arrival: its listing showed `N` members with ours, and an
+/// operator deleted ours before its `ready` was created: it fails, never `Entered`.
+#[test]
+fn an_operator_deleting_our_node_before_we_make_ready_fails_the_enter() {
+    let mut s = listed(2, &[LOW, ME]);
+    assert_eq!(
+        s.sent(),
+        [format!("create {}", ready()), format!("exists {}", me())]
+    );
+    s.reply("create", created(&ready()));
+    assert!(s.events().is_empty(), "not entered before our node is seen");
+    our_node_is_gone(&mut s);
+}
+
+/// Our create of `ready` lost its reply: it is not sent again blindly (the round may end
+/// without us meanwhile — our node deleted, the others gone — and a `ready` made then
+/// would open the next round with too few members); we look again, synced.
+#[test]
+fn a_ready_create_in_doubt_looks_again_instead_of_sending_it_again() {
+    let mut s = listed(2, &[LOW, ME]);
+    assert_eq!(
+        s.sent(),
+        [format!("create {}", ready()), format!("exists {}", me())]
+    );
+    reconnect_and_look_again(&mut s);
+    s.reply("exists", code(ErrorCode::NoNode));
+    s.reply("list", children(&[LOW]));
+    assert_eq!(
+        s.events(),
+        [
+            E::Suspended,
+            E::Reconnected,
+            E::Failed {
+                error: Error::Server(ErrorCode::NoNode)
+            }
+        ]
+    );
 }
 
 #[test]

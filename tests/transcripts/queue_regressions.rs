@@ -78,8 +78,8 @@ fn a_release_whose_reply_was_lost_is_sent_again_while_the_claim_is_ours() {
 }
 
 /// The same for a completion: a claim of another session under our item's name (the
-/// item was completed, the container directory reaped and made again, and the new
-/// item of the same name claimed) means ours is gone — completed; the old code sent
+/// item was completed, and the directory deleted and made again — reaped, when it was
+/// a container — and the new item of the same name claimed) means ours is gone — completed; the old code sent
 /// the multi again and deleted the other consumer's claim and item.
 #[test]
 fn a_completion_whose_reply_was_lost_never_deletes_another_consumers_claim() {
@@ -393,7 +393,7 @@ fn a_take_whose_batch_comes_back_empty_during_close_fails_and_the_close_ends() {
 }
 
 /// Found by the simulator (at-most-once seed 3204): every refused reply of a round of
-/// container creates started a whole new round at once, with no backoff, so a session
+/// parent creates started a whole new round at once, with no backoff, so a session
 /// refusing requests (too many pending) fed the consumer's in-flight list without
 /// bound inside one input. Now one round is on the wire at a time, and a refused round
 /// goes again once, after a backoff.
@@ -404,13 +404,13 @@ fn a_refused_round_of_parent_creates_goes_again_once_after_a_backoff() {
     s.reply("list", Err(Error::Server(ErrorCode::NoNode)));
     let round = [
         "container /app",
-        "container Q",
+        "create Q",
         "container /app",
         "container M",
     ];
     assert_eq!(s.sent(), [&round[..], &["list Q"]].concat());
-    for _ in 0..4 {
-        s.reply("container", Err(Error::Overloaded));
+    for line in round {
+        s.reply(line, Err(Error::Overloaded));
         assert_eq!(
             s.sent(),
             Vec::<String>::new(),
@@ -445,23 +445,23 @@ fn a_producers_refused_round_of_parent_creates_goes_again_once_after_a_backoff()
     );
     let round = [
         "container /app",
-        "container Q",
+        "create Q",
         "container /app",
         "container M",
     ];
     assert_eq!(s.sent()[..4], round);
-    for _ in 0..4 {
-        s.reply("container", Err(Error::Overloaded));
+    for line in round {
+        s.reply(line, Err(Error::Overloaded));
     }
     // The put that went behind the round fails for the missing parent: no new round yet.
     s.reply("multi[", multi(vec![err(ErrorCode::NoNode)]));
-    assert!(!s.sent().iter().any(|l| l.starts_with("container")));
+    assert!(!s.sent().iter().any(|l| round.contains(&l.as_str())));
     let at = s.r.poll_timeout().expect("the backoff's deadline");
     assert!(at > T);
     s.r.handle_timeout(at);
     let again = s.sent();
     assert_eq!(
-        again.iter().filter(|l| l.starts_with("container")).count(),
+        again.iter().filter(|l| round.contains(&l.as_str())).count(),
         4,
         "{again:?}"
     );

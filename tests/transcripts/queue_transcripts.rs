@@ -193,7 +193,7 @@ fn a_lost_put_reply_is_resolved_by_the_marker_version_without_duplicates() {
 }
 
 #[test]
-fn missing_directories_are_created_as_containers_then_the_batch_goes_again() {
+fn missing_directories_are_created_the_queue_persistent_then_the_batch_goes_again() {
     let mut s = producer();
     let a = s.r.put(T, Bytes::from_static(b"a")).unwrap();
     s.sent();
@@ -209,14 +209,19 @@ fn missing_directories_are_created_as_containers_then_the_batch_goes_again() {
         s.sent(),
         [
             "container /app",
-            "container Q",
+            "create Q",
             "container /app",
             "container M",
             "multi[create M/p-p1 e, set M/p-p1 '' @0, create Q/qn- s 'a']",
         ]
     );
-    for _ in 0..4 {
-        s.reply("container", Ok(Response::Path("x".into())));
+    for line in [
+        "container /app",
+        "create Q",
+        "container /app",
+        "container M",
+    ] {
+        s.reply(line, Ok(Response::Path("x".into())));
     }
     s.reply(
         "multi[",
@@ -395,9 +400,9 @@ fn a_lost_take_reply_is_resolved_by_the_marker_never_lost_never_doubled() {
     s.reply("exists", Ok(Response::Stat(st().version(1).owner(SESSION))));
     assert_eq!(s.events(), [taken(t, "qn-0000000001", "one")]);
 
-    // Not applied: the items are read again (the name may be another item by now: the
-    // directory, a container, may have been deleted and made again meanwhile, its
-    // sequence starting over), then the multi goes again with what that read found.
+    // Not applied: the items are read again (the name may be another item by now, if
+    // the directory was deleted and made again meanwhile — by an operator, or reaped
+    // as a container someone else made — its sequence starting over), then the multi goes again with what that read found.
     let mut s = consumer(Delivery::AtMostOnce, Format::Fifo);
     let t = s.r.take(T, 1, None);
     s.reply("list", children(&["qn-0000000001"]));

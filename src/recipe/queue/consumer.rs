@@ -1339,10 +1339,10 @@ impl Consumer {
             }
         } else {
             // Not applied: take them again — after reading them again. The names were
-            // read before the doubt (a disconnection, maybe long): the directory, a
-            // container, may have been emptied, deleted and made again since, its
-            // sequence numbers starting over, and a name now be another item (deleting
-            // it by name would take that one and deliver the old data).
+            // read before the doubt (a disconnection, maybe long); the data is read
+            // again so that what we deliver is what the multi deletes, even if the
+            // directory was deleted and made again meanwhile (outside the contract: an
+            // operator, or a container someone else made, see the module docs).
             for slot in b.slots.iter_mut() {
                 if matches!(slot, Slot::Ready(_)) {
                     *slot = Slot::NeedData;

@@ -36,6 +36,21 @@
 //! would take any foreign child as an item); it holds only ephemeral nodes and is a
 //! container, so it disappears when unused.
 //!
+//! # The directory
+//!
+//! The queue's directory is created `PERSISTENT` (its ancestors as containers), so its
+//! sequence numbers never start over and an item's name is never reused. An at-most-once
+//! take reads items by name and then deletes them by name in a `multi`; a `multi` can
+//! check only data versions (0 for every item), so it cannot tell an item from a new one
+//! of the same name. In a container directory the server reaps it once it empties, the
+//! next put makes it again and the sequence starts at 0: a take that read `qn-0…0`
+//! before the reap would delete the new `qn-0…0` and deliver the old data (one item
+//! delivered twice, one lost). **Outside the contract:** a queue directory that someone
+//! else made as a container (Curator's `SimpleDistributedQueue` makes its path a
+//! container through `EnsurePathContainers`: create the directory first, with our
+//! producer or consumer or by hand, when Curator shares the queue), and an operator
+//! deleting the (empty) directory while at-most-once consumers run — the same hazard.
+//!
 //! # Claims and the order guarantee
 //!
 //! See [`consumer`]. In short: a consumer lists the queue once and
@@ -190,23 +205,31 @@ pub(crate) fn join(dir: &str, name: &str) -> String {
     s
 }
 
-/// One round of container creates for the queue's directory and its side directory
-/// (each ancestor path with its request), shared by producer and consumer.
+/// One round of creates for the queue's directory and its side directory (each
+/// ancestor path with its request), shared by producer and consumer: the queue's
+/// directory is `PERSISTENT`, so its sequence numbers never start over and an item's
+/// name is never reused (see "The directory" in the module docs); its ancestors and the
+/// side directory (which holds only ephemeral nodes) are containers.
 pub(crate) fn parent_round(
     dir: &str,
     meta_dir: &str,
     acl: &[crate::proto::Acl],
 ) -> Vec<(String, crate::proto::Request)> {
-    [dir, meta_dir]
-        .into_iter()
-        .flat_map(|d| {
-            crate::recipe::path::ancestor_creates(
-                &join(d, "x"),
-                acl,
-                crate::proto::CreateMode::Container,
-            )
-        })
-        .collect()
+    use crate::proto::{CreateMode, CreateRequest, Request};
+    let mut round = crate::recipe::path::ancestor_creates(dir, acl, CreateMode::Container);
+    let dir_create = CreateRequest::new(
+        dir,
+        bytes::Bytes::new(),
+        acl.to_vec(),
+        CreateMode::Persistent,
+    );
+    round.push((String::from(dir), Request::Create(dir_create)));
+    round.extend(crate::recipe::path::ancestor_creates(
+        &join(meta_dir, "x"),
+        acl,
+        CreateMode::Container,
+    ));
+    round
 }
 
 pub(crate) fn name_of(path: &str) -> &str {

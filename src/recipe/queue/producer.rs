@@ -22,8 +22,9 @@
 //!   `exists(marker)`: batches numbered up to the marker's version were applied (each of
 //!   their items is reported [`Put`](ProducerEvent::Put) with `node: None`), the others
 //!   are sent again, in order. No duplicate, no loss.
-//! * the queue directory or the side directory is missing: both are created (as
-//!   containers, with their ancestors) and the batches sent again; at most twice, then
+//! * the queue directory or the side directory is missing: both are created (the queue's
+//!   persistent, the side directory and the ancestors as containers) and the batches
+//!   sent again; at most twice, then
 //!   [`Error::NoParent`] / [`Error::ChrootMissing`].
 //! * a refusal (too many requests pending, throttled): sent again after a backoff.
 //! * a final error (no permission, an item too large): its batch's puts fail.

@@ -100,6 +100,16 @@ pub trait Script<R: Recipe> {
     fn end(&mut self, h: &Harness<R>) -> Result<(), String>;
 }
 
+/// An actor's create of an empty, open node at `path` in `mode` (`createContainer`
+/// for a container, `create` otherwise).
+pub fn create_request(path: &str, mode: CreateMode) -> Request {
+    let req = CreateRequest::new(path, bytes::Bytes::new(), Acl::open_unsafe(), mode);
+    match mode {
+        CreateMode::Container => Request::CreateContainer(req),
+        _ => Request::Create(req),
+    }
+}
+
 /// A request in a trace line: its operation and path.
 pub fn describe(r: &Request) -> String {
     let path = match r {

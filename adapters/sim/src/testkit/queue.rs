@@ -2,8 +2,8 @@
 //! driven by bytes (proptest and libFuzzer share it). Each machine has its own session
 //! (client `i` hosts machine `i`). The first byte chooses one or two producers, one to
 //! three consumers, the delivery (at most once or at least once), the item format, and
-//! whether the queue and side directories exist; the second whether they are
-//! containers (reaped once empty: made again, their sequence numbers start over) and
+//! whether the queue and side directories exist; the second whether the side
+//! directory is a container (reaped once empty) and
 //! whether the machine under test ([`ME`], which meets the common faults: lost replies,
 //! lagging followers, refusals, expiries, reaps) is the first consumer or the first
 //! producer. Then the common faults, and the queue's actors:
@@ -16,10 +16,12 @@
 //! * the users: put, take (with and without deadline), complete or release a held item,
 //!   close; a quiet moment for one machine (it works and exchanges until nothing is on
 //!   its way, while others may be down);
-//! * an operator purges an item from a persistent queue directory (in a container,
-//!   reaped and made again, a name could be reused under a holder: outside the
-//!   recipe's contract, see `act`); the server reaps an empty container
-//!   (more often than the common steps do: a name may then be reused).
+//! * an operator purges an item; the server reaps an empty container (the side
+//!   directory or its marker-less state; more often than the common steps do). The
+//!   queue's directory is persistent (the recipe makes it so; made beforehand here, it
+//!   is too): its names are never reused. A container made by someone else, or an
+//!   operator deleting the empty directory, would reuse names under a reader: outside
+//!   the recipe's contract (see the queue module docs), so never done here.
 //!
 //! Safety, after every step: no item is created twice (a retried put never duplicates)
 //! and a producer's items land in put order; an item is deleted only by a purge or by a
@@ -781,11 +783,10 @@ impl Script<QueueMachine> for QueueScript {
                 self.look(h)
             }
             _ => {
-                // An operator purges an item — from a persistent queue directory only.
-                // In a container the purge can empty it, the server reap it, and a put
-                // make it again under a reused name; a holder (at least once) or a
-                // reader (at most once) then deletes the new item by the old name:
-                // outside the recipe's contract (only a claim holder deletes an item).
+                // An operator purges an item — from a persistent queue directory only
+                // (always so now; the check stays as a guard). In a container the purge
+                // could empty it, the server reap it, and a put make it again under a
+                // reused name: outside the recipe's contract.
                 if h.world.zk.nodes.get(DIR).is_none_or(|d| d.container) {
                     return Ok(());
                 }
@@ -898,6 +899,9 @@ impl Script<QueueMachine> for QueueScript {
                 return Err(format!("liveness: m{k} is not done after Closed"));
             }
         }
+        // No child left behind. The queue's directory itself stays by design (it is
+        // persistent so that its names are never reused); the side directory is a
+        // container and may stay or go.
         let mut left = Vec::new();
         for dir in [DIR, self.meta.as_str()] {
             if h.world.zk.nodes.contains_key(dir) {
@@ -982,22 +986,24 @@ pub fn run(schedule: &[u8]) -> Result<Stats, String> {
     let meta = meta_dir(DIR);
     let n = producers + consumers;
     let mut h: H = Harness::new(n);
-    let mode = if b & 2 == 0 {
+    let meta_mode = if b & 2 == 0 {
         CreateMode::Container
     } else {
         CreateMode::Persistent
     };
-    for (bit, dir) in [(32, DIR), (64, meta.as_str())] {
+    // The queue's directory, if made beforehand, is persistent as the recipe makes it
+    // (one made as a container by someone else — Curator's `SimpleDistributedQueue`
+    // makes its path a container — may be reaped and made again under an at-most-once
+    // consumer's read: outside the recipe's contract, see the queue module docs).
+    for (bit, dir, mode) in [
+        (32, DIR, CreateMode::Persistent),
+        (64, meta.as_str(), meta_mode),
+    ] {
         if a & bit == 0 {
-            let _ = h.world.zk.write_as(
-                None,
-                &Request::CreateContainer(CreateRequest {
-                    path: dir.into(),
-                    data: Bytes::new(),
-                    acl: Acl::open_unsafe(),
-                    flags: mode.to_i32(),
-                }),
-            );
+            let _ = h
+                .world
+                .zk
+                .write_as(None, &harness::create_request(dir, mode));
         }
     }
     let zxid = h.world.zk.zxid;

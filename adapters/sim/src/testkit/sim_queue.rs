@@ -683,8 +683,8 @@ impl Actor for QueueUser {
 }
 
 /// What the checker knows about an item that ever existed (by its data: unique per
-/// put; names are not — a container queue directory that empties is reaped, and the
-/// next one's sequence starts again at 0).
+/// put; names would not be if the queue directory were a container, reaped once empty
+/// and made again with its sequence at 0 — the recipe makes it persistent).
 #[derive(Clone, Debug)]
 struct Seen {
     name: String,
