@@ -84,7 +84,7 @@
 //! # Interoperability with Curator
 //!
 //! Same node layout and protocol: a Java Curator `InterProcessSemaphoreV2(client,
-//! path, N)` and ours count leases together (`adapters/tokio/tests/curator_semaphore.rs`
+//! path, N)` and ours count leases together (`adapters/tokio/tests/curator/semaphore.rs`
 //! runs one against the other). Differences: the maximum is a fixed number (no
 //! `SharedCountReader`); our waiter decides by position (fewer than `N` ahead),
 //! Curator's by the total count — both safe together, as shown above; a lease node
