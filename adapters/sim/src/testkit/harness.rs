@@ -297,6 +297,47 @@ impl<R: Recipe> Harness<R> {
     }
 }
 
+/// A script that drives machines on other clients than [`ME`] itself (a queue's
+/// producers and consumers, a semaphore's or an id generator's other users).
+pub trait Machines<R: Recipe> {
+    /// Records and judges what client `k`'s machine did.
+    fn happened(
+        &mut self,
+        h: &mut Harness<R>,
+        k: usize,
+        happened: Vec<Happened<R::Event>>,
+    ) -> Result<(), String>;
+
+    /// The server reads client `k`'s oldest request (a script may lose its reply).
+    fn serve(&mut self, h: &mut Harness<R>, k: usize) -> Result<(), String> {
+        let happened = h.client_step(k, 0, 0);
+        self.happened(h, k, happened)
+    }
+}
+
+/// Client `k` and the server exchange until nothing is on its way (what the machine
+/// did judged by `m`), as [`Harness::exchange`] does for [`ME`].
+pub fn exchange_with<R: Recipe, M: Machines<R>>(
+    h: &mut Harness<R>,
+    m: &mut M,
+    k: usize,
+) -> Result<(), String> {
+    for _ in 0..64 {
+        let s = &h.world.zk.sessions[k];
+        if s.link != Link::Up || (s.wire.is_empty() && s.out.is_empty()) {
+            break;
+        }
+        while !h.world.zk.sessions[k].wire.is_empty() {
+            m.serve(h, k)?;
+        }
+        while !h.world.zk.sessions[k].out.is_empty() {
+            let happened = h.world.deliver(k);
+            m.happened(h, k, happened)?;
+        }
+    }
+    Ok(())
+}
+
 /// Runs `input` as a schedule, then settles; `Err` names the broken invariant and ends
 /// with the last steps taken.
 pub fn run<R: Recipe, S: Script<R>>(

@@ -35,7 +35,7 @@ use zk_recipes::error::Error;
 use zk_recipes::proto::*;
 use zk_recipes::recipe::naming::{IdEvent, IdGenerator, IdGeneratorConfig};
 
-use super::harness::{self, FaultCounts, Harness, Script, ME};
+use super::harness::{self, FaultCounts, Harness, Machines, Script, ME};
 use super::zk::{Happened, Link};
 
 const DIR: &str = "/app/ids";
@@ -196,18 +196,6 @@ impl NamingScript {
         Ok(())
     }
 
-    fn happened(
-        &mut self,
-        h: &mut H,
-        k: usize,
-        happened: Vec<Happened<IdEvent>>,
-    ) -> Result<(), String> {
-        let who = format!("generator {k}");
-        h.record(&who, &happened);
-        self.judge(h, k, &happened)?;
-        h.deadline_moved_on(&who, k)
-    }
-
     /// The application asks generator `k` for `n` ids.
     fn request(&mut self, h: &mut H, k: usize, n: u8) -> Result<(), String> {
         let now = h.world.now[k];
@@ -228,28 +216,24 @@ impl NamingScript {
         self.happened(h, k, happened)
     }
 
-    fn exchange(&mut self, h: &mut H, k: usize) -> Result<(), String> {
-        for _ in 0..64 {
-            let s = &h.world.zk.sessions[k];
-            if s.link != Link::Up || (s.wire.is_empty() && s.out.is_empty()) {
-                break;
-            }
-            while !h.world.zk.sessions[k].wire.is_empty() {
-                let happened = h.client_step(k, 0, 0);
-                self.happened(h, k, happened)?;
-            }
-            while !h.world.zk.sessions[k].out.is_empty() {
-                let happened = h.world.deliver(k);
-                self.happened(h, k, happened)?;
-            }
-        }
-        Ok(())
-    }
-
     fn pending(&self, h: &H) -> usize {
         (0..CLIENTS)
             .map(|k| h.world.machines[k].as_ref().map_or(0, |g| g.pending()))
             .sum()
+    }
+}
+
+impl Machines<IdGenerator> for NamingScript {
+    fn happened(
+        &mut self,
+        h: &mut H,
+        k: usize,
+        happened: Vec<Happened<IdEvent>>,
+    ) -> Result<(), String> {
+        let who = format!("generator {k}");
+        h.record(&who, &happened);
+        self.judge(h, k, &happened)?;
+        h.deadline_moved_on(&who, k)
     }
 }
 
@@ -308,7 +292,7 @@ impl Script<IdGenerator> for NamingScript {
             }
         }
         for k in 0..CLIENTS {
-            self.exchange(h, k)?;
+            harness::exchange_with(h, self, k)?;
         }
         let quiet = (0..CLIENTS).all(|k| {
             let s = &h.world.zk.sessions[k];

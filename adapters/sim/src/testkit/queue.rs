@@ -60,7 +60,7 @@ use zk_recipes::recipe::{OpId, Recipe, SessionChange};
 use zk_recipes::session::WatchEvent;
 use zk_recipes::time::Instant;
 
-use super::harness::{self, FaultCounts, Harness, Script, ME};
+use super::harness::{self, FaultCounts, Harness, Machines, Script, ME};
 use super::zk::{Happened, Link};
 
 const DIR: &str = "/q";
@@ -399,19 +399,6 @@ impl QueueScript {
         Ok(())
     }
 
-    /// What client `k`'s machine did: its requests and events.
-    fn happened(
-        &mut self,
-        h: &mut H,
-        k: usize,
-        happened: Vec<Happened<QueueEvent>>,
-    ) -> Result<(), String> {
-        let who = format!("m{k}");
-        h.record(&who, &happened);
-        self.judge(h, k, &happened)?;
-        h.deadline_moved_on(&who, k)
-    }
-
     fn judge(&mut self, h: &H, k: usize, happened: &[Happened<QueueEvent>]) -> Result<(), String> {
         self.look(h)?;
         let before = self.slots[k].session;
@@ -659,15 +646,6 @@ impl QueueScript {
         self.happened(h, k, happened)
     }
 
-    /// The server answers client `k`'s oldest request.
-    fn serve(&mut self, h: &mut H, k: usize) -> Result<(), String> {
-        if let Some((_, r)) = h.world.zk.sessions[k].wire.front() {
-            h.note(format!("  server reads m{k}'s {}", harness::describe(r)));
-        }
-        h.world.zk.serve(k);
-        self.happened(h, k, Vec::new())
-    }
-
     /// Every machine that is not done and not closing: put on, take, complete.
     fn work(&mut self, h: &mut H, k: usize, round: u32) -> Result<(), String> {
         if self.slots[k].producer {
@@ -701,24 +679,6 @@ impl QueueScript {
         Ok(())
     }
 
-    /// Client `k` and the server exchange until nothing is on its way.
-    fn exchange(&mut self, h: &mut H, k: usize) -> Result<(), String> {
-        for _ in 0..64 {
-            let s = &h.world.zk.sessions[k];
-            if s.link != Link::Up || (s.wire.is_empty() && s.out.is_empty()) {
-                break;
-            }
-            while !h.world.zk.sessions[k].wire.is_empty() {
-                self.serve(h, k)?;
-            }
-            while !h.world.zk.sessions[k].out.is_empty() {
-                let happened = h.world.deliver(k);
-                self.happened(h, k, happened)?;
-            }
-        }
-        Ok(())
-    }
-
     fn drained(&self, h: &H) -> Result<(), String> {
         let items = h.world.zk.children(DIR);
         let items: Vec<&String> = if h.world.zk.nodes.contains_key(DIR) {
@@ -747,6 +707,21 @@ impl QueueScript {
     }
 }
 
+impl Machines<QueueMachine> for QueueScript {
+    /// What client `k`'s machine did: its requests and events.
+    fn happened(
+        &mut self,
+        h: &mut H,
+        k: usize,
+        happened: Vec<Happened<QueueEvent>>,
+    ) -> Result<(), String> {
+        let who = format!("m{k}");
+        h.record(&who, &happened);
+        self.judge(h, k, &happened)?;
+        h.deadline_moved_on(&who, k)
+    }
+}
+
 impl Script<QueueMachine> for QueueScript {
     /// `which % 10` is the kind of step, `which / 10` (mod the clients) the client.
     const ACTS: u8 = 250;
@@ -768,9 +743,9 @@ impl Script<QueueMachine> for QueueScript {
                 // A quiet moment for client k: it and the server exchange until nothing
                 // is on its way; its user works on (other machines move on a lot while
                 // one is down).
-                self.exchange(h, k)?;
+                harness::exchange_with(h, self, k)?;
                 self.user(h, k, arg >> 2)?;
-                self.exchange(h, k)
+                harness::exchange_with(h, self, k)
             }
             _ if arg & 1 == 1 => {
                 // The server reaps an empty container (the queue or the side
@@ -846,7 +821,7 @@ impl Script<QueueMachine> for QueueScript {
                 break;
             }
             for k in 0..n {
-                self.exchange(h, k)?;
+                harness::exchange_with(h, self, k)?;
             }
         }
         for k in 1..n {

@@ -31,7 +31,7 @@ use core::time::Duration;
 use zk_recipes::proto::*;
 use zk_recipes::recipe::semaphore::{Semaphore, SemaphoreConfig, SemaphoreEvent};
 
-use super::harness::{self, FaultCounts, Harness, Script, ME};
+use super::harness::{self, FaultCounts, Harness, Machines, Script, ME};
 use super::zk::{Happened, Link};
 
 const PATH: &str = "/sem";
@@ -214,19 +214,6 @@ impl SemScript {
         Ok(())
     }
 
-    /// What client `k`'s machine did.
-    fn happened(
-        &mut self,
-        h: &mut H,
-        k: usize,
-        happened: Vec<Happened<SemaphoreEvent>>,
-    ) -> Result<(), String> {
-        let who = format!("client {k}");
-        h.record(&who, &happened);
-        self.judge(h, k, &happened)?;
-        h.deadline_moved_on(&who, k)
-    }
-
     /// Client `k` starts an attempt (if none runs).
     fn start(&mut self, h: &mut H, k: usize, deadline: Option<Duration>) -> Result<(), String> {
         if h.world.machines[k].is_some() {
@@ -260,6 +247,21 @@ impl SemScript {
         let happened = h.world.pump(k);
         self.happened(h, k, happened)
     }
+}
+
+impl Machines<Semaphore> for SemScript {
+    /// What client `k`'s machine did.
+    fn happened(
+        &mut self,
+        h: &mut H,
+        k: usize,
+        happened: Vec<Happened<SemaphoreEvent>>,
+    ) -> Result<(), String> {
+        let who = format!("client {k}");
+        h.record(&who, &happened);
+        self.judge(h, k, &happened)?;
+        h.deadline_moved_on(&who, k)
+    }
 
     /// The server answers client `k`'s oldest request; a lease create loses its reply
     /// with the connection if asked.
@@ -279,24 +281,6 @@ impl SemScript {
         }
         let happened = h.client_step(k, 0, 0);
         self.happened(h, k, happened)
-    }
-
-    /// Client `k` and the server exchange until nothing is on its way.
-    fn exchange(&mut self, h: &mut H, k: usize) -> Result<(), String> {
-        for _ in 0..64 {
-            let s = &h.world.zk.sessions[k];
-            if s.link != Link::Up || (s.wire.is_empty() && s.out.is_empty()) {
-                break;
-            }
-            while !h.world.zk.sessions[k].wire.is_empty() {
-                self.serve(h, k)?;
-            }
-            while !h.world.zk.sessions[k].out.is_empty() {
-                let happened = h.world.deliver(k);
-                self.happened(h, k, happened)?;
-            }
-        }
-        Ok(())
     }
 }
 
@@ -320,7 +304,7 @@ impl Script<Semaphore> for SemScript {
                 let happened = h.client_step(k, w.saturating_sub(1), arg);
                 self.happened(h, k, happened)
             }
-            7 if arg & 1 == 0 => self.exchange(h, k),
+            7 if arg & 1 == 0 => harness::exchange_with(h, self, k),
             7 => {
                 self.clients[k].lose_lease_create = true;
                 Ok(())
@@ -392,7 +376,7 @@ impl Script<Semaphore> for SemScript {
         }
         for _ in 0..4 {
             for k in 0..CLIENTS {
-                self.exchange(h, k)?;
+                harness::exchange_with(h, self, k)?;
                 if self.clients[k].holding {
                     self.release(h, k)?;
                 }
