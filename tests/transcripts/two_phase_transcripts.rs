@@ -729,6 +729,32 @@ fn a_lost_presence_create_is_checked_by_owner_before_it_is_deleted() {
     assert!(s.r.is_done());
 }
 
+/// Found by `two_phase_props` on the shared model (its saved case `fae208d2`): the
+/// check of a presence create whose reply was lost went to a follower that had not
+/// applied the create, because the `sync` before it was throttled. `NoNode` was taken
+/// for "not made": the decided site ended and left its presence node. A check whose
+/// `sync` failed proves nothing: sync and check again.
+#[test]
+fn a_presence_check_whose_sync_failed_is_done_again_after_a_sync() {
+    let mut s = site(Variant::Coordinator);
+    s.reply("get! /app/tx", data(b"commit", 1));
+    s.events();
+    s.session(SessionChange::Suspended);
+    s.fail_all(Error::ConnectionLoss);
+    s.session(SessionChange::Reconnected {
+        session_id: SESSION,
+    });
+    assert_eq!(s.sent(), ["sync /app/tx", "exists! /app/tx/alive/a"]);
+    s.reply("sync", Err(Error::Server(ErrorCode::Throttled)));
+    s.reply("exists", no_node()); // a lagging follower
+    assert!(!s.r.is_done(), "it ended on a check that proves nothing");
+    s.advance(std::time::Duration::from_secs(1));
+    assert_eq!(s.sent(), ["sync /app/tx", "exists! /app/tx/alive/a"]);
+    s.reply("sync", Ok(Response::Path(TX.into())));
+    s.reply("exists", stat(SESSION));
+    assert_eq!(s.sent(), ["delete /app/tx/alive/a"]);
+}
+
 #[test]
 fn a_closed_session_ends_the_site() {
     let mut s = site(Variant::Coordinator);
