@@ -1,6 +1,7 @@
 //! One of two recipe machines as one [`Recipe`], so a [`ModelWorld`](super::zk::ModelWorld)
 //! (which hosts one machine type) can host either kind on any client: a coordinator or
-//! a site, a configuration writer or a reader.
+//! a site, a configuration writer or a reader (the property harnesses and the model
+//! checker share it).
 
 use zk_recipes::error::Error;
 use zk_recipes::proto::{Request, Response};
@@ -11,7 +12,7 @@ use zk_recipes::time::Instant;
 /// A machine of kind `A` or of kind `B` (and, as its event, an event of either).
 // A handful of machines per run: boxing the larger would buy nothing.
 #[allow(clippy::large_enum_variant)]
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Either<A, B> {
     /// The first kind.
     A(A),
