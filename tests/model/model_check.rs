@@ -796,11 +796,7 @@ impl Scenario for Leases {
 // ---------------------------------------------------------------------------------------
 // Two kinds of machine in one model (a producer and consumers, a coordinator and sites).
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum Either<A, B> {
-    A(A),
-    B(B),
-}
+use zk_recipes_sim::testkit::either::Either;
 
 macro_rules! either {
     ($self:expr, $m:ident => $e:expr) => {
@@ -809,40 +805,6 @@ macro_rules! either {
             Either::B($m) => $e,
         }
     };
-}
-
-impl<A: Recipe, B: Recipe> Recipe for Either<A, B> {
-    type Event = Either<A::Event, B::Event>;
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        either!(self, m => m.handle_reply(now, op, result))
-    }
-    fn handle_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
-        either!(self, m => m.handle_watch(now, op, event))
-    }
-    fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        either!(self, m => m.handle_session(now, change))
-    }
-    fn handle_timeout(&mut self, now: Instant) {
-        either!(self, m => m.handle_timeout(now))
-    }
-    fn handle_abandon(&mut self, now: Instant) {
-        either!(self, m => m.handle_abandon(now))
-    }
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        either!(self, m => m.poll_request())
-    }
-    fn poll_event(&mut self) -> Option<Self::Event> {
-        match self {
-            Either::A(m) => m.poll_event().map(Either::A),
-            Either::B(m) => m.poll_event().map(Either::B),
-        }
-    }
-    fn poll_timeout(&self) -> Option<Instant> {
-        either!(self, m => m.poll_timeout())
-    }
-    fn is_done(&self) -> bool {
-        either!(self, m => m.is_done())
-    }
 }
 
 fn below(path: &str, dir: &str) -> bool {

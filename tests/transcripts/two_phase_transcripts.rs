@@ -217,6 +217,30 @@ fn peers_variant_coordinator_watches_no_votes_and_learns_the_sites_decision() {
     assert_eq!(s.sent(), ["delete /app/tx/coordinator"]);
 }
 
+/// Found by `two_phase_props` on the shared model (a throttled `sync`, then a lagging
+/// follower): the lookup of our id after a lost setup reply read from a follower that
+/// had not applied the setup yet, because the `sync` before it had failed. `NoNode` was
+/// taken for "never made": a coordinator dropped meanwhile ended at once, leaving its
+/// transaction and its presence node (the sites wait for ever). A lookup whose `sync`
+/// failed proves nothing: sync and look again.
+#[test]
+fn a_lookup_whose_sync_failed_is_done_again_after_a_sync() {
+    let mut s = coordinator(Variant::Peers);
+    s.sent();
+    s.session(SessionChange::Suspended);
+    s.fail_all(Error::ConnectionLoss);
+    s.r.handle_abandon(s.now);
+    s.session(SessionChange::Reconnected {
+        session_id: SESSION,
+    });
+    assert_eq!(s.sent(), ["sync /app/tx", "get /app/tx/votes"]);
+    s.reply("sync", Err(Error::Server(ErrorCode::Throttled)));
+    s.reply("get /app/tx/votes", no_node()); // a lagging follower
+    assert!(!s.r.is_done(), "it ended on a lookup that proves nothing");
+    s.advance(std::time::Duration::from_secs(1));
+    assert_eq!(s.sent(), ["sync /app/tx", "get /app/tx/votes"]);
+}
+
 #[test]
 fn a_lost_setup_reply_is_found_again_by_our_id() {
     let mut s = coordinator(Variant::Peers);
@@ -249,6 +273,35 @@ fn an_existing_transaction_of_someone_else_fails_the_start() {
     s.reply("get! /app/tx", data(b"", 0)); // someone else's, undecided
     s.reply("sync", Ok(Response::Path(TX.into())));
     s.reply("get /app/tx/votes", data(b"another coordinator", 0));
+    assert_eq!(
+        s.events(),
+        [CoordinatorEvent::Failed {
+            error: Error::Server(ErrorCode::NodeExists)
+        }]
+    );
+    assert!(s.sent().is_empty(), "nothing of theirs is touched");
+    assert!(s.r.is_done());
+}
+
+/// Found by `two_phase_props` once an operator's deletions joined the harness
+/// (`a_transaction_left_without_its_votes_by_an_operator_ends_the_coordinator`): a
+/// `delete_all` stopped part-way (children first) left `<tx>` without `<tx>/votes`. The
+/// setup answered `NodeExists`, the lookup of our id `NoNode`, and the coordinator set up
+/// again at once, for ever: a hot loop against the server. It sets up once more (the
+/// node may have gone between the two reads), then fails as for another's transaction.
+#[test]
+fn a_transaction_node_without_its_votes_fails_the_start_after_one_more_setup() {
+    let mut s = coordinator(Variant::Peers);
+    s.reply("multi[create", failed_multi(7, 0, ErrorCode::NodeExists));
+    assert_eq!(s.sent(), ["sync /app/tx", "get /app/tx/votes"]);
+    s.reply("get! /app/tx", data(b"", 0));
+    s.reply("sync", Ok(Response::Path(TX.into())));
+    s.reply("get /app/tx/votes", no_node());
+    assert_eq!(s.sent(), [SETUP, "get! /app/tx"]);
+    s.reply("multi[create", failed_multi(7, 0, ErrorCode::NodeExists));
+    s.reply("get! /app/tx", data(b"", 0));
+    s.reply("sync", Ok(Response::Path(TX.into())));
+    s.reply("get /app/tx/votes", no_node());
     assert_eq!(
         s.events(),
         [CoordinatorEvent::Failed {
@@ -674,6 +727,32 @@ fn a_lost_presence_create_is_checked_by_owner_before_it_is_deleted() {
     assert_eq!(s.sent(), ["delete /app/tx/alive/a"]);
     s.reply("delete", Ok(Response::Empty));
     assert!(s.r.is_done());
+}
+
+/// Found by `two_phase_props` on the shared model (its saved case `fae208d2`): the
+/// check of a presence create whose reply was lost went to a follower that had not
+/// applied the create, because the `sync` before it was throttled. `NoNode` was taken
+/// for "not made": the decided site ended and left its presence node. A check whose
+/// `sync` failed proves nothing: sync and check again.
+#[test]
+fn a_presence_check_whose_sync_failed_is_done_again_after_a_sync() {
+    let mut s = site(Variant::Coordinator);
+    s.reply("get! /app/tx", data(b"commit", 1));
+    s.events();
+    s.session(SessionChange::Suspended);
+    s.fail_all(Error::ConnectionLoss);
+    s.session(SessionChange::Reconnected {
+        session_id: SESSION,
+    });
+    assert_eq!(s.sent(), ["sync /app/tx", "exists! /app/tx/alive/a"]);
+    s.reply("sync", Err(Error::Server(ErrorCode::Throttled)));
+    s.reply("exists", no_node()); // a lagging follower
+    assert!(!s.r.is_done(), "it ended on a check that proves nothing");
+    s.advance(std::time::Duration::from_secs(1));
+    assert_eq!(s.sent(), ["sync /app/tx", "exists! /app/tx/alive/a"]);
+    s.reply("sync", Ok(Response::Path(TX.into())));
+    s.reply("exists", stat(SESSION));
+    assert_eq!(s.sent(), ["delete /app/tx/alive/a"]);
 }
 
 #[test]

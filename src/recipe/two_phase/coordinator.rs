@@ -177,6 +177,11 @@ pub struct Coordinator {
     parent_rounds: u8,
     parents_again: bool,
     parent_error: Option<Error>,
+    /// The last setup found `<tx>` made already (`NodeExists`).
+    found_tx: bool,
+    /// Setups in a row that found `<tx>` but no `<tx>/votes` (not a transaction: an
+    /// operator's `delete_all` stopped part-way, or someone's node): the second ends it.
+    found_without_votes: u8,
     /// Our presence node went with an expired session: the sites abort; so do we.
     lost_presence: bool,
     /// `<tx>/coordinator` exists and is ours.
@@ -196,6 +201,8 @@ pub struct Coordinator {
     hard_passed: bool,
     need: u32,
     sync_next: bool,
+    /// The last `sync` failed: the reads sent behind it may come from a lagging follower.
+    sync_failed: bool,
     retry: Retry,
     outbox: Outbox<P>,
     events: VecDeque<CoordinatorEvent>,
@@ -215,6 +222,8 @@ impl Coordinator {
             parent_rounds: 0,
             parents_again: false,
             parent_error: None,
+            found_tx: false,
+            found_without_votes: 0,
             lost_presence: false,
             ours: false,
             applied_here: false,
@@ -229,6 +238,7 @@ impl Coordinator {
             hard_passed: false,
             need: 0,
             sync_next: false,
+            sync_failed: false,
             retry: Retry::default(),
             outbox: Outbox::default(),
             events: VecDeque::new(),
@@ -572,9 +582,11 @@ impl Coordinator {
         if self.setup != Setup::Sending {
             return;
         }
+        self.found_tx = false;
         match (multi_failure(&result), result) {
             (None, Ok(Response::Multi(_))) => self.setup_done(),
             (Some((0, ErrorCode::NodeExists)), _) => {
+                self.found_tx = true;
                 // Ours, made by a request whose reply was lost? Look for our id.
                 self.setup = Setup::InDoubt;
                 self.sync_next = true;
@@ -629,6 +641,7 @@ impl Coordinator {
             }
             P::Setup => self.on_setup(now, result),
             P::Sync => {
+                self.sync_failed = result.is_err();
                 if result.is_err() {
                     self.sync_next = true;
                 }
@@ -641,7 +654,24 @@ impl Coordinator {
                     self.setup = Setup::Idle;
                     self.fail(Error::Server(ErrorCode::NodeExists)); // another's
                 }
-                Err(Error::Server(ErrorCode::NoNode)) => self.setup_again(now, 0),
+                // Behind a failed `sync`, "not there" may be a lagging follower's: sync
+                // and look again.
+                Err(Error::Server(ErrorCode::NoNode)) if self.sync_failed => self.again(now, 0),
+                Err(Error::Server(ErrorCode::NoNode)) => {
+                    if self.found_tx {
+                        // `<tx>` without `<tx>/votes`: gone since the setup read it (set
+                        // up again), or not a transaction at all (the second time: fail
+                        // as for another's, instead of setting up for ever).
+                        self.found_without_votes += 1;
+                        if self.found_without_votes >= 2 {
+                            self.setup = Setup::Idle;
+                            return self.fail(Error::Server(ErrorCode::NodeExists));
+                        }
+                    } else {
+                        self.found_without_votes = 0;
+                    }
+                    self.setup_again(now, 0)
+                }
                 Err(e) if e.is_retryable() => self.again(now, 0),
                 Err(e) => self.fail(e),
             },

@@ -253,6 +253,8 @@ pub struct Site {
     voted_told: bool,
     need: u32,
     sync_next: bool,
+    /// The last `sync` failed: the reads sent behind it may come from a lagging follower.
+    sync_failed: bool,
     retry: Retry,
     outbox: Outbox<P>,
     events: VecDeque<SiteEvent>,
@@ -282,6 +284,7 @@ impl Site {
             voted_told: false,
             need: 0,
             sync_next: false,
+            sync_failed: false,
             retry: Retry::default(),
             outbox: Outbox::default(),
             events: VecDeque::new(),
@@ -622,6 +625,7 @@ impl Site {
         }
         match p {
             P::Sync => {
+                self.sync_failed = result.is_err();
                 if result.is_err() {
                     self.sync_next = true;
                 }
@@ -719,6 +723,11 @@ impl Site {
                     };
                 }
                 Ok(_) => self.presence = Presence::None,
+                // Behind a failed `sync`, "not there" may be a lagging follower's: sync
+                // and check again.
+                Err(Error::Server(ErrorCode::NoNode)) if self.sync_failed => {
+                    self.again(now, CHECK_PRESENCE)
+                }
                 Err(Error::Server(ErrorCode::NoNode)) => self.presence = Presence::None,
                 Err(e) if e.is_retryable() => self.again(now, CHECK_PRESENCE),
                 Err(_) => self.presence = Presence::None,

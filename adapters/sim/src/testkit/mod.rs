@@ -4,6 +4,7 @@
 pub mod cache;
 pub mod config;
 pub mod double_barrier;
+pub mod either;
 pub mod election;
 pub mod group;
 pub mod harness;

@@ -1,30 +1,40 @@
-//! A two-phase commit machine ([`Coordinator`] or [`Site`]) against a small model of
-//! the transaction's nodes, driven by bytes (proptest and libFuzzer share it). The
-//! bytes choose the machine, the variant, whether the transaction exists at the start,
-//! and a schedule of steps:
+//! A two-phase commit machine ([`Coordinator`] or [`Site`]) in the model world
+//! ([`harness`]), driven by bytes (proptest and libFuzzer share it). The first byte
+//! chooses the machine, the variant, whether the transaction exists at the start (site
+//! runs) and a hard vote timeout (coordinator runs); then the common faults, and the
+//! transaction's actors:
 //!
-//! * the server answers the oldest request on the wire, or applies it and the
-//!   connection breaks before the reply arrives, or the connection breaks before it is
-//!   read; the session refuses a request (`Overloaded`); a reconnect; the session
-//!   expires (a new session follows, or the client closes);
-//! * the other participants act: another site votes (a versioned write), another site
-//!   decides by the rule, the coordinator's process dies (its presence node goes), a
-//!   site's presence comes and goes; the user votes or drops the machine; time passes.
+//! * the other sites (one session, [`OTHERS`]) vote as the recipe does (`multi[check
+//!   <tx> v0, setData <vote> v0]`), and their presence nodes come and go; in site runs
+//!   a model coordinator (its own session) creates the transaction in one `multi` with
+//!   its presence node; whoever may decide (the model coordinator, or a peer site in
+//!   the peers variant) writes the outcome by the rule, a commit in a `multi` checking
+//!   every vote at version 1;
+//! * the model coordinator's process dies, or the other sites' session closes (their
+//!   presence nodes go);
+//! * an operator deletes presence nodes, or the transaction's subtree as `delete_all`
+//!   does (children first), perhaps stopping part-way once the transaction is decided;
+//! * the user votes (site), drops the machine, or closes the session.
 //!
 //! Safety, after every step: votes and outcomes are only ever written with version 0
-//! (never changed), a commit only in a `multi` checking every vote at version 1; at most
-//! one final event and nothing after it; `Decided` only with the outcome the model's
-//! transaction node holds; `Started` only when the transaction exists with our id;
-//! `poll_timeout` never in the past after `handle_timeout`.
+//! (never changed), a commit only in a `multi` checking every vote at version 1; on the
+//! server, an outcome once written never changes, and a commit lands only while every
+//! vote is `commit`; at most one final event and nothing after it; `Decided` only with
+//! the outcome the transaction node holds as the client last heard, `Voted` only with
+//! the vote the vote node holds as last heard, `Started` only while the transaction's
+//! votes directory holds our id as last heard, `Failed(NoNode)` only when a node the
+//! machine relies on is gone as last heard; a handled deadline is never in the past.
 //!
 //! Liveness, at the end — nothing cancelled: faults stop, the connection comes back,
-//! every other site votes and the (model) coordinator decides by the rule, time passes.
-//! Within a bounded number of rounds the machine must have reported its final event
-//! and be done, with no presence node of ours left.
+//! the transaction exists, every other site votes `commit` (a site under test that was
+//! not told to vote votes `commit`) and whoever may decide does, time passes. Within a
+//! bounded number of rounds the machine must have reported its final event (unless
+//! dropped) and be done, it must know the outcome if the transaction was decided
+//! (unless its session closed or a node it relied on was deleted), and no node of its
+//! sessions may be left.
 
-use alloc::collections::{BTreeMap, VecDeque};
 use alloc::format;
-use alloc::string::{String, ToString};
+use alloc::string::String;
 use alloc::vec::Vec;
 use bytes::Bytes;
 use core::time::Duration;
@@ -32,689 +42,89 @@ use core::time::Duration;
 use zk_recipes::error::Error;
 use zk_recipes::proto::*;
 use zk_recipes::recipe::two_phase::*;
-use zk_recipes::recipe::{OpId, Recipe, SessionChange};
-use zk_recipes::session::WatchEvent;
-use zk_recipes::time::Instant;
+
+use super::either::Either;
+use super::harness::{self, FaultCounts, Harness, Script, ME};
+use super::zk::Happened;
 
 const TX: &str = "/t/x";
-const ME: &str = "a";
-const OTHERS: [&str; 2] = ["b", "c"];
+/// The site the machine under test is, in site runs.
+const SITE: &str = "a";
+/// The other sites, whose votes and presence the script writes (in coordinator runs
+/// [`SITE`] is one of them too).
+pub const OTHERS: [&str; 2] = ["b", "c"];
+/// The client that writes as the other sites.
+const OTHER: usize = 1;
+/// The client that writes as the model coordinator (site runs).
+const COORD: usize = 2;
+/// The model coordinator's id in `<tx>/votes`.
+const MODEL_ID: &[u8] = b"model-coordinator";
 
-#[derive(Clone, Debug, PartialEq)]
-struct Node {
-    data: Bytes,
-    version: i32,
-    owner: i64,
+type M = Either<Coordinator, Site>;
+type Event = Either<CoordinatorEvent, SiteEvent>;
+type H = Harness<M>;
+
+/// What a run saw, to show the harness is not vacuous.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Stats {
+    /// Coordinator `Started` events.
+    pub started: u32,
+    /// `Voted` events (a site's own, or one the coordinator saw).
+    pub voted: u32,
+    /// `Decided { Commit }` events.
+    pub commits: u32,
+    /// `Decided { Abort }` events.
+    pub aborts: u32,
+    /// `Failed` events.
+    pub failed: u32,
+    /// Nodes an operator deleted.
+    pub operator_deletes: u32,
+    /// The model coordinator's process died (its presence went), or the other sites'
+    /// session closed.
+    pub deaths: u32,
+    /// The common faults.
+    pub faults: FaultCounts,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    Data,
-    Exists,
-    Child,
-}
-
-#[derive(Clone, Default)]
-struct Model {
-    nodes: BTreeMap<String, Node>,
-    zxid: i64,
-}
-
-fn parent(path: &str) -> &str {
-    match path.rfind('/') {
-        Some(0) | None => "/",
-        Some(i) => &path[..i],
+impl core::ops::AddAssign for Stats {
+    fn add_assign(&mut self, o: Self) {
+        self.started += o.started;
+        self.voted += o.voted;
+        self.commits += o.commits;
+        self.aborts += o.aborts;
+        self.failed += o.failed;
+        self.operator_deletes += o.operator_deletes;
+        self.deaths += o.deaths;
+        self.faults += o.faults;
     }
 }
 
-impl Model {
-    fn stat(&self, n: &Node) -> Stat {
-        Stat {
-            version: n.version,
-            ephemeral_owner: n.owner,
-            czxid: self.zxid,
-            ..Stat::default()
-        }
-    }
-
-    /// Applies one write; the changes it makes (path, event) for watches.
-    fn write(
-        &mut self,
-        sid: i64,
-        op: &MultiOp,
-        fired: &mut Vec<(String, EventType)>,
-    ) -> Result<MultiResult, ErrorCode> {
-        self.zxid += 1;
-        match op {
-            MultiOp::Create(c) | MultiOp::Create2(c) | MultiOp::CreateContainer(c) => {
-                if self.nodes.contains_key(&c.path) {
-                    return Err(ErrorCode::NodeExists);
-                }
-                let p = parent(&c.path);
-                if p != "/" && !self.nodes.contains_key(p) {
-                    return Err(ErrorCode::NoNode);
-                }
-                let ephemeral = matches!(
-                    CreateMode::from_i32(c.flags),
-                    Some(CreateMode::Ephemeral | CreateMode::EphemeralSequential)
-                );
-                let owner = if ephemeral { sid } else { 0 };
-                self.nodes.insert(
-                    c.path.clone(),
-                    Node {
-                        data: c.data.clone(),
-                        version: 0,
-                        owner,
-                    },
-                );
-                fired.push((c.path.clone(), EventType::NodeCreated));
-                fired.push((p.to_string(), EventType::NodeChildrenChanged));
-                Ok(MultiResult::Create(c.path.clone()))
-            }
-            MultiOp::Delete(d) => {
-                let n = self.nodes.get(&d.path).ok_or(ErrorCode::NoNode)?;
-                if d.version >= 0 && d.version != n.version {
-                    return Err(ErrorCode::BadVersion);
-                }
-                let prefix = format!("{}/", d.path);
-                if self.nodes.keys().any(|k| k.starts_with(&prefix)) {
-                    return Err(ErrorCode::NotEmpty);
-                }
-                self.nodes.remove(&d.path);
-                fired.push((d.path.clone(), EventType::NodeDeleted));
-                fired.push((parent(&d.path).to_string(), EventType::NodeChildrenChanged));
-                Ok(MultiResult::Delete)
-            }
-            MultiOp::SetData(s) => {
-                let n = self.nodes.get_mut(&s.path).ok_or(ErrorCode::NoNode)?;
-                if s.version >= 0 && s.version != n.version {
-                    return Err(ErrorCode::BadVersion);
-                }
-                n.data = s.data.clone();
-                n.version += 1;
-                let n = n.clone();
-                fired.push((s.path.clone(), EventType::NodeDataChanged));
-                Ok(MultiResult::SetData(self.stat(&n)))
-            }
-            MultiOp::Check(c) => {
-                let n = self.nodes.get(&c.path).ok_or(ErrorCode::NoNode)?;
-                if c.version >= 0 && c.version != n.version {
-                    return Err(ErrorCode::BadVersion);
-                }
-                Ok(MultiResult::Check)
-            }
-            MultiOp::CreateTtl(_) => Err(ErrorCode::Unimplemented),
-        }
-    }
-
-    fn children(&self, path: &str) -> Vec<String> {
-        let prefix = format!("{path}/");
-        self.nodes
-            .keys()
-            .filter_map(|k| k.strip_prefix(&prefix))
-            .filter(|rest| !rest.contains('/'))
-            .map(str::to_string)
-            .collect()
-    }
-
-    fn outcome(&self) -> Option<Outcome> {
-        let n = self.nodes.get(TX)?;
-        Outcome::read(&n.data, n.version)
-    }
-
-    fn vote(&self, site: &str) -> Option<Vote> {
-        let n = self.nodes.get(&vote_path(TX, site))?;
-        Vote::read(&n.data, n.version)
-    }
-}
-
-/// The machine under test.
-enum Machine {
-    Coordinator(Coordinator),
-    Site(Site),
-}
-
-/// One final event or none, and what it said.
-#[derive(Clone, Debug, Default, PartialEq)]
-struct Seen {
+struct TwoPhaseScript {
+    stats: Stats,
+    coordinator: bool,
+    variant: Variant,
+    /// Our id in `<tx>/votes` (coordinator runs).
+    id: Bytes,
     finals: u32,
     decided: Option<Outcome>,
-}
-
-struct World {
-    model: Model,
-    m: Machine,
-    variant: Variant,
-    sid: i64,
-    next_sid: i64,
-    now: Instant,
-    wire: VecDeque<(OpId, Request)>,
-    watches: Vec<(String, Kind, OpId)>,
-    missed: Vec<(OpId, String, EventType)>,
-    connected: bool,
-    ended: bool,
+    /// A `Failed` justified by a node it relies on gone (or a close).
+    failed_justly: bool,
+    /// An operator deleted a node the machine relies on (the transaction, its votes).
+    relied_deleted: bool,
+    voted: bool,
     abandoned: bool,
-    seen: Seen,
-    log: Vec<String>,
+    closed: bool,
+    /// The transaction node as the server last had it: (czxid, outcome).
+    tx_seen: Option<(i64, Option<Outcome>)>,
+    /// The model coordinator made the transaction (site runs).
+    tx_made: bool,
 }
 
-impl World {
-    fn recipe(&mut self) -> &mut dyn RecipeDyn {
-        match &mut self.m {
-            Machine::Coordinator(c) => c,
-            Machine::Site(s) => s,
-        }
-    }
-
-    fn pull(&mut self) -> Result<(), String> {
-        while let Some((op, r)) = self.recipe().poll_request_dyn() {
-            check_request(&r)?;
-            self.log.push(format!("-> {op} {}", brief(&r)));
-            self.wire.push_back((op, r));
-        }
-        loop {
-            let e = match &mut self.m {
-                Machine::Coordinator(c) => c.poll_event().map(|e| {
-                    let fin = e.is_final();
-                    let started = e == CoordinatorEvent::Started;
-                    let o = match e {
-                        CoordinatorEvent::Decided { outcome } => Some(outcome),
-                        _ => None,
-                    };
-                    (format!("{e:?}"), fin, o, started)
-                }),
-                Machine::Site(s) => s.poll_event().map(|e| {
-                    let fin = e.is_final();
-                    let o = match e {
-                        SiteEvent::Decided { outcome } => Some(outcome),
-                        _ => None,
-                    };
-                    (format!("{e:?}"), fin, o, false)
-                }),
-            };
-            let Some((text, fin, outcome, started)) = e else {
-                break;
-            };
-            self.log.push(format!("event {text}"));
-            if self.seen.finals > 0 {
-                return Err(format!("an event after the final one: {text}"));
-            }
-            if fin {
-                self.seen.finals += 1;
-            }
-            if let Some(o) = outcome {
-                if self.model.outcome() != Some(o) {
-                    return Err(format!(
-                        "Decided {o:?} but the node says {:?}",
-                        self.model.outcome()
-                    ));
-                }
-                self.seen.decided = Some(o);
-            }
-            if started {
-                let id = self.model.nodes.get(&votes_dir(TX)).map(|n| n.data.clone());
-                let ours = match &self.m {
-                    Machine::Coordinator(c) => Some(Bytes::from(c.config().id.clone())),
-                    Machine::Site(_) => None,
-                };
-                if id != ours {
-                    return Err(String::from("Started without our transaction"));
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Applies `r` to the model; the reply, and fires watches.
-    fn apply(&mut self, r: &Request) -> Result<Response, Error> {
-        let mut fired = Vec::new();
-        let sid = self.sid;
-        let result = match r {
-            Request::Create(c) | Request::CreateContainer(c) | Request::Create2(c) => self
-                .model
-                .write(sid, &MultiOp::Create(c.clone()), &mut fired)
-                .map(|_| Response::Path(c.path.clone())),
-            Request::Delete(d) => self
-                .model
-                .write(sid, &MultiOp::Delete(d.clone()), &mut fired)
-                .map(|_| Response::Empty),
-            Request::SetData(s) => {
-                match self
-                    .model
-                    .write(sid, &MultiOp::SetData(s.clone()), &mut fired)
-                {
-                    Ok(MultiResult::SetData(st)) => Ok(Response::Stat(st)),
-                    Ok(_) => Err(ErrorCode::SystemError),
-                    Err(e) => Err(e),
-                }
-            }
-            Request::Multi(ops) => {
-                let mut trial = self.model.clone();
-                let mut trial_fired = Vec::new();
-                let mut results = Vec::new();
-                let mut failed = None;
-                for (i, op) in ops.iter().enumerate() {
-                    match trial.write(sid, op, &mut trial_fired) {
-                        Ok(r) => results.push(r),
-                        Err(e) => {
-                            failed = Some((i, e));
-                            break;
-                        }
-                    }
-                }
-                match failed {
-                    None => {
-                        self.model = trial;
-                        fired = trial_fired;
-                        Ok(Response::Multi(results))
-                    }
-                    Some((at, code)) => Ok(Response::Multi(
-                        (0..ops.len())
-                            .map(|i| {
-                                MultiResult::Error(match i.cmp(&at) {
-                                    core::cmp::Ordering::Less => ErrorCode::Ok,
-                                    core::cmp::Ordering::Equal => code,
-                                    core::cmp::Ordering::Greater => ErrorCode::RuntimeInconsistency,
-                                })
-                            })
-                            .collect(),
-                    )),
-                }
-            }
-            Request::Sync(p) => Ok(Response::Path(p.path.clone())),
-            Request::Exists(g) => match self.model.nodes.get(&g.path) {
-                Some(n) => {
-                    let st = self.model.stat(n);
-                    self.watch(g, Kind::Exists, r);
-                    Ok(Response::Stat(st))
-                }
-                None => {
-                    self.watch(g, Kind::Exists, r);
-                    Err(ErrorCode::NoNode)
-                }
-            },
-            Request::GetData(g) => match self.model.nodes.get(&g.path) {
-                Some(n) => {
-                    let (data, stat) = (n.data.clone(), self.model.stat(n));
-                    self.watch(g, Kind::Data, r);
-                    Ok(Response::Data { data, stat })
-                }
-                None => Err(ErrorCode::NoNode),
-            },
-            Request::GetChildren(g) => {
-                if self.model.nodes.contains_key(&g.path) {
-                    self.watch(g, Kind::Child, r);
-                    Ok(Response::Children(self.model.children(&g.path)))
-                } else {
-                    Err(ErrorCode::NoNode)
-                }
-            }
-            _ => Err(ErrorCode::Unimplemented),
-        };
-        self.fire(fired);
-        result.map_err(Error::from)
-    }
-
-    fn watch(&mut self, g: &PathWatch, kind: Kind, _r: &Request) {
-        if g.watch {
-            // The op is filled in by `answer` (the request being answered).
-            self.watches.push((g.path.clone(), kind, OpId::MAX));
-        }
-    }
-
-    fn fire(&mut self, fired: Vec<(String, EventType)>) {
-        let mut due = Vec::new();
-        self.watches.retain(|(p, k, op)| {
-            let hit = fired.iter().find(|(fp, t)| {
-                fp == p
-                    && match k {
-                        Kind::Data => {
-                            matches!(t, EventType::NodeDataChanged | EventType::NodeDeleted)
-                        }
-                        Kind::Exists => matches!(
-                            t,
-                            EventType::NodeCreated
-                                | EventType::NodeDataChanged
-                                | EventType::NodeDeleted
-                        ),
-                        Kind::Child => {
-                            matches!(t, EventType::NodeChildrenChanged | EventType::NodeDeleted)
-                        }
-                    }
-            });
-            match hit {
-                Some((fp, t)) => {
-                    due.push((*op, fp.clone(), *t));
-                    false
-                }
-                None => true,
-            }
-        });
-        if !self.connected {
-            // Re-armed at the reconnect, which reports what was missed (SetWatches).
-            self.missed.extend(due);
-            return;
-        }
-        if !self.ended {
-            for (op, path, t) in due {
-                self.log.push(format!("watch {t:?} {path}"));
-                let ev = WatchEvent {
-                    event_type: t,
-                    path,
-                };
-                let now = self.now;
-                self.recipe().handle_watch_dyn(now, op, &ev);
-            }
-        }
-    }
-
-    /// Answers (or loses) the oldest request.
-    fn answer(&mut self, how: u8) -> Result<(), String> {
-        let Some((op, r)) = self.wire.pop_front() else {
-            return Ok(());
-        };
-        let now = self.now;
-        match how {
-            // Applied, reply delivered.
-            0 => {
-                let before = self.watches.len();
-                let result = self.apply(&r);
-                for w in self.watches.iter_mut().skip(before) {
-                    w.2 = op;
-                }
-                self.log.push(format!("<- {op} {result:?}"));
-                self.recipe().handle_reply_dyn(now, op, result);
-            }
-            // Applied, then the connection broke: everything else is lost unread.
-            1 => {
-                let _ = self.apply(&r);
-                self.watches.retain(|w| w.2 != OpId::MAX);
-                self.disconnect(op);
-            }
-            // The connection broke before it was read.
-            2 => self.disconnect(op),
-            // Refused by the session.
-            _ => {
-                self.log.push(format!("<- {op} refused"));
-                self.recipe()
-                    .handle_reply_dyn(now, op, Err(Error::Overloaded));
-            }
-        }
-        Ok(())
-    }
-
-    fn disconnect(&mut self, first: OpId) {
-        let now = self.now;
-        self.log.push(String::from("connection lost"));
-        self.connected = false;
-        self.recipe()
-            .handle_session_dyn(now, SessionChange::Suspended);
-        self.recipe()
-            .handle_reply_dyn(now, first, Err(Error::ConnectionLoss));
-        for (op, _) in core::mem::take(&mut self.wire) {
-            self.recipe()
-                .handle_reply_dyn(now, op, Err(Error::ConnectionLoss));
-        }
-    }
-
-    fn reconnect(&mut self) {
-        if !self.connected && !self.ended {
-            self.connected = true;
-            let now = self.now;
-            let sid = self.sid;
-            self.log.push(String::from("reconnected"));
-            self.recipe()
-                .handle_session_dyn(now, SessionChange::Reconnected { session_id: sid });
-            for (op, path, t) in core::mem::take(&mut self.missed) {
-                self.log.push(format!("watch (missed) {t:?} {path}"));
-                let ev = WatchEvent {
-                    event_type: t,
-                    path,
-                };
-                self.recipe().handle_watch_dyn(now, op, &ev);
-            }
-        }
-    }
-
-    fn expire(&mut self, renew: bool) {
-        if self.ended {
-            return;
-        }
-        let now = self.now;
-        let old = self.sid;
-        let gone: Vec<String> = self
-            .model
-            .nodes
-            .iter()
-            .filter(|(_, n)| n.owner == old)
-            .map(|(p, _)| p.clone())
-            .collect();
-        self.watches.clear();
-        self.missed.clear();
-        let mut fired = Vec::new();
-        for p in gone {
-            self.model.nodes.remove(&p);
-            fired.push((p.clone(), EventType::NodeDeleted));
-            fired.push((parent(&p).to_string(), EventType::NodeChildrenChanged));
-        }
-        self.log.push(format!("expired (renew {renew})"));
-        let lost: Vec<OpId> = self.wire.drain(..).map(|(op, _)| op).collect();
-        for op in lost {
-            self.recipe()
-                .handle_reply_dyn(now, op, Err(Error::SessionExpired));
-        }
-        self.recipe()
-            .handle_session_dyn(now, SessionChange::Expired);
-        if renew {
-            self.sid = self.next_sid;
-            self.next_sid += 1;
-            self.connected = true;
-            let sid = self.sid;
-            self.recipe()
-                .handle_session_dyn(now, SessionChange::Connected { session_id: sid });
-        } else {
-            self.ended = true;
-            self.connected = false;
-            self.recipe().handle_session_dyn(now, SessionChange::Closed);
-        }
-    }
-
-    /// The harness's own participants write to the model directly.
-    fn other(&mut self, what: u8) {
-        let mut fired = Vec::new();
-        let sid = 0x0be7;
-        let votes: Vec<Option<Vote>> = self.sites().iter().map(|s| self.model.vote(s)).collect();
-        let op = match what % 6 {
-            0 | 1 => {
-                let site = OTHERS[usize::from(what / 6) % OTHERS.len()];
-                let vote = if what % 2 == 0 {
-                    Vote::Commit
-                } else {
-                    Vote::Abort
-                };
-                Some(MultiOp::SetData(SetDataRequest {
-                    path: vote_path(TX, site),
-                    data: vote.data(),
-                    version: 0,
-                }))
-            }
-            2 => {
-                // A decider by the rule.
-                let outcome = if votes.contains(&Some(Vote::Abort)) {
-                    Some(Outcome::Abort)
-                } else if votes.iter().all(|v| *v == Some(Vote::Commit)) {
-                    Some(Outcome::Commit)
-                } else {
-                    None
-                };
-                outcome.map(|o| {
-                    MultiOp::SetData(SetDataRequest {
-                        path: TX.into(),
-                        data: o.data(),
-                        version: 0,
-                    })
-                })
-            }
-            3 if matches!(self.m, Machine::Site(_)) => {
-                // The coordinator dies: its presence goes; undecided, a site aborts.
-                Some(MultiOp::Delete(DeleteRequest {
-                    path: coordinator_path(TX),
-                    version: -1,
-                }))
-            }
-            4 => Some(MultiOp::Create(CreateRequest::new(
-                alive_path(TX, OTHERS[0]),
-                Bytes::new(),
-                Acl::open_unsafe(),
-                CreateMode::Ephemeral,
-            ))),
-            _ => Some(MultiOp::Delete(DeleteRequest {
-                path: alive_path(TX, OTHERS[0]),
-                version: -1,
-            })),
-        };
-        if let Some(op) = op {
-            if self.model.write(sid, &op, &mut fired).is_ok() {
-                self.log.push(format!(
-                    "other: {}",
-                    brief(&Request::Multi(alloc::vec![op]))
-                ));
-                self.fire(fired);
-            }
-        }
-    }
-
-    fn sites(&self) -> Vec<&'static str> {
-        let mut s = alloc::vec![ME];
-        s.extend(OTHERS);
-        s
-    }
-
-    /// The model coordinator creates the transaction (for site runs).
-    fn create_tx(&mut self) {
-        if self.model.nodes.contains_key(TX) {
-            return;
-        }
-        let mut fired = Vec::new();
-        let mut ops = alloc::vec![
-            (String::from("/t"), 0),
-            (String::from(TX), 0),
-            (payload_path(TX), 0),
-            (votes_dir(TX), 0),
-        ];
-        for s in self.sites() {
-            ops.push((vote_path(TX, s), 0));
-        }
-        ops.push((alive_dir(TX), 0));
-        ops.push((coordinator_path(TX), 0x0c0));
-        for (path, owner) in ops {
-            if self.model.nodes.contains_key(&path) {
-                continue;
-            }
-            let data = if path == payload_path(TX) {
-                Bytes::from_static(b"P")
-            } else {
-                Bytes::new()
-            };
-            self.model.nodes.insert(
-                path.clone(),
-                Node {
-                    data,
-                    version: 0,
-                    owner,
-                },
-            );
-            fired.push((path.clone(), EventType::NodeCreated));
-            fired.push((parent(&path).to_string(), EventType::NodeChildrenChanged));
-        }
-        self.log
-            .push(String::from("other: the transaction is created"));
-        self.fire(fired);
-    }
-
-    fn tick(&mut self, by: Duration) -> Result<(), String> {
-        let target = match self.recipe().poll_timeout_dyn() {
-            Some(t) if t <= self.now + by => t,
-            _ => self.now + by,
-        };
-        self.now = target.max(self.now);
-        let now = self.now;
-        self.recipe().handle_timeout_dyn(now);
-        if let Some(t) = self.recipe().poll_timeout_dyn() {
-            if t <= now {
-                return Err(format!(
-                    "poll_timeout {} not after handle_timeout({})",
-                    t.as_micros(),
-                    now.as_micros()
-                ));
-            }
-        }
-        Ok(())
-    }
-}
-
-/// The object-safe subset the harness uses (both machines implement it).
-trait RecipeDyn {
-    fn handle_reply_dyn(&mut self, now: Instant, op: OpId, result: Result<Response, Error>);
-    fn handle_watch_dyn(&mut self, now: Instant, op: OpId, event: &WatchEvent);
-    fn handle_session_dyn(&mut self, now: Instant, change: SessionChange);
-    fn handle_timeout_dyn(&mut self, now: Instant);
-    fn handle_abandon_dyn(&mut self, now: Instant);
-    fn poll_request_dyn(&mut self) -> Option<(OpId, Request)>;
-    fn poll_timeout_dyn(&self) -> Option<Instant>;
-    fn is_done_dyn(&self) -> bool;
-}
-
-impl<R: Recipe> RecipeDyn for R {
-    fn handle_reply_dyn(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        self.handle_reply(now, op, result)
-    }
-    fn handle_watch_dyn(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
-        self.handle_watch(now, op, event)
-    }
-    fn handle_session_dyn(&mut self, now: Instant, change: SessionChange) {
-        self.handle_session(now, change)
-    }
-    fn handle_timeout_dyn(&mut self, now: Instant) {
-        self.handle_timeout(now)
-    }
-    fn handle_abandon_dyn(&mut self, now: Instant) {
-        self.handle_abandon(now)
-    }
-    fn poll_request_dyn(&mut self) -> Option<(OpId, Request)> {
-        self.poll_request()
-    }
-    fn poll_timeout_dyn(&self) -> Option<Instant> {
-        self.poll_timeout()
-    }
-    fn is_done_dyn(&self) -> bool {
-        self.is_done()
-    }
-}
-
-fn brief(r: &Request) -> String {
+fn ok(r: &Result<Response, Error>) -> bool {
     match r {
-        Request::Multi(ops) => {
-            let ops: Vec<String> = ops
-                .iter()
-                .map(|o| match o {
-                    MultiOp::Create(c) => format!("create {}", c.path),
-                    MultiOp::Delete(d) => format!("delete {}", d.path),
-                    MultiOp::SetData(s) => format!("set {}@{}", s.path, s.version),
-                    MultiOp::Check(c) => format!("check {}@{}", c.path, c.version),
-                    other => format!("{other:?}"),
-                })
-                .collect();
-            format!("multi[{}]", ops.join(", "))
-        }
-        Request::Create(c) | Request::CreateContainer(c) => format!("create {}", c.path),
-        Request::Delete(d) => format!("delete {}", d.path),
-        Request::SetData(s) => format!("set {}@{}", s.path, s.version),
-        Request::Exists(g) => format!("exists {} {}", g.path, g.watch),
-        Request::GetData(g) => format!("get {} {}", g.path, g.watch),
-        Request::GetChildren(g) => format!("list {} {}", g.path, g.watch),
-        Request::Sync(p) => format!("sync {}", p.path),
-        other => format!("{:?}", other.op_code()),
+        Ok(Response::Multi(rs)) => !rs.iter().any(|r| matches!(r, MultiResult::Error(_))),
+        Ok(_) => true,
+        Err(_) => false,
     }
 }
 
@@ -737,8 +147,8 @@ fn check_request(r: &Request) -> Result<(), String> {
                         matches!(o, MultiOp::Check(c) if c.path == vote_path(TX, site) && c.version == 1)
                     })
                 };
-                if !(checked(ME) && OTHERS.iter().all(|s| checked(s))) {
-                    return Err(format!("a commit without every vote checked: {}", brief(r)));
+                if !(checked(SITE) && OTHERS.iter().all(|s| checked(s))) {
+                    return Err(format!("a commit without every vote checked: {ops:?}"));
                 }
             }
         }
@@ -746,11 +156,542 @@ fn check_request(r: &Request) -> Result<(), String> {
     Ok(())
 }
 
-/// Runs one schedule; `Err` describes the broken invariant and the trace.
-pub fn run(bytes: &[u8]) -> Result<(), String> {
-    let mut it = bytes.iter().copied();
-    let mut byte = move || it.next();
-    let head = byte().unwrap_or(0);
+impl TwoPhaseScript {
+    /// The sites the script votes for.
+    fn actor_sites(&self) -> Vec<&'static str> {
+        let mut v = Vec::new();
+        if self.coordinator {
+            v.push(SITE);
+        }
+        v.extend(OTHERS);
+        v
+    }
+
+    fn all_sites() -> [&'static str; 3] {
+        [SITE, OTHERS[0], OTHERS[1]]
+    }
+
+    /// Node `path` as the client last heard of it: (data, version).
+    fn heard(h: &H, path: &str) -> Option<(Bytes, i32)> {
+        h.world
+            .zk
+            .data_at_zxid(path, h.seen_zxid())
+            .map(|(d, st)| (d, st.version))
+    }
+
+    /// Did node `path` hold what `held` accepts at some point the client has heard of?
+    /// (A vote, an outcome or a transaction's id, once written, is a fact: an operator
+    /// who deletes the node later does not make it untrue.)
+    fn held_once(h: &H, path: &str, held: impl Fn(&Bytes, i32) -> bool) -> bool {
+        (0..=h.seen_zxid()).rev().any(|z| {
+            h.world
+                .zk
+                .data_at_zxid(path, z)
+                .is_some_and(|(d, st)| held(&d, st.version))
+        })
+    }
+
+    fn outcome_on_server(h: &H) -> Option<Outcome> {
+        let n = h.world.zk.nodes.get(TX)?;
+        Outcome::read(&n.data, n.version)
+    }
+
+    fn vote_on_server(h: &H, site: &str) -> Option<Vote> {
+        let n = h.world.zk.nodes.get(&vote_path(TX, site))?;
+        Vote::read(&n.data, n.version)
+    }
+
+    fn write(h: &mut H, who: Option<usize>, what: &str, req: Request) -> bool {
+        let r = h.world.zk.write_as(who, &req);
+        let done = ok(&r);
+        h.note(format!("  {what}: {}", if done { "ok" } else { "refused" }));
+        done
+    }
+
+    /// Another site votes, as the recipe does.
+    fn vote_as(h: &mut H, site: &str, vote: Vote) {
+        let req = Request::Multi(alloc::vec![
+            MultiOp::Check(CheckVersionRequest {
+                path: TX.into(),
+                version: 0,
+            }),
+            MultiOp::SetData(SetDataRequest {
+                path: vote_path(TX, site),
+                data: vote.data(),
+                version: 0,
+            }),
+        ]);
+        Self::write(h, Some(OTHER), &format!("site {site} votes {vote:?}"), req);
+    }
+
+    /// Whoever may decide (the model coordinator, a peer site) writes the outcome by
+    /// the rule.
+    fn decide(&mut self, h: &mut H) {
+        if self.coordinator && self.variant == Variant::Coordinator {
+            return; // only the coordinator under test decides
+        }
+        if !h.world.zk.nodes.contains_key(TX) || Self::outcome_on_server(h).is_some() {
+            return;
+        }
+        let votes: Vec<Option<Vote>> = Self::all_sites()
+            .iter()
+            .map(|s| Self::vote_on_server(h, s))
+            .collect();
+        let coordinator_gone =
+            !self.coordinator && !h.world.zk.nodes.contains_key(&coordinator_path(TX));
+        let outcome = if votes.contains(&Some(Vote::Abort)) || coordinator_gone {
+            Outcome::Abort
+        } else if votes.iter().all(|v| *v == Some(Vote::Commit)) {
+            Outcome::Commit
+        } else {
+            return;
+        };
+        let set = MultiOp::SetData(SetDataRequest {
+            path: TX.into(),
+            data: outcome.data(),
+            version: 0,
+        });
+        let mut ops: Vec<MultiOp> = Vec::new();
+        if outcome == Outcome::Commit {
+            ops.extend(Self::all_sites().iter().map(|s| {
+                MultiOp::Check(CheckVersionRequest {
+                    path: vote_path(TX, s),
+                    version: 1,
+                })
+            }));
+        }
+        ops.push(set);
+        let by = if self.coordinator { OTHER } else { COORD };
+        Self::write(
+            h,
+            Some(by),
+            &format!("decided {outcome:?}"),
+            Request::Multi(ops),
+        );
+    }
+
+    /// The model coordinator creates the transaction (site runs, once: a transaction's
+    /// path is not used again), as the recipe does: its parent as a container, then one
+    /// `multi`.
+    fn create_tx(&mut self, h: &mut H) {
+        if self.tx_made {
+            return;
+        }
+        self.tx_made = true;
+        let create = |path: String, data: &'static [u8], mode: CreateMode| {
+            CreateRequest::new(path, Bytes::from_static(data), Acl::open_unsafe(), mode)
+        };
+        let _ = h.world.zk.write_as(
+            Some(COORD),
+            &Request::CreateContainer(create("/t".into(), b"", CreateMode::Container)),
+        );
+        let mut ops = alloc::vec![
+            MultiOp::Create(create(TX.into(), b"", CreateMode::Persistent)),
+            MultiOp::Create(create(payload_path(TX), b"P", CreateMode::Persistent)),
+            MultiOp::Create(create(votes_dir(TX), MODEL_ID, CreateMode::Persistent)),
+        ];
+        for s in Self::all_sites() {
+            ops.push(MultiOp::Create(create(
+                vote_path(TX, s),
+                b"",
+                CreateMode::Persistent,
+            )));
+        }
+        ops.push(MultiOp::Create(create(
+            alive_dir(TX),
+            b"",
+            CreateMode::Persistent,
+        )));
+        ops.push(MultiOp::Create(create(
+            coordinator_path(TX),
+            b"",
+            CreateMode::Ephemeral,
+        )));
+        Self::write(
+            h,
+            Some(COORD),
+            "the model coordinator creates the transaction",
+            Request::Multi(ops),
+        );
+    }
+
+    /// The transaction's nodes, children before their parent (as `delete_all` deletes).
+    fn subtree(h: &H) -> Vec<String> {
+        let prefix = format!("{TX}/");
+        let mut v: Vec<String> = h
+            .world
+            .zk
+            .nodes
+            .keys()
+            .filter(|p| p.as_str() == TX || p.starts_with(&prefix))
+            .cloned()
+            .collect();
+        v.sort_by_key(|p| core::cmp::Reverse(p.matches('/').count()));
+        v
+    }
+
+    fn delete(&mut self, h: &mut H, path: &str) {
+        let req = Request::Delete(DeleteRequest {
+            path: path.into(),
+            version: -1,
+        });
+        if Self::write(h, None, &format!("an operator deletes {path}"), req) {
+            self.stats.operator_deletes += 1;
+            if path == TX || path.starts_with(&votes_dir(TX)) {
+                self.relied_deleted = true;
+            }
+        }
+    }
+
+    /// Was a node the machine relies on deleted, or does it miss as the client last
+    /// heard?
+    fn relied_on_gone(&self, h: &H) -> bool {
+        if self.relied_deleted {
+            return true;
+        }
+        let mut relied = alloc::vec![String::from(TX), votes_dir(TX)];
+        if self.coordinator {
+            relied.extend(Self::all_sites().iter().map(|s| vote_path(TX, s)));
+        } else {
+            relied.push(vote_path(TX, SITE));
+        }
+        relied.iter().any(|p| Self::heard(h, p).is_none())
+    }
+
+    fn judge(&mut self, h: &H, e: &Event) -> Result<(), String> {
+        if self.finals > 0 {
+            return Err(format!("{e:?} after the final event"));
+        }
+        let (final_, decided, failed) = match e {
+            Either::A(c) => (
+                c.is_final(),
+                match c {
+                    CoordinatorEvent::Decided { outcome } => Some(*outcome),
+                    _ => None,
+                },
+                match c {
+                    CoordinatorEvent::Failed { error } => Some(error),
+                    _ => None,
+                },
+            ),
+            Either::B(s) => (
+                s.is_final(),
+                match s {
+                    SiteEvent::Decided { outcome } => Some(*outcome),
+                    _ => None,
+                },
+                match s {
+                    SiteEvent::Failed { error } => Some(error),
+                    _ => None,
+                },
+            ),
+        };
+        if final_ {
+            self.finals += 1;
+        }
+        if let Some(o) = decided {
+            if !Self::held_once(h, TX, |d, v| Outcome::read(d, v) == Some(o)) {
+                let heard = Self::heard(h, TX).and_then(|(d, v)| Outcome::read(&d, v));
+                return Err(format!(
+                    "Decided {o:?} but the transaction node never said so as far as the \
+                     client heard (now {heard:?})"
+                ));
+            }
+            self.decided = Some(o);
+            match o {
+                Outcome::Commit => self.stats.commits += 1,
+                Outcome::Abort => self.stats.aborts += 1,
+            }
+        }
+        if let Some(error) = failed {
+            self.stats.failed += 1;
+            match error {
+                Error::Server(ErrorCode::NoNode) => {
+                    if !self.relied_on_gone(h) {
+                        return Err(String::from(
+                            "Failed(NoNode) while every node it relies on exists as last heard \
+                             and none was deleted",
+                        ));
+                    }
+                    self.failed_justly = true;
+                }
+                // Another's transaction, or ours damaged beyond recognition.
+                Error::Server(ErrorCode::NodeExists) if self.coordinator => {
+                    let ours = Self::heard(h, &votes_dir(TX)).is_some_and(|(d, _)| d == self.id);
+                    self.failed_justly = self.relied_deleted || !ours;
+                }
+                Error::Closed => self.failed_justly = self.closed,
+                _ => {}
+            }
+        }
+        match e {
+            Either::A(CoordinatorEvent::Started) => {
+                self.stats.started += 1;
+                if !Self::held_once(h, &votes_dir(TX), |d, _| *d == self.id) {
+                    let id = Self::heard(h, &votes_dir(TX)).map(|(d, _)| d);
+                    return Err(format!(
+                        "Started but the transaction never had our id as far as the client \
+                         heard (now {id:?})"
+                    ));
+                }
+            }
+            Either::A(CoordinatorEvent::Voted { site, vote }) => {
+                self.stats.voted += 1;
+                if !Self::held_once(h, &vote_path(TX, site), |d, v| {
+                    Vote::read(d, v) == Some(*vote)
+                }) {
+                    return Err(format!(
+                        "Voted {site} {vote:?} but its node never said so as far as the \
+                         client heard"
+                    ));
+                }
+            }
+            Either::B(SiteEvent::Voted { vote }) => {
+                self.stats.voted += 1;
+                if !Self::held_once(h, &vote_path(TX, SITE), |d, v| {
+                    Vote::read(d, v) == Some(*vote)
+                }) {
+                    return Err(format!(
+                        "Voted {vote:?} but our vote node never said so as far as the client \
+                         heard"
+                    ));
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// A site still waiting for a transaction an operator deleted (decided) before it
+    /// saw it: nothing will come.
+    fn waits_for_deleted(&self, h: &H) -> bool {
+        self.relied_deleted
+            && self.finals == 0
+            && !h.world.zk.nodes.contains_key(TX)
+            && h.machine().is_some_and(|m| m.b().is_some())
+    }
+
+    /// The user closes the session: the server drops it (its ephemerals go), the
+    /// machine hears `Closed`.
+    fn close(&mut self, h: &mut H) -> Result<(), String> {
+        self.closed = true;
+        h.note("  the user closes the session".into());
+        let happened = h.world.close(ME);
+        h.record("", &happened);
+        self.check(h, &happened)
+    }
+}
+
+impl Script<M> for TwoPhaseScript {
+    const ACTS: u8 = 8;
+
+    fn act(&mut self, h: &mut H, which: u8, arg: u8) -> Result<(), String> {
+        match which {
+            0 => {
+                let sites = self.actor_sites();
+                let site = sites[usize::from(arg >> 2) % sites.len()];
+                let vote = if arg & 3 == 0 {
+                    Vote::Abort
+                } else {
+                    Vote::Commit
+                };
+                Self::vote_as(h, site, vote);
+            }
+            1 => self.decide(h),
+            2 => {
+                // The model coordinator's process dies (its presence goes), or the other
+                // sites' session closes (theirs go).
+                let who = if !self.coordinator && arg & 1 == 0 {
+                    COORD
+                } else {
+                    OTHER
+                };
+                h.note(format!("  client {who}'s session closes"));
+                h.world.zk.close_session(who);
+                self.stats.deaths += 1;
+            }
+            3 => {
+                let sites = self.actor_sites();
+                let site = sites[usize::from(arg >> 1) % sites.len()];
+                let path = alive_path(TX, site);
+                if arg & 1 == 0 {
+                    let req = Request::Create(CreateRequest::new(
+                        path,
+                        Bytes::new(),
+                        Acl::open_unsafe(),
+                        CreateMode::Ephemeral,
+                    ));
+                    Self::write(h, Some(OTHER), &format!("site {site} shows presence"), req);
+                } else {
+                    let req = Request::Delete(DeleteRequest { path, version: -1 });
+                    Self::write(h, Some(OTHER), &format!("site {site} leaves"), req);
+                }
+            }
+            4 => {
+                // An operator deletes presence nodes: ours (a site's), the coordinator's,
+                // or another site's.
+                let path = match arg % 3 {
+                    0 if !self.coordinator => alive_path(TX, SITE),
+                    0 | 1 => coordinator_path(TX),
+                    _ => alive_path(TX, OTHERS[usize::from(arg >> 2) % OTHERS.len()]),
+                };
+                self.delete(h, &path);
+            }
+            5 => {
+                // An operator deletes a decided transaction's subtree (`delete_all`),
+                // perhaps stopping part-way. (Deleting an undecided one is outside the
+                // recipe's contract: part-way, votes gone and `<tx>` kept, a peers site
+                // commits on the votes it can list; see docs/testing.md.)
+                if Self::outcome_on_server(h).is_none() {
+                    return Ok(());
+                }
+                let nodes = Self::subtree(h);
+                let n = if arg & 1 == 0 {
+                    nodes.len()
+                } else {
+                    usize::from(arg >> 1) % nodes.len().max(1)
+                };
+                for p in nodes.iter().take(n) {
+                    self.delete(h, p);
+                }
+            }
+            6 if self.coordinator => {}
+            6 if arg & 1 == 0 => self.create_tx(h),
+            6 => {
+                if !self.voted {
+                    self.voted = true;
+                    let vote = if arg & 6 == 0 {
+                        Vote::Abort
+                    } else {
+                        Vote::Commit
+                    };
+                    h.note(format!("  the user votes {vote:?}"));
+                    h.user(self, |m, now| {
+                        if let Either::B(s) = m {
+                            s.vote(now, vote);
+                        }
+                    })?;
+                }
+            }
+            _ => match arg % 16 {
+                0 if !self.abandoned => {
+                    self.abandoned = true;
+                    h.note("  the user drops the machine".into());
+                    h.user(self, |m, now| {
+                        zk_recipes::recipe::Recipe::handle_abandon(m, now)
+                    })?;
+                }
+                1 if !self.closed && h.machine().is_some() => self.close(h)?,
+                _ => {}
+            },
+        }
+        Ok(())
+    }
+
+    fn check(&mut self, h: &H, happened: &[Happened<Event>]) -> Result<(), String> {
+        for x in happened {
+            match x {
+                Happened::Sent(r) => check_request(r)?,
+                Happened::Event(e) => self.judge(h, e)?,
+            }
+        }
+        // On the server: an outcome once written never changes; a commit lands only
+        // while every vote is `commit`.
+        let now = h
+            .world
+            .zk
+            .nodes
+            .get(TX)
+            .map(|n| (n.czxid, Outcome::read(&n.data, n.version)));
+        if let (Some((c0, Some(o0))), Some((c1, o1))) = (self.tx_seen, now) {
+            if c0 == c1 && o1 != Some(o0) {
+                return Err(format!("the outcome {o0:?} changed to {o1:?}"));
+            }
+        }
+        let was = self.tx_seen.and_then(|(c, o)| o.map(|o| (c, o)));
+        if let Some((c1, Some(Outcome::Commit))) = now {
+            if was != Some((c1, Outcome::Commit)) {
+                let votes: Vec<Option<Vote>> = Self::all_sites()
+                    .iter()
+                    .map(|s| Self::vote_on_server(h, s))
+                    .collect();
+                if votes.iter().any(|v| *v != Some(Vote::Commit)) {
+                    return Err(format!("a commit landed with the votes {votes:?}"));
+                }
+            }
+        }
+        self.tx_seen = now;
+        Ok(())
+    }
+
+    fn settle(&mut self, h: &mut H, round: u32) -> Result<bool, String> {
+        if h.machine().is_none() || (round > 10 && self.waits_for_deleted(h)) {
+            return Ok(true);
+        }
+        if !self.coordinator && round == 0 {
+            self.create_tx(h);
+        }
+        if !self.coordinator && !self.voted && round == 2 {
+            self.voted = true;
+            h.user(self, |m, now| {
+                if let Either::B(s) = m {
+                    s.vote(now, Vote::Commit);
+                }
+            })?;
+        }
+        if round >= 3 {
+            for s in self.actor_sites() {
+                if Self::vote_on_server(h, s).is_none() {
+                    Self::vote_as(h, s, Vote::Commit);
+                }
+            }
+            self.decide(h);
+        }
+        Ok(false)
+    }
+
+    fn end(&mut self, h: &H) -> Result<(), String> {
+        if self.waits_for_deleted(h) {
+            // A site still waiting for a transaction an operator deleted, decided, before
+            // it saw it: nothing will come. It holds nothing.
+            return match h.ours() {
+                left if left.is_empty() => Ok(()),
+                left => Err(format!("cleanliness: our nodes left: {left:?}")),
+            };
+        }
+        if h.machine().is_some() {
+            return Err(format!(
+                "liveness: the machine never ended: {:?}",
+                h.machine()
+            ));
+        }
+        if self.finals != 1 && !self.abandoned {
+            return Err(format!("liveness: {} final events", self.finals));
+        }
+        if self.decided.is_none()
+            && !self.abandoned
+            && !self.failed_justly
+            && Self::outcome_on_server(h).is_some()
+        {
+            return Err(String::from("liveness: ended without learning the outcome"));
+        }
+        let left = h.ours();
+        if !left.is_empty() {
+            return Err(format!("cleanliness: our nodes left: {left:?}"));
+        }
+        Ok(())
+    }
+}
+
+/// Runs one schedule; `Err` describes the broken invariant and the last steps taken.
+pub fn run(schedule: &[u8]) -> Result<(), String> {
+    run_stats(schedule).map(|_| ())
+}
+
+/// [`run`], and what the run saw.
+pub fn run_stats(schedule: &[u8]) -> Result<Stats, String> {
+    let mut input = schedule.iter().copied();
+    let head = input.next().unwrap_or(0);
     let variant = if head & 1 == 0 {
         Variant::Coordinator
     } else {
@@ -758,152 +699,51 @@ pub fn run(bytes: &[u8]) -> Result<(), String> {
     };
     let coordinator = head & 2 == 0;
     let tx_first = head & 4 != 0;
-    let mut sites = alloc::vec![ME];
-    sites.extend(OTHERS);
-    let m = if coordinator {
+    let mut h: H = Harness::new(3);
+    let sites = TwoPhaseScript::all_sites();
+    let (machine, id) = if coordinator {
         let mut config = CoordinatorConfig::new(TX, &sites, variant, (3, 4));
         config.deadline = Duration::from_millis(100);
         if head & 8 != 0 {
             config.vote_timeout = Some(Duration::from_millis(400));
         }
-        Machine::Coordinator(Coordinator::new(config))
+        let id = Bytes::from(config.id.clone());
+        (Either::A(Coordinator::new(config)), id)
     } else {
-        Machine::Site(Site::new(SiteConfig::new(TX, ME, variant)))
-    };
-    let mut w = World {
-        model: Model::default(),
-        m,
-        variant,
-        sid: 0x5e55,
-        next_sid: 0x5e56,
-        now: Instant::ZERO,
-        wire: VecDeque::new(),
-        watches: Vec::new(),
-        missed: Vec::new(),
-        connected: true,
-        ended: false,
-        abandoned: false,
-        seen: Seen::default(),
-        log: Vec::new(),
-    };
-    let result = schedule(&mut w, &mut byte, coordinator, tx_first);
-    result.map_err(|e| {
-        let start = w.log.len().saturating_sub(60);
-        format!(
-            "{e}\n{:?} {} run; last steps:\n{}",
-            w.variant,
-            if coordinator { "coordinator" } else { "site" },
-            w.log[start..].join("\n")
+        (
+            Either::B(Site::new(SiteConfig::new(TX, SITE, variant))),
+            Bytes::new(),
         )
-    })
-}
-
-fn schedule(
-    w: &mut World,
-    byte: &mut impl FnMut() -> Option<u8>,
-    coordinator: bool,
-    tx_first: bool,
-) -> Result<(), String> {
-    // The root of the transaction exists (the coordinator creates `/t` itself otherwise).
+    };
+    let mut script = TwoPhaseScript {
+        stats: Stats::default(),
+        coordinator,
+        variant,
+        id,
+        finals: 0,
+        decided: None,
+        failed_justly: false,
+        relied_deleted: false,
+        voted: false,
+        abandoned: false,
+        closed: false,
+        tx_seen: None,
+        tx_made: false,
+    };
     if !coordinator && tx_first {
-        w.create_tx();
+        script.create_tx(&mut h);
+        let zxid = h.world.zk.zxid;
+        h.world.zk.sessions[ME].seen_zxid = zxid;
     }
-    let sid = w.sid;
-    w.recipe()
-        .handle_session_dyn(Instant::ZERO, SessionChange::Connected { session_id: sid });
-    match &mut w.m {
-        Machine::Coordinator(c) => c.start(Instant::ZERO),
-        Machine::Site(s) => s.start(Instant::ZERO),
-    }
-    w.pull()?;
-    let mut voted = false;
-    for _ in 0..400 {
-        let Some(b) = byte() else { break };
-        let arg = byte().unwrap_or(0);
-        match b % 16 {
-            0..=4 => w.answer(0)?,
-            5 => w.answer(1)?,
-            6 => w.answer(2)?,
-            7 => w.answer(3)?,
-            8 => w.reconnect(),
-            9 => w.other(arg),
-            10 => w.tick(Duration::from_millis(u64::from(arg) * 4))?,
-            11 if arg % 8 == 0 => w.expire(arg % 16 != 0),
-            12 if !coordinator => w.create_tx(),
-            13 if !voted => {
-                voted = true;
-                let vote = if arg % 4 == 0 {
-                    Vote::Abort
-                } else {
-                    Vote::Commit
-                };
-                let now = w.now;
-                if let Machine::Site(s) = &mut w.m {
-                    s.vote(now, vote);
-                }
-            }
-            14 if arg % 8 == 0 && !w.abandoned => {
-                w.abandoned = true;
-                let now = w.now;
-                w.recipe().handle_abandon_dyn(now);
-            }
-            _ => w.answer(0)?,
-        }
-        w.pull()?;
-    }
-    // Liveness: no more faults; everybody else does their part.
-    w.log.push(String::from("--- faults stop ---"));
-    for round in 0..300 {
-        w.reconnect();
-        if !coordinator && round == 0 {
-            w.create_tx();
-        }
-        while !w.wire.is_empty() {
-            w.answer(0)?;
-            w.pull()?;
-        }
-        if !voted && round == 2 {
-            voted = true;
-            let now = w.now;
-            if let Machine::Site(s) = &mut w.m {
-                s.vote(now, Vote::Commit);
-            }
-        }
-        if round >= 3 {
-            for i in 0..OTHERS.len() as u8 {
-                w.other(i * 6); // every other site votes (commit, if not yet)
-            }
-            w.other(2); // the model coordinator decides by the rule
-        }
-        w.pull()?;
-        if w.recipe().is_done_dyn() && w.wire.is_empty() {
-            break;
-        }
-        w.tick(Duration::from_millis(50))?;
-        w.pull()?;
-    }
-    if !w.recipe().is_done_dyn() {
-        return Err(String::from("liveness: the machine never ended"));
-    }
-    if w.seen.finals != 1 && !w.abandoned {
-        return Err(format!("liveness: {} final events", w.seen.finals));
-    }
-    if !w.ended && !w.abandoned && w.seen.decided.is_none() {
-        // The session is live and the transaction decided: we must know it (unless we
-        // failed for a reason the model gave: none here but "closed").
-        if w.model.outcome().is_some() {
-            return Err(String::from("liveness: ended without learning the outcome"));
-        }
-    }
-    let ours: Vec<&String> = w
-        .model
-        .nodes
-        .iter()
-        .filter(|(_, n)| n.owner == w.sid && !w.ended)
-        .map(|(p, _)| p)
-        .collect();
-    if !ours.is_empty() {
-        return Err(format!("cleanliness: our nodes left: {ours:?}"));
-    }
-    Ok(())
+    h.note(format!(
+        "{variant:?} {} run",
+        if coordinator { "coordinator" } else { "site" }
+    ));
+    let started = h.host(&mut script, machine, |m, now| match m {
+        Either::A(c) => c.start(now),
+        Either::B(s) => s.start(now),
+    });
+    started.and_then(|()| harness::run(&mut h, &mut script, &mut input))?;
+    script.stats.faults = h.faults;
+    Ok(script.stats)
 }

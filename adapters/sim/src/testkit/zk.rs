@@ -468,6 +468,27 @@ impl Zk {
             .collect()
     }
 
+    /// The data and stat of `path` as a server at `zxid` had them (what a client that
+    /// has heard up to `zxid` may know of), if it existed then.
+    pub fn data_at_zxid(&self, path: &str, zxid: i64) -> Option<(Bytes, Stat)> {
+        self.data_at(path, Some(zxid))
+    }
+
+    /// Session `s`'s follower stops applying writes for a while (its connection stays
+    /// up): its reads show the tree as it is now and its notifications of later changes
+    /// wait, until the session writes or syncs or the follower catches up
+    /// ([`catch_up`](Self::catch_up)). `false` if it lags already or is not connected.
+    pub fn fall_behind(&mut self, s: usize) -> bool {
+        let zxid = self.zxid;
+        match self.sessions.get_mut(s) {
+            Some(session) if session.link == Link::Up && session.stale_at.is_none() => {
+                session.stale_at = Some(zxid);
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// A write by another client's session `s` (index into [`sessions`](Self::sessions)),
     /// or by an operator (`None`: no session, so an ephemeral create is refused), applied
     /// at once as the server would: watches fire, lagging followers still show the old
@@ -1395,6 +1416,39 @@ impl<R: Recipe> ModelWorld<R> {
             }
             m.handle_session(self.now[c], SessionChange::Expired);
             m.handle_session(self.now[c], SessionChange::Connected { session_id: id });
+        }
+        self.pump(c)
+    }
+
+    /// Client `c` closes its session (the user's `close()`): the requests the server
+    /// has been sent are served first (they are ahead of the `closeSession`), then the
+    /// session closes on the server ([`Zk::close_session`]: its ephemerals go); replies
+    /// not yet read and requests not yet sent fail with `Closed`, and the machine hears
+    /// `Closed`.
+    pub fn close(&mut self, c: usize) -> Vec<Happened<R::Event>> {
+        if self.zk.sessions[c].link == Link::Up {
+            while self.zk.serve(c) {}
+        }
+        self.zk.close_session(c);
+        let s = &mut self.zk.sessions[c];
+        let mut failed: Vec<OpId> = s
+            .out
+            .drain(..)
+            .filter_map(|(o, _)| match o {
+                Outbound::Reply(op, _) => Some(op),
+                Outbound::Watch(..) => None,
+            })
+            .collect();
+        failed.extend(s.wire.drain(..).map(|(op, _)| op));
+        failed.extend(s.queued.drain(..).map(|(op, _)| op));
+        s.missed.clear();
+        s.held.clear();
+        s.stale_at = None;
+        if let Some(m) = self.machines[c].as_mut() {
+            for op in failed {
+                m.handle_reply(self.now[c], op, Err(Error::Closed));
+            }
+            m.handle_session(self.now[c], SessionChange::Closed);
         }
         self.pump(c)
     }
