@@ -16,8 +16,10 @@
 //! go out back to back (the server runs them in this order). Then, from the listing (it
 //! was taken after our node existed):
 //! * it shows `ready`: **entered** (a late arrival: the round is on);
-//! * `N` or more members: `create(b/ready)` (`NodeExists` is fine) with `exists(b/<id>)`
-//!   right behind it: our node still there, **entered**;
+//! * `N` or more members: `multi(check(b/<id>), create(b/ready))` (`NodeExists` for
+//!   `ready` is fine; the check keeps a `ready` from being made with too few members
+//!   when our node was deleted after the listing) with `exists(b/<id>)` right behind
+//!   it: our node still there, **entered**;
 //! * else wait for the creation of `ready`. A `NodeCreated` heard *after* our create's
 //!   answer releases us even if `ready` is gone again by then (Curator 5.4 counts the
 //!   children again at that point and can hang forever, ignoring its timeout) — once an
@@ -507,14 +509,23 @@ impl DoubleBarrier {
                     self.list_request();
                 }
                 if need & READY_CREATE != 0 {
+                    // Only while our node is there: the listing that counted us may be
+                    // older than an operator's deletion of it, and a `ready` made then
+                    // would open the round with too few members.
                     let create = CreateRequest::new(
                         self.ready_path.clone(),
                         Bytes::new(),
                         self.config.acl.clone(),
                         CreateMode::Persistent,
                     );
-                    self.outbox
-                        .send(Purpose::ReadyCreate, Request::Create(create));
+                    let ops = alloc::vec![
+                        MultiOp::Check(CheckVersionRequest {
+                            path: self.node_path.clone(),
+                            version: -1,
+                        }),
+                        MultiOp::Create(create),
+                    ];
+                    self.outbox.send(Purpose::ReadyCreate, Request::Multi(ops));
                 }
                 if need & (READY_CREATE | CONFIRM) != 0 {
                     // Right behind the create of `ready` (or after hearing of it): our
@@ -737,18 +748,29 @@ impl DoubleBarrier {
     }
 
     fn on_ready_create(&mut self, now: Instant, result: Result<Response, Error>) {
-        match result {
+        match (multi_failure(&result), result) {
             // `ready` exists now: the `exists` of our node sent behind it decides.
-            Ok(_) | Err(Error::Server(ErrorCode::NodeExists)) => self.ready_seen = true,
+            (None, Ok(Response::Multi(_))) | (Some((1, ErrorCode::NodeExists)), _) => {
+                self.ready_seen = true
+            }
+            // Our node is gone (deleted by someone else): `ready` was not made.
+            (Some((0, ErrorCode::NoNode)), _) => {
+                self.created = false;
+                self.deleted_own = true;
+                self.fail(Error::Server(ErrorCode::NoNode));
+            }
             _ if self.ready_seen => {} // heard of its creation: the look at our node decides
-            Err(Error::Server(ErrorCode::NoNode)) => self.again(now, ARM),
+            (Some((_, ErrorCode::NoNode)), _) => self.again(now, ARM),
+            (Some((_, code)), _) => self.fail(Error::Server(code)),
+            (None, Ok(_)) => self.fail(Error::UnexpectedReply),
+            (None, Err(Error::Server(ErrorCode::NoNode))) => self.again(now, ARM),
             // Not sent again blindly: by the time it could go, the round may have ended
             // without us (our node deleted by someone else, the others gone) and a
             // `ready` made then would open the next round with too few members. Look
             // again (synced): the listing decides, as the first time.
-            Err(e) if e.is_retryable() => self.again(now, ARM),
-            Err(e) if e.ends_session() => {}
-            Err(e) => self.fail(e),
+            (None, Err(e)) if e.is_retryable() => self.again(now, ARM),
+            (None, Err(e)) if e.ends_session() => {}
+            (None, Err(e)) => self.fail(e),
         }
     }
 

@@ -49,7 +49,7 @@ use zk_recipes::recipe::config::{
 };
 
 use super::either::Either;
-use super::harness::{self, FaultCounts, Harness, Script, CLIENT_STEPS, ME};
+use super::harness::{self, FaultCounts, Harness, Machines, Script, CLIENT_STEPS, ME};
 use super::zk::{Happened, Link, Outbound};
 use zk_recipes::recipe::OpId;
 
@@ -270,42 +270,6 @@ impl ConfigScript {
         Ok(())
     }
 
-    /// What client `k`'s machine did: recorded and checked.
-    fn happened(
-        &mut self,
-        h: &mut H,
-        k: usize,
-        happened: Vec<Happened<Event>>,
-    ) -> Result<(), String> {
-        let who = if k == WRITER {
-            String::from("writer")
-        } else {
-            format!("reader {k}")
-        };
-        h.record(&who, &happened);
-        self.judge(h, k, &happened)?;
-        h.deadline_moved_on(&who, k)
-    }
-
-    /// Serves and reads client `k`'s traffic until nothing is on its way.
-    fn exchange(&mut self, h: &mut H, k: usize) -> Result<(), String> {
-        for _ in 0..64 {
-            let s = &h.world.zk.sessions[k];
-            if s.link != Link::Up || (s.wire.is_empty() && s.out.is_empty()) {
-                break;
-            }
-            while !h.world.zk.sessions[k].wire.is_empty() {
-                let happened = h.client_step(k, 0, 0);
-                self.happened(h, k, happened)?;
-            }
-            while !h.world.zk.sessions[k].out.is_empty() {
-                let happened = h.world.deliver(k);
-                self.happened(h, k, happened)?;
-            }
-        }
-        Ok(())
-    }
-
     /// Starts writing configuration `k + 1` if no write is running.
     fn next_write(&mut self, h: &mut H) -> Result<(), String> {
         if h.world.machines[WRITER].is_some() {
@@ -349,6 +313,25 @@ impl ConfigScript {
     }
 }
 
+impl Machines<M> for ConfigScript {
+    /// What client `k`'s machine did: recorded and checked.
+    fn happened(
+        &mut self,
+        h: &mut H,
+        k: usize,
+        happened: Vec<Happened<Event>>,
+    ) -> Result<(), String> {
+        let who = if k == WRITER {
+            String::from("writer")
+        } else {
+            format!("reader {k}")
+        };
+        h.record(&who, &happened);
+        self.judge(h, k, &happened)?;
+        h.deadline_moved_on(&who, k)
+    }
+}
+
 impl Script<M> for ConfigScript {
     /// `which % 11` is the kind of step, `which / 11` (mod 3) the session.
     const ACTS: u8 = 33;
@@ -364,7 +347,7 @@ impl Script<M> for ConfigScript {
                 // The writer starts the next configuration, or has a quiet moment:
                 // everything it sent is answered and read.
                 if h.world.machines[WRITER].is_some() {
-                    self.exchange(h, WRITER)
+                    harness::exchange_with(h, self, WRITER)
                 } else if self.k < MAX_WRITES {
                     self.next_write(h)
                 } else {
@@ -463,14 +446,14 @@ impl Script<M> for ConfigScript {
             }
         }
         for k in 0..CLIENTS {
-            self.exchange(h, k)?;
+            harness::exchange_with(h, self, k)?;
         }
         if h.world.machines[WRITER].is_none() && !self.last_started {
             // One more configuration, written without faults: everything converges to it.
             self.last_started = true;
             self.next_write(h)?;
             for k in 0..CLIENTS {
-                self.exchange(h, k)?;
+                harness::exchange_with(h, self, k)?;
             }
         }
         let quiet = (0..CLIENTS).all(|k| {
