@@ -51,7 +51,7 @@ const TX: &str = "/t/x";
 /// The site the machine under test is, in site runs.
 const SITE: &str = "a";
 /// The other sites, whose votes and presence the script writes (in coordinator runs
-/// [`SITE`] is one of them too).
+/// `SITE` is one of them too).
 pub const OTHERS: [&str; 2] = ["b", "c"];
 /// The client that writes as the other sites.
 const OTHER: usize = 1;
