@@ -751,7 +751,12 @@ impl DoubleBarrier {
         match (multi_failure(&result), result) {
             // `ready` exists now: the `exists` of our node sent behind it decides.
             (None, Ok(Response::Multi(_))) | (Some((1, ErrorCode::NodeExists)), _) => {
-                self.ready_seen = true
+                self.ready_seen = true;
+                // The look at our node sent behind it was answered first (refused by
+                // the session at once) and set aside: look again.
+                if !self.in_flight(|p| *p == Purpose::Confirm) {
+                    self.need |= CONFIRM;
+                }
             }
             // Our node is gone (deleted by someone else): `ready` was not made.
             (Some((0, ErrorCode::NoNode)), _) => {

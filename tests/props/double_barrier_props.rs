@@ -46,3 +46,17 @@ fn an_operator_deleting_our_node_while_we_enter_is_never_entered() {
     zk_recipes_sim::testkit::double_barrier::run(&[54, 94, 98, 0, 0, 0, 0, 0, 0, 0, 0, 254, 173])
         .unwrap();
 }
+
+/// CI (seed 20261123) after the `ready` check: the look at our node sent behind the
+/// create of `ready` was refused before the create was answered, and never made again
+/// (the participation never ended). Also `barrier_transcripts::a_look_at_our_node_refused_before_the_ready_create_is_answered_is_made_again`.
+#[test]
+fn a_refused_look_at_our_node_before_ready_is_answered_is_made_again() {
+    let schedule: &[u8] = &[
+        0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 143, 0, 0, 0, 0, 0, 151, 0, 0, 0, 203, 0, 0, 15, 0, 0, 0,
+        205, 0, 45, 0, 141, 0, 89, 0, 13, 0, 155, 0, 0, 96, 0, 47, 0, 27, 0, 0, 48, 0, 9, 0, 107,
+        0, 0, 80, 0, 123, 103, 28, 9, 0, 27, 82, 0, 143, 0, 36, 0, 45, 0, 16, 0, 45, 0, 13, 0, 13,
+        0, 144, 0, 73, 0, 0, 0, 25, 0, 43, 0, 0, 153, 0, 29, 0, 125, 0, 106, 20, 0, 0, 0, 0, 0,
+    ];
+    zk_recipes_sim::testkit::double_barrier::run(schedule).unwrap();
+}

@@ -490,6 +490,22 @@ fn a_ready_create_checks_our_node_and_fails_the_enter_if_it_is_gone() {
     assert!(s.events().is_empty(), "one final event");
 }
 
+/// The look at our node sent behind the create of `ready` was refused by the session
+/// before the create was answered (a refusal answers the newest request at once): once
+/// the create says `ready` exists, the look is made again — the participation does not
+/// wait for ever (found by `double_barrier_props` in CI, seed 20261123).
+#[test]
+fn a_look_at_our_node_refused_before_the_ready_create_is_answered_is_made_again() {
+    let mut s = listed(2, &[LOW, ME]);
+    assert_eq!(s.sent(), [ready_create(), format!("exists {}", me())]);
+    s.reply(&format!("exists {}", me()), Err(Error::Overloaded));
+    s.reply("multi", multi_failed(1, ErrorCode::NodeExists, 2));
+    s.advance(Duration::from_secs(1));
+    assert_eq!(s.sent(), [format!("exists {}", me())]);
+    s.reply(&format!("exists {}", me()), stat());
+    assert_eq!(s.events(), [E::Entered { late: false }]);
+}
+
 /// Our create of `ready` lost its reply: it is not sent again blindly (the round may end
 /// without us meanwhile — our node deleted, the others gone — and a `ready` made then
 /// would open the next round with too few members); we look again, synced.
