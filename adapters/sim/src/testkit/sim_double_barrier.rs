@@ -178,7 +178,12 @@ impl Actor for Participant {
                     self.someone_waits()
                 };
                 if start {
-                    self.quiet = now >= self.stop_at;
+                    // Held to `Left`: a participation started once faults stopped, on a
+                    // connected session (one still suspended from the faults may expire by
+                    // its own estimate: `Failed { SessionExpired }` is then its final
+                    // event, which the end check still requires).
+                    self.quiet = now >= self.stop_at
+                        && client.session().state() == zk_recipes::session::SessionState::Connected;
                     self.id = zk_recipes::recipe::lock::node_id(self.next(), self.next());
                     let deadline = if !self.quiet && self.next() % 5 == 0 {
                         Some(now + self.ms(5, 80))
