@@ -153,7 +153,6 @@ pub struct Barrier {
     parent_error: Option<Error>,
     parents_again: bool,
     sync_next: bool,
-    sync_failed: bool,
     /// Waiting: the last `exists` said the node is there (a deletion releases us).
     watching: bool,
     /// An `exists` has answered (a wait with a past deadline still looks once).
@@ -180,7 +179,6 @@ impl Barrier {
             parent_error: None,
             parents_again: false,
             sync_next: false,
-            sync_failed: false,
             watching: false,
             looked: false,
             deferred: false,
@@ -342,9 +340,6 @@ impl Barrier {
     }
 
     fn on_exists(&mut self, now: Instant, result: Result<Response, Error>) {
-        if core::mem::take(&mut self.sync_failed) && result.is_ok() {
-            return self.again(now); // possibly stale: look again
-        }
         match result {
             Ok(Response::Stat(_)) => {
                 self.retry.succeeded();
@@ -382,7 +377,8 @@ impl Recipe for Barrier {
     type Event = BarrierEvent;
 
     fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some(purpose) = self.outbox.take(op) else {
+        // A look behind a failed sync reads as lost (`Outbox::answer`): look again.
+        let Some((purpose, result)) = self.outbox.answer(op, result) else {
             return;
         };
         if !self.done {
@@ -396,7 +392,7 @@ impl Recipe for Barrier {
                         }
                     }
                 }
-                Purpose::Sync => self.sync_failed = result.is_err(),
+                Purpose::Sync => {}
                 Purpose::Create => self.on_create(now, result),
                 Purpose::Delete => self.on_delete(now, result),
                 Purpose::Exists => self.on_exists(now, result),

@@ -294,7 +294,6 @@ pub struct DoubleBarrier {
     parent_error: Option<Error>,
     parents_again: bool,
     sync_next: bool,
-    sync_failed: bool,
     suspended: bool,
     deadline: Option<Instant>,
     retry: Retry,
@@ -339,7 +338,6 @@ impl DoubleBarrier {
             parent_error: None,
             parents_again: false,
             sync_next: false,
-            sync_failed: false,
             suspended: false,
             deadline: None,
             retry: Retry::default(),
@@ -716,9 +714,6 @@ impl DoubleBarrier {
             }
             return;
         }
-        if core::mem::take(&mut self.sync_failed) {
-            return self.again(now, ARM);
-        }
         let children = match result {
             Ok(Response::Children(c)) | Ok(Response::Children2 { children: c, .. }) => c,
             Ok(_) => return self.fail(Error::UnexpectedReply),
@@ -801,9 +796,6 @@ impl DoubleBarrier {
 
     /// Decides from a listing in leave.
     fn on_list_leave(&mut self, now: Instant, result: Result<Response, Error>) {
-        if core::mem::take(&mut self.sync_failed) {
-            return self.again(now, LIST);
-        }
         let children = match result {
             Ok(Response::Children(c)) | Ok(Response::Children2 { children: c, .. }) => c,
             Ok(_) => return self.fail(Error::UnexpectedReply),
@@ -935,7 +927,8 @@ impl Recipe for DoubleBarrier {
     type Event = DoubleBarrierEvent;
 
     fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some(purpose) = self.outbox.take(op) else {
+        // A read behind a failed sync reads as lost (`Outbox::answer`): read again.
+        let Some((purpose, result)) = self.outbox.answer(op, result) else {
             return;
         };
         let phase = self.phase;
@@ -950,7 +943,7 @@ impl Recipe for DoubleBarrier {
                 }
             }
             Purpose::Dir => {}
-            Purpose::Sync => self.sync_failed = result.is_err(),
+            Purpose::Sync => {}
             Purpose::Create if phase == Phase::Entering => self.on_create(now, result),
             Purpose::ReadyExists if phase == Phase::Entering => self.on_ready_exists(now, result),
             Purpose::List if phase == Phase::Entering => self.on_list_enter(now, result),

@@ -328,7 +328,6 @@ pub struct View {
     synced: bool,
     suspended: bool,
     sync_next: bool,
-    sync_failed: bool,
     waiting: bool,
     retry: Retry,
     outbox: Outbox<ViewOp>,
@@ -357,7 +356,6 @@ impl View {
             synced: false,
             suspended: false,
             sync_next: false,
-            sync_failed: false,
             waiting: false,
             retry: Retry::default(),
             outbox: Outbox::default(),
@@ -567,15 +565,10 @@ impl View {
         }
     }
 
-    fn on_list(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        if self.child_watch == Some(op) && result.is_err() {
+    fn on_list(&mut self, now: Instant, op: OpId, armed: bool, result: Result<Response, Error>) {
+        if self.child_watch == Some(op) && !armed {
             self.child_watch = None;
         }
-        let result = if core::mem::take(&mut self.sync_failed) && result.is_ok() {
-            Err(Error::ConnectionLoss) // possibly stale
-        } else {
-            result
-        };
         match result {
             Ok(Response::Children(c)) | Ok(Response::Children2 { children: c, .. }) => {
                 self.retry.succeeded();
@@ -597,9 +590,16 @@ impl View {
         }
     }
 
-    fn on_read(&mut self, now: Instant, op: OpId, name: String, result: Result<Response, Error>) {
+    fn on_read(
+        &mut self,
+        now: Instant,
+        op: OpId,
+        armed: bool,
+        name: String,
+        result: Result<Response, Error>,
+    ) {
         self.reading.remove(&name);
-        if result.is_err() && self.data_watch.get(&name) == Some(&op) {
+        if !armed && self.data_watch.get(&name) == Some(&op) {
             self.data_watch.remove(&name);
         }
         match result {
@@ -650,7 +650,7 @@ impl View {
         }
     }
 
-    fn on_exists(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+    fn on_exists(&mut self, now: Instant, op: OpId, armed: bool, result: Result<Response, Error>) {
         match result {
             Ok(_) => {
                 // The directory appeared meanwhile: list it (the exists watch stays
@@ -660,7 +660,7 @@ impl View {
             }
             Err(Error::Server(ErrorCode::NoNode)) => self.retry.succeeded(), // armed
             Err(e) if e.is_retryable() => {
-                if self.dir_watch == Some(op) {
+                if self.dir_watch == Some(op) && !armed {
                     self.dir_watch = None;
                 }
                 self.need_exists = true;
@@ -676,17 +676,19 @@ impl Recipe for View {
     type Event = ViewEvent;
 
     fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some(purpose) = self.outbox.take(op) else {
+        // A read behind a failed sync reads as lost (`Outbox::answer`): read again,
+        // without asking for a second watch if the first was left.
+        let Some((purpose, result, armed)) = self.outbox.answer_armed(op, result) else {
             return;
         };
         if self.done {
             return;
         }
         match purpose {
-            ViewOp::Sync => self.sync_failed = result.is_err(),
-            ViewOp::List => self.on_list(now, op, result),
-            ViewOp::Exists => self.on_exists(now, op, result),
-            ViewOp::Read(name) => self.on_read(now, op, name, result),
+            ViewOp::Sync => {}
+            ViewOp::List => self.on_list(now, op, armed, result),
+            ViewOp::Exists => self.on_exists(now, op, armed, result),
+            ViewOp::Read(name) => self.on_read(now, op, armed, name, result),
         }
         self.drive(now);
     }
@@ -758,7 +760,6 @@ impl Recipe for View {
                 self.reading.clear();
                 self.live = false;
                 self.waiting = false;
-                self.sync_failed = false;
                 if self.running && !self.suspended {
                     self.suspended = true;
                     self.synced = false;

@@ -792,8 +792,6 @@ pub struct Lock {
     need: u16,
     /// The next read after a reconnect or a failure goes after a `sync`.
     sync_next: bool,
-    /// The last `sync` failed: the read paired with it may be stale; do it again.
-    sync_failed: bool,
     retry: Retry,
     /// Blockers in the last listing (1 means: when it goes, we hold).
     blockers: usize,
@@ -919,7 +917,6 @@ impl Lock {
             in_doubt: false,
             need: 0,
             sync_next: false,
-            sync_failed: false,
             retry,
             blockers: 0,
             successors: Vec::new(),
@@ -1671,9 +1668,6 @@ impl Lock {
             }
             return;
         }
-        if core::mem::take(&mut self.sync_failed) {
-            return self.again(now, LIST); // possibly stale
-        }
         match result {
             Ok(Response::Children(c)) | Ok(Response::Children2 { children: c, .. }) => {
                 self.retry.succeeded();
@@ -1699,14 +1693,15 @@ impl Lock {
         &mut self,
         now: Instant,
         watched: bool,
+        unsynced: bool,
         children: &[String],
         shared: &mut SharedListing,
     ) {
         if !matches!(self.state, State::Creating | State::Waiting) || self.node.is_none() {
             return; // leaving; or the create's answer decides (see `on_list`)
         }
-        if core::mem::take(&mut self.sync_failed) {
-            return self.again(now, LIST); // possibly stale
+        if unsynced {
+            return self.again(now, LIST); // possibly stale (see `Outbox::answer`)
         }
         self.retry.succeeded();
         self.dir_armed = watched;
@@ -1714,11 +1709,6 @@ impl Lock {
     }
 
     fn on_recover(&mut self, now: Instant, result: Result<Response, Error>) {
-        let result = if core::mem::take(&mut self.sync_failed) {
-            Err(Error::ConnectionLoss) // possibly stale: look again
-        } else {
-            result
-        };
         match result {
             Ok(Response::Children(children)) | Ok(Response::Children2 { children, .. }) => {
                 let prefix = self.prefix();
@@ -1883,9 +1873,6 @@ impl Lock {
         if self.state != State::Held {
             return; // lost or released meanwhile
         }
-        if core::mem::take(&mut self.sync_failed) {
-            return self.again(now, VERIFY); // possibly stale
-        }
         match result {
             Ok(Response::Stat(stat)) if stat.ephemeral_owner == self.session_id => {
                 if self.suspended {
@@ -1936,10 +1923,6 @@ impl Lock {
 
     /// The turn read: granted, or (the only blocker gone) held, or list again.
     fn on_turn(&mut self, now: Instant, result: Result<Response, Error>) {
-        if core::mem::take(&mut self.sync_failed) && self.state == State::Waiting {
-            self.own_armed = false;
-            return self.again(now, TURN); // possibly stale
-        }
         match result {
             Ok(Response::Data { data, stat }) => {
                 self.retry.succeeded();
@@ -2071,7 +2054,8 @@ impl Recipe for Lock {
     type Event = LockEvent;
 
     fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some(purpose) = self.outbox.take(op) else {
+        // A read behind a failed sync reads as lost (`Outbox::answer`): read again.
+        let Some((purpose, result)) = self.outbox.answer(op, result) else {
             return;
         };
         match purpose {
@@ -2084,7 +2068,7 @@ impl Recipe for Lock {
                     }
                 }
             }
-            Purpose::Sync => self.sync_failed = result.is_err(),
+            Purpose::Sync => {}
             Purpose::Create => self.on_create(now, result),
             Purpose::List(watched) => self.on_list(now, watched, result),
             Purpose::Recover => self.on_recover(now, result),
@@ -2115,8 +2099,8 @@ impl Recipe for Lock {
             }
             _ => return Recipe::handle_reply(self, now, op, result.clone()),
         };
-        if let Some(Purpose::List(watched)) = self.outbox.take(op) {
-            self.on_shared_list(now, watched, children, shared);
+        if let Some((Purpose::List(watched), unsynced)) = self.outbox.take_unsynced(op) {
+            self.on_shared_list(now, watched, unsynced, children, shared);
         }
         self.drive(now);
     }

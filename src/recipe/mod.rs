@@ -35,6 +35,10 @@
 //!   else after a backoff ([`Retry`]) — or the recipe reports a final event. A refusal is never
 //!   taken for success. The [`Outbox`] keeps each request's purpose so a reply always
 //!   finds its reason.
+//! * **Fresh reads.** A read that must not come from a lagging follower (after a
+//!   reconnect, or to decide recovery) is sent right behind a `sync` of its path. If that
+//!   `sync` fails, the read's answer may be stale: [`Outbox::answer`] turns it into a
+//!   connection loss (read again), once, for every recipe.
 //! * **Cleanliness.** A recipe that ends has deleted what it created (or its session
 //!   ended, taking its ephemeral nodes along). The host forgets its watch registrations.
 //! * **Session semantics.** `Closed` ends every recipe with a final event; so does
@@ -66,7 +70,7 @@ use core::fmt;
 use core::time::Duration;
 
 use crate::error::Error;
-use crate::proto::{Request, Response};
+use crate::proto::{ErrorCode, Request, Response};
 use crate::session::WatchEvent;
 use crate::time::Instant;
 
@@ -349,8 +353,51 @@ impl fmt::Debug for AnyEvent {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Outbox<P> {
     next: OpId,
-    in_flight: Vec<(OpId, P)>,
+    in_flight: Vec<InFlight<P>>,
     queue: VecDeque<(OpId, Request)>,
+}
+
+/// One request of an [`Outbox`] waiting for its reply.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct InFlight<P> {
+    id: OpId,
+    purpose: P,
+    /// What kind of request it is, for [`Outbox::answer`].
+    kind: Kind,
+    /// A read that leaves a watch (`exists`: also on a missing node).
+    watch: bool,
+    exists: bool,
+    /// A read sent while a `sync` of this outbox was unanswered: that sync's op.
+    behind: Option<OpId>,
+    /// That sync failed: this read's answer may come from a lagging follower.
+    unsynced: bool,
+}
+
+/// Requests as [`Outbox::answer`] tells them apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Kind {
+    Sync,
+    /// Answered by the server the session is connected to, from its own state (which
+    /// a follower may have from before a write the client already saw).
+    Read,
+    Other,
+}
+
+impl Kind {
+    fn of(request: &Request) -> Kind {
+        match request {
+            Request::Sync(_) => Kind::Sync,
+            Request::Exists(_)
+            | Request::GetData(_)
+            | Request::GetChildren(_)
+            | Request::GetChildren2(_)
+            | Request::GetAllChildrenNumber(_)
+            | Request::GetEphemerals(_)
+            | Request::GetAcl(_)
+            | Request::MultiRead(_) => Kind::Read,
+            _ => Kind::Other,
+        }
+    }
 }
 
 impl<P> Default for Outbox<P> {
@@ -368,34 +415,118 @@ impl<P> Outbox<P> {
     pub fn send(&mut self, purpose: P, request: Request) -> OpId {
         let id = self.next;
         self.next += 1;
-        self.in_flight.push((id, purpose));
+        let kind = Kind::of(&request);
+        let exists = matches!(request, Request::Exists(_));
+        let watch = match &request {
+            Request::Exists(r)
+            | Request::GetData(r)
+            | Request::GetChildren(r)
+            | Request::GetChildren2(r) => r.watch,
+            _ => false,
+        };
+        // Replies come in the order requests were sent: a read queued after a sync
+        // still unanswered is answered after it, from the state the sync brought.
+        let behind = match kind {
+            Kind::Read => self
+                .in_flight
+                .iter()
+                .filter(|f| f.kind == Kind::Sync)
+                .map(|f| f.id)
+                .max(),
+            _ => None,
+        };
+        self.in_flight.push(InFlight {
+            id,
+            purpose,
+            kind,
+            watch,
+            exists,
+            behind,
+            unsynced: false,
+        });
         self.queue.push_back((id, request));
         id
     }
 
     /// The purpose of `op`, removed (its reply arrived). `None` for an op this outbox
-    /// does not know (a late reply after [`clear`](Self::clear)).
+    /// does not know (a late reply after [`clear`](Self::clear)). Prefer
+    /// [`answer`](Self::answer), which also reads a reply behind a failed `sync` as
+    /// lost; `take` suits a recipe that judges such replies itself (a cache's load, a
+    /// configuration reader's round).
     pub fn take(&mut self, op: OpId) -> Option<P> {
-        let at = self.in_flight.iter().position(|(id, _)| *id == op)?;
-        let purpose = self.in_flight.swap_remove(at).1;
+        self.remove(op).map(|f| f.purpose)
+    }
+
+    /// The purpose of `op`, removed, and its reply as the recipe should read it: the
+    /// answer to a read sent right behind a `sync` that failed (refused by the
+    /// session, lost with its connection) may come from a follower that lags behind
+    /// what this client already saw, so a node found (or found missing) there reads as
+    /// [`Error::ConnectionLoss`]: not known, read again (after a `sync` that works).
+    /// Other errors are kept: they do not depend on the follower's state. Every
+    /// recipe that syncs before a read it relies on takes its replies here, so none
+    /// keeps its own "the last sync failed" flag.
+    pub fn answer(
+        &mut self,
+        op: OpId,
+        result: Result<Response, Error>,
+    ) -> Option<(P, Result<Response, Error>)> {
+        self.answer_armed(op, result).map(|(p, r, _)| (p, r))
+    }
+
+    /// [`answer`](Self::answer), and whether the server left the watch the request
+    /// asked for (an answer read as lost may still have left one: a recipe that
+    /// keeps track of its watches reads it here, and does not ask for a second).
+    pub fn answer_armed(
+        &mut self,
+        op: OpId,
+        result: Result<Response, Error>,
+    ) -> Option<(P, Result<Response, Error>, bool)> {
+        let f = self.remove(op)?;
+        if f.kind == Kind::Sync && result.is_err() {
+            for behind in self.in_flight.iter_mut().filter(|b| b.behind == Some(op)) {
+                behind.unsynced = true;
+            }
+        }
+        let missing = result == Err(Error::Server(ErrorCode::NoNode));
+        // `exists` of a missing node watches for its creation; other reads of it fail.
+        let armed = f.watch && (result.is_ok() || (missing && f.exists));
+        let stale = f.unsynced && (result.is_ok() || missing);
+        let result = if stale {
+            Err(Error::ConnectionLoss)
+        } else {
+            result
+        };
+        Some((f.purpose, result, armed))
+    }
+
+    /// [`take`](Self::take) for a reply a recipe reads in place (a listing shared
+    /// with other requesters): its purpose, and whether it was sent behind a `sync`
+    /// that failed (then [`answer`](Self::answer) would read it as lost).
+    pub fn take_unsynced(&mut self, op: OpId) -> Option<(P, bool)> {
+        self.remove(op).map(|f| (f.purpose, f.unsynced))
+    }
+
+    fn remove(&mut self, op: OpId) -> Option<InFlight<P>> {
+        let at = self.in_flight.iter().position(|f| f.id == op)?;
+        let f = self.in_flight.swap_remove(at);
         if self.in_flight.is_empty() {
             // Nothing in flight: give the buffer back (see `poll`).
             self.in_flight = Vec::new();
         }
-        Some(purpose)
+        Some(f)
     }
 
     /// The purpose of `op`, left in place.
     pub fn get(&self, op: OpId) -> Option<&P> {
         self.in_flight
             .iter()
-            .find(|(id, _)| *id == op)
-            .map(|(_, p)| p)
+            .find(|f| f.id == op)
+            .map(|f| &f.purpose)
     }
 
     /// Is a request whose purpose matches `f` in flight?
     pub fn any(&self, f: impl Fn(&P) -> bool) -> bool {
-        self.in_flight.iter().any(|(_, p)| f(p))
+        self.in_flight.iter().any(|i| f(&i.purpose))
     }
 
     /// How many requests are in flight.
@@ -653,6 +784,112 @@ mod retry_tests {
             deadlines.push(at);
         }
         assert_ne!(deadlines[0], deadlines[1]);
+    }
+
+    /// The rule every recipe's fresh reads rely on: a read sent behind a `sync` that
+    /// failed is read as lost (found or missing alike), once; a read behind a `sync`
+    /// that worked, a read sent before the sync, a write, and an error that does not
+    /// depend on the follower's state are kept.
+    #[test]
+    fn a_read_behind_a_failed_sync_is_read_as_lost() {
+        use crate::error::Error;
+        use crate::proto::{ErrorCode, PathRequest, PathWatch, Request, Response, Stat};
+        use crate::recipe::Outbox;
+        let read = |p: &str| {
+            Request::GetData(PathWatch {
+                path: p.into(),
+                watch: false,
+            })
+        };
+        let sync = |p: &str| Request::Sync(PathRequest { path: p.into() });
+        let found = || Ok(Response::Stat(Stat::default()));
+        let missing = || Err(Error::Server(ErrorCode::NoNode));
+        let lost = Err(Error::ConnectionLoss);
+
+        let mut out = Outbox::default();
+        let before = out.send("before", read("/a"));
+        let s1 = out.send("sync", sync("/a"));
+        let r1 = out.send("read", read("/a"));
+        let r2 = out.send("read too", read("/b"));
+        let w = out.send(
+            "write",
+            Request::Delete(crate::proto::DeleteRequest {
+                path: "/a/x".into(),
+                version: -1,
+            }),
+        );
+        let r3 = out.send("refused read", read("/a"));
+        assert_eq!(out.answer(before, found()), Some(("before", found())));
+        assert_eq!(
+            out.answer(s1, Err(Error::Server(ErrorCode::Throttled)))
+                .unwrap()
+                .0,
+            "sync"
+        );
+        assert_eq!(out.answer(r1, found()), Some(("read", lost.clone())));
+        assert_eq!(out.answer(r2, missing()), Some(("read too", lost.clone())));
+        assert_eq!(out.answer(w, missing()), Some(("write", missing())));
+        let noauth = Err(Error::Server(ErrorCode::NoAuth));
+        assert_eq!(
+            out.answer(r3, noauth.clone()),
+            Some(("refused read", noauth))
+        );
+        // Read again behind a sync that works: kept.
+        let s2 = out.send("sync", sync("/a"));
+        let r4 = out.send("read", read("/a"));
+        assert_eq!(out.answer(s2, found()).unwrap().0, "sync");
+        assert_eq!(out.answer(r4, missing()), Some(("read", missing())));
+        // A read sent after the failed sync was answered is not behind it.
+        let s3 = out.send("sync", sync("/a"));
+        assert!(out.answer(s3, lost.clone()).is_some());
+        let r5 = out.send("read", read("/a"));
+        assert_eq!(out.take_unsynced(r5), Some(("read", false)));
+        // `take_unsynced` tells the same as `answer`, for a reply read in place.
+        let s4 = out.send("sync", sync("/a"));
+        let r6 = out.send("read", read("/a"));
+        assert!(out.answer(s4, lost.clone()).is_some());
+        assert_eq!(out.take_unsynced(r6), Some(("read", true)));
+        assert!(out.answer(r6, found()).is_none(), "answered once");
+        // A watched read read as lost may still have left its watch: `answer_armed`
+        // says so (`exists` watches a missing node too; `getData` of one does not).
+        let watched = |p: &str| {
+            Request::GetData(PathWatch {
+                path: p.into(),
+                watch: true,
+            })
+        };
+        let exists = |p: &str| {
+            Request::Exists(PathWatch {
+                path: p.into(),
+                watch: true,
+            })
+        };
+        let s5 = out.send("sync", sync("/a"));
+        let (r7, r8, r9) = (
+            out.send("read", watched("/a")),
+            out.send("exists", exists("/a")),
+            out.send("missing", watched("/a")),
+        );
+        assert!(out
+            .answer(s5, Err(Error::Server(ErrorCode::Throttled)))
+            .is_some());
+        assert_eq!(
+            out.answer_armed(r7, found()),
+            Some(("read", lost.clone(), true))
+        );
+        assert_eq!(
+            out.answer_armed(r8, missing()),
+            Some(("exists", lost.clone(), true))
+        );
+        assert_eq!(
+            out.answer_armed(r9, missing()),
+            Some(("missing", lost, false))
+        );
+        let r10 = out.send("read", watched("/a"));
+        assert_eq!(
+            out.answer_armed(r10, Err(Error::ConnectionLoss)),
+            Some(("read", Err(Error::ConnectionLoss), false))
+        );
     }
 
     #[test]

@@ -258,7 +258,6 @@ pub struct Resolve {
     live: bool,
     done: bool,
     need: bool,
-    sync_failed: bool,
     waiting: bool,
     retry: Retry,
     outbox: Outbox<ReadOp>,
@@ -274,7 +273,6 @@ impl Resolve {
             live: false,
             done: false,
             need: false,
-            sync_failed: false,
             waiting: false,
             retry: Retry::default(),
             outbox: Outbox::default(),
@@ -330,22 +328,14 @@ impl Recipe for Resolve {
     type Event = ResolveEvent;
 
     fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some(purpose) = self.outbox.take(op) else {
+        // A read behind a sync that did not happen may be stale: the outbox reads it
+        // as lost (`Outbox::answer`), and it is read again.
+        let Some((purpose, result)) = self.outbox.answer(op, result) else {
             return;
         };
-        if self.done {
+        if self.done || purpose == ReadOp::Sync {
             return;
         }
-        if purpose == ReadOp::Sync {
-            self.sync_failed = result.as_ref().is_err_and(Error::is_retryable);
-            return;
-        }
-        // A read behind a sync that did not happen may be stale: read again.
-        let result = if core::mem::take(&mut self.sync_failed) {
-            Err(Error::ConnectionLoss)
-        } else {
-            result
-        };
         match result {
             Ok(Response::Data { data, stat }) => self.finish(ResolveEvent::Resolved { data, stat }),
             Ok(_) => self.finish(ResolveEvent::Failed(Error::UnexpectedReply)),
@@ -373,7 +363,6 @@ impl Recipe for Resolve {
             SessionChange::Expired => {
                 // A read holds nothing of the session: read again in the next one.
                 self.outbox.clear();
-                self.sync_failed = false;
                 self.live = false;
                 self.waiting = false;
                 self.need = self.started;
@@ -525,7 +514,6 @@ pub struct IdGenerator {
     parent_error: Option<Error>,
     /// Rounds of directory creates sent since a create last worked.
     round: u32,
-    sync_failed: bool,
     recovered: u64,
     timer: bool,
     retry: Retry,
@@ -553,7 +541,6 @@ impl IdGenerator {
             parents_again: false,
             parent_error: None,
             round: 0,
-            sync_failed: false,
             recovered: 0,
             timer: false,
             retry: Retry::default(),
@@ -889,12 +876,8 @@ impl IdGenerator {
     }
 
     fn on_list(&mut self, now: Instant, result: Result<Response, Error>) {
-        // A listing behind a sync that did not happen may be stale: list again.
-        let result = if core::mem::take(&mut self.sync_failed) {
-            Err(Error::ConnectionLoss)
-        } else {
-            result
-        };
+        // A listing behind a sync that did not happen reads as lost (`Outbox::answer`):
+        // listed again.
         let children = match result {
             Ok(Response::Children(c)) => c,
             Ok(Response::Children2 { children, .. }) => children,
@@ -963,7 +946,7 @@ impl Recipe for IdGenerator {
     type Event = IdEvent;
 
     fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some(purpose) = self.outbox.take(op) else {
+        let Some((purpose, result)) = self.outbox.answer(op, result) else {
             return;
         };
         if self.done {
@@ -979,7 +962,7 @@ impl Recipe for IdGenerator {
                     }
                 }
             }
-            IdOp::Sync => self.sync_failed = result.as_ref().is_err_and(Error::is_retryable),
+            IdOp::Sync => {} // a failure reads the listing behind it as lost
             IdOp::List => self.on_list(now, result),
             IdOp::Create(n) => self.on_create(now, n, result),
             IdOp::Delete(path) => self.on_delete(now, path, result),
@@ -1004,7 +987,6 @@ impl Recipe for IdGenerator {
                 // Our nodes went with the session; numbers already drawn stay valid.
                 self.outbox.clear();
                 self.deletes.clear();
-                self.sync_failed = false;
                 self.live = false;
                 self.parents = false;
                 self.parents_again = false;

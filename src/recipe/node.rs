@@ -214,7 +214,6 @@ pub struct OwnedNode {
     parent_error: Option<Error>,
     parents_again: bool,
     sync_next: bool,
-    sync_failed: bool,
     /// Something waits for the backoff to end.
     waiting: bool,
     finish: Option<OwnedNodeEvent>,
@@ -246,7 +245,6 @@ impl OwnedNode {
             parent_error: None,
             parents_again: false,
             sync_next: false,
-            sync_failed: false,
             waiting: false,
             finish: None,
             retry: Retry::default(),
@@ -581,15 +579,10 @@ impl OwnedNode {
         }
     }
 
-    fn on_read(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        if self.watch == Some(op) && result.is_err() {
+    fn on_read(&mut self, now: Instant, op: OpId, armed: bool, result: Result<Response, Error>) {
+        if self.watch == Some(op) && !armed {
             self.watch = None;
         }
-        let result = if core::mem::take(&mut self.sync_failed) && result.is_ok() {
-            Err(Error::ConnectionLoss) // possibly stale: read again
-        } else {
-            result
-        };
         match result {
             Ok(Response::Data { data, stat }) => {
                 if self.owned_by_us(&stat) {
@@ -682,7 +675,6 @@ impl OwnedNode {
         self.watch = None;
         self.live = false;
         self.waiting = false;
-        self.sync_failed = false;
         let ephemeral = self.ephemeral();
         if ephemeral {
             self.known = Known::Absent;
@@ -724,7 +716,9 @@ impl Recipe for OwnedNode {
     type Event = OwnedNodeEvent;
 
     fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some(purpose) = self.outbox.take(op) else {
+        // A read behind a failed sync reads as lost (`Outbox::answer`): read again,
+        // without asking for a second watch if the first was left.
+        let Some((purpose, result, armed)) = self.outbox.answer_armed(op, result) else {
             return;
         };
         if self.phase == Phase::Done {
@@ -740,9 +734,9 @@ impl Recipe for OwnedNode {
                     }
                 }
             }
-            NodeOp::Sync => self.sync_failed = result.is_err(),
+            NodeOp::Sync => {}
             NodeOp::Create(sent) => self.on_create(now, sent, result),
-            NodeOp::Read => self.on_read(now, op, result),
+            NodeOp::Read => self.on_read(now, op, armed, result),
             NodeOp::Set(sent) => self.on_set(now, sent, result),
             NodeOp::Delete => self.on_delete(now, result),
         }
@@ -919,7 +913,6 @@ pub struct NodeWatch {
     watch: Option<OpId>,
     suspended: bool,
     sync_next: bool,
-    sync_failed: bool,
     waiting: bool,
     retry: Retry,
     outbox: Outbox<WatchOp>,
@@ -943,7 +936,6 @@ impl NodeWatch {
             watch: None,
             suspended: false,
             sync_next: false,
-            sync_failed: false,
             waiting: false,
             retry: Retry::default(),
             outbox: Outbox::default(),
@@ -1059,15 +1051,10 @@ impl NodeWatch {
         }
     }
 
-    fn on_read(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        if self.watch == Some(op) && result.is_err() {
+    fn on_read(&mut self, now: Instant, op: OpId, armed: bool, result: Result<Response, Error>) {
+        if self.watch == Some(op) && !armed {
             self.watch = None;
         }
-        let result = if core::mem::take(&mut self.sync_failed) && result.is_ok() {
-            Err(Error::ConnectionLoss)
-        } else {
-            result
-        };
         match result {
             Ok(Response::Data { data, stat }) => {
                 self.retry.succeeded();
@@ -1104,8 +1091,8 @@ impl NodeWatch {
         }
     }
 
-    fn on_exists(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let ours = self.watch == Some(op);
+    fn on_exists(&mut self, now: Instant, op: OpId, armed: bool, result: Result<Response, Error>) {
+        let watch_gone = self.watch == Some(op) && !armed;
         match result {
             Ok(_) => {
                 // Created meanwhile (a data watch is set): read it.
@@ -1115,7 +1102,7 @@ impl NodeWatch {
             }
             Err(Error::Server(ErrorCode::NoNode)) => self.retry.succeeded(), // armed
             Err(e) if e.is_retryable() => {
-                if ours {
+                if watch_gone {
                     self.watch = None;
                 }
                 self.need_exists = true;
@@ -1131,16 +1118,18 @@ impl Recipe for NodeWatch {
     type Event = NodeWatchEvent;
 
     fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some(purpose) = self.outbox.take(op) else {
+        // A read behind a failed sync reads as lost (`Outbox::answer`): read again,
+        // without asking for a second watch if the first was left.
+        let Some((purpose, result, armed)) = self.outbox.answer_armed(op, result) else {
             return;
         };
         if self.done {
             return;
         }
         match purpose {
-            WatchOp::Sync => self.sync_failed = result.is_err(),
-            WatchOp::Read => self.on_read(now, op, result),
-            WatchOp::Exists => self.on_exists(now, op, result),
+            WatchOp::Sync => {}
+            WatchOp::Read => self.on_read(now, op, armed, result),
+            WatchOp::Exists => self.on_exists(now, op, armed, result),
         }
         self.drive(now);
     }
@@ -1185,7 +1174,6 @@ impl Recipe for NodeWatch {
                 self.watch = None;
                 self.live = false;
                 self.waiting = false;
-                self.sync_failed = false;
                 if self.running && !self.suspended {
                     self.suspended = true;
                     self.events.push_back(NodeWatchEvent::Suspended);

@@ -272,7 +272,6 @@ pub struct Update {
     /// A write of ours may have been applied.
     in_doubt: bool,
     sync_next: bool,
-    sync_failed: bool,
     waiting: bool,
     parents: bool,
     parent_rounds: u8,
@@ -305,7 +304,6 @@ impl Update {
             proposal: Bytes::new(),
             in_doubt: false,
             sync_next: false,
-            sync_failed: false,
             waiting: false,
             parents: false,
             parent_rounds: 0,
@@ -374,7 +372,6 @@ impl Update {
         self.proposal = Bytes::new();
         self.in_doubt = false;
         self.sync_next |= self.config.sync_first;
-        self.sync_failed = false;
         self.parents = false;
         self.parent_rounds = 0;
         self.parent_error = None;
@@ -553,13 +550,7 @@ impl Update {
     fn on_read(&mut self, now: Instant, result: Result<Response, Error>) {
         // Without its sync the read may come from a lagging follower: a node, or its
         // absence (our own create, applied with its reply lost, not there yet), may be
-        // stale either way.
-        let stale = matches!(result, Ok(_) | Err(Error::Server(ErrorCode::NoNode)));
-        let result = if core::mem::take(&mut self.sync_failed) && stale {
-            Err(Error::ConnectionLoss) // possibly stale: read again
-        } else {
-            result
-        };
+        // stale either way; the outbox reads it as lost (`Outbox::answer`).
         let found = match result {
             Ok(Response::Data { data, stat }) => Some((data, stat)),
             Ok(_) => return self.fail(Error::UnexpectedReply),
@@ -677,14 +668,14 @@ impl Recipe for Update {
     type Event = UpdateEvent;
 
     fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some(purpose) = self.outbox.take(op) else {
+        let Some((purpose, result)) = self.outbox.answer(op, result) else {
             return;
         };
         if self.stage == Stage::Done {
             return;
         }
         match purpose {
-            Op::Sync => self.sync_failed |= result.is_err(),
+            Op::Sync => {} // a failure reads the read behind it as lost
             Op::Read => self.on_read(now, result),
             Op::Set => self.on_set(now, result),
             Op::Create => self.on_create(now, result),
@@ -714,7 +705,6 @@ impl Recipe for Update {
                 self.outbox.clear();
                 self.live = false;
                 self.waiting = false;
-                self.sync_failed = false;
                 if writing && self.stage != Stage::Done {
                     self.in_doubt = true;
                     self.stage = Stage::Verifying;

@@ -332,7 +332,6 @@ pub struct Consumer {
     marker_present: bool,
     applied: u32,
     reading_marker: bool,
-    sync_failed: bool,
     need_parents: bool,
     parent_rounds: u8,
     parent_error: Option<Error>,
@@ -377,7 +376,6 @@ impl Consumer {
             marker_present: false,
             applied: 0,
             reading_marker: false,
-            sync_failed: false,
             need_parents: false,
             parent_rounds: 0,
             parent_error: None,
@@ -1112,18 +1110,12 @@ impl Consumer {
     }
 
     fn on_check_claim(&mut self, now: Instant, i: usize, result: Result<Response, Error>) {
-        let stale = core::mem::take(&mut self.sync_failed);
         let session = self.session_id;
         let Some(b) = self.batch.as_mut() else {
             return;
         };
         let Some(slot) = b.slots.get_mut(i) else {
             return;
-        };
-        let result = if stale {
-            Err(Error::ConnectionLoss)
-        } else {
-            result
         };
         match result {
             Ok(Response::Stat(stat)) if stat.ephemeral_owner == session => {
@@ -1300,11 +1292,6 @@ impl Consumer {
 
     fn on_read_marker(&mut self, now: Instant, result: Result<Response, Error>) {
         self.reading_marker = false;
-        let result = if core::mem::take(&mut self.sync_failed) {
-            Err(Error::ConnectionLoss)
-        } else {
-            result
-        };
         let (present, version) = match result {
             Ok(Response::Stat(stat)) if stat.ephemeral_owner == self.session_id => {
                 (true, stat.version as u32)
@@ -1415,16 +1402,10 @@ impl Consumer {
     /// session's (only we delete ours while our session lives), means it landed; still
     /// ours means it did not: send it again.
     fn on_check_settle(&mut self, now: Instant, name: String, result: Result<Response, Error>) {
-        let stale = core::mem::take(&mut self.sync_failed);
         let Some(at) = self.settling.iter().position(|s| s.0 == name) else {
             return;
         };
         let how = self.settling[at].1;
-        let result = if stale {
-            Err(Error::ConnectionLoss)
-        } else {
-            result
-        };
         let landed = |this: &mut Self| {
             this.settling.remove(at);
             this.emit(match how {
@@ -1578,7 +1559,8 @@ impl Recipe for Consumer {
     type Event = ConsumerEvent;
 
     fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some(purpose) = self.outbox.take(op) else {
+        // A read behind a failed sync reads as lost (`Outbox::answer`): read again.
+        let Some((purpose, result)) = self.outbox.answer(op, result) else {
             return;
         };
         match purpose {
@@ -1608,7 +1590,7 @@ impl Recipe for Consumer {
                     }
                 }
             }
-            Purpose::Sync => self.sync_failed = result.is_err(),
+            Purpose::Sync => {}
             Purpose::Claim(i) => self.on_claim(now, i, result),
             Purpose::CheckClaim(i) => self.on_check_claim(now, i, result),
             Purpose::Read(slots) => self.on_read(now, slots, result),
@@ -1617,13 +1599,8 @@ impl Recipe for Consumer {
             Purpose::Complete(name) => self.on_complete(now, name, result),
             Purpose::CheckSettle(name) => self.on_check_settle(now, name, result),
             Purpose::CheckOrphan(name) => {
-                // After a failed sync the read may be stale, whatever it says: check
-                // again (as a settle check or a marker read does).
-                let result = if core::mem::take(&mut self.sync_failed) {
-                    Err(Error::ConnectionLoss)
-                } else {
-                    result
-                };
+                // After a failed sync the read may be stale, whatever it says: it
+                // reads as lost (`Outbox::answer`), and is made again.
                 match result {
                     // Still ours (our delete did not land): delete it again.
                     Ok(Response::Stat(stat)) if stat.ephemeral_owner == self.session_id => {

@@ -265,7 +265,6 @@ pub struct Producer {
     marker_used: bool,
     /// Resolving failed batches: reading the marker.
     reading: bool,
-    sync_failed: bool,
     need_parents: bool,
     parent_rounds: u8,
     parent_error: Option<Error>,
@@ -296,7 +295,6 @@ impl Producer {
             applied: 0,
             marker_used: false,
             reading: false,
-            sync_failed: false,
             need_parents: false,
             parent_rounds: 0,
             parent_error: None,
@@ -675,11 +673,6 @@ impl Producer {
 
     fn on_read_marker(&mut self, now: Instant, result: Result<Response, Error>) {
         self.reading = false;
-        let result = if core::mem::take(&mut self.sync_failed) {
-            Err(Error::ConnectionLoss)
-        } else {
-            result
-        };
         match result {
             Ok(Response::Stat(stat)) if stat.ephemeral_owner == self.session_id => {
                 self.settle(true, stat.version as u32)
@@ -780,13 +773,14 @@ impl Recipe for Producer {
     type Event = ProducerEvent;
 
     fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some(purpose) = self.outbox.take(op) else {
+        // A read behind a failed sync reads as lost (`Outbox::answer`): read again.
+        let Some((purpose, result)) = self.outbox.answer(op, result) else {
             return;
         };
         match purpose {
             Purpose::Batch(no) => self.on_batch(now, no, result),
             Purpose::Parent(p) => self.on_parent(now, p, result),
-            Purpose::Sync => self.sync_failed = result.is_err(),
+            Purpose::Sync => {}
             Purpose::ReadMarker => self.on_read_marker(now, result),
             Purpose::DeleteMarker => {
                 self.deleting_marker = false;

@@ -201,8 +201,6 @@ pub struct Coordinator {
     hard_passed: bool,
     need: u32,
     sync_next: bool,
-    /// The last `sync` failed: the reads sent behind it may come from a lagging follower.
-    sync_failed: bool,
     retry: Retry,
     outbox: Outbox<P>,
     events: VecDeque<CoordinatorEvent>,
@@ -238,7 +236,6 @@ impl Coordinator {
             hard_passed: false,
             need: 0,
             sync_next: false,
-            sync_failed: false,
             retry: Retry::default(),
             outbox: Outbox::default(),
             events: VecDeque::new(),
@@ -641,7 +638,7 @@ impl Coordinator {
             }
             P::Setup => self.on_setup(now, result),
             P::Sync => {
-                self.sync_failed = result.is_err();
+                // The reads behind it read as lost (`Outbox::answer`): sync again.
                 if result.is_err() {
                     self.sync_next = true;
                 }
@@ -654,9 +651,6 @@ impl Coordinator {
                     self.setup = Setup::Idle;
                     self.fail(Error::Server(ErrorCode::NodeExists)); // another's
                 }
-                // Behind a failed `sync`, "not there" may be a lagging follower's: sync
-                // and look again.
-                Err(Error::Server(ErrorCode::NoNode)) if self.sync_failed => self.again(now, 0),
                 Err(Error::Server(ErrorCode::NoNode)) => {
                     if self.found_tx {
                         // `<tx>` without `<tx>/votes`: gone since the setup read it (set
@@ -771,7 +765,7 @@ impl Recipe for Coordinator {
     type Event = CoordinatorEvent;
 
     fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some(p) = self.outbox.take(op) else {
+        let Some((p, result)) = self.outbox.answer(op, result) else {
             return;
         };
         self.on_reply(now, p, result);

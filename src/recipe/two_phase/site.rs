@@ -253,8 +253,6 @@ pub struct Site {
     voted_told: bool,
     need: u32,
     sync_next: bool,
-    /// The last `sync` failed: the reads sent behind it may come from a lagging follower.
-    sync_failed: bool,
     retry: Retry,
     outbox: Outbox<P>,
     events: VecDeque<SiteEvent>,
@@ -284,7 +282,6 @@ impl Site {
             voted_told: false,
             need: 0,
             sync_next: false,
-            sync_failed: false,
             retry: Retry::default(),
             outbox: Outbox::default(),
             events: VecDeque::new(),
@@ -625,7 +622,7 @@ impl Site {
         }
         match p {
             P::Sync => {
-                self.sync_failed = result.is_err();
+                // The reads behind it read as lost (`Outbox::answer`): sync again.
                 if result.is_err() {
                     self.sync_next = true;
                 }
@@ -723,11 +720,6 @@ impl Site {
                     };
                 }
                 Ok(_) => self.presence = Presence::None,
-                // Behind a failed `sync`, "not there" may be a lagging follower's: sync
-                // and check again.
-                Err(Error::Server(ErrorCode::NoNode)) if self.sync_failed => {
-                    self.again(now, CHECK_PRESENCE)
-                }
                 Err(Error::Server(ErrorCode::NoNode)) => self.presence = Presence::None,
                 Err(e) if e.is_retryable() => self.again(now, CHECK_PRESENCE),
                 Err(_) => self.presence = Presence::None,
@@ -850,7 +842,7 @@ impl Recipe for Site {
     type Event = SiteEvent;
 
     fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some(p) = self.outbox.take(op) else {
+        let Some((p, result)) = self.outbox.answer(op, result) else {
             return;
         };
         self.on_reply(now, p, result);
