@@ -138,37 +138,6 @@ impl ConfigScript {
         Self::reader(h, i).is_some_and(|r| r.config().sync_first)
     }
 
-    /// Checks what client `k`'s machine did.
-    fn judge(&mut self, h: &H, k: usize, happened: &[Happened<Event>]) -> Result<(), String> {
-        // Events first: a round that ends reports before the next one starts, so a
-        // request sent in the same batch belongs to a round begun after every event.
-        for x in happened {
-            match x {
-                Happened::Sent(_) => {}
-                Happened::Event(Either::A(e)) => {
-                    self.check_reader(h, k, e)?;
-                    self.reader_events[k].push(e.clone());
-                }
-                Happened::Event(Either::B(e)) => {
-                    match e {
-                        WriterEvent::Written => {
-                            self.written = Some(self.k);
-                            self.stats.written += 1;
-                        }
-                        e => return Err(format!("write {} ended with {e:?}", self.k)),
-                    }
-                    self.writer_events.push(e.clone());
-                }
-            }
-        }
-        if k < 2 && happened.iter().any(|x| matches!(x, Happened::Sent(_))) {
-            if let Some((_, began)) = &mut self.fresh_floor[k] {
-                *began = true;
-            }
-        }
-        self.check_readers(h)
-    }
-
     fn check_reader(&mut self, h: &H, i: usize, e: &ReaderEvent) -> Result<(), String> {
         if self.reader_events[i].last().is_some_and(|l| l.is_final()) {
             return Err(format!("reader {i}: event after final: {e:?}"));
@@ -314,21 +283,43 @@ impl ConfigScript {
 }
 
 impl Machines<M> for ConfigScript {
-    /// What client `k`'s machine did: recorded and checked.
-    fn happened(
-        &mut self,
-        h: &mut H,
-        k: usize,
-        happened: Vec<Happened<Event>>,
-    ) -> Result<(), String> {
-        let who = if k == WRITER {
+    fn who(&self, k: usize) -> String {
+        if k == WRITER {
             String::from("writer")
         } else {
             format!("reader {k}")
-        };
-        h.record(&who, &happened);
-        self.judge(h, k, &happened)?;
-        h.deadline_moved_on(&who, k)
+        }
+    }
+
+    /// Checks what client `k`'s machine did.
+    fn judge(&mut self, h: &H, k: usize, happened: &[Happened<Event>]) -> Result<(), String> {
+        // Events first: a round that ends reports before the next one starts, so a
+        // request sent in the same batch belongs to a round begun after every event.
+        for x in happened {
+            match x {
+                Happened::Sent(_) => {}
+                Happened::Event(Either::A(e)) => {
+                    self.check_reader(h, k, e)?;
+                    self.reader_events[k].push(e.clone());
+                }
+                Happened::Event(Either::B(e)) => {
+                    match e {
+                        WriterEvent::Written => {
+                            self.written = Some(self.k);
+                            self.stats.written += 1;
+                        }
+                        e => return Err(format!("write {} ended with {e:?}", self.k)),
+                    }
+                    self.writer_events.push(e.clone());
+                }
+            }
+        }
+        if k < 2 && happened.iter().any(|x| matches!(x, Happened::Sent(_))) {
+            if let Some((_, began)) = &mut self.fresh_floor[k] {
+                *began = true;
+            }
+        }
+        self.check_readers(h)
     }
 }
 

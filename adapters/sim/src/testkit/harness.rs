@@ -300,13 +300,30 @@ impl<R: Recipe> Harness<R> {
 /// A script that drives machines on other clients than [`ME`] itself (a queue's
 /// producers and consumers, a semaphore's or an id generator's other users).
 pub trait Machines<R: Recipe> {
-    /// Records and judges what client `k`'s machine did.
+    /// What client `k` is called in a verdict ("m0", "reader 2").
+    fn who(&self, k: usize) -> String;
+
+    /// Judges what client `k`'s machine did (its requests and events, in order).
+    fn judge(
+        &mut self,
+        h: &Harness<R>,
+        k: usize,
+        happened: &[Happened<R::Event>],
+    ) -> Result<(), String>;
+
+    /// Records what client `k`'s machine did, judges it, and checks that its deadline
+    /// moves on (no machine waits for a time that has passed).
     fn happened(
         &mut self,
         h: &mut Harness<R>,
         k: usize,
         happened: Vec<Happened<R::Event>>,
-    ) -> Result<(), String>;
+    ) -> Result<(), String> {
+        let who = self.who(k);
+        h.record(&who, &happened);
+        self.judge(h, k, &happened)?;
+        h.deadline_moved_on(&who, k)
+    }
 
     /// The server reads client `k`'s oldest request (a script may lose its reply).
     fn serve(&mut self, h: &mut Harness<R>, k: usize) -> Result<(), String> {

@@ -136,6 +136,38 @@ impl NamingScript {
         Ok(())
     }
 
+    /// The application asks generator `k` for `n` ids.
+    fn request(&mut self, h: &mut H, k: usize, n: u8) -> Result<(), String> {
+        let now = h.world.now[k];
+        let floor = self.reported.last().copied();
+        let Some(g) = h.world.machines[k].as_mut() else {
+            return Ok(());
+        };
+        for _ in 0..n {
+            let r = g.request(now);
+            let c = &mut self.gens[k];
+            c.requested = r;
+            if let Some(f) = floor {
+                c.floor.insert(r, f);
+            }
+        }
+        h.note(format!("  generator {k}: {n} ids requested"));
+        let happened = h.world.pump(k);
+        self.happened(h, k, happened)
+    }
+
+    fn pending(&self, h: &H) -> usize {
+        (0..CLIENTS)
+            .map(|k| h.world.machines[k].as_ref().map_or(0, |g| g.pending()))
+            .sum()
+    }
+}
+
+impl Machines<IdGenerator> for NamingScript {
+    fn who(&self, k: usize) -> String {
+        format!("generator {k}")
+    }
+
     fn judge(&mut self, h: &H, who: usize, happened: &[Happened<IdEvent>]) -> Result<(), String> {
         self.look(h)?;
         for x in happened {
@@ -194,46 +226,6 @@ impl NamingScript {
             self.recovered[who] = g.recovered();
         }
         Ok(())
-    }
-
-    /// The application asks generator `k` for `n` ids.
-    fn request(&mut self, h: &mut H, k: usize, n: u8) -> Result<(), String> {
-        let now = h.world.now[k];
-        let floor = self.reported.last().copied();
-        let Some(g) = h.world.machines[k].as_mut() else {
-            return Ok(());
-        };
-        for _ in 0..n {
-            let r = g.request(now);
-            let c = &mut self.gens[k];
-            c.requested = r;
-            if let Some(f) = floor {
-                c.floor.insert(r, f);
-            }
-        }
-        h.note(format!("  generator {k}: {n} ids requested"));
-        let happened = h.world.pump(k);
-        self.happened(h, k, happened)
-    }
-
-    fn pending(&self, h: &H) -> usize {
-        (0..CLIENTS)
-            .map(|k| h.world.machines[k].as_ref().map_or(0, |g| g.pending()))
-            .sum()
-    }
-}
-
-impl Machines<IdGenerator> for NamingScript {
-    fn happened(
-        &mut self,
-        h: &mut H,
-        k: usize,
-        happened: Vec<Happened<IdEvent>>,
-    ) -> Result<(), String> {
-        let who = format!("generator {k}");
-        h.record(&who, &happened);
-        self.judge(h, k, &happened)?;
-        h.deadline_moved_on(&who, k)
     }
 }
 

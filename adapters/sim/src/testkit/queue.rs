@@ -399,31 +399,6 @@ impl QueueScript {
         Ok(())
     }
 
-    fn judge(&mut self, h: &H, k: usize, happened: &[Happened<QueueEvent>]) -> Result<(), String> {
-        self.look(h)?;
-        let before = self.slots[k].session;
-        for x in happened {
-            match x {
-                Happened::Sent(req) => {
-                    if self.slots[k].finals > 0 {
-                        return Err(format!("m{k}: request {req:?} after its final event"));
-                    }
-                }
-                Happened::Event(e) => {
-                    if self.slots[k].finals > 0 {
-                        return Err(format!("m{k}: {e:?} after its final event"));
-                    }
-                    match e {
-                        QueueEvent::P(e) => self.on_producer(k, e)?,
-                        QueueEvent::C(e) => self.on_consumer(h, k, before, e)?,
-                    }
-                }
-            }
-        }
-        self.slots[k].session = h.world.zk.sessions[k].id;
-        self.holders(h)
-    }
-
     fn on_producer(&mut self, k: usize, e: &ProducerEvent) -> Result<(), String> {
         let slot = &mut self.slots[k];
         match e {
@@ -708,17 +683,33 @@ impl QueueScript {
 }
 
 impl Machines<QueueMachine> for QueueScript {
-    /// What client `k`'s machine did: its requests and events.
-    fn happened(
-        &mut self,
-        h: &mut H,
-        k: usize,
-        happened: Vec<Happened<QueueEvent>>,
-    ) -> Result<(), String> {
-        let who = format!("m{k}");
-        h.record(&who, &happened);
-        self.judge(h, k, &happened)?;
-        h.deadline_moved_on(&who, k)
+    fn who(&self, k: usize) -> String {
+        format!("m{k}")
+    }
+
+    fn judge(&mut self, h: &H, k: usize, happened: &[Happened<QueueEvent>]) -> Result<(), String> {
+        self.look(h)?;
+        let before = self.slots[k].session;
+        for x in happened {
+            match x {
+                Happened::Sent(req) => {
+                    if self.slots[k].finals > 0 {
+                        return Err(format!("m{k}: request {req:?} after its final event"));
+                    }
+                }
+                Happened::Event(e) => {
+                    if self.slots[k].finals > 0 {
+                        return Err(format!("m{k}: {e:?} after its final event"));
+                    }
+                    match e {
+                        QueueEvent::P(e) => self.on_producer(k, e)?,
+                        QueueEvent::C(e) => self.on_consumer(h, k, before, e)?,
+                    }
+                }
+            }
+        }
+        self.slots[k].session = h.world.zk.sessions[k].id;
+        self.holders(h)
     }
 }
 

@@ -130,6 +130,46 @@ impl SemScript {
             .any(|(n, _)| n == name)
     }
 
+    /// Client `k` starts an attempt (if none runs).
+    fn start(&mut self, h: &mut H, k: usize, deadline: Option<Duration>) -> Result<(), String> {
+        if h.world.machines[k].is_some() {
+            return Ok(());
+        }
+        let c = &mut self.clients[k];
+        c.attempts += 1;
+        let m = format!("m{k}-{}", c.attempts);
+        let l = format!("l{k}-{}", c.attempts);
+        c.lease_prefix = format!("{LEASES}/_c_{l}-");
+        c.holding = false;
+        c.acquired = false;
+        c.finals = 0;
+        c.restarts = 0;
+        h.note(format!(
+            "  client {k} starts an attempt, deadline {deadline:?}"
+        ));
+        let sem = Semaphore::new(SemaphoreConfig::new(PATH, N, &m, &l));
+        let happened = h.world.host(k, sem, |s, now| {
+            s.acquire(now, deadline.map(|d| now + d));
+        });
+        self.happened(h, k, happened)
+    }
+
+    fn release(&mut self, h: &mut H, k: usize) -> Result<(), String> {
+        let now = h.world.now[k];
+        if let Some(s) = h.world.machines[k].as_mut() {
+            s.release(now);
+            h.note(format!("  client {k} releases"));
+        }
+        let happened = h.world.pump(k);
+        self.happened(h, k, happened)
+    }
+}
+
+impl Machines<Semaphore> for SemScript {
+    fn who(&self, k: usize) -> String {
+        format!("client {k}")
+    }
+
     fn judge(
         &mut self,
         h: &H,
@@ -212,55 +252,6 @@ impl SemScript {
             self.stats.full += 1;
         }
         Ok(())
-    }
-
-    /// Client `k` starts an attempt (if none runs).
-    fn start(&mut self, h: &mut H, k: usize, deadline: Option<Duration>) -> Result<(), String> {
-        if h.world.machines[k].is_some() {
-            return Ok(());
-        }
-        let c = &mut self.clients[k];
-        c.attempts += 1;
-        let m = format!("m{k}-{}", c.attempts);
-        let l = format!("l{k}-{}", c.attempts);
-        c.lease_prefix = format!("{LEASES}/_c_{l}-");
-        c.holding = false;
-        c.acquired = false;
-        c.finals = 0;
-        c.restarts = 0;
-        h.note(format!(
-            "  client {k} starts an attempt, deadline {deadline:?}"
-        ));
-        let sem = Semaphore::new(SemaphoreConfig::new(PATH, N, &m, &l));
-        let happened = h.world.host(k, sem, |s, now| {
-            s.acquire(now, deadline.map(|d| now + d));
-        });
-        self.happened(h, k, happened)
-    }
-
-    fn release(&mut self, h: &mut H, k: usize) -> Result<(), String> {
-        let now = h.world.now[k];
-        if let Some(s) = h.world.machines[k].as_mut() {
-            s.release(now);
-            h.note(format!("  client {k} releases"));
-        }
-        let happened = h.world.pump(k);
-        self.happened(h, k, happened)
-    }
-}
-
-impl Machines<Semaphore> for SemScript {
-    /// What client `k`'s machine did.
-    fn happened(
-        &mut self,
-        h: &mut H,
-        k: usize,
-        happened: Vec<Happened<SemaphoreEvent>>,
-    ) -> Result<(), String> {
-        let who = format!("client {k}");
-        h.record(&who, &happened);
-        self.judge(h, k, &happened)?;
-        h.deadline_moved_on(&who, k)
     }
 
     /// The server answers client `k`'s oldest request; a lease create loses its reply
