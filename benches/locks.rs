@@ -466,7 +466,7 @@ impl Curator {
     /// Starts it and waits until it has warmed up (`warm_up`: cycles with 1 contender,
     /// milliseconds with more).
     fn start(
-        java: &curator::Compiled,
+        java: &curator::CuratorProgram,
         addr: SocketAddr,
         path: &str,
         contenders: usize,

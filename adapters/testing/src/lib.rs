@@ -20,11 +20,13 @@
 
 #![warn(missing_docs)]
 
+mod curator;
 mod fake;
 mod raw;
 mod server;
 mod tls;
 
+pub use curator::CuratorProgram;
 pub use fake::{
     FakeServer, Misbehaviour, FAKE_PASSWORD, FAKE_SESSION_ID, FAKE_ZXID, GARBAGE_FRAME, HTTP_400,
     MAX_LIVE_CONNECTIONS, MAX_RECORDED_TIMES, UNKNOWN_XID,
