@@ -66,46 +66,31 @@ fn depth(path: &str) -> usize {
     path.matches('/').count() - 1
 }
 
-/// What a schedule exercised (to show the harness is not vacuous).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Stats {
-    /// `Created` events.
-    pub created: usize,
-    /// `Changed` events.
-    pub changed: usize,
-    /// `Deleted` events.
-    pub deleted: usize,
-    /// `Resynced` events.
-    pub resynced: usize,
-    /// Runs that ended initialized and synced.
-    pub synced: usize,
-    /// Runs on one-shot watches.
-    pub one_shot: usize,
-    /// Runs that ended with `Failed(TooLarge)`.
-    pub too_large: usize,
-    /// Operator writes and deletes applied.
-    pub operator_writes: usize,
-    /// Nodes an operator deleted and made again in one step.
-    pub recreated: usize,
-    /// Ephemeral nodes another session made, and its closes that deleted some.
-    pub other_session: usize,
-    /// The common faults.
-    pub faults: FaultCounts,
-}
-
-impl core::ops::AddAssign for Stats {
-    fn add_assign(&mut self, o: Self) {
-        self.created += o.created;
-        self.changed += o.changed;
-        self.deleted += o.deleted;
-        self.resynced += o.resynced;
-        self.synced += o.synced;
-        self.one_shot += o.one_shot;
-        self.too_large += o.too_large;
-        self.operator_writes += o.operator_writes;
-        self.recreated += o.recreated;
-        self.other_session += o.other_session;
-        self.faults += o.faults;
+stats! {
+    /// What a schedule exercised (to show the harness is not vacuous).
+    pub struct Stats {
+        /// `Created` events.
+        pub created: usize,
+        /// `Changed` events.
+        pub changed: usize,
+        /// `Deleted` events.
+        pub deleted: usize,
+        /// `Resynced` events.
+        pub resynced: usize,
+        /// Runs that ended initialized and synced.
+        pub synced: usize,
+        /// Runs on one-shot watches.
+        pub one_shot: usize,
+        /// Runs that ended with `Failed(TooLarge)`.
+        pub too_large: usize,
+        /// Operator writes and deletes applied.
+        pub operator_writes: usize,
+        /// Nodes an operator deleted and made again in one step.
+        pub recreated: usize,
+        /// Ephemeral nodes another session made, and its closes that deleted some.
+        pub other_session: usize,
+        /// The common faults.
+        pub faults: FaultCounts,
     }
 }
 

@@ -66,34 +66,23 @@ type M = Either<ConfigReader, ConfigWriter>;
 type Event = Either<ReaderEvent, WriterEvent>;
 type H = Harness<M>;
 
-/// What a schedule exercised (to show the harness is not vacuous).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Stats {
-    /// Writes that ended `Written` (including the one after the faults).
-    pub written: usize,
-    /// Snapshots reported by both readers.
-    pub snapshots: usize,
-    /// `NotReady` reported by both readers.
-    pub not_ready: usize,
-    /// A reader's follower fell behind while connected.
-    pub fell_behind: usize,
-    /// Out-of-band notices to a `sync_first` reader.
-    pub refreshes: usize,
-    /// Nodes an operator deleted.
-    pub operator_deletes: usize,
-    /// The common faults, on every session.
-    pub faults: FaultCounts,
-}
-
-impl core::ops::AddAssign for Stats {
-    fn add_assign(&mut self, o: Self) {
-        self.written += o.written;
-        self.snapshots += o.snapshots;
-        self.not_ready += o.not_ready;
-        self.fell_behind += o.fell_behind;
-        self.refreshes += o.refreshes;
-        self.operator_deletes += o.operator_deletes;
-        self.faults += o.faults;
+stats! {
+    /// What a schedule exercised (to show the harness is not vacuous).
+    pub struct Stats {
+        /// Writes that ended `Written` (including the one after the faults).
+        pub written: usize,
+        /// Snapshots reported by both readers.
+        pub snapshots: usize,
+        /// `NotReady` reported by both readers.
+        pub not_ready: usize,
+        /// A reader's follower fell behind while connected.
+        pub fell_behind: usize,
+        /// Out-of-band notices to a `sync_first` reader.
+        pub refreshes: usize,
+        /// Nodes an operator deleted.
+        pub operator_deletes: usize,
+        /// The common faults, on every session.
+        pub faults: FaultCounts,
     }
 }
 

@@ -49,40 +49,27 @@ fn child(name: &str) -> String {
     format!("{B}/{name}")
 }
 
-/// What a run saw, to show the harness is not vacuous.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Stats {
-    /// `Entered` events.
-    pub entered: u32,
-    /// `Left` events.
-    pub left: u32,
-    /// `NotEntered` and `NotLeft` events.
-    pub timed_out: u32,
-    /// `Failed` events.
-    pub failed: u32,
-    /// `Reconnected` events.
-    pub reconnected: u32,
-    /// Peers that arrived.
-    pub peers_arrived: u32,
-    /// Peers that left.
-    pub peers_left: u32,
-    /// An operator deleted our node or `ready`.
-    pub operator_deletes: u32,
-    /// The common faults.
-    pub faults: FaultCounts,
-}
-
-impl core::ops::AddAssign for Stats {
-    fn add_assign(&mut self, o: Self) {
-        self.entered += o.entered;
-        self.left += o.left;
-        self.timed_out += o.timed_out;
-        self.failed += o.failed;
-        self.reconnected += o.reconnected;
-        self.peers_arrived += o.peers_arrived;
-        self.peers_left += o.peers_left;
-        self.operator_deletes += o.operator_deletes;
-        self.faults += o.faults;
+stats! {
+    /// What a run saw, to show the harness is not vacuous.
+    pub struct Stats {
+        /// `Entered` events.
+        pub entered: u32,
+        /// `Left` events.
+        pub left: u32,
+        /// `NotEntered` and `NotLeft` events.
+        pub timed_out: u32,
+        /// `Failed` events.
+        pub failed: u32,
+        /// `Reconnected` events.
+        pub reconnected: u32,
+        /// Peers that arrived.
+        pub peers_arrived: u32,
+        /// Peers that left.
+        pub peers_left: u32,
+        /// An operator deleted our node or `ready`.
+        pub operator_deletes: u32,
+        /// The common faults.
+        pub faults: FaultCounts,
     }
 }
 

@@ -64,37 +64,25 @@ fn path(name: &str) -> String {
     format!("{DIR}/{name}")
 }
 
-/// What a run saw, to show the harness is not vacuous.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Stats {
-    /// `Elected` events.
-    pub elected: u32,
-    /// `Acknowledged` events.
-    pub acknowledged: u32,
-    /// `Lost` events.
-    pub lost: u32,
-    /// `Reconnected` events.
-    pub reconnected: u32,
-    /// `Resigned` events.
-    pub resigned: u32,
-    /// An operator deleted a candidate node.
-    pub operator_deletes: u32,
-    /// Faults the election's own steps gave the peers.
-    pub peer_faults: u32,
-    /// The common faults (of the machine under test).
-    pub faults: FaultCounts,
-}
-
-impl core::ops::AddAssign for Stats {
-    fn add_assign(&mut self, o: Self) {
-        self.elected += o.elected;
-        self.acknowledged += o.acknowledged;
-        self.lost += o.lost;
-        self.reconnected += o.reconnected;
-        self.resigned += o.resigned;
-        self.operator_deletes += o.operator_deletes;
-        self.peer_faults += o.peer_faults;
-        self.faults += o.faults;
+stats! {
+    /// What a run saw, to show the harness is not vacuous.
+    pub struct Stats {
+        /// `Elected` events.
+        pub elected: u32,
+        /// `Acknowledged` events.
+        pub acknowledged: u32,
+        /// `Lost` events.
+        pub lost: u32,
+        /// `Reconnected` events.
+        pub reconnected: u32,
+        /// `Resigned` events.
+        pub resigned: u32,
+        /// An operator deleted a candidate node.
+        pub operator_deletes: u32,
+        /// Faults the election's own steps gave the peers.
+        pub peer_faults: u32,
+        /// The common faults (of the machine under test).
+        pub faults: FaultCounts,
     }
 }
 

@@ -150,40 +150,27 @@ impl Recipe for Trio {
     }
 }
 
-/// What a schedule exercised (to show the harness is not vacuous).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Stats {
-    /// View `Joined` + `Left` + `Changed` events.
-    pub view_changes: usize,
-    /// View resyncs completed (`Synced` events).
-    pub syncs: usize,
-    /// Member `Created` events (joins and re-creations).
-    pub member_created: usize,
-    /// Member `Lost` events.
-    pub member_lost: usize,
-    /// Member `Reconnected` events (node verified after a reconnect).
-    pub member_reconnected: usize,
-    /// Worker `Address` events.
-    pub addresses: usize,
-    /// Worker `Gone` events.
-    pub gone: usize,
-    /// An operator deleted our member node.
-    pub operator_deletes: usize,
-    /// The common faults.
-    pub faults: FaultCounts,
-}
-
-impl core::ops::AddAssign for Stats {
-    fn add_assign(&mut self, o: Self) {
-        self.view_changes += o.view_changes;
-        self.syncs += o.syncs;
-        self.member_created += o.member_created;
-        self.member_lost += o.member_lost;
-        self.member_reconnected += o.member_reconnected;
-        self.addresses += o.addresses;
-        self.gone += o.gone;
-        self.operator_deletes += o.operator_deletes;
-        self.faults += o.faults;
+stats! {
+    /// What a schedule exercised (to show the harness is not vacuous).
+    pub struct Stats {
+        /// View `Joined` + `Left` + `Changed` events.
+        pub view_changes: usize,
+        /// View resyncs completed (`Synced` events).
+        pub syncs: usize,
+        /// Member `Created` events (joins and re-creations).
+        pub member_created: usize,
+        /// Member `Lost` events.
+        pub member_lost: usize,
+        /// Member `Reconnected` events (node verified after a reconnect).
+        pub member_reconnected: usize,
+        /// Worker `Address` events.
+        pub addresses: usize,
+        /// Worker `Gone` events.
+        pub gone: usize,
+        /// An operator deleted our member node.
+        pub operator_deletes: usize,
+        /// The common faults.
+        pub faults: FaultCounts,
     }
 }
 

@@ -58,40 +58,27 @@ fn blocks(kind: LockKind, other: &str) -> bool {
         || !matches!(contender::Contender::parse(other).map(|c| c.marker), Some(m) if m == contender::READ)
 }
 
-/// What a run saw, to show the harness is not vacuous.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Stats {
-    /// `Acquired` events.
-    pub acquired: u32,
-    /// `Lost` events.
-    pub lost: u32,
-    /// `Released` events.
-    pub released: u32,
-    /// `NotAcquired` events.
-    pub not_acquired: u32,
-    /// `Failed` events.
-    pub failed: u32,
-    /// `Reconnected` events.
-    pub reconnected: u32,
-    /// An operator deleted our node.
-    pub operator_deletes: u32,
-    /// Another session left granting the lock on.
-    pub grants: u32,
-    /// The common faults.
-    pub faults: FaultCounts,
-}
-
-impl core::ops::AddAssign for Stats {
-    fn add_assign(&mut self, o: Self) {
-        self.acquired += o.acquired;
-        self.lost += o.lost;
-        self.released += o.released;
-        self.not_acquired += o.not_acquired;
-        self.failed += o.failed;
-        self.reconnected += o.reconnected;
-        self.operator_deletes += o.operator_deletes;
-        self.grants += o.grants;
-        self.faults += o.faults;
+stats! {
+    /// What a run saw, to show the harness is not vacuous.
+    pub struct Stats {
+        /// `Acquired` events.
+        pub acquired: u32,
+        /// `Lost` events.
+        pub lost: u32,
+        /// `Released` events.
+        pub released: u32,
+        /// `NotAcquired` events.
+        pub not_acquired: u32,
+        /// `Failed` events.
+        pub failed: u32,
+        /// `Reconnected` events.
+        pub reconnected: u32,
+        /// An operator deleted our node.
+        pub operator_deletes: u32,
+        /// Another session left granting the lock on.
+        pub grants: u32,
+        /// The common faults.
+        pub faults: FaultCounts,
     }
 }
 

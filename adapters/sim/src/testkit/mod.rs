@@ -1,6 +1,27 @@
 //! Test harnesses shared by the property tests and the fuzz targets.
 //! Each takes plain bytes, so proptest and libFuzzer drive the same code.
 
+/// A harness's counts of what its schedules did (each props file's
+/// `schedules_exercise_every_path` asserts them): the struct and its sum over runs,
+/// written once. Every field is summed with `+=`.
+macro_rules! stats {
+    ($(#[$meta:meta])* pub struct $name:ident {
+        $($(#[$field_meta:meta])* pub $field:ident: $ty:ty,)*
+    }) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, Default)]
+        pub struct $name {
+            $($(#[$field_meta])* pub $field: $ty,)*
+        }
+
+        impl core::ops::AddAssign for $name {
+            fn add_assign(&mut self, o: Self) {
+                $(self.$field += o.$field;)*
+            }
+        }
+    };
+}
+
 pub mod cache;
 pub mod config;
 pub mod double_barrier;

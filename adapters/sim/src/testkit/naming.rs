@@ -41,25 +41,26 @@ use super::zk::{Happened, Link};
 const DIR: &str = "/app/ids";
 const CLIENTS: usize = 2;
 
-/// What a schedule exercised (to show the harness is not vacuous).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Stats {
-    /// Ids reported.
-    pub ids: usize,
-    /// Ids found by listing after a lost create reply.
-    pub recovered: u64,
-    /// Requests failed with `SequenceOverflow`.
-    pub overflows: usize,
-    /// Replies lost after the request applied (any generator).
-    pub lost_replies: usize,
-    /// Requests refused by the session or throttled (any generator).
-    pub refused: usize,
-    /// Session expiries (any generator).
-    pub expiries: usize,
-    /// `id-` nodes an operator deleted.
-    pub operator_deletes: usize,
-    /// The common faults, on both generators.
-    pub faults: FaultCounts,
+stats! {
+    /// What a schedule exercised (to show the harness is not vacuous).
+    pub struct Stats {
+        /// Ids reported.
+        pub ids: usize,
+        /// Ids found by listing after a lost create reply.
+        pub recovered: u64,
+        /// Requests failed with `SequenceOverflow`.
+        pub overflows: usize,
+        /// Replies lost after the request applied (any generator).
+        pub lost_replies: usize,
+        /// Requests refused by the session or throttled (any generator).
+        pub refused: usize,
+        /// Session expiries (any generator).
+        pub expiries: usize,
+        /// `id-` nodes an operator deleted.
+        pub operator_deletes: usize,
+        /// The common faults, on both generators.
+        pub faults: FaultCounts,
+    }
 }
 
 #[derive(Default)]

@@ -163,40 +163,27 @@ struct Slot {
     completing: Vec<(String, Bytes, i64)>,
 }
 
-/// Counts of one run, to show the harness is not vacuous.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Stats {
-    /// Items that existed.
-    pub items: usize,
-    /// Items delivered (counting re-deliveries).
-    pub delivered: usize,
-    /// Items completed (at least once).
-    pub completed: usize,
-    /// Items lost with a session that expired holding them in doubt.
-    pub lost: usize,
-    /// Items an operator purged.
-    pub purged: usize,
-    /// `TakeFailed` events.
-    pub take_failed: u32,
-    /// `PutFailed` events.
-    pub put_failed: u32,
-    /// `ClaimLost` events.
-    pub claims_lost: u32,
-    /// The common faults, on every machine (not only [`ME`]).
-    pub faults: FaultCounts,
-}
-
-impl core::ops::AddAssign for Stats {
-    fn add_assign(&mut self, o: Self) {
-        self.items += o.items;
-        self.delivered += o.delivered;
-        self.completed += o.completed;
-        self.lost += o.lost;
-        self.purged += o.purged;
-        self.take_failed += o.take_failed;
-        self.put_failed += o.put_failed;
-        self.claims_lost += o.claims_lost;
-        self.faults += o.faults;
+stats! {
+    /// Counts of one run, to show the harness is not vacuous.
+    pub struct Stats {
+        /// Items that existed.
+        pub items: usize,
+        /// Items delivered (counting re-deliveries).
+        pub delivered: usize,
+        /// Items completed (at least once).
+        pub completed: usize,
+        /// Items lost with a session that expired holding them in doubt.
+        pub lost: usize,
+        /// Items an operator purged.
+        pub purged: usize,
+        /// `TakeFailed` events.
+        pub take_failed: u32,
+        /// `PutFailed` events.
+        pub put_failed: u32,
+        /// `ClaimLost` events.
+        pub claims_lost: u32,
+        /// The common faults, on every machine (not only [`ME`]).
+        pub faults: FaultCounts,
     }
 }
 

@@ -40,43 +40,29 @@ const LOCKS: &str = "/sem/locks";
 const N: u32 = 2;
 const CLIENTS: usize = 3;
 
-/// What happened over a run (to show a harness is not vacuous).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Stats {
-    /// `Acquired` events.
-    pub acquired: u32,
-    /// Steps at which `N` clients held at once.
-    pub full: u32,
-    /// `TimedOut` events.
-    pub timed_out: u32,
-    /// `Lost` events.
-    pub lost: u32,
-    /// `Failed` events.
-    pub failed: u32,
-    /// `Reconnected` events while holding.
-    pub reconnected: u32,
-    /// Lease creates applied whose reply was lost.
-    pub lost_lease_creates: u32,
-    /// Lease nodes deleted by the operator.
-    pub operator_deletes: u32,
-    /// Attempts that started over with a new lease node after such a deletion.
-    pub restarts: u32,
-    /// The common faults, on every client.
-    pub faults: FaultCounts,
-}
-
-impl core::ops::AddAssign for Stats {
-    fn add_assign(&mut self, o: Self) {
-        self.acquired += o.acquired;
-        self.full += o.full;
-        self.timed_out += o.timed_out;
-        self.lost += o.lost;
-        self.failed += o.failed;
-        self.reconnected += o.reconnected;
-        self.lost_lease_creates += o.lost_lease_creates;
-        self.operator_deletes += o.operator_deletes;
-        self.restarts += o.restarts;
-        self.faults += o.faults;
+stats! {
+    /// What happened over a run (to show a harness is not vacuous).
+    pub struct Stats {
+        /// `Acquired` events.
+        pub acquired: u32,
+        /// Steps at which `N` clients held at once.
+        pub full: u32,
+        /// `TimedOut` events.
+        pub timed_out: u32,
+        /// `Lost` events.
+        pub lost: u32,
+        /// `Failed` events.
+        pub failed: u32,
+        /// `Reconnected` events while holding.
+        pub reconnected: u32,
+        /// Lease creates applied whose reply was lost.
+        pub lost_lease_creates: u32,
+        /// Lease nodes deleted by the operator.
+        pub operator_deletes: u32,
+        /// Attempts that started over with a new lease node after such a deletion.
+        pub restarts: u32,
+        /// The common faults, on every client.
+        pub faults: FaultCounts,
     }
 }
 

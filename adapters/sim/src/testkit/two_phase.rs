@@ -64,38 +64,26 @@ type M = Either<Coordinator, Site>;
 type Event = Either<CoordinatorEvent, SiteEvent>;
 type H = Harness<M>;
 
-/// What a run saw, to show the harness is not vacuous.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Stats {
-    /// Coordinator `Started` events.
-    pub started: u32,
-    /// `Voted` events (a site's own, or one the coordinator saw).
-    pub voted: u32,
-    /// `Decided { Commit }` events.
-    pub commits: u32,
-    /// `Decided { Abort }` events.
-    pub aborts: u32,
-    /// `Failed` events.
-    pub failed: u32,
-    /// Nodes an operator deleted.
-    pub operator_deletes: u32,
-    /// The model coordinator's process died (its presence went), or the other sites'
-    /// session closed.
-    pub deaths: u32,
-    /// The common faults.
-    pub faults: FaultCounts,
-}
-
-impl core::ops::AddAssign for Stats {
-    fn add_assign(&mut self, o: Self) {
-        self.started += o.started;
-        self.voted += o.voted;
-        self.commits += o.commits;
-        self.aborts += o.aborts;
-        self.failed += o.failed;
-        self.operator_deletes += o.operator_deletes;
-        self.deaths += o.deaths;
-        self.faults += o.faults;
+stats! {
+    /// What a run saw, to show the harness is not vacuous.
+    pub struct Stats {
+        /// Coordinator `Started` events.
+        pub started: u32,
+        /// `Voted` events (a site's own, or one the coordinator saw).
+        pub voted: u32,
+        /// `Decided { Commit }` events.
+        pub commits: u32,
+        /// `Decided { Abort }` events.
+        pub aborts: u32,
+        /// `Failed` events.
+        pub failed: u32,
+        /// Nodes an operator deleted.
+        pub operator_deletes: u32,
+        /// The model coordinator's process died (its presence went), or the other sites'
+        /// session closed.
+        pub deaths: u32,
+        /// The common faults.
+        pub faults: FaultCounts,
     }
 }
 

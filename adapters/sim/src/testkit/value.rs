@@ -174,34 +174,23 @@ struct Client {
     closed: bool,
 }
 
-/// What a schedule exercised (to show the harness is not vacuous).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Stats {
-    /// `Added` events.
-    pub added: usize,
-    /// `Failed` events whose error says `may_have_applied`.
-    pub in_doubt: usize,
-    /// `Failed` events for an add that was not applied (closed, malformed, ...).
-    pub failed: usize,
-    /// Lost races (`BadVersion` / `NodeExists`) of clients 1 and 2.
-    pub races: usize,
-    /// Writes of the counter node applied whose reply was lost (any client).
-    pub lost_writes: usize,
-    /// `Value` events.
-    pub values: usize,
-    /// The common faults (of the counter on [`ME`]).
-    pub faults: FaultCounts,
-}
-
-impl core::ops::AddAssign for Stats {
-    fn add_assign(&mut self, o: Self) {
-        self.added += o.added;
-        self.in_doubt += o.in_doubt;
-        self.failed += o.failed;
-        self.races += o.races;
-        self.lost_writes += o.lost_writes;
-        self.values += o.values;
-        self.faults += o.faults;
+stats! {
+    /// What a schedule exercised (to show the harness is not vacuous).
+    pub struct Stats {
+        /// `Added` events.
+        pub added: usize,
+        /// `Failed` events whose error says `may_have_applied`.
+        pub in_doubt: usize,
+        /// `Failed` events for an add that was not applied (closed, malformed, ...).
+        pub failed: usize,
+        /// Lost races (`BadVersion` / `NodeExists`) of clients 1 and 2.
+        pub races: usize,
+        /// Writes of the counter node applied whose reply was lost (any client).
+        pub lost_writes: usize,
+        /// `Value` events.
+        pub values: usize,
+        /// The common faults (of the counter on [`ME`]).
+        pub faults: FaultCounts,
     }
 }
 
