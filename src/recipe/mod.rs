@@ -36,9 +36,12 @@
 //!   taken for success. The [`Outbox`] keeps each request's purpose so a reply always
 //!   finds its reason.
 //! * **Fresh reads.** A read that must not come from a lagging follower (after a
-//!   reconnect, or to decide recovery) is sent right behind a `sync` of its path. If that
-//!   `sync` fails, the read's answer may be stale: [`Outbox::answer`] turns it into a
-//!   connection loss (read again), once, for every recipe.
+//!   reconnect, or to decide recovery) is sent right behind a `sync`. If that `sync`
+//!   fails, the read's answer may be stale: [`Outbox::answer`] turns it into a
+//!   connection loss (read again), once, for every recipe. (A `sync` brings the whole
+//!   server up to date, whatever its path; so every read of the recipe sent while it
+//!   is unanswered counts as behind it. A watched one of those read again may leave a
+//!   second registration of its watch: harmless, its events are heard twice.)
 //! * **Cleanliness.** A recipe that ends has deleted what it created (or its session
 //!   ended, taking its ephemeral nodes along). The host forgets its watch registrations.
 //! * **Session semantics.** `Closed` ends every recipe with a final event; so does
@@ -355,6 +358,8 @@ pub struct Outbox<P> {
     next: OpId,
     in_flight: Vec<InFlight<P>>,
     queue: VecDeque<(OpId, Request)>,
+    /// The `sync`s in flight, oldest first (rarely more than one).
+    syncs: Vec<OpId>,
 }
 
 /// One request of an [`Outbox`] waiting for its reply.
@@ -406,6 +411,7 @@ impl<P> Default for Outbox<P> {
             next: 1,
             in_flight: Vec::new(),
             queue: VecDeque::new(),
+            syncs: Vec::new(),
         }
     }
 }
@@ -427,13 +433,12 @@ impl<P> Outbox<P> {
         // Replies come in the order requests were sent: a read queued after a sync
         // still unanswered is answered after it, from the state the sync brought.
         let behind = match kind {
-            Kind::Read => self
-                .in_flight
-                .iter()
-                .filter(|f| f.kind == Kind::Sync)
-                .map(|f| f.id)
-                .max(),
-            _ => None,
+            Kind::Read => self.syncs.last().copied(),
+            Kind::Sync => {
+                self.syncs.push(id);
+                None
+            }
+            Kind::Other => None,
         };
         self.in_flight.push(InFlight {
             id,
@@ -458,7 +463,8 @@ impl<P> Outbox<P> {
     }
 
     /// The purpose of `op`, removed, and its reply as the recipe should read it: the
-    /// answer to a read sent right behind a `sync` that failed (refused by the
+    /// answer to a read sent while a `sync` of this outbox was unanswered, if that
+    /// `sync` failed (refused by the
     /// session, lost with its connection) may come from a follower that lags behind
     /// what this client already saw, so a node found (or found missing) there reads as
     /// [`Error::ConnectionLoss`]: not known, read again (after a `sync` that works).
@@ -509,6 +515,12 @@ impl<P> Outbox<P> {
     fn remove(&mut self, op: OpId) -> Option<InFlight<P>> {
         let at = self.in_flight.iter().position(|f| f.id == op)?;
         let f = self.in_flight.swap_remove(at);
+        if f.kind == Kind::Sync {
+            self.syncs.retain(|&s| s != op);
+            if self.syncs.is_empty() {
+                self.syncs = Vec::new(); // as `in_flight` below
+            }
+        }
         if self.in_flight.is_empty() {
             // Nothing in flight: give the buffer back (see `poll`).
             self.in_flight = Vec::new();
@@ -543,6 +555,7 @@ impl<P> Outbox<P> {
     pub fn clear(&mut self) {
         self.in_flight.clear();
         self.queue.clear();
+        self.syncs.clear();
     }
 
     /// The next request to send (for [`Recipe::poll_request`]).
