@@ -678,9 +678,10 @@ impl Recipe for View {
     fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
         // A read behind a failed sync reads as lost (`Outbox::answer`): read again,
         // without asking for a second watch if the first was left.
-        let Some((purpose, result, armed)) = self.outbox.answer_armed(op, result) else {
+        let Some((purpose, result, watch)) = self.outbox.answer_armed(op, result) else {
             return;
         };
+        let armed = watch == Some(true);
         if self.done {
             return;
         }

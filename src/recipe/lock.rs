@@ -1305,10 +1305,11 @@ impl Lock {
         }
     }
 
-    /// getData on our own node, with a watch if we keep one on it.
+    /// getData on our own node, with a watch if we keep one on it and none is left
+    /// there already.
     fn read_own(&mut self, purpose: Purpose) {
         if let Some(path) = self.our_path() {
-            let watch = self.watches_own();
+            let watch = self.watches_own() && !self.own_armed;
             if watch {
                 self.own_armed = true;
                 self.own_live = false;
@@ -1922,7 +1923,7 @@ impl Lock {
     }
 
     /// The turn read: granted, or (the only blocker gone) held, or list again.
-    fn on_turn(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_turn(&mut self, now: Instant, watch: Option<bool>, result: Result<Response, Error>) {
         match result {
             Ok(Response::Data { data, stat }) => {
                 self.retry.succeeded();
@@ -1937,7 +1938,7 @@ impl Lock {
             Ok(_) => self.fail(Error::UnexpectedReply, now),
             Err(Error::Server(ErrorCode::NoNode)) => self.own_node_gone(now),
             Err(e) if e.is_retryable() => {
-                self.own_armed = false;
+                self.own_armed &= watch != Some(false);
                 self.again(now, TURN);
             }
             Err(e) if e.ends_session() => {}
@@ -1965,7 +1966,7 @@ impl Lock {
         }
     }
 
-    fn on_own(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_own(&mut self, now: Instant, watch: Option<bool>, result: Result<Response, Error>) {
         let went = self.state == State::Waiting && matches!(self.watching, Some(Watching::Gone(_)));
         match result {
             Ok(Response::Data { data, stat }) => {
@@ -1979,7 +1980,9 @@ impl Lock {
             Ok(_) => {}
             Err(Error::Server(ErrorCode::NoNode)) => self.own_node_gone(now),
             Err(e) if e.is_retryable() => {
-                self.own_armed = false;
+                // Our watch stays if the server left it (an answer read as lost behind a
+                // failed sync, `Outbox::answer_armed`) or came with an earlier read.
+                self.own_armed &= watch != Some(false);
                 // Our blocker went meanwhile: the turn read decides (after a sync if the
                 // refusal came with a new server), else the next read of our node.
                 self.again(now, if went { TURN } else { OWN });
@@ -2054,8 +2057,9 @@ impl Recipe for Lock {
     type Event = LockEvent;
 
     fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        // A read behind a failed sync reads as lost (`Outbox::answer`): read again.
-        let Some((purpose, result)) = self.outbox.answer(op, result) else {
+        // A read behind a failed sync reads as lost (`Outbox::answer`): read again,
+        // without asking for a second watch on our node if the first was left.
+        let Some((purpose, result, watch)) = self.outbox.answer_armed(op, result) else {
             return;
         };
         match purpose {
@@ -2074,11 +2078,11 @@ impl Recipe for Lock {
             Purpose::Recover => self.on_recover(now, result),
             Purpose::Adopt(name) => self.on_adopt(now, name, result),
             Purpose::Blocker => self.on_blocker(now, op, result),
-            Purpose::Own => self.on_own(now, result),
+            Purpose::Own => self.on_own(now, watch, result),
             Purpose::Verify => self.on_verify(now, result),
             Purpose::Delete => self.on_delete(now, result),
             Purpose::Grant => self.on_grant(now, result),
-            Purpose::Turn => self.on_turn(now, result),
+            Purpose::Turn => self.on_turn(now, watch, result),
             Purpose::Orphan(name) => self.on_orphan(now, name, result),
         }
         self.drive(now);

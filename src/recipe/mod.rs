@@ -40,8 +40,10 @@
 //!   fails, the read's answer may be stale: [`Outbox::answer`] turns it into a
 //!   connection loss (read again), once, for every recipe. (A `sync` brings the whole
 //!   server up to date, whatever its path; so every read of the recipe sent while it
-//!   is unanswered counts as behind it. A watched one of those read again may leave a
-//!   second registration of its watch: harmless, its events are heard twice.)
+//!   is unanswered counts as behind it. The server left the watch of a watched one:
+//!   the lock's own-node reads, the group view and the node watcher see that in
+//!   [`Outbox::answer_armed`] and ask for no second; elsewhere the read made again may
+//!   leave a second registration, harmless: its events are heard twice.)
 //! * **Cleanliness.** A recipe that ends has deleted what it created (or its session
 //!   ended, taking its ephemeral nodes along). The host forgets its watch registrations.
 //! * **Session semantics.** `Closed` ends every recipe with a final event; so does
@@ -479,14 +481,15 @@ impl<P> Outbox<P> {
         self.answer_armed(op, result).map(|(p, r, _)| (p, r))
     }
 
-    /// [`answer`](Self::answer), and whether the server left the watch the request
-    /// asked for (an answer read as lost may still have left one: a recipe that
-    /// keeps track of its watches reads it here, and does not ask for a second).
+    /// [`answer`](Self::answer), and what became of the watch the request asked for:
+    /// `None` if it asked for none, else whether the server left it (an answer read as
+    /// lost may still have left one: a recipe that keeps track of its watches reads it
+    /// here, and does not ask for a second).
     pub fn answer_armed(
         &mut self,
         op: OpId,
         result: Result<Response, Error>,
-    ) -> Option<(P, Result<Response, Error>, bool)> {
+    ) -> Option<(P, Result<Response, Error>, Option<bool>)> {
         let f = self.remove(op)?;
         if f.kind == Kind::Sync && result.is_err() {
             for behind in self.in_flight.iter_mut().filter(|b| b.behind == Some(op)) {
@@ -495,7 +498,7 @@ impl<P> Outbox<P> {
         }
         let missing = result == Err(Error::Server(ErrorCode::NoNode));
         // `exists` of a missing node watches for its creation; other reads of it fail.
-        let armed = f.watch && (result.is_ok() || (missing && f.exists));
+        let armed = f.watch.then_some(result.is_ok() || (missing && f.exists));
         let stale = f.unsynced && (result.is_ok() || missing);
         let result = if stale {
             Err(Error::ConnectionLoss)
@@ -888,20 +891,25 @@ mod retry_tests {
             .is_some());
         assert_eq!(
             out.answer_armed(r7, found()),
-            Some(("read", lost.clone(), true))
+            Some(("read", lost.clone(), Some(true)))
         );
         assert_eq!(
             out.answer_armed(r8, missing()),
-            Some(("exists", lost.clone(), true))
+            Some(("exists", lost.clone(), Some(true)))
         );
         assert_eq!(
             out.answer_armed(r9, missing()),
-            Some(("missing", lost, false))
+            Some(("missing", lost, Some(false)))
         );
         let r10 = out.send("read", watched("/a"));
         assert_eq!(
             out.answer_armed(r10, Err(Error::ConnectionLoss)),
-            Some(("read", Err(Error::ConnectionLoss), false))
+            Some(("read", Err(Error::ConnectionLoss), Some(false)))
+        );
+        let r11 = out.send("unwatched", read("/a"));
+        assert_eq!(
+            out.answer_armed(r11, found()),
+            Some(("unwatched", found(), None))
         );
     }
 

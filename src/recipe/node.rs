@@ -718,9 +718,10 @@ impl Recipe for OwnedNode {
     fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
         // A read behind a failed sync reads as lost (`Outbox::answer`): read again,
         // without asking for a second watch if the first was left.
-        let Some((purpose, result, armed)) = self.outbox.answer_armed(op, result) else {
+        let Some((purpose, result, watch)) = self.outbox.answer_armed(op, result) else {
             return;
         };
+        let armed = watch == Some(true);
         if self.phase == Phase::Done {
             return;
         }
@@ -1120,9 +1121,10 @@ impl Recipe for NodeWatch {
     fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
         // A read behind a failed sync reads as lost (`Outbox::answer`): read again,
         // without asking for a second watch if the first was left.
-        let Some((purpose, result, armed)) = self.outbox.answer_armed(op, result) else {
+        let Some((purpose, result, watch)) = self.outbox.answer_armed(op, result) else {
             return;
         };
+        let armed = watch == Some(true);
         if self.done {
             return;
         }

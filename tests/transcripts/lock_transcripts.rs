@@ -1379,9 +1379,10 @@ fn a_blocker_gone_while_our_own_node_was_unwatched_is_checked_by_the_turn_read()
         [
             format!("get! {}", path(&ours(2))),
             format!("sync {DIR}"),
-            format!("get! {}", path(&ours(2)))
+            format!("get {}", path(&ours(2)))
         ],
-        "the re-armed watch, then the turn read after a sync"
+        "the re-armed watch, then the turn read after a sync (no second watch on our \
+         node: the read before it asks for one)"
     );
     for (op, _) in &r {
         let reply = if op == &r[1].0 {
@@ -1622,7 +1623,8 @@ fn a_turn_read_without_a_grant_lists_again_or_holds_if_its_blocker_was_the_last(
     l.handle_reply(T, w[0].0, data(b""));
     l.handle_watch(T, w[0].0, &deleted(&path("_c_b-lock-0000000005")));
     let turn = sent(&mut l);
-    assert_eq!(turn[0].1, format!("get! {}", path(&ours(7))));
+    // No watch: the setWatches2 that watched the blocker left one on our node.
+    assert_eq!(turn[0].1, format!("get {}", path(&ours(7))));
     l.handle_reply(T, turn[0].0, data(b""));
     assert!(events(&mut l).is_empty(), "_c_a may still be there");
     assert_eq!(sent_lines(&mut l), [format!("list {DIR}")]);
@@ -1638,7 +1640,7 @@ fn a_turn_read_without_a_grant_lists_again_or_holds_if_its_blocker_was_the_last(
     let turn = sent(&mut l);
     assert_eq!(
         turn.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
-        [format!("get! {}", path(&ours(7)))]
+        [format!("get {}", path(&ours(7)))]
     );
     assert!(events(&mut l).is_empty(), "not before our node is seen");
     l.handle_reply(T, turn[0].0, data(b""));
@@ -1961,10 +1963,12 @@ fn a_lost_turn_read_is_sent_again_after_a_sync() {
             session_id: SESSION,
         },
     );
+    // (No watch on the turn reads: the setWatches2 that watched the blocker left one on
+    // our node, and the session re-arms it on the reconnect.)
     let r = sent(&mut l);
     assert_eq!(
         r.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
-        [format!("sync {DIR}"), format!("get! {}", path(&ours(7)))]
+        [format!("sync {DIR}"), format!("get {}", path(&ours(7)))]
     );
     // The sync fails: whatever the read says is not trusted; both go again.
     l.handle_reply(T, r[0].0, Err(Error::Server(ErrorCode::Throttled)));
@@ -1974,7 +1978,7 @@ fn a_lost_turn_read_is_sent_again_after_a_sync() {
     let r = sent(&mut l);
     assert_eq!(
         r.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(),
-        [format!("sync {DIR}"), format!("get! {}", path(&ours(7)))]
+        [format!("sync {DIR}"), format!("get {}", path(&ours(7)))]
     );
     l.handle_reply(T, r[0].0, Ok(Response::Path(DIR.into())));
     l.handle_reply(T, r[1].0, grant(&[]));
@@ -2564,4 +2568,60 @@ fn the_entry_and_deep_waiters_watches_yield_the_next_ones_do_not() {
         assert_eq!(w.len(), 1, "{ahead} ahead: the arming only: {w:?}");
         assert_eq!(l.yields(w[0].0), yields, "{ahead} ahead: {w:?}");
     }
+}
+
+/// A holder's own-node read sent behind the reconnect's `sync` that then fails is read
+/// as lost; its watch was left all the same (the read was answered), so the read made
+/// again asks for no second one (`Outbox::answer_armed`). Found by a review of the one
+/// fresh-read rule: the lock asked again, two registrations on its node, each data
+/// change then heard twice and read twice.
+#[test]
+fn an_own_read_behind_a_failed_sync_does_not_watch_twice() {
+    let mut l = held();
+    reconnect(&mut l);
+    events(&mut l);
+    let v = sent(&mut l);
+    assert_eq!(
+        lines(&v),
+        [format!("sync {DIR}"), format!("exists {}", path(&ours(5)))]
+    );
+    // The stand-in directory watch fires (while the sync is on its way): the holder
+    // arms its own-node watch, behind the sync.
+    let list_op = 2; // the stand-in listing of `held()` (create2 = 1, list! = 2)
+    l.handle_watch(T, list_op, &children_changed(DIR));
+    let own = sent(&mut l);
+    assert_eq!(lines(&own), [format!("get! {}", path(&ours(5)))]);
+    l.handle_reply(T, v[0].0, Err(Error::Server(ErrorCode::Throttled)));
+    l.handle_reply(T, v[1].0, Ok(Response::Stat(st().czxid(50).owner(SESSION))));
+    l.handle_reply(T, own[0].0, data(b""));
+    let at = l.poll_timeout().unwrap();
+    l.handle_timeout(at);
+    let again = sent(&mut l);
+    for (op, line) in &again {
+        match line.split(' ').next() {
+            Some("sync") => l.handle_reply(at, *op, Ok(Response::Path(DIR.into()))),
+            Some("exists") => {
+                l.handle_reply(at, *op, Ok(Response::Stat(st().czxid(50).owner(SESSION))))
+            }
+            _ => l.handle_reply(at, *op, data(b"")),
+        }
+    }
+    events(&mut l);
+    // One write to our node: the server fires every registration left on it.
+    let changed = WatchEvent {
+        event_type: EventType::NodeDataChanged,
+        path: path(&ours(5)),
+    };
+    let mut reads = Vec::new();
+    for (op, line) in own.iter().chain(&again) {
+        if line.starts_with("get!") {
+            l.handle_watch(at, *op, &changed);
+            reads.extend(sent_lines(&mut l));
+        }
+    }
+    assert!(
+        !lines(&again).iter().any(|s| s.starts_with("get!")),
+        "a second watch on our node, the first was left: {:?}; one change then reads: {reads:?}",
+        lines(&again)
+    );
 }
