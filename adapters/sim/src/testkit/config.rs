@@ -444,11 +444,7 @@ impl Script<M> for ConfigScript {
         if self.last_started && h.world.machines[WRITER].is_none() && quiet && idle {
             return Ok(true);
         }
-        for k in 1..CLIENTS {
-            h.world.now[k] = h.world.now[k] + Duration::from_millis(50);
-            let happened = h.world.pump(k);
-            self.happened(h, k, happened)?;
-        }
+        self.others_wait(h, CLIENTS, Duration::from_millis(50))?;
         Ok(false)
     }
 

@@ -325,6 +325,17 @@ pub trait Machines<R: Recipe> {
         h.deadline_moved_on(&who, k)
     }
 
+    /// Clients `1..n` (all but [`ME`]) let `dt` of their time pass; what their machines
+    /// did is judged (a script's settling step).
+    fn others_wait(&mut self, h: &mut Harness<R>, n: usize, dt: Duration) -> Result<(), String> {
+        for k in 1..n {
+            h.world.now[k] = h.world.now[k] + dt;
+            let happened = h.world.pump(k);
+            self.happened(h, k, happened)?;
+        }
+        Ok(())
+    }
+
     /// The server reads client `k`'s oldest request (a script may lose its reply).
     fn serve(&mut self, h: &mut Harness<R>, k: usize) -> Result<(), String> {
         let happened = h.client_step(k, 0, 0);

@@ -298,11 +298,7 @@ impl Script<IdGenerator> for NamingScript {
         if round >= 200 {
             return Err("liveness: no quiescence within 10 s of virtual time".into());
         }
-        for k in 1..CLIENTS {
-            h.world.now[k] = h.world.now[k] + Duration::from_millis(50);
-            let happened = h.world.pump(k);
-            self.happened(h, k, happened)?;
-        }
+        self.others_wait(h, CLIENTS, Duration::from_millis(50))?;
         Ok(false)
     }
 

@@ -802,11 +802,7 @@ impl Script<QueueMachine> for QueueScript {
                 harness::exchange_with(h, self, k)?;
             }
         }
-        for k in 1..n {
-            h.world.now[k] = h.world.now[k] + Duration::from_millis(50);
-            let happened = h.world.pump(k);
-            self.happened(h, k, happened)?;
-        }
+        self.others_wait(h, n, Duration::from_millis(50))?;
         if !self.closing_all {
             if round >= 4 && self.drained(h).is_ok() {
                 h.note("close all".into());

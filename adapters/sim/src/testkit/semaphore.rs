@@ -362,11 +362,7 @@ impl Script<Semaphore> for SemScript {
         if (0..CLIENTS).all(|k| h.world.machines[k].is_none()) {
             return Ok(true);
         }
-        for k in 1..CLIENTS {
-            h.world.now[k] = h.world.now[k] + Duration::from_millis(50);
-            let happened = h.world.pump(k);
-            self.happened(h, k, happened)?;
-        }
+        self.others_wait(h, CLIENTS, Duration::from_millis(50))?;
         Ok(false)
     }
 
