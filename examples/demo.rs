@@ -110,19 +110,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("killing the server and restarting it on the same port...");
         let mut states = zk.status_stream();
         server.kill()?;
-        states
+        let suspended = states
             .wait_for(|s| *s == Status::Suspended)
             .await
             .ok_or("client ended")?;
-        println!("  client says: {:?}", zk.status());
+        println!("  client says: {suspended:?}");
         server.restart()?;
-        states
+        let connected = states
             .wait_for(|s| matches!(s, Status::Connected { .. }))
             .await
             .ok_or("client ended")?;
         println!(
-            "  client says: {:?} (same session 0x{:x})",
-            zk.status(),
+            "  client says: {connected:?} (same session 0x{:x})",
             zk.session_id()
         );
         println!("ephemeral still there: {}", zk.exists(&me).await?.is_some());

@@ -256,6 +256,20 @@ where
     /// Delivers one event; returns the new status when it changed (or when every host
     /// was found unreachable: see [`unreachable`](Self::unreachable)).
     pub fn deliver(&mut self, client: &mut Client, event: ClientEvent) -> Option<Status> {
+        self.deliver_and_publish(client, event, |_, _| {})
+    }
+
+    /// [`deliver`](Self::deliver) for a driver that also shows the state somewhere its
+    /// handles read it (a `status()`): `publish` is called when the status changed (or
+    /// every host was found unreachable), with the new state in place and before any
+    /// status subscriber hears of it. So a handle that heard a status from a stream
+    /// never reads an older one afterwards.
+    pub fn deliver_and_publish(
+        &mut self,
+        client: &mut Client,
+        event: ClientEvent,
+        publish: impl FnOnce(&Self, &Client),
+    ) -> Option<Status> {
         let event = match event {
             ClientEvent::Session(e) => e,
             ClientEvent::Recipe { id, event } => {
@@ -319,6 +333,7 @@ where
             }
             SessionEvent::Unreachable { hosts, .. } => {
                 self.unreachable = Some(hosts);
+                publish(self, client);
                 return Some(self.status);
             }
             SessionEvent::Connected {
@@ -354,6 +369,7 @@ where
             self.watches.clear();
         }
         self.status = status;
+        publish(self, client);
         self.statuses.retain_mut(|s| s.send(status));
         Some(status)
     }
