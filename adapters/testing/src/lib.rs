@@ -36,3 +36,4 @@ pub use server::{four_letter, Options, TestEnsemble, TestServer};
 pub use tls::{
     tls_failure, ClientAuth, CountingProxy, Issued, SecureServer, ServerTls, TestCa, Validity,
 };
+pub use zk_recipes_server::{Builder as EmbeddedBuilder, EmbeddedServer};
