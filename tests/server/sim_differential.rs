@@ -1,12 +1,12 @@
 //! Keeps the simulator honest: the same random operation sequences run against a real
-//! ZooKeeper 3.8 and against `sim::SimServer` must produce the same replies, Stats
-//! (zxids relative to a base, times dropped, owners as session numbers) and
-//! notifications. `DIFF_SEQUENCES=n` runs more sequences; `DIFF_SEED=s` one seed.
+//! ZooKeeper 3.8, against `sim::SimServer` and against the embedded server (the same
+//! model over TCP) must produce the same replies, Stats (zxids relative to a base,
+//! times dropped, owners as session numbers) and notifications. `DIFF_SEQUENCES=n` runs more sequences; `DIFF_SEED=s` one seed.
 
 use bytes::{Bytes, BytesMut};
 use zk_recipes::proto::*;
 use zk_recipes_sim::sim::{ConnId, ServerConfig, SimServer};
-use zk_recipes_testing::{RawClient, TestServer};
+use zk_recipes_testing::{EmbeddedServer, RawClient, TestServer};
 
 /// One session's view of a backend.
 trait Backend {
@@ -439,25 +439,37 @@ fn run_with(
     transcript
 }
 
+/// The same sequence against a real server, the model in this process, and the model
+/// served over TCP by the embedded server (both TCP backends through the same raw
+/// client): every step alike.
 fn compare(seed: u64, ops: usize) {
     let server = TestServer::start().unwrap();
     let mut real = Real {
         addr: server.addr(),
         clients: Vec::new(),
     };
+    let embedded_server = EmbeddedServer::start().unwrap();
+    let mut embedded = Real {
+        addr: embedded_server.addr(),
+        clients: Vec::new(),
+    };
     let mut sim = Sim::new();
     let a = run(&mut real, seed, ops);
     let b = run(&mut sim, seed, ops);
-    for (i, (x, y)) in a.iter().zip(&b).enumerate() {
-        if x != y {
-            for (j, step) in a.iter().take(i).enumerate() {
-                eprintln!("{j}: {step:?}");
+    let c = run(&mut embedded, seed, ops);
+    for (other, b) in [("model", &b), ("embedded server over TCP", &c)] {
+        for (i, (x, y)) in a.iter().zip(b).enumerate() {
+            if x != y {
+                for (j, step) in a.iter().take(i).enumerate() {
+                    eprintln!("{j}: {step:?}");
+                }
             }
+            assert_eq!(
+                x, y,
+                "seed {seed}: step {i} differs (left: real ZooKeeper, right: {other})"
+            );
         }
-        assert_eq!(
-            x, y,
-            "seed {seed}: step {i} differs (left: real ZooKeeper, right: model)"
-        );
+        assert_eq!(a.len(), b.len());
     }
 }
 
