@@ -81,7 +81,7 @@ fn it_answers_four_letter_words_as_a_standalone_server() {
     let srvr = four_letter(server.addr(), "srvr").unwrap();
     assert!(srvr.contains("Mode: standalone"), "{srvr}");
     let mntr = four_letter(server.addr(), "mntr").unwrap();
-    assert!(mntr.contains("zk_znode_count\t2\n"), "{mntr}");
+    assert!(mntr.contains("zk_znode_count\t5\n"), "{mntr}");
     assert!(mntr.contains("zk_num_alive_connections\t"), "{mntr}");
     assert!(four_letter(server.addr(), "dump")
         .unwrap()

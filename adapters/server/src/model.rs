@@ -18,9 +18,16 @@
 //! ([`ServerModel::connect_lagging`]): its reads see an older tree until it catches up
 //! (on `sync`, on a write of its own, or after a while).
 //!
-//! Not modelled: quorum (beyond that lag), read-only mode, SASL, quotas, reconfig (answered
-//! `ReconfigDisabled`), getACL's digest masking, and the 3.8 quirk where a standard watch
-//! turns a persistent watch on the same path into a one-shot.
+//! Not modelled, each answered as a 3.8 standalone server answers it with the feature
+//! off (`tests/server/sim_differential.rs` checks them against one): quorum and
+//! replication (beyond that lag; a standalone server), persistence, read-only mode (a
+//! client that would accept a read-only server gets a read-write session), SASL (no
+//! SASL set up: a SASL token is answered with an empty one; `addAuth` with `sasl` or
+//! `x509` is refused `AuthFailed` and the connection closed; `ip` is accepted),
+//! quotas (`/zookeeper/quota` is an ordinary node: nothing is enforced), reconfig
+//! (`ReconfigDisabled`, a failed write: it consumes a zxid; `/zookeeper/config` is
+//! empty and read-only). Also not modelled: getACL's digest masking, and the 3.8 quirk
+//! where a standard watch turns a persistent watch on the same path into a one-shot.
 
 use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -251,7 +258,8 @@ struct PendingLag {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Stats {
-    /// Nodes in the tree, `/` and `/zookeeper` included (`zk_znode_count`).
+    /// Nodes in the tree as ZooKeeper's `zk_znode_count` counts them: the system nodes
+    /// included and the root twice (a fresh server has 5).
     pub znodes: usize,
     /// Ephemeral nodes (`zk_ephemerals_count`).
     pub ephemerals: usize,
@@ -294,14 +302,24 @@ fn name_of(path: &str) -> &str {
 }
 
 impl ServerModel {
-    /// A server with `/` and `/zookeeper` (which, as in the real server, does not count
-    /// as a child create of the root).
+    /// A server with `/`, `/zookeeper` (which, as in the real server, does not count as
+    /// a child create of the root), `/zookeeper/quota` and `/zookeeper/config` (readable
+    /// by anyone, writable by no one), with the Stats a 3.8 server gives them.
     pub fn new(config: ServerConfig) -> ServerModel {
         let mut nodes = BTreeMap::new();
         let mut root = root_node();
         root.children.insert("zookeeper".into());
         nodes.insert("/".to_string(), root);
-        nodes.insert("/zookeeper".to_string(), root_node());
+        let mut system = root_node();
+        system.children.insert("config".into());
+        system.children.insert("quota".into());
+        system.deletes = -2; // 3.8 shows cversion -2 on /zookeeper
+        nodes.insert("/zookeeper".to_string(), system);
+        nodes.insert("/zookeeper/quota".to_string(), root_node());
+        let mut config_node = root_node();
+        config_node.acl = alloc::vec![Acl::new(perms::READ, "world", "anyone")];
+        config_node.stat.aversion = -1;
+        nodes.insert("/zookeeper/config".to_string(), config_node);
         ServerModel {
             config,
             tree: Tree { nodes },
@@ -586,7 +604,8 @@ impl ServerModel {
             .map(BTreeSet::len)
             .sum();
         Stats {
-            znodes: self.tree.nodes.len(),
+            // As ZooKeeper counts: its root twice (a fresh 3.8 server says 5).
+            znodes: self.tree.nodes.len() + 1,
             ephemerals: self.sessions.values().map(|s| s.ephemerals.len()).sum(),
             watches,
             connections: self.conns.values().filter(|c| !c.closed).count(),
@@ -1043,7 +1062,12 @@ impl ServerModel {
                         }
                     }
                     self.reply(conn, header.xid, 0, &Ok(Response::Empty));
+                } else if p.scheme == "ip" {
+                    // ZooKeeper's IP provider vouches for the client's address, which
+                    // every connection has already (whoAmI lists it once).
+                    self.reply(conn, header.xid, 0, &Ok(Response::Empty));
                 } else {
+                    // sasl and x509 without their server set-up, or an unknown scheme.
                     self.reply(conn, header.xid, 0, &Err(ErrorCode::AuthFailed));
                     self.close_conn(conn);
                 }
@@ -1071,6 +1095,10 @@ impl ServerModel {
                 self.set_watches(conn, &w);
                 let zxid = self.read_zxid(conn);
                 self.reply(conn, header.xid, zxid, &Ok(Response::Empty));
+            }
+            Request::Sasl(_) => {
+                // A server with no SASL set up answers every token with an empty one.
+                self.reply(conn, header.xid, 0, &Ok(Response::Sasl(Bytes::new())));
             }
             Request::Sync(r) => {
                 // The follower applies everything up to the leader's state first.
@@ -1363,10 +1391,12 @@ impl ServerModel {
                 } else {
                     format!("{}/", r.path)
                 };
+                // Descendants only: "/" starts its own prefix.
                 let n = tree
                     .nodes
                     .range(prefix.clone()..)
                     .take_while(|(p, _)| p.starts_with(&prefix))
+                    .filter(|(p, _)| **p != r.path)
                     .count();
                 Ok(Response::Count(i32::try_from(n).unwrap_or(i32::MAX)))
             }
@@ -1386,7 +1416,6 @@ impl ServerModel {
                 }
                 Ok(Response::WhoAmI(infos))
             }
-            Request::Reconfig(_) => Err(ErrorCode::ReconfigDisabled),
             _ => Err(ErrorCode::Unimplemented),
         }
     }
@@ -1481,6 +1510,7 @@ fn is_write(r: &Request) -> bool {
             | Request::SetData(_)
             | Request::SetAcl(_)
             | Request::Multi(_)
+            | Request::Reconfig(_)
     )
 }
 
@@ -1678,6 +1708,8 @@ impl ServerModel {
                 .set_acl(conn, &r.path, &r.acl, r.version, zxid)
                 .map(Response::Stat),
             Request::Multi(ops) => Ok(Response::Multi(self.multi(conn, sid, ops, zxid, changes))),
+            // reconfigEnabled=false: refused in the leader's pipeline, a failed write.
+            Request::Reconfig(_) => Err(ErrorCode::ReconfigDisabled),
             _ => Err(ErrorCode::Unimplemented),
         }
     }
