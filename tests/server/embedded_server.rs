@@ -443,3 +443,27 @@ fn a_lagging_follower_serves_stale_reads_until_a_sync() {
     assert_eq!(err(&mut a, &sync), 0);
     assert_eq!(err(&mut a, &exists("/n")), ErrorCode::NoNode.to_i32());
 }
+
+#[test]
+fn a_restarted_server_on_the_same_port_does_not_resume_the_old_ones_sessions() {
+    let server = EmbeddedServer::start().unwrap();
+    let port = server.addr().port();
+    let c = RawClient::connect(server.addr(), 10_000).unwrap();
+    drop(server);
+    std::thread::sleep(Duration::from_millis(5));
+    let again = EmbeddedServer::builder().port(port).start().unwrap();
+    let other = RawClient::connect(again.addr(), 10_000).unwrap();
+    assert_ne!(other.session.session_id, c.session.session_id);
+    // The old client comes back with its session: unknown here, so expired.
+    let back = RawClient::handshake(
+        again.addr(),
+        ConnectRequest {
+            timeout_ms: 10_000,
+            session_id: c.session.session_id,
+            passwd: c.session.passwd.clone(),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(back.session.timeout_ms, 0);
+}

@@ -111,13 +111,19 @@ impl Builder {
             .register(&mut listener, LISTENER, Interest::READABLE)?;
         let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
         let (controls_tx, controls) = mpsc::channel();
+        let clock = Clock::new();
+        let mut config = self.config;
+        // As ZooKeeper does: session ids from the clock (server id 1 in the top byte),
+        // so a server restarted on the same port never hands a reconnecting client of
+        // the last one somebody else's session.
+        config.first_session_id = (1 << 56) | ((clock.start_ms << 24) as u64 >> 8) as i64;
         let io = Io {
             poll,
             listener,
             listener_ready: true,
-            model: ServerModel::new(self.config),
+            model: ServerModel::new(config),
             conns: HashMap::new(),
-            clock: Clock::new(),
+            clock,
             frozen: None,
             stop: false,
             controls,

@@ -60,6 +60,10 @@ pub struct ServerConfig {
     pub snapshot_every_ms: i64,
     /// How many of those copies to keep (the oldest goes first).
     pub snapshots_kept: usize,
+    /// The first session id handed out (then one more per session). ZooKeeper derives it
+    /// from the clock, so a restarted server never hands out an id a client of the
+    /// previous one still holds; a deterministic simulation keeps the default.
+    pub first_session_id: i64,
 }
 
 impl Default for ServerConfig {
@@ -72,6 +76,7 @@ impl Default for ServerConfig {
             container_check_ms: 60_000,
             snapshot_every_ms: 0,
             snapshots_kept: 8,
+            first_session_id: 0x0100_0000_0000_0000,
         }
     }
 }
@@ -320,13 +325,14 @@ impl ServerModel {
         config_node.acl = alloc::vec![Acl::new(perms::READ, "world", "anyone")];
         config_node.stat.aversion = -1;
         nodes.insert("/zookeeper/config".to_string(), config_node);
+        let next_session = config.first_session_id;
         ServerModel {
             config,
             tree: Tree { nodes },
             zxid: 0,
             now_ms: 0,
             sessions: BTreeMap::new(),
-            next_session: 0x0100_0000_0000_0000,
+            next_session,
             conns: BTreeMap::new(),
             next_conn: 1,
             watches: Watches::default(),
