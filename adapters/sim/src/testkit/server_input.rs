@@ -22,25 +22,7 @@ use bytes::{Bytes, BytesMut};
 use zk_recipes::proto::*;
 use zk_recipes_server::model::{ConnId, ServerConfig, ServerModel};
 
-/// Consumes bytes from the front of a schedule.
-struct Input<'a>(&'a [u8]);
-
-impl Input<'_> {
-    fn byte(&mut self) -> Option<u8> {
-        let (&b, rest) = self.0.split_first()?;
-        self.0 = rest;
-        Some(b)
-    }
-    fn or0(&mut self) -> u8 {
-        self.byte().unwrap_or(0)
-    }
-    fn take(&mut self, n: usize) -> &[u8] {
-        let n = n.min(self.0.len());
-        let (head, rest) = self.0.split_at(n);
-        self.0 = rest;
-        head
-    }
-}
+use super::session::Input;
 
 /// The client side of one connection, as the harness sees it.
 struct Client {
