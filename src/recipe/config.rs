@@ -111,20 +111,19 @@
 //! `Closed` ends it with `Failed(Error::Closed)`. Writer: resumes after a reconnect or
 //! a new session as described; `Closed` ends it with `Failed(Error::Closed)`.
 
-use alloc::collections::{BTreeSet, VecDeque};
+use alloc::collections::BTreeSet;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use bytes::{Bytes, BytesMut};
 
+use super::kit::{Kit, MAX_PARENT_ROUNDS};
 use super::path::{ancestor_creates, ancestor_result};
-use super::{OpId, Outbox, Recipe, Retry, SessionChange};
+use super::{OpId, Recipe, SessionChange};
 use crate::error::Error;
 use crate::proto::*;
 use crate::session::WatchEvent;
 use crate::time::Instant;
 
-/// How many times missing ancestors are created before giving up.
-const MAX_PARENT_ROUNDS: u8 = 2;
 /// How many failed `multi`s a multi-mode write tries before giving up.
 const MAX_MULTI_ROUNDS: u8 = 4;
 
@@ -271,9 +270,7 @@ pub struct ConfigReader {
     last: Option<Vec<(i64, i64)>>,
     sync_next: bool,
     waiting: bool,
-    retry: Retry,
-    outbox: Outbox<ReadOpKind>,
-    events: VecDeque<ReaderEvent>,
+    kit: Kit<ReadOpKind, ReaderEvent>,
 }
 
 impl ConfigReader {
@@ -297,9 +294,7 @@ impl ConfigReader {
             last: None,
             sync_next: false,
             waiting: false,
-            retry: Retry::default(),
-            outbox: Outbox::default(),
-            events: VecDeque::new(),
+            kit: Kit::default(),
         }
     }
 
@@ -358,11 +353,11 @@ impl ConfigReader {
     fn finish(&mut self, e: ReaderEvent) {
         self.done = true;
         self.running = false;
-        self.outbox.clear();
+        self.kit.clear_requests();
         self.round = None;
         self.ready_watch = None;
         self.watches.iter_mut().for_each(|w| *w = None);
-        self.events.push_back(e);
+        self.kit.emit(e);
     }
 
     fn ready_mode(&self) -> bool {
@@ -373,8 +368,8 @@ impl ConfigReader {
         if !self.running || !self.live || self.round.is_some() || !self.need_round {
             return;
         }
-        if !self.retry.allows(now) {
-            self.waiting = !self.retry.is_suspended();
+        if !self.kit.allows(now) {
+            self.waiting = !self.kit.is_suspended();
             return;
         }
         self.waiting = false;
@@ -397,13 +392,13 @@ impl ConfigReader {
                     .cloned()
                     .unwrap_or_else(|| "/".into())
             };
-            self.outbox
+            self.kit
                 .send(ReadOpKind::Sync, Request::Sync(PathRequest { path }));
             round.pending += 1;
         }
         if self.ready_mode() {
             let watch = self.ready_watch.is_none();
-            let op = self.outbox.send(
+            let op = self.kit.send(
                 ReadOpKind::Ready,
                 Request::Exists(PathWatch {
                     path: self.config.ready.clone(),
@@ -420,7 +415,7 @@ impl ConfigReader {
             let path = self.config.paths[i].clone();
             let armed = self.watches[i].is_some();
             if !armed && (multi || self.missing[i]) {
-                let op = self.outbox.send(
+                let op = self.kit.send(
                     ReadOpKind::Exists(i),
                     Request::Exists(PathWatch {
                         path: path.clone(),
@@ -432,7 +427,7 @@ impl ConfigReader {
             }
             if !multi {
                 let watch = self.watches[i].is_none();
-                let op = self.outbox.send(
+                let op = self.kit.send(
                     ReadOpKind::Read(i),
                     Request::GetData(PathWatch { path, watch }),
                 );
@@ -454,7 +449,7 @@ impl ConfigReader {
                     })
                 })
                 .collect();
-            self.outbox
+            self.kit
                 .send(ReadOpKind::MultiRead, Request::MultiRead(ops));
             round.pending += 1;
         }
@@ -567,10 +562,10 @@ impl ConfigReader {
         if round.failed {
             self.need_round = true;
             self.sync_next = true;
-            self.retry.failed(now);
+            self.kit.failed(now);
             return;
         }
-        self.retry.succeeded();
+        self.kit.succeeded();
         if round.spoiled {
             self.need_round = true;
             return;
@@ -588,7 +583,7 @@ impl ConfigReader {
                     self.last = None;
                     if !self.reported_not_ready {
                         self.reported_not_ready = true;
-                        self.events.push_back(ReaderEvent::NotReady);
+                        self.kit.emit(ReaderEvent::NotReady);
                     }
                     return;
                 }
@@ -616,7 +611,7 @@ impl ConfigReader {
         if self.last.as_ref() != Some(&key) {
             self.last = Some(key);
             self.reported_not_ready = false;
-            self.events.push_back(ReaderEvent::Snapshot(ConfigSnapshot {
+            self.kit.emit(ReaderEvent::Snapshot(ConfigSnapshot {
                 values,
                 versions,
                 zxid,
@@ -629,7 +624,7 @@ impl Recipe for ConfigReader {
     type Event = ReaderEvent;
 
     fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some(kind) = self.outbox.take(op) else {
+        let Some(kind) = self.kit.take(op) else {
             return;
         };
         if self.done {
@@ -659,7 +654,7 @@ impl Recipe for ConfigReader {
                 self.last = None;
                 if !self.reported_not_ready {
                     self.reported_not_ready = true;
-                    self.events.push_back(ReaderEvent::NotReady);
+                    self.kit.emit(ReaderEvent::NotReady);
                 }
             }
             self.need_round = true;
@@ -682,7 +677,7 @@ impl Recipe for ConfigReader {
     }
 
     fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.retry.session(change);
+        self.kit.session(change);
         if self.done {
             return;
         }
@@ -697,7 +692,7 @@ impl Recipe for ConfigReader {
             }
             SessionChange::Suspended => {}
             SessionChange::Expired => {
-                self.outbox.clear();
+                self.kit.clear_requests();
                 self.round = None;
                 self.ready_watch = None;
                 self.watches.iter_mut().for_each(|w| *w = None);
@@ -718,23 +713,23 @@ impl Recipe for ConfigReader {
     }
 
     fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.outbox.poll()
+        self.kit.poll_request()
     }
 
     fn poll_event(&mut self) -> Option<ReaderEvent> {
-        self.events.pop_front()
+        self.kit.poll_event()
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
         if self.waiting && self.running {
-            self.retry.deadline()
+            self.kit.retry_at()
         } else {
             None
         }
     }
 
     fn is_done(&self) -> bool {
-        self.done && self.events.is_empty()
+        self.done && self.kit.no_events()
     }
 }
 
@@ -847,9 +842,7 @@ pub struct ConfigWriter {
     waiting: bool,
     /// A batch failed with a retryable error: resend once allowed.
     again: bool,
-    retry: Retry,
-    outbox: Outbox<WriteOp>,
-    events: VecDeque<WriterEvent>,
+    kit: Kit<WriteOp, WriterEvent>,
 }
 
 impl ConfigWriter {
@@ -871,9 +864,7 @@ impl ConfigWriter {
             live: false,
             waiting: false,
             again: false,
-            retry: Retry::default(),
-            outbox: Outbox::default(),
-            events: VecDeque::new(),
+            kit: Kit::default(),
         }
     }
 
@@ -914,8 +905,8 @@ impl ConfigWriter {
 
     fn finish(&mut self, e: WriterEvent) {
         self.stage = Stage::Done;
-        self.outbox.clear();
-        self.events.push_back(e);
+        self.kit.clear_requests();
+        self.kit.emit(e);
     }
 
     /// The `multi` for the items as they stand, refused if too large.
@@ -953,7 +944,7 @@ impl ConfigWriter {
     fn send_parents(&mut self, path: &str, sent: &mut BTreeSet<String>) {
         for (p, request) in ancestor_creates(path, &self.config.acl, CreateMode::Container) {
             if sent.insert(p.clone()) {
-                self.outbox.send(WriteOp::Parent(p), request);
+                self.kit.send(WriteOp::Parent(p), request);
             }
         }
     }
@@ -962,12 +953,12 @@ impl ConfigWriter {
         if matches!(self.stage, Stage::Idle | Stage::Done) || !self.live {
             return;
         }
-        if !self.retry.allows(now) {
-            self.waiting = !self.retry.is_suspended();
+        if !self.kit.allows(now) {
+            self.waiting = !self.kit.is_suspended();
             return;
         }
         self.waiting = false;
-        if !self.outbox.is_empty() {
+        if !self.kit.is_quiet() {
             return; // a batch at a time
         }
         self.again = false;
@@ -975,7 +966,7 @@ impl ConfigWriter {
         match self.stage {
             Stage::DeleteReady => {
                 let path = self.config.ready.clone();
-                self.outbox.send(
+                self.kit.send(
                     WriteOp::DeleteReady,
                     Request::Delete(DeleteRequest { path, version: -1 }),
                 );
@@ -986,7 +977,7 @@ impl ConfigWriter {
                     let (path, data) = self.updates[i].clone();
                     match self.items[i] {
                         Item::Set => {
-                            self.outbox.send(
+                            self.kit.send(
                                 WriteOp::Set(i),
                                 Request::SetData(SetDataRequest {
                                     path,
@@ -1000,7 +991,7 @@ impl ConfigWriter {
                             if with_parents {
                                 self.send_parents(&path, &mut parents);
                             }
-                            self.outbox.send(
+                            self.kit.send(
                                 WriteOp::Create(i, with_parents),
                                 Request::Create(CreateRequest::new(
                                     path,
@@ -1014,7 +1005,7 @@ impl ConfigWriter {
                     }
                     self.items[i] = Item::Sent;
                 }
-                if self.outbox.is_empty() {
+                if self.kit.is_quiet() {
                     self.stage = Stage::CreateReady;
                     self.drive(now);
                 }
@@ -1024,7 +1015,7 @@ impl ConfigWriter {
                 if self.ready_parents {
                     self.send_parents(&path, &mut BTreeSet::new());
                 }
-                self.outbox.send(
+                self.kit.send(
                     WriteOp::CreateReady(self.ready_parents),
                     Request::Create(CreateRequest::new(
                         path,
@@ -1044,7 +1035,7 @@ impl ConfigWriter {
                 }
                 match self.multi_request() {
                     Ok(request) => {
-                        self.outbox.send(WriteOp::Multi, request);
+                        self.kit.send(WriteOp::Multi, request);
                     }
                     Err(e) => self.fail(e),
                 }
@@ -1052,7 +1043,7 @@ impl ConfigWriter {
             Stage::Probe => {
                 for i in 0..self.items.len() {
                     let path = self.updates[i].0.clone();
-                    self.outbox.send(
+                    self.kit.send(
                         WriteOp::Probe(i),
                         Request::Exists(PathWatch { path, watch: false }),
                     );
@@ -1071,7 +1062,7 @@ impl ConfigWriter {
     fn retryable(&mut self, now: Instant) {
         if !self.again {
             self.again = true;
-            self.retry.failed(now);
+            self.kit.failed(now);
         }
         if self.stage == Stage::Write {
             self.stage = Stage::DeleteReady;
@@ -1091,7 +1082,7 @@ impl ConfigWriter {
             }
             WriteOp::DeleteReady => match result {
                 Ok(_) | Err(Error::Server(ErrorCode::NoNode)) => {
-                    self.retry.succeeded();
+                    self.kit.succeeded();
                     self.stage = Stage::Write;
                 }
                 Err(e) if e.is_retryable() => self.retryable(now),
@@ -1210,7 +1201,7 @@ impl Recipe for ConfigWriter {
     type Event = WriterEvent;
 
     fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some(purpose) = self.outbox.take(op) else {
+        let Some(purpose) = self.kit.take(op) else {
             return;
         };
         if self.stage == Stage::Done {
@@ -1221,7 +1212,7 @@ impl Recipe for ConfigWriter {
             self.probe_failed = true;
         }
         self.on_reply(now, purpose, result);
-        if probe && self.stage == Stage::Probe && self.outbox.is_empty() {
+        if probe && self.stage == Stage::Probe && self.kit.is_quiet() {
             if core::mem::take(&mut self.probe_failed) {
                 // Not every node was probed: probe again (drive resends).
             } else {
@@ -1234,7 +1225,7 @@ impl Recipe for ConfigWriter {
     fn handle_watch(&mut self, _now: Instant, _op: OpId, _event: &WatchEvent) {}
 
     fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.retry.session(change);
+        self.kit.session(change);
         if matches!(self.stage, Stage::Done) {
             return;
         }
@@ -1245,7 +1236,7 @@ impl Recipe for ConfigWriter {
             SessionChange::Suspended => {}
             SessionChange::Expired => {
                 // Every request was answered (failed); resend what is not known applied.
-                self.outbox.clear();
+                self.kit.clear_requests();
                 self.live = false;
                 self.waiting = false;
                 for item in &mut self.items {
@@ -1273,22 +1264,22 @@ impl Recipe for ConfigWriter {
     }
 
     fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.outbox.poll()
+        self.kit.poll_request()
     }
 
     fn poll_event(&mut self) -> Option<WriterEvent> {
-        self.events.pop_front()
+        self.kit.poll_event()
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
         if self.waiting && !matches!(self.stage, Stage::Idle | Stage::Done) {
-            self.retry.deadline()
+            self.kit.retry_at()
         } else {
             None
         }
     }
 
     fn is_done(&self) -> bool {
-        self.stage == Stage::Done && self.events.is_empty()
+        self.stage == Stage::Done && self.kit.no_events()
     }
 }

@@ -167,8 +167,8 @@ use alloc::vec::Vec;
 use bytes::Bytes;
 use core::time::Duration;
 
-use super::path::{ancestor_creates, ancestor_result};
-use super::{contender, OpId, Outbox, Recipe, Retry, SessionChange, SharedListing};
+use super::kit::{join, name_of, Kit, ParentStep};
+use super::{contender, OpId, Recipe, Retry, SessionChange, SharedListing};
 use crate::error::Error;
 use crate::proto::*;
 use crate::session::WatchEvent;
@@ -776,9 +776,6 @@ const DELETE: u16 = 128;
 const ORPHANS: u16 = 256;
 const TURN: u16 = 512;
 
-/// How many times the directory's ancestors are created before giving up.
-const MAX_PARENT_ROUNDS: u8 = 2;
-
 /// The lock state machine. See the [module docs](self).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Lock {
@@ -792,7 +789,6 @@ pub struct Lock {
     need: u16,
     /// The next read after a reconnect or a failure goes after a `sync`.
     sync_next: bool,
-    retry: Retry,
     /// Blockers in the last listing (1 means: when it goes, we hold).
     blockers: usize,
     /// The contenders right after ours (nearest first), from the listing that made us
@@ -834,8 +830,7 @@ pub struct Lock {
     depth: u32,
     joining: u32,
     lost: Option<LostReason>,
-    outbox: Outbox<Purpose>,
-    events: VecDeque<LockEvent>,
+    kit: Kit<Purpose, LockEvent>,
 }
 
 /// The blocker a waiter waits for: its name until the watch on it is sent, then only
@@ -884,24 +879,6 @@ struct Rare {
     recover_again: bool,
     /// Nodes of ours found besides the one adopted: deleted.
     orphans: Vec<String>,
-    /// Creating missing parents: rounds so far, the first error, go again.
-    parent_rounds: u8,
-    parent_error: Option<Error>,
-    parents_again: bool,
-}
-
-fn join(dir: &str, name: &str) -> String {
-    let mut s = String::with_capacity(dir.len() + name.len() + 1);
-    s.push_str(dir);
-    if !dir.ends_with('/') {
-        s.push('/');
-    }
-    s.push_str(name);
-    s
-}
-
-fn name_of(path: &str) -> &str {
-    path.rsplit('/').next().unwrap_or("")
 }
 
 impl Lock {
@@ -917,7 +894,6 @@ impl Lock {
             in_doubt: false,
             need: 0,
             sync_next: false,
-            retry,
             blockers: 0,
             successors: Vec::new(),
             grant_failed: false,
@@ -937,8 +913,7 @@ impl Lock {
             depth: 0,
             joining: 0,
             lost: None,
-            outbox: Outbox::default(),
-            events: VecDeque::new(),
+            kit: Kit::with_retry(retry),
         }
     }
 
@@ -1090,7 +1065,7 @@ impl Lock {
     // ----- internals -----
 
     fn emit(&mut self, event: LockEvent) {
-        self.events.push_back(event);
+        self.kit.emit(event);
     }
 
     /// What every node of this lock starts with: `_c_<id>-<marker>` (made when needed:
@@ -1137,14 +1112,14 @@ impl Lock {
     }
 
     fn drive_needs(&mut self, now: Instant) {
-        if self.need == 0 || !self.retry.allows(now) {
+        if self.need == 0 || !self.kit.allows(now) {
             return;
         }
         let dir = self.config.dir.clone();
         if self.state != State::Done && (self.in_doubt || self.need & RECOVER != 0) {
             // Nothing else makes sense until we know whether our create landed.
             if self
-                .outbox
+                .kit
                 .any(|p| matches!(p, Purpose::Recover | Purpose::Adopt(_)))
             {
                 return; // the search is on; its end decides
@@ -1154,7 +1129,7 @@ impl Lock {
             self.rare().adopted = None;
             self.rare().recover_again = false;
             self.sync(&dir);
-            self.outbox.send(
+            self.kit.send(
                 Purpose::Recover,
                 Request::GetChildren(PathWatch {
                     path: dir,
@@ -1166,12 +1141,10 @@ impl Lock {
         let need = core::mem::take(&mut self.need);
         if need & (CREATE | PARENTS) != 0 && self.state == State::Creating {
             if need & PARENTS != 0 {
-                self.rare().parent_error = None;
-                self.rare().parents_again = false;
                 let node = self.dir_path(&self.prefix());
-                for (p, req) in ancestor_creates(&node, &self.acl(), CreateMode::Container) {
-                    self.outbox.send(Purpose::Parent(p), req);
-                }
+                let acl = self.acl();
+                self.kit
+                    .send_parents(&node, &acl, CreateMode::Container, Purpose::Parent);
             }
             let create = CreateRequest::new(
                 self.dir_path(&self.prefix()),
@@ -1179,7 +1152,7 @@ impl Lock {
                 self.acl(),
                 CreateMode::EphemeralSequential,
             );
-            self.outbox.send(Purpose::Create, Request::Create2(create));
+            self.kit.send(Purpose::Create, Request::Create2(create));
             // Executed after the create: the listing contains our node.
             self.list(false);
         }
@@ -1199,7 +1172,7 @@ impl Lock {
                     // watch) and our own node's data (a grant or a notice lands
                     // there), each firing at once if it changed after our node's
                     // creation.
-                    let op = self.outbox.send(
+                    let op = self.kit.send(
                         Purpose::Blocker,
                         Request::SetWatches2(SetWatches2 {
                             relative_zxid: czxid,
@@ -1216,7 +1189,7 @@ impl Lock {
                     // read it while the blocker holds), and then its deletion alone
                     // hands the lock on.
                     let name = b.clone();
-                    let op = self.outbox.send(
+                    let op = self.kit.send(
                         Purpose::Blocker,
                         Request::GetData(PathWatch { path, watch: true }),
                     );
@@ -1226,7 +1199,7 @@ impl Lock {
                     // empty list) fires on its deletion only, never on a write to its
                     // data: a grant handed to our blocker, or a revocation aimed at
                     // it, does not wake us for nothing.
-                    let op = self.outbox.send(
+                    let op = self.kit.send(
                         Purpose::Blocker,
                         Request::GetChildren(PathWatch { path, watch: true }),
                     );
@@ -1237,7 +1210,7 @@ impl Lock {
         if need & VERIFY != 0 && self.state == State::Held {
             if let Some(path) = self.our_path() {
                 self.sync(&dir);
-                self.outbox.send(
+                self.kit.send(
                     Purpose::Verify,
                     Request::Exists(PathWatch { path, watch: false }),
                 );
@@ -1283,10 +1256,10 @@ impl Lock {
                 match ops.is_empty() {
                     false => {
                         ops.push(MultiOp::Delete(DeleteRequest { path, version: -1 }));
-                        self.outbox.send(Purpose::Grant, Request::Multi(ops));
+                        self.kit.send(Purpose::Grant, Request::Multi(ops));
                     }
                     true => {
-                        self.outbox.send(
+                        self.kit.send(
                             Purpose::Delete,
                             Request::Delete(DeleteRequest { path, version: -1 }),
                         );
@@ -1297,7 +1270,7 @@ impl Lock {
         if need & ORPHANS != 0 {
             for name in core::mem::take(&mut self.rare().orphans) {
                 let path = self.dir_path(&name);
-                self.outbox.send(
+                self.kit.send(
                     Purpose::Orphan(name),
                     Request::Delete(DeleteRequest { path, version: -1 }),
                 );
@@ -1314,14 +1287,14 @@ impl Lock {
                 self.own_armed = true;
                 self.own_live = false;
             }
-            self.outbox
+            self.kit
                 .send(purpose, Request::GetData(PathWatch { path, watch }));
         }
     }
 
     fn sync(&mut self, dir: &str) {
         self.sync_next = false;
-        self.outbox.send(
+        self.kit.send(
             Purpose::Sync,
             Request::Sync(PathRequest { path: dir.into() }),
         );
@@ -1342,7 +1315,7 @@ impl Lock {
             && self.config.kind.is_granted_to()
             && !self.own_armed
             && !self.stand_in_refused;
-        self.outbox.send(
+        self.kit.send(
             Purpose::List(stand_in),
             Request::GetChildren(PathWatch {
                 path: dir,
@@ -1355,7 +1328,7 @@ impl Lock {
     fn again(&mut self, now: Instant, need: u16) {
         self.need |= need;
         self.sync_next = true;
-        self.retry.failed(now);
+        self.kit.failed(now);
     }
 
     /// Do reads of our own node set a watch on it (a holder keeps one armed)?
@@ -1490,7 +1463,7 @@ impl Lock {
         if (self.blockers == 1 || self.blocker_holds) && own_known {
             self.acquired(); // lower sequence numbers never come back
             self.by_grant = self.blocker_holds; // handed on by a holder
-        } else if self.outbox.any(|p| *p == Purpose::Own) {
+        } else if self.kit.any(|p| *p == Purpose::Own) {
             // Our node's data changed (a notice, a grant?) and the read is on its way:
             // it decides.
             self.watching = Some(Watching::Gone(seq));
@@ -1531,7 +1504,7 @@ impl Lock {
                 if self.node.is_some() {
                     self.need |= DELETE;
                 } else if !self.in_doubt
-                    && !self.outbox.any(|p| {
+                    && !self.kit.any(|p| {
                         matches!(p, Purpose::Create | Purpose::Recover | Purpose::Adopt(_))
                     })
                 {
@@ -1597,7 +1570,7 @@ impl Lock {
     fn on_create(&mut self, now: Instant, result: Result<Response, Error>) {
         match result {
             Ok(Response::PathStat { path, stat }) => {
-                self.retry.succeeded();
+                self.kit.succeeded();
                 self.node = Some((name_of(&path).to_string(), stat.czxid));
                 self.in_doubt = false;
                 if self.state == State::Deleting {
@@ -1612,20 +1585,11 @@ impl Lock {
                 if self.state == State::Deleting {
                     return self.done();
                 }
-                if self.rare().parents_again {
-                    return self.again(now, PARENTS | CREATE);
+                match self.kit.parents_missing(&self.config.dir) {
+                    ParentStep::Again => self.again(now, PARENTS | CREATE),
+                    ParentStep::Create => self.need |= PARENTS | CREATE,
+                    ParentStep::Fail(e) => self.fail(e, now),
                 }
-                if let Some(e) = self.rare().parent_error.take() {
-                    return self.fail(e, now);
-                }
-                if self.rare().parent_rounds >= MAX_PARENT_ROUNDS {
-                    let dir = self.config.dir.clone();
-                    let e = ancestor_result(&dir, &Err(Error::Server(ErrorCode::NoNode)))
-                        .unwrap_or(Error::Server(ErrorCode::NoNode));
-                    return self.fail(e, now);
-                }
-                self.rare().parent_rounds += 1;
-                self.need |= PARENTS | CREATE;
             }
             Err(e) if e.may_have_applied() => {
                 // Did it land? Look for our prefix once connected again.
@@ -1671,7 +1635,7 @@ impl Lock {
         }
         match result {
             Ok(Response::Children(c)) | Ok(Response::Children2 { children: c, .. }) => {
-                self.retry.succeeded();
+                self.kit.succeeded();
                 self.dir_armed = watched;
                 self.evaluate(&c, None, now);
             }
@@ -1704,7 +1668,7 @@ impl Lock {
         if unsynced {
             return self.again(now, LIST); // possibly stale (see `Outbox::answer`)
         }
-        self.retry.succeeded();
+        self.kit.succeeded();
         self.dir_armed = watched;
         self.evaluate(children, Some(shared), now);
     }
@@ -1719,7 +1683,7 @@ impl Lock {
                     .collect();
                 for name in mine {
                     let path = self.dir_path(&name);
-                    self.outbox.send(
+                    self.kit.send(
                         Purpose::Adopt(name),
                         Request::Exists(PathWatch { path, watch: false }),
                     );
@@ -1772,7 +1736,7 @@ impl Lock {
     fn recovery_step(&mut self, now: Instant) {
         if !self.in_doubt
             || self
-                .outbox
+                .kit
                 .any(|p| matches!(p, Purpose::Recover | Purpose::Adopt(_)))
         {
             return;
@@ -1845,11 +1809,11 @@ impl Lock {
         let both = matches!(self.watching, Some(Watching::Both(..)));
         match result {
             Ok(Response::Data { data, stat }) => {
-                self.retry.succeeded(); // armed: wait for the watch
+                self.kit.succeeded(); // armed: wait for the watch
                 self.blocker_data(&data, &stat);
             }
             Ok(_) => {
-                self.retry.succeeded(); // armed: wait for the watch
+                self.kit.succeeded(); // armed: wait for the watch
                 if both {
                     // Both watches are on the server now (unless one fired at once:
                     // its event follows this reply, and clears this).
@@ -1926,7 +1890,7 @@ impl Lock {
     fn on_turn(&mut self, now: Instant, watch: Option<bool>, result: Result<Response, Error>) {
         match result {
             Ok(Response::Data { data, stat }) => {
-                self.retry.succeeded();
+                self.kit.succeeded();
                 self.own_data(&data, &stat);
                 if self.state == State::Waiting
                     && matches!(self.watching, None | Some(Watching::Gone(_)))
@@ -2031,7 +1995,7 @@ impl Lock {
     }
 
     fn on_session_end(&mut self, reason: LostReason) {
-        self.outbox.clear();
+        self.kit.clear_requests();
         self.need = 0;
         if let Some(rare) = &mut self.rare {
             rare.orphans.clear();
@@ -2059,19 +2023,11 @@ impl Recipe for Lock {
     fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
         // A read behind a failed sync reads as lost (`Outbox::answer`): read again,
         // without asking for a second watch on our node if the first was left.
-        let Some((purpose, result, watch)) = self.outbox.answer_armed(op, result) else {
+        let Some((purpose, result, watch)) = self.kit.answer_armed(op, result) else {
             return;
         };
         match purpose {
-            Purpose::Parent(p) => {
-                if let Some(e) = ancestor_result(&p, &result) {
-                    if e.is_retryable() {
-                        self.rare().parents_again = true;
-                    } else if !e.ends_session() && self.rare().parent_error.is_none() {
-                        self.rare().parent_error = Some(e);
-                    }
-                }
-            }
+            Purpose::Parent(p) => self.kit.parent_answered(&p, &result),
             Purpose::Sync => {}
             Purpose::Create => self.on_create(now, result),
             Purpose::List(watched) => self.on_list(now, watched, result),
@@ -2097,13 +2053,13 @@ impl Recipe for Lock {
     ) {
         let children = match result {
             Ok(Response::Children(c)) | Ok(Response::Children2 { children: c, .. })
-                if matches!(self.outbox.get(op), Some(Purpose::List(_))) =>
+                if matches!(self.kit.purpose(op), Some(Purpose::List(_))) =>
             {
                 c
             }
             _ => return Recipe::handle_reply(self, now, op, result.clone()),
         };
-        if let Some((Purpose::List(watched), unsynced)) = self.outbox.take_unsynced(op) {
+        if let Some((Purpose::List(watched), unsynced)) = self.kit.take_unsynced(op) {
             self.on_shared_list(now, watched, unsynced, children, shared);
         }
         self.drive(now);
@@ -2150,7 +2106,7 @@ impl Recipe for Lock {
     }
 
     fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.retry.session(change);
+        self.kit.session(change);
         match change {
             SessionChange::Connected { session_id } => self.session_id = session_id,
             SessionChange::Suspended => {
@@ -2178,9 +2134,9 @@ impl Recipe for Lock {
             if now >= d && matches!(self.state, State::Creating | State::Waiting) {
                 self.deadline = None;
                 let first_listing_on_its_way = self.state == State::Creating
-                    && !self.retry.is_suspended()
+                    && !self.kit.is_suspended()
                     && self.need == 0
-                    && self.outbox.any(|p| matches!(p, Purpose::List(_)));
+                    && self.kit.any(|p| matches!(p, Purpose::List(_)));
                 if first_listing_on_its_way {
                     // A try-lock deserves one look at the directory, but not forever.
                     self.deadline_passed = Some(d + self.config.try_grace);
@@ -2208,14 +2164,14 @@ impl Recipe for Lock {
     }
 
     fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.outbox.poll()
+        self.kit.poll_request()
     }
 
     /// A waiter's entry — its create (and the directory's ancestors) and the listing
     /// sent with it — yields to other recipes' later requests while queued: nobody
     /// waits for it, and a holder's release must not wait behind thousands of them.
     fn yields(&self, op: OpId) -> bool {
-        match self.outbox.get(op) {
+        match self.kit.purpose(op) {
             Some(Purpose::Create | Purpose::Parent(_) | Purpose::List(_)) => {
                 self.state == State::Creating && !self.in_doubt
             }
@@ -2228,12 +2184,7 @@ impl Recipe for Lock {
     }
 
     fn poll_event(&mut self) -> Option<LockEvent> {
-        let next = self.events.pop_front();
-        if next.is_none() && self.events.capacity() > 0 {
-            // Drained: a waiter holds no buffer while it waits.
-            self.events = VecDeque::new();
-        }
-        next
+        self.kit.poll_event()
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
@@ -2242,7 +2193,7 @@ impl Recipe for Lock {
             _ => None,
         };
         let retry = if self.need != 0 && self.state != State::Done || self.has_orphans() {
-            self.retry.deadline()
+            self.kit.retry_at()
         } else {
             None
         };
@@ -2254,8 +2205,8 @@ impl Recipe for Lock {
 
     fn is_done(&self) -> bool {
         self.state == State::Done
-            && self.outbox.is_empty()
-            && self.events.is_empty()
+            && self.kit.is_quiet()
+            && self.kit.no_events()
             && !self.has_orphans()
             && self.need & ORPHANS == 0
             && (!self.config.reentrant || self.depth == 0)
@@ -2272,10 +2223,7 @@ pub struct Revoke {
     force_after: Option<Duration>,
     force_at: Option<Instant>,
     step: RevokeStep,
-    retry: Retry,
-    outbox: Outbox<RevokeStep>,
-    result: Option<Result<(), Error>>,
-    reported: bool,
+    kit: Kit<RevokeStep, Result<(), Error>>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -2295,10 +2243,7 @@ impl Revoke {
             force_after,
             force_at: None,
             step: RevokeStep::Idle,
-            retry: Retry::default(),
-            outbox: Outbox::default(),
-            result: None,
-            reported: false,
+            kit: Kit::default(),
         }
     }
 
@@ -2311,13 +2256,13 @@ impl Revoke {
     }
 
     fn send(&mut self, now: Instant) {
-        if !self.retry.allows(now) || !self.outbox.is_empty() {
+        if !self.kit.allows(now) || !self.kit.is_quiet() {
             return;
         }
         let path = self.node.clone();
         match self.step {
             RevokeStep::Ask => {
-                self.outbox.send(
+                self.kit.send(
                     RevokeStep::Ask,
                     Request::SetData(SetDataRequest {
                         path,
@@ -2327,7 +2272,7 @@ impl Revoke {
                 );
             }
             RevokeStep::Force => {
-                self.outbox.send(
+                self.kit.send(
                     RevokeStep::Force,
                     Request::Delete(DeleteRequest { path, version: -1 }),
                 );
@@ -2337,8 +2282,10 @@ impl Revoke {
     }
 
     fn finish(&mut self, result: Result<(), Error>) {
-        self.step = RevokeStep::Done;
-        self.result.get_or_insert(result);
+        if self.step != RevokeStep::Done {
+            self.step = RevokeStep::Done;
+            self.kit.emit(result);
+        }
     }
 }
 
@@ -2346,12 +2293,12 @@ impl Recipe for Revoke {
     type Event = Result<(), Error>;
 
     fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some(step) = self.outbox.take(op) else {
+        let Some(step) = self.kit.take(op) else {
             return;
         };
         match (step, result) {
             (_, Err(Error::Server(ErrorCode::NoNode))) => self.finish(Ok(())),
-            (_, Err(e)) if e.is_retryable() => self.retry.failed(now),
+            (_, Err(e)) if e.is_retryable() => self.kit.failed(now),
             (_, Err(e)) => self.finish(Err(e)),
             (RevokeStep::Ask, Ok(_)) => match self.force_after {
                 Some(grace) => {
@@ -2368,13 +2315,13 @@ impl Recipe for Revoke {
     fn handle_watch(&mut self, _: Instant, _: OpId, _: &WatchEvent) {}
 
     fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.retry.session(change);
+        self.kit.session(change);
         match change.end_error() {
             Some(e) => self.finish(Err(e)),
             None => self.send(now),
         }
         if self.step == RevokeStep::Done {
-            self.outbox.clear();
+            self.kit.clear_requests();
         }
     }
 
@@ -2388,33 +2335,26 @@ impl Recipe for Revoke {
     fn handle_abandon(&mut self, _: Instant) {
         // The caller went away: stop asking (a write in flight completes on its own).
         self.finish(Err(Error::Closed));
-        self.reported = true;
+        self.kit.clear_events();
     }
 
     fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.outbox.poll()
+        self.kit.poll_request()
     }
 
     fn poll_event(&mut self) -> Option<Result<(), Error>> {
-        if self.reported {
-            return None;
-        }
-        let r = self.result.clone()?;
-        self.reported = true;
-        Some(r)
+        self.kit.poll_event()
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
         match self.step {
             RevokeStep::Grace => self.force_at,
-            RevokeStep::Ask | RevokeStep::Force if self.outbox.is_empty() => self.retry.deadline(),
+            RevokeStep::Ask | RevokeStep::Force if self.kit.is_quiet() => self.kit.retry_at(),
             _ => None,
         }
     }
 
     fn is_done(&self) -> bool {
-        self.step == RevokeStep::Done
-            && self.outbox.is_empty()
-            && (self.reported || self.result.is_none())
+        self.step == RevokeStep::Done && self.kit.is_idle()
     }
 }

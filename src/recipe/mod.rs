@@ -57,6 +57,7 @@ pub mod contender;
 pub mod double_barrier;
 pub mod election;
 pub mod group;
+pub mod kit;
 pub mod lock;
 pub mod naming;
 pub mod node;
@@ -692,6 +693,11 @@ impl Retry {
             }
             SessionChange::Expired | SessionChange::Closed => {}
         }
+    }
+
+    /// The id of the session last heard of (0 before one).
+    pub fn session_id(&self) -> i64 {
+        self.session_id
     }
 
     /// Is the session suspended (as far as this recipe heard)?
