@@ -48,8 +48,8 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::kit::{parent_of, Kit, ParentStep};
-use super::{OpId, Recipe, SessionChange};
+use super::kit::{parent_of, Kit, ParentStep, Plumbing, Protocol};
+use super::{OpId, SessionChange};
 use crate::error::Error;
 use crate::proto::*;
 use crate::session::WatchEvent;
@@ -221,7 +221,7 @@ impl Barrier {
             });
         }
         self.need = true;
-        self.handle_timeout(now);
+        self.on_timeout(now);
     }
 
     fn finish(&mut self, event: BarrierEvent) {
@@ -337,10 +337,14 @@ impl Barrier {
     }
 }
 
-impl Recipe for Barrier {
+impl Protocol for Barrier {
     type Event = BarrierEvent;
 
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
+        &mut self.kit
+    }
+
+    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
         // A look behind a failed sync reads as lost (`Outbox::answer`): look again.
         let Some((purpose, result)) = self.kit.answer(op, result) else {
             return;
@@ -357,7 +361,7 @@ impl Recipe for Barrier {
         self.drive(now);
     }
 
-    fn handle_watch(&mut self, now: Instant, _op: OpId, event: &WatchEvent) {
+    fn on_watch(&mut self, now: Instant, _op: OpId, event: &WatchEvent) {
         if self.command == BarrierCommand::Wait
             && !self.done
             && self.watching
@@ -372,8 +376,7 @@ impl Recipe for Barrier {
         self.drive(now);
     }
 
-    fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.kit.session(change);
+    fn on_session(&mut self, now: Instant, change: SessionChange) {
         if let Some(error) = change.end_error() {
             self.kit.clear_requests();
             if self.started {
@@ -405,7 +408,7 @@ impl Recipe for Barrier {
         self.drive(now);
     }
 
-    fn handle_timeout(&mut self, now: Instant) {
+    fn on_timeout(&mut self, now: Instant) {
         // A wait whose deadline passed before its first look still looks once (if the
         // connection is up): a zero timeout is a "poll".
         if self.command == BarrierCommand::Wait
@@ -421,22 +424,14 @@ impl Recipe for Barrier {
         self.drive(now);
     }
 
-    fn handle_abandon(&mut self, _now: Instant) {
+    fn on_abandon(&mut self, _now: Instant) {
         // Set and remove are idempotent writes: one in flight completes on its own.
         self.done = true;
         self.need = false;
         self.kit.clear_events();
     }
 
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.kit.poll_request()
-    }
-
-    fn poll_event(&mut self) -> Option<BarrierEvent> {
-        self.kit.poll_event()
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
+    fn deadline(&self) -> Option<Instant> {
         if self.done || !self.started {
             return None;
         }
@@ -444,7 +439,7 @@ impl Recipe for Barrier {
         self.kit.timeout(self.deadline.filter(|_| waits), self.need)
     }
 
-    fn is_done(&self) -> bool {
+    fn finished(&self) -> bool {
         self.done && self.kit.is_idle()
     }
 }

@@ -106,8 +106,8 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::kit::{join, Kit};
-use super::{OpId, Recipe, SessionChange};
+use super::kit::{join, Kit, Plumbing, Protocol};
+use super::{OpId, SessionChange};
 use crate::error::Error;
 use crate::proto::*;
 use crate::session::WatchEvent;
@@ -1146,10 +1146,14 @@ impl TreeCache {
     }
 }
 
-impl Recipe for TreeCache {
+impl Protocol for TreeCache {
     type Event = CacheEvent;
 
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
+        &mut self.kit
+    }
+
+    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
         let Some(purpose) = self.kit.take(op) else {
             return;
         };
@@ -1188,7 +1192,7 @@ impl Recipe for TreeCache {
         self.drive(now);
     }
 
-    fn handle_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
+    fn on_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
         if self.done {
             return;
         }
@@ -1203,8 +1207,7 @@ impl Recipe for TreeCache {
         self.drive(now);
     }
 
-    fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.kit.session(change);
+    fn on_session(&mut self, now: Instant, change: SessionChange) {
         if self.done {
             return;
         }
@@ -1245,23 +1248,15 @@ impl Recipe for TreeCache {
         self.drive(now);
     }
 
-    fn handle_timeout(&mut self, now: Instant) {
+    fn on_timeout(&mut self, now: Instant) {
         self.drive(now);
     }
 
-    fn handle_abandon(&mut self, now: Instant) {
+    fn on_abandon(&mut self, now: Instant) {
         self.close(now);
     }
 
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.kit.poll_request()
-    }
-
-    fn poll_event(&mut self) -> Option<CacheEvent> {
-        self.kit.poll_event()
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
+    fn deadline(&self) -> Option<Instant> {
         if self.waiting && !self.done {
             self.kit.retry_at()
         } else {
@@ -1269,7 +1264,7 @@ impl Recipe for TreeCache {
         }
     }
 
-    fn is_done(&self) -> bool {
+    fn finished(&self) -> bool {
         self.done && self.kit.no_events()
     }
 }

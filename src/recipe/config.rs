@@ -116,9 +116,9 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use bytes::{Bytes, BytesMut};
 
-use super::kit::{Kit, MAX_PARENT_ROUNDS};
+use super::kit::{Kit, Plumbing, Protocol, MAX_PARENT_ROUNDS};
 use super::path::{ancestor_creates, ancestor_result};
-use super::{OpId, Recipe, SessionChange};
+use super::{OpId, SessionChange};
 use crate::error::Error;
 use crate::proto::*;
 use crate::session::WatchEvent;
@@ -468,7 +468,7 @@ impl ConfigReader {
         }
     }
 
-    fn on_reply(&mut self, op: OpId, kind: ReadOpKind, result: Result<Response, Error>) {
+    fn on_answer(&mut self, op: OpId, kind: ReadOpKind, result: Result<Response, Error>) {
         match kind {
             ReadOpKind::Sync => {
                 if let Err(e) = result {
@@ -620,17 +620,21 @@ impl ConfigReader {
     }
 }
 
-impl Recipe for ConfigReader {
+impl Protocol for ConfigReader {
     type Event = ReaderEvent;
 
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
+        &mut self.kit
+    }
+
+    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
         let Some(kind) = self.kit.take(op) else {
             return;
         };
         if self.done {
             return;
         }
-        self.on_reply(op, kind, result);
+        self.on_answer(op, kind, result);
         if let Some(r) = &mut self.round {
             r.pending = r.pending.saturating_sub(1);
             if r.pending == 0 {
@@ -640,7 +644,7 @@ impl Recipe for ConfigReader {
         self.drive(now);
     }
 
-    fn handle_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
+    fn on_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
         if self.done {
             return;
         }
@@ -676,8 +680,7 @@ impl Recipe for ConfigReader {
         self.drive(now);
     }
 
-    fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.kit.session(change);
+    fn on_session(&mut self, now: Instant, change: SessionChange) {
         if self.done {
             return;
         }
@@ -704,23 +707,15 @@ impl Recipe for ConfigReader {
         self.drive(now);
     }
 
-    fn handle_timeout(&mut self, now: Instant) {
+    fn on_timeout(&mut self, now: Instant) {
         self.drive(now);
     }
 
-    fn handle_abandon(&mut self, now: Instant) {
+    fn on_abandon(&mut self, now: Instant) {
         self.close(now);
     }
 
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.kit.poll_request()
-    }
-
-    fn poll_event(&mut self) -> Option<ReaderEvent> {
-        self.kit.poll_event()
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
+    fn deadline(&self) -> Option<Instant> {
         if self.waiting && self.running {
             self.kit.retry_at()
         } else {
@@ -728,7 +723,7 @@ impl Recipe for ConfigReader {
         }
     }
 
-    fn is_done(&self) -> bool {
+    fn finished(&self) -> bool {
         self.done && self.kit.no_events()
     }
 }
@@ -1069,7 +1064,7 @@ impl ConfigWriter {
         }
     }
 
-    fn on_reply(&mut self, now: Instant, op: WriteOp, result: Result<Response, Error>) {
+    fn on_answer(&mut self, now: Instant, op: WriteOp, result: Result<Response, Error>) {
         match op {
             WriteOp::Parent(p) => {
                 if let Some(e) = ancestor_result(&p, &result) {
@@ -1197,10 +1192,14 @@ impl ConfigWriter {
     }
 }
 
-impl Recipe for ConfigWriter {
+impl Protocol for ConfigWriter {
     type Event = WriterEvent;
 
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
+        &mut self.kit
+    }
+
+    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
         let Some(purpose) = self.kit.take(op) else {
             return;
         };
@@ -1211,7 +1210,7 @@ impl Recipe for ConfigWriter {
         if probe && result.is_err() && result != Err(Error::Server(ErrorCode::NoNode)) {
             self.probe_failed = true;
         }
-        self.on_reply(now, purpose, result);
+        self.on_answer(now, purpose, result);
         if probe && self.stage == Stage::Probe && self.kit.is_quiet() {
             if core::mem::take(&mut self.probe_failed) {
                 // Not every node was probed: probe again (drive resends).
@@ -1222,10 +1221,9 @@ impl Recipe for ConfigWriter {
         self.drive(now);
     }
 
-    fn handle_watch(&mut self, _now: Instant, _op: OpId, _event: &WatchEvent) {}
+    fn on_watch(&mut self, _now: Instant, _op: OpId, _event: &WatchEvent) {}
 
-    fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.kit.session(change);
+    fn on_session(&mut self, now: Instant, change: SessionChange) {
         if matches!(self.stage, Stage::Done) {
             return;
         }
@@ -1253,25 +1251,17 @@ impl Recipe for ConfigWriter {
         self.drive(now);
     }
 
-    fn handle_timeout(&mut self, now: Instant) {
+    fn on_timeout(&mut self, now: Instant) {
         self.drive(now);
     }
 
-    fn handle_abandon(&mut self, _now: Instant) {
+    fn on_abandon(&mut self, _now: Instant) {
         if self.stage != Stage::Done {
             self.fail(Error::Finished);
         }
     }
 
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.kit.poll_request()
-    }
-
-    fn poll_event(&mut self) -> Option<WriterEvent> {
-        self.kit.poll_event()
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
+    fn deadline(&self) -> Option<Instant> {
         if self.waiting && !matches!(self.stage, Stage::Idle | Stage::Done) {
             self.kit.retry_at()
         } else {
@@ -1279,7 +1269,7 @@ impl Recipe for ConfigWriter {
         }
     }
 
-    fn is_done(&self) -> bool {
+    fn finished(&self) -> bool {
         self.stage == Stage::Done && self.kit.no_events()
     }
 }

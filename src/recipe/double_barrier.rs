@@ -103,8 +103,8 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::kit::{join, name_of, Kit, ParentStep};
-use super::{OpId, Recipe, SessionChange};
+use super::kit::{join, name_of, Kit, ParentStep, Plumbing, Protocol};
+use super::{OpId, SessionChange};
 use crate::error::Error;
 use crate::proto::*;
 use crate::session::WatchEvent;
@@ -359,7 +359,7 @@ impl DoubleBarrier {
         self.phase = Phase::Entering;
         self.deadline = deadline;
         self.need |= ENTER;
-        self.handle_timeout(now);
+        self.on_timeout(now);
         Ok(())
     }
 
@@ -372,7 +372,7 @@ impl DoubleBarrier {
         self.phase = Phase::Leaving;
         self.deadline = deadline;
         self.need |= LIST;
-        self.handle_timeout(now);
+        self.on_timeout(now);
         Ok(())
     }
 
@@ -880,10 +880,14 @@ impl DoubleBarrier {
     }
 }
 
-impl Recipe for DoubleBarrier {
+impl Protocol for DoubleBarrier {
     type Event = DoubleBarrierEvent;
 
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
+        &mut self.kit
+    }
+
+    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
         // A read behind a failed sync reads as lost (`Outbox::answer`): read again.
         let Some((purpose, result)) = self.kit.answer(op, result) else {
             return;
@@ -922,7 +926,7 @@ impl Recipe for DoubleBarrier {
         self.drive(now);
     }
 
-    fn handle_watch(&mut self, now: Instant, _op: OpId, event: &WatchEvent) {
+    fn on_watch(&mut self, now: Instant, _op: OpId, event: &WatchEvent) {
         match self.phase {
             Phase::Entering if event.path == self.ready_path && !self.ready_seen => {
                 match event.event_type {
@@ -964,8 +968,7 @@ impl Recipe for DoubleBarrier {
         self.drive(now);
     }
 
-    fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.kit.session(change);
+    fn on_session(&mut self, now: Instant, change: SessionChange) {
         if let Some(error) = change.end_error() {
             self.kit.clear_requests();
             self.need = 0;
@@ -1023,7 +1026,7 @@ impl Recipe for DoubleBarrier {
         self.drive(now);
     }
 
-    fn handle_timeout(&mut self, now: Instant) {
+    fn on_timeout(&mut self, now: Instant) {
         if self.deadline.is_some_and(|d| now >= d) {
             match self.phase {
                 Phase::Entering => {
@@ -1040,7 +1043,7 @@ impl Recipe for DoubleBarrier {
         self.drive(now);
     }
 
-    fn handle_abandon(&mut self, now: Instant) {
+    fn on_abandon(&mut self, now: Instant) {
         if !matches!(self.phase, Phase::Done | Phase::Stopping) {
             self.stop();
         }
@@ -1048,15 +1051,7 @@ impl Recipe for DoubleBarrier {
         self.drive(now);
     }
 
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.kit.poll_request()
-    }
-
-    fn poll_event(&mut self) -> Option<DoubleBarrierEvent> {
-        self.kit.poll_event()
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
+    fn deadline(&self) -> Option<Instant> {
         let deadline = match self.phase {
             Phase::Entering | Phase::Leaving => self.deadline,
             _ => None,
@@ -1072,7 +1067,7 @@ impl Recipe for DoubleBarrier {
         }
     }
 
-    fn is_done(&self) -> bool {
+    fn finished(&self) -> bool {
         self.phase == Phase::Done && self.kit.is_idle()
     }
 }

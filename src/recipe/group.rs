@@ -54,7 +54,7 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::kit::{join, Kit};
+use super::kit::{join, Kit, Plumbing, Protocol};
 use super::node::{NodeCommands, OwnedNode, OwnedNodeConfig, OwnedNodeEvent};
 use super::{OpId, Recipe, SessionChange};
 use crate::error::Error;
@@ -659,10 +659,14 @@ impl View {
     }
 }
 
-impl Recipe for View {
+impl Protocol for View {
     type Event = ViewEvent;
 
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
+        &mut self.kit
+    }
+
+    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
         // A read behind a failed sync reads as lost (`Outbox::answer`): read again,
         // without asking for a second watch if the first was left.
         let Some((purpose, result, watch)) = self.kit.answer_armed(op, result) else {
@@ -681,7 +685,7 @@ impl Recipe for View {
         self.drive(now);
     }
 
-    fn handle_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
+    fn on_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
         if self.done {
             return;
         }
@@ -716,8 +720,7 @@ impl Recipe for View {
         self.drive(now);
     }
 
-    fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.kit.session(change);
+    fn on_session(&mut self, now: Instant, change: SessionChange) {
         if self.done {
             return;
         }
@@ -759,23 +762,15 @@ impl Recipe for View {
         self.drive(now);
     }
 
-    fn handle_timeout(&mut self, now: Instant) {
+    fn on_timeout(&mut self, now: Instant) {
         self.drive(now);
     }
 
-    fn handle_abandon(&mut self, now: Instant) {
+    fn on_abandon(&mut self, now: Instant) {
         self.close(now);
     }
 
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.kit.poll_request()
-    }
-
-    fn poll_event(&mut self) -> Option<ViewEvent> {
-        self.kit.poll_event()
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
+    fn deadline(&self) -> Option<Instant> {
         if self.waiting && self.running {
             self.kit.retry_at()
         } else {
@@ -783,7 +778,7 @@ impl Recipe for View {
         }
     }
 
-    fn is_done(&self) -> bool {
+    fn finished(&self) -> bool {
         self.done && self.kit.no_events()
     }
 }

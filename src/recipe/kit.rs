@@ -45,10 +45,13 @@ use alloc::collections::VecDeque;
 use alloc::string::String;
 use core::time::Duration;
 
+use core::fmt;
+
 use super::path::{ancestor_creates, ancestor_result};
-use super::{OpId, Outbox, Retry, SessionChange};
+use super::{OpId, Outbox, Recipe, Retry, SessionChange, SharedListing};
 use crate::error::Error;
 use crate::proto::{Acl, CreateMode, ErrorCode, PathRequest, Request, Response};
+use crate::session::WatchEvent;
 use crate::time::Instant;
 
 /// How many times a recipe creates the missing ancestors of a node before giving up.
@@ -429,5 +432,148 @@ impl<P, E> Kit<P, E> {
     /// Parent-creation rounds so far.
     pub fn parent_rounds(&self) -> u8 {
         self.parents.as_ref().map_or(0, |p| p.rounds)
+    }
+}
+
+/// What the [`Recipe`] impl of a [`Protocol`] takes from its [`Kit`]: object-safe, so
+/// that a recipe's purpose type stays its own.
+pub trait Plumbing<E> {
+    /// [`Kit::poll_request`].
+    fn poll_request(&mut self) -> Option<(OpId, Request)>;
+    /// [`Kit::poll_event`].
+    fn poll_event(&mut self) -> Option<E>;
+    /// [`Kit::session`].
+    fn session(&mut self, change: SessionChange);
+}
+
+impl<P, E> Plumbing<E> for Kit<P, E> {
+    fn poll_request(&mut self) -> Option<(OpId, Request)> {
+        Kit::poll_request(self)
+    }
+
+    fn poll_event(&mut self) -> Option<E> {
+        Kit::poll_event(self)
+    }
+
+    fn session(&mut self, change: SessionChange) {
+        Kit::session(self, change)
+    }
+}
+
+/// A recipe written on the [`Kit`]: its protocol, nothing else. Every `Protocol` is a
+/// [`Recipe`] (the impl below): the kit answers `poll_request` and `poll_event`,
+/// follows every session change ([`Kit::session`]) before
+/// [`on_session`](Self::on_session) sees it, and in debug builds (every test,
+/// simulator, property and model-check run) calls [`check`](Self::check) at the end
+/// of each input. Drive such a recipe through [`Recipe`] (its `handle_*`), not through
+/// these methods.
+pub trait Protocol: Send + 'static {
+    /// What the recipe reports to its user.
+    type Event: Clone + fmt::Debug + Send + 'static;
+    /// Its kit.
+    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event>;
+    /// [`Recipe::handle_reply`].
+    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>);
+    /// [`Recipe::handle_shared_reply`]; by default a copy goes to
+    /// [`on_reply`](Self::on_reply).
+    fn on_shared_reply(
+        &mut self,
+        now: Instant,
+        op: OpId,
+        result: &Result<Response, Error>,
+        shared: &mut SharedListing,
+    ) {
+        let _ = shared;
+        self.on_reply(now, op, result.clone())
+    }
+    /// [`Recipe::handle_watch`]; by default nothing (a recipe that sets no watch).
+    fn on_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
+        let _ = (now, op, event);
+    }
+    /// [`Recipe::handle_session`], after the kit followed the change.
+    fn on_session(&mut self, now: Instant, change: SessionChange);
+    /// [`Recipe::handle_timeout`].
+    fn on_timeout(&mut self, now: Instant);
+    /// [`Recipe::handle_abandon`].
+    fn on_abandon(&mut self, now: Instant);
+    /// [`Recipe::poll_timeout`] ([`Kit::timeout`] adds the end of a backoff).
+    fn deadline(&self) -> Option<Instant>;
+    /// [`Recipe::is_done`].
+    fn finished(&self) -> bool;
+    /// [`Recipe::yields`] (see [`Kit::yields`]); by default, no.
+    fn may_yield(&self, op: OpId) -> bool {
+        let _ = op;
+        false
+    }
+    /// The rules that span the recipe's fields, as `debug_assert!`s: called at the end
+    /// of every input in debug builds. By default none.
+    fn check(&self) {}
+}
+
+impl<T: Protocol> Recipe for T {
+    type Event = T::Event;
+
+    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+        self.on_reply(now, op, result);
+        checked(self);
+    }
+
+    fn handle_shared_reply(
+        &mut self,
+        now: Instant,
+        op: OpId,
+        result: &Result<Response, Error>,
+        shared: &mut SharedListing,
+    ) {
+        self.on_shared_reply(now, op, result, shared);
+        checked(self);
+    }
+
+    fn handle_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
+        self.on_watch(now, op, event);
+        checked(self);
+    }
+
+    fn handle_session(&mut self, now: Instant, change: SessionChange) {
+        self.kit().session(change);
+        self.on_session(now, change);
+        checked(self);
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        self.on_timeout(now);
+        checked(self);
+    }
+
+    fn handle_abandon(&mut self, now: Instant) {
+        self.on_abandon(now);
+        checked(self);
+    }
+
+    fn poll_request(&mut self) -> Option<(OpId, Request)> {
+        self.kit().poll_request()
+    }
+
+    fn yields(&self, op: OpId) -> bool {
+        self.may_yield(op)
+    }
+
+    fn poll_event(&mut self) -> Option<T::Event> {
+        self.kit().poll_event()
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.deadline()
+    }
+
+    fn is_done(&self) -> bool {
+        self.finished()
+    }
+}
+
+/// The end of an input: the recipe's rules hold (debug builds only).
+fn checked<T: Protocol>(recipe: &T) {
+    if cfg!(debug_assertions) {
+        recipe.check();
     }
 }

@@ -117,10 +117,10 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::kit::{Kit, MAX_PARENT_ROUNDS};
+use super::kit::{Kit, Plumbing, Protocol, MAX_PARENT_ROUNDS};
 use super::node::{NodeWatch, OwnedNode, OwnedNodeConfig};
 use super::path::ancestor_result;
-use super::{OpId, Recipe, SessionChange};
+use super::{OpId, SessionChange};
 use crate::error::Error;
 use crate::proto::*;
 use crate::session::WatchEvent;
@@ -321,10 +321,14 @@ impl Resolve {
     }
 }
 
-impl Recipe for Resolve {
+impl Protocol for Resolve {
     type Event = ResolveEvent;
 
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
+        &mut self.kit
+    }
+
+    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
         // A read behind a sync that did not happen may be stale: the outbox reads it
         // as lost (`Outbox::answer`), and it is read again.
         let Some((purpose, result)) = self.kit.answer(op, result) else {
@@ -347,10 +351,9 @@ impl Recipe for Resolve {
         self.drive(now);
     }
 
-    fn handle_watch(&mut self, _now: Instant, _op: OpId, _event: &WatchEvent) {}
+    fn on_watch(&mut self, _now: Instant, _op: OpId, _event: &WatchEvent) {}
 
-    fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.kit.session(change);
+    fn on_session(&mut self, now: Instant, change: SessionChange) {
         if self.done {
             return;
         }
@@ -369,26 +372,18 @@ impl Recipe for Resolve {
         self.drive(now);
     }
 
-    fn handle_timeout(&mut self, now: Instant) {
+    fn on_timeout(&mut self, now: Instant) {
         self.drive(now);
     }
 
-    fn handle_abandon(&mut self, _now: Instant) {
+    fn on_abandon(&mut self, _now: Instant) {
         if !self.done {
             self.done = true;
             self.kit.clear_requests();
         }
     }
 
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.kit.poll_request()
-    }
-
-    fn poll_event(&mut self) -> Option<ResolveEvent> {
-        self.kit.poll_event()
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
+    fn deadline(&self) -> Option<Instant> {
         if self.waiting && !self.done {
             self.kit.retry_at()
         } else {
@@ -396,7 +391,7 @@ impl Recipe for Resolve {
         }
     }
 
-    fn is_done(&self) -> bool {
+    fn finished(&self) -> bool {
         self.done && self.kit.no_events()
     }
 }
@@ -928,10 +923,14 @@ impl IdGenerator {
     }
 }
 
-impl Recipe for IdGenerator {
+impl Protocol for IdGenerator {
     type Event = IdEvent;
 
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
+        &mut self.kit
+    }
+
+    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
         let Some((purpose, result)) = self.kit.answer(op, result) else {
             return;
         };
@@ -948,10 +947,9 @@ impl Recipe for IdGenerator {
         self.drive(now);
     }
 
-    fn handle_watch(&mut self, _now: Instant, _op: OpId, _event: &WatchEvent) {}
+    fn on_watch(&mut self, _now: Instant, _op: OpId, _event: &WatchEvent) {}
 
-    fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.kit.session(change);
+    fn on_session(&mut self, now: Instant, change: SessionChange) {
         if self.done {
             return;
         }
@@ -985,23 +983,15 @@ impl Recipe for IdGenerator {
         self.drive(now);
     }
 
-    fn handle_timeout(&mut self, now: Instant) {
+    fn on_timeout(&mut self, now: Instant) {
         self.drive(now);
     }
 
-    fn handle_abandon(&mut self, now: Instant) {
+    fn on_abandon(&mut self, now: Instant) {
         self.close(now);
     }
 
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.kit.poll_request()
-    }
-
-    fn poll_event(&mut self) -> Option<IdEvent> {
-        self.kit.poll_event()
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
+    fn deadline(&self) -> Option<Instant> {
         if self.timer && !self.done {
             self.kit.retry_at()
         } else {
@@ -1009,7 +999,7 @@ impl Recipe for IdGenerator {
         }
     }
 
-    fn is_done(&self) -> bool {
+    fn finished(&self) -> bool {
         self.done && self.kit.no_events()
     }
 }

@@ -47,7 +47,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::kit::{parent_of, Kit, ParentStep};
+use super::kit::{parent_of, Kit, ParentStep, Plumbing, Protocol};
 use super::lock::LostReason;
 use super::{OpId, Recipe, SessionChange};
 use crate::error::Error;
@@ -686,10 +686,14 @@ impl OwnedNode {
     }
 }
 
-impl Recipe for OwnedNode {
+impl Protocol for OwnedNode {
     type Event = OwnedNodeEvent;
 
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
+        &mut self.kit
+    }
+
+    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
         // A read behind a failed sync reads as lost (`Outbox::answer`): read again,
         // without asking for a second watch if the first was left.
         let Some((purpose, result, watch)) = self.kit.answer_armed(op, result) else {
@@ -710,7 +714,7 @@ impl Recipe for OwnedNode {
         self.drive(now);
     }
 
-    fn handle_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
+    fn on_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
         if self.watch != Some(op) || self.phase == Phase::Done {
             return; // an older registration, or we are done
         }
@@ -734,8 +738,7 @@ impl Recipe for OwnedNode {
         self.drive(now);
     }
 
-    fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.kit.session(change);
+    fn on_session(&mut self, now: Instant, change: SessionChange) {
         match change {
             SessionChange::Connected { session_id } => {
                 self.session_id = session_id;
@@ -761,23 +764,15 @@ impl Recipe for OwnedNode {
         self.drive(now);
     }
 
-    fn handle_timeout(&mut self, now: Instant) {
+    fn on_timeout(&mut self, now: Instant) {
         self.drive(now);
     }
 
-    fn handle_abandon(&mut self, now: Instant) {
+    fn on_abandon(&mut self, now: Instant) {
         self.delete(now);
     }
 
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.kit.poll_request()
-    }
-
-    fn poll_event(&mut self) -> Option<OwnedNodeEvent> {
-        self.kit.poll_event()
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
+    fn deadline(&self) -> Option<Instant> {
         if self.waiting && matches!(self.phase, Phase::Active | Phase::Leaving) {
             self.kit.retry_at()
         } else {
@@ -785,7 +780,7 @@ impl Recipe for OwnedNode {
         }
     }
 
-    fn is_done(&self) -> bool {
+    fn finished(&self) -> bool {
         self.phase == Phase::Done && self.kit.no_events()
     }
 }
@@ -1077,10 +1072,14 @@ impl NodeWatch {
     }
 }
 
-impl Recipe for NodeWatch {
+impl Protocol for NodeWatch {
     type Event = NodeWatchEvent;
 
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
+        &mut self.kit
+    }
+
+    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
         // A read behind a failed sync reads as lost (`Outbox::answer`): read again,
         // without asking for a second watch if the first was left.
         let Some((purpose, result, watch)) = self.kit.answer_armed(op, result) else {
@@ -1098,7 +1097,7 @@ impl Recipe for NodeWatch {
         self.drive(now);
     }
 
-    fn handle_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
+    fn on_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
         if self.watch != Some(op) || self.done {
             return;
         }
@@ -1110,8 +1109,7 @@ impl Recipe for NodeWatch {
         self.drive(now);
     }
 
-    fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.kit.session(change);
+    fn on_session(&mut self, now: Instant, change: SessionChange) {
         if self.done {
             return;
         }
@@ -1148,23 +1146,15 @@ impl Recipe for NodeWatch {
         self.drive(now);
     }
 
-    fn handle_timeout(&mut self, now: Instant) {
+    fn on_timeout(&mut self, now: Instant) {
         self.drive(now);
     }
 
-    fn handle_abandon(&mut self, now: Instant) {
+    fn on_abandon(&mut self, now: Instant) {
         self.close(now);
     }
 
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.kit.poll_request()
-    }
-
-    fn poll_event(&mut self) -> Option<NodeWatchEvent> {
-        self.kit.poll_event()
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
+    fn deadline(&self) -> Option<Instant> {
         if self.waiting && self.running {
             self.kit.retry_at()
         } else {
@@ -1172,7 +1162,7 @@ impl Recipe for NodeWatch {
         }
     }
 
-    fn is_done(&self) -> bool {
+    fn finished(&self) -> bool {
         self.done && self.kit.no_events()
     }
 }

@@ -24,12 +24,11 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::kit::Kit;
-use super::{OpId, Recipe, SessionChange};
+use super::kit::{Kit, Plumbing, Protocol};
+use super::{OpId, SessionChange};
 use crate::client::ops::{create2, CreateOptions};
 use crate::error::Error;
 use crate::proto::*;
-use crate::session::WatchEvent;
 use crate::time::Instant;
 
 /// The ancestors of `path`, top down (`/a`, `/a/b` for `/a/b/c`).
@@ -188,10 +187,14 @@ impl CreateAll {
     }
 }
 
-impl Recipe for CreateAll {
+impl Protocol for CreateAll {
     type Event = CreateAllEvent;
 
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
+        &mut self.kit
+    }
+
+    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
         let Some(step) = self.kit.take(op) else {
             return;
         };
@@ -237,44 +240,33 @@ impl Recipe for CreateAll {
         }
     }
 
-    fn handle_watch(&mut self, _: Instant, _: OpId, _: &WatchEvent) {}
-
-    fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.kit.session(change);
+    fn on_session(&mut self, now: Instant, change: SessionChange) {
         match change.end_error() {
             Some(e) => self.finish(CreateAllEvent::Failed(e)),
-            None => self.handle_timeout(now),
+            None => self.on_timeout(now),
         }
         if self.done {
             self.kit.clear_requests();
         }
     }
 
-    fn handle_timeout(&mut self, now: Instant) {
+    fn on_timeout(&mut self, now: Instant) {
         if self.again && !self.done && self.kit.is_quiet() && self.kit.allows(now) {
             self.again = false;
             self.send(now);
         }
     }
 
-    fn handle_abandon(&mut self, _: Instant) {
+    fn on_abandon(&mut self, _: Instant) {
         // Nothing to undo: the caller went away; the create completes or not.
         self.done = true;
     }
 
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.kit.poll_request()
-    }
-
-    fn poll_event(&mut self) -> Option<CreateAllEvent> {
-        self.kit.poll_event()
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
+    fn deadline(&self) -> Option<Instant> {
         self.kit.timeout(None, self.again && !self.done)
     }
 
-    fn is_done(&self) -> bool {
+    fn finished(&self) -> bool {
         self.done && self.kit.is_idle()
     }
 }
@@ -392,10 +384,14 @@ impl DeleteAll {
     }
 }
 
-impl Recipe for DeleteAll {
+impl Protocol for DeleteAll {
     type Event = Result<(), Error>;
 
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
+        &mut self.kit
+    }
+
+    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
         let Some(step) = self.kit.take(op) else {
             return;
         };
@@ -446,46 +442,35 @@ impl Recipe for DeleteAll {
             }
             (_, Ok(_)) => self.finish(Err(Error::UnexpectedReply)),
         }
-        self.handle_timeout(now);
+        self.on_timeout(now);
     }
 
-    fn handle_watch(&mut self, _: Instant, _: OpId, _: &WatchEvent) {}
-
-    fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.kit.session(change);
+    fn on_session(&mut self, now: Instant, change: SessionChange) {
         match change.end_error() {
             Some(e) => self.finish(Err(e)),
-            None => self.handle_timeout(now),
+            None => self.on_timeout(now),
         }
         if self.done {
             self.kit.clear_requests();
         }
     }
 
-    fn handle_timeout(&mut self, now: Instant) {
+    fn on_timeout(&mut self, now: Instant) {
         if self.again && !self.done && self.kit.is_quiet() && self.kit.allows(now) {
             self.again = false;
             self.begin(now);
         }
     }
 
-    fn handle_abandon(&mut self, _: Instant) {
+    fn on_abandon(&mut self, _: Instant) {
         self.done = true;
     }
 
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.kit.poll_request()
-    }
-
-    fn poll_event(&mut self) -> Option<Result<(), Error>> {
-        self.kit.poll_event()
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
+    fn deadline(&self) -> Option<Instant> {
         self.kit.timeout(None, self.again && !self.done)
     }
 
-    fn is_done(&self) -> bool {
+    fn finished(&self) -> bool {
         self.done && self.kit.is_idle()
     }
 }

@@ -136,7 +136,7 @@ use alloc::vec::Vec;
 use bytes::Bytes;
 use core::time::Duration;
 
-use super::kit::{parent_of, Events, Kit, ParentStep};
+use super::kit::{parent_of, Events, Kit, ParentStep, Plumbing, Protocol};
 use super::{OpId, Recipe, Retry, SessionChange};
 use crate::error::Error;
 use crate::proto::*;
@@ -628,10 +628,14 @@ impl Update {
     }
 }
 
-impl Recipe for Update {
+impl Protocol for Update {
     type Event = UpdateEvent;
 
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
+        &mut self.kit
+    }
+
+    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
         let Some((purpose, result)) = self.kit.answer(op, result) else {
             return;
         };
@@ -648,10 +652,9 @@ impl Recipe for Update {
         self.drive(now);
     }
 
-    fn handle_watch(&mut self, _now: Instant, _op: OpId, _event: &WatchEvent) {}
+    fn on_watch(&mut self, _now: Instant, _op: OpId, _event: &WatchEvent) {}
 
-    fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.kit.session(change);
+    fn on_session(&mut self, now: Instant, change: SessionChange) {
         self.known = None; // what we wrote may have been overwritten meanwhile
         match change {
             SessionChange::Connected { .. } => {
@@ -684,25 +687,17 @@ impl Recipe for Update {
         self.drive(now);
     }
 
-    fn handle_timeout(&mut self, now: Instant) {
+    fn on_timeout(&mut self, now: Instant) {
         self.drive(now);
     }
 
-    fn handle_abandon(&mut self, _now: Instant) {
+    fn on_abandon(&mut self, _now: Instant) {
         if self.stage != Stage::Done {
             self.fail(Error::Closed);
         }
     }
 
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.kit.poll_request()
-    }
-
-    fn poll_event(&mut self) -> Option<UpdateEvent> {
-        self.kit.poll_event()
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
+    fn deadline(&self) -> Option<Instant> {
         if self.waiting && self.stage != Stage::Done {
             self.kit.retry_at()
         } else {
@@ -710,7 +705,7 @@ impl Recipe for Update {
         }
     }
 
-    fn is_done(&self) -> bool {
+    fn finished(&self) -> bool {
         self.stage == Stage::Done && self.kit.no_events()
     }
 }

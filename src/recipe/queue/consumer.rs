@@ -59,9 +59,9 @@ use super::{meta_dir, parent_round, sorted_items, Format, CLAIM_PREFIX};
 use crate::error::Error;
 use crate::proto::multi_failure;
 use crate::proto::*;
-use crate::recipe::kit::{join, Kit, MAX_PARENT_ROUNDS};
+use crate::recipe::kit::{join, Kit, Plumbing, Protocol, MAX_PARENT_ROUNDS};
 use crate::recipe::path::ancestor_result;
-use crate::recipe::{OpId, Recipe, SessionChange};
+use crate::recipe::{OpId, SessionChange};
 use crate::session::WatchEvent;
 use crate::time::Instant;
 
@@ -1547,10 +1547,14 @@ impl Consumer {
     }
 }
 
-impl Recipe for Consumer {
+impl Protocol for Consumer {
     type Event = ConsumerEvent;
 
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
+        &mut self.kit
+    }
+
+    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
         // A read behind a failed sync reads as lost (`Outbox::answer`): read again.
         let Some((purpose, result)) = self.kit.answer(op, result) else {
             return;
@@ -1636,7 +1640,7 @@ impl Recipe for Consumer {
         self.drive(now);
     }
 
-    fn handle_watch(&mut self, now: Instant, _op: OpId, event: &WatchEvent) {
+    fn on_watch(&mut self, now: Instant, _op: OpId, event: &WatchEvent) {
         if event.path == self.config.dir
             && matches!(
                 event.event_type,
@@ -1665,8 +1669,7 @@ impl Recipe for Consumer {
         self.drive(now);
     }
 
-    fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.kit.session(change);
+    fn on_session(&mut self, now: Instant, change: SessionChange) {
         match change {
             SessionChange::Connected { session_id } => {
                 self.session_id = session_id;
@@ -1687,24 +1690,16 @@ impl Recipe for Consumer {
         self.drive(now);
     }
 
-    fn handle_timeout(&mut self, now: Instant) {
+    fn on_timeout(&mut self, now: Instant) {
         self.expire_takes(now);
         self.drive(now);
     }
 
-    fn handle_abandon(&mut self, now: Instant) {
+    fn on_abandon(&mut self, now: Instant) {
         self.close(now);
     }
 
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.kit.poll_request()
-    }
-
-    fn poll_event(&mut self) -> Option<ConsumerEvent> {
-        self.kit.poll_event()
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
+    fn deadline(&self) -> Option<Instant> {
         if self.ended {
             return None;
         }
@@ -1749,7 +1744,7 @@ impl Recipe for Consumer {
         }
     }
 
-    fn is_done(&self) -> bool {
+    fn finished(&self) -> bool {
         self.ended && self.kit.is_idle()
     }
 }

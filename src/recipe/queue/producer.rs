@@ -48,9 +48,9 @@ use bytes::Bytes;
 use super::{item_prefix, meta_dir, parent_round, Format, DEFAULT_PRIORITY};
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::kit::{join, name_of, Kit, MAX_PARENT_ROUNDS};
+use crate::recipe::kit::{join, name_of, Kit, Plumbing, Protocol, MAX_PARENT_ROUNDS};
 use crate::recipe::path::ancestor_result;
-use crate::recipe::{OpId, Recipe, SessionChange};
+use crate::recipe::{OpId, SessionChange};
 use crate::session::WatchEvent;
 use crate::time::Instant;
 
@@ -763,10 +763,14 @@ impl Producer {
     }
 }
 
-impl Recipe for Producer {
+impl Protocol for Producer {
     type Event = ProducerEvent;
 
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
+        &mut self.kit
+    }
+
+    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
         // A read behind a failed sync reads as lost (`Outbox::answer`): read again.
         let Some((purpose, result)) = self.kit.answer(op, result) else {
             return;
@@ -790,10 +794,9 @@ impl Recipe for Producer {
         self.drive(now);
     }
 
-    fn handle_watch(&mut self, _now: Instant, _op: OpId, _event: &WatchEvent) {}
+    fn on_watch(&mut self, _now: Instant, _op: OpId, _event: &WatchEvent) {}
 
-    fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.kit.session(change);
+    fn on_session(&mut self, now: Instant, change: SessionChange) {
         match change {
             SessionChange::Connected { session_id } => {
                 self.session_id = session_id;
@@ -810,25 +813,17 @@ impl Recipe for Producer {
         self.drive(now);
     }
 
-    fn handle_timeout(&mut self, now: Instant) {
+    fn on_timeout(&mut self, now: Instant) {
         self.drive(now);
     }
 
-    fn handle_abandon(&mut self, now: Instant) {
+    fn on_abandon(&mut self, now: Instant) {
         // The owner is gone: nobody waits for the queued puts; what is on the wire ends.
         self.pending.clear();
         self.close(now);
     }
 
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.kit.poll_request()
-    }
-
-    fn poll_event(&mut self) -> Option<ProducerEvent> {
-        self.kit.poll_event()
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
+    fn deadline(&self) -> Option<Instant> {
         if self.ended {
             return None;
         }
@@ -856,7 +851,7 @@ impl Recipe for Producer {
         }
     }
 
-    fn is_done(&self) -> bool {
+    fn finished(&self) -> bool {
         self.ended && self.kit.is_idle()
     }
 }

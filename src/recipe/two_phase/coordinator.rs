@@ -13,9 +13,9 @@ use super::{
 };
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::kit::{parent_of, Kit, ParentStep};
+use crate::recipe::kit::{parent_of, Kit, ParentStep, Plumbing, Protocol};
 use crate::recipe::lock::node_id;
-use crate::recipe::{OpId, Recipe, SessionChange};
+use crate::recipe::{OpId, SessionChange};
 use crate::session::WatchEvent;
 use crate::time::Instant;
 
@@ -594,7 +594,7 @@ impl Coordinator {
         }
     }
 
-    fn on_reply(&mut self, now: Instant, p: P, result: Result<Response, Error>) {
+    fn on_answer(&mut self, now: Instant, p: P, result: Result<Response, Error>) {
         if let Err(e) = &result {
             if e.ends_session() {
                 // Refused because the session is ending: send nothing more until the
@@ -730,19 +730,23 @@ impl Coordinator {
     }
 }
 
-impl Recipe for Coordinator {
+impl Protocol for Coordinator {
     type Event = CoordinatorEvent;
 
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
+        &mut self.kit
+    }
+
+    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
         let Some((p, result)) = self.kit.answer(op, result) else {
             return;
         };
-        self.on_reply(now, p, result);
+        self.on_answer(now, p, result);
         self.evaluate(now);
         self.drive(now);
     }
 
-    fn handle_watch(&mut self, now: Instant, _op: OpId, event: &WatchEvent) {
+    fn on_watch(&mut self, now: Instant, _op: OpId, event: &WatchEvent) {
         let tx = &self.config.tx;
         let path = event.path.as_str();
         let t = event.event_type;
@@ -767,8 +771,7 @@ impl Recipe for Coordinator {
         self.drive(now);
     }
 
-    fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.kit.session(change);
+    fn on_session(&mut self, now: Instant, change: SessionChange) {
         match change {
             SessionChange::Connected { session_id } => {
                 self.session_id = session_id;
@@ -811,12 +814,12 @@ impl Recipe for Coordinator {
         self.drive(now);
     }
 
-    fn handle_timeout(&mut self, now: Instant) {
+    fn on_timeout(&mut self, now: Instant) {
         self.evaluate(now);
         self.drive(now);
     }
 
-    fn handle_abandon(&mut self, now: Instant) {
+    fn on_abandon(&mut self, now: Instant) {
         self.abandoned = true;
         if matches!(self.setup, Setup::Idle) {
             self.started = true;
@@ -826,15 +829,7 @@ impl Recipe for Coordinator {
         self.drive(now);
     }
 
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.kit.poll_request()
-    }
-
-    fn poll_event(&mut self) -> Option<CoordinatorEvent> {
-        self.kit.poll_event()
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
+    fn deadline(&self) -> Option<Instant> {
         let retry = if self.need != 0 && !self.between_sessions {
             self.kit.retry_at()
         } else {
@@ -855,7 +850,7 @@ impl Recipe for Coordinator {
         t
     }
 
-    fn is_done(&self) -> bool {
+    fn finished(&self) -> bool {
         self.finished && self.kit.is_idle() && !self.ours
     }
 }

@@ -11,8 +11,8 @@ use super::{
 };
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::kit::Kit;
-use crate::recipe::{OpId, Recipe, SessionChange};
+use crate::recipe::kit::{Kit, Plumbing, Protocol};
+use crate::recipe::{OpId, SessionChange};
 use crate::session::WatchEvent;
 use crate::time::Instant;
 
@@ -608,7 +608,7 @@ impl Site {
         }
     }
 
-    fn on_reply(&mut self, now: Instant, p: P, result: Result<Response, Error>) {
+    fn on_answer(&mut self, now: Instant, p: P, result: Result<Response, Error>) {
         if let Err(e) = &result {
             if e.ends_session() {
                 // Refused because the session is ending: send nothing more until the
@@ -835,19 +835,23 @@ impl Site {
     }
 }
 
-impl Recipe for Site {
+impl Protocol for Site {
     type Event = SiteEvent;
 
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
+        &mut self.kit
+    }
+
+    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
         let Some((p, result)) = self.kit.answer(op, result) else {
             return;
         };
-        self.on_reply(now, p, result);
+        self.on_answer(now, p, result);
         self.evaluate(now);
         self.drive(now);
     }
 
-    fn handle_watch(&mut self, now: Instant, _op: OpId, event: &WatchEvent) {
+    fn on_watch(&mut self, now: Instant, _op: OpId, event: &WatchEvent) {
         let tx = &self.config.tx;
         let path = event.path.as_str();
         let t = event.event_type;
@@ -882,8 +886,7 @@ impl Recipe for Site {
         self.drive(now);
     }
 
-    fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.kit.session(change);
+    fn on_session(&mut self, now: Instant, change: SessionChange) {
         match change {
             SessionChange::Connected { session_id } => {
                 self.session_id = session_id;
@@ -928,12 +931,12 @@ impl Recipe for Site {
         self.drive(now);
     }
 
-    fn handle_timeout(&mut self, now: Instant) {
+    fn on_timeout(&mut self, now: Instant) {
         self.evaluate(now);
         self.drive(now);
     }
 
-    fn handle_abandon(&mut self, now: Instant) {
+    fn on_abandon(&mut self, now: Instant) {
         self.leaving = true;
         if !self.started {
             self.started = true;
@@ -949,15 +952,7 @@ impl Recipe for Site {
         self.drive(now);
     }
 
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.kit.poll_request()
-    }
-
-    fn poll_event(&mut self) -> Option<SiteEvent> {
-        self.kit.poll_event()
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
+    fn deadline(&self) -> Option<Instant> {
         if self.need != 0 && !self.between_sessions {
             self.kit.retry_at()
         } else {
@@ -965,7 +960,7 @@ impl Recipe for Site {
         }
     }
 
-    fn is_done(&self) -> bool {
+    fn finished(&self) -> bool {
         self.finished
             && self.kit.is_quiet()
             && self.kit.no_events()
