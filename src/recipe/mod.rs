@@ -27,6 +27,11 @@
 //! A recipe never sees another recipe's replies or watches, and never reads a clock:
 //! `now` comes with every input. Randomness (node ids) comes in its configuration.
 //!
+//! A recipe of this crate embeds a [`kit::Kit`] (its outbox, retry, events, session
+//! and parent-creation rounds) and implements [`kit::Protocol`], which makes it a
+//! `Recipe`: the plumbing is written once there (see `docs/design.md`, "Adding a
+//! recipe").
+//!
 //! # Rules every recipe keeps (and the helpers here that make them easy)
 //!
 //! * **Liveness.** Every request that fails with a retryable error
