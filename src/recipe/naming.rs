@@ -402,8 +402,6 @@ impl Protocol for Resolve {
 
 /// How many creates one generator keeps on the wire at once.
 const MAX_CREATES: usize = 64;
-/// How many times the directory is created before giving up.
-
 /// Where an [`IdGenerator`] draws its numbers.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct IdGeneratorConfig {

@@ -55,8 +55,6 @@ use crate::proto::*;
 use crate::session::WatchEvent;
 use crate::time::Instant;
 
-/// How many times missing ancestors are created before giving up.
-
 // ======================================================================================
 // OwnedNode
 // ======================================================================================

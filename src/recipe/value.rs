@@ -143,8 +143,6 @@ use crate::proto::*;
 use crate::session::WatchEvent;
 use crate::time::Instant;
 
-/// How many times missing ancestors are created before giving up.
-
 /// The wait after a lost race spans at most 2^this rounds...
 const MAX_LOSS_DOUBLINGS: u32 = 5;
 /// ...and at most this long (a round stretched by a slow server or a reconnect).

@@ -158,8 +158,6 @@ const DECIDE: u32 = 64;
 const LEAVE: u32 = 128;
 const READS: u32 = FIND | TX | VOTES | ALIVE;
 
-/// How many times the ancestors of the transaction node are created before giving up.
-
 /// The coordinator of a two-phase commit. See the [module docs](super).
 ///
 /// Command: [`start`](Self::start). Dropping its owner before the outcome is known
