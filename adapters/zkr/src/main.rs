@@ -7,6 +7,7 @@
 #![deny(unsafe_code)]
 
 mod duration;
+mod serve;
 mod supervise;
 mod sys;
 mod zk;
@@ -206,6 +207,11 @@ enum Cmd {
         #[arg(long, short)]
         recursive: bool,
     },
+    /// Runs a ZooKeeper-compatible server on 127.0.0.1 for development and tests.
+    ///
+    /// The embedded server (zk-recipes-server): one node, in memory, gone when zkr stops
+    /// (SIGINT, SIGTERM, SIGHUP); never for production. Prints its connect string.
+    Serve(serve::ServeArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -379,6 +385,9 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<u8, u8> {
+    if let Cmd::Serve(args) = &cli.command {
+        return serve::run(args);
+    }
     let runs_cmd = matches!(
         cli.command,
         Cmd::Lock { .. } | Cmd::Elect { .. } | Cmd::Barrier { .. }
@@ -591,7 +600,7 @@ fn simple(zk: &Zk, command: Cmd) -> Result<u8, u8> {
             }
             Err(fail(format!("watch {path}: the session ended")))
         }
-        Cmd::Lock { .. } | Cmd::Elect { .. } | Cmd::Barrier { .. } => {
+        Cmd::Lock { .. } | Cmd::Elect { .. } | Cmd::Barrier { .. } | Cmd::Serve(_) => {
             Err(fail("internal: a command that runs CMD reached `simple`"))
         }
     }
