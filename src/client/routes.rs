@@ -14,7 +14,7 @@ use super::{Client, ClientEvent, Error, RecipeId};
 use crate::hash::HashMap;
 use crate::proto::{EventType, Request, Response};
 use crate::recipe::{AnyEvent, AnyRecipe};
-use crate::session::{HostFailures, SessionEvent, Token, WatchEvent};
+use crate::session::{HostFailures, SessionEnd, SessionEvent, Token, WatchEvent};
 use crate::time::Instant;
 use core::time::Duration;
 
@@ -125,11 +125,11 @@ impl Status {
 
     /// The error a call fails with in this status, when the session is gone.
     pub fn error(self) -> Error {
-        match self {
-            Status::Expired { .. } => Error::SessionExpired,
-            Status::AuthFailed => Error::AuthFailed,
-            _ => Error::Closed,
-        }
+        Error::from(match self {
+            Status::Expired { .. } => SessionEnd::Expired,
+            Status::AuthFailed => SessionEnd::AuthFailed,
+            _ => SessionEnd::Closed,
+        })
     }
 }
 

@@ -1,11 +1,25 @@
-//! The one error type of every call, reply and recipe (re-exported as
-//! [`client::Error`](crate::client::Error)).
+//! The error types, in one leaf module: it depends on nothing but the codec
+//! ([`proto`](crate::proto)), so every layer above can use it and nothing imports in
+//! a circle.
+//!
+//! * [`Error`]: the one error type of every call, reply and recipe (re-exported as
+//!   [`client::Error`](crate::client::Error)). Every other error type converts into it
+//!   here, once.
+//! * Why a connection failed or ended ([`TransportError`], [`TlsFailure`],
+//!   [`DisconnectReason`], [`HostFailures`]) and why a request or a setting was refused
+//!   ([`SubmitError`], [`SessionEnd`], [`ConnectStringError`]); the session re-exports
+//!   them ([`session::SubmitError`](crate::session::SubmitError), ...).
+
+mod connection;
+mod request;
 
 use alloc::string::String;
 use core::fmt;
 
+pub use connection::{DisconnectReason, HostFailures, TlsFailure, TransportError};
+pub use request::{ConnectStringError, SessionEnd, SubmitError};
+
 use crate::proto::{ErrorCode, OpCode, PathError, TooLarge};
-use crate::session::{ConnectStringError, HostFailures, SessionEnd, SubmitError};
 
 /// Everything a client call can fail with, shared by both adapters.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
