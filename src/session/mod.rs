@@ -65,7 +65,9 @@
 //!   received) ⇒ `Expired` locally: whoever holds something ephemeral must stop
 //!   believing it, even before a server confirms.
 
+mod config;
 mod connect_string;
+mod event;
 mod rng;
 mod watches;
 
@@ -74,15 +76,19 @@ use alloc::collections::{BTreeSet, VecDeque};
 use alloc::string::String;
 use alloc::vec::Vec;
 use bytes::{Bytes, BytesMut};
-use core::fmt;
 use core::time::Duration;
 
 pub use crate::error::{
     ConnectStringError, DisconnectReason, HostFailures, SessionEnd, SubmitError, TlsFailure,
     TransportError,
 };
+pub use config::{SessionConfig, DEFAULT_MAX_IN_FLIGHT};
 pub use connect_string::ConnectString;
-pub use watches::{WatchKind, WatchLists};
+pub use event::{
+    Counters, Reply, SessionEvent, SessionState, SharedReply, Token, Transport, WatchEvent,
+    WatchKind,
+};
+pub use watches::WatchLists;
 
 use crate::error::Error;
 use crate::hash::{shed_map, shed_queue, HashMap};
@@ -90,286 +96,6 @@ use crate::proto::*;
 use crate::time::Instant;
 use rng::Rng;
 use watches::WatchRegistry;
-
-/// The caller's name for a request; replies and watch events come back under it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Token(pub u64);
-
-/// Session settings. [`SessionConfig::new`] gives sensible defaults.
-#[derive(Clone, Debug)]
-pub struct SessionConfig {
-    /// Hosts and chroot.
-    pub connect_string: ConnectString,
-    /// Requested session timeout (the server clamps it).
-    pub session_timeout: Duration,
-    /// Accept a read-only server.
-    pub read_only: bool,
-    /// Seed for host order and backoff jitter.
-    pub seed: u64,
-    /// Cap on requests in flight plus requests waiting in the session's queue; a
-    /// request beyond it is refused ([`SubmitError::TooManyPending`]).
-    pub max_pending: usize,
-    /// Cap on requests written to the connection and not yet answered (at least 1);
-    /// later requests wait in the queue, in order. Pings, auth and SetWatches bypass it.
-    pub max_in_flight: usize,
-    /// Cap on watch registrations.
-    pub max_watches: usize,
-    /// Cap on an incoming frame body.
-    pub max_reply: usize,
-    /// Cap on an outgoing frame body.
-    pub max_request: usize,
-    /// First backoff after a full round of hosts failed.
-    pub backoff_min: Duration,
-    /// Longest backoff.
-    pub backoff_max: Duration,
-    /// A connection that lasted this long counts as healthy: losing it resets the
-    /// backoff. One lost sooner (a server that answers the handshake and then fails)
-    /// counts as a failed attempt, so such servers are redialled with growing backoff.
-    pub stable_after: Duration,
-    /// After the session expires, start a new session by itself (as Curator and kazoo
-    /// do). Off: `Expired` ends the session for good.
-    pub renew_on_expiry: bool,
-}
-
-impl SessionConfig {
-    /// Defaults: 30 s timeout, no read-only, seed 0, 10,000 pending requests of which
-    /// 512 in flight, 100,000 watches, 1 MiB + 64 KiB replies, 0xfffff requests, backoff 50 ms … 2 s, a
-    /// connection stable after 2 s, a new session after expiry.
-    pub fn new(connect_string: ConnectString) -> Self {
-        SessionConfig {
-            connect_string,
-            session_timeout: Duration::from_secs(30),
-            read_only: false,
-            seed: 0,
-            max_pending: 10_000,
-            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
-            max_watches: 100_000,
-            max_reply: DEFAULT_MAX_REPLY,
-            max_request: DEFAULT_MAX_REQUEST,
-            backoff_min: Duration::from_millis(50),
-            backoff_max: Duration::from_secs(2),
-            stable_after: Duration::from_secs(2),
-            renew_on_expiry: true,
-        }
-    }
-}
-
-/// Default [`SessionConfig::max_in_flight`]: well under ZooKeeper's default global
-/// outstanding-request limit (1,000), so one busy session does not make the server stop
-/// reading or throttle.
-pub const DEFAULT_MAX_IN_FLIGHT: usize = 512;
-
-/// What the session has moved so far (for benchmarks and monitoring). Counts are over
-/// the session's whole life, across connections and renewed sessions.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct Counters {
-    /// Requests written with an xid of their own (everything submitted, and
-    /// closeSession): what the server counts as operations.
-    pub requests_sent: u64,
-    /// Frames the session writes by itself: connect requests, pings, auth replays and
-    /// SetWatches.
-    pub control_sent: u64,
-    /// Bytes handed to the driver to write.
-    pub bytes_sent: u64,
-    /// Bytes the driver fed in.
-    pub bytes_received: u64,
-    /// Replies matched to a request (pings, auth and SetWatches answers excluded).
-    pub replies_received: u64,
-    /// Watch notifications received (one per server event, however many registrants).
-    pub notifications_received: u64,
-    /// Replies the server answered `Throttled` (never applied); each one halves the
-    /// session's in-flight window at most once per window of replies.
-    pub throttled: u64,
-    /// Listings that joined an identical queued one instead of going out themselves
-    /// (see [`Session::submit_shared`]): requests saved.
-    pub listings_shared: u64,
-}
-
-/// What the driver must do with its socket.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Transport {
-    /// Drop any current socket and connect to `hosts()[host]`; then call
-    /// `handle_connected`, or `handle_disconnect` if the connection fails.
-    Connect {
-        /// Index into [`ConnectString::hosts`].
-        host: usize,
-    },
-    /// Drop the current socket.
-    Close,
-}
-
-/// A reply to a submitted request.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Reply {
-    /// The request's token.
-    pub token: Token,
-    /// zxid from the reply header (0 for replies made up locally).
-    pub zxid: i64,
-    /// The body, or the error (a server error code, `ConnectionLoss`, `SessionExpired`,
-    /// `Closed`, ...).
-    pub result: Result<Response, Error>,
-    /// The watch this request registered under its token, if any: later
-    /// [`SessionEvent::Watch`] events for the token come from it. `None` means none
-    /// will come (e.g. getData with a watch on a missing node sets no watch).
-    pub watch: Option<WatchKind>,
-}
-
-/// One reply to a listing several requesters shared ([`Session::submit_shared`]).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct SharedReply {
-    /// The tokens it answers, in the order they were submitted.
-    pub tokens: Vec<Token>,
-    /// zxid from the reply header.
-    pub zxid: i64,
-    /// The body, or the error.
-    pub result: Result<Response, Error>,
-    /// The watch registered under each token, if any (see [`Reply::watch`]).
-    pub watch: Option<WatchKind>,
-}
-
-/// A watch firing for one registrant.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct WatchEvent {
-    /// What happened (`Node*`, or `*WatchRemoved` after removeWatches).
-    pub event_type: EventType,
-    /// Client path (chroot stripped). For recursive watches, the descendant's path.
-    pub path: String,
-}
-
-/// Output of the session.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum SessionEvent {
-    /// A new session was established.
-    Connected {
-        /// Session id.
-        session_id: i64,
-        /// Negotiated timeout.
-        timeout: Duration,
-        /// The server is read-only.
-        read_only: bool,
-    },
-    /// The connection was lost; the session may still be alive. Anything ephemeral is
-    /// in doubt until `Reconnected` or `Expired`.
-    Suspended {
-        /// Why.
-        reason: DisconnectReason,
-    },
-    /// The same session is back on a new connection; watches were re-armed.
-    Reconnected {
-        /// The server is read-only.
-        read_only: bool,
-    },
-    /// The session is gone (server-confirmed when `confirmed`, else the client-side
-    /// estimate): its ephemeral nodes are or will be deleted, every request still
-    /// pending failed with `SessionExpired`, every watch is gone. With
-    /// [`SessionConfig::renew_on_expiry`] a new session follows (`Connected` with a new
-    /// id); otherwise this is terminal.
-    Expired {
-        /// The server said so (rather than the local estimate).
-        confirmed: bool,
-        /// A new session is being established.
-        renewing: bool,
-    },
-    /// No session was ever established and every host has failed at least once;
-    /// reported after every failed attempt from then on (the session keeps trying with
-    /// backoff). Drivers keep the latest to say at their connect deadline why nothing
-    /// answered (or, failing fast, give up at the first).
-    Unreachable {
-        /// What happened to the last attempt.
-        reason: DisconnectReason,
-        /// Every host and its last failure.
-        hosts: HostFailures,
-    },
-    /// The session was closed. Terminal.
-    Closed,
-    /// Authentication failed. Terminal.
-    AuthFailed,
-    /// A request completed.
-    Reply(Reply),
-    /// A listing shared by several requesters completed: the same reply for each of
-    /// their tokens, in the order they asked (see [`Session::submit_shared`]; never for
-    /// requests made with [`Session::submit`]).
-    SharedReply(SharedReply),
-    /// A watch fired for `token`.
-    Watch {
-        /// Registrant: the token of the request that set the watch.
-        token: Token,
-        /// The event.
-        event: WatchEvent,
-    },
-}
-
-impl SessionEvent {
-    /// Is this a change of session state (rather than a reply or a watch event)?
-    pub fn is_state_change(&self) -> bool {
-        !matches!(
-            self,
-            SessionEvent::Reply(_) | SessionEvent::SharedReply(_) | SessionEvent::Watch { .. }
-        )
-    }
-}
-
-/// One line for logs.
-impl fmt::Display for SessionEvent {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SessionEvent::Connected {
-                session_id,
-                timeout,
-                read_only,
-            } => {
-                write!(f, "session 0x{session_id:x} established (timeout {timeout:?}, read-only {read_only})")
-            }
-            SessionEvent::Suspended { reason } => {
-                write!(f, "connection lost ({reason}); session suspended")
-            }
-            SessionEvent::Reconnected { read_only } => write!(
-                f,
-                "session resumed on a new connection (read-only {read_only})"
-            ),
-            SessionEvent::Expired {
-                confirmed,
-                renewing,
-            } => {
-                f.write_str(if *confirmed {
-                    "session expired (server-confirmed)"
-                } else {
-                    "session expired (no word from the server for its whole timeout)"
-                })?;
-                if *renewing {
-                    f.write_str("; starting a new session")?;
-                }
-                Ok(())
-            }
-            SessionEvent::Unreachable { hosts, .. } => {
-                write!(f, "no server reachable ({hosts})")
-            }
-            SessionEvent::Closed => f.write_str("session closed"),
-            SessionEvent::AuthFailed => f.write_str("authentication failed; session closed"),
-            SessionEvent::Reply(r) => write!(f, "reply to {:?}", r.token),
-            SessionEvent::SharedReply(r) => write!(f, "shared reply to {:?}", r.tokens),
-            SessionEvent::Watch { token, event } => {
-                write!(f, "{:?} on {} for {token:?}", event.event_type, event.path)
-            }
-        }
-    }
-}
-
-/// Where the session stands, for getters and logs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum SessionState {
-    /// No session yet; connecting.
-    Connecting,
-    /// Connected with a live session.
-    Connected,
-    /// Connection lost; the session may be alive; reconnecting.
-    Suspended,
-    /// Waiting for the closeSession reply.
-    Closing,
-    /// Ended.
-    Ended(SessionEnd),
-}
 
 /// What to do once a request's reply arrives.
 #[derive(Debug)]
