@@ -2,7 +2,12 @@
 
 use super::*;
 use crate::error::Error;
+use crate::proto::*;
+use alloc::string::String;
 use alloc::vec;
+use bytes::{Bytes, BytesMut};
+use core::time::Duration;
+use link::TX_KEEP;
 
 const T0: Instant = Instant::ZERO;
 
@@ -1429,7 +1434,7 @@ fn a_burst_of_writes_leaves_no_big_buffer_behind() {
     out.clear(); // written; the driver keeps its (big) buffer
     s.submit(ms(3), get("/b", false), Token(1000)).unwrap();
     assert!(s.poll_transmit(&mut out)); // swaps: the session would get the big one
-    assert!(s.tx.capacity() <= TX_KEEP, "{}", s.tx.capacity());
+    assert!(s.link.tx.capacity() <= TX_KEEP, "{}", s.link.tx.capacity());
 }
 
 fn set_watches2(relative_zxid: i64, data: &[&str], child: &[&str]) -> Request {

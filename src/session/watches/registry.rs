@@ -14,8 +14,8 @@ use smallvec::SmallVec;
 
 use crate::hash::{shed_map, HashMap};
 
-use super::event::{Token, WatchKind};
 use crate::proto::{parent, EventType, WatcherType};
+use crate::session::event::{Token, WatchKind};
 
 const KINDS: [WatchKind; 5] = [
     WatchKind::Data,
