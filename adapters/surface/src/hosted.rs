@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use zk_recipes::client::Error;
+use zk_recipes::client::{Error, RecipeCommand};
 use zk_recipes::recipe::{AnyEvent, Recipe};
 
 #[allow(unused_imports)]
@@ -181,11 +181,7 @@ impl<R: Recipe> Hosted<R> {
         let o = &self.owner;
         o.client.send(Command::Route(Routed::Run {
             key: o.key,
-            command: Box::new(move |any, now| {
-                if let Some(r) = any.downcast_mut::<R>() {
-                    command(r, now)
-                }
-            }),
+            command: RecipeCommand::new(command),
             subscribe: subscribe.map(EventTx),
         }))
     }
