@@ -10,7 +10,7 @@ pub use client::{
 
 #[path = "hosted.rs"]
 pub mod hosted;
-pub use hosted::{Events, Hosted};
+pub use hosted::{Events, Handle, Hosted};
 
 #[doc(hidden)]
 #[path = "hub.rs"]
