@@ -184,16 +184,7 @@ fn pings_keep_an_idle_connection_and_silence_kills_it() {
 #[test]
 fn resume_replays_auth_then_watches_then_queued_requests() {
     let mut s = connected();
-    s.submit(
-        ms(3),
-        Request::Auth(AuthPacket {
-            auth_type: 0,
-            scheme: "digest".into(),
-            auth: Bytes::from_static(b"u:p"),
-        }),
-        Token(9),
-    )
-    .unwrap();
+    s.submit(ms(3), digest_auth(), Token(9)).unwrap();
     s.submit(ms(3), get("/d", true), Token(1)).unwrap();
     s.submit(ms(3), exists("/e", true), Token(2)).unwrap();
     s.submit(
@@ -244,13 +235,7 @@ fn resume_replays_auth_then_watches_then_queued_requests() {
     s.handle_connected(ms(7));
     let mut out = BytesMut::new();
     s.poll_transmit(&mut out);
-    let req: ConnectRequest = decode_exact(
-        FrameDecoder::new(100)
-            .decode(&mut &out[..])
-            .unwrap()
-            .unwrap(),
-    )
-    .unwrap();
+    let req = connect_request(&out);
     assert_eq!(
         (req.session_id, req.last_zxid_seen, &req.passwd[..]),
         (0x42, 22, &[7u8; 16][..])
@@ -382,16 +367,7 @@ fn close_waits_for_the_reply_or_the_deadline() {
 #[test]
 fn auth_failure_is_terminal() {
     let mut s = connected();
-    s.submit(
-        ms(3),
-        Request::Auth(AuthPacket {
-            auth_type: 0,
-            scheme: "digest".into(),
-            auth: Bytes::from_static(b"u:p"),
-        }),
-        Token(1),
-    )
-    .unwrap();
+    s.submit(ms(3), digest_auth(), Token(1)).unwrap();
     s.submit(ms(3), get("/a", false), Token(2)).unwrap();
     sent(&mut s);
     s.handle_bytes(ms(4), &reply(xid::AUTH, 0, ErrorCode::AuthFailed, None));
@@ -663,13 +639,7 @@ fn after_expiry_a_new_session_starts_by_itself() {
     s.handle_connected(at);
     let mut out = BytesMut::new();
     assert!(s.poll_transmit(&mut out));
-    let req: ConnectRequest = decode_exact(
-        FrameDecoder::new(100)
-            .decode(&mut &out[..])
-            .unwrap()
-            .unwrap(),
-    )
-    .unwrap();
+    let req = connect_request(&out);
     assert_eq!(req.session_id, 0, "a new session, not the old one");
     s.handle_bytes(at, &connect_response(0x43, 6000));
     assert!(matches!(

@@ -110,6 +110,26 @@ fn exists(path: &str, watch: bool) -> Request {
     })
 }
 
+/// The handshake's request, first in `out`.
+fn connect_request(out: &[u8]) -> ConnectRequest {
+    decode_exact(
+        FrameDecoder::new(100)
+            .decode(&mut &out[..])
+            .unwrap()
+            .unwrap(),
+    )
+    .unwrap()
+}
+
+/// `addauth digest u:p`.
+fn digest_auth() -> Request {
+    Request::Auth(AuthPacket {
+        auth_type: 0,
+        scheme: "digest".into(),
+        auth: Bytes::from_static(b"u:p"),
+    })
+}
+
 /// A session connected to host 0 with session id 0x42, timeout 6 s.
 fn connected() -> Session {
     let mut s = Session::new(config("h:1"), T0);
@@ -117,13 +137,7 @@ fn connected() -> Session {
     s.handle_connected(ms(1));
     let mut out = BytesMut::new();
     assert!(s.poll_transmit(&mut out));
-    let req: ConnectRequest = decode_exact(
-        FrameDecoder::new(100)
-            .decode(&mut &out[..])
-            .unwrap()
-            .unwrap(),
-    )
-    .unwrap();
+    let req = connect_request(&out);
     assert_eq!(req.timeout_ms, 6000);
     assert_eq!(req.session_id, 0);
     s.handle_bytes(ms(2), &connect_response(0x42, 6000));

@@ -155,11 +155,7 @@ fn pings_and_auth_bypass_the_in_flight_bound() {
     s.submit(ms(3), get("/b", false), Token(2)).unwrap();
     assert_eq!(sent(&mut s), vec![(1, get("/a", false))]);
     // Auth goes out at once although the wire is full.
-    let auth = Request::Auth(AuthPacket {
-        auth_type: 0,
-        scheme: "digest".into(),
-        auth: Bytes::from_static(b"u:p"),
-    });
+    let auth = digest_auth();
     s.submit(ms(3), auth.clone(), Token(3)).unwrap();
     assert_eq!(sent(&mut s), vec![(xid::AUTH, auth)]);
     // So does a ping once the connection has been quiet for the ping interval (2 s of
