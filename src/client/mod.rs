@@ -1,11 +1,11 @@
-//! The sans-IO client: a [`Session`] plus the recipes it hosts. It is the only type
+//! The sans-IO client: a [`Session`](crate::session::Session) plus the recipes it hosts. It is the only type
 //! adapters drive.
 //!
-//! It hosts *any* [`Recipe`] (the lock, the path helpers, or one written outside this
+//! It hosts *any* [`Recipe`](crate::recipe::Recipe) (the lock, the path helpers, or one written outside this
 //! crate) through one path: [`add`](Client::add) returns a typed [`RecipeHandle`];
 //! [`command`](Client::command) runs a method on it; its events come out of
 //! [`poll_event`](Client::poll_event) as [`ClientEvent::Recipe`] (type-erased, see
-//! [`AnyEvent`]) and, once it has finished, [`ClientEvent::RecipeDone`]. When a recipe
+//! [`AnyEvent`](crate::recipe::AnyEvent)) and, once it has finished, [`ClientEvent::RecipeDone`]. When a recipe
 //! finishes, the client forgets every watch registration it made.
 //!
 //! # Driving it (the adapters do exactly this)

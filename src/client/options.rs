@@ -45,7 +45,7 @@ impl Options {
     }
 
     /// Cap on requests in flight plus requests queued in the session; beyond it a
-    /// request is refused with [`Error::Overloaded`] (recipes back off and retry).
+    /// request is refused with [`Error::Overloaded`](crate::error::Error::Overloaded) (recipes back off and retry).
     pub fn max_pending(mut self, n: usize) -> Self {
         self.session.max_pending = n;
         self

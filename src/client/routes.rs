@@ -38,7 +38,10 @@ pub enum WatchMode {
 /// closure ([`new`](Self::new)) and run in the driver, on the recipe the [`Command::Run`]
 /// names, through [`Client::command`] — the same typed call a host driving the core
 /// makes. It misses (runs nothing) if the recipe is gone.
-pub struct RecipeCommand(Box<dyn FnOnce(&mut Client, RecipeId, Instant) + Send>);
+pub struct RecipeCommand(Box<RunOn>);
+
+/// What a [`RecipeCommand`] does in the driver: run on the recipe `id` of the client.
+type RunOn = dyn FnOnce(&mut Client, RecipeId, Instant) + Send;
 
 impl RecipeCommand {
     /// `command` to run on a hosted `R` (with the driver's `now`).

@@ -17,7 +17,7 @@ pub struct SessionConfig {
     /// Seed for host order and backoff jitter.
     pub seed: u64,
     /// Cap on requests in flight plus requests waiting in the session's queue; a
-    /// request beyond it is refused ([`SubmitError::TooManyPending`]).
+    /// request beyond it is refused ([`SubmitError::TooManyPending`](crate::error::SubmitError::TooManyPending)).
     pub max_pending: usize,
     /// Cap on requests written to the connection and not yet answered (at least 1);
     /// later requests wait in the queue, in order. Pings, auth and SetWatches bypass it.

@@ -161,7 +161,7 @@ pub enum SessionEvent {
     Reply(Reply),
     /// A listing shared by several requesters completed: the same reply for each of
     /// their tokens, in the order they asked (see [`Session::submit_shared`](super::Session::submit_shared); never for
-    /// requests made with [`Session::submit`]).
+    /// requests made with [`Session::submit`](super::Session::submit)).
     SharedReply(SharedReply),
     /// A watch fired for `token`.
     Watch {

@@ -32,13 +32,13 @@
 //! * A ping goes out after `readTimeout / 2` without sending (`readTimeout` = 2/3 of the
 //!   negotiated timeout); `readTimeout` without receiving drops the connection.
 //! * On connection loss every request in flight completes with
-//!   [`ErrorCode::ConnectionLoss`] (the server may or may not have applied it); requests
+//!   [`ErrorCode::ConnectionLoss`](crate::proto::ErrorCode::ConnectionLoss) (the server may or may not have applied it); requests
 //!   not yet written wait for the next connection, up to `max_pending`.
 //! * Backpressure: at most `max_in_flight` requests are on the wire at once; the rest
 //!   wait in the session's queue, in submission order, and go out as replies come back
 //!   (pings, auth and SetWatches bypass the bound; a close goes after everything
 //!   submitted before it). Beyond `max_pending` (in flight plus queued) a request is
-//!   refused with [`SubmitError::TooManyPending`] ([`Error::Overloaded`]: never
+//!   refused with [`SubmitError::TooManyPending`] ([`Error::Overloaded`](crate::error::Error::Overloaded): never
 //!   applied, retry after a backoff). One process with thousands of waiters thus never
 //!   has more than `max_in_flight` requests outstanding at the server (ZooKeeper's
 //!   global outstanding limit is 1,000 by default). Within that bound the window adapts
