@@ -252,12 +252,20 @@ struct Gate {
 struct Signals {
     gate: Arc<Mutex<Gate>>,
     rx: Receiver<i32>,
+    /// The signals taken over (blocked in every thread of zkr, reset in CMD).
+    taken: Vec<i32>,
 }
 
 impl Signals {
-    /// Takes SIGINT, SIGTERM and SIGHUP over. Call before any thread starts.
+    /// Takes SIGINT, SIGTERM and SIGHUP over, but not one zkr was started with ignored
+    /// (`nohup`'s SIGHUP): that one stays ignored, in CMD too. Call before any thread
+    /// starts.
     fn take_over() -> Result<Signals, String> {
-        let blocked = sys::block(&sys::FORWARDED).map_err(|e| format!("block signals: {e}"))?;
+        let taken: Vec<i32> = sys::FORWARDED
+            .into_iter()
+            .filter(|&s| !sys::ignored(s))
+            .collect();
+        let blocked = sys::block(&taken).map_err(|e| format!("block signals: {e}"))?;
         let gate = Arc::new(Mutex::new(Gate::default()));
         let (tx, rx) = mpsc::channel();
         let g = gate.clone();
@@ -287,7 +295,7 @@ impl Signals {
                 }
             })
             .map_err(|e| format!("start the signal thread: {e}"))?;
-        Ok(Signals { gate, rx })
+        Ok(Signals { gate, rx, taken })
     }
 
     fn gate(&self) -> std::sync::MutexGuard<'_, Gate> {
@@ -468,7 +476,14 @@ fn held(
         return Ok(EXIT_FAILED);
     }
     let env = [("ZK_FENCING_TOKEN", hold.token().to_string())];
-    let ended = supervise::run(cmd, &env, Some(&mut *hold), grace, &signals.rx);
+    let ended = supervise::run(
+        cmd,
+        &env,
+        Some(&mut *hold),
+        grace,
+        &signals.rx,
+        &signals.taken,
+    );
     signals.stop();
     if let Err(e) = hold.release() {
         // The session's end removes our node all the same.
@@ -503,7 +518,7 @@ fn barrier(
     let mut code = 0;
     if !cmd.is_empty() {
         signals.start()?;
-        let ended = supervise::run(cmd, &[], None, grace, &signals.rx);
+        let ended = supervise::run(cmd, &[], None, grace, &signals.rx, &signals.taken);
         signals.stop();
         code = match ended {
             Ok(ended) => supervise::exit_code(ended.status),
