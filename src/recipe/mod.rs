@@ -57,6 +57,7 @@ pub mod contender;
 pub mod double_barrier;
 pub mod election;
 pub mod group;
+pub mod inspect;
 pub mod lock;
 pub mod naming;
 pub mod node;
