@@ -78,7 +78,7 @@ fn machine() -> Inspect {
 impl InspectScript {
     fn enter(&mut self, h: &mut H) {
         let req = Request::Create(CreateRequest::new(
-            &format!("{DIR}/_c_{:08x}-lock-", self.made.len()),
+            format!("{DIR}/_c_{:08x}-lock-", self.made.len()),
             bytes::Bytes::new(),
             Acl::open_unsafe(),
             CreateMode::EphemeralSequential,
