@@ -78,7 +78,8 @@ fn ignored_here() -> u64 {
 }
 
 /// The command starts as a shell would start it: no signal blocked, and none of the
-/// ones zkr takes over (nor SIGPIPE) ignored. `cat` is run directly, not through `sh -c`
+/// ones zkr takes over (nor SIGPIPE) ignored; one that zkr's environment ignores
+/// (`nohup`'s SIGHUP) stays ignored. `cat` is run directly, not through `sh -c`
 /// (a shell resets its own mask and would hide the defect).
 #[test]
 fn a_command_starts_with_no_signal_blocked_or_ignored() {
@@ -108,6 +109,22 @@ fn a_command_starts_with_no_signal_blocked_or_ignored() {
             "{args:?}: ignored in CMD"
         );
     }
+    // Under `nohup` (SIGHUP ignored when zkr starts) zkr leaves SIGHUP alone: the
+    // command starts with it ignored too, as a shell would start it.
+    let o = Command::new("nohup")
+        .arg(env!("CARGO_BIN_EXE_zkr"))
+        .env("ZK_SERVERS", server.connect_string())
+        .args(["lock", "/locks/nohup", "--", "cat", "/proc/self/status"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let status = stdout(&o);
+    assert_eq!(mask_field(&status, "SigBlk:"), 0);
+    assert_eq!(
+        mask_field(&status, "SigIgn:") & mask(&[1, 2, 13, 15]),
+        mask(&[1]) | ignored_here(),
+        "SIGHUP ignored, as nohup left it"
+    );
 }
 
 /// The signals of the loss rule and the ones passed on reach a command run directly:
