@@ -62,7 +62,7 @@ use alloc::vec::Vec;
 use bytes::Bytes;
 
 use super::contender::{self, LATCH, LEASE, LOCK, READ, WRITE};
-use super::queue::{self, Format};
+use super::queue::{self, join, Format};
 use super::{OpId, Outbox, Recipe, Retry, SessionChange};
 use crate::error::Error;
 use crate::proto::{validate_path, ErrorCode, PathRequest, PathWatch, Request, Response, Stat};
@@ -389,16 +389,6 @@ enum Step {
     List(usize),
     Sub(usize, Sub),
     Read(usize, usize),
-}
-
-fn join(dir: &str, name: &str) -> String {
-    let mut s = String::with_capacity(dir.len() + name.len() + 1);
-    s.push_str(dir);
-    if !dir.ends_with('/') {
-        s.push('/');
-    }
-    s.push_str(name);
-    s
 }
 
 fn get(path: &str) -> Request {

@@ -176,14 +176,17 @@ fn holder(server: &TestServer, extra: &[&str], path: &str, mark: &Path, on_term:
         "trap '{on_term}' TERM; echo started >> {m}; for i in $(seq 600); do sleep 0.05; done",
         m = mark.display()
     );
-    let child = zkr(server)
-        .args(["lock", path])
+    let mut c = zkr(server);
+    c.args(["lock", path])
         .args(extra)
-        .args(["--", "sh", "-c", &script])
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let child = Proc(child);
+        .args(["--", "sh", "-c", &script]);
+    started(c, mark)
+}
+
+/// Starts `zkr` (its standard error dropped) and waits until its command has written
+/// `started` to `mark`.
+fn started(mut zkr: Command, mark: &Path) -> Proc {
+    let child = Proc(zkr.stderr(Stdio::null()).spawn().unwrap());
     wait_for(mark, "started", Duration::from_secs(20));
     child
 }

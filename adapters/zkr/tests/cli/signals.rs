@@ -30,16 +30,11 @@ exit 3;
 /// `zkr ARGS -- perl TRAPS MARK`, started and running its command. The grace is long
 /// (20 s): a command stopped within the tests' 10 s was stopped by its signal.
 fn trapping(server: &TestServer, args: &[&str], mark: &Path) -> Proc {
-    let child = zkr(server)
-        .args(args)
+    let mut c = zkr(server);
+    c.args(args)
         .args(["--grace", "20s", "--", "perl", "-e", TRAPS])
-        .arg(mark)
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let child = Proc(child);
-    wait_for(mark, "started", Duration::from_secs(20));
-    child
+        .arg(mark);
+    started(c, mark)
 }
 
 /// The pid the trapping command recorded.
