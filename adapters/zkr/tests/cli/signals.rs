@@ -76,15 +76,21 @@ fn ignored_here() -> u64 {
 /// ones zkr takes over (nor SIGPIPE) ignored; one that zkr's environment ignores
 /// (`nohup`'s SIGHUP) stays ignored. `cat` is run directly, not through `sh -c`
 /// (a shell resets its own mask and would hide the defect).
+/// What reaches a command run directly, on one server (each costs a JVM start).
 #[test]
-fn a_command_starts_with_no_signal_blocked_or_ignored() {
+fn signals_and_a_command_run_directly() {
     let server = TestServer::start().unwrap();
+    a_command_starts_with_no_signal_blocked_or_ignored(&server);
+    signals_reach_a_command_run_directly(&server);
+}
+
+fn a_command_starts_with_no_signal_blocked_or_ignored(server: &TestServer) {
     for args in [
         &["lock", "/locks/mask"][..],
         &["elect", "/election/mask", "--id", "m"][..],
         &["barrier", "/barrier/mask", "--count", "1"][..],
     ] {
-        let o = zkr(&server)
+        let o = zkr(server)
             .args(args)
             .args(["--", "cat", "/proc/self/status"])
             .output()
@@ -126,16 +132,14 @@ fn a_command_starts_with_no_signal_blocked_or_ignored() {
 /// it runs its trap and dies of the signal (143, 130, 129), long before the 20 s grace
 /// would have SIGKILLed it (137). And when zkr itself is killed (-9), the command gets
 /// SIGTERM at once (see docs/zkr.md): it does not run on unguarded.
-#[test]
-fn signals_reach_a_command_run_directly() {
-    let server = TestServer::start().unwrap();
-    let zk = client(&server);
+fn signals_reach_a_command_run_directly(server: &TestServer) {
+    let zk = client(server);
     let dir = tempfile::tempdir().unwrap();
     let within = Duration::from_secs(10);
 
     // The lock node deleted: SIGTERM, the trap runs, 143.
     let mark = dir.path().join("deleted");
-    let mut lock = trapping(&server, &["lock", "/locks/deleted"], &mark);
+    let mut lock = trapping(server, &["lock", "/locks/deleted"], &mark);
     delete_lock_node(&zk, "/locks/deleted");
     assert_eq!(wait_exit(&mut lock.0, within).code(), Some(143));
     wait_for(&mark, "term", Duration::ZERO);
@@ -151,7 +155,7 @@ fn signals_reach_a_command_run_directly() {
         }
         let code = 128 + number as i32;
         let mark = dir.path().join(name);
-        let mut lock = trapping(&server, &["lock", "/locks/passed"], &mark);
+        let mut lock = trapping(server, &["lock", "/locks/passed"], &mark);
         signal(&lock.0, sig);
         assert_eq!(wait_exit(&mut lock.0, within).code(), Some(code), "{sig}");
         wait_for(&mark, name, Duration::ZERO);
@@ -166,7 +170,7 @@ fn signals_reach_a_command_run_directly() {
         ),
     ] {
         let mark = dir.path().join(dir_node.replace('/', "_"));
-        let mut run = trapping(&server, args, &mark);
+        let mut run = trapping(server, args, &mark);
         let pid = trapped_pid(&mark);
         signal(&run.0, "-KILL");
         assert_eq!(wait_exit(&mut run.0, within).code(), None, "{args:?}");
