@@ -62,7 +62,8 @@ use alloc::vec::Vec;
 use bytes::Bytes;
 
 use super::contender::{self, LATCH, LEASE, LOCK, READ, WRITE};
-use super::queue::{self, join, Format};
+use super::kit::join;
+use super::queue::{self, Format};
 use super::{OpId, Outbox, Recipe, Retry, SessionChange};
 use crate::error::Error;
 use crate::proto::{validate_path, ErrorCode, PathRequest, PathWatch, Request, Response, Stat};
