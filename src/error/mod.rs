@@ -93,6 +93,16 @@ pub enum Error {
         /// The bytes the node holds.
         found: usize,
     },
+    /// A counter's add would leave its format's range (the node holds `value`; nothing
+    /// was written); see `recipe::value`.
+    CounterOverflow {
+        /// The value the add was applied to.
+        value: i64,
+        /// The amount asked.
+        delta: i64,
+        /// The format's width in bytes (4 or 8).
+        width: usize,
+    },
     /// The sequence counter of directory `path` cannot give another increasing number:
     /// ZooKeeper's sequence is the parent's signed 32-bit `cversion`, which wrapped past
     /// 2^31 - 1 (or the directory was deleted and re-created, restarting it). Ids from
@@ -262,7 +272,17 @@ impl fmt::Display for Error {
             Error::NotLeader => f.write_str("not the leader"),
             Error::BadCounter { expected, found } => write!(
                 f,
-                "the counter node holds {found} bytes, not a {expected}-byte big-endian integer; nothing was written"
+                "the counter node holds {found} bytes, not {} {expected}-byte big-endian integer; nothing was written",
+                if *expected == 8 { "an" } else { "a" }
+            ),
+            Error::CounterOverflow {
+                value,
+                delta,
+                width,
+            } => write!(
+                f,
+                "adding {delta} to the counter's {value} leaves its {}-bit range; nothing was written",
+                width * 8
             ),
             Error::SequenceOverflow { path } => write!(
                 f,

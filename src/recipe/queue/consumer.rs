@@ -55,12 +55,13 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::{join, meta_dir, parent_round, sorted_items, Format, CLAIM_PREFIX};
+use super::{meta_dir, parent_round, sorted_items, Format, CLAIM_PREFIX};
 use crate::error::Error;
 use crate::proto::multi_failure;
 use crate::proto::*;
+use crate::recipe::kit::{join, Kit, Plumbing, Protocol, MAX_PARENT_ROUNDS};
 use crate::recipe::path::ancestor_result;
-use crate::recipe::{OpId, Outbox, Recipe, Retry, SessionChange};
+use crate::recipe::{OpId, SessionChange};
 use crate::session::WatchEvent;
 use crate::time::Instant;
 
@@ -299,8 +300,6 @@ struct Take {
     looked: bool,
 }
 
-/// How many times the directories are created before giving up.
-const MAX_PARENT_ROUNDS: u8 = 2;
 /// Takes waiting at once.
 const MAX_TAKES: usize = 64;
 
@@ -341,12 +340,10 @@ pub struct Consumer {
     orphans: Vec<String>,
     /// Stale claims whose delete's reply was lost: whose are they now?
     orphan_checks: Vec<String>,
-    retry: Retry,
     closing: bool,
     deleting_marker: bool,
     ended: bool,
-    outbox: Outbox<Purpose>,
-    events: VecDeque<ConsumerEvent>,
+    kit: Kit<Purpose, ConsumerEvent>,
 }
 
 impl Consumer {
@@ -383,12 +380,10 @@ impl Consumer {
             settling: Vec::new(),
             orphans: Vec::new(),
             orphan_checks: Vec::new(),
-            retry: Retry::default(),
             closing: false,
             deleting_marker: false,
             ended: false,
-            outbox: Outbox::default(),
-            events: VecDeque::new(),
+            kit: Kit::default(),
         }
     }
 
@@ -505,7 +500,7 @@ impl Consumer {
     }
 
     fn emit(&mut self, e: ConsumerEvent) {
-        self.events.push_back(e);
+        self.kit.emit(e);
     }
 
     fn claim_path(&self, item: &str) -> String {
@@ -523,7 +518,7 @@ impl Consumer {
     }
 
     fn can_send(&self, now: Instant) -> bool {
-        self.session_id != 0 && self.retry.allows(now)
+        self.session_id != 0 && self.kit.allows(now)
     }
 
     fn drive(&mut self, now: Instant) {
@@ -531,17 +526,17 @@ impl Consumer {
             return;
         }
         // One round at a time: the replies of a round on the wire decide on the next.
-        if self.need_parents && !self.outbox.any(|p| matches!(p, Purpose::Parent(_))) {
+        if self.need_parents && !self.kit.any(|p| matches!(p, Purpose::Parent(_))) {
             self.need_parents = false;
             self.parent_rounds = self.parent_rounds.saturating_add(1);
             for (p, req) in parent_round(&self.config.dir, &self.config.meta_dir, &self.config.acl)
             {
-                self.outbox.send(Purpose::Parent(p), req);
+                self.kit.send(Purpose::Parent(p), req);
             }
         }
         self.drive_settling();
         if !self.orphan_checks.is_empty() {
-            self.outbox.send(
+            self.kit.send(
                 Purpose::Sync,
                 Request::Sync(PathRequest {
                     path: self.config.meta_dir.clone(),
@@ -549,7 +544,7 @@ impl Consumer {
             );
             for name in core::mem::take(&mut self.orphan_checks) {
                 let path = self.claim_path(&name);
-                self.outbox.send(
+                self.kit.send(
                     Purpose::CheckOrphan(name),
                     Request::Exists(PathWatch { path, watch: false }),
                 );
@@ -558,7 +553,7 @@ impl Consumer {
         if !self.orphans.is_empty() {
             for name in core::mem::take(&mut self.orphans) {
                 let path = self.claim_path(&name);
-                self.outbox.send(
+                self.kit.send(
                     Purpose::Orphan(name),
                     Request::Delete(DeleteRequest { path, version: -1 }),
                 );
@@ -584,14 +579,14 @@ impl Consumer {
         {
             if self.marker_present {
                 self.deleting_marker = true;
-                self.outbox.send(
+                self.kit.send(
                     Purpose::DeleteMarker,
                     Request::Delete(DeleteRequest {
                         path: self.marker.clone(),
                         version: -1,
                     }),
                 );
-            } else if self.outbox.is_empty() {
+            } else if self.kit.is_quiet() {
                 self.end();
             }
         }
@@ -616,14 +611,14 @@ impl Consumer {
             if state == SettleState::Check {
                 if !synced {
                     synced = true;
-                    self.outbox.send(
+                    self.kit.send(
                         Purpose::Sync,
                         Request::Sync(PathRequest {
                             path: self.config.meta_dir.clone(),
                         }),
                     );
                 }
-                self.outbox.send(
+                self.kit.send(
                     Purpose::CheckSettle(name),
                     Request::Exists(PathWatch {
                         path: claim,
@@ -635,7 +630,7 @@ impl Consumer {
             match how {
                 Settle::Complete => {
                     let item = self.item_path(&name);
-                    self.outbox.send(
+                    self.kit.send(
                         Purpose::Complete(name),
                         Request::Multi(alloc::vec![
                             MultiOp::Delete(DeleteRequest {
@@ -650,7 +645,7 @@ impl Consumer {
                     );
                 }
                 Settle::Release => {
-                    self.outbox.send(
+                    self.kit.send(
                         Purpose::Release(name),
                         Request::Delete(DeleteRequest {
                             path: claim,
@@ -703,7 +698,7 @@ impl Consumer {
             let claims_watch = watch && self.claims_blocked;
             self.claims_watched = claims_watch;
             self.claims_fired = false;
-            self.outbox.send(
+            self.kit.send(
                 Purpose::ListClaims,
                 Request::GetChildren(PathWatch {
                     path: self.config.meta_dir.clone(),
@@ -711,7 +706,7 @@ impl Consumer {
                 }),
             );
         }
-        self.outbox.send(
+        self.kit.send(
             Purpose::List,
             Request::GetChildren(PathWatch {
                 path: self.config.dir.clone(),
@@ -743,13 +738,13 @@ impl Consumer {
                             self.config.acl.clone(),
                             CreateMode::Ephemeral,
                         );
-                        self.outbox.send(Purpose::Claim(i), Request::Create(create));
+                        self.kit.send(Purpose::Claim(i), Request::Create(create));
                         read.push(i);
                     }
                     Slot::Check => {
                         if !checks {
                             checks = true;
-                            self.outbox.send(
+                            self.kit.send(
                                 Purpose::Sync,
                                 Request::Sync(PathRequest {
                                     path: self.config.meta_dir.clone(),
@@ -758,7 +753,7 @@ impl Consumer {
                         }
                         b.slots[i] = Slot::Busy;
                         let path = self.claim_path(&b.names[i]);
-                        self.outbox.send(
+                        self.kit.send(
                             Purpose::CheckClaim(i),
                             Request::Exists(PathWatch { path, watch: false }),
                         );
@@ -785,19 +780,18 @@ impl Consumer {
                         })
                     })
                     .collect();
-                self.outbox
-                    .send(Purpose::Read(read), Request::MultiRead(ops));
+                self.kit.send(Purpose::Read(read), Request::MultiRead(ops));
             }
         } else if b.doubt {
             if !self.reading_marker {
                 self.reading_marker = true;
-                self.outbox.send(
+                self.kit.send(
                     Purpose::Sync,
                     Request::Sync(PathRequest {
                         path: self.config.meta_dir.clone(),
                     }),
                 );
-                self.outbox.send(
+                self.kit.send(
                     Purpose::ReadMarker,
                     Request::Exists(PathWatch {
                         path: self.marker.clone(),
@@ -836,8 +830,7 @@ impl Consumer {
                     version: -1,
                 }));
             }
-            self.outbox
-                .send(Purpose::Take(no, slots), Request::Multi(ops));
+            self.kit.send(Purpose::Take(no, slots), Request::Multi(ops));
         } else {
             let read: Vec<usize> = (0..b.slots.len())
                 .filter(|&i| b.slots[i] == Slot::NeedData)
@@ -853,8 +846,7 @@ impl Consumer {
                         })
                     })
                     .collect();
-                self.outbox
-                    .send(Purpose::Read(read), Request::MultiRead(ops));
+                self.kit.send(Purpose::Read(read), Request::MultiRead(ops));
             }
         }
         self.batch = Some(b);
@@ -863,7 +855,7 @@ impl Consumer {
 
     /// Nothing in flight for the batch: deliver it, or send the next step.
     fn batch_step(&mut self) {
-        let busy = self.outbox.any(|p| {
+        let busy = self.kit.any(|p| {
             matches!(
                 p,
                 Purpose::Claim(_)
@@ -967,7 +959,7 @@ impl Consumer {
         self.listing_in_flight = false;
         match result {
             Ok(Response::Children(children)) | Ok(Response::Children2 { children, .. }) => {
-                self.retry.succeeded();
+                self.kit.succeeded();
                 if let Some(t) = self.takes.front_mut() {
                     t.looked = true;
                 }
@@ -1026,7 +1018,7 @@ impl Consumer {
             }
             Err(e) if e.is_retryable() => {
                 self.waiting_watch = false;
-                self.retry.failed(now);
+                self.kit.failed(now);
             }
             Err(e) if e.ends_session() => self.waiting_watch = false,
             Err(e) => {
@@ -1058,7 +1050,7 @@ impl Consumer {
     fn on_claim(&mut self, now: Instant, i: usize, result: Result<Response, Error>) {
         let parents_done = self.parent_rounds >= MAX_PARENT_ROUNDS || self.parent_error.is_some();
         let reading = self
-            .outbox
+            .kit
             .any(|p| matches!(p, Purpose::Read(slots) if slots.contains(&i)));
         let Some(b) = self.batch.as_mut() else {
             return;
@@ -1087,11 +1079,11 @@ impl Consumer {
             }
             Err(e) if e.may_have_applied() => {
                 *slot = Slot::Check;
-                self.retry.failed(now);
+                self.kit.failed(now);
             }
             Err(e) if e.is_retryable() => {
                 *slot = Slot::ToClaim;
-                self.retry.failed(now);
+                self.kit.failed(now);
             }
             Err(e) if e.ends_session() => *slot = Slot::Skip,
             Err(e) => {
@@ -1126,7 +1118,7 @@ impl Consumer {
             Err(Error::Server(ErrorCode::NoNode)) => *slot = Slot::ToClaim,
             Err(e) if e.is_retryable() => {
                 *slot = Slot::Check;
-                self.retry.failed(now);
+                self.kit.failed(now);
             }
             Err(_) => *slot = Slot::Skip,
         }
@@ -1177,7 +1169,7 @@ impl Consumer {
                         }
                     }
                 }
-                self.retry.failed(now);
+                self.kit.failed(now);
             }
             Err(e) => {
                 for &i in &slots {
@@ -1227,7 +1219,7 @@ impl Consumer {
         };
         match (&result, multi_failure(&result)) {
             (Ok(Response::Multi(_)), None) => {
-                self.retry.succeeded();
+                self.kit.succeeded();
                 self.marker_present = true;
                 self.applied = no;
                 for c in b.claimed.iter_mut() {
@@ -1269,11 +1261,11 @@ impl Consumer {
             }
             (Err(e), None) if e.may_have_applied() || e.ends_session() => {
                 b.doubt = true;
-                self.retry.failed(now);
+                self.kit.failed(now);
             }
             (Err(e), None) if e.is_retryable() => {
                 b.send_claim = true;
-                self.retry.failed(now);
+                self.kit.failed(now);
             }
             (Err(e), None) => {
                 for s in b.slots.iter_mut() {
@@ -1300,13 +1292,13 @@ impl Consumer {
                 // Another session's marker (a previous session of ours the server has
                 // not expired yet): our take cannot create it; wait it out with a
                 // backoff, as the producer does, instead of sending again at once.
-                self.retry.failed(now);
+                self.kit.failed(now);
                 (false, 0)
             }
             Ok(_) | Err(Error::Server(ErrorCode::NoNode)) => (false, 0),
             Err(e) => {
                 if e.is_retryable() {
-                    self.retry.failed(now);
+                    self.kit.failed(now);
                 }
                 return; // read again (or the session change decides)
             }
@@ -1372,13 +1364,13 @@ impl Consumer {
                 if let Some(at) = at {
                     self.settling[at].2 = SettleState::Check;
                 }
-                self.retry.failed(now);
+                self.kit.failed(now);
             }
             (Err(e), None) if e.is_retryable() => {
                 if let Some(at) = at {
                     self.settling[at].2 = SettleState::Send;
                 }
-                self.retry.failed(now);
+                self.kit.failed(now);
             }
             (Err(e), None) if e.ends_session() => {}
             (Err(e), None) => done(
@@ -1419,7 +1411,7 @@ impl Consumer {
             Ok(_) => self.settling[at].2 = SettleState::Send, // ours: not applied, again
             Err(e) if e.is_retryable() => {
                 self.settling[at].2 = SettleState::Check;
-                self.retry.failed(now);
+                self.kit.failed(now);
             }
             Err(e) if e.ends_session() => {}
             Err(e) => {
@@ -1445,11 +1437,11 @@ impl Consumer {
                 // Did it land? Another consumer may hold a claim of that name by now:
                 // check whose it is before deleting again.
                 self.settling[at].2 = SettleState::Check;
-                self.retry.failed(now);
+                self.kit.failed(now);
             }
             Err(e) if e.is_retryable() => {
                 self.settling[at].2 = SettleState::Send;
-                self.retry.failed(now);
+                self.kit.failed(now);
             }
             Err(e) if e.ends_session() => {}
             Err(e) => {
@@ -1481,7 +1473,7 @@ impl Consumer {
     /// listing is on the wire (their replies decide).
     fn take_expiry(&self, i: usize) -> Option<Instant> {
         let t = self.takes.get(i)?;
-        let connected = self.session_id != 0 && !self.retry.is_suspended();
+        let connected = self.session_id != 0 && !self.kit.is_suspended();
         let blocked = self.batch.as_ref().is_some_and(|b| b.take == t.id)
             || (i == 0 && !t.looked && connected && self.listing_in_flight);
         if blocked {
@@ -1495,16 +1487,16 @@ impl Consumer {
     /// queue, no connection, a take behind another, or a backoff that still holds at
     /// `now` (a refused look is a look: the deadline is not stretched by the backoff).
     fn take_looked(&self, i: usize, now: Instant) -> bool {
-        let connected = self.session_id != 0 && !self.retry.is_suspended();
+        let connected = self.session_id != 0 && !self.kit.is_suspended();
         self.takes.get(i).is_some_and(|t| t.looked)
             || self.waiting_watch
             || !connected
             || i > 0
-            || !self.retry.allows(now)
+            || !self.kit.allows(now)
     }
 
     fn on_session_end(&mut self, error: Error, terminal: bool) {
-        self.outbox.clear();
+        self.kit.clear_requests();
         self.session_id = 0;
         self.listing_in_flight = false;
         self.waiting_watch = false;
@@ -1555,12 +1547,16 @@ impl Consumer {
     }
 }
 
-impl Recipe for Consumer {
+impl Protocol for Consumer {
     type Event = ConsumerEvent;
 
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
+        &mut self.kit
+    }
+
+    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
         // A read behind a failed sync reads as lost (`Outbox::answer`): read again.
-        let Some((purpose, result)) = self.outbox.answer(op, result) else {
+        let Some((purpose, result)) = self.kit.answer(op, result) else {
             return;
         };
         match purpose {
@@ -1581,7 +1577,7 @@ impl Recipe for Consumer {
                         // Refused: the round goes again after a backoff (once per round)
                         // and does not count as a round that found a parent missing.
                         if !self.need_parents {
-                            self.retry.failed(now);
+                            self.kit.failed(now);
                             self.parent_rounds = self.parent_rounds.saturating_sub(1);
                         }
                         self.need_parents = true;
@@ -1608,7 +1604,7 @@ impl Recipe for Consumer {
                     }
                     Err(e) if e.is_retryable() => {
                         self.orphan_checks.push(name);
-                        self.retry.failed(now);
+                        self.kit.failed(now);
                     }
                     // Gone, or another session's claim: nothing of ours to delete.
                     _ => {}
@@ -1620,18 +1616,18 @@ impl Recipe for Consumer {
                 // else since: never delete it blindly again.
                 Err(e) if e.may_have_applied() => {
                     self.orphan_checks.push(name);
-                    self.retry.failed(now);
+                    self.kit.failed(now);
                 }
                 Err(e) if e.is_retryable() => {
                     self.orphans.push(name);
-                    self.retry.failed(now);
+                    self.kit.failed(now);
                 }
                 _ => {}
             },
             Purpose::DeleteMarker => {
                 self.deleting_marker = false;
                 match result {
-                    Err(e) if e.is_retryable() => self.retry.failed(now),
+                    Err(e) if e.is_retryable() => self.kit.failed(now),
                     _ => self.marker_present = false,
                 }
             }
@@ -1644,7 +1640,7 @@ impl Recipe for Consumer {
         self.drive(now);
     }
 
-    fn handle_watch(&mut self, now: Instant, _op: OpId, event: &WatchEvent) {
+    fn on_watch(&mut self, now: Instant, _op: OpId, event: &WatchEvent) {
         if event.path == self.config.dir
             && matches!(
                 event.event_type,
@@ -1673,8 +1669,7 @@ impl Recipe for Consumer {
         self.drive(now);
     }
 
-    fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.retry.session(change);
+    fn on_session(&mut self, now: Instant, change: SessionChange) {
         match change {
             SessionChange::Connected { session_id } => {
                 self.session_id = session_id;
@@ -1695,28 +1690,20 @@ impl Recipe for Consumer {
         self.drive(now);
     }
 
-    fn handle_timeout(&mut self, now: Instant) {
+    fn on_timeout(&mut self, now: Instant) {
         self.expire_takes(now);
         self.drive(now);
     }
 
-    fn handle_abandon(&mut self, now: Instant) {
+    fn on_abandon(&mut self, now: Instant) {
         self.close(now);
     }
 
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.outbox.poll()
-    }
-
-    fn poll_event(&mut self) -> Option<ConsumerEvent> {
-        self.events.pop_front()
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
+    fn deadline(&self) -> Option<Instant> {
         if self.ended {
             return None;
         }
-        let connected = self.session_id != 0 && !self.retry.is_suspended();
+        let connected = self.session_id != 0 && !self.kit.is_suspended();
         // A take not yet looked at waits for its look (the backoff's deadline below),
         // unless the backoff still holds at its deadline.
         let deadline = (0..self.takes.len())
@@ -1738,11 +1725,11 @@ impl Recipe for Consumer {
             && self.takes.is_empty()
             && self.batch.is_none()
             && self.settling.is_empty()
-            && (self.marker_present || self.outbox.is_empty())
+            && (self.marker_present || self.kit.is_quiet())
             && !self.deleting_marker
             && !self.reading_marker;
         // A parent round goes once the last one's replies are in.
-        let parents = self.need_parents && !self.outbox.any(|p| matches!(p, Purpose::Parent(_)));
+        let parents = self.need_parents && !self.kit.any(|p| matches!(p, Purpose::Parent(_)));
         let stuck = connected
             && (parents
                 || !self.orphans.is_empty()
@@ -1750,14 +1737,14 @@ impl Recipe for Consumer {
                 || self.settling.iter().any(|s| s.2 != SettleState::Busy)
                 || batch_waits
                 || closing);
-        let retry = if stuck { self.retry.deadline() } else { None };
+        let retry = if stuck { self.kit.retry_at() } else { None };
         match (deadline, retry) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
     }
 
-    fn is_done(&self) -> bool {
-        self.ended && self.outbox.is_empty() && self.events.is_empty()
+    fn finished(&self) -> bool {
+        self.ended && self.kit.is_idle()
     }
 }
