@@ -9,6 +9,7 @@ use std::time::Duration;
 use clap::Args;
 use zk_recipes_server::EmbeddedServer;
 
+use crate::signals::Signals;
 use crate::{fail, line, sys};
 
 /// `zkr serve`'s options.
@@ -31,9 +32,12 @@ pub struct ServeArgs {
 
 /// Serves until a signal; 0 then, 125 if it could not start.
 pub fn run(args: &ServeArgs) -> Result<u8, u8> {
-    // Before the server's thread starts, so that it inherits the mask and the signals
-    // come to `wait` below.
-    let signals = sys::block(&sys::FORWARDED).map_err(|e| fail(format!("signals: {e}")))?;
+    // zkr's signal handling, as for a command that runs CMD (a signal ignored when zkr
+    // started, as `nohup`'s SIGHUP, stays ignored); taken over before the server's
+    // thread starts, so that it inherits the mask. The server is the "command": from
+    // here the signals come to `rx`.
+    let signals = Signals::take_over().map_err(fail)?;
+    signals.start()?;
     let addr = SocketAddr::new(args.host, args.port);
     let server = EmbeddedServer::builder()
         .addr(addr)
@@ -41,14 +45,15 @@ pub fn run(args: &ServeArgs) -> Result<u8, u8> {
         .start()
         .map_err(|e| fail(format!("serve on {addr}: {e}")))?;
     eprintln!(
-        "zkr: a ZooKeeper-compatible server for development and tests (in memory, one \
-         node; not for production); Ctrl-C stops it"
+        "zkr: a ZooKeeper-compatible server for development and tests only (in memory, \
+         one node, nothing kept when it stops); Ctrl-C stops it"
     );
     line(&server.connect_string())?;
     let signal = signals
-        .wait()
-        .map_err(|e| fail(format!("signals: {e}")))?;
-    eprintln!("zkr: {}: stopping", sys::signal_name(signal));
+        .rx
+        .recv()
+        .map_err(|_| fail("the signal thread ended"))?;
+    eprintln!("zkr: got {}; stopping the server", sys::signal_name(signal));
     server.stop();
     Ok(0)
 }
