@@ -317,10 +317,11 @@ enum Cmd {
         #[arg(long, short)]
         recursive: bool,
     },
-    /// Runs a ZooKeeper-compatible server on 127.0.0.1 for development and tests.
+    /// Runs a ZooKeeper-compatible server for development and tests, in the foreground.
     ///
-    /// The embedded server (zk-recipes-server): one node, in memory, gone when zkr stops
-    /// (SIGINT, SIGTERM, SIGHUP); never for production. Prints its connect string.
+    /// The embedded server (zk-recipes-server): one node, in memory, everything gone when
+    /// zkr stops (SIGINT, SIGTERM, SIGHUP: exit 0); never for production. Prints its
+    /// connect string (127.0.0.1:2181 by default).
     Serve(serve::ServeArgs),
 }
 
