@@ -976,3 +976,69 @@ fn an_expiry_fails_a_take_in_doubt_and_keeps_one_that_only_read() {
     assert_eq!(s.sent(), ["list Q"]);
     let _ = t;
 }
+
+// Pinned before the producer's port to states as types (issue 38).
+
+/// A put in doubt whose marker is gone when it is read (an operator deleted it after
+/// a batch of ours was applied with it) cannot be decided: it fails as maybe applied,
+/// never put twice; a put in doubt before any batch of this marker was applied is sent
+/// again; the marker is made again by the next batch, chained from version 0.
+#[test]
+fn a_put_in_doubt_whose_used_marker_vanished_fails_as_maybe_applied() {
+    let mut s = producer();
+    s.r.put(T, Bytes::from_static(b"first")).unwrap();
+    s.reply(
+        "multi[create",
+        multi(vec![
+            MultiResult::Create(format!("{META}/p-p1")),
+            MultiResult::SetData(st().version(1).owner(SESSION)),
+            created("qn-0000000001"),
+        ]),
+    );
+    s.events();
+    let a = s.r.put(T, Bytes::from_static(b"a")).unwrap();
+    assert_eq!(s.sent(), ["multi[set M/p-p1 '' @1, create Q/qn- s 'a']"]);
+    s.disconnect();
+    s.r.handle_session(
+        T,
+        SessionChange::Reconnected {
+            session_id: SESSION,
+        },
+    );
+    assert_eq!(s.sent(), ["sync M", "exists M/p-p1"]);
+    s.reply("sync", Ok(Response::Path(META.into())));
+    s.reply("exists", Err(Error::Server(ErrorCode::NoNode)));
+    assert_eq!(
+        s.events(),
+        [ProducerEvent::PutFailed {
+            id: a,
+            error: Error::ConnectionLoss,
+            may_have_applied: true
+        }]
+    );
+    let b = s.r.put(T, Bytes::from_static(b"b")).unwrap();
+    assert_eq!(
+        s.sent(),
+        ["multi[create M/p-p1 e, set M/p-p1 '' @0, create Q/qn- s 'b']"]
+    );
+    let _ = b;
+
+    // The marker's first batch in doubt, the marker not there: not applied, sent again.
+    let mut s = producer();
+    let a = s.r.put(T, Bytes::from_static(b"a")).unwrap();
+    s.disconnect();
+    s.r.handle_session(
+        T,
+        SessionChange::Reconnected {
+            session_id: SESSION,
+        },
+    );
+    s.reply("sync", Ok(Response::Path(META.into())));
+    s.reply("exists", Err(Error::Server(ErrorCode::NoNode)));
+    assert!(s.events().is_empty(), "not applied: nothing to report yet");
+    assert_eq!(
+        s.sent(),
+        ["multi[create M/p-p1 e, set M/p-p1 '' @0, create Q/qn- s 'a']"]
+    );
+    let _ = a;
+}
