@@ -17,7 +17,8 @@
 //! 2. (fenced) each hold has its own token; a segment that ends before another begins
 //!    has the lower token; the store refuses no act that was not excused;
 //! 3. a hold whose process was paused past the session timeout does not act again
-//!    after the pause before it has heard `Suspended` or `Lost`.
+//!    after the pause before it has heard `Suspended` or `Lost` (reported before the
+//!    act, and heard before the act's check).
 //!
 //! The counter (`check_counter`): the values of acknowledged increments are unique,
 //! ordered as the increments were in real time, and the final value is the
@@ -350,7 +351,10 @@ fn check_holds(
                 continue;
             };
             let heard = hold.heard.iter().any(|(line, what, at)| {
-                *at >= p.from && *line < next.line && (what == "suspended" || what == "lost")
+                *at >= p.from
+                    && *at <= next.start
+                    && *line < next.line
+                    && (what == "suspended" || what == "lost")
             });
             if !heard {
                 report.violation(format!(

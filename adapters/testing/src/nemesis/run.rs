@@ -215,6 +215,7 @@ struct Shared {
 
 struct Holders<'a> {
     procs: &'a [Proc],
+    turn: std::sync::atomic::AtomicUsize,
 }
 
 impl Targets for Holders<'_> {
@@ -222,10 +223,16 @@ impl Targets for Holders<'_> {
         self.procs.iter().map(|p| p.client).collect()
     }
 
+    /// One holder per workload (the first found from a rotating start), so that a
+    /// fault picks each workload that has holders equally often whatever its number
+    /// of holders.
     fn holders(&self) -> Vec<usize> {
-        self.procs
-            .iter()
-            .filter(|p| !lock(&p.state).holding.is_empty())
+        let n = self.procs.len().max(1);
+        let start = self.turn.fetch_add(1, std::sync::atomic::Ordering::SeqCst) % n;
+        let mut seen = HashSet::new();
+        (0..n)
+            .map(|k| &self.procs[(start + k) % n])
+            .filter(|p| !lock(&p.state).holding.is_empty() && seen.insert(p.workload))
             .map(|p| p.client)
             .collect()
     }
@@ -497,6 +504,8 @@ pub fn run_workloads(nemesis: &Nemesis, workloads: &[WorkloadSpec], opts: &RunOp
         findings[procs[i].workload].push(format!("{} never reported ready", procs[i].name));
     }
 
+    // A moment of quiet first, so that the faults find holders and waiters.
+    thread::sleep(Duration::from_secs(2));
     let schedule = Schedule::random(
         opts.seed,
         &ScheduleOptions {
@@ -509,7 +518,10 @@ pub fn run_workloads(nemesis: &Nemesis, workloads: &[WorkloadSpec], opts: &RunOp
     let applied = nemesis.run_schedule(
         &schedule,
         opts.session_timeout,
-        &Holders { procs: &procs },
+        &Holders {
+            procs: &procs,
+            turn: Default::default(),
+        },
         &stop,
     );
     let faults_end = now_micros();
@@ -531,9 +543,18 @@ pub fn run_workloads(nemesis: &Nemesis, workloads: &[WorkloadSpec], opts: &RunOp
             let _ = stdin.flush();
         }
         for i in wait_all(&procs, &which, opts.stop_within, |s| s.done) {
-            findings[procs[i].workload].push(format!(
-                "{} did not finish within {:.0} s of being told to stop (faults over)",
-                procs[i].name,
+            let p = &procs[i];
+            let last: Vec<String> = {
+                let h = lock(&shared.histories[p.workload]);
+                let mine: Vec<&Line> = h.lines.iter().filter(|l| l.client == p.client).collect();
+                mine[mine.len().saturating_sub(6)..]
+                    .iter()
+                    .map(|l| l.event.line())
+                    .collect()
+            };
+            findings[p.workload].push(format!(
+                "{} did not finish within {:.0} s of being told to stop (faults over); its last reports: {last:?}",
+                p.name,
                 opts.stop_within.as_secs_f64()
             ));
         }
