@@ -64,6 +64,10 @@ use crate::recipe::{OpId, Outbox, Recipe, Retry, SessionChange};
 use crate::session::WatchEvent;
 use crate::time::Instant;
 
+/// How many items whose claims went with a session are remembered (so that settling
+/// one says why it fails).
+const LOST_KEPT: usize = 1024;
+
 /// Names one take.
 pub type TakeId = u64;
 
@@ -337,6 +341,9 @@ pub struct Consumer {
     parent_error: Option<Error>,
     /// At least once: items we hold, and settlements (complete/release) to send.
     held: Vec<String>,
+    /// The last items whose claims went with a session (at most `LOST_KEPT`): settling
+    /// one fails with `SessionExpired`, as it would have while the claim was held.
+    lost: VecDeque<String>,
     settling: Vec<(String, Settle, SettleState)>,
     orphans: Vec<String>,
     /// Stale claims whose delete's reply was lost: whose are they now?
@@ -380,6 +387,7 @@ impl Consumer {
             parent_rounds: 0,
             parent_error: None,
             held: Vec::new(),
+            lost: VecDeque::new(),
             settling: Vec::new(),
             orphans: Vec::new(),
             orphan_checks: Vec::new(),
@@ -463,13 +471,14 @@ impl Consumer {
     }
 
     /// Completes a held item (at least once): deletes it and its claim in one `multi`.
-    /// `Completed` or `CompleteFailed` follows. Refused if we do not hold it.
+    /// `Completed` or `CompleteFailed` follows. Refused if we do not hold it:
+    /// `SessionExpired` if its claim went with a session, else `Finished`.
     pub fn complete(&mut self, now: Instant, item: &str) -> Result<(), Error> {
         self.settle(now, item, Settle::Complete)
     }
 
     /// Releases a held item (at least once): deletes its claim; others may take it.
-    /// `Released` follows. Refused if we do not hold it.
+    /// `Released` follows. Refused if we do not hold it (as [`complete`](Self::complete)).
     pub fn release(&mut self, now: Instant, item: &str) -> Result<(), Error> {
         self.settle(now, item, Settle::Release)
     }
@@ -479,6 +488,9 @@ impl Consumer {
             return Err(Error::Closed);
         }
         let Some(at) = self.held.iter().position(|h| h == item) else {
+            if self.lost.iter().any(|l| l == item) {
+                return Err(Error::SessionExpired);
+            }
             return Err(Error::Finished);
         };
         let name = self.held.remove(at);
@@ -1527,12 +1539,16 @@ impl Consumer {
                     b.take,
                     ConsumerEvent::TakeFailed {
                         take: b.take,
-                        error: error.clone(),
+                        error: super::in_doubt(&error),
                     },
                 );
             }
         }
         for name in core::mem::take(&mut self.held) {
+            if self.lost.len() >= LOST_KEPT {
+                self.lost.pop_front();
+            }
+            self.lost.push_back(name.clone());
             self.emit(ConsumerEvent::ClaimLost { item: name });
         }
         for (name, how, _) in core::mem::take(&mut self.settling) {
