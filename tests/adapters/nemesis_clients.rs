@@ -331,14 +331,19 @@ async fn producer(zk: &zk::Client, env: &Env, ctl: &Control, rng: &mut Rng) {
         let from = now_micros();
         let result = q.put(item.clone().into_bytes()).await;
         let to = now_micros();
-        if let Err(e) = &result {
-            unexpected("put", e);
-        }
+        let outcome = match &result {
+            Ok(_) => Some(true),
+            Err(e) if e.may_have_applied() => None,
+            Err(e) => {
+                unexpected("put", e);
+                Some(false)
+            }
+        };
         report(Event::Put {
             item,
             from,
             to,
-            ok: result.is_ok(),
+            outcome,
         });
         sleep(ms(rng.between(10, 80))).await;
     }
@@ -396,7 +401,11 @@ async fn consumer(zk: &zk::Client, env: &Env, ctl: &Control, rng: &mut Rng) {
                 }
                 Ok(None) => false,
                 Err(e) => {
-                    unexpected("take", &e);
+                    if e.may_have_applied() {
+                        report(Event::TakeDoubt { at: now_micros() });
+                    } else {
+                        unexpected("take", &e);
+                    }
                     sleep(ms(100)).await;
                     false
                 }

@@ -478,7 +478,10 @@ impl TestEnsemble {
 
     /// Starts three quorum peers with `opts` and waits until all answer and one leads.
     pub fn start_with(opts: EnsembleOptions) -> io::Result<TestEnsemble> {
-        let dir = tempfile::Builder::new().prefix("zk-ensemble-").tempdir()?;
+        let dir = tempfile::Builder::new()
+            .prefix("zk-ensemble-")
+            .disable_cleanup(std::env::var_os("ZK_TEST_KEEP").is_some())
+            .tempdir()?;
         let ports: Vec<(u16, PeerPorts)> = (0..3)
             .map(|_| {
                 let at = |p| SocketAddr::from(([127, 0, 0, 1], p));

@@ -13,8 +13,9 @@
 //! | `acted <tenure> <t>` | the act is over |
 //! | `ended <tenure> released\|lost\|failed <t>` | the hold is over |
 //! | `add <t0> <t1> ok <value>` / `add <t0> <t1> doubt` / `add <t0> <t1> failed` | a counter increment: its value, in doubt (may have applied), or not applied |
-//! | `put <item> <t0> <t1> ok\|doubt` | a queue put |
+//! | `put <item> <t0> <t1> ok\|doubt\|failed` | a queue put: acknowledged, in doubt (may have applied), or not applied |
 //! | `take <item> <t>` | an item taken (at most once) |
+//! | `take-doubt <t>` | a take failed in doubt: the item it was taking may be gone (at most once; one item, the clients take one at a time) |
 //! | `claim <item> <t>` | an item claimed (at least once) |
 //! | `complete <item> <t> ok\|doubt` | a claimed item completed |
 //! | `error <text>` | something the client did not expect |
@@ -102,8 +103,13 @@ pub enum Event {
         from: Micros,
         /// Returned at.
         to: Micros,
-        /// Acknowledged (else in doubt).
-        ok: bool,
+        /// `Some(true)`: acknowledged; `Some(false)`: not applied; `None`: in doubt.
+        outcome: Option<bool>,
+    },
+    /// A take failed with an error that says it may have applied.
+    TakeDoubt {
+        /// When.
+        at: Micros,
     },
     /// An item taken at most once.
     Take {
@@ -196,8 +202,14 @@ impl Event {
                     item: s(1)?,
                     from: field(&f, 2)?,
                     to: field(&f, 3)?,
-                    ok: s(4)? == "ok",
+                    outcome: match f.get(4).copied() {
+                        Some("ok") => Some(true),
+                        Some("failed") => Some(false),
+                        Some("doubt") => None,
+                        _ => return Err("put outcome".into()),
+                    },
                 },
+                "take-doubt" => Event::TakeDoubt { at: field(&f, 1)? },
                 "take" => Event::Take {
                     item: s(1)?,
                     at: field(&f, 2)?,
@@ -233,12 +245,20 @@ impl Event {
                 Some(None) => format!("add {from} {to} failed"),
                 None => format!("add {from} {to} doubt"),
             },
-            Event::Put { item, from, to, ok } => {
-                format!(
-                    "put {item} {from} {to} {}",
-                    if *ok { "ok" } else { "doubt" }
-                )
+            Event::Put {
+                item,
+                from,
+                to,
+                outcome,
+            } => {
+                let how = match outcome {
+                    Some(true) => "ok",
+                    Some(false) => "failed",
+                    None => "doubt",
+                };
+                format!("put {item} {from} {to} {how}")
             }
+            Event::TakeDoubt { at } => format!("take-doubt {at}"),
             Event::Take { item, at } => format!("take {item} {at}"),
             Event::Claim { item, at } => format!("claim {item} {at}"),
             Event::Complete { item, at, ok } => {
@@ -377,8 +397,15 @@ mod tests {
                 item: "p0-3".into(),
                 from: 1,
                 to: 2,
-                ok: false,
+                outcome: None,
             },
+            Event::Put {
+                item: "p0-5".into(),
+                from: 1,
+                to: 2,
+                outcome: Some(false),
+            },
+            Event::TakeDoubt { at: 4 },
             Event::Take {
                 item: "p0-3".into(),
                 at: 3,

@@ -468,7 +468,11 @@ fn op_time(e: &Event) -> Option<Micros> {
             outcome: Some(Some(_)),
             ..
         }
-        | Event::Put { to, ok: true, .. } => Some(*to),
+        | Event::Put {
+            to,
+            outcome: Some(true),
+            ..
+        } => Some(*to),
         _ => None,
     }
 }
@@ -653,6 +657,29 @@ pub fn run_workloads(nemesis: &Nemesis, workloads: &[WorkloadSpec], opts: &RunOp
             }
         }
         check.violations.append(&mut findings[wi]);
+        if !check.passed() {
+            // The whole history, for the post-mortem.
+            let path = std::env::temp_dir().join(format!("nemesis-{}-{}.log", opts.seed, w.name));
+            let mut text: String = h
+                .lines
+                .iter()
+                .map(|l| format!("{} {}\n", l.client, l.event.line()))
+                .collect();
+            for p in &h.pauses {
+                text += &format!("pause {} {} {}\n", p.client, p.from, p.to);
+            }
+            for s in &h.store {
+                text += &format!(
+                    "store {} {} {} {} {}\n",
+                    s.client, s.tenure, s.token, s.at, s.accepted
+                );
+            }
+            if std::fs::write(&path, text).is_ok() {
+                check
+                    .violations
+                    .push(format!("history written to {}", path.display()));
+            }
+        }
         reports.push(WorkloadReport {
             name: w.name.clone(),
             kind: w.kind.clone(),
