@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use zk_recipes_testing::nemesis::{
-    now_micros, run_workloads, ClientSpec, Event, Fault, Outcome, Pick, Program, RunOptions, Side,
+    now_micros, run_workloads, ClientSpec, Event, Fault, Outcome, Pick, Program, RunOptions,
     WorkloadKind, WorkloadSpec,
 };
 use zk_recipes_testing::{CuratorProgram, Nemesis, NemesisOptions};
@@ -264,18 +264,28 @@ fn options(seed: u64, faults: Duration) -> RunOptions {
         seed,
         session_timeout: SESSION,
         faults,
-        // The two faults the issue names: a holder left with a server that cannot
-        // serve while the majority moves on, and a holder paused past its session.
+        // The two faults the issue names, each for a lock holder and a leader: a holder
+        // left with a server that cannot serve while the majority moves on, and a
+        // holder paused past its session timeout.
         first: vec![
-            Fault::Stranded {
-                alone: Side::Follower,
-                client: Pick::Holder,
-            },
-            Fault::Pause {
-                client: Pick::Holder,
-            },
+            vec![
+                Fault::Stranded {
+                    client: Pick::HolderIn("lock"),
+                },
+                Fault::Pause {
+                    client: Pick::HolderIn("election"),
+                },
+            ],
+            vec![
+                Fault::Pause {
+                    client: Pick::HolderIn("lock"),
+                },
+                Fault::Stranded {
+                    client: Pick::HolderIn("election"),
+                },
+            ],
         ],
-        settle: SESSION + Duration::from_secs(2),
+        settle: SESSION + Duration::from_secs(1),
         stop_within: Duration::from_secs(40),
     }
 }
@@ -294,7 +304,7 @@ fn the_short_run_holds_under_the_nemesis() {
     let outcome = run_workloads(
         &nemesis,
         &our_workloads(&format!("short-{seed}"), seed),
-        &options(seed, Duration::from_secs(22)),
+        &options(seed, Duration::from_secs(20)),
     );
     println!("{outcome}");
     assert!(outcome.passed(), "{outcome}");

@@ -4,7 +4,8 @@
 // client follows the library's rule: it acts as holder only right after `is_held()` /
 // `is_leader()` said so, and reports every change it hears (`Suspended`, `Reconnected`,
 // `Lost`) before its next check. An act is: check, work a little, write to the fenced
-// store (the runner, over stdin/stdout) with the fencing token, done.
+// store (the runner, over stdin/stdout) with the fencing token, done. A hold lasts up
+// to 150 acts (none while suspended), so that faults meet holders.
 
 use std::time::Duration;
 
@@ -28,6 +29,18 @@ fn client_process() {
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
+}
+
+/// How many acts a hold does before it is given up (each 10–110 ms; none while
+/// suspended): half the holds are short (handoffs under faults), half last 6–15 s,
+/// so that a fault finds a holder with seconds to go (a server cut from the leader
+/// serves its clients for 2 s more, a session expires after 5 s).
+fn acts(rng: &mut Rng) -> u64 {
+    if rng.percent(50) {
+        rng.between(3, 20)
+    } else {
+        rng.between(100, 250)
+    }
 }
 
 #[form]
@@ -105,9 +118,8 @@ async fn lock(zk: &zk::Client, env: &Env, ctl: &Control, rng: &mut Rng) {
             token,
             at: now_micros(),
         });
-        let acts = rng.between(1, 8);
-        let (mut done, mut lost) = (0, false);
-        while done < acts && !ctl.stopped() && !lost {
+        let (mut left, mut lost) = (acts(rng), false);
+        while left > 0 && !ctl.stopped() && !lost {
             while let Some(c) = guard.changed_timeout(Duration::ZERO).await {
                 match c {
                     LockChange::Suspended => heard(&tenure, "suspended"),
@@ -122,7 +134,7 @@ async fn lock(zk: &zk::Client, env: &Env, ctl: &Control, rng: &mut Rng) {
             let checked = now_micros();
             if guard.is_held() {
                 act(ctl, rng, &tenure, token, checked).await;
-                done += 1;
+                left -= 1;
             } else if !lost {
                 sleep(ms(50)).await;
             }
@@ -188,9 +200,8 @@ async fn election(zk: &zk::Client, env: &Env, ctl: &Control, rng: &mut Rng) {
         let Some((tenure, token)) = leading.clone() else {
             continue;
         };
-        let acts = rng.between(1, 8);
-        let mut done = 0;
-        while done < acts && !ctl.stopped() && leading.is_some() {
+        let mut left = acts(rng);
+        while left > 0 && !ctl.stopped() && leading.is_some() {
             while let Some(e) = c.changed_timeout(Duration::ZERO).await {
                 match e {
                     ElectionEvent::Suspended => heard(&tenure, "suspended"),
@@ -206,7 +217,7 @@ async fn election(zk: &zk::Client, env: &Env, ctl: &Control, rng: &mut Rng) {
             let checked = now_micros();
             if leading.is_some() && c.is_leader() && c.fencing_token() == Some(token) {
                 act(ctl, rng, &tenure, token, checked).await;
-                done += 1;
+                left -= 1;
             } else if leading.is_some() {
                 sleep(ms(50)).await;
             }
@@ -258,9 +269,8 @@ async fn semaphore(zk: &zk::Client, env: &Env, ctl: &Control, rng: &mut Rng) {
             token: 0,
             at: now_micros(),
         });
-        let acts = rng.between(1, 8);
-        let (mut done, mut last, mut lost) = (0, zk::LeaseState::Held, false);
-        while done < acts && !ctl.stopped() && !lost {
+        let (mut left, mut last, mut lost) = (acts(rng), zk::LeaseState::Held, false);
+        while left > 0 && !ctl.stopped() && !lost {
             let state = lease.state();
             if state != last {
                 match state {
@@ -276,7 +286,7 @@ async fn semaphore(zk: &zk::Client, env: &Env, ctl: &Control, rng: &mut Rng) {
             let checked = now_micros();
             if lease.is_held() {
                 act(ctl, rng, &tenure, 0, checked).await;
-                done += 1;
+                left -= 1;
             } else if !lost {
                 sleep(ms(50)).await;
             }

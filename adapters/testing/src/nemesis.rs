@@ -289,6 +289,25 @@ impl Nemesis {
             .and_then(|l| l.proxies.get(s).map(LinkProxy::addr))
     }
 
+    /// The server client `c` has a connection open to now (through its proxy).
+    pub fn client_server(&self, c: usize) -> Option<usize> {
+        let flows = lock(&self.flows);
+        (0..3).find(|&s| {
+            flows
+                .get(&(Endpoint::Client(c), Endpoint::Server(s)))
+                .is_some_and(|f| f.open() > 0)
+        })
+    }
+
+    /// Bytes client `c`'s proxy in front of server `s` has delivered to the client so
+    /// far (every connection's answers).
+    pub fn client_bytes_received(&self, c: usize, s: usize) -> u64 {
+        lock(&self.clients)
+            .get(c)
+            .and_then(|l| l.proxies.get(s).map(|p| p.bytes().1))
+            .unwrap_or(0)
+    }
+
     /// Records the process that runs client `c`, so that it can be paused.
     pub fn set_pid(&self, c: usize, pid: u32) {
         if let Some(l) = lock(&self.clients).get_mut(c) {

@@ -109,6 +109,16 @@ impl FlowControl {
         }
     }
 
+    /// Connections open over this direction now.
+    pub fn open(&self) -> usize {
+        self.lock()
+            .conns
+            .iter()
+            .filter_map(Weak::upgrade)
+            .filter(|c| !c.dead.load(Ordering::SeqCst))
+            .count()
+    }
+
     fn register(&self, conn: &Arc<Conn>) {
         let mut s = self.lock();
         s.conns.retain(|c| c.strong_count() > 0);

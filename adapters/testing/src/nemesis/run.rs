@@ -107,8 +107,8 @@ pub struct RunOptions {
     pub session_timeout: Duration,
     /// How long the faults go on.
     pub faults: Duration,
-    /// Faults placed first in the schedule.
-    pub first: Vec<Fault>,
+    /// Steps placed first in the schedule (each a long one, its faults together).
+    pub first: Vec<Vec<Fault>>,
     /// The quiet time after the faults, before the clients are told to stop: each
     /// workload must make progress in it.
     pub settle: Duration,
@@ -215,6 +215,7 @@ struct Shared {
 
 struct Holders<'a> {
     procs: &'a [Proc],
+    workloads: &'a [WorkloadSpec],
     turn: std::sync::atomic::AtomicUsize,
 }
 
@@ -235,6 +236,20 @@ impl Targets for Holders<'_> {
             .filter(|p| !lock(&p.state).holding.is_empty() && seen.insert(p.workload))
             .map(|p| p.client)
             .collect()
+    }
+
+    fn of_workload(&self, name: &str) -> (Vec<usize>, Vec<usize>) {
+        let mine: Vec<&Proc> = self
+            .procs
+            .iter()
+            .filter(|p| self.workloads[p.workload].name == name)
+            .collect();
+        let holding = mine
+            .iter()
+            .filter(|p| !lock(&p.state).holding.is_empty())
+            .map(|p| p.client)
+            .collect();
+        (mine.iter().map(|p| p.client).collect(), holding)
     }
 }
 
@@ -524,6 +539,7 @@ pub fn run_workloads(nemesis: &Nemesis, workloads: &[WorkloadSpec], opts: &RunOp
         opts.session_timeout,
         &Holders {
             procs: &procs,
+            workloads,
             turn: Default::default(),
         },
         &stop,
@@ -657,8 +673,8 @@ pub fn run_workloads(nemesis: &Nemesis, workloads: &[WorkloadSpec], opts: &RunOp
             }
         }
         check.violations.append(&mut findings[wi]);
-        if !check.passed() {
-            // The whole history, for the post-mortem.
+        if !check.passed() || std::env::var_os("NEMESIS_DUMP").is_some() {
+            // The whole history, for the post-mortem (NEMESIS_DUMP: always).
             let path = std::env::temp_dir().join(format!("nemesis-{}-{}.log", opts.seed, w.name));
             let mut text: String = h
                 .lines
@@ -674,7 +690,7 @@ pub fn run_workloads(nemesis: &Nemesis, workloads: &[WorkloadSpec], opts: &RunOp
                     s.client, s.tenure, s.token, s.at, s.accepted
                 );
             }
-            if std::fs::write(&path, text).is_ok() {
+            if std::fs::write(&path, text).is_ok() && !check.passed() {
                 check
                     .violations
                     .push(format!("history written to {}", path.display()));

@@ -59,6 +59,8 @@ impl fmt::Display for Side {
 pub enum Pick {
     /// One holding a lock, a leadership or a lease at the time (any client if none).
     Holder,
+    /// One holding in the named workload at the time (any of its clients if none).
+    HolderIn(&'static str),
     /// Any client.
     Any,
 }
@@ -76,13 +78,13 @@ pub enum Fault {
         /// How its links are cut.
         cut: Cut,
     },
-    /// A partition where a client reaches only the lone server: the session can then be
-    /// kept alive only by a server that cannot serve it for long, while the majority
-    /// moves on and expires it (the classic split brain of a lock holder).
+    /// The follower a client is connected to cut from the other two, and the client
+    /// from them (a client on the leader is moved to a follower first): the lone server
+    /// keeps answering the client (its pings, its reads) until it notices it lost the
+    /// leader (`syncLimit`), while the leader expires the session — the classic split
+    /// brain of a lock holder.
     Stranded {
-        /// The server left alone.
-        alone: Side,
-        /// The client left with it.
+        /// The client left with its server.
         client: Pick,
     },
     /// The link between the leader and one follower cut both ways; the third server
@@ -168,8 +170,9 @@ pub struct ScheduleOptions {
     /// The clients' session timeout: long faults last past it (a long pause, a stranded
     /// client), short ones less than a third of it.
     pub session_timeout: Duration,
-    /// Faults placed first, in this order, each as a long step (then the draws).
-    pub first: Vec<Fault>,
+    /// Steps placed first, in this order, each a long one with these faults together
+    /// (then the draws).
+    pub first: Vec<Vec<Fault>>,
 }
 
 /// A sequence of fault steps drawn from a seed: the same seed, options and targets give
@@ -197,9 +200,9 @@ impl Schedule {
         let quiet = |rng: &mut Rng| ms(rng.between(500, 2000));
         let mut steps = Vec::new();
         let mut total = Duration::ZERO;
-        for f in &opts.first {
+        for faults in &opts.first {
             let step = Step {
-                faults: vec![f.clone()],
+                faults: faults.clone(),
                 lasts: long(&mut rng),
                 then: quiet(&mut rng),
             };
@@ -277,10 +280,7 @@ fn draw(rng: &mut Rng) -> Fault {
             alone: side(rng),
             cut: cut(rng),
         },
-        1 => Fault::Stranded {
-            alone: side(rng),
-            client: pick(rng),
-        },
+        1 => Fault::Stranded { client: pick(rng) },
         2 => Fault::CutLink { cut: cut(rng) },
         3 => Fault::OneWay { from: side(rng) },
         4 => Fault::SlowServers {
@@ -315,6 +315,8 @@ pub trait Targets: Sync {
     fn clients(&self) -> Vec<usize>;
     /// The clients holding a lock, a leadership or a lease now.
     fn holders(&self) -> Vec<usize>;
+    /// The clients of the named workload, and those of them holding now.
+    fn of_workload(&self, name: &str) -> (Vec<usize>, Vec<usize>);
 }
 
 /// A fault as it was applied.
@@ -372,6 +374,10 @@ impl Nemesis {
         let holders = targets.holders();
         let pool = match pick {
             Pick::Holder if !holders.is_empty() => holders,
+            Pick::HolderIn(w) => match targets.of_workload(w) {
+                (_, holding) if !holding.is_empty() => holding,
+                (all, _) => all,
+            },
             _ => targets.clients(),
         };
         if pool.is_empty() {
@@ -414,17 +420,55 @@ impl Nemesis {
                     format!("partition: {who} | the other two, {cut}"),
                 )
             }
-            Fault::Stranded { alone, client } => {
-                let (s, who) = self.side(alone, rng);
+            Fault::Stranded { client } => {
                 let (c, name) = self.pick(client, targets, rng)?;
+                let leader = self.leader();
+                // On the leader, the client is moved first (its link to the leader
+                // reset): a lone leader is harmless, the majority's new leader gives
+                // every session a fresh timeout.
+                let mut moved = String::new();
+                if let (Some(l), Some(s)) = (leader, self.client_server(c)) {
+                    if l == s {
+                        let t = Instant::now();
+                        let before: Vec<u64> =
+                            (0..3).map(|k| self.client_bytes_received(c, k)).collect();
+                        self.set_link(Endpoint::Client(c), Endpoint::Server(l), Flow::Reset);
+                        // Until its session is re-established on a follower (the
+                        // follower's answer to the handshake has come through): a
+                        // handshake on a server cut from the leader never completes.
+                        let until = t + Duration::from_secs(4);
+                        while Instant::now() < until
+                            && !matches!(self.client_server(c),
+                                Some(f) if f != l && self.client_bytes_received(c, f) > before[f])
+                        {
+                            thread::sleep(ms(10));
+                        }
+                        thread::sleep(ms(200));
+                        moved = format!(
+                            ", moved off the leader first (to {:?} in {} ms),",
+                            self.client_server(c).map(|s| s + 1),
+                            t.elapsed().as_millis()
+                        );
+                    }
+                }
+                let (s, whose) = match self.client_server(c) {
+                    Some(s) => (s, "its server"),
+                    None => (rng.below(3) as usize, "not connected; a server"),
+                };
+                let role = if leader == Some(s) {
+                    "leader"
+                } else {
+                    "follower"
+                };
                 self.partition(&[s], Flow::Drop);
                 for k in (0..3).filter(|&k| k != s) {
                     self.set_link(Endpoint::Client(c), Endpoint::Server(k), Flow::Drop);
                 }
                 (
-                    format!("client stranded with the minority ({alone})"),
+                    format!("client stranded with its server in the minority ({role})"),
                     format!(
-                        "partition: {who} | the other two, drop; {name} reaches only s{}",
+                        "partition: s{} ({whose}, {role}) | the other two, drop; {name}{moved} reaches only s{}",
+                        s + 1,
                         s + 1
                     ),
                 )
@@ -592,9 +636,9 @@ mod tests {
         ScheduleOptions {
             length: Duration::from_secs(120),
             session_timeout: Duration::from_secs(5),
-            first: vec![Fault::Pause {
+            first: vec![vec![Fault::Pause {
                 client: Pick::Holder,
-            }],
+            }]],
         }
     }
 
@@ -605,7 +649,7 @@ mod tests {
         assert_ne!(a, Schedule::random(8, &opts()));
         assert!(a.length() >= Duration::from_secs(120));
         // The required fault comes first and outlasts the session.
-        assert_eq!(a.steps[0].faults, opts().first);
+        assert_eq!(a.steps[0].faults, opts().first[0]);
         assert!(a.steps[0].lasts > Duration::from_secs(5));
     }
 

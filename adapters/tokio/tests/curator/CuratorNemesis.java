@@ -167,13 +167,12 @@ public class CuratorNemesis {
             connected = client.getZookeeperClient().isConnected();
             tenure = t;
             report("held " + t + " " + token + " " + now());
-            long acts = between(1, 8);
-            int done = 0;
-            while (done < acts && !stopped) {
+            long left = rng.nextBoolean() ? between(3, 20) : between(100, 250);
+            while (left > 0 && !stopped) {
                 long checked = now();
                 if (connected && mutex.isAcquiredInThisProcess()) {
                     act(t, token, checked);
-                    done++;
+                    left--;
                 } else {
                     sleep(50);
                 }
@@ -225,13 +224,12 @@ public class CuratorNemesis {
                 tenure = t;
                 report("held " + t + " " + token + " " + now());
             }
-            long acts = between(1, 8);
-            int done = 0;
-            while (done < acts && !stopped && t != null) {
+            long left = rng.nextBoolean() ? between(3, 20) : between(100, 250);
+            while (left > 0 && !stopped && t != null) {
                 long checked = now();
                 if (latch.hasLeadership()) {
                     act(t, token, checked);
-                    done++;
+                    left--;
                 } else {
                     report("ended " + t + " lost " + now());
                     t = null;
