@@ -44,13 +44,12 @@
 //! assert_eq!(w.poll_event(), Some(BarrierEvent::Released));
 //! ```
 
-use alloc::collections::VecDeque;
 use alloc::string::String;
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::path::{ancestor_creates, ancestor_result};
-use super::{OpId, Outbox, Recipe, Retry, SessionChange};
+use super::kit::{parent_of, Kit, ParentStep, Plumbing, Protocol};
+use super::{OpId, SessionChange};
 use crate::error::Error;
 use crate::proto::*;
 use crate::session::WatchEvent;
@@ -135,9 +134,6 @@ enum Purpose {
     Exists,
 }
 
-/// How many times parents are created before giving up.
-const MAX_PARENT_ROUNDS: u8 = 2;
-
 /// One barrier command as a machine; see the [module docs](self).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Barrier {
@@ -149,9 +145,6 @@ pub struct Barrier {
     /// Something must be (re)sent when the session allows.
     need: bool,
     with_parents: bool,
-    parent_rounds: u8,
-    parent_error: Option<Error>,
-    parents_again: bool,
     sync_next: bool,
     /// Waiting: the last `exists` said the node is there (a deletion releases us).
     watching: bool,
@@ -160,9 +153,7 @@ pub struct Barrier {
     /// The deadline passed before the first look: decided by its answer.
     deferred: bool,
     suspended: bool,
-    retry: Retry,
-    outbox: Outbox<Purpose>,
-    events: VecDeque<BarrierEvent>,
+    kit: Kit<Purpose, BarrierEvent>,
 }
 
 impl Barrier {
@@ -175,17 +166,12 @@ impl Barrier {
             done: false,
             need: false,
             with_parents: false,
-            parent_rounds: 0,
-            parent_error: None,
-            parents_again: false,
             sync_next: false,
             watching: false,
             looked: false,
             deferred: false,
             suspended: false,
-            retry: Retry::default(),
-            outbox: Outbox::default(),
-            events: VecDeque::new(),
+            kit: Kit::default(),
         }
     }
 
@@ -235,25 +221,25 @@ impl Barrier {
             });
         }
         self.need = true;
-        self.handle_timeout(now);
+        self.on_timeout(now);
     }
 
     fn finish(&mut self, event: BarrierEvent) {
         if !self.done {
             self.done = true;
             self.need = false;
-            self.events.push_back(event);
+            self.kit.emit(event);
         }
     }
 
     fn again(&mut self, now: Instant) {
         self.need = true;
         self.sync_next = true;
-        self.retry.failed(now);
+        self.kit.failed(now);
     }
 
     fn drive(&mut self, now: Instant) {
-        if !self.need || self.done || !self.retry.allows(now) || !self.outbox.is_empty() {
+        if !self.need || self.done || !self.kit.allows(now) || !self.kit.is_quiet() {
             return;
         }
         self.need = false;
@@ -261,12 +247,9 @@ impl Barrier {
         match self.command {
             BarrierCommand::Set => {
                 if core::mem::take(&mut self.with_parents) {
-                    self.parent_error = None;
-                    self.parents_again = false;
-                    for (p, req) in ancestor_creates(&path, &self.config.acl, CreateMode::Container)
-                    {
-                        self.outbox.send(Purpose::Parent(p), req);
-                    }
+                    let acl = &self.config.acl;
+                    self.kit
+                        .send_parents(&path, acl, CreateMode::Container, Purpose::Parent);
                 }
                 let req = CreateRequest::new(
                     path,
@@ -274,10 +257,10 @@ impl Barrier {
                     self.config.acl.clone(),
                     CreateMode::Persistent,
                 );
-                self.outbox.send(Purpose::Create, Request::Create(req));
+                self.kit.send(Purpose::Create, Request::Create(req));
             }
             BarrierCommand::Remove => {
-                self.outbox.send(
+                self.kit.send(
                     Purpose::Delete,
                     Request::Delete(DeleteRequest { path, version: -1 }),
                 );
@@ -286,12 +269,12 @@ impl Barrier {
                 // Always synced (pipelined: no extra round trip): a follower behind the
                 // leader must not release us with a removal older than the wait.
                 self.sync_next = false;
-                self.outbox.send(
+                self.kit.send(
                     Purpose::Sync,
                     Request::Sync(PathRequest { path: path.clone() }),
                 );
                 self.watching = false;
-                self.outbox.send(
+                self.kit.send(
                     Purpose::Exists,
                     Request::Exists(PathWatch { path, watch: true }),
                 );
@@ -305,24 +288,12 @@ impl Barrier {
                 self.finish(BarrierEvent::Set);
             }
             Err(Error::Server(ErrorCode::NoNode)) => {
-                if self.parents_again {
-                    self.with_parents = true;
-                    return self.again(now);
+                match self.kit.parents_missing(parent_of(&self.config.path)) {
+                    ParentStep::Again => self.again(now),
+                    ParentStep::Create => self.need = true,
+                    ParentStep::Fail(error) => return self.finish(BarrierEvent::Failed { error }),
                 }
-                if let Some(error) = self.parent_error.take() {
-                    return self.finish(BarrierEvent::Failed { error });
-                }
-                if self.parent_rounds >= MAX_PARENT_ROUNDS {
-                    let error = ancestor_result(
-                        parent_of(&self.config.path),
-                        &Err(Error::Server(ErrorCode::NoNode)),
-                    )
-                    .unwrap_or(Error::Server(ErrorCode::NoNode));
-                    return self.finish(BarrierEvent::Failed { error });
-                }
-                self.parent_rounds += 1;
                 self.with_parents = true;
-                self.need = true;
             }
             Err(e) if e.is_retryable() => self.again(now),
             Err(e) if e.ends_session() => {}
@@ -342,7 +313,7 @@ impl Barrier {
     fn on_exists(&mut self, now: Instant, result: Result<Response, Error>) {
         match result {
             Ok(Response::Stat(_)) => {
-                self.retry.succeeded();
+                self.kit.succeeded();
                 self.looked = true;
                 self.watching = true;
                 if self.deadline.is_some_and(|d| now >= d) {
@@ -366,32 +337,21 @@ impl Barrier {
     }
 }
 
-fn parent_of(path: &str) -> &str {
-    match path.rfind('/') {
-        Some(0) | None => "/",
-        Some(i) => &path[..i],
-    }
-}
-
-impl Recipe for Barrier {
+impl Protocol for Barrier {
     type Event = BarrierEvent;
 
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
+        &mut self.kit
+    }
+
+    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
         // A look behind a failed sync reads as lost (`Outbox::answer`): look again.
-        let Some((purpose, result)) = self.outbox.answer(op, result) else {
+        let Some((purpose, result)) = self.kit.answer(op, result) else {
             return;
         };
         if !self.done {
             match purpose {
-                Purpose::Parent(p) => {
-                    if let Some(e) = ancestor_result(&p, &result) {
-                        if e.is_retryable() {
-                            self.parents_again = true;
-                        } else if !e.ends_session() && self.parent_error.is_none() {
-                            self.parent_error = Some(e);
-                        }
-                    }
-                }
+                Purpose::Parent(p) => self.kit.parent_answered(&p, &result),
                 Purpose::Sync => {}
                 Purpose::Create => self.on_create(now, result),
                 Purpose::Delete => self.on_delete(now, result),
@@ -401,7 +361,7 @@ impl Recipe for Barrier {
         self.drive(now);
     }
 
-    fn handle_watch(&mut self, now: Instant, _op: OpId, event: &WatchEvent) {
+    fn on_watch(&mut self, now: Instant, _op: OpId, event: &WatchEvent) {
         if self.command == BarrierCommand::Wait
             && !self.done
             && self.watching
@@ -416,10 +376,9 @@ impl Recipe for Barrier {
         self.drive(now);
     }
 
-    fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.retry.session(change);
+    fn on_session(&mut self, now: Instant, change: SessionChange) {
         if let Some(error) = change.end_error() {
-            self.outbox.clear();
+            self.kit.clear_requests();
             if self.started {
                 self.finish(BarrierEvent::Failed { error });
             } else {
@@ -431,15 +390,15 @@ impl Recipe for Barrier {
         match change {
             SessionChange::Suspended if waiting && !self.suspended => {
                 self.suspended = true;
-                self.events.push_back(BarrierEvent::Suspended);
+                self.kit.emit(BarrierEvent::Suspended);
             }
             SessionChange::Reconnected { .. } if waiting => {
                 if core::mem::take(&mut self.suspended) {
-                    self.events.push_back(BarrierEvent::Reconnected);
+                    self.kit.emit(BarrierEvent::Reconnected);
                 }
                 // Look again (a lagging follower is synced first): a removal while the
                 // connection was down releases us.
-                if self.outbox.is_empty() {
+                if self.kit.is_quiet() {
                     self.need = true;
                     self.sync_next = true;
                 }
@@ -449,14 +408,14 @@ impl Recipe for Barrier {
         self.drive(now);
     }
 
-    fn handle_timeout(&mut self, now: Instant) {
+    fn on_timeout(&mut self, now: Instant) {
         // A wait whose deadline passed before its first look still looks once (if the
         // connection is up): a zero timeout is a "poll".
         if self.command == BarrierCommand::Wait
             && self.started
             && self.deadline.is_some_and(|d| now >= d)
         {
-            if self.looked || self.retry.is_suspended() {
+            if self.looked || self.kit.is_suspended() {
                 self.finish(BarrierEvent::TimedOut);
             } else {
                 self.deferred = true;
@@ -465,42 +424,22 @@ impl Recipe for Barrier {
         self.drive(now);
     }
 
-    fn handle_abandon(&mut self, _now: Instant) {
+    fn on_abandon(&mut self, _now: Instant) {
         // Set and remove are idempotent writes: one in flight completes on its own.
         self.done = true;
         self.need = false;
-        self.events.clear();
+        self.kit.clear_events();
     }
 
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.outbox.poll()
-    }
-
-    fn poll_event(&mut self) -> Option<BarrierEvent> {
-        self.events.pop_front()
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
+    fn deadline(&self) -> Option<Instant> {
         if self.done || !self.started {
             return None;
         }
-        let retry = if self.need {
-            self.retry.deadline()
-        } else {
-            None
-        };
-        let deadline = if self.command == BarrierCommand::Wait && !self.deferred {
-            self.deadline
-        } else {
-            None
-        };
-        match (retry, deadline) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let waits = self.command == BarrierCommand::Wait && !self.deferred;
+        self.kit.timeout(self.deadline.filter(|_| waits), self.need)
     }
 
-    fn is_done(&self) -> bool {
-        self.done && self.outbox.is_empty() && self.events.is_empty()
+    fn finished(&self) -> bool {
+        self.done && self.kit.is_idle()
     }
 }

@@ -106,7 +106,8 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::{OpId, Outbox, Recipe, Retry, SessionChange};
+use super::kit::{join, Kit, Plumbing, Protocol};
+use super::{OpId, SessionChange};
 use crate::error::Error;
 use crate::proto::*;
 use crate::session::WatchEvent;
@@ -299,9 +300,7 @@ pub struct TreeCache {
     armed_data: BTreeMap<String, OpId>,
     armed_child: BTreeMap<String, OpId>,
     armed_exists: Option<OpId>,
-    retry: Retry,
-    outbox: Outbox<Op>,
-    events: VecDeque<CacheEvent>,
+    kit: Kit<Op, CacheEvent>,
 }
 
 /// The data a cache keeps (and reports): a copy of its own. A reply's data is a slice
@@ -311,16 +310,6 @@ pub struct TreeCache {
 /// heap bytes per cached node with slices, 350 with copies.
 fn kept(data: &Bytes) -> Bytes {
     Bytes::copy_from_slice(data)
-}
-
-fn join(parent: &str, child: &str) -> String {
-    let mut s = String::with_capacity(parent.len() + child.len() + 1);
-    s.push_str(parent);
-    if parent != "/" {
-        s.push('/');
-    }
-    s.push_str(child);
-    s
 }
 
 /// Forgets the registration of `path` if `op` made it (a notification or a failure of an
@@ -370,9 +359,7 @@ impl TreeCache {
             armed_data: BTreeMap::new(),
             armed_child: BTreeMap::new(),
             armed_exists: None,
-            retry: Retry::default(),
-            outbox: Outbox::default(),
-            events: VecDeque::new(),
+            kit: Kit::default(),
         }
     }
 
@@ -483,12 +470,12 @@ impl TreeCache {
 
     fn finish(&mut self, e: CacheEvent) {
         self.done = true;
-        self.outbox.clear();
+        self.kit.clear_requests();
         self.pending.clear();
         self.queued.clear();
         self.tombstones.clear();
         self.deferred.clear();
-        self.events.push_back(e);
+        self.kit.emit(e);
     }
 
     fn too_large(&mut self, len: usize) {
@@ -569,12 +556,12 @@ impl TreeCache {
     }
 
     fn reads_in_flight(&self) -> usize {
-        self.outbox.len()
+        self.kit.in_flight()
     }
 
     fn current_reads(&self) -> bool {
         let gen = self.gen;
-        self.outbox.any(|p| match p {
+        self.kit.any(|p| match p {
             Op::Sync(g) | Op::Data { gen: g, .. } | Op::Children { gen: g, .. } => *g == gen,
             Op::Exists { gen: g } => *g == gen,
             Op::AddWatch => false,
@@ -585,15 +572,15 @@ impl TreeCache {
         if self.done || !self.started || !self.live || self.conn_lost {
             return;
         }
-        if !self.retry.allows(now) {
-            self.waiting = !self.retry.is_suspended();
+        if !self.kit.allows(now) {
+            self.waiting = !self.kit.is_suspended();
             return;
         }
         self.waiting = false;
         let root = self.config.path.clone();
         if self.need_watch && self.style != WatchStyle::OneShot {
             self.need_watch = false;
-            let op = self.outbox.send(
+            let op = self.kit.send(
                 Op::AddWatch,
                 Request::AddWatch(AddWatchRequest {
                     path: root.clone(),
@@ -611,7 +598,7 @@ impl TreeCache {
             // Everything cached is unseen until this load reads it again.
             self.unseen = self.nodes.len();
             self.deferred.clear();
-            self.outbox.send(
+            self.kit.send(
                 Op::Sync(self.gen),
                 Request::Sync(PathRequest { path: root.clone() }),
             );
@@ -651,7 +638,7 @@ impl TreeCache {
             return;
         }
         if !self
-            .outbox
+            .kit
             .any(|p| matches!(p, Op::Data { .. } | Op::Children { .. }))
         {
             self.tombstones.clear();
@@ -662,9 +649,9 @@ impl TreeCache {
             if !self.initialized {
                 self.initialized = true;
                 self.suspended = false;
-                self.events.push_back(CacheEvent::Initialized);
+                self.kit.emit(CacheEvent::Initialized);
             } else if core::mem::take(&mut self.suspended) {
-                self.events.push_back(CacheEvent::Resynced);
+                self.kit.emit(CacheEvent::Resynced);
             }
         }
     }
@@ -683,7 +670,7 @@ impl TreeCache {
                     full,
                 }) || self.queued.contains(&Job::Node { path, full })
             })
-            || self.outbox.any(|o| {
+            || self.kit.any(|o| {
                 matches!(o, Op::Children { path: p, gen: g, full: f, .. }
                     if p == path && *g == gen && (*f || !full_only))
             })
@@ -727,7 +714,7 @@ impl TreeCache {
                     && !self.armed_data.contains_key(root)
                 {
                     let path = self.config.path.clone();
-                    let op = self.outbox.send(
+                    let op = self.kit.send(
                         Op::Exists { gen },
                         Request::Exists(PathWatch { path, watch: true }),
                     );
@@ -741,7 +728,7 @@ impl TreeCache {
         // An `exists` watch on the root becomes its data watch if it finds it.
         let exists_armed = self.armed_exists.is_some() && path == self.config.path;
         let watch = self.one_shot() && !exists_armed && !self.armed_data.contains_key(path);
-        let op = self.outbox.send(
+        let op = self.kit.send(
             Op::Data {
                 path: path.into(),
                 gen: self.gen,
@@ -759,7 +746,7 @@ impl TreeCache {
 
     fn send_children(&mut self, path: &str, full: bool) {
         let watch = self.one_shot() && !self.armed_child.contains_key(path);
-        let op = self.outbox.send(
+        let op = self.kit.send(
             Op::Children {
                 path: path.into(),
                 gen: self.gen,
@@ -807,7 +794,7 @@ impl TreeCache {
             if self.nodes.remove(&p).is_some_and(|e| e.seen != self.gen) {
                 self.unseen = self.unseen.saturating_sub(1);
             }
-            self.events.push_back(CacheEvent::Deleted { path: p });
+            self.kit.emit(CacheEvent::Deleted { path: p });
         }
         // Deferred nodes there go too (a listing brings back any still there).
         let below: Vec<String> = self
@@ -836,7 +823,7 @@ impl TreeCache {
             return;
         }
         let data = kept(&data);
-        self.events.push_back(CacheEvent::Created {
+        self.kit.emit(CacheEvent::Created {
             path: path.clone(),
             data: data.clone(),
             stat,
@@ -853,7 +840,7 @@ impl TreeCache {
 
     fn retryable(&mut self, now: Instant, job: Job) {
         self.push(job);
-        self.retry.failed(now);
+        self.kit.failed(now);
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -870,7 +857,7 @@ impl TreeCache {
             disarm(&mut self.armed_data, &path, op);
             // Reads sent meanwhile counted on this watch: read again with one.
             let reading = self
-                .outbox
+                .kit
                 .any(|o| matches!(o, Op::Data { path: p, .. } if *p == path));
             if self.one_shot() && (reading || self.nodes.contains_key(&path)) {
                 self.push(Job::Data(path.clone()));
@@ -881,7 +868,7 @@ impl TreeCache {
         }
         match result {
             Ok(Response::Data { data, stat }) => {
-                self.retry.succeeded();
+                self.kit.succeeded();
                 if self.tombstones.get(&path).is_some_and(|c| stat.czxid <= *c) {
                     return; // the deleted node, read before its deletion
                 }
@@ -929,8 +916,7 @@ impl TreeCache {
                                 data: data.clone(),
                                 stat,
                             };
-                            self.events
-                                .push_back(CacheEvent::Changed { path, data, stat });
+                            self.kit.emit(CacheEvent::Changed { path, data, stat });
                         } else {
                             e.node.stat = stat; // children may have changed
                         }
@@ -939,7 +925,7 @@ impl TreeCache {
             }
             Ok(_) => self.finish(CacheEvent::Failed(Error::UnexpectedReply)),
             Err(Error::Server(ErrorCode::NoNode)) => {
-                self.retry.succeeded();
+                self.kit.succeeded();
                 self.remove_subtree(&path);
                 if path == self.config.path {
                     self.push(Job::Exists);
@@ -973,7 +959,7 @@ impl TreeCache {
         if watch && !matches!(result, Ok(Response::Children2 { .. })) {
             disarm(&mut self.armed_child, &path, op);
             let reading = self
-                .outbox
+                .kit
                 .any(|o| matches!(o, Op::Children { path: p, .. } if *p == path));
             if self.one_shot() && (reading || self.nodes.contains_key(&path)) {
                 self.push(Job::Children {
@@ -987,7 +973,7 @@ impl TreeCache {
         }
         match result {
             Ok(Response::Children2 { children, stat }) => {
-                self.retry.succeeded();
+                self.kit.succeeded();
                 let Some(e) = self.nodes.get_mut(&path) else {
                     return; // not (or no longer) cached: its data read decides
                 };
@@ -1033,7 +1019,7 @@ impl TreeCache {
             }
             Ok(_) => self.finish(CacheEvent::Failed(Error::UnexpectedReply)),
             Err(Error::Server(ErrorCode::NoNode)) => {
-                self.retry.succeeded();
+                self.kit.succeeded();
                 self.remove_subtree(&path);
             }
             Err(e) if e.is_retryable() => {
@@ -1042,7 +1028,7 @@ impl TreeCache {
                     full: true,
                 };
                 if self.queued.contains(&node) {
-                    self.retry.failed(now); // listed with the node's retry
+                    self.kit.failed(now); // listed with the node's retry
                 } else {
                     self.retryable(now, Job::Children { path, full })
                 }
@@ -1056,7 +1042,7 @@ impl TreeCache {
         match result {
             Ok(_) => {
                 // The node exists: the watch is now a data watch on it.
-                self.retry.succeeded();
+                self.kit.succeeded();
                 let root = self.config.path.clone();
                 if self.armed_exists == Some(op) {
                     self.armed_exists = None;
@@ -1069,7 +1055,7 @@ impl TreeCache {
                     });
                 }
             }
-            Err(Error::Server(ErrorCode::NoNode)) => self.retry.succeeded(), // armed
+            Err(Error::Server(ErrorCode::NoNode)) => self.kit.succeeded(), // armed
             Err(e) if e.is_retryable() => {
                 if self.armed_exists == Some(op) {
                     self.armed_exists = None;
@@ -1084,14 +1070,14 @@ impl TreeCache {
     fn on_add_watch(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
         match result {
             Ok(_) => {
-                self.retry.succeeded();
+                self.kit.succeeded();
                 self.style = WatchStyle::Persistent;
                 self.watch_ops.insert(op);
             }
             Err(e) if e.is_retryable() => {
                 self.need_watch = true;
                 self.need_resync = true; // reads answered before the watch may miss changes
-                self.retry.failed(now);
+                self.kit.failed(now);
             }
             Err(e) if e.ends_session() => {}
             Err(_) => {
@@ -1131,13 +1117,13 @@ impl TreeCache {
                 // again with watches.
                 if self.one_shot() {
                     if self
-                        .outbox
+                        .kit
                         .any(|o| matches!(o, Op::Data { path: p, .. } if *p == path))
                     {
                         self.push(Job::Data(path.clone()));
                     }
                     if self
-                        .outbox
+                        .kit
                         .any(|o| matches!(o, Op::Children { path: p, .. } if *p == path))
                     {
                         self.push(Job::Children {
@@ -1160,11 +1146,15 @@ impl TreeCache {
     }
 }
 
-impl Recipe for TreeCache {
+impl Protocol for TreeCache {
     type Event = CacheEvent;
 
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some(purpose) = self.outbox.take(op) else {
+    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
+        &mut self.kit
+    }
+
+    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+        let Some(purpose) = self.kit.take(op) else {
             return;
         };
         if self.done {
@@ -1183,7 +1173,7 @@ impl Recipe for TreeCache {
                         Err(e) if e.is_retryable() => {
                             // The reads behind it may be stale: load again.
                             self.need_resync = true;
-                            self.retry.failed(now);
+                            self.kit.failed(now);
                         }
                         Err(e) if e.ends_session() => {}
                         Err(e) => self.finish(CacheEvent::Failed(e)),
@@ -1202,7 +1192,7 @@ impl Recipe for TreeCache {
         self.drive(now);
     }
 
-    fn handle_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
+    fn on_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
         if self.done {
             return;
         }
@@ -1217,8 +1207,7 @@ impl Recipe for TreeCache {
         self.drive(now);
     }
 
-    fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.retry.session(change);
+    fn on_session(&mut self, now: Instant, change: SessionChange) {
         if self.done {
             return;
         }
@@ -1238,11 +1227,11 @@ impl Recipe for TreeCache {
             SessionChange::Suspended => {
                 if self.started && !self.suspended {
                     self.suspended = true;
-                    self.events.push_back(CacheEvent::Suspended);
+                    self.kit.emit(CacheEvent::Suspended);
                 }
             }
             SessionChange::Expired => {
-                self.outbox.clear();
+                self.kit.clear_requests();
                 self.watch_ops.clear();
                 self.armed_data.clear();
                 self.armed_child.clear();
@@ -1251,7 +1240,7 @@ impl Recipe for TreeCache {
                 self.waiting = false;
                 if self.started && !self.suspended {
                     self.suspended = true;
-                    self.events.push_back(CacheEvent::Suspended);
+                    self.kit.emit(CacheEvent::Suspended);
                 }
             }
             SessionChange::Closed => self.finish(CacheEvent::Failed(Error::Closed)),
@@ -1259,31 +1248,23 @@ impl Recipe for TreeCache {
         self.drive(now);
     }
 
-    fn handle_timeout(&mut self, now: Instant) {
+    fn on_timeout(&mut self, now: Instant) {
         self.drive(now);
     }
 
-    fn handle_abandon(&mut self, now: Instant) {
+    fn on_abandon(&mut self, now: Instant) {
         self.close(now);
     }
 
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.outbox.poll()
-    }
-
-    fn poll_event(&mut self) -> Option<CacheEvent> {
-        self.events.pop_front()
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
+    fn deadline(&self) -> Option<Instant> {
         if self.waiting && !self.done {
-            self.retry.deadline()
+            self.kit.retry_at()
         } else {
             None
         }
     }
 
-    fn is_done(&self) -> bool {
-        self.done && self.events.is_empty()
+    fn finished(&self) -> bool {
+        self.done && self.kit.no_events()
     }
 }

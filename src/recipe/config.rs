@@ -111,20 +111,19 @@
 //! `Closed` ends it with `Failed(Error::Closed)`. Writer: resumes after a reconnect or
 //! a new session as described; `Closed` ends it with `Failed(Error::Closed)`.
 
-use alloc::collections::{BTreeSet, VecDeque};
+use alloc::collections::BTreeSet;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use bytes::{Bytes, BytesMut};
 
+use super::kit::{Kit, Plumbing, Protocol, MAX_PARENT_ROUNDS};
 use super::path::{ancestor_creates, ancestor_result};
-use super::{OpId, Outbox, Recipe, Retry, SessionChange};
+use super::{OpId, SessionChange};
 use crate::error::Error;
 use crate::proto::*;
 use crate::session::WatchEvent;
 use crate::time::Instant;
 
-/// How many times missing ancestors are created before giving up.
-const MAX_PARENT_ROUNDS: u8 = 2;
 /// How many failed `multi`s a multi-mode write tries before giving up.
 const MAX_MULTI_ROUNDS: u8 = 4;
 
@@ -271,9 +270,7 @@ pub struct ConfigReader {
     last: Option<Vec<(i64, i64)>>,
     sync_next: bool,
     waiting: bool,
-    retry: Retry,
-    outbox: Outbox<ReadOpKind>,
-    events: VecDeque<ReaderEvent>,
+    kit: Kit<ReadOpKind, ReaderEvent>,
 }
 
 impl ConfigReader {
@@ -297,9 +294,7 @@ impl ConfigReader {
             last: None,
             sync_next: false,
             waiting: false,
-            retry: Retry::default(),
-            outbox: Outbox::default(),
-            events: VecDeque::new(),
+            kit: Kit::default(),
         }
     }
 
@@ -358,11 +353,11 @@ impl ConfigReader {
     fn finish(&mut self, e: ReaderEvent) {
         self.done = true;
         self.running = false;
-        self.outbox.clear();
+        self.kit.clear_requests();
         self.round = None;
         self.ready_watch = None;
         self.watches.iter_mut().for_each(|w| *w = None);
-        self.events.push_back(e);
+        self.kit.emit(e);
     }
 
     fn ready_mode(&self) -> bool {
@@ -373,8 +368,8 @@ impl ConfigReader {
         if !self.running || !self.live || self.round.is_some() || !self.need_round {
             return;
         }
-        if !self.retry.allows(now) {
-            self.waiting = !self.retry.is_suspended();
+        if !self.kit.allows(now) {
+            self.waiting = !self.kit.is_suspended();
             return;
         }
         self.waiting = false;
@@ -397,13 +392,13 @@ impl ConfigReader {
                     .cloned()
                     .unwrap_or_else(|| "/".into())
             };
-            self.outbox
+            self.kit
                 .send(ReadOpKind::Sync, Request::Sync(PathRequest { path }));
             round.pending += 1;
         }
         if self.ready_mode() {
             let watch = self.ready_watch.is_none();
-            let op = self.outbox.send(
+            let op = self.kit.send(
                 ReadOpKind::Ready,
                 Request::Exists(PathWatch {
                     path: self.config.ready.clone(),
@@ -420,7 +415,7 @@ impl ConfigReader {
             let path = self.config.paths[i].clone();
             let armed = self.watches[i].is_some();
             if !armed && (multi || self.missing[i]) {
-                let op = self.outbox.send(
+                let op = self.kit.send(
                     ReadOpKind::Exists(i),
                     Request::Exists(PathWatch {
                         path: path.clone(),
@@ -432,7 +427,7 @@ impl ConfigReader {
             }
             if !multi {
                 let watch = self.watches[i].is_none();
-                let op = self.outbox.send(
+                let op = self.kit.send(
                     ReadOpKind::Read(i),
                     Request::GetData(PathWatch { path, watch }),
                 );
@@ -454,7 +449,7 @@ impl ConfigReader {
                     })
                 })
                 .collect();
-            self.outbox
+            self.kit
                 .send(ReadOpKind::MultiRead, Request::MultiRead(ops));
             round.pending += 1;
         }
@@ -473,7 +468,7 @@ impl ConfigReader {
         }
     }
 
-    fn on_reply(&mut self, op: OpId, kind: ReadOpKind, result: Result<Response, Error>) {
+    fn on_answer(&mut self, op: OpId, kind: ReadOpKind, result: Result<Response, Error>) {
         match kind {
             ReadOpKind::Sync => {
                 if let Err(e) = result {
@@ -567,10 +562,10 @@ impl ConfigReader {
         if round.failed {
             self.need_round = true;
             self.sync_next = true;
-            self.retry.failed(now);
+            self.kit.failed(now);
             return;
         }
-        self.retry.succeeded();
+        self.kit.succeeded();
         if round.spoiled {
             self.need_round = true;
             return;
@@ -588,7 +583,7 @@ impl ConfigReader {
                     self.last = None;
                     if !self.reported_not_ready {
                         self.reported_not_ready = true;
-                        self.events.push_back(ReaderEvent::NotReady);
+                        self.kit.emit(ReaderEvent::NotReady);
                     }
                     return;
                 }
@@ -616,7 +611,7 @@ impl ConfigReader {
         if self.last.as_ref() != Some(&key) {
             self.last = Some(key);
             self.reported_not_ready = false;
-            self.events.push_back(ReaderEvent::Snapshot(ConfigSnapshot {
+            self.kit.emit(ReaderEvent::Snapshot(ConfigSnapshot {
                 values,
                 versions,
                 zxid,
@@ -625,17 +620,21 @@ impl ConfigReader {
     }
 }
 
-impl Recipe for ConfigReader {
+impl Protocol for ConfigReader {
     type Event = ReaderEvent;
 
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some(kind) = self.outbox.take(op) else {
+    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
+        &mut self.kit
+    }
+
+    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+        let Some(kind) = self.kit.take(op) else {
             return;
         };
         if self.done {
             return;
         }
-        self.on_reply(op, kind, result);
+        self.on_answer(op, kind, result);
         if let Some(r) = &mut self.round {
             r.pending = r.pending.saturating_sub(1);
             if r.pending == 0 {
@@ -645,7 +644,7 @@ impl Recipe for ConfigReader {
         self.drive(now);
     }
 
-    fn handle_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
+    fn on_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
         if self.done {
             return;
         }
@@ -659,7 +658,7 @@ impl Recipe for ConfigReader {
                 self.last = None;
                 if !self.reported_not_ready {
                     self.reported_not_ready = true;
-                    self.events.push_back(ReaderEvent::NotReady);
+                    self.kit.emit(ReaderEvent::NotReady);
                 }
             }
             self.need_round = true;
@@ -681,8 +680,7 @@ impl Recipe for ConfigReader {
         self.drive(now);
     }
 
-    fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.retry.session(change);
+    fn on_session(&mut self, now: Instant, change: SessionChange) {
         if self.done {
             return;
         }
@@ -697,7 +695,7 @@ impl Recipe for ConfigReader {
             }
             SessionChange::Suspended => {}
             SessionChange::Expired => {
-                self.outbox.clear();
+                self.kit.clear_requests();
                 self.round = None;
                 self.ready_watch = None;
                 self.watches.iter_mut().for_each(|w| *w = None);
@@ -709,32 +707,24 @@ impl Recipe for ConfigReader {
         self.drive(now);
     }
 
-    fn handle_timeout(&mut self, now: Instant) {
+    fn on_timeout(&mut self, now: Instant) {
         self.drive(now);
     }
 
-    fn handle_abandon(&mut self, now: Instant) {
+    fn on_abandon(&mut self, now: Instant) {
         self.close(now);
     }
 
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.outbox.poll()
-    }
-
-    fn poll_event(&mut self) -> Option<ReaderEvent> {
-        self.events.pop_front()
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
+    fn deadline(&self) -> Option<Instant> {
         if self.waiting && self.running {
-            self.retry.deadline()
+            self.kit.retry_at()
         } else {
             None
         }
     }
 
-    fn is_done(&self) -> bool {
-        self.done && self.events.is_empty()
+    fn finished(&self) -> bool {
+        self.done && self.kit.no_events()
     }
 }
 
@@ -847,9 +837,7 @@ pub struct ConfigWriter {
     waiting: bool,
     /// A batch failed with a retryable error: resend once allowed.
     again: bool,
-    retry: Retry,
-    outbox: Outbox<WriteOp>,
-    events: VecDeque<WriterEvent>,
+    kit: Kit<WriteOp, WriterEvent>,
 }
 
 impl ConfigWriter {
@@ -871,9 +859,7 @@ impl ConfigWriter {
             live: false,
             waiting: false,
             again: false,
-            retry: Retry::default(),
-            outbox: Outbox::default(),
-            events: VecDeque::new(),
+            kit: Kit::default(),
         }
     }
 
@@ -914,8 +900,8 @@ impl ConfigWriter {
 
     fn finish(&mut self, e: WriterEvent) {
         self.stage = Stage::Done;
-        self.outbox.clear();
-        self.events.push_back(e);
+        self.kit.clear_requests();
+        self.kit.emit(e);
     }
 
     /// The `multi` for the items as they stand, refused if too large.
@@ -953,7 +939,7 @@ impl ConfigWriter {
     fn send_parents(&mut self, path: &str, sent: &mut BTreeSet<String>) {
         for (p, request) in ancestor_creates(path, &self.config.acl, CreateMode::Container) {
             if sent.insert(p.clone()) {
-                self.outbox.send(WriteOp::Parent(p), request);
+                self.kit.send(WriteOp::Parent(p), request);
             }
         }
     }
@@ -962,12 +948,12 @@ impl ConfigWriter {
         if matches!(self.stage, Stage::Idle | Stage::Done) || !self.live {
             return;
         }
-        if !self.retry.allows(now) {
-            self.waiting = !self.retry.is_suspended();
+        if !self.kit.allows(now) {
+            self.waiting = !self.kit.is_suspended();
             return;
         }
         self.waiting = false;
-        if !self.outbox.is_empty() {
+        if !self.kit.is_quiet() {
             return; // a batch at a time
         }
         self.again = false;
@@ -975,7 +961,7 @@ impl ConfigWriter {
         match self.stage {
             Stage::DeleteReady => {
                 let path = self.config.ready.clone();
-                self.outbox.send(
+                self.kit.send(
                     WriteOp::DeleteReady,
                     Request::Delete(DeleteRequest { path, version: -1 }),
                 );
@@ -986,7 +972,7 @@ impl ConfigWriter {
                     let (path, data) = self.updates[i].clone();
                     match self.items[i] {
                         Item::Set => {
-                            self.outbox.send(
+                            self.kit.send(
                                 WriteOp::Set(i),
                                 Request::SetData(SetDataRequest {
                                     path,
@@ -1000,7 +986,7 @@ impl ConfigWriter {
                             if with_parents {
                                 self.send_parents(&path, &mut parents);
                             }
-                            self.outbox.send(
+                            self.kit.send(
                                 WriteOp::Create(i, with_parents),
                                 Request::Create(CreateRequest::new(
                                     path,
@@ -1014,7 +1000,7 @@ impl ConfigWriter {
                     }
                     self.items[i] = Item::Sent;
                 }
-                if self.outbox.is_empty() {
+                if self.kit.is_quiet() {
                     self.stage = Stage::CreateReady;
                     self.drive(now);
                 }
@@ -1024,7 +1010,7 @@ impl ConfigWriter {
                 if self.ready_parents {
                     self.send_parents(&path, &mut BTreeSet::new());
                 }
-                self.outbox.send(
+                self.kit.send(
                     WriteOp::CreateReady(self.ready_parents),
                     Request::Create(CreateRequest::new(
                         path,
@@ -1044,7 +1030,7 @@ impl ConfigWriter {
                 }
                 match self.multi_request() {
                     Ok(request) => {
-                        self.outbox.send(WriteOp::Multi, request);
+                        self.kit.send(WriteOp::Multi, request);
                     }
                     Err(e) => self.fail(e),
                 }
@@ -1052,7 +1038,7 @@ impl ConfigWriter {
             Stage::Probe => {
                 for i in 0..self.items.len() {
                     let path = self.updates[i].0.clone();
-                    self.outbox.send(
+                    self.kit.send(
                         WriteOp::Probe(i),
                         Request::Exists(PathWatch { path, watch: false }),
                     );
@@ -1071,14 +1057,14 @@ impl ConfigWriter {
     fn retryable(&mut self, now: Instant) {
         if !self.again {
             self.again = true;
-            self.retry.failed(now);
+            self.kit.failed(now);
         }
         if self.stage == Stage::Write {
             self.stage = Stage::DeleteReady;
         }
     }
 
-    fn on_reply(&mut self, now: Instant, op: WriteOp, result: Result<Response, Error>) {
+    fn on_answer(&mut self, now: Instant, op: WriteOp, result: Result<Response, Error>) {
         match op {
             WriteOp::Parent(p) => {
                 if let Some(e) = ancestor_result(&p, &result) {
@@ -1091,7 +1077,7 @@ impl ConfigWriter {
             }
             WriteOp::DeleteReady => match result {
                 Ok(_) | Err(Error::Server(ErrorCode::NoNode)) => {
-                    self.retry.succeeded();
+                    self.kit.succeeded();
                     self.stage = Stage::Write;
                 }
                 Err(e) if e.is_retryable() => self.retryable(now),
@@ -1206,11 +1192,15 @@ impl ConfigWriter {
     }
 }
 
-impl Recipe for ConfigWriter {
+impl Protocol for ConfigWriter {
     type Event = WriterEvent;
 
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some(purpose) = self.outbox.take(op) else {
+    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
+        &mut self.kit
+    }
+
+    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+        let Some(purpose) = self.kit.take(op) else {
             return;
         };
         if self.stage == Stage::Done {
@@ -1220,8 +1210,8 @@ impl Recipe for ConfigWriter {
         if probe && result.is_err() && result != Err(Error::Server(ErrorCode::NoNode)) {
             self.probe_failed = true;
         }
-        self.on_reply(now, purpose, result);
-        if probe && self.stage == Stage::Probe && self.outbox.is_empty() {
+        self.on_answer(now, purpose, result);
+        if probe && self.stage == Stage::Probe && self.kit.is_quiet() {
             if core::mem::take(&mut self.probe_failed) {
                 // Not every node was probed: probe again (drive resends).
             } else {
@@ -1231,10 +1221,9 @@ impl Recipe for ConfigWriter {
         self.drive(now);
     }
 
-    fn handle_watch(&mut self, _now: Instant, _op: OpId, _event: &WatchEvent) {}
+    fn on_watch(&mut self, _now: Instant, _op: OpId, _event: &WatchEvent) {}
 
-    fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.retry.session(change);
+    fn on_session(&mut self, now: Instant, change: SessionChange) {
         if matches!(self.stage, Stage::Done) {
             return;
         }
@@ -1245,7 +1234,7 @@ impl Recipe for ConfigWriter {
             SessionChange::Suspended => {}
             SessionChange::Expired => {
                 // Every request was answered (failed); resend what is not known applied.
-                self.outbox.clear();
+                self.kit.clear_requests();
                 self.live = false;
                 self.waiting = false;
                 for item in &mut self.items {
@@ -1262,33 +1251,25 @@ impl Recipe for ConfigWriter {
         self.drive(now);
     }
 
-    fn handle_timeout(&mut self, now: Instant) {
+    fn on_timeout(&mut self, now: Instant) {
         self.drive(now);
     }
 
-    fn handle_abandon(&mut self, _now: Instant) {
+    fn on_abandon(&mut self, _now: Instant) {
         if self.stage != Stage::Done {
             self.fail(Error::Finished);
         }
     }
 
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.outbox.poll()
-    }
-
-    fn poll_event(&mut self) -> Option<WriterEvent> {
-        self.events.pop_front()
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
+    fn deadline(&self) -> Option<Instant> {
         if self.waiting && !matches!(self.stage, Stage::Idle | Stage::Done) {
-            self.retry.deadline()
+            self.kit.retry_at()
         } else {
             None
         }
     }
 
-    fn is_done(&self) -> bool {
-        self.stage == Stage::Done && self.events.is_empty()
+    fn finished(&self) -> bool {
+        self.stage == Stage::Done && self.kit.no_events()
     }
 }

@@ -99,13 +99,12 @@
 //! assert_eq!(ops, [OpCode::CreateContainer, OpCode::Exists, OpCode::Create, OpCode::GetChildren]);
 //! ```
 
-use alloc::collections::VecDeque;
 use alloc::string::String;
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::path::{ancestor_creates, ancestor_result};
-use super::{OpId, Outbox, Recipe, Retry, SessionChange};
+use super::kit::{join, name_of, Kit, ParentStep, Plumbing, Protocol};
+use super::{OpId, SessionChange};
 use crate::error::Error;
 use crate::proto::*;
 use crate::session::WatchEvent;
@@ -264,8 +263,6 @@ const CLEANUP: u16 = 256;
 const STOP_DELETE: u16 = 512;
 const CONFIRM: u16 = 1024; // exists(b/<id>) before `Entered`
 
-const MAX_PARENT_ROUNDS: u8 = 2;
-
 /// A double barrier participant: one `enter` and one `leave`. See the
 /// [module docs](self).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -290,29 +287,10 @@ pub struct DoubleBarrier {
     watching: Option<String>,
     /// Deleting `b` is refused for good (no permission, or it is `/`): leave it.
     keep_dir: bool,
-    parent_rounds: u8,
-    parent_error: Option<Error>,
-    parents_again: bool,
     sync_next: bool,
     suspended: bool,
     deadline: Option<Instant>,
-    retry: Retry,
-    outbox: Outbox<Purpose>,
-    events: VecDeque<DoubleBarrierEvent>,
-}
-
-fn join(dir: &str, name: &str) -> String {
-    let mut s = String::with_capacity(dir.len() + name.len() + 1);
-    s.push_str(dir);
-    if !dir.ends_with('/') {
-        s.push('/');
-    }
-    s.push_str(name);
-    s
-}
-
-fn name_of(path: &str) -> &str {
-    path.rsplit('/').next().unwrap_or("")
+    kit: Kit<Purpose, DoubleBarrierEvent>,
 }
 
 impl DoubleBarrier {
@@ -334,15 +312,10 @@ impl DoubleBarrier {
             deleted_own: false,
             watching: None,
             keep_dir,
-            parent_rounds: 0,
-            parent_error: None,
-            parents_again: false,
             sync_next: false,
             suspended: false,
             deadline: None,
-            retry: Retry::default(),
-            outbox: Outbox::default(),
-            events: VecDeque::new(),
+            kit: Kit::default(),
         }
     }
 
@@ -386,7 +359,7 @@ impl DoubleBarrier {
         self.phase = Phase::Entering;
         self.deadline = deadline;
         self.need |= ENTER;
-        self.handle_timeout(now);
+        self.on_timeout(now);
         Ok(())
     }
 
@@ -399,33 +372,33 @@ impl DoubleBarrier {
         self.phase = Phase::Leaving;
         self.deadline = deadline;
         self.need |= LIST;
-        self.handle_timeout(now);
+        self.on_timeout(now);
         Ok(())
     }
 
     fn emit(&mut self, event: DoubleBarrierEvent) {
-        self.events.push_back(event);
+        self.kit.emit(event);
     }
 
     fn again(&mut self, now: Instant, need: u16) {
         self.need |= need;
         self.sync_next = true;
-        self.retry.failed(now);
+        self.kit.failed(now);
     }
 
     fn in_flight(&self, f: impl Fn(&Purpose) -> bool) -> bool {
-        self.outbox.any(f)
+        self.kit.any(f)
     }
 
     fn list_request(&mut self) {
         let path = self.config.path.clone();
         if core::mem::take(&mut self.sync_next) {
-            self.outbox.send(
+            self.kit.send(
                 Purpose::Sync,
                 Request::Sync(PathRequest { path: path.clone() }),
             );
         }
-        self.outbox.send(
+        self.kit.send(
             Purpose::List,
             Request::GetChildren(PathWatch { path, watch: false }),
         );
@@ -433,7 +406,7 @@ impl DoubleBarrier {
 
     fn ready_exists(&mut self) {
         self.ready_armed = false;
-        self.outbox.send(
+        self.kit.send(
             Purpose::ReadyExists,
             Request::Exists(PathWatch {
                 path: self.ready_path.clone(),
@@ -443,7 +416,7 @@ impl DoubleBarrier {
     }
 
     fn delete(&mut self, purpose: Purpose, path: String) {
-        self.outbox.send(
+        self.kit.send(
             purpose,
             Request::Delete(DeleteRequest { path, version: -1 }),
         );
@@ -451,7 +424,7 @@ impl DoubleBarrier {
 
     /// Sends what is needed, if the session allows it now.
     fn drive(&mut self, now: Instant) {
-        if self.need == 0 || !self.retry.allows(now) {
+        if self.need == 0 || !self.kit.allows(now) {
             return;
         }
         let need = core::mem::take(&mut self.need);
@@ -459,15 +432,9 @@ impl DoubleBarrier {
             Phase::Entering => {
                 if need & ENTER != 0 {
                     if need & PARENTS != 0 {
-                        self.parent_error = None;
-                        self.parents_again = false;
-                        for (p, req) in ancestor_creates(
-                            &self.node_path,
-                            &self.config.acl,
-                            CreateMode::Container,
-                        ) {
-                            self.outbox.send(Purpose::Parent(p), req);
-                        }
+                        let (node, acl) = (&self.node_path, &self.config.acl);
+                        self.kit
+                            .send_parents(node, acl, CreateMode::Container, Purpose::Parent);
                     } else if !self.keep_dir {
                         // The last leaver of a round removes `b`: make it again in the
                         // same pipeline (`NodeExists` is the usual answer) rather than
@@ -478,12 +445,11 @@ impl DoubleBarrier {
                             self.config.acl.clone(),
                             CreateMode::Container,
                         );
-                        self.outbox
-                            .send(Purpose::Dir, Request::CreateContainer(dir));
+                        self.kit.send(Purpose::Dir, Request::CreateContainer(dir));
                     }
                     if core::mem::take(&mut self.sync_next) {
                         let path = self.config.path.clone();
-                        self.outbox
+                        self.kit
                             .send(Purpose::Sync, Request::Sync(PathRequest { path }));
                     }
                     self.ready_exists();
@@ -493,12 +459,12 @@ impl DoubleBarrier {
                         self.config.acl.clone(),
                         CreateMode::Ephemeral,
                     );
-                    self.outbox.send(Purpose::Create, Request::Create(create));
+                    self.kit.send(Purpose::Create, Request::Create(create));
                     self.list_request();
                 } else if need & ARM != 0 {
                     if core::mem::take(&mut self.sync_next) {
                         let path = self.config.path.clone();
-                        self.outbox
+                        self.kit
                             .send(Purpose::Sync, Request::Sync(PathRequest { path }));
                     }
                     self.ready_exists();
@@ -523,13 +489,13 @@ impl DoubleBarrier {
                         }),
                         MultiOp::Create(create),
                     ];
-                    self.outbox.send(Purpose::ReadyCreate, Request::Multi(ops));
+                    self.kit.send(Purpose::ReadyCreate, Request::Multi(ops));
                 }
                 if need & (READY_CREATE | CONFIRM) != 0 {
                     // Right behind the create of `ready` (or after hearing of it): our
                     // node may have been deleted by someone else meanwhile.
                     let path = self.node_path.clone();
-                    self.outbox.send(
+                    self.kit.send(
                         Purpose::Confirm,
                         Request::Exists(PathWatch { path, watch: false }),
                     );
@@ -542,7 +508,7 @@ impl DoubleBarrier {
                 if need & WAIT != 0 {
                     if let Some(name) = self.watching.clone() {
                         let path = join(&self.config.path, &name);
-                        self.outbox.send(
+                        self.kit.send(
                             Purpose::Wait(name),
                             Request::Exists(PathWatch { path, watch: true }),
                         );
@@ -568,7 +534,7 @@ impl DoubleBarrier {
                             version: -1,
                         }));
                     }
-                    self.outbox.send(
+                    self.kit.send(
                         Purpose::Final {
                             with_ready,
                             with_dir,
@@ -589,7 +555,7 @@ impl DoubleBarrier {
                             version: -1,
                         }));
                     }
-                    self.outbox
+                    self.kit
                         .send(Purpose::Cleanup { with_dir }, Request::Multi(ops));
                 }
                 if need & LIST != 0 {
@@ -635,7 +601,7 @@ impl DoubleBarrier {
         self.phase = Phase::Entered;
         self.deadline = None;
         self.need = 0;
-        self.retry.succeeded();
+        self.kit.succeeded();
         self.emit(DoubleBarrierEvent::Entered { late });
     }
 
@@ -656,23 +622,14 @@ impl DoubleBarrier {
             Ok(_) | Err(Error::Server(ErrorCode::NodeExists)) => {
                 // NodeExists: our earlier create landed (the name is unique).
                 self.created = true;
-                self.retry.succeeded();
+                self.kit.succeeded();
             }
             Err(Error::Server(ErrorCode::NoNode)) => {
-                if self.parents_again {
-                    return self.again(now, ENTER | PARENTS);
+                match self.kit.parents_missing(&self.config.path) {
+                    ParentStep::Again => self.again(now, ENTER | PARENTS),
+                    ParentStep::Create => self.need |= ENTER | PARENTS,
+                    ParentStep::Fail(e) => self.fail(e),
                 }
-                if let Some(e) = self.parent_error.take() {
-                    return self.fail(e);
-                }
-                if self.parent_rounds >= MAX_PARENT_ROUNDS {
-                    let e =
-                        ancestor_result(&self.config.path, &Err(Error::Server(ErrorCode::NoNode)))
-                            .unwrap_or(Error::Server(ErrorCode::NoNode));
-                    return self.fail(e);
-                }
-                self.parent_rounds += 1;
-                self.need |= ENTER | PARENTS;
             }
             Err(e) if e.is_retryable() => self.again(now, ENTER),
             Err(e) if e.ends_session() => {}
@@ -689,7 +646,7 @@ impl DoubleBarrier {
                 self.ready_armed = false;
                 // The listing paired with it decides whether to look again.
                 self.sync_next = true;
-                self.retry.failed(now);
+                self.kit.failed(now);
             }
             Err(e) if e.ends_session() => {}
             Err(e) => self.fail(e),
@@ -722,7 +679,7 @@ impl DoubleBarrier {
             Err(e) if e.ends_session() => return,
             Err(e) => return self.fail(e),
         };
-        self.retry.succeeded();
+        self.kit.succeeded();
         if !children.contains(&self.config.id) {
             // Our node is gone while we enter: deleted by someone else.
             self.created = false;
@@ -804,7 +761,7 @@ impl DoubleBarrier {
             Err(e) if e.ends_session() => return,
             Err(e) => return self.fail(e),
         };
-        self.retry.succeeded();
+        self.kit.succeeded();
         self.saw_ready = children.iter().any(|c| c == READY);
         let mut members: Vec<String> = children.into_iter().filter(|c| c != READY).collect();
         members.sort_unstable();
@@ -923,25 +880,21 @@ impl DoubleBarrier {
     }
 }
 
-impl Recipe for DoubleBarrier {
+impl Protocol for DoubleBarrier {
     type Event = DoubleBarrierEvent;
 
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
+        &mut self.kit
+    }
+
+    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
         // A read behind a failed sync reads as lost (`Outbox::answer`): read again.
-        let Some((purpose, result)) = self.outbox.answer(op, result) else {
+        let Some((purpose, result)) = self.kit.answer(op, result) else {
             return;
         };
         let phase = self.phase;
         match purpose {
-            Purpose::Parent(p) => {
-                if let Some(e) = ancestor_result(&p, &result) {
-                    if e.is_retryable() {
-                        self.parents_again = true;
-                    } else if !e.ends_session() && self.parent_error.is_none() {
-                        self.parent_error = Some(e);
-                    }
-                }
-            }
+            Purpose::Parent(p) => self.kit.parent_answered(&p, &result),
             Purpose::Dir => {}
             Purpose::Sync => {}
             Purpose::Create if phase == Phase::Entering => self.on_create(now, result),
@@ -973,7 +926,7 @@ impl Recipe for DoubleBarrier {
         self.drive(now);
     }
 
-    fn handle_watch(&mut self, now: Instant, _op: OpId, event: &WatchEvent) {
+    fn on_watch(&mut self, now: Instant, _op: OpId, event: &WatchEvent) {
         match self.phase {
             Phase::Entering if event.path == self.ready_path && !self.ready_seen => {
                 match event.event_type {
@@ -1015,10 +968,9 @@ impl Recipe for DoubleBarrier {
         self.drive(now);
     }
 
-    fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.retry.session(change);
+    fn on_session(&mut self, now: Instant, change: SessionChange) {
         if let Some(error) = change.end_error() {
-            self.outbox.clear();
+            self.kit.clear_requests();
             self.need = 0;
             match self.phase {
                 Phase::Entering | Phase::Entered | Phase::Leaving => {
@@ -1074,7 +1026,7 @@ impl Recipe for DoubleBarrier {
         self.drive(now);
     }
 
-    fn handle_timeout(&mut self, now: Instant) {
+    fn on_timeout(&mut self, now: Instant) {
         if self.deadline.is_some_and(|d| now >= d) {
             match self.phase {
                 Phase::Entering => {
@@ -1091,29 +1043,21 @@ impl Recipe for DoubleBarrier {
         self.drive(now);
     }
 
-    fn handle_abandon(&mut self, now: Instant) {
+    fn on_abandon(&mut self, now: Instant) {
         if !matches!(self.phase, Phase::Done | Phase::Stopping) {
             self.stop();
         }
-        self.events.clear();
+        self.kit.clear_events();
         self.drive(now);
     }
 
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.outbox.poll()
-    }
-
-    fn poll_event(&mut self) -> Option<DoubleBarrierEvent> {
-        self.events.pop_front()
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
+    fn deadline(&self) -> Option<Instant> {
         let deadline = match self.phase {
             Phase::Entering | Phase::Leaving => self.deadline,
             _ => None,
         };
         let retry = if self.need != 0 && self.phase != Phase::Done {
-            self.retry.deadline()
+            self.kit.retry_at()
         } else {
             None
         };
@@ -1123,7 +1067,7 @@ impl Recipe for DoubleBarrier {
         }
     }
 
-    fn is_done(&self) -> bool {
-        self.phase == Phase::Done && self.outbox.is_empty() && self.events.is_empty()
+    fn finished(&self) -> bool {
+        self.phase == Phase::Done && self.kit.is_idle()
     }
 }

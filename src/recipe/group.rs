@@ -49,27 +49,18 @@
 //! assert!(!view.is_synced());
 //! ```
 
-use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
+use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use bytes::Bytes;
 
+use super::kit::{join, Kit, Plumbing, Protocol};
 use super::node::{NodeCommands, OwnedNode, OwnedNodeConfig, OwnedNodeEvent};
-use super::{OpId, Outbox, Recipe, Retry, SessionChange};
+use super::{OpId, Recipe, SessionChange};
 use crate::error::Error;
 use crate::proto::*;
 use crate::session::WatchEvent;
 use crate::time::Instant;
-
-fn join(dir: &str, name: &str) -> String {
-    let mut s = String::with_capacity(dir.len() + name.len() + 1);
-    s.push_str(dir);
-    if !dir.ends_with('/') {
-        s.push('/');
-    }
-    s.push_str(name);
-    s
-}
 
 // ======================================================================================
 // GroupMember
@@ -329,9 +320,7 @@ pub struct View {
     suspended: bool,
     sync_next: bool,
     waiting: bool,
-    retry: Retry,
-    outbox: Outbox<ViewOp>,
-    events: VecDeque<ViewEvent>,
+    kit: Kit<ViewOp, ViewEvent>,
 }
 
 impl View {
@@ -357,9 +346,7 @@ impl View {
             suspended: false,
             sync_next: false,
             waiting: false,
-            retry: Retry::default(),
-            outbox: Outbox::default(),
-            events: VecDeque::new(),
+            kit: Kit::default(),
         }
     }
 
@@ -432,11 +419,11 @@ impl View {
         self.done = true;
         self.running = false;
         self.synced = false;
-        self.outbox.clear();
+        self.kit.clear_requests();
         self.child_watch = None;
         self.dir_watch = None;
         self.data_watch.clear();
-        self.events.push_back(e);
+        self.kit.emit(e);
     }
 
     fn resync(&mut self) {
@@ -452,29 +439,29 @@ impl View {
 
     fn again(&mut self, now: Instant) {
         self.sync_next = true;
-        self.retry.failed(now);
+        self.kit.failed(now);
     }
 
     fn drive(&mut self, now: Instant) {
         if !self.running || !self.live {
             return;
         }
-        if !self.retry.allows(now) {
-            self.waiting = !self.retry.is_suspended();
+        if !self.kit.allows(now) {
+            self.waiting = !self.kit.is_suspended();
             return;
         }
         self.waiting = false;
         let dir = self.config.dir.clone();
-        if self.need_list && !self.outbox.any(|p| *p == ViewOp::List) {
+        if self.need_list && !self.kit.any(|p| *p == ViewOp::List) {
             self.need_list = false;
             if core::mem::take(&mut self.sync_next) {
-                self.outbox.send(
+                self.kit.send(
                     ViewOp::Sync,
                     Request::Sync(PathRequest { path: dir.clone() }),
                 );
             }
             let watch = self.child_watch.is_none();
-            let op = self.outbox.send(
+            let op = self.kit.send(
                 ViewOp::List,
                 Request::GetChildren(PathWatch {
                     path: dir.clone(),
@@ -487,7 +474,7 @@ impl View {
         }
         if self.need_exists && self.dir_watch.is_none() {
             self.need_exists = false;
-            let op = self.outbox.send(
+            let op = self.kit.send(
                 ViewOp::Exists,
                 Request::Exists(PathWatch {
                     path: dir.clone(),
@@ -508,7 +495,7 @@ impl View {
                 self.reading.insert(name.clone());
                 let watch = self.config.watch_data && !self.data_watch.contains_key(&name);
                 let path = join(&dir, &name);
-                let op = self.outbox.send(
+                let op = self.kit.send(
                     ViewOp::Read(name.clone()),
                     Request::GetData(PathWatch { path, watch }),
                 );
@@ -524,14 +511,14 @@ impl View {
         if self.resyncing
             && self.live
             && !self.need_list
-            && !self.outbox.any(|p| *p == ViewOp::List)
+            && !self.kit.any(|p| *p == ViewOp::List)
             && self.awaiting.is_empty()
             && self.to_read.is_empty()
             && self.reading.is_empty()
         {
             self.resyncing = false;
             self.synced = true;
-            self.events.push_back(ViewEvent::Synced);
+            self.kit.emit(ViewEvent::Synced);
         }
     }
 
@@ -549,7 +536,7 @@ impl View {
         self.awaiting.retain(|n| listed.contains(n));
         self.to_read.retain(|n| listed.contains(n));
         for m in left {
-            self.events.push_back(ViewEvent::Left(m));
+            self.kit.emit(ViewEvent::Left(m));
         }
         for n in listed {
             if self.position(&n).is_err() && self.awaiting.insert(n.clone()) {
@@ -571,13 +558,13 @@ impl View {
         }
         match result {
             Ok(Response::Children(c)) | Ok(Response::Children2 { children: c, .. }) => {
-                self.retry.succeeded();
+                self.kit.succeeded();
                 self.apply_listing(c);
             }
             Ok(_) => self.finish(ViewEvent::Failed(Error::UnexpectedReply)),
             Err(Error::Server(ErrorCode::NoNode)) => {
                 // No directory: an empty group until it appears.
-                self.retry.succeeded();
+                self.kit.succeeded();
                 self.apply_listing(Vec::new());
                 self.need_exists = true;
             }
@@ -604,7 +591,7 @@ impl View {
         }
         match result {
             Ok(Response::Data { data, stat }) => {
-                self.retry.succeeded();
+                self.kit.succeeded();
                 let member = Member {
                     name: name.clone(),
                     data,
@@ -613,20 +600,20 @@ impl View {
                 if self.awaiting.remove(&name) {
                     if let Err(i) = self.position(&name) {
                         self.members.insert(i, member.clone());
-                        self.events.push_back(ViewEvent::Joined(member));
+                        self.kit.emit(ViewEvent::Joined(member));
                     }
                 } else if let Ok(i) = self.position(&name) {
                     let old = &self.members[i];
                     if old.stat.czxid != stat.czxid {
                         // Deleted and re-created under the same name meanwhile.
                         let old = core::mem::replace(&mut self.members[i], member.clone());
-                        self.events.push_back(ViewEvent::Left(old));
-                        self.events.push_back(ViewEvent::Joined(member));
+                        self.kit.emit(ViewEvent::Left(old));
+                        self.kit.emit(ViewEvent::Joined(member));
                     } else if stat.mzxid > old.stat.mzxid
                         || (stat.mzxid == old.stat.mzxid && old.data != member.data)
                     {
                         self.members[i] = member.clone();
-                        self.events.push_back(ViewEvent::Changed(member));
+                        self.kit.emit(ViewEvent::Changed(member));
                     }
                 }
                 // Otherwise a newer listing dropped the name already.
@@ -636,7 +623,7 @@ impl View {
                 self.awaiting.remove(&name);
                 if let Ok(i) = self.position(&name) {
                     let m = self.members.remove(i);
-                    self.events.push_back(ViewEvent::Left(m));
+                    self.kit.emit(ViewEvent::Left(m));
                 }
             }
             Err(e) if e.is_retryable() => {
@@ -655,10 +642,10 @@ impl View {
             Ok(_) => {
                 // The directory appeared meanwhile: list it (the exists watch stays
                 // registered as a data watch; it fires at most once more).
-                self.retry.succeeded();
+                self.kit.succeeded();
                 self.need_list = true;
             }
-            Err(Error::Server(ErrorCode::NoNode)) => self.retry.succeeded(), // armed
+            Err(Error::Server(ErrorCode::NoNode)) => self.kit.succeeded(), // armed
             Err(e) if e.is_retryable() => {
                 if self.dir_watch == Some(op) && !armed {
                     self.dir_watch = None;
@@ -672,13 +659,17 @@ impl View {
     }
 }
 
-impl Recipe for View {
+impl Protocol for View {
     type Event = ViewEvent;
 
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
+        &mut self.kit
+    }
+
+    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
         // A read behind a failed sync reads as lost (`Outbox::answer`): read again,
         // without asking for a second watch if the first was left.
-        let Some((purpose, result, watch)) = self.outbox.answer_armed(op, result) else {
+        let Some((purpose, result, watch)) = self.kit.answer_armed(op, result) else {
             return;
         };
         let armed = watch == Some(true);
@@ -694,7 +685,7 @@ impl Recipe for View {
         self.drive(now);
     }
 
-    fn handle_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
+    fn on_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
         if self.done {
             return;
         }
@@ -716,7 +707,7 @@ impl Recipe for View {
                     self.to_read.remove(&name);
                     if let Ok(i) = self.position(&name) {
                         let m = self.members.remove(i);
-                        self.events.push_back(ViewEvent::Left(m));
+                        self.kit.emit(ViewEvent::Left(m));
                     }
                 }
                 _ => {
@@ -729,8 +720,7 @@ impl Recipe for View {
         self.drive(now);
     }
 
-    fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.retry.session(change);
+    fn on_session(&mut self, now: Instant, change: SessionChange) {
         if self.done {
             return;
         }
@@ -741,7 +731,7 @@ impl Recipe for View {
                 self.sync_next = self.running;
                 if self.running {
                     if core::mem::take(&mut self.suspended) {
-                        self.events.push_back(ViewEvent::Reconnected);
+                        self.kit.emit(ViewEvent::Reconnected);
                     }
                     self.resync();
                 }
@@ -750,11 +740,11 @@ impl Recipe for View {
                 if self.running && !self.suspended {
                     self.suspended = true;
                     self.synced = false;
-                    self.events.push_back(ViewEvent::Suspended);
+                    self.kit.emit(ViewEvent::Suspended);
                 }
             }
             SessionChange::Expired => {
-                self.outbox.clear();
+                self.kit.clear_requests();
                 self.child_watch = None;
                 self.dir_watch = None;
                 self.data_watch.clear();
@@ -764,7 +754,7 @@ impl Recipe for View {
                 if self.running && !self.suspended {
                     self.suspended = true;
                     self.synced = false;
-                    self.events.push_back(ViewEvent::Suspended);
+                    self.kit.emit(ViewEvent::Suspended);
                 }
             }
             SessionChange::Closed => self.finish(ViewEvent::Failed(Error::Closed)),
@@ -772,31 +762,23 @@ impl Recipe for View {
         self.drive(now);
     }
 
-    fn handle_timeout(&mut self, now: Instant) {
+    fn on_timeout(&mut self, now: Instant) {
         self.drive(now);
     }
 
-    fn handle_abandon(&mut self, now: Instant) {
+    fn on_abandon(&mut self, now: Instant) {
         self.close(now);
     }
 
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.outbox.poll()
-    }
-
-    fn poll_event(&mut self) -> Option<ViewEvent> {
-        self.events.pop_front()
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
+    fn deadline(&self) -> Option<Instant> {
         if self.waiting && self.running {
-            self.retry.deadline()
+            self.kit.retry_at()
         } else {
             None
         }
     }
 
-    fn is_done(&self) -> bool {
-        self.done && self.events.is_empty()
+    fn finished(&self) -> bool {
+        self.done && self.kit.no_events()
     }
 }

@@ -27,6 +27,11 @@
 //! A recipe never sees another recipe's replies or watches, and never reads a clock:
 //! `now` comes with every input. Randomness (node ids) comes in its configuration.
 //!
+//! A recipe of this crate embeds a [`kit::Kit`] (its outbox, retry, events, session
+//! and parent-creation rounds) and implements [`kit::Protocol`], which makes it a
+//! `Recipe`: the plumbing is written once there (see `docs/design.md`, "Adding a
+//! recipe").
+//!
 //! # Rules every recipe keeps (and the helpers here that make them easy)
 //!
 //! * **Liveness.** Every request that fails with a retryable error
@@ -57,6 +62,7 @@ pub mod contender;
 pub mod double_barrier;
 pub mod election;
 pub mod group;
+pub mod kit;
 pub mod lock;
 pub mod naming;
 pub mod node;
@@ -692,6 +698,11 @@ impl Retry {
             }
             SessionChange::Expired | SessionChange::Closed => {}
         }
+    }
+
+    /// The id of the session last heard of (0 before one).
+    pub fn session_id(&self) -> i64 {
+        self.session_id
     }
 
     /// Is the session suspended (as far as this recipe heard)?

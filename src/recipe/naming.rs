@@ -117,9 +117,10 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use bytes::Bytes;
 
+use super::kit::{Kit, Plumbing, Protocol, MAX_PARENT_ROUNDS};
 use super::node::{NodeWatch, OwnedNode, OwnedNodeConfig};
-use super::path::{ancestor_creates, ancestor_result};
-use super::{OpId, Outbox, Recipe, Retry, SessionChange};
+use super::path::ancestor_result;
+use super::{OpId, SessionChange};
 use crate::error::Error;
 use crate::proto::*;
 use crate::session::WatchEvent;
@@ -259,9 +260,7 @@ pub struct Resolve {
     done: bool,
     need: bool,
     waiting: bool,
-    retry: Retry,
-    outbox: Outbox<ReadOp>,
-    events: VecDeque<ResolveEvent>,
+    kit: Kit<ReadOp, ResolveEvent>,
 }
 
 impl Resolve {
@@ -274,9 +273,7 @@ impl Resolve {
             done: false,
             need: false,
             waiting: false,
-            retry: Retry::default(),
-            outbox: Outbox::default(),
-            events: VecDeque::new(),
+            kit: Kit::default(),
         }
     }
 
@@ -296,41 +293,45 @@ impl Resolve {
 
     fn finish(&mut self, e: ResolveEvent) {
         self.done = true;
-        self.outbox.clear();
-        self.events.push_back(e);
+        self.kit.clear_requests();
+        self.kit.emit(e);
     }
 
     fn drive(&mut self, now: Instant) {
         if !self.need || self.done || !self.live {
             return;
         }
-        if !self.retry.allows(now) {
-            self.waiting = !self.retry.is_suspended();
+        if !self.kit.allows(now) {
+            self.waiting = !self.kit.is_suspended();
             return;
         }
         self.waiting = false;
         self.need = false;
         let path = self.config.path.clone();
         if self.config.sync_first {
-            self.outbox.send(
+            self.kit.send(
                 ReadOp::Sync,
                 Request::Sync(PathRequest { path: path.clone() }),
             );
         }
-        self.outbox.send(
+        self.kit.send(
             ReadOp::Read,
             Request::GetData(PathWatch { path, watch: false }),
         );
     }
 }
 
-impl Recipe for Resolve {
+impl Protocol for Resolve {
     type Event = ResolveEvent;
 
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
+        &mut self.kit
+    }
+
+    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
         // A read behind a sync that did not happen may be stale: the outbox reads it
         // as lost (`Outbox::answer`), and it is read again.
-        let Some((purpose, result)) = self.outbox.answer(op, result) else {
+        let Some((purpose, result)) = self.kit.answer(op, result) else {
             return;
         };
         if self.done || purpose == ReadOp::Sync {
@@ -342,7 +343,7 @@ impl Recipe for Resolve {
             Err(Error::Server(ErrorCode::NoNode)) => self.finish(ResolveEvent::NotFound),
             Err(e) if e.is_retryable() => {
                 self.need = true;
-                self.retry.failed(now);
+                self.kit.failed(now);
             }
             Err(e) if e.ends_session() => {} // handle_session decides
             Err(e) => self.finish(ResolveEvent::Failed(e)),
@@ -350,10 +351,9 @@ impl Recipe for Resolve {
         self.drive(now);
     }
 
-    fn handle_watch(&mut self, _now: Instant, _op: OpId, _event: &WatchEvent) {}
+    fn on_watch(&mut self, _now: Instant, _op: OpId, _event: &WatchEvent) {}
 
-    fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.retry.session(change);
+    fn on_session(&mut self, now: Instant, change: SessionChange) {
         if self.done {
             return;
         }
@@ -362,7 +362,7 @@ impl Recipe for Resolve {
             SessionChange::Suspended => {}
             SessionChange::Expired => {
                 // A read holds nothing of the session: read again in the next one.
-                self.outbox.clear();
+                self.kit.clear_requests();
                 self.live = false;
                 self.waiting = false;
                 self.need = self.started;
@@ -372,35 +372,27 @@ impl Recipe for Resolve {
         self.drive(now);
     }
 
-    fn handle_timeout(&mut self, now: Instant) {
+    fn on_timeout(&mut self, now: Instant) {
         self.drive(now);
     }
 
-    fn handle_abandon(&mut self, _now: Instant) {
+    fn on_abandon(&mut self, _now: Instant) {
         if !self.done {
             self.done = true;
-            self.outbox.clear();
+            self.kit.clear_requests();
         }
     }
 
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.outbox.poll()
-    }
-
-    fn poll_event(&mut self) -> Option<ResolveEvent> {
-        self.events.pop_front()
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
+    fn deadline(&self) -> Option<Instant> {
         if self.waiting && !self.done {
-            self.retry.deadline()
+            self.kit.retry_at()
         } else {
             None
         }
     }
 
-    fn is_done(&self) -> bool {
-        self.done && self.events.is_empty()
+    fn finished(&self) -> bool {
+        self.done && self.kit.no_events()
     }
 }
 
@@ -410,9 +402,6 @@ impl Recipe for Resolve {
 
 /// How many creates one generator keeps on the wire at once.
 const MAX_CREATES: usize = 64;
-/// How many times the directory is created before giving up.
-const MAX_PARENT_ROUNDS: u32 = 2;
-
 /// Where an [`IdGenerator`] draws its numbers.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct IdGeneratorConfig {
@@ -510,15 +499,11 @@ pub struct IdGenerator {
     deletes: Vec<String>,
     last: Option<i64>,
     parents: bool,
-    parents_again: bool,
-    parent_error: Option<Error>,
     /// Rounds of directory creates sent since a create last worked.
     round: u32,
     recovered: u64,
     timer: bool,
-    retry: Retry,
-    outbox: Outbox<IdOp>,
-    events: VecDeque<IdEvent>,
+    kit: Kit<IdOp, IdEvent>,
 }
 
 impl IdGenerator {
@@ -538,14 +523,10 @@ impl IdGenerator {
             deletes: Vec::new(),
             last: None,
             parents: false,
-            parents_again: false,
-            parent_error: None,
             round: 0,
             recovered: 0,
             timer: false,
-            retry: Retry::default(),
-            outbox: Outbox::default(),
-            events: VecDeque::new(),
+            kit: Kit::default(),
         }
     }
 
@@ -575,16 +556,16 @@ impl IdGenerator {
         let r = self.next_request;
         self.next_request += 1;
         if self.done || self.closing {
-            self.events.push_back(IdEvent::Failed {
+            self.kit.emit(IdEvent::Failed {
                 request: r,
                 error: Error::Closed,
             });
         } else if self.exhausted {
             let error = self.overflow();
-            self.events.push_back(IdEvent::Failed { request: r, error });
+            self.kit.emit(IdEvent::Failed { request: r, error });
         } else if let Err(error) = validate_path(&self.config.dir) {
             let path = self.config.dir.clone();
-            self.events.push_back(IdEvent::Failed {
+            self.kit.emit(IdEvent::Failed {
                 request: r,
                 error: Error::InvalidPath { path, error },
             });
@@ -620,7 +601,7 @@ impl IdGenerator {
             a.orphan = true;
         }
         for request in self.waiting.drain(..) {
-            self.events.push_back(IdEvent::Failed {
+            self.kit.emit(IdEvent::Failed {
                 request,
                 error: error.clone(),
             });
@@ -676,8 +657,8 @@ impl IdGenerator {
         if self.done || !self.live {
             return self.settle();
         }
-        if !self.retry.allows(now) {
-            self.timer = !self.retry.is_suspended();
+        if !self.kit.allows(now) {
+            self.timer = !self.kit.is_suspended();
             return self.settle();
         }
         // 1. Lost creates: list before any new create (a node found was applied before
@@ -686,31 +667,29 @@ impl IdGenerator {
             .attempts
             .iter()
             .any(|a| a.draw == Draw::Lost { listed: false });
-        if unlisted && !self.outbox.any(|p| *p == IdOp::List) {
+        if unlisted && !self.kit.any(|p| *p == IdOp::List) {
             for a in self.attempts.iter_mut() {
                 if a.draw == (Draw::Lost { listed: false }) {
                     a.draw = Draw::Lost { listed: true };
                 }
             }
             let path = self.config.dir.clone();
-            self.outbox.send(
+            self.kit.send(
                 IdOp::Sync,
                 Request::Sync(PathRequest { path: path.clone() }),
             );
-            self.outbox.send(
+            self.kit.send(
                 IdOp::List,
                 Request::GetChildren(PathWatch { path, watch: false }),
             );
         }
         // 2. The directory, when a create found it missing.
         if core::mem::take(&mut self.parents) {
-            self.parent_error = None;
-            self.parents_again = false;
             self.round += 1;
             let probe = self.node_path("x");
-            for (p, req) in ancestor_creates(&probe, &self.config.acl, CreateMode::Persistent) {
-                self.outbox.send(IdOp::Parent(p), req);
-            }
+            let acl = &self.config.acl;
+            self.kit
+                .send_parents(&probe, acl, CreateMode::Persistent, IdOp::Parent);
         }
         // 3. New creates for waiting requests.
         if !self.closing && !self.exhausted {
@@ -738,12 +717,12 @@ impl IdGenerator {
                     self.config.acl.clone(),
                     CreateMode::EphemeralSequential,
                 );
-                self.outbox.send(IdOp::Create(n), Request::Create2(create));
+                self.kit.send(IdOp::Create(n), Request::Create2(create));
             }
         }
         // 4. Deletes, behind the creates.
         for path in core::mem::take(&mut self.deletes) {
-            self.outbox.send(
+            self.kit.send(
                 IdOp::Delete(path.clone()),
                 Request::Delete(DeleteRequest { path, version: -1 }),
             );
@@ -768,7 +747,7 @@ impl IdGenerator {
                     }
                     if let Some(request) = self.waiting.pop_front() {
                         self.last = Some(id);
-                        self.events.push_back(IdEvent::Id { request, id });
+                        self.kit.emit(IdEvent::Id { request, id });
                     }
                 }
                 Draw::Overflow => {
@@ -782,7 +761,7 @@ impl IdGenerator {
                         continue;
                     }
                     if let Some(request) = self.waiting.pop_front() {
-                        self.events.push_back(IdEvent::Failed { request, error });
+                        self.kit.emit(IdEvent::Failed { request, error });
                     }
                 }
             }
@@ -799,7 +778,7 @@ impl IdGenerator {
     fn check_done(&mut self) {
         if self.closing
             && !self.done
-            && self.outbox.is_empty()
+            && self.kit.is_quiet()
             && self.deletes.is_empty()
             && self.attempts.is_empty()
         {
@@ -815,7 +794,7 @@ impl IdGenerator {
         let drop = |g: &mut Self| g.attempts.retain(|a| a.n != n);
         match result {
             Ok(Response::PathStat { path, .. }) | Ok(Response::Path(path)) => {
-                self.retry.succeeded();
+                self.kit.succeeded();
                 self.round_ok();
                 let name = path.rsplit('/').next().unwrap_or("").to_string();
                 let draw = self.parse(&name, &prefix);
@@ -835,12 +814,12 @@ impl IdGenerator {
                 if a.round < self.round || self.parents {
                     return;
                 }
-                if self.parents_again {
+                if self.kit.parents_refused() {
                     // The round was refused or lost: send it again.
                     self.parents = true;
-                    self.retry.failed(now);
-                } else if self.round >= MAX_PARENT_ROUNDS {
-                    let e = self.parent_error.take().unwrap_or_else(|| {
+                    self.kit.failed(now);
+                } else if self.round >= u32::from(MAX_PARENT_ROUNDS) {
+                    let e = self.kit.take_parent_error().unwrap_or_else(|| {
                         let dir = self.config.dir.clone();
                         ancestor_result(&dir, &Err(Error::Server(ErrorCode::NoNode)))
                             .unwrap_or(Error::Server(ErrorCode::NoNode))
@@ -855,11 +834,11 @@ impl IdGenerator {
                 if let Some(a) = self.attempt(n) {
                     a.draw = Draw::Lost { listed: false };
                 }
-                self.retry.failed(now);
+                self.kit.failed(now);
             }
             Err(e) if e.is_retryable() => {
                 drop(self); // refused: never applied
-                self.retry.failed(now);
+                self.kit.failed(now);
             }
             Err(e) if e.ends_session() => {} // handle_session decides
             Err(e) => {
@@ -870,7 +849,7 @@ impl IdGenerator {
     }
 
     fn round_ok(&mut self) {
-        if !self.outbox.any(|p| matches!(p, IdOp::Parent(_))) {
+        if !self.kit.any(|p| matches!(p, IdOp::Parent(_))) {
             self.round = 0;
         }
     }
@@ -892,7 +871,7 @@ impl IdGenerator {
                             a.draw = Draw::Lost { listed: false };
                         }
                     }
-                    self.retry.failed(now);
+                    self.kit.failed(now);
                 } else {
                     // The directory cannot be listed (`NoAuth`, ...): those numbers stay
                     // unknown and are never used; the nodes go with the session.
@@ -903,7 +882,7 @@ impl IdGenerator {
                 return;
             }
         };
-        self.retry.succeeded();
+        self.kit.succeeded();
         let listed: Vec<(u64, i64)> = self
             .attempts
             .iter()
@@ -930,10 +909,10 @@ impl IdGenerator {
 
     fn on_delete(&mut self, now: Instant, path: String, result: Result<Response, Error>) {
         match result {
-            Ok(_) | Err(Error::Server(ErrorCode::NoNode)) => self.retry.succeeded(),
+            Ok(_) | Err(Error::Server(ErrorCode::NoNode)) => self.kit.succeeded(),
             Err(e) if e.is_retryable() => {
                 self.deletes.push(path);
-                self.retry.failed(now);
+                self.kit.failed(now);
             }
             // Gone with the session, or refused for good (the node is ephemeral: it
             // goes with the session).
@@ -942,26 +921,22 @@ impl IdGenerator {
     }
 }
 
-impl Recipe for IdGenerator {
+impl Protocol for IdGenerator {
     type Event = IdEvent;
 
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some((purpose, result)) = self.outbox.answer(op, result) else {
+    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
+        &mut self.kit
+    }
+
+    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+        let Some((purpose, result)) = self.kit.answer(op, result) else {
             return;
         };
         if self.done {
             return;
         }
         match purpose {
-            IdOp::Parent(p) => {
-                if let Some(e) = ancestor_result(&p, &result) {
-                    if e.is_retryable() {
-                        self.parents_again = true;
-                    } else if !e.ends_session() && self.parent_error.is_none() {
-                        self.parent_error = Some(e);
-                    }
-                }
-            }
+            IdOp::Parent(p) => self.kit.parent_answered(&p, &result),
             IdOp::Sync => {} // a failure reads the listing behind it as lost
             IdOp::List => self.on_list(now, result),
             IdOp::Create(n) => self.on_create(now, n, result),
@@ -970,10 +945,9 @@ impl Recipe for IdGenerator {
         self.drive(now);
     }
 
-    fn handle_watch(&mut self, _now: Instant, _op: OpId, _event: &WatchEvent) {}
+    fn on_watch(&mut self, _now: Instant, _op: OpId, _event: &WatchEvent) {}
 
-    fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.retry.session(change);
+    fn on_session(&mut self, now: Instant, change: SessionChange) {
         if self.done {
             return;
         }
@@ -985,17 +959,17 @@ impl Recipe for IdGenerator {
             SessionChange::Suspended => {}
             SessionChange::Expired => {
                 // Our nodes went with the session; numbers already drawn stay valid.
-                self.outbox.clear();
+                self.kit.clear_requests();
                 self.deletes.clear();
                 self.live = false;
                 self.parents = false;
-                self.parents_again = false;
+                self.kit.reset_parents();
                 self.round = 0;
                 self.attempts
                     .retain(|a| !matches!(a.draw, Draw::Sent | Draw::Lost { .. }));
             }
             SessionChange::Closed => {
-                self.outbox.clear();
+                self.kit.clear_requests();
                 self.deletes.clear();
                 self.attempts.clear();
                 self.fail_all(Error::Closed);
@@ -1007,31 +981,23 @@ impl Recipe for IdGenerator {
         self.drive(now);
     }
 
-    fn handle_timeout(&mut self, now: Instant) {
+    fn on_timeout(&mut self, now: Instant) {
         self.drive(now);
     }
 
-    fn handle_abandon(&mut self, now: Instant) {
+    fn on_abandon(&mut self, now: Instant) {
         self.close(now);
     }
 
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.outbox.poll()
-    }
-
-    fn poll_event(&mut self) -> Option<IdEvent> {
-        self.events.pop_front()
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
+    fn deadline(&self) -> Option<Instant> {
         if self.timer && !self.done {
-            self.retry.deadline()
+            self.kit.retry_at()
         } else {
             None
         }
     }
 
-    fn is_done(&self) -> bool {
-        self.done && self.events.is_empty()
+    fn finished(&self) -> bool {
+        self.done && self.kit.no_events()
     }
 }

@@ -43,21 +43,17 @@
 //! Each machine holds at most one watch registration at a time, so watches never pile
 //! up however often the node changes.
 
-use alloc::collections::VecDeque;
 use alloc::string::String;
 use alloc::vec::Vec;
 use bytes::Bytes;
 
+use super::kit::{parent_of, Kit, ParentStep, Plumbing, Protocol};
 use super::lock::LostReason;
-use super::path::{ancestor_creates, ancestor_result};
-use super::{OpId, Outbox, Recipe, Retry, SessionChange};
+use super::{OpId, Recipe, SessionChange};
 use crate::error::Error;
 use crate::proto::*;
 use crate::session::WatchEvent;
 use crate::time::Instant;
-
-/// How many times missing ancestors are created before giving up.
-const MAX_PARENT_ROUNDS: u8 = 2;
 
 // ======================================================================================
 // OwnedNode
@@ -210,16 +206,11 @@ pub struct OwnedNode {
     /// Data the server refused to write (not retried until it changes).
     refused: Option<Bytes>,
     parents: bool,
-    parent_rounds: u8,
-    parent_error: Option<Error>,
-    parents_again: bool,
     sync_next: bool,
     /// Something waits for the backoff to end.
     waiting: bool,
     finish: Option<OwnedNodeEvent>,
-    retry: Retry,
-    outbox: Outbox<NodeOp>,
-    events: VecDeque<OwnedNodeEvent>,
+    kit: Kit<NodeOp, OwnedNodeEvent>,
 }
 
 impl OwnedNode {
@@ -241,15 +232,10 @@ impl OwnedNode {
             set_pending: false,
             refused: None,
             parents: false,
-            parent_rounds: 0,
-            parent_error: None,
-            parents_again: false,
             sync_next: false,
             waiting: false,
             finish: None,
-            retry: Retry::default(),
-            outbox: Outbox::default(),
-            events: VecDeque::new(),
+            kit: Kit::default(),
         }
     }
 
@@ -329,7 +315,7 @@ impl OwnedNode {
     }
 
     fn emit(&mut self, e: OwnedNodeEvent) {
-        self.events.push_back(e);
+        self.kit.emit(e);
     }
 
     /// Ends with `finish` once our node is gone (deleting it if it is or may be ours).
@@ -353,7 +339,7 @@ impl OwnedNode {
 
     fn end(&mut self) {
         self.phase = Phase::Done;
-        self.outbox.clear();
+        self.kit.clear_requests();
         self.watch = None;
         if self.present {
             self.present = false;
@@ -377,7 +363,7 @@ impl OwnedNode {
 
     fn again(&mut self, now: Instant) {
         self.sync_next = true;
-        self.retry.failed(now);
+        self.kit.failed(now);
     }
 
     fn path(&self) -> String {
@@ -397,13 +383,13 @@ impl OwnedNode {
         if !matches!(self.phase, Phase::Active | Phase::Leaving) || !self.live {
             return;
         }
-        if !self.retry.allows(now) {
-            self.waiting = !self.retry.is_suspended();
+        if !self.kit.allows(now) {
+            self.waiting = !self.kit.is_suspended();
             return;
         }
         self.waiting = false;
         if self
-            .outbox
+            .kit
             .any(|p| matches!(p, NodeOp::Create(_) | NodeOp::Read | NodeOp::Delete))
         {
             return; // an answer on its way decides
@@ -416,10 +402,10 @@ impl OwnedNode {
                 if (self.config.restore_data || self.set_pending)
                     && self.server_data.as_ref() != Some(&data)
                     && self.refused.as_ref() != Some(&data)
-                    && !self.outbox.any(|p| matches!(p, NodeOp::Set(_)))
+                    && !self.kit.any(|p| matches!(p, NodeOp::Set(_)))
                 {
                     let path = self.path();
-                    self.outbox.send(
+                    self.kit.send(
                         NodeOp::Set(data.clone()),
                         Request::SetData(SetDataRequest {
                             path,
@@ -435,7 +421,7 @@ impl OwnedNode {
             (Phase::Active, Known::Other(_)) if self.watch.is_none() => self.read(),
             (Phase::Leaving, Known::Ours) => {
                 let path = self.path();
-                self.outbox.send(
+                self.kit.send(
                     NodeOp::Delete,
                     Request::Delete(DeleteRequest { path, version: -1 }),
                 );
@@ -449,14 +435,14 @@ impl OwnedNode {
         let path = self.path();
         if self.sync_next {
             self.sync_next = false;
-            self.outbox.send(
+            self.kit.send(
                 NodeOp::Sync,
                 Request::Sync(PathRequest { path: path.clone() }),
             );
         }
         let watch = self.watch.is_none() && self.phase == Phase::Active;
         let op = self
-            .outbox
+            .kit
             .send(NodeOp::Read, Request::GetData(PathWatch { path, watch }));
         if watch {
             self.watch = Some(op);
@@ -466,11 +452,9 @@ impl OwnedNode {
     fn send_create(&mut self) {
         let path = self.path();
         if core::mem::take(&mut self.parents) {
-            self.parent_error = None;
-            self.parents_again = false;
-            for (p, req) in ancestor_creates(&path, &self.config.acl, CreateMode::Container) {
-                self.outbox.send(NodeOp::Parent(p), req);
-            }
+            let acl = &self.config.acl;
+            self.kit
+                .send_parents(&path, acl, CreateMode::Container, NodeOp::Parent);
         }
         let data = self.config.data.clone();
         let create = CreateRequest::new(
@@ -479,7 +463,7 @@ impl OwnedNode {
             self.config.acl.clone(),
             self.config.mode,
         );
-        self.outbox
+        self.kit
             .send(NodeOp::Create(data), Request::Create2(create));
         self.known = Known::Creating;
         self.sync_next = false; // the read follows our own write
@@ -534,9 +518,9 @@ impl OwnedNode {
         }
         match result {
             Ok(Response::PathStat { stat, .. }) => {
-                self.retry.succeeded();
+                self.kit.succeeded();
                 self.server_data = Some(sent);
-                self.parent_rounds = 0;
+                self.kit.reset_parents();
                 if self.phase == Phase::Active {
                     self.became_ours(stat);
                     self.data_confirmed(stat);
@@ -547,24 +531,12 @@ impl OwnedNode {
             Ok(_) => self.fail(Error::UnexpectedReply),
             Err(Error::Server(ErrorCode::NodeExists)) => {}
             Err(Error::Server(ErrorCode::NoNode)) => {
-                if self.parents_again {
-                    self.parents = true;
-                    return self.again(now);
+                let path = self.path();
+                match self.kit.parents_missing(parent_of(&path)) {
+                    ParentStep::Again => self.again(now),
+                    ParentStep::Create => {}
+                    ParentStep::Fail(e) => return self.fail(e),
                 }
-                if let Some(e) = self.parent_error.take() {
-                    return self.fail(e);
-                }
-                if self.parent_rounds >= MAX_PARENT_ROUNDS {
-                    let path = self.path();
-                    let parent = path
-                        .rsplit_once('/')
-                        .map(|(p, _)| if p.is_empty() { "/" } else { p })
-                        .unwrap_or("/");
-                    let e = ancestor_result(parent, &Err(Error::Server(ErrorCode::NoNode)))
-                        .unwrap_or(Error::Server(ErrorCode::NoNode));
-                    return self.fail(e);
-                }
-                self.parent_rounds += 1;
                 self.parents = true;
             }
             Err(e) if e.may_have_applied() => self.again(now),
@@ -586,7 +558,7 @@ impl OwnedNode {
         match result {
             Ok(Response::Data { data, stat }) => {
                 if self.owned_by_us(&stat) {
-                    self.retry.succeeded();
+                    self.kit.succeeded();
                     self.server_data = Some(data);
                     if self.phase == Phase::Active {
                         self.became_ours(stat);
@@ -625,7 +597,7 @@ impl OwnedNode {
     fn on_set(&mut self, now: Instant, sent: Bytes, result: Result<Response, Error>) {
         match result {
             Ok(Response::Stat(stat)) => {
-                self.retry.succeeded();
+                self.kit.succeeded();
                 if self.known == Known::Ours {
                     self.stat = stat;
                     self.server_data = Some(sent.clone());
@@ -671,7 +643,7 @@ impl OwnedNode {
     }
 
     fn session_gone(&mut self, reason: LostReason) {
-        self.outbox.clear();
+        self.kit.clear_requests();
         self.watch = None;
         self.live = false;
         self.waiting = false;
@@ -712,13 +684,17 @@ impl OwnedNode {
     }
 }
 
-impl Recipe for OwnedNode {
+impl Protocol for OwnedNode {
     type Event = OwnedNodeEvent;
 
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
+        &mut self.kit
+    }
+
+    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
         // A read behind a failed sync reads as lost (`Outbox::answer`): read again,
         // without asking for a second watch if the first was left.
-        let Some((purpose, result, watch)) = self.outbox.answer_armed(op, result) else {
+        let Some((purpose, result, watch)) = self.kit.answer_armed(op, result) else {
             return;
         };
         let armed = watch == Some(true);
@@ -726,15 +702,7 @@ impl Recipe for OwnedNode {
             return;
         }
         match purpose {
-            NodeOp::Parent(p) => {
-                if let Some(e) = ancestor_result(&p, &result) {
-                    if e.is_retryable() {
-                        self.parents_again = true;
-                    } else if !e.ends_session() && self.parent_error.is_none() {
-                        self.parent_error = Some(e);
-                    }
-                }
-            }
+            NodeOp::Parent(p) => self.kit.parent_answered(&p, &result),
             NodeOp::Sync => {}
             NodeOp::Create(sent) => self.on_create(now, sent, result),
             NodeOp::Read => self.on_read(now, op, armed, result),
@@ -744,7 +712,7 @@ impl Recipe for OwnedNode {
         self.drive(now);
     }
 
-    fn handle_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
+    fn on_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
         if self.watch != Some(op) || self.phase == Phase::Done {
             return; // an older registration, or we are done
         }
@@ -753,7 +721,7 @@ impl Recipe for OwnedNode {
             // A read or create on its way tells more (and later) than this.
             EventType::NodeDeleted
                 if !self
-                    .outbox
+                    .kit
                     .any(|p| matches!(p, NodeOp::Create(_) | NodeOp::Read)) =>
             {
                 self.gone(now)
@@ -768,8 +736,7 @@ impl Recipe for OwnedNode {
         self.drive(now);
     }
 
-    fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.retry.session(change);
+    fn on_session(&mut self, now: Instant, change: SessionChange) {
         match change {
             SessionChange::Connected { session_id } => {
                 self.session_id = session_id;
@@ -795,32 +762,24 @@ impl Recipe for OwnedNode {
         self.drive(now);
     }
 
-    fn handle_timeout(&mut self, now: Instant) {
+    fn on_timeout(&mut self, now: Instant) {
         self.drive(now);
     }
 
-    fn handle_abandon(&mut self, now: Instant) {
+    fn on_abandon(&mut self, now: Instant) {
         self.delete(now);
     }
 
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.outbox.poll()
-    }
-
-    fn poll_event(&mut self) -> Option<OwnedNodeEvent> {
-        self.events.pop_front()
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
+    fn deadline(&self) -> Option<Instant> {
         if self.waiting && matches!(self.phase, Phase::Active | Phase::Leaving) {
-            self.retry.deadline()
+            self.kit.retry_at()
         } else {
             None
         }
     }
 
-    fn is_done(&self) -> bool {
-        self.phase == Phase::Done && self.events.is_empty()
+    fn finished(&self) -> bool {
+        self.phase == Phase::Done && self.kit.no_events()
     }
 }
 
@@ -915,9 +874,7 @@ pub struct NodeWatch {
     suspended: bool,
     sync_next: bool,
     waiting: bool,
-    retry: Retry,
-    outbox: Outbox<WatchOp>,
-    events: VecDeque<NodeWatchEvent>,
+    kit: Kit<WatchOp, NodeWatchEvent>,
     /// The last data and Stat reported (`None`: missing, or not read yet).
     value: Option<(Bytes, Stat)>,
 }
@@ -938,9 +895,7 @@ impl NodeWatch {
             suspended: false,
             sync_next: false,
             waiting: false,
-            retry: Retry::default(),
-            outbox: Outbox::default(),
-            events: VecDeque::new(),
+            kit: Kit::default(),
             value: None,
         }
     }
@@ -998,27 +953,27 @@ impl NodeWatch {
     fn finish(&mut self, e: NodeWatchEvent) {
         self.done = true;
         self.running = false;
-        self.outbox.clear();
+        self.kit.clear_requests();
         self.watch = None;
-        self.events.push_back(e);
+        self.kit.emit(e);
     }
 
     fn again(&mut self, now: Instant) {
         self.sync_next = true;
-        self.retry.failed(now);
+        self.kit.failed(now);
     }
 
     fn drive(&mut self, now: Instant) {
         if !self.running || !self.live {
             return;
         }
-        if !self.retry.allows(now) {
-            self.waiting = !self.retry.is_suspended();
+        if !self.kit.allows(now) {
+            self.waiting = !self.kit.is_suspended();
             return;
         }
         self.waiting = false;
         if self
-            .outbox
+            .kit
             .any(|p| matches!(p, WatchOp::Read | WatchOp::Exists))
         {
             return;
@@ -1028,14 +983,14 @@ impl NodeWatch {
             self.need_read = false;
             if self.sync_next {
                 self.sync_next = false;
-                self.outbox.send(
+                self.kit.send(
                     WatchOp::Sync,
                     Request::Sync(PathRequest { path: path.clone() }),
                 );
             }
             let watch = self.watch.is_none();
             let op = self
-                .outbox
+                .kit
                 .send(WatchOp::Read, Request::GetData(PathWatch { path, watch }));
             if watch {
                 self.watch = Some(op);
@@ -1043,7 +998,7 @@ impl NodeWatch {
         } else if self.need_exists {
             self.need_exists = false;
             if self.watch.is_none() {
-                let op = self.outbox.send(
+                let op = self.kit.send(
                     WatchOp::Exists,
                     Request::Exists(PathWatch { path, watch: true }),
                 );
@@ -1058,7 +1013,7 @@ impl NodeWatch {
         }
         match result {
             Ok(Response::Data { data, stat }) => {
-                self.retry.succeeded();
+                self.kit.succeeded();
                 let v = Seen::Version {
                     czxid: stat.czxid,
                     mzxid: stat.mzxid,
@@ -1068,16 +1023,16 @@ impl NodeWatch {
                 if self.seen != v {
                     self.seen = v;
                     self.value = Some((data.clone(), stat));
-                    self.events.push_back(NodeWatchEvent::Data { data, stat });
+                    self.kit.emit(NodeWatchEvent::Data { data, stat });
                 }
             }
             Ok(_) => self.finish(NodeWatchEvent::Failed(Error::UnexpectedReply)),
             Err(Error::Server(ErrorCode::NoNode)) => {
-                self.retry.succeeded();
+                self.kit.succeeded();
                 let gone = self.existed || matches!(self.seen, Seen::Version { .. });
                 if self.seen != Seen::Missing || gone {
                     self.value = None;
-                    self.events.push_back(NodeWatchEvent::Missing { gone });
+                    self.kit.emit(NodeWatchEvent::Missing { gone });
                 }
                 self.seen = Seen::Missing;
                 self.existed = false;
@@ -1097,11 +1052,11 @@ impl NodeWatch {
         match result {
             Ok(_) => {
                 // Created meanwhile (a data watch is set): read it.
-                self.retry.succeeded();
+                self.kit.succeeded();
                 self.existed = true;
                 self.need_read = true;
             }
-            Err(Error::Server(ErrorCode::NoNode)) => self.retry.succeeded(), // armed
+            Err(Error::Server(ErrorCode::NoNode)) => self.kit.succeeded(), // armed
             Err(e) if e.is_retryable() => {
                 if watch_gone {
                     self.watch = None;
@@ -1115,13 +1070,17 @@ impl NodeWatch {
     }
 }
 
-impl Recipe for NodeWatch {
+impl Protocol for NodeWatch {
     type Event = NodeWatchEvent;
 
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
+        &mut self.kit
+    }
+
+    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
         // A read behind a failed sync reads as lost (`Outbox::answer`): read again,
         // without asking for a second watch if the first was left.
-        let Some((purpose, result, watch)) = self.outbox.answer_armed(op, result) else {
+        let Some((purpose, result, watch)) = self.kit.answer_armed(op, result) else {
             return;
         };
         let armed = watch == Some(true);
@@ -1136,7 +1095,7 @@ impl Recipe for NodeWatch {
         self.drive(now);
     }
 
-    fn handle_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
+    fn on_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
         if self.watch != Some(op) || self.done {
             return;
         }
@@ -1148,8 +1107,7 @@ impl Recipe for NodeWatch {
         self.drive(now);
     }
 
-    fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.retry.session(change);
+    fn on_session(&mut self, now: Instant, change: SessionChange) {
         if self.done {
             return;
         }
@@ -1161,24 +1119,24 @@ impl Recipe for NodeWatch {
                 if self.running {
                     self.need_read = true;
                     if core::mem::take(&mut self.suspended) {
-                        self.events.push_back(NodeWatchEvent::Reconnected);
+                        self.kit.emit(NodeWatchEvent::Reconnected);
                     }
                 }
             }
             SessionChange::Suspended => {
                 if self.running && !self.suspended {
                     self.suspended = true;
-                    self.events.push_back(NodeWatchEvent::Suspended);
+                    self.kit.emit(NodeWatchEvent::Suspended);
                 }
             }
             SessionChange::Expired => {
-                self.outbox.clear();
+                self.kit.clear_requests();
                 self.watch = None;
                 self.live = false;
                 self.waiting = false;
                 if self.running && !self.suspended {
                     self.suspended = true;
-                    self.events.push_back(NodeWatchEvent::Suspended);
+                    self.kit.emit(NodeWatchEvent::Suspended);
                 }
             }
             SessionChange::Closed => self.finish(NodeWatchEvent::Failed(Error::Closed)),
@@ -1186,31 +1144,23 @@ impl Recipe for NodeWatch {
         self.drive(now);
     }
 
-    fn handle_timeout(&mut self, now: Instant) {
+    fn on_timeout(&mut self, now: Instant) {
         self.drive(now);
     }
 
-    fn handle_abandon(&mut self, now: Instant) {
+    fn on_abandon(&mut self, now: Instant) {
         self.close(now);
     }
 
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.outbox.poll()
-    }
-
-    fn poll_event(&mut self) -> Option<NodeWatchEvent> {
-        self.events.pop_front()
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
+    fn deadline(&self) -> Option<Instant> {
         if self.waiting && self.running {
-            self.retry.deadline()
+            self.kit.retry_at()
         } else {
             None
         }
     }
 
-    fn is_done(&self) -> bool {
-        self.done && self.events.is_empty()
+    fn finished(&self) -> bool {
+        self.done && self.kit.no_events()
     }
 }

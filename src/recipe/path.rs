@@ -24,11 +24,11 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::{OpId, Outbox, Recipe, Retry, SessionChange};
+use super::kit::{Kit, Plumbing, Protocol};
+use super::{OpId, SessionChange};
 use crate::client::ops::{create2, CreateOptions};
 use crate::error::Error;
 use crate::proto::*;
-use crate::session::WatchEvent;
 use crate::time::Instant;
 
 /// The ancestors of `path`, top down (`/a`, `/a/b` for `/a/b/c`).
@@ -110,13 +110,11 @@ pub struct CreateAll {
     data: Bytes,
     options: CreateOptions,
     parents: CreateMode,
-    outbox: Outbox<Step>,
-    retry: Retry,
+    kit: Kit<Step, CreateAllEvent>,
     again: bool,
     parent_error: Option<Error>,
     started: bool,
     done: bool,
-    events: Vec<CreateAllEvent>,
 }
 
 /// The outcome of a [`CreateAll`].
@@ -142,13 +140,11 @@ impl CreateAll {
             data,
             options,
             parents: CreateMode::Persistent,
-            outbox: Outbox::default(),
-            retry: Retry::default(),
+            kit: Kit::default(),
             again: false,
             parent_error: None,
             started: false,
             done: false,
-            events: Vec::new(),
         }
     }
 
@@ -177,25 +173,29 @@ impl CreateAll {
     fn send(&mut self, _now: Instant) {
         self.parent_error = None;
         for (p, req) in ancestor_creates(&self.path, &self.options.acl, self.parents) {
-            self.outbox.send(Step::Parent(p), req);
+            self.kit.send(Step::Parent(p), req);
         }
         let request = create2(&self.path, self.data.clone(), &self.options);
-        self.outbox.send(Step::Node, request);
+        self.kit.send(Step::Node, request);
     }
 
     fn finish(&mut self, event: CreateAllEvent) {
         if !self.done {
             self.done = true;
-            self.events.push(event);
+            self.kit.emit(event);
         }
     }
 }
 
-impl Recipe for CreateAll {
+impl Protocol for CreateAll {
     type Event = CreateAllEvent;
 
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some(step) = self.outbox.take(op) else {
+    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
+        &mut self.kit
+    }
+
+    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+        let Some(step) = self.kit.take(op) else {
             return;
         };
         if self.done {
@@ -225,7 +225,7 @@ impl Recipe for CreateAll {
                 {
                     // Never applied: try the whole pipeline again after a backoff.
                     self.again = true;
-                    self.retry.failed(now);
+                    self.kit.failed(now);
                 }
                 Err(Error::Server(ErrorCode::NoNode)) => {
                     let e = match self.parent_error.take() {
@@ -240,49 +240,34 @@ impl Recipe for CreateAll {
         }
     }
 
-    fn handle_watch(&mut self, _: Instant, _: OpId, _: &WatchEvent) {}
-
-    fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.retry.session(change);
+    fn on_session(&mut self, now: Instant, change: SessionChange) {
         match change.end_error() {
             Some(e) => self.finish(CreateAllEvent::Failed(e)),
-            None => self.handle_timeout(now),
+            None => self.on_timeout(now),
         }
         if self.done {
-            self.outbox.clear();
+            self.kit.clear_requests();
         }
     }
 
-    fn handle_timeout(&mut self, now: Instant) {
-        if self.again && !self.done && self.outbox.is_empty() && self.retry.allows(now) {
+    fn on_timeout(&mut self, now: Instant) {
+        if self.again && !self.done && self.kit.is_quiet() && self.kit.allows(now) {
             self.again = false;
             self.send(now);
         }
     }
 
-    fn handle_abandon(&mut self, _: Instant) {
+    fn on_abandon(&mut self, _: Instant) {
         // Nothing to undo: the caller went away; the create completes or not.
         self.done = true;
     }
 
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.outbox.poll()
+    fn deadline(&self) -> Option<Instant> {
+        self.kit.timeout(None, self.again && !self.done)
     }
 
-    fn poll_event(&mut self) -> Option<CreateAllEvent> {
-        self.events.pop()
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
-        if self.again && !self.done {
-            self.retry.deadline()
-        } else {
-            None
-        }
-    }
-
-    fn is_done(&self) -> bool {
-        self.done && self.outbox.is_empty() && self.events.is_empty()
+    fn finished(&self) -> bool {
+        self.done && self.kit.is_idle()
     }
 }
 
@@ -297,8 +282,7 @@ enum Del {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct DeleteAll {
     root: String,
-    outbox: Outbox<Del>,
-    retry: Retry,
+    kit: Kit<Del, Result<(), Error>>,
     /// (depth, path) of every node found in this round.
     found: Vec<(usize, String)>,
     round: u32,
@@ -309,7 +293,6 @@ pub struct DeleteAll {
     failed: Option<Error>,
     started: bool,
     done: bool,
-    events: Vec<Result<(), Error>>,
 }
 
 impl DeleteAll {
@@ -320,8 +303,7 @@ impl DeleteAll {
     pub fn new(root: &str) -> Self {
         DeleteAll {
             root: root.into(),
-            outbox: Outbox::default(),
-            retry: Retry::default(),
+            kit: Kit::default(),
             found: Vec::new(),
             round: 0,
             root_seen: false,
@@ -329,7 +311,6 @@ impl DeleteAll {
             failed: None,
             started: false,
             done: false,
-            events: Vec::new(),
         }
     }
 
@@ -362,13 +343,13 @@ impl DeleteAll {
             path: path.clone(),
             watch: false,
         });
-        self.outbox.send(Del::List(path, depth), req);
+        self.kit.send(Del::List(path, depth), req);
     }
 
     fn finish(&mut self, result: Result<(), Error>) {
         if !self.done {
             self.done = true;
-            self.events.push(result);
+            self.kit.emit(result);
         }
     }
 
@@ -376,12 +357,12 @@ impl DeleteAll {
     fn again(&mut self, now: Instant) {
         if !self.again {
             self.again = true;
-            self.retry.failed(now);
+            self.kit.failed(now);
         }
     }
 
     fn lists_done(&mut self) {
-        if self.outbox.any(|d| matches!(d, Del::List(..))) || self.again || self.done {
+        if self.kit.any(|d| matches!(d, Del::List(..))) || self.again || self.done {
             return;
         }
         if let Some(e) = self.failed.take() {
@@ -398,16 +379,20 @@ impl DeleteAll {
                 path: path.clone(),
                 version: -1,
             });
-            self.outbox.send(Del::Delete(path), req);
+            self.kit.send(Del::Delete(path), req);
         }
     }
 }
 
-impl Recipe for DeleteAll {
+impl Protocol for DeleteAll {
     type Event = Result<(), Error>;
 
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some(step) = self.outbox.take(op) else {
+    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
+        &mut self.kit
+    }
+
+    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+        let Some(step) = self.kit.take(op) else {
             return;
         };
         if self.done {
@@ -436,7 +421,7 @@ impl Recipe for DeleteAll {
             }
             (Del::Delete(path), Ok(_))
             | (Del::Delete(path), Err(Error::Server(ErrorCode::NoNode))) => {
-                self.retry.succeeded();
+                self.kit.succeeded();
                 if path == self.root && !self.again {
                     self.finish(Ok(()));
                 }
@@ -451,56 +436,41 @@ impl Recipe for DeleteAll {
             (_, Err(e)) if e.is_retryable() => self.again(now),
             (_, Err(e)) => {
                 self.failed.get_or_insert(e.clone());
-                if self.outbox.is_empty() {
+                if self.kit.is_quiet() {
                     self.finish(Err(e));
                 }
             }
             (_, Ok(_)) => self.finish(Err(Error::UnexpectedReply)),
         }
-        self.handle_timeout(now);
+        self.on_timeout(now);
     }
 
-    fn handle_watch(&mut self, _: Instant, _: OpId, _: &WatchEvent) {}
-
-    fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.retry.session(change);
+    fn on_session(&mut self, now: Instant, change: SessionChange) {
         match change.end_error() {
             Some(e) => self.finish(Err(e)),
-            None => self.handle_timeout(now),
+            None => self.on_timeout(now),
         }
         if self.done {
-            self.outbox.clear();
+            self.kit.clear_requests();
         }
     }
 
-    fn handle_timeout(&mut self, now: Instant) {
-        if self.again && !self.done && self.outbox.is_empty() && self.retry.allows(now) {
+    fn on_timeout(&mut self, now: Instant) {
+        if self.again && !self.done && self.kit.is_quiet() && self.kit.allows(now) {
             self.again = false;
             self.begin(now);
         }
     }
 
-    fn handle_abandon(&mut self, _: Instant) {
+    fn on_abandon(&mut self, _: Instant) {
         self.done = true;
     }
 
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.outbox.poll()
+    fn deadline(&self) -> Option<Instant> {
+        self.kit.timeout(None, self.again && !self.done)
     }
 
-    fn poll_event(&mut self) -> Option<Result<(), Error>> {
-        self.events.pop()
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
-        if self.again && !self.done {
-            self.retry.deadline()
-        } else {
-            None
-        }
-    }
-
-    fn is_done(&self) -> bool {
-        self.done && self.outbox.is_empty() && self.events.is_empty()
+    fn finished(&self) -> bool {
+        self.done && self.kit.is_idle()
     }
 }

@@ -44,13 +44,13 @@
 //! assert_eq!(w.address(), None);
 //! ```
 
-use alloc::collections::VecDeque;
 use bytes::Bytes;
 
+use super::kit::{Events, Kit};
 #[cfg(doc)]
 use super::node::OwnedNode;
 use super::node::{NodeWatch, NodeWatchEvent, OwnedNodeConfig};
-use super::{OpId, Outbox, Recipe, Retry, SessionChange};
+use super::{OpId, Recipe, SessionChange};
 use crate::error::Error;
 use crate::proto::*;
 use crate::session::WatchEvent;
@@ -134,7 +134,7 @@ pub struct Worker {
     seen: bool,
     address: Option<(Bytes, Stat)>,
     ended: bool,
-    events: VecDeque<RendezvousEvent>,
+    events: Events<RendezvousEvent>,
 }
 
 impl Worker {
@@ -145,7 +145,7 @@ impl Worker {
             seen: false,
             address: None,
             ended: false,
-            events: VecDeque::new(),
+            events: Events::default(),
         }
     }
 
@@ -176,21 +176,20 @@ impl Worker {
                     self.seen = true;
                     if !data.is_empty() {
                         self.address = Some((data.clone(), stat));
-                        self.events
-                            .push_back(RendezvousEvent::Address { data, stat });
+                        self.events.emit(RendezvousEvent::Address { data, stat });
                     }
                 }
                 NodeWatchEvent::Missing { gone } => {
                     if gone || self.seen {
                         self.ended = true;
-                        self.events.push_back(RendezvousEvent::Gone);
+                        self.events.emit(RendezvousEvent::Gone);
                         self.watch.close(Instant::ZERO);
                     }
                 }
                 other => {
                     if let Some(e) = RendezvousEvent::from_watch(other) {
                         self.ended |= e.is_final();
-                        self.events.push_back(e);
+                        self.events.emit(e);
                     }
                 }
             }
@@ -223,7 +222,7 @@ impl Recipe for Worker {
         self.watch.poll_request()
     }
     fn poll_event(&mut self) -> Option<RendezvousEvent> {
-        self.events.pop_front()
+        self.events.poll()
     }
     fn poll_timeout(&self) -> Option<Instant> {
         self.watch.poll_timeout()
@@ -255,9 +254,7 @@ pub struct Master {
     started: bool,
     ended: bool,
     waiting: bool,
-    retry: Retry,
-    outbox: Outbox<Bytes>,
-    events: VecDeque<RendezvousEvent>,
+    kit: Kit<Bytes, RendezvousEvent>,
 }
 
 impl Master {
@@ -274,9 +271,7 @@ impl Master {
             started: false,
             ended: false,
             waiting: false,
-            retry: Retry::default(),
-            outbox: Outbox::default(),
-            events: VecDeque::new(),
+            kit: Kit::default(),
         }
     }
 
@@ -313,9 +308,9 @@ impl Master {
 
     fn end(&mut self, e: RendezvousEvent) {
         self.ended = true;
-        self.outbox.clear();
+        self.kit.clear_requests();
         self.need_publish = false;
-        self.events.push_back(e);
+        self.kit.emit(e);
         self.watch.close(Instant::ZERO);
     }
 
@@ -339,9 +334,9 @@ impl Master {
                     if let Some(e) = RendezvousEvent::from_watch(other) {
                         if e.is_final() {
                             self.ended = true;
-                            self.outbox.clear();
+                            self.kit.clear_requests();
                         }
-                        self.events.push_back(e);
+                        self.kit.emit(e);
                     }
                 }
             }
@@ -353,17 +348,17 @@ impl Master {
         if self.ended || !self.live || !self.need_publish || self.missing {
             return;
         }
-        if !self.retry.allows(now) {
-            self.waiting = !self.retry.is_suspended();
+        if !self.kit.allows(now) {
+            self.waiting = !self.kit.is_suspended();
             return;
         }
         self.waiting = false;
-        if !self.outbox.is_empty() {
+        if !self.kit.is_quiet() {
             return; // one write at a time; its answer decides
         }
         let path = self.watch.path().into();
         let data = self.address.clone();
-        self.outbox.send(
+        self.kit.send(
             data.clone(),
             Request::SetData(SetDataRequest {
                 path,
@@ -376,11 +371,11 @@ impl Master {
     fn on_set(&mut self, now: Instant, sent: Bytes, result: Result<Response, Error>) {
         match result {
             Ok(Response::Stat(stat)) => {
-                self.retry.succeeded();
+                self.kit.succeeded();
                 self.seen = true;
                 if sent == self.address {
                     self.need_publish = false;
-                    self.events.push_back(RendezvousEvent::Published { stat });
+                    self.kit.emit(RendezvousEvent::Published { stat });
                 }
             }
             Ok(_) => self.end(RendezvousEvent::Failed(Error::UnexpectedReply)),
@@ -391,7 +386,7 @@ impl Master {
                     self.missing = true; // not created yet: the watch tells us when
                 }
             }
-            Err(e) if e.is_retryable() => self.retry.failed(now),
+            Err(e) if e.is_retryable() => self.kit.failed(now),
             Err(e) if e.ends_session() => {}
             Err(e) => self.end(RendezvousEvent::Failed(e)),
         }
@@ -402,7 +397,7 @@ impl Recipe for Master {
     type Event = RendezvousEvent;
     fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
         if op & OWN != 0 {
-            if let Some(sent) = self.outbox.take(op & !OWN) {
+            if let Some(sent) = self.kit.take(op & !OWN) {
                 if !self.ended {
                     self.on_set(now, sent, result);
                 }
@@ -417,13 +412,13 @@ impl Recipe for Master {
         self.pump(now);
     }
     fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.retry.session(change);
+        self.kit.session(change);
         match change {
             SessionChange::Connected { .. } | SessionChange::Reconnected { .. } => self.live = true,
             SessionChange::Expired => {
                 self.live = false;
                 self.waiting = false;
-                self.outbox.clear();
+                self.kit.clear_requests();
             }
             _ => {}
         }
@@ -438,17 +433,17 @@ impl Recipe for Master {
         self.close(now);
     }
     fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        if let Some((op, r)) = self.outbox.poll() {
+        if let Some((op, r)) = self.kit.poll_request() {
             return Some((op | OWN, r));
         }
         self.watch.poll_request()
     }
     fn poll_event(&mut self) -> Option<RendezvousEvent> {
-        self.events.pop_front()
+        self.kit.poll_event()
     }
     fn poll_timeout(&self) -> Option<Instant> {
         let own = if self.waiting && !self.ended {
-            self.retry.deadline()
+            self.kit.retry_at()
         } else {
             None
         };
@@ -458,6 +453,6 @@ impl Recipe for Master {
         }
     }
     fn is_done(&self) -> bool {
-        self.ended && self.watch.is_done() && self.events.is_empty()
+        self.ended && self.watch.is_done() && self.kit.no_events()
     }
 }

@@ -115,7 +115,7 @@
 //! assert_eq!(s.poll_request().unwrap().1.op_code(), OpCode::GetChildren);
 //! ```
 
-use alloc::collections::VecDeque;
+use super::kit::{join, Events};
 use alloc::string::String;
 use alloc::vec::Vec;
 use bytes::Bytes;
@@ -176,16 +176,6 @@ impl SemaphoreConfig {
     pub fn leases_dir(&self) -> String {
         join(&self.path, LEASES)
     }
-}
-
-fn join(dir: &str, name: &str) -> String {
-    let mut s = String::with_capacity(dir.len() + name.len() + 1);
-    s.push_str(dir);
-    if !dir.ends_with('/') {
-        s.push('/');
-    }
-    s.push_str(name);
-    s
 }
 
 /// What a semaphore attempt reports.
@@ -284,7 +274,7 @@ pub struct Semaphore {
     suspended: bool,
     phase: Phase,
     held: Option<String>,
-    events: VecDeque<SemaphoreEvent>,
+    events: Events<SemaphoreEvent>,
 }
 
 impl Semaphore {
@@ -314,7 +304,7 @@ impl Semaphore {
             suspended: false,
             phase: Phase::Idle,
             held: None,
-            events: VecDeque::new(),
+            events: Events::default(),
         }
     }
 
@@ -401,7 +391,7 @@ impl Semaphore {
         if self.phase != Phase::Ended {
             self.phase = Phase::Ended;
             self.held = None;
-            self.events.push_back(event);
+            self.events.emit(event);
         }
     }
 
@@ -481,15 +471,15 @@ impl Semaphore {
                     self.phase = Phase::Held;
                     let lease = join(&self.config.leases_dir(), &node);
                     self.held = Some(lease.clone());
-                    self.events.push_back(SemaphoreEvent::Acquired { lease });
+                    self.events.emit(SemaphoreEvent::Acquired { lease });
                 }
                 self.mutex.release(now);
             }
             LockEvent::Suspended if self.phase == Phase::Held => {
-                self.events.push_back(SemaphoreEvent::Suspended)
+                self.events.emit(SemaphoreEvent::Suspended)
             }
             LockEvent::Reconnected if self.phase == Phase::Held => {
-                self.events.push_back(SemaphoreEvent::Reconnected)
+                self.events.emit(SemaphoreEvent::Reconnected)
             }
             LockEvent::NotAcquired => {
                 self.finish(SemaphoreEvent::TimedOut);
@@ -594,7 +584,7 @@ impl Recipe for Semaphore {
     }
 
     fn poll_event(&mut self) -> Option<SemaphoreEvent> {
-        self.events.pop_front()
+        self.events.poll()
     }
 
     fn poll_timeout(&self) -> Option<Instant> {

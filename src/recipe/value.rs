@@ -136,15 +136,12 @@ use alloc::vec::Vec;
 use bytes::Bytes;
 use core::time::Duration;
 
-use super::path::{ancestor_creates, ancestor_result};
-use super::{OpId, Outbox, Recipe, Retry, SessionChange};
+use super::kit::{parent_of, Events, Kit, ParentStep, Plumbing, Protocol};
+use super::{OpId, Recipe, Retry, SessionChange};
 use crate::error::Error;
 use crate::proto::*;
 use crate::session::WatchEvent;
 use crate::time::Instant;
-
-/// How many times missing ancestors are created before giving up.
-const MAX_PARENT_ROUNDS: u8 = 2;
 
 /// The wait after a lost race spans at most 2^this rounds...
 const MAX_LOSS_DOUBLINGS: u32 = 5;
@@ -274,9 +271,6 @@ pub struct Update {
     sync_next: bool,
     waiting: bool,
     parents: bool,
-    parent_rounds: u8,
-    parent_error: Option<Error>,
-    parents_again: bool,
     rounds: u32,
     /// Races lost in a row in this update.
     losses: u32,
@@ -287,16 +281,14 @@ pub struct Update {
     /// What our last write left in the node (its data and Stat), and when it was
     /// answered; taken by the next [`begin`](Self::begin).
     known: Option<(Bytes, Stat, Instant)>,
-    retry: Retry,
-    outbox: Outbox<Op>,
-    events: VecDeque<UpdateEvent>,
+    kit: Kit<Op, UpdateEvent>,
 }
 
 impl Update {
     /// An update that does nothing until [`start`](Self::start).
     pub fn new(config: UpdateConfig) -> Self {
         Update {
-            retry: Retry::with_seed(config.seed),
+            kit: Kit::with_retry(Retry::with_seed(config.seed)),
             config,
             stage: Stage::Idle,
             live: false,
@@ -306,16 +298,11 @@ impl Update {
             sync_next: false,
             waiting: false,
             parents: false,
-            parent_rounds: 0,
-            parent_error: None,
-            parents_again: false,
             rounds: 0,
             losses: 0,
             round_start: None,
             last_round: MIN_ROUND,
             known: None,
-            outbox: Outbox::default(),
-            events: VecDeque::new(),
         }
     }
 
@@ -356,10 +343,10 @@ impl Update {
     /// is a lost race like any other.
     fn begin(&mut self, now: Instant, reuse: bool) {
         let known = self.known.take();
-        self.outbox.clear();
+        self.kit.clear_requests();
         if let Err(error) = validate_path(&self.config.path) {
             self.stage = Stage::Done;
-            self.events.push_back(UpdateEvent::Failed {
+            self.kit.emit(UpdateEvent::Failed {
                 error: Error::InvalidPath {
                     path: self.config.path.clone(),
                     error,
@@ -373,13 +360,11 @@ impl Update {
         self.in_doubt = false;
         self.sync_next |= self.config.sync_first;
         self.parents = false;
-        self.parent_rounds = 0;
-        self.parent_error = None;
-        self.parents_again = false;
+        self.kit.reset_parents();
         self.rounds = 0;
         self.losses = 0;
         self.round_start = None;
-        if reuse && self.live && !self.sync_next && self.retry.allows(now) {
+        if reuse && self.live && !self.sync_next && self.kit.allows(now) {
             if let Some((data, stat, _)) = known.filter(|k| now - k.2 <= self.last_round) {
                 self.round_start = Some(now);
                 return self.present(Some((data, stat)));
@@ -409,9 +394,9 @@ impl Update {
 
     fn finish(&mut self, e: UpdateEvent) {
         self.stage = Stage::Done;
-        self.outbox.clear();
+        self.kit.clear_requests();
         self.waiting = false;
-        self.events.push_back(e);
+        self.kit.emit(e);
     }
 
     /// Ends with `error` — or `ConnectionLoss` if a write of ours is in doubt (its reply
@@ -419,7 +404,7 @@ impl Update {
     /// of ours may be in the node.
     fn fail(&mut self, error: Error) {
         // A write still on its way may yet be applied.
-        self.in_doubt |= self.outbox.any(|p| matches!(p, Op::Set | Op::Create));
+        self.in_doubt |= self.kit.any(|p| matches!(p, Op::Set | Op::Create));
         let error = if self.in_doubt && !error.may_have_applied() {
             Error::ConnectionLoss
         } else {
@@ -430,7 +415,7 @@ impl Update {
 
     fn again(&mut self, now: Instant) {
         self.sync_next = true;
-        self.retry.failed(now);
+        self.kit.failed(now);
     }
 
     fn drive(&mut self, now: Instant) {
@@ -441,12 +426,12 @@ impl Update {
         {
             return;
         }
-        if !self.retry.allows(now) {
-            self.waiting = !self.retry.is_suspended();
+        if !self.kit.allows(now) {
+            self.waiting = !self.kit.is_suspended();
             return;
         }
         self.waiting = false;
-        if !self.outbox.is_empty() {
+        if !self.kit.is_quiet() {
             return; // one round at a time: its answer decides
         }
         let path = self.config.path.clone();
@@ -454,17 +439,17 @@ impl Update {
             Stage::Reading | Stage::Verifying => {
                 self.round_start = Some(now);
                 if core::mem::take(&mut self.sync_next) {
-                    self.outbox
+                    self.kit
                         .send(Op::Sync, Request::Sync(PathRequest { path: path.clone() }));
                 }
-                self.outbox
+                self.kit
                     .send(Op::Read, Request::GetData(PathWatch { path, watch: false }));
             }
             Stage::Writing => {
                 let data = self.proposal.clone();
                 match self.seen {
                     Some(stat) => {
-                        self.outbox.send(
+                        self.kit.send(
                             Op::Set,
                             Request::SetData(SetDataRequest {
                                 path,
@@ -475,13 +460,9 @@ impl Update {
                     }
                     None => {
                         if core::mem::take(&mut self.parents) {
-                            self.parent_error = None;
-                            self.parents_again = false;
-                            for (p, req) in
-                                ancestor_creates(&path, &self.config.acl, CreateMode::Container)
-                            {
-                                self.outbox.send(Op::Parent(p), req);
-                            }
+                            let acl = &self.config.acl;
+                            self.kit
+                                .send_parents(&path, acl, CreateMode::Container, Op::Parent);
                         }
                         let create = CreateRequest::new(
                             path,
@@ -489,7 +470,7 @@ impl Update {
                             self.config.acl.clone(),
                             CreateMode::Persistent,
                         );
-                        self.outbox.send(Op::Create, Request::Create2(create));
+                        self.kit.send(Op::Create, Request::Create2(create));
                     }
                 }
             }
@@ -505,14 +486,14 @@ impl Update {
         match found {
             Some((data, stat)) => {
                 self.seen = Some(stat);
-                self.events.push_back(UpdateEvent::Current {
+                self.kit.emit(UpdateEvent::Current {
                     data: Some(data),
                     stat: Some(stat),
                 });
             }
             None => {
                 self.seen = None;
-                self.events.push_back(UpdateEvent::Current {
+                self.kit.emit(UpdateEvent::Current {
                     data: None,
                     stat: None,
                 });
@@ -559,7 +540,7 @@ impl Update {
             Err(e) if e.ends_session() => return, // the session change decides
             Err(e) => return self.fail(e),
         };
-        self.retry.succeeded();
+        self.kit.succeeded();
         if self.stage == Stage::Verifying {
             self.verify(found)
         } else {
@@ -597,14 +578,14 @@ impl Update {
     /// × 2^(races lost in a row, at most [`MAX_LOSS_DOUBLINGS`]), at most
     /// [`MAX_LOSS_WAIT`].
     fn lost_race(&mut self, now: Instant) {
-        self.retry.succeeded();
+        self.kit.succeeded();
         self.stage = Stage::Reading;
         self.losses = self.losses.saturating_add(1);
         let round = self.round_ended(now);
         let span = round
             .saturating_mul(1 << self.losses.min(MAX_LOSS_DOUBLINGS))
             .min(MAX_LOSS_WAIT);
-        self.retry.back_off(now, span);
+        self.kit.back_off(now, span);
     }
 
     /// Our write was answered at `now`: how long its round took (clamped), remembered.
@@ -618,7 +599,7 @@ impl Update {
 
     /// Our write is applied: what it left in the node is known as of `now`.
     fn written(&mut self, now: Instant, stat: Stat) {
-        self.retry.succeeded();
+        self.kit.succeeded();
         self.round_ended(now);
         self.known = Some((self.proposal.clone(), stat, now));
         self.finish(UpdateEvent::Updated { stat });
@@ -633,42 +614,27 @@ impl Update {
             }
             Err(Error::Server(ErrorCode::NodeExists)) => self.lost_race(now),
             Err(Error::Server(ErrorCode::NoNode)) => {
-                if self.parents_again {
-                    self.parents = true;
-                    return self.again(now);
+                match self.kit.parents_missing(parent_of(&self.config.path)) {
+                    ParentStep::Again => self.again(now),
+                    ParentStep::Create => {}
+                    ParentStep::Fail(e) => return self.fail(e),
                 }
-                if let Some(e) = self.parent_error.take() {
-                    return self.fail(e);
-                }
-                if self.parent_rounds >= MAX_PARENT_ROUNDS {
-                    let parent = parent(&self.config.path).unwrap_or("/");
-                    let e = ancestor_result(parent, &Err(Error::Server(ErrorCode::NoNode)))
-                        .unwrap_or(Error::Server(ErrorCode::NoNode));
-                    return self.fail(e);
-                }
-                self.parent_rounds += 1;
                 self.parents = true;
             }
             Err(e) => self.write_failed(now, e),
         }
     }
-
-    fn on_parent(&mut self, p: &str, result: &Result<Response, Error>) {
-        if let Some(e) = ancestor_result(p, result) {
-            if e.is_retryable() {
-                self.parents_again = true;
-            } else if !e.ends_session() && self.parent_error.is_none() {
-                self.parent_error = Some(e);
-            }
-        }
-    }
 }
 
-impl Recipe for Update {
+impl Protocol for Update {
     type Event = UpdateEvent;
 
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some((purpose, result)) = self.outbox.answer(op, result) else {
+    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
+        &mut self.kit
+    }
+
+    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+        let Some((purpose, result)) = self.kit.answer(op, result) else {
             return;
         };
         if self.stage == Stage::Done {
@@ -679,15 +645,14 @@ impl Recipe for Update {
             Op::Read => self.on_read(now, result),
             Op::Set => self.on_set(now, result),
             Op::Create => self.on_create(now, result),
-            Op::Parent(p) => self.on_parent(&p, &result),
+            Op::Parent(p) => self.kit.parent_answered(&p, &result),
         }
         self.drive(now);
     }
 
-    fn handle_watch(&mut self, _now: Instant, _op: OpId, _event: &WatchEvent) {}
+    fn on_watch(&mut self, _now: Instant, _op: OpId, _event: &WatchEvent) {}
 
-    fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.retry.session(change);
+    fn on_session(&mut self, now: Instant, change: SessionChange) {
         self.known = None; // what we wrote may have been overwritten meanwhile
         match change {
             SessionChange::Connected { .. } => {
@@ -701,8 +666,8 @@ impl Recipe for Update {
             }
             SessionChange::Suspended => {}
             SessionChange::Expired => {
-                let writing = self.outbox.any(|p| matches!(p, Op::Set | Op::Create));
-                self.outbox.clear();
+                let writing = self.kit.any(|p| matches!(p, Op::Set | Op::Create));
+                self.kit.clear_requests();
                 self.live = false;
                 self.waiting = false;
                 if writing && self.stage != Stage::Done {
@@ -720,34 +685,26 @@ impl Recipe for Update {
         self.drive(now);
     }
 
-    fn handle_timeout(&mut self, now: Instant) {
+    fn on_timeout(&mut self, now: Instant) {
         self.drive(now);
     }
 
-    fn handle_abandon(&mut self, _now: Instant) {
+    fn on_abandon(&mut self, _now: Instant) {
         if self.stage != Stage::Done {
             self.fail(Error::Closed);
         }
     }
 
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.outbox.poll()
-    }
-
-    fn poll_event(&mut self) -> Option<UpdateEvent> {
-        self.events.pop_front()
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
+    fn deadline(&self) -> Option<Instant> {
         if self.waiting && self.stage != Stage::Done {
-            self.retry.deadline()
+            self.kit.retry_at()
         } else {
             None
         }
     }
 
-    fn is_done(&self) -> bool {
-        self.stage == Stage::Done && self.events.is_empty()
+    fn finished(&self) -> bool {
+        self.stage == Stage::Done && self.kit.no_events()
     }
 }
 
@@ -877,7 +834,7 @@ pub struct Counter {
     outcome: Option<Result<(i64, Option<Stat>), Error>>,
     started: bool,
     closed: bool,
-    events: VecDeque<CounterEvent>,
+    events: Events<CounterEvent>,
 }
 
 impl Counter {
@@ -900,7 +857,7 @@ impl Counter {
             outcome: None,
             started: false,
             closed: false,
-            events: VecDeque::new(),
+            events: Events::default(),
         }
     }
 
@@ -942,11 +899,11 @@ impl Counter {
         self.update.handle_abandon(now);
         self.pump(now);
         for _ in self.ops.drain(..) {
-            self.events.push_back(CounterEvent::Failed {
+            self.events.emit(CounterEvent::Failed {
                 error: Error::Closed,
             });
         }
-        self.events.push_back(CounterEvent::Closed);
+        self.events.emit(CounterEvent::Closed);
     }
 
     fn ask(&mut self, now: Instant, op: CounterOp) {
@@ -963,7 +920,7 @@ impl Counter {
             if self.current.is_none() && !self.closed {
                 match self.ops.pop_front() {
                     Some(CounterOp::Add(delta)) if self.format.add(0, delta).is_none() => {
-                        self.events.push_back(CounterEvent::Failed {
+                        self.events.emit(CounterEvent::Failed {
                             error: Error::Server(ErrorCode::BadArguments),
                         });
                         continue;
@@ -1012,7 +969,7 @@ impl Counter {
                 UpdateEvent::Updated { stat } => {
                     self.current = None;
                     if let Some((before, after)) = self.plan.take() {
-                        self.events.push_back(CounterEvent::Added {
+                        self.events.emit(CounterEvent::Added {
                             before,
                             after,
                             stat,
@@ -1028,11 +985,11 @@ impl Counter {
                             error: Error::UnexpectedReply,
                         },
                     };
-                    self.events.push_back(e);
+                    self.events.emit(e);
                 }
                 UpdateEvent::Failed { error } => {
                     self.current = None;
-                    self.events.push_back(CounterEvent::Failed { error });
+                    self.events.emit(CounterEvent::Failed { error });
                 }
             }
         }
@@ -1072,7 +1029,7 @@ impl Recipe for Counter {
     }
 
     fn poll_event(&mut self) -> Option<CounterEvent> {
-        self.events.pop_front()
+        self.events.poll()
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
@@ -1174,7 +1131,7 @@ impl CounterWatchEvent {
 pub struct CounterWatch {
     format: CounterFormat,
     watch: super::node::NodeWatch,
-    events: VecDeque<CounterWatchEvent>,
+    events: Events<CounterWatchEvent>,
     /// The last value reported (`None`: nothing read yet).
     last: Option<Result<i64, Error>>,
 }
@@ -1186,7 +1143,7 @@ impl CounterWatch {
         CounterWatch {
             format,
             watch: super::node::NodeWatch::new(path),
-            events: VecDeque::new(),
+            events: Events::default(),
             last: None,
         }
     }
@@ -1253,7 +1210,7 @@ impl CounterWatch {
             if let Some(v) = e.change().filter(|_| !e.is_final()) {
                 self.last = Some(v);
             }
-            self.events.push_back(e);
+            self.events.emit(e);
         }
     }
 }
@@ -1291,7 +1248,7 @@ impl Recipe for CounterWatch {
     }
 
     fn poll_event(&mut self) -> Option<CounterWatchEvent> {
-        self.events.pop_front()
+        self.events.poll()
     }
 
     fn poll_timeout(&self) -> Option<Instant> {

@@ -91,3 +91,62 @@ fn a_holders_recheck_after_a_reconnect_reads_after_a_sync() {
     assert_eq!((stats.acquired, stats.lost, stats.reconnected), (1, 1, 0));
     assert_eq!(stats.faults.stale_reconnects, 1);
 }
+
+/// Issue 38, pinned before the lock's refactor: a waiter whose node an operator deleted
+/// while its connection was down, reconnecting to a follower that has not applied the
+/// deletion, must not take the lock on that follower's listing. Only the `sync` before
+/// the re-listing keeps it from it (without it the listing shows our node with every
+/// blocker gone: `Acquired`, then `Lost` once the follower catches up). Driven on
+/// purpose: the waiter queues behind two contenders of another session and watches the
+/// nearer; the farther leaves unheard, the nearer's deletion is heard (so the client has
+/// seen both), the re-listing it sends is lost with the connection, the operator deletes
+/// our node, and the client comes back to a follower lagging at what it last saw.
+#[test]
+fn a_waiters_relisting_after_a_reconnect_reads_after_a_sync() {
+    // Exclusive, own-node watch, no deadline; the directory exists with two lower
+    // contenders of another session (`lock-`, then `__WRIT__`).
+    let mut s = vec![96u8, 32, 2];
+    s.extend_from_slice(&[0, 0, 0, 0, 4, 0, 4, 0]); // create2 + listing: waiting
+    s.extend_from_slice(&[0, 0, 4, 0]); // the blocker's and our node's watches armed
+    s.extend_from_slice(&[11, 1, 0]); // the lower contender leaves (unwatched) ...
+    s.extend_from_slice(&[11, 1, 0]); // ... then our blocker
+    s.extend_from_slice(&[4, 0]); // the directory's watch fires: a waiter ignores it
+    s.extend_from_slice(&[4, 0]); // our blocker is gone: two were left, so list again
+    s.extend_from_slice(&[8, 0]); // the connection breaks before the listing is served
+    s.extend_from_slice(&[11, 3, 0]); // an operator deletes our node
+    s.extend_from_slice(&[9, 1]); // back, to a follower lagging at what we last saw
+    for _ in 0..6 {
+        s.extend_from_slice(&[0, 0, 4, 0]);
+    }
+    let stats = zk_recipes_sim::testkit::lock::run_stats(&s).unwrap();
+    assert_eq!(stats.faults.stale_reconnects, 1);
+    assert_eq!(stats.operator_deletes, 1);
+    assert_eq!((stats.acquired, stats.failed), (0, 1), "{stats:?}");
+}
+
+/// The same for the turn read (issue 38, pinned before the refactor): a waiter whose
+/// only blocker went reads its own node (the turn read) to learn that its node is still
+/// there; if that read is lost with the connection and an operator deletes our node
+/// meanwhile, the read sent again after reconnecting to a lagging follower must come
+/// behind a `sync`, or it finds our node there and takes the lock on a deleted node.
+#[test]
+fn a_waiters_turn_read_after_a_reconnect_reads_after_a_sync() {
+    // A write lock, own-node watch, no deadline; the directory exists with one lower
+    // reader of another session.
+    let mut s = vec![2u8, 16, 2];
+    s.extend_from_slice(&[0, 0, 0, 0, 4, 0, 4, 0]); // create2 + listing: waiting
+    s.extend_from_slice(&[0, 0, 4, 0]); // the watch on the blocker armed
+    s.extend_from_slice(&[11, 1, 0]); // the blocker leaves
+    s.extend_from_slice(&[4, 0]); // the directory's watch fires: a waiter ignores it
+    s.extend_from_slice(&[4, 0]); // our blocker is gone: the turn read
+    s.extend_from_slice(&[8, 0]); // the connection breaks before it is served
+    s.extend_from_slice(&[11, 3, 0]); // an operator deletes our node
+    s.extend_from_slice(&[9, 1]); // back, to a follower lagging at what we last saw
+    for _ in 0..6 {
+        s.extend_from_slice(&[0, 0, 4, 0]);
+    }
+    let stats = zk_recipes_sim::testkit::lock::run_stats(&s).unwrap();
+    assert_eq!(stats.faults.stale_reconnects, 1);
+    assert_eq!(stats.operator_deletes, 1);
+    assert_eq!((stats.acquired, stats.failed), (0, 1), "{stats:?}");
+}

@@ -83,9 +83,10 @@ use alloc::vec;
 use alloc::vec::Vec;
 use bytes::Bytes;
 
+use super::kit::{Kit, MAX_PARENT_ROUNDS};
 use super::lock::{compact_acl, node_id, Lock, LockConfig, LockEvent, LockKind, LostReason};
 use super::path::ancestor_creates;
-use super::{OpId, Outbox, Recipe, Retry, SessionChange};
+use super::{OpId, Recipe, SessionChange};
 use crate::error::Error;
 use crate::proto::*;
 use crate::session::WatchEvent;
@@ -380,9 +381,6 @@ enum Ack {
     Done,
 }
 
-/// How many times the acknowledgement directory is created before giving up.
-const MAX_PARENT_ROUNDS: u8 = 2;
-
 /// Op ids: the candidate lock's ops are even (its generation in the high bits, so a
 /// late reply to an earlier candidacy finds nobody), ours odd.
 const GEN_SHIFT: u32 = 33;
@@ -414,9 +412,7 @@ pub struct Election {
     withdraw: bool,
     /// Rounds of creating the acknowledgement directory.
     parent_rounds: u8,
-    retry: Retry,
-    outbox: Outbox<Purpose>,
-    events: VecDeque<ElectionEvent>,
+    kit: Kit<Purpose, ElectionEvent>,
 }
 
 impl Election {
@@ -438,9 +434,7 @@ impl Election {
             written: None,
             withdraw: false,
             parent_rounds: 0,
-            retry: Retry::default(),
-            outbox: Outbox::default(),
-            events: VecDeque::new(),
+            kit: Kit::default(),
         }
     }
 
@@ -562,7 +556,7 @@ impl Election {
     // ----- internals -----
 
     fn emit(&mut self, e: ElectionEvent) {
-        self.events.push_back(e);
+        self.kit.emit(e);
     }
 
     fn our_path(&self) -> Option<String> {
@@ -732,12 +726,12 @@ impl Election {
     }
 
     fn drive(&mut self, now: Instant) {
-        if !self.retry.allows(now) || !self.outbox.is_empty() || self.session_id.is_none() {
+        if !self.kit.allows(now) || !self.kit.is_quiet() || self.session_id.is_none() {
             return;
         }
         if self.withdraw {
             if let Some(path) = self.written.clone() {
-                self.outbox.send(
+                self.kit.send(
                     Purpose::Withdraw,
                     Request::Delete(DeleteRequest { path, version: -1 }),
                 );
@@ -764,7 +758,7 @@ impl Election {
             ];
             self.ack = Ack::Busy;
             self.written = Some(path);
-            self.outbox.send(Purpose::Write, Request::Multi(ops));
+            self.kit.send(Purpose::Write, Request::Multi(ops));
         }
     }
 
@@ -777,7 +771,7 @@ impl Election {
             if e.is_retryable() {
                 // Retried when the session allows (a write that was applied after all
                 // answers `NodeExists` next time: ours, by its name).
-                self.retry.failed(now);
+                self.kit.failed(now);
                 if self.ack == Ack::Busy {
                     self.ack = Ack::Wanted;
                 }
@@ -787,7 +781,7 @@ impl Election {
                 return;
             }
         }
-        self.retry.succeeded();
+        self.kit.succeeded();
         let failure = multi_failure(&result);
         match purpose {
             Purpose::Parent => {}
@@ -820,7 +814,7 @@ impl Election {
                     let node = ack_node(&self.config.ack_dir, 0);
                     for (_, req) in ancestor_creates(&node, &self.config.acl, CreateMode::Container)
                     {
-                        self.outbox.send(Purpose::Parent, req);
+                        self.kit.send(Purpose::Parent, req);
                     }
                 }
                 (_, Some((1, ErrorCode::NoNode))) => {
@@ -872,7 +866,7 @@ impl Recipe for Election {
 
     fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
         if op & 1 == 1 {
-            if let Some(purpose) = self.outbox.take(op >> 1) {
+            if let Some(purpose) = self.kit.take(op >> 1) {
                 self.on_reply(now, purpose, result);
             }
         } else if let (Some(op), Some(lock)) = (self.lock_op(op), self.lock.as_mut()) {
@@ -894,7 +888,7 @@ impl Recipe for Election {
     }
 
     fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.retry.session(change);
+        self.kit.session(change);
         if let Some(lock) = self.lock.as_mut() {
             lock.handle_session(now, change);
         }
@@ -905,7 +899,7 @@ impl Recipe for Election {
             SessionChange::Expired | SessionChange::Closed => {
                 // Every request was answered; our nodes went with the session.
                 self.session_id = None;
-                self.outbox.clear();
+                self.kit.clear_requests();
                 self.withdraw = false;
                 self.written = None;
                 if change == SessionChange::Closed || !self.config.rejoin {
@@ -938,7 +932,7 @@ impl Recipe for Election {
     }
 
     fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        if let Some((op, r)) = self.outbox.poll() {
+        if let Some((op, r)) = self.kit.poll_request() {
             return Some(((op << 1) | 1, r));
         }
         let (op, r) = self.lock.as_mut()?.poll_request()?;
@@ -946,16 +940,16 @@ impl Recipe for Election {
     }
 
     fn poll_event(&mut self) -> Option<ElectionEvent> {
-        self.events.pop_front()
+        self.kit.poll_event()
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
         // Our retry deadline matters only while `drive` waits for it to send: not while
         // our request is in flight (the deadline has passed by then).
-        let waiting = self.outbox.is_empty()
+        let waiting = self.kit.is_quiet()
             && (self.withdraw
                 || self.ack == Ack::Wanted && self.lock.as_ref().is_some_and(|l| l.is_held()));
-        let ours = if waiting { self.retry.deadline() } else { None };
+        let ours = if waiting { self.kit.retry_at() } else { None };
         let lock = self.lock.as_ref().and_then(|l| l.poll_timeout());
         match (ours, lock) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -964,6 +958,6 @@ impl Recipe for Election {
     }
 
     fn is_done(&self) -> bool {
-        self.ended && self.lock.is_none() && self.outbox.is_empty() && self.events.is_empty()
+        self.ended && self.lock.is_none() && self.kit.is_idle()
     }
 }

@@ -20,7 +20,7 @@
 //! current leader's acknowledgement appears; `Failed` (final: no permission, invalid
 //! path) and `Closed` (final).
 
-use alloc::collections::VecDeque;
+use super::super::kit::Events;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
@@ -69,7 +69,7 @@ pub struct Observer {
     /// The leader last reported (`Some` once the first view was complete).
     reported: Option<Option<Participant>>,
     acked: Option<i64>,
-    events: VecDeque<ObserverEvent>,
+    events: Events<ObserverEvent>,
 }
 
 /// Op ids: the candidates view's are even, the acknowledgements view's odd.
@@ -97,7 +97,7 @@ impl Observer {
             ended: false,
             reported: None,
             acked: None,
-            events: VecDeque::new(),
+            events: Events::default(),
         }
     }
 
@@ -154,7 +154,7 @@ impl Observer {
     fn end(&mut self, error: Option<Error>) {
         if !self.ended {
             self.ended = true;
-            self.events.push_back(match error {
+            self.events.emit(match error {
                 Some(error) => ObserverEvent::Failed { error },
                 None => ObserverEvent::Closed,
             });
@@ -200,12 +200,12 @@ impl Observer {
         };
         if self.reported.as_ref() != Some(&leader) {
             self.reported = Some(leader.clone());
-            self.events.push_back(ObserverEvent::Leader(leader));
+            self.events.emit(ObserverEvent::Leader(leader));
         }
         if let Some(l) = self.acknowledged().cloned() {
             if self.acked != Some(l.fencing_token) {
                 self.acked = Some(l.fencing_token);
-                self.events.push_back(ObserverEvent::Acknowledged(l));
+                self.events.emit(ObserverEvent::Acknowledged(l));
             }
         }
     }
@@ -255,7 +255,7 @@ impl Recipe for Observer {
     }
 
     fn poll_event(&mut self) -> Option<ObserverEvent> {
-        self.events.pop_front()
+        self.events.poll()
     }
 
     fn poll_timeout(&self) -> Option<Instant> {

@@ -55,12 +55,13 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::{join, meta_dir, parent_round, sorted_items, Format, CLAIM_PREFIX};
+use super::{meta_dir, parent_round, sorted_items, Format, CLAIM_PREFIX};
 use crate::error::Error;
 use crate::proto::multi_failure;
 use crate::proto::*;
+use crate::recipe::kit::{join, Kit, Plumbing, Protocol, MAX_PARENT_ROUNDS};
 use crate::recipe::path::ancestor_result;
-use crate::recipe::{OpId, Outbox, Recipe, Retry, SessionChange};
+use crate::recipe::{OpId, SessionChange};
 use crate::session::WatchEvent;
 use crate::time::Instant;
 
@@ -303,8 +304,6 @@ struct Take {
     looked: bool,
 }
 
-/// How many times the directories are created before giving up.
-const MAX_PARENT_ROUNDS: u8 = 2;
 /// Takes waiting at once.
 const MAX_TAKES: usize = 64;
 
@@ -348,12 +347,10 @@ pub struct Consumer {
     orphans: Vec<String>,
     /// Stale claims whose delete's reply was lost: whose are they now?
     orphan_checks: Vec<String>,
-    retry: Retry,
     closing: bool,
     deleting_marker: bool,
     ended: bool,
-    outbox: Outbox<Purpose>,
-    events: VecDeque<ConsumerEvent>,
+    kit: Kit<Purpose, ConsumerEvent>,
 }
 
 impl Consumer {
@@ -391,12 +388,10 @@ impl Consumer {
             settling: Vec::new(),
             orphans: Vec::new(),
             orphan_checks: Vec::new(),
-            retry: Retry::default(),
             closing: false,
             deleting_marker: false,
             ended: false,
-            outbox: Outbox::default(),
-            events: VecDeque::new(),
+            kit: Kit::default(),
         }
     }
 
@@ -517,7 +512,7 @@ impl Consumer {
     }
 
     fn emit(&mut self, e: ConsumerEvent) {
-        self.events.push_back(e);
+        self.kit.emit(e);
     }
 
     fn claim_path(&self, item: &str) -> String {
@@ -535,7 +530,7 @@ impl Consumer {
     }
 
     fn can_send(&self, now: Instant) -> bool {
-        self.session_id != 0 && self.retry.allows(now)
+        self.session_id != 0 && self.kit.allows(now)
     }
 
     fn drive(&mut self, now: Instant) {
@@ -543,17 +538,17 @@ impl Consumer {
             return;
         }
         // One round at a time: the replies of a round on the wire decide on the next.
-        if self.need_parents && !self.outbox.any(|p| matches!(p, Purpose::Parent(_))) {
+        if self.need_parents && !self.kit.any(|p| matches!(p, Purpose::Parent(_))) {
             self.need_parents = false;
             self.parent_rounds = self.parent_rounds.saturating_add(1);
             for (p, req) in parent_round(&self.config.dir, &self.config.meta_dir, &self.config.acl)
             {
-                self.outbox.send(Purpose::Parent(p), req);
+                self.kit.send(Purpose::Parent(p), req);
             }
         }
         self.drive_settling();
         if !self.orphan_checks.is_empty() {
-            self.outbox.send(
+            self.kit.send(
                 Purpose::Sync,
                 Request::Sync(PathRequest {
                     path: self.config.meta_dir.clone(),
@@ -561,7 +556,7 @@ impl Consumer {
             );
             for name in core::mem::take(&mut self.orphan_checks) {
                 let path = self.claim_path(&name);
-                self.outbox.send(
+                self.kit.send(
                     Purpose::CheckOrphan(name),
                     Request::Exists(PathWatch { path, watch: false }),
                 );
@@ -570,7 +565,7 @@ impl Consumer {
         if !self.orphans.is_empty() {
             for name in core::mem::take(&mut self.orphans) {
                 let path = self.claim_path(&name);
-                self.outbox.send(
+                self.kit.send(
                     Purpose::Orphan(name),
                     Request::Delete(DeleteRequest { path, version: -1 }),
                 );
@@ -596,14 +591,14 @@ impl Consumer {
         {
             if self.marker_present {
                 self.deleting_marker = true;
-                self.outbox.send(
+                self.kit.send(
                     Purpose::DeleteMarker,
                     Request::Delete(DeleteRequest {
                         path: self.marker.clone(),
                         version: -1,
                     }),
                 );
-            } else if self.outbox.is_empty() {
+            } else if self.kit.is_quiet() {
                 self.end();
             }
         }
@@ -628,14 +623,14 @@ impl Consumer {
             if state == SettleState::Check {
                 if !synced {
                     synced = true;
-                    self.outbox.send(
+                    self.kit.send(
                         Purpose::Sync,
                         Request::Sync(PathRequest {
                             path: self.config.meta_dir.clone(),
                         }),
                     );
                 }
-                self.outbox.send(
+                self.kit.send(
                     Purpose::CheckSettle(name),
                     Request::Exists(PathWatch {
                         path: claim,
@@ -647,7 +642,7 @@ impl Consumer {
             match how {
                 Settle::Complete => {
                     let item = self.item_path(&name);
-                    self.outbox.send(
+                    self.kit.send(
                         Purpose::Complete(name),
                         Request::Multi(alloc::vec![
                             MultiOp::Delete(DeleteRequest {
@@ -662,7 +657,7 @@ impl Consumer {
                     );
                 }
                 Settle::Release => {
-                    self.outbox.send(
+                    self.kit.send(
                         Purpose::Release(name),
                         Request::Delete(DeleteRequest {
                             path: claim,
@@ -715,7 +710,7 @@ impl Consumer {
             let claims_watch = watch && self.claims_blocked;
             self.claims_watched = claims_watch;
             self.claims_fired = false;
-            self.outbox.send(
+            self.kit.send(
                 Purpose::ListClaims,
                 Request::GetChildren(PathWatch {
                     path: self.config.meta_dir.clone(),
@@ -723,7 +718,7 @@ impl Consumer {
                 }),
             );
         }
-        self.outbox.send(
+        self.kit.send(
             Purpose::List,
             Request::GetChildren(PathWatch {
                 path: self.config.dir.clone(),
@@ -755,13 +750,13 @@ impl Consumer {
                             self.config.acl.clone(),
                             CreateMode::Ephemeral,
                         );
-                        self.outbox.send(Purpose::Claim(i), Request::Create(create));
+                        self.kit.send(Purpose::Claim(i), Request::Create(create));
                         read.push(i);
                     }
                     Slot::Check => {
                         if !checks {
                             checks = true;
-                            self.outbox.send(
+                            self.kit.send(
                                 Purpose::Sync,
                                 Request::Sync(PathRequest {
                                     path: self.config.meta_dir.clone(),
@@ -770,7 +765,7 @@ impl Consumer {
                         }
                         b.slots[i] = Slot::Busy;
                         let path = self.claim_path(&b.names[i]);
-                        self.outbox.send(
+                        self.kit.send(
                             Purpose::CheckClaim(i),
                             Request::Exists(PathWatch { path, watch: false }),
                         );
@@ -797,19 +792,18 @@ impl Consumer {
                         })
                     })
                     .collect();
-                self.outbox
-                    .send(Purpose::Read(read), Request::MultiRead(ops));
+                self.kit.send(Purpose::Read(read), Request::MultiRead(ops));
             }
         } else if b.doubt {
             if !self.reading_marker {
                 self.reading_marker = true;
-                self.outbox.send(
+                self.kit.send(
                     Purpose::Sync,
                     Request::Sync(PathRequest {
                         path: self.config.meta_dir.clone(),
                     }),
                 );
-                self.outbox.send(
+                self.kit.send(
                     Purpose::ReadMarker,
                     Request::Exists(PathWatch {
                         path: self.marker.clone(),
@@ -848,8 +842,7 @@ impl Consumer {
                     version: -1,
                 }));
             }
-            self.outbox
-                .send(Purpose::Take(no, slots), Request::Multi(ops));
+            self.kit.send(Purpose::Take(no, slots), Request::Multi(ops));
         } else {
             let read: Vec<usize> = (0..b.slots.len())
                 .filter(|&i| b.slots[i] == Slot::NeedData)
@@ -865,8 +858,7 @@ impl Consumer {
                         })
                     })
                     .collect();
-                self.outbox
-                    .send(Purpose::Read(read), Request::MultiRead(ops));
+                self.kit.send(Purpose::Read(read), Request::MultiRead(ops));
             }
         }
         self.batch = Some(b);
@@ -875,7 +867,7 @@ impl Consumer {
 
     /// Nothing in flight for the batch: deliver it, or send the next step.
     fn batch_step(&mut self) {
-        let busy = self.outbox.any(|p| {
+        let busy = self.kit.any(|p| {
             matches!(
                 p,
                 Purpose::Claim(_)
@@ -979,7 +971,7 @@ impl Consumer {
         self.listing_in_flight = false;
         match result {
             Ok(Response::Children(children)) | Ok(Response::Children2 { children, .. }) => {
-                self.retry.succeeded();
+                self.kit.succeeded();
                 if let Some(t) = self.takes.front_mut() {
                     t.looked = true;
                 }
@@ -1038,7 +1030,7 @@ impl Consumer {
             }
             Err(e) if e.is_retryable() => {
                 self.waiting_watch = false;
-                self.retry.failed(now);
+                self.kit.failed(now);
             }
             Err(e) if e.ends_session() => self.waiting_watch = false,
             Err(e) => {
@@ -1070,7 +1062,7 @@ impl Consumer {
     fn on_claim(&mut self, now: Instant, i: usize, result: Result<Response, Error>) {
         let parents_done = self.parent_rounds >= MAX_PARENT_ROUNDS || self.parent_error.is_some();
         let reading = self
-            .outbox
+            .kit
             .any(|p| matches!(p, Purpose::Read(slots) if slots.contains(&i)));
         let Some(b) = self.batch.as_mut() else {
             return;
@@ -1099,11 +1091,11 @@ impl Consumer {
             }
             Err(e) if e.may_have_applied() => {
                 *slot = Slot::Check;
-                self.retry.failed(now);
+                self.kit.failed(now);
             }
             Err(e) if e.is_retryable() => {
                 *slot = Slot::ToClaim;
-                self.retry.failed(now);
+                self.kit.failed(now);
             }
             Err(e) if e.ends_session() => *slot = Slot::Skip,
             Err(e) => {
@@ -1138,7 +1130,7 @@ impl Consumer {
             Err(Error::Server(ErrorCode::NoNode)) => *slot = Slot::ToClaim,
             Err(e) if e.is_retryable() => {
                 *slot = Slot::Check;
-                self.retry.failed(now);
+                self.kit.failed(now);
             }
             Err(_) => *slot = Slot::Skip,
         }
@@ -1189,7 +1181,7 @@ impl Consumer {
                         }
                     }
                 }
-                self.retry.failed(now);
+                self.kit.failed(now);
             }
             Err(e) => {
                 for &i in &slots {
@@ -1239,7 +1231,7 @@ impl Consumer {
         };
         match (&result, multi_failure(&result)) {
             (Ok(Response::Multi(_)), None) => {
-                self.retry.succeeded();
+                self.kit.succeeded();
                 self.marker_present = true;
                 self.applied = no;
                 for c in b.claimed.iter_mut() {
@@ -1281,11 +1273,11 @@ impl Consumer {
             }
             (Err(e), None) if e.may_have_applied() || e.ends_session() => {
                 b.doubt = true;
-                self.retry.failed(now);
+                self.kit.failed(now);
             }
             (Err(e), None) if e.is_retryable() => {
                 b.send_claim = true;
-                self.retry.failed(now);
+                self.kit.failed(now);
             }
             (Err(e), None) => {
                 for s in b.slots.iter_mut() {
@@ -1312,13 +1304,13 @@ impl Consumer {
                 // Another session's marker (a previous session of ours the server has
                 // not expired yet): our take cannot create it; wait it out with a
                 // backoff, as the producer does, instead of sending again at once.
-                self.retry.failed(now);
+                self.kit.failed(now);
                 (false, 0)
             }
             Ok(_) | Err(Error::Server(ErrorCode::NoNode)) => (false, 0),
             Err(e) => {
                 if e.is_retryable() {
-                    self.retry.failed(now);
+                    self.kit.failed(now);
                 }
                 return; // read again (or the session change decides)
             }
@@ -1384,13 +1376,13 @@ impl Consumer {
                 if let Some(at) = at {
                     self.settling[at].2 = SettleState::Check;
                 }
-                self.retry.failed(now);
+                self.kit.failed(now);
             }
             (Err(e), None) if e.is_retryable() => {
                 if let Some(at) = at {
                     self.settling[at].2 = SettleState::Send;
                 }
-                self.retry.failed(now);
+                self.kit.failed(now);
             }
             (Err(e), None) if e.ends_session() => {}
             (Err(e), None) => done(
@@ -1431,7 +1423,7 @@ impl Consumer {
             Ok(_) => self.settling[at].2 = SettleState::Send, // ours: not applied, again
             Err(e) if e.is_retryable() => {
                 self.settling[at].2 = SettleState::Check;
-                self.retry.failed(now);
+                self.kit.failed(now);
             }
             Err(e) if e.ends_session() => {}
             Err(e) => {
@@ -1457,11 +1449,11 @@ impl Consumer {
                 // Did it land? Another consumer may hold a claim of that name by now:
                 // check whose it is before deleting again.
                 self.settling[at].2 = SettleState::Check;
-                self.retry.failed(now);
+                self.kit.failed(now);
             }
             Err(e) if e.is_retryable() => {
                 self.settling[at].2 = SettleState::Send;
-                self.retry.failed(now);
+                self.kit.failed(now);
             }
             Err(e) if e.ends_session() => {}
             Err(e) => {
@@ -1493,7 +1485,7 @@ impl Consumer {
     /// listing is on the wire (their replies decide).
     fn take_expiry(&self, i: usize) -> Option<Instant> {
         let t = self.takes.get(i)?;
-        let connected = self.session_id != 0 && !self.retry.is_suspended();
+        let connected = self.session_id != 0 && !self.kit.is_suspended();
         let blocked = self.batch.as_ref().is_some_and(|b| b.take == t.id)
             || (i == 0 && !t.looked && connected && self.listing_in_flight);
         if blocked {
@@ -1507,16 +1499,16 @@ impl Consumer {
     /// queue, no connection, a take behind another, or a backoff that still holds at
     /// `now` (a refused look is a look: the deadline is not stretched by the backoff).
     fn take_looked(&self, i: usize, now: Instant) -> bool {
-        let connected = self.session_id != 0 && !self.retry.is_suspended();
+        let connected = self.session_id != 0 && !self.kit.is_suspended();
         self.takes.get(i).is_some_and(|t| t.looked)
             || self.waiting_watch
             || !connected
             || i > 0
-            || !self.retry.allows(now)
+            || !self.kit.allows(now)
     }
 
     fn on_session_end(&mut self, error: Error, terminal: bool) {
-        self.outbox.clear();
+        self.kit.clear_requests();
         self.session_id = 0;
         self.listing_in_flight = false;
         self.waiting_watch = false;
@@ -1571,12 +1563,16 @@ impl Consumer {
     }
 }
 
-impl Recipe for Consumer {
+impl Protocol for Consumer {
     type Event = ConsumerEvent;
 
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
+        &mut self.kit
+    }
+
+    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
         // A read behind a failed sync reads as lost (`Outbox::answer`): read again.
-        let Some((purpose, result)) = self.outbox.answer(op, result) else {
+        let Some((purpose, result)) = self.kit.answer(op, result) else {
             return;
         };
         match purpose {
@@ -1597,7 +1593,7 @@ impl Recipe for Consumer {
                         // Refused: the round goes again after a backoff (once per round)
                         // and does not count as a round that found a parent missing.
                         if !self.need_parents {
-                            self.retry.failed(now);
+                            self.kit.failed(now);
                             self.parent_rounds = self.parent_rounds.saturating_sub(1);
                         }
                         self.need_parents = true;
@@ -1624,7 +1620,7 @@ impl Recipe for Consumer {
                     }
                     Err(e) if e.is_retryable() => {
                         self.orphan_checks.push(name);
-                        self.retry.failed(now);
+                        self.kit.failed(now);
                     }
                     // Gone, or another session's claim: nothing of ours to delete.
                     _ => {}
@@ -1636,18 +1632,18 @@ impl Recipe for Consumer {
                 // else since: never delete it blindly again.
                 Err(e) if e.may_have_applied() => {
                     self.orphan_checks.push(name);
-                    self.retry.failed(now);
+                    self.kit.failed(now);
                 }
                 Err(e) if e.is_retryable() => {
                     self.orphans.push(name);
-                    self.retry.failed(now);
+                    self.kit.failed(now);
                 }
                 _ => {}
             },
             Purpose::DeleteMarker => {
                 self.deleting_marker = false;
                 match result {
-                    Err(e) if e.is_retryable() => self.retry.failed(now),
+                    Err(e) if e.is_retryable() => self.kit.failed(now),
                     _ => self.marker_present = false,
                 }
             }
@@ -1660,7 +1656,7 @@ impl Recipe for Consumer {
         self.drive(now);
     }
 
-    fn handle_watch(&mut self, now: Instant, _op: OpId, event: &WatchEvent) {
+    fn on_watch(&mut self, now: Instant, _op: OpId, event: &WatchEvent) {
         if event.path == self.config.dir
             && matches!(
                 event.event_type,
@@ -1689,8 +1685,7 @@ impl Recipe for Consumer {
         self.drive(now);
     }
 
-    fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.retry.session(change);
+    fn on_session(&mut self, now: Instant, change: SessionChange) {
         match change {
             SessionChange::Connected { session_id } => {
                 self.session_id = session_id;
@@ -1711,28 +1706,20 @@ impl Recipe for Consumer {
         self.drive(now);
     }
 
-    fn handle_timeout(&mut self, now: Instant) {
+    fn on_timeout(&mut self, now: Instant) {
         self.expire_takes(now);
         self.drive(now);
     }
 
-    fn handle_abandon(&mut self, now: Instant) {
+    fn on_abandon(&mut self, now: Instant) {
         self.close(now);
     }
 
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.outbox.poll()
-    }
-
-    fn poll_event(&mut self) -> Option<ConsumerEvent> {
-        self.events.pop_front()
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
+    fn deadline(&self) -> Option<Instant> {
         if self.ended {
             return None;
         }
-        let connected = self.session_id != 0 && !self.retry.is_suspended();
+        let connected = self.session_id != 0 && !self.kit.is_suspended();
         // A take not yet looked at waits for its look (the backoff's deadline below),
         // unless the backoff still holds at its deadline.
         let deadline = (0..self.takes.len())
@@ -1754,11 +1741,11 @@ impl Recipe for Consumer {
             && self.takes.is_empty()
             && self.batch.is_none()
             && self.settling.is_empty()
-            && (self.marker_present || self.outbox.is_empty())
+            && (self.marker_present || self.kit.is_quiet())
             && !self.deleting_marker
             && !self.reading_marker;
         // A parent round goes once the last one's replies are in.
-        let parents = self.need_parents && !self.outbox.any(|p| matches!(p, Purpose::Parent(_)));
+        let parents = self.need_parents && !self.kit.any(|p| matches!(p, Purpose::Parent(_)));
         let stuck = connected
             && (parents
                 || !self.orphans.is_empty()
@@ -1766,14 +1753,14 @@ impl Recipe for Consumer {
                 || self.settling.iter().any(|s| s.2 != SettleState::Busy)
                 || batch_waits
                 || closing);
-        let retry = if stuck { self.retry.deadline() } else { None };
+        let retry = if stuck { self.kit.retry_at() } else { None };
         match (deadline, retry) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
     }
 
-    fn is_done(&self) -> bool {
-        self.ended && self.outbox.is_empty() && self.events.is_empty()
+    fn finished(&self) -> bool {
+        self.ended && self.kit.is_idle()
     }
 }

@@ -72,6 +72,7 @@
 pub mod consumer;
 pub mod producer;
 
+use crate::recipe::kit::join;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt::Write as _;
@@ -207,16 +208,6 @@ pub fn sorted_items(format: Format, children: &[String], max: usize) -> Vec<Stri
     items.into_iter().map(|(_, n)| n.clone()).collect()
 }
 
-pub(crate) fn join(dir: &str, name: &str) -> String {
-    let mut s = String::with_capacity(dir.len() + name.len() + 1);
-    s.push_str(dir);
-    if !dir.ends_with('/') {
-        s.push('/');
-    }
-    s.push_str(name);
-    s
-}
-
 /// One round of creates for the queue's directory and its side directory (each
 /// ancestor path with its request), shared by producer and consumer: the queue's
 /// directory is `PERSISTENT`, so its sequence numbers never start over and an item's
@@ -242,8 +233,4 @@ pub(crate) fn parent_round(
         CreateMode::Container,
     ));
     round
-}
-
-pub(crate) fn name_of(path: &str) -> &str {
-    path.rsplit('/').next().unwrap_or("")
 }

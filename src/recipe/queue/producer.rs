@@ -45,11 +45,12 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::{item_prefix, join, meta_dir, name_of, parent_round, Format, DEFAULT_PRIORITY};
+use super::{item_prefix, meta_dir, parent_round, Format, DEFAULT_PRIORITY};
 use crate::error::Error;
 use crate::proto::*;
+use crate::recipe::kit::{join, name_of, Kit, Plumbing, Protocol, MAX_PARENT_ROUNDS};
 use crate::recipe::path::ancestor_result;
-use crate::recipe::{OpId, Outbox, Recipe, Retry, SessionChange};
+use crate::recipe::{OpId, SessionChange};
 use crate::session::WatchEvent;
 use crate::time::Instant;
 
@@ -251,8 +252,6 @@ enum Purpose {
     DeleteMarker,
 }
 
-/// How many times the directories are created before giving up.
-const MAX_PARENT_ROUNDS: u8 = 2;
 /// Batches on the wire at once.
 const MAX_BATCHES: usize = 64;
 
@@ -279,12 +278,10 @@ pub struct Producer {
     need_parents: bool,
     parent_rounds: u8,
     parent_error: Option<Error>,
-    retry: Retry,
     closing: bool,
     deleting_marker: bool,
     ended: bool,
-    outbox: Outbox<Purpose>,
-    events: VecDeque<ProducerEvent>,
+    kit: Kit<Purpose, ProducerEvent>,
 }
 
 impl Producer {
@@ -309,12 +306,10 @@ impl Producer {
             need_parents: false,
             parent_rounds: 0,
             parent_error: None,
-            retry: Retry::default(),
             closing: false,
             deleting_marker: false,
             ended: false,
-            outbox: Outbox::default(),
-            events: VecDeque::new(),
+            kit: Kit::default(),
         }
     }
 
@@ -384,12 +379,12 @@ impl Producer {
     }
 
     fn emit(&mut self, e: ProducerEvent) {
-        self.events.push_back(e);
+        self.kit.emit(e);
     }
 
     fn can_send(&self, now: Instant) -> bool {
         self.session_id != 0
-            && self.retry.allows(now)
+            && self.kit.allows(now)
             && self.failed.is_empty()
             && !self.reading
             && !self.deleting_marker
@@ -405,13 +400,13 @@ impl Producer {
         // One round at a time: the replies of a round on the wire decide on the next.
         if self.can_send(now)
             && self.need_parents
-            && !self.outbox.any(|p| matches!(p, Purpose::Parent(_)))
+            && !self.kit.any(|p| matches!(p, Purpose::Parent(_)))
         {
             self.need_parents = false;
             self.parent_rounds = self.parent_rounds.saturating_add(1);
             for (p, req) in parent_round(&self.config.dir, &self.config.meta_dir, &self.config.acl)
             {
-                self.outbox.send(Purpose::Parent(p), req);
+                self.kit.send(Purpose::Parent(p), req);
             }
         }
         // Nothing is chained behind a batch that creates the marker: a marker of the
@@ -432,9 +427,9 @@ impl Producer {
             && self.failed.is_empty()
             && !self.reading
         {
-            if self.marker_present && self.session_id != 0 && self.retry.allows(now) {
+            if self.marker_present && self.session_id != 0 && self.kit.allows(now) {
                 self.deleting_marker = true;
-                self.outbox.send(
+                self.kit.send(
                     Purpose::DeleteMarker,
                     Request::Delete(DeleteRequest {
                         path: self.marker.clone(),
@@ -451,7 +446,7 @@ impl Producer {
         if !self.ended {
             self.ended = true;
             for item in core::mem::take(&mut self.pending) {
-                self.events.push_back(ProducerEvent::PutFailed {
+                self.kit.emit(ProducerEvent::PutFailed {
                     id: item.id,
                     error: Error::Closed,
                     may_have_applied: false,
@@ -515,7 +510,7 @@ impl Producer {
             )));
         }
         self.items_in_flight += items.len();
-        self.outbox.send(Purpose::Batch(no), Request::Multi(ops));
+        self.kit.send(Purpose::Batch(no), Request::Multi(ops));
         self.in_flight.push_back(Batch {
             no,
             items,
@@ -534,17 +529,17 @@ impl Producer {
             .iter()
             .any(|b| matches!(b.fail, Some(Fail::Doubt) | Some(Fail::Marker)));
         if needs_read {
-            if self.session_id == 0 || !self.retry.allows(now) {
+            if self.session_id == 0 || !self.kit.allows(now) {
                 return;
             }
             self.reading = true;
-            self.outbox.send(
+            self.kit.send(
                 Purpose::Sync,
                 Request::Sync(PathRequest {
                     path: self.config.meta_dir.clone(),
                 }),
             );
-            self.outbox.send(
+            self.kit.send(
                 Purpose::ReadMarker,
                 Request::Exists(PathWatch {
                     path: self.marker.clone(),
@@ -567,7 +562,7 @@ impl Producer {
             match batch.fail {
                 Some(Fail::Doubt) if applied => {
                     for item in batch.items {
-                        self.events.push_back(ProducerEvent::Put {
+                        self.kit.emit(ProducerEvent::Put {
                             id: item.id,
                             node: None,
                         });
@@ -576,7 +571,7 @@ impl Producer {
                 Some(Fail::Doubt) if lost_marker => {
                     // Our marker vanished under us: the fate of these is unknowable.
                     for item in batch.items {
-                        self.events.push_back(ProducerEvent::PutFailed {
+                        self.kit.emit(ProducerEvent::PutFailed {
                             id: item.id,
                             error: Error::ConnectionLoss,
                             may_have_applied: true,
@@ -585,7 +580,7 @@ impl Producer {
                 }
                 Some(Fail::Final(e)) => {
                     for item in batch.items {
-                        self.events.push_back(ProducerEvent::PutFailed {
+                        self.kit.emit(ProducerEvent::PutFailed {
                             id: item.id,
                             error: e.clone(),
                             may_have_applied: false,
@@ -621,7 +616,7 @@ impl Producer {
         let failure = multi_failure(&result);
         match (&result, failure) {
             (Ok(Response::Multi(results)), None) => {
-                self.retry.succeeded();
+                self.kit.succeeded();
                 self.parent_rounds = 0;
                 self.parent_error = None;
                 self.marker_present = true;
@@ -636,8 +631,7 @@ impl Producer {
                         }
                         _ => None,
                     };
-                    self.events
-                        .push_back(ProducerEvent::Put { id: item.id, node });
+                    self.kit.emit(ProducerEvent::Put { id: item.id, node });
                 }
                 return;
             }
@@ -668,11 +662,11 @@ impl Producer {
             }
             (Err(e), None) if e.may_have_applied() || e.ends_session() => {
                 // Resolved once connected again (the marker read waits for it).
-                self.retry.failed(now);
+                self.kit.failed(now);
                 batch.fail = Some(Fail::Doubt);
             }
             (Err(e), None) if e.is_retryable() => {
-                self.retry.failed(now);
+                self.kit.failed(now);
                 batch.fail = Some(Fail::Again);
             }
             (Err(e), None) => batch.fail = Some(Fail::Final(e.clone())),
@@ -691,14 +685,14 @@ impl Producer {
             Ok(Response::Stat(_)) => {
                 // Another session's (our previous one, not yet expired on the server):
                 // wait for it to go before creating ours.
-                self.retry.failed(now);
+                self.kit.failed(now);
                 self.settle(false, 0)
             }
             Ok(_) | Err(Error::Server(ErrorCode::NoNode)) => {
                 // Not there (or not ours: treat as absent and replace it).
                 self.settle(false, 0)
             }
-            Err(e) if e.is_retryable() => self.retry.failed(now),
+            Err(e) if e.is_retryable() => self.kit.failed(now),
             Err(e) if e.ends_session() => {}
             Err(e) => {
                 for b in &mut self.failed {
@@ -717,7 +711,7 @@ impl Producer {
                 // Refused: the round goes again after a backoff (once per round) and
                 // does not count as one of the rounds that found a parent missing.
                 if !self.need_parents {
-                    self.retry.failed(now);
+                    self.kit.failed(now);
                     self.parent_rounds = self.parent_rounds.saturating_sub(1);
                 }
                 self.need_parents = true;
@@ -728,7 +722,7 @@ impl Producer {
     }
 
     fn on_session_end(&mut self, error: Error, terminal: bool) {
-        self.outbox.clear();
+        self.kit.clear_requests();
         self.reading = false;
         self.deleting_marker = false;
         self.need_parents = false;
@@ -741,7 +735,7 @@ impl Producer {
             let doubt = matches!(b.fail, None | Some(Fail::Doubt));
             if doubt || terminal {
                 for item in b.items {
-                    self.events.push_back(ProducerEvent::PutFailed {
+                    self.kit.emit(ProducerEvent::PutFailed {
                         id: item.id,
                         error: error.clone(),
                         may_have_applied: doubt,
@@ -749,7 +743,7 @@ impl Producer {
                 }
             } else if let Some(Fail::Final(e)) = b.fail {
                 for item in b.items {
-                    self.events.push_back(ProducerEvent::PutFailed {
+                    self.kit.emit(ProducerEvent::PutFailed {
                         id: item.id,
                         error: e.clone(),
                         may_have_applied: false,
@@ -768,7 +762,7 @@ impl Producer {
         self.session_id = 0;
         if terminal {
             for item in core::mem::take(&mut self.pending) {
-                self.events.push_back(ProducerEvent::PutFailed {
+                self.kit.emit(ProducerEvent::PutFailed {
                     id: item.id,
                     error: error.clone(),
                     may_have_applied: false,
@@ -780,12 +774,16 @@ impl Producer {
     }
 }
 
-impl Recipe for Producer {
+impl Protocol for Producer {
     type Event = ProducerEvent;
 
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
+        &mut self.kit
+    }
+
+    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
         // A read behind a failed sync reads as lost (`Outbox::answer`): read again.
-        let Some((purpose, result)) = self.outbox.answer(op, result) else {
+        let Some((purpose, result)) = self.kit.answer(op, result) else {
             return;
         };
         match purpose {
@@ -796,7 +794,7 @@ impl Recipe for Producer {
             Purpose::DeleteMarker => {
                 self.deleting_marker = false;
                 match result {
-                    Err(e) if e.is_retryable() => self.retry.failed(now),
+                    Err(e) if e.is_retryable() => self.kit.failed(now),
                     _ => {
                         self.marker_present = false;
                         self.end();
@@ -807,10 +805,9 @@ impl Recipe for Producer {
         self.drive(now);
     }
 
-    fn handle_watch(&mut self, _now: Instant, _op: OpId, _event: &WatchEvent) {}
+    fn on_watch(&mut self, _now: Instant, _op: OpId, _event: &WatchEvent) {}
 
-    fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.retry.session(change);
+    fn on_session(&mut self, now: Instant, change: SessionChange) {
         match change {
             SessionChange::Connected { session_id } => {
                 self.session_id = session_id;
@@ -827,25 +824,17 @@ impl Recipe for Producer {
         self.drive(now);
     }
 
-    fn handle_timeout(&mut self, now: Instant) {
+    fn on_timeout(&mut self, now: Instant) {
         self.drive(now);
     }
 
-    fn handle_abandon(&mut self, now: Instant) {
+    fn on_abandon(&mut self, now: Instant) {
         // The owner is gone: nobody waits for the queued puts; what is on the wire ends.
         self.pending.clear();
         self.close(now);
     }
 
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.outbox.poll()
-    }
-
-    fn poll_event(&mut self) -> Option<ProducerEvent> {
-        self.events.pop_front()
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
+    fn deadline(&self) -> Option<Instant> {
         if self.ended {
             return None;
         }
@@ -864,16 +853,16 @@ impl Recipe for Producer {
                 || (!self.failed.is_empty() && self.in_flight.is_empty())
                 || (self.need_parents
                     && self.failed.is_empty()
-                    && !self.outbox.any(|p| matches!(p, Purpose::Parent(_))))
+                    && !self.kit.any(|p| matches!(p, Purpose::Parent(_))))
                 || (self.closing && self.marker_present && self.in_flight.is_empty()));
         if waiting {
-            self.retry.deadline()
+            self.kit.retry_at()
         } else {
             None
         }
     }
 
-    fn is_done(&self) -> bool {
-        self.ended && self.outbox.is_empty() && self.events.is_empty()
+    fn finished(&self) -> bool {
+        self.ended && self.kit.is_idle()
     }
 }

@@ -1,7 +1,7 @@
 //! The coordinator: creates the transaction, enforces its deadline, decides (in the
 //! O(n) variant) or waits for the sites' decision (see the [module docs](super)).
 
-use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
+use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::string::String;
 use alloc::vec::Vec;
 use bytes::Bytes;
@@ -13,9 +13,9 @@ use super::{
 };
 use crate::error::Error;
 use crate::proto::*;
+use crate::recipe::kit::{parent_of, Kit, ParentStep, Plumbing, Protocol};
 use crate::recipe::lock::node_id;
-use crate::recipe::path::{ancestor_creates, ancestor_result};
-use crate::recipe::{OpId, Outbox, Recipe, Retry, SessionChange};
+use crate::recipe::{OpId, SessionChange};
 use crate::session::WatchEvent;
 use crate::time::Instant;
 
@@ -158,9 +158,6 @@ const DECIDE: u32 = 64;
 const LEAVE: u32 = 128;
 const READS: u32 = FIND | TX | VOTES | ALIVE;
 
-/// How many times the ancestors of the transaction node are created before giving up.
-const MAX_PARENT_ROUNDS: u8 = 2;
-
 /// The coordinator of a two-phase commit. See the [module docs](super).
 ///
 /// Command: [`start`](Self::start). Dropping its owner before the outcome is known
@@ -174,9 +171,6 @@ pub struct Coordinator {
     abandoned: bool,
     between_sessions: bool,
     setup: Setup,
-    parent_rounds: u8,
-    parents_again: bool,
-    parent_error: Option<Error>,
     /// The last setup found `<tx>` made already (`NodeExists`).
     found_tx: bool,
     /// Setups in a row that found `<tx>` but no `<tx>/votes` (not a transaction: an
@@ -201,9 +195,7 @@ pub struct Coordinator {
     hard_passed: bool,
     need: u32,
     sync_next: bool,
-    retry: Retry,
-    outbox: Outbox<P>,
-    events: VecDeque<CoordinatorEvent>,
+    kit: Kit<P, CoordinatorEvent>,
 }
 
 impl Coordinator {
@@ -217,9 +209,6 @@ impl Coordinator {
             abandoned: false,
             between_sessions: false,
             setup: Setup::Idle,
-            parent_rounds: 0,
-            parents_again: false,
-            parent_error: None,
             found_tx: false,
             found_without_votes: 0,
             lost_presence: false,
@@ -236,9 +225,7 @@ impl Coordinator {
             hard_passed: false,
             need: 0,
             sync_next: false,
-            retry: Retry::default(),
-            outbox: Outbox::default(),
-            events: VecDeque::new(),
+            kit: Kit::default(),
         }
     }
 
@@ -305,7 +292,7 @@ impl Coordinator {
     // ----- internals -----
 
     fn emit(&mut self, e: CoordinatorEvent) {
-        self.events.push_back(e);
+        self.kit.emit(e);
     }
 
     fn fail(&mut self, error: Error) {
@@ -316,13 +303,13 @@ impl Coordinator {
     }
 
     fn in_flight(&self, p: &P) -> bool {
-        self.outbox.any(|q| q == p)
+        self.kit.any(|q| q == p)
     }
 
     fn again(&mut self, now: Instant, need: u32) {
         self.need |= need;
         self.sync_next = true;
-        self.retry.failed(now);
+        self.kit.failed(now);
     }
 
     fn decision(&self) -> Option<Outcome> {
@@ -339,8 +326,7 @@ impl Coordinator {
             // A site whose vote is being read (its notification said it changed) has
             // not been shown to have no vote: its read decides.
             let reading = |s: &String| {
-                self.vote_reads.contains(s)
-                    || self.outbox.any(|p| matches!(p, P::Vote(x) if x == s))
+                self.vote_reads.contains(s) || self.kit.any(|p| matches!(p, P::Vote(x) if x == s))
             };
             let gone = self
                 .votes
@@ -408,7 +394,7 @@ impl Coordinator {
         }
         if self.tx == TxView::Undecided
             && self.decision().is_some()
-            && !self.outbox.any(|p| matches!(p, P::Decide(_)))
+            && !self.kit.any(|p| matches!(p, P::Decide(_)))
         {
             self.need |= DECIDE;
         }
@@ -439,24 +425,22 @@ impl Coordinator {
     }
 
     fn drive(&mut self, now: Instant) {
-        if self.need == 0 || self.between_sessions || !self.retry.allows(now) {
+        if self.need == 0 || self.between_sessions || !self.kit.allows(now) {
             return;
         }
         let need = core::mem::take(&mut self.need);
         let tx = self.config.tx.clone();
         if need & PARENTS != 0 && self.setup == Setup::Sending {
-            self.parent_error = None;
-            self.parents_again = false;
-            for (p, req) in ancestor_creates(&tx, &self.config.acl, CreateMode::Container) {
-                self.outbox.send(P::Parent(p), req);
-            }
+            let acl = &self.config.acl;
+            self.kit
+                .send_parents(&tx, acl, CreateMode::Container, P::Parent);
         }
         if need & SETUP != 0 && self.setup == Setup::Sending {
             let request = self.setup_request();
-            self.outbox.send(P::Setup, request);
+            self.kit.send(P::Setup, request);
             // Executed after the setup: read (and watch) what it made, same round trip.
             self.tx = TxView::Unknown;
-            self.outbox.send(
+            self.kit.send(
                 P::Tx,
                 Request::GetData(PathWatch {
                     path: tx.clone(),
@@ -468,7 +452,7 @@ impl Coordinator {
                 self.vote_reads.clear(); // all read here
                 for s in self.config.sites.clone() {
                     let path = vote_path(&tx, &s);
-                    self.outbox.send(
+                    self.kit.send(
                         P::Vote(s),
                         Request::GetData(PathWatch { path, watch: true }),
                     );
@@ -477,23 +461,23 @@ impl Coordinator {
         }
         if need & READS != 0 && self.sync_next {
             self.sync_next = false;
-            self.outbox
+            self.kit
                 .send(P::Sync, Request::Sync(PathRequest { path: tx.clone() }));
         }
         if need & FIND != 0 && self.setup == Setup::InDoubt {
             let path = votes_dir(&tx);
-            self.outbox
+            self.kit
                 .send(P::Find, Request::GetData(PathWatch { path, watch: false }));
         }
         if need & TX != 0 && !self.finished {
             let path = tx.clone();
-            self.outbox
+            self.kit
                 .send(P::Tx, Request::GetData(PathWatch { path, watch: true }));
         }
         if need & VOTES != 0 && !self.finished {
             for s in core::mem::take(&mut self.vote_reads) {
                 let path = vote_path(&tx, &s);
-                self.outbox.send(
+                self.kit.send(
                     P::Vote(s),
                     Request::GetData(PathWatch { path, watch: true }),
                 );
@@ -501,7 +485,7 @@ impl Coordinator {
         }
         if need & ALIVE != 0 && !self.finished {
             let path = alive_dir(&tx);
-            self.outbox.send(
+            self.kit.send(
                 P::Alive,
                 Request::GetChildren(PathWatch { path, watch: true }),
             );
@@ -534,12 +518,12 @@ impl Coordinator {
                         version: 0,
                     }),
                 };
-                self.outbox.send(P::Decide(outcome), request);
+                self.kit.send(P::Decide(outcome), request);
             }
         }
         if need & LEAVE != 0 && self.ours {
             let path = coordinator_path(&tx);
-            self.outbox.send(
+            self.kit.send(
                 P::Leave,
                 Request::Delete(DeleteRequest { path, version: -1 }),
             );
@@ -547,7 +531,7 @@ impl Coordinator {
     }
 
     fn setup_done(&mut self) {
-        self.retry.succeeded();
+        self.kit.succeeded();
         if self.setup != Setup::Done {
             // Made by our own multi in this session; else (a restarted process found
             // its transaction) the presence node is an earlier session's: not touched.
@@ -589,20 +573,11 @@ impl Coordinator {
                 self.sync_next = true;
             }
             (Some((0, ErrorCode::NoNode)), _) => {
-                if self.parents_again {
-                    return self.again(now, PARENTS | SETUP);
+                match self.kit.parents_missing(parent_of(&self.config.tx)) {
+                    ParentStep::Again => self.again(now, PARENTS | SETUP),
+                    ParentStep::Create => self.need |= PARENTS | SETUP,
+                    ParentStep::Fail(e) => self.fail(e),
                 }
-                if let Some(e) = self.parent_error.take() {
-                    return self.fail(e);
-                }
-                if self.parent_rounds >= MAX_PARENT_ROUNDS {
-                    let parent = crate::proto::parent(&self.config.tx).unwrap_or("/");
-                    let e = ancestor_result(parent, &Err(Error::Server(ErrorCode::NoNode)))
-                        .unwrap_or(Error::Server(ErrorCode::NoNode));
-                    return self.fail(e);
-                }
-                self.parent_rounds += 1;
-                self.need |= PARENTS | SETUP;
             }
             (Some((_, code)), _) => self.fail(Error::Server(code)),
             (None, Err(e)) if e.may_have_applied() => {
@@ -617,7 +592,7 @@ impl Coordinator {
         }
     }
 
-    fn on_reply(&mut self, now: Instant, p: P, result: Result<Response, Error>) {
+    fn on_answer(&mut self, now: Instant, p: P, result: Result<Response, Error>) {
         if let Err(e) = &result {
             if e.ends_session() {
                 // Refused because the session is ending: send nothing more until the
@@ -627,15 +602,7 @@ impl Coordinator {
             }
         }
         match p {
-            P::Parent(path) => {
-                if let Some(e) = ancestor_result(&path, &result) {
-                    if e.is_retryable() {
-                        self.parents_again = true;
-                    } else if self.parent_error.is_none() {
-                        self.parent_error = Some(e);
-                    }
-                }
-            }
+            P::Parent(path) => self.kit.parent_answered(&path, &result),
             P::Setup => self.on_setup(now, result),
             P::Sync => {
                 // The reads behind it read as lost (`Outbox::answer`): sync again.
@@ -735,12 +702,12 @@ impl Coordinator {
         };
         match failure {
             None => {
-                self.retry.succeeded();
+                self.kit.succeeded();
                 self.tx = TxView::Decided(outcome);
             }
             Some((_, e)) if e.is_retryable() => {
                 self.sync_next = true;
-                self.retry.failed(now);
+                self.kit.failed(now);
             }
             Some((i, Error::Server(ErrorCode::BadVersion | ErrorCode::NoNode)))
                 if i == tx_index =>
@@ -761,19 +728,23 @@ impl Coordinator {
     }
 }
 
-impl Recipe for Coordinator {
+impl Protocol for Coordinator {
     type Event = CoordinatorEvent;
 
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some((p, result)) = self.outbox.answer(op, result) else {
+    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
+        &mut self.kit
+    }
+
+    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+        let Some((p, result)) = self.kit.answer(op, result) else {
             return;
         };
-        self.on_reply(now, p, result);
+        self.on_answer(now, p, result);
         self.evaluate(now);
         self.drive(now);
     }
 
-    fn handle_watch(&mut self, now: Instant, _op: OpId, event: &WatchEvent) {
+    fn on_watch(&mut self, now: Instant, _op: OpId, event: &WatchEvent) {
         let tx = &self.config.tx;
         let path = event.path.as_str();
         let t = event.event_type;
@@ -798,8 +769,7 @@ impl Recipe for Coordinator {
         self.drive(now);
     }
 
-    fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.retry.session(change);
+    fn on_session(&mut self, now: Instant, change: SessionChange) {
         match change {
             SessionChange::Connected { session_id } => {
                 self.session_id = session_id;
@@ -811,7 +781,7 @@ impl Recipe for Coordinator {
                 self.sync_next = true;
             }
             SessionChange::Expired => {
-                self.outbox.clear();
+                self.kit.clear_requests();
                 self.need = 0;
                 self.ours = false;
                 self.tracking = false;
@@ -831,7 +801,7 @@ impl Recipe for Coordinator {
                 self.between_sessions = self.started && !self.finished;
             }
             SessionChange::Closed => {
-                self.outbox.clear();
+                self.kit.clear_requests();
                 self.need = 0;
                 self.ours = false;
                 self.between_sessions = false;
@@ -842,12 +812,12 @@ impl Recipe for Coordinator {
         self.drive(now);
     }
 
-    fn handle_timeout(&mut self, now: Instant) {
+    fn on_timeout(&mut self, now: Instant) {
         self.evaluate(now);
         self.drive(now);
     }
 
-    fn handle_abandon(&mut self, now: Instant) {
+    fn on_abandon(&mut self, now: Instant) {
         self.abandoned = true;
         if matches!(self.setup, Setup::Idle) {
             self.started = true;
@@ -857,17 +827,9 @@ impl Recipe for Coordinator {
         self.drive(now);
     }
 
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.outbox.poll()
-    }
-
-    fn poll_event(&mut self) -> Option<CoordinatorEvent> {
-        self.events.pop_front()
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
+    fn deadline(&self) -> Option<Instant> {
         let retry = if self.need != 0 && !self.between_sessions {
-            self.retry.deadline()
+            self.kit.retry_at()
         } else {
             None
         };
@@ -886,7 +848,7 @@ impl Recipe for Coordinator {
         t
     }
 
-    fn is_done(&self) -> bool {
-        self.finished && self.outbox.is_empty() && self.events.is_empty() && !self.ours
+    fn finished(&self) -> bool {
+        self.finished && self.kit.is_idle() && !self.ours
     }
 }

@@ -1,6 +1,6 @@
 //! A site: votes once, learns the outcome (see the [module docs](super)).
 
-use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
+use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::string::String;
 use alloc::vec::Vec;
 use bytes::Bytes;
@@ -11,7 +11,8 @@ use super::{
 };
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::{OpId, Outbox, Recipe, Retry, SessionChange};
+use crate::recipe::kit::{Kit, Plumbing, Protocol};
+use crate::recipe::{OpId, SessionChange};
 use crate::session::WatchEvent;
 use crate::time::Instant;
 
@@ -253,9 +254,7 @@ pub struct Site {
     voted_told: bool,
     need: u32,
     sync_next: bool,
-    retry: Retry,
-    outbox: Outbox<P>,
-    events: VecDeque<SiteEvent>,
+    kit: Kit<P, SiteEvent>,
 }
 
 impl Site {
@@ -282,9 +281,7 @@ impl Site {
             voted_told: false,
             need: 0,
             sync_next: false,
-            retry: Retry::default(),
-            outbox: Outbox::default(),
-            events: VecDeque::new(),
+            kit: Kit::default(),
         }
     }
 
@@ -346,7 +343,7 @@ impl Site {
     // ----- internals -----
 
     fn emit(&mut self, e: SiteEvent) {
-        self.events.push_back(e);
+        self.kit.emit(e);
     }
 
     fn fail(&mut self, error: Error) {
@@ -357,7 +354,7 @@ impl Site {
     }
 
     fn in_flight(&self, p: &P) -> bool {
-        self.outbox.any(|q| q == p)
+        self.kit.any(|q| q == p)
     }
 
     fn read_all(&mut self) {
@@ -370,7 +367,7 @@ impl Site {
     fn again(&mut self, now: Instant, need: u32) {
         self.need |= need;
         self.sync_next = true;
-        self.retry.failed(now);
+        self.kit.failed(now);
     }
 
     /// Has the transaction node existed (it is never re-made: a later `NoNode` means
@@ -414,7 +411,7 @@ impl Site {
         let watching = self.config.variant != Variant::Peers
             || (self.peers.is_some()
                 && self.peer_reads.is_empty()
-                && !self.outbox.any(|p| matches!(p, P::Peer(_))));
+                && !self.kit.any(|p| matches!(p, P::Peer(_))));
         if self.tx == TxView::Undecided && !self.ready_told && watching {
             if let (Some(payload), Own::Empty | Own::Cast(_)) = (self.payload.clone(), self.own) {
                 self.ready_told = true;
@@ -471,11 +468,11 @@ impl Site {
         }
         if self.wanted.is_some()
             && self.own == Own::Empty
-            && !self.outbox.any(|p| matches!(p, P::Vote(_)))
+            && !self.kit.any(|p| matches!(p, P::Vote(_)))
         {
             self.need |= VOTE;
         }
-        if self.decision().is_some() && !self.outbox.any(|p| matches!(p, P::Decide(_))) {
+        if self.decision().is_some() && !self.kit.any(|p| matches!(p, P::Decide(_))) {
             self.need |= DECIDE;
         }
     }
@@ -492,7 +489,7 @@ impl Site {
 
     /// Sends what is needed, if the session allows it now.
     fn drive(&mut self, now: Instant) {
-        if self.need == 0 || self.between_sessions || !self.retry.allows(now) {
+        if self.need == 0 || self.between_sessions || !self.kit.allows(now) {
             return;
         }
         let need = core::mem::take(&mut self.need);
@@ -500,32 +497,32 @@ impl Site {
         let name = self.config.name.clone();
         if need & READS != 0 && self.sync_next {
             self.sync_next = false;
-            self.outbox
+            self.kit
                 .send(P::Sync, Request::Sync(PathRequest { path: tx.clone() }));
         }
         let read = |path: String, watch: bool| Request::GetData(PathWatch { path, watch });
         if need & TX != 0 {
-            self.outbox.send(P::Tx, read(tx.clone(), true));
+            self.kit.send(P::Tx, read(tx.clone(), true));
         }
         if need & WAIT_TX != 0 {
             let path = tx.clone();
-            self.outbox
+            self.kit
                 .send(P::WaitTx, Request::Exists(PathWatch { path, watch: true }));
         }
         if need & PAYLOAD != 0 {
-            self.outbox.send(P::Payload, read(payload_path(&tx), false));
+            self.kit.send(P::Payload, read(payload_path(&tx), false));
         }
         if need & OWN != 0 {
-            self.outbox.send(P::Own, read(vote_path(&tx, &name), false));
+            self.kit.send(P::Own, read(vote_path(&tx, &name), false));
         }
         if need & COORD != 0 {
             let path = coordinator_path(&tx);
-            self.outbox
+            self.kit
                 .send(P::Coord, Request::Exists(PathWatch { path, watch: true }));
         }
         if need & PEERS != 0 {
             let path = votes_dir(&tx);
-            self.outbox.send(
+            self.kit.send(
                 P::Peers,
                 Request::GetChildren(PathWatch { path, watch: false }),
             );
@@ -533,12 +530,12 @@ impl Site {
         if need & PEER != 0 {
             for peer in core::mem::take(&mut self.peer_reads) {
                 let path = vote_path(&tx, &peer);
-                self.outbox.send(P::Peer(peer), read(path, true));
+                self.kit.send(P::Peer(peer), read(path, true));
             }
         }
         if need & CHECK_PRESENCE != 0 {
             let path = alive_path(&tx, &name);
-            self.outbox.send(
+            self.kit.send(
                 P::CheckPresence,
                 Request::Exists(PathWatch { path, watch: true }),
             );
@@ -551,7 +548,7 @@ impl Site {
                 self.config.acl.clone(),
                 CreateMode::Ephemeral,
             );
-            self.outbox.send(P::Presence, Request::Create(create));
+            self.kit.send(P::Presence, Request::Create(create));
         }
         if need & VOTE != 0 && !self.finished {
             if let (Some(vote), Own::Empty) = (self.wanted, self.own) {
@@ -566,7 +563,7 @@ impl Site {
                         version: 0,
                     }),
                 ];
-                self.outbox.send(P::Vote(vote), Request::Multi(ops));
+                self.kit.send(P::Vote(vote), Request::Multi(ops));
             }
         }
         if need & DECIDE != 0 && !self.finished {
@@ -599,19 +596,19 @@ impl Site {
                     Request::Multi(_) => Outcome::Commit,
                     _ => Outcome::Abort,
                 };
-                self.outbox.send(P::Decide(outcome), request);
+                self.kit.send(P::Decide(outcome), request);
             }
         }
         if need & LEAVE != 0 && self.presence == Presence::Ours {
             let path = alive_path(&tx, &name);
-            self.outbox.send(
+            self.kit.send(
                 P::Leave,
                 Request::Delete(DeleteRequest { path, version: -1 }),
             );
         }
     }
 
-    fn on_reply(&mut self, now: Instant, p: P, result: Result<Response, Error>) {
+    fn on_answer(&mut self, now: Instant, p: P, result: Result<Response, Error>) {
         if let Err(e) = &result {
             if e.ends_session() {
                 // Refused because the session is ending: send nothing more until the
@@ -629,7 +626,7 @@ impl Site {
             }
             P::Tx => match result {
                 Ok(Response::Data { data, stat }) => {
-                    self.retry.succeeded();
+                    self.kit.succeeded();
                     // Every path to here asked for the other facts in the same batch.
                     self.seen = true;
                     self.tx = match Outcome::read(&data, stat.version) {
@@ -661,7 +658,7 @@ impl Site {
                 Err(Error::Server(ErrorCode::NoNode)) if self.tx_exists() => {
                     self.fail(Error::Server(ErrorCode::NoNode))
                 }
-                Err(e) if e.is_retryable() => self.retry.failed(now),
+                Err(e) if e.is_retryable() => self.kit.failed(now),
                 Err(Error::Server(ErrorCode::NoNode)) => {}
                 Err(e) => self.fail(e),
             },
@@ -701,7 +698,7 @@ impl Site {
                 }
                 Err(e) if e.is_retryable() => {
                     self.presence = Presence::None;
-                    self.retry.failed(now);
+                    self.kit.failed(now);
                 }
                 Err(Error::Server(ErrorCode::NoNode)) if !self.tx_exists() => {
                     self.presence = Presence::None; // made again once the transaction exists
@@ -762,7 +759,7 @@ impl Site {
             P::Vote(vote) => self.on_vote(now, vote, result),
             P::Decide(outcome) => self.on_decide(now, outcome, result),
             P::Leave => match result {
-                Err(e) if e.is_retryable() => self.retry.failed(now),
+                Err(e) if e.is_retryable() => self.kit.failed(now),
                 // Deleted, gone, or refused for good (it goes with the session).
                 _ => self.presence = Presence::None,
             },
@@ -772,7 +769,7 @@ impl Site {
     fn on_vote(&mut self, now: Instant, vote: Vote, result: Result<Response, Error>) {
         match (multi_failure(&result), result) {
             (None, Ok(Response::Multi(_))) => {
-                self.retry.succeeded();
+                self.kit.succeeded();
                 self.own = Own::Cast(vote);
             }
             // Decided (or deleted) before this attempt: the transaction node tells —
@@ -794,7 +791,7 @@ impl Site {
             (None, Err(e)) if e.is_retryable() => {
                 self.vote_in_doubt |= e.may_have_applied();
                 self.sync_next = true;
-                self.retry.failed(now);
+                self.kit.failed(now);
             }
             (None, Err(e)) => self.fail(e),
             (None, Ok(_)) => self.fail(Error::UnexpectedReply),
@@ -813,13 +810,13 @@ impl Site {
         };
         match failure {
             None => {
-                self.retry.succeeded();
+                self.kit.succeeded();
                 self.tx = TxView::Decided(outcome);
             }
             Some((_, e)) if e.is_retryable() => {
                 // Retried by the rule (a lost write comes back as `BadVersion`).
                 self.sync_next = true;
-                self.retry.failed(now);
+                self.kit.failed(now);
             }
             Some((i, Error::Server(ErrorCode::BadVersion | ErrorCode::NoNode)))
                 if i == tx_index =>
@@ -838,19 +835,23 @@ impl Site {
     }
 }
 
-impl Recipe for Site {
+impl Protocol for Site {
     type Event = SiteEvent;
 
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some((p, result)) = self.outbox.answer(op, result) else {
+    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
+        &mut self.kit
+    }
+
+    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+        let Some((p, result)) = self.kit.answer(op, result) else {
             return;
         };
-        self.on_reply(now, p, result);
+        self.on_answer(now, p, result);
         self.evaluate(now);
         self.drive(now);
     }
 
-    fn handle_watch(&mut self, now: Instant, _op: OpId, event: &WatchEvent) {
+    fn on_watch(&mut self, now: Instant, _op: OpId, event: &WatchEvent) {
         let tx = &self.config.tx;
         let path = event.path.as_str();
         let t = event.event_type;
@@ -885,8 +886,7 @@ impl Recipe for Site {
         self.drive(now);
     }
 
-    fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.retry.session(change);
+    fn on_session(&mut self, now: Instant, change: SessionChange) {
         match change {
             SessionChange::Connected { session_id } => {
                 self.session_id = session_id;
@@ -904,7 +904,7 @@ impl Recipe for Site {
             }
             SessionChange::Expired => {
                 // Our presence node and watches are gone; votes and the outcome stay.
-                self.outbox.clear();
+                self.kit.clear_requests();
                 self.need = 0;
                 self.presence = Presence::None;
                 self.coord = None;
@@ -920,7 +920,7 @@ impl Recipe for Site {
                 self.between_sessions = true;
             }
             SessionChange::Closed => {
-                self.outbox.clear();
+                self.kit.clear_requests();
                 self.need = 0;
                 self.presence = Presence::None;
                 self.between_sessions = false;
@@ -931,12 +931,12 @@ impl Recipe for Site {
         self.drive(now);
     }
 
-    fn handle_timeout(&mut self, now: Instant) {
+    fn on_timeout(&mut self, now: Instant) {
         self.evaluate(now);
         self.drive(now);
     }
 
-    fn handle_abandon(&mut self, now: Instant) {
+    fn on_abandon(&mut self, now: Instant) {
         self.leaving = true;
         if !self.started {
             self.started = true;
@@ -952,26 +952,18 @@ impl Recipe for Site {
         self.drive(now);
     }
 
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.outbox.poll()
-    }
-
-    fn poll_event(&mut self) -> Option<SiteEvent> {
-        self.events.pop_front()
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
+    fn deadline(&self) -> Option<Instant> {
         if self.need != 0 && !self.between_sessions {
-            self.retry.deadline()
+            self.kit.retry_at()
         } else {
             None
         }
     }
 
-    fn is_done(&self) -> bool {
+    fn finished(&self) -> bool {
         self.finished
-            && self.outbox.is_empty()
-            && self.events.is_empty()
+            && self.kit.is_quiet()
+            && self.kit.no_events()
             && !matches!(
                 self.presence,
                 Presence::Ours | Presence::InDoubt | Presence::Creating

@@ -1,0 +1,579 @@
+//! The plumbing every recipe needs, written once: [`Kit`].
+//!
+//! A recipe embeds one `Kit` and keeps only its protocol. The kit holds:
+//!
+//! * the **outbox** ([`Outbox`]): each request's purpose, so a reply finds its reason,
+//!   and the fresh-read rule (a read behind a failed `sync` reads as lost:
+//!   [`answer`](Kit::answer));
+//! * the **retry** ([`Retry`]): what failed with a retryable error waits for the
+//!   reconnect while the session is suspended, else for a jittered backoff;
+//! * the **events** the recipe reports, in order;
+//! * the **session** the recipe was started on (its id: the `ephemeralOwner` of the
+//!   nodes it creates);
+//! * the **parent-creation rounds** ([`ParentStep`]): a node whose parent is missing
+//!   creates its ancestors (as containers, as Curator does) in the same pipeline and
+//!   is sent again, at most [`MAX_PARENT_ROUNDS`] times; an ancestor that cannot be
+//!   created ends the attempt with the error that names it.
+//!
+//! It also writes the common [`Recipe`](super::Recipe) method bodies: a recipe's
+//! `poll_request` is [`Kit::poll_request`], its `poll_event` [`Kit::poll_event`], the
+//! retry part of its `poll_timeout` [`Kit::timeout`], its `yields`
+//! [`Kit::yields`], and its `handle_session` starts with [`Kit::session`].
+//!
+//! ```
+//! use zk_recipes::proto::{PathWatch, Request};
+//! use zk_recipes::recipe::kit::Kit;
+//! use zk_recipes::recipe::SessionChange;
+//! use zk_recipes::time::Instant;
+//!
+//! #[derive(Debug, PartialEq)]
+//! enum Purpose { Read }
+//! let mut kit: Kit<Purpose, &str> = Kit::new("my-id");
+//! kit.session(SessionChange::Connected { session_id: 7 });
+//! let op = kit.send(Purpose::Read, Request::GetData(PathWatch { path: "/a".into(), watch: false }));
+//! assert_eq!(kit.poll_request().map(|(id, _)| id), Some(op));
+//! assert_eq!(kit.answer(op, Err(zk_recipes::client::Error::ConnectionLoss)).map(|(p, _)| p), Some(Purpose::Read));
+//! kit.failed(Instant::ZERO); // a retryable failure: back off
+//! assert!(kit.timeout(None, true).is_some());
+//! kit.emit("done");
+//! assert_eq!(kit.poll_event(), Some("done"));
+//! assert_eq!(kit.session_id(), 7);
+//! ```
+
+use alloc::boxed::Box;
+use alloc::collections::VecDeque;
+use alloc::string::String;
+use core::time::Duration;
+
+use core::fmt;
+
+use super::path::{ancestor_creates, ancestor_result};
+use super::{OpId, Outbox, Recipe, Retry, SessionChange, SharedListing};
+use crate::error::Error;
+use crate::proto::{Acl, CreateMode, ErrorCode, PathRequest, Request, Response};
+use crate::session::WatchEvent;
+use crate::time::Instant;
+
+/// How many times a recipe creates the missing ancestors of a node before giving up.
+pub const MAX_PARENT_ROUNDS: u8 = 2;
+
+/// `dir/name` (no doubled `/` when `dir` is the root).
+///
+/// ```
+/// assert_eq!(zk_recipes::recipe::kit::join("/a", "b"), "/a/b");
+/// assert_eq!(zk_recipes::recipe::kit::join("/", "b"), "/b");
+/// ```
+pub fn join(dir: &str, name: &str) -> String {
+    let mut s = String::with_capacity(dir.len() + name.len() + 1);
+    s.push_str(dir);
+    if !dir.ends_with('/') {
+        s.push('/');
+    }
+    s.push_str(name);
+    s
+}
+
+/// The parent of `path` (`/` for a top-level node).
+///
+/// ```
+/// assert_eq!(zk_recipes::recipe::kit::parent_of("/a/b"), "/a");
+/// assert_eq!(zk_recipes::recipe::kit::parent_of("/a"), "/");
+/// ```
+pub fn parent_of(path: &str) -> &str {
+    match path.rfind('/') {
+        Some(0) | None => "/",
+        Some(i) => &path[..i],
+    }
+}
+
+/// The last component of `path`.
+///
+/// ```
+/// assert_eq!(zk_recipes::recipe::kit::name_of("/a/b"), "b");
+/// ```
+pub fn name_of(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or("")
+}
+
+/// What a recipe does when the create of a node answered `NoNode` (its parent is
+/// missing): see [`Kit::parents_missing`].
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ParentStep {
+    /// An ancestor's create was refused or lost: create the ancestors and the node
+    /// again after the backoff ([`Kit::failed`]).
+    Again,
+    /// Another round: create the ancestors and the node again now.
+    Create,
+    /// Give up: an ancestor cannot be created (the error names it), or the rounds are
+    /// used up.
+    Fail(Error),
+}
+
+/// The parent-creation rounds of one node (kept boxed: most recipes never need them).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+struct Parents {
+    rounds: u8,
+    /// The first error an ancestor's create answered that names it.
+    error: Option<Error>,
+    /// An ancestor's create was refused or lost: send the round again.
+    again: bool,
+}
+
+/// A recipe's events waiting to be polled, in order: the event queue of a [`Kit`], and
+/// all a recipe built of other machines (which send its requests) needs of one.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Events<E>(VecDeque<E>);
+
+impl<E> Default for Events<E> {
+    fn default() -> Self {
+        Events(VecDeque::new())
+    }
+}
+
+impl<E> Events<E> {
+    /// Reports `event` (after those reported before it).
+    pub fn emit(&mut self, event: E) {
+        self.0.push_back(event);
+    }
+
+    /// [`Recipe::poll_event`](super::Recipe::poll_event): the next event.
+    pub fn poll(&mut self) -> Option<E> {
+        let next = self.0.pop_front();
+        if next.is_none() && self.0.capacity() > 0 {
+            // Drained: a recipe that waits holds no buffer while it waits.
+            self.0 = VecDeque::new();
+        }
+        next
+    }
+
+    /// No event waits to be polled.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Drops the events not polled yet (the owner went away).
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+}
+
+/// The plumbing every recipe embeds; see the [module docs](self). `P` is the recipe's
+/// own "purpose" type (what each request is for), `E` its event type.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Kit<P, E> {
+    outbox: Outbox<P>,
+    retry: Retry,
+    events: Events<E>,
+    parents: Option<Box<Parents>>,
+}
+
+impl<P, E> Default for Kit<P, E> {
+    /// A kit whose backoffs are not jittered apart from other machines built this way
+    /// ([`Retry::default`]); prefer [`Kit::new`] with the machine's unique id.
+    fn default() -> Self {
+        Kit::with_retry(Retry::default())
+    }
+}
+
+impl<P, E> Kit<P, E> {
+    /// A kit whose backoffs are jittered by `id` (the machine's unique id:
+    /// [`Retry::for_id`]), so that machines refused together come back apart.
+    pub fn new(id: &str) -> Self {
+        Kit::with_retry(Retry::for_id(id))
+    }
+
+    /// A kit with this retry helper.
+    pub fn with_retry(retry: Retry) -> Self {
+        Kit {
+            outbox: Outbox::default(),
+            retry,
+            events: Events::default(),
+            parents: None,
+        }
+    }
+
+    // ----- the session -----
+
+    /// Follows a session change (call it first in `handle_session`): the retry waits
+    /// while suspended and goes at once when the session is back; the session id is
+    /// the new one.
+    pub fn session(&mut self, change: SessionChange) {
+        self.retry.session(change);
+    }
+
+    /// The id of the session the recipe last heard of (0 before one): the
+    /// `ephemeralOwner` of the nodes it creates.
+    pub fn session_id(&self) -> i64 {
+        self.retry.session_id()
+    }
+
+    // ----- requests -----
+
+    /// Queues `request` for `purpose`; returns its op id.
+    pub fn send(&mut self, purpose: P, request: Request) -> OpId {
+        self.outbox.send(purpose, request)
+    }
+
+    /// Queues a `sync` of `path` for `purpose`: the reads sent behind it, until it
+    /// answers, come from a server as up to date as the leader
+    /// ([`answer`](Self::answer) reads them as lost if it fails).
+    pub fn sync(&mut self, purpose: P, path: &str) -> OpId {
+        self.send(purpose, Request::Sync(PathRequest { path: path.into() }))
+    }
+
+    /// See [`Outbox::answer`]: the purpose of `op`, removed, and its reply as the
+    /// recipe should read it (a read behind a failed `sync` reads as lost).
+    pub fn answer(
+        &mut self,
+        op: OpId,
+        result: Result<Response, Error>,
+    ) -> Option<(P, Result<Response, Error>)> {
+        self.outbox.answer(op, result)
+    }
+
+    /// See [`Outbox::answer_armed`].
+    pub fn answer_armed(
+        &mut self,
+        op: OpId,
+        result: Result<Response, Error>,
+    ) -> Option<(P, Result<Response, Error>, Option<bool>)> {
+        self.outbox.answer_armed(op, result)
+    }
+
+    /// See [`Outbox::take`].
+    pub fn take(&mut self, op: OpId) -> Option<P> {
+        self.outbox.take(op)
+    }
+
+    /// See [`Outbox::take_unsynced`].
+    pub fn take_unsynced(&mut self, op: OpId) -> Option<(P, bool)> {
+        self.outbox.take_unsynced(op)
+    }
+
+    /// The purpose of request `op`, if it is in flight.
+    pub fn purpose(&self, op: OpId) -> Option<&P> {
+        self.outbox.get(op)
+    }
+
+    /// Is a request whose purpose matches `f` in flight?
+    pub fn any(&self, f: impl Fn(&P) -> bool) -> bool {
+        self.outbox.any(f)
+    }
+
+    /// How many requests are in flight.
+    pub fn in_flight(&self) -> usize {
+        self.outbox.len()
+    }
+
+    /// Nothing in flight and nothing queued.
+    pub fn is_quiet(&self) -> bool {
+        self.outbox.is_empty()
+    }
+
+    /// Forgets every request (the session ended: every request was answered).
+    pub fn clear_requests(&mut self) {
+        self.outbox.clear();
+    }
+
+    /// [`Recipe::poll_request`](super::Recipe::poll_request): the next request to send.
+    pub fn poll_request(&mut self) -> Option<(OpId, Request)> {
+        self.outbox.poll()
+    }
+
+    /// [`Recipe::yields`](super::Recipe::yields): does request `op` serve a purpose
+    /// that `f` says may yield?
+    pub fn yields(&self, op: OpId, f: impl Fn(&P) -> bool) -> bool {
+        self.outbox.get(op).is_some_and(f)
+    }
+
+    // ----- retries -----
+
+    /// A retryable failure at `now`: the next attempt waits for the backoff (or, while
+    /// suspended, for the reconnect).
+    pub fn failed(&mut self, now: Instant) {
+        self.retry.failed(now);
+    }
+
+    /// Something worked: the next failure waits the shortest time again.
+    pub fn succeeded(&mut self) {
+        self.retry.succeeded();
+    }
+
+    /// A wait for someone else (a race lost): see [`Retry::back_off`].
+    pub fn back_off(&mut self, now: Instant, span: Duration) {
+        self.retry.back_off(now, span);
+    }
+
+    /// May the recipe send its retries at `now`?
+    pub fn allows(&self, now: Instant) -> bool {
+        self.retry.allows(now)
+    }
+
+    /// Is the session suspended (as far as this recipe heard)?
+    pub fn is_suspended(&self) -> bool {
+        self.retry.is_suspended()
+    }
+
+    /// When the backoff ends (none while suspended or not backing off).
+    pub fn retry_at(&self) -> Option<Instant> {
+        self.retry.deadline()
+    }
+
+    /// The retry part of [`Recipe::poll_timeout`](super::Recipe::poll_timeout): the
+    /// earlier of the recipe's own `deadline` and, if it is `retrying` (something
+    /// waits to be sent again), the end of the backoff.
+    pub fn timeout(&self, deadline: Option<Instant>, retrying: bool) -> Option<Instant> {
+        let retry = if retrying { self.retry_at() } else { None };
+        match (deadline, retry) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    // ----- events -----
+
+    /// Reports `event` (after those reported before it).
+    pub fn emit(&mut self, event: E) {
+        self.events.emit(event);
+    }
+
+    /// [`Recipe::poll_event`](super::Recipe::poll_event): the next event.
+    pub fn poll_event(&mut self) -> Option<E> {
+        self.events.poll()
+    }
+
+    /// No event waits to be polled.
+    pub fn no_events(&self) -> bool {
+        self.events.is_empty()
+    }
+
+    /// Drops the events not polled yet (the owner went away).
+    pub fn clear_events(&mut self) {
+        self.events.clear();
+    }
+
+    /// Nothing in flight, nothing queued, no event left: with its own work over, the
+    /// recipe is done.
+    pub fn is_idle(&self) -> bool {
+        self.is_quiet() && self.no_events()
+    }
+
+    // ----- parents -----
+
+    /// Queues the creates of `node`'s missing ancestors (in `mode`, top down), each
+    /// for `purpose(ancestor)`, ahead of the node's own create: a new round.
+    pub fn send_parents(
+        &mut self,
+        node: &str,
+        acl: &[Acl],
+        mode: CreateMode,
+        purpose: impl Fn(String) -> P,
+    ) {
+        let parents = self.parents.get_or_insert_with(Box::default);
+        parents.error = None;
+        parents.again = false;
+        for (p, req) in ancestor_creates(node, acl, mode) {
+            self.outbox.send(purpose(p), req);
+        }
+    }
+
+    /// The create of `ancestor` answered `result` (the ancestor exists now, was
+    /// refused or lost, or cannot be created).
+    pub fn parent_answered(&mut self, ancestor: &str, result: &Result<Response, Error>) {
+        if let Some(e) = ancestor_result(ancestor, result) {
+            let parents = self.parents.get_or_insert_with(Box::default);
+            if e.is_retryable() {
+                parents.again = true;
+            } else if !e.ends_session() && parents.error.is_none() {
+                parents.error = Some(e);
+            }
+        }
+    }
+
+    /// The node's create answered `NoNode`: what now ([`ParentStep`]). `dir` is the
+    /// node's parent, named by the error when the rounds are used up.
+    pub fn parents_missing(&mut self, dir: &str) -> ParentStep {
+        let parents = self.parents.get_or_insert_with(Box::default);
+        if parents.again {
+            return ParentStep::Again;
+        }
+        if let Some(e) = parents.error.take() {
+            return ParentStep::Fail(e);
+        }
+        if parents.rounds >= MAX_PARENT_ROUNDS {
+            let missing = Err(Error::Server(ErrorCode::NoNode));
+            return ParentStep::Fail(
+                ancestor_result(dir, &missing).unwrap_or(Error::Server(ErrorCode::NoNode)),
+            );
+        }
+        parents.rounds += 1;
+        ParentStep::Create
+    }
+
+    /// Was an ancestor's create of the last round refused or lost (send the round
+    /// again)? For a recipe that counts its rounds itself; others use
+    /// [`parents_missing`](Self::parents_missing).
+    pub fn parents_refused(&self) -> bool {
+        self.parents.as_ref().is_some_and(|p| p.again)
+    }
+
+    /// The error that names an ancestor that cannot be created, taken (see
+    /// [`parents_refused`](Self::parents_refused)).
+    pub fn take_parent_error(&mut self) -> Option<Error> {
+        self.parents.as_mut().and_then(|p| p.error.take())
+    }
+
+    /// Forgets the parent-creation rounds (the node exists: a later create starts
+    /// afresh).
+    pub fn reset_parents(&mut self) {
+        self.parents = None;
+    }
+
+    /// Parent-creation rounds so far.
+    pub fn parent_rounds(&self) -> u8 {
+        self.parents.as_ref().map_or(0, |p| p.rounds)
+    }
+}
+
+/// What the [`Recipe`] impl of a [`Protocol`] takes from its [`Kit`]: object-safe, so
+/// that a recipe's purpose type stays its own.
+pub trait Plumbing<E> {
+    /// [`Kit::poll_request`].
+    fn poll_request(&mut self) -> Option<(OpId, Request)>;
+    /// [`Kit::poll_event`].
+    fn poll_event(&mut self) -> Option<E>;
+    /// [`Kit::session`].
+    fn session(&mut self, change: SessionChange);
+}
+
+impl<P, E> Plumbing<E> for Kit<P, E> {
+    fn poll_request(&mut self) -> Option<(OpId, Request)> {
+        Kit::poll_request(self)
+    }
+
+    fn poll_event(&mut self) -> Option<E> {
+        Kit::poll_event(self)
+    }
+
+    fn session(&mut self, change: SessionChange) {
+        Kit::session(self, change)
+    }
+}
+
+/// A recipe written on the [`Kit`]: its protocol, nothing else. Every `Protocol` is a
+/// [`Recipe`] (the impl below): the kit answers `poll_request` and `poll_event`,
+/// follows every session change ([`Kit::session`]) before
+/// [`on_session`](Self::on_session) sees it, and in debug builds (every test,
+/// simulator, property and model-check run) calls [`check`](Self::check) at the end
+/// of each input. Drive such a recipe through [`Recipe`] (its `handle_*`), not through
+/// these methods.
+pub trait Protocol: Send + 'static {
+    /// What the recipe reports to its user.
+    type Event: Clone + fmt::Debug + Send + 'static;
+    /// Its kit.
+    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event>;
+    /// [`Recipe::handle_reply`].
+    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>);
+    /// [`Recipe::handle_shared_reply`]; by default a copy goes to
+    /// [`on_reply`](Self::on_reply).
+    fn on_shared_reply(
+        &mut self,
+        now: Instant,
+        op: OpId,
+        result: &Result<Response, Error>,
+        shared: &mut SharedListing,
+    ) {
+        let _ = shared;
+        self.on_reply(now, op, result.clone())
+    }
+    /// [`Recipe::handle_watch`]; by default nothing (a recipe that sets no watch).
+    fn on_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
+        let _ = (now, op, event);
+    }
+    /// [`Recipe::handle_session`], after the kit followed the change.
+    fn on_session(&mut self, now: Instant, change: SessionChange);
+    /// [`Recipe::handle_timeout`].
+    fn on_timeout(&mut self, now: Instant);
+    /// [`Recipe::handle_abandon`].
+    fn on_abandon(&mut self, now: Instant);
+    /// [`Recipe::poll_timeout`] ([`Kit::timeout`] adds the end of a backoff).
+    fn deadline(&self) -> Option<Instant>;
+    /// [`Recipe::is_done`].
+    fn finished(&self) -> bool;
+    /// [`Recipe::yields`] (see [`Kit::yields`]); by default, no.
+    fn may_yield(&self, op: OpId) -> bool {
+        let _ = op;
+        false
+    }
+    /// The rules that span the recipe's fields, as `debug_assert!`s: called at the end
+    /// of every input in debug builds. By default none.
+    fn check(&self) {}
+}
+
+impl<T: Protocol> Recipe for T {
+    type Event = T::Event;
+
+    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+        self.on_reply(now, op, result);
+        checked(self);
+    }
+
+    fn handle_shared_reply(
+        &mut self,
+        now: Instant,
+        op: OpId,
+        result: &Result<Response, Error>,
+        shared: &mut SharedListing,
+    ) {
+        self.on_shared_reply(now, op, result, shared);
+        checked(self);
+    }
+
+    fn handle_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
+        self.on_watch(now, op, event);
+        checked(self);
+    }
+
+    fn handle_session(&mut self, now: Instant, change: SessionChange) {
+        self.kit().session(change);
+        self.on_session(now, change);
+        checked(self);
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        self.on_timeout(now);
+        checked(self);
+    }
+
+    fn handle_abandon(&mut self, now: Instant) {
+        self.on_abandon(now);
+        checked(self);
+    }
+
+    fn poll_request(&mut self) -> Option<(OpId, Request)> {
+        self.kit().poll_request()
+    }
+
+    fn yields(&self, op: OpId) -> bool {
+        self.may_yield(op)
+    }
+
+    fn poll_event(&mut self) -> Option<T::Event> {
+        self.kit().poll_event()
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.deadline()
+    }
+
+    fn is_done(&self) -> bool {
+        self.finished()
+    }
+}
+
+/// The end of an input: the recipe's rules hold (debug builds only).
+fn checked<T: Protocol>(recipe: &T) {
+    if cfg!(debug_assertions) {
+        recipe.check();
+    }
+}
