@@ -11,8 +11,10 @@
 //!
 //! 1. [`proto`] — the jute wire codec: frames, records, requests, replies, error codes.
 //!    Pure functions, total on any input.
-//! 2. [`session`] — one logical ZooKeeper session across many TCP connections.
-//! 3. [`client`] — a session plus the routing of replies and watches to their owners;
+//! 2. [`error`] — every error type, a leaf: it uses nothing above [`proto`].
+//! 3. [`session`] — one logical ZooKeeper session across many TCP connections, in
+//!    named parts.
+//! 4. [`client`] — a session plus the routing of replies and watches to their owners;
 //!    the only type an adapter drives.
 //!
 //! Time is a [`time::Instant`] chosen by the driver (microseconds since an arbitrary

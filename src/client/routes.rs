@@ -1,22 +1,23 @@
-//! The one path every adapter uses between its handles and the core: the commands a
-//! handle sends ([`Command`]: submit, host a recipe, run a command on it, abandon it,
-//! subscribe to status), and the delivery of what comes back — which waiter gets which
+//! The one path every adapter uses between its handles and the core, and its one
+//! owner: the commands a handle sends ([`Command`]: submit, host a recipe, run a typed
+//! [`RecipeCommand`] on it, abandon it, subscribe to status) are carried out here on
+//! the [`Client`], and what comes back is delivered here — which waiter gets which
 //! reply, which watcher gets which watch event, which subscribers get a hosted recipe's
-//! events, and what the session state is (every transition, for status streams).
-//! Adapters supply only the channel types, through [`Sink`].
+//! events, and what the session status is (every transition, for status streams).
+//! Adapters supply only the channel types, through [`Sink`]; they decide nothing.
 
 use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
-use core::any::Any;
 
-use super::{Client, ClientEvent, Error, RecipeId};
+use super::hosting::{Client, ClientEvent, RecipeHandle, RecipeId};
+use super::status::Status;
+use crate::error::{Error, HostFailures};
 use crate::hash::HashMap;
 use crate::proto::{EventType, Request, Response};
-use crate::recipe::{AnyEvent, AnyRecipe};
-use crate::session::{HostFailures, SessionEvent, Token, WatchEvent};
+use crate::recipe::{AnyEvent, AnyRecipe, Recipe};
+use crate::session::{SessionEvent, Token, WatchEvent};
 use crate::time::Instant;
-use core::time::Duration;
 
 /// Something a value can be handed to: a oneshot sender, a channel, a callback.
 pub trait Sink<T> {
@@ -33,8 +34,27 @@ pub enum WatchMode {
     Persistent,
 }
 
-/// A command run on a hosted recipe in the driver; it downcasts to the recipe's type.
-pub type RecipeCommand = Box<dyn FnOnce(&mut dyn Any, Instant) + Send>;
+/// A command for a hosted recipe of type `R`, made on the handle's side from a typed
+/// closure ([`new`](Self::new)) and run in the driver, on the recipe the [`Command::Run`]
+/// names, through [`Client::command`] — the same typed call a host driving the core
+/// makes. It misses (runs nothing) if the recipe is gone.
+pub struct RecipeCommand(Box<RunOn>);
+
+/// What a [`RecipeCommand`] does in the driver: run on the recipe `id` of the client.
+type RunOn = dyn FnOnce(&mut Client, RecipeId, Instant) + Send;
+
+impl RecipeCommand {
+    /// `command` to run on a hosted `R` (with the driver's `now`).
+    pub fn new<R: Recipe>(command: impl FnOnce(&mut R, Instant) + Send + 'static) -> Self {
+        RecipeCommand(Box::new(move |client, id, now| {
+            client.command(now, RecipeHandle::<R>::from_id(id), command);
+        }))
+    }
+
+    fn run(self, client: &mut Client, id: RecipeId, now: Instant) {
+        (self.0)(client, id, now)
+    }
+}
 
 /// What a handle asks of its driver, the same in every adapter (the adapter picks the
 /// channel types). Keys name hosted recipes; the handle side allocates them, so hosting
@@ -77,60 +97,6 @@ pub enum Command<R, W, L, S> {
     },
     /// Every status change from now on goes to this subscriber.
     Statuses(S),
-}
-
-/// Session state as applications see it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Status {
-    /// No session yet (or a new one after an expiry is being established).
-    Connecting,
-    /// A live session on a live connection.
-    Connected {
-        /// Session id.
-        session_id: i64,
-        /// Negotiated timeout.
-        timeout: Duration,
-        /// The server is read-only.
-        read_only: bool,
-    },
-    /// Connection lost; the session may be alive; reconnecting.
-    Suspended,
-    /// The session expired: its ephemeral nodes, watches and recipes are gone. With
-    /// `renewing`, a new session is on its way (`Connected` with a new id follows);
-    /// otherwise terminal.
-    Expired {
-        /// A new session is being established.
-        renewing: bool,
-    },
-    /// Closed. Terminal.
-    Closed,
-    /// Authentication failed. Terminal.
-    AuthFailed,
-}
-
-impl Status {
-    /// Nothing more will happen (closed, auth failed, expired without renewal).
-    pub fn is_terminal(self) -> bool {
-        matches!(
-            self,
-            Status::Expired { renewing: false } | Status::Closed | Status::AuthFailed
-        )
-    }
-
-    /// Connected now.
-    pub fn is_connected(self) -> bool {
-        matches!(self, Status::Connected { .. })
-    }
-
-    /// The error a call fails with in this status, when the session is gone.
-    pub fn error(self) -> Error {
-        match self {
-            Status::Expired { .. } => Error::SessionExpired,
-            Status::AuthFailed => Error::AuthFailed,
-            _ => Error::Closed,
-        }
-    }
 }
 
 /// Waiters and watchers by token, recipe subscribers by id, status subscribers.
@@ -199,7 +165,7 @@ where
                     if let (Some(s), Some((_, subs))) = (subscribe, self.recipes.get_mut(&id)) {
                         subs.push(s);
                     }
-                    client.command_any(now, id, command);
+                    command.run(client, id, now);
                 }
             }
             Command::Abandon { key } => {
@@ -256,93 +222,88 @@ where
     /// Delivers one event; returns the new status when it changed (or when every host
     /// was found unreachable: see [`unreachable`](Self::unreachable)).
     pub fn deliver(&mut self, client: &mut Client, event: ClientEvent) -> Option<Status> {
-        let event = match event {
-            ClientEvent::Session(e) => e,
+        match event {
+            ClientEvent::Session(event) => self.deliver_session(client, event),
             ClientEvent::Recipe { id, event } => {
                 if let Some((_, subscribers)) = self.recipes.get_mut(&id) {
                     // Each subscriber gets its own copy; gone ones are dropped. The
                     // entry itself lives until the recipe is done.
                     subscribers.retain_mut(|s| s.send(event.clone()));
                 }
-                return None;
+                None
             }
             ClientEvent::RecipeDone { id } => {
                 // Dropping the subscribers tells their receivers nothing more will come.
                 if let Some((key, _)) = self.recipes.remove(&id) {
                     self.keys.remove(&key);
                 }
-                return None;
+                None
             }
-        };
-        let status = match event {
+        }
+    }
+
+    fn deliver_session(&mut self, client: &mut Client, event: SessionEvent) -> Option<Status> {
+        match event {
             SessionEvent::Reply(reply) => {
-                if let Some(mut waiter) = self.replies.remove(&reply.token) {
-                    waiter.send(reply.result);
-                }
-                if reply.watch.is_none() {
-                    // No watch was set: its receiver learns that by being dropped.
-                    self.watches.remove(&reply.token);
-                }
-                return None;
+                self.reply(reply.token, reply.result, reply.watch.is_some());
+                None
             }
             SessionEvent::SharedReply(reply) => {
                 // Only hosted recipes' listings are shared; a raw waiter among its
                 // tokens (none today) gets its copy all the same.
                 for token in reply.tokens {
-                    if let Some(mut waiter) = self.replies.remove(&token) {
-                        waiter.send(reply.result.clone());
-                    }
-                    if reply.watch.is_none() {
-                        self.watches.remove(&token);
-                    }
+                    self.reply(token, reply.result.clone(), reply.watch.is_some());
                 }
-                return None;
+                None
             }
             SessionEvent::Watch { token, event } => {
-                if let Some((watcher, mode)) = self.watches.get_mut(&token) {
-                    // A token holds one registration (a SetWatches2's, several: its
-                    // last event ends it); a *Removed event is its last.
-                    let removed = matches!(
-                        event.event_type,
-                        EventType::DataWatchRemoved
-                            | EventType::ChildWatchRemoved
-                            | EventType::PersistentWatchRemoved
-                    );
-                    let alive = watcher.send(event);
-                    let spent = *mode == WatchMode::Once && !client.is_watching(token);
-                    if spent || !alive || removed {
-                        self.watches.remove(&token);
-                        client.forget_watches(token);
-                    }
-                }
-                return None;
+                self.watch_event(client, token, event);
+                None
             }
             SessionEvent::Unreachable { hosts, .. } => {
                 self.unreachable = Some(hosts);
-                return Some(self.status);
+                Some(self.status)
             }
-            SessionEvent::Connected {
-                session_id,
-                timeout,
-                read_only,
-            } => Status::Connected {
-                session_id,
-                timeout,
-                read_only,
-            },
-            SessionEvent::Reconnected { read_only } => {
-                let s = client.session();
-                Status::Connected {
-                    session_id: s.session_id(),
-                    timeout: s.negotiated_timeout().unwrap_or_default(),
-                    read_only,
-                }
+            event => {
+                let status = Status::after(&event, client.session())?;
+                self.set_status(status);
+                Some(status)
             }
-            SessionEvent::Suspended { .. } => Status::Suspended,
-            SessionEvent::Expired { renewing, .. } => Status::Expired { renewing },
-            SessionEvent::Closed => Status::Closed,
-            SessionEvent::AuthFailed => Status::AuthFailed,
+        }
+    }
+
+    /// The reply of `token` goes to its waiter; without a watch, its watcher's receiver
+    /// learns that none was set by being dropped.
+    fn reply(&mut self, token: Token, result: Result<Response, Error>, watching: bool) {
+        if let Some(mut waiter) = self.replies.remove(&token) {
+            waiter.send(result);
+        }
+        if !watching {
+            self.watches.remove(&token);
+        }
+    }
+
+    fn watch_event(&mut self, client: &mut Client, token: Token, event: WatchEvent) {
+        let Some((watcher, mode)) = self.watches.get_mut(&token) else {
+            return;
         };
+        // A token holds one registration (a SetWatches2's, several: its last event
+        // ends it); a *Removed event is its last.
+        let removed = matches!(
+            event.event_type,
+            EventType::DataWatchRemoved
+                | EventType::ChildWatchRemoved
+                | EventType::PersistentWatchRemoved
+        );
+        let alive = watcher.send(event);
+        let spent = *mode == WatchMode::Once && !client.is_watching(token);
+        if spent || !alive || removed {
+            self.watches.remove(&token);
+            client.forget_watches(token);
+        }
+    }
+
+    fn set_status(&mut self, status: Status) {
         if status.is_connected() {
             self.unreachable = None;
         }
@@ -355,7 +316,6 @@ where
         }
         self.status = status;
         self.statuses.retain_mut(|s| s.send(status));
-        Some(status)
     }
 }
 

@@ -130,7 +130,7 @@ pub fn failed_multi(ops: usize, at: usize, code: ErrorCode) -> Vec<MultiResult> 
 /// Which op of a failed multi failed, and why: its index and error code (the ops before
 /// it report 0, the ones after it `RuntimeInconsistency`). `None` for anything but a
 /// multi reply that failed.
-pub fn multi_failure(result: &Result<Response, crate::error::Error>) -> Option<(usize, ErrorCode)> {
+pub fn multi_failure<E>(result: &Result<Response, E>) -> Option<(usize, ErrorCode)> {
     match result {
         Ok(Response::Multi(results)) => results.iter().enumerate().find_map(|(i, r)| match r {
             MultiResult::Error(c) if !c.is_ok() && *c != ErrorCode::RuntimeInconsistency => {

@@ -67,7 +67,7 @@
 //!   contents: no `Deleted` of a node never `Created`, no `Created` twice, no event for a
 //!   change that did not happen.
 //! * **Liveness.** Every retryable failure (a lost connection, a refusal) is retried —
-//!   after the reconnect or a backoff ([`Retry`]) — and a reconnect re-reads everything:
+//!   after the reconnect or a backoff ([`Retry`](crate::recipe::Retry)) — and a reconnect re-reads everything:
 //!   once faults stop, the cache equals the server's subtree.
 //! * **Bounded memory.** At most [`CacheConfig::max_nodes`] nodes are cached; only a
 //!   subtree known to exceed it ends the cache with [`Failed`](CacheEvent::Failed)

@@ -15,7 +15,7 @@
 //!   is sent again, at most [`MAX_PARENT_ROUNDS`] times; an ancestor that cannot be
 //!   created ends the attempt with the error that names it.
 //!
-//! It also writes the common [`Recipe`](super::Recipe) method bodies: a recipe's
+//! It also writes the common [`Recipe`] method bodies: a recipe's
 //! `poll_request` is [`Kit::poll_request`], its `poll_event` [`Kit::poll_event`], the
 //! retry part of its `poll_timeout` [`Kit::timeout`], its `yields`
 //! [`Kit::yields`], and its `handle_session` starts with [`Kit::session`].
@@ -136,7 +136,7 @@ impl<E> Events<E> {
         self.0.push_back(event);
     }
 
-    /// [`Recipe::poll_event`](super::Recipe::poll_event): the next event.
+    /// [`Recipe::poll_event`]: the next event.
     pub fn poll(&mut self) -> Option<E> {
         let next = self.0.pop_front();
         if next.is_none() && self.0.capacity() > 0 {
@@ -275,12 +275,12 @@ impl<P, E> Kit<P, E> {
         self.outbox.clear();
     }
 
-    /// [`Recipe::poll_request`](super::Recipe::poll_request): the next request to send.
+    /// [`Recipe::poll_request`]: the next request to send.
     pub fn poll_request(&mut self) -> Option<(OpId, Request)> {
         self.outbox.poll()
     }
 
-    /// [`Recipe::yields`](super::Recipe::yields): does request `op` serve a purpose
+    /// [`Recipe::yields`]: does request `op` serve a purpose
     /// that `f` says may yield?
     pub fn yields(&self, op: OpId, f: impl Fn(&P) -> bool) -> bool {
         self.outbox.get(op).is_some_and(f)
@@ -319,7 +319,7 @@ impl<P, E> Kit<P, E> {
         self.retry.deadline()
     }
 
-    /// The retry part of [`Recipe::poll_timeout`](super::Recipe::poll_timeout): the
+    /// The retry part of [`Recipe::poll_timeout`]: the
     /// earlier of the recipe's own `deadline` and, if it is `retrying` (something
     /// waits to be sent again), the end of the backoff.
     pub fn timeout(&self, deadline: Option<Instant>, retrying: bool) -> Option<Instant> {
@@ -337,7 +337,7 @@ impl<P, E> Kit<P, E> {
         self.events.emit(event);
     }
 
-    /// [`Recipe::poll_event`](super::Recipe::poll_event): the next event.
+    /// [`Recipe::poll_event`]: the next event.
     pub fn poll_event(&mut self) -> Option<E> {
         self.events.poll()
     }

@@ -62,6 +62,7 @@ pub mod contender;
 pub mod double_barrier;
 pub mod election;
 pub mod group;
+pub mod inspect;
 pub mod kit;
 pub mod lock;
 pub mod naming;

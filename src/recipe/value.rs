@@ -99,8 +99,10 @@
 //! Empty data counts as 0 in both formats (a node made by an "ensure path" helper); any
 //! other length ends that operation with [`Failed`](CounterEvent::Failed) carrying
 //! [`Error::BadCounter`], and nothing is written (Curator would read the first bytes of a
-//! longer node; we refuse to guess). Arithmetic wraps in the format's width, as Java's
-//! does; an `I32` delta outside `i32` is refused (`BadArguments`).
+//! longer node; we refuse to guess). An add whose result leaves the format's range
+//! ends with `Failed` carrying [`Error::CounterOverflow`], and nothing is written (Java's
+//! arithmetic would wrap silently, `i32::MAX + 1` becoming `i32::MIN`); an `I32` delta
+//! outside `i32` is refused (`BadArguments`).
 //!
 //! Counting guarantee: every `Added` is exactly one applied increment (the counter's
 //! updates never trust same-bytes confirmation, see above), and every applied increment
@@ -744,14 +746,14 @@ impl CounterFormat {
         }
     }
 
-    /// `value + delta`, wrapping in this format's width; `None` if `delta` does not fit.
+    /// `value + delta`; `None` if `delta` or the sum does not fit this format's width.
     fn add(self, value: i64, delta: i64) -> Option<i64> {
         match self {
             CounterFormat::I32 => {
                 let d = i32::try_from(delta).ok()?;
-                Some(i64::from((value as i32).wrapping_add(d)))
+                (value as i32).checked_add(d).map(i64::from)
             }
-            CounterFormat::I64 => Some(value.wrapping_add(delta)),
+            CounterFormat::I64 => value.checked_add(delta),
         }
     }
 }
@@ -808,7 +810,9 @@ pub enum CounterEvent {
     /// The operation failed; the counter goes on with the next one. For an `add`,
     /// `error.may_have_applied()` says whether it may be in the node all the same.
     Failed {
-        /// The cause ([`Error::BadCounter`] for malformed data: nothing written).
+        /// The cause ([`Error::BadCounter`] for malformed data,
+        /// [`Error::CounterOverflow`] for an add out of the format's range: nothing
+        /// written).
         error: Error,
     },
     /// Ended by [`close`](Counter::close), abandonment or a closed session. Final.
@@ -951,10 +955,21 @@ impl Counter {
                     let value = counter_value(data.as_deref().unwrap_or(&[]), self.format);
                     match (op, value) {
                         (CounterOp::Add(delta), Ok(before)) => {
-                            let after = self.format.add(before, delta).unwrap_or(before);
-                            self.plan = Some((before, after));
-                            let data = self.format.encode(after);
-                            self.update.propose(now, Proposal::Set(data));
+                            match self.format.add(before, delta) {
+                                Some(after) => {
+                                    self.plan = Some((before, after));
+                                    let data = self.format.encode(after);
+                                    self.update.propose(now, Proposal::Set(data));
+                                }
+                                None => {
+                                    self.outcome = Some(Err(Error::CounterOverflow {
+                                        value: before,
+                                        delta,
+                                        width: self.format.width(),
+                                    }));
+                                    self.update.propose(now, Proposal::Keep);
+                                }
+                            }
                         }
                         (CounterOp::Get, Ok(v)) => {
                             self.outcome = Some(Ok((v, stat)));

@@ -1,8 +1,7 @@
+use crate::error::ConnectStringError;
+use crate::proto::Chroot;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
-use core::fmt;
-
-use crate::proto::{Chroot, PathError};
 
 /// A parsed connection string: `host1:port,host2:port/optional/chroot`.
 ///
@@ -19,33 +18,6 @@ pub struct ConnectString {
     hosts: Vec<String>,
     chroot: Chroot,
 }
-
-/// Why a connection string was rejected.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum ConnectStringError {
-    /// No host given.
-    NoHosts,
-    /// A host entry is empty or has a bad port.
-    BadHost(String),
-    /// The chroot is not a valid path.
-    BadChroot(PathError),
-}
-
-impl fmt::Display for ConnectStringError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ConnectStringError::NoHosts => f.write_str("connection string names no host"),
-            ConnectStringError::BadHost(h) => {
-                write!(f, "bad host entry {h:?} in connection string")
-            }
-            ConnectStringError::BadChroot(e) => write!(f, "bad chroot in connection string: {e}"),
-        }
-    }
-}
-
-#[cfg(feature = "std")]
-impl std::error::Error for ConnectStringError {}
 
 impl ConnectString {
     /// `host:port` entries, in the order given (the session shuffles them).

@@ -32,13 +32,13 @@
 //! * A ping goes out after `readTimeout / 2` without sending (`readTimeout` = 2/3 of the
 //!   negotiated timeout); `readTimeout` without receiving drops the connection.
 //! * On connection loss every request in flight completes with
-//!   [`ErrorCode::ConnectionLoss`] (the server may or may not have applied it); requests
+//!   [`ErrorCode::ConnectionLoss`](crate::proto::ErrorCode::ConnectionLoss) (the server may or may not have applied it); requests
 //!   not yet written wait for the next connection, up to `max_pending`.
 //! * Backpressure: at most `max_in_flight` requests are on the wire at once; the rest
 //!   wait in the session's queue, in submission order, and go out as replies come back
 //!   (pings, auth and SetWatches bypass the bound; a close goes after everything
 //!   submitted before it). Beyond `max_pending` (in flight plus queued) a request is
-//!   refused with [`SubmitError::TooManyPending`] ([`Error::Overloaded`]: never
+//!   refused with [`SubmitError::TooManyPending`] ([`Error::Overloaded`](crate::error::Error::Overloaded): never
 //!   applied, retry after a backoff). One process with thousands of waiters thus never
 //!   has more than `max_in_flight` requests outstanding at the server (ZooKeeper's
 //!   global outstanding limit is 1,000 by default). Within that bound the window adapts
@@ -64,654 +64,75 @@
 //! * Disconnected for the negotiated session timeout (counted from the last byte
 //!   received) ⇒ `Expired` locally: whoever holds something ephemeral must stop
 //!   believing it, even before a server confirms.
+//!
+//! # Parts
+//!
+//! [`Session`] holds one value per part and the phase of the connection; each
+//! part is a module that says what it owns:
+//!
+//! | module | owns |
+//! |---|---|
+//! | `hosts` | host order and rotation, failures, backoff, `Unreachable` |
+//! | `identity` | session id and password, negotiated timeout, read-only, last zxid, suspended |
+//! | `link` | the connection's bytes: frame decoder, bytes to write, last send and receive |
+//! | `window` | xids, the requests in flight (FIFO matching), the AIMD window |
+//! | `lanes` | the queue: main and yielding lanes, shared listings |
+//! | `auth` | auth packets to replay, answers awaited |
+//! | `watches` | the registry, SetWatches2 arming, fan-out, re-arming after a resume |
+//!
+//! and the session's own steps, over those parts: `connection` (dialling, the
+//! handshake, priming, losing a connection), `submit` (admitting and writing
+//! requests), `replies` (reading frames, completing requests), `timers` (pings,
+//! timeouts, the expiry estimate), `close` (closing, ending, expiry, failing what is
+//! pending). `config` and `event` are the settings and the vocabulary; the error types
+//! live in [`crate::error`].
 
+mod auth;
+mod close;
+mod config;
 mod connect_string;
+mod connection;
+mod event;
+mod hosts;
+mod identity;
+mod lanes;
+mod link;
+mod replies;
 mod rng;
+mod submit;
+mod timers;
 mod watches;
+mod window;
 
-use alloc::boxed::Box;
-use alloc::collections::{BTreeSet, VecDeque};
-use alloc::string::String;
+use alloc::collections::VecDeque;
 use alloc::vec::Vec;
-use bytes::{Bytes, BytesMut};
-use core::fmt;
+use bytes::BytesMut;
 use core::time::Duration;
 
-pub use connect_string::{ConnectString, ConnectStringError};
-pub use watches::{WatchKind, WatchLists};
+pub use crate::error::{
+    ConnectStringError, DisconnectReason, HostFailures, SessionEnd, SubmitError, TlsFailure,
+    TransportError,
+};
+pub use config::{SessionConfig, DEFAULT_MAX_IN_FLIGHT};
+pub use connect_string::ConnectString;
+pub use event::{
+    Counters, Reply, SessionEvent, SessionState, SharedReply, Token, Transport, WatchEvent,
+    WatchKind,
+};
+pub use watches::WatchLists;
 
-use crate::error::Error;
-use crate::hash::{shed_map, shed_queue, HashMap};
-use crate::proto::*;
+use crate::hash::shed_queue;
+use crate::proto::Request;
 use crate::time::Instant;
-use rng::Rng;
-use watches::WatchRegistry;
+use auth::Auth;
+use hosts::Hosts;
+use identity::Identity;
+use lanes::Lanes;
+use link::Link;
+use watches::Watches;
+use window::Window;
 
-/// The caller's name for a request; replies and watch events come back under it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Token(pub u64);
-
-/// Session settings. [`SessionConfig::new`] gives sensible defaults.
-#[derive(Clone, Debug)]
-pub struct SessionConfig {
-    /// Hosts and chroot.
-    pub connect_string: ConnectString,
-    /// Requested session timeout (the server clamps it).
-    pub session_timeout: Duration,
-    /// Accept a read-only server.
-    pub read_only: bool,
-    /// Seed for host order and backoff jitter.
-    pub seed: u64,
-    /// Cap on requests in flight plus requests waiting in the session's queue; a
-    /// request beyond it is refused ([`SubmitError::TooManyPending`]).
-    pub max_pending: usize,
-    /// Cap on requests written to the connection and not yet answered (at least 1);
-    /// later requests wait in the queue, in order. Pings, auth and SetWatches bypass it.
-    pub max_in_flight: usize,
-    /// Cap on watch registrations.
-    pub max_watches: usize,
-    /// Cap on an incoming frame body.
-    pub max_reply: usize,
-    /// Cap on an outgoing frame body.
-    pub max_request: usize,
-    /// First backoff after a full round of hosts failed.
-    pub backoff_min: Duration,
-    /// Longest backoff.
-    pub backoff_max: Duration,
-    /// A connection that lasted this long counts as healthy: losing it resets the
-    /// backoff. One lost sooner (a server that answers the handshake and then fails)
-    /// counts as a failed attempt, so such servers are redialled with growing backoff.
-    pub stable_after: Duration,
-    /// After the session expires, start a new session by itself (as Curator and kazoo
-    /// do). Off: `Expired` ends the session for good.
-    pub renew_on_expiry: bool,
-}
-
-impl SessionConfig {
-    /// Defaults: 30 s timeout, no read-only, seed 0, 10,000 pending requests of which
-    /// 512 in flight, 100,000 watches, 1 MiB + 64 KiB replies, 0xfffff requests, backoff 50 ms … 2 s, a
-    /// connection stable after 2 s, a new session after expiry.
-    pub fn new(connect_string: ConnectString) -> Self {
-        SessionConfig {
-            connect_string,
-            session_timeout: Duration::from_secs(30),
-            read_only: false,
-            seed: 0,
-            max_pending: 10_000,
-            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
-            max_watches: 100_000,
-            max_reply: DEFAULT_MAX_REPLY,
-            max_request: DEFAULT_MAX_REQUEST,
-            backoff_min: Duration::from_millis(50),
-            backoff_max: Duration::from_secs(2),
-            stable_after: Duration::from_secs(2),
-            renew_on_expiry: true,
-        }
-    }
-}
-
-/// Default [`SessionConfig::max_in_flight`]: well under ZooKeeper's default global
-/// outstanding-request limit (1,000), so one busy session does not make the server stop
-/// reading or throttle.
-pub const DEFAULT_MAX_IN_FLIGHT: usize = 512;
-
-/// What the session has moved so far (for benchmarks and monitoring). Counts are over
-/// the session's whole life, across connections and renewed sessions.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct Counters {
-    /// Requests written with an xid of their own (everything submitted, and
-    /// closeSession): what the server counts as operations.
-    pub requests_sent: u64,
-    /// Frames the session writes by itself: connect requests, pings, auth replays and
-    /// SetWatches.
-    pub control_sent: u64,
-    /// Bytes handed to the driver to write.
-    pub bytes_sent: u64,
-    /// Bytes the driver fed in.
-    pub bytes_received: u64,
-    /// Replies matched to a request (pings, auth and SetWatches answers excluded).
-    pub replies_received: u64,
-    /// Watch notifications received (one per server event, however many registrants).
-    pub notifications_received: u64,
-    /// Replies the server answered `Throttled` (never applied); each one halves the
-    /// session's in-flight window at most once per window of replies.
-    pub throttled: u64,
-    /// Listings that joined an identical queued one instead of going out themselves
-    /// (see [`Session::submit_shared`]): requests saved.
-    pub listings_shared: u64,
-}
-
-/// What the driver must do with its socket.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Transport {
-    /// Drop any current socket and connect to `hosts()[host]`; then call
-    /// `handle_connected`, or `handle_disconnect` if the connection fails.
-    Connect {
-        /// Index into [`ConnectString::hosts`].
-        host: usize,
-    },
-    /// Drop the current socket.
-    Close,
-}
-
-/// What the driver saw happen to its socket (it maps its I/O errors to these).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum TransportError {
-    /// The peer refused the connection (nothing listens there).
-    Refused,
-    /// The peer reset the connection.
-    Reset,
-    /// The peer closed the connection (end of stream).
-    Closed,
-    /// The address could not be resolved or reached.
-    Unreachable,
-    /// Any other I/O failure.
-    Other,
-    /// The TLS handshake (or a TLS record) failed, for this reason. A driver that speaks
-    /// TLS reports it; the session treats it as any other failed attempt on the host
-    /// (the next host, then backoff).
-    Tls(TlsFailure),
-}
-
-/// Why TLS failed on a connection (drivers that speak TLS map their library's errors
-/// to these).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum TlsFailure {
-    /// The server's certificate is not signed by a trusted root (wrong CA).
-    UnknownIssuer,
-    /// The server's certificate is not valid for the expected server name.
-    NameMismatch,
-    /// The server's certificate has expired.
-    Expired,
-    /// The server's certificate is not valid yet.
-    NotYetValid,
-    /// The server's certificate was rejected for another reason (bad signature,
-    /// wrong usage, revoked, unparseable, ...).
-    BadCertificate,
-    /// The server refused the handshake with a TLS alert (it did not accept our
-    /// client certificate, say): the alert's description code (RFC 8446 section 6).
-    HandshakeRefused(u8),
-    /// The peer does not speak TLS, or the TLS exchange broke otherwise.
-    Protocol,
-}
-
-impl fmt::Display for TlsFailure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            TlsFailure::UnknownIssuer => f.write_str(
-                "the server's certificate has an unknown issuer (not signed by a trusted CA)",
-            ),
-            TlsFailure::NameMismatch => {
-                f.write_str("the server's certificate is not valid for the expected server name")
-            }
-            TlsFailure::Expired => f.write_str("the server's certificate has expired"),
-            TlsFailure::NotYetValid => f.write_str("the server's certificate is not valid yet"),
-            TlsFailure::BadCertificate => f.write_str("the server's certificate was rejected"),
-            TlsFailure::HandshakeRefused(alert) => {
-                let why = match alert {
-                    40 => "handshake failure",
-                    42 => "bad certificate",
-                    43 => "unsupported certificate",
-                    44 => "certificate revoked",
-                    45 => "certificate expired",
-                    46 => "certificate unknown",
-                    48 => "unknown CA",
-                    49 => "access denied",
-                    70 => "protocol version",
-                    116 => "certificate required",
-                    _ => "alert",
-                };
-                if matches!(alert, 42..=49 | 116) {
-                    // What a server says when it does not accept the client certificate.
-                    write!(
-                        f,
-                        "the server refused our client certificate ({why}, alert {alert})"
-                    )
-                } else {
-                    write!(f, "the server refused the handshake ({why}, alert {alert})")
-                }
-            }
-            TlsFailure::Protocol => f.write_str("TLS protocol error (not a TLS port?)"),
-        }
-    }
-}
-
-impl fmt::Display for TransportError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            TransportError::Refused => "connection refused",
-            TransportError::Reset => "connection reset by the server",
-            TransportError::Closed => "connection closed by the server",
-            TransportError::Unreachable => "host unreachable or not resolvable",
-            TransportError::Other => "I/O error",
-            TransportError::Tls(e) => return write!(f, "TLS: {e}"),
-        })
-    }
-}
-
-#[cfg(feature = "std")]
-impl From<&std::io::Error> for TransportError {
-    /// Maps a socket error the way both adapters do.
-    fn from(e: &std::io::Error) -> Self {
-        use std::io::ErrorKind::*;
-        match e.kind() {
-            ConnectionRefused => TransportError::Refused,
-            ConnectionReset | ConnectionAborted | BrokenPipe => TransportError::Reset,
-            UnexpectedEof => TransportError::Closed,
-            NotFound | AddrNotAvailable | HostUnreachable | NetworkUnreachable => {
-                TransportError::Unreachable
-            }
-            _ => TransportError::Other,
-        }
-    }
-}
-
-/// Why a connection ended (for logs and errors; the session decides what follows).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum DisconnectReason {
-    /// The driver reported the socket closed or failed.
-    Transport(TransportError),
-    /// The socket closed (or failed) after connecting but before the server answered
-    /// the handshake.
-    ClosedBeforeHandshake(TransportError),
-    /// The first bytes the server sent are not a ZooKeeper handshake answer (an HTTP
-    /// server, say).
-    NotZooKeeper,
-    /// Nothing received for the read timeout.
-    ReadTimeout,
-    /// The TCP connection (and, over TLS, its handshake) was not established within
-    /// the connect timeout.
-    ConnectTimeout,
-    /// The server accepted the connection but did not answer the handshake in time.
-    NoHandshakeReply,
-    /// The server answered a request for a new session with "expired": it will not
-    /// give this client a session.
-    SessionRefused,
-    /// A bad frame length.
-    Frame(FrameError),
-    /// A frame that does not decode.
-    Decode(DecodeError),
-    /// A reply that does not answer the oldest request in flight.
-    UnexpectedXid {
-        /// xid of the oldest request in flight (0 if none).
-        expected: i32,
-        /// xid in the reply.
-        got: i32,
-    },
-}
-
-impl fmt::Display for DisconnectReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DisconnectReason::Transport(e) => write!(f, "{e}"),
-            DisconnectReason::ClosedBeforeHandshake(e) => {
-                write!(f, "{e} before answering the handshake")
-            }
-            DisconnectReason::NotZooKeeper => f.write_str(
-                "the server's answer is not a ZooKeeper handshake (not a ZooKeeper server?)",
-            ),
-            DisconnectReason::ReadTimeout => {
-                f.write_str("no complete frame received within the read timeout")
-            }
-            DisconnectReason::ConnectTimeout => {
-                f.write_str("connect timed out (TCP connect, or the TLS handshake)")
-            }
-            DisconnectReason::NoHandshakeReply => {
-                f.write_str("connected, but no handshake answer within the connect timeout")
-            }
-            DisconnectReason::SessionRefused => {
-                f.write_str("the server refused to create a session")
-            }
-            DisconnectReason::Frame(e) => write!(f, "protocol error: {e}"),
-            DisconnectReason::Decode(e) => write!(f, "protocol error: {e}"),
-            DisconnectReason::UnexpectedXid { expected, got } => {
-                write!(
-                    f,
-                    "protocol error: reply xid {got} while waiting for {expected}"
-                )
-            }
-        }
-    }
-}
-
-/// Why no session could be established: every host of the connection string with
-/// the last reason an attempt on it failed (`None`: not tried yet).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct HostFailures {
-    /// The most recent attempt's reason.
-    pub last: DisconnectReason,
-    /// Each host (`host:port`, in connection-string order) and its last failure.
-    pub hosts: Vec<(String, Option<DisconnectReason>)>,
-}
-
-/// `127.0.0.1:2181: connection refused; 127.0.0.2:2181: not tried`.
-impl fmt::Display for HostFailures {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, (host, reason)) in self.hosts.iter().enumerate() {
-            if i > 0 {
-                f.write_str("; ")?;
-            }
-            match reason {
-                Some(r) => write!(f, "{host}: {r}")?,
-                None => write!(f, "{host}: not tried")?,
-            }
-        }
-        Ok(())
-    }
-}
-
-/// How a session ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum SessionEnd {
-    /// The server said the session is gone, or it was disconnected for its whole timeout.
-    Expired,
-    /// Closed by [`Session::close`].
-    Closed,
-    /// The server rejected the credentials.
-    AuthFailed,
-}
-
-impl SessionEnd {
-    /// The error requests fail with once the session ended this way.
-    pub fn error(self) -> Error {
-        match self {
-            SessionEnd::Expired => Error::SessionExpired,
-            SessionEnd::Closed => Error::Closed,
-            SessionEnd::AuthFailed => Error::AuthFailed,
-        }
-    }
-
-    /// The error code requests fail with once the session ended this way.
-    pub fn error_code(self) -> ErrorCode {
-        match self {
-            SessionEnd::Expired => ErrorCode::SessionExpired,
-            SessionEnd::Closed => ErrorCode::ConnectionLoss,
-            SessionEnd::AuthFailed => ErrorCode::AuthFailed,
-        }
-    }
-}
-
-/// A reply to a submitted request.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Reply {
-    /// The request's token.
-    pub token: Token,
-    /// zxid from the reply header (0 for replies made up locally).
-    pub zxid: i64,
-    /// The body, or the error (a server error code, `ConnectionLoss`, `SessionExpired`,
-    /// `Closed`, ...).
-    pub result: Result<Response, Error>,
-    /// The watch this request registered under its token, if any: later
-    /// [`SessionEvent::Watch`] events for the token come from it. `None` means none
-    /// will come (e.g. getData with a watch on a missing node sets no watch).
-    pub watch: Option<WatchKind>,
-}
-
-/// One reply to a listing several requesters shared ([`Session::submit_shared`]).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct SharedReply {
-    /// The tokens it answers, in the order they were submitted.
-    pub tokens: Vec<Token>,
-    /// zxid from the reply header.
-    pub zxid: i64,
-    /// The body, or the error.
-    pub result: Result<Response, Error>,
-    /// The watch registered under each token, if any (see [`Reply::watch`]).
-    pub watch: Option<WatchKind>,
-}
-
-/// A watch firing for one registrant.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct WatchEvent {
-    /// What happened (`Node*`, or `*WatchRemoved` after removeWatches).
-    pub event_type: EventType,
-    /// Client path (chroot stripped). For recursive watches, the descendant's path.
-    pub path: String,
-}
-
-/// Output of the session.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum SessionEvent {
-    /// A new session was established.
-    Connected {
-        /// Session id.
-        session_id: i64,
-        /// Negotiated timeout.
-        timeout: Duration,
-        /// The server is read-only.
-        read_only: bool,
-    },
-    /// The connection was lost; the session may still be alive. Anything ephemeral is
-    /// in doubt until `Reconnected` or `Expired`.
-    Suspended {
-        /// Why.
-        reason: DisconnectReason,
-    },
-    /// The same session is back on a new connection; watches were re-armed.
-    Reconnected {
-        /// The server is read-only.
-        read_only: bool,
-    },
-    /// The session is gone (server-confirmed when `confirmed`, else the client-side
-    /// estimate): its ephemeral nodes are or will be deleted, every request still
-    /// pending failed with `SessionExpired`, every watch is gone. With
-    /// [`SessionConfig::renew_on_expiry`] a new session follows (`Connected` with a new
-    /// id); otherwise this is terminal.
-    Expired {
-        /// The server said so (rather than the local estimate).
-        confirmed: bool,
-        /// A new session is being established.
-        renewing: bool,
-    },
-    /// No session was ever established and every host has failed at least once;
-    /// reported after every failed attempt from then on (the session keeps trying with
-    /// backoff). Drivers keep the latest to say at their connect deadline why nothing
-    /// answered (or, failing fast, give up at the first).
-    Unreachable {
-        /// What happened to the last attempt.
-        reason: DisconnectReason,
-        /// Every host and its last failure.
-        hosts: HostFailures,
-    },
-    /// The session was closed. Terminal.
-    Closed,
-    /// Authentication failed. Terminal.
-    AuthFailed,
-    /// A request completed.
-    Reply(Reply),
-    /// A listing shared by several requesters completed: the same reply for each of
-    /// their tokens, in the order they asked (see [`Session::submit_shared`]; never for
-    /// requests made with [`Session::submit`]).
-    SharedReply(SharedReply),
-    /// A watch fired for `token`.
-    Watch {
-        /// Registrant: the token of the request that set the watch.
-        token: Token,
-        /// The event.
-        event: WatchEvent,
-    },
-}
-
-impl SessionEvent {
-    /// Is this a change of session state (rather than a reply or a watch event)?
-    pub fn is_state_change(&self) -> bool {
-        !matches!(
-            self,
-            SessionEvent::Reply(_) | SessionEvent::SharedReply(_) | SessionEvent::Watch { .. }
-        )
-    }
-}
-
-/// One line for logs.
-impl fmt::Display for SessionEvent {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SessionEvent::Connected {
-                session_id,
-                timeout,
-                read_only,
-            } => {
-                write!(f, "session 0x{session_id:x} established (timeout {timeout:?}, read-only {read_only})")
-            }
-            SessionEvent::Suspended { reason } => {
-                write!(f, "connection lost ({reason}); session suspended")
-            }
-            SessionEvent::Reconnected { read_only } => write!(
-                f,
-                "session resumed on a new connection (read-only {read_only})"
-            ),
-            SessionEvent::Expired {
-                confirmed,
-                renewing,
-            } => {
-                f.write_str(if *confirmed {
-                    "session expired (server-confirmed)"
-                } else {
-                    "session expired (no word from the server for its whole timeout)"
-                })?;
-                if *renewing {
-                    f.write_str("; starting a new session")?;
-                }
-                Ok(())
-            }
-            SessionEvent::Unreachable { hosts, .. } => {
-                write!(f, "no server reachable ({hosts})")
-            }
-            SessionEvent::Closed => f.write_str("session closed"),
-            SessionEvent::AuthFailed => f.write_str("authentication failed; session closed"),
-            SessionEvent::Reply(r) => write!(f, "reply to {:?}", r.token),
-            SessionEvent::SharedReply(r) => write!(f, "shared reply to {:?}", r.tokens),
-            SessionEvent::Watch { token, event } => {
-                write!(f, "{:?} on {} for {token:?}", event.event_type, event.path)
-            }
-        }
-    }
-}
-
-/// Why a request was not accepted; nothing was sent.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum SubmitError {
-    /// A path breaks ZooKeeper's rules.
-    InvalidPath {
-        /// The path.
-        path: String,
-        /// The rule.
-        error: PathError,
-    },
-    /// The frame would exceed the request limit.
-    TooLarge(TooLarge),
-    /// `max_pending` requests are already waiting.
-    TooManyPending,
-    /// `max_watches` registrations exist already.
-    TooManyWatches,
-    /// This request type is managed by the session (ping, SetWatches, closeSession).
-    NotAllowed(OpCode),
-    /// The session has ended.
-    Ended(SessionEnd),
-}
-
-impl fmt::Display for SubmitError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SubmitError::InvalidPath { path, error } => write!(f, "invalid path {path:?}: {error}"),
-            SubmitError::TooLarge(e) => write!(f, "{e}"),
-            SubmitError::TooManyPending => f.write_str("too many requests pending"),
-            SubmitError::TooManyWatches => f.write_str("too many watches registered"),
-            SubmitError::NotAllowed(op) => {
-                write!(f, "{op:?} requests are sent by the session itself")
-            }
-            SubmitError::Ended(end) => write!(f, "session ended: {end:?}"),
-        }
-    }
-}
-
-#[cfg(feature = "std")]
-impl std::error::Error for SubmitError {}
-
-/// Where the session stands, for getters and logs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum SessionState {
-    /// No session yet; connecting.
-    Connecting,
-    /// Connected with a live session.
-    Connected,
-    /// Connection lost; the session may be alive; reconnecting.
-    Suspended,
-    /// Waiting for the closeSession reply.
-    Closing,
-    /// Ended.
-    Ended(SessionEnd),
-}
-
-/// What to do once a request's reply arrives.
-#[derive(Debug)]
-enum After {
-    Nothing,
-    /// Register a watch if the reply says it was set.
-    Watch {
-        path: String,
-        on_ok: Option<WatchKind>,
-        on_no_node: Option<WatchKind>,
-    },
-    /// Drop registrations the server removed.
-    RemoveWatches {
-        path: String,
-        which: WatcherType,
-    },
-    /// The closeSession reply.
-    Close,
-    /// A caller's SetWatches2: these watches are registered as it is written.
-    Arm(Vec<(String, WatchKind)>),
-}
-
-/// Room for outgoing bytes the session keeps between writes.
-const TX_KEEP: usize = 16 * 1024;
-
-#[derive(Debug)]
-struct InFlight {
-    xid: i32,
-    op: OpCode,
-    token: Token,
-    after: After,
-    /// The other requesters a shared read answers (see [`Session::submit_shared`]).
-    more: Vec<Token>,
-}
-
-/// A request waiting for a connection; its frame has a zero xid to patch.
-#[derive(Debug)]
-struct Queued {
-    frame: BytesMut,
-    op: OpCode,
-    token: Token,
-    after: After,
-    /// A read other requesters' identical reads may join (see [`Session::submit_shared`]).
-    share: Option<Box<Share>>,
-    /// Who submitted it (0: nobody in particular, a raw request).
-    requester: u64,
-}
-
-/// A queued listing that answers every requester that joined it.
-#[derive(Debug)]
-struct Share {
-    /// Which shared read (the same while it moves back in the queue).
-    id: u64,
-    op: OpCode,
-    /// As sent (chroot applied).
-    path: String,
-    watch: bool,
-    /// Who it answers, the queued request's own token first: (token, requester).
-    members: Vec<(Token, u64)>,
-}
-
-/// How far from the back of the queue a listing looks for an identical one to join
-/// (a waiter's create sits between two waiters' listings).
-const SHARE_LOOKBACK: usize = 8;
-
+/// Where the connection stands (the session's state is this and `Identity::suspended`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Phase {
     /// Waiting until `dial_at` to dial the next host.
@@ -735,11 +156,6 @@ enum Phase {
     Ended(SessionEnd),
 }
 
-const SET_WATCHES_BATCH: usize = 128 * 1024;
-
-/// Picks one list of a SetWatches2 batch.
-type WatchSlot = fn(&mut SetWatches2) -> &mut Vec<String>;
-
 /// The sans-IO session. See the [module docs](self).
 ///
 /// ```
@@ -761,128 +177,41 @@ type WatchSlot = fn(&mut SetWatches2) -> &mut Vec<String>;
 #[derive(Debug)]
 pub struct Session {
     config: SessionConfig,
-    rng: Rng,
+    /// The latest `now` seen: time never goes back.
     now: Instant,
     phase: Phase,
-    /// Host order (indices into the connect string) and position in it.
-    order: Vec<usize>,
-    position: usize,
-    /// Failed connection attempts since the last stable connection (a connection lost
-    /// within `stable_after` of its handshake counts as failed), for backoff.
-    failures: u32,
-    /// When the current connection's handshake completed.
-    connected_at: Instant,
-    /// Why the last connection attempt failed (for `Unreachable` and logs).
-    last_failure: Option<DisconnectReason>,
-    /// Before the first session: each host's last failure, by host index.
-    host_failures: Vec<Option<DisconnectReason>>,
-    /// A session was ever established (on this session id or an earlier one).
-    ever_connected: bool,
-
-    session_id: i64,
-    passwd: Bytes,
-    negotiated: Option<Duration>,
-    read_only_server: bool,
-    last_zxid: i64,
-    /// The session had a connection that was lost and not yet regained.
-    suspended: bool,
-    last_recv: Instant,
-    last_send: Instant,
-
-    decoder: FrameDecoder,
-    tx: BytesMut,
-    next_xid: i32,
-    in_flight: VecDeque<InFlight>,
-    /// The queue: requests waiting for a connection or for room on the wire, written
-    /// in order before any of the yielding lane's.
-    queued: VecDeque<Queued>,
-    /// The yielding lane (see [`Session::submit_yielding`]), written once `queued` is
-    /// empty; a close waits at its back.
-    yielding: VecDeque<Queued>,
-    /// How many requests each requester has in the yielding lane (a shared listing
-    /// counts for each of its members): its later requests queue there too.
-    yielders: HashMap<u64, u32>,
-    /// How many requests may be on the wire now (at most `max_in_flight`): halved when
-    /// the server answers `Throttled` (at most once per window of replies), grown by
-    /// one per window of replies that were not (AIMD), so a session finds a throttling
-    /// server's limit by itself.
-    window: usize,
-    /// Replies since the window was last cut, and since it last grew.
-    since_cut: usize,
-    since_grow: usize,
-    /// Auth packets to replay on every connection; the token is reported once.
-    auths: Vec<(AuthPacket, Option<Token>)>,
-    auth_waiters: VecDeque<Option<Token>>,
-    watches: WatchRegistry,
-
+    hosts: Hosts,
+    identity: Identity,
+    link: Link,
+    window: Window,
+    lanes: Lanes,
+    auth: Auth,
+    watches: Watches,
+    /// What the driver must do with its socket, in order.
     transport: VecDeque<Transport>,
+    /// What the session reports, in order.
     events: VecDeque<SessionEvent>,
-    scratch: Vec<Token>,
-    /// Callers' SetWatches2 in flight, and the notifications their watches got before
-    /// the reply (held back until it).
-    arming: Vec<Token>,
-    deferred: Vec<(Token, WatchEvent)>,
-    /// Watch events queued and not yet polled, by token.
-    unpolled: HashMap<Token, u32>,
     counters: Counters,
-    /// Shared reads: the next id; each requester's latest queued shared read; the
-    /// shared reads a member of which submitted something after them (they stay put).
-    next_share: u64,
-    sharing: HashMap<u64, u64>,
-    sealed: BTreeSet<u64>,
 }
 
 impl Session {
     /// A session that starts connecting at once.
     pub fn new(config: SessionConfig, now: Instant) -> Session {
-        let window = config.max_in_flight.max(1);
-        let mut rng = Rng::new(config.seed);
-        let mut order: Vec<usize> = (0..config.connect_string.hosts().len()).collect();
-        rng.shuffle(&mut order);
-        let decoder = FrameDecoder::new(config.max_reply);
+        let hosts = Hosts::new(config.connect_string.hosts().len(), config.seed, now);
         let mut s = Session {
-            config,
-            rng,
+            hosts,
             now,
             phase: Phase::Idle { dial_at: now },
-            order,
-            position: 0,
-            failures: 0,
-            connected_at: now,
-            last_failure: None,
-            host_failures: Vec::new(),
-            ever_connected: false,
-            session_id: 0,
-            passwd: Bytes::from_static(&[0; 16]),
-            negotiated: None,
-            read_only_server: false,
-            last_zxid: 0,
-            suspended: false,
-            last_recv: now,
-            last_send: now,
-            decoder,
-            tx: BytesMut::new(),
-            next_xid: 1,
-            in_flight: VecDeque::new(),
-            queued: VecDeque::new(),
-            yielding: VecDeque::new(),
-            yielders: HashMap::default(),
-            window,
-            since_cut: usize::MAX,
-            since_grow: 0,
-            auths: Vec::new(),
-            auth_waiters: VecDeque::new(),
-            watches: WatchRegistry::default(),
+            identity: Identity::default(),
+            link: Link::new(config.max_reply, now),
+            window: Window::new(config.max_in_flight),
+            lanes: Lanes::default(),
+            auth: Auth::default(),
+            watches: Watches::default(),
             transport: VecDeque::new(),
             events: VecDeque::new(),
-            scratch: Vec::new(),
-            arming: Vec::new(),
-            deferred: Vec::new(),
-            unpolled: HashMap::default(),
             counters: Counters::default(),
-            next_share: 0,
-            sharing: HashMap::default(),
-            sealed: BTreeSet::new(),
+            config,
         };
         s.dial();
         s
@@ -897,22 +226,22 @@ impl Session {
 
     /// Session id (0 before the first handshake).
     pub fn session_id(&self) -> i64 {
-        self.session_id
+        self.identity.session_id
     }
 
     /// Session password (zeros before the first handshake).
     pub fn password(&self) -> &[u8] {
-        &self.passwd
+        self.identity.password()
     }
 
     /// Negotiated timeout, once known.
     pub fn negotiated_timeout(&self) -> Option<Duration> {
-        self.negotiated
+        self.identity.negotiated
     }
 
     /// Highest zxid seen in a reply.
     pub fn last_zxid(&self) -> i64 {
-        self.last_zxid
+        self.identity.last_zxid
     }
 
     /// Where the session stands.
@@ -921,30 +250,30 @@ impl Session {
             Phase::Ended(end) => SessionState::Ended(end),
             Phase::Closing { .. } => SessionState::Closing,
             Phase::Connected => SessionState::Connected,
-            _ if self.suspended => SessionState::Suspended,
+            _ if self.identity.suspended => SessionState::Suspended,
             _ => SessionState::Connecting,
         }
     }
 
     /// Why the last connection attempt failed, if one did.
     pub fn last_failure(&self) -> Option<&DisconnectReason> {
-        self.last_failure.as_ref()
+        self.hosts.last_failure()
     }
 
     /// Index of the host being used or dialled.
     pub fn current_host(&self) -> usize {
-        self.order.get(self.position).copied().unwrap_or(0)
+        self.hosts.current()
     }
 
     /// Requests in flight plus requests waiting in the queue (for a connection or for
     /// room under `max_in_flight`).
     pub fn pending(&self) -> usize {
-        self.in_flight.len() + self.queued.len() + self.yielding.len()
+        self.window.len() + self.lanes.len()
     }
 
     /// Requests written and not yet answered (at most `max_in_flight`, plus a close).
     pub fn in_flight(&self) -> usize {
-        self.in_flight.len()
+        self.window.len()
     }
 
     /// What the session has sent and received so far.
@@ -954,9 +283,7 @@ impl Session {
 
     /// Does `token` still have a watch registered (one a watch event has not used up)?
     pub fn is_watching(&self, token: Token) -> bool {
-        self.watches.kind_of(token).is_some()
-            || self.unpolled.contains_key(&token)
-            || self.deferred.iter().any(|(t, _)| *t == token)
+        self.watches.is_watching(token)
     }
 
     /// Watch registrations.
@@ -985,24 +312,9 @@ impl Session {
     /// The socket asked for by [`Transport::Connect`] is connected.
     pub fn handle_connected(&mut self, now: Instant) {
         let now = self.tick(now);
-        let Phase::Dialing { deadline } = self.phase else {
-            return;
-        };
-        self.phase = Phase::Handshaking { deadline };
-        self.decoder.reset();
-        self.tx.clear();
-        // `last_recv` stays: only the server's words count as hearing from it.
-        let req = ConnectRequest {
-            protocol_version: 0,
-            last_zxid_seen: self.last_zxid,
-            timeout_ms: millis(self.config.session_timeout),
-            session_id: self.session_id,
-            passwd: self.passwd.clone(),
-            read_only: self.config.read_only,
-        };
-        encode_connect(&mut self.tx, &req);
-        self.counters.control_sent += 1;
-        self.last_send = now;
+        if let Phase::Dialing { deadline } = self.phase {
+            self.start_handshake(now, deadline);
+        }
     }
 
     /// The socket was closed by the peer (same as
@@ -1043,7 +355,7 @@ impl Session {
         }
         while !bytes.is_empty() {
             let handshaking = matches!(self.phase, Phase::Handshaking { .. });
-            let frame = match self.decoder.decode(&mut bytes) {
+            let frame = match self.link.decoder.decode(&mut bytes) {
                 Ok(Some(frame)) => frame,
                 Ok(None) => break,
                 Err(_) if handshaking => {
@@ -1053,7 +365,7 @@ impl Session {
             };
             // Only a whole frame counts as hearing from the server: a reply trickled a
             // byte at a time does not keep a dead connection alive.
-            self.last_recv = now;
+            self.link.last_recv = now;
             let result = match self.phase {
                 Phase::Handshaking { .. } => self.on_handshake(now, frame),
                 Phase::Connected | Phase::Closing { .. } => self.on_frame(now, frame),
@@ -1074,46 +386,6 @@ impl Session {
             if !self.fire_due(now) {
                 break;
             }
-        }
-    }
-
-    fn fire_due(&mut self, now: Instant) -> bool {
-        if let Some(at) = self.expiry_estimate() {
-            if at <= now {
-                self.expire(now, false);
-                return true;
-            }
-        }
-        match self.phase {
-            Phase::Idle { dial_at } if dial_at <= now => {
-                self.dial();
-                true
-            }
-            Phase::Dialing { deadline } if deadline <= now => {
-                self.connection_lost(now, DisconnectReason::ConnectTimeout);
-                true
-            }
-            Phase::Handshaking { deadline } if deadline <= now => {
-                self.connection_lost(now, DisconnectReason::NoHandshakeReply);
-                true
-            }
-            Phase::Connected | Phase::Closing { .. }
-                if self.last_recv + self.read_timeout() <= now =>
-            {
-                self.connection_lost(now, DisconnectReason::ReadTimeout);
-                true
-            }
-            Phase::Closing { deadline } if deadline <= now => {
-                self.end(SessionEnd::Closed, false);
-                true
-            }
-            Phase::Connected if self.last_send + self.ping_interval() <= now => {
-                let _ = encode_request(&mut self.tx, xid::PING, &Request::Ping, usize::MAX);
-                self.counters.control_sent += 1;
-                self.last_send = now;
-                true
-            }
-            _ => false,
         }
     }
 
@@ -1173,256 +445,13 @@ impl Session {
         self.submit_in(now, request, token, requester, false)
     }
 
-    fn submit_in(
-        &mut self,
-        now: Instant,
-        mut request: Request,
-        token: Token,
-        requester: u64,
-        yields: bool,
-    ) -> Result<(), SubmitError> {
-        let now = self.tick(now);
-        match self.phase {
-            Phase::Ended(end) => return Err(SubmitError::Ended(end)),
-            Phase::Closing { .. } => return Err(SubmitError::Ended(SessionEnd::Closed)),
-            _ => {}
-        }
-        let op = request.op_code();
-        if matches!(
-            request,
-            Request::Ping | Request::SetWatches(_) | Request::CloseSession
-        ) {
-            return Err(SubmitError::NotAllowed(op));
-        }
-        if self.pending() >= self.config.max_pending {
-            return Err(SubmitError::TooManyPending);
-        }
-        let mut invalid = None;
-        let chroot = self.config.connect_string.chroot().clone();
-        request.for_each_path_mut(|role, path| {
-            let check = match role {
-                PathRole::Node => validate_path(path),
-                PathRole::SequentialPrefix => validate_sequential_prefix(path),
-                PathRole::Prefix => Ok(()),
-            };
-            if let Err(error) = check {
-                invalid.get_or_insert(SubmitError::InvalidPath {
-                    path: path.clone(),
-                    error,
-                });
-            }
-        });
-        if let Some(e) = invalid {
-            return Err(e);
-        }
-        let after = after_reply(&request);
-        let arming = match &after {
-            After::Watch { .. } => 1,
-            After::Arm(places) => places.len(),
-            _ => 0,
-        };
-        if arming > 0 && self.watches.len() + arming > self.config.max_watches {
-            return Err(SubmitError::TooManyWatches);
-        }
-        request.for_each_path_mut(|_, path| {
-            if chroot.root().is_some() {
-                *path = chroot.prefix(path);
-            }
-        });
-        if let Request::Auth(packet) = request {
-            // Same size rule as every request (auth packets are tiny in practice).
-            encode_request(
-                &mut BytesMut::new(),
-                xid::AUTH,
-                &Request::Auth(packet.clone()),
-                self.config.max_request,
-            )
-            .map_err(SubmitError::TooLarge)?;
-            // Replayed on every connection; this token hears about the first answer.
-            if self.phase == Phase::Connected {
-                self.write_auth(now, &packet, Some(token));
-                self.auths.push((packet, None));
-            } else {
-                self.auths.push((packet, Some(token)));
-            }
-            return Ok(());
-        }
-        if self.phase == Phase::Connected
-            && self.queued.is_empty()
-            && self.yielding.is_empty()
-            && self.has_room()
-        {
-            // Straight into the transmit buffer with its real xid (nothing is written
-            // if it is too large).
-            let xid = self.next_xid;
-            encode_request(&mut self.tx, xid, &request, self.config.max_request)
-                .map_err(SubmitError::TooLarge)?;
-            self.advance_xid();
-            self.counters.requests_sent += 1;
-            self.arm_at_write(token, &after);
-            self.in_flight.push_back(InFlight {
-                xid,
-                op,
-                token,
-                after,
-                more: Vec::new(),
-            });
-            self.last_send = now;
-        } else {
-            let mut frame = BytesMut::new();
-            encode_request(&mut frame, 0, &request, self.config.max_request)
-                .map_err(SubmitError::TooLarge)?;
-            if requester != 0 {
-                // Whatever this requester sent before keeps its place from now on.
-                if let Some(id) = self.sharing.remove(&requester) {
-                    self.sealed.insert(id);
-                }
-            }
-            // Behind its own yielding requests, a requester's request yields too.
-            let lane_yields =
-                requester != 0 && (yields || self.yielders.get(&requester).is_some_and(|n| *n > 0));
-            let share = match &request {
-                Request::GetChildren(r) | Request::GetChildren2(r) if requester != 0 => {
-                    if self.join_shared(op, &r.path, r.watch, token, requester, lane_yields) {
-                        return Ok(());
-                    }
-                    let id = self.next_share;
-                    self.next_share += 1;
-                    self.sharing.insert(requester, id);
-                    Some(Box::new(Share {
-                        id,
-                        op,
-                        path: r.path.clone(),
-                        watch: r.watch,
-                        members: alloc::vec![(token, requester)],
-                    }))
-                }
-                _ => None,
-            };
-            let q = Queued {
-                frame,
-                op,
-                token,
-                after,
-                share,
-                requester,
-            };
-            if lane_yields {
-                *self.yielders.entry(requester).or_insert(0) += 1;
-                self.yielding.push_back(q);
-            } else {
-                self.queued.push_back(q);
-            }
-        }
-        Ok(())
-    }
-
-    /// Joins an identical queued listing near the back of the queue that may still
-    /// move (no member submitted anything after it): it moves to the back, answering
-    /// `token` too. False if there is none.
-    fn join_shared(
-        &mut self,
-        op: OpCode,
-        path: &str,
-        watch: bool,
-        token: Token,
-        requester: u64,
-        yielding: bool,
-    ) -> bool {
-        let lane = if yielding {
-            &mut self.yielding
-        } else {
-            &mut self.queued
-        };
-        let len = lane.len();
-        let sealed = &self.sealed;
-        let found = (len.saturating_sub(SHARE_LOOKBACK)..len).rev().find(|&i| {
-            lane[i].share.as_ref().is_some_and(|s| {
-                s.op == op && s.watch == watch && s.path == path && !sealed.contains(&s.id)
-            })
-        });
-        let Some(mut q) = found.and_then(|i| lane.remove(i)) else {
-            return false;
-        };
-        if let Some(s) = q.share.as_mut() {
-            s.members.push((token, requester));
-            self.sharing.insert(requester, s.id);
-        }
-        lane.push_back(q);
-        if yielding {
-            *self.yielders.entry(requester).or_insert(0) += 1;
-        }
-        self.counters.listings_shared += 1;
-        true
-    }
-
-    /// A request leaves the yielding lane (written or failed): its requesters' counts.
-    fn leave_yielding(&mut self, q: &Queued) {
-        let mut one = |requester: u64| {
-            if let Some(n) = self.yielders.get_mut(&requester) {
-                *n = n.saturating_sub(1);
-                if *n == 0 {
-                    self.yielders.remove(&requester);
-                }
-            }
-        };
-        match &q.share {
-            Some(share) => share.members.iter().for_each(|(_, r)| one(*r)),
-            None => one(q.requester),
-        }
-        shed_map(&mut self.yielders);
-    }
-
-    /// A queued request leaves the queue (written or failed): its shared read's
-    /// bookkeeping goes; the other tokens it answers.
-    fn unshare(&mut self, share: Option<Box<Share>>) -> Vec<Token> {
-        let Some(share) = share else {
-            return Vec::new();
-        };
-        self.sealed.remove(&share.id);
-        for (_, requester) in &share.members {
-            if self.sharing.get(requester) == Some(&share.id) {
-                self.sharing.remove(requester);
-            }
-        }
-        shed_map(&mut self.sharing);
-        share.members.iter().skip(1).map(|(t, _)| *t).collect()
-    }
-
     /// Closes the session: sends closeSession after anything already submitted (in
     /// flight or queued under `max_in_flight`) and waits for the answer until
     /// `deadline`. Without a connection it ends at once (the server then expires the
     /// session after its timeout).
     pub fn close(&mut self, now: Instant, deadline: Instant) {
         let now = self.tick(now);
-        match self.phase {
-            Phase::Connected => {
-                let mut frame = BytesMut::new();
-                let _ = encode_request(&mut frame, 0, &Request::CloseSession, usize::MAX);
-                let close = Queued {
-                    frame,
-                    op: OpCode::CloseSession,
-                    token: Token(u64::MAX),
-                    after: After::Close,
-                    share: None,
-                    requester: 0,
-                };
-                if self.queued.is_empty() && self.yielding.is_empty() {
-                    // The close itself is not held back by the bound: nothing follows it.
-                    self.write(now, close);
-                } else {
-                    // After everything, the yielding lane included.
-                    self.yielding.push_back(close);
-                }
-                self.phase = Phase::Closing {
-                    deadline: deadline.max(now),
-                };
-            }
-            Phase::Idle { .. } | Phase::Dialing { .. } | Phase::Handshaking { .. } => {
-                self.end(SessionEnd::Closed, false)
-            }
-            Phase::Closing { .. } | Phase::Ended(_) => {}
-        }
+        self.begin_close(now, deadline);
     }
 
     /// Forgets every watch registration of `token` (its owner is gone). The server's
@@ -1446,25 +475,7 @@ impl Session {
 
     /// Moves bytes to write into `out`; true if there were any.
     pub fn poll_transmit(&mut self, out: &mut BytesMut) -> bool {
-        if self.tx.is_empty() {
-            return false;
-        }
-        self.counters.bytes_sent = self
-            .counters
-            .bytes_sent
-            .saturating_add(self.tx.len() as u64);
-        if out.is_empty() {
-            core::mem::swap(out, &mut self.tx);
-        } else {
-            out.extend_from_slice(&self.tx);
-            self.tx.clear();
-        }
-        if self.tx.capacity() > TX_KEEP {
-            // A burst's room (the driver's buffer, swapped in) goes back: an idle
-            // session keeps room for a few requests, not for the burst.
-            self.tx = BytesMut::new();
-        }
-        true
+        self.link.transmit(out, &mut self.counters)
     }
 
     /// The next event.
@@ -1473,16 +484,9 @@ impl Session {
         match &event {
             None => {
                 shed_queue(&mut self.events);
-                shed_map(&mut self.unpolled);
+                self.watches.shed();
             }
-            Some(SessionEvent::Watch { token, .. }) => {
-                if let Some(n) = self.unpolled.get_mut(token) {
-                    *n -= 1;
-                    if *n == 0 {
-                        self.unpolled.remove(token);
-                    }
-                }
-            }
+            Some(SessionEvent::Watch { token, .. }) => self.watches.polled(*token),
             Some(_) => {}
         }
         event
@@ -1490,746 +494,8 @@ impl Session {
 
     /// When to call [`handle_timeout`](Self::handle_timeout) next.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let phase = match self.phase {
-            Phase::Idle { dial_at } => Some(dial_at),
-            Phase::Dialing { deadline } | Phase::Handshaking { deadline } => Some(deadline),
-            Phase::Connected => Some(
-                (self.last_recv + self.read_timeout()).min(self.last_send + self.ping_interval()),
-            ),
-            Phase::Closing { deadline } => Some(deadline.min(self.last_recv + self.read_timeout())),
-            Phase::Ended(_) => None,
-        };
-        match (phase, self.expiry_estimate()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        self.next_deadline()
     }
-
-    // ----- internals -----
-
-    fn timeout(&self) -> Duration {
-        self.negotiated.unwrap_or(self.config.session_timeout)
-    }
-
-    fn read_timeout(&self) -> Duration {
-        (self.timeout() * 2 / 3).max(Duration::from_millis(1))
-    }
-
-    fn ping_interval(&self) -> Duration {
-        (self.read_timeout() / 2).max(Duration::from_millis(1))
-    }
-
-    /// One attempt's time to connect and handshake: the session timeout shared among
-    /// the hosts, and at most a third of it, so that even with one host a server that
-    /// accepts and never answers (ZooKeeper 3.8 does this to a connection accepted while
-    /// it starts) leaves time for two more attempts before the expiry estimate.
-    fn connect_timeout(&self) -> Duration {
-        let hosts = u32::try_from(self.order.len().max(3)).unwrap_or(u32::MAX);
-        (self.timeout() / hosts).max(Duration::from_millis(1))
-    }
-
-    /// When the client gives the session up while disconnected.
-    fn expiry_estimate(&self) -> Option<Instant> {
-        match self.phase {
-            Phase::Idle { .. } | Phase::Dialing { .. } | Phase::Handshaking { .. }
-                if self.suspended =>
-            {
-                Some(self.last_recv + self.timeout())
-            }
-            _ => None,
-        }
-    }
-
-    fn dial(&mut self) {
-        let deadline = self.now + self.connect_timeout();
-        self.phase = Phase::Dialing { deadline };
-        self.transport.push_back(Transport::Connect {
-            host: self.current_host(),
-        });
-    }
-
-    fn advance_xid(&mut self) {
-        self.next_xid = if self.next_xid == i32::MAX {
-            1
-        } else {
-            self.next_xid + 1
-        };
-    }
-
-    /// Is there room on the wire for one more request?
-    fn has_room(&self) -> bool {
-        self.in_flight.len() < self.window.min(self.config.max_in_flight).max(1)
-    }
-
-    /// The window after a reply: cut on `Throttled`, grown otherwise.
-    fn adapt_window(&mut self, throttled: bool) {
-        let max = self.config.max_in_flight.max(1);
-        self.since_cut = self.since_cut.saturating_add(1);
-        if throttled {
-            self.counters.throttled += 1;
-            // Once per window: the replies of requests sent before the cut say nothing
-            // about the new window.
-            if self.since_cut > self.window {
-                self.window = (self.window / 2).max(1);
-                self.since_cut = 0;
-                self.since_grow = 0;
-            }
-        } else if self.window < max {
-            self.since_grow += 1;
-            if self.since_grow >= self.window {
-                self.window += 1;
-                self.since_grow = 0;
-            }
-        }
-    }
-
-    /// Writes queued requests while there is room on the wire: the queue in order,
-    /// then the yielding lane in order (a close at its back goes regardless).
-    fn flush_queued(&mut self, now: Instant) {
-        if !matches!(self.phase, Phase::Connected | Phase::Closing { .. }) {
-            return;
-        }
-        while self.has_room() {
-            let Some(q) = self.queued.pop_front() else {
-                break;
-            };
-            self.write(now, q);
-        }
-        while self.queued.is_empty()
-            && (self.has_room()
-                || self
-                    .yielding
-                    .front()
-                    .is_some_and(|q| q.op == OpCode::CloseSession))
-        {
-            let Some(q) = self.yielding.pop_front() else {
-                break;
-            };
-            self.leave_yielding(&q);
-            self.write(now, q);
-        }
-        shed_queue(&mut self.queued);
-        shed_queue(&mut self.yielding);
-    }
-
-    fn write(&mut self, now: Instant, q: Queued) {
-        let more = self.unshare(q.share);
-        self.counters.requests_sent += 1;
-        let xid = self.next_xid;
-        self.advance_xid();
-        let mut frame = q.frame;
-        frame[4..8].copy_from_slice(&xid.to_be_bytes());
-        self.tx.extend_from_slice(&frame);
-        self.arm_at_write(q.token, &q.after);
-        self.in_flight.push_back(InFlight {
-            xid,
-            op: q.op,
-            token: q.token,
-            after: q.after,
-            more,
-        });
-        self.last_send = now;
-    }
-
-    /// A SetWatches2 of the caller's arms its watches as it is written: the server may
-    /// fire them before it answers (a change after the relative zxid), and those
-    /// notifications must find their registrant. They are held back until the reply,
-    /// so a registrant still hears its reply first.
-    fn arm_at_write(&mut self, token: Token, after: &After) {
-        if let After::Arm(places) = after {
-            for (path, kind) in places {
-                self.watches.add(path, *kind, token);
-            }
-            self.arming.push(token);
-        }
-    }
-
-    /// The reply to a caller's SetWatches2: what it armed and what fired meanwhile.
-    fn armed(&mut self, token: Token, ok: bool) -> Option<WatchKind> {
-        self.arming.retain(|t| *t != token);
-        if !ok {
-            // Not armed on this connection (or refused): forget them; the caller arms
-            // again (a new connection holds none of the old one's watches anyway).
-            self.watches.forget(token);
-            self.deferred.retain(|(t, _)| *t != token);
-            return None;
-        }
-        let fired = self.deferred.iter().any(|(t, _)| *t == token);
-        let kind = self.watches.kind_of(token);
-        kind.or(fired.then_some(WatchKind::Data))
-    }
-
-    /// Queues a watch event, counted until polled: a token's route ends with its last
-    /// event, which [`is_watching`](Self::is_watching) tells only if it knows what is
-    /// still queued (two events for one SetWatches2 may arrive in one read).
-    fn push_watch(&mut self, token: Token, event: WatchEvent) {
-        *self.unpolled.entry(token).or_default() += 1;
-        self.events.push_back(SessionEvent::Watch { token, event });
-    }
-
-    /// The notifications held back for `token` until its reply, in order.
-    fn release_deferred(&mut self, token: Token) {
-        if self.deferred.is_empty() {
-            return;
-        }
-        let mut i = 0;
-        while i < self.deferred.len() {
-            if self.deferred[i].0 == token {
-                let (token, event) = self.deferred.remove(i);
-                self.push_watch(token, event);
-            } else {
-                i += 1;
-            }
-        }
-    }
-
-    fn write_auth(&mut self, now: Instant, packet: &AuthPacket, token: Option<Token>) {
-        let _ = encode_request(
-            &mut self.tx,
-            xid::AUTH,
-            &Request::Auth(packet.clone()),
-            usize::MAX,
-        );
-        self.auth_waiters.push_back(token);
-        self.counters.control_sent += 1;
-        self.last_send = now;
-    }
-
-    fn on_handshake(&mut self, now: Instant, mut frame: Bytes) -> Result<(), DisconnectReason> {
-        let resp =
-            ConnectResponse::decode(&mut frame).map_err(|_| DisconnectReason::NotZooKeeper)?;
-        if resp.is_expired() {
-            self.expire(now, true);
-            return Ok(());
-        }
-        let timeout = Duration::from_millis(u64::try_from(resp.timeout_ms).unwrap_or(0));
-        let resumed = self.session_id != 0 && self.session_id == resp.session_id;
-        self.session_id = resp.session_id;
-        self.passwd = resp.passwd;
-        self.negotiated = Some(timeout);
-        self.read_only_server = resp.read_only;
-        self.phase = Phase::Connected;
-        self.connected_at = now;
-        self.ever_connected = true;
-        self.events.push_back(if resumed {
-            SessionEvent::Reconnected {
-                read_only: resp.read_only,
-            }
-        } else {
-            SessionEvent::Connected {
-                session_id: resp.session_id,
-                timeout,
-                read_only: resp.read_only,
-            }
-        });
-        self.suspended = false;
-        // Priming order: auth, then watches, then whatever waited for this connection.
-        let auths = core::mem::take(&mut self.auths);
-        for (packet, token) in &auths {
-            self.write_auth(now, packet, *token);
-        }
-        self.auths = auths.into_iter().map(|(p, _)| (p, None)).collect();
-        if resumed {
-            self.write_set_watches(now);
-        }
-        self.flush_queued(now);
-        Ok(())
-    }
-
-    fn write_set_watches(&mut self, now: Instant) {
-        let lists = self.watches.lists();
-        let chroot = self.config.connect_string.chroot().clone();
-        let mut batch = SetWatches2 {
-            relative_zxid: self.last_zxid,
-            ..Default::default()
-        };
-        let mut size = 0;
-        let tables: [(&Vec<String>, WatchSlot); 5] = [
-            (&lists.data, |b| &mut b.data_watches),
-            (&lists.exist, |b| &mut b.exist_watches),
-            (&lists.child, |b| &mut b.child_watches),
-            (&lists.persistent, |b| &mut b.persistent_watches),
-            (&lists.recursive, |b| &mut b.persistent_recursive_watches),
-        ];
-        for (paths, slot) in tables {
-            for p in paths {
-                let server_path = chroot.prefix(p);
-                if size + server_path.len() > SET_WATCHES_BATCH {
-                    self.write_watch_batch(now, core::mem::take(&mut batch));
-                    batch.relative_zxid = self.last_zxid;
-                    size = 0;
-                }
-                size += server_path.len() + 4;
-                slot(&mut batch).push(server_path);
-            }
-        }
-        self.write_watch_batch(now, batch);
-    }
-
-    fn write_watch_batch(&mut self, now: Instant, b: SetWatches2) {
-        let empty = b.data_watches.is_empty()
-            && b.exist_watches.is_empty()
-            && b.child_watches.is_empty()
-            && b.persistent_watches.is_empty()
-            && b.persistent_recursive_watches.is_empty();
-        if empty {
-            return;
-        }
-        // Plain SetWatches when possible, for servers older than 3.6.
-        let req = if b.persistent_watches.is_empty() && b.persistent_recursive_watches.is_empty() {
-            Request::SetWatches(SetWatches {
-                relative_zxid: b.relative_zxid,
-                data_watches: b.data_watches,
-                exist_watches: b.exist_watches,
-                child_watches: b.child_watches,
-            })
-        } else {
-            Request::SetWatches2(b)
-        };
-        let _ = encode_request(&mut self.tx, xid::SET_WATCHES, &req, usize::MAX);
-        self.counters.control_sent += 1;
-        self.last_send = now;
-    }
-
-    fn on_frame(&mut self, now: Instant, frame: Bytes) -> Result<(), DisconnectReason> {
-        let (header, body) = decode_reply(frame).map_err(DisconnectReason::Decode)?;
-        match header.xid {
-            xid::NOTIFICATION => {
-                let event: WatcherEvent = decode_exact(body).map_err(DisconnectReason::Decode)?;
-                self.counters.notifications_received += 1;
-                self.on_notification(event);
-                Ok(())
-            }
-            xid::PING | xid::SET_WATCHES => Ok(()),
-            xid::AUTH => {
-                let token = self.auth_waiters.pop_front().flatten();
-                if header.err == ErrorCode::AuthFailed.to_i32() {
-                    self.end(SessionEnd::AuthFailed, false);
-                    return Ok(());
-                }
-                if let Some(token) = token {
-                    let result = if header.err == 0 {
-                        Ok(Response::Empty)
-                    } else {
-                        Err(Error::from(ErrorCode::from_i32(header.err)))
-                    };
-                    self.events.push_back(SessionEvent::Reply(Reply {
-                        token,
-                        zxid: header.zxid,
-                        result,
-                        watch: None,
-                    }));
-                }
-                Ok(())
-            }
-            got => {
-                let Some(head) = self.in_flight.front() else {
-                    return Err(DisconnectReason::UnexpectedXid { expected: 0, got });
-                };
-                if head.xid != got {
-                    return Err(DisconnectReason::UnexpectedXid {
-                        expected: head.xid,
-                        got,
-                    });
-                }
-                let result = if header.err == 0 {
-                    Ok(Response::decode(head.op, body).map_err(DisconnectReason::Decode)?)
-                } else {
-                    Err(Error::from(ErrorCode::from_i32(header.err)))
-                };
-                let done = self.in_flight.pop_front().expect("head checked above");
-                shed_queue(&mut self.in_flight);
-                self.adapt_window(header.err == ErrorCode::Throttled.to_i32());
-                if header.zxid > 0 {
-                    self.last_zxid = self.last_zxid.max(header.zxid);
-                }
-                self.counters.replies_received += 1;
-                self.complete(done, header.zxid, result);
-                // Room on the wire again: the next queued request goes out.
-                self.flush_queued(now);
-                Ok(())
-            }
-        }
-    }
-
-    fn complete(&mut self, req: InFlight, zxid: i64, mut result: Result<Response, Error>) {
-        let mut registered = None;
-        match req.after {
-            After::Close => {
-                self.end(SessionEnd::Closed, false);
-                return;
-            }
-            After::Watch {
-                path,
-                on_ok,
-                on_no_node,
-            } => {
-                let kind = match &result {
-                    Ok(_) => on_ok,
-                    Err(Error::Server(ErrorCode::NoNode)) => on_no_node,
-                    Err(_) => None,
-                };
-                if let Some(kind) = kind {
-                    self.watches.add(&path, kind, req.token);
-                    for token in &req.more {
-                        self.watches.add(&path, kind, *token);
-                    }
-                }
-                registered = kind;
-            }
-            After::RemoveWatches { path, which } => {
-                if result.is_ok() {
-                    for (token, kind) in self.watches.remove(&path, which) {
-                        let event_type = match kind {
-                            WatchKind::Data | WatchKind::Exist => EventType::DataWatchRemoved,
-                            WatchKind::Child => EventType::ChildWatchRemoved,
-                            WatchKind::Persistent | WatchKind::PersistentRecursive => {
-                                EventType::PersistentWatchRemoved
-                            }
-                        };
-                        self.push_watch(
-                            token,
-                            WatchEvent {
-                                event_type,
-                                path: path.clone(),
-                            },
-                        );
-                    }
-                }
-            }
-            After::Arm(_) => registered = self.armed(req.token, result.is_ok()),
-            After::Nothing => {}
-        }
-        if let Ok(resp) = &mut result {
-            self.strip_chroot(req.op, resp);
-        }
-        if req.more.is_empty() {
-            self.events.push_back(SessionEvent::Reply(Reply {
-                token: req.token,
-                zxid,
-                result,
-                watch: registered,
-            }));
-        } else {
-            let mut tokens = req.more;
-            tokens.insert(0, req.token);
-            self.events
-                .push_back(SessionEvent::SharedReply(SharedReply {
-                    tokens,
-                    zxid,
-                    result,
-                    watch: registered,
-                }));
-        }
-        self.release_deferred(req.token);
-    }
-
-    fn strip_chroot(&self, op: OpCode, resp: &mut Response) {
-        let chroot = self.config.connect_string.chroot();
-        if chroot.root().is_none() {
-            return;
-        }
-        match resp {
-            Response::Path(p) | Response::PathStat { path: p, .. } => *p = chroot.strip(p),
-            Response::Children(paths) if op == OpCode::GetEphemerals => {
-                for p in paths.iter_mut() {
-                    *p = chroot.strip(p);
-                }
-            }
-            Response::Multi(results) => {
-                for r in results {
-                    if let MultiResult::Create(p) | MultiResult::Create2 { path: p, .. } = r {
-                        *p = chroot.strip(p);
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-
-    fn on_notification(&mut self, event: WatcherEvent) {
-        let Some(event_type) = event.kind() else {
-            return;
-        };
-        let path = self.config.connect_string.chroot().strip(&event.path);
-        let mut tokens = core::mem::take(&mut self.scratch);
-        tokens.clear();
-        self.watches.trigger(&path, event_type, &mut tokens);
-        for token in tokens.drain(..) {
-            let event = WatchEvent {
-                event_type,
-                path: path.clone(),
-            };
-            if self.arming.contains(&token) {
-                self.deferred.push((token, event)); // after its reply
-            } else {
-                self.push_watch(token, event);
-            }
-        }
-        self.scratch = tokens;
-    }
-
-    fn fail_in_flight(&mut self, code: Error) {
-        while let Some(req) = self.in_flight.pop_front() {
-            if matches!(req.after, After::Arm(_)) {
-                self.armed(req.token, false);
-            }
-            if !matches!(req.after, After::Close) {
-                for token in core::iter::once(req.token).chain(req.more) {
-                    self.events.push_back(SessionEvent::Reply(Reply {
-                        token,
-                        zxid: 0,
-                        result: Err(code.clone()),
-                        watch: None,
-                    }));
-                }
-            }
-        }
-        while let Some(token) = self.auth_waiters.pop_front() {
-            if let Some(token) = token {
-                self.events.push_back(SessionEvent::Reply(Reply {
-                    token,
-                    zxid: 0,
-                    result: Err(code.clone()),
-                    watch: None,
-                }));
-            }
-        }
-    }
-
-    /// Before the first session, notes the failure of an attempt on the current host;
-    /// once every host has failed (`failures` counts this attempt), reports
-    /// [`SessionEvent::Unreachable`].
-    fn failed_attempt(&mut self, reason: &DisconnectReason) {
-        if self.ever_connected {
-            return;
-        }
-        let n = self.config.connect_string.hosts().len();
-        self.host_failures.resize(n, None);
-        let host = self.current_host();
-        if let Some(slot) = self.host_failures.get_mut(host) {
-            *slot = Some(reason.clone());
-        }
-        let hosts = u32::try_from(self.order.len().max(1)).unwrap_or(u32::MAX);
-        if self.failures >= hosts {
-            let hosts = self
-                .config
-                .connect_string
-                .hosts()
-                .iter()
-                .cloned()
-                .zip(self.host_failures.iter().cloned())
-                .collect();
-            self.events.push_back(SessionEvent::Unreachable {
-                reason: reason.clone(),
-                hosts: HostFailures {
-                    last: reason.clone(),
-                    hosts,
-                },
-            });
-        }
-    }
-
-    fn connection_lost(&mut self, now: Instant, reason: DisconnectReason) {
-        let was_connected = matches!(self.phase, Phase::Connected | Phase::Closing { .. });
-        let closing = matches!(self.phase, Phase::Closing { .. });
-        self.transport.push_back(Transport::Close);
-        self.decoder.reset();
-        self.tx.clear();
-        self.fail_in_flight(Error::ConnectionLoss);
-        if closing {
-            return self.end(SessionEnd::Closed, false);
-        }
-        if was_connected {
-            self.suspended = true;
-            self.events.push_back(SessionEvent::Suspended {
-                reason: reason.clone(),
-            });
-        }
-        let stable =
-            was_connected && now.saturating_since(self.connected_at) >= self.config.stable_after;
-        if stable {
-            self.failures = 0;
-        } else {
-            self.failures = self.failures.saturating_add(1);
-        }
-        self.failed_attempt(&reason);
-        self.last_failure = Some(reason);
-        self.position = (self.position + 1) % self.order.len().max(1);
-        self.schedule_dial(now, stable);
-    }
-
-    /// Dials the next host now or after a backoff. After a stable connection: a short
-    /// random delay in `[0, backoff_min]`, so that the clients of a restarted server do
-    /// not all come back at once. Otherwise the first round of hosts is tried at once,
-    /// and each later round waits twice as long as the one before (up to
-    /// `backoff_max`), with jitter in `[base / 2, base]`.
-    fn schedule_dial(&mut self, now: Instant, after_stable: bool) {
-        let hosts = u32::try_from(self.order.len().max(1)).unwrap_or(u32::MAX);
-        let delay = if after_stable {
-            Duration::from_micros(self.rng.next_u64() % (micros(self.config.backoff_min) + 1))
-        } else if self.failures < hosts {
-            Duration::ZERO
-        } else {
-            let rounds = self.failures / hosts - 1;
-            let cap = self.config.backoff_max.max(self.config.backoff_min);
-            let base = self
-                .config
-                .backoff_min
-                .saturating_mul(1 << rounds.min(16))
-                .min(cap);
-            let half = base / 2;
-            half + Duration::from_micros(self.rng.next_u64() % (micros(half) + 1))
-        };
-        if delay.is_zero() {
-            self.dial();
-        } else {
-            self.phase = Phase::Idle {
-                dial_at: now + delay,
-            };
-        }
-    }
-
-    /// The session is gone. With `renew_on_expiry`, fail what it had and start a new one.
-    fn expire(&mut self, now: Instant, confirmed: bool) {
-        if !self.config.renew_on_expiry {
-            return self.end(SessionEnd::Expired, confirmed);
-        }
-        if !matches!(self.phase, Phase::Idle { .. }) {
-            self.transport.push_back(Transport::Close);
-        }
-        self.fail_everything(Error::SessionExpired);
-        // A session that ends this way is a failed attempt: a server that keeps
-        // expiring new sessions is redialled with backoff, not in a loop.
-        self.failures = self.failures.saturating_add(1);
-        if self.session_id == 0 {
-            // Not even a first session: the server refuses us one.
-            self.failed_attempt(&DisconnectReason::SessionRefused);
-        } else {
-            self.events.push_back(SessionEvent::Expired {
-                confirmed,
-                renewing: true,
-            });
-        }
-        self.session_id = 0;
-        self.passwd = Bytes::from_static(&[0; 16]);
-        self.negotiated = None;
-        self.suspended = false;
-        self.decoder.reset();
-        self.tx.clear();
-        self.position = (self.position + 1) % self.order.len().max(1);
-        self.schedule_dial(now, false);
-    }
-
-    /// Fails every request in flight, queued, or waiting for an auth answer.
-    fn fail_everything(&mut self, code: Error) {
-        self.fail_in_flight(code.clone());
-        self.yielders.clear();
-        shed_map(&mut self.yielders);
-        let yielding = core::mem::take(&mut self.yielding);
-        let queued = core::mem::take(&mut self.queued);
-        for q in queued.into_iter().chain(yielding) {
-            let more = self.unshare(q.share);
-            if matches!(q.after, After::Close) {
-                continue;
-            }
-            for token in core::iter::once(q.token).chain(more) {
-                self.events.push_back(SessionEvent::Reply(Reply {
-                    token,
-                    zxid: 0,
-                    result: Err(code.clone()),
-                    watch: None,
-                }));
-            }
-        }
-        for (_, token) in self.auths.iter_mut() {
-            if let Some(t) = token.take() {
-                self.events.push_back(SessionEvent::Reply(Reply {
-                    token: t,
-                    zxid: 0,
-                    result: Err(code.clone()),
-                    watch: None,
-                }));
-            }
-        }
-        self.watches.clear();
-    }
-
-    fn end(&mut self, end: SessionEnd, confirmed: bool) {
-        if matches!(self.phase, Phase::Ended(_)) {
-            return;
-        }
-        if !matches!(self.phase, Phase::Idle { .. }) {
-            self.transport.push_back(Transport::Close);
-        }
-        self.phase = Phase::Ended(end);
-        self.suspended = false;
-        self.tx.clear();
-        self.fail_everything(end.error());
-        self.auths.clear();
-        self.events.push_back(match end {
-            SessionEnd::Expired => SessionEvent::Expired {
-                confirmed,
-                renewing: false,
-            },
-            SessionEnd::Closed => SessionEvent::Closed,
-            SessionEnd::AuthFailed => SessionEvent::AuthFailed,
-        });
-    }
-}
-
-fn after_reply(request: &Request) -> After {
-    use WatchKind::*;
-    let watch = |path: &str, on_ok, on_no_node| After::Watch {
-        path: path.into(),
-        on_ok,
-        on_no_node,
-    };
-    match request {
-        Request::GetData(r) if r.watch => watch(&r.path, Some(Data), None),
-        Request::Exists(r) if r.watch => watch(&r.path, Some(Data), Some(Exist)),
-        Request::GetChildren(r) | Request::GetChildren2(r) if r.watch => {
-            watch(&r.path, Some(Child), None)
-        }
-        Request::AddWatch(r) => match AddWatchMode::from_i32(r.mode) {
-            Some(AddWatchMode::Persistent) => watch(&r.path, Some(Persistent), None),
-            Some(AddWatchMode::PersistentRecursive) => {
-                watch(&r.path, Some(PersistentRecursive), None)
-            }
-            None => After::Nothing,
-        },
-        Request::SetWatches2(r) => {
-            let lists: [(&Vec<String>, WatchKind); 5] = [
-                (&r.data_watches, Data),
-                (&r.exist_watches, Exist),
-                (&r.child_watches, Child),
-                (&r.persistent_watches, Persistent),
-                (&r.persistent_recursive_watches, PersistentRecursive),
-            ];
-            After::Arm(
-                lists
-                    .iter()
-                    .flat_map(|(paths, kind)| paths.iter().map(|p| (p.clone(), *kind)))
-                    .collect(),
-            )
-        }
-        Request::RemoveWatches(r) => match WatcherType::from_i32(r.watcher_type) {
-            Some(which) => After::RemoveWatches {
-                path: r.path.clone(),
-                which,
-            },
-            None => After::Nothing,
-        },
-        _ => After::Nothing,
-    }
-}
-
-fn millis(d: Duration) -> i32 {
-    i32::try_from(d.as_millis()).unwrap_or(i32::MAX)
-}
-
-fn micros(d: Duration) -> u64 {
-    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]

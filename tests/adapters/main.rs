@@ -316,6 +316,7 @@ forms!(cache_adapters, "cache_adapters.rs");
 forms!(config_adapters, "config_adapters.rs");
 forms!(election_both, "election_both.rs");
 forms!(group_rendezvous, "group_rendezvous.rs");
+forms!(inspect_adapters, "inspect_adapters.rs");
 mod lock_many_waiters;
 forms!(misbehaving, "misbehaving.rs");
 forms!(naming_adapters, "naming_adapters.rs");

@@ -11,6 +11,7 @@ mod double_barrier_props;
 mod election_props;
 mod fuzz_regressions;
 mod group_props;
+mod inspect_props;
 mod lock_props;
 mod naming_props;
 mod queue_props;

@@ -11,6 +11,7 @@ mod election_regressions;
 mod election_transcripts;
 mod golden;
 mod group_transcripts;
+mod inspect_transcripts;
 mod kit;
 mod lock_lanes;
 mod lock_transcripts;

@@ -421,12 +421,79 @@ fn counter_i32_is_curator_shared_count() {
     let s = expect_sent!(c, ["set /c 0x0000002a @7"]);
     c.handle_reply(T, s[0].0, Ok(Response::Stat(stat(10, 8))));
     assert_added(&mut c, 41, 42, stat(10, 8));
-    // Wraps like Java's int. (A second later: read first.)
+    // Negative values are two's complement, as Java's int. (A second later: read first.)
     let t = T + Duration::from_secs(1);
-    c.add(t, 2);
+    c.add(t, -50);
     let s = expect_sent!(c, ["get /c"]);
-    c.handle_reply(t, s[0].0, data(&[0x7f, 0xff, 0xff, 0xff], stat(10, 8)));
-    assert_eq!(lines(&sent(&mut c)), ["set /c 0x80000001 @8"]);
+    c.handle_reply(t, s[0].0, data(&[0, 0, 0, 42], stat(10, 8)));
+    assert_eq!(lines(&sent(&mut c)), ["set /c 0xfffffff8 @8"]);
+}
+
+/// An add whose sum leaves the format's range fails with `CounterOverflow` and writes
+/// nothing (issue 36: `i64::MAX` added to 3 wrote -9223372036854775806; an `I32` at
+/// `i32::MAX` plus 2 wrote `0x80000001`, as Java's int would wrap). The counter goes
+/// on: the next add is applied. The same when the add writes without reading (right
+/// after our own write).
+#[test]
+fn counter_add_that_overflows_fails_and_writes_nothing() {
+    let overflow = |value, delta, width| {
+        [CounterEvent::Failed {
+            error: Error::CounterOverflow {
+                value,
+                delta,
+                width,
+            },
+        }]
+    };
+    let mut c = counter(CounterFormat::I64);
+    c.add(T, i64::MAX);
+    let s = expect_sent!(c, ["get /c"]);
+    c.handle_reply(T, s[0].0, data(&3i64.to_be_bytes(), stat(10, 4)));
+    assert_eq!(events(&mut c), overflow(3, i64::MAX, 8));
+    assert_eq!(sent(&mut c), []);
+    let t = T + Duration::from_secs(1);
+    c.add(t, i64::MIN);
+    let s = expect_sent!(c, ["get /c"]);
+    c.handle_reply(t, s[0].0, data(&(-1i64).to_be_bytes(), stat(10, 4)));
+    assert_eq!(events(&mut c), overflow(-1, i64::MIN, 8));
+    assert_eq!(sent(&mut c), []);
+
+    let mut c = counter(CounterFormat::I32);
+    c.add(T, 1);
+    let s = expect_sent!(c, ["get /c"]);
+    c.handle_reply(T, s[0].0, data(&[0x7f, 0xff, 0xff, 0xfe], stat(10, 8)));
+    let s = expect_sent!(c, ["set /c 0x7fffffff @8"]);
+    c.handle_reply(T, s[0].0, Ok(Response::Stat(stat(10, 9))));
+    assert_added(
+        &mut c,
+        i64::from(i32::MAX) - 1,
+        i64::from(i32::MAX),
+        stat(10, 9),
+    );
+    // Right after our write: no read, and still nothing written.
+    c.add(T, 1);
+    assert_eq!(events(&mut c), overflow(i64::from(i32::MAX), 1, 4));
+    assert_eq!(sent(&mut c), []);
+    c.add(T, -1); // the counter goes on (reading first: the refused add kept nothing)
+    let s = expect_sent!(c, ["get /c"]);
+    c.handle_reply(T, s[0].0, data(&[0x7f, 0xff, 0xff, 0xff], stat(10, 9)));
+    let s = expect_sent!(c, ["set /c 0x7ffffffe @9"]);
+    c.handle_reply(T, s[0].0, Ok(Response::Stat(stat(10, 10))));
+    assert_added(
+        &mut c,
+        i64::from(i32::MAX),
+        i64::from(i32::MAX) - 1,
+        stat(10, 10),
+    );
+    assert_eq!(
+        Error::CounterOverflow {
+            value: 3,
+            delta: i64::MAX,
+            width: 8
+        }
+        .to_string(),
+        "adding 9223372036854775807 to the counter's 3 leaves its 64-bit range; nothing was written"
+    );
 }
 
 /// A burst of increments (issue 25, item 3): an add asked within one round (read sent →
@@ -551,6 +618,12 @@ fn counter_malformed_data_fails_and_writes_nothing() {
         counter_value(&[0; 8], CounterFormat::I64),
         Ok(0),
         "8 bytes are an I64"
+    );
+    assert_eq!(
+        counter_value(&[1, 2, 3], CounterFormat::I64)
+            .unwrap_err()
+            .to_string(),
+        "the counter node holds 3 bytes, not an 8-byte big-endian integer; nothing was written"
     );
 }
 

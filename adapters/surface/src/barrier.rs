@@ -15,7 +15,7 @@ use zk_recipes::client::Error;
 
 #[allow(unused_imports)]
 use super::{form, only_async, only_blocking, rt};
-use super::{Client, Events, Hosted};
+use super::{Client, Handle};
 
 /// A barrier node (Curator's `DistributedBarrier`); made by [`Client::barrier`].
 #[derive(Clone)]
@@ -32,17 +32,18 @@ impl Barrier {
         timeout: Option<Duration>,
         mut seen: impl FnMut(&BarrierEvent),
     ) -> Result<bool, Error> {
-        let (hosted, mut events) = Hosted::new(&self.client, machine)?;
-        hosted
+        let mut barrier = Handle::host(&self.client, machine)?;
+        barrier
+            .hosted
             .call(move |m, now| {
                 m.set_deadline(timeout.map(|t| now + t));
                 m.start(now)
             })
             .await?;
-        events
-            .wait(|e| seen(e), BarrierEvent::outcome)
+        barrier
+            .events
+            .outcome_seen(|e| seen(e), BarrierEvent::outcome)
             .await
-            .unwrap_or(Err(Error::Finished))
     }
 
     /// Sets the barrier (creates its node; parents as containers). Already set is fine.
@@ -94,7 +95,7 @@ pub struct DoubleBarrier {
     client: Client,
     path: String,
     count: u32,
-    current: Option<(Hosted<Participant>, Events<Participant>)>,
+    current: Option<Handle<Participant>>,
     late: Option<bool>,
 }
 
@@ -116,31 +117,34 @@ impl DoubleBarrier {
     async fn enter_inner(&mut self, timeout: Option<Duration>) -> Result<bool, Error> {
         let id = crate::node_id();
         let config = DoubleBarrierConfig::new(&self.path, self.count, &id);
-        let (hosted, mut events) = Hosted::new(&self.client, Participant::new(config))?;
+        let mut participant = Handle::host(&self.client, Participant::new(config))?;
         self.late = None;
         self.current = None;
         // Kept once the enter has its outcome: a cancelled enter (tokio) drops the
         // participant, which is abandoned and deletes its node.
         let late = &mut self.late;
-        let outcome = match hosted
+        let outcome = match participant
+            .hosted
             .call(move |p, now| p.enter(now, timeout.map(|t| now + t)))
             .await
             .and_then(|r| r)
         {
-            Ok(()) => events
-                .wait(
-                    |e| {
-                        if let DoubleBarrierEvent::Entered { late: l } = e {
-                            *late = Some(*l);
-                        }
-                    },
-                    DoubleBarrierEvent::enter_outcome,
-                )
-                .await
-                .unwrap_or(Err(Error::Finished)),
+            Ok(()) => {
+                participant
+                    .events
+                    .outcome_seen(
+                        |e| {
+                            if let DoubleBarrierEvent::Entered { late: l } = e {
+                                *late = Some(*l);
+                            }
+                        },
+                        DoubleBarrierEvent::enter_outcome,
+                    )
+                    .await
+            }
             Err(e) => Err(e),
         };
-        self.current = Some((hosted, events));
+        self.current = Some(participant);
         outcome
     }
 
@@ -158,31 +162,31 @@ impl DoubleBarrier {
     }
 
     async fn leave_inner(&mut self, timeout: Option<Duration>) -> Result<bool, Error> {
-        let Some((hosted, events)) = self.current.as_mut() else {
+        let Some(participant) = self.current.as_mut() else {
             return Err(Error::Finished);
         };
         // Ended while we worked (session lost, ...)? Say why.
-        while let Some(e) = events.try_next() {
+        while let Some(e) = participant.try_next() {
             if let Some(Err(error)) = e.leave_outcome() {
                 self.current = None;
                 return Err(error);
             }
         }
-        let started = hosted
+        let started = participant
+            .hosted
             .call(move |p, now| p.leave(now, timeout.map(|t| now + t)))
             .await;
         if let Err(e) = started.and_then(|r| r) {
-            while let Some(ev) = events.try_next() {
+            while let Some(ev) = participant.try_next() {
                 if let Some(Err(error)) = ev.leave_outcome() {
                     return Err(error);
                 }
             }
             return Err(e);
         }
-        events
-            .wait(|_| {}, DoubleBarrierEvent::leave_outcome)
+        participant
+            .outcome(DoubleBarrierEvent::leave_outcome)
             .await
-            .unwrap_or(Err(Error::Finished))
     }
 
     /// Did the last `enter` find the round already on (`ready` existed)?
@@ -193,7 +197,7 @@ impl DoubleBarrier {
     /// The next event of the current participation (`Suspended`, `Reconnected`,
     /// `Failed` while we work between enter and leave); `None` once it has ended.
     pub async fn changed(&mut self) -> Option<DoubleBarrierEvent> {
-        self.current.as_mut()?.1.next().await
+        self.current.as_mut()?.next().await
     }
 
     /// Like [`changed`](Self::changed), waiting at most `timeout`: `Ok(None)` once the
@@ -203,7 +207,7 @@ impl DoubleBarrier {
         timeout: Duration,
     ) -> Result<Option<DoubleBarrierEvent>, Error> {
         match self.current.as_mut() {
-            Some((_, events)) => events.next_timeout(timeout).await,
+            Some(participant) => participant.next_timeout(timeout).await,
             None => Ok(None),
         }
     }

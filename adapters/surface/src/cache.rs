@@ -2,10 +2,10 @@
 //! machine (`zk_recipes::recipe::cache`); what each call and event means is decided
 //! there.
 //!
-//! The handle owns its hosted cache and its event stream. [`TreeCacheHandle::initialized`]
-//! reads that stream up to `Initialized` (the `Created` events of the load are passed
-//! over: take a [`snapshot`](TreeCacheHandle::snapshot) then); [`next`](TreeCacheHandle::next)
-//! gives every event in order. Dropping the handle stops the cache.
+//! The handle owns its hosted cache and its event stream. `initialized` reads that
+//! stream up to `Initialized` (the `Created` events of the load are passed over: take a
+//! `snapshot` then); `next` gives every event in order. Dropping the handle stops the
+//! cache.
 
 use std::collections::BTreeMap;
 
@@ -16,13 +16,11 @@ use zk_recipes::client::Error;
 
 #[allow(unused_imports)]
 use super::{form, only_async, only_blocking, rt};
-use super::{Client, Events, Hosted};
+use super::{Client, Handle};
 
-/// A tree or children cache ([`Client::tree_cache`], [`Client::children_cache`]).
-pub struct TreeCacheHandle {
-    hosted: Hosted<TreeCache>,
-    events: Events<TreeCache>,
-}
+/// A tree or children cache ([`Client::tree_cache`], [`Client::children_cache`]): its
+/// events and its calls (`initialized`, `get`, `children`, `snapshot`, ...).
+pub type TreeCacheHandle = Handle<TreeCache>;
 
 fn cache_error(e: &CacheEvent) -> Option<Error> {
     match e {
@@ -33,40 +31,16 @@ fn cache_error(e: &CacheEvent) -> Option<Error> {
 }
 
 #[form]
-impl TreeCacheHandle {
+impl Handle<TreeCache> {
     /// Waits until the first load is complete (`Initialized`): the number of nodes
     /// cached then. Fails if the cache ends first (`TooLarge` past `max_nodes`, ...).
     pub async fn initialized(&mut self) -> Result<usize, Error> {
-        self.events
-            .wait(
-                |_| {},
-                |e| match e {
-                    CacheEvent::Initialized => Some(Ok(())),
-                    e => cache_error(e).map(Err),
-                },
-            )
-            .await
-            .unwrap_or(Err(Error::Finished))?;
+        self.outcome(|e| match e {
+            CacheEvent::Initialized => Some(Ok(())),
+            e => cache_error(e).map(Err),
+        })
+        .await?;
         self.len().await
-    }
-
-    /// The next event; `None` once the cache is done.
-    pub async fn next(&mut self) -> Option<CacheEvent> {
-        self.events.next().await
-    }
-
-    /// The next event within `timeout`: `Err(Timeout)` if none came, `Ok(None)` once
-    /// the cache is done.
-    pub async fn next_timeout(
-        &mut self,
-        timeout: std::time::Duration,
-    ) -> Result<Option<CacheEvent>, Error> {
-        self.events.next_timeout(timeout).await
-    }
-
-    /// The next event if one is waiting.
-    pub fn try_next(&mut self) -> Option<CacheEvent> {
-        self.events.try_next()
     }
 
     /// The cached node at `path` now.
@@ -120,19 +94,6 @@ impl Client {
     /// A cache with a full configuration (depth, `max_nodes`, reads in flight,
     /// one-shot watches).
     pub fn tree_cache_with(&self, config: CacheConfig) -> Result<TreeCacheHandle, Error> {
-        let (hosted, events) = Hosted::new(self, TreeCache::new(config))?;
-        hosted.run(|c, now| c.start(now))?;
-        Ok(TreeCacheHandle { hosted, events })
-    }
-}
-
-/// The events, blocking: `next()` waits for the next one; `None` once the cache is
-/// done.
-#[only_blocking]
-impl Iterator for TreeCacheHandle {
-    type Item = CacheEvent;
-
-    fn next(&mut self) -> Option<CacheEvent> {
-        self.events.next()
+        Handle::start(self, TreeCache::new(config), |c, now| c.start(now))
     }
 }

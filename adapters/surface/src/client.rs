@@ -19,6 +19,7 @@ use zk_recipes::session::{Counters, WatchEvent};
 
 #[allow(unused_imports)]
 use super::{form, only_async, only_blocking, rt};
+use super::Handle;
 use crate::common::{Options, Published};
 
 /// Where a raw request's reply goes.
@@ -497,9 +498,8 @@ impl Client {
         opts: &CreateOptions,
     ) -> Result<String, Error> {
         let recipe = CreateAll::new(path, data.into(), opts.clone());
-        let (hold, mut events) = self.host(recipe)?;
-        hold.run(|r, now| r.start(now))?;
-        match events.next().await {
+        let mut create = Handle::start(self, recipe, |r, now| r.start(now))?;
+        match create.next().await {
             Some(CreateAllEvent::Created { path, .. }) => Ok(path),
             Some(CreateAllEvent::Failed(e)) => Err(e),
             None => Err(self.dead()),
@@ -508,18 +508,17 @@ impl Client {
 
     /// Deletes `path` and everything below it.
     pub async fn delete_all(&self, path: &str) -> Result<(), Error> {
-        let (hold, mut events) = self.host(DeleteAll::new(path))?;
-        hold.run(|r, now| r.start(now))?;
-        events.next().await.unwrap_or_else(|| Err(self.dead()))
+        let mut delete = Handle::start(self, DeleteAll::new(path), |r, now| r.start(now))?;
+        delete.next().await.unwrap_or_else(|| Err(self.dead()))
     }
 
     /// Asks the holder of lock node `node` (a full path) to release by writing
     /// `unlock` into it; with `force_after`, deletes the node if it still exists after
     /// that grace period (its holder then sees `Lost`).
     pub async fn revoke(&self, node: &str, force_after: Option<Duration>) -> Result<(), Error> {
-        let (hold, mut events) = self.host(Revoke::new(node, force_after))?;
-        hold.run(|r, now| r.start(now))?;
-        events.next().await.unwrap_or_else(|| Err(self.dead()))
+        let recipe = Revoke::new(node, force_after);
+        let mut revoke = Handle::start(self, recipe, |r, now| r.start(now))?;
+        revoke.next().await.unwrap_or_else(|| Err(self.dead()))
     }
 
     /// What the session has sent and received so far (requests, bytes), counted by the

@@ -2,10 +2,9 @@
 //! typed wrappers over `zk_recipes::recipe::config`, where the protocols (the paper's
 //! ready node, or `multi`) and their guarantees are described.
 //!
-//! A [`ConfigReaderHandle`] owns its hosted reader and its event stream:
-//! [`snapshot`](ConfigReaderHandle::snapshot) reads that stream, so events it passes
-//! over are not seen again by [`next`](ConfigReaderHandle::next). Dropping the handle
-//! stops the reader.
+//! A [`ConfigReaderHandle`] owns its hosted reader and its event stream: `snapshot`
+//! reads that stream, so events it passes over are not seen again by `next`. Dropping
+//! the handle stops the reader.
 //!
 
 use bytes::Bytes;
@@ -18,23 +17,18 @@ use zk_recipes::client::Error;
 
 #[allow(unused_imports)]
 use super::{form, only_async, only_blocking, rt};
-use super::{Client, Events, Hosted};
+use super::{Client, Handle};
 
-/// A configuration reader ([`Client::config_reader`]).
-pub struct ConfigReaderHandle {
-    hosted: Hosted<ConfigReader>,
-    events: Events<ConfigReader>,
-}
+/// A configuration reader ([`Client::config_reader`]): its events and its calls
+/// (`snapshot`, `refresh`).
+pub type ConfigReaderHandle = Handle<ConfigReader>;
 
 #[form]
-impl ConfigReaderHandle {
+impl Handle<ConfigReader> {
     /// Waits for the next complete configuration (`Snapshot`), passing over
     /// `NotReady`. Fails if the reader ends first.
     pub async fn snapshot(&mut self) -> Result<ConfigSnapshot, Error> {
-        self.events
-            .wait(|_| {}, snapshot_outcome)
-            .await
-            .unwrap_or(Err(Error::Finished))
+        self.outcome(snapshot_outcome).await
     }
 
     /// Reads again now (after `sync` if the reader was made with
@@ -42,25 +36,6 @@ impl ConfigReaderHandle {
     /// configuration changed.
     pub fn refresh(&self) -> Result<(), Error> {
         self.hosted.run(|r, now| r.refresh(now))
-    }
-
-    /// The next event; `None` once the reader is done.
-    pub async fn next(&mut self) -> Option<ReaderEvent> {
-        self.events.next().await
-    }
-
-    /// The next event within `timeout`: `Err(Timeout)` if none came, `Ok(None)` once
-    /// the reader is done.
-    pub async fn next_timeout(
-        &mut self,
-        timeout: std::time::Duration,
-    ) -> Result<Option<ReaderEvent>, Error> {
-        self.events.next_timeout(timeout).await
-    }
-
-    /// The next event if one is waiting.
-    pub fn try_next(&mut self) -> Option<ReaderEvent> {
-        self.events.try_next()
     }
 }
 
@@ -83,9 +58,7 @@ impl Client {
     /// [`config_reader`](Self::config_reader) with a full configuration (the `multi`
     /// mode, `sync` before every read).
     pub fn config_reader_with(&self, config: ReaderConfig) -> Result<ConfigReaderHandle, Error> {
-        let (hosted, events) = Hosted::new(self, ConfigReader::new(config))?;
-        hosted.run(|r, now| r.start(now))?;
-        Ok(ConfigReaderHandle { hosted, events })
+        Handle::start(self, ConfigReader::new(config), |r, now| r.start(now))
     }
 
     /// Writes `updates` (path, value) as one configuration: with the paper's protocol
@@ -109,12 +82,9 @@ impl Client {
         config: WriterConfig,
         updates: Vec<(String, Bytes)>,
     ) -> Result<(), Error> {
-        let (hosted, mut events) = Hosted::new(self, ConfigWriter::new(config, updates))?;
-        hosted.run(|w, now| w.start(now))?;
-        events
-            .wait(|_| {}, writer_outcome)
+        Handle::start(self, ConfigWriter::new(config, updates), |w, now| w.start(now))?
+            .outcome(writer_outcome)
             .await
-            .unwrap_or(Err(Error::Finished))
     }
 }
 
@@ -123,16 +93,5 @@ fn writer_outcome(e: &WriterEvent) -> Option<Result<(), Error>> {
         WriterEvent::Written => Some(Ok(())),
         WriterEvent::Failed(e) => Some(Err(e.clone())),
         _ => None,
-    }
-}
-
-/// The events, blocking: `next()` waits for the next one; `None` once the reader is
-/// done.
-#[only_blocking]
-impl Iterator for ConfigReaderHandle {
-    type Item = ReaderEvent;
-
-    fn next(&mut self) -> Option<ReaderEvent> {
-        self.events.next()
     }
 }

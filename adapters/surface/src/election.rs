@@ -13,7 +13,7 @@ use zk_recipes::client::Error;
 
 #[allow(unused_imports)]
 use super::{form, only_async, only_blocking, rt};
-use super::{Acl, Client, Events, Hosted};
+use super::{Acl, Client, Handle};
 
 /// How to stand for election; made by [`Client::election`].
 #[must_use = "an election builder does nothing until joined"]
@@ -49,10 +49,8 @@ impl ElectionBuilder {
     /// candidate that joined before.
     #[tracing::instrument(level = "debug", skip_all, fields(recipe = "election", path = %self.config.dir))]
     pub async fn join(self) -> Result<Candidate, Error> {
-        let (hosted, events) = Hosted::new(&self.client, Election::new(self.config))?;
         let mut c = Candidate {
-            hosted,
-            events,
+            election: Handle::host(&self.client, Election::new(self.config))?,
             status: CandidateStatus::default(),
         };
         c.join().await?;
@@ -66,15 +64,14 @@ impl ElectionBuilder {
 /// [`changed`](Self::changed) reports every event. Dropping it withdraws the candidacy
 /// (without waiting).
 pub struct Candidate {
-    hosted: Hosted<Election>,
-    events: Events<Election>,
+    election: Handle<Election>,
     status: CandidateStatus,
 }
 
 #[form]
 impl Candidate {
     fn fold(&mut self) -> &mut CandidateStatus {
-        while let Some(e) = self.events.try_next() {
+        while let Some(e) = self.election.events.try_next() {
             self.status.apply(&e);
         }
         &mut self.status
@@ -98,7 +95,7 @@ impl Candidate {
     /// The next event into the status; `Ok(false)` at the deadline, `Err(Finished)`
     /// once the candidate has ended.
     async fn next_event(&mut self, deadline: Option<Instant>) -> Result<bool, Error> {
-        match self.events.next_until(deadline).await {
+        match self.election.events.next_until(deadline).await {
             Ok(Some(e)) => {
                 self.status.apply(&e);
                 Ok(true)
@@ -165,17 +162,17 @@ impl Candidate {
         outcome: impl Fn(&ElectionEvent) -> Option<Result<T, Error>>,
     ) -> Result<T, Error> {
         let status = &mut self.status;
-        self.events
-            .wait(|e| status.apply(e), outcome)
+        self.election
+            .events
+            .outcome_seen(|e| status.apply(e), outcome)
             .await
-            .unwrap_or(Err(Error::Finished))
     }
 
     /// After the leader procedure: writes our acknowledgement (checked against our
     /// candidacy in one `multi`). Fails with [`Error::NotLeader`] if we do not lead.
     #[tracing::instrument(level = "debug", skip_all, fields(recipe = "election"))]
     pub async fn acknowledge(&mut self) -> Result<i64, Error> {
-        if !self.hosted.call(|e, now| e.acknowledge(now)).await? {
+        if !self.election.hosted.call(|e, now| e.acknowledge(now)).await? {
             return Err(Error::NotLeader);
         }
         self.wait(ElectionEvent::ack_outcome).await
@@ -196,6 +193,7 @@ impl Candidate {
 
     async fn resign_inner(&mut self, rejoin: bool) -> Result<(), Error> {
         if self
+            .election
             .hosted
             .call(move |e, now| e.resign(now, rejoin))
             .await?
@@ -209,7 +207,7 @@ impl Candidate {
     /// Stands again after [`resign`](Self::resign); returns once our node exists (in
     /// line behind every candidate that joined before).
     pub async fn join(&mut self) -> Result<(), Error> {
-        match self.hosted.call(|e, now| e.join(now)).await? {
+        match self.election.hosted.call(|e, now| e.join(now)).await? {
             Join::Pending => self.wait(ElectionEvent::join_outcome).await,
             Join::InLine => Ok(()),
             Join::Ended => Err(Error::Finished),
@@ -222,7 +220,7 @@ impl Candidate {
         if self.fold().state() == Leadership::Ended {
             return Ok(());
         }
-        self.hosted.call(|e, now| e.close(now)).await?;
+        self.election.hosted.call(|e, now| e.close(now)).await?;
         self.wait(ElectionEvent::close_outcome).await
     }
 
@@ -295,28 +293,13 @@ impl Candidate {
 }
 
 /// Watches an election without standing in it; made by [`Client::election_observer`].
-pub struct ElectionObserver {
-    hosted: Hosted<Observer>,
-    events: Events<Observer>,
-}
+/// Its events (`next`: each leader change or acknowledgement after the first view;
+/// `None` once closed) and its calls (`wait_for`, `leader`, `participants`,
+/// `acknowledged`).
+pub type ElectionObserver = Handle<Observer>;
 
 #[form]
-impl ElectionObserver {
-    /// The next leader change or acknowledgement after the first view; `None` once
-    /// closed.
-    pub async fn next(&mut self) -> Option<ObserverEvent> {
-        self.events.next().await
-    }
-
-    /// Like [`next`](Self::next), waiting at most `timeout`: `Err(Timeout)` if nothing
-    /// came.
-    pub async fn next_timeout(
-        &mut self,
-        timeout: Duration,
-    ) -> Result<Option<ObserverEvent>, Error> {
-        self.events.next_timeout(timeout).await
-    }
-
+impl Handle<Observer> {
     /// Waits for the first event `done` accepts; `None` if the observer closed first.
     pub async fn wait_for(
         &mut self,
@@ -362,7 +345,7 @@ impl ElectionObserver {
 
 impl Drop for Candidate {
     fn drop(&mut self) {
-        let _ = self.hosted.run(|e, now| e.close(now));
+        let _ = self.election.hosted.run(|e, now| e.close(now));
     }
 }
 
@@ -396,12 +379,12 @@ impl Client {
     }
 
     async fn observe(&self, observer: Observer) -> Result<ElectionObserver, Error> {
-        let (hosted, mut events) = Hosted::new(self, observer)?;
-        hosted.call(|o, now| o.start(now)).await?;
+        let mut observer = Handle::host(self, observer)?;
+        observer.hosted.call(|o, now| o.start(now)).await?;
         // The first view (its `Leader` event) is in before we return.
-        match events.next().await {
+        match observer.next().await {
             Some(ObserverEvent::Failed { error }) => Err(error),
-            Some(_) => Ok(ElectionObserver { hosted, events }),
+            Some(_) => Ok(observer),
             None => Err(Error::Finished),
         }
     }

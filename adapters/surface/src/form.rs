@@ -10,7 +10,7 @@ pub use client::{
 
 #[path = "hosted.rs"]
 pub mod hosted;
-pub use hosted::{Events, Hosted};
+pub use hosted::{Events, Handle, Hosted};
 
 #[doc(hidden)]
 #[path = "hub.rs"]
@@ -26,6 +26,8 @@ mod config;
 mod election;
 #[path = "group.rs"]
 mod group;
+#[path = "inspect.rs"]
+mod inspect;
 #[path = "lock.rs"]
 mod lock;
 #[path = "naming.rs"]
@@ -72,6 +74,9 @@ pub use zk_recipes::recipe::double_barrier::DoubleBarrierEvent;
 pub use zk_recipes::recipe::election::observer::{ObserverEvent, Participant};
 pub use zk_recipes::recipe::election::{ElectionEvent, Leadership};
 pub use zk_recipes::recipe::group::{Member, MemberConfig, ViewConfig, ViewEvent};
+pub use zk_recipes::recipe::inspect::{
+    Description, InspectConfig, Kind as RecipeKind, Participant as InspectedNode, Shape, Survey,
+};
 pub use zk_recipes::recipe::lock::{HoldState, LockChange, LostReason};
 pub use zk_recipes::recipe::naming::ResolveConfig;
 pub use zk_recipes::recipe::node::{NodeWatchEvent, OwnedNodeConfig, OwnedNodeEvent};

@@ -21,15 +21,13 @@ use zk_recipes::client::Error;
 
 #[allow(unused_imports)]
 use super::{form, only_async, only_blocking, rt};
-use super::{Client, Events, Hosted};
+use super::{Client, Handle};
 
 /// A node kept in place: a group member ([`Client::group_member`]), a rendezvous
 /// coordinator or publisher ([`Client::rendezvous_coordinator`],
-/// [`Client::rendezvous_publisher`]), or any [`OwnedNode`] ([`Client::owned_node`]).
-pub struct NodeHandle<R: NodeCommands> {
-    hosted: Hosted<R>,
-    events: Events<R>,
-}
+/// [`Client::rendezvous_publisher`]), or any [`OwnedNode`] ([`Client::owned_node`]):
+/// its events and its calls (`created`, `set_data`, `delete`, `leave`).
+pub type NodeHandle<R> = Handle<R>;
 
 /// A group member ([`Client::group_member`]).
 pub type GroupMemberHandle = NodeHandle<GroupMember>;
@@ -42,63 +40,33 @@ fn node_error(e: &OwnedNodeEvent) -> Option<Error> {
     }
 }
 
-#[form]
-impl<R: NodeCommands> NodeHandle<R> {
-    fn host(client: &Client, recipe: R) -> Result<Self, Error> {
-        let (hosted, events) = Hosted::new(client, recipe)?;
-        hosted.run(|r, now| r.create_node(now))?;
-        Ok(NodeHandle { hosted, events })
-    }
+/// Hosts `recipe` and has it create its node.
+fn keep_node<R: NodeCommands>(client: &Client, recipe: R) -> Result<NodeHandle<R>, Error> {
+    Handle::start(client, recipe, |r, now| r.create_node(now))
+}
 
+#[form]
+impl<R: NodeCommands> Handle<R> {
     /// Waits until the node is in place (`Created`): its Stat. Fails if the machine
     /// ends first.
     pub async fn created(&mut self) -> Result<Stat, Error> {
-        self.events
-            .wait(
-                |_| {},
-                |e| match e {
-                    OwnedNodeEvent::Created { stat } => Some(Ok(*stat)),
-                    e => node_error(e).map(Err),
-                },
-            )
-            .await
-            .unwrap_or(Err(Error::Finished))
-    }
-
-    /// The next event; `None` once the machine is done.
-    pub async fn next(&mut self) -> Option<OwnedNodeEvent> {
-        self.events.next().await
-    }
-
-    /// The next event within `timeout`: `Err(Timeout)` if none came, `Ok(None)` once
-    /// the machine is done.
-    pub async fn next_timeout(
-        &mut self,
-        timeout: std::time::Duration,
-    ) -> Result<Option<OwnedNodeEvent>, Error> {
-        self.events.next_timeout(timeout).await
-    }
-
-    /// The next event if one is waiting.
-    pub fn try_next(&mut self) -> Option<OwnedNodeEvent> {
-        self.events.try_next()
+        self.outcome(|e| match e {
+            OwnedNodeEvent::Created { stat } => Some(Ok(*stat)),
+            e => node_error(e).map(Err),
+        })
+        .await
     }
 
     /// Keeps `data` in the node and waits until it is written (`DataSet`): the Stat.
     pub async fn set_data(&mut self, data: impl Into<Bytes>) -> Result<Stat, Error> {
         let data = data.into();
         self.hosted.run(move |r, now| r.set_node_data(now, data))?;
-        self.events
-            .wait(
-                |_| {},
-                |e| match e {
-                    OwnedNodeEvent::DataSet { stat } => Some(Ok(*stat)),
-                    OwnedNodeEvent::DataRefused { error } => Some(Err(error.clone())),
-                    e => node_error(e).map(Err),
-                },
-            )
-            .await
-            .unwrap_or(Err(Error::Finished))
+        self.outcome(|e| match e {
+            OwnedNodeEvent::DataSet { stat } => Some(Ok(*stat)),
+            OwnedNodeEvent::DataRefused { error } => Some(Err(error.clone())),
+            e => node_error(e).map(Err),
+        })
+        .await
     }
 
     /// Deletes the node (if it is ours) and waits until it is gone.
@@ -123,29 +91,22 @@ impl<R: NodeCommands> NodeHandle<R> {
     }
 }
 
-/// A view of a group's members ([`Client::group_view`]).
-pub struct GroupView {
-    hosted: Hosted<View>,
-    events: Events<View>,
-}
+/// A view of a group's members ([`Client::group_view`]): its events and its calls
+/// (`synced`, `members`).
+pub type GroupView = Handle<View>;
 
 #[form]
-impl GroupView {
+impl Handle<View> {
     /// Waits for the next `Synced` (a complete view), then returns the members as they
     /// are when it asks (members a newer listing showed are in once read).
     pub async fn synced(&mut self) -> Result<Vec<Member>, Error> {
-        self.events
-            .wait(
-                |_| {},
-                |e| match e {
-                    ViewEvent::Synced => Some(Ok(())),
-                    ViewEvent::Failed(e) => Some(Err(e.clone())),
-                    ViewEvent::Closed => Some(Err(Error::Finished)),
-                    _ => None,
-                },
-            )
-            .await
-            .unwrap_or(Err(Error::Finished))?;
+        self.outcome(|e| match e {
+            ViewEvent::Synced => Some(Ok(())),
+            ViewEvent::Failed(e) => Some(Err(e.clone())),
+            ViewEvent::Closed => Some(Err(Error::Finished)),
+            _ => None,
+        })
+        .await?;
         self.members().await
     }
 
@@ -153,33 +114,12 @@ impl GroupView {
     pub async fn members(&self) -> Result<Vec<Member>, Error> {
         self.hosted.call(|v, _| v.members().to_vec()).await
     }
-
-    /// The next event; `None` once the view is done.
-    pub async fn next(&mut self) -> Option<ViewEvent> {
-        self.events.next().await
-    }
-
-    /// The next event within `timeout`: `Err(Timeout)` if none came, `Ok(None)` once
-    /// the view is done.
-    pub async fn next_timeout(
-        &mut self,
-        timeout: std::time::Duration,
-    ) -> Result<Option<ViewEvent>, Error> {
-        self.events.next_timeout(timeout).await
-    }
-
-    /// The next event if one is waiting.
-    pub fn try_next(&mut self) -> Option<ViewEvent> {
-        self.events.try_next()
-    }
 }
 
 /// A rendezvous master or worker ([`Client::rendezvous_master`],
-/// [`Client::rendezvous_worker`]).
-pub struct RendezvousHandle<R: zk_recipes::recipe::Recipe<Event = RendezvousEvent>> {
-    hosted: Hosted<R>,
-    events: Events<R>,
-}
+/// [`Client::rendezvous_worker`]): its events and its calls (`gone`; a worker's
+/// `address`; a master's `publish`, `published`).
+pub type RendezvousHandle<R> = Handle<R>;
 
 /// What ends a rendezvous wait: `z_r` gone is `NoNode`.
 fn rendezvous_error(e: &RendezvousEvent) -> Option<Error> {
@@ -192,75 +132,41 @@ fn rendezvous_error(e: &RendezvousEvent) -> Option<Error> {
 }
 
 #[form]
-impl<R: zk_recipes::recipe::Recipe<Event = RendezvousEvent>> RendezvousHandle<R> {
-    /// The next event; `None` once the role is done.
-    pub async fn next(&mut self) -> Option<RendezvousEvent> {
-        self.events.next().await
-    }
-
-    /// The next event within `timeout`: `Err(Timeout)` if none came, `Ok(None)` once
-    /// the role is done.
-    pub async fn next_timeout(
-        &mut self,
-        timeout: std::time::Duration,
-    ) -> Result<Option<RendezvousEvent>, Error> {
-        self.events.next_timeout(timeout).await
-    }
-
-    /// The next event if one is waiting.
-    pub fn try_next(&mut self) -> Option<RendezvousEvent> {
-        self.events.try_next()
-    }
-
+impl<R: zk_recipes::recipe::Recipe<Event = RendezvousEvent>> Handle<R> {
     /// Waits until `z_r` is deleted (`Gone`): `Ok` then; `Err` if the role ends
     /// otherwise.
     pub async fn gone(&mut self) -> Result<(), Error> {
-        self.events
-            .wait(
-                |_| {},
-                |e| match e {
-                    RendezvousEvent::Gone => Some(Ok(())),
-                    e => rendezvous_error(e).map(Err),
-                },
-            )
-            .await
-            .unwrap_or(Err(Error::Finished))
+        self.outcome(|e| match e {
+            RendezvousEvent::Gone => Some(Ok(())),
+            e => rendezvous_error(e).map(Err),
+        })
+        .await
     }
 }
 
 #[form]
-impl RendezvousHandle<Worker> {
+impl Handle<Worker> {
     /// Waits for the next address in `z_r` (the first, or a newer one): its data.
     /// `Err(Server(NoNode))` if `z_r` goes first.
     pub async fn address(&mut self) -> Result<Bytes, Error> {
-        self.events
-            .wait(
-                |_| {},
-                |e| match e {
-                    RendezvousEvent::Address { data, .. } => Some(Ok(data.clone())),
-                    e => rendezvous_error(e).map(Err),
-                },
-            )
-            .await
-            .unwrap_or(Err(Error::Finished))
+        self.outcome(|e| match e {
+            RendezvousEvent::Address { data, .. } => Some(Ok(data.clone())),
+            e => rendezvous_error(e).map(Err),
+        })
+        .await
     }
 }
 
 #[form]
-impl RendezvousHandle<Master> {
+impl Handle<Master> {
     /// Waits until our address is in `z_r` (`Published`): `z_r`'s Stat.
     /// `Err(Server(NoNode))` if `z_r` goes first.
     pub async fn published(&mut self) -> Result<Stat, Error> {
-        self.events
-            .wait(
-                |_| {},
-                |e| match e {
-                    RendezvousEvent::Published { stat } => Some(Ok(*stat)),
-                    e => rendezvous_error(e).map(Err),
-                },
-            )
-            .await
-            .unwrap_or(Err(Error::Finished))
+        self.outcome(|e| match e {
+            RendezvousEvent::Published { stat } => Some(Ok(*stat)),
+            e => rendezvous_error(e).map(Err),
+        })
+        .await
     }
 
     /// Writes a new address; then [`published`](Self::published) waits for it.
@@ -288,7 +194,7 @@ impl Client {
     /// [`group_member`](Self::group_member) with a full configuration (ACL, no
     /// re-creation).
     pub fn group_member_with(&self, config: MemberConfig) -> Result<GroupMemberHandle, Error> {
-        NodeHandle::host(self, GroupMember::new(config))
+        keep_node(self, GroupMember::new(config))
     }
 
     /// Follows the members of group `dir`.
@@ -298,15 +204,13 @@ impl Client {
 
     /// [`group_view`](Self::group_view) with a full configuration.
     pub fn group_view_with(&self, config: ViewConfig) -> Result<GroupView, Error> {
-        let (hosted, events) = Hosted::new(self, View::new(config))?;
-        hosted.run(|v, now| v.start(now))?;
-        Ok(GroupView { hosted, events })
+        Handle::start(self, View::new(config), |v, now| v.start(now))
     }
 
     /// Keeps any node in place (see `zk_recipes::recipe::node::OwnedNode`). It returns
     /// at once; the handle's `.created().await` waits until the node exists.
     pub fn owned_node(&self, config: OwnedNodeConfig) -> Result<NodeHandle<OwnedNode>, Error> {
-        NodeHandle::host(self, OwnedNode::new(config))
+        keep_node(self, OwnedNode::new(config))
     }
 
     /// Creates rendezvous node `path` (`z_r`, ephemeral) as its coordinator; dropping
@@ -330,28 +234,22 @@ impl Client {
         path: &str,
         address: impl Into<Bytes>,
     ) -> Result<RendezvousHandle<Master>, Error> {
-        let (hosted, events) = Hosted::new(self, Master::new(path, address))?;
-        hosted.run(|m, now| m.start(now))?;
-        Ok(RendezvousHandle { hosted, events })
+        Handle::start(self, Master::new(path, address), |m, now| m.start(now))
     }
 
     /// A rendezvous worker: waits for the master's address in `path`.
     pub fn rendezvous_worker(&self, path: &str) -> Result<RendezvousHandle<Worker>, Error> {
-        let (hosted, events) = Hosted::new(self, Worker::new(path))?;
-        hosted.run(|w, now| w.start(now))?;
-        Ok(RendezvousHandle { hosted, events })
+        Handle::start(self, Worker::new(path), |w, now| w.start(now))
     }
 }
 
 /// A followed node: its data kept current ([`Client::watch_node`], the paper's watched
-/// configuration value; see `zk_recipes::recipe::node::NodeWatch`).
-pub struct NodeWatchHandle {
-    hosted: Hosted<NodeWatch>,
-    events: Events<NodeWatch>,
-}
+/// configuration value; see `zk_recipes::recipe::node::NodeWatch`): its events and its
+/// calls (`value`, `changed`, `refresh`).
+pub type NodeWatchHandle = Handle<NodeWatch>;
 
 #[form]
-impl NodeWatchHandle {
+impl Handle<NodeWatch> {
     /// The node's data and Stat as last read (`None`: missing, or not read yet).
     pub async fn value(&self) -> Result<Option<(Bytes, Stat)>, Error> {
         self.hosted
@@ -362,44 +260,20 @@ impl NodeWatchHandle {
     /// Waits for the next version the watch reports: `Some(data)` for a new version,
     /// `None` when the node is missing. `Err` if the watch ends.
     pub async fn changed(&mut self) -> Result<Option<Bytes>, Error> {
-        self.events
-            .wait(
-                |_| {},
-                |e| match e {
-                    NodeWatchEvent::Data { data, .. } => Some(Ok(Some(data.clone()))),
-                    NodeWatchEvent::Missing { .. } => Some(Ok(None)),
-                    NodeWatchEvent::Failed(e) => Some(Err(e.clone())),
-                    NodeWatchEvent::Closed => Some(Err(Error::Finished)),
-                    _ => None,
-                },
-            )
-            .await
-            .unwrap_or(Err(Error::Finished))
+        self.outcome(|e| match e {
+            NodeWatchEvent::Data { data, .. } => Some(Ok(Some(data.clone()))),
+            NodeWatchEvent::Missing { .. } => Some(Ok(None)),
+            NodeWatchEvent::Failed(e) => Some(Err(e.clone())),
+            NodeWatchEvent::Closed => Some(Err(Error::Finished)),
+            _ => None,
+        })
+        .await
     }
 
     /// `sync`, then read again: after an out-of-band notice that the node changed, the
     /// next [`changed`](Self::changed) sees that change or a later one.
     pub fn refresh(&self) -> Result<(), Error> {
         self.hosted.run(|w, now| w.refresh(now))
-    }
-
-    /// The next event; `None` once the watch is done.
-    pub async fn next(&mut self) -> Option<NodeWatchEvent> {
-        self.events.next().await
-    }
-
-    /// The next event within `timeout`: `Err(Timeout)` if none came, `Ok(None)` once
-    /// the watch is done.
-    pub async fn next_timeout(
-        &mut self,
-        timeout: std::time::Duration,
-    ) -> Result<Option<NodeWatchEvent>, Error> {
-        self.events.next_timeout(timeout).await
-    }
-
-    /// The next event if one is waiting.
-    pub fn try_next(&mut self) -> Option<NodeWatchEvent> {
-        self.events.try_next()
     }
 }
 
@@ -409,38 +283,6 @@ impl Client {
     /// server reports, a deleted and re-created node followed, re-read after a
     /// reconnect (nothing missed).
     pub fn watch_node(&self, path: &str) -> Result<NodeWatchHandle, Error> {
-        let (hosted, events) = Hosted::new(self, NodeWatch::new(path))?;
-        hosted.run(|w, now| w.start(now))?;
-        Ok(NodeWatchHandle { hosted, events })
-    }
-}
-
-/// The events, blocking: `next()` waits for the next one; `None` once the machine is
-/// done.
-#[only_blocking]
-impl<R: NodeCommands> Iterator for NodeHandle<R> {
-    type Item = OwnedNodeEvent;
-    fn next(&mut self) -> Option<OwnedNodeEvent> {
-        self.events.next()
-    }
-}
-
-/// The events, blocking: `next()` waits for the next one; `None` once the view is
-/// done.
-#[only_blocking]
-impl Iterator for GroupView {
-    type Item = ViewEvent;
-    fn next(&mut self) -> Option<ViewEvent> {
-        self.events.next()
-    }
-}
-
-/// The events, blocking: `next()` waits for the next one; `None` once the role is
-/// done.
-#[only_blocking]
-impl<R: zk_recipes::recipe::Recipe<Event = RendezvousEvent>> Iterator for RendezvousHandle<R> {
-    type Item = RendezvousEvent;
-    fn next(&mut self) -> Option<RendezvousEvent> {
-        self.events.next()
+        Handle::start(self, NodeWatch::new(path), |w, now| w.start(now))
     }
 }

@@ -7,13 +7,19 @@
 //! [`Hosted::call`]); what its events mean is the recipe's business (the core decides;
 //! this only waits). Dropping the last clone of the `Hosted` abandons the recipe: it
 //! cleans up (deletes what it created) and ends.
+//!
+//! Every recipe handle of this crate is wired here, once: a [`Handle`] is a hosted
+//! recipe with its events (its `next`, `next_timeout`, `try_next`, and `Iterator` in
+//! the blocking form; dropped, the recipe is abandoned), and [`Events`] waits for the
+//! event that ends a call. A recipe's file holds only its calls: the handle types of
+//! the caches, views, member nodes, followed nodes and values are `Handle<TheRecipe>`.
 
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use zk_recipes::client::Error;
+use zk_recipes::client::{Error, RecipeCommand};
 use zk_recipes::recipe::{AnyEvent, Recipe};
 
 #[allow(unused_imports)]
@@ -120,6 +126,26 @@ impl<R: Recipe> Events<R> {
         self.wait_until(seen, outcome, None).await.unwrap_or(None)
     }
 
+    /// Waits for the first event `outcome` answers: the result of a call that ends with
+    /// an event. `Err(Finished)` if the recipe ended first.
+    pub(crate) async fn outcome<T>(
+        &mut self,
+        outcome: impl FnMut(&R::Event) -> Option<Result<T, Error>>,
+    ) -> Result<T, Error> {
+        self.outcome_seen(|_| {}, outcome).await
+    }
+
+    /// [`outcome`](Self::outcome), feeding every event to `seen` on the way.
+    pub(crate) async fn outcome_seen<T>(
+        &mut self,
+        seen: impl FnMut(&R::Event),
+        outcome: impl FnMut(&R::Event) -> Option<Result<T, Error>>,
+    ) -> Result<T, Error> {
+        self.wait(seen, outcome)
+            .await
+            .unwrap_or(Err(Error::Finished))
+    }
+
     /// [`wait`](Self::wait), until `deadline` at most (`None`: no limit).
     pub async fn wait_until<T>(
         &mut self,
@@ -181,11 +207,7 @@ impl<R: Recipe> Hosted<R> {
         let o = &self.owner;
         o.client.send(Command::Route(Routed::Run {
             key: o.key,
-            command: Box::new(move |any, now| {
-                if let Some(r) = any.downcast_mut::<R>() {
-                    command(r, now)
-                }
-            }),
+            command: RecipeCommand::new(command),
             subscribe: subscribe.map(EventTx),
         }))
     }
@@ -239,6 +261,74 @@ impl<R: Recipe> Hosted<R> {
                 s if s.is_terminal() => s.error(),
                 _ => Error::Finished,
             })
+    }
+}
+
+/// A hosted recipe and its events since it was hosted: the handle of a recipe one
+/// keeps (a cache, a group view, a member node, a followed node or counter, an election
+/// observer). Its events come in order from [`next`](Self::next),
+/// [`next_timeout`](Self::next_timeout) and [`try_next`](Self::try_next) (and, in the
+/// blocking form, as an `Iterator`); the recipe's own calls are methods of its
+/// `Handle<TheRecipe>`; dropping it abandons the recipe (it cleans up and ends).
+pub struct Handle<R: Recipe> {
+    pub(crate) hosted: Hosted<R>,
+    pub(crate) events: Events<R>,
+}
+
+impl<R: Recipe> Handle<R> {
+    /// Hosts `recipe` on `client`.
+    pub(crate) fn host(client: &Client, recipe: R) -> Result<Self, Error> {
+        let (hosted, events) = Hosted::new(client, recipe)?;
+        Ok(Handle { hosted, events })
+    }
+
+    /// Hosts `recipe` and runs `start` on it, without waiting.
+    pub(crate) fn start(
+        client: &Client,
+        recipe: R,
+        start: impl FnOnce(&mut R, zk_recipes::time::Instant) + Send + 'static,
+    ) -> Result<Self, Error> {
+        let handle = Self::host(client, recipe)?;
+        handle.hosted.run(start)?;
+        Ok(handle)
+    }
+
+    /// The next event if one is waiting.
+    pub fn try_next(&mut self) -> Option<R::Event> {
+        self.events.try_next()
+    }
+}
+
+#[form]
+impl<R: Recipe> Handle<R> {
+    /// The next event; `None` once the recipe is done.
+    pub async fn next(&mut self) -> Option<R::Event> {
+        self.events.next().await
+    }
+
+    /// The next event within `timeout`: `Err(Timeout)` if none came, `Ok(None)` once
+    /// the recipe is done.
+    pub async fn next_timeout(&mut self, timeout: Duration) -> Result<Option<R::Event>, Error> {
+        self.events.next_timeout(timeout).await
+    }
+
+    /// Waits for the first event `outcome` answers (see [`Events::outcome`]).
+    pub(crate) async fn outcome<T>(
+        &mut self,
+        outcome: impl FnMut(&R::Event) -> Option<Result<T, Error>>,
+    ) -> Result<T, Error> {
+        self.events.outcome(outcome).await
+    }
+}
+
+/// The events, blocking: `next()` waits for the next one; `None` once the recipe is
+/// done.
+#[only_blocking]
+impl<R: Recipe> Iterator for Handle<R> {
+    type Item = R::Event;
+
+    fn next(&mut self) -> Option<R::Event> {
+        self.events.next()
     }
 }
 

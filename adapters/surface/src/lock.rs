@@ -87,11 +87,7 @@ async fn acquire(hold: &Hosted<Lock>, wait: Option<Duration>) -> Result<Option<L
             },
             _,
         ) => (*fencing_token, node.clone(), LockStatus::held()),
-        (_, Some(mut wait)) => match events
-            .wait(|_| {}, |e| wait.feed(e))
-            .await
-            .unwrap_or(Err(Error::Finished))?
-        {
+        (_, Some(mut wait)) => match events.outcome(|e| wait.feed(e)).await? {
             Some((token, node)) => (token, node, wait.into_status()),
             None => return Ok(None),
         },

@@ -17,7 +17,7 @@ use zk_recipes::client::Error;
 
 #[allow(unused_imports)]
 use super::{form, only_async, only_blocking, rt};
-use super::{Client, Events, Hosted, NodeHandle, NodeWatchHandle};
+use super::{Client, Handle, NodeHandle, NodeWatchHandle};
 
 /// Generator numbers of this process: part of the node names, so generators sharing a
 /// session never take each other's nodes for their own.
@@ -26,8 +26,7 @@ static NEXT_NONCE: AtomicU64 = AtomicU64::new(1);
 /// Unique, increasing ids from directory `dir` ([`Client::id_generator`]). Dropping
 /// it fails nothing (no call is waiting) and deletes any node of ours left.
 pub struct IdGenerator {
-    hosted: Hosted<IdMachine>,
-    events: Events<IdMachine>,
+    ids: Handle<IdMachine>,
 }
 
 #[form]
@@ -47,6 +46,7 @@ impl IdGenerator {
             return Ok(Vec::new());
         }
         let first = self
+            .ids
             .hosted
             .call(move |g, now| {
                 let first = g.request(now);
@@ -61,7 +61,7 @@ impl IdGenerator {
         let last = first + n as u64;
         let mut ended = 0;
         while ended < n {
-            let e = self.events.next().await.ok_or(Error::Finished)?;
+            let e = self.ids.next().await.ok_or(Error::Finished)?;
             let (request, outcome) = match e {
                 IdEvent::Id { request, id } => (request, Ok(id)),
                 IdEvent::Failed { request, error } => (request, Err(error)),
@@ -117,9 +117,8 @@ impl Client {
         &self,
         config: ResolveConfig,
     ) -> Result<Option<(Bytes, Stat)>, Error> {
-        let (hosted, mut events) = Hosted::new(self, Resolve::new(config))?;
-        hosted.run(|r, now| r.start(now))?;
-        match events.next().await {
+        let mut resolve = Handle::start(self, Resolve::new(config), |r, now| r.start(now))?;
+        match resolve.next().await {
             Some(ResolveEvent::Resolved { data, stat }) => Ok(Some((data, stat))),
             Some(ResolveEvent::NotFound) => Ok(None),
             Some(ResolveEvent::Failed(e)) => Err(e),
@@ -130,8 +129,9 @@ impl Client {
     /// Unique, increasing ids from directory `dir` (created persistent if missing).
     pub fn id_generator(&self, dir: &str) -> Result<IdGenerator, Error> {
         let nonce = NEXT_NONCE.fetch_add(1, Ordering::Relaxed);
-        let (hosted, events) =
-            Hosted::new(self, IdMachine::new(IdGeneratorConfig::new(dir, nonce)))?;
-        Ok(IdGenerator { hosted, events })
+        let machine = IdMachine::new(IdGeneratorConfig::new(dir, nonce));
+        Ok(IdGenerator {
+            ids: Handle::host(self, machine)?,
+        })
     }
 }

@@ -13,7 +13,7 @@ use zk_recipes::client::Error;
 
 #[allow(unused_imports)]
 use super::{form, only_async, only_blocking, rt};
-use super::{Client, Events, Hosted};
+use super::{Client, Handle, Hosted};
 
 /// A queue handle, made by [`Client::queue`] or [`Client::priority_queue`]. Puts and
 /// takes host their machines on first use; dropping the handle ends them (items
@@ -32,8 +32,7 @@ pub struct Queue {
 /// cancelled stays readable) and the items such outcomes brought: the next take gets
 /// them first, nothing taken is dropped unseen.
 struct Taker {
-    hosted: Hosted<Consumer>,
-    events: Events<Consumer>,
+    consumer: Handle<Consumer>,
     stash: std::collections::VecDeque<Item>,
 }
 
@@ -97,10 +96,7 @@ impl Claimed {
             })
             .await?;
         r?;
-        events
-            .wait(|_| {}, |e| e.settle_outcome(&name))
-            .await
-            .unwrap_or(Err(Error::Finished))
+        events.outcome(|e| e.settle_outcome(&name)).await
     }
 
     /// Deletes the item and our claim in one transaction.
@@ -139,8 +135,7 @@ impl Queue {
             let mut config = ProducerConfig::new(&self.dir, &crate::node_id());
             config.format = self.format;
             config.ephemeral = self.ephemeral;
-            let (hosted, _events): (_, Events<Producer>) =
-                Hosted::new(&self.client, Producer::new(config))?;
+            let (hosted, _events) = Hosted::new(&self.client, Producer::new(config))?;
             self.producer = Some(hosted);
         }
         self.producer.as_ref().ok_or(Error::Finished)
@@ -156,10 +151,8 @@ impl Queue {
             config.format = self.format;
             config.delivery = delivery;
             config.spread = crate::random_seed();
-            let (hosted, events) = Hosted::new(&self.client, Consumer::new(config))?;
             *slot = Some(Taker {
-                hosted,
-                events,
+                consumer: Handle::host(&self.client, Consumer::new(config))?,
                 stash: Default::default(),
             });
         }
@@ -219,10 +212,7 @@ impl Queue {
             return Ok(Vec::new());
         };
         let mut wait = PutsWait::new(first, n);
-        events
-            .wait(|_| {}, |e| wait.feed(e))
-            .await
-            .unwrap_or(Err(Error::Finished))
+        events.outcome(|e| wait.feed(e)).await
     }
 
     async fn take_inner(
@@ -236,17 +226,19 @@ impl Queue {
             return Ok(items);
         }
         let id = taker
+            .consumer
             .hosted
             .call(move |c, now| c.take(now, max, wait.map(|w| now + w)))
             .await?;
         let mut cancel = CancelTake {
-            hosted: taker.hosted.clone(),
+            hosted: taker.consumer.hosted.clone(),
             take: Some(id),
         };
         let stash = &mut taker.stash;
         let outcome = taker
+            .consumer
             .events
-            .wait(
+            .outcome_seen(
                 |e| {
                     // An earlier take whose caller was cancelled: its items are the
                     // next caller's.
@@ -258,8 +250,7 @@ impl Queue {
                 },
                 |e: &ConsumerEvent| e.take_outcome(id),
             )
-            .await
-            .unwrap_or(Err(Error::Finished));
+            .await;
         cancel.take = None;
         match outcome {
             // Nothing came for us, but a cancelled take's items did meanwhile.
@@ -337,7 +328,7 @@ impl Queue {
     fn claimed(&mut self, item: Item) -> Result<Claimed, Error> {
         Ok(Claimed {
             item,
-            hosted: self.consumer(Delivery::AtLeastOnce)?.hosted.clone(),
+            hosted: self.consumer(Delivery::AtLeastOnce)?.consumer.hosted.clone(),
             settled: false,
         })
     }

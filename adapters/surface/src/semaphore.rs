@@ -13,7 +13,7 @@ use zk_recipes::client::Error;
 
 #[allow(unused_imports)]
 use super::{form, only_async, only_blocking, rt};
-use super::{Client, Events, Hosted};
+use super::{Client, Handle};
 
 /// A counting semaphore at a path: at most `max_leases` holders of a [`Lease`] at once,
 /// across all processes using the same path and number. Made by [`Client::semaphore`].
@@ -66,17 +66,13 @@ impl Semaphore {
     async fn acquire_inner(&self, wait: Option<Duration>) -> Result<Option<Lease>, Error> {
         let mut config = SemaphoreConfig::new(&self.path, self.max_leases, &crate::node_id(), &crate::node_id());
         config.data = self.data.clone();
-        let (hold, mut events) = Hosted::new(&self.client, Machine::new(config))?;
-        hold.call(move |s, now| s.acquire(now, wait.map(|w| now + w)))
+        let mut hold = Handle::host(&self.client, Machine::new(config))?;
+        hold.hosted
+            .call(move |s, now| s.acquire(now, wait.map(|w| now + w)))
             .await?;
-        match events
-            .wait(|_| {}, SemaphoreEvent::acquire_outcome)
-            .await
-            .unwrap_or(Err(Error::Finished))?
-        {
+        match hold.outcome(SemaphoreEvent::acquire_outcome).await? {
             Some(path) => Ok(Some(Lease {
                 hold,
-                events,
                 path,
                 state: LeaseState::Held,
                 released: false,
@@ -89,8 +85,7 @@ impl Semaphore {
 /// A held lease. Dropping it releases it without waiting (from any context: it only
 /// sends a message); [`release`](Self::release) waits until the node is deleted.
 pub struct Lease {
-    hold: Hosted<Machine>,
-    events: Events<Machine>,
+    hold: Handle<Machine>,
     path: String,
     state: LeaseState,
     released: bool,
@@ -105,7 +100,7 @@ impl Lease {
 
     /// Where the lease stands now.
     pub fn state(&mut self) -> LeaseState {
-        while let Some(e) = self.events.try_next() {
+        while let Some(e) = self.hold.try_next() {
             match e {
                 SemaphoreEvent::Suspended if self.state == LeaseState::Held => {
                     self.state = LeaseState::Suspended
@@ -133,8 +128,9 @@ impl Lease {
         if let LeaseState::Lost(_) = self.state() {
             return Ok(());
         }
-        match self.hold.call(|s, now| s.release(now)).await {
+        match self.hold.hosted.call(|s, now| s.release(now)).await {
             Ok(()) => self
+                .hold
                 .events
                 .wait(|_| {}, SemaphoreEvent::release_outcome)
                 .await
@@ -148,7 +144,7 @@ impl Lease {
 impl Drop for Lease {
     fn drop(&mut self) {
         if !self.released {
-            let _ = self.hold.run(|s, now| s.release(now));
+            let _ = self.hold.hosted.run(|s, now| s.release(now));
         }
     }
 }

@@ -14,7 +14,7 @@ use zk_recipes::client::Error;
 
 #[allow(unused_imports)]
 use super::{form, only_async, only_blocking, rt};
-use super::{Acl, Client, Events, Hosted};
+use super::{Acl, Client, Handle};
 
 /// A transaction to coordinate; made by [`Client::transaction`].
 #[must_use = "a transaction builder does nothing until started"]
@@ -55,13 +55,11 @@ impl TransactionBuilder {
     /// Creates the transaction (one `multi`) and returns once it exists: sites may vote.
     #[tracing::instrument(level = "debug", skip_all, fields(recipe = "two_phase", path = %self.config.tx))]
     pub async fn start(self) -> Result<Transaction, Error> {
-        let (hosted, events) = Hosted::new(&self.client, Coordinator::new(self.config))?;
         let mut t = Transaction {
-            hosted,
-            events,
+            coordinator: Handle::host(&self.client, Coordinator::new(self.config))?,
             outcome: None,
         };
-        t.hosted.call(|c, now| c.start(now)).await?;
+        t.coordinator.hosted.call(|c, now| c.start(now)).await?;
         t.wait(CoordinatorEvent::started_outcome).await?;
         Ok(t)
     }
@@ -70,8 +68,7 @@ impl TransactionBuilder {
 /// A running transaction, as its coordinator. Dropping it before the outcome is known
 /// writes `abort`.
 pub struct Transaction {
-    hosted: Hosted<Coordinator>,
-    events: Events<Coordinator>,
+    coordinator: Handle<Coordinator>,
     outcome: Option<Result<Outcome, Error>>,
 }
 
@@ -98,7 +95,7 @@ impl Transaction {
                 *outcome = Some(o);
             }
         };
-        match self.events.wait_until(seen, done, deadline).await {
+        match self.coordinator.events.wait_until(seen, done, deadline).await {
             Ok(r) => Some(r.unwrap_or(Err(Error::Finished))),
             Err(_) => None,
         }
@@ -127,7 +124,7 @@ impl Transaction {
 
     /// The next event (`Voted` per site, then `Decided`); `None` once it has ended.
     pub async fn next_event(&mut self) -> Option<CoordinatorEvent> {
-        let e = self.events.next().await?;
+        let e = self.coordinator.events.next().await?;
         if let Some(o) = e.outcome() {
             self.outcome = Some(o);
         }
@@ -136,7 +133,7 @@ impl Transaction {
 
     /// The votes seen so far, by site.
     pub async fn votes(&self) -> Result<Vec<(String, Option<Vote>)>, Error> {
-        self.hosted
+        self.coordinator.hosted
             .call(|c, _| c.votes().map(|(s, v)| (s.to_string(), v)).collect())
             .await
     }
@@ -145,8 +142,7 @@ impl Transaction {
 /// A site of a running transaction; made by [`Client::site`]. Dropping it before it
 /// voted votes `abort`.
 pub struct TransactionSite {
-    hosted: Hosted<Site>,
-    events: Events<Site>,
+    site: Handle<Site>,
     status: SiteStatus,
 }
 
@@ -168,13 +164,13 @@ impl TransactionSite {
         deadline: Option<Instant>,
     ) -> Option<Result<T, Error>> {
         loop {
-            while let Some(e) = self.events.try_next() {
+            while let Some(e) = self.site.events.try_next() {
                 self.status.apply(&e);
             }
             if let Some(r) = done(&self.status) {
                 return Some(r);
             }
-            match self.events.next_until(deadline).await {
+            match self.site.events.next_until(deadline).await {
                 Ok(Some(e)) => self.status.apply(&e),
                 Ok(None) => return Some(done(&self.status).unwrap_or(Err(Error::Finished))),
                 Err(_) => return None,
@@ -197,13 +193,13 @@ impl TransactionSite {
     /// transaction was decided without it.
     #[tracing::instrument(level = "debug", skip_all, fields(recipe = "two_phase_site"))]
     pub async fn vote(&mut self, vote: Vote) -> Result<VoteOutcome, Error> {
-        while let Some(e) = self.events.try_next() {
+        while let Some(e) = self.site.events.try_next() {
             self.status.apply(&e);
         }
         if let Some(r) = self.status.vote_outcome() {
             return r; // voted before, or decided (or failed) already
         }
-        match self.hosted.call(move |s, now| s.vote(now, vote)).await {
+        match self.site.hosted.call(move |s, now| s.vote(now, vote)).await {
             Ok(_) | Err(Error::Finished) => {} // a finished site has told why
             Err(e) => return Err(e),
         }
@@ -246,13 +242,12 @@ impl Client {
         name: &str,
         variant: Variant,
     ) -> Result<TransactionSite, Error> {
-        let (hosted, events) = Hosted::new(self, Site::new(SiteConfig::new(tx, name, variant)))?;
+        let machine = Site::new(SiteConfig::new(tx, name, variant));
         let mut site = TransactionSite {
-            hosted,
-            events,
+            site: Handle::host(self, machine)?,
             status: SiteStatus::default(),
         };
-        site.hosted.call(|s, now| s.start(now)).await?;
+        site.site.hosted.call(|s, now| s.start(now)).await?;
         site.wait(SiteStatus::ready_outcome).await?;
         Ok(site)
     }

@@ -18,7 +18,7 @@ use zk_recipes::client::Error;
 
 #[allow(unused_imports)]
 use super::{form, only_async, only_blocking, rt};
-use super::{Client, Events, Hosted};
+use super::{Client, Handle};
 
 #[form]
 impl Client {
@@ -49,13 +49,12 @@ impl Client {
     where
         F: FnMut(Option<&[u8]>) -> Option<Bytes>,
     {
-        let (hosted, mut events) = Hosted::new(self, Update::new(config))?;
-        hosted.run(|u, now| u.start(now))?;
+        let mut update = Handle::start(self, Update::new(config), |u, now| u.start(now))?;
         loop {
-            match events.next().await {
+            match update.next().await {
                 Some(UpdateEvent::Current { data, .. }) => {
                     let p = f(data.as_deref()).map_or(Proposal::Keep, Proposal::Set);
-                    hosted.run(move |u, now| u.propose(now, p))?;
+                    update.hosted.run(move |u, now| u.propose(now, p))?;
                 }
                 Some(UpdateEvent::Updated { stat }) => return Ok(Some(stat)),
                 Some(UpdateEvent::Kept) => return Ok(None),
@@ -71,10 +70,8 @@ impl Client {
     pub fn counter(&self, path: &str, format: CounterFormat) -> Result<CounterHandle, Error> {
         let mut config = UpdateConfig::new(path);
         config.seed = crate::random_seed(); // the jitter of the wait after a lost race
-        let (hosted, events) = Hosted::new(self, Counter::with_config(config, format))?;
         Ok(CounterHandle {
-            hosted,
-            events,
+            counter: Handle::host(self, Counter::with_config(config, format))?,
             unanswered: 0,
         })
     }
@@ -86,9 +83,7 @@ impl Client {
         path: &str,
         format: CounterFormat,
     ) -> Result<CounterWatchHandle, Error> {
-        let (hosted, events) = Hosted::new(self, CounterWatch::new(path, format))?;
-        hosted.run(|w, now| w.start(now))?;
-        Ok(CounterWatchHandle { hosted, events })
+        Handle::start(self, CounterWatch::new(path, format), |w, now| w.start(now))
     }
 }
 
@@ -96,8 +91,7 @@ impl Client {
 /// the same node (in this process or elsewhere) never lose or double an increment.
 /// Dropping the handle ends the counter.
 pub struct CounterHandle {
-    hosted: Hosted<Counter>,
-    events: Events<Counter>,
+    counter: Handle<Counter>,
     /// Operations started whose answer nobody read (their call was cancelled): the
     /// counter answers in order, so the next call skips them first.
     unanswered: usize,
@@ -107,7 +101,7 @@ pub struct CounterHandle {
 impl CounterHandle {
     async fn next_answer(&mut self) -> Result<i64, Error> {
         loop {
-            match self.events.next().await {
+            match self.counter.next().await {
                 Some(CounterEvent::Added { after, .. }) => return Ok(after),
                 Some(CounterEvent::Value { value, .. }) => return Ok(value),
                 Some(CounterEvent::Failed { error }) => return Err(error),
@@ -127,7 +121,7 @@ impl CounterHandle {
             }
             self.unanswered -= 1;
         }
-        self.hosted.run(op)?;
+        self.counter.hosted.run(op)?;
         self.unanswered = 1;
         let answer = self.next_answer().await;
         self.unanswered = 0;
@@ -148,24 +142,19 @@ impl CounterHandle {
     }
 }
 
-/// A watched shared counter ([`Client::watch_counter`]). What each event means (the
-/// decoding, a malformed node, a missing one) is decided in the core
-/// (`CounterWatchEvent::change`). Dropping the handle ends the watch.
-pub struct CounterWatchHandle {
-    hosted: Hosted<CounterWatch>,
-    events: Events<CounterWatch>,
-}
+/// A watched shared counter ([`Client::watch_counter`]): its events and its calls
+/// (`changed`, `value`, `refresh`). What each event means (the decoding, a malformed
+/// node, a missing one) is decided in the core (`CounterWatchEvent::change`). Dropping
+/// the handle ends the watch.
+pub type CounterWatchHandle = Handle<CounterWatch>;
 
 #[form]
-impl CounterWatchHandle {
+impl Handle<CounterWatch> {
     /// Waits for the next value: the first one read, then one per new version.
     /// `Err(BadCounter)`: the node holds malformed data (the watch goes on); any other
     /// error: the watch has ended.
     pub async fn changed(&mut self) -> Result<i64, Error> {
-        self.events
-            .wait(|_| {}, CounterWatchEvent::change)
-            .await
-            .unwrap_or(Err(Error::Finished))
+        self.outcome(CounterWatchEvent::change).await
     }
 
     /// The value as last reported (`None`: nothing read yet).
@@ -177,35 +166,5 @@ impl CounterWatchHandle {
     /// the next [`changed`](Self::changed) sees that change or a later one.
     pub fn refresh(&self) -> Result<(), Error> {
         self.hosted.run(|w, now| w.refresh(now))
-    }
-
-    /// The next event; `None` once the watch is done.
-    pub async fn next(&mut self) -> Option<CounterWatchEvent> {
-        self.events.next().await
-    }
-
-    /// The next event within `timeout`: `Err(Timeout)` if none came, `Ok(None)` once
-    /// the watch is done.
-    pub async fn next_timeout(
-        &mut self,
-        timeout: std::time::Duration,
-    ) -> Result<Option<CounterWatchEvent>, Error> {
-        self.events.next_timeout(timeout).await
-    }
-
-    /// The next event if one is waiting.
-    pub fn try_next(&mut self) -> Option<CounterWatchEvent> {
-        self.events.try_next()
-    }
-}
-
-/// The events, blocking: `next()` waits for the next one; `None` once the watch is
-/// done.
-#[only_blocking]
-impl Iterator for CounterWatchHandle {
-    type Item = CounterWatchEvent;
-
-    fn next(&mut self) -> Option<CounterWatchEvent> {
-        self.events.next()
     }
 }

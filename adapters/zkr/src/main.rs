@@ -1,28 +1,37 @@
 //! `zkr`: ZooKeeper coordination from the shell, in the spirit of `etcdctl lock` and
 //! `etcdctl elect`: run a command while holding a lock or leading an election (its
 //! fencing token in `ZK_FENCING_TOKEN`, the command stopped if the hold is lost), pass a
-//! double barrier, use a queue or a counter, read, write, list and watch nodes. Built on
+//! double barrier, use a queue or a counter, see what the recipe nodes under a path
+//! mean (`inspect`), and read, write, create, delete, list and watch nodes. Built on
 //! `zk-recipes-blocking`; Unix only (process groups and signals). See `docs/zkr.md`.
 
 #![deny(unsafe_code)]
 
 mod duration;
+mod inspect;
+mod show;
+mod signals;
 mod supervise;
 mod sys;
 mod zk;
 
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::process::ExitCode;
-use std::sync::mpsc::{self, Receiver};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+use serde_json::{json, Value};
 
-use zk::{Hold, Settings, Zk, ZkError};
+use duration::show as dur;
+use show::{json_line, line, out};
+use signals::Signals;
+use zk::{Cause, Hold, NewNode, Settings, Zk, ZkError};
 
 /// Exit code: the node (or leader) asked for does not exist.
 const EXIT_NOT_FOUND: u8 = 1;
+/// Exit code: the node exists already (`create`), its version is not `--version`, or
+/// it has children (`delete` without `-r`).
+const EXIT_CONFLICT: u8 = 2;
 /// Exit code: `--timeout` passed before the lock, leadership, barrier or item came.
 const EXIT_TIMED_OUT: u8 = 124;
 /// Exit code: zkr failed (usage, connection, ZooKeeper error), or the hold was lost
@@ -30,11 +39,12 @@ const EXIT_TIMED_OUT: u8 = 124;
 const EXIT_FAILED: u8 = 125;
 
 /// ZooKeeper coordination from the shell: run a command under a lock or as a leader,
-/// barriers, queues, counters, nodes.
+/// barriers, queues, counters, what the recipe nodes under a path mean, nodes.
 ///
 /// Exit codes: CMD's own status for `lock`, `elect` and `barrier -- CMD` (128+N if a
-/// signal N ended it); 1 node or leader not found; 124 --timeout passed; 125 zkr failed
-/// (or the hold was lost and CMD still exited 0); 126/127 CMD not runnable/not found.
+/// signal N ended it); 1 node or leader not found; 2 node exists, version differs or
+/// node not empty; 124 --timeout passed; 125 zkr failed (or the hold was lost and CMD
+/// still exited 0); 126/127 CMD not runnable/not found. See docs/zkr.md.
 #[derive(Parser, Debug)]
 #[command(name = "zkr", version)]
 struct Cli {
@@ -48,12 +58,15 @@ struct Cli {
     )]
     server: String,
 
-    /// Session timeout asked of the server. A holder whose connection is down this long
-    /// takes its hold as lost (the server will have ended the session too).
+    /// Session timeout asked of the server (the library's default is 30s). A holder
+    /// whose connection is down this long takes its hold as lost, and a zkr killed
+    /// with -9 keeps its lock this long. The server clamps it to 2-20 ticks (4s-40s
+    /// with its default tickTime of 2s). See docs/sessions.md.
     #[arg(long, default_value = "10s", value_parser = duration::parse, global = true)]
     session_timeout: Duration,
 
-    /// How long to keep trying the servers for a first session.
+    /// How long to keep trying the servers for a first session (the library's default
+    /// is 30s, for services; at a shell an unreachable server should show sooner).
     #[arg(long, default_value = "15s", value_parser = duration::parse, global = true)]
     connect_timeout: Duration,
 
@@ -87,6 +100,24 @@ struct Stopping {
     stop_on_suspend: bool,
 }
 
+/// How `get` prints the data (default: as stored, then a newline).
+#[derive(Args, Debug)]
+#[group(multiple = false)]
+struct Encoding {
+    /// Exactly the bytes stored, nothing added (`zkr get --raw A | zkr set B` copies).
+    #[arg(long)]
+    raw: bool,
+    /// Lower-case hex, then a newline.
+    #[arg(long)]
+    hex: bool,
+    /// Standard base64, then a newline.
+    #[arg(long)]
+    base64: bool,
+    /// One JSON object: path, data (text, or null if not UTF-8), data_base64, stat.
+    #[arg(long)]
+    json: bool,
+}
+
 #[derive(Subcommand, Debug)]
 enum Cmd {
     /// Runs CMD while holding the lock PATH (fencing token in ZK_FENCING_TOKEN).
@@ -95,8 +126,9 @@ enum Cmd {
     /// own process group with the lock's fencing token in ZK_FENCING_TOKEN. If the lock
     /// is lost (session expired or closed, lock node deleted), CMD's process group gets
     /// SIGTERM, then SIGKILL after --grace. SIGINT, SIGTERM and SIGHUP sent to zkr are
-    /// passed on to the group. Exits with CMD's status (128+N if signal N ended it);
-    /// 124 if --timeout passed first; 125 if the lock was lost and CMD still exited 0.
+    /// passed on to the group; if zkr itself dies, CMD gets SIGTERM (Linux). Exits with
+    /// CMD's status (128+N if signal N ended it); 124 if --timeout passed first; 125 if
+    /// the lock was lost and CMD still exited 0.
     Lock {
         /// The lock's directory.
         path: String,
@@ -163,7 +195,8 @@ enum Cmd {
     /// Prints the shared counter PATH; `add N` adds N first.
     ///
     /// A missing node counts as 0. Increments are never lost or counted twice, whatever
-    /// the number of writers.
+    /// the number of writers. An add that would leave the counter's range is refused
+    /// (nothing written, exit 125).
     Counter {
         /// The counter's node.
         path: String,
@@ -173,27 +206,104 @@ enum Cmd {
         #[command(subcommand)]
         op: Option<CounterOp>,
     },
-    /// Prints the data of node PATH.
+    /// Shows what the recipe nodes at or below PATH mean.
+    ///
+    /// For each lock, read/write lock, election, semaphore, queue and double barrier
+    /// found (ours, Curator's, kazoo's): who holds, leads or has entered, since when,
+    /// with which session and fencing token, and who waits, in order; a queue's length,
+    /// oldest item and claims. Reads only.
+    Inspect {
+        /// The path (a recipe's directory, or any node above some).
+        path: String,
+        /// One JSON object per look.
+        #[arg(long)]
+        json: bool,
+        /// Look again on every change below PATH, until interrupted.
+        #[arg(long)]
+        watch: bool,
+    },
+    /// Prints the data of node PATH: as stored, then a newline.
     Get {
         /// The node.
         path: String,
+        #[command(flatten)]
+        encoding: Encoding,
     },
-    /// Sets the data of node PATH, creating it and missing parents if needed.
+    /// Sets the data of node PATH to DATA or, without it, to standard input exactly.
+    ///
+    /// Without --version, creates the node and missing parents if needed.
     Set {
         /// The node.
         path: String,
-        /// The data; read from standard input if absent.
+        /// The data; standard input, byte for byte, if absent.
         data: Option<String>,
+        /// Only if the node's data version is this (exit 2 otherwise; 1 if missing).
+        #[arg(long, allow_negative_numbers = true)]
+        version: Option<i32>,
+    },
+    /// Creates node PATH holding DATA (empty if absent); prints its path.
+    ///
+    /// Exit 2 if it exists already. An ephemeral node is refused: it would end with
+    /// zkr's session, as zkr exits.
+    Create {
+        /// The node (for --sequential, the prefix of its name).
+        path: String,
+        /// The data (empty if absent).
+        data: Option<String>,
+        /// Sequential: the server appends a 10-digit number (the path is printed).
+        /// (zkCli's `-s`; here `-s` is --server.)
+        #[arg(long)]
+        sequential: bool,
+        /// A container: the server deletes it some time after its last child goes.
+        #[arg(long, short = 'c', conflicts_with_all = ["sequential", "ttl"])]
+        container: bool,
+        /// A TTL node: the server deletes it once unchanged and childless this long
+        /// (the server must run with -Dzookeeper.extendedTypesEnabled=true).
+        #[arg(long, value_parser = duration::parse)]
+        ttl: Option<Duration>,
+        /// Create missing parents too (persistent).
+        #[arg(long, short = 'p')]
+        parents: bool,
+        /// Refused: see docs/zkr.md (use `zkr lock`/`elect` to hold something while a
+        /// command runs).
+        #[arg(long, short = 'e')]
+        ephemeral: bool,
+    },
+    /// Deletes node PATH (`rm` too); -r: and everything below it.
+    #[command(visible_alias = "rm")]
+    Delete {
+        /// The node.
+        path: String,
+        /// Only if the node's data version is this (exit 2 otherwise).
+        #[arg(long, allow_negative_numbers = true, conflicts_with = "recursive")]
+        version: Option<i32>,
+        /// Everything below PATH first (exit 2 without it if PATH has children).
+        #[arg(long, short = 'r')]
+        recursive: bool,
+    },
+    /// Prints the Stat of node PATH (zkCli's names; times in UTC).
+    Stat {
+        /// The node.
+        path: String,
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
     },
     /// Lists the children of PATH, one per line, sorted.
     Ls {
         /// The node.
         path: String,
+        /// One JSON array.
+        #[arg(long)]
+        json: bool,
     },
     /// Prints PATH and every node below it, one full path per line, depth first.
     Tree {
         /// The root node.
         path: String,
+        /// One JSON array.
+        #[arg(long)]
+        json: bool,
     },
     /// Prints each change of PATH until interrupted.
     ///
@@ -239,86 +349,63 @@ enum CounterOp {
     },
 }
 
-/// Where the signals zkr takes over go: to CMD's group while it runs; before that they
-/// interrupt the wait (the session is closed, so nothing is left held).
-#[derive(Default)]
-struct Gate {
-    running: bool,
-    interrupted: Option<i32>,
-    zk: Option<Zk>,
-}
-
-/// The signal side of a command that runs CMD.
-struct Signals {
-    gate: Arc<Mutex<Gate>>,
-    rx: Receiver<i32>,
-}
-
-impl Signals {
-    /// Takes SIGINT, SIGTERM and SIGHUP over. Call before any thread starts.
-    fn take_over() -> Result<Signals, String> {
-        let blocked = sys::block(&sys::FORWARDED).map_err(|e| format!("block signals: {e}"))?;
-        let gate = Arc::new(Mutex::new(Gate::default()));
-        let (tx, rx) = mpsc::channel();
-        let g = gate.clone();
-        std::thread::Builder::new()
-            .name("zkr-signals".into())
-            .spawn(move || {
-                while let Ok(sig) = blocked.wait() {
-                    let mut gate = g.lock().unwrap_or_else(|e| e.into_inner());
-                    if gate.running {
-                        let _ = tx.send(sig);
-                        continue;
-                    }
-                    if gate.interrupted.is_some() {
-                        continue;
-                    }
-                    gate.interrupted = Some(sig);
-                    match &gate.zk {
-                        Some(zk) => {
-                            eprintln!(
-                                "zkr: got {} while waiting; closing the session",
-                                sys::signal_name(sig)
-                            );
-                            zk.close();
-                        }
-                        None => std::process::exit(128 + sig),
-                    }
-                }
-            })
-            .map_err(|e| format!("start the signal thread: {e}"))?;
-        Ok(Signals { gate, rx })
+impl Cmd {
+    /// Runs a command (CMD) under zkr's supervision.
+    fn runs_cmd(&self) -> bool {
+        matches!(
+            self,
+            Cmd::Lock { .. } | Cmd::Elect { .. } | Cmd::Barrier { .. }
+        )
     }
 
-    fn gate(&self) -> std::sync::MutexGuard<'_, Gate> {
-        self.gate.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// The session to close if a signal interrupts a wait.
-    fn attach(&self, zk: &Zk) {
-        self.gate().zk = Some(zk.clone());
-    }
-
-    /// The signal that interrupted a wait, if one did.
-    fn interrupted(&self) -> Option<u8> {
-        self.gate().interrupted.map(signal_exit)
-    }
-
-    /// From now on signals go to CMD; `Err(code)` if one interrupted the wait already.
-    fn start(&self) -> Result<(), u8> {
-        let mut gate = self.gate();
-        match gate.interrupted {
-            Some(sig) => Err(signal_exit(sig)),
-            None => {
-                gate.running = true;
-                Ok(())
+    /// The path the command works on.
+    fn path(&self) -> &str {
+        match self {
+            Cmd::Lock { path, .. }
+            | Cmd::Elect { path, .. }
+            | Cmd::Leader { path }
+            | Cmd::Barrier { path, .. }
+            | Cmd::Queue {
+                op: QueueOp::Put { path, .. } | QueueOp::Take { path, .. },
             }
+            | Cmd::Counter { path, .. }
+            | Cmd::Inspect { path, .. }
+            | Cmd::Get { path, .. }
+            | Cmd::Set { path, .. }
+            | Cmd::Create { path, .. }
+            | Cmd::Delete { path, .. }
+            | Cmd::Stat { path, .. }
+            | Cmd::Ls { path, .. }
+            | Cmd::Tree { path, .. }
+            | Cmd::Watch { path, .. } => path,
         }
     }
 
-    /// CMD has ended: signals interrupt zkr's waits again.
-    fn stop(&self) {
-        self.gate().running = false;
+    /// What can be refused before connecting: the path, and arguments that cannot work.
+    fn check(&self) -> Result<(), ZkError> {
+        zk::check_path(self.path())?;
+        match self {
+            Cmd::Create {
+                ephemeral: true, ..
+            } => Err(ZkError::failed(
+                "create --ephemeral: an ephemeral node ends with zkr's session, that is when \
+                 zkr exits; to keep a node while a command runs use `zkr lock` or `zkr elect` \
+                 (see docs/zkr.md)",
+            )),
+            Cmd::Delete {
+                path,
+                recursive: true,
+                ..
+            } if path == "/" => Err(ZkError::failed("delete -r: refusing to delete /")),
+            Cmd::Counter {
+                int32: true,
+                op: Some(CounterOp::Add { n }),
+                path,
+            } if i32::try_from(*n).is_err() => Err(ZkError::failed(format!(
+                "counter {path}: {n} does not fit a 4-byte counter (--int32)"
+            ))),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -333,25 +420,11 @@ fn fail(message: impl std::fmt::Display) -> u8 {
 
 fn zk_fail(e: ZkError) -> u8 {
     eprintln!("zkr: {e}");
-    if e.no_node {
-        EXIT_NOT_FOUND
-    } else {
-        EXIT_FAILED
+    match e.cause {
+        Cause::NotFound => EXIT_NOT_FOUND,
+        Cause::Conflict => EXIT_CONFLICT,
+        Cause::Failed => EXIT_FAILED,
     }
-}
-
-/// Writes to standard output; a closed pipe (`zkr ls / | head -1`) ends zkr quietly.
-fn out(bytes: &[u8]) -> Result<(), u8> {
-    let mut stdout = io::stdout().lock();
-    match stdout.write_all(bytes).and_then(|()| stdout.flush()) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Err(signal_exit(libc::SIGPIPE)),
-        Err(e) => Err(fail(format!("standard output: {e}"))),
-    }
-}
-
-fn line(text: &str) -> Result<(), u8> {
-    out(format!("{text}\n").as_bytes())
 }
 
 fn data_or_stdin(data: Option<String>) -> Result<Vec<u8>, u8> {
@@ -367,11 +440,40 @@ fn data_or_stdin(data: Option<String>) -> Result<Vec<u8>, u8> {
     }
 }
 
+/// For a usage error of a command that runs CMD given without `--`: where CMD goes.
+fn dash_dash_hint(e: &clap::Error) -> Option<String> {
+    use clap::error::ErrorKind;
+    if !matches!(
+        e.kind(),
+        ErrorKind::UnknownArgument | ErrorKind::MissingRequiredArgument
+    ) {
+        return None;
+    }
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--") {
+        return None;
+    }
+    let sub = args
+        .iter()
+        .find(|a| matches!(a.as_str(), "lock" | "elect" | "barrier"))?;
+    let form = match sub.as_str() {
+        "lock" => "zkr lock PATH [OPTIONS] -- CMD [ARGS...]",
+        "elect" => "zkr elect PATH --id ID [OPTIONS] -- CMD [ARGS...]",
+        _ => "zkr barrier PATH --count N [OPTIONS] -- CMD [ARGS...]",
+    };
+    Some(format!(
+        "hint: the command to run goes after `--`: {form} (e.g. zkr {sub} /locks/job -- echo hi)"
+    ))
+}
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
+            if let Some(hint) = dash_dash_hint(&e) {
+                eprintln!("\n{hint}");
+            }
             return ExitCode::from(if e.use_stderr() { EXIT_FAILED } else { 0 });
         }
     };
@@ -379,12 +481,9 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<u8, u8> {
-    let runs_cmd = matches!(
-        cli.command,
-        Cmd::Lock { .. } | Cmd::Elect { .. } | Cmd::Barrier { .. }
-    );
+    cli.command.check().map_err(zk_fail)?;
     // Before any thread starts (the session's I/O thread inherits the mask).
-    let signals = if runs_cmd {
+    let signals = if cli.command.runs_cmd() {
         Some(Signals::take_over().map_err(fail)?)
     } else {
         None
@@ -411,7 +510,8 @@ fn run(cli: Cli) -> Result<u8, u8> {
             Some(signals),
         ) => {
             let hold = zk.lock(&path, timeout, stopping.stop_on_suspend);
-            held(&signals, hold, &cmd, stopping.grace)
+            let waited = format!("waiting for the lock {path}");
+            held(&signals, hold, &cmd, &stopping, (timeout, &waited))
         }
         (
             Cmd::Elect {
@@ -424,7 +524,8 @@ fn run(cli: Cli) -> Result<u8, u8> {
             Some(signals),
         ) => {
             let hold = zk.elect(&path, &id, timeout, stopping.stop_on_suspend);
-            held(&signals, hold, &cmd, stopping.grace)
+            let waited = format!("waiting to lead the election {path} as {id:?}");
+            held(&signals, hold, &cmd, &stopping, (timeout, &waited))
         }
         (
             Cmd::Barrier {
@@ -442,20 +543,29 @@ fn run(cli: Cli) -> Result<u8, u8> {
     Ok(code.unwrap_or_else(|code| code))
 }
 
+/// The message of a `--timeout` that passed.
+fn timed_out(after: Option<Duration>, what: &str) -> u8 {
+    let after = after
+        .map(|t| format!(" after {}", dur(t)))
+        .unwrap_or_default();
+    eprintln!("zkr: timed out{after} {what} (--timeout)");
+    EXIT_TIMED_OUT
+}
+
 /// Runs CMD under a lock or leadership, as the loss rule says.
 fn held(
     signals: &Signals,
     hold: Result<Option<Box<dyn Hold>>, ZkError>,
     cmd: &[String],
-    grace: Duration,
+    stopping: &Stopping,
+    (timeout, waited): (Option<Duration>, &str),
 ) -> Result<u8, u8> {
     let hold = match hold {
         Ok(hold) => hold,
         Err(e) => return Err(signals.interrupted().unwrap_or_else(|| zk_fail(e))),
     };
     let Some(mut hold) = hold else {
-        eprintln!("zkr: timed out");
-        return Ok(EXIT_TIMED_OUT);
+        return Ok(timed_out(timeout, waited));
     };
     if let Err(code) = signals.start() {
         let _ = hold.release();
@@ -468,7 +578,14 @@ fn held(
         return Ok(EXIT_FAILED);
     }
     let env = [("ZK_FENCING_TOKEN", hold.token().to_string())];
-    let ended = supervise::run(cmd, &env, Some(&mut *hold), grace, &signals.rx);
+    let ended = supervise::run(
+        cmd,
+        &env,
+        Some(&mut *hold),
+        stopping.grace,
+        &signals.rx,
+        &signals.taken,
+    );
     signals.stop();
     if let Err(e) = hold.release() {
         // The session's end removes our node all the same.
@@ -497,13 +614,13 @@ fn barrier(
     let failed = |e: ZkError| signals.interrupted().unwrap_or_else(|| zk_fail(e));
     let mut seat = zk.barrier(path, count);
     if !seat.enter(timeout).map_err(failed)? {
-        eprintln!("zkr: timed out entering barrier {path}");
-        return Ok(EXIT_TIMED_OUT);
+        let what = format!("entering barrier {path}: fewer than {count} participants came");
+        return Ok(timed_out(timeout, &what));
     }
     let mut code = 0;
     if !cmd.is_empty() {
         signals.start()?;
-        let ended = supervise::run(cmd, &[], None, grace, &signals.rx);
+        let ended = supervise::run(cmd, &[], None, grace, &signals.rx, &signals.taken);
         signals.stop();
         code = match ended {
             Ok(ended) => supervise::exit_code(ended.status),
@@ -516,8 +633,9 @@ fn barrier(
     match seat.leave(timeout) {
         Ok(true) => Ok(code),
         Ok(false) => {
-            eprintln!("zkr: timed out leaving barrier {path}");
-            Ok(if code == 0 { EXIT_TIMED_OUT } else { code })
+            let what = format!("leaving barrier {path}: others were still in it");
+            let timed = timed_out(timeout, &what);
+            Ok(if code == 0 { timed } else { code })
         }
         Err(e) => {
             let failure = failed(e);
@@ -552,33 +670,103 @@ fn simple(zk: &Zk, command: Cmd) -> Result<u8, u8> {
                 data.push(b'\n');
                 out(&data).map(|()| 0)
             }
-            None => {
-                eprintln!("zkr: timed out: queue {path} stayed empty");
-                Ok(EXIT_TIMED_OUT)
-            }
+            None => Ok(timed_out(
+                timeout,
+                &format!("waiting for an item: queue {path} stayed empty"),
+            )),
         },
         Cmd::Counter { path, int32, op } => {
             let add = op.map(|CounterOp::Add { n }| n);
             let value = zk.counter(&path, !int32, add).map_err(zk_fail)?;
             line(&value.to_string()).map(|()| 0)
         }
-        Cmd::Get { path } => {
-            let mut data = zk.get(&path).map_err(zk_fail)?;
-            data.push(b'\n');
-            out(&data).map(|()| 0)
+        Cmd::Inspect { path, json, watch } => inspect::run(zk, &path, json, watch),
+        Cmd::Get { path, encoding } => {
+            let (data, stat) = zk.get(&path).map_err(zk_fail)?;
+            if encoding.json {
+                let (text, b64) = show::data_json(&data);
+                let v = json!({
+                    "path": path,
+                    "data": text,
+                    "data_base64": b64,
+                    "stat": show::stat_json(&stat),
+                });
+                json_line(&v)
+            } else if encoding.raw {
+                out(&data)
+            } else if encoding.hex {
+                line(&show::hex(&data))
+            } else if encoding.base64 {
+                line(&show::base64(&data))
+            } else {
+                let mut data = data.to_vec();
+                data.push(b'\n');
+                out(&data)
+            }
+            .map(|()| 0)
         }
-        Cmd::Set { path, data } => {
+        Cmd::Set {
+            path,
+            data,
+            version,
+        } => {
             let data = data_or_stdin(data)?;
-            zk.set(&path, data).map_err(zk_fail).map(|()| 0)
+            zk.set(&path, data, version).map_err(zk_fail).map(|_| 0)
         }
-        Cmd::Ls { path } => {
-            for name in zk.ls(&path).map_err(zk_fail)? {
+        Cmd::Create {
+            path,
+            data,
+            sequential,
+            container,
+            ttl,
+            parents,
+            ephemeral: _,
+        } => {
+            let how = NewNode {
+                sequential,
+                container,
+                ttl,
+                parents,
+            };
+            let data = data.map(String::into_bytes).unwrap_or_default();
+            let created = zk.create(&path, data, &how).map_err(zk_fail)?;
+            line(&created).map(|()| 0)
+        }
+        Cmd::Delete {
+            path,
+            version,
+            recursive,
+        } => zk
+            .delete(&path, version, recursive)
+            .map_err(zk_fail)
+            .map(|()| 0),
+        Cmd::Stat { path, json } => {
+            let stat = zk.stat(&path).map_err(zk_fail)?;
+            if json {
+                let mut v = show::stat_json(&stat);
+                v["path"] = Value::from(path);
+                json_line(&v)
+            } else {
+                out(show::stat_text(&stat).as_bytes())
+            }
+            .map(|()| 0)
+        }
+        Cmd::Ls { path, json } => {
+            let names = zk.ls(&path).map_err(zk_fail)?;
+            if json {
+                return json_line(&json!(names)).map(|()| 0);
+            }
+            for name in names {
                 line(&name)?;
             }
             Ok(0)
         }
-        Cmd::Tree { path } => {
-            for node in zk.tree(&path).map_err(zk_fail)? {
+        Cmd::Tree { path, json } => {
+            let nodes = zk.tree(&path).map_err(zk_fail)?;
+            if json {
+                return json_line(&json!(nodes)).map(|()| 0);
+            }
+            for node in nodes {
                 line(&node)?;
             }
             Ok(0)
@@ -589,10 +777,21 @@ fn simple(zk: &Zk, command: Cmd) -> Result<u8, u8> {
             while let Some(change) = watching.next() {
                 line(&format!("{} {}", change.kind, change.path))?;
             }
-            Err(fail(format!("watch {path}: the session ended")))
+            Err(zk_fail(zk.ended("watch", &path)))
         }
         Cmd::Lock { .. } | Cmd::Elect { .. } | Cmd::Barrier { .. } => {
             Err(fail("internal: a command that runs CMD reached `simple`"))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
     }
 }

@@ -43,13 +43,16 @@ pub fn exit_code(status: ExitStatus) -> u8 {
 
 /// Runs `cmd` with `env` added, in its own process group, until it exits. While it runs,
 /// `hold` (if any) is watched: once it ends, the loss rule applies. Signals arriving on
-/// `signals` are passed on to the group.
+/// `signals` are passed on to the group; `taken` (the signals zkr blocks to receive
+/// them) start at their default action in CMD, with nothing blocked
+/// ([`sys::start_clean`]).
 pub fn run(
     cmd: &[String],
     env: &[(&str, String)],
     mut hold: Option<&mut dyn Hold>,
     grace: Duration,
     signals: &Receiver<i32>,
+    taken: &[i32],
 ) -> Result<Ended, SpawnError> {
     let Some((program, args)) = cmd.split_first() else {
         return Err(SpawnError {
@@ -57,19 +60,23 @@ pub fn run(
             message: "no command given".into(),
         });
     };
-    let mut child = Command::new(program)
+    let mut command = Command::new(program);
+    command
         .args(args)
         .envs(env.iter().map(|(k, v)| (k, v)))
-        .process_group(0)
-        .spawn()
-        .map_err(|e| SpawnError {
-            code: if e.kind() == io::ErrorKind::NotFound {
-                127
-            } else {
-                126
-            },
-            message: format!("cannot run {program}: {e}"),
-        })?;
+        .process_group(0);
+    sys::start_clean(&mut command, taken).map_err(|e| SpawnError {
+        code: 126,
+        message: format!("cannot prepare to run {program}: {e}"),
+    })?;
+    let mut child = command.spawn().map_err(|e| SpawnError {
+        code: if e.kind() == io::ErrorKind::NotFound {
+            127
+        } else {
+            126
+        },
+        message: format!("cannot run {program}: {e}"),
+    })?;
     let group = child.id();
     let mut lost: Option<String> = None;
     // When to send SIGKILL, and after which signal: set by the first SIGTERM (or

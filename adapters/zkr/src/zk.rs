@@ -1,34 +1,48 @@
 //! Everything zkr asks of ZooKeeper, in one place: the only module that names the
 //! blocking adapter's API (`zk_recipes_blocking`), so a rename there is a change here
-//! only. Errors leave this module as strings that name the path they concern.
+//! only. Errors leave this module worded for the user, naming the path they concern.
 
 use std::path::Path;
 use std::time::Duration;
 
+use zk_recipes_blocking::zk_recipes::proto::validate_path;
+use zk_recipes_blocking::zk_recipes::session::ConnectString;
 use zk_recipes_blocking::{
-    connect as adapter_connect, AddWatchMode, Candidate, Client, CounterFormat, CreateOptions,
-    DoubleBarrier, ElectionEvent, Error, ErrorCode, EventType, LockChange, LockGuard, LostReason,
-    Options, Tls, WatchStream,
+    connect as adapter_connect, AddWatchMode, Candidate, Client, CounterFormat, CreateMode,
+    CreateOptions, DoubleBarrier, ElectionEvent, Error, ErrorCode, EventType, LockChange,
+    LockGuard, LostReason, Options, Status, Tls, WatchStream,
 };
+pub use zk_recipes_blocking::{Bytes, Description, InspectedNode, Shape, Stat, Survey};
 
-/// A failure of a ZooKeeper call, worded for the user (it names the path).
+use crate::duration::show;
+
+/// What kind of failure an error is, for zkr's exit code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cause {
+    /// The node concerned does not exist (exit 1).
+    NotFound,
+    /// The node exists already, its version differs from `--version`, or it has
+    /// children (exit 2).
+    Conflict,
+    /// Anything else (exit 125).
+    Failed,
+}
+
+/// A failure, worded for the user (it names the path).
 #[derive(Debug)]
 pub struct ZkError {
     /// What zkr was doing, and why it failed.
     pub message: String,
-    /// The node concerned does not exist (zkr exits 1 for that, see `docs/zkr.md`).
-    pub no_node: bool,
+    /// Which exit code it calls for.
+    pub cause: Cause,
 }
 
 impl ZkError {
-    fn at(what: &str, path: &str, e: Error) -> ZkError {
+    /// A failure of zkr's own (usage, settings).
+    pub fn failed(message: impl Into<String>) -> ZkError {
         ZkError {
-            no_node: e.code() == Some(ErrorCode::NoNode),
-            message: match e {
-                // The error names the node already.
-                Error::Node { .. } => format!("{what}: {e}"),
-                _ => format!("{what} {path}: {e}"),
-            },
+            message: message.into(),
+            cause: Cause::Failed,
         }
     }
 }
@@ -37,6 +51,11 @@ impl std::fmt::Display for ZkError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.message)
     }
+}
+
+/// Checks a path before anything is sent (before connecting).
+pub fn check_path(path: &str) -> Result<(), ZkError> {
+    validate_path(path).map_err(|e| ZkError::failed(format!("invalid path {path:?}: {e}")))
 }
 
 /// How to reach ZooKeeper.
@@ -60,17 +79,27 @@ pub struct Zk {
     client: Client,
 }
 
+/// Checks the connection string (before connecting): its chroot, if any.
+pub fn chroot_of(servers: &str) -> Result<Option<(String, String)>, ZkError> {
+    let cs: ConnectString = servers
+        .parse()
+        .map_err(|e| ZkError::failed(format!("--server {servers:?}: {e}")))?;
+    Ok(cs
+        .chroot()
+        .root()
+        .map(|root| (cs.hosts().join(","), root.to_string())))
+}
+
 /// Connects and waits for a session. An expired session is not renewed: zkr is
-/// short-lived, and whatever it held ended with the session.
+/// short-lived, and whatever it held ended with the session. While no session has
+/// come after a second, says (on standard error) what it is trying and for how long.
 pub fn connect(settings: &Settings<'_>) -> Result<Zk, ZkError> {
+    let chroot = chroot_of(settings.servers)?;
     let mut options = Options::default()
         .session_timeout(settings.session_timeout)
         .connect_timeout(settings.connect_timeout)
         .renew_on_expiry(false);
-    let tls_error = |e: std::io::Error| ZkError {
-        message: format!("TLS settings: {e}"),
-        no_node: false,
-    };
+    let tls_error = |e: std::io::Error| ZkError::failed(format!("TLS settings: {e}"));
     match (settings.tls_ca, settings.tls_client) {
         (Some(ca), client) => {
             let mut tls = Tls::from_ca_file(ca).map_err(tls_error)?;
@@ -79,20 +108,57 @@ pub fn connect(settings: &Settings<'_>) -> Result<Zk, ZkError> {
             }
             options = options.tls(tls);
         }
-        (None, Some(_)) => {
-            return Err(ZkError {
-                message: "--tls-cert and --tls-key need --tls-ca".into(),
-                no_node: false,
-            })
-        }
+        (None, Some(_)) => return Err(ZkError::failed("--tls-cert and --tls-key need --tls-ca")),
         (None, None) => {}
     }
-    adapter_connect(settings.servers, options)
-        .map(|client| Zk { client })
-        .map_err(|e| ZkError {
-            message: format!("connect to {}: {e}", settings.servers),
-            no_node: false,
+    // Told (dropped) once connect returned.
+    let (done, waiting) = std::sync::mpsc::channel::<()>();
+    let (servers, within) = (settings.servers.to_string(), settings.connect_timeout);
+    let progress = std::thread::spawn(move || {
+        let slow = waiting.recv_timeout(Duration::from_secs(1))
+            == Err(std::sync::mpsc::RecvTimeoutError::Timeout);
+        if slow && within > Duration::from_secs(1) {
+            eprintln!(
+                "zkr: no session yet with {servers}; trying for up to {} (--connect-timeout)",
+                show(within)
+            );
+        }
+    });
+    let connected = adapter_connect(settings.servers, options);
+    drop(done);
+    let _ = progress.join();
+    let client = connected.map_err(|e| {
+        ZkError::failed(match e {
+            Error::Timeout => format!(
+                "connect to {}: no session within {} (--connect-timeout)",
+                settings.servers,
+                show(settings.connect_timeout)
+            ),
+            Error::Unreachable(_) => format!(
+                "connect to {} (tried for {}, --connect-timeout): {e}",
+                settings.servers,
+                show(settings.connect_timeout)
+            ),
+            e => format!("connect to {}: {e}", settings.servers),
         })
+    })?;
+    let zk = Zk { client };
+    if let Some((hosts, root)) = chroot {
+        // Every path is under the chroot: say so once, by name, rather than as a
+        // missing node on the first call.
+        match zk.client.exists("/") {
+            Ok(Some(_)) => {}
+            Ok(None) | Err(Error::ChrootMissing) => {
+                return Err(ZkError::failed(format!(
+                    "the chroot {root} of --server {} does not exist on the server; create it \
+                     first: zkr --server {hosts} create --parents {root}",
+                    settings.servers
+                )))
+            }
+            Err(e) => return Err(zk.err("connect", "/", e)),
+        }
+    }
+    Ok(zk)
 }
 
 /// Something held on ZooKeeper while a command runs: a lock or a leadership.
@@ -108,8 +174,8 @@ pub trait Hold {
 
 fn lost_reason(r: LostReason) -> &'static str {
     match r {
-        LostReason::SessionExpired => "the session expired",
-        LostReason::SessionClosed => "the session was closed",
+        LostReason::SessionExpired => "the ZooKeeper session expired",
+        LostReason::SessionClosed => "the ZooKeeper session was closed",
         LostReason::NodeDeleted => "its node was deleted",
     }
 }
@@ -188,6 +254,7 @@ impl Hold for Leadership {
 
 /// A participant of a double barrier.
 pub struct BarrierSeat {
+    zk: Zk,
     barrier: DoubleBarrier,
     path: String,
 }
@@ -199,7 +266,7 @@ impl BarrierSeat {
             Some(t) => self.barrier.enter_timeout(t),
             None => self.barrier.enter().map(|()| true),
         }
-        .map_err(|e| ZkError::at("enter barrier", &self.path, e))
+        .map_err(|e| self.zk.err("enter barrier", &self.path, e))
     }
 
     /// Leaves; `Ok(false)` if others were still in the barrier when `timeout` passed.
@@ -208,7 +275,7 @@ impl BarrierSeat {
             Some(t) => self.barrier.leave_timeout(t),
             None => self.barrier.leave().map(|()| true),
         }
-        .map_err(|e| ZkError::at("leave barrier", &self.path, e))
+        .map_err(|e| self.zk.err("leave barrier", &self.path, e))
     }
 }
 
@@ -241,9 +308,74 @@ impl Watching {
             return Some(Change { kind, path: e.path });
         }
     }
+
+    /// Waits at most `wait` for a change: `Some(true)` if one came, `Some(false)` if
+    /// none did, `None` once the watch has ended (the session ended).
+    pub fn changed_within(&mut self, wait: Duration) -> Option<bool> {
+        match self.stream.next_timeout(wait) {
+            Ok(e) => (e.event_type != EventType::PersistentWatchRemoved).then_some(true),
+            Err(Error::Timeout) => Some(false),
+            Err(_) => None,
+        }
+    }
+}
+
+/// How a node is created (`zkr create`).
+pub struct NewNode {
+    /// A sequential node (the server appends a 10-digit number).
+    pub sequential: bool,
+    /// A container (the server deletes it once its last child is gone).
+    pub container: bool,
+    /// A TTL node: deleted this long after its last change once it has no children.
+    pub ttl: Option<Duration>,
+    /// Create missing parents (persistent).
+    pub parents: bool,
 }
 
 impl Zk {
+    /// The error `e` of `what` on `path`, worded once for each cause: a session that
+    /// ended reads the same whichever call noticed it.
+    pub fn err(&self, what: &str, path: &str, e: Error) -> ZkError {
+        let cause = match e.code() {
+            Some(ErrorCode::NoNode) => Cause::NotFound,
+            Some(ErrorCode::NodeExists | ErrorCode::BadVersion | ErrorCode::NotEmpty) => {
+                Cause::Conflict
+            }
+            _ => Cause::Failed,
+        };
+        let message = match e {
+            e if e.ends_session() || matches!(e, Error::Finished) => {
+                format!("{what} {path}: {}", self.session_end(&e))
+            }
+            // The error names the node already.
+            Error::Node { .. } => format!("{what}: {e}"),
+            _ => format!("{what} {path}: {e}"),
+        };
+        ZkError { message, cause }
+    }
+
+    /// The error of `what` on `path` that saw its watch end: the session ended.
+    pub fn ended(&self, what: &str, path: &str) -> ZkError {
+        self.err(what, path, Error::Closed)
+    }
+
+    /// Why the session ended, as the client's status tells it (a call that noticed
+    /// may only have seen the client close).
+    pub fn session_end(&self, seen: &Error) -> String {
+        // The call may hear of the end before the status says it: wait for that a
+        // moment.
+        let status = self
+            .client
+            .wait_status(Duration::from_secs(2), |s| s.is_terminal())
+            .unwrap_or_else(|| self.client.status());
+        match status {
+            Status::Expired { .. } => "the ZooKeeper session expired".into(),
+            Status::AuthFailed => Error::AuthFailed.to_string(),
+            Status::Closed => "the ZooKeeper session was closed".into(),
+            _ => seen.to_string(),
+        }
+    }
+
     /// Closes the session (waits a few seconds at most for the server).
     pub fn close(&self) {
         self.client.close();
@@ -262,7 +394,7 @@ impl Zk {
             Some(t) => builder.acquire_timeout(t),
             None => builder.acquire().map(Some),
         }
-        .map_err(|e| ZkError::at("lock", path, e))?;
+        .map_err(|e| self.err("lock", path, e))?;
         Ok(guard.map(|guard| {
             Box::new(LockHold {
                 guard,
@@ -282,7 +414,7 @@ impl Zk {
         timeout: Option<Duration>,
         stop_on_suspend: bool,
     ) -> Result<Option<Box<dyn Hold>>, ZkError> {
-        let err = |e| ZkError::at("elect", path, e);
+        let err = |e| self.err("elect", path, e);
         let mut candidate = self
             .client
             .election(path, id)
@@ -307,7 +439,7 @@ impl Zk {
 
     /// The id of the current leader of the election in `path`, if any.
     pub fn leader(&self, path: &str) -> Result<Option<String>, ZkError> {
-        let err = |e| ZkError::at("leader", path, e);
+        let err = |e| self.err("leader", path, e);
         let observer = self.client.election_observer(path).map_err(err)?;
         Ok(observer.leader().map_err(err)?.map(|p| p.id))
     }
@@ -315,6 +447,7 @@ impl Zk {
     /// A participant of the double barrier `path` for `count` participants.
     pub fn barrier(&self, path: &str, count: u32) -> BarrierSeat {
         BarrierSeat {
+            zk: self.clone(),
             barrier: self.client.double_barrier(path, count),
             path: path.to_string(),
         }
@@ -325,7 +458,7 @@ impl Zk {
         self.client
             .queue(path)
             .put(data)
-            .map_err(|e| ZkError::at("queue put", path, e))
+            .map_err(|e| self.err("queue put", path, e))
     }
 
     /// Takes the next item of the FIFO queue `path` (deleting it); `Ok(None)` if
@@ -341,7 +474,7 @@ impl Zk {
             None => queue.take().map(Some),
         }
         .map(|item| item.map(|i| i.data.to_vec()))
-        .map_err(|e| ZkError::at("queue take", path, e))
+        .map_err(|e| self.err("queue take", path, e))
     }
 
     /// The shared counter in `path` (`wide`: 8 bytes, Curator's `DistributedAtomicLong`;
@@ -352,7 +485,7 @@ impl Zk {
         } else {
             CounterFormat::I32
         };
-        let err = |e| ZkError::at("counter", path, e);
+        let err = |e| self.err("counter", path, e);
         let mut counter = self.client.counter(path, format).map_err(err)?;
         match add {
             Some(n) => counter.add(n),
@@ -361,20 +494,33 @@ impl Zk {
         .map_err(err)
     }
 
-    /// The data of node `path`.
-    pub fn get(&self, path: &str) -> Result<Vec<u8>, ZkError> {
+    /// The data and Stat of node `path`.
+    pub fn get(&self, path: &str) -> Result<(Bytes, Stat), ZkError> {
         self.client
             .get_data(path)
-            .map(|(data, _)| data.to_vec())
-            .map_err(|e| ZkError::at("get", path, e))
+            .map_err(|e| self.err("get", path, e))
     }
 
-    /// Sets the data of node `path`, creating it (and missing parents) if needed.
-    pub fn set(&self, path: &str, data: Vec<u8>) -> Result<(), ZkError> {
-        let err = |e| ZkError::at("set", path, e);
+    /// The Stat of node `path`.
+    pub fn stat(&self, path: &str) -> Result<Stat, ZkError> {
+        match self.client.exists(path) {
+            Ok(Some(stat)) => Ok(stat),
+            Ok(None) => Err(self.err("stat", path, Error::Server(ErrorCode::NoNode).at(path))),
+            Err(e) => Err(self.err("stat", path, e)),
+        }
+    }
+
+    /// Sets the data of node `path`: with `version`, only if the node is at that
+    /// version (a missing node is an error); without, creating it (and missing
+    /// parents) if needed. The node's new Stat.
+    pub fn set(&self, path: &str, data: Vec<u8>, version: Option<i32>) -> Result<Stat, ZkError> {
+        let err = |e| self.err("set", path, e);
+        if version.is_some() {
+            return self.client.set_data(path, data, version).map_err(err);
+        }
         loop {
             match self.client.set_data(path, data.clone(), None) {
-                Ok(_) => return Ok(()),
+                Ok(stat) => return Ok(stat),
                 Err(e) if e.code() == Some(ErrorCode::NoNode) => {}
                 Err(e) => return Err(err(e)),
             }
@@ -382,10 +528,58 @@ impl Zk {
                 .client
                 .create_all(path, data.clone(), &CreateOptions::default())
             {
-                Ok(_) => return Ok(()),
+                Ok(_) => return self.stat(path),
                 Err(e) if e.code() == Some(ErrorCode::NodeExists) => {} // created meanwhile: set it
                 Err(e) => return Err(err(e)),
             }
+        }
+    }
+
+    /// Creates node `path` as `how` says; its final path (with the sequence number).
+    pub fn create(&self, path: &str, data: Vec<u8>, how: &NewNode) -> Result<String, ZkError> {
+        let mode = match (how.container, how.ttl.is_some(), how.sequential) {
+            (true, _, _) => CreateMode::Container,
+            (false, true, true) => CreateMode::PersistentSequentialWithTtl,
+            (false, true, false) => CreateMode::PersistentWithTtl,
+            (false, false, true) => CreateMode::PersistentSequential,
+            (false, false, false) => CreateMode::Persistent,
+        };
+        let mut opts = CreateOptions::mode(mode);
+        if let Some(ttl) = how.ttl {
+            opts = opts.ttl(ttl);
+        }
+        let err = |e: Error| {
+            if e.code() == Some(ErrorCode::NoNode) && !how.parents {
+                return ZkError {
+                    message: format!(
+                        "create {path}: its parent does not exist (--parents creates it)"
+                    ),
+                    cause: Cause::NotFound,
+                };
+            }
+            let mut z = self.err("create", path, e.clone());
+            if e.code() == Some(ErrorCode::Unimplemented) && how.ttl.is_some() {
+                z.message.push_str(
+                    " (TTL nodes need the server started with -Dzookeeper.extendedTypesEnabled=true)",
+                );
+            }
+            z
+        };
+        if how.parents {
+            self.client.create_all(path, data, &opts).map_err(err)
+        } else {
+            self.client.create(path, data, &opts).map_err(err)
+        }
+    }
+
+    /// Deletes node `path` (at `version` if given); with `recursive`, everything below
+    /// it first.
+    pub fn delete(&self, path: &str, version: Option<i32>, recursive: bool) -> Result<(), ZkError> {
+        let err = |e| self.err("delete", path, e);
+        if recursive {
+            self.client.delete_all(path).map_err(|e| err(e.at(path)))
+        } else {
+            self.client.delete(path, version).map_err(err)
         }
     }
 
@@ -394,7 +588,7 @@ impl Zk {
         let mut names = self
             .client
             .get_children(path)
-            .map_err(|e| ZkError::at("ls", path, e))?;
+            .map_err(|e| self.err("ls", path, e))?;
         names.sort();
         Ok(names)
     }
@@ -409,7 +603,7 @@ impl Zk {
             let mut names = match self.client.get_children(&node) {
                 Ok(names) => names,
                 Err(e) if e.code() == Some(ErrorCode::NoNode) && node != path => continue,
-                Err(e) => return Err(ZkError::at("tree", &node, e)),
+                Err(e) => return Err(self.err("tree", &node, e)),
             };
             names.sort();
             let prefix = if node.ends_with('/') {
@@ -433,6 +627,13 @@ impl Zk {
         self.client
             .add_watch(path, mode)
             .map(|stream| Watching { stream })
-            .map_err(|e| ZkError::at("watch", path, e))
+            .map_err(|e| self.err("watch", path, e))
+    }
+
+    /// What the recipe nodes at or below `path` mean (see the library's `describe`).
+    pub fn inspect(&self, path: &str) -> Result<Survey, ZkError> {
+        self.client
+            .describe_below(path)
+            .map_err(|e| self.err("inspect", path, e))
     }
 }

@@ -22,7 +22,7 @@ use crate::time::Instant;
 
 /// The lock state machine. See the [module docs](super).
 ///
-/// Its state is a [`Phase`](super::phase) — idle, entering, waiting, held, leaving,
+/// Its state is a `Phase` — idle, entering, waiting, held, leaving,
 /// done — whose variants carry the data that exists only in them (a waiter's blocker
 /// and its watch, a holder's node and fencing token, a create in doubt's search, a
 /// release's handoff); beside it only what is independent of the phase: the watch on

@@ -12,7 +12,7 @@
 //!    created as containers in the same pipeline and the pair is sent again — at most
 //!    twice; an ancestor that cannot be created ends the attempt with
 //!    [`Error::NoParent`] naming it, or [`Error::ChrootMissing`]. This entry yields
-//!    ([`Recipe::yields`]): queued in the session, it lets other recipes' later
+//!    ([`Recipe::yields`](crate::recipe::Recipe::yields)): queued in the session, it lets other recipes' later
 //!    requests go first (a holder's release is not queued behind the entries of
 //!    thousands of waiters of the same session); the pair itself stays in order. So
 //!    does the watch-arming request of a waiter more than two places from the lock.
@@ -111,7 +111,7 @@
 //!
 //! The machine is a reconcile loop: each reply either moves the state on or marks what
 //! must be done again (create, list, watch, verify, delete); one `drive` step sends what
-//! is marked as soon as the session allows ([`Retry`]: after `Reconnected` when
+//! is marked as soon as the session allows ([`Retry`](crate::recipe::Retry): after `Reconnected` when
 //! suspended, after a backoff when a request was refused). So every failure that is
 //! not final leads to a retry, and every final one to a final event. A create whose
 //! reply was lost is looked for after `sync(<dir>)` (a reconnect may land on a lagging

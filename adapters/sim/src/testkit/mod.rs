@@ -29,6 +29,7 @@ pub mod either;
 pub mod election;
 pub mod group;
 pub mod harness;
+pub mod inspect;
 pub mod lock;
 pub mod naming;
 pub mod queue;

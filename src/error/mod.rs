@@ -1,11 +1,25 @@
-//! The one error type of every call, reply and recipe (re-exported as
-//! [`client::Error`](crate::client::Error)).
+//! The error types, in one leaf module: it depends on nothing but the codec
+//! ([`proto`](crate::proto)), so every layer above can use it and nothing imports in
+//! a circle.
+//!
+//! * [`Error`]: the one error type of every call, reply and recipe (re-exported as
+//!   [`client::Error`](crate::client::Error)). Every other error type converts into it
+//!   here, once.
+//! * Why a connection failed or ended ([`TransportError`], [`TlsFailure`],
+//!   [`DisconnectReason`], [`HostFailures`]) and why a request or a setting was refused
+//!   ([`SubmitError`], [`SessionEnd`], [`ConnectStringError`]); the session re-exports
+//!   them ([`session::SubmitError`](crate::session::SubmitError), ...).
+
+mod connection;
+mod request;
 
 use alloc::string::String;
 use core::fmt;
 
+pub use connection::{DisconnectReason, HostFailures, TlsFailure, TransportError};
+pub use request::{ConnectStringError, SessionEnd, SubmitError};
+
 use crate::proto::{ErrorCode, OpCode, PathError, TooLarge};
-use crate::session::{ConnectStringError, HostFailures, SessionEnd, SubmitError};
 
 /// Everything a client call can fail with, shared by both adapters.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -78,6 +92,16 @@ pub enum Error {
         expected: usize,
         /// The bytes the node holds.
         found: usize,
+    },
+    /// A counter's add would leave its format's range (the node holds `value`; nothing
+    /// was written); see `recipe::value`.
+    CounterOverflow {
+        /// The value the add was applied to.
+        value: i64,
+        /// The amount asked.
+        delta: i64,
+        /// The format's width in bytes (4 or 8).
+        width: usize,
     },
     /// The sequence counter of directory `path` cannot give another increasing number:
     /// ZooKeeper's sequence is the parent's signed 32-bit `cversion`, which wrapped past
@@ -248,7 +272,17 @@ impl fmt::Display for Error {
             Error::NotLeader => f.write_str("not the leader"),
             Error::BadCounter { expected, found } => write!(
                 f,
-                "the counter node holds {found} bytes, not a {expected}-byte big-endian integer; nothing was written"
+                "the counter node holds {found} bytes, not {} {expected}-byte big-endian integer; nothing was written",
+                if *expected == 8 { "an" } else { "a" }
+            ),
+            Error::CounterOverflow {
+                value,
+                delta,
+                width,
+            } => write!(
+                f,
+                "adding {delta} to the counter's {value} leaves its {}-bit range; nothing was written",
+                width * 8
             ),
             Error::SequenceOverflow { path } => write!(
                 f,

@@ -1,5 +1,7 @@
 //! `zkr` as a user runs it: separate processes against a real ZooKeeper 3.8 started on
-//! 127.0.0.1 by the test support.
+//! 127.0.0.1 by the test support. The modules: `signals` (what reaches a command run
+//! directly), `nodes` (the node verbs), `messages` (what zkr says when something is
+//! wrong), `inspect` (`zkr inspect`, with Curator's lock and latch among the nodes).
 
 use std::fs;
 use std::io::{BufRead, BufReader};
@@ -10,6 +12,11 @@ use std::time::{Duration, Instant};
 
 use zk_recipes_blocking::{connect, Client, Options};
 use zk_recipes_testing::TestServer;
+
+mod inspect;
+mod messages;
+mod nodes;
+mod signals;
 
 fn zkr(server: &TestServer) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_zkr"));
@@ -169,14 +176,17 @@ fn holder(server: &TestServer, extra: &[&str], path: &str, mark: &Path, on_term:
         "trap '{on_term}' TERM; echo started >> {m}; for i in $(seq 600); do sleep 0.05; done",
         m = mark.display()
     );
-    let child = zkr(server)
-        .args(["lock", path])
+    let mut c = zkr(server);
+    c.args(["lock", path])
         .args(extra)
-        .args(["--", "sh", "-c", &script])
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let child = Proc(child);
+        .args(["--", "sh", "-c", &script]);
+    started(c, mark)
+}
+
+/// Starts `zkr` (its standard error dropped) and waits until its command has written
+/// `started` to `mark`.
+fn started(mut zkr: Command, mark: &Path) -> Proc {
+    let child = Proc(zkr.stderr(Stdio::null()).spawn().unwrap());
     wait_for(mark, "started", Duration::from_secs(20));
     child
 }

@@ -14,23 +14,8 @@ use smallvec::SmallVec;
 
 use crate::hash::{shed_map, HashMap};
 
-use super::Token;
 use crate::proto::{parent, EventType, WatcherType};
-
-/// The kind of a watch registration.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum WatchKind {
-    /// One-shot watch on an existing node's data (getData / exists).
-    Data,
-    /// One-shot watch for a missing node's creation (exists on NoNode).
-    Exist,
-    /// One-shot watch on a node's children (getChildren).
-    Child,
-    /// Persistent watch on the node (addWatch PERSISTENT).
-    Persistent,
-    /// Persistent watch on the node and all descendants (addWatch PERSISTENT_RECURSIVE).
-    PersistentRecursive,
-}
+use crate::session::event::{Token, WatchKind};
 
 const KINDS: [WatchKind; 5] = [
     WatchKind::Data,

@@ -1,0 +1,73 @@
+//! [`Options`]: the settings a [`Client`](super::Client) starts with.
+
+use core::time::Duration;
+
+use crate::error::ConnectStringError;
+use crate::session::{ConnectString, SessionConfig};
+
+/// Client options: the session settings.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Session settings.
+    pub session: SessionConfig,
+}
+
+impl Options {
+    /// Options for a connection string (`host:port,...[/chroot]`) with default settings.
+    pub fn new(connect_string: &str) -> Result<Options, ConnectStringError> {
+        Ok(Options {
+            session: SessionConfig::new(connect_string.parse::<ConnectString>()?),
+        })
+    }
+
+    /// Sets the requested session timeout.
+    pub fn session_timeout(mut self, timeout: Duration) -> Self {
+        self.session.session_timeout = timeout;
+        self
+    }
+
+    /// Sets the seed for host order and jitter (drivers pass real entropy).
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.session.seed = seed;
+        self
+    }
+
+    /// Accept read-only servers.
+    pub fn read_only(mut self, read_only: bool) -> Self {
+        self.session.read_only = read_only;
+        self
+    }
+
+    /// Start a new session by itself after an expiry (default on).
+    pub fn renew_on_expiry(mut self, renew: bool) -> Self {
+        self.session.renew_on_expiry = renew;
+        self
+    }
+
+    /// Cap on requests in flight plus requests queued in the session; beyond it a
+    /// request is refused with [`Error::Overloaded`](crate::error::Error::Overloaded) (recipes back off and retry).
+    pub fn max_pending(mut self, n: usize) -> Self {
+        self.session.max_pending = n;
+        self
+    }
+
+    /// Cap on requests on the wire awaiting their reply (default 512); later ones wait
+    /// in the session's queue in order.
+    pub fn max_in_flight(mut self, n: usize) -> Self {
+        self.session.max_in_flight = n;
+        self
+    }
+
+    /// Cap on watch registrations.
+    pub fn max_watches(mut self, n: usize) -> Self {
+        self.session.max_watches = n;
+        self
+    }
+
+    /// Reconnect backoff: first delay and cap.
+    pub fn backoff(mut self, min: Duration, max: Duration) -> Self {
+        self.session.backoff_min = min;
+        self.session.backoff_max = max;
+        self
+    }
+}

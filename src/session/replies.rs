@@ -1,0 +1,156 @@
+//! Reading the server's frames on a live connection: watch notifications (to the
+//! [`Watches`](super::watches::Watches)), ping and SetWatches answers (nothing to do),
+//! auth answers (to [`Auth`](super::auth::Auth)'s waiter; a rejection ends the
+//! session), and replies, which must answer the oldest request on the wire (anything
+//! else is a protocol error that drops the connection). A reply completes its request:
+//! the watches it set or removed, the chroot stripped from the paths it carries, then
+//! the [`Reply`] (or a [`SharedReply`] for a shared listing) and any notification held
+//! back for it.
+//!
+//! Owns no state.
+
+use bytes::Bytes;
+
+use super::event::{Reply, SessionEvent, SharedReply};
+use super::watches::After;
+use super::window::InFlight;
+use super::Session;
+use crate::error::{DisconnectReason, Error, SessionEnd};
+use crate::proto::{
+    decode_exact, decode_reply, xid, ErrorCode, MultiResult, OpCode, ReplyHeader, Response,
+    WatcherEvent,
+};
+use crate::time::Instant;
+
+impl Session {
+    /// One frame of a live connection (after the handshake).
+    pub(super) fn on_frame(&mut self, now: Instant, frame: Bytes) -> Result<(), DisconnectReason> {
+        let (header, body) = decode_reply(frame).map_err(DisconnectReason::Decode)?;
+        match header.xid {
+            xid::NOTIFICATION => {
+                let event: WatcherEvent = decode_exact(body).map_err(DisconnectReason::Decode)?;
+                self.counters.notifications_received += 1;
+                if let Some(event_type) = event.kind() {
+                    let path = self.config.connect_string.chroot().strip(&event.path);
+                    self.watches.notify(&mut self.events, path, event_type);
+                }
+                Ok(())
+            }
+            xid::PING | xid::SET_WATCHES => Ok(()),
+            xid::AUTH => {
+                self.on_auth_answer(&header);
+                Ok(())
+            }
+            got => self.on_reply(now, got, &header, body),
+        }
+    }
+
+    fn on_auth_answer(&mut self, header: &ReplyHeader) {
+        let token = self.auth.answered();
+        if header.err == ErrorCode::AuthFailed.to_i32() {
+            return self.end(SessionEnd::AuthFailed, false);
+        }
+        if let Some(token) = token {
+            let result = if header.err == 0 {
+                Ok(Response::Empty)
+            } else {
+                Err(Error::from(ErrorCode::from_i32(header.err)))
+            };
+            self.events.push_back(SessionEvent::Reply(Reply {
+                token,
+                zxid: header.zxid,
+                result,
+                watch: None,
+            }));
+        }
+    }
+
+    /// The reply with xid `got`: it must answer the oldest request on the wire.
+    fn on_reply(
+        &mut self,
+        now: Instant,
+        got: i32,
+        header: &ReplyHeader,
+        body: Bytes,
+    ) -> Result<(), DisconnectReason> {
+        let Some(head) = self.window.head() else {
+            return Err(DisconnectReason::UnexpectedXid { expected: 0, got });
+        };
+        if head.xid != got {
+            return Err(DisconnectReason::UnexpectedXid {
+                expected: head.xid,
+                got,
+            });
+        }
+        let result = if header.err == 0 {
+            Ok(Response::decode(head.op, body).map_err(DisconnectReason::Decode)?)
+        } else {
+            Err(Error::from(ErrorCode::from_i32(header.err)))
+        };
+        let done = self.window.pop().expect("head checked above");
+        let throttled = header.err == ErrorCode::Throttled.to_i32();
+        self.window
+            .adapt(throttled, self.config.max_in_flight, &mut self.counters);
+        self.identity.saw_zxid(header.zxid);
+        self.counters.replies_received += 1;
+        self.complete(done, header.zxid, result);
+        // Room on the wire again: the next queued request goes out.
+        self.flush_queued(now);
+        Ok(())
+    }
+
+    /// A request's answer: its watches, then its reply, then what was held back for it.
+    fn complete(&mut self, req: InFlight, zxid: i64, mut result: Result<Response, Error>) {
+        if matches!(req.after, After::Close) {
+            return self.end(SessionEnd::Closed, false);
+        }
+        let watch =
+            self.watches
+                .on_reply(&mut self.events, req.after, req.token, &req.more, &result);
+        if let Ok(resp) = &mut result {
+            self.strip_chroot(req.op, resp);
+        }
+        if req.more.is_empty() {
+            self.events.push_back(SessionEvent::Reply(Reply {
+                token: req.token,
+                zxid,
+                result,
+                watch,
+            }));
+        } else {
+            let mut tokens = req.more;
+            tokens.insert(0, req.token);
+            self.events
+                .push_back(SessionEvent::SharedReply(SharedReply {
+                    tokens,
+                    zxid,
+                    result,
+                    watch,
+                }));
+        }
+        self.watches.release_deferred(&mut self.events, req.token);
+    }
+
+    fn strip_chroot(&self, op: OpCode, resp: &mut Response) {
+        let chroot = self.config.connect_string.chroot();
+        if chroot.root().is_none() {
+            return;
+        }
+        match resp {
+            Response::Path(p) | Response::PathStat { path: p, .. } => *p = chroot.strip(p),
+            Response::Children(paths) if op == OpCode::GetEphemerals => {
+                for p in paths.iter_mut() {
+                    *p = chroot.strip(p);
+                }
+            }
+            Response::Multi(results) => {
+                for r in results {
+                    if let MultiResult::Create(p) | MultiResult::Create2 { path: p, .. } = r {
+                        *p = chroot.strip(p);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,168 @@
+//! Submitting and writing requests: what a submitted request must pass (the session
+//! is live, the request is one a caller may send, `max_pending`, ZooKeeper's path
+//! rules, `max_watches`, the frame limit), the chroot applied, and where it goes — to
+//! the wire at once when nothing waits and the [`Window`](super::window::Window) has
+//! room, else into the [`Lanes`](super::lanes::Lanes) — and the writing of queued
+//! requests as room comes back (their zero xid patched).
+//!
+//! Owns no state: it moves requests between the lanes, the window and the link.
+
+use bytes::BytesMut;
+
+use super::event::Token;
+use super::lanes::Queued;
+use super::watches::After;
+use super::{Phase, Session};
+use crate::error::{SessionEnd, SubmitError};
+use crate::proto::{
+    encode_request, validate_path, validate_sequential_prefix, xid, AuthPacket, PathRole, Request,
+};
+use crate::time::Instant;
+
+impl Session {
+    /// Submits `request` for `requester` (0: a raw request); it `yields` while queued
+    /// (see [`submit_yielding`](Session::submit_yielding)).
+    pub(super) fn submit_in(
+        &mut self,
+        now: Instant,
+        request: Request,
+        token: Token,
+        requester: u64,
+        yields: bool,
+    ) -> Result<(), SubmitError> {
+        let now = self.tick(now);
+        let (request, after) = self.admit(request)?;
+        if let Request::Auth(packet) = request {
+            return self.submit_auth(now, packet, token);
+        }
+        if self.phase == Phase::Connected
+            && self.lanes.is_empty()
+            && self.window.has_room(self.config.max_in_flight)
+        {
+            // Straight into the transmit buffer with its real xid (nothing is written
+            // if it is too large).
+            let xid = self.window.next_xid();
+            encode_request(&mut self.link.tx, xid, &request, self.config.max_request)
+                .map_err(SubmitError::TooLarge)?;
+            self.counters.requests_sent += 1;
+            self.watches.arm_at_write(token, &after);
+            self.window
+                .push(request.op_code(), token, after, alloc::vec::Vec::new());
+            self.link.last_send = now;
+        } else {
+            let mut frame = BytesMut::new();
+            encode_request(&mut frame, 0, &request, self.config.max_request)
+                .map_err(SubmitError::TooLarge)?;
+            self.lanes.push(
+                frame,
+                &request,
+                token,
+                after,
+                requester,
+                yields,
+                &mut self.counters,
+            );
+        }
+        Ok(())
+    }
+
+    /// Checks a request before anything is queued or sent, and applies the chroot: the
+    /// request as it goes to the server, and what its reply will do to the watches.
+    fn admit(&self, mut request: Request) -> Result<(Request, After), SubmitError> {
+        match self.phase {
+            Phase::Ended(end) => return Err(SubmitError::Ended(end)),
+            Phase::Closing { .. } => return Err(SubmitError::Ended(SessionEnd::Closed)),
+            _ => {}
+        }
+        if matches!(
+            request,
+            Request::Ping | Request::SetWatches(_) | Request::CloseSession
+        ) {
+            return Err(SubmitError::NotAllowed(request.op_code()));
+        }
+        if self.pending() >= self.config.max_pending {
+            return Err(SubmitError::TooManyPending);
+        }
+        let mut invalid = None;
+        request.for_each_path_mut(|role, path| {
+            let check = match role {
+                PathRole::Node => validate_path(path),
+                PathRole::SequentialPrefix => validate_sequential_prefix(path),
+                PathRole::Prefix => Ok(()),
+            };
+            if let Err(error) = check {
+                invalid.get_or_insert(SubmitError::InvalidPath {
+                    path: path.clone(),
+                    error,
+                });
+            }
+        });
+        if let Some(e) = invalid {
+            return Err(e);
+        }
+        let after = After::reply_to(&request);
+        let arming = after.registrations();
+        if arming > 0 && self.watches.len() + arming > self.config.max_watches {
+            return Err(SubmitError::TooManyWatches);
+        }
+        let chroot = self.config.connect_string.chroot();
+        if chroot.root().is_some() {
+            request.for_each_path_mut(|_, path| *path = chroot.prefix(path));
+        }
+        Ok((request, after))
+    }
+
+    /// An auth packet: written now if connected, replayed on every connection.
+    fn submit_auth(
+        &mut self,
+        now: Instant,
+        packet: AuthPacket,
+        token: Token,
+    ) -> Result<(), SubmitError> {
+        // Same size rule as every request (auth packets are tiny in practice).
+        encode_request(
+            &mut BytesMut::new(),
+            xid::AUTH,
+            &Request::Auth(packet.clone()),
+            self.config.max_request,
+        )
+        .map_err(SubmitError::TooLarge)?;
+        let connected = self.phase == Phase::Connected;
+        self.auth.add(
+            &mut self.link,
+            now,
+            packet,
+            token,
+            connected,
+            &mut self.counters,
+        );
+        Ok(())
+    }
+
+    /// Writes queued requests while there is room on the wire: the queue in order,
+    /// then the yielding lane in order (a close at its back goes regardless).
+    pub(super) fn flush_queued(&mut self, now: Instant) {
+        if !matches!(self.phase, Phase::Connected | Phase::Closing { .. }) {
+            return;
+        }
+        while let Some(q) = self
+            .lanes
+            .next_to_write(self.window.has_room(self.config.max_in_flight))
+        {
+            self.write(now, q);
+        }
+        self.lanes.shed();
+    }
+
+    /// Writes a queued request under the next xid.
+    pub(super) fn write(&mut self, now: Instant, q: Queued) {
+        let more = self.lanes.unshare(q.share);
+        self.counters.requests_sent += 1;
+        let mut frame = q.frame;
+        frame[4..8].copy_from_slice(&self.window.next_xid().to_be_bytes());
+        self.link.tx.extend_from_slice(&frame);
+        self.watches.arm_at_write(q.token, &q.after);
+        self.window.push(q.op, q.token, q.after, more);
+        self.link.last_send = now;
+    }
+}
