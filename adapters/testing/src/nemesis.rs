@@ -24,9 +24,9 @@
 //! rule, no network namespace, no `tc`.
 //!
 //! The checks that the servers really talk only through the proxies are in
-//! `adapters/testing/tests/nemesis.rs`: no JVM holds a TCP connection to another's
-//! quorum or election port, a server cut from both peers stops serving and rejoins once
-//! healed, and the flows carry the quorum's traffic.
+//! `adapters/testing/tests/real_server/nemesis.rs`: no JVM holds a TCP connection to
+//! another's quorum or election port, a server cut from both peers stops serving and
+//! rejoins once healed, and the flows carry the quorum's traffic.
 //!
 //! **Faults** ([`Fault`]): cut a link (bytes dropped silently, or connections reset),
 //! heal, delay (fixed and jittered), drop one direction only, split the ensemble into a

@@ -5,7 +5,10 @@
 // NEMESIS_CLIENT), reports on stdout, the fenced store's verdicts and `stop` on stdin.
 //
 // Curator's rule, as its documentation gives it: a lock holder watches the connection
-// state and stops acting on SUSPENDED or LOST until RECONNECTED (Tech Note 10); a
+// state and stops acting on SUSPENDED until RECONNECTED, and on LOST the lock is gone
+// (InterProcessMutex's docs: "If a LOST state is reported it is certain that you no
+// longer hold the lock"; isAcquiredInThisProcess() keeps saying true, so the holder
+// must remember it); a
 // LeaderLatch's hasLeadership() turns false on SUSPENDED and LOST (the default error
 // policy). The fencing token is our node's creation zxid, read after the acquisition
 // (Curator has none of its own).
@@ -31,6 +34,8 @@ public class CuratorNemesis {
     /** The hold we act for (null: none) and whether the connection allows acting. */
     static volatile String tenure = null;
     static volatile boolean connected = true;
+    /** LOST was heard while holding: the hold is over, whatever the mutex says. */
+    static volatile boolean lost = false;
     static Random rng;
 
     static long now() {
@@ -107,6 +112,9 @@ public class CuratorNemesis {
             String t = tenure;
             if (state == ConnectionState.SUSPENDED || state == ConnectionState.LOST) {
                 connected = false;
+                if (state == ConnectionState.LOST) {
+                    lost = true;
+                }
                 if (t != null) {
                     report("heard " + t + " " + (state == ConnectionState.LOST ? "lost" : "suspended") + " " + now());
                 }
@@ -165,12 +173,13 @@ public class CuratorNemesis {
             n++;
             String t = me + "." + n;
             connected = client.getZookeeperClient().isConnected();
+            lost = false;
             tenure = t;
             report("held " + t + " " + token + " " + now());
             long left = rng.nextBoolean() ? between(3, 20) : between(100, 250);
-            while (left > 0 && !stopped) {
+            while (left > 0 && !stopped && !lost) {
                 long checked = now();
-                if (connected && mutex.isAcquiredInThisProcess()) {
+                if (connected && !lost && mutex.isAcquiredInThisProcess()) {
                     act(t, token, checked);
                     left--;
                 } else {
@@ -178,6 +187,15 @@ public class CuratorNemesis {
                 }
             }
             tenure = null;
+            if (lost) {
+                report("ended " + t + " lost " + now());
+                try {
+                    mutex.release();
+                } catch (Exception ignored) {
+                    // the node went with the session
+                }
+                continue;
+            }
             try {
                 mutex.release();
                 report("ended " + t + " released " + now());
