@@ -177,6 +177,45 @@ async fn reentrancy_counts_per_handle_across_threads_on(server: &TestServer) {
 }
 
 #[test]
+fn a_lost_hold_is_reported_once() {
+    let server = server();
+    run(a_lost_hold_is_reported_once_on(&server));
+}
+
+#[form]
+async fn a_lost_hold_is_reported_once_on(server: &TestServer) {
+    // Issue 41 (found by the nemesis): once `Lost` was reported, `changed_timeout`
+    // said `Lost` again at once on every call instead of "nothing changed" (`None`),
+    // so draining the changes (`while let Some(c) = g.changed_timeout(..)`) never ended.
+    let cs = server.connect_string();
+    let dir = "/lost-once";
+    let owner = connect(&cs).await;
+    let operator = connect(&cs).await;
+    let mut g = owner.lock(dir).acquire().await.unwrap();
+    operator
+        .delete(&format!("{dir}/{}", g.node()), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        g.changed_timeout(Duration::from_secs(5)).await,
+        Some(LockChange::Lost(LostReason::NodeDeleted)),
+        "{NAME}"
+    );
+    assert_eq!(
+        g.changed_timeout(Duration::from_millis(200)).await,
+        None,
+        "{NAME}: Lost is reported once"
+    );
+    assert_eq!(
+        g.changed_timeout(Duration::ZERO).await,
+        None,
+        "{NAME}: and not again"
+    );
+    assert!(matches!(g.status(), HoldState::Lost(LostReason::NodeDeleted)));
+    assert!(!g.is_held());
+}
+
+#[test]
 fn reentry_on_a_lost_hold_fails() {
     let server = server();
     run(reentry_on_a_lost_hold_fails_on(&server));

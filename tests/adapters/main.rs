@@ -321,6 +321,8 @@ forms!(inspect_adapters, "inspect_adapters.rs");
 mod lock_many_waiters;
 forms!(misbehaving, "misbehaving.rs");
 forms!(naming_adapters, "naming_adapters.rs");
+mod nemesis;
+forms!(nemesis_clients, "nemesis_clients.rs");
 forms!(queue_both_adapters, "queue_both_adapters.rs");
 forms!(semaphore_adapters, "semaphore_adapters.rs");
 mod tokio_only;

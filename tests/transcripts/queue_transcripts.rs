@@ -265,6 +265,32 @@ fn session_expiry_fails_puts_in_flight_as_maybe_applied_and_sends_the_rest_later
     let _ = b;
 }
 
+/// Found by the nemesis (issue 41): a put in doubt when the session expired reached
+/// the caller as `SessionExpired`, which says "not applied" (`may_have_applied()` is
+/// false): a caller that puts again may double the item. The wait of the puts now
+/// reports an error that says the put may have applied.
+#[test]
+fn a_put_in_doubt_at_an_expiry_reaches_the_caller_as_maybe_applied() {
+    let mut w = PutsWait::new(7, 1);
+    let outcome = w.feed(&ProducerEvent::PutFailed {
+        id: 7,
+        error: Error::SessionExpired,
+        may_have_applied: true,
+    });
+    let Some(Err(e)) = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert!(e.may_have_applied(), "{e:?}");
+    // A put known not to have applied keeps its error.
+    let mut w = PutsWait::new(7, 1);
+    let outcome = w.feed(&ProducerEvent::PutFailed {
+        id: 7,
+        error: Error::SessionExpired,
+        may_have_applied: false,
+    });
+    assert_eq!(outcome, Some(Err(Error::SessionExpired)));
+}
+
 #[test]
 fn close_deletes_the_marker_and_ends() {
     let mut s = producer();
@@ -427,6 +453,42 @@ fn a_lost_take_reply_is_resolved_by_the_marker_never_lost_never_doubled() {
         s.events(),
         [taken(t, "qn-0000000001", "another")],
         "the item that name is now, with its own data (not the data read before)"
+    );
+}
+
+/// Found by the nemesis (issue 41): an at-most-once take whose `multi` (deleting its
+/// batch) was on the wire when the session expired failed with `SessionExpired`, which
+/// says "not applied", while the items may be gone: the caller could not know they may
+/// be lost. It fails with an error that says the take may have applied.
+#[test]
+fn an_at_most_once_take_in_doubt_at_an_expiry_fails_as_maybe_applied() {
+    let mut s = consumer(Delivery::AtMostOnce, Format::Fifo);
+    let t = s.r.take(T, 1, None);
+    s.reply("list", children(&["qn-0000000001"]));
+    s.reply("multiRead[", multi(vec![data("one")]));
+    assert_eq!(
+        s.sent(),
+        ["multi[create M/c-c1 e, set M/c-c1 '' @0, delete Q/qn-0000000001]"]
+    );
+    s.disconnect();
+    s.r.handle_session(T, SessionChange::Expired);
+    let ev = s.events();
+    let [ConsumerEvent::TakeFailed { take, error }] = &ev[..] else {
+        panic!("{ev:?}")
+    };
+    assert_eq!(*take, t);
+    assert!(error.may_have_applied(), "{error:?}");
+    // A take with nothing on the wire fails as not applied.
+    let mut s = consumer(Delivery::AtMostOnce, Format::Fifo);
+    let t = s.r.take(T, 1, None);
+    s.disconnect();
+    s.r.handle_session(T, SessionChange::Expired);
+    s.r.handle_session(T, SessionChange::Connected { session_id: 0x88 });
+    let ev = s.events();
+    assert!(
+        ev.iter()
+            .all(|e| !matches!(e, ConsumerEvent::TakeFailed { .. })),
+        "a take that took nothing waits on in the next session: {ev:?} (take {t:?})"
     );
 }
 
@@ -596,6 +658,28 @@ fn at_least_once_claims_go_with_the_session() {
         }]
     );
     assert!(s.r.held().is_empty());
+}
+
+/// Found by the nemesis (issue 41): completing (or releasing) an item whose claim went
+/// with an expired session failed with `Finished` ("the recipe has finished") — if the
+/// caller asked after the expiry; asking before it gave `SessionExpired`. Both now say
+/// the claim went with the session.
+#[test]
+fn settling_a_claim_lost_with_the_session_fails_with_session_expired() {
+    let mut s = consumer(Delivery::AtLeastOnce, Format::Fifo);
+    s.r.take(T, 1, None);
+    s.reply("list M", children(&[]));
+    s.reply("list Q", children(&["qn-0000000001"]));
+    s.reply("create", Ok(Response::Path("x".into())));
+    s.reply("multiRead[", multi(vec![data("one")]));
+    s.events();
+    s.r.handle_session(T, SessionChange::Expired);
+    s.events();
+    assert_eq!(s.r.complete(T, "qn-0000000001"), Err(Error::SessionExpired));
+    assert_eq!(s.r.release(T, "qn-0000000001"), Err(Error::SessionExpired));
+    assert!(s.sent().is_empty(), "nothing to send for a lost claim");
+    // An item never held is refused as before.
+    assert_eq!(s.r.complete(T, "qn-0000000009"), Err(Error::Finished));
 }
 
 #[test]

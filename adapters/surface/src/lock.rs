@@ -101,6 +101,7 @@ async fn acquire(hold: &Hosted<Lock>, wait: Option<Duration>) -> Result<Option<L
         fencing_token,
         node,
         released: false,
+        lost_reported: false,
     }))
 }
 
@@ -113,6 +114,8 @@ pub struct LockGuard {
     fencing_token: i64,
     node: String,
     released: bool,
+    /// `changed` has returned `Lost`: `changed_timeout` has nothing more to say.
+    lost_reported: bool,
 }
 
 #[form]
@@ -152,7 +155,8 @@ impl LockGuard {
     }
 
     /// The next change while holding, none skipped; waits while nothing happens (in
-    /// async code, use it in `select!` beside the protected work).
+    /// async code, use it in `select!` beside the protected work). Once the hold is
+    /// lost it returns `Lost` again at once: nothing more will change.
     pub async fn changed(&mut self) -> LockChange {
         match self.changed_until(None).await {
             Some(c) => c,
@@ -161,12 +165,20 @@ impl LockGuard {
     }
 
     /// The next change while holding, none skipped, waiting at most `timeout`; `None`
-    /// if nothing changed.
+    /// if nothing changed (so also after `Lost` was reported: it is reported once).
     pub async fn changed_timeout(&mut self, timeout: Duration) -> Option<LockChange> {
         self.changed_until(Some(Instant::now() + timeout)).await
     }
 
     async fn changed_until(&mut self, deadline: Option<Instant>) -> Option<LockChange> {
+        let change = self.next_change(deadline).await;
+        if matches!(change, Some(LockChange::Lost(_))) {
+            self.lost_reported = true;
+        }
+        change
+    }
+
+    async fn next_change(&mut self, deadline: Option<Instant>) -> Option<LockChange> {
         loop {
             if let Some(c) = self.fold().next_change() {
                 return Some(c);
@@ -175,7 +187,9 @@ impl LockGuard {
                 Ok(Some(e)) => self.status.apply(&e),
                 Ok(None) => {
                     return match self.status.state() {
-                        HoldState::Lost(r) => Some(LockChange::Lost(r)),
+                        HoldState::Lost(r) if deadline.is_none() || !self.lost_reported => {
+                            Some(LockChange::Lost(r))
+                        }
                         _ if deadline.is_none() => rt::forever().await,
                         _ => None,
                     }

@@ -7,6 +7,9 @@
 //! up on drop. [`RawClient`] talks to a server with nothing but the `zk-recipes` codec.
 //! [`FakeServer`] is the opposite of a real server: a loopback listener that misbehaves
 //! on purpose (garbage, bad lengths, silence, resets, ...; see [`Misbehaviour`]).
+//! [`Nemesis`] puts an ensemble behind proxies the test controls: partitions, one-way
+//! links, delays, paused client processes, drawn from a seed, and the checkers of the
+//! workloads run under it (the [`nemesis`] module).
 //!
 //! ```no_run
 //! use zk_recipes_testing::TestServer;
@@ -24,6 +27,8 @@
 mod curator;
 mod fake;
 pub mod jar;
+pub mod nemesis;
+mod proxy;
 mod raw;
 mod server;
 mod tls;
@@ -33,8 +38,12 @@ pub use fake::{
     FakeServer, Misbehaviour, FAKE_PASSWORD, FAKE_SESSION_ID, FAKE_ZXID, GARBAGE_FRAME, HTTP_400,
     MAX_LIVE_CONNECTIONS, MAX_RECORDED_TIMES, UNKNOWN_XID,
 };
+pub use nemesis::{Endpoint, Nemesis, NemesisOptions};
+pub use proxy::{Flow, FlowControl, LinkProxy};
 pub use raw::{expire_session, RawClient};
-pub use server::{four_letter, Options, TestEnsemble, TestServer};
+pub use server::{
+    four_letter, EnsembleOptions, Options, PeerPorts, PeerView, TestEnsemble, TestServer,
+};
 pub use tls::{
     tls_failure, ClientAuth, CountingProxy, Issued, SecureServer, ServerTls, TestCa, Validity,
 };

@@ -403,32 +403,111 @@ fn mntr_value(map: &HashMap<String, String>, key: &str) -> io::Result<i64> {
         .ok_or_else(|| io::Error::other(format!("mntr has no numeric {key}")))
 }
 
+/// The quorum and election addresses of one server, or where another server reaches
+/// them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeerPorts {
+    /// Followers connect here to the leader.
+    pub quorum: SocketAddr,
+    /// Leader election connects here.
+    pub election: SocketAddr,
+}
+
+/// Where server `i` reaches server `j` (0-based), given `j`'s own ports: each server's
+/// config lists its peers at these addresses (see [`EnsembleOptions::peer_view`]).
+pub type PeerView = dyn Fn(usize, usize, PeerPorts) -> io::Result<PeerPorts> + Send + Sync;
+
+/// How to start a [`TestEnsemble`].
+#[derive(Clone)]
+pub struct EnsembleOptions {
+    /// `tickTime` in ms.
+    pub tick_time_ms: u32,
+    /// `initLimit` in ticks (a follower's time to connect and sync).
+    pub init_limit: u32,
+    /// `syncLimit` in ticks (how long the leader and a follower go without hearing from
+    /// each other before giving the other up).
+    pub sync_limit: u32,
+    /// `minSessionTimeout` in ms.
+    pub min_session_timeout_ms: u32,
+    /// Each server's view of its peers' addresses: `None` lists everyone at their own
+    /// ports; the nemesis puts a proxy per directed link there. Each server lists itself
+    /// at its own ports. ZooKeeper 3.8 keeps each server's own view (a follower connects
+    /// to the leader at the address its own config gives), with one exception: a higher
+    /// id connects back to a lower one at the election address the lower one announced
+    /// (the nemesis's module docs say how its proxies deal with it).
+    pub peer_view: Option<std::sync::Arc<PeerView>>,
+}
+
+impl Default for EnsembleOptions {
+    fn default() -> Self {
+        EnsembleOptions {
+            tick_time_ms: 500,
+            init_limit: 10,
+            sync_limit: 5,
+            min_session_timeout_ms: 1000,
+            peer_view: None,
+        }
+    }
+}
+
 /// A three-server ZooKeeper ensemble on loopback ports.
 pub struct TestEnsemble {
     servers: Vec<Jvm>,
+    peers: Vec<PeerPorts>,
     _dir: tempfile::TempDir,
 }
 
 impl TestEnsemble {
     /// Starts three quorum peers (tickTime 500) and waits until all answer and one leads.
     pub fn start() -> io::Result<TestEnsemble> {
-        let dir = tempfile::Builder::new().prefix("zk-ensemble-").tempdir()?;
-        let ports: Vec<(u16, u16, u16)> = (0..3)
-            .map(|_| Ok((free_port()?, free_port()?, free_port()?)))
+        Self::start_with(EnsembleOptions::default())
+    }
+
+    /// Starts three quorum peers with `opts` and waits until all answer and one leads.
+    pub fn start_with(opts: EnsembleOptions) -> io::Result<TestEnsemble> {
+        let dir = tempfile::Builder::new()
+            .prefix("zk-ensemble-")
+            .disable_cleanup(std::env::var_os("ZK_TEST_KEEP").is_some())
+            .tempdir()?;
+        let ports: Vec<(u16, PeerPorts)> = (0..3)
+            .map(|_| {
+                let at = |p| SocketAddr::from(([127, 0, 0, 1], p));
+                Ok((
+                    free_port()?,
+                    PeerPorts {
+                        quorum: at(free_port()?),
+                        election: at(free_port()?),
+                    },
+                ))
+            })
             .collect::<io::Result<_>>()?;
-        let members: Vec<String> = ports
-            .iter()
-            .enumerate()
-            .map(|(i, (_, p, e))| format!("server.{}=127.0.0.1:{p}:{e}", i + 1))
-            .collect();
         let mut servers = Vec::new();
-        for (i, (client, _, _)) in ports.iter().enumerate() {
+        for (i, (client, _)) in ports.iter().enumerate() {
             let data = dir.path().join(format!("data{}", i + 1));
             fs::create_dir_all(&data)?;
             fs::write(data.join("myid"), format!("{}\n", i + 1))?;
-            let mut lines = common_config(&data, *client, 500, 1000);
-            lines.extend(["initLimit=10".into(), "syncLimit=5".into()]);
-            lines.extend(members.iter().cloned());
+            let mut lines = common_config(
+                &data,
+                *client,
+                opts.tick_time_ms,
+                opts.min_session_timeout_ms,
+            );
+            lines.extend([
+                format!("initLimit={}", opts.init_limit),
+                format!("syncLimit={}", opts.sync_limit),
+            ]);
+            for (j, (_, own)) in ports.iter().enumerate() {
+                let seen = match &opts.peer_view {
+                    Some(view) if i != j => view(i, j, *own)?,
+                    _ => *own,
+                };
+                lines.push(format!(
+                    "server.{}={}:{}",
+                    j + 1,
+                    seen.quorum,
+                    seen.election.port()
+                ));
+            }
             let config = dir.path().join(format!("zoo{}.cfg", i + 1));
             write_config(&config, &lines)?;
             let mut jvm = Jvm {
@@ -444,7 +523,12 @@ impl TestEnsemble {
             jvm.spawn()?;
             servers.push(jvm);
         }
-        let ensemble = TestEnsemble { servers, _dir: dir };
+        let peers = ports.iter().map(|(_, own)| *own).collect();
+        let ensemble = TestEnsemble {
+            servers,
+            peers,
+            _dir: dir,
+        };
         ensemble.wait_serving(&[0, 1, 2], Duration::from_secs(60))?;
         Ok(ensemble)
     }
@@ -493,6 +577,21 @@ impl TestEnsemble {
         self.servers
             .iter()
             .position(|s| s.client_addr.port() == port)
+    }
+
+    /// Server `i`'s own quorum and election addresses (what it listens on).
+    pub fn peer_ports(&self, i: usize) -> PeerPorts {
+        self.peers[i]
+    }
+
+    /// Server `i`'s JVM pid while it runs.
+    pub fn pid(&self, i: usize) -> Option<u32> {
+        self.servers[i].pid()
+    }
+
+    /// Server `i`'s log so far.
+    pub fn log(&self, i: usize) -> String {
+        fs::read_to_string(&self.servers[i].log).unwrap_or_default()
     }
 
     /// Kills server `i` (SIGKILL).

@@ -1,4 +1,8 @@
-//! The test support itself, against a real ZooKeeper: start, talk with our codec, stop.
+//! The test support itself, against a real ZooKeeper: start, talk with our codec, stop;
+//! the nemesis's links (`nemesis`).
+
+#[path = "real_server/nemesis.rs"]
+mod nemesis;
 
 use bytes::Bytes;
 use zk_recipes::proto::*;

@@ -81,6 +81,18 @@ use core::fmt::Write as _;
 pub use consumer::{Consumer, ConsumerConfig, ConsumerEvent, Delivery, Item, TakeId};
 pub use producer::{Producer, ProducerConfig, ProducerEvent, PutId, PutsWait};
 
+/// The error a caller gets for a put or take whose outcome is in doubt (its request was
+/// on the wire when the session ended): `error` if it already says the request may have
+/// applied, else `ConnectionLoss`, which does — never one that says "not applied" (as
+/// the counter reports an add in doubt).
+fn in_doubt(error: &crate::error::Error) -> crate::error::Error {
+    if error.may_have_applied() {
+        error.clone()
+    } else {
+        crate::error::Error::ConnectionLoss
+    }
+}
+
 /// Curator's (and ZooKeeper's contrib) FIFO item prefix.
 pub const FIFO_PREFIX: &str = "qn-";
 /// kazoo's item prefix, used for priority items (`entry-<ppp>-<seq>`).

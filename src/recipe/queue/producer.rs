@@ -179,7 +179,18 @@ impl PutsWait {
     pub fn feed(&mut self, event: &ProducerEvent) -> Option<Result<Vec<Option<String>>, Error>> {
         let (id, outcome) = match event {
             ProducerEvent::Put { id, node } => (*id, Ok(node.clone())),
-            ProducerEvent::PutFailed { id, error, .. } => (*id, Err(error.clone())),
+            ProducerEvent::PutFailed {
+                id,
+                error,
+                may_have_applied,
+            } => (
+                *id,
+                Err(if *may_have_applied {
+                    super::in_doubt(error)
+                } else {
+                    error.clone()
+                }),
+            ),
             ProducerEvent::Closed => return Some(Err(self.error.clone().unwrap_or(Error::Closed))),
         };
         let at = usize::try_from(id.checked_sub(self.first)?).ok()?;

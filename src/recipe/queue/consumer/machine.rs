@@ -6,7 +6,7 @@ use alloc::vec::Vec;
 
 use super::super::{sorted_items, Format, CLAIM_PREFIX};
 use super::phase::{Batch, Life, Marker, Mode, Multi, SideWatch, Slot, Take, View};
-use super::{Consumer, ConsumerEvent, Delivery, Purpose};
+use super::{Consumer, ConsumerEvent, Delivery, Purpose, LOST_KEPT};
 use crate::error::Error;
 use crate::proto::*;
 use crate::time::Instant;
@@ -318,12 +318,16 @@ impl Consumer {
                     b.take,
                     ConsumerEvent::TakeFailed {
                         take: b.take,
-                        error: error.clone(),
+                        error: super::super::in_doubt(&error),
                     },
                 );
             }
         }
         for name in core::mem::take(&mut self.held) {
+            if self.lost.len() >= LOST_KEPT {
+                self.lost.pop_front();
+            }
+            self.lost.push_back(name.clone());
             self.emit(ConsumerEvent::ClaimLost { item: name });
         }
         for s in core::mem::take(&mut self.settling) {

@@ -263,6 +263,10 @@ impl Purpose {
 /// Takes waiting at once.
 const MAX_TAKES: usize = 64;
 
+/// How many items whose claims went with a session are remembered (so that settling
+/// one says why it fails).
+const LOST_KEPT: usize = 1024;
+
 /// The consumer state machine; see the [module docs](self).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Consumer {
@@ -284,6 +288,9 @@ pub struct Consumer {
     parents: Parents,
     /// At least once: items we hold, and settlements (complete/release) to send.
     held: Vec<String>,
+    /// The last items whose claims went with a session (at most `LOST_KEPT`): settling
+    /// one fails with `SessionExpired`, as it would have while the claim was held.
+    lost: VecDeque<String>,
     settling: Vec<Settling>,
     /// Stale claims of ours to delete.
     orphans: Vec<String>,
@@ -317,6 +324,7 @@ impl Consumer {
             batch: None,
             parents: Parents::default(),
             held: Vec::new(),
+            lost: VecDeque::new(),
             settling: Vec::new(),
             orphans: Vec::new(),
             orphan_checks: Vec::new(),
@@ -394,13 +402,14 @@ impl Consumer {
     }
 
     /// Completes a held item (at least once): deletes it and its claim in one `multi`.
-    /// `Completed` or `CompleteFailed` follows. Refused if we do not hold it.
+    /// `Completed` or `CompleteFailed` follows. Refused if we do not hold it:
+    /// `SessionExpired` if its claim went with a session, else `Finished`.
     pub fn complete(&mut self, now: Instant, item: &str) -> Result<(), Error> {
         self.settle(now, item, Settle::Complete)
     }
 
     /// Releases a held item (at least once): deletes its claim; others may take it.
-    /// `Released` follows. Refused if we do not hold it.
+    /// `Released` follows. Refused if we do not hold it (as [`complete`](Self::complete)).
     pub fn release(&mut self, now: Instant, item: &str) -> Result<(), Error> {
         self.settle(now, item, Settle::Release)
     }

@@ -16,6 +16,9 @@ impl Consumer {
             return Err(Error::Closed);
         }
         let Some(at) = self.held.iter().position(|h| h == item) else {
+            if self.lost.iter().any(|l| l == item) {
+                return Err(Error::SessionExpired);
+            }
             return Err(Error::Finished);
         };
         let name = self.held.remove(at);
