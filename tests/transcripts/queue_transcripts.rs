@@ -1021,9 +1021,9 @@ fn a_lost_claim_that_turns_out_to_be_another_sessions_is_skipped() {
 }
 
 /// At most once, a session that expires while the take's `multi` is in doubt fails that
-/// take (`SessionExpired`: the items may be gone with no one holding them); one that
-/// expires while the batch is only being read keeps the take, which lists again on the
-/// new session.
+/// take as maybe applied (`ConnectionLoss`: the items may be gone with no one holding
+/// them); one that expires while the batch is only being read keeps the take, which
+/// lists again on the new session.
 #[test]
 fn an_expiry_fails_a_take_in_doubt_and_keeps_one_that_only_read() {
     let mut s = consumer(Delivery::AtMostOnce, Format::Fifo);
@@ -1040,7 +1040,7 @@ fn an_expiry_fails_a_take_in_doubt_and_keeps_one_that_only_read() {
         s.events(),
         [ConsumerEvent::TakeFailed {
             take: t,
-            error: Error::SessionExpired
+            error: Error::ConnectionLoss
         }]
     );
 
