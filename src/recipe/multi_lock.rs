@@ -591,19 +591,12 @@ impl Recipe for MultiLock {
         for lock in &mut self.locks[..self.started] {
             lock.handle_abandon(now);
         }
-        match self.phase {
-            Phase::Idle => {
-                self.phase = Phase::Done;
-                self.events.emit(MultiLockEvent::Cancelled);
-            }
-            Phase::Acquiring { .. } => self.phase = Phase::Unwinding {
-                end: Some(MultiLockEvent::Cancelled),
-            },
-            Phase::Held { .. } => self.phase = Phase::Unwinding {
-                end: Some(MultiLockEvent::Released),
-            },
-            Phase::Unwinding { .. } | Phase::Done => {}
-        }
+        // Nobody listens any more (as the kit does): no event, only the cleanup.
+        self.events.clear();
+        self.phase = match self.phase {
+            Phase::Idle | Phase::Done => Phase::Done,
+            _ => Phase::Unwinding { end: None },
+        };
         self.after_input(now);
     }
 
