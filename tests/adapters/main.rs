@@ -318,6 +318,7 @@ forms!(election_both, "election_both.rs");
 forms!(group_rendezvous, "group_rendezvous.rs");
 forms!(inspect_adapters, "inspect_adapters.rs");
 mod lock_many_waiters;
+forms!(multi_lock_adapters, "multi_lock_adapters.rs");
 forms!(misbehaving, "misbehaving.rs");
 forms!(naming_adapters, "naming_adapters.rs");
 forms!(queue_both_adapters, "queue_both_adapters.rs");

@@ -13,9 +13,8 @@ const ID: &str = "6f1c2a4e-2b1d-4d7e-9a63-0c2f5a7b8d90";
 const SESSION: i64 = 0x77;
 
 fn script(paths: &[&str]) -> Script<MultiLock> {
-    Script::connected(MultiLock::new(MultiLockConfig::new(paths, ID)), SESSION).short(&[
-        ("_c_6f1c2a4e-2b1d-4d7e-9a63-0c2f5a7b8d90-", "A"),
-    ])
+    Script::connected(MultiLock::new(MultiLockConfig::new(paths, ID)), SESSION)
+        .short(&[("_c_6f1c2a4e-2b1d-4d7e-9a63-0c2f5a7b8d90-", "A")])
 }
 
 /// Our node in the `i`-th lock (as the server names it, long form).
@@ -43,7 +42,10 @@ fn held(path: &str, i: usize, seq: u32, token: i64) -> HeldLock {
 fn take(s: &mut Script<MultiLock>, dir: &str, i: usize, seq: u32, czxid: i64) {
     assert_eq!(
         s.sent(),
-        [format!("create2 {dir}/A{i}-lock- es"), format!("list! {dir}")]
+        [
+            format!("create2 {dir}/A{i}-lock- es"),
+            format!("list! {dir}")
+        ]
     );
     s.reply(&format!("create2 {dir}/"), made(dir, &ours(i, seq), czxid));
     s.reply(&format!("list! {dir}"), children(&[&ours(i, seq)]));
@@ -62,10 +64,16 @@ fn pending(s: &mut Script<MultiLock>) -> Vec<String> {
 fn queue(s: &mut Script<MultiLock>, dir: &str, i: usize, seq: u32, czxid: i64) {
     assert_eq!(
         s.sent(),
-        [format!("create2 {dir}/A{i}-lock- es"), format!("list! {dir}")]
+        [
+            format!("create2 {dir}/A{i}-lock- es"),
+            format!("list! {dir}")
+        ]
     );
     s.reply(&format!("create2 {dir}/"), made(dir, &ours(i, seq), czxid));
-    s.reply(&format!("list! {dir}"), children(&[&other(1), &ours(i, seq)]));
+    s.reply(
+        &format!("list! {dir}"),
+        children(&[&other(1), &ours(i, seq)]),
+    );
     let w = s.sent();
     assert_eq!(w.len(), 1, "one watch request: {w:?}");
     assert!(w[0].starts_with("setWatches2"), "{w:?}");
@@ -108,7 +116,10 @@ fn locks_are_taken_one_at_a_time_in_sorted_order_and_released_together() {
     s.r.release(s.now);
     assert_eq!(
         s.sent(),
-        ["delete /l/a/A0-lock-0000000001", "delete /l/b/A1-lock-0000000002"]
+        [
+            "delete /l/a/A0-lock-0000000001",
+            "delete /l/b/A1-lock-0000000002"
+        ]
     );
     s.reply("delete /l/a/", ok());
     assert_eq!(s.events(), [], "not before every node is deleted");
@@ -130,7 +141,10 @@ fn a_deadline_on_the_second_lock_releases_the_first_before_timed_out() {
     out.sort();
     assert_eq!(
         out,
-        ["delete /l/a/A0-lock-0000000001", "delete /l/b/A1-lock-0000000002"]
+        [
+            "delete /l/a/A0-lock-0000000001",
+            "delete /l/b/A1-lock-0000000002"
+        ]
     );
     s.reply("delete /l/b/", ok());
     assert_eq!(s.events(), [], "TimedOut only once nothing of ours is left");
@@ -183,7 +197,10 @@ fn a_cancel_while_waiting_deletes_the_held_lock_and_the_waiting_node() {
     out.sort();
     assert_eq!(
         out,
-        ["delete /l/a/A0-lock-0000000001", "delete /l/b/A1-lock-0000000002"]
+        [
+            "delete /l/a/A0-lock-0000000001",
+            "delete /l/b/A1-lock-0000000002"
+        ]
     );
     s.reply("delete /l/a/", ok());
     s.reply("delete /l/b/", ok());
@@ -203,7 +220,10 @@ fn a_dropped_handle_while_the_second_create_is_in_flight_deletes_both() {
     s.reply("list! /l/b", children(&[&ours(1, 2)]));
     assert_eq!(
         pending(&mut s),
-        ["delete /l/a/A0-lock-0000000001", "delete /l/b/A1-lock-0000000002"]
+        [
+            "delete /l/a/A0-lock-0000000001",
+            "delete /l/b/A1-lock-0000000002"
+        ]
     );
     s.reply("delete /l/a/", ok());
     s.reply("delete /l/b/", ok());
@@ -214,7 +234,11 @@ fn a_dropped_handle_while_the_second_create_is_in_flight_deletes_both() {
 fn suspended_once_and_reconnected_once_every_lock_is_verified() {
     let mut s = held_both();
     s.session(SessionChange::Suspended);
-    assert_eq!(s.events(), [MultiLockEvent::Suspended], "once for the whole");
+    assert_eq!(
+        s.events(),
+        [MultiLockEvent::Suspended],
+        "once for the whole"
+    );
     assert!(!s.r.is_held());
     s.session(SessionChange::Reconnected {
         session_id: SESSION,
@@ -288,7 +312,12 @@ fn an_expiry_while_acquiring_fails_the_whole() {
     s.session(SessionChange::Expired);
     let e = s.events();
     assert!(
-        matches!(&e[..], [MultiLockEvent::Failed { error: Error::SessionExpired }]),
+        matches!(
+            &e[..],
+            [MultiLockEvent::Failed {
+                error: Error::SessionExpired
+            }]
+        ),
         "{e:?}"
     );
     assert!(s.r.is_done());

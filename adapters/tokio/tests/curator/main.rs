@@ -7,6 +7,7 @@ mod support;
 mod double_barrier;
 mod latch;
 mod lock;
+mod multi_lock;
 mod queue;
 mod semaphore;
 mod shared_count;
