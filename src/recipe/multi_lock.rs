@@ -482,11 +482,9 @@ impl MultiLock {
             (Phase::Held { .. }, LockEvent::Failed { error }) => {
                 self.unwind(now, Some(MultiLockEvent::Failed { error }))
             }
-            (Phase::Unwinding { end }, LockEvent::Failed { error }) => {
-                // A release refused for good is never reported as a success.
-                if end.is_some() {
-                    *end = Some(MultiLockEvent::Failed { error });
-                }
+            // A release refused for good is never reported as a success.
+            (Phase::Unwinding { end }, LockEvent::Failed { error }) if end.is_some() => {
+                *end = Some(MultiLockEvent::Failed { error });
             }
             (Phase::Unwinding { .. }, LockEvent::Acquired { .. }) => {
                 // Acquired as we gave up (the lock was told to release already).

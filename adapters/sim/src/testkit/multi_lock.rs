@@ -316,9 +316,8 @@ impl Script<MultiLock> for MlScript {
             }
             8 => {
                 let holding = self.clients[k].holding.is_some();
-                if holding && arg & 0x18 == 0 {
-                    self.release(h, k)?;
-                } else if !holding && arg & 0xf8 == 0x40 {
+                // A holder releases; a waiter gives up (rarer).
+                if (holding && arg & 0x18 == 0) || (!holding && arg & 0xf8 == 0x40) {
                     self.release(h, k)?;
                 }
                 Ok(())
