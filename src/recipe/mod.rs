@@ -65,6 +65,7 @@ pub mod group;
 pub mod inspect;
 pub mod kit;
 pub mod lock;
+pub mod multi_lock;
 pub mod naming;
 pub mod node;
 pub mod path;

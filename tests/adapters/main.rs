@@ -319,6 +319,7 @@ forms!(embedded_faults, "embedded_faults.rs");
 forms!(group_rendezvous, "group_rendezvous.rs");
 forms!(inspect_adapters, "inspect_adapters.rs");
 mod lock_many_waiters;
+forms!(multi_lock_adapters, "multi_lock_adapters.rs");
 forms!(misbehaving, "misbehaving.rs");
 forms!(naming_adapters, "naming_adapters.rs");
 mod nemesis;

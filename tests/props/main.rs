@@ -13,6 +13,7 @@ mod fuzz_regressions;
 mod group_props;
 mod inspect_props;
 mod lock_props;
+mod multi_lock_props;
 mod naming_props;
 mod queue_props;
 mod semaphore_props;

@@ -15,6 +15,7 @@ mod inspect_transcripts;
 mod kit;
 mod lock_lanes;
 mod lock_transcripts;
+mod multi_lock_transcripts;
 mod naming_transcripts;
 mod path_transcripts;
 mod queue_regressions;

@@ -30,6 +30,8 @@ mod group;
 mod inspect;
 #[path = "lock.rs"]
 mod lock;
+#[path = "multi_lock.rs"]
+mod multi_lock;
 #[path = "naming.rs"]
 mod naming;
 #[path = "queue.rs"]
@@ -56,6 +58,7 @@ pub use config::{
 pub use election::{Candidate, ElectionBuilder, ElectionObserver};
 pub use group::{GroupMemberHandle, GroupView, NodeHandle, NodeWatchHandle, RendezvousHandle};
 pub use lock::{LockBuilder, LockGuard, ReentrantLock};
+pub use multi_lock::{MultiLock, MultiLockGuard, MultiLockState};
 pub use naming::IdGenerator;
 pub use queue::{Claimed, Queue};
 pub use semaphore::{Lease, LeaseState, Semaphore};
@@ -78,6 +81,7 @@ pub use zk_recipes::recipe::inspect::{
     Description, InspectConfig, Kind as RecipeKind, Participant as InspectedNode, Shape, Survey,
 };
 pub use zk_recipes::recipe::lock::{HoldState, LockChange, LostReason};
+pub use zk_recipes::recipe::multi_lock::{HeldLock, MultiLockEvent};
 pub use zk_recipes::recipe::naming::ResolveConfig;
 pub use zk_recipes::recipe::node::{NodeWatchEvent, OwnedNodeConfig, OwnedNodeEvent};
 pub use zk_recipes::recipe::queue::Item as QueueItem;

@@ -80,6 +80,29 @@ impl Lock {
         matches!(&self.phase, Phase::Held(h) if !h.suspended)
     }
 
+    /// Held, connection up, and nothing heard since that could mean our node is gone:
+    /// no verification after a reconnect pending or on its way, no read of our node on
+    /// its way, and our node watched — the listing's directory watch standing in has
+    /// not fired, or the own-node watch is armed (a holder whose directory changed
+    /// reads its node first). What a composite of locks
+    /// ([`multi_lock`](crate::recipe::multi_lock)) waits for before it reports the whole
+    /// as held: a hold decided earlier must not be vouched for on a node the client may
+    /// have heard go.
+    pub fn is_held_unquestioned(&self) -> bool {
+        match &self.phase {
+            Phase::Held(h) => {
+                let reading = self
+                    .kit
+                    .any(|p| matches!(p, Purpose::Own | Purpose::Verify | Purpose::Sync));
+                !h.suspended
+                    && !h.verify
+                    && !reading
+                    && (!self.config.watch_own_node || self.dir_armed || self.own != OwnWatch::Off)
+            }
+            _ => false,
+        }
+    }
+
     /// Our node's name, once created.
     pub fn node(&self) -> Option<&str> {
         self.our_node().map(|n| n.name.as_str())

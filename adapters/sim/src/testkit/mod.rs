@@ -31,6 +31,7 @@ pub mod group;
 pub mod harness;
 pub mod inspect;
 pub mod lock;
+pub mod multi_lock;
 pub mod naming;
 pub mod queue;
 pub mod semaphore;

@@ -8,6 +8,7 @@ mod double_barrier;
 mod kazoo;
 mod latch;
 mod lock;
+mod multi_lock;
 mod queue;
 mod semaphore;
 mod shared_count;
