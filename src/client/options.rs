@@ -1,8 +1,10 @@
 //! [`Options`]: the settings a [`Client`](super::Client) starts with.
 
+use alloc::sync::Arc;
 use core::time::Duration;
 
 use crate::error::ConnectStringError;
+use crate::sasl::Mechanism;
 use crate::session::{ConnectString, SessionConfig};
 
 /// Client options: the session settings.
@@ -61,6 +63,14 @@ impl Options {
     /// Cap on watch registrations.
     pub fn max_watches(mut self, n: usize) -> Self {
         self.session.max_watches = n;
+        self
+    }
+
+    /// Authenticates every connection with this SASL mechanism, right after the
+    /// handshake (e.g. [`DigestMd5`](crate::sasl::DigestMd5)); the driver must then
+    /// supply random bytes ([`Client::handle_random`](super::Client::handle_random)).
+    pub fn sasl(mut self, mechanism: Arc<dyn Mechanism>) -> Self {
+        self.session.sasl = Some(mechanism);
         self
     }
 

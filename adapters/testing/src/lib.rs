@@ -32,7 +32,7 @@ pub use fake::{
     MAX_LIVE_CONNECTIONS, MAX_RECORDED_TIMES, UNKNOWN_XID,
 };
 pub use raw::{expire_session, RawClient};
-pub use server::{four_letter, Options, TestEnsemble, TestServer};
+pub use server::{four_letter, Options, SaslUsers, TestEnsemble, TestServer};
 pub use tls::{
     tls_failure, ClientAuth, CountingProxy, Issued, SecureServer, ServerTls, TestCa, Validity,
 };

@@ -370,7 +370,7 @@ impl Zk {
             .unwrap_or_else(|| self.client.status());
         match status {
             Status::Expired { .. } => "the ZooKeeper session expired".into(),
-            Status::AuthFailed => Error::AuthFailed.to_string(),
+            Status::AuthFailed(why) => Error::AuthFailed(why).to_string(),
             Status::Closed => "the ZooKeeper session was closed".into(),
             _ => seen.to_string(),
         }
