@@ -5,7 +5,7 @@ use core::time::Duration;
 
 use crate::error::ConnectStringError;
 use crate::sasl::Mechanism;
-use crate::session::{ConnectString, SessionConfig};
+use crate::session::{ConnectString, DefaultAcl, SessionConfig};
 
 /// Client options: the session settings.
 #[derive(Clone, Debug)]
@@ -71,6 +71,13 @@ impl Options {
     /// supply random bytes ([`Client::handle_random`](super::Client::handle_random)).
     pub fn sasl(mut self, mechanism: Arc<dyn Mechanism>) -> Self {
         self.session.sasl = Some(mechanism);
+        self
+    }
+
+    /// The ACL of every node created with "the default" (an empty ACL or
+    /// `OPEN_ACL_UNSAFE`: what recipes use unless configured), per path prefix.
+    pub fn default_acl(mut self, acl: DefaultAcl) -> Self {
+        self.session.default_acl = Some(acl);
         self
     }
 

@@ -82,6 +82,7 @@
 //! | `lanes` | the queue: main and yielding lanes, shared listings |
 //! | `auth` | auth packets to replay, answers awaited |
 //! | `sasl` | the SASL exchange of this connection (a step of the handshake) |
+//! | `default_acl` | the ACL creates asking for "the default" get (applied at submit) |
 //! | `watches` | the registry, SetWatches2 arming, fan-out, re-arming after a resume |
 //!
 //! and the session's own steps, over those parts: `connection` (dialling, the
@@ -96,6 +97,7 @@ mod close;
 mod config;
 mod connect_string;
 mod connection;
+mod default_acl;
 mod event;
 mod hosts;
 mod identity;
@@ -120,6 +122,7 @@ pub use crate::error::{
 };
 pub use config::{SessionConfig, DEFAULT_MAX_IN_FLIGHT};
 pub use connect_string::ConnectString;
+pub use default_acl::DefaultAcl;
 pub use event::{
     Counters, Reply, SessionEvent, SessionState, SharedReply, Token, Transport, WatchEvent,
     WatchKind,

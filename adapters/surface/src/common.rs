@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use zk_recipes::client::{Error, Status};
 use zk_recipes::sasl::{DigestMd5, Mechanism};
-use zk_recipes::session::HostFailures;
+use zk_recipes::session::{DefaultAcl, HostFailures};
 
 /// A wait that reached its deadline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,6 +74,10 @@ pub struct Options {
     /// SASL mechanism run on every connection right after the handshake (default
     /// `None`); see [`sasl_digest`](Self::sasl_digest) and `docs/auth.md`.
     pub sasl: Option<Arc<dyn Mechanism>>,
+    /// The ACL of every node created with "the default" — the open ACL every recipe
+    /// and `CreateOptions::default()` use unless told otherwise — per path prefix,
+    /// parents included (Curator's `ACLProvider`; default `None`: nodes are open).
+    pub default_acl: Option<DefaultAcl>,
     /// TLS to every host (cargo feature `tls` of the adapter; default `None`: plain
     /// TCP). See [`Tls`](crate::Tls) and `docs/tls.md`.
     #[cfg(feature = "tls")]
@@ -93,6 +97,7 @@ impl Default for Options {
             max_pending: 10_000,
             max_in_flight: zk_recipes::session::DEFAULT_MAX_IN_FLIGHT,
             sasl: None,
+            default_acl: None,
             #[cfg(feature = "tls")]
             tls: None,
         }
@@ -169,6 +174,12 @@ impl Options {
         self
     }
 
+    /// Sets [`default_acl`](Self::default_acl).
+    pub fn default_acl(mut self, acl: DefaultAcl) -> Self {
+        self.default_acl = Some(acl);
+        self
+    }
+
     /// Speaks TLS to every host, with these roots, client certificate and server name
     /// (cargo feature `tls` of the adapter).
     #[cfg(feature = "tls")]
@@ -209,6 +220,9 @@ impl Options {
             .seed(self.seed.unwrap_or_else(random_seed));
         if let Some(mechanism) = &self.sasl {
             options = options.sasl(mechanism.clone());
+        }
+        if let Some(acl) = &self.default_acl {
+            options = options.default_acl(acl.clone());
         }
         Ok(zk_recipes::client::Client::new(
             options,
