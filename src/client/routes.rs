@@ -222,8 +222,22 @@ where
     /// Delivers one event; returns the new status when it changed (or when every host
     /// was found unreachable: see [`unreachable`](Self::unreachable)).
     pub fn deliver(&mut self, client: &mut Client, event: ClientEvent) -> Option<Status> {
+        self.deliver_and_publish(client, event, |_, _| {})
+    }
+
+    /// [`deliver`](Self::deliver) for a driver that also shows the state somewhere its
+    /// handles read it (a `status()`): `publish` is called when the status changed (or
+    /// every host was found unreachable), with the new state in place and before any
+    /// status subscriber hears of it. So a handle that heard a status from a stream
+    /// never reads an older one afterwards.
+    pub fn deliver_and_publish(
+        &mut self,
+        client: &mut Client,
+        event: ClientEvent,
+        publish: impl FnOnce(&Self, &Client),
+    ) -> Option<Status> {
         match event {
-            ClientEvent::Session(event) => self.deliver_session(client, event),
+            ClientEvent::Session(event) => self.deliver_session(client, event, publish),
             ClientEvent::Recipe { id, event } => {
                 if let Some((_, subscribers)) = self.recipes.get_mut(&id) {
                     // Each subscriber gets its own copy; gone ones are dropped. The
@@ -242,7 +256,12 @@ where
         }
     }
 
-    fn deliver_session(&mut self, client: &mut Client, event: SessionEvent) -> Option<Status> {
+    fn deliver_session(
+        &mut self,
+        client: &mut Client,
+        event: SessionEvent,
+        publish: impl FnOnce(&Self, &Client),
+    ) -> Option<Status> {
         match event {
             SessionEvent::Reply(reply) => {
                 self.reply(reply.token, reply.result, reply.watch.is_some());
@@ -262,11 +281,12 @@ where
             }
             SessionEvent::Unreachable { hosts, .. } => {
                 self.unreachable = Some(hosts);
+                publish(self, client);
                 Some(self.status)
             }
             event => {
                 let status = Status::after(&event, client.session())?;
-                self.set_status(status);
+                self.set_status(status, client, publish);
                 Some(status)
             }
         }
@@ -303,7 +323,13 @@ where
         }
     }
 
-    fn set_status(&mut self, status: Status) {
+    /// The new status: published (`publish`) before the status subscribers hear it.
+    fn set_status(
+        &mut self,
+        status: Status,
+        client: &Client,
+        publish: impl FnOnce(&Self, &Client),
+    ) {
         if status.is_connected() {
             self.unreachable = None;
         }
@@ -315,6 +341,7 @@ where
             self.watches.clear();
         }
         self.status = status;
+        publish(self, client);
         self.statuses.retain_mut(|s| s.send(status));
     }
 }

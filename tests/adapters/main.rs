@@ -316,6 +316,7 @@ forms!(cache_adapters, "cache_adapters.rs");
 forms!(config_adapters, "config_adapters.rs");
 forms!(default_acl_both, "default_acl_both.rs");
 forms!(election_both, "election_both.rs");
+forms!(embedded_faults, "embedded_faults.rs");
 forms!(group_rendezvous, "group_rendezvous.rs");
 forms!(inspect_adapters, "inspect_adapters.rs");
 mod lock_many_waiters;

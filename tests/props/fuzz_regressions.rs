@@ -35,6 +35,7 @@ const TARGETS: &[(&str, Harness)] = &[
     ("semaphore", |b| {
         zk_recipes_sim::testkit::semaphore::run(b).map(drop)
     }),
+    ("server_input", zk_recipes_sim::testkit::server_input::run),
     ("session", zk_recipes_sim::testkit::session::run),
     ("two_phase", zk_recipes_sim::testkit::two_phase::run),
     ("value", |b| {

@@ -16,6 +16,7 @@ mod lock_props;
 mod naming_props;
 mod queue_props;
 mod semaphore_props;
+mod server_input_props;
 mod session_props;
 mod two_phase_props;
 mod value_props;

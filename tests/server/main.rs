@@ -3,5 +3,6 @@
 //!
 //! One test binary per layer (issue 28); each former test file is a module here.
 
+mod embedded_server;
 mod server_facts;
 mod sim_differential;

@@ -1,12 +1,12 @@
 //! Keeps the simulator honest: the same random operation sequences run against a real
-//! ZooKeeper 3.8 and against `sim::SimServer` must produce the same replies, Stats
-//! (zxids relative to a base, times dropped, owners as session numbers) and
-//! notifications. `DIFF_SEQUENCES=n` runs more sequences; `DIFF_SEED=s` one seed.
+//! ZooKeeper 3.8, against `sim::SimServer` and against the embedded server (the same
+//! model over TCP) must produce the same replies, Stats (zxids relative to a base,
+//! times dropped, owners as session numbers) and notifications. `DIFF_SEQUENCES=n` runs more sequences; `DIFF_SEED=s` one seed.
 
 use bytes::{Bytes, BytesMut};
 use zk_recipes::proto::*;
 use zk_recipes_sim::sim::{ConnId, ServerConfig, SimServer};
-use zk_recipes_testing::{RawClient, TestServer};
+use zk_recipes_testing::{EmbeddedServer, RawClient, TestServer};
 
 /// One session's view of a backend.
 trait Backend {
@@ -439,25 +439,37 @@ fn run_with(
     transcript
 }
 
+/// The same sequence against a real server, the model in this process, and the model
+/// served over TCP by the embedded server (both TCP backends through the same raw
+/// client): every step alike.
 fn compare(seed: u64, ops: usize) {
     let server = TestServer::start().unwrap();
     let mut real = Real {
         addr: server.addr(),
         clients: Vec::new(),
     };
+    let embedded_server = EmbeddedServer::start().unwrap();
+    let mut embedded = Real {
+        addr: embedded_server.addr(),
+        clients: Vec::new(),
+    };
     let mut sim = Sim::new();
     let a = run(&mut real, seed, ops);
     let b = run(&mut sim, seed, ops);
-    for (i, (x, y)) in a.iter().zip(&b).enumerate() {
-        if x != y {
-            for (j, step) in a.iter().take(i).enumerate() {
-                eprintln!("{j}: {step:?}");
+    let c = run(&mut embedded, seed, ops);
+    for (other, b) in [("model", &b), ("embedded server over TCP", &c)] {
+        for (i, (x, y)) in a.iter().zip(b).enumerate() {
+            if x != y {
+                for (j, step) in a.iter().take(i).enumerate() {
+                    eprintln!("{j}: {step:?}");
+                }
             }
+            assert_eq!(
+                x, y,
+                "seed {seed}: step {i} differs (left: real ZooKeeper, right: {other})"
+            );
         }
-        assert_eq!(
-            x, y,
-            "seed {seed}: step {i} differs (left: real ZooKeeper, right: model)"
-        );
+        assert_eq!(a.len(), b.len());
     }
 }
 
@@ -692,4 +704,113 @@ fn the_compact_model_matches_the_simulator() {
             );
         }
     }
+}
+
+// ----- what the model does not model, answered as a real server with the feature off -----
+
+/// Requests about what neither the model nor a default 3.8 standalone server does
+/// (quorum reconfiguration, SASL, quotas' enforcement, read-only mode, x509), and the
+/// system nodes: the embedded server must answer each as the real server does. One
+/// connection per group, since some answers close it.
+fn unmodelled(addr: std::net::SocketAddr) -> Vec<String> {
+    let mut log = Vec::new();
+    let mut c = RawClient::connect(addr, 10_000).unwrap();
+    let path = |p: &str| PathWatch {
+        path: p.into(),
+        watch: false,
+    };
+    let requests = [
+        Request::GetChildren(path("/zookeeper")),
+        Request::Exists(path("/zookeeper")),
+        // getConfig: the config node (empty: no dynamic config in standalone mode).
+        Request::GetData(path("/zookeeper/config")),
+        Request::GetAcl(PathRequest {
+            path: "/zookeeper/config".into(),
+        }),
+        Request::SetData(SetDataRequest {
+            path: "/zookeeper/config".into(),
+            data: Bytes::from_static(b"server.1=x"),
+            version: -1,
+        }),
+        Request::Delete(DeleteRequest {
+            path: "/zookeeper/config".into(),
+            version: -1,
+        }),
+        // Quotas: the node is there and writable; nothing is enforced.
+        Request::GetData(path("/zookeeper/quota")),
+        Request::Create(CreateRequest::new(
+            "/zookeeper/quota/app",
+            Bytes::new(),
+            Acl::open_unsafe(),
+            CreateMode::Persistent,
+        )),
+        Request::GetAllChildrenNumber(PathRequest { path: "/".into() }),
+        // Reconfiguration is off (reconfigEnabled=false).
+        Request::Reconfig(ReconfigRequest {
+            joining_servers: "server.2=127.0.0.1:2888:3888".into(),
+            leaving_servers: String::new(),
+            new_members: String::new(),
+            cur_config_id: -1,
+        }),
+        // SASL with no SASL set up: every token answered with an empty one.
+        Request::Sasl(SaslToken {
+            token: Bytes::from_static(b"token"),
+        }),
+        Request::Auth(AuthPacket {
+            auth_type: 0,
+            scheme: "ip".into(),
+            auth: Bytes::new(),
+        }),
+        Request::WhoAmI,
+    ];
+    for r in &requests {
+        log.push(format!(
+            "{:?} -> {:?}",
+            r.op_code(),
+            c.call(r).map_err(|e| e.kind())
+        ));
+    }
+    // Authentication schemes the server has no provider set up for: refused, closed.
+    for scheme in ["sasl", "x509", "kerberos"] {
+        let mut c = RawClient::connect(addr, 10_000).unwrap();
+        let auth = Request::Auth(AuthPacket {
+            auth_type: 0,
+            scheme: scheme.into(),
+            auth: Bytes::from_static(b"x"),
+        });
+        let answer = c.call(&auth).map(|(h, _)| h.err).map_err(|e| e.kind());
+        let after = c.call(&Request::Ping).is_ok();
+        log.push(format!("auth {scheme} -> {answer:?}, still open: {after}"));
+    }
+    // A client that would accept a read-only server gets a read-write session.
+    let ro = RawClient::handshake(
+        addr,
+        ConnectRequest {
+            timeout_ms: 10_000,
+            passwd: Bytes::from_static(&[0; 16]),
+            read_only: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    log.push(format!(
+        "read-only handshake -> timeout {} read_only {}",
+        ro.session.timeout_ms, ro.session.read_only
+    ));
+    log
+}
+
+#[test]
+fn what_is_not_modelled_is_answered_as_a_real_server_with_it_off() {
+    let server = TestServer::start().unwrap();
+    let real = unmodelled(server.addr());
+    let embedded_server = EmbeddedServer::start().unwrap();
+    let embedded = unmodelled(embedded_server.addr());
+    for (i, (a, b)) in real.iter().zip(&embedded).enumerate() {
+        assert_eq!(
+            a, b,
+            "step {i} (left: real ZooKeeper, right: the embedded server)"
+        );
+    }
+    assert_eq!(real.len(), embedded.len());
 }

@@ -64,15 +64,17 @@ impl Hub {
                     tracing::info!(target: "zk_recipes", "{e}");
                 }
             }
-            if self.routes.deliver(core, event).is_some() {
-                let routes = &self.routes;
-                self.board.publish(|p| {
+            // The board first, then the status streams: a handle that heard a status
+            // from a stream reads it (or a later one) from `status()`.
+            let board = &self.board;
+            self.routes.deliver_and_publish(core, event, |routes, core| {
+                board.publish(|p| {
                     p.status = routes.status();
                     p.session_id = core.session().session_id();
                     p.password = core.session().password().to_vec();
                     p.unreachable = routes.unreachable().cloned();
-                });
-            }
+                })
+            });
         }
         any
     }

@@ -16,12 +16,14 @@
 //! // dropped: the JVM is killed and the temp dir removed
 //! ```
 //!
-//! Environment: `ZOOKEEPER_JAR` overrides the jar path, `JAVA` the java binary.
+//! Environment: where the server's jar is, [`jar`] (`ZOOKEEPER_JAR`, `ZOOKEEPER_HOME`, or
+//! Debian's package); `JAVA` the java binary.
 
 #![warn(missing_docs)]
 
 mod curator;
 mod fake;
+pub mod jar;
 mod raw;
 mod server;
 mod tls;
@@ -36,3 +38,9 @@ pub use server::{four_letter, Options, SaslUsers, TestEnsemble, TestServer};
 pub use tls::{
     tls_failure, ClientAuth, CountingProxy, Issued, SecureServer, ServerTls, TestCa, Validity,
 };
+pub use zk_recipes_server::{Builder as EmbeddedBuilder, EmbeddedServer};
+
+/// The crate README's examples, compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

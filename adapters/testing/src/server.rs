@@ -7,10 +7,6 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-const DEFAULT_JAR: &str = "/usr/share/java/zookeeper.jar";
-const INSTALL_HINT: &str = "install the server with `sudo apt-get install -y zookeeper` \
-     (Debian's package, ZooKeeper 3.8) or point ZOOKEEPER_JAR at a zookeeper server jar";
-
 /// How to start a server.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -103,16 +99,11 @@ fn java() -> String {
     std::env::var("JAVA").unwrap_or_else(|_| "java".into())
 }
 
-fn jar() -> io::Result<PathBuf> {
-    let jar = PathBuf::from(std::env::var("ZOOKEEPER_JAR").unwrap_or_else(|_| DEFAULT_JAR.into()));
-    if !jar.exists() {
-        return Err(io::Error::new(
-            io::ErrorKind::NotFound,
-            format!("ZooKeeper jar {} not found: {INSTALL_HINT}", jar.display()),
-        ));
-    }
+/// The server's classpath (see [`crate::jar`]), once a `java` runs.
+fn classpath() -> io::Result<String> {
+    let cp = crate::jar::server_classpath()?;
     match Command::new(java()).arg("-version").stdout(Stdio::null()).stderr(Stdio::null()).status() {
-        Ok(s) if s.success() => Ok(jar),
+        Ok(s) if s.success() => Ok(cp),
         _ => Err(io::Error::new(
             io::ErrorKind::NotFound,
             "no working `java` on PATH (set JAVA): install a JRE, e.g. `sudo apt-get install -y default-jre-headless`",
@@ -158,7 +149,7 @@ struct Jvm {
 
 impl Jvm {
     fn spawn(&mut self) -> io::Result<()> {
-        let jar = jar()?;
+        let classpath = classpath()?;
         let log = fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -173,11 +164,7 @@ impl Jvm {
         }
         cmd.arg("-Dzookeeper.admin.enableServer=false")
             .arg("-cp")
-            .arg(format!(
-                "{}{}:/etc/zookeeper/conf",
-                jar.display(),
-                self.extra_classpath()
-            ))
+            .arg(format!("{classpath}{}", self.extra_classpath()))
             .arg(self.main_class)
             .arg(&self.config)
             .stdin(Stdio::null())

@@ -9,6 +9,7 @@
 
 mod duration;
 mod inspect;
+mod serve;
 mod show;
 mod signals;
 mod supervise;
@@ -336,6 +337,12 @@ enum Cmd {
         #[arg(long, short)]
         recursive: bool,
     },
+    /// Runs a ZooKeeper-compatible server for development and tests, in the foreground.
+    ///
+    /// The embedded server (zk-recipes-server): one node, in memory, everything gone when
+    /// zkr stops (SIGINT, SIGTERM, SIGHUP: exit 0); never for production. Prints its
+    /// connect string (127.0.0.1:2181 by default).
+    Serve(serve::ServeArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -398,6 +405,8 @@ impl Cmd {
             | Cmd::Ls { path, .. }
             | Cmd::Tree { path, .. }
             | Cmd::Watch { path, .. } => path,
+            // Connects nowhere: `run` serves it before any check.
+            Cmd::Serve(_) => "/",
         }
     }
 
@@ -501,6 +510,9 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<u8, u8> {
+    if let Cmd::Serve(args) = &cli.command {
+        return serve::run(args);
+    }
     cli.command.check().map_err(zk_fail)?;
     // Before any thread starts (the session's I/O thread inherits the mask).
     let signals = if cli.command.runs_cmd() {
@@ -803,7 +815,7 @@ fn simple(zk: &Zk, command: Cmd) -> Result<u8, u8> {
             }
             Err(zk_fail(zk.ended("watch", &path)))
         }
-        Cmd::Lock { .. } | Cmd::Elect { .. } | Cmd::Barrier { .. } => {
+        Cmd::Lock { .. } | Cmd::Elect { .. } | Cmd::Barrier { .. } | Cmd::Serve(_) => {
             Err(fail("internal: a command that runs CMD reached `simple`"))
         }
     }

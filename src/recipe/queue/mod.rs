@@ -71,6 +71,7 @@
 
 pub mod consumer;
 pub mod producer;
+mod state;
 
 use crate::recipe::kit::join;
 use alloc::string::String;

@@ -45,10 +45,11 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::{item_prefix, meta_dir, parent_round, Format, DEFAULT_PRIORITY};
+use super::state::{Life, Marker, Parents};
+use super::{item_prefix, meta_dir, Format, DEFAULT_PRIORITY};
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::kit::{join, name_of, Kit, Plumbing, Protocol, MAX_PARENT_ROUNDS};
+use crate::recipe::kit::{join, name_of, Kit, Plumbing, Protocol};
 use crate::recipe::path::ancestor_result;
 use crate::recipe::{OpId, SessionChange};
 use crate::session::WatchEvent;
@@ -241,6 +242,12 @@ enum Purpose {
     DeleteMarker,
 }
 
+impl Purpose {
+    fn is_parent(&self) -> bool {
+        matches!(self, Purpose::Parent(_))
+    }
+}
+
 /// Batches on the wire at once.
 const MAX_BATCHES: usize = 64;
 
@@ -248,7 +255,11 @@ const MAX_BATCHES: usize = 64;
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Producer {
     config: ProducerConfig,
-    marker: String,
+    /// Our marker's path.
+    marker_path: String,
+    /// Our marker: absent, or there with the number of batches applied since it was
+    /// created (its version).
+    marker: Marker,
     session_id: i64,
     next_id: PutId,
     pending: VecDeque<PutItem>,
@@ -256,20 +267,10 @@ pub struct Producer {
     items_in_flight: usize,
     /// Failed batches waiting for the others to answer, in order.
     failed: Vec<Batch>,
-    /// The marker exists (a batch creating it was applied in this session).
-    marker_present: bool,
-    /// Batches applied since the marker was created (its version).
-    applied: u32,
     /// A batch of this marker lifetime was confirmed applied.
     marker_used: bool,
-    /// Resolving failed batches: reading the marker.
-    reading: bool,
-    need_parents: bool,
-    parent_rounds: u8,
-    parent_error: Option<Error>,
-    closing: bool,
-    deleting_marker: bool,
-    ended: bool,
+    parents: Parents,
+    life: Life,
     kit: Kit<Purpose, ProducerEvent>,
 }
 
@@ -278,26 +279,20 @@ impl Producer {
     pub fn new(config: ProducerConfig) -> Self {
         let mut name = String::from("p-");
         name.push_str(&config.id);
-        let marker = join(&config.meta_dir, &name);
+        let marker_path = join(&config.meta_dir, &name);
         Producer {
             config,
-            marker,
+            marker_path,
+            marker: Marker::Absent,
             session_id: 0,
             next_id: 1,
             pending: VecDeque::new(),
             in_flight: VecDeque::new(),
             items_in_flight: 0,
             failed: Vec::new(),
-            marker_present: false,
-            applied: 0,
             marker_used: false,
-            reading: false,
-            need_parents: false,
-            parent_rounds: 0,
-            parent_error: None,
-            closing: false,
-            deleting_marker: false,
-            ended: false,
+            parents: Parents::default(),
+            life: Life::Open,
             kit: Kit::default(),
         }
     }
@@ -309,7 +304,7 @@ impl Producer {
 
     /// Our marker's path.
     pub fn marker(&self) -> &str {
-        &self.marker
+        &self.marker_path
     }
 
     /// Puts not yet answered (queued or in flight).
@@ -321,7 +316,7 @@ impl Producer {
 
     /// Has the producer ended?
     pub fn has_ended(&self) -> bool {
-        self.ended
+        self.life == Life::Ended
     }
 
     /// Puts `data` (priority [`DEFAULT_PRIORITY`] in a priority queue).
@@ -338,7 +333,7 @@ impl Producer {
         data: Bytes,
         priority: u16,
     ) -> Result<PutId, Error> {
-        if self.closing || self.ended {
+        if self.life != Life::Open {
             return Err(Error::Closed);
         }
         if priority > super::MAX_PRIORITY {
@@ -363,7 +358,9 @@ impl Producer {
     /// Sends what is queued, waits for every answer, deletes the marker, then reports
     /// [`ProducerEvent::Closed`].
     pub fn close(&mut self, now: Instant) {
-        self.closing = true;
+        if self.life == Life::Open {
+            self.life = Life::Closing { deleting: false };
+        }
         self.drive(now);
     }
 
@@ -375,65 +372,67 @@ impl Producer {
         self.session_id != 0
             && self.kit.allows(now)
             && self.failed.is_empty()
-            && !self.reading
-            && !self.deleting_marker
+            && !self.reading_marker()
+            && !self.deleting_marker()
+    }
+
+    /// Resolving failed batches: the marker's read is on the wire.
+    fn reading_marker(&self) -> bool {
+        self.kit.any(|p| *p == Purpose::ReadMarker)
+    }
+
+    fn deleting_marker(&self) -> bool {
+        self.life == (Life::Closing { deleting: true })
     }
 
     fn drive(&mut self, now: Instant) {
-        if self.ended {
+        if self.life == Life::Ended {
             return;
         }
         if !self.failed.is_empty() && self.in_flight.is_empty() {
             self.resolve(now);
         }
-        // One round at a time: the replies of a round on the wire decide on the next.
-        if self.can_send(now)
-            && self.need_parents
-            && !self.kit.any(|p| matches!(p, Purpose::Parent(_)))
-        {
-            self.need_parents = false;
-            self.parent_rounds = self.parent_rounds.saturating_add(1);
-            for (p, req) in parent_round(&self.config.dir, &self.config.meta_dir, &self.config.acl)
-            {
-                self.kit.send(Purpose::Parent(p), req);
-            }
+        if self.can_send(now) {
+            let dirs = (&*self.config.dir, &*self.config.meta_dir, &*self.config.acl);
+            self.parents
+                .send_round(&mut self.kit, dirs, Purpose::Parent, Purpose::is_parent);
         }
         // Nothing is chained behind a batch that creates the marker: a marker of the
         // same name left by our previous session (expired by our estimate, not yet by
         // the server) could match the chained version and apply it out of order.
         while self.can_send(now)
             && !self.pending.is_empty()
-            && (self.marker_present || self.in_flight.is_empty())
+            && (self.marker != Marker::Absent || self.in_flight.is_empty())
             && self.items_in_flight < self.config.max_in_flight.max(1)
             && self.in_flight.len() < self.config.max_batches_in_flight.clamp(1, MAX_BATCHES)
         {
             self.send_batch();
         }
-        if self.closing
-            && !self.deleting_marker
+        if self.life == (Life::Closing { deleting: false })
             && self.pending.is_empty()
             && self.in_flight.is_empty()
             && self.failed.is_empty()
-            && !self.reading
+            && !self.reading_marker()
         {
-            if self.marker_present && self.session_id != 0 && self.kit.allows(now) {
-                self.deleting_marker = true;
+            let present = self.marker != Marker::Absent;
+            if present && self.session_id != 0 && self.kit.allows(now) {
+                self.life = Life::Closing { deleting: true };
                 self.kit.send(
                     Purpose::DeleteMarker,
                     Request::Delete(DeleteRequest {
-                        path: self.marker.clone(),
+                        path: self.marker_path.clone(),
                         version: -1,
                     }),
                 );
-            } else if !self.marker_present || self.session_id == 0 {
+            } else if !present || self.session_id == 0 {
                 self.end();
             }
         }
     }
 
     fn end(&mut self) {
-        if !self.ended {
-            self.ended = true;
+        if self.life != Life::Ended {
+            self.life = Life::Ended;
             for item in core::mem::take(&mut self.pending) {
                 self.kit.emit(ProducerEvent::PutFailed {
                     id: item.id,
@@ -465,19 +464,19 @@ impl Producer {
                 items.push(item);
             }
         }
-        let no = self.applied + self.in_flight.len() as u32 + 1;
-        let creates_marker = !self.marker_present && self.in_flight.is_empty();
+        let no = self.marker.applied() + self.in_flight.len() as u32 + 1;
+        let creates_marker = self.marker == Marker::Absent && self.in_flight.is_empty();
         let mut ops = Vec::with_capacity(items.len() + 2);
         if creates_marker {
             ops.push(MultiOp::Create(CreateRequest::new(
-                self.marker.clone(),
+                self.marker_path.clone(),
                 Bytes::new(),
                 self.config.acl.clone(),
                 CreateMode::Ephemeral,
             )));
         }
         ops.push(MultiOp::SetData(SetDataRequest {
-            path: self.marker.clone(),
+            path: self.marker_path.clone(),
             data: Bytes::new(),
             version: (no.wrapping_sub(1)) as i32,
         }));
@@ -510,7 +509,7 @@ impl Producer {
 
     /// Every batch in flight has answered and some failed: decide.
     fn resolve(&mut self, now: Instant) {
-        if self.reading {
+        if self.reading_marker() {
             return;
         }
         let needs_read = self
@@ -521,24 +520,18 @@ impl Producer {
             if self.session_id == 0 || !self.kit.allows(now) {
                 return;
             }
-            self.reading = true;
-            self.kit.send(
-                Purpose::Sync,
-                Request::Sync(PathRequest {
-                    path: self.config.meta_dir.clone(),
-                }),
-            );
+            self.kit.sync(Purpose::Sync, &self.config.meta_dir);
             self.kit.send(
                 Purpose::ReadMarker,
                 Request::Exists(PathWatch {
-                    path: self.marker.clone(),
+                    path: self.marker_path.clone(),
                     watch: false,
                 }),
             );
             return;
         }
         // Nothing in doubt: the marker is as we know it.
-        self.settle(self.marker_present, self.applied);
+        self.settle(self.marker != Marker::Absent, self.marker.applied());
     }
 
     /// The marker's state is known (`present`, `version`): report applied batches,
@@ -579,16 +572,14 @@ impl Producer {
                 _ => again.extend(batch.items),
             }
         }
-        if present {
-            self.applied = version;
-            if lost_marker {
-                self.marker_used = false;
-            }
-        } else {
-            self.applied = 0;
+        if lost_marker || !present {
             self.marker_used = false;
         }
-        self.marker_present = present;
+        self.marker = if present {
+            Marker::Present(version)
+        } else {
+            Marker::Absent
+        };
         for item in again.into_iter().rev() {
             self.pending.push_front(item);
         }
@@ -606,11 +597,10 @@ impl Producer {
         match (&result, failure) {
             (Ok(Response::Multi(results)), None) => {
                 self.kit.succeeded();
-                self.parent_rounds = 0;
-                self.parent_error = None;
-                self.marker_present = true;
+                self.parents.rounds = 0;
+                self.parents.error = None;
+                self.marker = Marker::Present(self.marker.applied().max(no));
                 self.marker_used = true;
-                self.applied = self.applied.max(no);
                 let skip = if batch.creates_marker { 2 } else { 1 };
                 for (i, item) in batch.items.into_iter().enumerate() {
                     let node = match results.get(skip + i) {
@@ -635,8 +625,8 @@ impl Producer {
                     c => Fail::Final(Error::Server(c)),
                 });
                 if batch.fail == Some(Fail::Parents) {
-                    if self.parent_rounds >= MAX_PARENT_ROUNDS || self.parent_error.is_some() {
-                        let e = self.parent_error.clone().unwrap_or_else(|| {
+                    if self.parents.done() {
+                        let e = self.parents.error.clone().unwrap_or_else(|| {
                             ancestor_result(
                                 &self.config.dir,
                                 &Err(Error::Server(ErrorCode::NoNode)),
@@ -645,7 +635,7 @@ impl Producer {
                         });
                         batch.fail = Some(Fail::Final(e));
                     } else {
-                        self.need_parents = true;
+                        self.parents.need = true;
                     }
                 }
             }
@@ -666,7 +656,6 @@ impl Producer {
     }
 
     fn on_read_marker(&mut self, now: Instant, result: Result<Response, Error>) {
-        self.reading = false;
         match result {
             Ok(Response::Stat(stat)) if stat.ephemeral_owner == self.session_id => {
                 self.settle(true, stat.version as u32)
@@ -694,27 +683,12 @@ impl Producer {
         }
     }
 
-    fn on_parent(&mut self, now: Instant, path: String, result: Result<Response, Error>) {
-        if let Some(e) = ancestor_result(&path, &result) {
-            if e.is_retryable() {
-                // Refused: the round goes again after a backoff (once per round) and
-                // does not count as one of the rounds that found a parent missing.
-                if !self.need_parents {
-                    self.kit.failed(now);
-                    self.parent_rounds = self.parent_rounds.saturating_sub(1);
-                }
-                self.need_parents = true;
-            } else if !e.ends_session() && self.parent_error.is_none() {
-                self.parent_error = Some(e);
-            }
-        }
-    }
-
     fn on_session_end(&mut self, error: Error, terminal: bool) {
         self.kit.clear_requests();
-        self.reading = false;
-        self.deleting_marker = false;
-        self.need_parents = false;
+        if let Life::Closing { deleting } = &mut self.life {
+            *deleting = false;
+        }
+        self.parents.need = false;
         let mut batches: Vec<Batch> = core::mem::take(&mut self.failed);
         batches.extend(self.in_flight.drain(..));
         batches.sort_by_key(|b| b.no);
@@ -745,9 +719,8 @@ impl Producer {
         for item in again.into_iter().rev() {
             self.pending.push_front(item);
         }
-        self.marker_present = false;
+        self.marker = Marker::Absent;
         self.marker_used = false;
-        self.applied = 0;
         self.session_id = 0;
         if terminal {
             for item in core::mem::take(&mut self.pending) {
@@ -757,7 +730,7 @@ impl Producer {
                     may_have_applied: false,
                 });
             }
-            self.ended = true;
+            self.life = Life::Ended;
             self.emit(ProducerEvent::Closed);
         }
     }
@@ -777,15 +750,17 @@ impl Protocol for Producer {
         };
         match purpose {
             Purpose::Batch(no) => self.on_batch(now, no, result),
-            Purpose::Parent(p) => self.on_parent(now, p, result),
+            Purpose::Parent(p) => self.parents.answered(&mut self.kit, now, &p, &result),
             Purpose::Sync => {}
             Purpose::ReadMarker => self.on_read_marker(now, result),
             Purpose::DeleteMarker => {
-                self.deleting_marker = false;
+                if let Life::Closing { deleting } = &mut self.life {
+                    *deleting = false;
+                }
                 match result {
                     Err(e) if e.is_retryable() => self.kit.failed(now),
                     _ => {
-                        self.marker_present = false;
+                        self.marker = Marker::Absent;
                         self.end();
                     }
                 }
@@ -800,8 +775,7 @@ impl Protocol for Producer {
         match change {
             SessionChange::Connected { session_id } => {
                 self.session_id = session_id;
-                self.marker_present = false;
-                self.applied = 0;
+                self.marker = Marker::Absent;
             }
             SessionChange::Suspended => {}
             SessionChange::Reconnected { session_id } => {
@@ -824,7 +798,7 @@ impl Protocol for Producer {
     }
 
     fn deadline(&self) -> Option<Instant> {
-        if self.ended {
+        if self.life == Life::Ended {
             return None;
         }
         // Only what could go out but for the backoff waits on it: queued puts with room
@@ -834,16 +808,15 @@ impl Protocol for Producer {
             && self.failed.is_empty()
             && self.items_in_flight < self.config.max_in_flight.max(1)
             && self.in_flight.len() < self.config.max_batches_in_flight.clamp(1, MAX_BATCHES)
-            && (self.marker_present || self.in_flight.is_empty());
+            && (self.marker != Marker::Absent || self.in_flight.is_empty());
+        let closing = self.life != Life::Open;
         let waiting = self.session_id != 0
-            && !self.reading
-            && !self.deleting_marker
+            && !self.reading_marker()
+            && !self.deleting_marker()
             && (room
                 || (!self.failed.is_empty() && self.in_flight.is_empty())
-                || (self.need_parents
-                    && self.failed.is_empty()
-                    && !self.kit.any(|p| matches!(p, Purpose::Parent(_))))
-                || (self.closing && self.marker_present && self.in_flight.is_empty()));
+                || (self.parents.due(&self.kit, Purpose::is_parent) && self.failed.is_empty())
+                || (closing && self.marker != Marker::Absent && self.in_flight.is_empty()));
         if waiting {
             self.kit.retry_at()
         } else {
@@ -852,6 +825,33 @@ impl Protocol for Producer {
     }
 
     fn finished(&self) -> bool {
-        self.ended && self.kit.is_idle()
+        self.life == Life::Ended && self.kit.is_idle()
+    }
+
+    fn check(&self) {
+        let items: usize = self.in_flight.iter().map(|b| b.items.len()).sum();
+        debug_assert_eq!(self.items_in_flight, items, "items on the wire counted");
+        debug_assert!(
+            self.failed.windows(2).all(|w| w[0].no <= w[1].no),
+            "failed batches in order"
+        );
+        debug_assert!(
+            self.in_flight.iter().all(|b| b.fail.is_none()),
+            "a batch on the wire has not failed"
+        );
+        debug_assert!(
+            !self.reading_marker() || self.in_flight.is_empty(),
+            "nothing goes out while failed batches are resolved"
+        );
+        debug_assert!(
+            !self.deleting_marker() || self.kit.any(|p| *p == Purpose::DeleteMarker),
+            "deleting the marker: its delete is on the wire"
+        );
+        if self.life == Life::Ended {
+            debug_assert!(self.pending.is_empty(), "nothing queued once ended");
+        }
+        if self.marker_used && self.life != Life::Ended {
+            debug_assert!(self.marker != Marker::Absent, "a used marker is there");
+        }
     }
 }

@@ -34,6 +34,7 @@ pub mod lock;
 pub mod naming;
 pub mod queue;
 pub mod semaphore;
+pub mod server_input;
 pub mod session;
 pub mod sim_barrier;
 pub mod sim_cache;

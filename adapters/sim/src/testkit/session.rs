@@ -20,16 +20,20 @@ use zk_recipes::proto::*;
 use zk_recipes::session::*;
 use zk_recipes::time::Instant;
 
-/// Consumes bytes from the front of a schedule.
-struct Input<'a>(&'a [u8]);
+/// Consumes bytes from the front of a schedule (also `server_input`'s).
+pub(crate) struct Input<'a>(pub(crate) &'a [u8]);
 
 impl Input<'_> {
-    fn byte(&mut self) -> Option<u8> {
+    pub(crate) fn byte(&mut self) -> Option<u8> {
         let (&b, rest) = self.0.split_first()?;
         self.0 = rest;
         Some(b)
     }
-    fn take(&mut self, n: usize) -> &[u8] {
+    /// The next byte, 0 once the schedule is used up.
+    pub(crate) fn or0(&mut self) -> u8 {
+        self.byte().unwrap_or(0)
+    }
+    pub(crate) fn take(&mut self, n: usize) -> &[u8] {
         let n = n.min(self.0.len());
         let (head, rest) = self.0.split_at(n);
         self.0 = rest;

@@ -22,7 +22,7 @@ use std::io::{BufRead, BufReader, Lines, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use zk_recipes_testing::TestServer;
+use zk_recipes_testing::{EmbeddedServer, TestServer};
 use zk_recipes_tokio::{connect, Options};
 
 /// A Java process holding one `LeaderLatch`, answering one line per command.
@@ -109,7 +109,19 @@ fn within<F: std::future::Future>(
 fn curator_leader_latch_and_our_candidates_elect_one_leader() {
     let (_dir, cp) = curator_support::compiled("CuratorLatch");
     let server = TestServer::start().unwrap();
-    let cs = server.connect_string();
+    elect_one_leader_on(&cp, &server.connect_string());
+}
+
+/// The same against the embedded server (issue 37).
+#[test]
+fn curator_leader_latch_and_our_candidates_elect_one_leader_on_the_embedded_server() {
+    let (_dir, cp) = curator_support::compiled("CuratorLatch");
+    let server = EmbeddedServer::start().unwrap();
+    elect_one_leader_on(&cp, &server.connect_string());
+}
+
+fn elect_one_leader_on(cp: &str, cs: &str) {
+    let (cp, cs) = (cp.to_string(), cs.to_string());
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use zk_recipes_testing::TestServer;
+use zk_recipes_testing::{EmbeddedServer, TestServer};
 use zk_recipes_tokio::{connect, Options};
 
 fn curator_try(cp: &str, connect: &str, path: &str) -> String {
@@ -28,7 +28,19 @@ fn curator_try(cp: &str, connect: &str, path: &str) -> String {
 async fn curator_and_zk_recipes_exclude_each_other() {
     let (_dir, cp) = curator_support::compiled("CuratorLock");
     let server = TestServer::start().unwrap();
-    let cs = server.connect_string();
+    exclude_each_other_on(&cp, &server.connect_string()).await;
+}
+
+/// The same against the embedded server (issue 37).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn curator_and_zk_recipes_exclude_each_other_on_the_embedded_server() {
+    let (_dir, cp) = curator_support::compiled("CuratorLock");
+    let server = EmbeddedServer::start().unwrap();
+    exclude_each_other_on(&cp, &server.connect_string()).await;
+}
+
+async fn exclude_each_other_on(cp: &str, cs: &str) {
+    let (cp, cs) = (cp.to_string(), cs.to_string());
     let zk = connect(&cs, Options::default()).await.unwrap();
 
     // We hold: Curator cannot get it; once we release, it can.
@@ -148,7 +160,19 @@ impl CuratorHolder {
 async fn a_mixed_queue_with_curator_passes_the_lock_in_order() {
     let (_dir, cp) = curator_support::compiled("CuratorLock");
     let server = TestServer::start().unwrap();
-    let cs = server.connect_string();
+    mixed_queue_on(&cp, &server.connect_string()).await;
+}
+
+/// The same against the embedded server (issue 37).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mixed_queue_with_curator_passes_the_lock_in_order_on_the_embedded_server() {
+    let (_dir, cp) = curator_support::compiled("CuratorLock");
+    let server = EmbeddedServer::start().unwrap();
+    mixed_queue_on(&cp, &server.connect_string()).await;
+}
+
+async fn mixed_queue_on(cp: &str, cs: &str) {
+    let (cp, cs) = (cp.to_string(), cs.to_string());
     let zk = connect(&cs, Options::default()).await.unwrap();
     let path = "/interop/mixed";
     let queued = |n: usize| {

@@ -5,6 +5,7 @@
 mod support;
 
 mod double_barrier;
+mod kazoo;
 mod latch;
 mod lock;
 mod queue;

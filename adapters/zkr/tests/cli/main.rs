@@ -1,7 +1,8 @@
 //! `zkr` as a user runs it: separate processes against a real ZooKeeper 3.8 started on
 //! 127.0.0.1 by the test support. The modules: `signals` (what reaches a command run
 //! directly), `nodes` (the node verbs), `messages` (what zkr says when something is
-//! wrong), `inspect` (`zkr inspect`, with Curator's lock and latch among the nodes).
+//! wrong), `inspect` (`zkr inspect`, with Curator's lock and latch among the nodes),
+//! `serve` (`zkr serve`: the embedded server, no JVM).
 
 use std::fs;
 use std::io::{BufRead, BufReader};
@@ -16,6 +17,7 @@ use zk_recipes_testing::TestServer;
 mod inspect;
 mod messages;
 mod nodes;
+mod serve;
 mod signals;
 
 fn zkr(server: &TestServer) -> Command {

@@ -1,16 +1,19 @@
-//! Demo: the tokio adapter against a real ZooKeeper — raw operations, a watch, a lock
-//! and a re-entrant lock, a leader election with a failover, and (on the server the demo
-//! starts itself) a server restart the session survives.
+//! Demo: the tokio adapter against ZooKeeper — raw operations, a watch, a lock and a
+//! re-entrant lock, a leader election with a failover, and (on the server the demo
+//! starts itself) a connection loss the session survives and a session expiry.
 //!
-//! `scripts/demo` runs it. By default it starts a ZooKeeper 3.8 on a free port of
-//! 127.0.0.1 (the test support, `zk-recipes-testing`; a JRE and Debian's `zookeeper`
-//! package); with `ZK_ADDR=host:port` it uses that running server instead, works under
-//! a fresh path of its own and deletes it at the end.
+//! `cargo run -p zk-recipes-demo` runs it with nothing installed: it starts the embedded
+//! server (`zk-recipes-server`: a ZooKeeper-compatible server in this process, for
+//! development and tests) on a free port of 127.0.0.1. With `ZK_ADDR=host:port` it
+//! uses that running ZooKeeper instead, works under a fresh path of its own and deletes
+//! it at the end.
 
 use std::time::Duration;
 
-use zk_recipes_testing::TestServer;
-use zk_recipes_tokio::{connect, CreateMode, CreateOptions, ObserverEvent, Options, Status};
+use zk_recipes_server::EmbeddedServer;
+use zk_recipes_tokio::{
+    connect, CreateMode, CreateOptions, LockChange, ObserverEvent, Options, Status,
+};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -21,8 +24,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             addr
         }
         _ => {
-            let server = TestServer::start()?;
-            println!("ZooKeeper 3.8 running at {}", server.connect_string());
+            let server = EmbeddedServer::start()?;
+            println!(
+                "embedded ZooKeeper-compatible server (for development and tests) at {}",
+                server.connect_string()
+            );
             let cs = server.connect_string();
             own_server = Some(server);
             cs
@@ -30,7 +36,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let zk = connect(
         &connect_string,
-        Options::default().session_timeout(Duration::from_secs(10)),
+        Options::default()
+            .session_timeout(Duration::from_secs(10))
+            .renew_on_expiry(true),
     )
     .await?;
     println!("session 0x{:x}: {:?}", zk.session_id(), zk.status());
@@ -106,32 +114,44 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     zk.delete_all(&format!("{root}/a")).await?;
     println!("created {root}/a/b/c with its parents and deleted the subtree");
 
-    if let Some(server) = own_server.as_mut() {
-        println!("killing the server and restarting it on the same port...");
+    if let Some(server) = own_server.as_ref() {
+        println!("dropping every connection (the session survives)...");
         let mut states = zk.status_stream();
-        server.kill()?;
-        states
+        server.drop_connections();
+        let suspended = states
             .wait_for(|s| *s == Status::Suspended)
             .await
             .ok_or("client ended")?;
-        println!("  client says: {:?}", zk.status());
-        server.restart()?;
-        states
+        println!("  client says: {suspended:?}");
+        let connected = states
             .wait_for(|s| matches!(s, Status::Connected { .. }))
             .await
             .ok_or("client ended")?;
         println!(
-            "  client says: {:?} (same session 0x{:x})",
-            zk.status(),
+            "  client says: {connected:?} (same session 0x{:x})",
             zk.session_id()
         );
         println!("ephemeral still there: {}", zk.exists(&me).await?.is_some());
-        println!(
-            "server counted {} znodes",
-            server.mntr_value("zk_znode_count")?
-        );
+        println!("expiring the session...");
+        let old = zk.session_id();
+        let mut guard = zk.lock(&format!("{root}/locks/job")).acquire().await?;
+        server.expire_session(old);
+        loop {
+            let change = guard.changed().await;
+            println!("  lock holder hears: {change:?}");
+            if matches!(change, LockChange::Lost(_)) {
+                break;
+            }
+        }
+        let renewed = states
+            .wait_for(|s| matches!(s, Status::Connected { session_id, .. } if *session_id != old))
+            .await
+            .ok_or("client ended")?;
+        println!("  client says: {renewed:?} (a new session)");
+        println!("ephemeral still there: {}", zk.exists(&me).await?.is_some());
+        println!("server holds {} znodes", server.stats().znodes);
     } else {
-        println!("ZK_ADDR: not restarting a server the demo did not start");
+        println!("ZK_ADDR: no faults on a server the demo did not start");
     }
     zk.delete_all(&root).await?;
     println!("deleted {root}");
