@@ -45,6 +45,7 @@ pub mod error;
 pub mod hash;
 pub mod proto;
 pub mod recipe;
+pub mod sasl;
 pub mod session;
 pub mod time;
 

@@ -361,6 +361,12 @@ impl Client {
 
     // ----- input -----
 
+    /// See [`Session::handle_random`]: random bytes for the next connection's SASL
+    /// exchange; a driver calls it before each `handle_connected`.
+    pub fn handle_random(&mut self, random: [u8; 32]) {
+        self.session.handle_random(random);
+    }
+
     /// See [`Session::handle_connected`].
     pub fn handle_connected(&mut self, now: Instant) {
         self.session.handle_connected(now);
@@ -619,7 +625,7 @@ impl Client {
                 session_id: self.session.session_id(),
             }),
             SessionEvent::Expired { .. } => Some(SessionChange::Expired),
-            SessionEvent::Closed | SessionEvent::AuthFailed => Some(SessionChange::Closed),
+            SessionEvent::Closed | SessionEvent::AuthFailed(_) => Some(SessionChange::Closed),
             _ => None,
         };
         // An expiry no new session follows ends the client: recipes that would

@@ -1,9 +1,11 @@
 //! [`Options`]: the settings a [`Client`](super::Client) starts with.
 
+use alloc::sync::Arc;
 use core::time::Duration;
 
 use crate::error::ConnectStringError;
-use crate::session::{ConnectString, SessionConfig};
+use crate::sasl::Mechanism;
+use crate::session::{ConnectString, DefaultAcl, SessionConfig};
 
 /// Client options: the session settings.
 #[derive(Clone, Debug)]
@@ -61,6 +63,21 @@ impl Options {
     /// Cap on watch registrations.
     pub fn max_watches(mut self, n: usize) -> Self {
         self.session.max_watches = n;
+        self
+    }
+
+    /// Authenticates every connection with this SASL mechanism, right after the
+    /// handshake (e.g. [`DigestMd5`](crate::sasl::DigestMd5)); the driver must then
+    /// supply random bytes ([`Client::handle_random`](super::Client::handle_random)).
+    pub fn sasl(mut self, mechanism: Arc<dyn Mechanism>) -> Self {
+        self.session.sasl = Some(mechanism);
+        self
+    }
+
+    /// The ACL of every node created with "the default" (an empty ACL or
+    /// `OPEN_ACL_UNSAFE`: what recipes use unless configured), per path prefix.
+    pub fn default_acl(mut self, acl: DefaultAcl) -> Self {
+        self.session.default_acl = Some(acl);
         self
     }
 

@@ -3,7 +3,7 @@
 
 use core::time::Duration;
 
-use crate::error::{Error, SessionEnd};
+use crate::error::{AuthFailure, Error, SessionEnd};
 use crate::session::{Session, SessionEvent};
 
 /// Session state as applications see it.
@@ -32,8 +32,8 @@ pub enum Status {
     },
     /// Closed. Terminal.
     Closed,
-    /// Authentication failed. Terminal.
-    AuthFailed,
+    /// Authentication failed, for this reason. Terminal.
+    AuthFailed(AuthFailure),
 }
 
 impl Status {
@@ -41,7 +41,7 @@ impl Status {
     pub fn is_terminal(self) -> bool {
         matches!(
             self,
-            Status::Expired { renewing: false } | Status::Closed | Status::AuthFailed
+            Status::Expired { renewing: false } | Status::Closed | Status::AuthFailed(_)
         )
     }
 
@@ -54,7 +54,7 @@ impl Status {
     pub fn error(self) -> Error {
         Error::from(match self {
             Status::Expired { .. } => SessionEnd::Expired,
-            Status::AuthFailed => SessionEnd::AuthFailed,
+            Status::AuthFailed(why) => SessionEnd::AuthFailed(why),
             _ => SessionEnd::Closed,
         })
     }
@@ -80,7 +80,7 @@ impl Status {
             SessionEvent::Suspended { .. } => Status::Suspended,
             SessionEvent::Expired { renewing, .. } => Status::Expired { renewing },
             SessionEvent::Closed => Status::Closed,
-            SessionEvent::AuthFailed => Status::AuthFailed,
+            SessionEvent::AuthFailed(why) => Status::AuthFailed(why),
             _ => return None,
         })
     }

@@ -17,7 +17,7 @@ use alloc::string::String;
 use core::fmt;
 
 pub use connection::{DisconnectReason, HostFailures, TlsFailure, TransportError};
-pub use request::{ConnectStringError, SessionEnd, SubmitError};
+pub use request::{AuthFailure, ConnectStringError, SaslFailure, SessionEnd, SubmitError};
 
 use crate::proto::{ErrorCode, OpCode, PathError, TooLarge};
 
@@ -43,8 +43,9 @@ pub enum Error {
     SessionExpired,
     /// The client was closed.
     Closed,
-    /// Authentication failed; the session is closed.
-    AuthFailed,
+    /// Authentication failed, for this reason (a rejected `addauth`, a server that
+    /// requires SASL, or the SASL mechanism and why it failed); the session is closed.
+    AuthFailed(AuthFailure),
     /// No reply within the call's timeout (the request may still be applied).
     Timeout,
     /// A path breaks ZooKeeper's rules; nothing was sent.
@@ -120,7 +121,7 @@ impl Error {
             Error::Server(c) | Error::Node { code: c, .. } => Some(*c),
             Error::ConnectionLoss => Some(ErrorCode::ConnectionLoss),
             Error::SessionExpired => Some(ErrorCode::SessionExpired),
-            Error::AuthFailed => Some(ErrorCode::AuthFailed),
+            Error::AuthFailed(_) => Some(ErrorCode::AuthFailed),
             Error::Timeout => Some(ErrorCode::OperationTimeout),
             Error::InvalidPath { .. } => Some(ErrorCode::BadArguments),
             Error::NoParent { .. } | Error::ChrootMissing => Some(ErrorCode::NoNode),
@@ -156,7 +157,7 @@ impl From<ErrorCode> for Error {
         match code {
             ErrorCode::ConnectionLoss => Error::ConnectionLoss,
             ErrorCode::SessionExpired => Error::SessionExpired,
-            ErrorCode::AuthFailed => Error::AuthFailed,
+            ErrorCode::AuthFailed => Error::AuthFailed(AuthFailure::Rejected),
             other => Error::Server(other),
         }
     }
@@ -173,7 +174,7 @@ impl From<SessionEnd> for Error {
         match end {
             SessionEnd::Expired => Error::SessionExpired,
             SessionEnd::Closed => Error::Closed,
-            SessionEnd::AuthFailed => Error::AuthFailed,
+            SessionEnd::AuthFailed(why) => Error::AuthFailed(why),
         }
     }
 }
@@ -222,7 +223,7 @@ impl Error {
     pub fn ends_session(&self) -> bool {
         matches!(
             self,
-            Error::SessionExpired | Error::Closed | Error::AuthFailed
+            Error::SessionExpired | Error::Closed | Error::AuthFailed(_)
         )
     }
 }
@@ -251,7 +252,9 @@ impl fmt::Display for Error {
                 f.write_str("session expired; its ephemeral nodes and watches are gone")
             }
             Error::Closed => f.write_str("client closed"),
-            Error::AuthFailed => f.write_str("authentication failed; the session is closed"),
+            Error::AuthFailed(why) => {
+                write!(f, "authentication failed: {why}; the session is closed")
+            }
             Error::Timeout => {
                 f.write_str("no reply within the timeout; the request may still be applied")
             }

@@ -14,8 +14,8 @@ pub enum SessionEnd {
     Expired,
     /// Closed by [`Session::close`](crate::session::Session::close).
     Closed,
-    /// The server rejected the credentials.
-    AuthFailed,
+    /// Authentication failed, for this reason.
+    AuthFailed(AuthFailure),
 }
 
 impl SessionEnd {
@@ -24,7 +24,78 @@ impl SessionEnd {
         match self {
             SessionEnd::Expired => ErrorCode::SessionExpired,
             SessionEnd::Closed => ErrorCode::ConnectionLoss,
-            SessionEnd::AuthFailed => ErrorCode::AuthFailed,
+            SessionEnd::AuthFailed(_) => ErrorCode::AuthFailed,
+        }
+    }
+}
+
+/// Why authentication failed (the session then ends, for good: the same credentials
+/// would fail again).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum AuthFailure {
+    /// The server rejected an `addauth` packet (`AuthFailed`, -115).
+    Rejected,
+    /// The server requires SASL authentication (`zookeeper.enforce.auth.enabled`) and
+    /// this client has no SASL mechanism configured (the server answered
+    /// `SessionClosedRequireSaslAuth`, -124).
+    SaslRequired,
+    /// The SASL exchange of `mechanism` failed.
+    Sasl {
+        /// The mechanism's name (`"DIGEST-MD5"`, ...).
+        mechanism: &'static str,
+        /// Why.
+        reason: SaslFailure,
+    },
+}
+
+/// Why a SASL exchange failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SaslFailure {
+    /// The server refused our credentials with this code (`AuthFailed`, or
+    /// `SessionClosedRequireSaslAuth` when it requires SASL): a wrong user or password,
+    /// or a mechanism it does not accept.
+    Refused(ErrorCode),
+    /// The server's proof of the password (DIGEST-MD5's `rspauth`) is wrong: it does
+    /// not know the password, so it is not the server we meant.
+    ServerNotVerified,
+    /// The server's challenge is malformed or asks for what the mechanism cannot do.
+    BadChallenge(&'static str),
+    /// The driver gave no random bytes for the connection
+    /// ([`Session::handle_random`](crate::session::Session::handle_random)).
+    NoRandom,
+    /// The mechanism's own failure.
+    Mechanism(&'static str),
+}
+
+impl fmt::Display for AuthFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AuthFailure::Rejected => f.write_str("the server rejected the credentials (addauth)"),
+            AuthFailure::SaslRequired => f.write_str(
+                "the server requires SASL authentication and no SASL mechanism is configured",
+            ),
+            AuthFailure::Sasl { mechanism, reason } => write!(f, "SASL {mechanism}: {reason}"),
+        }
+    }
+}
+
+impl fmt::Display for SaslFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SaslFailure::Refused(code) => write!(
+                f,
+                "the server refused the credentials (wrong user or password?): {code}"
+            ),
+            SaslFailure::ServerNotVerified => {
+                f.write_str("the server could not prove it knows the password (bad rspauth)")
+            }
+            SaslFailure::BadChallenge(what) => write!(f, "unusable server challenge: {what}"),
+            SaslFailure::NoRandom => {
+                f.write_str("the driver supplied no random bytes for the client nonce")
+            }
+            SaslFailure::Mechanism(what) => f.write_str(what),
         }
     }
 }

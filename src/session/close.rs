@@ -35,9 +35,10 @@ impl Session {
                     deadline: deadline.max(now),
                 };
             }
-            Phase::Idle { .. } | Phase::Dialing { .. } | Phase::Handshaking { .. } => {
-                self.end(SessionEnd::Closed, false)
-            }
+            Phase::Idle { .. }
+            | Phase::Dialing { .. }
+            | Phase::Handshaking { .. }
+            | Phase::Authenticating { .. } => self.end(SessionEnd::Closed, false),
             Phase::Closing { .. } | Phase::Ended(_) => {}
         }
     }
@@ -88,7 +89,7 @@ impl Session {
                 renewing: false,
             },
             SessionEnd::Closed => SessionEvent::Closed,
-            SessionEnd::AuthFailed => SessionEvent::AuthFailed,
+            SessionEnd::AuthFailed(why) => SessionEvent::AuthFailed(why),
         });
     }
 

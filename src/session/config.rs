@@ -1,9 +1,12 @@
 //! The session's settings ([`SessionConfig`]) and their defaults.
 
+use alloc::sync::Arc;
 use core::time::Duration;
 
 use super::connect_string::ConnectString;
+use super::default_acl::DefaultAcl;
 use crate::proto::{DEFAULT_MAX_REPLY, DEFAULT_MAX_REQUEST};
+use crate::sasl::Mechanism;
 
 /// Session settings. [`SessionConfig::new`] gives sensible defaults.
 #[derive(Clone, Debug)]
@@ -36,6 +39,13 @@ pub struct SessionConfig {
     /// backoff. One lost sooner (a server that answers the handshake and then fails)
     /// counts as a failed attempt, so such servers are redialled with growing backoff.
     pub stable_after: Duration,
+    /// SASL mechanism run on every connection, right after the handshake (default
+    /// none); e.g. [`DigestMd5`](crate::sasl::DigestMd5).
+    pub sasl: Option<Arc<dyn Mechanism>>,
+    /// The ACL of nodes created with "the default" (an empty ACL or
+    /// `OPEN_ACL_UNSAFE`, what recipes use unless configured), per path prefix
+    /// (default none: such creates go out as given).
+    pub default_acl: Option<DefaultAcl>,
     /// After the session expires, start a new session by itself (as Curator and kazoo
     /// do). Off: `Expired` ends the session for good.
     pub renew_on_expiry: bool,
@@ -60,6 +70,8 @@ impl SessionConfig {
             backoff_max: Duration::from_secs(2),
             stable_after: Duration::from_secs(2),
             renew_on_expiry: true,
+            sasl: None,
+            default_acl: None,
         }
     }
 }

@@ -6,8 +6,9 @@
 //! losing the connection (requests in flight fail with `ConnectionLoss`, the session
 //! is `Suspended`, the next host is dialled).
 //!
-//! A step between the server's answer and the priming (a SASL exchange) is a phase of
-//! its own here, in [`on_handshake`](Session::on_handshake).
+//! A step between the server's answer and the priming, the SASL exchange, is a phase
+//! of its own (`Authenticating`), run by `sasl.rs`; [`established`](Session::established)
+//! follows it.
 
 use bytes::Bytes;
 
@@ -67,10 +68,24 @@ impl Session {
             return Ok(());
         }
         let resumed = self.identity.accept(resp);
+        if let Phase::Handshaking { deadline } = self.phase {
+            if let Some(mechanism) = self.config.sasl.clone() {
+                return self.begin_sasl(now, deadline, mechanism, resumed);
+            }
+        }
+        self.established(now, resumed);
+        Ok(())
+    }
+
+    /// The session is usable on this connection (after the handshake, and the SASL
+    /// exchange if there is one): say so, then prime the connection.
+    pub(super) fn established(&mut self, now: Instant, resumed: bool) {
         self.phase = Phase::Connected;
+        let announced = core::mem::replace(&mut self.sasl.announced, self.identity.session_id);
+        let announce_resumed = resumed && announced == self.identity.session_id;
         self.hosts.connected(now);
         let read_only = self.identity.read_only_server();
-        self.events.push_back(if resumed {
+        self.events.push_back(if announce_resumed {
             SessionEvent::Reconnected { read_only }
         } else {
             SessionEvent::Connected {
@@ -81,7 +96,6 @@ impl Session {
         });
         self.identity.suspended = false;
         self.prime(now, resumed);
-        Ok(())
     }
 
     /// A new connection's first writes: auth, then watches, then whatever waited for

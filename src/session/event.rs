@@ -9,7 +9,7 @@ use alloc::vec::Vec;
 use core::fmt;
 use core::time::Duration;
 
-use crate::error::{DisconnectReason, Error, HostFailures, SessionEnd};
+use crate::error::{AuthFailure, DisconnectReason, Error, HostFailures, SessionEnd};
 use crate::proto::{EventType, Response};
 
 /// The caller's name for a request; replies and watch events come back under it.
@@ -155,8 +155,8 @@ pub enum SessionEvent {
     },
     /// The session was closed. Terminal.
     Closed,
-    /// Authentication failed. Terminal.
-    AuthFailed,
+    /// Authentication failed, for this reason. Terminal.
+    AuthFailed(AuthFailure),
     /// A request completed.
     Reply(Reply),
     /// A listing shared by several requesters completed: the same reply for each of
@@ -218,7 +218,9 @@ impl fmt::Display for SessionEvent {
                 write!(f, "no server reachable ({hosts})")
             }
             SessionEvent::Closed => f.write_str("session closed"),
-            SessionEvent::AuthFailed => f.write_str("authentication failed; session closed"),
+            SessionEvent::AuthFailed(why) => {
+                write!(f, "authentication failed: {why}; session closed")
+            }
             SessionEvent::Reply(r) => write!(f, "reply to {:?}", r.token),
             SessionEvent::SharedReply(r) => write!(f, "shared reply to {:?}", r.tokens),
             SessionEvent::Watch { token, event } => {

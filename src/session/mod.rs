@@ -24,7 +24,10 @@
 //!   attempt gets `session timeout / number of hosts`, at most a third of the timeout,
 //!   to connect and handshake (a restarting ZooKeeper can accept a connection and never
 //!   answer it: one such attempt must not use up the session).
-//! * Only the `ConnectRequest` is written until the server answers it. An answer with a
+//! * Only the `ConnectRequest` is written until the server answers it. With a SASL
+//!   mechanism ([`SessionConfig::sasl`]), its exchange follows on every connection, and
+//!   nothing else is written until it completes; a refusal ends the session
+//!   ([`SessionEvent::AuthFailed`], final). An answer with a
 //!   zero timeout means the session is gone: [`SessionEvent::Expired`], for good.
 //! * Normal requests get xids 1, 2, … and replies must come back in that order; anything
 //!   else is a protocol error that drops the connection. Pings (-2), auth (-4) and
@@ -78,6 +81,8 @@
 //! | `window` | xids, the requests in flight (FIFO matching), the AIMD window |
 //! | `lanes` | the queue: main and yielding lanes, shared listings |
 //! | `auth` | auth packets to replay, answers awaited |
+//! | `sasl` | the SASL exchange of this connection (a step of the handshake) |
+//! | `default_acl` | the ACL creates asking for "the default" get (applied at submit) |
 //! | `watches` | the registry, SetWatches2 arming, fan-out, re-arming after a resume |
 //!
 //! and the session's own steps, over those parts: `connection` (dialling, the
@@ -92,6 +97,7 @@ mod close;
 mod config;
 mod connect_string;
 mod connection;
+mod default_acl;
 mod event;
 mod hosts;
 mod identity;
@@ -99,6 +105,7 @@ mod lanes;
 mod link;
 mod replies;
 mod rng;
+mod sasl;
 mod submit;
 mod timers;
 mod watches;
@@ -110,11 +117,12 @@ use bytes::BytesMut;
 use core::time::Duration;
 
 pub use crate::error::{
-    ConnectStringError, DisconnectReason, HostFailures, SessionEnd, SubmitError, TlsFailure,
-    TransportError,
+    AuthFailure, ConnectStringError, DisconnectReason, HostFailures, SaslFailure, SessionEnd,
+    SubmitError, TlsFailure, TransportError,
 };
 pub use config::{SessionConfig, DEFAULT_MAX_IN_FLIGHT};
 pub use connect_string::ConnectString;
+pub use default_acl::DefaultAcl;
 pub use event::{
     Counters, Reply, SessionEvent, SessionState, SharedReply, Token, Transport, WatchEvent,
     WatchKind,
@@ -129,6 +137,7 @@ use hosts::Hosts;
 use identity::Identity;
 use lanes::Lanes;
 use link::Link;
+use sasl::SaslStep;
 use watches::Watches;
 use window::Window;
 
@@ -145,6 +154,11 @@ enum Phase {
     },
     /// ConnectRequest written; waiting for the answer.
     Handshaking {
+        deadline: Instant,
+    },
+    /// The server accepted the handshake; the SASL exchange runs (nothing else is
+    /// written) until `deadline`, the handshake's.
+    Authenticating {
         deadline: Instant,
     },
     /// Session established on this connection.
@@ -186,6 +200,7 @@ pub struct Session {
     window: Window,
     lanes: Lanes,
     auth: Auth,
+    sasl: SaslStep,
     watches: Watches,
     /// What the driver must do with its socket, in order.
     transport: VecDeque<Transport>,
@@ -207,6 +222,7 @@ impl Session {
             window: Window::new(config.max_in_flight),
             lanes: Lanes::default(),
             auth: Auth::default(),
+            sasl: SaslStep::default(),
             watches: Watches::default(),
             transport: VecDeque::new(),
             events: VecDeque::new(),
@@ -330,7 +346,7 @@ impl Session {
             Phase::Dialing { .. } | Phase::Connected => {
                 self.connection_lost(now, DisconnectReason::Transport(error))
             }
-            Phase::Handshaking { .. } => {
+            Phase::Handshaking { .. } | Phase::Authenticating { .. } => {
                 self.connection_lost(now, DisconnectReason::ClosedBeforeHandshake(error))
             }
             // The server closes the socket right after answering closeSession; if the
@@ -349,7 +365,10 @@ impl Session {
             .saturating_add(bytes.len() as u64);
         if !matches!(
             self.phase,
-            Phase::Handshaking { .. } | Phase::Connected | Phase::Closing { .. }
+            Phase::Handshaking { .. }
+                | Phase::Authenticating { .. }
+                | Phase::Connected
+                | Phase::Closing { .. }
         ) {
             return; // stale bytes from a connection we already gave up
         }
@@ -368,6 +387,7 @@ impl Session {
             self.link.last_recv = now;
             let result = match self.phase {
                 Phase::Handshaking { .. } => self.on_handshake(now, frame),
+                Phase::Authenticating { .. } => self.on_sasl_frame(now, frame),
                 Phase::Connected | Phase::Closing { .. } => self.on_frame(now, frame),
                 _ => return,
             };
@@ -387,6 +407,15 @@ impl Session {
                 break;
             }
         }
+    }
+
+    /// Random bytes from the driver's entropy source, for the next connection's SASL
+    /// exchange (DIGEST-MD5's client nonce): a driver whose session has a SASL
+    /// mechanism calls this before each [`handle_connected`](Self::handle_connected)
+    /// (the core has no random number generator). Without it the exchange fails with
+    /// [`SaslFailure::NoRandom`].
+    pub fn handle_random(&mut self, random: [u8; 32]) {
+        self.sasl.random = Some(random);
     }
 
     // ----- commands -----

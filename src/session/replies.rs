@@ -1,7 +1,8 @@
 //! Reading the server's frames on a live connection: watch notifications (to the
 //! [`Watches`](super::watches::Watches)), ping and SetWatches answers (nothing to do),
 //! auth answers (to [`Auth`](super::auth::Auth)'s waiter; a rejection ends the
-//! session), and replies, which must answer the oldest request on the wire (anything
+//! session; so does `SessionClosedRequireSaslAuth` on any frame: the server requires
+//! SASL and this session has none), and replies, which must answer the oldest request on the wire (anything
 //! else is a protocol error that drops the connection). A reply completes its request:
 //! the watches it set or removed, the chroot stripped from the paths it carries, then
 //! the [`Reply`] (or a [`SharedReply`] for a shared listing) and any notification held
@@ -15,7 +16,7 @@ use super::event::{Reply, SessionEvent, SharedReply};
 use super::watches::After;
 use super::window::InFlight;
 use super::Session;
-use crate::error::{DisconnectReason, Error, SessionEnd};
+use crate::error::{AuthFailure, DisconnectReason, Error, SessionEnd};
 use crate::proto::{
     decode_exact, decode_reply, xid, ErrorCode, MultiResult, OpCode, ReplyHeader, Response,
     WatcherEvent,
@@ -26,6 +27,12 @@ impl Session {
     /// One frame of a live connection (after the handshake).
     pub(super) fn on_frame(&mut self, now: Instant, frame: Bytes) -> Result<(), DisconnectReason> {
         let (header, body) = decode_reply(frame).map_err(DisconnectReason::Decode)?;
+        if header.err == ErrorCode::SessionClosedRequireSaslAuth.to_i32() {
+            // The server requires SASL and closes the connection: every reconnection
+            // would end the same way, so the session ends here, once.
+            self.end(SessionEnd::AuthFailed(AuthFailure::SaslRequired), false);
+            return Ok(());
+        }
         match header.xid {
             xid::NOTIFICATION => {
                 let event: WatcherEvent = decode_exact(body).map_err(DisconnectReason::Decode)?;
@@ -48,7 +55,7 @@ impl Session {
     fn on_auth_answer(&mut self, header: &ReplyHeader) {
         let token = self.auth.answered();
         if header.err == ErrorCode::AuthFailed.to_i32() {
-            return self.end(SessionEnd::AuthFailed, false);
+            return self.end(SessionEnd::AuthFailed(AuthFailure::Rejected), false);
         }
         if let Some(token) = token {
             let result = if header.err == 0 {

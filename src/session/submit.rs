@@ -105,6 +105,9 @@ impl Session {
         if arming > 0 && self.watches.len() + arming > self.config.max_watches {
             return Err(SubmitError::TooManyWatches);
         }
+        if let Some(default_acl) = &self.config.default_acl {
+            default_acl.apply(&mut request);
+        }
         let chroot = self.config.connect_string.chroot();
         if chroot.root().is_some() {
             request.for_each_path_mut(|_, path| *path = chroot.prefix(path));

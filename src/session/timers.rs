@@ -41,7 +41,10 @@ impl Session {
     /// When the client gives the session up while disconnected.
     fn expiry_estimate(&self) -> Option<Instant> {
         match self.phase {
-            Phase::Idle { .. } | Phase::Dialing { .. } | Phase::Handshaking { .. }
+            Phase::Idle { .. }
+            | Phase::Dialing { .. }
+            | Phase::Handshaking { .. }
+            | Phase::Authenticating { .. }
                 if self.identity.suspended =>
             {
                 Some(self.link.last_recv + self.timeout())
@@ -55,7 +58,9 @@ impl Session {
         let last_recv = self.link.last_recv;
         let phase = match self.phase {
             Phase::Idle { dial_at } => Some(dial_at),
-            Phase::Dialing { deadline } | Phase::Handshaking { deadline } => Some(deadline),
+            Phase::Dialing { deadline }
+            | Phase::Handshaking { deadline }
+            | Phase::Authenticating { deadline } => Some(deadline),
             Phase::Connected => Some(
                 (last_recv + self.read_timeout()).min(self.link.last_send + self.ping_interval()),
             ),
@@ -86,7 +91,9 @@ impl Session {
                 self.connection_lost(now, DisconnectReason::ConnectTimeout);
                 true
             }
-            Phase::Handshaking { deadline } if deadline <= now => {
+            Phase::Handshaking { deadline } | Phase::Authenticating { deadline }
+                if deadline <= now =>
+            {
                 self.connection_lost(now, DisconnectReason::NoHandshakeReply);
                 true
             }

@@ -314,6 +314,7 @@ forms!(both_adapters, "both_adapters.rs");
 forms!(burst, "burst.rs");
 forms!(cache_adapters, "cache_adapters.rs");
 forms!(config_adapters, "config_adapters.rs");
+forms!(default_acl_both, "default_acl_both.rs");
 forms!(election_both, "election_both.rs");
 forms!(embedded_faults, "embedded_faults.rs");
 forms!(group_rendezvous, "group_rendezvous.rs");
@@ -328,6 +329,7 @@ forms!(queue_both_adapters, "queue_both_adapters.rs");
 forms!(semaphore_adapters, "semaphore_adapters.rs");
 mod tokio_only;
 // TLS: the adapters' feature `tls` (the root's dev-dependencies turn it on).
+forms!(sasl_both, "sasl_both.rs");
 forms!(tls_both, "tls_both.rs");
 forms!(two_phase_adapters, "two_phase_adapters.rs");
 forms!(value_adapters, "value_adapters.rs");

@@ -410,6 +410,7 @@ pub(crate) fn run(mut core: Core, io: Io, shared: BoardTx, tls: TlsSetting) {
                         match s.handshake() {
                             Ok(true) => {
                                 s.connected = true;
+                                core.handle_random(zk_recipes_surface::random_bytes());
                                 core.handle_connected(now());
                             }
                             Ok(false) => continue, // the handshake waits for the server

@@ -1,10 +1,12 @@
 //! What both forms share as plain code: the options, the driver's published state, and
 //! the session seed.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use zk_recipes::client::{Error, Status};
-use zk_recipes::session::HostFailures;
+use zk_recipes::sasl::{DigestMd5, Mechanism};
+use zk_recipes::session::{DefaultAcl, HostFailures};
 
 /// A wait that reached its deadline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,6 +71,13 @@ pub struct Options {
     /// in the session's queue, in order, so one client with thousands of waiters does
     /// not trip the server's throttle.
     pub max_in_flight: usize,
+    /// SASL mechanism run on every connection right after the handshake (default
+    /// `None`); see [`sasl_digest`](Self::sasl_digest) and `docs/auth.md`.
+    pub sasl: Option<Arc<dyn Mechanism>>,
+    /// The ACL of every node created with "the default" — the open ACL every recipe
+    /// and `CreateOptions::default()` use unless told otherwise — per path prefix,
+    /// parents included (Curator's `ACLProvider`; default `None`: nodes are open).
+    pub default_acl: Option<DefaultAcl>,
     /// TLS to every host (cargo feature `tls` of the adapter; default `None`: plain
     /// TCP). See [`Tls`](crate::Tls) and `docs/tls.md`.
     #[cfg(feature = "tls")]
@@ -87,6 +96,8 @@ impl Default for Options {
             renew_on_expiry: true,
             max_pending: 10_000,
             max_in_flight: zk_recipes::session::DEFAULT_MAX_IN_FLIGHT,
+            sasl: None,
+            default_acl: None,
             #[cfg(feature = "tls")]
             tls: None,
         }
@@ -148,6 +159,27 @@ impl Options {
         self
     }
 
+    /// Authenticates every connection with SASL DIGEST-MD5 as `user` with `password`
+    /// (a user of the server's JAAS `Server` section, `DigestLoginModule`); ACLs name
+    /// it `sasl:<user>`. A refusal ends the client with
+    /// [`Error::AuthFailed`] naming the mechanism and the reason.
+    pub fn sasl_digest(self, user: &str, password: &str) -> Self {
+        self.sasl(Arc::new(DigestMd5::new(user, password)))
+    }
+
+    /// Authenticates every connection with this SASL mechanism (one of the user's own:
+    /// see [`zk_recipes::sasl::Mechanism`]).
+    pub fn sasl(mut self, mechanism: Arc<dyn Mechanism>) -> Self {
+        self.sasl = Some(mechanism);
+        self
+    }
+
+    /// Sets [`default_acl`](Self::default_acl).
+    pub fn default_acl(mut self, acl: DefaultAcl) -> Self {
+        self.default_acl = Some(acl);
+        self
+    }
+
     /// Speaks TLS to every host, with these roots, client certificate and server name
     /// (cargo feature `tls` of the adapter).
     #[cfg(feature = "tls")]
@@ -179,13 +211,19 @@ impl Options {
 
     /// The sans-IO client these options describe, for the driver to run.
     pub fn core(&self, connect_string: &str) -> Result<zk_recipes::client::Client, Error> {
-        let options = zk_recipes::client::Options::new(connect_string)?
+        let mut options = zk_recipes::client::Options::new(connect_string)?
             .session_timeout(self.session_timeout)
             .read_only(self.read_only)
             .renew_on_expiry(self.renew_on_expiry)
             .max_pending(self.max_pending)
             .max_in_flight(self.max_in_flight)
             .seed(self.seed.unwrap_or_else(random_seed));
+        if let Some(mechanism) = &self.sasl {
+            options = options.sasl(mechanism.clone());
+        }
+        if let Some(acl) = &self.default_acl {
+            options = options.default_acl(acl.clone());
+        }
         Ok(zk_recipes::client::Client::new(
             options,
             zk_recipes::time::Instant::ZERO,
@@ -196,6 +234,18 @@ impl Options {
 /// A fresh random id for a node we create (Curator's `_c_<uuid>-` protection prefix).
 pub fn node_id() -> String {
     zk_recipes::recipe::lock::node_id(random_seed(), random_seed())
+}
+
+/// Fresh random bytes from the operating system (for a SASL client nonce); if the
+/// system source fails, bytes from std's per-process random hasher keys.
+pub fn random_bytes() -> [u8; 32] {
+    let mut bytes = [0u8; 32];
+    if getrandom::getrandom(&mut bytes).is_err() {
+        for chunk in bytes.chunks_mut(8) {
+            chunk.copy_from_slice(&random_seed().to_le_bytes());
+        }
+    }
+    bytes
 }
 
 /// Entropy for seeds, from std's per-process random hasher keys.

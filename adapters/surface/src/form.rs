@@ -67,7 +67,10 @@ pub use value::{CounterFormat, CounterHandle, CounterWatchEvent, CounterWatchHan
 pub use zk_recipes;
 pub use zk_recipes::client::ops::CreateOptions;
 pub use zk_recipes::client::{Error, Status};
+pub use zk_recipes::error::{AuthFailure, SaslFailure};
 pub use zk_recipes::proto::{perms, Acl, ErrorCode, Id};
+pub use zk_recipes::sasl::{DigestMd5, Mechanism};
+pub use zk_recipes::session::DefaultAcl;
 pub use zk_recipes::proto::{
     AddWatchMode, ClientInfo, CreateMode, EventType, MultiOp, MultiResult, ReadOp, Stat,
     WatcherType,

@@ -26,6 +26,58 @@ pub struct Options {
     /// A secure (TLS) client port besides the plain one (Netty connection factory;
     /// see [`TestServer::secure_connect_string`]).
     pub tls: Option<crate::tls::ServerTls>,
+    /// SASL DIGEST-MD5 users (a JAAS `Server` section with `DigestLoginModule`), and
+    /// whether the server refuses clients that do not authenticate with SASL.
+    pub sasl: Option<SaslUsers>,
+}
+
+/// The SASL users of a test server (see [`Options::sasl`]).
+#[derive(Clone, Debug, Default)]
+pub struct SaslUsers {
+    /// `(user, password)` pairs: `user_<user>="<password>"` in the JAAS file.
+    pub users: Vec<(String, String)>,
+    /// `zookeeper.enforce.auth.enabled=true` with `zookeeper.enforce.auth.schemes=sasl`:
+    /// a client that does not authenticate with SASL is refused
+    /// (`SessionClosedRequireSaslAuth`).
+    pub enforce: bool,
+}
+
+impl SaslUsers {
+    /// These users, enforced or not.
+    pub fn new(users: &[(&str, &str)], enforce: bool) -> SaslUsers {
+        SaslUsers {
+            users: users
+                .iter()
+                .map(|(u, p)| (u.to_string(), p.to_string()))
+                .collect(),
+            enforce,
+        }
+    }
+
+    /// The JAAS file's text.
+    fn jaas(&self) -> String {
+        let users: String = self
+            .users
+            .iter()
+            .map(|(u, p)| format!("\n    user_{u}=\"{p}\""))
+            .collect();
+        format!(
+            "Server {{\n    org.apache.zookeeper.server.auth.DigestLoginModule required{users};\n}};\n"
+        )
+    }
+
+    /// The JVM flags for a server whose JAAS file is `jaas`.
+    fn jvm_flags(&self, jaas: &Path) -> Vec<String> {
+        let mut flags = vec![
+            format!("-Djava.security.auth.login.config={}", jaas.display()),
+            "-Dzookeeper.authProvider.sasl=org.apache.zookeeper.server.auth.SASLAuthenticationProvider".into(),
+        ];
+        if self.enforce {
+            flags.push("-Dzookeeper.enforce.auth.enabled=true".into());
+            flags.push("-Dzookeeper.enforce.auth.schemes=sasl".into());
+        }
+        flags
+    }
 }
 
 impl Default for Options {
@@ -38,6 +90,7 @@ impl Default for Options {
             base_dir: None,
             jvm_flags: Vec::new(),
             tls: None,
+            sasl: None,
         }
     }
 }
@@ -276,6 +329,12 @@ impl TestServer {
         };
         let data = dir.path().join("data");
         fs::create_dir_all(&data)?;
+        let mut jvm_flags = opts.jvm_flags.clone();
+        if let Some(sasl) = &opts.sasl {
+            let jaas = dir.path().join("jaas.conf");
+            fs::write(&jaas, sasl.jaas())?;
+            jvm_flags.extend(sasl.jvm_flags(&jaas));
+        }
         // The free port is only free when we look: another test's client may take it
         // before the JVM binds it, and the server then exits at once. Try another port.
         let mut attempt = 0;
@@ -301,7 +360,7 @@ impl TestServer {
                 client_addr: SocketAddr::from(([127, 0, 0, 1], port)),
                 secure_addr,
                 ttl_nodes: opts.ttl_nodes,
-                jvm_flags: opts.jvm_flags.clone(),
+                jvm_flags: jvm_flags.clone(),
                 child: None,
             };
             jvm.spawn()?;

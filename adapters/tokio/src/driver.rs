@@ -232,6 +232,7 @@ pub(crate) async fn run(
                         writer = Some(w);
                         unflushed = false;
                         out.clear();
+                        core.handle_random(zk_recipes_surface::random_bytes());
                         core.handle_connected(now());
                     }
                     Err(e) => {

@@ -84,6 +84,26 @@ struct Cli {
     #[arg(long, env = "ZK_TLS_KEY", global = true, requires = "tls_cert")]
     tls_key: Option<std::path::PathBuf>,
 
+    /// SASL DIGEST-MD5 user (a user of the servers' JAAS `Server` section); needs
+    /// --sasl-password-file.
+    #[arg(
+        long,
+        env = "ZK_SASL_USER",
+        global = true,
+        requires = "sasl_password_file"
+    )]
+    sasl_user: Option<String>,
+
+    /// File holding the SASL user's password (its first line; kept out of the command
+    /// line and the environment).
+    #[arg(
+        long,
+        env = "ZK_SASL_PASSWORD_FILE",
+        global = true,
+        requires = "sasl_user"
+    )]
+    sasl_password_file: Option<std::path::PathBuf>,
+
     #[command(subcommand)]
     command: Cmd,
 }
@@ -506,6 +526,10 @@ fn run(cli: Cli) -> Result<u8, u8> {
         connect_timeout: cli.connect_timeout,
         tls_ca: cli.tls_ca.as_deref(),
         tls_client: cli.tls_cert.as_deref().zip(cli.tls_key.as_deref()),
+        sasl: cli
+            .sasl_user
+            .as_deref()
+            .zip(cli.sasl_password_file.as_deref()),
     })
     .map_err(zk_fail)?;
     if let Some(s) = &signals {

@@ -71,6 +71,8 @@ pub struct Settings<'a> {
     pub tls_ca: Option<&'a Path>,
     /// Mutual TLS: the client certificate chain and key (PEM files).
     pub tls_client: Option<(&'a Path, &'a Path)>,
+    /// SASL DIGEST-MD5: the user and the file holding the password.
+    pub sasl: Option<(&'a str, &'a Path)>,
 }
 
 /// One session to ZooKeeper. Clones share it.
@@ -110,6 +112,13 @@ pub fn connect(settings: &Settings<'_>) -> Result<Zk, ZkError> {
         }
         (None, Some(_)) => return Err(ZkError::failed("--tls-cert and --tls-key need --tls-ca")),
         (None, None) => {}
+    }
+    if let Some((user, file)) = settings.sasl {
+        let text = std::fs::read_to_string(file).map_err(|e| {
+            ZkError::failed(format!("--sasl-password-file {}: {e}", file.display()))
+        })?;
+        let password = text.lines().next().unwrap_or("");
+        options = options.sasl_digest(user, password);
     }
     // Told (dropped) once connect returned.
     let (done, waiting) = std::sync::mpsc::channel::<()>();
@@ -370,7 +379,7 @@ impl Zk {
             .unwrap_or_else(|| self.client.status());
         match status {
             Status::Expired { .. } => "the ZooKeeper session expired".into(),
-            Status::AuthFailed => Error::AuthFailed.to_string(),
+            Status::AuthFailed(why) => Error::AuthFailed(why).to_string(),
             Status::Closed => "the ZooKeeper session was closed".into(),
             _ => seen.to_string(),
         }

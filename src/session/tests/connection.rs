@@ -372,7 +372,10 @@ fn auth_failure_is_terminal() {
     sent(&mut s);
     s.handle_bytes(ms(4), &reply(xid::AUTH, 0, ErrorCode::AuthFailed, None));
     let ev = events(&mut s);
-    assert_eq!(ev.last(), Some(&SessionEvent::AuthFailed));
+    assert_eq!(
+        ev.last(),
+        Some(&SessionEvent::AuthFailed(AuthFailure::Rejected))
+    );
     assert!(ev.contains(&SessionEvent::Reply(Reply {
         token: Token(2),
         zxid: 0,

@@ -5,6 +5,7 @@
 mod connection;
 mod lanes;
 mod requests;
+mod sasl;
 mod watches;
 
 use super::*;
