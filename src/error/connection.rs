@@ -149,6 +149,12 @@ pub enum DisconnectReason {
     Frame(FrameError),
     /// A frame that does not decode.
     Decode(DecodeError),
+    /// The server is read-only and a probe found host `host` (an index into the
+    /// connect string) serving read-write: the session moves there.
+    ReadWriteServerFound {
+        /// The read-write host.
+        host: usize,
+    },
     /// A reply that does not answer the oldest request in flight.
     UnexpectedXid {
         /// xid of the oldest request in flight (0 if none).
@@ -180,6 +186,10 @@ impl fmt::Display for DisconnectReason {
             DisconnectReason::SessionRefused => {
                 f.write_str("the server refused to create a session")
             }
+            DisconnectReason::ReadWriteServerFound { host } => write!(
+                f,
+                "left a read-only server for host {host}, which serves read-write"
+            ),
             DisconnectReason::Frame(e) => write!(f, "protocol error: {e}"),
             DisconnectReason::Decode(e) => write!(f, "protocol error: {e}"),
             DisconnectReason::UnexpectedXid { expected, got } => {

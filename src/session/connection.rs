@@ -85,6 +85,7 @@ impl Session {
         let announce_resumed = resumed && announced == self.identity.session_id;
         self.hosts.connected(now);
         let read_only = self.identity.read_only_server();
+        self.hosts.set_read_only(now, read_only);
         self.events.push_back(if announce_resumed {
             SessionEvent::Reconnected { read_only }
         } else {

@@ -23,6 +23,10 @@ pub(super) struct Identity {
     pub(super) negotiated: Option<Duration>,
     /// The server of the current connection is read-only.
     read_only_server: bool,
+    /// A read-write server granted or resumed this session. A session a read-only
+    /// server created is known to that server alone: until a read-write server has
+    /// been seen, each handshake asks for a new session (as the Java client does).
+    seen_read_write: bool,
     /// Highest zxid seen in a reply.
     pub(super) last_zxid: i64,
     /// The session had a connection that was lost and not yet regained.
@@ -36,6 +40,7 @@ impl Default for Identity {
             passwd: Bytes::from_static(&[0; 16]),
             negotiated: None,
             read_only_server: false,
+            seen_read_write: false,
             last_zxid: 0,
             suspended: false,
         }
@@ -59,13 +64,20 @@ impl Identity {
     }
 
     /// The handshake's request: resume this session (or ask for a new one).
+    /// A session only a read-only server knows is not presented to the next server:
+    /// it asks for a new one (see `seen_read_write`).
     pub(super) fn connect_request(&self, config: &SessionConfig) -> ConnectRequest {
+        let (session_id, passwd) = if self.seen_read_write {
+            (self.session_id, self.passwd.clone())
+        } else {
+            (0, Bytes::from_static(&[0; 16]))
+        };
         ConnectRequest {
             protocol_version: 0,
             last_zxid_seen: self.last_zxid,
             timeout_ms: millis(config.session_timeout),
-            session_id: self.session_id,
-            passwd: self.passwd.clone(),
+            session_id,
+            passwd,
             read_only: config.read_only,
         }
     }
@@ -80,6 +92,7 @@ impl Identity {
             u64::try_from(resp.timeout_ms).unwrap_or(0),
         ));
         self.read_only_server = resp.read_only;
+        self.seen_read_write |= !resp.read_only;
         resumed
     }
 
@@ -90,6 +103,7 @@ impl Identity {
         self.passwd = Bytes::from_static(&[0; 16]);
         self.negotiated = None;
         self.suspended = false;
+        self.seen_read_write = false;
     }
 
     /// A reply carried `zxid`.

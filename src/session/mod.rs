@@ -418,6 +418,24 @@ impl Session {
         self.sasl.random = Some(random);
     }
 
+    /// What a [`Transport::Probe`] of `host` read: `answer` (empty if the probe failed
+    /// or nothing came). If it says `host` serves read-write while this session is
+    /// still on a read-only server, the session drops that connection and dials `host`
+    /// at once (resuming the session there, its watches re-armed); requests in flight
+    /// fail with `ConnectionLoss`, as on any lost connection. Anything else changes
+    /// nothing (the next probe asks another host later).
+    pub fn handle_probe(&mut self, now: Instant, host: usize, answer: &[u8]) {
+        let now = self.tick(now);
+        if answer != b"rw"
+            || self.phase != Phase::Connected
+            || !self.identity.read_only_server()
+            || !self.hosts.found_read_write(host)
+        {
+            return;
+        }
+        self.connection_lost(now, DisconnectReason::ReadWriteServerFound { host });
+    }
+
     // ----- commands -----
 
     /// Submits a request. Paths are validated and the chroot applied here; on error

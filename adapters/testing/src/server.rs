@@ -495,6 +495,9 @@ pub struct EnsembleOptions {
     /// id connects back to a lower one at the election address the lower one announced
     /// (the nemesis's module docs say how its proxies deal with it).
     pub peer_view: Option<std::sync::Arc<PeerView>>,
+    /// Read-only mode (`-Dreadonlymode.enabled=true`): a server cut off from its quorum
+    /// keeps serving reads to clients that accept a read-only server.
+    pub read_only: bool,
 }
 
 impl Default for EnsembleOptions {
@@ -505,6 +508,7 @@ impl Default for EnsembleOptions {
             sync_limit: 5,
             min_session_timeout_ms: 1000,
             peer_view: None,
+            read_only: false,
         }
     }
 }
@@ -576,7 +580,11 @@ impl TestEnsemble {
                 client_addr: SocketAddr::from(([127, 0, 0, 1], *client)),
                 secure_addr: None,
                 ttl_nodes: true,
-                jvm_flags: Vec::new(),
+                jvm_flags: if opts.read_only {
+                    vec!["-Dreadonlymode.enabled=true".into()]
+                } else {
+                    Vec::new()
+                },
                 child: None,
             };
             jvm.spawn()?;
