@@ -109,11 +109,9 @@ async fn scenario(ensemble: &mut TestEnsemble, root: &str) -> Figures {
     let killed = Instant::now();
     ensemble.kill(1).unwrap();
     ensemble.kill(2).unwrap();
-    let mut status = zk.status_stream();
-    status
-        .wait_for(|s| is_read_only(*s))
+    zk.wait_status(W, is_read_only)
         .await
-        .unwrap_or_else(|| panic!("{NAME}: never read-only"));
+        .unwrap_or_else(|| panic!("{NAME}: never read-only: {:?}", zk.status()));
     let to_read_only = killed.elapsed();
     assert_eq!(zk.session_id(), session, "{NAME}: the session is kept");
 
