@@ -182,7 +182,7 @@ fn a_read_write_answer_moves_the_session_there_with_its_watches() {
     let frames = sent(&mut s);
     assert!(
         frames.iter().any(|(x, r)| *x == xid::SET_WATCHES
-            && matches!(r, Request::SetWatches2(w) if w.data_watches == vec![String::from("/w")])),
+            && matches!(r, Request::SetWatches(w) if w.data_watches == vec![String::from("/w")])),
         "{frames:?}"
     );
     // A late "rw" from an old probe, now that the server is read-write: nothing.
