@@ -217,7 +217,7 @@ fn a_lost_lock_stops_cmd_with_sigterm_then_sigkill() {
     );
     delete_lock_node(&zk, "/locks/a");
     assert_eq!(
-        wait_exit(&mut child.0, Duration::from_secs(10)).code(),
+        wait_exit(&mut child.0, Duration::from_secs(30)).code(),
         Some(7)
     );
     wait_for(&mark, "term", Duration::ZERO);
@@ -227,7 +227,7 @@ fn a_lost_lock_stops_cmd_with_sigterm_then_sigkill() {
     let mut child = holder(&server, &[], "/locks/b", &mark, "exit 0");
     delete_lock_node(&zk, "/locks/b");
     assert_eq!(
-        wait_exit(&mut child.0, Duration::from_secs(10)).code(),
+        wait_exit(&mut child.0, Duration::from_secs(30)).code(),
         Some(125)
     );
 
@@ -237,7 +237,7 @@ fn a_lost_lock_stops_cmd_with_sigterm_then_sigkill() {
     let lost_at = Instant::now();
     delete_lock_node(&zk, "/locks/c");
     assert_eq!(
-        wait_exit(&mut child.0, Duration::from_secs(10)).code(),
+        wait_exit(&mut child.0, Duration::from_secs(30)).code(),
         Some(137)
     );
     assert!(lost_at.elapsed() >= Duration::from_millis(500));
@@ -340,7 +340,7 @@ fn elect_leader_and_signals() {
     // zkr passes SIGTERM on to CMD's group: `sh` dies of it (128 + 15).
     signal(&alpha.0, "-TERM");
     assert_eq!(
-        wait_exit(&mut alpha.0, Duration::from_secs(10)).code(),
+        wait_exit(&mut alpha.0, Duration::from_secs(30)).code(),
         Some(143)
     );
     assert_eq!(
@@ -395,7 +395,7 @@ fn elect_leader_and_signals() {
     wait_for(&mark, "started", Duration::from_secs(20));
     delete_lock_node(&zk, "/election");
     assert_eq!(
-        wait_exit(&mut gamma.0, Duration::from_secs(10)).code(),
+        wait_exit(&mut gamma.0, Duration::from_secs(30)).code(),
         Some(7)
     );
     wait_for(&mark, "term", Duration::ZERO);
