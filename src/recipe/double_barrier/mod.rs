@@ -113,6 +113,7 @@ use crate::time::Instant;
 mod phase;
 mod send;
 
+pub use phase::Phase;
 use phase::*;
 
 /// The name of the node that says the round is on (Curator's `READY_NODE`).
@@ -211,23 +212,6 @@ impl DoubleBarrierEvent {
             _ => None,
         }
     }
-}
-
-/// Where a participant stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Phase {
-    /// `enter` not called yet.
-    Idle,
-    /// Entering: our node being created, or waiting for `ready`.
-    Entering,
-    /// Passed enter; `leave` not called yet.
-    Entered,
-    /// Leaving.
-    Leaving,
-    /// A deadline passed or the owner went away: our node is being removed.
-    Stopping,
-    /// Finished.
-    Done,
 }
 
 /// A double barrier participant: one `enter` and one `leave`. See the

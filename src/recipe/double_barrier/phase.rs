@@ -17,7 +17,22 @@
 use alloc::string::String;
 use core::ops::{BitOr, BitOrAssign};
 
-use super::Phase;
+/// Where a participant stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Phase {
+    /// `enter` not called yet.
+    Idle,
+    /// Entering: our node being created, or waiting for `ready`.
+    Entering,
+    /// Passed enter; `leave` not called yet.
+    Entered,
+    /// Leaving.
+    Leaving,
+    /// A deadline passed or the owner went away: our node is being removed.
+    Stopping,
+    /// Finished.
+    Done,
+}
 
 /// What each request of the participant is for.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

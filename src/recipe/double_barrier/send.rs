@@ -6,7 +6,7 @@ use alloc::vec::Vec;
 use bytes::Bytes;
 
 use super::phase::*;
-use super::{DoubleBarrier, Phase};
+use super::DoubleBarrier;
 use crate::proto::*;
 use crate::recipe::kit::join;
 use crate::time::Instant;
