@@ -61,7 +61,7 @@ pub(super) enum Purpose {
 }
 
 /// What must be (re)sent; `drive` sends it when the session allows. Each stage has its
-/// own bits ([`Need::of`]).
+/// own bits ([`Need::within`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub(super) struct Need(u16);
 
