@@ -283,6 +283,81 @@ fn master_refused_write_fails() {
     assert!(m.is_done());
 }
 
+#[test]
+fn a_write_answered_after_a_newer_publish_is_not_reported_and_the_newer_one_goes() {
+    let mut m = started(Master::new(ZR, "m:1"), |m| m.start(T));
+    let s = expect_sent!(m, ["set /job/zr 'm:1'", "get! /job/zr"]);
+    m.publish(T, "m:2".into());
+    assert!(sent(&mut m).is_empty(), "one write at a time");
+    m.handle_reply(T, s[0].0, Ok(Response::Stat(st().czxid(2).mzxid(3))));
+    assert!(events(&mut m).is_empty(), "m:1 is not our address any more");
+    assert!(!m.is_published());
+    let w = expect_sent!(m, ["set /job/zr 'm:2'"]);
+    m.handle_reply(T, w[0].0, Ok(Response::Stat(st().czxid(2).mzxid(4))));
+    assert_eq!(
+        events(&mut m),
+        [RendezvousEvent::Published {
+            stat: st().czxid(2).mzxid(4)
+        }]
+    );
+    assert!(m.is_published());
+}
+
+#[test]
+fn a_write_that_finds_zr_gone_after_it_was_seen_ends_with_gone() {
+    let mut m = started(Master::new(ZR, "m:1"), |m| m.start(T));
+    let s = expect_sent!(m, ["set /job/zr 'm:1'", "get! /job/zr"]);
+    m.handle_reply(T, s[0].0, Ok(Response::Stat(st().czxid(2).mzxid(3))));
+    assert_eq!(events(&mut m).len(), 1);
+    m.publish(T, "m:2".into());
+    let w = expect_sent!(m, ["set /job/zr 'm:2'"]);
+    m.handle_reply(T, w[0].0, no_node());
+    assert_eq!(events(&mut m), [RendezvousEvent::Gone]);
+    assert!(!m.is_published());
+    m.handle_reply(T, s[1].0, no_node());
+    assert!(sent(&mut m).is_empty(), "nothing sent after Gone");
+    assert!(events(&mut m).is_empty(), "one final event");
+    assert!(m.is_done());
+}
+
+#[test]
+fn a_master_closed_before_its_start_reports_closed_and_never_writes() {
+    let mut m = started(Master::new(ZR, "m:1"), |_| {});
+    m.close(T);
+    assert_eq!(events(&mut m), [RendezvousEvent::Closed]);
+    m.start(T);
+    m.publish(T, "m:2".into());
+    assert!(sent(&mut m).is_empty());
+    assert!(!m.is_published());
+    assert!(m.is_done());
+}
+
+#[test]
+fn an_address_published_before_the_start_is_the_one_written() {
+    let mut m = started(Master::new(ZR, "m:1"), |_| {});
+    m.publish(T, "m:2".into());
+    assert!(sent(&mut m).is_empty(), "nothing before the start");
+    assert!(!m.is_published());
+    m.start(T);
+    let s = expect_sent!(m, ["set /job/zr 'm:2'", "get! /job/zr"]);
+    m.handle_reply(T, s[0].0, Ok(Response::Stat(st().czxid(2).mzxid(3))));
+    assert!(m.is_published());
+}
+
+#[test]
+fn a_throttled_write_is_sent_again_after_its_backoff() {
+    let mut m = started(Master::new(ZR, "m:1"), |m| m.start(T));
+    let s = expect_sent!(m, ["set /job/zr 'm:1'", "get! /job/zr"]);
+    m.handle_reply(T, s[1].0, data("", st().czxid(2).mzxid(2)));
+    m.handle_reply(T, s[0].0, Err(Error::Overloaded));
+    assert!(sent(&mut m).is_empty());
+    let at = m.poll_timeout().expect("the backoff's end");
+    m.handle_timeout(at);
+    let w = expect_sent!(m, ["set /job/zr 'm:1'"]);
+    m.handle_reply(at, w[0].0, Ok(Response::Stat(st().czxid(2).mzxid(3))));
+    assert!(m.is_published());
+}
+
 // ----- coordinator and publisher -----
 
 #[test]
