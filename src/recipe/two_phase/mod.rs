@@ -113,6 +113,12 @@
 //! let (_, read) = a.poll_request().unwrap(); // getData(watch) /tx/42, then the rest
 //! assert_eq!(read.op_code(), zk_recipes::proto::OpCode::GetData);
 //! ```
+//!
+//! # The machines' parts
+//!
+//! The states as types of both machines are in `phase` (its module docs have the
+//! before/after tables of the flags they replaced); `coordinator` and `site` drive
+//! them; the outcome's write and the reading of its answer are written once, here.
 
 mod coordinator;
 mod phase;

@@ -11,10 +11,23 @@
 //! | `deadline_at`, `deadline_passed`; `hard_at`, `hard_passed` | two [`Timer`]s: `Off`, `At(t)`, `Passed` |
 //! | `need: u32` (bits `PARENTS` … `LEAVE`) | [`Need<Coordinating>`](Need) |
 //! | `abandoned`, `between_sessions`, `sync_next`, `tracking` | kept: independent of the rest |
+//!
+//! A site's:
+//!
+//! | before (fields of `Site`) | after |
+//! | --- | --- |
+//! | `started`, `finished` | [`Life`] (the coordinator's) |
+//! | `tx` (`Unknown`, `Missing`, `Undecided`, `Decided`), `seen` | [`TxView`]: `Unseen`, `Missing`, `Undecided`, `Decided`, `Stale` (seen before, to read again) |
+//! | `wanted: Option<Vote>`, `vote_in_doubt` | `Option<`[`Wanted`]`>` (`vote`, `in_doubt`) |
+//! | `ready_told`, `voted_told` | [`Told`] (`ready`, `voted`) |
+//! | `coord: Option<bool>` | [`Coord`]: `Unknown`, `Present`, `Gone` |
+//! | `need: u32` (bits `TX` … `LEAVE`) | [`Need<Participating>`](Need) |
+//! | `leaving`, `between_sessions`, `sync_next` | kept: independent of the rest |
 
 use core::marker::PhantomData;
 use core::ops::BitOr;
 
+use super::{Outcome, Vote};
 use crate::time::Instant;
 
 /// Requests to send when the session allows, as a typed bit set: `M` says whose
@@ -43,7 +56,7 @@ impl<M> Need<M> {
     }
 
     /// Nothing to send.
-    pub fn is_empty(self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self.0 == 0
     }
 
@@ -53,7 +66,7 @@ impl<M> Need<M> {
     }
 
     /// Does it hold any of `n`?
-    pub fn any(self, n: Need<M>) -> bool {
+    pub fn any(&self, n: Need<M>) -> bool {
         self.0 & n.0 != 0
     }
 
@@ -176,4 +189,93 @@ impl Timer {
             _ => None,
         }
     }
+}
+
+/// A site's needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) enum Participating {}
+
+impl Need<Participating> {
+    /// The read (and watch) of `<tx>`.
+    pub const TX: Self = Self::bit(1);
+    /// `exists(watch)` on `<tx>`, not made yet.
+    pub const WAIT_TX: Self = Self::bit(2);
+    /// The read of the payload.
+    pub const PAYLOAD: Self = Self::bit(4);
+    /// The read of our vote node.
+    pub const OWN: Self = Self::bit(8);
+    /// `exists(watch)` on the coordinator's presence node.
+    pub const COORD: Self = Self::bit(16);
+    /// The create of our presence node.
+    pub const PRESENCE: Self = Self::bit(32);
+    /// `exists(watch)` on our presence node (a create in doubt).
+    pub const CHECK_PRESENCE: Self = Self::bit(64);
+    /// The listing of the votes (peers variant).
+    pub const PEERS: Self = Self::bit(128);
+    /// The reads (and watches) of the peers' votes in `peer_reads`.
+    pub const PEER: Self = Self::bit(256);
+    /// Our vote's write.
+    pub const VOTE: Self = Self::bit(512);
+    /// The outcome's write (peers variant, or the coordinator gone).
+    pub const DECIDE: Self = Self::bit(1024);
+    /// The delete of our presence node.
+    pub const LEAVE: Self = Self::bit(2048);
+    /// The reads (a `sync` goes first when one is due).
+    pub const READS: Self = Self::bit(1 | 2 | 4 | 8 | 16 | 64 | 128 | 256);
+}
+
+/// What a site knows of the transaction node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) enum TxView {
+    /// Never read as existing (a `NoNode` now means "not made yet").
+    Unseen,
+    /// Not made yet: waiting for it (`exists` watch).
+    Missing,
+    Undecided,
+    Decided(Outcome),
+    /// Read as existing before, to be read again (it is never made again: a `NoNode`
+    /// now means deleted).
+    Stale,
+}
+
+impl TxView {
+    /// Has the transaction node existed (it is never re-made: a later `NoNode` means
+    /// deleted, and a reply after a reply that saw it is not "not made yet")?
+    pub fn seen(self) -> bool {
+        matches!(self, TxView::Undecided | TxView::Decided(_) | TxView::Stale)
+    }
+
+    /// What we knew is in doubt: read it again.
+    pub fn forget(&mut self) {
+        *self = if self.seen() {
+            TxView::Stale
+        } else {
+            TxView::Unseen
+        };
+    }
+}
+
+/// The vote our owner asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) struct Wanted {
+    pub vote: Vote,
+    /// An attempt to write it may have been applied with its reply lost.
+    pub in_doubt: bool,
+}
+
+/// The once-only events reported so far (independent: a vote can be written, and
+/// `Voted` told, before the payload is read for `Ready`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub(super) struct Told {
+    pub ready: bool,
+    pub voted: bool,
+}
+
+/// The coordinator's presence node, as a site knows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) enum Coord {
+    Unknown,
+    Present,
+    /// Gone while undecided: abort.
+    Gone,
 }
