@@ -49,3 +49,5 @@ mod watch;
 
 pub use owned::{NodeCommands, OwnedNode, OwnedNodeConfig, OwnedNodeEvent};
 pub use watch::{NodeWatch, NodeWatchEvent};
+
+pub(crate) use phase::Run;
