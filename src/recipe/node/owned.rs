@@ -4,7 +4,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::phase::{Known, Phase, Presence};
+use super::phase::{Known, Presence};
 use crate::error::Error;
 use crate::proto::*;
 use crate::recipe::kit::{parent_of, Kit, ParentStep, Plumbing, Protocol};
@@ -101,6 +101,25 @@ impl OwnedNodeEvent {
             OwnedNodeEvent::Removed | OwnedNodeEvent::Failed { .. }
         )
     }
+}
+
+/// Where an [`OwnedNode`] is in its life.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Phase {
+    /// Before `create`.
+    Idle,
+    /// Keeping the node in place.
+    Active {
+        /// A `set_data` waits for `DataSet`.
+        set_pending: bool,
+    },
+    /// Deleting our node (if it is or may be ours), then `finish` and the end.
+    Leaving {
+        /// The final event, once our node is gone.
+        finish: OwnedNodeEvent,
+    },
+    /// Ended (final event queued).
+    Done,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

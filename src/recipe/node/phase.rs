@@ -4,7 +4,7 @@
 //!
 //! | before (fields of `OwnedNode`) | after |
 //! | --- | --- |
-//! | `phase: Idle/Active/Leaving/Done`, `set_pending`, `finish` | [`Phase`]: `Idle`, `Active { set_pending }`, `Leaving { finish }`, `Done` |
+//! | `phase: Idle/Active/Leaving/Done`, `set_pending`, `finish` | `Phase` (in `owned.rs`: it carries the final event): `Idle`, `Active { set_pending }`, `Leaving { finish }`, `Done` |
 //! | `live`, `session_id` | `session: Option<i64>` (the live session's id) |
 //! | `present`, `suspended`, `created_once` | [`Presence`]: `Unseen`, `Present`, `Suspended`, `Lost` |
 //! | `known` | [`Known`] (unchanged) |
@@ -18,27 +18,6 @@
 //! | `live`, `suspended` | [`Link`]: `Down`, `Up`, `Suspended`, `Gone` |
 //! | `seen`, `existed` | [`Seen`]: `Nothing`, `Appeared`, `Missing`, `Version { .. }` |
 //! | `need_read`, `need_exists`, `sync_next`, `waiting` | kept: independent of each other |
-
-use super::OwnedNodeEvent;
-
-/// Where an [`OwnedNode`](super::OwnedNode) is in its life.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(super) enum Phase {
-    /// Before `create`.
-    Idle,
-    /// Keeping the node in place.
-    Active {
-        /// A `set_data` waits for `DataSet`.
-        set_pending: bool,
-    },
-    /// Deleting our node (if it is or may be ours), then `finish` and the end.
-    Leaving {
-        /// The final event, once our node is gone.
-        finish: OwnedNodeEvent,
-    },
-    /// Ended (final event queued).
-    Done,
-}
 
 /// What an [`OwnedNode`](super::OwnedNode) has reported of its node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
