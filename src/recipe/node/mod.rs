@@ -9,8 +9,8 @@
 //!    and, pipelined behind it, `getData(<path>, watch)`: the read answers after the
 //!    create, so one round trip tells whether the node is ours (its `ephemeralOwner` is
 //!    our session) and arms a watch on it. Missing ancestors are created as containers
-//!    (at most twice; a parent that cannot be created ends with [`Error::NoParent`] or
-//!    [`Error::ChrootMissing`]).
+//!    (at most twice; a parent that cannot be created ends with [`Error::NoParent`](crate::error::Error::NoParent) or
+//!    [`Error::ChrootMissing`](crate::error::Error::ChrootMissing)).
 //! 2. `NodeExists` is not an error: the read decides. Our own node (a create whose reply
 //!    was lost) is adopted; another session's node at our path is reported as
 //!    [`Blocked`](OwnedNodeEvent::Blocked) and watched until it goes, then we create ours.

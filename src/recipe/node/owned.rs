@@ -768,7 +768,7 @@ impl Protocol for OwnedNode {
 }
 
 /// The commands of a machine that keeps one node in place ([`OwnedNode`], and
-/// [`GroupMember`](super::group::GroupMember) built on it), so hosts can wrap both the
+/// [`GroupMember`](crate::recipe::group::GroupMember) built on it), so hosts can wrap both the
 /// same way.
 pub trait NodeCommands: Recipe<Event = OwnedNodeEvent> {
     /// Creates the node and keeps it ([`OwnedNode::create`]).

@@ -47,7 +47,7 @@ enum WatchOp {
     Exists,
 }
 
-/// Follows one node's existence and data; see the [module docs](self).
+/// Follows one node's existence and data; see the [module docs](super).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct NodeWatch {
     path: String,

@@ -29,7 +29,7 @@
 //!    (and collide again); the wait scales with the server's latency and grows while
 //!    the node stays contended.
 //! 5. A refusal (`Overloaded`, `Throttled`: never applied) sends the same request again
-//!    after the [`Retry`] backoff; a read that failed is read again (after `sync`).
+//!    after the [`Retry`](crate::recipe::Retry) backoff; a read that failed is read again (after `sync`).
 //!
 //! # A write whose reply was lost
 //!
@@ -52,7 +52,7 @@
 //!   harmless for a value but not for counting, so [`Counter`] turns this off.
 //! * Anything else: the outcome cannot be known. The update ends with
 //!   [`Failed`](UpdateEvent::Failed) and an error whose
-//!   [`may_have_applied`](Error::may_have_applied) is true (`ConnectionLoss`). Running the
+//!   [`may_have_applied`](crate::error::Error::may_have_applied) is true (`ConnectionLoss`). Running the
 //!   function again on the fresh value could apply it twice, so the machine never does.
 //!
 //! So `Updated` always means the node holds our proposal at the version after the one we
@@ -98,9 +98,9 @@
 //!
 //! Empty data counts as 0 in both formats (a node made by an "ensure path" helper); any
 //! other length ends that operation with [`Failed`](CounterEvent::Failed) carrying
-//! [`Error::BadCounter`], and nothing is written (Curator would read the first bytes of a
+//! [`Error::BadCounter`](crate::error::Error::BadCounter), and nothing is written (Curator would read the first bytes of a
 //! longer node; we refuse to guess). An add whose result leaves the format's range
-//! ends with `Failed` carrying [`Error::CounterOverflow`], and nothing is written (Java's
+//! ends with `Failed` carrying [`Error::CounterOverflow`](crate::error::Error::CounterOverflow), and nothing is written (Java's
 //! arithmetic would wrap silently, `i32::MAX + 1` becoming `i32::MIN`); an `I32` delta
 //! outside `i32` is refused (`BadArguments`).
 //!

@@ -15,7 +15,7 @@ use crate::time::Instant;
 pub enum CounterWatchEvent {
     /// The counter's value: the first one read, then one per new version of the node
     /// (a write of the same value is a new version and is reported too). A missing node
-    /// counts as 0, as for [`Counter::get`] (`stat` is `None`).
+    /// counts as 0, as for [`Counter::get`](super::Counter::get) (`stat` is `None`).
     Value {
         /// The value.
         value: i64,
