@@ -2,7 +2,9 @@
 //! replies in, exact requests and events out, in the lines of `kit.rs`.
 
 use super::kit::*;
-use zk_recipes::recipe::node::{NodeWatch, NodeWatchEvent, OwnedNode, OwnedNodeEvent};
+use zk_recipes::recipe::node::{
+    NodeWatch, NodeWatchEvent, OwnedNode, OwnedNodeConfig, OwnedNodeEvent,
+};
 use zk_recipes::recipe::rendezvous::{
     coordinator_config, publisher_config, Master, RendezvousEvent, Worker,
 };
@@ -418,4 +420,106 @@ fn coordinator_session_expiry_is_final() {
 fn publisher_creates_zr_with_its_address() {
     let mut p = started(OwnedNode::new(publisher_config(ZR, "m:1")), |p| p.create(T));
     expect_sent!(p, ["create2 /job/zr e 'm:1'", "get! /job/zr"]);
+}
+
+// ----- pinned before the node recipes became states as types (issue 38) -----
+
+/// An `exists` that finds the node, then a read that finds it gone: it came and went
+/// (`gone: true`), though no version of it was ever read.
+#[test]
+fn watch_a_node_found_by_exists_then_gone_before_its_read_is_reported_gone() {
+    let mut w = started(NodeWatch::new(ZR), |w| w.start(T));
+    let s = expect_sent!(w, ["get! /job/zr"]);
+    w.handle_reply(T, s[0].0, no_node());
+    assert_eq!(events(&mut w), [NodeWatchEvent::Missing { gone: false }]);
+    let e = expect_sent!(w, ["exists! /job/zr"]);
+    w.handle_reply(T, e[0].0, Ok(Response::Stat(st().czxid(3).mzxid(3))));
+    let s = expect_sent!(w, ["get /job/zr"]);
+    w.handle_reply(T, s[0].0, no_node());
+    assert_eq!(events(&mut w), [NodeWatchEvent::Missing { gone: true }]);
+    assert_eq!(w.value(), None);
+}
+
+/// A connection loss, then the session's expiry: one `Suspended`, then one
+/// `Reconnected` with the new session, and a read behind a `sync`.
+#[test]
+fn watch_suspended_then_expired_reports_one_suspension_and_one_reconnection() {
+    let mut w = started(NodeWatch::new(ZR), |w| w.start(T));
+    let s = sent(&mut w);
+    w.handle_reply(T, s[0].0, data("x", st().czxid(1).mzxid(1).owner(0x42)));
+    events(&mut w);
+    w.handle_session(T, SessionChange::Suspended);
+    w.handle_session(T, SessionChange::Expired);
+    assert!(sent(&mut w).is_empty());
+    w.handle_session(T, SessionChange::Connected { session_id: 0x88 });
+    let s = expect_sent!(w, ["sync /job/zr", "get! /job/zr"]);
+    w.handle_reply(T, s[0].0, Ok(Response::Path(ZR.into())));
+    w.handle_reply(T, s[1].0, data("x", st().czxid(1).mzxid(1).owner(0x42)));
+    assert_eq!(
+        events(&mut w),
+        [NodeWatchEvent::Suspended, NodeWatchEvent::Reconnected]
+    );
+    assert!(!w.has_ended());
+}
+
+/// A persistent node outlives its session: the expiry is a suspension (not `Lost`),
+/// and the new session's read of our node (no owner) reports `Reconnected`, not a
+/// second `Created`.
+#[test]
+fn a_persistent_owned_node_survives_an_expiry_as_suspended_then_reconnected() {
+    let mut config = OwnedNodeConfig::new(ZR, "d");
+    config.mode = CreateMode::Persistent;
+    let mut c = started(OwnedNode::new(config), |c| c.create(T));
+    let s = expect_sent!(c, ["create2 /job/zr 'd'", "get! /job/zr"]);
+    let own = st().czxid(2).mzxid(2);
+    c.handle_reply(
+        T,
+        s[0].0,
+        Ok(Response::PathStat {
+            path: ZR.into(),
+            stat: own,
+        }),
+    );
+    c.handle_reply(T, s[1].0, data("d", own));
+    assert_eq!(events(&mut c), [OwnedNodeEvent::Created { stat: own }]);
+    c.handle_session(T, SessionChange::Expired);
+    assert_eq!(events(&mut c), [OwnedNodeEvent::Suspended]);
+    assert!(!c.is_present() && c.stat().is_some());
+    c.handle_session(T, SessionChange::Connected { session_id: 0x88 });
+    let r = expect_sent!(c, ["get! /job/zr"]);
+    c.handle_reply(T, r[0].0, data("d", own));
+    assert_eq!(events(&mut c), [OwnedNodeEvent::Reconnected]);
+    assert!(c.is_present());
+    assert!(sent(&mut c).is_empty());
+}
+
+/// A `set_data` answered after `delete` began: no `DataSet` (the call ended with the
+/// delete), only `Removed`.
+#[test]
+fn an_owned_nodes_write_answered_while_it_leaves_reports_no_data_set() {
+    let mut c = started(OwnedNode::new(publisher_config(ZR, "m:1")), |c| c.create(T));
+    let s = sent(&mut c);
+    let own = st().czxid(2).mzxid(2).owner(S);
+    c.handle_reply(
+        T,
+        s[0].0,
+        Ok(Response::PathStat {
+            path: ZR.into(),
+            stat: own,
+        }),
+    );
+    c.handle_reply(T, s[1].0, data("m:1", own));
+    assert_eq!(events(&mut c), [OwnedNodeEvent::Created { stat: own }]);
+    c.set_data(T, Bytes::from_static(b"m:2"));
+    let w = expect_sent!(c, ["set /job/zr 'm:2'"]);
+    c.delete(T);
+    let d = expect_sent!(c, ["delete /job/zr"]);
+    c.handle_reply(
+        T,
+        w[0].0,
+        Ok(Response::Stat(st().czxid(2).mzxid(3).owner(S))),
+    );
+    c.handle_reply(T, d[0].0, Ok(Response::Empty));
+    assert_eq!(events(&mut c), [OwnedNodeEvent::Removed]);
+    assert!(c.has_ended());
 }
