@@ -56,7 +56,7 @@ use bytes::Bytes;
 
 use super::kit::{join, Kit, Plumbing, Protocol};
 use super::node::{NodeCommands, OwnedNode, OwnedNodeConfig, OwnedNodeEvent};
-use super::watcher::{Back, Need, Watcher};
+use super::watcher::{watcher_protocol, Back, Need, Watcher};
 use super::{OpId, Recipe, SessionChange};
 use crate::error::Error;
 use crate::proto::*;
@@ -748,21 +748,7 @@ impl Protocol for View {
         self.drive(now);
     }
 
-    fn on_timeout(&mut self, now: Instant) {
-        self.drive(now);
-    }
-
-    fn on_abandon(&mut self, now: Instant) {
-        self.close(now);
-    }
-
-    fn deadline(&self) -> Option<Instant> {
-        self.watcher.deadline(&self.kit)
-    }
-
-    fn finished(&self) -> bool {
-        self.watcher.is_done() && self.kit.no_events()
-    }
+    watcher_protocol!();
 
     fn check(&self) {
         debug_assert!(

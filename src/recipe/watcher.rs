@@ -89,6 +89,32 @@ impl Link {
     }
 }
 
+/// The [`Protocol`](super::kit::Protocol) methods every watcher writes the same way,
+/// written once: a timeout drives it, an abandon closes it, its deadline is the
+/// watcher's backoff, it is finished once ended with its events polled. For a recipe
+/// with fields `watcher` and `kit` and methods `drive(now)` and `close(now)`; use it
+/// inside its `impl Protocol`.
+macro_rules! watcher_protocol {
+    () => {
+        fn on_timeout(&mut self, now: Instant) {
+            self.drive(now);
+        }
+
+        fn on_abandon(&mut self, now: Instant) {
+            self.close(now);
+        }
+
+        fn deadline(&self) -> Option<Instant> {
+            self.watcher.deadline(&self.kit)
+        }
+
+        fn finished(&self) -> bool {
+            self.watcher.is_done() && self.kit.no_events()
+        }
+    };
+}
+pub(crate) use watcher_protocol;
+
 /// What a watcher has still to do, typed: a small set of a recipe's own bits
 /// (`Need::bit`), each a request to send or a report owed once its reads are in.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

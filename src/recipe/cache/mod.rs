@@ -107,7 +107,7 @@ use alloc::vec::Vec;
 use bytes::Bytes;
 
 use super::kit::{join, Kit, Plumbing, Protocol};
-use super::watcher::{Back, Need, Watcher};
+use super::watcher::{watcher_protocol, Back, Need, Watcher};
 use super::{OpId, SessionChange};
 
 mod replies;
@@ -995,21 +995,7 @@ impl Protocol for TreeCache {
         self.drive(now);
     }
 
-    fn on_timeout(&mut self, now: Instant) {
-        self.drive(now);
-    }
-
-    fn on_abandon(&mut self, now: Instant) {
-        self.close(now);
-    }
-
-    fn deadline(&self) -> Option<Instant> {
-        self.watcher.deadline(&self.kit)
-    }
-
-    fn finished(&self) -> bool {
-        self.watcher.is_done() && self.kit.no_events()
-    }
+    watcher_protocol!();
 
     fn check(&self) {
         debug_assert!(

@@ -8,7 +8,7 @@ use super::{check_paths, ConfigMode};
 use crate::error::Error;
 use crate::proto::*;
 use crate::recipe::kit::{Kit, Plumbing, Protocol};
-use crate::recipe::watcher::{Back, Need, Watcher};
+use crate::recipe::watcher::{watcher_protocol, Back, Need, Watcher};
 use crate::recipe::{OpId, SessionChange};
 use crate::session::WatchEvent;
 use crate::time::Instant;
@@ -588,21 +588,7 @@ impl Protocol for ConfigReader {
         self.drive(now);
     }
 
-    fn on_timeout(&mut self, now: Instant) {
-        self.drive(now);
-    }
-
-    fn on_abandon(&mut self, now: Instant) {
-        self.close(now);
-    }
-
-    fn deadline(&self) -> Option<Instant> {
-        self.watcher.deadline(&self.kit)
-    }
-
-    fn finished(&self) -> bool {
-        self.watcher.is_done() && self.kit.no_events()
-    }
+    watcher_protocol!();
 
     fn check(&self) {
         debug_assert!(
