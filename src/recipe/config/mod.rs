@@ -57,7 +57,7 @@
 //! for every node: the server applies it at one point of its order, all or nothing.
 //! One request must fit the server's `jute.maxbuffer` (about 1 MB by default), so a
 //! write larger than [`WriterConfig::max_multi_bytes`] is refused up front with
-//! [`Error::TooLarge`]. A failed `multi` (`NoNode`: a node is missing; `NodeExists`:
+//! [`Error::TooLarge`](crate::error::Error::TooLarge). A failed `multi` (`NoNode`: a node is missing; `NodeExists`:
 //! created meanwhile) is followed by `exists` of every node and a new `multi` (at most
 //! four). A lost reply: the `multi` is sent again (sets are idempotent; a create that
 //! was applied fails the `multi`, and the next one sets).
@@ -111,40 +111,10 @@
 //! `Closed` ends it with `Failed(Error::Closed)`. Writer: resumes after a reconnect or
 //! a new session as described; `Closed` ends it with `Failed(Error::Closed)`.
 
-use alloc::collections::BTreeSet;
-use alloc::string::ToString;
-
-use crate::error::Error;
-use crate::proto::*;
-
+mod mode;
 mod reader;
 mod writer;
 
+pub use mode::ConfigMode;
 pub use reader::{ConfigReader, ConfigSnapshot, ReaderConfig, ReaderEvent};
 pub use writer::{ConfigWriter, WriterConfig, WriterEvent};
-
-/// How many failed `multi`s a multi-mode write tries before giving up.
-pub(crate) const MAX_MULTI_ROUNDS: u8 = 4;
-
-/// Which protocol keeps readers from seeing half a write; see the [module docs](self).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ConfigMode {
-    /// The paper's protocol: a `ready` node exists only over a complete configuration.
-    ReadyNode,
-    /// One `multi` per write, one `multiRead` per read (ZooKeeper 3.6+ to read).
-    Multi,
-}
-
-pub(crate) fn check_paths<'a>(paths: impl Iterator<Item = &'a str>) -> Result<(), Error> {
-    let mut seen = BTreeSet::new();
-    for p in paths {
-        validate_path(p).map_err(|error| Error::InvalidPath {
-            path: p.to_string(),
-            error,
-        })?;
-        if !seen.insert(p) {
-            return Err(Error::Server(ErrorCode::BadArguments));
-        }
-    }
-    Ok(())
-}

@@ -5,7 +5,7 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use bytes::{Bytes, BytesMut};
 
-use super::{check_paths, ConfigMode, MAX_MULTI_ROUNDS};
+use super::mode::{check_paths, ConfigMode, MAX_MULTI_ROUNDS};
 use crate::error::Error;
 use crate::proto::*;
 use crate::recipe::kit::{Kit, Plumbing, Protocol, MAX_PARENT_ROUNDS};
