@@ -593,3 +593,51 @@ fn tls_flags_reach_a_secure_port() {
         "{refused:?}"
     );
 }
+
+/// `--sasl-user` and `--sasl-password-file` reach a server that enforces SASL: the right
+/// password lists and writes nodes as the authenticated user; a wrong one fails (125)
+/// naming the mechanism and the cause, and no command runs without SASL.
+#[test]
+fn sasl_flags_reach_a_server_that_enforces_sasl() {
+    use zk_recipes_testing::{Options as ServerOptions, SaslUsers};
+    let server = TestServer::start_with(ServerOptions {
+        sasl: Some(SaslUsers::new(&[("alice", "alice-secret")], true)),
+        ..ServerOptions::default()
+    })
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (good, bad) = (dir.path().join("good"), dir.path().join("bad"));
+    fs::write(&good, "alice-secret\n").unwrap();
+    fs::write(&bad, "not-her-secret\n").unwrap();
+    let as_alice = |password: &Path, args: &[&str]| {
+        zkr(&server)
+            .args(["--connect-timeout", "10s", "--sasl-user", "alice"])
+            .arg("--sasl-password-file")
+            .arg(password)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let set = as_alice(&good, &["set", "/over-sasl", "yes"]);
+    assert_eq!(set.status.code(), Some(0), "{set:?}");
+    let got = as_alice(&good, &["get", "/over-sasl"]);
+    assert_eq!(stdout(&got), "yes\n", "{got:?}");
+    let listed = as_alice(&good, &["ls", "/"]);
+    assert!(stdout(&listed).contains("over-sasl"), "{listed:?}");
+
+    let refused = as_alice(&bad, &["get", "/over-sasl"]);
+    assert_eq!(refused.status.code(), Some(125), "{refused:?}");
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        said.contains("DIGEST-MD5") && said.contains("wrong user or password"),
+        "{said}"
+    );
+    assert!(stdout(&refused).is_empty(), "{refused:?}");
+    // Without the flags the server refuses the client, and zkr says SASL is needed.
+    let without = run(&server, &["get", "/over-sasl"]);
+    assert_eq!(without.status.code(), Some(125), "{without:?}");
+    assert!(
+        String::from_utf8_lossy(&without.stderr).contains("SASL"),
+        "{without:?}"
+    );
+}
