@@ -630,3 +630,62 @@ fn checked<T: Protocol>(recipe: &T) {
         recipe.check();
     }
 }
+
+/// The `Recipe` methods of a machine built on one part machine (`$part`) that reads the
+/// part's events after every input (`$pump`) and reports its own from `self.events`
+/// (an [`Events`]): every input goes to the part and then to `$pump`; requests, deadline
+/// and end are the part's. Only `handle_abandon` is written by the machine itself.
+macro_rules! follow_part {
+    ($part:ident, $pump:ident) => {
+        fn handle_reply(
+            &mut self,
+            now: $crate::time::Instant,
+            op: $crate::recipe::OpId,
+            result: Result<$crate::proto::Response, $crate::error::Error>,
+        ) {
+            self.$part.handle_reply(now, op, result);
+            self.$pump();
+        }
+
+        fn handle_watch(
+            &mut self,
+            now: $crate::time::Instant,
+            op: $crate::recipe::OpId,
+            event: &$crate::session::WatchEvent,
+        ) {
+            self.$part.handle_watch(now, op, event);
+            self.$pump();
+        }
+
+        fn handle_session(
+            &mut self,
+            now: $crate::time::Instant,
+            change: $crate::recipe::SessionChange,
+        ) {
+            self.$part.handle_session(now, change);
+            self.$pump();
+        }
+
+        fn handle_timeout(&mut self, now: $crate::time::Instant) {
+            self.$part.handle_timeout(now);
+            self.$pump();
+        }
+
+        fn poll_request(&mut self) -> Option<($crate::recipe::OpId, $crate::proto::Request)> {
+            self.$part.poll_request()
+        }
+
+        fn poll_event(&mut self) -> Option<Self::Event> {
+            self.events.poll()
+        }
+
+        fn poll_timeout(&self) -> Option<$crate::time::Instant> {
+            self.$part.poll_timeout()
+        }
+
+        fn is_done(&self) -> bool {
+            self.$part.is_done() && self.events.is_empty()
+        }
+    };
+}
+pub(crate) use follow_part;

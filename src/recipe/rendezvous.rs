@@ -199,36 +199,11 @@ impl Worker {
 
 impl Recipe for Worker {
     type Event = RendezvousEvent;
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        self.watch.handle_reply(now, op, result);
-        self.pump();
-    }
-    fn handle_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
-        self.watch.handle_watch(now, op, event);
-        self.pump();
-    }
-    fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.watch.handle_session(now, change);
-        self.pump();
-    }
-    fn handle_timeout(&mut self, now: Instant) {
-        self.watch.handle_timeout(now);
-        self.pump();
-    }
+
+    super::kit::follow_part!(watch, pump);
+
     fn handle_abandon(&mut self, now: Instant) {
         self.close(now);
-    }
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.watch.poll_request()
-    }
-    fn poll_event(&mut self) -> Option<RendezvousEvent> {
-        self.events.poll()
-    }
-    fn poll_timeout(&self) -> Option<Instant> {
-        self.watch.poll_timeout()
-    }
-    fn is_done(&self) -> bool {
-        self.watch.is_done() && self.events.is_empty()
     }
 }
 

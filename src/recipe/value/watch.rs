@@ -5,8 +5,7 @@ use crate::error::Error;
 use crate::proto::*;
 use crate::recipe::kit::Events;
 use crate::recipe::node::{NodeWatch, NodeWatchEvent};
-use crate::recipe::{OpId, Recipe, SessionChange};
-use crate::session::WatchEvent;
+use crate::recipe::Recipe;
 use crate::time::Instant;
 
 /// What a [`CounterWatch`] reports. `Failed` and `Closed` are final.
@@ -182,44 +181,10 @@ impl CounterWatch {
 impl Recipe for CounterWatch {
     type Event = CounterWatchEvent;
 
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        self.watch.handle_reply(now, op, result);
-        self.pump();
-    }
-
-    fn handle_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
-        self.watch.handle_watch(now, op, event);
-        self.pump();
-    }
-
-    fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.watch.handle_session(now, change);
-        self.pump();
-    }
-
-    fn handle_timeout(&mut self, now: Instant) {
-        self.watch.handle_timeout(now);
-        self.pump();
-    }
+    crate::recipe::kit::follow_part!(watch, pump);
 
     fn handle_abandon(&mut self, now: Instant) {
         self.watch.handle_abandon(now);
         self.pump();
-    }
-
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.watch.poll_request()
-    }
-
-    fn poll_event(&mut self) -> Option<CounterWatchEvent> {
-        self.events.poll()
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
-        self.watch.poll_timeout()
-    }
-
-    fn is_done(&self) -> bool {
-        self.watch.is_done() && self.events.is_empty()
     }
 }
