@@ -134,25 +134,62 @@ enum Purpose {
     Exists,
 }
 
+/// Where a command stands: each phase with what exists only in it.
+///
+/// | phase | what it carries |
+/// | --- | --- |
+/// | `Idle` | nothing: not started |
+/// | `Writing` | set or remove: the write to send (with the node's ancestors first), or sent |
+/// | `Waiting` | wait: what the last look said ([`Seen`]), a look to send, the `Suspended` told |
+/// | `Done` | nothing: the final event is reported (or the command was abandoned) |
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Phase {
+    Idle,
+    Writing(Write),
+    Waiting(Waiter),
+    Done,
+}
+
+/// The write of `set` (create) or `remove` (delete).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Write {
+    /// To be sent when the session allows; `parents`: the node's missing ancestors are
+    /// created first, in the same pipeline (`set` only).
+    Send { parents: bool },
+    /// In flight.
+    Sent,
+}
+
+/// A wait.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Waiter {
+    seen: Seen,
+    /// A look (`sync` + `exists`) is to be sent when the session allows.
+    look: bool,
+    /// `Suspended` was reported: `Reconnected` follows when the session is back.
+    suspended: bool,
+}
+
+/// What the wait's looks said so far.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Seen {
+    /// No look answered yet; `deferred`: the deadline passed before it, its answer
+    /// decides (a wait with a past deadline still looks once).
+    First { deferred: bool },
+    /// The last look found the node: its deletion releases us.
+    Up,
+    /// A look answered, but the last one did not find the node up (refused or lost),
+    /// or a new look is on its way.
+    Again,
+}
+
 /// One barrier command as a machine; see the [module docs](self).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Barrier {
     config: BarrierConfig,
     command: BarrierCommand,
     deadline: Option<Instant>,
-    started: bool,
-    done: bool,
-    /// Something must be (re)sent when the session allows.
-    need: bool,
-    with_parents: bool,
-    sync_next: bool,
-    /// Waiting: the last `exists` said the node is there (a deletion releases us).
-    watching: bool,
-    /// An `exists` has answered (a wait with a past deadline still looks once).
-    looked: bool,
-    /// The deadline passed before the first look: decided by its answer.
-    deferred: bool,
-    suspended: bool,
+    phase: Phase,
     kit: Kit<Purpose, BarrierEvent>,
 }
 
@@ -162,15 +199,7 @@ impl Barrier {
             config,
             command,
             deadline,
-            started: false,
-            done: false,
-            need: false,
-            with_parents: false,
-            sync_next: false,
-            watching: false,
-            looked: false,
-            deferred: false,
-            suspended: false,
+            phase: Phase::Idle,
             kit: Kit::default(),
         }
     }
@@ -193,7 +222,7 @@ impl Barrier {
     /// Sets (or clears) the wait's deadline before [`start`](Self::start) (a driver that
     /// knows its clock only inside a command computes it there).
     pub fn set_deadline(&mut self, deadline: Option<Instant>) {
-        if !self.started {
+        if self.phase == Phase::Idle {
             self.deadline = deadline;
         }
     }
@@ -205,52 +234,81 @@ impl Barrier {
 
     /// Has the command ended?
     pub fn has_ended(&self) -> bool {
-        self.done
+        self.phase == Phase::Done
     }
 
     /// Starts the command (once).
     pub fn start(&mut self, now: Instant) {
-        if self.started || self.done {
+        if self.phase != Phase::Idle {
             return;
         }
-        self.started = true;
         if let Err(error) = validate_path(&self.config.path) {
             let path = self.config.path.clone();
             return self.finish(BarrierEvent::Failed {
                 error: Error::InvalidPath { path, error },
             });
         }
-        self.need = true;
+        self.phase = match self.command {
+            BarrierCommand::Set | BarrierCommand::Remove => {
+                Phase::Writing(Write::Send { parents: false })
+            }
+            BarrierCommand::Wait => Phase::Waiting(Waiter {
+                seen: Seen::First { deferred: false },
+                look: true,
+                suspended: false,
+            }),
+        };
         self.on_timeout(now);
     }
 
     fn finish(&mut self, event: BarrierEvent) {
-        if !self.done {
-            self.done = true;
-            self.need = false;
+        if self.phase != Phase::Done {
+            self.phase = Phase::Done;
             self.kit.emit(event);
         }
     }
 
+    /// Something is to be sent again after the backoff.
     fn again(&mut self, now: Instant) {
-        self.need = true;
-        self.sync_next = true;
+        self.resend(false);
         self.kit.failed(now);
     }
 
+    /// Something is to be sent (`parents`: the node's ancestors first).
+    fn resend(&mut self, parents: bool) {
+        match &mut self.phase {
+            Phase::Writing(write) => *write = Write::Send { parents },
+            Phase::Waiting(waiter) => waiter.look = true,
+            Phase::Idle | Phase::Done => {}
+        }
+    }
+
+    /// Is something to be sent?
+    fn sending(&self) -> bool {
+        match &self.phase {
+            Phase::Writing(write) => matches!(write, Write::Send { .. }),
+            Phase::Waiting(waiter) => waiter.look,
+            Phase::Idle | Phase::Done => false,
+        }
+    }
+
+    fn passed(&self, now: Instant) -> bool {
+        self.deadline.is_some_and(|d| now >= d)
+    }
+
     fn drive(&mut self, now: Instant) {
-        if !self.need || self.done || !self.kit.allows(now) || !self.kit.is_quiet() {
+        if !self.sending() || !self.kit.allows(now) || !self.kit.is_quiet() {
             return;
         }
-        self.need = false;
         let path = self.config.path.clone();
-        match self.command {
-            BarrierCommand::Set => {
-                if core::mem::take(&mut self.with_parents) {
+        match (&mut self.phase, self.command) {
+            (Phase::Writing(write), BarrierCommand::Set) => {
+                if let Write::Send { parents: true } = write {
                     let acl = &self.config.acl;
                     self.kit
                         .send_parents(&path, acl, CreateMode::Container, Purpose::Parent);
                 }
+                *write = Write::Sent;
                 let req = CreateRequest::new(
                     path,
                     self.config.data.clone(),
@@ -259,26 +317,27 @@ impl Barrier {
                 );
                 self.kit.send(Purpose::Create, Request::Create(req));
             }
-            BarrierCommand::Remove => {
+            (Phase::Writing(write), _) => {
+                *write = Write::Sent;
                 self.kit.send(
                     Purpose::Delete,
                     Request::Delete(DeleteRequest { path, version: -1 }),
                 );
             }
-            BarrierCommand::Wait => {
+            (Phase::Waiting(waiter), _) => {
                 // Always synced (pipelined: no extra round trip): a follower behind the
                 // leader must not release us with a removal older than the wait.
-                self.sync_next = false;
-                self.kit.send(
-                    Purpose::Sync,
-                    Request::Sync(PathRequest { path: path.clone() }),
-                );
-                self.watching = false;
+                waiter.look = false;
+                if waiter.seen == Seen::Up {
+                    waiter.seen = Seen::Again;
+                }
+                self.kit.sync(Purpose::Sync, &path);
                 self.kit.send(
                     Purpose::Exists,
                     Request::Exists(PathWatch { path, watch: true }),
                 );
             }
+            (Phase::Idle | Phase::Done, _) => {}
         }
     }
 
@@ -289,11 +348,11 @@ impl Barrier {
             }
             Err(Error::Server(ErrorCode::NoNode)) => {
                 match self.kit.parents_missing(parent_of(&self.config.path)) {
-                    ParentStep::Again => self.again(now),
-                    ParentStep::Create => self.need = true,
+                    ParentStep::Again => self.kit.failed(now),
+                    ParentStep::Create => {}
                     ParentStep::Fail(error) => return self.finish(BarrierEvent::Failed { error }),
                 }
-                self.with_parents = true;
+                self.resend(true);
             }
             Err(e) if e.is_retryable() => self.again(now),
             Err(e) if e.ends_session() => {}
@@ -311,28 +370,54 @@ impl Barrier {
     }
 
     fn on_exists(&mut self, now: Instant, result: Result<Response, Error>) {
-        match result {
+        let seen = match result {
             Ok(Response::Stat(_)) => {
                 self.kit.succeeded();
-                self.looked = true;
-                self.watching = true;
-                if self.deadline.is_some_and(|d| now >= d) {
-                    self.finish(BarrierEvent::TimedOut);
-                }
+                Seen::Up
             }
-            Ok(_) => self.finish(BarrierEvent::Failed {
-                error: Error::UnexpectedReply,
-            }),
-            Err(Error::Server(ErrorCode::NoNode)) => self.finish(BarrierEvent::Released),
+            Ok(_) => {
+                return self.finish(BarrierEvent::Failed {
+                    error: Error::UnexpectedReply,
+                })
+            }
+            Err(Error::Server(ErrorCode::NoNode)) => return self.finish(BarrierEvent::Released),
             Err(e) if e.is_retryable() => {
-                self.looked = true;
                 self.again(now);
-                if self.deadline.is_some_and(|d| now >= d) {
-                    self.finish(BarrierEvent::TimedOut);
+                Seen::Again
+            }
+            Err(e) if e.ends_session() => return,
+            Err(error) => return self.finish(BarrierEvent::Failed { error }),
+        };
+        if let Phase::Waiting(waiter) = &mut self.phase {
+            waiter.seen = seen;
+        }
+        if self.passed(now) {
+            self.finish(BarrierEvent::TimedOut);
+        }
+    }
+
+    /// The waiter's `Suspended`/`Reconnected` edges, and its look after a reconnect.
+    fn waiter_session(&mut self, change: SessionChange) {
+        let quiet = self.kit.is_quiet();
+        let Phase::Waiting(waiter) = &mut self.phase else {
+            return;
+        };
+        match change {
+            SessionChange::Suspended if !waiter.suspended => {
+                waiter.suspended = true;
+                self.kit.emit(BarrierEvent::Suspended);
+            }
+            SessionChange::Reconnected { .. } => {
+                if core::mem::take(&mut waiter.suspended) {
+                    self.kit.emit(BarrierEvent::Reconnected);
+                }
+                // Look again (a lagging follower is synced first): a removal while the
+                // connection was down releases us.
+                if quiet {
+                    waiter.look = true;
                 }
             }
-            Err(e) if e.ends_session() => {}
-            Err(error) => self.finish(BarrierEvent::Failed { error }),
+            _ => {}
         }
     }
 }
@@ -349,7 +434,7 @@ impl Protocol for Barrier {
         let Some((purpose, result)) = self.kit.answer(op, result) else {
             return;
         };
-        if !self.done {
+        if self.phase != Phase::Done {
             match purpose {
                 Purpose::Parent(p) => self.kit.parent_answered(&p, &result),
                 Purpose::Sync => {}
@@ -362,15 +447,13 @@ impl Protocol for Barrier {
     }
 
     fn on_watch(&mut self, now: Instant, _op: OpId, event: &WatchEvent) {
-        if self.command == BarrierCommand::Wait
-            && !self.done
-            && self.watching
-            && event.path == self.config.path
-        {
-            match event.event_type {
-                EventType::NodeDeleted => self.finish(BarrierEvent::Released),
-                // Still up (its data changed): watch on.
-                _ => self.need = true,
+        if let Phase::Waiting(waiter) = &mut self.phase {
+            if waiter.seen == Seen::Up && event.path == self.config.path {
+                match event.event_type {
+                    EventType::NodeDeleted => self.finish(BarrierEvent::Released),
+                    // Still up (its data changed): watch on.
+                    _ => waiter.look = true,
+                }
             }
         }
         self.drive(now);
@@ -379,46 +462,26 @@ impl Protocol for Barrier {
     fn on_session(&mut self, now: Instant, change: SessionChange) {
         if let Some(error) = change.end_error() {
             self.kit.clear_requests();
-            if self.started {
-                self.finish(BarrierEvent::Failed { error });
-            } else {
-                self.done = true;
+            match self.phase {
+                Phase::Idle => self.phase = Phase::Done,
+                _ => self.finish(BarrierEvent::Failed { error }),
             }
             return;
         }
-        let waiting = self.command == BarrierCommand::Wait && self.started && !self.done;
-        match change {
-            SessionChange::Suspended if waiting && !self.suspended => {
-                self.suspended = true;
-                self.kit.emit(BarrierEvent::Suspended);
-            }
-            SessionChange::Reconnected { .. } if waiting => {
-                if core::mem::take(&mut self.suspended) {
-                    self.kit.emit(BarrierEvent::Reconnected);
-                }
-                // Look again (a lagging follower is synced first): a removal while the
-                // connection was down releases us.
-                if self.kit.is_quiet() {
-                    self.need = true;
-                    self.sync_next = true;
-                }
-            }
-            _ => {}
-        }
+        self.waiter_session(change);
         self.drive(now);
     }
 
     fn on_timeout(&mut self, now: Instant) {
         // A wait whose deadline passed before its first look still looks once (if the
         // connection is up): a zero timeout is a "poll".
-        if self.command == BarrierCommand::Wait
-            && self.started
-            && self.deadline.is_some_and(|d| now >= d)
-        {
-            if self.looked || self.kit.is_suspended() {
-                self.finish(BarrierEvent::TimedOut);
-            } else {
-                self.deferred = true;
+        let passed = self.passed(now);
+        let suspended = self.kit.is_suspended();
+        if let Phase::Waiting(waiter) = &mut self.phase {
+            match &mut waiter.seen {
+                _ if !passed => {}
+                Seen::First { deferred } if !suspended => *deferred = true,
+                _ => self.finish(BarrierEvent::TimedOut),
             }
         }
         self.drive(now);
@@ -426,20 +489,48 @@ impl Protocol for Barrier {
 
     fn on_abandon(&mut self, _now: Instant) {
         // Set and remove are idempotent writes: one in flight completes on its own.
-        self.done = true;
-        self.need = false;
+        self.phase = Phase::Done;
         self.kit.clear_events();
     }
 
     fn deadline(&self) -> Option<Instant> {
-        if self.done || !self.started {
-            return None;
-        }
-        let waits = self.command == BarrierCommand::Wait && !self.deferred;
-        self.kit.timeout(self.deadline.filter(|_| waits), self.need)
+        let deadline = match &self.phase {
+            Phase::Waiting(Waiter {
+                seen: Seen::First { deferred: true },
+                ..
+            }) => None,
+            Phase::Waiting(_) => self.deadline,
+            Phase::Writing(_) => None,
+            Phase::Idle | Phase::Done => return None,
+        };
+        self.kit.timeout(deadline, self.sending())
     }
 
     fn finished(&self) -> bool {
-        self.done && self.kit.is_idle()
+        self.phase == Phase::Done && self.kit.is_idle()
+    }
+
+    fn check(&self) {
+        // The phase is the command's; nothing is sent before the start.
+        match &self.phase {
+            Phase::Idle => debug_assert!(self.kit.is_quiet(), "a request before the start"),
+            Phase::Writing(write) => {
+                debug_assert!(self.command != BarrierCommand::Wait, "a wait that writes");
+                debug_assert!(
+                    self.command == BarrierCommand::Set
+                        || *write != (Write::Send { parents: true }),
+                    "a remove that creates parents"
+                );
+            }
+            Phase::Waiting(waiter) => {
+                debug_assert!(self.command == BarrierCommand::Wait, "a write that waits");
+                // Only one look at a time: a look is sent once the last one is over.
+                debug_assert!(
+                    !(waiter.seen == Seen::Up && self.kit.any(|p| *p == Purpose::Exists)),
+                    "watching on a look whose answer is still to come"
+                );
+            }
+            Phase::Done => {}
+        }
     }
 }

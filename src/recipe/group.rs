@@ -56,6 +56,7 @@ use bytes::Bytes;
 
 use super::kit::{join, Kit, Plumbing, Protocol};
 use super::node::{NodeCommands, OwnedNode, OwnedNodeConfig, OwnedNodeEvent};
+use super::watcher::{watcher_protocol, Back, Need, Watcher};
 use super::{OpId, Recipe, SessionChange};
 use crate::error::Error;
 use crate::proto::*;
@@ -292,13 +293,29 @@ enum ViewOp {
     Read(String),
 }
 
+/// A listing of the directory (with its child watch if none is registered).
+const LIST: Need = Need::bit(0);
+/// `exists(<dir>, watch)`: the directory is missing.
+const EXISTS: Need = Need::bit(1);
+/// The next listing re-reads members without a registered data watch.
+const REREAD: Need = Need::bit(2);
+/// A `sync` before the next listing (a reconnect may land on a lagging follower).
+const SYNC: Need = Need::bit(3);
+/// `Synced` is owed once the listing and the reads it asked for are answered.
+const REPORT: Need = Need::bit(4);
+
 /// The members of a group, kept up to date; see the [module docs](self).
+///
+/// | before | after |
+/// | --- | --- |
+/// | `running`, `done` | `watcher`'s life (`Idle`, `Running`, `Done`) |
+/// | `live`, `waiting` | `watcher`'s link (`Down`, `Up`, `BackingOff`) |
+/// | `suspended` | `watcher`: `Suspended` reported, `Reconnected` not yet |
+/// | `need_list`, `need_exists`, `reread`, `sync_next`, `resyncing` | `need`: `LIST`, `EXISTS`, `REREAD`, `SYNC`, `REPORT` |
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct View {
     config: ViewConfig,
-    running: bool,
-    done: bool,
-    live: bool,
+    watcher: Watcher,
     /// The view, sorted by name.
     members: Vec<Member>,
     /// Listed, data not read yet.
@@ -311,15 +328,9 @@ pub struct View {
     data_watch: BTreeMap<String, OpId>,
     child_watch: Option<OpId>,
     dir_watch: Option<OpId>,
-    need_list: bool,
-    need_exists: bool,
-    /// The next listing re-reads members without a registered data watch.
-    reread: bool,
-    resyncing: bool,
+    need: Need,
+    /// `Synced` reported, no `Suspended` since.
     synced: bool,
-    suspended: bool,
-    sync_next: bool,
-    waiting: bool,
     kit: Kit<ViewOp, ViewEvent>,
 }
 
@@ -328,9 +339,7 @@ impl View {
     pub fn new(config: ViewConfig) -> Self {
         View {
             config,
-            running: false,
-            done: false,
-            live: false,
+            watcher: Watcher::default(),
             members: Vec::new(),
             awaiting: BTreeSet::new(),
             to_read: BTreeSet::new(),
@@ -338,14 +347,8 @@ impl View {
             data_watch: BTreeMap::new(),
             child_watch: None,
             dir_watch: None,
-            need_list: false,
-            need_exists: false,
-            reread: false,
-            resyncing: false,
+            need: Need::default(),
             synced: false,
-            suspended: false,
-            sync_next: false,
-            waiting: false,
             kit: Kit::default(),
         }
     }
@@ -376,19 +379,19 @@ impl View {
     /// Is the view complete and the connection up (`Synced` reported, no `Suspended`
     /// since)?
     pub fn is_synced(&self) -> bool {
-        self.synced && !self.done
+        self.synced && !self.watcher.is_done()
     }
 
     /// Has it ended?
     pub fn has_ended(&self) -> bool {
-        self.done
+        self.watcher.is_done()
     }
 
     // ----- commands -----
 
     /// Starts following the group (once).
     pub fn start(&mut self, now: Instant) {
-        if self.running || self.done {
+        if self.watcher.has_started() {
             return;
         }
         if let Err(error) = validate_path(&self.config.dir) {
@@ -397,14 +400,14 @@ impl View {
                 error,
             }));
         }
-        self.running = true;
+        self.watcher.start();
         self.resync();
         self.drive(now);
     }
 
     /// Stops following; [`ViewEvent::Closed`].
     pub fn close(&mut self, _now: Instant) {
-        if !self.done {
+        if !self.watcher.is_done() {
             self.finish(ViewEvent::Closed);
         }
     }
@@ -416,8 +419,7 @@ impl View {
     }
 
     fn finish(&mut self, e: ViewEvent) {
-        self.done = true;
-        self.running = false;
+        self.watcher.end();
         self.synced = false;
         self.kit.clear_requests();
         self.child_watch = None;
@@ -427,9 +429,9 @@ impl View {
     }
 
     fn resync(&mut self) {
-        self.need_list = true;
-        self.reread = true;
-        self.resyncing = true;
+        self.need.add(LIST);
+        self.need.add(REREAD);
+        self.need.add(REPORT);
         for n in &self.awaiting {
             if !self.reading.contains(n) {
                 self.to_read.insert(n.clone());
@@ -438,23 +440,18 @@ impl View {
     }
 
     fn again(&mut self, now: Instant) {
-        self.sync_next = true;
+        self.need.add(SYNC);
         self.kit.failed(now);
     }
 
     fn drive(&mut self, now: Instant) {
-        if !self.running || !self.live {
+        if !self.watcher.gate(&self.kit, now) {
             return;
         }
-        if !self.kit.allows(now) {
-            self.waiting = !self.kit.is_suspended();
-            return;
-        }
-        self.waiting = false;
         let dir = self.config.dir.clone();
-        if self.need_list && !self.kit.any(|p| *p == ViewOp::List) {
-            self.need_list = false;
-            if core::mem::take(&mut self.sync_next) {
+        if self.need.has(LIST) && !self.kit.any(|p| *p == ViewOp::List) {
+            self.need.take(LIST);
+            if self.need.take(SYNC) {
                 self.kit.send(
                     ViewOp::Sync,
                     Request::Sync(PathRequest { path: dir.clone() }),
@@ -472,8 +469,8 @@ impl View {
                 self.child_watch = Some(op);
             }
         }
-        if self.need_exists && self.dir_watch.is_none() {
-            self.need_exists = false;
+        if self.need.has(EXISTS) && self.dir_watch.is_none() {
+            self.need.take(EXISTS);
             let op = self.kit.send(
                 ViewOp::Exists,
                 Request::Exists(PathWatch {
@@ -508,15 +505,15 @@ impl View {
     }
 
     fn check_synced(&mut self) {
-        if self.resyncing
-            && self.live
-            && !self.need_list
+        if self.need.has(REPORT)
+            && self.watcher.is_live()
+            && !self.need.has(LIST)
             && !self.kit.any(|p| *p == ViewOp::List)
             && self.awaiting.is_empty()
             && self.to_read.is_empty()
             && self.reading.is_empty()
         {
-            self.resyncing = false;
+            self.need.take(REPORT);
             self.synced = true;
             self.kit.emit(ViewEvent::Synced);
         }
@@ -543,7 +540,7 @@ impl View {
                 self.to_read.insert(n);
             }
         }
-        if core::mem::take(&mut self.reread) {
+        if self.need.take(REREAD) {
             for m in &self.members {
                 if !self.data_watch.contains_key(&m.name) {
                     self.to_read.insert(m.name.clone());
@@ -566,10 +563,10 @@ impl View {
                 // No directory: an empty group until it appears.
                 self.kit.succeeded();
                 self.apply_listing(Vec::new());
-                self.need_exists = true;
+                self.need.add(EXISTS);
             }
             Err(e) if e.is_retryable() => {
-                self.need_list = true;
+                self.need.add(LIST);
                 self.again(now);
             }
             Err(e) if e.ends_session() => {}
@@ -643,14 +640,14 @@ impl View {
                 // The directory appeared meanwhile: list it (the exists watch stays
                 // registered as a data watch; it fires at most once more).
                 self.kit.succeeded();
-                self.need_list = true;
+                self.need.add(LIST);
             }
             Err(Error::Server(ErrorCode::NoNode)) => self.kit.succeeded(), // armed
             Err(e) if e.is_retryable() => {
                 if self.dir_watch == Some(op) && !armed {
                     self.dir_watch = None;
                 }
-                self.need_exists = true;
+                self.need.add(EXISTS);
                 self.again(now);
             }
             Err(e) if e.ends_session() => {}
@@ -673,7 +670,7 @@ impl Protocol for View {
             return;
         };
         let armed = watch == Some(true);
-        if self.done {
+        if self.watcher.is_done() {
             return;
         }
         match purpose {
@@ -686,15 +683,15 @@ impl Protocol for View {
     }
 
     fn on_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
-        if self.done {
+        if self.watcher.is_done() {
             return;
         }
         if self.child_watch == Some(op) {
             self.child_watch = None;
-            self.need_list = true;
+            self.need.add(LIST);
         } else if self.dir_watch == Some(op) {
             self.dir_watch = None;
-            self.need_list = true;
+            self.need.add(LIST);
         } else {
             let name = event.path.rsplit('/').next().unwrap_or("").to_string();
             if self.data_watch.get(&name) != Some(&op) {
@@ -721,64 +718,61 @@ impl Protocol for View {
     }
 
     fn on_session(&mut self, now: Instant, change: SessionChange) {
-        if self.done {
-            return;
-        }
-        match change {
-            SessionChange::Connected { .. } | SessionChange::Reconnected { .. } => {
-                self.live = true;
+        match self.watcher.session(change) {
+            Back::Nothing => {}
+            Back::Resync { .. } => {
                 // A reconnect may land on a lagging follower.
-                self.sync_next = self.running;
-                if self.running {
-                    if core::mem::take(&mut self.suspended) {
-                        self.kit.emit(ViewEvent::Reconnected);
-                    }
-                    self.resync();
+                self.need.add(SYNC);
+                if self.watcher.resume() {
+                    self.kit.emit(ViewEvent::Reconnected);
                 }
+                self.resync();
             }
-            SessionChange::Suspended => {
-                if self.running && !self.suspended {
-                    self.suspended = true;
-                    self.synced = false;
-                    self.kit.emit(ViewEvent::Suspended);
-                }
+            Back::Suspend => {
+                self.synced = false;
+                self.kit.emit(ViewEvent::Suspended);
             }
-            SessionChange::Expired => {
+            Back::Expire { report } => {
                 self.kit.clear_requests();
                 self.child_watch = None;
                 self.dir_watch = None;
                 self.data_watch.clear();
                 self.reading.clear();
-                self.live = false;
-                self.waiting = false;
-                if self.running && !self.suspended {
-                    self.suspended = true;
+                if report {
                     self.synced = false;
                     self.kit.emit(ViewEvent::Suspended);
                 }
             }
-            SessionChange::Closed => self.finish(ViewEvent::Failed(Error::Closed)),
+            Back::Close => self.finish(ViewEvent::Failed(Error::Closed)),
         }
         self.drive(now);
     }
 
-    fn on_timeout(&mut self, now: Instant) {
-        self.drive(now);
-    }
+    watcher_protocol!();
 
-    fn on_abandon(&mut self, now: Instant) {
-        self.close(now);
-    }
-
-    fn deadline(&self) -> Option<Instant> {
-        if self.waiting && self.running {
-            self.kit.retry_at()
-        } else {
-            None
-        }
-    }
-
-    fn finished(&self) -> bool {
-        self.done && self.kit.no_events()
+    fn check(&self) {
+        debug_assert!(
+            self.members.windows(2).all(|w| w[0].name < w[1].name),
+            "the view is sorted by name, each name once"
+        );
+        debug_assert!(
+            self.awaiting.iter().all(|n| self.position(n).is_err()),
+            "a name awaiting its first read is not a member yet"
+        );
+        debug_assert!(
+            !self.synced || self.watcher.is_running(),
+            "only a running view is synced"
+        );
+        debug_assert!(
+            self.watcher.is_live() || (self.reading.is_empty() && self.kit.is_quiet()),
+            "without a session nothing is in flight"
+        );
+        debug_assert!(
+            !self.watcher.is_done()
+                || (self.child_watch.is_none()
+                    && self.dir_watch.is_none()
+                    && self.data_watch.is_empty()),
+            "an ended view holds no watch"
+        );
     }
 }

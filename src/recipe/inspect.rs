@@ -63,11 +63,11 @@ use bytes::Bytes;
 
 use super::contender::{self, LATCH, LEASE, LOCK, READ, WRITE};
 use super::kit::join;
+use super::kit::{Kit, Plumbing, Protocol};
 use super::queue::{self, Format};
-use super::{OpId, Outbox, Recipe, Retry, SessionChange};
+use super::{OpId, SessionChange};
 use crate::error::Error;
 use crate::proto::{validate_path, ErrorCode, PathRequest, PathWatch, Request, Response, Stat};
-use crate::session::WatchEvent;
 use crate::time::Instant;
 
 /// The layouts [`kind_of`] recognises (see the [module docs](self)).
@@ -409,17 +409,22 @@ const MAX_DEPTH: u32 = 64;
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Inspect {
     config: InspectConfig,
-    outbox: Outbox<Step>,
-    retry: Retry,
+    kit: Kit<Step, InspectEvent>,
+    phase: Phase,
     dirs: Vec<Dir>,
     requests: usize,
     truncated: bool,
     rounds: u32,
     /// A retryable failure in this round: look again once the outbox drained.
     again: Option<Error>,
-    started: bool,
-    done: bool,
-    events: VecDeque<InspectEvent>,
+}
+
+/// Where a look is: not started, looking (round after round), or over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Phase {
+    New,
+    Looking,
+    Done,
 }
 
 impl Inspect {
@@ -430,24 +435,22 @@ impl Inspect {
     pub fn new(config: InspectConfig) -> Self {
         Inspect {
             config,
-            outbox: Outbox::default(),
-            retry: Retry::default(),
+            kit: Kit::default(),
+            phase: Phase::New,
             dirs: Vec::new(),
             requests: 0,
             truncated: false,
             rounds: 0,
             again: None,
-            started: false,
-            done: false,
-            events: VecDeque::new(),
         }
     }
 
     /// Starts (once).
     pub fn start(&mut self, now: Instant) {
-        if core::mem::replace(&mut self.started, true) {
+        if self.phase != Phase::New {
             return;
         }
+        self.phase = Phase::Looking;
         match validate_path(&self.config.path) {
             Ok(()) => self.begin(now),
             Err(error) => self.finish(InspectEvent::Failed(Error::InvalidPath {
@@ -463,7 +466,7 @@ impl Inspect {
         self.requests = 0;
         self.truncated = false;
         let root = self.config.path.clone();
-        self.outbox.send(
+        self.kit.send(
             Step::Sync,
             Request::Sync(PathRequest { path: root.clone() }),
         );
@@ -483,7 +486,7 @@ impl Inspect {
 
     fn list(&mut self, path: String, depth: u32) {
         let d = self.dirs.len();
-        self.outbox.send(
+        self.kit.send(
             Step::List(d),
             Request::GetChildren2(PathWatch {
                 path: path.clone(),
@@ -514,7 +517,7 @@ impl Inspect {
         };
         if self.budget() {
             let req = Request::GetChildren(PathWatch { path, watch: false });
-            self.outbox.send(Step::Sub(d, sub), req);
+            self.kit.send(Step::Sub(d, sub), req);
         }
     }
 
@@ -528,7 +531,7 @@ impl Inspect {
         let path = join(parent, name);
         let dir = &mut self.dirs[d];
         let s = dir.slots.len();
-        self.outbox.send(Step::Read(d, s), get(&path));
+        self.kit.send(Step::Read(d, s), get(&path));
         dir.slots.push(Slot {
             role,
             name: name.into(),
@@ -638,24 +641,24 @@ impl Inspect {
     }
 
     fn finish(&mut self, event: InspectEvent) {
-        if !self.done {
-            self.done = true;
-            self.outbox.clear();
-            self.events.push_back(event);
+        if self.phase != Phase::Done {
+            self.phase = Phase::Done;
+            self.kit.clear_requests();
+            self.kit.emit(event);
         }
     }
 
     /// Every answer of the round is in: describe, or look again.
     fn round_done(&mut self, now: Instant) {
-        if self.done || !self.outbox.is_empty() {
+        if self.phase == Phase::Done || !self.kit.is_quiet() {
             return;
         }
         match self.again.take() {
             Some(e) if self.rounds >= Self::MAX_ROUNDS => self.finish(InspectEvent::Failed(e)),
             Some(e) => {
                 self.again = Some(e);
-                self.retry.failed(now);
-                self.handle_timeout(now);
+                self.kit.failed(now);
+                self.on_timeout(now);
             }
             None => {
                 let descriptions = self.describe();
@@ -756,14 +759,18 @@ fn shape_of(mut dir: Dir) -> Shape {
     }
 }
 
-impl Recipe for Inspect {
+impl Protocol for Inspect {
     type Event = InspectEvent;
 
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some((step, result)) = self.outbox.answer(op, result) else {
+    fn kit(&mut self) -> &mut dyn Plumbing<InspectEvent> {
+        &mut self.kit
+    }
+
+    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+        let Some((step, result)) = self.kit.answer(op, result) else {
             return;
         };
-        if self.done {
+        if self.phase == Phase::Done {
             return;
         }
         match (step, result) {
@@ -772,7 +779,7 @@ impl Recipe for Inspect {
             }
             // This round is lost already: let its answers drain, read nothing more.
             _ if self.again.is_some() => {}
-            (Step::Sync, Ok(_)) => self.retry.succeeded(),
+            (Step::Sync, Ok(_)) => self.kit.succeeded(),
             // A sync of a missing path: the listing tells.
             (Step::Sync, Err(Error::Server(ErrorCode::NoNode))) => {}
             (Step::List(d), Ok(Response::Children2 { children, stat })) => {
@@ -806,44 +813,41 @@ impl Recipe for Inspect {
         self.round_done(now);
     }
 
-    fn handle_watch(&mut self, _: Instant, _: OpId, _: &WatchEvent) {}
-
-    fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.retry.session(change);
+    fn on_session(&mut self, now: Instant, change: SessionChange) {
         match change.end_error() {
             Some(e) => self.finish(InspectEvent::Failed(e)),
-            None => self.handle_timeout(now),
+            None => self.on_timeout(now),
         }
     }
 
-    fn handle_timeout(&mut self, now: Instant) {
-        if self.again.is_some() && !self.done && self.outbox.is_empty() && self.retry.allows(now) {
+    fn on_timeout(&mut self, now: Instant) {
+        let waiting = self.again.is_some() && self.phase == Phase::Looking;
+        if waiting && self.kit.is_quiet() && self.kit.allows(now) {
             self.again = None;
             self.begin(now);
         }
     }
 
-    fn handle_abandon(&mut self, _: Instant) {
-        self.done = true;
-        self.outbox.clear();
+    fn on_abandon(&mut self, _: Instant) {
+        self.phase = Phase::Done;
+        self.kit.clear_requests();
     }
 
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.outbox.poll()
-    }
-
-    fn poll_event(&mut self) -> Option<InspectEvent> {
-        self.events.pop_front()
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
+    fn deadline(&self) -> Option<Instant> {
         match &self.again {
-            Some(_) if !self.done && self.outbox.is_empty() => self.retry.deadline(),
+            Some(_) if self.phase == Phase::Looking && self.kit.is_quiet() => self.kit.retry_at(),
             _ => None,
         }
     }
 
-    fn is_done(&self) -> bool {
-        self.done && self.events.is_empty()
+    fn finished(&self) -> bool {
+        self.phase == Phase::Done && self.kit.no_events()
+    }
+
+    fn check(&self) {
+        // A round waiting to look again has nothing in flight once it drained, and a
+        // finished look sends nothing more.
+        debug_assert!(self.phase != Phase::Done || self.kit.is_quiet());
+        debug_assert!(self.phase != Phase::New || (self.kit.is_quiet() && self.again.is_none()));
     }
 }

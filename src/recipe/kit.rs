@@ -42,15 +42,18 @@
 
 use alloc::boxed::Box;
 use alloc::collections::VecDeque;
-use alloc::string::String;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use bytes::Bytes;
 use core::time::Duration;
 
 use core::fmt;
 
-use super::path::{ancestor_creates, ancestor_result};
 use super::{OpId, Outbox, Recipe, Retry, SessionChange, SharedListing};
 use crate::error::Error;
-use crate::proto::{Acl, CreateMode, ErrorCode, PathRequest, Request, Response};
+use crate::proto::{
+    parent, Acl, CreateMode, CreateRequest, ErrorCode, PathRequest, Request, Response,
+};
 use crate::session::WatchEvent;
 use crate::time::Instant;
 
@@ -93,6 +96,56 @@ pub fn parent_of(path: &str) -> &str {
 /// ```
 pub fn name_of(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or("")
+}
+
+/// The ancestors of `path`, top down (`/a`, `/a/b` for `/a/b/c`).
+///
+/// ```
+/// let a: Vec<&str> = zk_recipes::recipe::path::ancestors("/a/b/c").collect();
+/// assert_eq!(a, ["/a", "/a/b"]);
+/// assert_eq!(zk_recipes::recipe::path::ancestors("/a").count(), 0);
+/// ```
+pub fn ancestors(path: &str) -> impl Iterator<Item = &str> {
+    path.match_indices('/')
+        .map(|(i, _)| i)
+        .filter(|&i| i > 0)
+        .map(move |i| &path[..i])
+}
+
+/// Creates for every ancestor of `path`, top down, in `mode` (containers for recipe
+/// directories, as Curator does; persistent for [`CreateAll`](super::path::CreateAll) by default).
+pub fn ancestor_creates(path: &str, acl: &[Acl], mode: CreateMode) -> Vec<(String, Request)> {
+    ancestors(path)
+        .map(|p| {
+            let req = CreateRequest::new(p, Bytes::new(), acl.to_vec(), mode);
+            let request = if mode == CreateMode::Container {
+                Request::CreateContainer(req)
+            } else {
+                Request::Create(req)
+            };
+            (p.to_string(), request)
+        })
+        .collect()
+}
+
+/// The answer to creating ancestor `path`: `None` if it exists now; a retryable error
+/// (throttled, connection lost...) as it is, to retry; otherwise the error that names
+/// it. A top-level node that cannot be created for lack of a parent
+/// means the chroot does not exist (`/` always does).
+pub fn ancestor_result(path: &str, result: &Result<Response, Error>) -> Option<Error> {
+    match result {
+        Ok(_) | Err(Error::Server(ErrorCode::NodeExists)) => None,
+        Err(Error::Server(ErrorCode::NoNode)) if parent(path) == Some("/") => {
+            Some(Error::ChrootMissing)
+        }
+        // Not applied, or not known to be (throttled, timed out...): the caller retries.
+        Err(e @ Error::Server(_)) if e.is_retryable() => Some(e.clone()),
+        Err(Error::Server(code)) => Some(Error::NoParent {
+            path: path.to_string(),
+            code: *code,
+        }),
+        Err(e) => Some(e.clone()),
+    }
 }
 
 /// What a recipe does when the create of a node answered `NoNode` (its parent is
@@ -577,3 +630,62 @@ fn checked<T: Protocol>(recipe: &T) {
         recipe.check();
     }
 }
+
+/// The `Recipe` methods of a machine built on one part machine (`$part`) that reads the
+/// part's events after every input (`$pump`) and reports its own from `self.events`
+/// (an [`Events`]): every input goes to the part and then to `$pump`; requests, deadline
+/// and end are the part's. Only `handle_abandon` is written by the machine itself.
+macro_rules! follow_part {
+    ($part:ident, $pump:ident) => {
+        fn handle_reply(
+            &mut self,
+            now: $crate::time::Instant,
+            op: $crate::recipe::OpId,
+            result: Result<$crate::proto::Response, $crate::error::Error>,
+        ) {
+            self.$part.handle_reply(now, op, result);
+            self.$pump();
+        }
+
+        fn handle_watch(
+            &mut self,
+            now: $crate::time::Instant,
+            op: $crate::recipe::OpId,
+            event: &$crate::session::WatchEvent,
+        ) {
+            self.$part.handle_watch(now, op, event);
+            self.$pump();
+        }
+
+        fn handle_session(
+            &mut self,
+            now: $crate::time::Instant,
+            change: $crate::recipe::SessionChange,
+        ) {
+            self.$part.handle_session(now, change);
+            self.$pump();
+        }
+
+        fn handle_timeout(&mut self, now: $crate::time::Instant) {
+            self.$part.handle_timeout(now);
+            self.$pump();
+        }
+
+        fn poll_request(&mut self) -> Option<($crate::recipe::OpId, $crate::proto::Request)> {
+            self.$part.poll_request()
+        }
+
+        fn poll_event(&mut self) -> Option<Self::Event> {
+            self.events.poll()
+        }
+
+        fn poll_timeout(&self) -> Option<$crate::time::Instant> {
+            self.$part.poll_timeout()
+        }
+
+        fn is_done(&self) -> bool {
+            self.$part.is_done() && self.events.is_empty()
+        }
+    };
+}
+pub(crate) use follow_part;

@@ -74,6 +74,7 @@ pub mod rendezvous;
 pub mod semaphore;
 pub mod two_phase;
 pub mod value;
+pub(crate) mod watcher;
 
 use alloc::boxed::Box;
 use alloc::collections::VecDeque;

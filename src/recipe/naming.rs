@@ -118,7 +118,7 @@ use alloc::vec::Vec;
 use bytes::Bytes;
 
 use super::kit::{Kit, Plumbing, Protocol, MAX_PARENT_ROUNDS};
-use super::node::{NodeWatch, OwnedNode, OwnedNodeConfig};
+use super::node::{NodeWatch, OwnedNode, OwnedNodeConfig, Run};
 use super::path::ancestor_result;
 use super::{OpId, SessionChange};
 use crate::error::Error;
@@ -255,10 +255,12 @@ enum ReadOp {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Resolve {
     config: ResolveConfig,
-    started: bool,
+    run: Run,
+    /// A session is up.
     live: bool,
-    done: bool,
+    /// The read is to be sent (again).
     need: bool,
+    /// The read waits for the backoff to end.
     waiting: bool,
     kit: Kit<ReadOp, ResolveEvent>,
 }
@@ -268,9 +270,8 @@ impl Resolve {
     pub fn new(config: ResolveConfig) -> Self {
         Resolve {
             config,
-            started: false,
+            run: Run::Idle,
             live: false,
-            done: false,
             need: false,
             waiting: false,
             kit: Kit::default(),
@@ -279,10 +280,10 @@ impl Resolve {
 
     /// Sends the read (once).
     pub fn start(&mut self, now: Instant) {
-        if self.started || self.done {
+        if self.run != Run::Idle {
             return;
         }
-        self.started = true;
+        self.run = Run::Running;
         if let Err(error) = validate_path(&self.config.path) {
             let path = self.config.path.clone();
             return self.finish(ResolveEvent::Failed(Error::InvalidPath { path, error }));
@@ -292,13 +293,13 @@ impl Resolve {
     }
 
     fn finish(&mut self, e: ResolveEvent) {
-        self.done = true;
+        self.run = Run::Done;
         self.kit.clear_requests();
         self.kit.emit(e);
     }
 
     fn drive(&mut self, now: Instant) {
-        if !self.need || self.done || !self.live {
+        if !self.need || self.run == Run::Done || !self.live {
             return;
         }
         if !self.kit.allows(now) {
@@ -334,7 +335,7 @@ impl Protocol for Resolve {
         let Some((purpose, result)) = self.kit.answer(op, result) else {
             return;
         };
-        if self.done || purpose == ReadOp::Sync {
+        if self.run == Run::Done || purpose == ReadOp::Sync {
             return;
         }
         match result {
@@ -354,7 +355,7 @@ impl Protocol for Resolve {
     fn on_watch(&mut self, _now: Instant, _op: OpId, _event: &WatchEvent) {}
 
     fn on_session(&mut self, now: Instant, change: SessionChange) {
-        if self.done {
+        if self.run == Run::Done {
             return;
         }
         match change {
@@ -365,7 +366,7 @@ impl Protocol for Resolve {
                 self.kit.clear_requests();
                 self.live = false;
                 self.waiting = false;
-                self.need = self.started;
+                self.need = self.run == Run::Running;
             }
             SessionChange::Closed => return self.finish(ResolveEvent::Failed(Error::Closed)),
         }
@@ -377,14 +378,14 @@ impl Protocol for Resolve {
     }
 
     fn on_abandon(&mut self, _now: Instant) {
-        if !self.done {
-            self.done = true;
+        if self.run != Run::Done {
+            self.run = Run::Done;
             self.kit.clear_requests();
         }
     }
 
     fn deadline(&self) -> Option<Instant> {
-        if self.waiting && !self.done {
+        if self.waiting && self.run != Run::Done {
             self.kit.retry_at()
         } else {
             None
@@ -392,7 +393,20 @@ impl Protocol for Resolve {
     }
 
     fn finished(&self) -> bool {
-        self.done && self.kit.no_events()
+        self.run == Run::Done && self.kit.no_events()
+    }
+
+    fn check(&self) {
+        if self.run != Run::Running || !self.live {
+            debug_assert_eq!(
+                self.kit.in_flight(),
+                0,
+                "a read only while running, in a session"
+            );
+        }
+        if self.run == Run::Idle {
+            debug_assert!(!self.need, "nothing to read before start");
+        }
     }
 }
 
@@ -473,6 +487,26 @@ struct Attempt {
     orphan: bool,
 }
 
+/// An [`IdGenerator`]'s life.
+///
+/// | before (fields of `IdGenerator`) | after |
+/// | --- | --- |
+/// | `closing`, `done` | `Life::{Open, Closing, Done}` |
+/// | `live`, `session_id` | `session: Option<i64>` (the live session's id) |
+/// | `exhausted`, `parents`, `timer` | kept: independent of the life |
+///
+/// (`Resolve`: `started`, `done` became [`Run`]`::{Idle, Running, Done}`; `live`,
+/// `need`, `waiting` kept.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Life {
+    /// Taking requests.
+    Open,
+    /// Closed: deleting what is left of ours.
+    Closing,
+    /// Ended.
+    Done,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum IdOp {
     Parent(String),
@@ -486,10 +520,11 @@ enum IdOp {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct IdGenerator {
     config: IdGeneratorConfig,
-    session_id: i64,
-    live: bool,
-    closing: bool,
-    done: bool,
+    /// The live session's id (`None` before the first `Connected` and after an
+    /// expiry).
+    session: Option<i64>,
+    life: Life,
+    /// A number wrapped: every request fails with [`Error::SequenceOverflow`].
     exhausted: bool,
     next_request: u64,
     next_attempt: u64,
@@ -498,10 +533,12 @@ pub struct IdGenerator {
     /// Nodes of ours to delete (not on the wire).
     deletes: Vec<String>,
     last: Option<i64>,
+    /// Create the directory before the next creates.
     parents: bool,
     /// Rounds of directory creates sent since a create last worked.
     round: u32,
     recovered: u64,
+    /// Something waits for the backoff to end.
     timer: bool,
     kit: Kit<IdOp, IdEvent>,
 }
@@ -511,10 +548,8 @@ impl IdGenerator {
     pub fn new(config: IdGeneratorConfig) -> Self {
         IdGenerator {
             config,
-            session_id: 0,
-            live: false,
-            closing: false,
-            done: false,
+            session: None,
+            life: Life::Open,
             exhausted: false,
             next_request: 1,
             next_attempt: 1,
@@ -555,7 +590,7 @@ impl IdGenerator {
     pub fn request(&mut self, now: Instant) -> u64 {
         let r = self.next_request;
         self.next_request += 1;
-        if self.done || self.closing {
+        if self.life != Life::Open {
             self.kit.emit(IdEvent::Failed {
                 request: r,
                 error: Error::Closed,
@@ -579,10 +614,10 @@ impl IdGenerator {
     /// Fails the waiting requests with [`Error::Closed`], deletes what is left of
     /// ours, and ends.
     pub fn close(&mut self, now: Instant) {
-        if self.done || self.closing {
+        if self.life != Life::Open {
             return;
         }
-        self.closing = true;
+        self.life = Life::Closing;
         self.fail_all(Error::Closed);
         self.drive(now);
         self.check_done();
@@ -654,9 +689,9 @@ impl IdGenerator {
     fn drive(&mut self, now: Instant) {
         self.timer = false;
         self.settle();
-        if self.done || !self.live {
+        let Some(session) = self.session.filter(|_| self.life != Life::Done) else {
             return self.settle();
-        }
+        };
         if !self.kit.allows(now) {
             self.timer = !self.kit.is_suspended();
             return self.settle();
@@ -692,7 +727,7 @@ impl IdGenerator {
                 .send_parents(&probe, acl, CreateMode::Persistent, IdOp::Parent);
         }
         // 3. New creates for waiting requests.
-        if !self.closing && !self.exhausted {
+        if self.life == Life::Open && !self.exhausted {
             let sent = self
                 .attempts
                 .iter()
@@ -702,11 +737,11 @@ impl IdGenerator {
             for _ in 0..want.min(MAX_CREATES.saturating_sub(sent)) {
                 let n = self.next_attempt;
                 self.next_attempt += 1;
-                let name = self.prefix(self.session_id, n);
+                let name = self.prefix(session, n);
                 let path = self.node_path(&name);
                 self.attempts.push_back(Attempt {
                     n,
-                    session: self.session_id,
+                    session,
                     round: self.round,
                     draw: Draw::Sent,
                     orphan: false,
@@ -776,13 +811,12 @@ impl IdGenerator {
     }
 
     fn check_done(&mut self) {
-        if self.closing
-            && !self.done
+        if self.life == Life::Closing
             && self.kit.is_quiet()
             && self.deletes.is_empty()
             && self.attempts.is_empty()
         {
-            self.done = true;
+            self.life = Life::Done;
         }
     }
 
@@ -932,7 +966,7 @@ impl Protocol for IdGenerator {
         let Some((purpose, result)) = self.kit.answer(op, result) else {
             return;
         };
-        if self.done {
+        if self.life == Life::Done {
             return;
         }
         match purpose {
@@ -948,20 +982,19 @@ impl Protocol for IdGenerator {
     fn on_watch(&mut self, _now: Instant, _op: OpId, _event: &WatchEvent) {}
 
     fn on_session(&mut self, now: Instant, change: SessionChange) {
-        if self.done {
+        if self.life == Life::Done {
             return;
         }
         match change {
             SessionChange::Connected { session_id } | SessionChange::Reconnected { session_id } => {
-                self.session_id = session_id;
-                self.live = true;
+                self.session = Some(session_id);
             }
             SessionChange::Suspended => {}
             SessionChange::Expired => {
                 // Our nodes went with the session; numbers already drawn stay valid.
                 self.kit.clear_requests();
                 self.deletes.clear();
-                self.live = false;
+                self.session = None;
                 self.parents = false;
                 self.kit.reset_parents();
                 self.round = 0;
@@ -973,8 +1006,7 @@ impl Protocol for IdGenerator {
                 self.deletes.clear();
                 self.attempts.clear();
                 self.fail_all(Error::Closed);
-                self.closing = true;
-                self.done = true;
+                self.life = Life::Done;
                 return;
             }
         }
@@ -990,7 +1022,7 @@ impl Protocol for IdGenerator {
     }
 
     fn deadline(&self) -> Option<Instant> {
-        if self.timer && !self.done {
+        if self.timer && self.life != Life::Done {
             self.kit.retry_at()
         } else {
             None
@@ -998,6 +1030,38 @@ impl Protocol for IdGenerator {
     }
 
     fn finished(&self) -> bool {
-        self.done && self.kit.no_events()
+        self.life == Life::Done && self.kit.no_events()
+    }
+
+    fn check(&self) {
+        if self.life != Life::Open || self.exhausted {
+            debug_assert!(
+                self.waiting.is_empty(),
+                "no request waits once closing or exhausted"
+            );
+        }
+        if self.life == Life::Done {
+            debug_assert!(
+                self.attempts.is_empty() && self.deletes.is_empty() && self.kit.in_flight() == 0,
+                "an ended generator holds nothing"
+            );
+        }
+        if self.session.is_none() {
+            debug_assert_eq!(self.kit.in_flight(), 0, "no request without a session");
+            debug_assert!(
+                !self
+                    .attempts
+                    .iter()
+                    .any(|a| matches!(a.draw, Draw::Sent | Draw::Lost { .. })),
+                "no create in doubt without a session"
+            );
+        }
+        debug_assert!(
+            self.attempts
+                .iter()
+                .zip(self.attempts.iter().skip(1))
+                .all(|(a, b)| a.n < b.n),
+            "creates in the order they were sent"
+        );
     }
 }

@@ -20,7 +20,7 @@
 //! 3. A node someone added meanwhile (`NotEmpty`) starts another round, at most
 //!    [`DeleteAll::MAX_ROUNDS`]; connection loss and refusals are retried.
 
-use alloc::string::{String, ToString};
+use alloc::string::String;
 use alloc::vec::Vec;
 use bytes::Bytes;
 
@@ -31,55 +31,7 @@ use crate::error::Error;
 use crate::proto::*;
 use crate::time::Instant;
 
-/// The ancestors of `path`, top down (`/a`, `/a/b` for `/a/b/c`).
-///
-/// ```
-/// let a: Vec<&str> = zk_recipes::recipe::path::ancestors("/a/b/c").collect();
-/// assert_eq!(a, ["/a", "/a/b"]);
-/// assert_eq!(zk_recipes::recipe::path::ancestors("/a").count(), 0);
-/// ```
-pub fn ancestors(path: &str) -> impl Iterator<Item = &str> {
-    path.match_indices('/')
-        .map(|(i, _)| i)
-        .filter(|&i| i > 0)
-        .map(move |i| &path[..i])
-}
-
-/// Creates for every ancestor of `path`, top down, in `mode` (containers for recipe
-/// directories, as Curator does; persistent for [`CreateAll`] by default).
-pub fn ancestor_creates(path: &str, acl: &[Acl], mode: CreateMode) -> Vec<(String, Request)> {
-    ancestors(path)
-        .map(|p| {
-            let req = CreateRequest::new(p, Bytes::new(), acl.to_vec(), mode);
-            let request = if mode == CreateMode::Container {
-                Request::CreateContainer(req)
-            } else {
-                Request::Create(req)
-            };
-            (p.to_string(), request)
-        })
-        .collect()
-}
-
-/// The answer to creating ancestor `path`: `None` if it exists now; a retryable error
-/// (throttled, connection lost...) as it is, to retry; otherwise the error that names
-/// it. A top-level node that cannot be created for lack of a parent
-/// means the chroot does not exist (`/` always does).
-pub fn ancestor_result(path: &str, result: &Result<Response, Error>) -> Option<Error> {
-    match result {
-        Ok(_) | Err(Error::Server(ErrorCode::NodeExists)) => None,
-        Err(Error::Server(ErrorCode::NoNode)) if parent(path) == Some("/") => {
-            Some(Error::ChrootMissing)
-        }
-        // Not applied, or not known to be (throttled, timed out...): the caller retries.
-        Err(e @ Error::Server(_)) if e.is_retryable() => Some(e.clone()),
-        Err(Error::Server(code)) => Some(Error::NoParent {
-            path: path.to_string(),
-            code: *code,
-        }),
-        Err(e) => Some(e.clone()),
-    }
-}
+pub use super::kit::{ancestor_creates, ancestor_result, ancestors};
 
 fn is_refusal(e: &Error) -> bool {
     matches!(e, Error::Overloaded | Error::Server(ErrorCode::Throttled))

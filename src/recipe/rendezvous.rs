@@ -199,36 +199,11 @@ impl Worker {
 
 impl Recipe for Worker {
     type Event = RendezvousEvent;
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        self.watch.handle_reply(now, op, result);
-        self.pump();
-    }
-    fn handle_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
-        self.watch.handle_watch(now, op, event);
-        self.pump();
-    }
-    fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.watch.handle_session(now, change);
-        self.pump();
-    }
-    fn handle_timeout(&mut self, now: Instant) {
-        self.watch.handle_timeout(now);
-        self.pump();
-    }
+
+    super::kit::follow_part!(watch, pump);
+
     fn handle_abandon(&mut self, now: Instant) {
         self.close(now);
-    }
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.watch.poll_request()
-    }
-    fn poll_event(&mut self) -> Option<RendezvousEvent> {
-        self.events.poll()
-    }
-    fn poll_timeout(&self) -> Option<Instant> {
-        self.watch.poll_timeout()
-    }
-    fn is_done(&self) -> bool {
-        self.watch.is_done() && self.events.is_empty()
     }
 }
 
@@ -239,20 +214,42 @@ impl Recipe for Worker {
 /// Op ids of the master's own writes (the watch's ops are small numbers).
 const OWN: OpId = 1 << 62;
 
+/// Where a master stands: each stage with what exists only in it.
+///
+/// | stage | what it carries |
+/// | --- | --- |
+/// | `Idle` | nothing: not started |
+/// | `Running` | what we know of `z_r` and whether our address is to be written ([`Run`]) |
+/// | `Ended` | nothing: its final event is reported |
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Stage {
+    Idle,
+    Running(Run),
+    Ended,
+}
+
+/// A running master.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Run {
+    /// Our address (the latest `publish`) is still to be written.
+    due: bool,
+    /// `z_r` was seen to exist: its absence now means it went.
+    seen: bool,
+    /// The last write, or the watch, found no `z_r`: the write waits for the watch to
+    /// see it.
+    missing: bool,
+}
+
 /// A master: writes its address into `z_r` once it exists; see the
 /// [module docs](self).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Master {
     watch: NodeWatch,
     address: Bytes,
-    /// Our address still needs writing.
-    need_publish: bool,
-    /// The last write found no `z_r`: wait for the watch to see it.
-    missing: bool,
-    seen: bool,
+    stage: Stage,
+    /// A session is up (connected, not expired).
     live: bool,
-    started: bool,
-    ended: bool,
+    /// A write waits for the end of a backoff (not for a reconnect).
     waiting: bool,
     kit: Kit<Bytes, RendezvousEvent>,
 }
@@ -264,12 +261,8 @@ impl Master {
         Master {
             watch: NodeWatch::new(path),
             address: address.into(),
-            need_publish: false,
-            missing: false,
-            seen: false,
+            stage: Stage::Idle,
             live: false,
-            started: false,
-            ended: false,
             waiting: false,
             kit: Kit::default(),
         }
@@ -277,16 +270,19 @@ impl Master {
 
     /// Has our current address been written (and not replaced by a newer `publish`)?
     pub fn is_published(&self) -> bool {
-        self.started && !self.need_publish && !self.ended
+        matches!(self.stage, Stage::Running(Run { due: false, .. }))
     }
 
     /// Starts: writes the address as soon as `z_r` exists (once).
     pub fn start(&mut self, now: Instant) {
-        if self.started {
+        if self.stage != Stage::Idle {
             return;
         }
-        self.started = true;
-        self.need_publish = true;
+        self.stage = Stage::Running(Run {
+            due: true,
+            seen: false,
+            missing: false,
+        });
         self.watch.start(now);
         self.pump(now);
     }
@@ -294,8 +290,8 @@ impl Master {
     /// Writes a new address; [`RendezvousEvent::Published`] again.
     pub fn publish(&mut self, now: Instant, address: Bytes) {
         self.address = address;
-        if self.started && !self.ended {
-            self.need_publish = true;
+        if let Stage::Running(run) = &mut self.stage {
+            run.due = true;
         }
         self.pump(now);
     }
@@ -306,46 +302,49 @@ impl Master {
         self.pump(now);
     }
 
+    /// Ends with `e` (final): nothing of ours is sent after it.
     fn end(&mut self, e: RendezvousEvent) {
-        self.ended = true;
+        self.stage = Stage::Ended;
+        self.waiting = false;
         self.kit.clear_requests();
-        self.need_publish = false;
         self.kit.emit(e);
-        self.watch.close(Instant::ZERO);
     }
 
     fn pump(&mut self, now: Instant) {
         while let Some(e) = self.watch.poll_event() {
-            if self.ended {
-                continue;
-            }
-            match e {
-                NodeWatchEvent::Data { .. } => {
-                    self.seen = true;
-                    self.missing = false;
+            match (&mut self.stage, e) {
+                (Stage::Ended, _) => {}
+                (Stage::Running(run), NodeWatchEvent::Data { .. }) => {
+                    run.seen = true;
+                    run.missing = false;
                 }
-                NodeWatchEvent::Missing { gone } => {
-                    self.missing = true;
-                    if gone || self.seen {
+                (Stage::Running(run), NodeWatchEvent::Missing { gone }) => {
+                    run.missing = true;
+                    if gone || run.seen {
                         self.end(RendezvousEvent::Gone);
+                        self.watch.close(Instant::ZERO);
                     }
                 }
-                other => {
+                (_, other) => {
                     if let Some(e) = RendezvousEvent::from_watch(other) {
                         if e.is_final() {
-                            self.ended = true;
-                            self.kit.clear_requests();
+                            self.end(e);
+                        } else {
+                            self.kit.emit(e);
                         }
-                        self.kit.emit(e);
                     }
                 }
             }
         }
         self.drive(now);
+        self.check();
     }
 
     fn drive(&mut self, now: Instant) {
-        if self.ended || !self.live || !self.need_publish || self.missing {
+        let Stage::Running(run) = self.stage else {
+            return;
+        };
+        if !self.live || !run.due || run.missing {
             return;
         }
         if !self.kit.allows(now) {
@@ -369,26 +368,43 @@ impl Master {
     }
 
     fn on_set(&mut self, now: Instant, sent: Bytes, result: Result<Response, Error>) {
+        let Stage::Running(run) = &mut self.stage else {
+            return;
+        };
         match result {
             Ok(Response::Stat(stat)) => {
                 self.kit.succeeded();
-                self.seen = true;
+                run.seen = true;
                 if sent == self.address {
-                    self.need_publish = false;
+                    run.due = false;
                     self.kit.emit(RendezvousEvent::Published { stat });
                 }
             }
-            Ok(_) => self.end(RendezvousEvent::Failed(Error::UnexpectedReply)),
+            Ok(_) => self.failed(Error::UnexpectedReply),
             Err(Error::Server(ErrorCode::NoNode)) => {
-                if self.seen {
+                if run.seen {
                     self.end(RendezvousEvent::Gone);
+                    self.watch.close(Instant::ZERO);
                 } else {
-                    self.missing = true; // not created yet: the watch tells us when
+                    run.missing = true; // not created yet: the watch tells us when
                 }
             }
             Err(e) if e.is_retryable() => self.kit.failed(now),
             Err(e) if e.ends_session() => {}
-            Err(e) => self.end(RendezvousEvent::Failed(e)),
+            Err(e) => self.failed(e),
+        }
+    }
+
+    fn failed(&mut self, e: Error) {
+        self.end(RendezvousEvent::Failed(e));
+        self.watch.close(Instant::ZERO);
+    }
+
+    /// The rules that span the fields (debug builds): nothing of ours in flight
+    /// before the start nor once ended.
+    fn check(&self) {
+        if cfg!(debug_assertions) && matches!(self.stage, Stage::Idle | Stage::Ended) {
+            debug_assert!(self.kit.is_quiet(), "a write outside the run");
         }
     }
 }
@@ -398,9 +414,7 @@ impl Recipe for Master {
     fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
         if op & OWN != 0 {
             if let Some(sent) = self.kit.take(op & !OWN) {
-                if !self.ended {
-                    self.on_set(now, sent, result);
-                }
+                self.on_set(now, sent, result);
             }
         } else {
             self.watch.handle_reply(now, op, result);
@@ -442,7 +456,7 @@ impl Recipe for Master {
         self.kit.poll_event()
     }
     fn poll_timeout(&self) -> Option<Instant> {
-        let own = if self.waiting && !self.ended {
+        let own = if self.waiting && matches!(self.stage, Stage::Running(_)) {
             self.kit.retry_at()
         } else {
             None
@@ -453,6 +467,6 @@ impl Recipe for Master {
         }
     }
     fn is_done(&self) -> bool {
-        self.ended && self.watch.is_done() && self.kit.no_events()
+        self.stage == Stage::Ended && self.watch.is_done() && self.kit.no_events()
     }
 }

@@ -165,6 +165,120 @@ fn a_refused_set_is_retried_after_a_backoff_never_reported_as_success() {
     assert_eq!(s.events(), [BarrierEvent::Set]);
 }
 
+#[test]
+fn a_wait_whose_deadline_passed_before_its_first_look_still_looks_once() {
+    // A zero timeout is a poll: the first look decides, and no past deadline is
+    // reported as a timer meanwhile.
+    let mut s = waiter(Some(Instant::ZERO));
+    assert_eq!(s.r.poll_timeout(), None);
+    assert!(s.events().is_empty());
+    s.reply("exists", code(ErrorCode::NoNode));
+    assert_eq!(s.events(), [BarrierEvent::Released]);
+
+    let mut s = waiter(Some(Instant::ZERO));
+    s.reply("exists", stat());
+    assert_eq!(s.events(), [BarrierEvent::TimedOut]);
+    assert!(s.r.is_done());
+}
+
+#[test]
+fn a_past_deadline_ends_a_refused_first_look() {
+    let mut s = waiter(Some(Instant::ZERO));
+    s.reply("exists", Err(Error::Overloaded));
+    assert_eq!(s.events(), [BarrierEvent::TimedOut]);
+    assert!(s.sent().is_empty());
+    assert!(s.r.is_done());
+}
+
+#[test]
+fn a_deadline_passing_while_suspended_before_any_look_times_out() {
+    let mut s = waiter(Some(Instant::ZERO + Duration::from_millis(50)));
+    s.disconnect();
+    assert_eq!(s.events(), [BarrierEvent::Suspended]);
+    s.advance(Duration::from_millis(50));
+    assert_eq!(s.events(), [BarrierEvent::TimedOut]);
+    assert!(s.r.is_done());
+}
+
+#[test]
+fn a_refused_look_is_made_again_after_a_backoff_and_the_deadline_still_counts() {
+    let mut s = waiter(Some(Instant::ZERO + Duration::from_millis(500)));
+    s.reply("exists", Err(Error::Overloaded));
+    assert!(s.events().is_empty());
+    assert!(s.sent().is_empty());
+    // The backoff ends before the deadline: the earlier of the two is the timer.
+    let t = s.r.poll_timeout().expect("a timer");
+    assert!(t < Instant::ZERO + Duration::from_millis(500), "{t:?}");
+    s.advance(Duration::from_millis(10));
+    assert_eq!(s.sent(), [format!("sync {B}"), format!("exists! {B}")]);
+    s.reply("sync", created(B));
+    s.reply("exists", stat());
+    assert_eq!(
+        s.r.poll_timeout(),
+        Some(Instant::ZERO + Duration::from_millis(500))
+    );
+    s.fire(EventType::NodeDeleted, B);
+    assert_eq!(s.events(), [BarrierEvent::Released]);
+}
+
+#[test]
+fn a_deletion_of_another_path_or_before_the_look_is_up_does_not_release() {
+    let mut s = waiter(None);
+    s.reply("exists", stat());
+    s.fire_at(2, EventType::NodeDeleted, "/jobs/other");
+    assert!(s.events().is_empty());
+    assert!(!s.r.is_done());
+    // A data change: look again; a deletion heard before that look answers does not
+    // count (the look decides).
+    s.fire(EventType::NodeDataChanged, B);
+    assert_eq!(s.sent(), [format!("sync {B}"), format!("exists! {B}")]);
+    s.fire_at(2, EventType::NodeDeleted, B);
+    assert!(s.events().is_empty());
+    s.reply("sync", created(B));
+    s.reply("exists", stat());
+    assert!(s.events().is_empty());
+}
+
+#[test]
+fn set_creates_the_parents_again_after_a_refused_parent_create() {
+    let mut s = script(Barrier::set(BarrierConfig::new(B)));
+    s.r.start(Instant::ZERO);
+    assert_eq!(s.sent(), [format!("create {B}")]);
+    s.reply("create", code(ErrorCode::NoNode));
+    assert_eq!(
+        s.sent(),
+        ["container /jobs".to_string(), format!("create {B}")]
+    );
+    s.reply("container", Err(Error::Overloaded));
+    s.reply("create", code(ErrorCode::NoNode));
+    assert!(s.sent().is_empty());
+    s.advance(Duration::from_millis(10));
+    assert_eq!(
+        s.sent(),
+        ["container /jobs".to_string(), format!("create {B}")]
+    );
+    s.reply("container", created("/jobs"));
+    s.reply("create", created(B));
+    assert_eq!(s.events(), [BarrierEvent::Set]);
+    assert!(s.r.is_done());
+}
+
+#[test]
+fn a_command_abandoned_or_ended_before_start_reports_nothing() {
+    let mut s = script(Barrier::set(BarrierConfig::new(B)));
+    s.session(SessionChange::Expired);
+    s.r.start(Instant::ZERO);
+    assert!(s.sent().is_empty());
+    assert!(s.events().is_empty());
+    assert!(s.r.is_done());
+
+    let mut s = waiter(None);
+    s.r.handle_abandon(s.now);
+    s.reply("exists", code(ErrorCode::NoNode));
+    assert!(s.events().is_empty());
+    assert!(s.r.is_done());
+}
+
 // ----- double barrier -----
 
 const ME: &str = "55555555-0000-4000-8000-000000000000";
@@ -687,4 +801,89 @@ fn bad_configs_fail_at_once() {
     assert!(b.enter(Instant::ZERO, None).is_err());
     let mut b = DoubleBarrier::new(DoubleBarrierConfig::new(B, 2, ME));
     assert!(b.leave(Instant::ZERO, None).is_err(), "leave before enter");
+}
+
+#[test]
+fn the_last_leaver_keeps_b_when_its_deletion_is_refused_for_good() {
+    let mut s = entered(&[HIGH]);
+    s.r.leave(s.now, None).unwrap();
+    s.reply("list", children(&[ME, "ready"]));
+    s.reply("multi", multi_failed(2, ErrorCode::NoAuth, 3));
+    assert!(s.events().is_empty());
+    assert_eq!(s.sent(), [format!("list {B}")]);
+    s.reply("list", children(&[ME, "ready"]));
+    // `b` is left (no permission): our node and `ready` go without it.
+    assert_eq!(
+        s.sent(),
+        [format!("multi[delete {}, delete {}]", me(), ready())]
+    );
+    s.reply("multi", multi_deleted(2));
+    assert_eq!(s.events(), [E::Left]);
+    assert!(s.r.is_done());
+}
+
+#[test]
+fn a_refused_delete_of_our_node_in_leave_is_sent_again_after_a_backoff() {
+    let mut s = entered(&[LOW]);
+    s.r.leave(s.now, None).unwrap();
+    s.reply("list", children(&[LOW, ME, "ready"]));
+    s.reply("delete", Err(Error::Overloaded));
+    s.reply("exists", stat());
+    assert!(s.sent().is_empty());
+    s.advance(Duration::from_millis(10));
+    assert_eq!(s.sent(), [format!("delete {}", me())]);
+    s.reply("delete", ok());
+    s.fire(EventType::NodeDeleted, &child(LOW));
+    // Synced: the refusal asked for a fresh read.
+    assert_eq!(s.sent(), [format!("sync {B}"), format!("list {B}")]);
+    s.reply("sync", created(B));
+    s.reply("list", code(ErrorCode::NoNode));
+    assert_eq!(s.events(), [E::Left]);
+}
+
+#[test]
+fn a_deletion_of_another_member_while_leaving_is_not_ours_to_follow() {
+    let mut s = entered(&[LOW, HIGH]);
+    s.r.leave(s.now, None).unwrap();
+    s.reply("list", children(&[HIGH, ME, LOW, "ready"]));
+    s.reply("delete", ok());
+    s.reply("exists", stat());
+    // HIGH goes: we wait on LOW, nothing to do.
+    s.fire_at(1, EventType::NodeDeleted, &child(HIGH));
+    assert!(s.sent().is_empty());
+    // LOW's data changes: still there, watch on.
+    s.fire(EventType::NodeDataChanged, &child(LOW));
+    assert_eq!(s.sent(), [format!("exists! {}", child(LOW))]);
+    s.reply("exists", code(ErrorCode::NoNode));
+    assert_eq!(s.sent(), [format!("list {B}")]);
+}
+
+#[test]
+fn abandoning_an_entered_participant_deletes_its_node_and_reports_nothing() {
+    let mut s = entered(&[HIGH]);
+    s.r.handle_abandon(s.now);
+    assert_eq!(s.r.phase(), Phase::Stopping);
+    assert_eq!(s.sent(), [format!("delete {}", me())]);
+    assert!(s.r.leave(s.now, None).is_err(), "no leave after abandon");
+    s.reply("delete", ok());
+    assert!(s.events().is_empty());
+    assert_eq!(s.r.phase(), Phase::Done);
+    assert!(s.r.is_done());
+}
+
+#[test]
+fn a_stop_delete_refused_for_a_while_is_sent_again_and_then_done() {
+    let mut s = participant(3, Some(Instant::ZERO + Duration::from_secs(1)));
+    s.reply("exists", code(ErrorCode::NoNode));
+    s.reply("create", created(&me()));
+    s.reply("list", children(&[ME]));
+    s.advance(Duration::from_secs(1));
+    assert_eq!(s.events(), [E::NotEntered]);
+    assert_eq!(s.sent(), [format!("delete {}", me())]);
+    s.reply("delete", Err(Error::Overloaded));
+    assert!(!s.r.is_done());
+    s.advance(Duration::from_millis(10));
+    assert_eq!(s.sent(), [format!("delete {}", me())]);
+    s.reply("delete", code(ErrorCode::NoNode));
+    assert!(s.r.is_done());
 }

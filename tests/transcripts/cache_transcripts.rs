@@ -618,3 +618,38 @@ fn memory_per_cached_node() {
     assert!(per < 1_000, "{per} bytes per node");
     drop(c);
 }
+
+// ----- the watcher lifecycle (pinned with the port to the shared watcher) -----
+
+#[test]
+fn a_cache_suspended_during_its_first_load_reports_initialized_not_resynced() {
+    let mut c = started(CacheConfig::tree("/r"));
+    let s = expect_sent!(c, ["addWatch /r 1", "sync /r", "get /r", "list2 /r"]);
+    c.handle_session(T, SessionChange::Suspended);
+    assert_eq!(cache_events(&mut c), ["Suspended"]);
+    c.handle_session(T, SessionChange::Reconnected { session_id: S });
+    c.handle_reply(T, s[0].0, Ok(Response::WatchAdded));
+    let s = expect_sent!(c, ["sync /r", "get /r", "list2 /r"]);
+    c.handle_reply(T, s[0].0, Ok(Response::Path("/r".into())));
+    c.handle_reply(T, s[1].0, data("root", 1, 1));
+    c.handle_reply(T, s[2].0, kids(&[], 1, 1));
+    assert_eq!(cache_events(&mut c), ["created /r root m1", "Initialized"]);
+    assert!(c.is_synced(), "Initialized answers the Suspended");
+}
+
+#[test]
+fn a_cache_closed_while_backing_off_has_no_deadline_and_ignores_the_session() {
+    let mut c = started(CacheConfig::tree("/r"));
+    let s = sent(&mut c);
+    c.handle_reply(T, s[0].0, Ok(Response::WatchAdded));
+    c.handle_reply(T, s[1].0, Ok(Response::Path("/r".into())));
+    c.handle_reply(T, s[2].0, Err(Error::Overloaded));
+    assert!(c.poll_timeout().is_some());
+    c.close(T);
+    assert!(c.poll_timeout().is_none());
+    c.handle_session(T, SessionChange::Suspended);
+    c.handle_session(T, SessionChange::Reconnected { session_id: S });
+    assert_eq!(cache_events(&mut c), ["Closed"]);
+    assert!(sent(&mut c).is_empty());
+    assert!(c.has_ended());
+}

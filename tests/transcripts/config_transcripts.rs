@@ -478,3 +478,40 @@ fn invalid_paths_end_at_once() {
     ));
     assert!(sent(&mut w).is_empty());
 }
+
+// ----- the watcher lifecycle (pinned with the port to the shared watcher) -----
+
+#[test]
+fn reader_refused_round_backs_off_then_syncs_and_rearms() {
+    let mut r = reader(ReaderConfig::ready_node(READY, &[A]));
+    let round = expect_sent!(r, ["exists! /cfg/ready", "get! /cfg/a"]);
+    for (op, _) in &round {
+        r.handle_reply(T, *op, Err(Error::Overloaded));
+    }
+    assert!(sent(&mut r).is_empty(), "backing off");
+    assert!(!r.is_idle());
+    let at = r.poll_timeout().expect("a deadline");
+    r.handle_timeout(at);
+    expect_sent!(r, ["sync /cfg/ready", "exists! /cfg/ready", "get! /cfg/a"]);
+    assert_eq!(
+        r.poll_timeout(),
+        None,
+        "a round in flight waits for no timer"
+    );
+}
+
+#[test]
+fn reader_closed_while_backing_off_has_no_deadline_and_ignores_the_session() {
+    let mut r = reader(ReaderConfig::ready_node(READY, &[A]));
+    let round = sent(&mut r);
+    for (op, _) in &round {
+        r.handle_reply(T, *op, Err(Error::Overloaded));
+    }
+    assert!(r.poll_timeout().is_some());
+    r.close(T);
+    assert_eq!(r.poll_timeout(), None);
+    r.handle_session(T, SessionChange::Reconnected { session_id: S });
+    assert_eq!(events(&mut r), [ReaderEvent::Closed]);
+    assert!(sent(&mut r).is_empty());
+    assert!(r.is_done());
+}

@@ -677,3 +677,76 @@ fn view_listing_refused_backs_off() {
     assert_eq!(lines(&sent(&mut v)), ["sync /g", "list! /g"]);
     assert!(v.poll_timeout().is_none_or(|t| t > at));
 }
+
+// ----- view: the watcher lifecycle (pinned before the port to the shared watcher) -----
+
+#[test]
+fn view_started_before_its_session_waits_for_it_then_syncs_and_lists() {
+    let mut v = View::new(ViewConfig::new(DIR));
+    v.handle_session(T, SessionChange::Suspended); // not running yet: nothing to report
+    v.start(T);
+    assert!(sent(&mut v).is_empty());
+    assert!(v.poll_timeout().is_none());
+    connected(&mut v);
+    assert!(events(&mut v).is_empty());
+    assert_eq!(lines(&sent(&mut v)), ["sync /g", "list! /g"]);
+}
+
+#[test]
+fn view_expired_without_suspended_reports_suspended_once_then_rearms_everything() {
+    let (mut v, ..) = synced_view();
+    v.handle_session(T, SessionChange::Expired);
+    v.handle_session(T, SessionChange::Suspended);
+    assert_eq!(events(&mut v), [ViewEvent::Suspended]);
+    assert!(!v.is_synced());
+    assert!(sent(&mut v).is_empty());
+    assert!(v.poll_timeout().is_none());
+    v.handle_session(T, SessionChange::Connected { session_id: 0x88 });
+    assert_eq!(events(&mut v), [ViewEvent::Reconnected]);
+    let s = expect_sent!(v, ["sync /g", "list! /g"]);
+    v.handle_reply(T, s[0].0, Ok(Response::Path(DIR.into())));
+    v.handle_reply(T, s[1].0, children(&["a", "b"]));
+    // The data watches went with the old session: each member is read with one.
+    let r = expect_sent!(v, ["get! /g/a", "get! /g/b"]);
+    v.handle_reply(T, r[0].0, data("A", st().czxid(1).mzxid(1).owner(0x1)));
+    v.handle_reply(T, r[1].0, data("B", st().czxid(2).mzxid(2).owner(0x2)));
+    assert_eq!(events(&mut v), [ViewEvent::Synced]);
+    assert!(v.is_synced());
+}
+
+#[test]
+fn view_refused_while_suspended_waits_for_the_reconnect_not_a_timer() {
+    let mut v = View::new(ViewConfig::new(DIR));
+    connected(&mut v);
+    v.start(T);
+    let s = sent(&mut v);
+    v.handle_session(T, SessionChange::Suspended);
+    v.handle_reply(T, s[0].0, Err(Error::ConnectionLoss));
+    assert!(sent(&mut v).is_empty());
+    assert!(v.poll_timeout().is_none(), "no timer while suspended");
+    v.handle_session(T, SessionChange::Reconnected { session_id: S });
+    assert_eq!(
+        events(&mut v),
+        [ViewEvent::Suspended, ViewEvent::Reconnected]
+    );
+    // The lost listing may not have set its watch: listed again with one.
+    assert_eq!(lines(&sent(&mut v)), ["sync /g", "list! /g"]);
+}
+
+#[test]
+fn view_closed_while_backing_off_has_no_deadline_and_ignores_the_session() {
+    let mut v = View::new(ViewConfig::new(DIR));
+    connected(&mut v);
+    v.start(T);
+    let s = sent(&mut v);
+    v.handle_reply(T, s[0].0, Err(Error::Overloaded));
+    assert!(v.poll_timeout().is_some());
+    v.close(T);
+    assert!(v.poll_timeout().is_none());
+    v.handle_session(T, SessionChange::Suspended);
+    v.handle_session(T, SessionChange::Reconnected { session_id: S });
+    v.handle_timeout(T + core::time::Duration::from_secs(60));
+    assert_eq!(events(&mut v), [ViewEvent::Closed]);
+    assert!(sent(&mut v).is_empty());
+    assert!(v.is_done());
+}

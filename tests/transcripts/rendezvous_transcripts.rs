@@ -2,7 +2,9 @@
 //! replies in, exact requests and events out, in the lines of `kit.rs`.
 
 use super::kit::*;
-use zk_recipes::recipe::node::{NodeWatch, NodeWatchEvent, OwnedNode, OwnedNodeEvent};
+use zk_recipes::recipe::node::{
+    NodeWatch, NodeWatchEvent, OwnedNode, OwnedNodeConfig, OwnedNodeEvent,
+};
 use zk_recipes::recipe::rendezvous::{
     coordinator_config, publisher_config, Master, RendezvousEvent, Worker,
 };
@@ -283,6 +285,81 @@ fn master_refused_write_fails() {
     assert!(m.is_done());
 }
 
+#[test]
+fn a_write_answered_after_a_newer_publish_is_not_reported_and_the_newer_one_goes() {
+    let mut m = started(Master::new(ZR, "m:1"), |m| m.start(T));
+    let s = expect_sent!(m, ["set /job/zr 'm:1'", "get! /job/zr"]);
+    m.publish(T, "m:2".into());
+    assert!(sent(&mut m).is_empty(), "one write at a time");
+    m.handle_reply(T, s[0].0, Ok(Response::Stat(st().czxid(2).mzxid(3))));
+    assert!(events(&mut m).is_empty(), "m:1 is not our address any more");
+    assert!(!m.is_published());
+    let w = expect_sent!(m, ["set /job/zr 'm:2'"]);
+    m.handle_reply(T, w[0].0, Ok(Response::Stat(st().czxid(2).mzxid(4))));
+    assert_eq!(
+        events(&mut m),
+        [RendezvousEvent::Published {
+            stat: st().czxid(2).mzxid(4)
+        }]
+    );
+    assert!(m.is_published());
+}
+
+#[test]
+fn a_write_that_finds_zr_gone_after_it_was_seen_ends_with_gone() {
+    let mut m = started(Master::new(ZR, "m:1"), |m| m.start(T));
+    let s = expect_sent!(m, ["set /job/zr 'm:1'", "get! /job/zr"]);
+    m.handle_reply(T, s[0].0, Ok(Response::Stat(st().czxid(2).mzxid(3))));
+    assert_eq!(events(&mut m).len(), 1);
+    m.publish(T, "m:2".into());
+    let w = expect_sent!(m, ["set /job/zr 'm:2'"]);
+    m.handle_reply(T, w[0].0, no_node());
+    assert_eq!(events(&mut m), [RendezvousEvent::Gone]);
+    assert!(!m.is_published());
+    m.handle_reply(T, s[1].0, no_node());
+    assert!(sent(&mut m).is_empty(), "nothing sent after Gone");
+    assert!(events(&mut m).is_empty(), "one final event");
+    assert!(m.is_done());
+}
+
+#[test]
+fn a_master_closed_before_its_start_reports_closed_and_never_writes() {
+    let mut m = started(Master::new(ZR, "m:1"), |_| {});
+    m.close(T);
+    assert_eq!(events(&mut m), [RendezvousEvent::Closed]);
+    m.start(T);
+    m.publish(T, "m:2".into());
+    assert!(sent(&mut m).is_empty());
+    assert!(!m.is_published());
+    assert!(m.is_done());
+}
+
+#[test]
+fn an_address_published_before_the_start_is_the_one_written() {
+    let mut m = started(Master::new(ZR, "m:1"), |_| {});
+    m.publish(T, "m:2".into());
+    assert!(sent(&mut m).is_empty(), "nothing before the start");
+    assert!(!m.is_published());
+    m.start(T);
+    let s = expect_sent!(m, ["set /job/zr 'm:2'", "get! /job/zr"]);
+    m.handle_reply(T, s[0].0, Ok(Response::Stat(st().czxid(2).mzxid(3))));
+    assert!(m.is_published());
+}
+
+#[test]
+fn a_throttled_write_is_sent_again_after_its_backoff() {
+    let mut m = started(Master::new(ZR, "m:1"), |m| m.start(T));
+    let s = expect_sent!(m, ["set /job/zr 'm:1'", "get! /job/zr"]);
+    m.handle_reply(T, s[1].0, data("", st().czxid(2).mzxid(2)));
+    m.handle_reply(T, s[0].0, Err(Error::Overloaded));
+    assert!(sent(&mut m).is_empty());
+    let at = m.poll_timeout().expect("the backoff's end");
+    m.handle_timeout(at);
+    let w = expect_sent!(m, ["set /job/zr 'm:1'"]);
+    m.handle_reply(at, w[0].0, Ok(Response::Stat(st().czxid(2).mzxid(3))));
+    assert!(m.is_published());
+}
+
 // ----- coordinator and publisher -----
 
 #[test]
@@ -343,4 +420,106 @@ fn coordinator_session_expiry_is_final() {
 fn publisher_creates_zr_with_its_address() {
     let mut p = started(OwnedNode::new(publisher_config(ZR, "m:1")), |p| p.create(T));
     expect_sent!(p, ["create2 /job/zr e 'm:1'", "get! /job/zr"]);
+}
+
+// ----- pinned before the node recipes became states as types (issue 38) -----
+
+/// An `exists` that finds the node, then a read that finds it gone: it came and went
+/// (`gone: true`), though no version of it was ever read.
+#[test]
+fn watch_a_node_found_by_exists_then_gone_before_its_read_is_reported_gone() {
+    let mut w = started(NodeWatch::new(ZR), |w| w.start(T));
+    let s = expect_sent!(w, ["get! /job/zr"]);
+    w.handle_reply(T, s[0].0, no_node());
+    assert_eq!(events(&mut w), [NodeWatchEvent::Missing { gone: false }]);
+    let e = expect_sent!(w, ["exists! /job/zr"]);
+    w.handle_reply(T, e[0].0, Ok(Response::Stat(st().czxid(3).mzxid(3))));
+    let s = expect_sent!(w, ["get /job/zr"]);
+    w.handle_reply(T, s[0].0, no_node());
+    assert_eq!(events(&mut w), [NodeWatchEvent::Missing { gone: true }]);
+    assert_eq!(w.value(), None);
+}
+
+/// A connection loss, then the session's expiry: one `Suspended`, then one
+/// `Reconnected` with the new session, and a read behind a `sync`.
+#[test]
+fn watch_suspended_then_expired_reports_one_suspension_and_one_reconnection() {
+    let mut w = started(NodeWatch::new(ZR), |w| w.start(T));
+    let s = sent(&mut w);
+    w.handle_reply(T, s[0].0, data("x", st().czxid(1).mzxid(1).owner(0x42)));
+    events(&mut w);
+    w.handle_session(T, SessionChange::Suspended);
+    w.handle_session(T, SessionChange::Expired);
+    assert!(sent(&mut w).is_empty());
+    w.handle_session(T, SessionChange::Connected { session_id: 0x88 });
+    let s = expect_sent!(w, ["sync /job/zr", "get! /job/zr"]);
+    w.handle_reply(T, s[0].0, Ok(Response::Path(ZR.into())));
+    w.handle_reply(T, s[1].0, data("x", st().czxid(1).mzxid(1).owner(0x42)));
+    assert_eq!(
+        events(&mut w),
+        [NodeWatchEvent::Suspended, NodeWatchEvent::Reconnected]
+    );
+    assert!(!w.has_ended());
+}
+
+/// A persistent node outlives its session: the expiry is a suspension (not `Lost`),
+/// and the new session's read of our node (no owner) reports `Reconnected`, not a
+/// second `Created`.
+#[test]
+fn a_persistent_owned_node_survives_an_expiry_as_suspended_then_reconnected() {
+    let mut config = OwnedNodeConfig::new(ZR, "d");
+    config.mode = CreateMode::Persistent;
+    let mut c = started(OwnedNode::new(config), |c| c.create(T));
+    let s = expect_sent!(c, ["create2 /job/zr 'd'", "get! /job/zr"]);
+    let own = st().czxid(2).mzxid(2);
+    c.handle_reply(
+        T,
+        s[0].0,
+        Ok(Response::PathStat {
+            path: ZR.into(),
+            stat: own,
+        }),
+    );
+    c.handle_reply(T, s[1].0, data("d", own));
+    assert_eq!(events(&mut c), [OwnedNodeEvent::Created { stat: own }]);
+    c.handle_session(T, SessionChange::Expired);
+    assert_eq!(events(&mut c), [OwnedNodeEvent::Suspended]);
+    assert!(!c.is_present() && c.stat().is_some());
+    c.handle_session(T, SessionChange::Connected { session_id: 0x88 });
+    let r = expect_sent!(c, ["get! /job/zr"]);
+    c.handle_reply(T, r[0].0, data("d", own));
+    assert_eq!(events(&mut c), [OwnedNodeEvent::Reconnected]);
+    assert!(c.is_present());
+    assert!(sent(&mut c).is_empty());
+}
+
+/// A `set_data` answered after `delete` began: no `DataSet` (the call ended with the
+/// delete), only `Removed`.
+#[test]
+fn an_owned_nodes_write_answered_while_it_leaves_reports_no_data_set() {
+    let mut c = started(OwnedNode::new(publisher_config(ZR, "m:1")), |c| c.create(T));
+    let s = sent(&mut c);
+    let own = st().czxid(2).mzxid(2).owner(S);
+    c.handle_reply(
+        T,
+        s[0].0,
+        Ok(Response::PathStat {
+            path: ZR.into(),
+            stat: own,
+        }),
+    );
+    c.handle_reply(T, s[1].0, data("m:1", own));
+    assert_eq!(events(&mut c), [OwnedNodeEvent::Created { stat: own }]);
+    c.set_data(T, Bytes::from_static(b"m:2"));
+    let w = expect_sent!(c, ["set /job/zr 'm:2'"]);
+    c.delete(T);
+    let d = expect_sent!(c, ["delete /job/zr"]);
+    c.handle_reply(
+        T,
+        w[0].0,
+        Ok(Response::Stat(st().czxid(2).mzxid(3).owner(S))),
+    );
+    c.handle_reply(T, d[0].0, Ok(Response::Empty));
+    assert_eq!(events(&mut c), [OwnedNodeEvent::Removed]);
+    assert!(c.has_ended());
 }

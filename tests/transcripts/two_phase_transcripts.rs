@@ -265,6 +265,74 @@ fn a_lost_setup_reply_is_found_again_by_our_id() {
     assert_eq!(s.sent(), ["get! /app/tx"]);
 }
 
+/// Pinned for issue 38: a setup whose reply was lost, found again by our id, made our
+/// presence node in this session: it is deleted once the outcome is known.
+#[test]
+fn a_setup_found_again_after_a_lost_reply_deletes_its_presence_node_at_the_end() {
+    let mut s = coordinator(Variant::Coordinator);
+    s.sent();
+    s.session(SessionChange::Suspended);
+    s.fail_all(Error::ConnectionLoss);
+    s.session(SessionChange::Reconnected {
+        session_id: SESSION,
+    });
+    assert_eq!(
+        s.sent(),
+        [
+            "sync /app/tx",
+            "get /app/tx/votes",
+            "get! /app/tx/votes/a",
+            "get! /app/tx/votes/b"
+        ]
+    );
+    let id = zk_recipes::recipe::lock::node_id(1, 2);
+    s.reply("sync", Ok(Response::Path(TX.into())));
+    s.reply(
+        "get /app/tx/votes",
+        Ok(Response::Data {
+            data: Bytes::from(id),
+            stat: Stat::default(),
+        }),
+    );
+    assert_eq!(s.events(), [CoordinatorEvent::Started]);
+    assert_eq!(s.sent(), ["get! /app/tx"]);
+    s.reply("get! /app/tx", data(b"", 0));
+    s.reply("get! /app/tx/votes/a", data(b"abort", 1));
+    assert_eq!(s.sent(), ["set /app/tx 'abort' @0"]);
+    s.reply("set /app/tx", stat(0));
+    s.events();
+    assert_eq!(s.sent(), ["delete /app/tx/coordinator"]);
+}
+
+/// Pinned for issue 38: the hard vote timeout aborts though every site is alive, and
+/// is the machine's timeout while it is the nearest deadline.
+#[test]
+fn the_vote_timeout_aborts_with_every_site_alive() {
+    let mut config = CoordinatorConfig::new(TX, &["a", "b"], Variant::Coordinator, (1, 2));
+    config.payload = Bytes::from_static(b"move 10 from a to b");
+    config.deadline = std::time::Duration::from_secs(5);
+    config.vote_timeout = Some(std::time::Duration::from_secs(2));
+    let mut s = Script::new(Coordinator::new(config));
+    s.session(SessionChange::Connected {
+        session_id: SESSION,
+    });
+    s.r.start(s.now);
+    started(&mut s);
+    s.reply("get! /app/tx", data(b"", 0));
+    s.reply("get! /app/tx/votes/a", data(b"commit", 1));
+    s.reply("get! /app/tx/votes/b", data(b"", 0));
+    s.events();
+    s.sent();
+    assert_eq!(
+        s.r.poll_timeout(),
+        Some(Instant::ZERO + std::time::Duration::from_secs(2))
+    );
+    s.advance(std::time::Duration::from_millis(1999));
+    assert!(s.sent().is_empty(), "not before the vote timeout");
+    s.advance(std::time::Duration::from_millis(1));
+    assert_eq!(s.sent(), ["set /app/tx 'abort' @0"]);
+}
+
 #[test]
 fn an_existing_transaction_of_someone_else_fails_the_start() {
     let mut s = coordinator(Variant::Peers);
@@ -480,6 +548,54 @@ fn a_site_started_before_the_transaction_waits_for_it() {
     assert_eq!(s.sent(), SITE_READS);
     ready(&mut s, (b"", 0));
     assert!(matches!(s.events()[..], [SiteEvent::Ready { .. }]));
+}
+
+/// Pinned for issue 38: once the transaction node was read, a `NoNode` for it means
+/// deleted (the site fails), even when it comes after a vote refused on it — not "not
+/// made yet" (waited for).
+#[test]
+fn a_transaction_deleted_under_a_vote_fails_the_site() {
+    let mut s = site(Variant::Coordinator);
+    ready(&mut s, (b"", 0));
+    s.events();
+    assert!(s.r.vote(s.now, Vote::Commit));
+    s.sent();
+    s.reply("multi[check", failed_multi(2, 0, ErrorCode::NoNode));
+    assert_eq!(s.sent(), ["sync /app/tx", "get! /app/tx"]);
+    s.reply("sync", Ok(Response::Path(TX.into())));
+    s.reply("get! /app/tx", no_node());
+    assert_eq!(
+        s.events(),
+        [SiteEvent::Failed {
+            error: Error::Server(ErrorCode::NoNode)
+        }]
+    );
+}
+
+/// Pinned for issue 38: a vote written before the payload is read is told once
+/// (`Voted`), and `Ready` then carries it — no second `Voted`.
+#[test]
+fn a_vote_written_before_the_payload_is_read_is_told_once() {
+    let mut s = site(Variant::Coordinator);
+    s.reply("get! /app/tx", data(b"", 0));
+    s.reply("get /app/tx/votes/a", data(b"", 0));
+    assert!(s.r.vote(s.now, Vote::Abort));
+    assert_eq!(
+        s.sent(),
+        ["multi[check /app/tx @0, set /app/tx/votes/a 'abort' @0]"]
+    );
+    s.reply("multi[check", ok_multi(2));
+    assert_eq!(s.events(), [SiteEvent::Voted { vote: Vote::Abort }]);
+    s.reply("get /app/tx/payload", data(b"P", 0));
+    s.reply("exists! /app/tx/coordinator", stat(SESSION + 1));
+    s.reply("create /app/tx/alive/a e", Ok(Response::Path(p("alive/a"))));
+    assert_eq!(
+        s.events(),
+        [SiteEvent::Ready {
+            payload: Bytes::from_static(b"P"),
+            voted: Some(Vote::Abort)
+        }]
+    );
 }
 
 #[test]

@@ -101,33 +101,7 @@ fn describe_text(d: &Description) -> Vec<String> {
             items,
             oldest,
             claims,
-        } => {
-            let kind = if *priority { "priority queue" } else { "queue" };
-            lines.push(match oldest {
-                Some(o) => format!(
-                    "{path}: {kind}, {}, the oldest {} old, {} claimed",
-                    count(*items, "item", "items"),
-                    age(o.created_ms()),
-                    claims.len()
-                ),
-                None => format!(
-                    "{path}: {kind}, {}, {} claimed",
-                    count(*items, "item", "items"),
-                    claims.len()
-                ),
-            });
-            lines.extend(oldest.iter().map(|o| {
-                format!(
-                    "  {:<12} created {} ({} ago), {} bytes  {}",
-                    "oldest",
-                    utc(o.created_ms()),
-                    age(o.created_ms()),
-                    o.stat.data_length,
-                    o.name
-                )
-            }));
-            lines.extend(numbered("claim", claims, false));
-        }
+        } => queue_text(path, *priority, *items, oldest.as_ref(), claims, &mut lines),
         Shape::DoubleBarrier { ready, members } => {
             lines.push(format!(
                 "{path}: double barrier, {} entered, {}",
@@ -147,6 +121,42 @@ fn describe_text(d: &Description) -> Vec<String> {
         lines.push(format!("  ... and {} more not read", d.unread));
     }
     lines
+}
+
+/// A queue's header line (items, the oldest's age, claims), its oldest item and claims.
+fn queue_text(
+    path: &str,
+    priority: bool,
+    items: usize,
+    oldest: Option<&InspectedNode>,
+    claims: &[InspectedNode],
+    lines: &mut Vec<String>,
+) {
+    let kind = if priority { "priority queue" } else { "queue" };
+    lines.push(match oldest {
+        Some(o) => format!(
+            "{path}: {kind}, {}, the oldest {} old, {} claimed",
+            count(items, "item", "items"),
+            age(o.created_ms()),
+            claims.len()
+        ),
+        None => format!(
+            "{path}: {kind}, {}, {} claimed",
+            count(items, "item", "items"),
+            claims.len()
+        ),
+    });
+    lines.extend(oldest.iter().map(|o| {
+        format!(
+            "  {:<12} created {} ({} ago), {} bytes  {}",
+            "oldest",
+            utc(o.created_ms()),
+            age(o.created_ms()),
+            o.stat.data_length,
+            o.name
+        )
+    }));
+    lines.extend(numbered("claim", claims, false));
 }
 
 fn node_json(p: &InspectedNode) -> Value {

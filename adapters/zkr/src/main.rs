@@ -696,57 +696,14 @@ fn simple(zk: &Zk, command: Cmd) -> Result<u8, u8> {
                 Ok(EXIT_NOT_FOUND)
             }
         },
-        Cmd::Queue {
-            op: QueueOp::Put { path, data },
-        } => {
-            let data = data_or_stdin(data)?;
-            match zk.queue_put(&path, data).map_err(zk_fail)? {
-                Some(name) => line(&name).map(|()| 0),
-                None => Ok(0),
-            }
-        }
-        Cmd::Queue {
-            op: QueueOp::Take { path, timeout },
-        } => match zk.queue_take(&path, timeout).map_err(zk_fail)? {
-            Some(mut data) => {
-                data.push(b'\n');
-                out(&data).map(|()| 0)
-            }
-            None => Ok(timed_out(
-                timeout,
-                &format!("waiting for an item: queue {path} stayed empty"),
-            )),
-        },
+        Cmd::Queue { op } => queue(zk, op),
         Cmd::Counter { path, int32, op } => {
             let add = op.map(|CounterOp::Add { n }| n);
             let value = zk.counter(&path, !int32, add).map_err(zk_fail)?;
             line(&value.to_string()).map(|()| 0)
         }
         Cmd::Inspect { path, json, watch } => inspect::run(zk, &path, json, watch),
-        Cmd::Get { path, encoding } => {
-            let (data, stat) = zk.get(&path).map_err(zk_fail)?;
-            if encoding.json {
-                let (text, b64) = show::data_json(&data);
-                let v = json!({
-                    "path": path,
-                    "data": text,
-                    "data_base64": b64,
-                    "stat": show::stat_json(&stat),
-                });
-                json_line(&v)
-            } else if encoding.raw {
-                out(&data)
-            } else if encoding.hex {
-                line(&show::hex(&data))
-            } else if encoding.base64 {
-                line(&show::base64(&data))
-            } else {
-                let mut data = data.to_vec();
-                data.push(b'\n');
-                out(&data)
-            }
-            .map(|()| 0)
-        }
+        Cmd::Get { path, encoding } => get(zk, &path, &encoding),
         Cmd::Set {
             path,
             data,
@@ -782,37 +739,9 @@ fn simple(zk: &Zk, command: Cmd) -> Result<u8, u8> {
             .delete(&path, version, recursive)
             .map_err(zk_fail)
             .map(|()| 0),
-        Cmd::Stat { path, json } => {
-            let stat = zk.stat(&path).map_err(zk_fail)?;
-            if json {
-                let mut v = show::stat_json(&stat);
-                v["path"] = Value::from(path);
-                json_line(&v)
-            } else {
-                out(show::stat_text(&stat).as_bytes())
-            }
-            .map(|()| 0)
-        }
-        Cmd::Ls { path, json } => {
-            let names = zk.ls(&path).map_err(zk_fail)?;
-            if json {
-                return json_line(&json!(names)).map(|()| 0);
-            }
-            for name in names {
-                line(&name)?;
-            }
-            Ok(0)
-        }
-        Cmd::Tree { path, json } => {
-            let nodes = zk.tree(&path).map_err(zk_fail)?;
-            if json {
-                return json_line(&json!(nodes)).map(|()| 0);
-            }
-            for node in nodes {
-                line(&node)?;
-            }
-            Ok(0)
-        }
+        Cmd::Stat { path, json } => stat(zk, &path, json),
+        Cmd::Ls { path, json } => list(zk.ls(&path).map_err(zk_fail)?, json),
+        Cmd::Tree { path, json } => list(zk.tree(&path).map_err(zk_fail)?, json),
         Cmd::Watch { path, recursive } => {
             let mut watching = zk.watch(&path, recursive).map_err(zk_fail)?;
             eprintln!("zkr: watching {path}");
@@ -825,6 +754,83 @@ fn simple(zk: &Zk, command: Cmd) -> Result<u8, u8> {
             Err(fail("internal: a command that runs CMD reached `simple`"))
         }
     }
+}
+
+/// `zkr queue put` (the item's name, if the queue gives one) and `zkr queue take`.
+fn queue(zk: &Zk, op: QueueOp) -> Result<u8, u8> {
+    match op {
+        QueueOp::Put { path, data } => {
+            let data = data_or_stdin(data)?;
+            match zk.queue_put(&path, data).map_err(zk_fail)? {
+                Some(name) => line(&name).map(|()| 0),
+                None => Ok(0),
+            }
+        }
+        QueueOp::Take { path, timeout } => {
+            let taken = zk.queue_take(&path, timeout).map_err(zk_fail)?;
+            match taken {
+                Some(mut data) => {
+                    data.push(b'\n');
+                    out(&data).map(|()| 0)
+                }
+                None => Ok(timed_out(
+                    timeout,
+                    &format!("waiting for an item: queue {path} stayed empty"),
+                )),
+            }
+        }
+    }
+}
+
+/// `zkr get`: the data as asked (JSON with the stat, raw bytes, hex, base64, or text
+/// and a newline).
+fn get(zk: &Zk, path: &str, encoding: &Encoding) -> Result<u8, u8> {
+    let (data, stat) = zk.get(path).map_err(zk_fail)?;
+    if encoding.json {
+        let (text, b64) = show::data_json(&data);
+        let v = json!({
+            "path": path,
+            "data": text,
+            "data_base64": b64,
+            "stat": show::stat_json(&stat),
+        });
+        json_line(&v)
+    } else if encoding.raw {
+        out(&data)
+    } else if encoding.hex {
+        line(&show::hex(&data))
+    } else if encoding.base64 {
+        line(&show::base64(&data))
+    } else {
+        let mut data = data.to_vec();
+        data.push(b'\n');
+        out(&data)
+    }
+    .map(|()| 0)
+}
+
+/// `zkr stat`: zkCli's fields, or JSON with the path.
+fn stat(zk: &Zk, path: &str, json: bool) -> Result<u8, u8> {
+    let stat = zk.stat(path).map_err(zk_fail)?;
+    if json {
+        let mut v = show::stat_json(&stat);
+        v["path"] = Value::from(path);
+        json_line(&v)
+    } else {
+        out(show::stat_text(&stat).as_bytes())
+    }
+    .map(|()| 0)
+}
+
+/// `zkr ls` and `zkr tree`: one name per line, or a JSON array.
+fn list(names: Vec<String>, json: bool) -> Result<u8, u8> {
+    if json {
+        return json_line(&json!(names)).map(|()| 0);
+    }
+    for name in names {
+        line(&name)?;
+    }
+    Ok(0)
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 
 use std::io;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Command, ExitStatus};
+use std::process::{Child, Command, ExitStatus};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
@@ -41,19 +41,9 @@ pub fn exit_code(status: ExitStatus) -> u8 {
     }
 }
 
-/// Runs `cmd` with `env` added, in its own process group, until it exits. While it runs,
-/// `hold` (if any) is watched: once it ends, the loss rule applies. Signals arriving on
-/// `signals` are passed on to the group; `taken` (the signals zkr blocks to receive
-/// them) start at their default action in CMD, with nothing blocked
-/// ([`sys::start_clean`]).
-pub fn run(
-    cmd: &[String],
-    env: &[(&str, String)],
-    mut hold: Option<&mut dyn Hold>,
-    grace: Duration,
-    signals: &Receiver<i32>,
-    taken: &[i32],
-) -> Result<Ended, SpawnError> {
+/// Starts `cmd` with `env` added in its own process group, the signals zkr took over
+/// (`taken`) at their default action and nothing blocked.
+fn spawn(cmd: &[String], env: &[(&str, String)], taken: &[i32]) -> Result<Child, SpawnError> {
     let Some((program, args)) = cmd.split_first() else {
         return Err(SpawnError {
             code: 127,
@@ -69,14 +59,30 @@ pub fn run(
         code: 126,
         message: format!("cannot prepare to run {program}: {e}"),
     })?;
-    let mut child = command.spawn().map_err(|e| SpawnError {
+    command.spawn().map_err(|e| SpawnError {
         code: if e.kind() == io::ErrorKind::NotFound {
             127
         } else {
             126
         },
         message: format!("cannot run {program}: {e}"),
-    })?;
+    })
+}
+
+/// Runs `cmd` with `env` added, in its own process group, until it exits. While it runs,
+/// `hold` (if any) is watched: once it ends, the loss rule applies. Signals arriving on
+/// `signals` are passed on to the group; `taken` (the signals zkr blocks to receive
+/// them) start at their default action in CMD, with nothing blocked
+/// ([`sys::start_clean`]).
+pub fn run(
+    cmd: &[String],
+    env: &[(&str, String)],
+    mut hold: Option<&mut dyn Hold>,
+    grace: Duration,
+    signals: &Receiver<i32>,
+    taken: &[i32],
+) -> Result<Ended, SpawnError> {
+    let mut child = spawn(cmd, env, taken)?;
     let group = child.id();
     let mut lost: Option<String> = None;
     // When to send SIGKILL, and after which signal: set by the first SIGTERM (or

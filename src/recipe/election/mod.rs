@@ -369,6 +369,56 @@ enum Purpose {
     Withdraw,
 }
 
+/// A resignation in progress.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Resigning {
+    No,
+    /// Our acknowledgement, then our node, are being deleted; `then_join`: stand again
+    /// afterwards.
+    Yes {
+        then_join: bool,
+    },
+}
+
+/// How far the candidate is from its end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum End {
+    /// Running.
+    Open,
+    /// Resigning for good: `Closed` once our nodes are gone.
+    Closing,
+    /// Ended by a failure (not closing).
+    Failed,
+    /// Ended after closing (or closing asked after a failure).
+    Closed,
+}
+
+impl End {
+    fn closing(self) -> bool {
+        matches!(self, End::Closing | End::Closed)
+    }
+
+    fn ended(self) -> bool {
+        matches!(self, End::Failed | End::Closed)
+    }
+
+    /// Closing asked (whether ended or not).
+    fn close(self) -> End {
+        match self {
+            End::Open | End::Closing => End::Closing,
+            End::Failed | End::Closed => End::Closed,
+        }
+    }
+
+    /// Ended (whether closing or not).
+    fn end(self) -> End {
+        match self {
+            End::Open | End::Failed => End::Failed,
+            End::Closing | End::Closed => End::Closed,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Ack {
     /// Nothing to do.
@@ -395,11 +445,10 @@ pub struct Election {
     session_id: Option<i64>,
     /// We should be a candidate.
     wanted: bool,
-    /// Resigning: our node is being deleted; `then_join` stands again afterwards.
-    resigning: bool,
-    then_join: bool,
-    closing: bool,
-    ended: bool,
+    /// Resigning (our node is being deleted), and what follows it.
+    resigning: Resigning,
+    /// Closing, or ended, and how.
+    end: End,
     /// Leading: (fencing token, node).
     leading: Option<(i64, String)>,
     /// The candidacy (generation) whose `Joined` was reported.
@@ -424,10 +473,8 @@ impl Election {
             generation: 0,
             session_id: None,
             wanted: false,
-            resigning: false,
-            then_join: false,
-            closing: false,
-            ended: false,
+            resigning: Resigning::No,
+            end: End::Open,
             leading: None,
             joined: 0,
             ack: Ack::Idle,
@@ -469,12 +516,12 @@ impl Election {
 
     /// Stands for election (again). See [`Join`].
     pub fn join(&mut self, now: Instant) -> Join {
-        if self.ended || self.closing {
+        if self.end.ended() || self.end.closing() {
             return Join::Ended;
         }
         self.wanted = true;
-        if self.resigning {
-            self.then_join = true;
+        if let Resigning::Yes { then_join } = &mut self.resigning {
+            *then_join = true;
             return Join::Pending;
         }
         if self.lock.is_some() && self.joined == self.generation {
@@ -489,7 +536,7 @@ impl Election {
     /// `Resigned` once both are gone. With `rejoin`, stands again right after (at the
     /// back of the line). `false` if there was no candidacy.
     pub fn resign(&mut self, now: Instant, rejoin: bool) -> bool {
-        if self.lock.is_none() || self.ended {
+        if self.lock.is_none() || self.end.ended() {
             // Nothing to withdraw (nothing to wait for): just follow `rejoin`.
             if rejoin {
                 self.join(now);
@@ -499,9 +546,9 @@ impl Election {
             return false;
         }
         self.wanted = rejoin;
-        self.then_join = rejoin;
-        if !self.resigning {
-            self.resigning = true;
+        let resigning = self.resigning != Resigning::No;
+        self.resigning = Resigning::Yes { then_join: rejoin };
+        if !resigning {
             // Our acknowledgement goes first (observers never see one of a candidate
             // that is gone), then our node.
             self.withdraw = self.written.is_some();
@@ -516,10 +563,10 @@ impl Election {
 
     /// Resigns for good; `Closed` once our nodes are gone. The machine then ends.
     pub fn close(&mut self, now: Instant) {
-        if self.ended {
+        if self.end.ended() {
             return;
         }
-        self.closing = true;
+        self.end = self.end.close();
         if self.lock.is_some() {
             self.resign(now, false);
         }
@@ -531,7 +578,7 @@ impl Election {
     /// [module docs](self)); `Acknowledged` or `AckFailed` follows. `false` if we do
     /// not lead now.
     pub fn acknowledge(&mut self, now: Instant) -> bool {
-        if self.leading.is_none() || self.resigning {
+        if self.leading.is_none() || self.resigning != Resigning::No {
             return false;
         }
         if self.ack != Ack::Done && self.ack != Ack::Busy {
@@ -573,7 +620,7 @@ impl Election {
         let Some(session_id) = self.session_id else {
             return;
         };
-        if self.lock.is_some() || !self.wanted || self.closing || self.ended {
+        if self.lock.is_some() || !self.wanted || self.end.closing() || self.end.ended() {
             return;
         }
         if let Err(error) = self.check_paths() {
@@ -611,7 +658,7 @@ impl Election {
 
     fn fail(&mut self, error: Error) {
         self.wanted = false;
-        self.ended = true;
+        self.end = self.end.end();
         self.emit(ElectionEvent::Failed { error });
     }
 
@@ -656,11 +703,11 @@ impl Election {
             LockEvent::Lost { reason } => {
                 self.deposed();
                 self.emit(ElectionEvent::Lost { reason });
-                if !self.config.rejoin && !self.resigning {
+                if !self.config.rejoin && self.resigning == Resigning::No {
                     // The candidacy ended by itself and we do not stand again: the
                     // candidate ends with it (`Closed` once the lock is done).
                     self.wanted = false;
-                    self.closing = true;
+                    self.end = self.end.close();
                 }
             }
             LockEvent::Released | LockEvent::Cancelled | LockEvent::NotAcquired => {
@@ -669,13 +716,13 @@ impl Election {
             LockEvent::Failed { error } => {
                 self.deposed();
                 let node_deleted = error == Error::Server(ErrorCode::NoNode);
-                if node_deleted && self.resigning {
+                if node_deleted && self.resigning != Resigning::No {
                     // Our node went while we were withdrawing it: that is the point.
-                } else if error.ends_session() && self.config.rejoin && !self.closing {
+                } else if error.ends_session() && self.config.rejoin && !self.end.closing() {
                     // The session is gone: stand again in the next one.
                 } else if error.ends_session() {
                     self.wanted = false;
-                } else if node_deleted && self.config.rejoin && !self.closing {
+                } else if node_deleted && self.config.rejoin && !self.end.closing() {
                     // Our node was deleted while we waited (an operator, or the server
                     // expiring our session before we heard of it): stand again.
                 } else {
@@ -700,11 +747,12 @@ impl Election {
     /// Our candidate node is gone (the lock ended) and our acknowledgement withdrawn:
     /// a resignation is complete, however it ended (deleted, deposed, the session gone).
     fn candidacy_over(&mut self) {
-        if self.resigning && self.lock.is_none() && !self.withdraw {
-            self.resigning = false;
-            self.wanted = self.then_join && !self.closing;
-            self.then_join = false;
-            self.emit(ElectionEvent::Resigned);
+        if let Resigning::Yes { then_join } = self.resigning {
+            if self.lock.is_none() && !self.withdraw {
+                self.resigning = Resigning::No;
+                self.wanted = then_join && !self.end.closing();
+                self.emit(ElectionEvent::Resigned);
+            }
         }
     }
 
@@ -719,8 +767,8 @@ impl Election {
     }
 
     fn maybe_end(&mut self) {
-        if self.closing && !self.ended && self.lock.is_none() && !self.withdraw {
-            self.ended = true;
+        if self.end == End::Closing && self.lock.is_none() && !self.withdraw {
+            self.end = End::Closed;
             self.emit(ElectionEvent::Closed);
         }
     }
@@ -789,7 +837,7 @@ impl Election {
                 // Deleted or not there (anything else: nothing more we can do).
                 self.withdraw = false;
                 self.written = None;
-                if self.resigning && self.lock.is_some() {
+                if self.resigning != Resigning::No && self.lock.is_some() {
                     self.release_lock(now);
                 }
                 self.candidacy_over();
@@ -904,7 +952,7 @@ impl Recipe for Election {
                 self.written = None;
                 if change == SessionChange::Closed || !self.config.rejoin {
                     self.wanted = false;
-                    self.closing = true;
+                    self.end = self.end.close();
                 }
             }
         }
@@ -958,6 +1006,6 @@ impl Recipe for Election {
     }
 
     fn is_done(&self) -> bool {
-        self.ended && self.lock.is_none() && self.kit.is_idle()
+        self.end.ended() && self.lock.is_none() && self.kit.is_idle()
     }
 }

@@ -7,10 +7,12 @@ use alloc::vec::Vec;
 use bytes::Bytes;
 use core::time::Duration;
 
+use super::phase::{self, Coordinating, Life, Presence, Setup, Step, Timer};
 use super::{
     alive_dir, check_names, coordinator_path, payload_path, vote_path, votes_dir, Outcome, Variant,
     Vote, MAX_SITES,
 };
+use super::{decide_request, written, Written};
 use crate::error::Error;
 use crate::proto::*;
 use crate::recipe::kit::{parent_of, Kit, ParentStep, Plumbing, Protocol};
@@ -133,30 +135,13 @@ enum P {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum Setup {
-    Idle,
-    Sending,
-    /// Its reply was lost: look for our id.
-    InDoubt,
-    Done,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum TxView {
     Unknown,
     Undecided,
     Decided(Outcome),
 }
 
-const PARENTS: u32 = 1;
-const SETUP: u32 = 2;
-const FIND: u32 = 4;
-const TX: u32 = 8;
-const VOTES: u32 = 16;
-const ALIVE: u32 = 32;
-const DECIDE: u32 = 64;
-const LEAVE: u32 = 128;
-const READS: u32 = FIND | TX | VOTES | ALIVE;
+type Need = phase::Need<Coordinating>;
 
 /// The coordinator of a two-phase commit. See the [module docs](super).
 ///
@@ -166,35 +151,27 @@ const READS: u32 = FIND | TX | VOTES | ALIVE;
 pub struct Coordinator {
     config: CoordinatorConfig,
     session_id: i64,
-    started: bool,
-    finished: bool,
-    abandoned: bool,
-    between_sessions: bool,
+    life: Life,
     setup: Setup,
-    /// The last setup found `<tx>` made already (`NodeExists`).
-    found_tx: bool,
-    /// Setups in a row that found `<tx>` but no `<tx>/votes` (not a transaction: an
-    /// operator's `delete_all` stopped part-way, or someone's node): the second ends it.
-    found_without_votes: u8,
-    /// Our presence node went with an expired session: the sites abort; so do we.
-    lost_presence: bool,
-    /// `<tx>/coordinator` exists and is ours.
-    ours: bool,
-    /// A setup of this session may have been applied without our hearing of it (so a
-    /// transaction found with our id has our presence node too).
-    applied_here: bool,
+    presence: Presence,
     tx: TxView,
     votes: BTreeMap<String, Option<Vote>>,
-    /// Vote watches are (being) armed.
-    tracking: bool,
     vote_reads: BTreeSet<String>,
     present: Option<BTreeSet<String>>,
-    deadline_at: Option<Instant>,
-    hard_at: Option<Instant>,
-    deadline_passed: bool,
-    hard_passed: bool,
-    need: u32,
+    /// The deadline for sites without vote or presence ([`CoordinatorConfig::deadline`]).
+    deadline: Timer,
+    /// The hard vote timeout ([`CoordinatorConfig::vote_timeout`]).
+    hard: Timer,
+    need: Need,
+    /// Our owner left: the outcome is `abort` unless it is known already.
+    abandoned: bool,
+    /// Refused because the session is ending, or expired: send nothing until the next
+    /// session change.
+    between_sessions: bool,
+    /// The next read goes after a `sync`.
     sync_next: bool,
+    /// Vote watches are (being) armed.
+    tracking: bool,
     kit: Kit<P, CoordinatorEvent>,
 }
 
@@ -204,27 +181,24 @@ impl Coordinator {
         Coordinator {
             config,
             session_id: 0,
-            started: false,
-            finished: false,
-            abandoned: false,
-            between_sessions: false,
-            setup: Setup::Idle,
-            found_tx: false,
-            found_without_votes: 0,
-            lost_presence: false,
-            ours: false,
-            applied_here: false,
+            life: Life::Idle,
+            setup: Setup {
+                step: Step::Idle,
+                found_tx: false,
+                without_votes: 0,
+            },
+            presence: Presence::Absent,
             tx: TxView::Unknown,
             votes: BTreeMap::new(),
-            tracking: false,
             vote_reads: BTreeSet::new(),
             present: None,
-            deadline_at: None,
-            hard_at: None,
-            deadline_passed: false,
-            hard_passed: false,
-            need: 0,
+            deadline: Timer::Off,
+            hard: Timer::Off,
+            need: Need::default(),
+            abandoned: false,
+            between_sessions: false,
             sync_next: false,
+            tracking: false,
             kit: Kit::default(),
         }
     }
@@ -249,16 +223,16 @@ impl Coordinator {
 
     /// Has it reported its final event?
     pub fn has_ended(&self) -> bool {
-        self.finished
+        self.life == Life::Ended
     }
 
     /// Creates the transaction (once) and runs it to its outcome: `Started`, then
     /// `Decided` (or `Failed`).
     pub fn start(&mut self, now: Instant) {
-        if self.started {
+        if self.life != Life::Idle {
             return;
         }
-        self.started = true;
+        self.life = Life::Running;
         if let Err(error) = self.validate() {
             return self.fail(error);
         }
@@ -268,10 +242,10 @@ impl Coordinator {
             .iter()
             .map(|s| (s.clone(), None))
             .collect();
-        self.deadline_at = Some(now + self.config.deadline);
-        self.hard_at = self.config.vote_timeout.map(|d| now + d);
-        self.setup = Setup::Sending;
-        self.need |= SETUP;
+        self.deadline = Timer::At(now + self.config.deadline);
+        self.hard = Timer::at(self.config.vote_timeout.map(|d| now + d));
+        self.setup.step = Step::Sending;
+        self.need.add(Need::SETUP);
         self.evaluate(now);
         self.drive(now);
     }
@@ -295,9 +269,13 @@ impl Coordinator {
         self.kit.emit(e);
     }
 
+    fn ended(&self) -> bool {
+        self.life == Life::Ended
+    }
+
     fn fail(&mut self, error: Error) {
-        if !self.finished {
-            self.finished = true;
+        if !self.ended() {
+            self.life = Life::Ended;
             self.emit(CoordinatorEvent::Failed { error });
         }
     }
@@ -306,14 +284,14 @@ impl Coordinator {
         self.kit.any(|q| q == p)
     }
 
-    fn again(&mut self, now: Instant, need: u32) {
-        self.need |= need;
+    fn again(&mut self, now: Instant, need: Need) {
+        self.need.add(need);
         self.sync_next = true;
         self.kit.failed(now);
     }
 
     fn decision(&self) -> Option<Outcome> {
-        if self.lost_presence || self.abandoned || self.hard_passed {
+        if self.presence == Presence::Lost || self.abandoned || self.hard.passed() {
             return Some(Outcome::Abort);
         }
         if self.votes.values().any(|v| *v == Some(Vote::Abort)) {
@@ -322,7 +300,7 @@ impl Coordinator {
         if self.votes.values().all(|v| *v == Some(Vote::Commit)) {
             return Some(Outcome::Commit);
         }
-        if let (true, Some(present)) = (self.deadline_passed, &self.present) {
+        if let (true, Some(present)) = (self.deadline.passed(), &self.present) {
             // A site whose vote is being read (its notification said it changed) has
             // not been shown to have no vote: its read decides.
             let reading = |s: &String| {
@@ -340,44 +318,40 @@ impl Coordinator {
     }
 
     fn evaluate(&mut self, now: Instant) {
-        if !self.started || self.between_sessions {
+        if self.life == Life::Idle || self.between_sessions {
             return;
         }
-        if self.deadline_at.is_some_and(|t| now >= t) {
-            self.deadline_passed = true;
-        }
-        if self.hard_at.is_some_and(|t| now >= t) {
-            self.hard_passed = true;
-        }
-        if !self.finished {
+        self.deadline.tick(now);
+        self.hard.tick(now);
+        if !self.ended() {
             self.progress();
         }
-        if self.finished {
-            self.need &= LEAVE;
-            if self.ours && !self.in_flight(&P::Leave) {
-                self.need |= LEAVE;
+        if self.ended() {
+            self.need.keep(Need::LEAVE);
+            if self.presence == Presence::Ours && !self.in_flight(&P::Leave) {
+                self.need.add(Need::LEAVE);
             }
         }
     }
 
     fn progress(&mut self) {
-        if self.setup == Setup::InDoubt && !self.in_flight(&P::Find) {
-            self.need |= FIND;
+        if self.setup.step == Step::InDoubt && !self.in_flight(&P::Find) {
+            self.need.add(Need::FIND);
         }
-        if self.setup != Setup::Done {
+        if self.setup.step != Step::Done {
             return;
         }
         if let TxView::Decided(outcome) = self.tx {
-            self.finished = true;
+            self.life = Life::Ended;
             self.emit(CoordinatorEvent::Decided { outcome });
             return;
         }
         if self.tx == TxView::Unknown && !self.in_flight(&P::Tx) {
-            self.need |= TX;
+            self.need.add(Need::TX);
         }
         // Votes matter while we may still decide on them (not once we must abort).
-        let track = (self.config.variant == Variant::Coordinator || self.deadline_passed)
-            && !self.lost_presence;
+        let track = (self.config.variant == Variant::Coordinator || self.deadline.passed())
+            && self.presence != Presence::Lost;
         if track && !self.tracking {
             self.tracking = true;
             for (s, v) in &self.votes {
@@ -387,16 +361,16 @@ impl Coordinator {
             }
         }
         if self.tracking && !self.vote_reads.is_empty() {
-            self.need |= VOTES;
+            self.need.add(Need::VOTES);
         }
-        if self.deadline_passed && self.present.is_none() && !self.in_flight(&P::Alive) {
-            self.need |= ALIVE;
+        if self.deadline.passed() && self.present.is_none() && !self.in_flight(&P::Alive) {
+            self.need.add(Need::ALIVE);
         }
         if self.tx == TxView::Undecided
             && self.decision().is_some()
             && !self.kit.any(|p| matches!(p, P::Decide(_)))
         {
-            self.need |= DECIDE;
+            self.need.add(Need::DECIDE);
         }
     }
 
@@ -425,103 +399,37 @@ impl Coordinator {
     }
 
     fn drive(&mut self, now: Instant) {
-        if self.need == 0 || self.between_sessions || !self.kit.allows(now) {
+        if self.need.is_empty() || self.between_sessions || !self.kit.allows(now) {
             return;
         }
-        let need = core::mem::take(&mut self.need);
+        let need = self.need.take();
         let tx = self.config.tx.clone();
-        if need & PARENTS != 0 && self.setup == Setup::Sending {
-            let acl = &self.config.acl;
-            self.kit
-                .send_parents(&tx, acl, CreateMode::Container, P::Parent);
+        if self.setup.step == Step::Sending {
+            self.send_setup(need, &tx);
         }
-        if need & SETUP != 0 && self.setup == Setup::Sending {
-            let request = self.setup_request();
-            self.kit.send(P::Setup, request);
-            // Executed after the setup: read (and watch) what it made, same round trip.
-            self.tx = TxView::Unknown;
-            self.kit.send(
-                P::Tx,
-                Request::GetData(PathWatch {
-                    path: tx.clone(),
-                    watch: true,
-                }),
-            );
-            if self.config.variant == Variant::Coordinator {
-                self.tracking = true;
-                self.vote_reads.clear(); // all read here
-                for s in self.config.sites.clone() {
-                    let path = vote_path(&tx, &s);
-                    self.kit.send(
-                        P::Vote(s),
-                        Request::GetData(PathWatch { path, watch: true }),
-                    );
-                }
-            }
-        }
-        if need & READS != 0 && self.sync_next {
+        if need.any(Need::READS) && self.sync_next {
             self.sync_next = false;
-            self.kit
-                .send(P::Sync, Request::Sync(PathRequest { path: tx.clone() }));
+            self.kit.sync(P::Sync, &tx);
         }
-        if need & FIND != 0 && self.setup == Setup::InDoubt {
+        if need.any(Need::FIND) && self.setup.step == Step::InDoubt {
             let path = votes_dir(&tx);
             self.kit
                 .send(P::Find, Request::GetData(PathWatch { path, watch: false }));
         }
-        if need & TX != 0 && !self.finished {
-            let path = tx.clone();
-            self.kit
-                .send(P::Tx, Request::GetData(PathWatch { path, watch: true }));
+        if !self.ended() {
+            self.send_reads(need, &tx);
         }
-        if need & VOTES != 0 && !self.finished {
-            for s in core::mem::take(&mut self.vote_reads) {
-                let path = vote_path(&tx, &s);
-                self.kit.send(
-                    P::Vote(s),
-                    Request::GetData(PathWatch { path, watch: true }),
-                );
-            }
-        }
-        if need & ALIVE != 0 && !self.finished {
-            let path = alive_dir(&tx);
-            self.kit.send(
-                P::Alive,
-                Request::GetChildren(PathWatch { path, watch: true }),
-            );
-        }
-        if need & DECIDE != 0 && !self.finished && self.tx == TxView::Undecided {
+        if need.any(Need::DECIDE) && !self.ended() && self.tx == TxView::Undecided {
             if let Some(outcome) = self.decision() {
-                let request = match outcome {
-                    Outcome::Commit => {
-                        let mut ops: Vec<MultiOp> = self
-                            .config
-                            .sites
-                            .iter()
-                            .map(|s| {
-                                MultiOp::Check(CheckVersionRequest {
-                                    path: vote_path(&tx, s),
-                                    version: 1,
-                                })
-                            })
-                            .collect();
-                        ops.push(MultiOp::SetData(SetDataRequest {
-                            path: tx.clone(),
-                            data: outcome.data(),
-                            version: 0,
-                        }));
-                        Request::Multi(ops)
-                    }
-                    Outcome::Abort => Request::SetData(SetDataRequest {
-                        path: tx.clone(),
-                        data: outcome.data(),
-                        version: 0,
-                    }),
+                let checked: &[String] = match outcome {
+                    Outcome::Commit => &self.config.sites,
+                    Outcome::Abort => &[],
                 };
+                let request = decide_request(&tx, outcome, checked.iter());
                 self.kit.send(P::Decide(outcome), request);
             }
         }
-        if need & LEAVE != 0 && self.ours {
+        if need.any(Need::LEAVE) && self.presence == Presence::Ours {
             let path = coordinator_path(&tx);
             self.kit.send(
                 P::Leave,
@@ -530,65 +438,148 @@ impl Coordinator {
         }
     }
 
+    /// The parents' round and the setup `multi`, with the reads of what it makes.
+    fn send_setup(&mut self, need: Need, tx: &str) {
+        if need.any(Need::PARENTS) {
+            let acl = &self.config.acl;
+            self.kit
+                .send_parents(tx, acl, CreateMode::Container, P::Parent);
+        }
+        if !need.any(Need::SETUP) {
+            return;
+        }
+        let request = self.setup_request();
+        self.kit.send(P::Setup, request);
+        // Executed after the setup: read (and watch) what it made, same round trip.
+        self.tx = TxView::Unknown;
+        self.kit.send(P::Tx, watched_read(tx.into()));
+        if self.config.variant == Variant::Coordinator {
+            self.tracking = true;
+            self.vote_reads.clear(); // all read here
+            for s in self.config.sites.clone() {
+                let path = vote_path(tx, &s);
+                self.kit.send(P::Vote(s), watched_read(path));
+            }
+        }
+    }
+
+    /// The reads (and watches) of `<tx>`, the votes and the presence nodes.
+    fn send_reads(&mut self, need: Need, tx: &str) {
+        if need.any(Need::TX) {
+            self.kit.send(P::Tx, watched_read(tx.into()));
+        }
+        if need.any(Need::VOTES) {
+            for s in core::mem::take(&mut self.vote_reads) {
+                let path = vote_path(tx, &s);
+                self.kit.send(P::Vote(s), watched_read(path));
+            }
+        }
+        if need.any(Need::ALIVE) {
+            let path = alive_dir(tx);
+            self.kit.send(
+                P::Alive,
+                Request::GetChildren(PathWatch { path, watch: true }),
+            );
+        }
+    }
+
     fn setup_done(&mut self) {
         self.kit.succeeded();
-        if self.setup != Setup::Done {
+        if self.setup.step != Step::Done {
             // Made by our own multi in this session; else (a restarted process found
             // its transaction) the presence node is an earlier session's: not touched.
-            let made_here = self.setup == Setup::Sending || self.applied_here;
-            self.ours = !self.lost_presence && made_here;
-            self.setup = Setup::Done;
+            self.presence = match self.presence {
+                Presence::Lost => Presence::Lost,
+                Presence::InDoubt | Presence::Ours => Presence::Ours,
+                Presence::Absent if self.setup.step == Step::Sending => Presence::Ours,
+                Presence::Absent => Presence::Absent,
+            };
+            self.setup.step = Step::Done;
             self.emit(CoordinatorEvent::Started);
         }
     }
 
     /// The setup was not applied: send it again, unless our owner left.
-    fn setup_again(&mut self, now: Instant, need: u32) {
+    fn setup_again(&mut self, now: Instant, need: Need) {
         if self.abandoned {
-            self.setup = Setup::Idle;
-            self.finished = true; // nothing was made, nobody waits
+            self.setup.step = Step::Idle;
+            self.life = Life::Ended; // nothing was made, nobody waits
             return;
         }
         // Never made, so no presence of ours was lost either: make it in this session.
-        self.setup = Setup::Sending;
-        self.lost_presence = false;
-        if need != 0 {
+        self.setup.step = Step::Sending;
+        if self.presence == Presence::Lost {
+            self.presence = Presence::Absent;
+        }
+        if !need.is_empty() {
             self.again(now, need);
         } else {
-            self.need |= SETUP;
+            self.need.add(Need::SETUP);
         }
     }
 
     fn on_setup(&mut self, now: Instant, result: Result<Response, Error>) {
-        if self.setup != Setup::Sending {
+        if self.setup.step != Step::Sending {
             return;
         }
-        self.found_tx = false;
+        self.setup.found_tx = false;
         match (multi_failure(&result), result) {
             (None, Ok(Response::Multi(_))) => self.setup_done(),
             (Some((0, ErrorCode::NodeExists)), _) => {
-                self.found_tx = true;
+                self.setup.found_tx = true;
                 // Ours, made by a request whose reply was lost? Look for our id.
-                self.setup = Setup::InDoubt;
+                self.setup.step = Step::InDoubt;
                 self.sync_next = true;
             }
             (Some((0, ErrorCode::NoNode)), _) => {
                 match self.kit.parents_missing(parent_of(&self.config.tx)) {
-                    ParentStep::Again => self.again(now, PARENTS | SETUP),
-                    ParentStep::Create => self.need |= PARENTS | SETUP,
+                    ParentStep::Again => self.again(now, Need::PARENTS | Need::SETUP),
+                    ParentStep::Create => self.need.add(Need::PARENTS | Need::SETUP),
                     ParentStep::Fail(e) => self.fail(e),
                 }
             }
             (Some((_, code)), _) => self.fail(Error::Server(code)),
             (None, Err(e)) if e.may_have_applied() => {
-                self.applied_here = true;
-                self.setup = Setup::InDoubt;
-                self.again(now, 0);
+                if self.presence != Presence::Lost {
+                    self.presence = Presence::InDoubt;
+                }
+                self.setup.step = Step::InDoubt;
+                self.again(now, Need::default());
             }
-            (None, Err(e)) if e.is_retryable() => self.setup_again(now, SETUP),
+            (None, Err(e)) if e.is_retryable() => self.setup_again(now, Need::SETUP),
             (None, Err(e)) if e.ends_session() => {}
             (None, Err(e)) => self.fail(e),
             (None, Ok(_)) => self.fail(Error::UnexpectedReply),
+        }
+    }
+
+    /// The lookup of our id after a setup in doubt.
+    fn on_find(&mut self, now: Instant, result: Result<Response, Error>) {
+        match result {
+            Ok(Response::Data { data, .. }) if data == self.config.id.as_bytes() => {
+                self.setup_done()
+            }
+            Ok(_) => {
+                self.setup.step = Step::Idle;
+                self.fail(Error::Server(ErrorCode::NodeExists)); // another's
+            }
+            Err(Error::Server(ErrorCode::NoNode)) => {
+                if self.setup.found_tx {
+                    // `<tx>` without `<tx>/votes`: gone since the setup read it (set
+                    // up again), or not a transaction at all (the second time: fail
+                    // as for another's, instead of setting up for ever).
+                    self.setup.without_votes += 1;
+                    if self.setup.without_votes >= 2 {
+                        self.setup.step = Step::Idle;
+                        return self.fail(Error::Server(ErrorCode::NodeExists));
+                    }
+                } else {
+                    self.setup.without_votes = 0;
+                }
+                self.setup_again(now, Need::default())
+            }
+            Err(e) if e.is_retryable() => self.again(now, Need::default()),
+            Err(e) => self.fail(e),
         }
     }
 
@@ -610,32 +601,7 @@ impl Coordinator {
                     self.sync_next = true;
                 }
             }
-            P::Find => match result {
-                Ok(Response::Data { data, .. }) if data == self.config.id.as_bytes() => {
-                    self.setup_done()
-                }
-                Ok(_) => {
-                    self.setup = Setup::Idle;
-                    self.fail(Error::Server(ErrorCode::NodeExists)); // another's
-                }
-                Err(Error::Server(ErrorCode::NoNode)) => {
-                    if self.found_tx {
-                        // `<tx>` without `<tx>/votes`: gone since the setup read it (set
-                        // up again), or not a transaction at all (the second time: fail
-                        // as for another's, instead of setting up for ever).
-                        self.found_without_votes += 1;
-                        if self.found_without_votes >= 2 {
-                            self.setup = Setup::Idle;
-                            return self.fail(Error::Server(ErrorCode::NodeExists));
-                        }
-                    } else {
-                        self.found_without_votes = 0;
-                    }
-                    self.setup_again(now, 0)
-                }
-                Err(e) if e.is_retryable() => self.again(now, 0),
-                Err(e) => self.fail(e),
-            },
+            P::Find => self.on_find(now, result),
             P::Tx => match result {
                 Ok(Response::Data { data, stat }) => {
                     self.tx = match Outcome::read(&data, stat.version) {
@@ -645,32 +611,11 @@ impl Coordinator {
                 }
                 Ok(_) => self.fail(Error::UnexpectedReply),
                 // Not made (the setup's answer decides; read again once it is).
-                Err(_) if self.setup != Setup::Done => self.tx = TxView::Unknown,
-                Err(e) if e.is_retryable() => self.again(now, TX),
+                Err(_) if self.setup.step != Step::Done => self.tx = TxView::Unknown,
+                Err(e) if e.is_retryable() => self.again(now, Need::TX),
                 Err(e) => self.fail(e), // deleted under us, no permission
             },
-            P::Vote(site) => match result {
-                Ok(Response::Data { data, stat }) => {
-                    let vote = Vote::read(&data, stat.version);
-                    if let (Some(slot), Some(v)) = (self.votes.get_mut(&site), vote) {
-                        if slot.is_none() {
-                            *slot = Some(v);
-                            if !self.finished {
-                                self.emit(CoordinatorEvent::Voted { site, vote: v });
-                            }
-                        }
-                    }
-                }
-                Err(e) if e.is_retryable() => {
-                    self.vote_reads.insert(site);
-                    self.again(now, VOTES);
-                }
-                // Not made yet: read again once it is.
-                Err(_) if self.setup != Setup::Done => {
-                    self.vote_reads.insert(site);
-                }
-                _ => {} // gone: the transaction node tells
-            },
+            P::Vote(site) => self.on_vote(now, site, result),
             P::Alive => match result {
                 Ok(Response::Children(c)) | Ok(Response::Children2 { children: c, .. }) => {
                     let present = c
@@ -679,14 +624,44 @@ impl Coordinator {
                         .collect();
                     self.present = Some(present);
                 }
-                Err(e) if e.is_retryable() => self.again(now, ALIVE),
+                Err(e) if e.is_retryable() => self.again(now, Need::ALIVE),
                 _ => self.present = Some(BTreeSet::new()),
             },
             P::Decide(outcome) => self.on_decide(now, outcome, result),
             P::Leave => match result {
-                Err(e) if e.is_retryable() => self.again(now, LEAVE),
-                _ => self.ours = false,
+                Err(e) if e.is_retryable() => self.again(now, Need::LEAVE),
+                _ => {
+                    if self.presence == Presence::Ours {
+                        self.presence = Presence::Absent;
+                    }
+                }
             },
+        }
+    }
+
+    /// A site's vote, read (and watched).
+    fn on_vote(&mut self, now: Instant, site: String, result: Result<Response, Error>) {
+        match result {
+            Ok(Response::Data { data, stat }) => {
+                let vote = Vote::read(&data, stat.version);
+                if let (Some(slot), Some(v)) = (self.votes.get_mut(&site), vote) {
+                    if slot.is_none() {
+                        *slot = Some(v);
+                        if !self.ended() {
+                            self.emit(CoordinatorEvent::Voted { site, vote: v });
+                        }
+                    }
+                }
+            }
+            Err(e) if e.is_retryable() => {
+                self.vote_reads.insert(site);
+                self.again(now, Need::VOTES);
+            }
+            // Not made yet: read again once it is.
+            Err(_) if self.setup.step != Step::Done => {
+                self.vote_reads.insert(site);
+            }
+            _ => {} // gone: the transaction node tells
         }
     }
 
@@ -695,37 +670,57 @@ impl Coordinator {
             Outcome::Commit => self.config.sites.len(),
             Outcome::Abort => 0,
         };
-        let failure = match &result {
-            Ok(Response::Multi(_)) => multi_failure(&result).map(|(i, c)| (i, Error::Server(c))),
-            Ok(_) => None,
-            Err(e) => Some((tx_index, e.clone())),
-        };
-        match failure {
-            None => {
+        match written(tx_index, &result) {
+            Written::Done => {
                 self.kit.succeeded();
                 self.tx = TxView::Decided(outcome);
             }
-            Some((_, e)) if e.is_retryable() => {
+            Written::Retry => {
                 self.sync_next = true;
                 self.kit.failed(now);
             }
-            Some((i, Error::Server(ErrorCode::BadVersion | ErrorCode::NoNode)))
-                if i == tx_index =>
-            {
+            Written::Taken => {
                 self.sync_next = true;
                 self.tx = TxView::Unknown; // decided by someone else: read it
             }
-            Some((i, Error::Server(ErrorCode::BadVersion | ErrorCode::NoNode))) if i < tx_index => {
+            Written::VoteChanged => {
                 // A vote is not what we read: read the votes again.
                 for (s, v) in self.votes.iter_mut() {
                     *v = None;
                     self.vote_reads.insert(s.clone());
                 }
-                self.again(now, VOTES);
+                self.again(now, Need::VOTES);
             }
-            Some((_, e)) => self.fail(e),
+            Written::Failed(e) => self.fail(e),
         }
     }
+
+    /// The session expired: our presence node and watches are gone with it.
+    fn expired(&mut self) {
+        self.kit.clear_requests();
+        self.need = Need::default();
+        self.tracking = false;
+        self.vote_reads.clear();
+        self.present = None;
+        if !matches!(self.tx, TxView::Decided(_)) {
+            self.tx = TxView::Unknown;
+        }
+        if self.setup.step == Step::Sending {
+            self.setup.step = Step::InDoubt;
+        }
+        self.presence = match (self.setup.step, self.presence) {
+            (Step::Idle, Presence::Lost) => Presence::Lost,
+            (Step::Idle, _) => Presence::Absent,
+            _ => Presence::Lost,
+        };
+        self.sync_next = false;
+        self.between_sessions = self.life == Life::Running;
+    }
+}
+
+/// A read of `path` that sets a data watch.
+fn watched_read(path: String) -> Request {
+    Request::GetData(PathWatch { path, watch: true })
 }
 
 impl Protocol for Coordinator {
@@ -750,11 +745,11 @@ impl Protocol for Coordinator {
         let t = event.event_type;
         if path == tx {
             if matches!(t, EventType::NodeDataChanged | EventType::NodeDeleted) {
-                self.need |= TX;
+                self.need.add(Need::TX);
             }
         } else if path == alive_dir(tx) {
             if t == EventType::NodeChildrenChanged {
-                self.need |= ALIVE;
+                self.need.add(Need::ALIVE);
             }
         } else if let Some(site) = path
             .strip_prefix(votes_dir(tx).as_str())
@@ -762,7 +757,7 @@ impl Protocol for Coordinator {
         {
             if t == EventType::NodeDataChanged && self.votes.get(site) == Some(&None) {
                 self.vote_reads.insert(site.into());
-                self.need |= VOTES;
+                self.need.add(Need::VOTES);
             }
         }
         self.evaluate(now);
@@ -780,30 +775,13 @@ impl Protocol for Coordinator {
                 self.session_id = session_id;
                 self.sync_next = true;
             }
-            SessionChange::Expired => {
-                self.kit.clear_requests();
-                self.need = 0;
-                self.ours = false;
-                self.tracking = false;
-                self.vote_reads.clear();
-                self.present = None;
-                if !matches!(self.tx, TxView::Decided(_)) {
-                    self.tx = TxView::Unknown;
-                }
-                if self.setup == Setup::Sending {
-                    self.setup = Setup::InDoubt;
-                }
-                if self.setup != Setup::Idle {
-                    self.lost_presence = true;
-                }
-                self.applied_here = false;
-                self.sync_next = false;
-                self.between_sessions = self.started && !self.finished;
-            }
+            SessionChange::Expired => self.expired(),
             SessionChange::Closed => {
                 self.kit.clear_requests();
-                self.need = 0;
-                self.ours = false;
+                self.need = Need::default();
+                if self.presence == Presence::Ours {
+                    self.presence = Presence::Absent;
+                }
                 self.between_sessions = false;
                 self.fail(Error::Closed);
             }
@@ -819,36 +797,53 @@ impl Protocol for Coordinator {
 
     fn on_abandon(&mut self, now: Instant) {
         self.abandoned = true;
-        if matches!(self.setup, Setup::Idle) {
-            self.started = true;
-            self.finished = true;
+        if self.setup.step == Step::Idle {
+            self.life = Life::Ended;
         }
         self.evaluate(now);
         self.drive(now);
     }
 
     fn deadline(&self) -> Option<Instant> {
-        let retry = if self.need != 0 && !self.between_sessions {
-            self.kit.retry_at()
+        let retrying = !self.need.is_empty() && !self.between_sessions;
+        let own = if self.life == Life::Running {
+            match (self.deadline.pending(), self.hard.pending()) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            }
         } else {
             None
         };
-        let mut t = retry;
-        if self.started && !self.finished {
-            for d in [
-                self.deadline_at.filter(|_| !self.deadline_passed),
-                self.hard_at.filter(|_| !self.hard_passed),
-            ]
-            .into_iter()
-            .flatten()
-            {
-                t = Some(t.map_or(d, |t| t.min(d)));
-            }
-        }
-        t
+        self.kit.timeout(own, retrying)
     }
 
     fn finished(&self) -> bool {
-        self.finished && self.kit.is_idle() && !self.ours
+        self.ended() && self.kit.is_idle() && self.presence != Presence::Ours
+    }
+
+    fn check(&self) {
+        debug_assert!(
+            self.presence != Presence::Ours || self.setup.step == Step::Done,
+            "a presence node of ours before the setup is done"
+        );
+        debug_assert!(
+            self.life != Life::Idle || (self.setup.step == Step::Idle && self.votes.is_empty()),
+            "a coordinator not started has a setup or votes"
+        );
+        debug_assert!(
+            self.life != Life::Running || self.votes.len() == self.config.sites.len(),
+            "a running coordinator has a vote slot per site"
+        );
+        debug_assert!(
+            self.vote_reads.iter().all(|s| self.votes.contains_key(s)),
+            "a vote read of a site not in the transaction"
+        );
+        debug_assert!(
+            self.present
+                .iter()
+                .flatten()
+                .all(|s| self.votes.contains_key(s)),
+            "a presence node of a site not in the transaction counted"
+        );
     }
 }

@@ -113,18 +113,29 @@
 //! let (_, read) = a.poll_request().unwrap(); // getData(watch) /tx/42, then the rest
 //! assert_eq!(read.op_code(), zk_recipes::proto::OpCode::GetData);
 //! ```
+//!
+//! # The machines' parts
+//!
+//! The states as types of both machines are in `phase` (its module docs have the
+//! before/after tables of the flags they replaced); `coordinator` and `site` drive
+//! them; the outcome's write and the reading of its answer are written once, here.
 
 mod coordinator;
+mod phase;
 mod site;
 
 pub use coordinator::{Coordinator, CoordinatorConfig, CoordinatorEvent};
 pub use site::{Site, SiteConfig, SiteEvent, SiteStatus, VoteOutcome};
 
 use alloc::string::String;
+use alloc::vec::Vec;
 use bytes::Bytes;
 
 use crate::error::Error;
-use crate::proto::PathError;
+use crate::proto::{
+    multi_failure, CheckVersionRequest, ErrorCode, MultiOp, PathError, Request, Response,
+    SetDataRequest,
+};
 
 /// The most sites a transaction may have (bounds every list and `multi`).
 pub const MAX_SITES: usize = 1000;
@@ -272,4 +283,66 @@ fn check_names(tx: &str, site: Option<&str>) -> Result<(), Error> {
         crate::proto::validate_path(&path).map_err(|e| invalid(&path, e))?;
     }
     Ok(())
+}
+
+/// The outcome's write: `setData(<tx>, outcome, version 0)`, after a `check` of
+/// version 1 (voted) of the vote of every site in `checked` (a commit names them all).
+fn decide_request<'a>(
+    tx: &str,
+    outcome: Outcome,
+    checked: impl Iterator<Item = &'a String>,
+) -> Request {
+    let mut ops: Vec<MultiOp> = checked
+        .map(|s| {
+            MultiOp::Check(CheckVersionRequest {
+                path: vote_path(tx, s),
+                version: 1,
+            })
+        })
+        .collect();
+    let set = SetDataRequest {
+        path: tx.into(),
+        data: outcome.data(),
+        version: 0,
+    };
+    if ops.is_empty() {
+        return Request::SetData(set);
+    }
+    ops.push(MultiOp::SetData(set));
+    Request::Multi(ops)
+}
+
+/// How the outcome's write ended (the same for whoever writes it).
+enum Written {
+    /// It is written: the outcome is ours.
+    Done,
+    /// Refused or lost: the rule sends it again (a lost write comes back as
+    /// `BadVersion`).
+    Retry,
+    /// Decided by someone else (or deleted): read the transaction node.
+    Taken,
+    /// A vote is not what we read: read the votes again.
+    VoteChanged,
+    Failed(Error),
+}
+
+/// Reads the answer to the outcome's write; `tx_index` is the index of its `setData`
+/// in a `multi` (a plain write's failure counts there).
+fn written(tx_index: usize, result: &Result<Response, Error>) -> Written {
+    let failure = match result {
+        Ok(Response::Multi(_)) => multi_failure(result).map(|(i, c)| (i, Error::Server(c))),
+        Ok(_) => None,
+        Err(e) => Some((tx_index, e.clone())),
+    };
+    match failure {
+        None => Written::Done,
+        Some((_, e)) if e.is_retryable() => Written::Retry,
+        Some((i, Error::Server(ErrorCode::BadVersion | ErrorCode::NoNode))) if i == tx_index => {
+            Written::Taken
+        }
+        Some((i, Error::Server(ErrorCode::BadVersion | ErrorCode::NoNode))) if i < tx_index => {
+            Written::VoteChanged
+        }
+        Some((_, e)) => Written::Failed(e),
+    }
 }

@@ -5,10 +5,12 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use bytes::Bytes;
 
+use super::phase::{self, Coord, Life, Participating, Told, TxView, Wanted};
 use super::{
     alive_path, check_names, coordinator_path, payload_path, vote_path, votes_dir, Outcome,
     Variant, Vote, MAX_SITES,
 };
+use super::{decide_request, written, Written};
 use crate::error::Error;
 use crate::proto::*;
 use crate::recipe::kit::{Kit, Plumbing, Protocol};
@@ -184,14 +186,6 @@ enum P {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum TxView {
-    Unknown,
-    Missing,
-    Undecided,
-    Decided(Outcome),
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Own {
     Unknown,
     NotASite,
@@ -211,19 +205,7 @@ enum Presence {
     Foreign,
 }
 
-const TX: u32 = 1;
-const WAIT_TX: u32 = 2;
-const PAYLOAD: u32 = 4;
-const OWN: u32 = 8;
-const COORD: u32 = 16;
-const PRESENCE: u32 = 32;
-const CHECK_PRESENCE: u32 = 64;
-const PEERS: u32 = 128;
-const PEER: u32 = 256;
-const VOTE: u32 = 512;
-const DECIDE: u32 = 1024;
-const LEAVE: u32 = 2048;
-const READS: u32 = TX | WAIT_TX | PAYLOAD | OWN | COORD | CHECK_PRESENCE | PEERS | PEER;
+type Need = phase::Need<Participating>;
 
 /// A site of a two-phase commit. See the [module docs](super).
 ///
@@ -233,26 +215,23 @@ const READS: u32 = TX | WAIT_TX | PAYLOAD | OWN | COORD | CHECK_PRESENCE | PEERS
 pub struct Site {
     config: SiteConfig,
     session_id: i64,
-    started: bool,
-    /// A final event was reported (or the owner left): only cleanup remains.
-    finished: bool,
+    /// `Ended`: a final event was reported (or the owner left): only cleanup remains.
+    life: Life,
+    /// Our owner left.
     leaving: bool,
     /// Expired: waiting for the next session.
     between_sessions: bool,
     tx: TxView,
-    seen: bool,
     payload: Option<Bytes>,
     own: Own,
-    /// A vote attempt may have been applied with its reply lost.
-    vote_in_doubt: bool,
-    coord: Option<bool>,
+    coord: Coord,
     presence: Presence,
     peers: Option<BTreeMap<String, Option<Vote>>>,
     peer_reads: BTreeSet<String>,
-    wanted: Option<Vote>,
-    ready_told: bool,
-    voted_told: bool,
-    need: u32,
+    wanted: Option<Wanted>,
+    told: Told,
+    need: Need,
+    /// The next read goes after a `sync`.
     sync_next: bool,
     kit: Kit<P, SiteEvent>,
 }
@@ -263,23 +242,19 @@ impl Site {
         Site {
             config,
             session_id: 0,
-            started: false,
-            finished: false,
+            life: Life::Idle,
             leaving: false,
             between_sessions: false,
-            tx: TxView::Unknown,
-            seen: false,
+            tx: TxView::Unseen,
             payload: None,
             own: Own::Unknown,
-            vote_in_doubt: false,
-            coord: None,
+            coord: Coord::Unknown,
             presence: Presence::None,
             peers: None,
             peer_reads: BTreeSet::new(),
             wanted: None,
-            ready_told: false,
-            voted_told: false,
-            need: 0,
+            told: Told::default(),
+            need: Need::default(),
             sync_next: false,
             kit: Kit::default(),
         }
@@ -308,16 +283,16 @@ impl Site {
 
     /// Has it reported its final event?
     pub fn has_ended(&self) -> bool {
-        self.finished
+        self.ended()
     }
 
     /// Joins the transaction (once): waits for it to exist, reads it, announces our
     /// presence. Reports `Ready` (or `Decided` if it is decided already).
     pub fn start(&mut self, now: Instant) {
-        if self.started {
+        if self.life != Life::Idle {
             return;
         }
-        self.started = true;
+        self.life = Life::Running;
         if let Err(error) = check_names(&self.config.tx, Some(&self.config.name)) {
             return self.fail(error);
         }
@@ -331,10 +306,10 @@ impl Site {
     /// (see [`SiteStatus::vote_outcome`]). Returns false if a vote was already asked
     /// for or the site has ended.
     pub fn vote(&mut self, now: Instant, vote: Vote) -> bool {
-        if self.finished || self.wanted.is_some() {
+        if self.ended() || self.wanted.is_some() {
             return false;
         }
-        self.wanted = Some(vote);
+        self.want(vote);
         self.evaluate(now);
         self.drive(now);
         true
@@ -342,13 +317,24 @@ impl Site {
 
     // ----- internals -----
 
+    fn ended(&self) -> bool {
+        self.life == Life::Ended
+    }
+
+    fn want(&mut self, vote: Vote) {
+        self.wanted = Some(Wanted {
+            vote,
+            in_doubt: false,
+        });
+    }
+
     fn emit(&mut self, e: SiteEvent) {
         self.kit.emit(e);
     }
 
     fn fail(&mut self, error: Error) {
-        if !self.finished {
-            self.finished = true;
+        if !self.ended() {
+            self.life = Life::Ended;
             self.emit(SiteEvent::Failed { error });
         }
     }
@@ -358,27 +344,27 @@ impl Site {
     }
 
     fn read_all(&mut self) {
-        self.need |= TX | PAYLOAD | OWN | COORD | PRESENCE;
+        self.need
+            .add(Need::TX | Need::PAYLOAD | Need::OWN | Need::COORD | Need::PRESENCE);
         if self.config.variant == Variant::Peers {
-            self.need |= PEERS;
+            self.need.add(Need::PEERS);
         }
     }
 
-    fn again(&mut self, now: Instant, need: u32) {
-        self.need |= need;
+    fn again(&mut self, now: Instant, need: Need) {
+        self.need.add(need);
         self.sync_next = true;
         self.kit.failed(now);
     }
 
-    /// Has the transaction node existed (it is never re-made: a later `NoNode` means
-    /// deleted, and a reply after a reply that saw it is not "not made yet")?
+    /// Has the transaction node existed (see [`TxView::seen`])?
     fn tx_exists(&self) -> bool {
-        self.seen
+        self.tx.seen()
     }
 
     /// What we would write as the outcome, from what we know.
     fn decision(&self) -> Option<Outcome> {
-        if self.coord == Some(false) {
+        if self.coord == Coord::Gone {
             return Some(Outcome::Abort);
         }
         if self.config.variant == Variant::Peers {
@@ -395,45 +381,50 @@ impl Site {
 
     /// Decides what to do from what we know (the reconcile step).
     fn evaluate(&mut self, _now: Instant) {
-        if !self.started || self.between_sessions {
+        if self.life == Life::Idle || self.between_sessions {
             return;
         }
-        if !self.finished {
+        if !self.ended() {
             self.progress();
         }
-        if self.finished {
+        if self.ended() {
             self.cleanup();
         }
     }
 
-    fn progress(&mut self) {
+    /// Reports `Ready` and `Voted` once each, when they are true.
+    fn tell(&mut self) {
         // In the peers variant, ready means watching every vote too.
         let watching = self.config.variant != Variant::Peers
             || (self.peers.is_some()
                 && self.peer_reads.is_empty()
                 && !self.kit.any(|p| matches!(p, P::Peer(_))));
-        if self.tx == TxView::Undecided && !self.ready_told && watching {
+        if self.tx == TxView::Undecided && !self.told.ready && watching {
             if let (Some(payload), Own::Empty | Own::Cast(_)) = (self.payload.clone(), self.own) {
-                self.ready_told = true;
+                self.told.ready = true;
                 let voted = self.vote_cast();
-                self.voted_told = voted.is_some();
+                self.told.voted = voted.is_some();
                 self.emit(SiteEvent::Ready { payload, voted });
             }
         }
-        if let (Own::Cast(vote), Some(_), false) = (self.own, self.wanted, self.voted_told) {
-            self.voted_told = true;
+        if let (Own::Cast(vote), Some(_), false) = (self.own, self.wanted, self.told.voted) {
+            self.told.voted = true;
             self.emit(SiteEvent::Voted { vote });
         }
+    }
+
+    fn progress(&mut self) {
+        self.tell();
         if let TxView::Decided(outcome) = self.tx {
             // We asked to vote and an attempt may have counted (its reply lost): our
             // vote node tells whether it did, before the outcome is reported.
-            if self.wanted.is_some() && !self.voted_told && self.own == Own::Unknown {
+            if self.wanted.is_some() && !self.told.voted && self.own == Own::Unknown {
                 if !self.in_flight(&P::Own) {
-                    self.need |= OWN;
+                    self.need.add(Need::OWN);
                 }
                 return;
             }
-            self.finished = true;
+            self.life = Life::Ended;
             self.emit(SiteEvent::Decided { outcome });
             return;
         }
@@ -444,103 +435,67 @@ impl Site {
             return self.fail(Error::Server(ErrorCode::NoNode));
         }
         if self.leaving && !matches!(self.own, Own::Unknown | Own::Empty) {
-            self.finished = true; // our vote is in: nobody waits for us any more
+            self.life = Life::Ended; // our vote is in: nobody waits for us any more
             return;
         }
-        // Facts still unknown: read them.
-        if self.payload.is_none() && !self.in_flight(&P::Payload) {
-            self.need |= PAYLOAD;
-        }
-        if self.own == Own::Unknown && !self.in_flight(&P::Own) {
-            self.need |= OWN;
-        }
-        if self.coord.is_none() && !self.in_flight(&P::Coord) {
-            self.need |= COORD;
-        }
-        if self.presence == Presence::None && !self.in_flight(&P::Presence) {
-            self.need |= PRESENCE;
-        }
-        if self.config.variant == Variant::Peers
-            && self.peers.is_none()
-            && !self.in_flight(&P::Peers)
-        {
-            self.need |= PEERS;
+        self.ask();
+    }
+
+    /// Facts still unknown, and writes due: ask for them.
+    fn ask(&mut self) {
+        let unknown = [
+            (self.payload.is_none(), P::Payload, Need::PAYLOAD),
+            (self.own == Own::Unknown, P::Own, Need::OWN),
+            (self.coord == Coord::Unknown, P::Coord, Need::COORD),
+            (self.presence == Presence::None, P::Presence, Need::PRESENCE),
+            (
+                self.config.variant == Variant::Peers && self.peers.is_none(),
+                P::Peers,
+                Need::PEERS,
+            ),
+        ];
+        for (wanted, p, need) in unknown {
+            if wanted && !self.in_flight(&p) {
+                self.need.add(need);
+            }
         }
         if self.wanted.is_some()
             && self.own == Own::Empty
             && !self.kit.any(|p| matches!(p, P::Vote(_)))
         {
-            self.need |= VOTE;
+            self.need.add(Need::VOTE);
         }
         if self.decision().is_some() && !self.kit.any(|p| matches!(p, P::Decide(_))) {
-            self.need |= DECIDE;
+            self.need.add(Need::DECIDE);
         }
     }
 
     /// After the final event: remove our presence node.
     fn cleanup(&mut self) {
-        self.need &= LEAVE | CHECK_PRESENCE;
+        self.need.keep(Need::LEAVE | Need::CHECK_PRESENCE);
         match self.presence {
-            Presence::Ours if !self.in_flight(&P::Leave) => self.need |= LEAVE,
-            Presence::InDoubt if !self.in_flight(&P::CheckPresence) => self.need |= CHECK_PRESENCE,
+            Presence::Ours if !self.in_flight(&P::Leave) => self.need.add(Need::LEAVE),
+            Presence::InDoubt if !self.in_flight(&P::CheckPresence) => {
+                self.need.add(Need::CHECK_PRESENCE)
+            }
             _ => {}
         }
     }
 
     /// Sends what is needed, if the session allows it now.
     fn drive(&mut self, now: Instant) {
-        if self.need == 0 || self.between_sessions || !self.kit.allows(now) {
+        if self.need.is_empty() || self.between_sessions || !self.kit.allows(now) {
             return;
         }
-        let need = core::mem::take(&mut self.need);
+        let need = self.need.take();
         let tx = self.config.tx.clone();
         let name = self.config.name.clone();
-        if need & READS != 0 && self.sync_next {
+        if need.any(Need::READS) && self.sync_next {
             self.sync_next = false;
-            self.kit
-                .send(P::Sync, Request::Sync(PathRequest { path: tx.clone() }));
+            self.kit.sync(P::Sync, &tx);
         }
-        let read = |path: String, watch: bool| Request::GetData(PathWatch { path, watch });
-        if need & TX != 0 {
-            self.kit.send(P::Tx, read(tx.clone(), true));
-        }
-        if need & WAIT_TX != 0 {
-            let path = tx.clone();
-            self.kit
-                .send(P::WaitTx, Request::Exists(PathWatch { path, watch: true }));
-        }
-        if need & PAYLOAD != 0 {
-            self.kit.send(P::Payload, read(payload_path(&tx), false));
-        }
-        if need & OWN != 0 {
-            self.kit.send(P::Own, read(vote_path(&tx, &name), false));
-        }
-        if need & COORD != 0 {
-            let path = coordinator_path(&tx);
-            self.kit
-                .send(P::Coord, Request::Exists(PathWatch { path, watch: true }));
-        }
-        if need & PEERS != 0 {
-            let path = votes_dir(&tx);
-            self.kit.send(
-                P::Peers,
-                Request::GetChildren(PathWatch { path, watch: false }),
-            );
-        }
-        if need & PEER != 0 {
-            for peer in core::mem::take(&mut self.peer_reads) {
-                let path = vote_path(&tx, &peer);
-                self.kit.send(P::Peer(peer), read(path, true));
-            }
-        }
-        if need & CHECK_PRESENCE != 0 {
-            let path = alive_path(&tx, &name);
-            self.kit.send(
-                P::CheckPresence,
-                Request::Exists(PathWatch { path, watch: true }),
-            );
-        }
-        if need & PRESENCE != 0 && self.presence == Presence::None && !self.finished {
+        self.send_reads(need, &tx, &name);
+        if need.any(Need::PRESENCE) && self.presence == Presence::None && !self.ended() {
             self.presence = Presence::Creating;
             let create = CreateRequest::new(
                 alive_path(&tx, &name),
@@ -550,47 +505,15 @@ impl Site {
             );
             self.kit.send(P::Presence, Request::Create(create));
         }
-        if need & VOTE != 0 && !self.finished {
-            if let (Some(vote), Own::Empty) = (self.wanted, self.own) {
-                let ops = alloc::vec![
-                    MultiOp::Check(CheckVersionRequest {
-                        path: tx.clone(),
-                        version: 0,
-                    }),
-                    MultiOp::SetData(SetDataRequest {
-                        path: vote_path(&tx, &name),
-                        data: vote.data(),
-                        version: 0,
-                    }),
-                ];
-                self.kit.send(P::Vote(vote), Request::Multi(ops));
-            }
+        if need.any(Need::VOTE) && !self.ended() {
+            self.send_vote(&tx, &name);
         }
-        if need & DECIDE != 0 && !self.finished {
+        if need.any(Need::DECIDE) && !self.ended() {
             if let Some(outcome) = self.decision() {
-                let request = match (outcome, &self.peers) {
-                    (Outcome::Commit, Some(peers)) => {
-                        let mut ops: Vec<MultiOp> = peers
-                            .keys()
-                            .map(|p| {
-                                MultiOp::Check(CheckVersionRequest {
-                                    path: vote_path(&tx, p),
-                                    version: 1,
-                                })
-                            })
-                            .collect();
-                        ops.push(MultiOp::SetData(SetDataRequest {
-                            path: tx.clone(),
-                            data: outcome.data(),
-                            version: 0,
-                        }));
-                        Request::Multi(ops)
-                    }
-                    _ => Request::SetData(SetDataRequest {
-                        path: tx.clone(),
-                        data: Outcome::Abort.data(),
-                        version: 0,
-                    }),
+                let peers = self.peers.as_ref().map(|p| p.keys());
+                let request = match (outcome, peers) {
+                    (Outcome::Commit, Some(peers)) => decide_request(&tx, Outcome::Commit, peers),
+                    _ => decide_request(&tx, Outcome::Abort, core::iter::empty()),
                 };
                 let outcome = match request {
                     Request::Multi(_) => Outcome::Commit,
@@ -599,12 +522,68 @@ impl Site {
                 self.kit.send(P::Decide(outcome), request);
             }
         }
-        if need & LEAVE != 0 && self.presence == Presence::Ours {
+        if need.any(Need::LEAVE) && self.presence == Presence::Ours {
             let path = alive_path(&tx, &name);
             self.kit.send(
                 P::Leave,
                 Request::Delete(DeleteRequest { path, version: -1 }),
             );
+        }
+    }
+
+    /// The reads (and watches) `need` asks for.
+    fn send_reads(&mut self, need: Need, tx: &str, name: &str) {
+        let read = |path: String, watch: bool| Request::GetData(PathWatch { path, watch });
+        let exists = |path: String| Request::Exists(PathWatch { path, watch: true });
+        if need.any(Need::TX) {
+            self.kit.send(P::Tx, read(tx.into(), true));
+        }
+        if need.any(Need::WAIT_TX) {
+            self.kit.send(P::WaitTx, exists(tx.into()));
+        }
+        if need.any(Need::PAYLOAD) {
+            self.kit.send(P::Payload, read(payload_path(tx), false));
+        }
+        if need.any(Need::OWN) {
+            self.kit.send(P::Own, read(vote_path(tx, name), false));
+        }
+        if need.any(Need::COORD) {
+            self.kit.send(P::Coord, exists(coordinator_path(tx)));
+        }
+        if need.any(Need::PEERS) {
+            let path = votes_dir(tx);
+            self.kit.send(
+                P::Peers,
+                Request::GetChildren(PathWatch { path, watch: false }),
+            );
+        }
+        if need.any(Need::PEER) {
+            for peer in core::mem::take(&mut self.peer_reads) {
+                let path = vote_path(tx, &peer);
+                self.kit.send(P::Peer(peer), read(path, true));
+            }
+        }
+        if need.any(Need::CHECK_PRESENCE) {
+            self.kit
+                .send(P::CheckPresence, exists(alive_path(tx, name)));
+        }
+    }
+
+    /// Our vote: `multi[check(<tx>, version 0), setData(<tx>/votes/<site>, vote, version 0)]`.
+    fn send_vote(&mut self, tx: &str, name: &str) {
+        if let (Some(Wanted { vote, .. }), Own::Empty) = (self.wanted, self.own) {
+            let ops = alloc::vec![
+                MultiOp::Check(CheckVersionRequest {
+                    path: tx.into(),
+                    version: 0,
+                }),
+                MultiOp::SetData(SetDataRequest {
+                    path: vote_path(tx, name),
+                    data: vote.data(),
+                    version: 0,
+                }),
+            ];
+            self.kit.send(P::Vote(vote), Request::Multi(ops));
         }
     }
 
@@ -624,34 +603,44 @@ impl Site {
                     self.sync_next = true;
                 }
             }
-            P::Tx => match result {
-                Ok(Response::Data { data, stat }) => {
-                    self.kit.succeeded();
-                    // Every path to here asked for the other facts in the same batch.
-                    self.seen = true;
-                    self.tx = match Outcome::read(&data, stat.version) {
-                        Some(o) => TxView::Decided(o),
-                        None => TxView::Undecided,
-                    };
-                }
-                Ok(_) => self.fail(Error::UnexpectedReply),
-                Err(Error::Server(ErrorCode::NoNode)) => {
-                    if self.tx_exists() {
-                        self.fail(Error::Server(ErrorCode::NoNode)); // deleted under us
-                    } else {
-                        self.tx = TxView::Missing;
-                        self.need |= WAIT_TX;
-                    }
-                }
-                Err(e) if e.is_retryable() => self.again(now, TX),
-                Err(e) => self.fail(e),
-            },
+            P::Tx => self.on_tx(now, result),
             P::WaitTx => match result {
                 Ok(_) => self.read_all(),
                 Err(Error::Server(ErrorCode::NoNode)) => {} // the watch tells
-                Err(e) if e.is_retryable() => self.again(now, WAIT_TX),
+                Err(e) if e.is_retryable() => self.again(now, Need::WAIT_TX),
                 Err(e) => self.fail(e),
             },
+            P::Payload | P::Own | P::Coord => self.on_fact(now, p, result),
+            P::Presence => self.on_presence(now, result),
+            P::CheckPresence => self.on_check_presence(now, result),
+            P::Peers => self.on_peers(now, result),
+            P::Peer(name) => match result {
+                Ok(Response::Data { data, stat }) => {
+                    if let Some(slot) = self.peers.as_mut().and_then(|p| p.get_mut(&name)) {
+                        *slot = slot.or(Vote::read(&data, stat.version));
+                    }
+                }
+                Err(e) if e.is_retryable() => {
+                    self.peer_reads.insert(name);
+                    self.again(now, Need::PEER);
+                }
+                // Gone (the transaction deleted) or refused: the transaction node tells.
+                _ => {}
+            },
+            P::Vote(vote) => self.on_vote(now, vote, result),
+            P::Decide(outcome) => self.on_decide(now, outcome, result),
+            P::Leave => match result {
+                Err(e) if e.is_retryable() => self.kit.failed(now),
+                // Deleted, gone, or refused for good (it goes with the session).
+                _ => self.presence = Presence::None,
+            },
+        }
+    }
+
+    /// The payload, our vote node, the coordinator's presence: read once they are
+    /// unknown.
+    fn on_fact(&mut self, now: Instant, p: P, result: Result<Response, Error>) {
+        match p {
             P::Payload => match result {
                 Ok(Response::Data { data, .. }) => self.payload = Some(data),
                 Ok(_) => self.fail(Error::UnexpectedReply),
@@ -673,96 +662,110 @@ impl Site {
                 Err(Error::Server(ErrorCode::NoNode)) if self.tx_exists() => {
                     self.own = Own::NotASite
                 }
-                Err(e) if e.is_retryable() => self.again(now, 0),
+                Err(e) if e.is_retryable() => self.again(now, Need::default()),
                 Err(Error::Server(ErrorCode::NoNode)) => {}
                 Err(e) => self.fail(e),
             },
             P::Coord => match result {
-                Ok(_) => self.coord = Some(true),
+                Ok(_) => self.coord = Coord::Present,
                 Err(Error::Server(ErrorCode::NoNode)) if self.tx_exists() => {
-                    self.coord = Some(false)
+                    self.coord = Coord::Gone
                 }
-                Err(e) if e.is_retryable() => self.again(now, COORD),
+                Err(e) if e.is_retryable() => self.again(now, Need::COORD),
                 Err(Error::Server(ErrorCode::NoNode)) => {}
                 Err(e) => self.fail(e),
             },
-            P::Presence => match result {
-                Ok(_) => self.presence = Presence::Ours,
-                Err(Error::Server(ErrorCode::NodeExists)) => {
-                    self.presence = Presence::InDoubt;
-                    self.need |= CHECK_PRESENCE;
+            _ => {}
+        }
+    }
+
+    fn on_tx(&mut self, now: Instant, result: Result<Response, Error>) {
+        match result {
+            Ok(Response::Data { data, stat }) => {
+                self.kit.succeeded();
+                // Every path to here asked for the other facts in the same batch.
+                self.tx = match Outcome::read(&data, stat.version) {
+                    Some(o) => TxView::Decided(o),
+                    None => TxView::Undecided,
+                };
+            }
+            Ok(_) => self.fail(Error::UnexpectedReply),
+            Err(Error::Server(ErrorCode::NoNode)) => {
+                if self.tx_exists() {
+                    self.fail(Error::Server(ErrorCode::NoNode)); // deleted under us
+                } else {
+                    self.tx = TxView::Missing;
+                    self.need.add(Need::WAIT_TX);
                 }
-                Err(e) if e.may_have_applied() => {
-                    self.presence = Presence::InDoubt;
-                    self.again(now, CHECK_PRESENCE);
+            }
+            Err(e) if e.is_retryable() => self.again(now, Need::TX),
+            Err(e) => self.fail(e),
+        }
+    }
+
+    fn on_presence(&mut self, now: Instant, result: Result<Response, Error>) {
+        match result {
+            Ok(_) => self.presence = Presence::Ours,
+            Err(Error::Server(ErrorCode::NodeExists)) => {
+                self.presence = Presence::InDoubt;
+                self.need.add(Need::CHECK_PRESENCE);
+            }
+            Err(e) if e.may_have_applied() => {
+                self.presence = Presence::InDoubt;
+                self.again(now, Need::CHECK_PRESENCE);
+            }
+            Err(e) if e.is_retryable() => {
+                self.presence = Presence::None;
+                self.kit.failed(now);
+            }
+            Err(Error::Server(ErrorCode::NoNode)) if !self.tx_exists() => {
+                self.presence = Presence::None; // made again once the transaction exists
+            }
+            Err(e) => {
+                self.presence = Presence::None;
+                self.fail(e);
+            }
+        }
+    }
+
+    fn on_check_presence(&mut self, now: Instant, result: Result<Response, Error>) {
+        match result {
+            Ok(Response::Stat(stat)) => {
+                self.presence = if stat.ephemeral_owner == self.session_id {
+                    Presence::Ours
+                } else {
+                    Presence::Foreign // watched: made again once it goes
+                };
+            }
+            Ok(_) => self.presence = Presence::None,
+            Err(Error::Server(ErrorCode::NoNode)) => self.presence = Presence::None,
+            Err(e) if e.is_retryable() => self.again(now, Need::CHECK_PRESENCE),
+            Err(_) => self.presence = Presence::None,
+        }
+    }
+
+    fn on_peers(&mut self, now: Instant, result: Result<Response, Error>) {
+        match result {
+            Ok(Response::Children(c)) | Ok(Response::Children2 { children: c, .. }) => {
+                if c.len() > MAX_SITES {
+                    return self.fail(Error::Overloaded);
                 }
-                Err(e) if e.is_retryable() => {
-                    self.presence = Presence::None;
-                    self.kit.failed(now);
-                }
-                Err(Error::Server(ErrorCode::NoNode)) if !self.tx_exists() => {
-                    self.presence = Presence::None; // made again once the transaction exists
-                }
-                Err(e) => {
-                    self.presence = Presence::None;
-                    self.fail(e);
-                }
-            },
-            P::CheckPresence => match result {
-                Ok(Response::Stat(stat)) => {
-                    self.presence = if stat.ephemeral_owner == self.session_id {
-                        Presence::Ours
-                    } else {
-                        Presence::Foreign // watched: made again once it goes
-                    };
-                }
-                Ok(_) => self.presence = Presence::None,
-                Err(Error::Server(ErrorCode::NoNode)) => self.presence = Presence::None,
-                Err(e) if e.is_retryable() => self.again(now, CHECK_PRESENCE),
-                Err(_) => self.presence = Presence::None,
-            },
-            P::Peers => match result {
-                Ok(Response::Children(c)) | Ok(Response::Children2 { children: c, .. }) => {
-                    if c.len() > MAX_SITES {
-                        return self.fail(Error::Overloaded);
+                let old = self.peers.take().unwrap_or_default();
+                let mut peers = BTreeMap::new();
+                for name in c {
+                    let known = old.get(&name).copied().flatten();
+                    if known.is_none() {
+                        self.peer_reads.insert(name.clone());
                     }
-                    let old = self.peers.take().unwrap_or_default();
-                    let mut peers = BTreeMap::new();
-                    for name in c {
-                        let known = old.get(&name).copied().flatten();
-                        if known.is_none() {
-                            self.peer_reads.insert(name.clone());
-                        }
-                        peers.insert(name, known);
-                    }
-                    self.peers = Some(peers);
-                    self.need |= PEER;
+                    peers.insert(name, known);
                 }
-                Ok(_) => self.fail(Error::UnexpectedReply),
-                Err(e) if e.is_retryable() => self.again(now, 0),
-                Err(Error::Server(ErrorCode::NoNode)) if !self.tx_exists() => {}
-                Err(e) => self.fail(e),
-            },
-            P::Peer(name) => match result {
-                Ok(Response::Data { data, stat }) => {
-                    if let Some(slot) = self.peers.as_mut().and_then(|p| p.get_mut(&name)) {
-                        *slot = slot.or(Vote::read(&data, stat.version));
-                    }
-                }
-                Err(e) if e.is_retryable() => {
-                    self.peer_reads.insert(name);
-                    self.again(now, PEER);
-                }
-                // Gone (the transaction deleted) or refused: the transaction node tells.
-                _ => {}
-            },
-            P::Vote(vote) => self.on_vote(now, vote, result),
-            P::Decide(outcome) => self.on_decide(now, outcome, result),
-            P::Leave => match result {
-                Err(e) if e.is_retryable() => self.kit.failed(now),
-                // Deleted, gone, or refused for good (it goes with the session).
-                _ => self.presence = Presence::None,
-            },
+                self.peers = Some(peers);
+                self.need.add(Need::PEER);
+            }
+            Ok(_) => self.fail(Error::UnexpectedReply),
+            Err(e) if e.is_retryable() => self.again(now, Need::default()),
+            Err(Error::Server(ErrorCode::NoNode)) if !self.tx_exists() => {}
+            Err(e) => self.fail(e),
         }
     }
 
@@ -776,9 +779,9 @@ impl Site {
             // and our vote node whether an earlier attempt (its reply lost) counted.
             (Some((0, _)), _) => {
                 self.sync_next = true;
-                self.tx = TxView::Unknown;
-                self.need |= TX;
-                if self.vote_in_doubt {
+                self.tx.forget();
+                self.need.add(Need::TX);
+                if self.wanted.is_some_and(|w| w.in_doubt) {
                     self.own = Own::Unknown;
                 }
             }
@@ -789,7 +792,9 @@ impl Site {
             }
             (Some((_, code)), _) => self.fail(Error::Server(code)),
             (None, Err(e)) if e.is_retryable() => {
-                self.vote_in_doubt |= e.may_have_applied();
+                if let Some(w) = self.wanted.as_mut() {
+                    w.in_doubt |= e.may_have_applied();
+                }
                 self.sync_next = true;
                 self.kit.failed(now);
             }
@@ -803,35 +808,47 @@ impl Site {
             Outcome::Commit => self.peers.as_ref().map_or(0, |p| p.len()),
             Outcome::Abort => 0,
         };
-        let failure = match &result {
-            Ok(Response::Multi(_)) => multi_failure(&result).map(|(i, c)| (i, Error::Server(c))),
-            Ok(_) => None,
-            Err(e) => Some((tx_index, e.clone())),
-        };
-        match failure {
-            None => {
+        match written(tx_index, &result) {
+            Written::Done => {
                 self.kit.succeeded();
                 self.tx = TxView::Decided(outcome);
             }
-            Some((_, e)) if e.is_retryable() => {
+            Written::Retry => {
                 // Retried by the rule (a lost write comes back as `BadVersion`).
                 self.sync_next = true;
                 self.kit.failed(now);
             }
-            Some((i, Error::Server(ErrorCode::BadVersion | ErrorCode::NoNode)))
-                if i == tx_index =>
-            {
+            Written::Taken => {
                 self.sync_next = true;
-                self.tx = TxView::Unknown;
-                self.need |= TX; // decided by someone else: read it
+                self.tx.forget();
+                self.need.add(Need::TX); // decided by someone else: read it
             }
-            Some((i, Error::Server(ErrorCode::BadVersion | ErrorCode::NoNode))) if i < tx_index => {
+            Written::VoteChanged => {
                 // A vote is not what we read: list the votes again.
                 self.peers = None;
-                self.again(now, 0);
+                self.again(now, Need::default());
             }
-            Some((_, e)) => self.fail(e),
+            Written::Failed(e) => self.fail(e),
         }
+    }
+
+    /// The session expired: our presence node and watches are gone; votes and the
+    /// outcome stay.
+    fn expired(&mut self) {
+        self.kit.clear_requests();
+        self.need = Need::default();
+        self.presence = Presence::None;
+        self.coord = Coord::Unknown;
+        self.peers = None;
+        self.peer_reads.clear();
+        if !matches!(self.tx, TxView::Decided(_)) {
+            self.tx.forget();
+        }
+        if !matches!(self.own, Own::Cast(_)) {
+            self.own = Own::Unknown;
+        }
+        self.sync_next = false;
+        self.between_sessions = true;
     }
 }
 
@@ -858,13 +875,13 @@ impl Protocol for Site {
         if path == tx {
             match t {
                 EventType::NodeCreated => self.read_all(),
-                EventType::NodeDataChanged | EventType::NodeDeleted => self.need |= TX,
+                EventType::NodeDataChanged | EventType::NodeDeleted => self.need.add(Need::TX),
                 _ => {}
             }
         } else if path == coordinator_path(tx) {
             match t {
-                EventType::NodeDeleted => self.coord = Some(false),
-                EventType::NodeCreated => self.need |= COORD,
+                EventType::NodeDeleted => self.coord = Coord::Gone,
+                EventType::NodeCreated => self.need.add(Need::COORD),
                 _ => {}
             }
         } else if path == alive_path(tx, &self.config.name) {
@@ -879,7 +896,7 @@ impl Protocol for Site {
                 && self.peers.as_ref().is_some_and(|p| p.contains_key(peer))
             {
                 self.peer_reads.insert(peer.into());
-                self.need |= PEER;
+                self.need.add(Need::PEER);
             }
         }
         self.evaluate(now);
@@ -892,7 +909,7 @@ impl Protocol for Site {
                 self.session_id = session_id;
                 if self.between_sessions {
                     self.between_sessions = false;
-                    if !self.finished {
+                    if !self.ended() {
                         self.read_all();
                     }
                 }
@@ -902,26 +919,10 @@ impl Protocol for Site {
                 self.session_id = session_id;
                 self.sync_next = true;
             }
-            SessionChange::Expired => {
-                // Our presence node and watches are gone; votes and the outcome stay.
-                self.kit.clear_requests();
-                self.need = 0;
-                self.presence = Presence::None;
-                self.coord = None;
-                self.peers = None;
-                self.peer_reads.clear();
-                if !matches!(self.tx, TxView::Decided(_)) {
-                    self.tx = TxView::Unknown;
-                }
-                if !matches!(self.own, Own::Cast(_)) {
-                    self.own = Own::Unknown;
-                }
-                self.sync_next = false;
-                self.between_sessions = true;
-            }
+            SessionChange::Expired => self.expired(),
             SessionChange::Closed => {
                 self.kit.clear_requests();
-                self.need = 0;
+                self.need = Need::default();
                 self.presence = Presence::None;
                 self.between_sessions = false;
                 self.fail(Error::Closed);
@@ -938,35 +939,42 @@ impl Protocol for Site {
 
     fn on_abandon(&mut self, now: Instant) {
         self.leaving = true;
-        if !self.started {
-            self.started = true;
-            self.finished = true;
-        } else if self.wanted.is_none() && !self.finished {
+        if self.life == Life::Idle {
+            self.life = Life::Ended;
+        } else if self.wanted.is_none() && !self.ended() {
             // We will not vote commit now: say so, so nobody waits for the deadline.
-            self.wanted = Some(Vote::Abort);
+            self.want(Vote::Abort);
         }
-        if matches!(self.tx, TxView::Unknown | TxView::Missing) {
-            self.finished = true; // nothing to vote on yet
+        if matches!(self.tx, TxView::Unseen | TxView::Stale | TxView::Missing) {
+            self.life = Life::Ended; // nothing to vote on yet
         }
         self.evaluate(now);
         self.drive(now);
     }
 
     fn deadline(&self) -> Option<Instant> {
-        if self.need != 0 && !self.between_sessions {
-            self.kit.retry_at()
-        } else {
-            None
-        }
+        let retrying = !self.need.is_empty() && !self.between_sessions;
+        self.kit.timeout(None, retrying)
     }
 
     fn finished(&self) -> bool {
-        self.finished
+        self.ended()
             && self.kit.is_quiet()
             && self.kit.no_events()
             && !matches!(
                 self.presence,
                 Presence::Ours | Presence::InDoubt | Presence::Creating
             )
+    }
+
+    fn check(&self) {
+        debug_assert!(
+            !self.told.ready || self.payload.is_some(),
+            "Ready told without a payload"
+        );
+        debug_assert!(
+            !self.told.voted || self.wanted.is_some() || self.told.ready,
+            "Voted told before a vote was asked for or Ready told it"
+        );
     }
 }

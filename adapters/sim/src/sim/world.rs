@@ -148,6 +148,21 @@ impl SimConfig {
         RESTART_DELAY_MAX.max(negotiated + backoff_max) + connect
     }
 
+    /// Lengthens the quiet stretch (and the run with it: the faulty stretch stays as
+    /// configured) to at least [`recovery_bound`](Self::recovery_bound) plus
+    /// `workload`, what the workload itself needs to finish once every client is back.
+    /// A harness that holds every attempt to finishing once faults stop needs it: a
+    /// client can only finish once it can be back on the server, and a shorter quiet
+    /// stretch would blame the recipe for the client's backoff.
+    pub fn quiet_past_recovery(&mut self, workload: Duration) {
+        let settle = self.recovery_bound() + workload;
+        if self.quiet < settle {
+            let more = settle - self.quiet;
+            self.quiet += more;
+            self.duration += more;
+        }
+    }
+
     /// No faults at all (for benchmarks and baselines).
     pub fn calm(seed: u64, clients: usize) -> Self {
         SimConfig {

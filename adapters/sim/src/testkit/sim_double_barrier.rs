@@ -397,12 +397,7 @@ const WORKLOAD_SETTLE: Duration = Duration::from_secs(1);
 /// its participation's requests wait in the session all that time. A shorter quiet
 /// stretch would blame the recipe for the client's backoff.
 pub fn run_with(mut config: SimConfig, count: u32) -> Result<usize, String> {
-    let settle = config.recovery_bound() + WORKLOAD_SETTLE;
-    if config.quiet < settle {
-        let more = settle - config.quiet;
-        config.quiet += more;
-        config.duration += more;
-    }
+    config.quiet_past_recovery(WORKLOAD_SETTLE);
     let seed = config.seed;
     let clients = config.clients;
     let stop_at = Instant::ZERO + config.duration.saturating_sub(config.quiet);

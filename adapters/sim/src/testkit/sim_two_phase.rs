@@ -318,8 +318,8 @@ impl Checker {
     }
 }
 
-/// One schedule with every fault (2.5 s of faults, then 3 s of quiet) and `clients`
-/// slots (the coordinator and `clients - 1` sites); returns (commits, aborts).
+/// One schedule with every fault (2.5 s of faults, then a quiet stretch of at least
+/// 3 s, long enough for every client to be back: see [`run_with`]) and `clients` slots (the coordinator and `clients - 1` sites); returns (commits, aborts).
 pub fn run(seed: u64, clients: usize) -> Result<(usize, usize), String> {
     let mut config = SimConfig::with_faults(seed, clients);
     config.duration = Duration::from_millis(5500);
@@ -327,7 +327,9 @@ pub fn run(seed: u64, clients: usize) -> Result<(usize, usize), String> {
     run_with(config)
 }
 
-/// One schedule with the given settings; the variant alternates with the seed.
+/// One schedule with the given settings (the quiet stretch lengthened to at least
+/// [`SimConfig::recovery_bound`] plus the transactions' own time); the variant
+/// alternates with the seed.
 pub fn run_with(config: SimConfig) -> Result<(usize, usize), String> {
     run_inner(config, false)
 }
@@ -341,7 +343,18 @@ pub fn run_sabotaged(seed: u64) -> Result<(usize, usize), String> {
     run_inner(config, true)
 }
 
-fn run_inner(config: SimConfig, sabotage: bool) -> Result<(usize, usize), String> {
+/// What the transactions need, once every client is back with a session, to settle:
+/// the coordinator's outcome write (or a site's), the sites' reads of it, the presence
+/// nodes' deletes — a few round trips.
+const WORKLOAD_SETTLE: Duration = Duration::from_secs(1);
+
+/// Runs one schedule. The quiet stretch is lengthened (and the run with it) to at least
+/// [`SimConfig::recovery_bound`] plus [`WORKLOAD_SETTLE`]: a coordinator whose session
+/// was suspended just before the quiet stretch, after faults had grown its reconnect
+/// backoff to the cap, is back on the server only after its session's expiry estimate
+/// and one more capped backoff; liveness is required of it from then on, not before.
+fn run_inner(mut config: SimConfig, sabotage: bool) -> Result<(usize, usize), String> {
+    config.quiet_past_recovery(WORKLOAD_SETTLE);
     let seed = config.seed;
     let clients = config.clients.max(2);
     let variant = if seed % 2 == 0 {

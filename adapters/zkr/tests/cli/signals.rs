@@ -61,13 +61,13 @@ fn mask_field(status: &str, name: &str) -> u64 {
 }
 
 /// `signals` as a `/proc/PID/status` mask.
-fn mask(signals: &[u32]) -> u64 {
+pub(crate) fn mask(signals: &[u32]) -> u64 {
     signals.iter().map(|s| 1u64 << (s - 1)).sum()
 }
 
 /// The signals among SIGHUP, SIGINT and SIGTERM this test process ignores (and hands
 /// down to the zkr it starts): run under `nohup`, SIGHUP. zkr keeps those ignored.
-fn ignored_here() -> u64 {
+pub(crate) fn ignored_here() -> u64 {
     let status = fs::read_to_string("/proc/self/status").unwrap();
     mask_field(&status, "SigIgn:") & mask(&[1, 2, 15])
 }

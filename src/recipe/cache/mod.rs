@@ -107,7 +107,10 @@ use alloc::vec::Vec;
 use bytes::Bytes;
 
 use super::kit::{join, Kit, Plumbing, Protocol};
+use super::watcher::{watcher_protocol, Back, Need, Watcher};
 use super::{OpId, SessionChange};
+
+mod replies;
 use crate::error::Error;
 use crate::proto::*;
 use crate::session::WatchEvent;
@@ -249,6 +252,43 @@ enum Op {
     },
 }
 
+/// Where the cache's loads stand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Load {
+    /// Nothing loaded yet, no load under way.
+    Unloaded,
+    /// The first load is under way (`Initialized` when it is in).
+    First,
+    /// Loaded (the first load is complete), no load under way.
+    Loaded,
+    /// A resync's load is under way (`Resynced` when it is in, if `Suspended` was
+    /// reported).
+    Again,
+}
+
+impl Load {
+    /// A load begins (the first, or a resync).
+    fn begin(&mut self) {
+        *self = match self {
+            Load::Unloaded | Load::First => Load::First,
+            Load::Loaded | Load::Again => Load::Again,
+        };
+    }
+
+    fn is_loading(self) -> bool {
+        matches!(self, Load::First | Load::Again)
+    }
+
+    fn is_initialized(self) -> bool {
+        matches!(self, Load::Loaded | Load::Again)
+    }
+}
+
+/// A resync: `sync`, then read the whole subtree again.
+const RESYNC: Need = Need::bit(0);
+/// `addWatch(<root>, PERSISTENT_RECURSIVE)` to send (again).
+const WATCH: Need = Need::bit(1);
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Entry {
     node: CachedNode,
@@ -264,6 +304,14 @@ struct Entry {
 pub type ChildrenCache = TreeCache;
 
 /// A cache of a subtree (or of one node's children); see the [module docs](self).
+///
+/// | before | after |
+/// | --- | --- |
+/// | `started`, `done` | `watcher`'s life (`Idle`, `Running`, `Done`) |
+/// | `live`, `waiting` | `watcher`'s link (`Down`, `Up`, `BackingOff`) |
+/// | `suspended` | `watcher`: `Suspended` reported, `Resynced` not yet |
+/// | `initialized`, `loading` | `load`: `Unloaded`, `First`, `Loaded`, `Again` |
+/// | `need_resync`, `need_watch` | `need`: `RESYNC`, `WATCH` |
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct TreeCache {
     config: CacheConfig,
@@ -274,25 +322,18 @@ pub struct TreeCache {
     queued: BTreeSet<Job>,
     /// Read generation: replies to reads of an older one are ignored.
     gen: u64,
-    started: bool,
-    done: bool,
-    live: bool,
-    initialized: bool,
-    /// A load (first or resync) is under way.
-    loading: bool,
-    need_resync: bool,
+    watcher: Watcher,
+    load: Load,
+    need: Need,
     /// Cached nodes this load has not seen yet (a resync's nodes not re-read yet: some
     /// may be gone on the server). They do not count toward `max_nodes` until seen.
     unseen: usize,
     /// Nodes this load found that did not fit while unseen nodes could still go: read
     /// again once the load has seen every cached node (at most `max_nodes` paths).
     deferred: BTreeSet<String>,
-    need_watch: bool,
-    suspended: bool,
     /// A reply failed with `ConnectionLoss`: the connection is down even if `Suspended`
     /// has not been heard yet; nothing is sent until the session is back.
     conn_lost: bool,
-    waiting: bool,
     /// Ops whose persistent watch is registered.
     watch_ops: BTreeSet<OpId>,
     /// One-shot style: the op whose data / child watch is registered (or asked for)
@@ -343,18 +384,12 @@ impl TreeCache {
             pending: VecDeque::new(),
             queued: BTreeSet::new(),
             gen: 0,
-            started: false,
-            done: false,
-            live: false,
-            initialized: false,
-            loading: false,
-            need_resync: false,
+            watcher: Watcher::default(),
+            load: Load::Unloaded,
+            need: Need::default(),
             unseen: 0,
             deferred: BTreeSet::new(),
-            need_watch: false,
-            suspended: false,
             conn_lost: false,
-            waiting: false,
             watch_ops: BTreeSet::new(),
             armed_data: BTreeMap::new(),
             armed_child: BTreeMap::new(),
@@ -421,13 +456,16 @@ impl TreeCache {
 
     /// The first load is complete.
     pub fn is_initialized(&self) -> bool {
-        self.initialized
+        self.load.is_initialized()
     }
 
     /// Loaded and not suspended or resyncing: the cache was equal to the server's
     /// subtree at the last reply.
     pub fn is_synced(&self) -> bool {
-        self.initialized && !self.loading && !self.suspended && !self.need_resync && !self.done
+        self.load == Load::Loaded
+            && !self.watcher.is_suspended()
+            && !self.need.has(RESYNC)
+            && !self.watcher.is_done()
     }
 
     /// Which watches are used.
@@ -437,14 +475,14 @@ impl TreeCache {
 
     /// Has it ended?
     pub fn has_ended(&self) -> bool {
-        self.done
+        self.watcher.is_done()
     }
 
     // ----- commands -----
 
     /// Starts the load (once).
     pub fn start(&mut self, now: Instant) {
-        if self.started || self.done {
+        if self.watcher.has_started() {
             return;
         }
         if let Err(error) = validate_path(&self.config.path) {
@@ -453,15 +491,17 @@ impl TreeCache {
                 error,
             }));
         }
-        self.started = true;
-        self.need_watch = self.style != WatchStyle::OneShot;
-        self.need_resync = true;
+        self.watcher.start();
+        if self.style != WatchStyle::OneShot {
+            self.need.add(WATCH);
+        }
+        self.need.add(RESYNC);
         self.drive(now);
     }
 
     /// Stops following; [`CacheEvent::Closed`].
     pub fn close(&mut self, _now: Instant) {
-        if !self.done {
+        if !self.watcher.is_done() {
             self.finish(CacheEvent::Closed);
         }
     }
@@ -469,7 +509,7 @@ impl TreeCache {
     // ----- internals -----
 
     fn finish(&mut self, e: CacheEvent) {
-        self.done = true;
+        self.watcher.end();
         self.kit.clear_requests();
         self.pending.clear();
         self.queued.clear();
@@ -569,44 +609,64 @@ impl TreeCache {
     }
 
     fn drive(&mut self, now: Instant) {
-        if self.done || !self.started || !self.live || self.conn_lost {
+        if self.conn_lost || !self.watcher.gate(&self.kit, now) {
             return;
         }
-        if !self.kit.allows(now) {
-            self.waiting = !self.kit.is_suspended();
-            return;
-        }
-        self.waiting = false;
         let root = self.config.path.clone();
-        if self.need_watch && self.style != WatchStyle::OneShot {
-            self.need_watch = false;
-            let op = self.kit.send(
+        if self.need.take(WATCH) && self.style != WatchStyle::OneShot {
+            self.kit.send(
                 Op::AddWatch,
                 Request::AddWatch(AddWatchRequest {
                     path: root.clone(),
                     mode: AddWatchMode::PersistentRecursive.to_i32(),
                 }),
             );
-            let _ = op;
         }
-        if self.need_resync {
-            self.need_resync = false;
-            self.gen += 1;
-            self.pending.clear();
-            self.queued.clear();
-            self.loading = true;
-            // Everything cached is unseen until this load reads it again.
-            self.unseen = self.nodes.len();
-            self.deferred.clear();
-            self.kit.send(
-                Op::Sync(self.gen),
-                Request::Sync(PathRequest { path: root.clone() }),
-            );
-            self.push(Job::Node {
-                path: root,
-                full: true,
-            });
+        if self.need.take(RESYNC) {
+            self.begin_load(root);
         }
+        self.pump();
+        if self.watcher.is_done() {
+            return;
+        }
+        if !self
+            .kit
+            .any(|p| matches!(p, Op::Data { .. } | Op::Children { .. }))
+        {
+            self.tombstones.clear();
+        }
+        if self.load_read_everything() {
+            self.end_load();
+        }
+    }
+
+    /// A load (the first, or a resync): `sync`, then the whole subtree again.
+    fn begin_load(&mut self, root: String) {
+        self.gen += 1;
+        self.pending.clear();
+        self.queued.clear();
+        self.load.begin();
+        // Everything cached is unseen until this load reads it again.
+        self.unseen = self.nodes.len();
+        self.deferred.clear();
+        self.kit.send(
+            Op::Sync(self.gen),
+            Request::Sync(PathRequest { path: root.clone() }),
+        );
+        self.push(Job::Node {
+            path: root,
+            full: true,
+        });
+    }
+
+    /// A load is under way and has nothing left to read.
+    fn load_read_everything(&self) -> bool {
+        self.load.is_loading() && self.pending.is_empty() && !self.current_reads()
+    }
+
+    /// Sends what is queued, at most `max_in_flight` reads in flight; a load that has
+    /// read everything counts its nodes seen and reads again what did not fit.
+    fn pump(&mut self) {
         let max = self.config.max_in_flight.max(2);
         loop {
             while let Some(job) = self.pending.front() {
@@ -619,7 +679,7 @@ impl TreeCache {
                 self.queued.remove(&job);
                 self.send(job);
             }
-            if self.done || !(self.loading && self.pending.is_empty() && !self.current_reads()) {
+            if self.watcher.is_done() || !self.load_read_everything() {
                 break;
             }
             // The load has read everything: a cached node it did not see (its parent's
@@ -634,25 +694,18 @@ impl TreeCache {
                 self.push(Job::Node { path, full: true });
             }
         }
-        if self.done {
-            return;
-        }
-        if !self
-            .kit
-            .any(|p| matches!(p, Op::Data { .. } | Op::Children { .. }))
-        {
-            self.tombstones.clear();
-        }
-        if self.loading && self.pending.is_empty() && !self.current_reads() {
-            self.loading = false;
-            self.pending.shrink_to_fit(); // a load's queue can be as long as the tree
-            if !self.initialized {
-                self.initialized = true;
-                self.suspended = false;
-                self.kit.emit(CacheEvent::Initialized);
-            } else if core::mem::take(&mut self.suspended) {
-                self.kit.emit(CacheEvent::Resynced);
-            }
+    }
+
+    /// The load is in: `Initialized` the first time, `Resynced` after a `Suspended`.
+    fn end_load(&mut self) {
+        self.pending.shrink_to_fit(); // a load's queue can be as long as the tree
+        let first = self.load == Load::First;
+        self.load = Load::Loaded;
+        let resumed = self.watcher.resume();
+        if first {
+            self.kit.emit(CacheEvent::Initialized);
+        } else if resumed {
+            self.kit.emit(CacheEvent::Resynced);
         }
     }
 
@@ -842,308 +895,6 @@ impl TreeCache {
         self.push(job);
         self.kit.failed(now);
     }
-
-    #[allow(clippy::too_many_arguments)]
-    fn on_data(
-        &mut self,
-        now: Instant,
-        op: OpId,
-        path: String,
-        gen: u64,
-        watch: bool,
-        result: Result<Response, Error>,
-    ) {
-        if watch && !matches!(result, Ok(Response::Data { .. })) {
-            disarm(&mut self.armed_data, &path, op);
-            // Reads sent meanwhile counted on this watch: read again with one.
-            let reading = self
-                .kit
-                .any(|o| matches!(o, Op::Data { path: p, .. } if *p == path));
-            if self.one_shot() && (reading || self.nodes.contains_key(&path)) {
-                self.push(Job::Data(path.clone()));
-            }
-        }
-        if gen != self.gen {
-            return;
-        }
-        match result {
-            Ok(Response::Data { data, stat }) => {
-                self.kit.succeeded();
-                if self.tombstones.get(&path).is_some_and(|c| stat.czxid <= *c) {
-                    return; // the deleted node, read before its deletion
-                }
-                let Some(depth) = self.cached_depth(&path) else {
-                    return;
-                };
-                if depth > 0 && !self.nodes.contains_key(parent_of(&path)) {
-                    return; // the parent's listing brings it
-                }
-                let new_node = self
-                    .nodes
-                    .get(&path)
-                    .is_none_or(|e| e.node.stat.czxid != stat.czxid);
-                // A re-created node during a load: the ignored listing may have been the
-                // load's full one (this read was refused and retried after it), so the
-                // new one is full too, or the nodes `remove_below` keeps below it (created
-                // after it, cached before this load) would not be read again by this
-                // load. A node not cached has nothing cached below it.
-                let full = self.loading && new_node && self.nodes.contains_key(&path);
-                if new_node && self.lists_children(depth) && !self.listing_pending(&path, full) {
-                    // Its listing was ignored (answered before this read): list it again.
-                    self.push(Job::Children {
-                        path: path.clone(),
-                        full,
-                    });
-                }
-                self.saw(&path);
-                match self.nodes.get_mut(&path) {
-                    None => self.insert(path, data, stat),
-                    Some(e) => {
-                        let held = (e.node.stat.czxid, e.node.stat.mzxid);
-                        let new = (stat.czxid, stat.mzxid);
-                        if new < held {
-                            return; // stale
-                        }
-                        if stat.czxid != e.node.stat.czxid {
-                            // Re-created while we were away: the old node goes with
-                            // what was created under it (descendants created after the
-                            // new node are its own and stay).
-                            self.remove_below(&path, stat.czxid);
-                            self.insert(path, data, stat);
-                        } else if new > held {
-                            let data = kept(&data);
-                            e.node = CachedNode {
-                                data: data.clone(),
-                                stat,
-                            };
-                            self.kit.emit(CacheEvent::Changed { path, data, stat });
-                        } else {
-                            e.node.stat = stat; // children may have changed
-                        }
-                    }
-                }
-            }
-            Ok(_) => self.finish(CacheEvent::Failed(Error::UnexpectedReply)),
-            Err(Error::Server(ErrorCode::NoNode)) => {
-                self.kit.succeeded();
-                self.remove_subtree(&path);
-                if path == self.config.path {
-                    self.push(Job::Exists);
-                }
-            }
-            Err(e) if e.is_retryable() => {
-                // A listing sent with it was ignored if the node is not cached yet.
-                let job = if self.nodes.contains_key(&path) {
-                    Job::Data(path)
-                } else {
-                    Job::Node { path, full: true } // its listing was ignored
-                };
-                self.retryable(now, job)
-            }
-            Err(e) if e.ends_session() => {}
-            Err(e) => self.finish(CacheEvent::Failed(e)),
-        }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn on_children(
-        &mut self,
-        now: Instant,
-        op: OpId,
-        path: String,
-        gen: u64,
-        full: bool,
-        watch: bool,
-        result: Result<Response, Error>,
-    ) {
-        if watch && !matches!(result, Ok(Response::Children2 { .. })) {
-            disarm(&mut self.armed_child, &path, op);
-            let reading = self
-                .kit
-                .any(|o| matches!(o, Op::Children { path: p, .. } if *p == path));
-            if self.one_shot() && (reading || self.nodes.contains_key(&path)) {
-                self.push(Job::Children {
-                    path: path.clone(),
-                    full: false,
-                });
-            }
-        }
-        if gen != self.gen {
-            return;
-        }
-        match result {
-            Ok(Response::Children2 { children, stat }) => {
-                self.kit.succeeded();
-                let Some(e) = self.nodes.get_mut(&path) else {
-                    return; // not (or no longer) cached: its data read decides
-                };
-                if e.node.stat.czxid != stat.czxid || stat.pzxid < e.pzxid {
-                    return; // another incarnation, or an older listing
-                }
-                e.pzxid = stat.pzxid;
-                self.saw(&path);
-                let listed: BTreeSet<&str> = children.iter().map(String::as_str).collect();
-                for name in self.children(&path) {
-                    let child = join(&path, &name);
-                    if listed.contains(name.as_str()) {
-                        self.saw(&child);
-                    } else {
-                        self.remove_subtree(&child);
-                    }
-                }
-                // A waiting child no longer listed is gone.
-                let prefix = join(&path, "");
-                self.deferred.retain(|d| {
-                    d.strip_prefix(prefix.as_str())
-                        .is_none_or(|name| name.contains('/') || listed.contains(name))
-                });
-                let new = children
-                    .iter()
-                    .map(|c| join(&path, c))
-                    .filter(|c| !self.nodes.contains_key(c) && !self.deferred.contains(c))
-                    .count();
-                // Only nodes known to be there count: a resync's cached nodes not
-                // re-read yet may be gone (their inserts wait, see `insert`).
-                let len = self.known(new);
-                if len > self.config.max_nodes {
-                    return self.too_large(len);
-                }
-                let mut children = children;
-                children.sort_unstable();
-                for c in children {
-                    let child = join(&path, &c);
-                    if full || !self.nodes.contains_key(&child) {
-                        self.push(Job::Node { path: child, full });
-                    }
-                }
-            }
-            Ok(_) => self.finish(CacheEvent::Failed(Error::UnexpectedReply)),
-            Err(Error::Server(ErrorCode::NoNode)) => {
-                self.kit.succeeded();
-                self.remove_subtree(&path);
-            }
-            Err(e) if e.is_retryable() => {
-                let node = Job::Node {
-                    path: path.clone(),
-                    full: true,
-                };
-                if self.queued.contains(&node) {
-                    self.kit.failed(now); // listed with the node's retry
-                } else {
-                    self.retryable(now, Job::Children { path, full })
-                }
-            }
-            Err(e) if e.ends_session() => {}
-            Err(e) => self.finish(CacheEvent::Failed(e)),
-        }
-    }
-
-    fn on_exists(&mut self, now: Instant, op: OpId, gen: u64, result: Result<Response, Error>) {
-        match result {
-            Ok(_) => {
-                // The node exists: the watch is now a data watch on it.
-                self.kit.succeeded();
-                let root = self.config.path.clone();
-                if self.armed_exists == Some(op) {
-                    self.armed_exists = None;
-                    self.armed_data.insert(root.clone(), op);
-                }
-                if gen == self.gen {
-                    self.push(Job::Node {
-                        path: root,
-                        full: false,
-                    });
-                }
-            }
-            Err(Error::Server(ErrorCode::NoNode)) => self.kit.succeeded(), // armed
-            Err(e) if e.is_retryable() => {
-                if self.armed_exists == Some(op) {
-                    self.armed_exists = None;
-                }
-                self.retryable(now, Job::Exists);
-            }
-            Err(e) if e.ends_session() => {}
-            Err(e) => self.finish(CacheEvent::Failed(e)),
-        }
-    }
-
-    fn on_add_watch(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        match result {
-            Ok(_) => {
-                self.kit.succeeded();
-                self.style = WatchStyle::Persistent;
-                self.watch_ops.insert(op);
-            }
-            Err(e) if e.is_retryable() => {
-                self.need_watch = true;
-                self.need_resync = true; // reads answered before the watch may miss changes
-                self.kit.failed(now);
-            }
-            Err(e) if e.ends_session() => {}
-            Err(_) => {
-                // A pre-3.6 server (Unimplemented) or a refusal: one-shot watches.
-                self.style = WatchStyle::OneShot;
-                self.need_resync = true;
-            }
-        }
-    }
-
-    fn on_notification(&mut self, op: OpId, event: &WatchEvent) {
-        let path = event.path.clone();
-        if self.cached_depth(&path).is_none() {
-            return;
-        }
-        match event.event_type {
-            EventType::NodeCreated => {
-                if path == self.config.path && self.armed_exists == Some(op) {
-                    self.armed_exists = None;
-                }
-                self.push(Job::Node { path, full: false });
-            }
-            EventType::NodeDataChanged => {
-                disarm(&mut self.armed_data, &path, op);
-                self.push(Job::Data(path));
-            }
-            EventType::NodeChildrenChanged => {
-                disarm(&mut self.armed_child, &path, op);
-                self.push(Job::Children { path, full: false });
-            }
-            EventType::NodeDeleted => {
-                disarm(&mut self.armed_data, &path, op);
-                disarm(&mut self.armed_child, &path, op);
-                // Reads of this path sent meanwhile went without a watch, counting on
-                // this one; one of them may find the node re-created (its deletion was
-                // notified late, e.g. on a reconnect) and cache it unwatched: read it
-                // again with watches.
-                if self.one_shot() {
-                    if self
-                        .kit
-                        .any(|o| matches!(o, Op::Data { path: p, .. } if *p == path))
-                    {
-                        self.push(Job::Data(path.clone()));
-                    }
-                    if self
-                        .kit
-                        .any(|o| matches!(o, Op::Children { path: p, .. } if *p == path))
-                    {
-                        self.push(Job::Children {
-                            path: path.clone(),
-                            full: false,
-                        });
-                    }
-                }
-                if let Some(e) = self.nodes.get(&path) {
-                    let czxid = e.node.stat.czxid;
-                    self.tombstones.insert(path.clone(), czxid);
-                }
-                self.remove_subtree(&path);
-                if path == self.config.path && self.one_shot() {
-                    self.push(Job::Exists);
-                }
-            }
-            _ => {}
-        }
-    }
 }
 
 impl Protocol for TreeCache {
@@ -1157,7 +908,7 @@ impl Protocol for TreeCache {
         let Some(purpose) = self.kit.take(op) else {
             return;
         };
-        if self.done {
+        if self.watcher.is_done() {
             return;
         }
         if result == Err(Error::ConnectionLoss) {
@@ -1172,7 +923,7 @@ impl Protocol for TreeCache {
                         Ok(_) => {}
                         Err(e) if e.is_retryable() => {
                             // The reads behind it may be stale: load again.
-                            self.need_resync = true;
+                            self.need.add(RESYNC);
                             self.kit.failed(now);
                         }
                         Err(e) if e.ends_session() => {}
@@ -1193,13 +944,13 @@ impl Protocol for TreeCache {
     }
 
     fn on_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
-        if self.done {
+        if self.watcher.is_done() {
             return;
         }
         if event.event_type == EventType::PersistentWatchRemoved {
             if self.watch_ops.remove(&op) && self.watch_ops.is_empty() {
-                self.need_watch = true;
-                self.need_resync = true;
+                self.need.add(WATCH);
+                self.need.add(RESYNC);
             }
         } else {
             self.on_notification(op, event);
@@ -1208,63 +959,64 @@ impl Protocol for TreeCache {
     }
 
     fn on_session(&mut self, now: Instant, change: SessionChange) {
-        if self.done {
-            return;
+        if matches!(
+            change,
+            SessionChange::Connected { .. } | SessionChange::Reconnected { .. }
+        ) {
+            self.conn_lost = false;
         }
-        match change {
-            SessionChange::Connected { .. } | SessionChange::Reconnected { .. } => {
-                self.live = true;
-                self.conn_lost = false;
-                if self.started {
-                    if matches!(change, SessionChange::Connected { .. }) {
-                        self.need_watch = self.style != WatchStyle::OneShot;
+        match self.watcher.session(change) {
+            Back::Nothing => {}
+            Back::Resync { new } => {
+                if new {
+                    if self.style != WatchStyle::OneShot {
+                        self.need.add(WATCH);
+                    } else {
+                        self.need.take(WATCH);
                     }
-                    // A reconnect may land on a lagging follower, and changes made
-                    // while away may not be notified: sync and read everything.
-                    self.need_resync = true;
                 }
+                // A reconnect may land on a lagging follower, and changes made
+                // while away may not be notified: sync and read everything.
+                self.need.add(RESYNC);
             }
-            SessionChange::Suspended => {
-                if self.started && !self.suspended {
-                    self.suspended = true;
-                    self.kit.emit(CacheEvent::Suspended);
-                }
-            }
-            SessionChange::Expired => {
+            Back::Suspend => self.kit.emit(CacheEvent::Suspended),
+            Back::Expire { report } => {
                 self.kit.clear_requests();
                 self.watch_ops.clear();
                 self.armed_data.clear();
                 self.armed_child.clear();
                 self.armed_exists = None;
-                self.live = false;
-                self.waiting = false;
-                if self.started && !self.suspended {
-                    self.suspended = true;
+                if report {
                     self.kit.emit(CacheEvent::Suspended);
                 }
             }
-            SessionChange::Closed => self.finish(CacheEvent::Failed(Error::Closed)),
+            Back::Close => self.finish(CacheEvent::Failed(Error::Closed)),
         }
         self.drive(now);
     }
 
-    fn on_timeout(&mut self, now: Instant) {
-        self.drive(now);
-    }
+    watcher_protocol!();
 
-    fn on_abandon(&mut self, now: Instant) {
-        self.close(now);
-    }
-
-    fn deadline(&self) -> Option<Instant> {
-        if self.waiting && !self.done {
-            self.kit.retry_at()
-        } else {
-            None
-        }
-    }
-
-    fn finished(&self) -> bool {
-        self.done && self.kit.no_events()
+    fn check(&self) {
+        debug_assert!(
+            self.unseen <= self.nodes.len(),
+            "unseen nodes are cached nodes"
+        );
+        debug_assert!(
+            self.deferred.len() <= self.config.max_nodes,
+            "at most max_nodes paths wait"
+        );
+        debug_assert!(
+            self.pending.len() == self.queued.len(),
+            "every queued job is pending once"
+        );
+        debug_assert!(
+            !self.watcher.is_done() || (self.pending.is_empty() && self.kit.is_quiet()),
+            "an ended cache reads nothing"
+        );
+        debug_assert!(
+            self.watcher.is_live() || self.kit.is_quiet(),
+            "without a session nothing is in flight"
+        );
     }
 }

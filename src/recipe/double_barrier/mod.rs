@@ -110,6 +110,12 @@ use crate::proto::*;
 use crate::session::WatchEvent;
 use crate::time::Instant;
 
+mod phase;
+mod send;
+
+pub use phase::Phase;
+use phase::*;
+
 /// The name of the node that says the round is on (Curator's `READY_NODE`).
 pub const READY: &str = "ready";
 
@@ -208,61 +214,6 @@ impl DoubleBarrierEvent {
     }
 }
 
-/// Where a participant stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Phase {
-    /// `enter` not called yet.
-    Idle,
-    /// Entering: our node being created, or waiting for `ready`.
-    Entering,
-    /// Passed enter; `leave` not called yet.
-    Entered,
-    /// Leaving.
-    Leaving,
-    /// A deadline passed or the owner went away: our node is being removed.
-    Stopping,
-    /// Finished.
-    Done,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum Purpose {
-    Parent(String),
-    /// createContainer of `b` in front of our create (its answer does not matter: the
-    /// create's does).
-    Dir,
-    Sync,
-    ReadyExists,
-    Create,
-    List,
-    ReadyCreate,
-    /// `exists(b/<id>)` once `ready` was created: is our node still there?
-    Confirm,
-    Wait(String),
-    DeleteOwn,
-    Final {
-        with_ready: bool,
-        with_dir: bool,
-    },
-    Cleanup {
-        with_dir: bool,
-    },
-    StopDelete,
-}
-
-// What must be (re)sent; `drive` sends it when the session allows.
-const ENTER: u16 = 1; // exists(ready, watch) + create + list
-const PARENTS: u16 = 2;
-const ARM: u16 = 4; // exists(ready, watch) + list
-const LIST: u16 = 8;
-const READY_CREATE: u16 = 16;
-const WAIT: u16 = 32;
-const DELETE_OWN: u16 = 64;
-const FINAL: u16 = 128;
-const CLEANUP: u16 = 256;
-const STOP_DELETE: u16 = 512;
-const CONFIRM: u16 = 1024; // exists(b/<id>) before `Entered`
-
 /// A double barrier participant: one `enter` and one `leave`. See the
 /// [module docs](self).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -270,24 +221,15 @@ pub struct DoubleBarrier {
     config: DoubleBarrierConfig,
     node_path: String,
     ready_path: String,
-    phase: Phase,
-    need: u16,
-    /// Our create was answered (OK or `NodeExists`): our node exists.
-    created: bool,
-    /// A creation watch on `ready` is armed (the last `exists` said it is absent).
-    ready_armed: bool,
-    /// The last listing showed `ready` (leave: delete it with the last node).
-    saw_ready: bool,
-    /// Entering: `ready` was created after our node (heard, or made by us); we enter
-    /// once an `exists` of our node, answered after that, finds it.
-    ready_seen: bool,
-    /// Our node is deleted (by us in leave).
+    stage: Stage,
+    need: Need,
+    /// Our node is deleted (by us in leave, or by someone else).
     deleted_own: bool,
-    /// Leave: the member we wait for.
-    watching: Option<String>,
     /// Deleting `b` is refused for good (no permission, or it is `/`): leave it.
     keep_dir: bool,
+    /// The next read is synced first (after a reconnect or a failure).
     sync_next: bool,
+    /// `Suspended` was reported: `Reconnected` follows when the session is back.
     suspended: bool,
     deadline: Option<Instant>,
     kit: Kit<Purpose, DoubleBarrierEvent>,
@@ -303,14 +245,9 @@ impl DoubleBarrier {
             config,
             node_path,
             ready_path,
-            phase: Phase::Idle,
-            need: 0,
-            created: false,
-            ready_armed: false,
-            saw_ready: false,
-            ready_seen: false,
+            stage: Stage::Idle,
+            need: Need::NONE,
             deleted_own: false,
-            watching: None,
             keep_dir,
             sync_next: false,
             suspended: false,
@@ -331,13 +268,43 @@ impl DoubleBarrier {
 
     /// Where we stand.
     pub fn phase(&self) -> Phase {
-        self.phase
+        self.stage.phase()
+    }
+
+    /// What we know while entering (nothing outside it).
+    fn enter_state(&self) -> Entering {
+        match &self.stage {
+            Stage::Entering(e) => *e,
+            _ => Entering::default(),
+        }
+    }
+
+    /// Changes what we know while entering (nothing outside it).
+    fn set_enter(&mut self, f: impl FnOnce(&mut Entering)) {
+        if let Stage::Entering(e) = &mut self.stage {
+            f(e);
+        }
+    }
+
+    /// Changes what we know while leaving (nothing outside it).
+    fn set_leave(&mut self, f: impl FnOnce(&mut Leaving)) {
+        if let Stage::Leaving(l) = &mut self.stage {
+            f(l);
+        }
+    }
+
+    /// Leave: the member we wait for.
+    fn watching(&self) -> Option<&str> {
+        match &self.stage {
+            Stage::Leaving(l) => l.watching.as_deref(),
+            _ => None,
+        }
     }
 
     /// Starts entering; `deadline` bounds the wait. `Err(Error::Finished)` if enter was
     /// called before; a path or count that cannot work fails at once.
     pub fn enter(&mut self, now: Instant, deadline: Option<Instant>) -> Result<(), Error> {
-        if self.phase != Phase::Idle {
+        if self.phase() != Phase::Idle {
             return Err(Error::Finished);
         }
         let bad_id =
@@ -346,17 +313,17 @@ impl DoubleBarrier {
             .err()
             .or_else(|| validate_path(&self.node_path).err());
         if let Some(error) = path_error {
-            self.phase = Phase::Done;
+            self.stage = Stage::Done;
             return Err(Error::InvalidPath {
                 path: self.node_path.clone(),
                 error,
             });
         }
         if bad_id || self.config.count == 0 {
-            self.phase = Phase::Done;
+            self.stage = Stage::Done;
             return Err(Error::Server(ErrorCode::BadArguments));
         }
-        self.phase = Phase::Entering;
+        self.stage = Stage::Entering(Entering::default());
         self.deadline = deadline;
         self.need |= ENTER;
         self.on_timeout(now);
@@ -366,10 +333,10 @@ impl DoubleBarrier {
     /// Starts leaving (after `Entered`); `deadline` bounds the wait.
     /// `Err(Error::Finished)` if we have not entered (or already left).
     pub fn leave(&mut self, now: Instant, deadline: Option<Instant>) -> Result<(), Error> {
-        if self.phase != Phase::Entered {
+        if self.phase() != Phase::Entered {
             return Err(Error::Finished);
         }
-        self.phase = Phase::Leaving;
+        self.stage = Stage::Leaving(Leaving::default());
         self.deadline = deadline;
         self.need |= LIST;
         self.on_timeout(now);
@@ -380,7 +347,7 @@ impl DoubleBarrier {
         self.kit.emit(event);
     }
 
-    fn again(&mut self, now: Instant, need: u16) {
+    fn again(&mut self, now: Instant, need: Need) {
         self.need |= need;
         self.sync_next = true;
         self.kit.failed(now);
@@ -390,187 +357,8 @@ impl DoubleBarrier {
         self.kit.any(f)
     }
 
-    fn list_request(&mut self) {
-        let path = self.config.path.clone();
-        if core::mem::take(&mut self.sync_next) {
-            self.kit.send(
-                Purpose::Sync,
-                Request::Sync(PathRequest { path: path.clone() }),
-            );
-        }
-        self.kit.send(
-            Purpose::List,
-            Request::GetChildren(PathWatch { path, watch: false }),
-        );
-    }
-
-    fn ready_exists(&mut self) {
-        self.ready_armed = false;
-        self.kit.send(
-            Purpose::ReadyExists,
-            Request::Exists(PathWatch {
-                path: self.ready_path.clone(),
-                watch: true,
-            }),
-        );
-    }
-
-    fn delete(&mut self, purpose: Purpose, path: String) {
-        self.kit.send(
-            purpose,
-            Request::Delete(DeleteRequest { path, version: -1 }),
-        );
-    }
-
-    /// Sends what is needed, if the session allows it now.
-    fn drive(&mut self, now: Instant) {
-        if self.need == 0 || !self.kit.allows(now) {
-            return;
-        }
-        let need = core::mem::take(&mut self.need);
-        match self.phase {
-            Phase::Entering => {
-                if need & ENTER != 0 {
-                    if need & PARENTS != 0 {
-                        let (node, acl) = (&self.node_path, &self.config.acl);
-                        self.kit
-                            .send_parents(node, acl, CreateMode::Container, Purpose::Parent);
-                    } else if !self.keep_dir {
-                        // The last leaver of a round removes `b`: make it again in the
-                        // same pipeline (`NodeExists` is the usual answer) rather than
-                        // learn of it from a failed create one round trip later.
-                        let dir = CreateRequest::new(
-                            self.config.path.clone(),
-                            Bytes::new(),
-                            self.config.acl.clone(),
-                            CreateMode::Container,
-                        );
-                        self.kit.send(Purpose::Dir, Request::CreateContainer(dir));
-                    }
-                    if core::mem::take(&mut self.sync_next) {
-                        let path = self.config.path.clone();
-                        self.kit
-                            .send(Purpose::Sync, Request::Sync(PathRequest { path }));
-                    }
-                    self.ready_exists();
-                    let create = CreateRequest::new(
-                        self.node_path.clone(),
-                        self.config.data.clone(),
-                        self.config.acl.clone(),
-                        CreateMode::Ephemeral,
-                    );
-                    self.kit.send(Purpose::Create, Request::Create(create));
-                    self.list_request();
-                } else if need & ARM != 0 {
-                    if core::mem::take(&mut self.sync_next) {
-                        let path = self.config.path.clone();
-                        self.kit
-                            .send(Purpose::Sync, Request::Sync(PathRequest { path }));
-                    }
-                    self.ready_exists();
-                    self.list_request();
-                } else if need & LIST != 0 {
-                    self.list_request();
-                }
-                if need & READY_CREATE != 0 {
-                    // Only while our node is there: the listing that counted us may be
-                    // older than an operator's deletion of it, and a `ready` made then
-                    // would open the round with too few members.
-                    let create = CreateRequest::new(
-                        self.ready_path.clone(),
-                        Bytes::new(),
-                        self.config.acl.clone(),
-                        CreateMode::Persistent,
-                    );
-                    let ops = alloc::vec![
-                        MultiOp::Check(CheckVersionRequest {
-                            path: self.node_path.clone(),
-                            version: -1,
-                        }),
-                        MultiOp::Create(create),
-                    ];
-                    self.kit.send(Purpose::ReadyCreate, Request::Multi(ops));
-                }
-                if need & (READY_CREATE | CONFIRM) != 0 {
-                    // Right behind the create of `ready` (or after hearing of it): our
-                    // node may have been deleted by someone else meanwhile.
-                    let path = self.node_path.clone();
-                    self.kit.send(
-                        Purpose::Confirm,
-                        Request::Exists(PathWatch { path, watch: false }),
-                    );
-                }
-            }
-            Phase::Leaving => {
-                if need & DELETE_OWN != 0 && !self.deleted_own {
-                    self.delete(Purpose::DeleteOwn, self.node_path.clone());
-                }
-                if need & WAIT != 0 {
-                    if let Some(name) = self.watching.clone() {
-                        let path = join(&self.config.path, &name);
-                        self.kit.send(
-                            Purpose::Wait(name),
-                            Request::Exists(PathWatch { path, watch: true }),
-                        );
-                    }
-                }
-                if need & FINAL != 0 {
-                    let with_ready = self.saw_ready;
-                    let with_dir = !self.keep_dir;
-                    let mut ops = Vec::with_capacity(3);
-                    ops.push(MultiOp::Delete(DeleteRequest {
-                        path: self.node_path.clone(),
-                        version: -1,
-                    }));
-                    if with_ready {
-                        ops.push(MultiOp::Delete(DeleteRequest {
-                            path: self.ready_path.clone(),
-                            version: -1,
-                        }));
-                    }
-                    if with_dir {
-                        ops.push(MultiOp::Delete(DeleteRequest {
-                            path: self.config.path.clone(),
-                            version: -1,
-                        }));
-                    }
-                    self.kit.send(
-                        Purpose::Final {
-                            with_ready,
-                            with_dir,
-                        },
-                        Request::Multi(ops),
-                    );
-                }
-                if need & CLEANUP != 0 {
-                    let with_dir = !self.keep_dir;
-                    let mut ops = Vec::with_capacity(2);
-                    ops.push(MultiOp::Delete(DeleteRequest {
-                        path: self.ready_path.clone(),
-                        version: -1,
-                    }));
-                    if with_dir {
-                        ops.push(MultiOp::Delete(DeleteRequest {
-                            path: self.config.path.clone(),
-                            version: -1,
-                        }));
-                    }
-                    self.kit
-                        .send(Purpose::Cleanup { with_dir }, Request::Multi(ops));
-                }
-                if need & LIST != 0 {
-                    self.list_request();
-                }
-            }
-            Phase::Stopping if need & STOP_DELETE != 0 => {
-                self.delete(Purpose::StopDelete, self.node_path.clone());
-            }
-            _ => {}
-        }
-    }
-
     fn fail(&mut self, error: Error) {
-        match self.phase {
+        match self.phase() {
             Phase::Done | Phase::Stopping => {}
             _ => {
                 self.emit(DoubleBarrierEvent::Failed { error });
@@ -582,37 +370,35 @@ impl DoubleBarrier {
     /// Ends the participation: our node (if any, or if it may exist) is deleted.
     fn stop(&mut self) {
         self.deadline = None;
-        self.watching = None;
-        self.need = 0;
+        self.need = Need::NONE;
         // In doubt too: a create in flight or lost is followed by our delete (FIFO).
-        let may_exist = !self.deleted_own && self.phase != Phase::Idle;
+        let may_exist = !self.deleted_own && self.phase() != Phase::Idle;
         if may_exist {
-            self.phase = Phase::Stopping;
+            self.stage = Stage::Stopping;
             self.need = STOP_DELETE;
         } else {
-            self.phase = Phase::Done;
+            self.stage = Stage::Done;
         }
     }
 
     fn entered(&mut self, late: bool) {
-        if self.phase != Phase::Entering {
+        if self.phase() != Phase::Entering {
             return;
         }
-        self.phase = Phase::Entered;
+        self.stage = Stage::Entered;
         self.deadline = None;
-        self.need = 0;
+        self.need = Need::NONE;
         self.kit.succeeded();
         self.emit(DoubleBarrierEvent::Entered { late });
     }
 
     fn left(&mut self) {
-        if self.phase != Phase::Leaving {
+        if self.phase() != Phase::Leaving {
             return;
         }
-        self.phase = Phase::Done;
+        self.stage = Stage::Done;
         self.deadline = None;
-        self.need = 0;
-        self.watching = None;
+        self.need = Need::NONE;
         self.deleted_own = true;
         self.emit(DoubleBarrierEvent::Left);
     }
@@ -621,7 +407,7 @@ impl DoubleBarrier {
         match result {
             Ok(_) | Err(Error::Server(ErrorCode::NodeExists)) => {
                 // NodeExists: our earlier create landed (the name is unique).
-                self.created = true;
+                self.set_enter(|e| e.created = true);
                 self.kit.succeeded();
             }
             Err(Error::Server(ErrorCode::NoNode)) => {
@@ -640,10 +426,10 @@ impl DoubleBarrier {
     fn on_ready_exists(&mut self, now: Instant, result: Result<Response, Error>) {
         match result {
             // A watch on an existing `ready` fires on its deletion, not a creation.
-            Ok(_) => self.ready_armed = false,
-            Err(Error::Server(ErrorCode::NoNode)) => self.ready_armed = true,
+            Ok(_) => self.set_enter(|e| e.ready_armed = false),
+            Err(Error::Server(ErrorCode::NoNode)) => self.set_enter(|e| e.ready_armed = true),
             Err(e) if e.is_retryable() => {
-                self.ready_armed = false;
+                self.set_enter(|e| e.ready_armed = false);
                 // The listing paired with it decides whether to look again.
                 self.sync_next = true;
                 self.kit.failed(now);
@@ -654,15 +440,15 @@ impl DoubleBarrier {
     }
 
     fn on_list_enter(&mut self, now: Instant, result: Result<Response, Error>) {
-        if self.ready_seen {
+        if self.enter_state().ready_seen {
             return; // `ready` was created: the look at our node decides
         }
-        if !self.created || self.need & ENTER != 0 {
+        if !self.enter_state().created || self.need.has(ENTER) {
             // The listing paired with our create. Refused by the session while the
             // create went out (never applied; a refusal comes before the replies to
             // requests sent earlier): look again after a backoff, behind the create.
             // Any other answer comes with the create's own, which decides.
-            let create_on_its_way = !self.created && self.need & ENTER == 0;
+            let create_on_its_way = !self.enter_state().created && !self.need.has(ENTER);
             let refused = result
                 .as_ref()
                 .is_err_and(|e| e.is_retryable() && !e.may_have_applied());
@@ -682,7 +468,7 @@ impl DoubleBarrier {
         self.kit.succeeded();
         if !children.contains(&self.config.id) {
             // Our node is gone while we enter: deleted by someone else.
-            self.created = false;
+            self.set_enter(|e| e.created = false);
             return self.fail(Error::Server(ErrorCode::NoNode));
         }
         let has_ready = children.iter().any(|c| c == READY);
@@ -693,7 +479,8 @@ impl DoubleBarrier {
             if !self.in_flight(|p| *p == Purpose::ReadyCreate) {
                 self.need |= READY_CREATE;
             }
-        } else if !self.ready_armed && !self.in_flight(|p| *p == Purpose::ReadyExists) {
+        } else if !self.enter_state().ready_armed && !self.in_flight(|p| *p == Purpose::ReadyExists)
+        {
             // The watch we have (if any) is about an older `ready`: arm a creation watch.
             self.need |= ARM;
         }
@@ -703,7 +490,7 @@ impl DoubleBarrier {
         match (multi_failure(&result), result) {
             // `ready` exists now: the `exists` of our node sent behind it decides.
             (None, Ok(Response::Multi(_))) | (Some((1, ErrorCode::NodeExists)), _) => {
-                self.ready_seen = true;
+                self.set_enter(|e| e.ready_seen = true);
                 // The look at our node sent behind it was answered first (refused by
                 // the session at once) and set aside: look again.
                 if !self.in_flight(|p| *p == Purpose::Confirm) {
@@ -712,11 +499,11 @@ impl DoubleBarrier {
             }
             // Our node is gone (deleted by someone else): `ready` was not made.
             (Some((0, ErrorCode::NoNode)), _) => {
-                self.created = false;
+                self.set_enter(|e| e.created = false);
                 self.deleted_own = true;
                 self.fail(Error::Server(ErrorCode::NoNode));
             }
-            _ if self.ready_seen => {} // heard of its creation: the look at our node decides
+            _ if self.enter_state().ready_seen => {} // heard of its creation: the look at our node decides
             (Some((_, ErrorCode::NoNode)), _) => self.again(now, ARM),
             (Some((_, code)), _) => self.fail(Error::Server(code)),
             (None, Ok(_)) => self.fail(Error::UnexpectedReply),
@@ -734,14 +521,14 @@ impl DoubleBarrier {
     /// The look at our node after `ready` was created: there, entered; gone (deleted by
     /// someone else), the participation fails — never `Entered` on a node that is gone.
     fn on_confirm(&mut self, now: Instant, result: Result<Response, Error>) {
-        if !self.ready_seen {
+        if !self.enter_state().ready_seen {
             return; // its `ready` create failed: what that answer chose goes on
         }
         match result {
             Ok(Response::Stat(_)) => self.entered(false),
             Ok(_) => self.fail(Error::UnexpectedReply),
             Err(Error::Server(ErrorCode::NoNode)) => {
-                self.created = false;
+                self.set_enter(|e| e.created = false);
                 self.deleted_own = true;
                 self.fail(Error::Server(ErrorCode::NoNode));
             }
@@ -762,7 +549,8 @@ impl DoubleBarrier {
             Err(e) => return self.fail(e),
         };
         self.kit.succeeded();
-        self.saw_ready = children.iter().any(|c| c == READY);
+        let saw_ready = children.iter().any(|c| c == READY);
+        self.set_leave(|l| l.saw_ready = saw_ready);
         let mut members: Vec<String> = children.into_iter().filter(|c| c != READY).collect();
         members.sort_unstable();
         let ours = self.config.id.as_str();
@@ -770,7 +558,7 @@ impl DoubleBarrier {
         if !mine {
             self.deleted_own = true;
         }
-        if !self.saw_ready {
+        if !saw_ready {
             // `ready` goes only with the round's last member (in one `multi`), so the
             // round is over: whoever is in `b` now belongs to the next round.
             if mine {
@@ -783,7 +571,7 @@ impl DoubleBarrier {
         }
         match (members.first(), members.last()) {
             (None, _) => {
-                if self.saw_ready {
+                if saw_ready {
                     self.need |= CLEANUP; // a crashed last leaver's `ready`
                 } else {
                     self.left();
@@ -791,11 +579,11 @@ impl DoubleBarrier {
             }
             (Some(low), Some(high)) if low == high && mine => self.need |= FINAL,
             (Some(low), Some(high)) if low == ours => {
-                self.watching = Some(high.clone());
+                self.set_leave(|l| l.watching = Some(high.clone()));
                 self.need |= WAIT;
             }
             (Some(low), _) => {
-                self.watching = Some(low.clone());
+                self.set_leave(|l| l.watching = Some(low.clone()));
                 if mine {
                     self.need |= DELETE_OWN;
                 }
@@ -805,17 +593,17 @@ impl DoubleBarrier {
     }
 
     fn on_wait(&mut self, now: Instant, name: String, result: Result<Response, Error>) {
-        if self.watching.as_deref() != Some(name.as_str()) {
+        if self.watching() != Some(name.as_str()) {
             return;
         }
         match result {
             Ok(_) => {} // armed: wait for its deletion
             Err(Error::Server(ErrorCode::NoNode)) => {
-                self.watching = None;
+                self.set_leave(|l| l.watching = None);
                 self.need |= LIST;
             }
             Err(e) if e.is_retryable() => {
-                self.watching = None;
+                self.set_leave(|l| l.watching = None);
                 self.again(now, LIST);
             }
             Err(e) if e.ends_session() => {}
@@ -871,11 +659,11 @@ impl DoubleBarrier {
             Ok(_) | Err(Error::Server(ErrorCode::NoNode)) => {
                 // Any create of ours was sent before this delete: it is answered.
                 self.deleted_own = true;
-                self.phase = Phase::Done;
+                self.stage = Stage::Done;
             }
             Err(e) if e.is_retryable() => self.again(now, STOP_DELETE),
             // Refused for good: the node stays until the session ends.
-            Err(_) => self.phase = Phase::Done,
+            Err(_) => self.stage = Stage::Done,
         }
     }
 }
@@ -892,7 +680,7 @@ impl Protocol for DoubleBarrier {
         let Some((purpose, result)) = self.kit.answer(op, result) else {
             return;
         };
-        let phase = self.phase;
+        let phase = self.phase();
         match purpose {
             Purpose::Parent(p) => self.kit.parent_answered(&p, &result),
             Purpose::Dir => {}
@@ -927,13 +715,15 @@ impl Protocol for DoubleBarrier {
     }
 
     fn on_watch(&mut self, now: Instant, _op: OpId, event: &WatchEvent) {
-        match self.phase {
-            Phase::Entering if event.path == self.ready_path && !self.ready_seen => {
+        match self.phase() {
+            Phase::Entering if event.path == self.ready_path && !self.enter_state().ready_seen => {
                 match event.event_type {
                     // Created after our node existed: the round is on — if our node is
                     // still there (an operator may have deleted it): look at it first.
-                    EventType::NodeCreated if self.created && self.need & ENTER == 0 => {
-                        self.ready_seen = true;
+                    EventType::NodeCreated
+                        if self.enter_state().created && !self.need.has(ENTER) =>
+                    {
+                        self.set_enter(|e| e.ready_seen = true);
                         if !self.in_flight(|p| *p == Purpose::Confirm) {
                             self.need |= CONFIRM;
                         }
@@ -941,9 +731,9 @@ impl Protocol for DoubleBarrier {
                     _ => {
                         // About an older `ready` (heard before our create's answer), or
                         // a deletion: look again unless a look is on its way.
-                        self.ready_armed = false;
-                        if self.created
-                            && self.need & ENTER == 0
+                        self.set_enter(|e| e.ready_armed = false);
+                        if self.enter_state().created
+                            && !self.need.has(ENTER)
                             && !self.in_flight(|p| matches!(p, Purpose::List | Purpose::Create))
                         {
                             self.need |= ARM;
@@ -953,10 +743,10 @@ impl Protocol for DoubleBarrier {
             }
             Phase::Leaving => {
                 let name = name_of(&event.path);
-                if self.watching.as_deref() == Some(name) {
+                if self.watching() == Some(name) {
                     match event.event_type {
                         EventType::NodeDeleted => {
-                            self.watching = None;
+                            self.set_leave(|l| l.watching = None);
                             self.need |= LIST;
                         }
                         _ => self.need |= WAIT, // still there: watch on
@@ -971,18 +761,18 @@ impl Protocol for DoubleBarrier {
     fn on_session(&mut self, now: Instant, change: SessionChange) {
         if let Some(error) = change.end_error() {
             self.kit.clear_requests();
-            self.need = 0;
-            match self.phase {
+            self.need = Need::NONE;
+            match self.phase() {
                 Phase::Entering | Phase::Entered | Phase::Leaving => {
                     self.emit(DoubleBarrierEvent::Failed { error })
                 }
                 _ => {} // the node went with the session
             }
-            self.phase = Phase::Done;
+            self.stage = Stage::Done;
             return;
         }
         let active = matches!(
-            self.phase,
+            self.phase(),
             Phase::Entering | Phase::Entered | Phase::Leaving
         );
         match change {
@@ -996,17 +786,18 @@ impl Protocol for DoubleBarrier {
                 }
                 self.sync_next = true;
                 // Look again (synced): a change while the connection was down counts.
-                match self.phase {
+                match self.phase() {
                     // `ready` was created: only the look at our node is left.
                     Phase::Entering
-                        if self.ready_seen && !self.in_flight(|p| *p == Purpose::Confirm) =>
+                        if self.enter_state().ready_seen
+                            && !self.in_flight(|p| *p == Purpose::Confirm) =>
                     {
                         self.need |= CONFIRM;
                     }
                     Phase::Entering
-                        if self.created
-                            && !self.ready_seen
-                            && self.need & ENTER == 0
+                        if self.enter_state().created
+                            && !self.enter_state().ready_seen
+                            && !self.need.has(ENTER)
                             && !self.in_flight(|p| {
                                 matches!(p, Purpose::List | Purpose::ReadyExists)
                             }) =>
@@ -1014,8 +805,8 @@ impl Protocol for DoubleBarrier {
                         self.need |= ARM;
                     }
                     Phase::Leaving if !self.in_flight(|p| matches!(p, Purpose::List)) => {
-                        self.watching = None;
-                        self.need &= !WAIT;
+                        self.set_leave(|l| l.watching = None);
+                        self.need.remove(WAIT);
                         self.need |= LIST;
                     }
                     _ => {}
@@ -1028,7 +819,7 @@ impl Protocol for DoubleBarrier {
 
     fn on_timeout(&mut self, now: Instant) {
         if self.deadline.is_some_and(|d| now >= d) {
-            match self.phase {
+            match self.phase() {
                 Phase::Entering => {
                     self.emit(DoubleBarrierEvent::NotEntered);
                     self.stop();
@@ -1044,7 +835,7 @@ impl Protocol for DoubleBarrier {
     }
 
     fn on_abandon(&mut self, now: Instant) {
-        if !matches!(self.phase, Phase::Done | Phase::Stopping) {
+        if !matches!(self.phase(), Phase::Done | Phase::Stopping) {
             self.stop();
         }
         self.kit.clear_events();
@@ -1052,11 +843,11 @@ impl Protocol for DoubleBarrier {
     }
 
     fn deadline(&self) -> Option<Instant> {
-        let deadline = match self.phase {
+        let deadline = match self.phase() {
             Phase::Entering | Phase::Leaving => self.deadline,
             _ => None,
         };
-        let retry = if self.need != 0 && self.phase != Phase::Done {
+        let retry = if !self.need.is_empty() && self.phase() != Phase::Done {
             self.kit.retry_at()
         } else {
             None
@@ -1068,6 +859,26 @@ impl Protocol for DoubleBarrier {
     }
 
     fn finished(&self) -> bool {
-        self.phase == Phase::Done && self.kit.is_idle()
+        self.phase() == Phase::Done && self.kit.is_idle()
+    }
+
+    fn check(&self) {
+        // Each stage asks only for its own requests (none outside entering, leaving
+        // and stopping); nothing is sent before `enter`.
+        debug_assert!(
+            self.need.within(self.phase()),
+            "{:?} asked for in {:?}",
+            self.need,
+            self.phase()
+        );
+        match &self.stage {
+            Stage::Idle => debug_assert!(self.kit.is_quiet(), "a request before enter"),
+            // `ready` counts only once our node exists.
+            Stage::Entering(e) => debug_assert!(
+                !e.ready_seen || e.created,
+                "ready heard of before our node existed"
+            ),
+            _ => {}
+        }
     }
 }
