@@ -10,7 +10,8 @@
 //! Also owns the search for a read-write server while connected to a read-only one
 //! (the Java client's `pingRwServer`): which host to probe next and when, the wait
 //! doubling from [`PROBE_MIN`] to [`PROBE_MAX`], and a host a probe found read-write,
-//! dialled next.
+//! dialled next; and, while disconnected, a host that closed a handshake presenting
+//! the session, probed, and if found read-only the host of a read-only stand-in.
 
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -60,6 +61,12 @@ pub(super) struct Hosts {
     probing: Option<Probing>,
     /// A probe found this host read-write: it is dialled next.
     preferred: Option<usize>,
+    /// This host closed a handshake presenting the session: a probe asks whether it
+    /// is read-only.
+    checking: Option<usize>,
+    /// A probe found this host read-only after it refused the session: a handshake
+    /// there asks for a read-only stand-in.
+    stand_in: Option<usize>,
 }
 
 impl Hosts {
@@ -79,6 +86,8 @@ impl Hosts {
             ever_connected: false,
             probing: None,
             preferred: None,
+            checking: None,
+            stand_in: None,
         }
     }
 
@@ -110,6 +119,7 @@ impl Hosts {
     pub(super) fn connected(&mut self, now: Instant) {
         self.connected_at = now;
         self.ever_connected = true;
+        self.checking = None;
     }
 
     /// The connection (or the attempt) on the current host was lost at `now`: a
@@ -159,6 +169,39 @@ impl Hosts {
             wait: PROBE_MIN,
             step: 1,
         });
+    }
+
+    /// `host` closed a handshake presenting the session: a probe of it is on its way.
+    pub(super) fn check_read_only(&mut self, host: usize) {
+        self.checking = Some(host);
+    }
+
+    /// A probe found `host` read-only: if it is the host that refused the session,
+    /// it becomes the stand-in host, dialled next (at once in place of the current
+    /// host if `idle`, waiting to dial, else after the current attempt). True if so.
+    pub(super) fn found_read_only(&mut self, host: usize, idle: bool) -> bool {
+        if self.checking != Some(host) {
+            return false;
+        }
+        self.checking = None;
+        self.stand_in = Some(host);
+        match self.order.iter().position(|&h| h == host) {
+            Some(position) if idle => self.position = position,
+            Some(_) => self.preferred = Some(host),
+            None => return false,
+        }
+        true
+    }
+
+    /// The handshake on the current host asks for a read-only stand-in.
+    pub(super) fn stand_in_here(&self) -> bool {
+        self.stand_in == Some(self.current())
+    }
+
+    /// A stand-in connection (or the attempt) ended: the next handshake there
+    /// presents the session again.
+    pub(super) fn end_stand_in(&mut self) {
+        self.stand_in = None;
     }
 
     /// When the next probe is due, while probing.

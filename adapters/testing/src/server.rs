@@ -496,7 +496,12 @@ pub struct EnsembleOptions {
     /// (the nemesis's module docs say how its proxies deal with it).
     pub peer_view: Option<std::sync::Arc<PeerView>>,
     /// Read-only mode (`-Dreadonlymode.enabled=true`): a server cut off from its quorum
-    /// keeps serving reads to clients that accept a read-only server.
+    /// keeps serving reads to clients that accept a read-only server. Also turns on
+    /// local sessions (`localSessionsEnabled`, `localSessionsUpgradingEnabled`): 3.8's
+    /// read-only server creates a session only as a local one and answers any other
+    /// new-session handshake with a bare reply header carrying NotReadOnly (-119), and
+    /// a session is a global one (one that can move between servers) only once it
+    /// created an ephemeral node.
     pub read_only: bool,
 }
 
@@ -559,6 +564,12 @@ impl TestEnsemble {
                 format!("initLimit={}", opts.init_limit),
                 format!("syncLimit={}", opts.sync_limit),
             ]);
+            if opts.read_only {
+                lines.extend([
+                    "localSessionsEnabled=true".into(),
+                    "localSessionsUpgradingEnabled=true".into(),
+                ]);
+            }
             for (j, (_, own)) in ports.iter().enumerate() {
                 let seen = match &opts.peer_view {
                     Some(view) if i != j => view(i, j, *own)?,

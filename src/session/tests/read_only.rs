@@ -202,3 +202,182 @@ fn one_host_is_never_probed() {
     // sent), not a probe.
     assert_eq!(s.poll_timeout(), Some(ms(1) + Duration::from_millis(2000)));
 }
+
+// ----- what a real ZooKeeper 3.8.0 read-only server does (bytes recorded by a relay
+// between a client and a server of a 3-server ensemble with two servers killed) -----
+
+/// Bytes as recorded (hex).
+fn recorded(hex: &str) -> Vec<u8> {
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+/// 3.8.0's read-only server without local sessions, to a new-session handshake
+/// (session 0, read-only byte 1; the Java client's and ours alike): a bare reply
+/// header, xid 0, zxid 0x100000009, err -119 NotReadOnly, in place of a
+/// ConnectResponse (its `ReadOnlyRequestProcessor` refuses a global `createSession`).
+const REFUSED_NEW_SESSION: &str = "00000010000000000000000100000009ffffff89";
+
+/// The same server with `localSessionsEnabled=true`, to the same handshake: a
+/// ConnectResponse granting a local session, read-only byte 1.
+const READ_ONLY_SESSION: &str =
+    "0000002500000000000027100100022a5c8d000000000010e9b432a4c28e81196fe044c1db91ede901";
+
+#[test]
+fn a_reply_header_in_place_of_the_handshake_names_the_read_only_refusal() {
+    let mut c = config("a:1");
+    c.read_only = true;
+    let mut s = Session::new(c, T0);
+    let (_, req) = dial(&mut s, ms(1));
+    assert_eq!((req.session_id, req.read_only), (0, true));
+    s.handle_bytes(ms(2), &recorded(REFUSED_NEW_SESSION));
+    let reason = events(&mut s)
+        .into_iter()
+        .find_map(|e| match e {
+            SessionEvent::Unreachable { reason, .. } => Some(reason),
+            _ => None,
+        })
+        .expect("the attempt failed");
+    assert_eq!(
+        reason,
+        DisconnectReason::HandshakeRefused {
+            code: ErrorCode::NotReadOnly
+        }
+    );
+    let text = alloc::format!("{reason}");
+    assert!(text.contains("localSessionsEnabled"), "{text}");
+    assert_eq!(s.state(), SessionState::Connecting, "not an expiry");
+}
+
+/// A session a read-write server granted (0x42, a watch on /w), then its server
+/// lost: the handshake presenting it on host `refusing` is closed unanswered (3.8's
+/// read-only server: "Refusing global session reconnection in RO mode"); returns the
+/// session and that host.
+fn refused_on_a_read_only_server() -> (Session, usize) {
+    let mut c = config("a:1,b:1,c:1");
+    c.read_only = true;
+    let mut s = Session::new(c, T0);
+    dial(&mut s, ms(1));
+    s.handle_bytes(ms(2), &response(0x42, false));
+    s.submit(ms(3), get("/w", true), Token(1)).unwrap();
+    s.handle_bytes(ms(4), &data_reply(1));
+    events(&mut s);
+    sent(&mut s);
+    s.handle_disconnect(ms(10));
+    let (refusing, req) = dial(&mut s, ms(11));
+    assert_eq!(req.session_id, 0x42);
+    s.handle_disconnect(ms(12));
+    assert!(matches!(
+        &events(&mut s)[..],
+        [SessionEvent::Suspended { .. }]
+    ));
+    (s, refusing)
+}
+
+#[test]
+fn a_session_a_read_only_server_refuses_is_served_there_by_a_read_only_stand_in() {
+    let (mut s, ro) = refused_on_a_read_only_server();
+    // The refusing host is probed; the session meanwhile dials the next one.
+    let t = transports(&mut s);
+    assert!(t.contains(&Transport::Probe { host: ro }), "{t:?}");
+    let next = t
+        .iter()
+        .find_map(|t| match t {
+            Transport::Connect { host } => Some(*host),
+            _ => None,
+        })
+        .expect("the next host dialled");
+    assert_ne!(next, ro);
+    s.handle_probe(ms(13), ro, b"ro");
+    // The next host is down too: the read-only one is dialled next, for a stand-in.
+    s.handle_transport_error(ms(14), TransportError::Refused);
+    let (host, req) = dial(&mut s, ms(15));
+    assert_eq!(host, ro);
+    assert_eq!(
+        (req.session_id, &req.passwd[..], req.read_only),
+        (0, &[0u8; 16][..], true),
+        "a new (read-only, local) session is asked for: the held one is not presented"
+    );
+    s.handle_bytes(ms(16), &recorded(READ_ONLY_SESSION));
+    assert_eq!(
+        events(&mut s),
+        vec![SessionEvent::Reconnected { read_only: true }],
+        "for the user the session is back, read-only"
+    );
+    assert_eq!(s.session_id(), 0x42, "the held session stays the session");
+    assert_eq!(s.state(), SessionState::Connected);
+    let frames = sent(&mut s);
+    assert!(
+        frames.iter().any(|(x, r)| *x == xid::SET_WATCHES
+            && matches!(r, Request::SetWatches(w) if w.data_watches == vec![String::from("/w")])),
+        "the watches are armed on the stand-in: {frames:?}"
+    );
+    // Reads go through it; a write gets the server's NotReadOnly, final.
+    s.submit(ms(20), get("/w", false), Token(2)).unwrap();
+    sent(&mut s);
+    s.handle_bytes(ms(21), &data_reply(2));
+    assert!(reply_tokens(&events(&mut s)).contains(&2));
+    // The quorum is back: a probe finds a read-write host and the held session is
+    // presented there, resumed, its watches re-armed.
+    let mut at;
+    let rw = loop {
+        let due = s.poll_timeout().unwrap();
+        s.handle_timeout(due);
+        at = due;
+        if let Some(Transport::Probe { host }) = s.poll_transport() {
+            break host;
+        }
+        s.handle_bytes(due, &reply(xid::PING, 0, ErrorCode::Ok, None));
+    };
+    s.handle_probe(at, rw, b"rw");
+    events(&mut s);
+    let (host, req) = dial(&mut s, at);
+    assert_eq!((host, req.session_id), (rw, 0x42));
+    s.handle_bytes(at, &response(0x42, false));
+    assert_eq!(
+        events(&mut s),
+        vec![SessionEvent::Reconnected { read_only: false }]
+    );
+    assert!(sent(&mut s).iter().any(|(x, _)| *x == xid::SET_WATCHES));
+    assert_eq!(s.session_id(), 0x42);
+}
+
+#[test]
+fn a_stand_in_a_read_write_server_grants_is_not_taken_for_the_session() {
+    let (mut s, ro) = refused_on_a_read_only_server();
+    transports(&mut s);
+    s.handle_probe(ms(13), ro, b"ro");
+    s.handle_transport_error(ms(14), TransportError::Refused);
+    let (host, req) = dial(&mut s, ms(15));
+    assert_eq!((host, req.session_id), (ro, 0));
+    // Between the probe and the handshake the server became read-write: it grants
+    // a new global session. It is not the session: the held one is presented next.
+    s.handle_bytes(ms(16), &response(0x77, false));
+    let ev = events(&mut s);
+    assert!(
+        !ev.iter().any(|e| matches!(
+            e,
+            SessionEvent::Connected { .. } | SessionEvent::Reconnected { .. }
+        )),
+        "{ev:?}"
+    );
+    assert_eq!(s.session_id(), 0x42);
+    let (_, req) = dial(&mut s, ms(17));
+    assert_eq!(req.session_id, 0x42);
+}
+
+#[test]
+fn a_refusal_by_a_server_the_probe_does_not_find_read_only_changes_nothing() {
+    let (mut s, ro) = refused_on_a_read_only_server();
+    transports(&mut s);
+    // A server not serving at all (electing) answers `isro` with "null".
+    s.handle_probe(ms(13), ro, b"null");
+    s.handle_transport_error(ms(14), TransportError::Refused);
+    for _ in 0..3 {
+        let (_, req) = dial(&mut s, ms(15));
+        assert_eq!(req.session_id, 0x42, "never a new session");
+        s.handle_disconnect(ms(16));
+    }
+}
