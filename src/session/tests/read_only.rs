@@ -381,3 +381,45 @@ fn a_refusal_by_a_server_the_probe_does_not_find_read_only_changes_nothing() {
         s.handle_disconnect(ms(16));
     }
 }
+
+/// 3.8's read-only server refuses a write from the first step of its pipeline
+/// (`ReadOnlyRequestProcessor` answers NotReadOnly itself) while reads go on through
+/// the rest: the refusal can overtake the replies to reads sent before it. Seen on a
+/// real server as a dropped connection (requests in flight failing with
+/// `ConnectionLoss`) while a tree cache and a reader shared the read-only session.
+#[test]
+fn a_write_refused_ahead_of_earlier_reads_completes_out_of_order() {
+    let (mut s, _) = on_a_read_only_server();
+    s.submit(ms(20), get("/w", false), Token(2)).unwrap();
+    s.submit(
+        ms(20),
+        Request::SetData(SetDataRequest {
+            path: String::from("/w"),
+            data: Bytes::from_static(b"x"),
+            version: -1,
+        }),
+        Token(3),
+    )
+    .unwrap();
+    let xids: Vec<i32> = sent(&mut s).iter().map(|(x, _)| *x).collect();
+    let [read, write] = xids[..] else {
+        panic!("{xids:?}")
+    };
+    s.handle_bytes(ms(21), &reply(write, 9, ErrorCode::NotReadOnly, None));
+    s.handle_bytes(ms(22), &data_reply(read));
+    let ev = events(&mut s);
+    assert!(
+        !ev.iter()
+            .any(|e| matches!(e, SessionEvent::Suspended { .. })),
+        "the connection is kept: {ev:?}"
+    );
+    let replies: Vec<(u64, bool)> = ev
+        .iter()
+        .filter_map(|e| match e {
+            SessionEvent::Reply(r) => Some((r.token.0, r.result.is_ok())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(replies, vec![(3, false), (2, true)]);
+    assert_eq!(s.state(), SessionState::Connected);
+}
