@@ -119,7 +119,12 @@ impl Session {
     }
 
     /// A request's answer: its watches, then its reply, then what was held back for it.
-    fn complete(&mut self, req: InFlight, zxid: i64, mut result: Result<Response, Error>) {
+    pub(super) fn complete(
+        &mut self,
+        req: InFlight,
+        zxid: i64,
+        mut result: Result<Response, Error>,
+    ) {
         if matches!(req.after, After::Close) {
             return self.end(SessionEnd::Closed, false);
         }

@@ -423,3 +423,38 @@ fn a_write_refused_ahead_of_earlier_reads_completes_out_of_order() {
     assert_eq!(replies, vec![(3, false), (2, true)]);
     assert_eq!(s.state(), SessionState::Connected);
 }
+
+/// A read-only server refuses `sync` (NotReadOnly) though it has no leader to catch
+/// up with; every reader (a tree cache's load, a watched value, a config reader)
+/// syncs first. Seen on a real server: the tree cache failed on its resync. On a
+/// read-only server the session answers a sync itself, queued or not.
+#[test]
+fn a_sync_on_a_read_only_server_is_answered_by_the_session() {
+    let (mut s, _) = on_a_read_only_server();
+    let sync = || {
+        Request::Sync(PathRequest {
+            path: String::from("/w"),
+        })
+    };
+    s.submit(ms(20), sync(), Token(2)).unwrap();
+    s.submit(ms(20), get("/w", false), Token(3)).unwrap();
+    let frames = sent(&mut s);
+    assert!(
+        !frames.iter().any(|(_, r)| matches!(r, Request::Sync(_))),
+        "no sync on the wire: {frames:?}"
+    );
+    let ev = events(&mut s);
+    assert!(
+        ev.iter().any(|e| matches!(e, SessionEvent::Reply(r)
+            if r.token == Token(2) && r.result == Ok(Response::Path(String::from("/w"))))),
+        "{ev:?}"
+    );
+    // Queued behind a full window, too.
+    s.handle_bytes(ms(21), &data_reply(frames[0].0));
+    events(&mut s);
+    s.handle_disconnect(ms(22));
+    s.submit(ms(23), sync(), Token(4)).unwrap();
+    assert!(events(&mut s)
+        .iter()
+        .all(|e| !matches!(e, SessionEvent::Reply(_))));
+}
