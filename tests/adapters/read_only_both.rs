@@ -1,11 +1,14 @@
 // Read-only mode against a real three-server ensemble started with
-// `readonlymode.enabled`, in each form (both share one ensemble: see
-// `read_only_mode_on_a_partitioned_ensemble` in main.rs): a client that accepts
-// read-only servers keeps its session through the loss of two servers, on the third,
-// now read-only; it reads, and its tree cache and configuration reader keep their
-// data; a write and a lock attempt fail at once naming `NotReadOnly`; once the quorum
-// is back the same session is read-write again, its watches intact (the cache and the
-// reader see what is written next), and the lock is taken.
+// `readonlymode.enabled` (and local sessions, which 3.8's read-only server needs), in
+// each form (both share one ensemble: see `read_only_mode_on_a_partitioned_ensemble`
+// in main.rs): a client that accepts read-only servers, holding an ephemeral node (so
+// its session is a global one, which 3.8's read-only server refuses to take over),
+// keeps its session through the loss of two servers: on the third, now read-only, a
+// read-only stand-in serves it; it reads, and its tree cache and configuration reader
+// keep their data; a write and a lock attempt fail at once naming `NotReadOnly`; once
+// the quorum is back the same session is read-write again, its ephemeral node still
+// there and its watches intact (the cache and the reader see what is written next),
+// and the lock is taken.
 
 use std::time::{Duration, Instant};
 
@@ -99,6 +102,16 @@ async fn scenario(ensemble: &mut TestEnsemble, root: &str) -> Figures {
     .unwrap();
     let session = zk.session_id();
     assert!(is_read_write(zk.status()), "{NAME}: {:?}", zk.status());
+    // An ephemeral node: the session becomes a global one (with local sessions on, a
+    // session is local to its server until it creates one).
+    let member = format!("{root}/member");
+    zk.create(
+        &member,
+        "m",
+        &CreateOptions::mode(CreateMode::Ephemeral),
+    )
+    .await
+    .unwrap();
     let mut cache = zk.tree_cache(&tree).unwrap();
     assert_eq!(cache.initialized().await.unwrap(), 3);
     let mut reader = zk.config_reader(&ready, &[value.as_str()]).unwrap();
@@ -156,6 +169,8 @@ async fn scenario(ensemble: &mut TestEnsemble, root: &str) -> Figures {
         .unwrap_or_else(|| panic!("{NAME}: never read-write again: {:?}", zk.status()));
     let back_to_read_write = back.elapsed();
     assert_eq!(zk.session_id(), session, "{NAME}: the same session");
+    let (_, stat) = zk.get_data(&member).await.unwrap();
+    assert_eq!(stat.ephemeral_owner, session, "{NAME}: its ephemeral node is kept");
     let writer = connect(&cs, Options::default()).await.unwrap();
     writer
         .write_config(&ready, vec![(value.clone(), "v2".into())], ConfigMode::ReadyNode)
