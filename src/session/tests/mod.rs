@@ -35,6 +35,11 @@ fn config(cs: &str) -> SessionConfig {
 }
 
 fn connect_response(session_id: i64, timeout_ms: i32) -> BytesMut {
+    server_connect_response(session_id, timeout_ms, false)
+}
+
+/// A `ConnectResponse` from a server that is read-only if `read_only`.
+fn server_connect_response(session_id: i64, timeout_ms: i32, read_only: bool) -> BytesMut {
     let mut b = BytesMut::new();
     encode_connect_response(
         &mut b,
@@ -43,7 +48,7 @@ fn connect_response(session_id: i64, timeout_ms: i32) -> BytesMut {
             timeout_ms,
             session_id,
             passwd: Bytes::from_static(&[7; 16]),
-            read_only: false,
+            read_only,
         },
     );
     b

@@ -1,22 +1,21 @@
 //! Read-only mode: the handshake's flag, a session only a read-only server knows, and
-//! the search for a read-write server (probes, the move, the watches re-armed).
+//! the search for a read-write server (probes, the move, the watches re-armed); then
+//! what a real ZooKeeper 3.8.0 read-only server does (bytes recorded through a relay):
+//! a refused new-session handshake, a session refused there served by a read-only
+//! stand-in, a refusal overtaking replies, `sync` answered by the session.
 
 use super::*;
 
-/// A `ConnectResponse` from a server that is read-only if `read_only`.
+/// A `ConnectResponse` (6 s) from a server that is read-only if `read_only`.
 fn response(session_id: i64, read_only: bool) -> BytesMut {
-    let mut b = BytesMut::new();
-    encode_connect_response(
-        &mut b,
-        &ConnectResponse {
-            protocol_version: 0,
-            timeout_ms: 6000,
-            session_id,
-            passwd: Bytes::from_static(&[7; 16]),
-            read_only,
-        },
-    );
-    b
+    server_connect_response(session_id, 6000, read_only)
+}
+
+/// A session on `hosts` that accepts read-only servers.
+fn read_only_session(hosts: &str) -> Session {
+    let mut c = config(hosts);
+    c.read_only = true;
+    Session::new(c, T0)
 }
 
 /// Dials the host the session asks for, at `at`; returns it and the handshake's request.
@@ -37,9 +36,7 @@ fn dial(s: &mut Session, at: Instant) -> (usize, ConnectRequest) {
 /// A read-only session on three hosts: connected first to a read-write server (the
 /// session 0x42 is known everywhere), then to a read-only one after a lost connection.
 fn on_a_read_only_server() -> (Session, usize) {
-    let mut c = config("a:1,b:1,c:1");
-    c.read_only = true;
-    let mut s = Session::new(c, T0);
+    let mut s = read_only_session("a:1,b:1,c:1");
     let (_, req) = dial(&mut s, ms(1));
     assert!(req.read_only, "the handshake asks for a read-only server");
     s.handle_bytes(ms(2), &response(0x42, false));
@@ -64,9 +61,7 @@ fn on_a_read_only_server() -> (Session, usize) {
 
 #[test]
 fn a_session_only_a_read_only_server_granted_is_not_presented_again() {
-    let mut c = config("a:1,b:1");
-    c.read_only = true;
-    let mut s = Session::new(c, T0);
+    let mut s = read_only_session("a:1,b:1");
     dial(&mut s, ms(1));
     s.handle_bytes(ms(2), &response(0x51, true));
     assert_eq!(
@@ -192,9 +187,7 @@ fn a_read_write_answer_moves_the_session_there_with_its_watches() {
 
 #[test]
 fn one_host_is_never_probed() {
-    let mut c = config("a:1");
-    c.read_only = true;
-    let mut s = Session::new(c, T0);
+    let mut s = read_only_session("a:1");
     dial(&mut s, ms(1));
     s.handle_bytes(ms(2), &response(0x51, true));
     events(&mut s);
@@ -227,9 +220,7 @@ const READ_ONLY_SESSION: &str =
 
 #[test]
 fn a_reply_header_in_place_of_the_handshake_names_the_read_only_refusal() {
-    let mut c = config("a:1");
-    c.read_only = true;
-    let mut s = Session::new(c, T0);
+    let mut s = read_only_session("a:1");
     let (_, req) = dial(&mut s, ms(1));
     assert_eq!((req.session_id, req.read_only), (0, true));
     s.handle_bytes(ms(2), &recorded(REFUSED_NEW_SESSION));
@@ -256,9 +247,7 @@ fn a_reply_header_in_place_of_the_handshake_names_the_read_only_refusal() {
 /// read-only server: "Refusing global session reconnection in RO mode"); returns the
 /// session and that host.
 fn refused_on_a_read_only_server() -> (Session, usize) {
-    let mut c = config("a:1,b:1,c:1");
-    c.read_only = true;
-    let mut s = Session::new(c, T0);
+    let mut s = read_only_session("a:1,b:1,c:1");
     dial(&mut s, ms(1));
     s.handle_bytes(ms(2), &response(0x42, false));
     s.submit(ms(3), get("/w", true), Token(1)).unwrap();
