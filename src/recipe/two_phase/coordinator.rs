@@ -8,11 +8,11 @@ use bytes::Bytes;
 use core::time::Duration;
 
 use super::phase::{self, Coordinating, Life, Presence, Setup, Step, Timer};
-use super::{
+use super::types::{
     alive_dir, check_names, coordinator_path, payload_path, vote_path, votes_dir, Outcome, Variant,
     Vote, MAX_SITES,
 };
-use super::{decide_request, written, Written};
+use super::types::{decide_request, written, Written};
 use crate::error::Error;
 use crate::proto::*;
 use crate::recipe::kit::{parent_of, Kit, ParentStep, Plumbing, Protocol};

@@ -6,11 +6,11 @@ use alloc::vec::Vec;
 use bytes::Bytes;
 
 use super::phase::{self, Coord, Life, Participating, Told, TxView, Wanted};
-use super::{
+use super::types::{
     alive_path, check_names, coordinator_path, payload_path, vote_path, votes_dir, Outcome,
     Variant, Vote, MAX_SITES,
 };
-use super::{decide_request, written, Written};
+use super::types::{decide_request, written, Written};
 use crate::error::Error;
 use crate::proto::*;
 use crate::recipe::kit::{Kit, Plumbing, Protocol};
