@@ -4,7 +4,8 @@
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use super::super::{sorted_items, Format, CLAIM_PREFIX};
+use super::super::names::{sorted_items, Format, CLAIM_PREFIX};
+use super::super::state::in_doubt;
 use super::phase::{Batch, Life, Marker, Mode, Multi, SideWatch, Slot, Take, View};
 use super::{Consumer, ConsumerEvent, Delivery, Purpose, LOST_KEPT};
 use crate::error::Error;
@@ -318,7 +319,7 @@ impl Consumer {
                     b.take,
                     ConsumerEvent::TakeFailed {
                         take: b.take,
-                        error: super::super::in_doubt(&error),
+                        error: in_doubt(&error),
                     },
                 );
             }
