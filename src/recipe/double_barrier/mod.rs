@@ -847,15 +847,10 @@ impl Protocol for DoubleBarrier {
             Phase::Entering | Phase::Leaving => self.deadline,
             _ => None,
         };
-        let retry = if !self.need.is_empty() && self.phase() != Phase::Done {
-            self.kit.retry_at()
-        } else {
-            None
-        };
-        match (deadline, retry) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        self.kit.timeout(
+            deadline,
+            !self.need.is_empty() && self.phase() != Phase::Done,
+        )
     }
 
     fn finished(&self) -> bool {

@@ -55,10 +55,7 @@ fn pending_requests_are_bounded() {
 #[test]
 fn chroot_is_applied_and_stripped() {
     let mut s = Session::new(config("h:1/app"), T0);
-    s.handle_connected(ms(1));
-    s.poll_transmit(&mut BytesMut::new());
-    s.handle_bytes(ms(2), &connect_response(1, 6000));
-    events(&mut s);
+    establish(&mut s, 1, 6000);
     let create = Request::Create(CreateRequest::new(
         "/x-",
         Bytes::new(),

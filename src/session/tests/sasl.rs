@@ -106,16 +106,7 @@ fn sasl_runs_first_on_every_connection_before_auth_watches_and_requests() {
     s.submit(T0, digest_auth(), Token(9)).unwrap();
     s.submit(T0, get("/d", true), Token(1)).unwrap();
     let ev = authenticate(&mut s, 1, 0x42, 1);
-    assert!(
-        matches!(
-            ev[..],
-            [SessionEvent::Connected {
-                session_id: 0x42,
-                ..
-            }]
-        ),
-        "{ev:?}"
-    );
+    assert_connected(&ev, 0x42);
     let frames = sent(&mut s);
     assert_eq!(frames[0].0, xid::AUTH);
     assert_eq!(frames[1], (1, get("/d", true)));
@@ -228,16 +219,7 @@ fn a_silent_or_closed_connection_during_the_exchange_is_retried_not_final() {
     // The server made the session on the first connection: it is resumed, and
     // reported established for the first time.
     let ev = authenticate(&mut s, 3000, 0x42, 3);
-    assert!(
-        matches!(
-            ev[..],
-            [SessionEvent::Connected {
-                session_id: 0x42,
-                ..
-            }]
-        ),
-        "{ev:?}"
-    );
+    assert_connected(&ev, 0x42);
 }
 
 #[test]
