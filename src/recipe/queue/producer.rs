@@ -47,7 +47,7 @@ use bytes::Bytes;
 
 use super::names::{item_prefix, meta_dir, Format, DEFAULT_PRIORITY, MAX_PRIORITY};
 use super::state::{in_doubt, marker_ops, Life, Marker, Parents};
-use crate::client::ops::exists;
+use crate::client::ops::{delete, exists};
 use crate::error::Error;
 use crate::proto::*;
 use crate::recipe::kit::{join, name_of, Kit, Plumbing, Protocol};
@@ -429,13 +429,8 @@ impl Producer {
             let present = self.marker != Marker::Absent;
             if present && self.session_id != 0 && self.kit.allows(now) {
                 self.life = Life::Closing { deleting: true };
-                self.kit.send(
-                    Purpose::DeleteMarker,
-                    Request::Delete(DeleteRequest {
-                        path: self.marker_path.clone(),
-                        version: -1,
-                    }),
-                );
+                self.kit
+                    .send(Purpose::DeleteMarker, delete(&self.marker_path, None));
             } else if !present || self.session_id == 0 {
                 self.end();
             }

@@ -187,15 +187,7 @@ fn resume_replays_auth_then_watches_then_queued_requests() {
     s.submit(ms(3), digest_auth(), Token(9)).unwrap();
     s.submit(ms(3), get("/d", true), Token(1)).unwrap();
     s.submit(ms(3), exists("/e", true), Token(2)).unwrap();
-    s.submit(
-        ms(3),
-        Request::AddWatch(AddWatchRequest {
-            path: "/r".into(),
-            mode: 1,
-        }),
-        Token(3),
-    )
-    .unwrap();
+    s.submit(ms(3), add_watch("/r", 1), Token(3)).unwrap();
     assert_eq!(sent(&mut s).len(), 4);
     let mut r = reply(xid::AUTH, 0, ErrorCode::Ok, None);
     r.extend_from_slice(&reply(

@@ -120,6 +120,23 @@ fn exists(path: &str, watch: bool) -> Request {
 }
 
 /// The handshake's request, first in `out`.
+fn add_watch(path: &str, mode: i32) -> Request {
+    Request::AddWatch(AddWatchRequest {
+        path: path.into(),
+        mode,
+    })
+}
+
+/// An empty node at `path` (open ACL) created as `mode` says.
+fn create(path: &str, mode: CreateMode) -> Request {
+    Request::Create(CreateRequest::new(
+        path,
+        Bytes::new(),
+        Acl::open_unsafe(),
+        mode,
+    ))
+}
+
 fn connect_request(out: &[u8]) -> ConnectRequest {
     decode_exact(
         FrameDecoder::new(100)
