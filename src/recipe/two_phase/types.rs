@@ -201,9 +201,14 @@ pub(super) enum Written {
     Failed(Error),
 }
 
-/// Reads the answer to the outcome's write; `tx_index` is the index of its `setData`
-/// in a `multi` (a plain write's failure counts there).
-pub(super) fn written(tx_index: usize, result: &Result<Response, Error>) -> Written {
+/// Reads the answer to the write of `outcome` over `votes` votes: a commit's `multi`
+/// checks each vote first, so its `setData` comes after them; an abort writes alone
+/// (a plain write's failure counts at the `setData`).
+pub(super) fn written(outcome: Outcome, votes: usize, result: &Result<Response, Error>) -> Written {
+    let tx_index = match outcome {
+        Outcome::Commit => votes,
+        Outcome::Abort => 0,
+    };
     let failure = match result {
         Ok(Response::Multi(_)) => multi_failure(result).map(|(i, c)| (i, Error::Server(c))),
         Ok(_) => None,
