@@ -7,7 +7,7 @@
 //! is `Suspended`, the next host is dialled).
 //!
 //! A step between the server's answer and the priming, the SASL exchange, is a phase
-//! of its own (`Authenticating`), run by `sasl.rs`; [`established`](Session::established)
+//! of its own (`Authenticating`), run by `authenticate.rs`; [`established`](Session::established)
 //! follows it.
 
 use bytes::Bytes;

@@ -86,13 +86,14 @@
 //! | `watches` | the registry, SetWatches2 arming, fan-out, re-arming after a resume |
 //!
 //! and the session's own steps, over those parts: `connection` (dialling, the
-//! handshake, priming, losing a connection), `submit` (admitting and writing
+//! handshake, priming, losing a connection), `authenticate` (the SASL exchange), `submit` (admitting and writing
 //! requests), `replies` (reading frames, completing requests), `timers` (pings,
 //! timeouts, the expiry estimate), `close` (closing, ending, expiry, failing what is
 //! pending). `config` and `event` are the settings and the vocabulary; the error types
 //! live in [`crate::error`].
 
 mod auth;
+mod authenticate;
 mod close;
 mod config;
 mod connect_string;
