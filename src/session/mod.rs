@@ -419,6 +419,39 @@ impl Session {
         self.sasl.random = Some(random);
     }
 
+    /// What a [`Transport::Probe`] of `host` read: `answer` (empty if the probe failed
+    /// or nothing came). If it says `host` serves read-write while this session is
+    /// still on a read-only server, the session drops that connection and dials `host`
+    /// at once (resuming the session there, its watches re-armed); requests in flight
+    /// fail with `ConnectionLoss`, as on any lost connection. If it says `host` is
+    /// read-only while the session is disconnected and `host` closed the handshake
+    /// presenting it, `host` is dialled next for a read-only stand-in. Anything else
+    /// changes nothing (the next probe asks another host later).
+    pub fn handle_probe(&mut self, now: Instant, host: usize, answer: &[u8]) {
+        let now = self.tick(now);
+        if answer == b"ro" {
+            let idle = matches!(self.phase, Phase::Idle { .. });
+            let disconnected = idle
+                || matches!(
+                    self.phase,
+                    Phase::Dialing { .. } | Phase::Handshaking { .. }
+                );
+            if disconnected && self.hosts.found_read_only(host, idle) && idle {
+                // Dial now: the wait was for the host that refused.
+                self.dial();
+            }
+            return;
+        }
+        if answer != b"rw"
+            || self.phase != Phase::Connected
+            || !self.identity.read_only_server()
+            || !self.hosts.found_read_write(host)
+        {
+            return;
+        }
+        self.connection_lost(now, DisconnectReason::ReadWriteServerFound { host });
+    }
+
     // ----- commands -----
 
     /// Submits a request. Paths are validated and the chroot applied here; on error

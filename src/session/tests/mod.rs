@@ -4,6 +4,7 @@
 
 mod connection;
 mod lanes;
+mod read_only;
 mod requests;
 mod sasl;
 mod watches;
