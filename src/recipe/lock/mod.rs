@@ -159,6 +159,9 @@
 //! assert_eq!(create.op_code(), zk_recipes::proto::OpCode::Create2);
 //! assert_eq!(list.op_code(), zk_recipes::proto::OpCode::GetChildren);
 //! ```
+//!
+//! [`Error::NoParent`]: crate::error::Error::NoParent
+//! [`Error::ChrootMissing`]: crate::error::Error::ChrootMissing
 
 mod data;
 mod machine;

@@ -288,7 +288,7 @@ impl LockEvent {
     }
 }
 
-/// What [`Lock::acquire`] answers at once.
+/// What [`Lock::acquire`](super::Lock::acquire) answers at once.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Acquire {
     /// Held now: a re-entrant level was added to a verified hold.
@@ -314,7 +314,7 @@ pub enum Acquire {
     Ended,
 }
 
-/// Follows a pending [`Lock::acquire`] through the lock's events: what both adapters
+/// Follows a pending [`Lock::acquire`](super::Lock::acquire) through the lock's events: what both adapters
 /// wait for, decided once.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct AcquireWait {
@@ -364,7 +364,7 @@ impl AcquireWait {
     }
 }
 
-/// What [`Lock::release`] answers at once.
+/// What [`Lock::release`](super::Lock::release) answers at once.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Release {
     /// An inner re-entrant level was released; the lock is still held.

@@ -23,6 +23,9 @@
 //! durable record, so a site that comes back days later still learns the outcome; delete
 //! it (`delete_all`) when every site is done with it.
 //!
+//! [`Error::NoParent`]: crate::error::Error::NoParent
+//! [`Error::ChrootMissing`]: crate::error::Error::ChrootMissing
+//!
 //! # Who writes what, and the decision rule
 //!
 //! * **A vote** is `multi[check(<tx>, version 0), setData(<tx>/votes/<site>, vote,
