@@ -275,6 +275,11 @@ struct Loop {
     poll: Poll,
     inputs: Receiver<Command>,
     dialer: Dialer,
+    /// The poll's waker (a probe's thread wakes it with its answer).
+    waker: Arc<Waker>,
+    /// What probes for a read-write server read, by host.
+    probes_tx: Sender<(usize, Vec<u8>)>,
+    probes: Receiver<(usize, Vec<u8>)>,
     hub: Hub,
     socket: Option<Socket>,
     tls: TlsSetting,
@@ -291,11 +296,15 @@ pub(crate) fn run(core: Core, io: Io, shared: BoardTx, tls: TlsSetting) {
         inputs,
         waker,
     } = io;
+    let (probes_tx, probes) = std::sync::mpsc::channel();
     let mut this = Loop {
         core,
         poll,
         inputs,
-        dialer: Dialer::new(waker),
+        dialer: Dialer::new(waker.clone()),
+        waker,
+        probes_tx,
+        probes,
         hub: Hub::new(shared),
         socket: None,
         tls,
@@ -338,6 +347,10 @@ impl Loop {
         let mut progressed = false;
         while let Some(t) = self.core.poll_transport() {
             progressed = true;
+            if let Transport::Probe { host } = t {
+                self.probe(host);
+                continue;
+            }
             close(&self.poll, &mut self.socket);
             self.out.clear();
             self.dialer.cancel();
@@ -350,6 +363,22 @@ impl Loop {
             }
         }
         progressed
+    }
+
+    /// Probes `host` for a read-write server on a side connection, on a thread of its
+    /// own (the session's socket stays); the answer wakes the poll.
+    fn probe(&self, host: usize) {
+        let (addr, answers, waker) = (
+            self.core.host(host).to_string(),
+            self.probes_tx.clone(),
+            self.waker.clone(),
+        );
+        let _ = std::thread::Builder::new()
+            .name("zk-probe".into())
+            .spawn(move || {
+                let _ = answers.send((host, zk_recipes_surface::probe(&addr)));
+                let _ = waker.wake();
+            });
     }
 
     /// Writes what the socket takes now; the rest waits for `writable`. True if the
@@ -412,7 +441,7 @@ impl Loop {
         }
     }
 
-    /// The waker: the resolver answered, or commands came.
+    /// The waker: the resolver answered, commands came, or a probe answered.
     fn woken(&mut self) {
         if self.dialer.take_resolved() {
             let dial = self.dialer.next(&self.poll);
@@ -421,6 +450,10 @@ impl Loop {
         while let Ok(input) = self.inputs.try_recv() {
             let now = self.now();
             self.hub.handle(&mut self.core, now, input);
+        }
+        while let Ok((host, answer)) = self.probes.try_recv() {
+            let now = self.now();
+            self.core.handle_probe(now, host, &answer);
         }
     }
 

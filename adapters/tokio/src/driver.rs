@@ -141,6 +141,9 @@ struct Task {
     /// Bytes written to a TLS stream may wait in it for a flush.
     unflushed: bool,
     connecting: Option<Connecting>,
+    /// What probes for a read-write server read, by host.
+    probes_tx: mpsc::UnboundedSender<(usize, Vec<u8>)>,
+    probes: mpsc::UnboundedReceiver<(usize, Vec<u8>)>,
     tls: TlsSetting,
     out: BytesMut,
     buf: Vec<u8>,
@@ -155,6 +158,7 @@ pub(crate) async fn run(
     published: BoardTx,
     tls: TlsSetting,
 ) {
+    let (probes_tx, probes) = mpsc::unbounded_channel();
     let mut task = Task {
         core,
         commands,
@@ -163,6 +167,8 @@ pub(crate) async fn run(
         writer: None,
         unflushed: false,
         connecting: None,
+        probes_tx,
+        probes,
         tls,
         out: BytesMut::with_capacity(64 * 1024),
         buf: vec![0u8; 64 * 1024],
@@ -189,6 +195,15 @@ impl Task {
             let mut progressed = false;
             while let Some(t) = self.core.poll_transport() {
                 progressed = true;
+                if let Transport::Probe { host } = t {
+                    // A side connection: the session's socket stays.
+                    let (addr, answers) =
+                        (self.core.host(host).to_string(), self.probes_tx.clone());
+                    tokio::task::spawn_blocking(move || {
+                        let _ = answers.send((host, zk_recipes_surface::probe(&addr)));
+                    });
+                    continue;
+                }
                 self.reader = None;
                 self.writer = None;
                 self.connecting = None;
@@ -220,6 +235,10 @@ impl Task {
             result = read_some(&mut self.reader, &mut self.buf) => self.on_read(result),
             result = write_some(&mut self.writer, &self.out, self.unflushed) => self.on_write(result),
             result = connected(&mut self.connecting) => self.on_connected(result),
+            Some((host, answer)) = self.probes.recv() => {
+                let t = self.now();
+                self.core.handle_probe(t, host, &answer);
+            }
             _ = sleep_until(deadline) => {
                 let t = self.now();
                 self.core.handle_timeout(t);
