@@ -196,33 +196,8 @@ impl NodeCommands for GroupMember {
 
 impl Recipe for GroupMember {
     type Event = MemberEvent;
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        self.node.handle_reply(now, op, result)
-    }
-    fn handle_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
-        self.node.handle_watch(now, op, event)
-    }
-    fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.node.handle_session(now, change)
-    }
-    fn handle_timeout(&mut self, now: Instant) {
-        self.node.handle_timeout(now)
-    }
-    fn handle_abandon(&mut self, now: Instant) {
-        self.node.handle_abandon(now)
-    }
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.node.poll_request()
-    }
-    fn poll_event(&mut self) -> Option<MemberEvent> {
-        self.node.poll_event()
-    }
-    fn poll_timeout(&self) -> Option<Instant> {
-        self.node.poll_timeout()
-    }
-    fn is_done(&self) -> bool {
-        self.node.is_done()
-    }
+
+    super::kit::follow_part!(node);
 }
 
 // ======================================================================================

@@ -644,7 +644,64 @@ fn checked<T: Protocol>(recipe: &T) {
 /// part's events after every input (`$pump`) and reports its own from `self.events`
 /// (an [`Events`]): every input goes to the part and then to `$pump`; requests, deadline
 /// and end are the part's. Only `handle_abandon` is written by the machine itself.
+///
+/// `follow_part!($part)` alone: a machine that is its part under another name (its
+/// events too); every method is the part's.
 macro_rules! follow_part {
+    ($part:ident) => {
+        $crate::recipe::kit::follow_part!(@inputs $part);
+
+        fn handle_abandon(&mut self, now: $crate::time::Instant) {
+            self.$part.handle_abandon(now)
+        }
+
+        fn poll_request(&mut self) -> Option<($crate::recipe::OpId, $crate::proto::Request)> {
+            self.$part.poll_request()
+        }
+
+        fn poll_event(&mut self) -> Option<Self::Event> {
+            self.$part.poll_event()
+        }
+
+        fn poll_timeout(&self) -> Option<$crate::time::Instant> {
+            self.$part.poll_timeout()
+        }
+
+        fn is_done(&self) -> bool {
+            self.$part.is_done()
+        }
+    };
+    (@inputs $part:ident) => {
+        fn handle_reply(
+            &mut self,
+            now: $crate::time::Instant,
+            op: $crate::recipe::OpId,
+            result: Result<$crate::proto::Response, $crate::error::Error>,
+        ) {
+            self.$part.handle_reply(now, op, result)
+        }
+
+        fn handle_watch(
+            &mut self,
+            now: $crate::time::Instant,
+            op: $crate::recipe::OpId,
+            event: &$crate::session::WatchEvent,
+        ) {
+            self.$part.handle_watch(now, op, event)
+        }
+
+        fn handle_session(
+            &mut self,
+            now: $crate::time::Instant,
+            change: $crate::recipe::SessionChange,
+        ) {
+            self.$part.handle_session(now, change)
+        }
+
+        fn handle_timeout(&mut self, now: $crate::time::Instant) {
+            self.$part.handle_timeout(now)
+        }
+    };
     ($part:ident, $pump:ident) => {
         fn handle_reply(
             &mut self,
@@ -698,3 +755,207 @@ macro_rules! follow_part {
     };
 }
 pub(crate) use follow_part;
+
+/// A machine built of part machines of one type (a multi-lock's locks, a semaphore's
+/// mutex and lease, a counter's update): what [`forward_parts!`] needs to write the
+/// [`Recipe`] methods that only pass an input on to the parts. Part `i`'s op `op` is
+/// the machine's op `op * count + i`, so each reply finds its part.
+pub trait Parts {
+    /// The parts' machine.
+    type Part: Recipe;
+    /// How many parts there are (a session change goes to each).
+    fn count(&self) -> usize;
+    /// Parts `0..started()` run: they are timed, polled for requests and deadlines,
+    /// and their replies routed; by default all of them.
+    fn started(&self) -> usize {
+        self.count()
+    }
+    /// Part `i`.
+    fn part(&self, i: usize) -> &Self::Part;
+    /// Part `i`, to drive.
+    fn part_mut(&mut self, i: usize) -> &mut Self::Part;
+    /// The machine's own deadline, besides its parts'.
+    fn own_deadline(&self) -> Option<Instant> {
+        None
+    }
+    /// The machine's op id of part `i`'s op `op`.
+    fn encode(&self, i: usize, op: OpId) -> OpId {
+        op.saturating_mul(self.count() as u64)
+            .saturating_add(i as u64)
+    }
+    /// The running part of the machine's op `op`, and the part's own op id.
+    fn route(&self, op: OpId) -> Option<(usize, OpId)> {
+        let n = (self.count() as u64).max(1);
+        let i = usize::try_from(op % n).ok()?;
+        (i < self.started()).then_some((i, op / n))
+    }
+}
+
+/// Inputs and outputs of a [`Parts`] machine that only concern its parts, written once.
+pub mod to_parts {
+    use super::{Parts, Recipe};
+    use crate::error::Error;
+    use crate::proto::{Request, Response};
+    use crate::recipe::{OpId, SessionChange, SharedListing};
+    use crate::session::WatchEvent;
+    use crate::time::Instant;
+
+    /// A reply goes to the part whose op it answers.
+    pub fn reply<T: Parts>(t: &mut T, now: Instant, op: OpId, result: Result<Response, Error>) {
+        if let Some((i, op)) = t.route(op) {
+            t.part_mut(i).handle_reply(now, op, result);
+        }
+    }
+
+    /// A shared listing goes to the part whose op it answers.
+    pub fn shared_reply<T: Parts>(
+        t: &mut T,
+        now: Instant,
+        op: OpId,
+        result: &Result<Response, Error>,
+        shared: &mut SharedListing,
+    ) {
+        if let Some((i, op)) = t.route(op) {
+            t.part_mut(i).handle_shared_reply(now, op, result, shared);
+        }
+    }
+
+    /// A watch event goes to the part that set the watch.
+    pub fn watch<T: Parts>(t: &mut T, now: Instant, op: OpId, event: &WatchEvent) {
+        if let Some((i, op)) = t.route(op) {
+            t.part_mut(i).handle_watch(now, op, event);
+        }
+    }
+
+    /// A session change goes to every part, running or not (a part started later
+    /// needs the session id).
+    pub fn session<T: Parts>(t: &mut T, now: Instant, change: SessionChange) {
+        for i in 0..t.count() {
+            t.part_mut(i).handle_session(now, change);
+        }
+    }
+
+    /// A timeout goes to every running part.
+    pub fn timeout<T: Parts>(t: &mut T, now: Instant) {
+        for i in 0..t.started() {
+            t.part_mut(i).handle_timeout(now);
+        }
+    }
+
+    /// Every running part is abandoned.
+    pub fn abandon<T: Parts>(t: &mut T, now: Instant) {
+        for i in 0..t.started() {
+            t.part_mut(i).handle_abandon(now);
+        }
+    }
+
+    /// The first running part's next request, as the machine's.
+    pub fn poll_request<T: Parts>(t: &mut T) -> Option<(OpId, Request)> {
+        for i in 0..t.started() {
+            if let Some((op, request)) = t.part_mut(i).poll_request() {
+                return Some((t.encode(i, op), request));
+            }
+        }
+        None
+    }
+
+    /// Does the part's request yield?
+    pub fn yields<T: Parts>(t: &T, op: OpId) -> bool {
+        t.route(op).is_some_and(|(i, op)| t.part(i).yields(op))
+    }
+
+    /// The earliest deadline of the running parts and of the machine itself.
+    pub fn poll_timeout<T: Parts>(t: &T) -> Option<Instant> {
+        (0..t.started())
+            .filter_map(|i| t.part(i).poll_timeout())
+            .chain(t.own_deadline())
+            .min()
+    }
+
+    /// Every running part is done.
+    pub fn all_done<T: Parts>(t: &T) -> bool {
+        (0..t.started()).all(|i| t.part(i).is_done())
+    }
+}
+
+/// The [`Recipe`] methods of a [`Parts`] machine that only pass an input on to its
+/// parts (then call `self.$after(now)`, the machine's own step after each input) or
+/// read their outputs: list the methods to write; the machine writes the others,
+/// which carry logic of its own (they may call [`to_parts`] for the part they pass
+/// on). `poll_event` reads `self.events` (an [`Events`]).
+macro_rules! forward_parts {
+    ($after:ident; $($method:ident),+ $(,)?) => {
+        $( $crate::recipe::kit::forward_parts!(@ $method $after); )+
+    };
+    (@ handle_reply $after:ident) => {
+        fn handle_reply(
+            &mut self,
+            now: $crate::time::Instant,
+            op: $crate::recipe::OpId,
+            result: Result<$crate::proto::Response, $crate::error::Error>,
+        ) {
+            $crate::recipe::kit::to_parts::reply(self, now, op, result);
+            self.$after(now);
+        }
+    };
+    (@ handle_shared_reply $after:ident) => {
+        fn handle_shared_reply(
+            &mut self,
+            now: $crate::time::Instant,
+            op: $crate::recipe::OpId,
+            result: &Result<$crate::proto::Response, $crate::error::Error>,
+            shared: &mut $crate::recipe::SharedListing,
+        ) {
+            $crate::recipe::kit::to_parts::shared_reply(self, now, op, result, shared);
+            self.$after(now);
+        }
+    };
+    (@ handle_watch $after:ident) => {
+        fn handle_watch(
+            &mut self,
+            now: $crate::time::Instant,
+            op: $crate::recipe::OpId,
+            event: &$crate::session::WatchEvent,
+        ) {
+            $crate::recipe::kit::to_parts::watch(self, now, op, event);
+            self.$after(now);
+        }
+    };
+    (@ handle_session $after:ident) => {
+        fn handle_session(
+            &mut self,
+            now: $crate::time::Instant,
+            change: $crate::recipe::SessionChange,
+        ) {
+            $crate::recipe::kit::to_parts::session(self, now, change);
+            self.$after(now);
+        }
+    };
+    (@ handle_timeout $after:ident) => {
+        fn handle_timeout(&mut self, now: $crate::time::Instant) {
+            $crate::recipe::kit::to_parts::timeout(self, now);
+            self.$after(now);
+        }
+    };
+    (@ poll_request $after:ident) => {
+        fn poll_request(&mut self) -> Option<($crate::recipe::OpId, $crate::proto::Request)> {
+            $crate::recipe::kit::to_parts::poll_request(self)
+        }
+    };
+    (@ yields $after:ident) => {
+        fn yields(&self, op: $crate::recipe::OpId) -> bool {
+            $crate::recipe::kit::to_parts::yields(self, op)
+        }
+    };
+    (@ poll_event $after:ident) => {
+        fn poll_event(&mut self) -> Option<Self::Event> {
+            self.events.poll()
+        }
+    };
+    (@ poll_timeout $after:ident) => {
+        fn poll_timeout(&self) -> Option<$crate::time::Instant> {
+            $crate::recipe::kit::to_parts::poll_timeout(self)
+        }
+    };
+}
+pub(crate) use forward_parts;

@@ -87,12 +87,11 @@ use alloc::vec::Vec;
 use bytes::Bytes;
 use core::mem;
 
-use super::kit::Events;
+use super::kit::{forward_parts, to_parts, Events, Parts};
 use super::lock::{compact_acl, Lock, LockConfig, LockEvent, LockKind, LostReason};
-use super::{OpId, Recipe, SessionChange, SharedListing};
+use super::Recipe;
 use crate::error::Error;
-use crate::proto::{validate_path, Acl, ErrorCode, Request, Response};
-use crate::session::WatchEvent;
+use crate::proto::{validate_path, Acl, ErrorCode};
 use crate::time::Instant;
 
 /// The most paths one multi-lock takes (bounded memory; more is `BadArguments`).
@@ -520,13 +519,6 @@ impl MultiLock {
         }
     }
 
-    /// Lock `i` and its op id for a composite op id (`op * locks + i`).
-    fn route(&self, op: OpId) -> Option<(usize, OpId)> {
-        let n = self.locks.len() as u64;
-        let i = usize::try_from(op % n.max(1)).ok()?;
-        (i < self.started).then_some((i, op / n.max(1)))
-    }
-
     fn after_input(&mut self, now: Instant) {
         self.pump(now);
         self.check();
@@ -541,49 +533,53 @@ fn sorted_paths(paths: &[String]) -> Vec<&str> {
     sorted
 }
 
+impl Parts for MultiLock {
+    type Part = Lock;
+
+    fn count(&self) -> usize {
+        self.locks.len()
+    }
+
+    /// `locks[..started]` were told to acquire (the rest never sent anything).
+    fn started(&self) -> usize {
+        self.started
+    }
+
+    fn part(&self, i: usize) -> &Lock {
+        &self.locks[i]
+    }
+
+    fn part_mut(&mut self, i: usize) -> &mut Lock {
+        &mut self.locks[i]
+    }
+
+    /// Every lock is ours: the attempt's deadline still ends the wait until the last
+    /// one is verified.
+    fn own_deadline(&self) -> Option<Instant> {
+        match &self.phase {
+            Phase::Acquiring { held } if held.len() == self.locks.len() => self.deadline,
+            _ => None,
+        }
+    }
+}
+
 impl Recipe for MultiLock {
     type Event = MultiLockEvent;
 
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        if let Some((i, op)) = self.route(op) {
-            self.locks[i].handle_reply(now, op, result);
-        }
-        self.after_input(now);
-    }
-
-    fn handle_shared_reply(
-        &mut self,
-        now: Instant,
-        op: OpId,
-        result: &Result<Response, Error>,
-        shared: &mut SharedListing,
-    ) {
-        if let Some((i, op)) = self.route(op) {
-            self.locks[i].handle_shared_reply(now, op, result, shared);
-        }
-        self.after_input(now);
-    }
-
-    fn handle_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
-        if let Some((i, op)) = self.route(op) {
-            self.locks[i].handle_watch(now, op, event);
-        }
-        self.after_input(now);
-    }
-
-    fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        // Every lock follows the session, started or not (a lock started later needs
-        // the session id).
-        for lock in &mut self.locks {
-            lock.handle_session(now, change);
-        }
-        self.after_input(now);
-    }
+    forward_parts!(
+        after_input;
+        handle_reply,
+        handle_shared_reply,
+        handle_watch,
+        handle_session,
+        poll_request,
+        yields,
+        poll_event,
+        poll_timeout,
+    );
 
     fn handle_timeout(&mut self, now: Instant) {
-        for lock in &mut self.locks[..self.started] {
-            lock.handle_timeout(now);
-        }
+        to_parts::timeout(self, now);
         self.pump(now);
         // Every lock is ours but one is not verified yet (a reconnect): the deadline
         // still ends the wait.
@@ -595,9 +591,7 @@ impl Recipe for MultiLock {
     }
 
     fn handle_abandon(&mut self, now: Instant) {
-        for lock in &mut self.locks[..self.started] {
-            lock.handle_abandon(now);
-        }
+        to_parts::abandon(self, now);
         // Nobody listens any more (as the kit does): no event, only the cleanup.
         self.events.clear();
         self.phase = match self.phase {
@@ -607,41 +601,7 @@ impl Recipe for MultiLock {
         self.after_input(now);
     }
 
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        let n = self.locks.len() as u64;
-        self.locks[..self.started]
-            .iter_mut()
-            .enumerate()
-            .find_map(|(i, lock)| {
-                let (op, request) = lock.poll_request()?;
-                Some((op.saturating_mul(n).saturating_add(i as u64), request))
-            })
-    }
-
-    fn yields(&self, op: OpId) -> bool {
-        self.route(op)
-            .is_some_and(|(i, op)| self.locks[i].yields(op))
-    }
-
-    fn poll_event(&mut self) -> Option<MultiLockEvent> {
-        self.events.poll()
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
-        let own = match &self.phase {
-            Phase::Acquiring { held } if held.len() == self.locks.len() => self.deadline,
-            _ => None,
-        };
-        self.locks[..self.started]
-            .iter()
-            .filter_map(Lock::poll_timeout)
-            .chain(own)
-            .min()
-    }
-
     fn is_done(&self) -> bool {
-        self.phase == Phase::Done
-            && self.events.is_empty()
-            && self.locks[..self.started].iter().all(Lock::is_done)
+        self.phase == Phase::Done && self.events.is_empty() && to_parts::all_done(self)
     }
 }

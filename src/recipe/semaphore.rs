@@ -115,16 +115,15 @@
 //! assert_eq!(s.poll_request().unwrap().1.op_code(), OpCode::GetChildren);
 //! ```
 
-use super::kit::{join, Events};
+use super::kit::{forward_parts, join, to_parts, Events, Parts};
 use alloc::string::String;
 use alloc::vec::Vec;
 use bytes::Bytes;
 
 use super::lock::{compact_acl, Lock, LockConfig, LockEvent, LockKind, LostReason};
-use super::{OpId, Recipe, SessionChange};
+use super::{Recipe, SessionChange};
 use crate::error::Error;
-use crate::proto::{Acl, ErrorCode, Request, Response};
-use crate::session::WatchEvent;
+use crate::proto::{Acl, ErrorCode};
 use crate::time::Instant;
 
 /// Curator's name of the mutex directory under the semaphore's path.
@@ -510,29 +509,35 @@ impl Semaphore {
     }
 }
 
-/// Op ids: the mutex's are even, the lease's odd.
-fn split(op: OpId) -> (bool, OpId) {
-    (op % 2 == 1, op / 2)
+/// Its parts: the mutex (0: even op ids) and the lease (1: odd).
+impl Parts for Semaphore {
+    type Part = Lock;
+
+    fn count(&self) -> usize {
+        2
+    }
+
+    fn part(&self, i: usize) -> &Lock {
+        if i == 0 {
+            &self.mutex
+        } else {
+            &self.lease
+        }
+    }
+
+    fn part_mut(&mut self, i: usize) -> &mut Lock {
+        if i == 0 {
+            &mut self.mutex
+        } else {
+            &mut self.lease
+        }
+    }
 }
 
 impl Recipe for Semaphore {
     type Event = SemaphoreEvent;
 
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        match split(op) {
-            (false, op) => self.mutex.handle_reply(now, op, result),
-            (true, op) => self.lease.handle_reply(now, op, result),
-        }
-        self.pump(now);
-    }
-
-    fn handle_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
-        match split(op) {
-            (false, op) => self.mutex.handle_watch(now, op, event),
-            (true, op) => self.lease.handle_watch(now, op, event),
-        }
-        self.pump(now);
-    }
+    forward_parts!(pump; handle_reply, handle_watch, poll_request, poll_event);
 
     fn handle_session(&mut self, now: Instant, change: SessionChange) {
         match change {
@@ -547,8 +552,7 @@ impl Recipe for Semaphore {
                 }
             }
         }
-        self.mutex.handle_session(now, change);
-        self.lease.handle_session(now, change);
+        to_parts::session(self, now, change);
         self.pump(now);
     }
 
@@ -573,18 +577,6 @@ impl Recipe for Semaphore {
         if self.phase == Phase::Idle {
             self.finish(SemaphoreEvent::Released);
         }
-    }
-
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        if let Some((op, r)) = self.mutex.poll_request() {
-            return Some((op.saturating_mul(2), r));
-        }
-        let (op, r) = self.lease.poll_request()?;
-        Some((op.saturating_mul(2).saturating_add(1), r))
-    }
-
-    fn poll_event(&mut self) -> Option<SemaphoreEvent> {
-        self.events.poll()
     }
 
     fn poll_timeout(&self) -> Option<Instant> {

@@ -690,3 +690,112 @@ fn without_rejoin_a_leader_whose_node_is_deleted_ends() {
     assert!(s.sent().is_empty());
     assert!(s.r.is_done());
 }
+
+// ----- pinned before the port onto the kit's `Protocol` (issue 38): interleavings
+// the property and simulator suites reach only by chance -----
+
+#[test]
+fn resigning_with_an_acknowledgement_in_flight_waits_for_it_reports_nothing_and_deletes_it_first() {
+    let mut s = leading();
+    s.r.acknowledge(T);
+    s.sent();
+    assert!(s.r.resign(T, false));
+    assert!(
+        s.sent().is_empty(),
+        "nothing more while the multi is in flight"
+    );
+    // It was applied: not reported (we are resigning), but deleted before our node.
+    s.reply("multi", multi_ok(2));
+    assert!(s.events().is_empty(), "no Acknowledged while resigning");
+    assert!(!s.r.is_acknowledged());
+    assert_eq!(s.sent(), [format!("delete {ACK50}")]);
+    assert!(!s.r.acknowledge(T), "no acknowledgement while resigning");
+    s.reply(&format!("delete {ACK50}"), Ok(Response::Empty));
+    assert_eq!(s.sent(), [format!("delete {}", path(&node(1, 5)))]);
+    s.reply("delete", Ok(Response::Empty));
+    assert_eq!(s.events(), [ElectionEvent::Resigned]);
+    assert!(
+        s.sent().is_empty(),
+        "resigned without rejoin: no new candidacy"
+    );
+}
+
+#[test]
+fn an_acknowledgement_waiting_for_its_retry_is_dropped_when_deposed_and_its_node_withdrawn() {
+    let mut s = leading();
+    s.r.acknowledge(T);
+    s.sent();
+    // Refused or lost: perhaps applied. It waits for the backoff...
+    s.reply("multi", Err(Error::Overloaded));
+    assert!(s.sent().is_empty());
+    // ... and we are deposed meanwhile.
+    s.fire(EventType::NodeDeleted, &path(&node(1, 5)));
+    assert_eq!(
+        s.events(),
+        [ElectionEvent::Lost {
+            reason: LostReason::NodeDeleted
+        }]
+    );
+    let sent = s.sent();
+    assert!(
+        sent.iter().all(|l| !l.starts_with("multi")),
+        "the acknowledgement is never sent again once deposed: {sent:?}"
+    );
+    let at =
+        s.r.poll_timeout()
+            .expect("the withdrawal waits for the backoff");
+    s.r.handle_timeout(at);
+    assert_eq!(
+        s.sent(),
+        [format!("delete {ACK50}")],
+        "what the refused write may have made is withdrawn"
+    );
+    s.reply(&format!("delete {ACK50}"), no_node());
+    assert!(s.sent().is_empty());
+    assert!(s.events().is_empty());
+}
+
+#[test]
+fn joining_while_resigning_stands_again_once_the_resignation_is_over() {
+    let mut s = leading();
+    assert!(s.r.resign(T, false));
+    assert_eq!(s.sent(), [format!("delete {}", path(&node(1, 5)))]);
+    assert_eq!(
+        s.r.join(T),
+        Join::Pending,
+        "in line again only after Resigned"
+    );
+    assert!(s.sent().is_empty());
+    s.reply("delete", Ok(Response::Empty));
+    assert_eq!(s.events(), [ElectionEvent::Resigned]);
+    assert_eq!(
+        s.sent(),
+        [
+            format!("create2 {DIR}/_c_{}-latch- es 'node-1'", id(2)),
+            format!("list {DIR}")
+        ]
+    );
+    s.reply("create2", created(&node(2, 9), 90));
+    assert_eq!(s.events(), [ElectionEvent::Joined { node: node(2, 9) }]);
+    assert_eq!(s.r.join(T), Join::InLine);
+}
+
+#[test]
+fn acknowledging_again_answers_at_once_and_a_new_leadership_acknowledges_afresh() {
+    let mut s = leading();
+    s.r.acknowledge(T);
+    s.reply("multi", multi_ok(2));
+    s.events();
+    assert!(s.r.acknowledge(T));
+    assert!(s.sent().is_empty(), "written already: nothing sent");
+    assert_eq!(
+        s.events(),
+        [ElectionEvent::Acknowledged { fencing_token: 50 }]
+    );
+    assert_eq!(s.r.leadership(), Some((50, node(1, 5).as_str())));
+    s.r.close(T);
+    assert_eq!(s.sent(), [format!("delete {ACK50}")]);
+    assert!(!s.r.is_acknowledged());
+    assert_eq!(s.r.join(T), Join::Ended);
+    assert!(!s.r.acknowledge(T), "closing: refused");
+}

@@ -263,196 +263,291 @@ impl Dialer {
     }
 }
 
-/// Carries out what the dialer did: a socket to wait on, or the attempt's failure.
-fn dialed(core: &mut Core, socket: &mut Option<Socket>, dial: Dial, t: Instant) {
-    match dial {
-        Dial::Socket(s) => *socket = Some(s),
-        Dial::Resolving => {}
-        Dial::Failed(e) => core.handle_transport_error(t, e),
-    }
-}
-
 fn close(poll: &Poll, socket: &mut Option<Socket>) {
     if let Some(mut s) = socket.take() {
         let _ = poll.registry().deregister(&mut s.stream);
     }
 }
 
-pub(crate) fn run(mut core: Core, io: Io, shared: BoardTx, tls: TlsSetting) {
+/// The I/O thread's state: the core, the poll and what it waits on.
+struct Loop {
+    core: Core,
+    poll: Poll,
+    inputs: Receiver<Command>,
+    dialer: Dialer,
+    /// The poll's waker (a probe's thread wakes it with its answer).
+    waker: Arc<Waker>,
+    /// What probes for a read-write server read, by host.
+    probes_tx: Sender<(usize, Vec<u8>)>,
+    probes: Receiver<(usize, Vec<u8>)>,
+    hub: Hub,
+    socket: Option<Socket>,
+    tls: TlsSetting,
+    out: BytesMut,
+    buf: Vec<u8>,
+    epoch: std::time::Instant,
+}
+
+/// Drives `core` until it ends: each turn drains its outputs, then waits for the
+/// socket, a command or the next deadline.
+pub(crate) fn run(core: Core, io: Io, shared: BoardTx, tls: TlsSetting) {
     let Io {
-        mut poll,
+        poll,
         inputs,
         waker,
     } = io;
-    let mut dialer = Dialer::new(waker.clone());
-    let epoch = std::time::Instant::now();
-    let now = move || {
-        Instant::from_micros(u64::try_from(epoch.elapsed().as_micros()).unwrap_or(u64::MAX))
+    let (probes_tx, probes) = std::sync::mpsc::channel();
+    let mut this = Loop {
+        core,
+        poll,
+        inputs,
+        dialer: Dialer::new(waker.clone()),
+        waker,
+        probes_tx,
+        probes,
+        hub: Hub::new(shared),
+        socket: None,
+        tls,
+        out: BytesMut::with_capacity(64 * 1024),
+        buf: vec![0u8; 64 * 1024],
+        epoch: std::time::Instant::now(),
     };
-    let mut hub = Hub::new(shared);
-    let mut socket: Option<Socket> = None;
-    let mut out = BytesMut::with_capacity(64 * 1024);
-    let mut buf = vec![0u8; 64 * 1024];
     let mut events = MioEvents::with_capacity(16);
-    // What probes for a read-write server read, by host.
-    let (probes_tx, probes) = std::sync::mpsc::channel::<(usize, Vec<u8>)>();
-
     loop {
-        // Drain every output until there is nothing but a deadline (and bytes to write).
-        loop {
-            let mut progressed = false;
-            while let Some(t) = core.poll_transport() {
-                progressed = true;
-                if let Transport::Probe { host } = t {
-                    // A side connection, on a thread of its own: the socket stays.
-                    let (addr, answers, waker) = (
-                        core.host(host).to_string(),
-                        probes_tx.clone(),
-                        waker.clone(),
-                    );
-                    let _ = std::thread::Builder::new()
-                        .name("zk-probe".into())
-                        .spawn(move || {
-                            let _ = answers.send((host, zk_recipes_surface::probe(&addr)));
-                            let _ = waker.wake();
-                        });
-                    continue;
-                }
-                close(&poll, &mut socket);
-                out.clear();
-                dialer.cancel();
-                if let Transport::Connect { host } = t {
-                    let addr = core.host(host).to_string();
-                    tracing::debug!(%addr, "connecting");
-                    dialer.start(&addr);
-                    let dial = dialer.next(&poll);
-                    dialed(&mut core, &mut socket, dial, now());
-                }
-            }
-            let connected = socket.as_ref().is_some_and(|s| s.connected);
-            progressed |= hub.flush(&mut core, &mut out, connected);
-            // Write what the socket takes now; the rest waits for `writable`.
-            if let Some(s) = socket.as_mut().filter(|s| s.connected) {
-                let mut written = Ok(());
-                while !out.is_empty() {
-                    match s.write(&out) {
-                        Ok(n) => out.advance(n),
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                        Err(e) => {
-                            written = Err(e);
-                            break;
-                        }
-                    }
-                }
-                if let Err(e) = written.and_then(|()| s.flush()) {
-                    close(&poll, &mut socket);
-                    out.clear();
-                    core.handle_transport_error(now(), transport_error(&e));
-                    progressed = true;
-                }
-            }
-            if !progressed {
-                break;
-            }
-        }
-        if core.is_ended() {
-            close(&poll, &mut socket);
-            hub.ended();
+        this.drain();
+        if this.core.is_ended() {
+            close(&this.poll, &mut this.socket);
+            this.hub.ended();
             return;
         }
+        this.wait(&mut events);
+    }
+}
 
-        let timeout = core.poll_timeout().map(|deadline| {
-            Duration::from_micros(deadline.as_micros().saturating_sub(now().as_micros()))
+impl Loop {
+    fn now(&self) -> Instant {
+        Instant::from_micros(u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX))
+    }
+
+    /// Drains every output until there is nothing but a deadline (and bytes to write).
+    fn drain(&mut self) {
+        loop {
+            let mut progressed = self.transports();
+            let connected = self.socket.as_ref().is_some_and(|s| s.connected);
+            progressed |= self.hub.flush(&mut self.core, &mut self.out, connected);
+            progressed |= self.write();
+            if !progressed {
+                return;
+            }
+        }
+    }
+
+    /// Carries out the core's transport requests (close, connect); did any come?
+    fn transports(&mut self) -> bool {
+        let mut progressed = false;
+        while let Some(t) = self.core.poll_transport() {
+            progressed = true;
+            if let Transport::Probe { host } = t {
+                self.probe(host);
+                continue;
+            }
+            close(&self.poll, &mut self.socket);
+            self.out.clear();
+            self.dialer.cancel();
+            if let Transport::Connect { host } = t {
+                let addr = self.core.host(host).to_string();
+                tracing::debug!(%addr, "connecting");
+                self.dialer.start(&addr);
+                let dial = self.dialer.next(&self.poll);
+                self.dialed(dial);
+            }
+        }
+        progressed
+    }
+
+    /// Probes `host` for a read-write server on a side connection, on a thread of its
+    /// own (the session's socket stays); the answer wakes the poll.
+    fn probe(&self, host: usize) {
+        let (addr, answers, waker) = (
+            self.core.host(host).to_string(),
+            self.probes_tx.clone(),
+            self.waker.clone(),
+        );
+        let _ = std::thread::Builder::new()
+            .name("zk-probe".into())
+            .spawn(move || {
+                let _ = answers.send((host, zk_recipes_surface::probe(&addr)));
+                let _ = waker.wake();
+            });
+    }
+
+    /// Writes what the socket takes now; the rest waits for `writable`. True if the
+    /// write failed (the core was told).
+    fn write(&mut self) -> bool {
+        let Some(s) = self.socket.as_mut().filter(|s| s.connected) else {
+            return false;
+        };
+        let mut written = Ok(());
+        while !self.out.is_empty() {
+            match s.write(&self.out) {
+                Ok(n) => self.out.advance(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    written = Err(e);
+                    break;
+                }
+            }
+        }
+        let Err(e) = written.and_then(|()| s.flush()) else {
+            return false;
+        };
+        close(&self.poll, &mut self.socket);
+        self.out.clear();
+        let now = self.now();
+        self.core.handle_transport_error(now, transport_error(&e));
+        true
+    }
+
+    /// Waits for the socket, a command or the core's next deadline, and handles it.
+    fn wait(&mut self, events: &mut MioEvents) {
+        let timeout = self.core.poll_timeout().map(|deadline| {
+            Duration::from_micros(deadline.as_micros().saturating_sub(self.now().as_micros()))
         });
-        if let Err(e) = poll.poll(&mut events, timeout) {
+        if let Err(e) = self.poll.poll(events, timeout) {
             if e.kind() != io::ErrorKind::Interrupted {
                 tracing::warn!(error = %e, "poll failed; closing the session");
-                let t = now();
-                core.close(t, t);
+                let t = self.now();
+                self.core.close(t, t);
             }
-            continue;
+            return;
         }
         if events.is_empty() {
-            core.handle_timeout(now());
-            continue;
+            let now = self.now();
+            self.core.handle_timeout(now);
+            return;
         }
         for event in events.iter() {
             match event.token() {
-                WAKE => {
-                    if dialer.take_resolved() {
-                        let dial = dialer.next(&poll);
-                        dialed(&mut core, &mut socket, dial, now());
-                    }
-                    while let Ok(input) = inputs.try_recv() {
-                        hub.handle(&mut core, now(), input);
-                    }
-                    while let Ok((host, answer)) = probes.try_recv() {
-                        core.handle_probe(now(), host, &answer);
-                    }
-                }
-                SOCKET => {
-                    let Some(s) = socket.as_mut() else { continue };
-                    if !s.tcp && (event.is_writable() || event.is_error()) {
-                        match s.stream.take_error() {
-                            // Linux may connect a socket to itself when nothing
-                            // listens on a local port (TCP simultaneous open): it
-                            // would read its own connect request back as the
-                            // server's answer. Nobody listens there: refused.
-                            Ok(None)
-                                if s.stream.peer_addr().is_ok_and(|peer| {
-                                    s.stream.local_addr().is_ok_and(|local| local == peer)
-                                }) =>
-                            {
-                                close(&poll, &mut socket);
-                                let dial = dialer.failed(&poll, TransportError::Refused);
-                                dialed(&mut core, &mut socket, dial, now());
-                                continue;
-                            }
-                            Ok(None) if s.stream.peer_addr().is_ok() => {
-                                if let Err(e) = s.start_tls(&tls, &dialer.host) {
-                                    close(&poll, &mut socket);
-                                    let dial = dialer.failed(&poll, e);
-                                    dialed(&mut core, &mut socket, dial, now());
-                                    continue;
-                                }
-                            }
-                            Ok(None) => {} // not yet
-                            Ok(Some(e)) | Err(e) => {
-                                close(&poll, &mut socket);
-                                let dial = dialer.failed(&poll, TransportError::from(&e));
-                                dialed(&mut core, &mut socket, dial, now());
-                                continue;
-                            }
-                        }
-                    }
-                    if s.tcp && !s.connected {
-                        match s.handshake() {
-                            Ok(true) => {
-                                s.connected = true;
-                                core.handle_random(zk_recipes_surface::random_bytes());
-                                core.handle_connected(now());
-                            }
-                            Ok(false) => continue, // the handshake waits for the server
-                            Err(e) => {
-                                tracing::debug!(error = %e, "TLS handshake failed");
-                                close(&poll, &mut socket);
-                                let dial = dialer.failed(&poll, transport_error(&e));
-                                dialed(&mut core, &mut socket, dial, now());
-                                continue;
-                            }
-                        }
-                    }
-                    if event.is_readable() || event.is_read_closed() {
-                        read_all(&mut core, &poll, &mut socket, &mut buf, now());
-                    }
-                }
+                WAKE => self.woken(),
+                SOCKET => self.on_socket(event),
                 _ => {}
             }
         }
         // Deadlines that passed while we were busy.
-        if core.poll_timeout().is_some_and(|t| t <= now()) {
-            core.handle_timeout(now());
+        let now = self.now();
+        if self.core.poll_timeout().is_some_and(|t| t <= now) {
+            self.core.handle_timeout(now);
+        }
+    }
+
+    /// The waker: the resolver answered, commands came, or a probe answered.
+    fn woken(&mut self) {
+        if self.dialer.take_resolved() {
+            let dial = self.dialer.next(&self.poll);
+            self.dialed(dial);
+        }
+        while let Ok(input) = self.inputs.try_recv() {
+            let now = self.now();
+            self.hub.handle(&mut self.core, now, input);
+        }
+        while let Ok((host, answer)) = self.probes.try_recv() {
+            let now = self.now();
+            self.core.handle_probe(now, host, &answer);
+        }
+    }
+
+    /// The socket is ready: its connect or TLS handshake goes on, or bytes came.
+    fn on_socket(&mut self, event: &mio::event::Event) {
+        let Some(s) = self.socket.as_ref() else {
+            return;
+        };
+        if !s.tcp && (event.is_writable() || event.is_error()) && !self.connect_done() {
+            return;
+        }
+        if self.socket.as_ref().is_some_and(|s| s.tcp && !s.connected) && !self.handshake() {
+            return;
+        }
+        if event.is_readable() || event.is_read_closed() {
+            let now = self.now();
+            read_all(
+                &mut self.core,
+                &self.poll,
+                &mut self.socket,
+                &mut self.buf,
+                now,
+            );
+        }
+    }
+
+    /// The TCP connect under way answered: false if it failed (the next address is
+    /// tried) or has not finished.
+    fn connect_done(&mut self) -> bool {
+        let Some(s) = self.socket.as_mut() else {
+            return false;
+        };
+        let failure = match s.stream.take_error() {
+            // Linux may connect a socket to itself when nothing listens on a local
+            // port (TCP simultaneous open): it would read its own connect request
+            // back as the server's answer. Nobody listens there: refused.
+            Ok(None)
+                if s.stream
+                    .peer_addr()
+                    .is_ok_and(|peer| s.stream.local_addr().is_ok_and(|local| local == peer)) =>
+            {
+                TransportError::Refused
+            }
+            Ok(None) if s.stream.peer_addr().is_ok() => {
+                match s.start_tls(&self.tls, &self.dialer.host) {
+                    Ok(()) => return true,
+                    Err(e) => e,
+                }
+            }
+            Ok(None) => return true, // not yet
+            Ok(Some(e)) | Err(e) => TransportError::from(&e),
+        };
+        self.redial(failure);
+        false
+    }
+
+    /// The TLS handshake goes on: true once connected (the core is told).
+    fn handshake(&mut self) -> bool {
+        let Some(s) = self.socket.as_mut() else {
+            return false;
+        };
+        match s.handshake() {
+            Ok(true) => {
+                s.connected = true;
+                self.core.handle_random(zk_recipes_surface::random_bytes());
+                let now = self.now();
+                self.core.handle_connected(now);
+                true
+            }
+            Ok(false) => false, // the handshake waits for the server
+            Err(e) => {
+                tracing::debug!(error = %e, "TLS handshake failed");
+                self.redial(transport_error(&e));
+                false
+            }
+        }
+    }
+
+    /// The socket failed with `error`: closed, and the next address tried.
+    fn redial(&mut self, error: TransportError) {
+        close(&self.poll, &mut self.socket);
+        let dial = self.dialer.failed(&self.poll, error);
+        self.dialed(dial);
+    }
+
+    /// Carries out what the dialer did: a socket to wait on, or the attempt's failure.
+    fn dialed(&mut self, dial: Dial) {
+        match dial {
+            Dial::Socket(s) => self.socket = Some(s),
+            Dial::Resolving => {}
+            Dial::Failed(e) => {
+                let now = self.now();
+                self.core.handle_transport_error(now, e);
+            }
         }
     }
 }

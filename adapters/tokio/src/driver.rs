@@ -131,129 +131,188 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
     }
 }
 
+/// The driver task's state: the core and what it waits on.
+struct Task {
+    core: Core,
+    commands: mpsc::UnboundedReceiver<Command>,
+    hub: Hub,
+    reader: Option<Reader>,
+    writer: Option<Writer>,
+    /// Bytes written to a TLS stream may wait in it for a flush.
+    unflushed: bool,
+    connecting: Option<Connecting>,
+    /// What probes for a read-write server read, by host.
+    probes_tx: mpsc::UnboundedSender<(usize, Vec<u8>)>,
+    probes: mpsc::UnboundedReceiver<(usize, Vec<u8>)>,
+    tls: TlsSetting,
+    out: BytesMut,
+    buf: Vec<u8>,
+    epoch: tokio::time::Instant,
+}
+
+/// Drives `core` until it ends: each turn drains its outputs, then waits for a
+/// command, the socket or the next deadline.
 pub(crate) async fn run(
-    mut core: Core,
-    mut commands: mpsc::UnboundedReceiver<Command>,
+    core: Core,
+    commands: mpsc::UnboundedReceiver<Command>,
     published: BoardTx,
     tls: TlsSetting,
 ) {
-    let epoch = tokio::time::Instant::now();
-    let now = move || {
-        Instant::from_micros(u64::try_from(epoch.elapsed().as_micros()).unwrap_or(u64::MAX))
+    let (probes_tx, probes) = mpsc::unbounded_channel();
+    let mut task = Task {
+        core,
+        commands,
+        hub: Hub::new(published),
+        reader: None,
+        writer: None,
+        unflushed: false,
+        connecting: None,
+        probes_tx,
+        probes,
+        tls,
+        out: BytesMut::with_capacity(64 * 1024),
+        buf: vec![0u8; 64 * 1024],
+        epoch: tokio::time::Instant::now(),
     };
-    let mut hub = Hub::new(published);
-    let mut reader: Option<Reader> = None;
-    let mut writer: Option<Writer> = None;
-    // Bytes written to a TLS stream may wait in it for a flush.
-    let mut unflushed = false;
-    let mut connecting: Option<Connecting> = None;
-    let mut out = BytesMut::with_capacity(64 * 1024);
-    let mut buf = vec![0u8; 64 * 1024];
-    // What probes for a read-write server read, by host.
-    let (probes_tx, mut probes) = mpsc::unbounded_channel::<(usize, Vec<u8>)>();
-
     loop {
-        // Drain every output until there is nothing but a deadline (and bytes to write).
+        task.drain();
+        if task.core.is_ended() {
+            task.hub.ended();
+            return;
+        }
+        task.turn().await;
+    }
+}
+
+impl Task {
+    fn now(&self) -> Instant {
+        Instant::from_micros(u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX))
+    }
+
+    /// Drains every output until there is nothing but a deadline (and bytes to write).
+    fn drain(&mut self) {
         loop {
             let mut progressed = false;
-            while let Some(t) = core.poll_transport() {
+            while let Some(t) = self.core.poll_transport() {
                 progressed = true;
                 if let Transport::Probe { host } = t {
                     // A side connection: the session's socket stays.
-                    let (addr, answers) = (core.host(host).to_string(), probes_tx.clone());
+                    let (addr, answers) =
+                        (self.core.host(host).to_string(), self.probes_tx.clone());
                     tokio::task::spawn_blocking(move || {
                         let _ = answers.send((host, zk_recipes_surface::probe(&addr)));
                     });
                     continue;
                 }
-                reader = None;
-                writer = None;
-                connecting = None;
-                out.clear();
+                self.reader = None;
+                self.writer = None;
+                self.connecting = None;
+                self.out.clear();
                 if let Transport::Connect { host } = t {
-                    let addr = core.host(host).to_string();
+                    let addr = self.core.host(host).to_string();
                     tracing::debug!(%addr, "connecting");
-                    connecting = Some(Box::pin(dial(addr, tls.clone())));
+                    self.connecting = Some(Box::pin(dial(addr, self.tls.clone())));
                 }
             }
-            progressed |= hub.flush(&mut core, &mut out, writer.is_some());
+            progressed |= self
+                .hub
+                .flush(&mut self.core, &mut self.out, self.writer.is_some());
             if !progressed {
-                break;
+                return;
             }
         }
-        if core.is_ended() {
-            hub.ended();
-            return;
-        }
+    }
 
-        let deadline = core
+    /// Waits for a command, the socket, the connect under way or the next deadline,
+    /// and handles what came first.
+    async fn turn(&mut self) {
+        let deadline = self
+            .core
             .poll_timeout()
-            .map(|t| epoch + Duration::from_micros(t.as_micros()));
+            .map(|t| self.epoch + Duration::from_micros(t.as_micros()));
         tokio::select! {
-            command = commands.recv(), if hub.handles_alive() => match command {
-                Some(c) => {
-                    let t = now();
-                    let mut next = Some(c);
-                    // Take what else is waiting in one go (up to 256): one write for
-                    // many requests. A command is taken off the channel only to be
-                    // handled: none is dropped unanswered.
-                    let mut taken = 0;
-                    while let Some(c) = next.take() {
-                        hub.handle(&mut core, t, c);
-                        taken += 1;
-                        if taken < 256 && hub.handles_alive() {
-                            next = commands.try_recv().ok();
-                        }
-                    }
-                }
-                None => hub.shutdown(&mut core, now()),
-            },
-            result = read_some(&mut reader, &mut buf) => match result {
-                Ok(n) if n > 0 => core.handle_bytes(now(), &buf[..n]),
-                Ok(_) => {
-                    reader = None;
-                    writer = None;
-                    core.handle_transport_error(now(), TransportError::Closed);
-                }
-                Err(e) => {
-                    reader = None;
-                    writer = None;
-                    core.handle_transport_error(now(), transport_error(&e));
-                }
-            },
-            result = write_some(&mut writer, &out, unflushed) => match result {
-                Ok(Some(n)) => {
-                    out.advance(n);
-                    unflushed = true;
-                }
-                Ok(None) => unflushed = false,
-                Err(e) => {
-                    tracing::debug!(error = %e, "write failed");
-                    reader = None;
-                    writer = None;
-                    core.handle_transport_error(now(), transport_error(&e));
-                }
-            },
-            result = connected(&mut connecting) => {
-                connecting = None;
-                match result {
-                    Ok((r, w)) => {
-                        reader = Some(r);
-                        writer = Some(w);
-                        unflushed = false;
-                        out.clear();
-                        core.handle_random(zk_recipes_surface::random_bytes());
-                        core.handle_connected(now());
-                    }
-                    Err(e) => {
-                        tracing::debug!(error = %e, "connect failed");
-                        core.handle_transport_error(now(), e);
-                    }
-                }
-            },
-            Some((host, answer)) = probes.recv() => core.handle_probe(now(), host, &answer),
-            _ = sleep_until(deadline) => core.handle_timeout(now()),
+            command = self.commands.recv(), if self.hub.handles_alive() => self.on_command(command),
+            result = read_some(&mut self.reader, &mut self.buf) => self.on_read(result),
+            result = write_some(&mut self.writer, &self.out, self.unflushed) => self.on_write(result),
+            result = connected(&mut self.connecting) => self.on_connected(result),
+            Some((host, answer)) = self.probes.recv() => {
+                let t = self.now();
+                self.core.handle_probe(t, host, &answer);
+            }
+            _ = sleep_until(deadline) => {
+                let t = self.now();
+                self.core.handle_timeout(t);
+            }
         }
+    }
+
+    fn on_command(&mut self, command: Option<Command>) {
+        let t = self.now();
+        let Some(c) = command else {
+            return self.hub.shutdown(&mut self.core, t);
+        };
+        let mut next = Some(c);
+        // Take what else is waiting in one go (up to 256): one write for many
+        // requests. A command is taken off the channel only to be handled: none is
+        // dropped unanswered.
+        let mut taken = 0;
+        while let Some(c) = next.take() {
+            self.hub.handle(&mut self.core, t, c);
+            taken += 1;
+            if taken < 256 && self.hub.handles_alive() {
+                next = self.commands.try_recv().ok();
+            }
+        }
+    }
+
+    fn on_read(&mut self, result: io::Result<usize>) {
+        let t = self.now();
+        match result {
+            Ok(n) if n > 0 => self.core.handle_bytes(t, &self.buf[..n]),
+            Ok(_) => self.lost(TransportError::Closed),
+            Err(e) => self.lost(transport_error(&e)),
+        }
+    }
+
+    fn on_write(&mut self, result: io::Result<Option<usize>>) {
+        match result {
+            Ok(Some(n)) => {
+                self.out.advance(n);
+                self.unflushed = true;
+            }
+            Ok(None) => self.unflushed = false,
+            Err(e) => {
+                tracing::debug!(error = %e, "write failed");
+                self.lost(transport_error(&e));
+            }
+        }
+    }
+
+    fn on_connected(&mut self, result: Result<(Reader, Writer), TransportError>) {
+        self.connecting = None;
+        let t = self.now();
+        match result {
+            Ok((r, w)) => {
+                self.reader = Some(r);
+                self.writer = Some(w);
+                self.unflushed = false;
+                self.out.clear();
+                self.core.handle_random(zk_recipes_surface::random_bytes());
+                self.core.handle_connected(t);
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "connect failed");
+                self.core.handle_transport_error(t, e);
+            }
+        }
+    }
+
+    /// The connection failed with `error`: dropped, and the core told.
+    fn lost(&mut self, error: TransportError) {
+        self.reader = None;
+        self.writer = None;
+        let t = self.now();
+        self.core.handle_transport_error(t, error);
     }
 }
 

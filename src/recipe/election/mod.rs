@@ -74,22 +74,20 @@
 //! assert_eq!(list.op_code(), zk_recipes::proto::OpCode::GetChildren);
 //! ```
 
+mod event;
+mod machine;
 pub mod observer;
 
-use alloc::collections::VecDeque;
+use alloc::boxed::Box;
 use alloc::format;
 use alloc::string::String;
-use alloc::vec;
 use alloc::vec::Vec;
-use bytes::Bytes;
 
-use super::kit::{Kit, MAX_PARENT_ROUNDS};
-use super::lock::{compact_acl, node_id, Lock, LockConfig, LockEvent, LockKind, LostReason};
-use super::path::ancestor_creates;
-use super::{OpId, Recipe, SessionChange};
-use crate::error::Error;
-use crate::proto::*;
-use crate::session::WatchEvent;
+pub use event::{CandidateStatus, ElectionEvent, Join, Leadership};
+
+use super::kit::Kit;
+use super::lock::Lock;
+use crate::proto::Acl;
 use crate::time::Instant;
 
 /// How to stand for election.
@@ -152,213 +150,7 @@ pub fn parse_ack_node(name: &str) -> Option<i64> {
     name.parse().ok()
 }
 
-/// What an election reports.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum ElectionEvent {
-    /// Our candidate node exists: we are in line (each candidacy, rejoins included).
-    Joined {
-        /// Our node's name.
-        node: String,
-    },
-    /// We lead. Act as leader until the next `Suspended` or `Lost`.
-    Elected {
-        /// Our node's creation zxid: rises from one leader to the next.
-        fencing_token: i64,
-        /// Our node's name.
-        node: String,
-    },
-    /// The connection dropped while leading: stop acting as leader until `Reconnected`.
-    Suspended,
-    /// The same session is back and our node verified: leading again.
-    Reconnected,
-    /// We lead no more (and were leading).
-    Lost {
-        /// Why.
-        reason: LostReason,
-    },
-    /// Our acknowledgement is written (see [`Election::acknowledge`]).
-    Acknowledged {
-        /// The token it carries (the current leadership's).
-        fencing_token: i64,
-    },
-    /// Our acknowledgement could not be written (we were deposed, no permission, ...).
-    AckFailed {
-        /// Why.
-        error: Error,
-    },
-    /// Our candidacy is withdrawn: our node (and acknowledgement) deleted.
-    Resigned,
-    /// The candidacy cannot be made (no permission, invalid path, missing chroot,
-    /// session ended and not rejoining, ...). Final.
-    Failed {
-        /// Why.
-        error: Error,
-    },
-    /// Closed: resigned for good, or the session ended. Final.
-    Closed,
-}
-
-impl ElectionEvent {
-    /// Does this event end the machine?
-    pub fn is_final(&self) -> bool {
-        matches!(self, ElectionEvent::Failed { .. } | ElectionEvent::Closed)
-    }
-}
-
-/// What [`Election::join`] answers at once.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Join {
-    /// Wait for [`ElectionEvent::join_outcome`] (`Joined` once our node exists).
-    Pending,
-    /// Already in line: our node exists.
-    InLine,
-    /// The machine has ended.
-    Ended,
-}
-
-/// Where leadership stands, folded from the events (what guards report).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Leadership {
-    /// Not leading (a candidate, resigned, or not joined).
-    Follower,
-    /// Leading, connection up: act as leader.
-    Leading,
-    /// Leading as far as we know, connection down: do not act.
-    Suspended,
-    /// The machine ended.
-    Ended,
-}
-
-impl Leadership {
-    /// The state after `event`.
-    pub fn after(self, event: &ElectionEvent) -> Leadership {
-        match event {
-            ElectionEvent::Elected { .. } => Leadership::Leading,
-            ElectionEvent::Suspended if self == Leadership::Leading => Leadership::Suspended,
-            ElectionEvent::Reconnected if self == Leadership::Suspended => Leadership::Leading,
-            ElectionEvent::Lost { .. } | ElectionEvent::Resigned => Leadership::Follower,
-            e if e.is_final() => Leadership::Ended,
-            _ => self,
-        }
-    }
-}
-
-impl ElectionEvent {
-    /// For a caller waiting after [`Election::join`]: `Some` once we are in line
-    /// (`Joined`), or the candidacy cannot be made.
-    pub fn join_outcome(&self) -> Option<Result<(), Error>> {
-        match self {
-            ElectionEvent::Joined { .. } => Some(Ok(())),
-            ElectionEvent::Failed { error } => Some(Err(error.clone())),
-            ElectionEvent::Closed => Some(Err(Error::Closed)),
-            _ => None,
-        }
-    }
-
-    /// For a caller waiting for an acknowledgement: `Some` when this event ends the
-    /// wait — `Ok(token)` written, `Err` why not (deposed: [`Error::NotLeader`]).
-    pub fn ack_outcome(&self) -> Option<Result<i64, Error>> {
-        match self {
-            ElectionEvent::Acknowledged { fencing_token } => Some(Ok(*fencing_token)),
-            ElectionEvent::AckFailed { error } => Some(Err(error.clone())),
-            ElectionEvent::Suspended
-            | ElectionEvent::Lost { .. }
-            | ElectionEvent::Resigned
-            | ElectionEvent::Closed => Some(Err(Error::NotLeader)),
-            ElectionEvent::Failed { error } => Some(Err(error.clone())),
-            _ => None,
-        }
-    }
-
-    /// For a caller waiting after [`Election::resign`]: `Some` when the wait is over.
-    pub fn resign_outcome(&self) -> Option<Result<(), Error>> {
-        match self {
-            ElectionEvent::Resigned | ElectionEvent::Closed => Some(Ok(())),
-            ElectionEvent::Failed { error } => Some(Err(error.clone())),
-            _ => None,
-        }
-    }
-
-    /// For a caller waiting after [`Election::close`]: `Some` when the wait is over.
-    pub fn close_outcome(&self) -> Option<Result<(), Error>> {
-        match self {
-            ElectionEvent::Closed => Some(Ok(())),
-            ElectionEvent::Failed { error } => Some(Err(error.clone())),
-            _ => None,
-        }
-    }
-}
-
-/// A candidate as its owner sees it, folded from the election's events: what both
-/// adapters report, decided once here.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct CandidateStatus {
-    state: Leadership,
-    token: Option<i64>,
-    unreported: VecDeque<ElectionEvent>,
-    end: Option<Error>,
-}
-
-impl Default for CandidateStatus {
-    fn default() -> Self {
-        CandidateStatus {
-            state: Leadership::Follower,
-            token: None,
-            unreported: VecDeque::new(),
-            end: None,
-        }
-    }
-}
-
-impl CandidateStatus {
-    /// Folds one event in.
-    pub fn apply(&mut self, event: &ElectionEvent) {
-        self.state = self.state.after(event);
-        match event {
-            ElectionEvent::Elected { fencing_token, .. } => self.token = Some(*fencing_token),
-            ElectionEvent::Failed { error } => self.end = Some(error.clone()),
-            ElectionEvent::Closed => self.end = Some(Error::Closed),
-            _ => {}
-        }
-        if self.unreported.len() < 64 {
-            self.unreported.push_back(event.clone());
-        }
-    }
-
-    /// Where leadership stands.
-    pub fn state(&self) -> Leadership {
-        self.state
-    }
-
-    /// Leading with the connection up: safe to act as leader.
-    pub fn is_leader(&self) -> bool {
-        self.state == Leadership::Leading
-    }
-
-    /// The fencing token of the current (or last) leadership.
-    pub fn fencing_token(&self) -> Option<i64> {
-        self.token
-    }
-
-    /// The next event not reported yet (for a candidate's `changed()`).
-    pub fn next_change(&mut self) -> Option<ElectionEvent> {
-        self.unreported.pop_front()
-    }
-
-    /// For a caller waiting to lead: `Some` once the wait is over — `Ok(token)`
-    /// leading (elected, or reconnected after a suspension), `Err` the machine ended.
-    pub fn elected_outcome(&self) -> Option<Result<i64, Error>> {
-        if let Some(e) = &self.end {
-            return Some(Err(e.clone()));
-        }
-        match (self.is_leader(), self.token) {
-            (true, Some(t)) => Some(Ok(t)),
-            _ => None,
-        }
-    }
-}
-
+/// What our own requests (not the candidate lock's) are for.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Purpose {
     /// multi [check candidate, create `<ack_dir>/<token>`].
@@ -419,6 +211,7 @@ impl End {
     }
 }
 
+/// Where a leader's acknowledgement stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Ack {
     /// Nothing to do.
@@ -431,17 +224,78 @@ enum Ack {
     Done,
 }
 
-/// Op ids: the candidate lock's ops are even (its generation in the high bits, so a
-/// late reply to an earlier candidacy finds nobody), ours odd.
-const GEN_SHIFT: u32 = 33;
+/// A leadership: what exists only while we lead.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Leader {
+    /// Our node's creation zxid.
+    token: i64,
+    /// Our node's name.
+    node: String,
+    ack: Ack,
+    /// Rounds of creating the acknowledgement directory (this attempt).
+    parent_rounds: u8,
+}
+
+/// A candidacy: the candidate lock of one generation and what only it has.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Candidacy {
+    lock: Lock,
+    /// Its `Joined` was reported.
+    joined: bool,
+    /// Leading.
+    leader: Option<Leader>,
+}
+
+/// The election's phases.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Phase {
+    /// No candidacy: not joined, resigned, ended, or between two candidacies.
+    Out,
+    /// In line (or leading) with a candidate lock.
+    Candidate(Box<Candidacy>),
+}
+
+/// Our acknowledgement node, from the first write of it sent until a delete (or the
+/// directory's absence, or the session's end) says it does not exist: it outlives the
+/// leadership that wrote it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Written {
+    /// None of ours can exist.
+    Nothing,
+    /// This node may exist.
+    Maybe(String),
+    /// This node may exist: delete it (resigning, or deposed) when the session allows.
+    Withdraw(String),
+}
+
+impl Written {
+    /// Withdraw what may exist.
+    fn withdraw(&mut self) {
+        if let Written::Maybe(path) = self {
+            *self = Written::Withdraw(core::mem::take(path));
+        }
+    }
+
+    fn withdrawing(&self) -> bool {
+        matches!(self, Written::Withdraw(_))
+    }
+}
+
+/// What sends the election's requests: the kit (our own requests: odd op ids) and the
+/// candidacy, whose lock sends the rest (even op ids, tagged with the candidacy's
+/// generation, so a late reply to an earlier candidacy finds nobody).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Parts {
+    kit: Kit<Purpose, ElectionEvent>,
+    /// Candidacies made so far (the current lock's generation).
+    generation: u32,
+    phase: Phase,
+}
 
 /// The election state machine. See the [module docs](self).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Election {
     config: ElectionConfig,
-    lock: Option<Lock>,
-    /// Candidacies made so far (the current lock's generation).
-    generation: u32,
     session_id: Option<i64>,
     /// We should be a candidate.
     wanted: bool,
@@ -449,19 +303,8 @@ pub struct Election {
     resigning: Resigning,
     /// Closing, or ended, and how.
     end: End,
-    /// Leading: (fencing token, node).
-    leading: Option<(i64, String)>,
-    /// The candidacy (generation) whose `Joined` was reported.
-    joined: u32,
-    ack: Ack,
-    /// Our acknowledgement node, once a write of it was sent: it may exist until a
-    /// delete (or the directory's absence, or the session's end) says it does not.
-    written: Option<String>,
-    /// Delete `written` (resigning, or deposed) when the session allows.
-    withdraw: bool,
-    /// Rounds of creating the acknowledgement directory.
-    parent_rounds: u8,
-    kit: Kit<Purpose, ElectionEvent>,
+    written: Written,
+    parts: Parts,
 }
 
 impl Election {
@@ -469,19 +312,16 @@ impl Election {
     pub fn new(config: ElectionConfig) -> Election {
         Election {
             config,
-            lock: None,
-            generation: 0,
             session_id: None,
             wanted: false,
             resigning: Resigning::No,
             end: End::Open,
-            leading: None,
-            joined: 0,
-            ack: Ack::Idle,
-            written: None,
-            withdraw: false,
-            parent_rounds: 0,
-            kit: Kit::default(),
+            written: Written::Nothing,
+            parts: Parts {
+                kit: Kit::default(),
+                generation: 0,
+                phase: Phase::Out,
+            },
         }
     }
 
@@ -494,22 +334,23 @@ impl Election {
 
     /// Do we lead with the connection up?
     pub fn is_leader(&self) -> bool {
-        self.leading.is_some() && self.lock.as_ref().is_some_and(|l| l.is_held())
+        self.candidacy()
+            .is_some_and(|c| c.leader.is_some() && c.lock.is_held())
     }
 
     /// Our leadership's fencing token and node, while leading.
     pub fn leadership(&self) -> Option<(i64, &str)> {
-        self.leading.as_ref().map(|(t, n)| (*t, n.as_str()))
+        self.leader().map(|l| (l.token, l.node.as_str()))
     }
 
     /// Our current candidate node's name, once created.
     pub fn node(&self) -> Option<&str> {
-        self.lock.as_ref().and_then(|l| l.node())
+        self.candidacy().and_then(|c| c.lock.node())
     }
 
     /// Is our acknowledgement written for the current leadership?
     pub fn is_acknowledged(&self) -> bool {
-        self.ack == Ack::Done && self.leading.is_some()
+        self.leader().is_some_and(|l| l.ack == Ack::Done)
     }
 
     // ----- commands -----
@@ -524,7 +365,7 @@ impl Election {
             *then_join = true;
             return Join::Pending;
         }
-        if self.lock.is_some() && self.joined == self.generation {
+        if self.candidacy().is_some_and(|c| c.joined) {
             return Join::InLine;
         }
         self.start(now);
@@ -536,7 +377,7 @@ impl Election {
     /// `Resigned` once both are gone. With `rejoin`, stands again right after (at the
     /// back of the line). `false` if there was no candidacy.
     pub fn resign(&mut self, now: Instant, rejoin: bool) -> bool {
-        if self.lock.is_none() || self.end.ended() {
+        if self.candidacy().is_none() || self.end.ended() {
             // Nothing to withdraw (nothing to wait for): just follow `rejoin`.
             if rejoin {
                 self.join(now);
@@ -551,9 +392,11 @@ impl Election {
         if !resigning {
             // Our acknowledgement goes first (observers never see one of a candidate
             // that is gone), then our node.
-            self.withdraw = self.written.is_some();
-            self.ack = Ack::Idle;
-            if !self.withdraw {
+            self.written.withdraw();
+            if let Some(leader) = self.leader_mut() {
+                leader.ack = Ack::Idle;
+            }
+            if !self.written.withdrawing() {
                 self.release_lock(now);
             }
         }
@@ -567,7 +410,7 @@ impl Election {
             return;
         }
         self.end = self.end.close();
-        if self.lock.is_some() {
+        if self.candidacy().is_some() {
             self.resign(now, false);
         }
         self.wanted = false;
@@ -578,434 +421,55 @@ impl Election {
     /// [module docs](self)); `Acknowledged` or `AckFailed` follows. `false` if we do
     /// not lead now.
     pub fn acknowledge(&mut self, now: Instant) -> bool {
-        if self.leading.is_none() || self.resigning != Resigning::No {
+        if self.resigning != Resigning::No {
             return false;
         }
-        if self.ack != Ack::Done && self.ack != Ack::Busy {
-            if self.ack == Ack::Idle {
+        let Some(leader) = self.leader_mut() else {
+            return false;
+        };
+        let token = leader.token;
+        match leader.ack {
+            Ack::Done => self.emit(ElectionEvent::Acknowledged {
+                fencing_token: token,
+            }),
+            // Already on its way.
+            Ack::Busy | Ack::Wanted => {}
+            Ack::Idle => {
                 // A new attempt: its own rounds of creating the directory (an earlier
                 // one may have spent them on creates lost with the connection).
-                self.parent_rounds = 0;
-            }
-            self.ack = Ack::Wanted;
-        }
-        if self.ack == Ack::Done {
-            if let Some((token, _)) = self.leading {
-                self.emit(ElectionEvent::Acknowledged {
-                    fencing_token: token,
-                });
+                leader.parent_rounds = 0;
+                leader.ack = Ack::Wanted;
             }
         }
         self.drive(now);
         true
     }
 
-    // ----- internals -----
+    // ----- the phase -----
+
+    fn candidacy(&self) -> Option<&Candidacy> {
+        match &self.parts.phase {
+            Phase::Candidate(c) => Some(c),
+            Phase::Out => None,
+        }
+    }
+
+    fn candidacy_mut(&mut self) -> Option<&mut Candidacy> {
+        match &mut self.parts.phase {
+            Phase::Candidate(c) => Some(c),
+            Phase::Out => None,
+        }
+    }
+
+    fn leader(&self) -> Option<&Leader> {
+        self.candidacy().and_then(|c| c.leader.as_ref())
+    }
+
+    fn leader_mut(&mut self) -> Option<&mut Leader> {
+        self.candidacy_mut().and_then(|c| c.leader.as_mut())
+    }
 
     fn emit(&mut self, e: ElectionEvent) {
-        self.kit.emit(e);
-    }
-
-    fn our_path(&self) -> Option<String> {
-        let node = self.lock.as_ref()?.node()?;
-        Some(format!(
-            "{}/{}",
-            self.config.dir.trim_end_matches('/'),
-            node
-        ))
-    }
-
-    /// Makes a new candidacy if one is wanted and possible.
-    fn start(&mut self, now: Instant) {
-        let Some(session_id) = self.session_id else {
-            return;
-        };
-        if self.lock.is_some() || !self.wanted || self.end.closing() || self.end.ended() {
-            return;
-        }
-        if let Err(error) = self.check_paths() {
-            self.fail(error);
-            return;
-        }
-        self.generation = self.generation.wrapping_add(1);
-        let (a, b) = self.config.entropy;
-        let id = node_id(a, b.wrapping_add(u64::from(self.generation)));
-        let mut config = LockConfig::new(&self.config.dir, LockKind::Latch, &id);
-        config.data = Bytes::from(self.config.participant.clone().into_bytes());
-        config.acl = compact_acl(&self.config.acl);
-        let mut lock = Lock::new(config);
-        lock.handle_session(now, SessionChange::Connected { session_id });
-        lock.acquire(now, None);
-        self.lock = Some(lock);
-        self.pump(now);
-    }
-
-    fn check_paths(&self) -> Result<(), Error> {
-        let dir = self.config.dir.trim_end_matches('/');
-        let ack = self.config.ack_dir.trim_end_matches('/');
-        validate_path(ack).map_err(|error| Error::InvalidPath {
-            path: ack.into(),
-            error,
-        })?;
-        if dir.is_empty() || ack == "/" || ack.starts_with(&format!("{dir}/")) || ack == dir {
-            return Err(Error::InvalidPath {
-                path: ack.into(),
-                error: PathError::Empty,
-            });
-        }
-        Ok(())
-    }
-
-    fn fail(&mut self, error: Error) {
-        self.wanted = false;
-        self.end = self.end.end();
-        self.emit(ElectionEvent::Failed { error });
-    }
-
-    fn release_lock(&mut self, now: Instant) {
-        if let Some(l) = self.lock.as_mut() {
-            l.release(now);
-        }
-        self.pump(now);
-    }
-
-    /// Moves the candidate lock's events into ours; drops it when it is done.
-    fn pump(&mut self, now: Instant) {
-        self.report_joined();
-        while let Some(e) = self.lock.as_mut().and_then(|l| l.poll_event()) {
-            self.report_joined();
-            self.on_lock_event(now, e);
-        }
-        if self.lock.as_ref().is_some_and(|l| l.is_done()) {
-            self.lock = None;
-            self.candidacy_over();
-            self.start(now);
-            self.maybe_end();
-        }
-    }
-
-    fn on_lock_event(&mut self, _now: Instant, e: LockEvent) {
-        match e {
-            LockEvent::Acquired {
-                fencing_token,
-                node,
-            } => {
-                self.leading = Some((fencing_token, node.clone()));
-                self.ack = Ack::Idle;
-                self.parent_rounds = 0;
-                self.emit(ElectionEvent::Elected {
-                    fencing_token,
-                    node,
-                });
-            }
-            LockEvent::Suspended => self.emit(ElectionEvent::Suspended),
-            LockEvent::Reconnected => self.emit(ElectionEvent::Reconnected),
-            LockEvent::Lost { reason } => {
-                self.deposed();
-                self.emit(ElectionEvent::Lost { reason });
-                if !self.config.rejoin && self.resigning == Resigning::No {
-                    // The candidacy ended by itself and we do not stand again: the
-                    // candidate ends with it (`Closed` once the lock is done).
-                    self.wanted = false;
-                    self.end = self.end.close();
-                }
-            }
-            LockEvent::Released | LockEvent::Cancelled | LockEvent::NotAcquired => {
-                self.deposed();
-            }
-            LockEvent::Failed { error } => {
-                self.deposed();
-                let node_deleted = error == Error::Server(ErrorCode::NoNode);
-                if node_deleted && self.resigning != Resigning::No {
-                    // Our node went while we were withdrawing it: that is the point.
-                } else if error.ends_session() && self.config.rejoin && !self.end.closing() {
-                    // The session is gone: stand again in the next one.
-                } else if error.ends_session() {
-                    self.wanted = false;
-                } else if node_deleted && self.config.rejoin && !self.end.closing() {
-                    // Our node was deleted while we waited (an operator, or the server
-                    // expiring our session before we heard of it): stand again.
-                } else {
-                    self.fail(error);
-                }
-            }
-            LockEvent::RevocationRequested => {}
-        }
-    }
-
-    /// Reports `Joined` once per candidacy, when its node is known.
-    fn report_joined(&mut self) {
-        if self.joined != self.generation {
-            if let Some(node) = self.node() {
-                let node = node.into();
-                self.joined = self.generation;
-                self.emit(ElectionEvent::Joined { node });
-            }
-        }
-    }
-
-    /// Our candidate node is gone (the lock ended) and our acknowledgement withdrawn:
-    /// a resignation is complete, however it ended (deleted, deposed, the session gone).
-    fn candidacy_over(&mut self) {
-        if let Resigning::Yes { then_join } = self.resigning {
-            if self.lock.is_none() && !self.withdraw {
-                self.resigning = Resigning::No;
-                self.wanted = then_join && !self.end.closing();
-                self.emit(ElectionEvent::Resigned);
-            }
-        }
-    }
-
-    fn deposed(&mut self) {
-        self.leading = None;
-        // Our acknowledgement, if any, must go too: its name is ours alone, so deleting
-        // it cannot touch a later leader's.
-        self.withdraw = self.written.is_some();
-        if self.ack == Ack::Wanted || self.ack == Ack::Done {
-            self.ack = Ack::Idle;
-        }
-    }
-
-    fn maybe_end(&mut self) {
-        if self.end == End::Closing && self.lock.is_none() && !self.withdraw {
-            self.end = End::Closed;
-            self.emit(ElectionEvent::Closed);
-        }
-    }
-
-    fn drive(&mut self, now: Instant) {
-        if !self.kit.allows(now) || !self.kit.is_quiet() || self.session_id.is_none() {
-            return;
-        }
-        if self.withdraw {
-            if let Some(path) = self.written.clone() {
-                self.kit.send(
-                    Purpose::Withdraw,
-                    Request::Delete(DeleteRequest { path, version: -1 }),
-                );
-            }
-            return;
-        }
-        let held = self.lock.as_ref().is_some_and(|l| l.is_held());
-        let (Some(ours), true, Some((token, _))) = (self.our_path(), held, &self.leading) else {
-            return;
-        };
-        if self.ack == Ack::Wanted {
-            let path = ack_node(&self.config.ack_dir, *token);
-            let ops = vec![
-                MultiOp::Check(CheckVersionRequest {
-                    path: ours,
-                    version: -1,
-                }),
-                MultiOp::Create(CreateRequest::new(
-                    path.clone(),
-                    Bytes::from(self.config.participant.clone().into_bytes()),
-                    self.config.acl.clone(),
-                    CreateMode::Ephemeral,
-                )),
-            ];
-            self.ack = Ack::Busy;
-            self.written = Some(path);
-            self.kit.send(Purpose::Write, Request::Multi(ops));
-        }
-    }
-
-    fn on_reply(&mut self, now: Instant, purpose: Purpose, result: Result<Response, Error>) {
-        if purpose == Purpose::Parent {
-            // What the parents' creation came to shows in the next write.
-            return;
-        }
-        if let Err(e) = &result {
-            if e.is_retryable() {
-                // Retried when the session allows (a write that was applied after all
-                // answers `NodeExists` next time: ours, by its name).
-                self.kit.failed(now);
-                if self.ack == Ack::Busy {
-                    self.ack = Ack::Wanted;
-                }
-                return;
-            }
-            if e.ends_session() {
-                return;
-            }
-        }
-        self.kit.succeeded();
-        let failure = multi_failure(&result);
-        match purpose {
-            Purpose::Parent => {}
-            Purpose::Withdraw => {
-                // Deleted or not there (anything else: nothing more we can do).
-                self.withdraw = false;
-                self.written = None;
-                if self.resigning != Resigning::No && self.lock.is_some() {
-                    self.release_lock(now);
-                }
-                self.candidacy_over();
-            }
-            _ if self.ack != Ack::Busy || self.leading.is_none() => {
-                // Deposed (or resigning) while it was in flight.
-                // (`written` stays: an earlier attempt may have been applied; the
-                // withdrawal deletes it, or finds it absent.)
-                if self.ack == Ack::Busy {
-                    self.ack = Ack::Idle;
-                }
-            }
-            Purpose::Write => match (result, failure) {
-                (Ok(Response::Multi(_)), None) => self.acknowledged(),
-                // Applied before (its reply lost): the name is ours alone.
-                (_, Some((1, ErrorCode::NodeExists))) => self.acknowledged(),
-                // No acknowledgement directory: so no acknowledgement of ours either.
-                (_, Some((1, ErrorCode::NoNode))) if self.parent_rounds < MAX_PARENT_ROUNDS => {
-                    self.parent_rounds += 1;
-                    self.written = None;
-                    self.ack = Ack::Wanted;
-                    let node = ack_node(&self.config.ack_dir, 0);
-                    for (_, req) in ancestor_creates(&node, &self.config.acl, CreateMode::Container)
-                    {
-                        self.kit.send(Purpose::Parent, req);
-                    }
-                }
-                (_, Some((1, ErrorCode::NoNode))) => {
-                    self.written = None;
-                    self.ack_failed(Error::NoParent {
-                        path: self.config.ack_dir.clone(),
-                        code: ErrorCode::NoNode,
-                    })
-                }
-                // Refused (deposed: the check failed; no permission...). An earlier
-                // attempt may have been applied: `written` stays for the withdrawal.
-                (_, Some((_, code))) => self.ack_failed(Error::Server(code)),
-                (Err(e), None) => self.ack_failed(e),
-                (Ok(_), None) => self.ack_failed(Error::UnexpectedReply),
-            },
-        }
-    }
-
-    fn acknowledged(&mut self) {
-        self.ack = Ack::Done;
-        self.parent_rounds = 0;
-        if let Some((token, _)) = self.leading {
-            self.emit(ElectionEvent::Acknowledged {
-                fencing_token: token,
-            });
-        }
-    }
-
-    fn ack_failed(&mut self, error: Error) {
-        self.ack = Ack::Idle;
-        self.emit(ElectionEvent::AckFailed { error });
-    }
-}
-
-impl Election {
-    fn encode(&self, op: OpId) -> OpId {
-        (u64::from(self.generation) << GEN_SHIFT) | ((op & 0xffff_ffff) << 1)
-    }
-
-    /// The current lock's op for `op`, if it is one.
-    fn lock_op(&self, op: OpId) -> Option<OpId> {
-        (op & 1 == 0 && (op >> GEN_SHIFT) as u32 == self.generation)
-            .then_some((op >> 1) & 0xffff_ffff)
-    }
-}
-
-impl Recipe for Election {
-    type Event = ElectionEvent;
-
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        if op & 1 == 1 {
-            if let Some(purpose) = self.kit.take(op >> 1) {
-                self.on_reply(now, purpose, result);
-            }
-        } else if let (Some(op), Some(lock)) = (self.lock_op(op), self.lock.as_mut()) {
-            lock.handle_reply(now, op, result);
-        }
-        self.pump(now);
-        // A resignation that ended with our acknowledgement's withdrawal may stand again.
-        self.start(now);
-        self.drive(now);
-        self.maybe_end();
-    }
-
-    fn handle_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
-        if let (Some(op), Some(lock)) = (self.lock_op(op), self.lock.as_mut()) {
-            lock.handle_watch(now, op, event);
-        }
-        self.pump(now);
-        self.drive(now);
-    }
-
-    fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.kit.session(change);
-        if let Some(lock) = self.lock.as_mut() {
-            lock.handle_session(now, change);
-        }
-        match change {
-            SessionChange::Connected { session_id } => self.session_id = Some(session_id),
-            SessionChange::Reconnected { session_id } => self.session_id = Some(session_id),
-            SessionChange::Suspended => {}
-            SessionChange::Expired | SessionChange::Closed => {
-                // Every request was answered; our nodes went with the session.
-                self.session_id = None;
-                self.kit.clear_requests();
-                self.withdraw = false;
-                self.written = None;
-                if change == SessionChange::Closed || !self.config.rejoin {
-                    self.wanted = false;
-                    self.end = self.end.close();
-                }
-            }
-        }
-        self.pump(now);
-        if matches!(change, SessionChange::Expired | SessionChange::Closed) {
-            // The lock has ended with the session; a resignation is complete.
-            self.lock = None;
-            self.candidacy_over();
-        }
-        self.start(now);
-        self.drive(now);
-        self.maybe_end();
-    }
-
-    fn handle_timeout(&mut self, now: Instant) {
-        if let Some(lock) = self.lock.as_mut() {
-            lock.handle_timeout(now);
-        }
-        self.pump(now);
-        self.drive(now);
-    }
-
-    fn handle_abandon(&mut self, now: Instant) {
-        self.close(now);
-    }
-
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        if let Some((op, r)) = self.kit.poll_request() {
-            return Some(((op << 1) | 1, r));
-        }
-        let (op, r) = self.lock.as_mut()?.poll_request()?;
-        Some((self.encode(op), r))
-    }
-
-    fn poll_event(&mut self) -> Option<ElectionEvent> {
-        self.kit.poll_event()
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
-        // Our retry deadline matters only while `drive` waits for it to send: not while
-        // our request is in flight (the deadline has passed by then).
-        let waiting = self.kit.is_quiet()
-            && (self.withdraw
-                || self.ack == Ack::Wanted && self.lock.as_ref().is_some_and(|l| l.is_held()));
-        let ours = if waiting { self.kit.retry_at() } else { None };
-        let lock = self.lock.as_ref().and_then(|l| l.poll_timeout());
-        match (ours, lock) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
-    }
-
-    fn is_done(&self) -> bool {
-        self.end.ended() && self.lock.is_none() && self.kit.is_idle()
+        self.parts.kit.emit(e);
     }
 }

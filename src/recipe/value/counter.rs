@@ -6,7 +6,7 @@ use bytes::Bytes;
 use super::update::{Proposal, Update, UpdateConfig, UpdateEvent};
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::kit::Events;
+use crate::recipe::kit::{forward_parts, to_parts, Events, Parts};
 use crate::recipe::{OpId, Recipe, SessionChange};
 use crate::session::WatchEvent;
 use crate::time::Instant;
@@ -315,13 +315,27 @@ impl Counter {
     }
 }
 
+/// Its one part: the update.
+impl Parts for Counter {
+    type Part = Update;
+
+    fn count(&self) -> usize {
+        1
+    }
+
+    fn part(&self, _: usize) -> &Update {
+        &self.update
+    }
+
+    fn part_mut(&mut self, _: usize) -> &mut Update {
+        &mut self.update
+    }
+}
+
 impl Recipe for Counter {
     type Event = CounterEvent;
 
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        self.update.handle_reply(now, op, result);
-        self.pump(now);
-    }
+    forward_parts!(pump; handle_reply, handle_timeout, poll_request, poll_event, poll_timeout);
 
     fn handle_watch(&mut self, _now: Instant, _op: OpId, _event: &WatchEvent) {}
 
@@ -330,29 +344,12 @@ impl Recipe for Counter {
             // The update in flight ends as abandoned (ConnectionLoss if in doubt).
             return self.close(now);
         }
-        self.update.handle_session(now, change);
-        self.pump(now);
-    }
-
-    fn handle_timeout(&mut self, now: Instant) {
-        self.update.handle_timeout(now);
+        to_parts::session(self, now, change);
         self.pump(now);
     }
 
     fn handle_abandon(&mut self, now: Instant) {
         self.close(now);
-    }
-
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.update.poll_request()
-    }
-
-    fn poll_event(&mut self) -> Option<CounterEvent> {
-        self.events.poll()
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
-        self.update.poll_timeout()
     }
 
     fn is_done(&self) -> bool {

@@ -515,97 +515,10 @@ impl<A: Actor> Simulation<A> {
 
     fn handle(&mut self, ev: Ev) {
         match ev {
-            Ev::Wake(i) => {
-                if self.slots[i].wake_at.is_some_and(|t| t <= self.now) {
-                    self.slots[i].wake_at = None;
-                }
-                if self.slots[i].running {
-                    self.slots[i].client.handle_timeout(self.now);
-                    self.drive(i);
-                }
-            }
-            Ev::Dialed(i, gen) => {
-                if self.slots[i].conn_gen == gen && self.slots[i].running {
-                    // A session that re-attaches may land on a lagging follower.
-                    let stale = self.slots[i].client.session().session_id() != 0
-                        && self.faults_on()
-                        && self.roll(self.config.stale_reconnect);
-                    let conn = if stale {
-                        let (lo, hi) = self.config.stale_catch_up;
-                        let span = u64::try_from(hi.saturating_sub(lo).as_millis()).unwrap_or(0);
-                        let ms = u64::try_from(lo.as_millis()).unwrap_or(u64::MAX);
-                        let lag = Lag {
-                            catch_up_ms: i64::try_from(ms.saturating_add(self.below(span + 1)))
-                                .unwrap_or(i64::MAX),
-                            pick: splitmix(&mut self.rng),
-                        };
-                        self.note(|| format!("c{i} dials a follower that may lag ({lag:?})"));
-                        self.server.connect_lagging(DEFAULT_MAX_REQUEST, lag)
-                    } else {
-                        self.server.connect(DEFAULT_MAX_REQUEST)
-                    };
-                    self.conn_owner.insert(conn, (i, gen));
-                    self.slots[i].conn = Some(conn);
-                    self.note(|| format!("c{i} connected (conn {conn})"));
-                    self.slots[i].client.handle_connected(self.now);
-                    self.drive(i);
-                }
-            }
-            Ev::ToServer(i, gen, bytes) => {
-                if let Some(until) = self.paused_until {
-                    // A paused server reads nothing; the bytes wait in the socket.
-                    self.push(until, Ev::ToServer(i, gen, bytes));
-                    return;
-                }
-                if self.slots[i].conn_gen != gen {
-                    return;
-                }
-                let Some(conn) = self.slots[i].conn else {
-                    return;
-                };
-                if self.faults_on() && self.roll(self.config.lose_request) {
-                    self.note(|| {
-                        format!(
-                            "c{i} connection drops; {} bytes to the server lost",
-                            bytes.len()
-                        )
-                    });
-                    return self.drop_connection(i);
-                }
-                self.events_handled += 1;
-                self.note(|| format!("c{i} -> server {} bytes", bytes.len()));
-                let ms = i64::try_from(self.now.as_micros() / 1000).unwrap_or(i64::MAX);
-                self.server.handle_bytes(ms, conn, &bytes);
-                self.flush_server();
-            }
-            Ev::ToClient(i, gen, bytes, closed) => {
-                if self.slots[i].conn_gen != gen || !self.slots[i].running {
-                    return;
-                }
-                if !bytes.is_empty() && self.faults_on() && self.roll(self.config.lose_reply) {
-                    self.note(|| {
-                        format!(
-                            "c{i} connection drops; {} bytes from the server lost",
-                            bytes.len()
-                        )
-                    });
-                    return self.drop_connection(i);
-                }
-                self.note(|| {
-                    format!(
-                        "server -> c{i} {} bytes{}",
-                        bytes.len(),
-                        if closed { ", then close" } else { "" }
-                    )
-                });
-                self.slots[i].client.handle_bytes(self.now, &bytes);
-                if closed {
-                    self.slots[i].conn = None;
-                    self.slots[i].conn_gen += 1;
-                    self.slots[i].client.handle_disconnect(self.now);
-                }
-                self.drive(i);
-            }
+            Ev::Wake(i) => self.wake(i),
+            Ev::Dialed(i, gen) => self.dialed(i, gen),
+            Ev::ToServer(i, gen, bytes) => self.to_server(i, gen, bytes),
+            Ev::ToClient(i, gen, bytes, closed) => self.to_client(i, gen, bytes, closed),
             Ev::ServerTick => {
                 if self.paused_until.is_none() {
                     let ms = i64::try_from(self.now.as_micros() / 1000).unwrap_or(i64::MAX);
@@ -622,19 +535,122 @@ impl<A: Actor> Simulation<A> {
                 self.paused_until = None;
                 self.note(|| String::from("server resumes"));
             }
-            Ev::Restart(i) => {
-                let client = Self::new_client(&self.config, &mut self.rng);
-                let slot = &mut self.slots[i];
-                slot.client = client;
-                slot.running = true;
-                slot.conn = None;
-                slot.conn_gen += 1;
-                slot.restart_pending = false;
-                self.actors[i].restart();
-                self.note(|| format!("c{i} restarts with a new session"));
-                self.drive(i);
-            }
+            Ev::Restart(i) => self.restart(i),
         }
+    }
+
+    /// Client `i`'s deadline may have come.
+    fn wake(&mut self, i: usize) {
+        if self.slots[i].wake_at.is_some_and(|t| t <= self.now) {
+            self.slots[i].wake_at = None;
+        }
+        if self.slots[i].running {
+            self.slots[i].client.handle_timeout(self.now);
+            self.drive(i);
+        }
+    }
+
+    /// Client `i`'s connect (of connection generation `gen`) reached a server.
+    fn dialed(&mut self, i: usize, gen: u64) {
+        if self.slots[i].conn_gen != gen || !self.slots[i].running {
+            return;
+        }
+        // A session that re-attaches may land on a lagging follower.
+        let stale = self.slots[i].client.session().session_id() != 0
+            && self.faults_on()
+            && self.roll(self.config.stale_reconnect);
+        let conn = if stale {
+            let (lo, hi) = self.config.stale_catch_up;
+            let span = u64::try_from(hi.saturating_sub(lo).as_millis()).unwrap_or(0);
+            let ms = u64::try_from(lo.as_millis()).unwrap_or(u64::MAX);
+            let lag = Lag {
+                catch_up_ms: i64::try_from(ms.saturating_add(self.below(span + 1)))
+                    .unwrap_or(i64::MAX),
+                pick: splitmix(&mut self.rng),
+            };
+            self.note(|| format!("c{i} dials a follower that may lag ({lag:?})"));
+            self.server.connect_lagging(DEFAULT_MAX_REQUEST, lag)
+        } else {
+            self.server.connect(DEFAULT_MAX_REQUEST)
+        };
+        self.conn_owner.insert(conn, (i, gen));
+        self.slots[i].conn = Some(conn);
+        self.note(|| format!("c{i} connected (conn {conn})"));
+        self.slots[i].client.handle_connected(self.now);
+        self.drive(i);
+    }
+
+    /// Bytes client `i` wrote reach the server (unless lost, or the server paused).
+    fn to_server(&mut self, i: usize, gen: u64, bytes: Bytes) {
+        if let Some(until) = self.paused_until {
+            // A paused server reads nothing; the bytes wait in the socket.
+            self.push(until, Ev::ToServer(i, gen, bytes));
+            return;
+        }
+        if self.slots[i].conn_gen != gen {
+            return;
+        }
+        let Some(conn) = self.slots[i].conn else {
+            return;
+        };
+        if self.faults_on() && self.roll(self.config.lose_request) {
+            self.note(|| {
+                format!(
+                    "c{i} connection drops; {} bytes to the server lost",
+                    bytes.len()
+                )
+            });
+            return self.drop_connection(i);
+        }
+        self.events_handled += 1;
+        self.note(|| format!("c{i} -> server {} bytes", bytes.len()));
+        let ms = i64::try_from(self.now.as_micros() / 1000).unwrap_or(i64::MAX);
+        self.server.handle_bytes(ms, conn, &bytes);
+        self.flush_server();
+    }
+
+    /// Bytes the server wrote (then perhaps a close) reach client `i` (unless lost).
+    fn to_client(&mut self, i: usize, gen: u64, bytes: Bytes, closed: bool) {
+        if self.slots[i].conn_gen != gen || !self.slots[i].running {
+            return;
+        }
+        if !bytes.is_empty() && self.faults_on() && self.roll(self.config.lose_reply) {
+            self.note(|| {
+                format!(
+                    "c{i} connection drops; {} bytes from the server lost",
+                    bytes.len()
+                )
+            });
+            return self.drop_connection(i);
+        }
+        self.note(|| {
+            format!(
+                "server -> c{i} {} bytes{}",
+                bytes.len(),
+                if closed { ", then close" } else { "" }
+            )
+        });
+        self.slots[i].client.handle_bytes(self.now, &bytes);
+        if closed {
+            self.slots[i].conn = None;
+            self.slots[i].conn_gen += 1;
+            self.slots[i].client.handle_disconnect(self.now);
+        }
+        self.drive(i);
+    }
+
+    /// Client `i` starts again with a new client (and session).
+    fn restart(&mut self, i: usize) {
+        let client = Self::new_client(&self.config, &mut self.rng);
+        let slot = &mut self.slots[i];
+        slot.client = client;
+        slot.running = true;
+        slot.conn = None;
+        slot.conn_gen += 1;
+        slot.restart_pending = false;
+        self.actors[i].restart();
+        self.note(|| format!("c{i} restarts with a new session"));
+        self.drive(i);
     }
 
     /// Faults are off during the quiet stretch at the end.
