@@ -149,6 +149,9 @@ pub enum DisconnectReason {
     Frame(FrameError),
     /// A frame that does not decode.
     Decode(DecodeError),
+    /// The session left this server for another of a changed ensemble (see
+    /// [`SessionConfig::track_ensemble`](crate::session::SessionConfig::track_ensemble)).
+    Rebalanced,
     /// A reply that does not answer the oldest request in flight.
     UnexpectedXid {
         /// xid of the oldest request in flight (0 if none).
@@ -164,6 +167,9 @@ impl fmt::Display for DisconnectReason {
             DisconnectReason::Transport(e) => write!(f, "{e}"),
             DisconnectReason::ClosedBeforeHandshake(e) => {
                 write!(f, "{e} before answering the handshake")
+            }
+            DisconnectReason::Rebalanced => {
+                f.write_str("left the server to rebalance over a changed ensemble")
             }
             DisconnectReason::NotZooKeeper => f.write_str(
                 "the server's answer is not a ZooKeeper handshake (not a ZooKeeper server?)",

@@ -73,6 +73,14 @@ impl Hub {
                     p.session_id = core.session().session_id();
                     p.password = core.session().password().to_vec();
                     p.unreachable = routes.unreachable().cloned();
+                    let session = core.session();
+                    if p.hosts != session.hosts() {
+                        p.hosts = session.hosts().to_vec();
+                    }
+                    let host = session.host(session.current_host());
+                    if p.host != host {
+                        p.host = host.into();
+                    }
                 })
             });
         }
