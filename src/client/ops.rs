@@ -268,7 +268,11 @@ impl Reconfig {
 /// `skipACL`), `BadVersion` (`from_config` is stale), `NewConfigNoQuorum`,
 /// `ReconfigInProgress`, `BadArguments` (e.g. both forms at once).
 pub fn reconfig(change: &Reconfig) -> Request {
-    let leaving: Vec<String> = change.leaving.iter().map(|id| alloc::format!("{id}")).collect();
+    let leaving: Vec<String> = change
+        .leaving
+        .iter()
+        .map(|id| alloc::format!("{id}"))
+        .collect();
     Request::Reconfig(ReconfigRequest {
         joining_servers: change.joining.join(","),
         leaving_servers: leaving.join(","),

@@ -107,7 +107,10 @@ impl EnsembleConfig {
     /// The client addresses (`host:port`) of the members that have one, in order:
     /// the host list a session tracking the ensemble uses.
     pub fn client_hosts(&self) -> Vec<String> {
-        self.servers.iter().filter_map(|s| s.client.clone()).collect()
+        self.servers
+            .iter()
+            .filter_map(|s| s.client.clone())
+            .collect()
     }
 }
 
@@ -214,6 +217,9 @@ mod tests {
             let e = EnsembleConfig::parse(bad).unwrap_err();
             assert_eq!(e.line, bad);
         }
-        assert_eq!(EnsembleConfig::parse("").unwrap(), EnsembleConfig::default());
+        assert_eq!(
+            EnsembleConfig::parse("").unwrap(),
+            EnsembleConfig::default()
+        );
     }
 }

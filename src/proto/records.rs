@@ -433,7 +433,11 @@ pub struct ReconfigRequest {
 impl Wire for ReconfigRequest {
     const MIN_SIZE: usize = 4 + 4 + 4 + 8;
     fn encode(&self, buf: &mut BytesMut) {
-        for field in [&self.joining_servers, &self.leaving_servers, &self.new_members] {
+        for field in [
+            &self.joining_servers,
+            &self.leaving_servers,
+            &self.new_members,
+        ] {
             if field.is_empty() {
                 (-1i32).encode(buf);
             } else {

@@ -31,8 +31,7 @@ use super::watches::After;
 use super::{Phase, Session};
 use crate::error::{DisconnectReason, Error};
 use crate::proto::{
-    encode_request, Chroot, EventType, OpCode, PathWatch, Request, Response,
-    CONFIG_NODE,
+    encode_request, Chroot, EventType, OpCode, PathWatch, Request, Response, CONFIG_NODE,
 };
 use crate::time::Instant;
 
@@ -149,8 +148,7 @@ impl Session {
     /// Reads the configuration node with a watch, if tracking, connected and no such
     /// read is on the wire. Written at once, past the window (like a ping).
     pub(super) fn read_ensemble(&mut self, now: Instant) {
-        if !self.config.track_ensemble || self.ensemble.reading || self.phase != Phase::Connected
-        {
+        if !self.config.track_ensemble || self.ensemble.reading || self.phase != Phase::Connected {
             return;
         }
         let request = Request::GetData(PathWatch {

@@ -524,12 +524,7 @@ impl Default for EnsembleOptions {
 /// `server.N=...` for server `i` (N = i + 1) at `peer`; with `client`, the client
 /// address after `;` (the dynamic-config form).
 fn server_line(i: usize, client: u16, peer: PeerPorts, with_client: bool) -> String {
-    let mut line = format!(
-        "server.{}={}:{}",
-        i + 1,
-        peer.quorum,
-        peer.election.port()
-    );
+    let mut line = format!("server.{}={}:{}", i + 1, peer.quorum, peer.election.port());
     if with_client {
         line.push_str(&format!(":participant;127.0.0.1:{client}"));
     }
@@ -548,7 +543,12 @@ fn quorum_peer(
     let data = dir.join(format!("data{}", i + 1));
     fs::create_dir_all(&data)?;
     fs::write(data.join("myid"), format!("{}\n", i + 1))?;
-    let mut lines = common_config(&data, client, opts.tick_time_ms, opts.min_session_timeout_ms);
+    let mut lines = common_config(
+        &data,
+        client,
+        opts.tick_time_ms,
+        opts.min_session_timeout_ms,
+    );
     lines.extend([
         format!("initLimit={}", opts.init_limit),
         format!("syncLimit={}", opts.sync_limit),

@@ -58,7 +58,10 @@ fn the_session_reads_the_config_node_with_a_watch_on_every_connection() {
     assert_eq!(transports(&mut s), vec![]);
     assert_eq!(s.ensemble_version(), Some(0x100));
     // The watch fires: read again.
-    s.handle_bytes(ms(4), &notification(EventType::NodeDataChanged, CONFIG_NODE));
+    s.handle_bytes(
+        ms(4),
+        &notification(EventType::NodeDataChanged, CONFIG_NODE),
+    );
     assert_eq!(sent(&mut s), vec![(2, get(CONFIG_NODE, true))]);
     // After a reconnection, read again (the watch is the session's, not re-armed).
     s.handle_disconnect(ms(5));
@@ -76,7 +79,10 @@ fn the_session_reads_the_config_node_with_a_watch_on_every_connection() {
 fn without_tracking_nothing_is_read() {
     let mut s = connected();
     assert_eq!(sent(&mut s), vec![]);
-    s.handle_bytes(ms(4), &notification(EventType::NodeDataChanged, CONFIG_NODE));
+    s.handle_bytes(
+        ms(4),
+        &notification(EventType::NodeDataChanged, CONFIG_NODE),
+    );
     assert_eq!(sent(&mut s), vec![]);
 }
 
@@ -102,7 +108,11 @@ fn a_client_on_a_removed_server_moves_at_once_and_resumes_its_session() {
     // The caller's request fails as on any connection loss (it may have been applied).
     assert!(matches!(
         &ev[1],
-        SessionEvent::Reply(Reply { token: Token(7), result: Err(Error::ConnectionLoss), .. })
+        SessionEvent::Reply(Reply {
+            token: Token(7),
+            result: Err(Error::ConnectionLoss),
+            ..
+        })
     ));
     assert_eq!(
         ev[2],
@@ -173,7 +183,10 @@ fn a_config_that_does_not_parse_or_a_refused_read_leaves_the_hosts() {
             }),
         ),
     );
-    s.handle_bytes(ms(5), &notification(EventType::NodeDataChanged, CONFIG_NODE));
+    s.handle_bytes(
+        ms(5),
+        &notification(EventType::NodeDataChanged, CONFIG_NODE),
+    );
     assert_eq!(sent(&mut s), vec![(2, get(CONFIG_NODE, true))]);
     s.handle_bytes(ms(6), &reply(2, 101, ErrorCode::NoNode, None));
     assert_eq!(events(&mut s), vec![]);
@@ -213,7 +226,10 @@ fn a_callers_config_read_is_outside_the_chroot_and_its_watch_is_rearmed_there() 
     assert_eq!(data, ["/app/n", CONFIG_NODE]);
     // Its notification reaches the caller under the node's name.
     events(&mut s);
-    s.handle_bytes(ms(8), &notification(EventType::NodeDataChanged, CONFIG_NODE));
+    s.handle_bytes(
+        ms(8),
+        &notification(EventType::NodeDataChanged, CONFIG_NODE),
+    );
     assert!(events(&mut s).iter().any(|e| matches!(
         e,
         SessionEvent::Watch { token: Token(5), event } if event.path == CONFIG_NODE
