@@ -500,6 +500,14 @@ pub struct EnsembleOptions {
     /// superuser [`SUPERUSER`] allowed to `reconfig` (default off: ZooKeeper's default,
     /// `reconfig` is refused `ReconfigDisabled`).
     pub reconfig: bool,
+    /// Read-only mode (`-Dreadonlymode.enabled=true`): a server cut off from its quorum
+    /// keeps serving reads to clients that accept a read-only server. Also turns on
+    /// local sessions (`localSessionsEnabled`, `localSessionsUpgradingEnabled`): 3.8's
+    /// read-only server creates a session only as a local one and answers any other
+    /// new-session handshake with a bare reply header carrying NotReadOnly (-119), and
+    /// a session is a global one (one that can move between servers) only once it
+    /// created an ephemeral node.
+    pub read_only: bool,
 }
 
 /// The superuser (`digest` scheme, user and password) of an ensemble started with
@@ -517,6 +525,7 @@ impl Default for EnsembleOptions {
             min_session_timeout_ms: 1000,
             peer_view: None,
             reconfig: false,
+            read_only: false,
         }
     }
 }
@@ -553,11 +562,20 @@ fn quorum_peer(
         format!("initLimit={}", opts.init_limit),
         format!("syncLimit={}", opts.sync_limit),
     ]);
+    if opts.read_only {
+        lines.extend([
+            "localSessionsEnabled=true".into(),
+            "localSessionsUpgradingEnabled=true".into(),
+        ]);
+    }
     let servers: Vec<String> = members
         .iter()
         .map(|(j, client, peer)| server_line(*j, *client, *peer, opts.reconfig))
         .collect();
     let mut jvm_flags = Vec::new();
+    if opts.read_only {
+        jvm_flags.push("-Dreadonlymode.enabled=true".into());
+    }
     if opts.reconfig {
         // The client address lives in the member lines; the membership in a file of
         // its own, which the server rewrites on every reconfig.
