@@ -114,6 +114,15 @@ impl Hosts {
     /// A new host list and the order to try it in (a permutation of its indices), the
     /// first one next; what failed on the old list is forgotten.
     pub(super) fn replace(&mut self, list: Vec<String>, order: Vec<usize>) {
+        // What the read-only search noted by index follows its host into the new list.
+        let old = core::mem::take(&mut self.list);
+        let remap = |i: Option<usize>| {
+            let host = old.get(i?)?;
+            list.iter().position(|h| h == host)
+        };
+        self.preferred = remap(self.preferred);
+        self.checking = remap(self.checking);
+        self.stand_in = remap(self.stand_in);
         self.list = list;
         self.order = order;
         self.position = 0;
