@@ -8,7 +8,6 @@
 
 use alloc::boxed::Box;
 use alloc::collections::VecDeque;
-use alloc::string::String;
 use alloc::vec::Vec;
 use core::marker::PhantomData;
 
@@ -179,13 +178,7 @@ impl Client {
 
     /// `host:port` of host `i` of the connection string.
     pub fn host(&self, i: usize) -> &str {
-        self.session
-            .config()
-            .connect_string
-            .hosts()
-            .get(i)
-            .map(String::as_str)
-            .unwrap_or("")
+        self.session.host(i)
     }
 
     fn token(&mut self) -> Token {

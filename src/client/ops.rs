@@ -195,6 +195,92 @@ pub fn check_watches(path: &str, which: WatcherType) -> Request {
     })
 }
 
+/// getData of the ensemble's configuration node ([`CONFIG_NODE`], read outside any
+/// chroot), optionally leaving a watch.
+pub fn get_config(watch: bool) -> Request {
+    get_data(CONFIG_NODE, watch)
+}
+
+/// A membership change for [`reconfig`]: incremental (servers joining and leaving) or
+/// non-incremental (the whole new membership), optionally only from a given config
+/// version.
+///
+/// ```
+/// use zk_recipes::client::ops::{self, Reconfig};
+/// use zk_recipes::proto::Request;
+/// let change = Reconfig::add("server.4=127.0.0.1:2891:3891:participant;127.0.0.1:2184")
+///     .remove(1)
+///     .from_config(0x1_0000_0000);
+/// let Request::Reconfig(r) = ops::reconfig(&change) else { unreachable!() };
+/// assert_eq!(r.leaving_servers, "1");
+/// assert_eq!(r.cur_config_id, 0x1_0000_0000);
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Reconfig {
+    /// `server.N=...` specs of servers joining (incremental).
+    pub joining: Vec<String>,
+    /// Ids of servers leaving (incremental).
+    pub leaving: Vec<u64>,
+    /// `server.N=...` specs of the whole new membership (non-incremental; excludes
+    /// `joining` and `leaving`).
+    pub members: Vec<String>,
+    /// Apply only if the current config has this version (else `BadVersion`); `None`
+    /// = whatever the current one is.
+    pub from_config: Option<i64>,
+}
+
+impl Reconfig {
+    /// An incremental change adding `server` (`server.N=host:q:e[:role];[host:]port`).
+    pub fn add(server: &str) -> Reconfig {
+        Reconfig::default().and_add(server)
+    }
+    /// An incremental change removing server `id`.
+    pub fn remove_server(id: u64) -> Reconfig {
+        Reconfig::default().remove(id)
+    }
+    /// A non-incremental change: exactly these members.
+    pub fn members<S: AsRef<str>>(members: &[S]) -> Reconfig {
+        Reconfig {
+            members: members.iter().map(|m| m.as_ref().into()).collect(),
+            ..Reconfig::default()
+        }
+    }
+    /// Adds one more joining server.
+    pub fn and_add(mut self, server: &str) -> Reconfig {
+        self.joining.push(server.into());
+        self
+    }
+    /// Adds one more leaving server.
+    pub fn remove(mut self, id: u64) -> Reconfig {
+        self.leaving.push(id);
+        self
+    }
+    /// Applies only from config version `version`.
+    pub fn from_config(mut self, version: i64) -> Reconfig {
+        self.from_config = Some(version);
+        self
+    }
+}
+
+/// reconfig (reply: the new configuration, as [`read_config`] reads it). Refusals:
+/// `ReconfigDisabled` (the ensemble runs without `reconfigEnabled=true`), `NoAuth` (the
+/// caller may not write `/zookeeper/config`: a superuser, or a server with
+/// `skipACL`), `BadVersion` (`from_config` is stale), `NewConfigNoQuorum`,
+/// `ReconfigInProgress`, `BadArguments` (e.g. both forms at once).
+pub fn reconfig(change: &Reconfig) -> Request {
+    let leaving: Vec<String> = change
+        .leaving
+        .iter()
+        .map(|id| alloc::format!("{id}"))
+        .collect();
+    Request::Reconfig(ReconfigRequest {
+        joining_servers: change.joining.join(","),
+        leaving_servers: leaving.join(","),
+        new_members: change.members.join(","),
+        cur_config_id: change.from_config.unwrap_or(-1),
+    })
+}
+
 /// getEphemerals: this session's ephemeral nodes whose path starts with `prefix`.
 pub fn get_ephemerals(prefix: &str) -> Request {
     Request::GetEphemerals(PathRequest {
@@ -266,6 +352,19 @@ pub fn read_data(r: Raw) -> Result<(Bytes, Stat), Error> {
         Response::Data { data, stat } => Some((data, stat)),
         _ => None,
     })
+}
+
+/// getConfig and reconfig: the parsed configuration and the node's Stat.
+pub fn read_config(r: Raw) -> Result<(EnsembleConfig, Stat), Error> {
+    let (data, stat) = read_data(r)?;
+    let text = core::str::from_utf8(&data).map_err(|_| {
+        Error::BadConfig(ConfigError {
+            line: alloc::string::String::from_utf8_lossy(&data).into_owned(),
+            reason: "not UTF-8",
+        })
+    })?;
+    let config = EnsembleConfig::parse(text).map_err(Error::BadConfig)?;
+    Ok((config, stat))
 }
 
 /// getACL: ACL and Stat.

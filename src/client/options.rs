@@ -40,6 +40,13 @@ impl Options {
         self
     }
 
+    /// Follow the ensemble's membership (`/zookeeper/config`) and rebalance over it
+    /// (default off); see [`SessionConfig::track_ensemble`].
+    pub fn track_ensemble(mut self, track: bool) -> Self {
+        self.session.track_ensemble = track;
+        self
+    }
+
     /// Start a new session by itself after an expiry (default on).
     pub fn renew_on_expiry(mut self, renew: bool) -> Self {
         self.session.renew_on_expiry = renew;

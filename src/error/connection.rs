@@ -162,6 +162,9 @@ pub enum DisconnectReason {
     Frame(FrameError),
     /// A frame that does not decode.
     Decode(DecodeError),
+    /// The session left this server for another of a changed ensemble (see
+    /// [`SessionConfig::track_ensemble`](crate::session::SessionConfig::track_ensemble)).
+    Rebalanced,
     /// The server is read-only and a probe found host `host` (an index into the
     /// connect string) serving read-write: the session moves there.
     ReadWriteServerFound {
@@ -183,6 +186,9 @@ impl fmt::Display for DisconnectReason {
             DisconnectReason::Transport(e) => write!(f, "{e}"),
             DisconnectReason::ClosedBeforeHandshake(e) => {
                 write!(f, "{e} before answering the handshake")
+            }
+            DisconnectReason::Rebalanced => {
+                f.write_str("left the server to rebalance over a changed ensemble")
             }
             DisconnectReason::NotZooKeeper => f.write_str(
                 "the server's answer is not a ZooKeeper handshake (not a ZooKeeper server?)",

@@ -65,6 +65,9 @@ pub enum Error {
     InvalidConnectString(String),
     /// The reply had a shape this call does not expect (a server bug).
     UnexpectedReply,
+    /// The ensemble's configuration (`/zookeeper/config`) does not parse: the line and
+    /// why.
+    BadConfig(crate::proto::ConfigError),
     /// A watch ended without firing: it was not set, was removed, or the session ended.
     WatchEnded,
     /// No session could be established: every host failed, each with its last reason
@@ -264,6 +267,7 @@ impl fmt::Display for Error {
             Error::NotAllowed(op) => write!(f, "{op:?} is managed by the session itself"),
             Error::InvalidConnectString(s) => write!(f, "invalid connection string: {s}"),
             Error::UnexpectedReply => f.write_str("the server's reply has an unexpected shape"),
+            Error::BadConfig(e) => write!(f, "{e}"),
             Error::WatchEnded => {
                 f.write_str("the watch ended without firing (not set, removed, or session ended)")
             }

@@ -28,6 +28,7 @@
 //! assert_eq!(reply, Response::Data { data: Bytes::from_static(b"hi"), stat });
 //! ```
 
+mod ensemble;
 mod error;
 mod frame;
 mod path;
@@ -37,6 +38,7 @@ mod response;
 mod types;
 pub(crate) mod wire;
 
+pub use ensemble::{ConfigError, EnsembleConfig, ServerRole, ServerSpec, CONFIG_NODE};
 pub use error::ErrorCode;
 pub use frame::{
     decode_exact, decode_reply, decode_request, encode_connect, encode_connect_response,

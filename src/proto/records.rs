@@ -417,17 +417,44 @@ record! {
     }
 }
 
-record! {
-    /// reconfig.
-    pub struct ReconfigRequest {
-        /// Servers joining (incremental).
-        pub joining_servers: String,
-        /// Servers leaving (incremental).
-        pub leaving_servers: String,
-        /// New membership (non-incremental).
-        pub new_members: String,
-        /// Expected config version, -1 = any.
-        pub cur_config_id: i64,
+/// reconfig. An empty string field goes out as null (-1), as the Java client sends a
+/// field it does not use: ZooKeeper 3.8 reads an empty one as a server list and fails
+/// the request (`MarshallingError`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ReconfigRequest {
+    /// Servers joining (incremental).
+    pub joining_servers: String,
+    /// Servers leaving (incremental).
+    pub leaving_servers: String,
+    /// New membership (non-incremental).
+    pub new_members: String,
+    /// Expected config version, -1 = any.
+    pub cur_config_id: i64,
+}
+
+impl Wire for ReconfigRequest {
+    const MIN_SIZE: usize = 4 + 4 + 4 + 8;
+    fn encode(&self, buf: &mut BytesMut) {
+        for field in [
+            &self.joining_servers,
+            &self.leaving_servers,
+            &self.new_members,
+        ] {
+            if field.is_empty() {
+                (-1i32).encode(buf);
+            } else {
+                field.encode(buf);
+            }
+        }
+        self.cur_config_id.encode(buf);
+    }
+    fn decode(buf: &mut Bytes) -> Result<Self, DecodeError> {
+        Ok(ReconfigRequest {
+            joining_servers: Wire::decode(buf)?,
+            leaving_servers: Wire::decode(buf)?,
+            new_members: Wire::decode(buf)?,
+            cur_config_id: Wire::decode(buf)?,
+        })
     }
 }
 

@@ -97,7 +97,12 @@ impl Session {
     /// server may or may not have applied it), every SetWatches2 armed nothing, every
     /// auth answer awaited fails.
     pub(super) fn fail_in_flight(&mut self, error: Error) {
+        let mut session_read = false;
         for req in self.window.drain() {
+            if req.token == Token::SESSION {
+                session_read = true;
+                continue;
+            }
             if matches!(req.after, After::Arm(_)) {
                 self.watches.armed(req.token, false);
             }
@@ -109,6 +114,9 @@ impl Session {
         }
         for token in self.auth.take_waiters() {
             self.events.push_back(failed(token, &error));
+        }
+        if session_read {
+            self.ensemble_read_failed();
         }
     }
 

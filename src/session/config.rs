@@ -46,6 +46,10 @@ pub struct SessionConfig {
     /// `OPEN_ACL_UNSAFE`, what recipes use unless configured), per path prefix
     /// (default none: such creates go out as given).
     pub default_acl: Option<DefaultAcl>,
+    /// Follow the ensemble's membership (`/zookeeper/config`, ZooKeeper 3.5+): the host
+    /// list becomes its members' client addresses, rebalanced as the Java client does
+    /// (default off: the connect string's hosts, for good).
+    pub track_ensemble: bool,
     /// After the session expires, start a new session by itself (as Curator and kazoo
     /// do). Off: `Expired` ends the session for good.
     pub renew_on_expiry: bool,
@@ -70,6 +74,7 @@ impl SessionConfig {
             backoff_max: Duration::from_secs(2),
             stable_after: Duration::from_secs(2),
             renew_on_expiry: true,
+            track_ensemble: false,
             sasl: None,
             default_acl: None,
         }

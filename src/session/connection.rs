@@ -119,6 +119,7 @@ impl Session {
         });
         self.identity.suspended = false;
         self.prime(now, resumed);
+        self.read_ensemble(now);
     }
 
     /// A new connection's first writes: auth, then watches, then whatever waited for
@@ -182,8 +183,7 @@ impl Session {
     /// Before the first session, notes the failure of an attempt on the current host;
     /// once every host has failed, reports [`SessionEvent::Unreachable`].
     pub(super) fn failed_attempt(&mut self, reason: &DisconnectReason) {
-        let hosts = self.config.connect_string.hosts();
-        if let Some(event) = self.hosts.failed_attempt(reason, hosts) {
+        if let Some(event) = self.hosts.failed_attempt(reason) {
             self.events.push_back(event);
         }
     }

@@ -174,6 +174,19 @@ pub enum SessionEvent {
         /// Every host and its last failure.
         hosts: HostFailures,
     },
+    /// The ensemble's membership changed (when tracking it,
+    /// [`SessionConfig::track_ensemble`](super::SessionConfig::track_ensemble)): the
+    /// hosts the session now uses, and whether it is leaving its server to rebalance
+    /// (a [`Suspended`](Self::Suspended) with
+    /// [`DisconnectReason::Rebalanced`] follows).
+    EnsembleChanged {
+        /// The members' client addresses (what `Transport::Connect` now indexes).
+        hosts: Vec<String>,
+        /// The configuration's version.
+        version: i64,
+        /// The session leaves its current server.
+        moving: bool,
+    },
     /// The session was closed. Terminal.
     Closed,
     /// Authentication failed, for this reason. Terminal.
@@ -238,6 +251,16 @@ impl fmt::Display for SessionEvent {
             SessionEvent::Unreachable { hosts, .. } => {
                 write!(f, "no server reachable ({hosts})")
             }
+            SessionEvent::EnsembleChanged {
+                hosts,
+                version,
+                moving,
+            } => write!(
+                f,
+                "ensemble config {version:#x}: {}{}",
+                hosts.join(","),
+                if *moving { "; moving to rebalance" } else { "" }
+            ),
             SessionEvent::Closed => f.write_str("session closed"),
             SessionEvent::AuthFailed(why) => {
                 write!(f, "authentication failed: {why}; session closed")

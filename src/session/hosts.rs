@@ -6,6 +6,8 @@
 //! Owns: the seeded generator (host shuffle, jitter), the order and position, the
 //! failure count, when the current connection's handshake completed, the last failure.
 //! A new host list (a reconfiguration) is this part's to take: nothing else holds one.
+//! It starts as the connect string's and changes only through
+//! [`replace`](Hosts::replace) (the ensemble tracker's rebalancing, `ensemble.rs`).
 //!
 //! Also owns the search for a read-write server while connected to a read-only one
 //! (the Java client's `pingRwServer`): which host to probe next and when, the wait
@@ -43,7 +45,9 @@ struct Probing {
 #[derive(Debug)]
 pub(super) struct Hosts {
     rng: Rng,
-    /// Host order (indices into the connect string) and position in it.
+    /// The hosts (`host:port`): the connect string's, or the ensemble's latest.
+    list: Vec<String>,
+    /// Host order (indices into `list`) and position in it.
     order: Vec<usize>,
     position: usize,
     /// Failed connection attempts since the last stable connection (a connection lost
@@ -70,13 +74,14 @@ pub(super) struct Hosts {
 }
 
 impl Hosts {
-    /// `hosts` hosts in an order shuffled from `seed`, the first one next.
-    pub(super) fn new(hosts: usize, seed: u64, now: Instant) -> Hosts {
+    /// `list` in an order shuffled from `seed`, the first one next.
+    pub(super) fn new(list: Vec<String>, seed: u64, now: Instant) -> Hosts {
         let mut rng = Rng::new(seed);
-        let mut order: Vec<usize> = (0..hosts).collect();
+        let mut order: Vec<usize> = (0..list.len()).collect();
         rng.shuffle(&mut order);
         Hosts {
             rng,
+            list,
             order,
             position: 0,
             failures: 0,
@@ -94,6 +99,34 @@ impl Hosts {
     /// Index of the host being used or dialled.
     pub(super) fn current(&self) -> usize {
         self.order.get(self.position).copied().unwrap_or(0)
+    }
+
+    /// The hosts `Transport::Connect` indexes.
+    pub(super) fn list(&self) -> &[String] {
+        &self.list
+    }
+
+    /// The seeded generator (the rebalancing draws from it too).
+    pub(super) fn rng(&mut self) -> &mut Rng {
+        &mut self.rng
+    }
+
+    /// A new host list and the order to try it in (a permutation of its indices), the
+    /// first one next; what failed on the old list is forgotten.
+    pub(super) fn replace(&mut self, list: Vec<String>, order: Vec<usize>) {
+        // What the read-only search noted by index follows its host into the new list.
+        let old = core::mem::take(&mut self.list);
+        let remap = |i: Option<usize>| {
+            let host = old.get(i?)?;
+            list.iter().position(|h| h == host)
+        };
+        self.preferred = remap(self.preferred);
+        self.checking = remap(self.checking);
+        self.stand_in = remap(self.stand_in);
+        self.list = list;
+        self.order = order;
+        self.position = 0;
+        self.host_failures.clear();
     }
 
     /// Why the last connection attempt failed, if one did.
@@ -237,17 +270,14 @@ impl Hosts {
         self.last_failure = Some(reason);
     }
 
-    /// Before the first session, notes the failure of an attempt on the current host
-    /// (`hosts`: the connect string's); once every host has failed (the failures count
-    /// this attempt), the [`SessionEvent::Unreachable`] to report.
-    pub(super) fn failed_attempt(
-        &mut self,
-        reason: &DisconnectReason,
-        hosts: &[String],
-    ) -> Option<SessionEvent> {
+    /// Before the first session, notes the failure of an attempt on the current host;
+    /// once every host has failed (the failures count this attempt), the
+    /// [`SessionEvent::Unreachable`] to report.
+    pub(super) fn failed_attempt(&mut self, reason: &DisconnectReason) -> Option<SessionEvent> {
         if self.ever_connected {
             return None;
         }
+        let hosts = &self.list;
         self.host_failures.resize(hosts.len(), None);
         let host = self.current();
         if let Some(slot) = self.host_failures.get_mut(host) {

@@ -84,6 +84,7 @@
 //! | `sasl` | the SASL exchange of this connection (a step of the handshake) |
 //! | `default_acl` | the ACL creates asking for "the default" get (applied at submit) |
 //! | `watches` | the registry, SetWatches2 arming, fan-out, re-arming after a resume |
+//! | `ensemble` | following `/zookeeper/config` and rebalancing over its members ([`SessionConfig::track_ensemble`]) |
 //!
 //! and the session's own steps, over those parts: `connection` (dialling, the
 //! handshake, priming, losing a connection), `authenticate` (the SASL exchange), `submit` (admitting and writing
@@ -99,6 +100,7 @@ mod config;
 mod connect_string;
 mod connection;
 mod default_acl;
+mod ensemble;
 mod event;
 mod hosts;
 mod identity;
@@ -134,6 +136,7 @@ use crate::hash::shed_queue;
 use crate::proto::Request;
 use crate::time::Instant;
 use auth::Auth;
+use ensemble::Tracker;
 use hosts::Hosts;
 use identity::Identity;
 use lanes::Lanes;
@@ -203,6 +206,7 @@ pub struct Session {
     auth: Auth,
     sasl: SaslStep,
     watches: Watches,
+    ensemble: Tracker,
     /// What the driver must do with its socket, in order.
     transport: VecDeque<Transport>,
     /// What the session reports, in order.
@@ -213,7 +217,7 @@ pub struct Session {
 impl Session {
     /// A session that starts connecting at once.
     pub fn new(config: SessionConfig, now: Instant) -> Session {
-        let hosts = Hosts::new(config.connect_string.hosts().len(), config.seed, now);
+        let hosts = Hosts::new(config.connect_string.hosts().to_vec(), config.seed, now);
         let mut s = Session {
             hosts,
             now,
@@ -225,6 +229,7 @@ impl Session {
             auth: Auth::default(),
             sasl: SaslStep::default(),
             watches: Watches::default(),
+            ensemble: Tracker::default(),
             transport: VecDeque::new(),
             events: VecDeque::new(),
             counters: Counters::default(),

@@ -13,7 +13,7 @@
 
 use bytes::Bytes;
 
-use super::event::{Reply, SessionEvent, SharedReply};
+use super::event::{Reply, SessionEvent, SharedReply, Token};
 use super::watches::After;
 use super::window::InFlight;
 use super::Session;
@@ -39,6 +39,7 @@ impl Session {
                 let event: WatcherEvent = decode_exact(body).map_err(DisconnectReason::Decode)?;
                 self.counters.notifications_received += 1;
                 if let Some(event_type) = event.kind() {
+                    self.ensemble_notified(now, &event.path, event_type);
                     let path = self.config.connect_string.chroot().strip(&event.path);
                     self.watches.notify(&mut self.events, path, event_type);
                 }
@@ -112,7 +113,11 @@ impl Session {
             .adapt(throttled, self.config.max_in_flight, &mut self.counters);
         self.identity.saw_zxid(header.zxid);
         self.counters.replies_received += 1;
-        self.complete(done, header.zxid, result);
+        if done.token == Token::SESSION {
+            self.on_ensemble(now, result);
+        } else {
+            self.complete(done, header.zxid, result);
+        }
         // Room on the wire again: the next queued request goes out.
         self.flush_queued(now);
         Ok(())

@@ -121,7 +121,8 @@ impl Session {
             default_acl.apply(&mut request);
         }
         let chroot = self.config.connect_string.chroot();
-        if chroot.root().is_some() {
+        // The configuration node is read outside the chroot (as getConfig does).
+        if chroot.root().is_some() && !super::ensemble::reads_config(&request) {
             request.for_each_path_mut(|_, path| *path = chroot.prefix(path));
         }
         Ok((request, after))

@@ -326,6 +326,7 @@ forms!(naming_adapters, "naming_adapters.rs");
 mod nemesis;
 forms!(nemesis_clients, "nemesis_clients.rs");
 forms!(queue_both_adapters, "queue_both_adapters.rs");
+forms!(reconfig_both, "reconfig_both.rs");
 forms!(semaphore_adapters, "semaphore_adapters.rs");
 mod tokio_only;
 // TLS: the adapters' feature `tls` (the root's dev-dependencies turn it on).

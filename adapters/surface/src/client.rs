@@ -6,11 +6,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use zk_recipes::client::ops::{self, CreateOptions, Raw};
+use zk_recipes::client::ops::{self, CreateOptions, Raw, Reconfig};
 use zk_recipes::client::{Error, Sink, Status, WatchMode};
 use zk_recipes::proto::{
-    Acl, AddWatchMode, ClientInfo, MultiOp, MultiResult, ReadOp, Request, Response, Stat,
-    WatcherType,
+    Acl, AddWatchMode, ClientInfo, EnsembleConfig, MultiOp, MultiResult, ReadOp, Request,
+    Response, Stat, WatcherType, CONFIG_NODE,
 };
 use zk_recipes::recipe::lock::Revoke;
 use zk_recipes::recipe::path::{CreateAll, CreateAllEvent, DeleteAll};
@@ -477,6 +477,30 @@ impl Client {
             .await
     }
 
+    /// The ensemble's configuration (`/zookeeper/config`, read outside any chroot):
+    /// its members and version (ZooKeeper 3.5+; `NoNode` from older servers).
+    pub async fn get_config(&self) -> Result<(EnsembleConfig, Stat), Error> {
+        self.call_on(CONFIG_NODE, ops::get_config(false), ops::read_config)
+            .await
+    }
+
+    /// Like [`get_config`](Self::get_config), leaving a watch that fires when the
+    /// configuration changes.
+    pub async fn get_config_watch(&self) -> Result<((EnsembleConfig, Stat), Watch), Error> {
+        self.call_watch(CONFIG_NODE, ops::get_config(true), ops::read_config)
+            .await
+    }
+
+    /// Changes the ensemble's membership; returns the new configuration. Refused with
+    /// `ReconfigDisabled` by an ensemble without `reconfigEnabled=true`, `NoAuth` for a
+    /// caller who may not write `/zookeeper/config` (not a superuser, on a server
+    /// without `skipACL`), `BadVersion` when `from_config` is stale (see
+    /// [`ops::reconfig`]).
+    pub async fn reconfig(&self, change: &Reconfig) -> Result<(EnsembleConfig, Stat), Error> {
+        self.call_on(CONFIG_NODE, ops::reconfig(change), ops::read_config)
+            .await
+    }
+
     /// The identities this connection is authenticated as.
     pub async fn who_am_i(&self) -> Result<Vec<ClientInfo>, Error> {
         self.call(Request::WhoAmI, ops::read_who_am_i).await
@@ -572,6 +596,17 @@ impl Client {
             .driver
             .send(Command::Route(Routed::Statuses(StatusTx(tx))));
         StatusStream(rx)
+    }
+
+    /// The hosts the session uses: the connect string's, or — with
+    /// [`Options::track_ensemble`] — the ensemble's latest members.
+    pub fn hosts(&self) -> Vec<String> {
+        self.inner.board.read(|p| p.hosts.clone())
+    }
+
+    /// The server (`host:port`) the session is connected to, or dialling.
+    pub fn server(&self) -> String {
+        self.inner.board.read(|p| p.host.clone())
     }
 
     /// The session id (0 until the first session is established).

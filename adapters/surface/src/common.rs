@@ -25,6 +25,11 @@ pub struct Published {
     pub unreachable: Option<HostFailures>,
     /// The driver has ended.
     pub stopped: bool,
+    /// The hosts the session uses (the connect string's, or the ensemble's latest when
+    /// tracking it).
+    pub hosts: Vec<String>,
+    /// The host the session is connected to or dialling.
+    pub host: String,
 }
 
 impl Default for Published {
@@ -35,6 +40,8 @@ impl Default for Published {
             password: Vec::new(),
             unreachable: None,
             stopped: false,
+            hosts: Vec::new(),
+            host: String::new(),
         }
     }
 }
@@ -58,6 +65,9 @@ pub struct Options {
     pub call_timeout: Duration,
     /// Accept read-only servers.
     pub read_only: bool,
+    /// Follow the ensemble's membership (`/zookeeper/config`) and rebalance over it as
+    /// the Java client does (default off); see `docs/sessions.md`.
+    pub track_ensemble: bool,
     /// Seed for host order and jitter; default: random.
     pub seed: Option<u64>,
     /// Start a new session by itself after an expiry (default on, as Curator and kazoo
@@ -92,6 +102,7 @@ impl Default for Options {
             fail_fast: false,
             call_timeout: Duration::from_secs(30),
             read_only: false,
+            track_ensemble: false,
             seed: None,
             renew_on_expiry: true,
             max_pending: 10_000,
@@ -132,6 +143,12 @@ impl Options {
     /// Sets [`read_only`](Self::read_only).
     pub fn read_only(mut self, read_only: bool) -> Self {
         self.read_only = read_only;
+        self
+    }
+
+    /// Sets [`track_ensemble`](Self::track_ensemble).
+    pub fn track_ensemble(mut self, track: bool) -> Self {
+        self.track_ensemble = track;
         self
     }
 
@@ -214,6 +231,7 @@ impl Options {
         let mut options = zk_recipes::client::Options::new(connect_string)?
             .session_timeout(self.session_timeout)
             .read_only(self.read_only)
+            .track_ensemble(self.track_ensemble)
             .renew_on_expiry(self.renew_on_expiry)
             .max_pending(self.max_pending)
             .max_in_flight(self.max_in_flight)

@@ -65,15 +65,15 @@ pub use semaphore::{Lease, LeaseState, Semaphore};
 pub use two_phase::{Transaction, TransactionBuilder, TransactionSite};
 pub use value::{CounterFormat, CounterHandle, CounterWatchEvent, CounterWatchHandle};
 pub use zk_recipes;
-pub use zk_recipes::client::ops::CreateOptions;
+pub use zk_recipes::client::ops::{CreateOptions, Reconfig};
 pub use zk_recipes::client::{Error, Status};
 pub use zk_recipes::error::{AuthFailure, SaslFailure};
 pub use zk_recipes::proto::{perms, Acl, ErrorCode, Id};
 pub use zk_recipes::sasl::{DigestMd5, Mechanism};
 pub use zk_recipes::session::DefaultAcl;
 pub use zk_recipes::proto::{
-    AddWatchMode, ClientInfo, CreateMode, EventType, MultiOp, MultiResult, ReadOp, Stat,
-    WatcherType,
+    AddWatchMode, ClientInfo, CreateMode, EnsembleConfig, EventType, MultiOp, MultiResult,
+    ReadOp, ServerRole, ServerSpec, Stat, WatcherType,
 };
 pub use zk_recipes::recipe::barrier::BarrierEvent;
 pub use zk_recipes::recipe::double_barrier::DoubleBarrierEvent;

@@ -64,6 +64,11 @@ impl Hub {
                     tracing::info!(target: "zk_recipes", "{e}");
                 }
             }
+            // A new host list is published whether or not the status changes.
+            let hosts_changed = matches!(
+                &event,
+                ClientEvent::Session(zk_recipes::session::SessionEvent::EnsembleChanged { .. })
+            );
             // The board first, then the status streams: a handle that heard a status
             // from a stream reads it (or a later one) from `status()`.
             let board = &self.board;
@@ -73,8 +78,12 @@ impl Hub {
                     p.session_id = core.session().session_id();
                     p.password = core.session().password().to_vec();
                     p.unreachable = routes.unreachable().cloned();
+                    publish_hosts(p, core);
                 })
             });
+            if hosts_changed {
+                board.publish(|p| publish_hosts(p, core));
+            }
         }
         any
     }
@@ -97,5 +106,18 @@ impl Hub {
         for done in self.close_waiters.drain(..) {
             let _ = done.send(());
         }
+    }
+}
+
+/// The session's host list and current server, onto the board (copied only when they
+/// changed).
+fn publish_hosts(p: &mut crate::common::Published, core: &Core) {
+    let session = core.session();
+    if p.hosts != session.hosts() {
+        p.hosts = session.hosts().to_vec();
+    }
+    let host = session.host(session.current_host());
+    if p.host != host {
+        p.host = host.into();
     }
 }

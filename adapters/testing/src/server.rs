@@ -495,6 +495,11 @@ pub struct EnsembleOptions {
     /// id connects back to a lower one at the election address the lower one announced
     /// (the nemesis's module docs say how its proxies deal with it).
     pub peer_view: Option<std::sync::Arc<PeerView>>,
+    /// Dynamic reconfiguration on (`reconfigEnabled=true`, the membership in a
+    /// dynamic config file, client addresses in the `server.N` lines), with the
+    /// superuser [`SUPERUSER`] allowed to `reconfig` (default off: ZooKeeper's default,
+    /// `reconfig` is refused `ReconfigDisabled`).
+    pub reconfig: bool,
     /// Read-only mode (`-Dreadonlymode.enabled=true`): a server cut off from its quorum
     /// keeps serving reads to clients that accept a read-only server. Also turns on
     /// local sessions (`localSessionsEnabled`, `localSessionsUpgradingEnabled`): 3.8's
@@ -505,6 +510,12 @@ pub struct EnsembleOptions {
     pub read_only: bool,
 }
 
+/// The superuser (`digest` scheme, user and password) of an ensemble started with
+/// [`EnsembleOptions::reconfig`]: ZooKeeper 3.8 lets only a superuser (or anyone, on a
+/// server started with `skipACL=yes`) write `/zookeeper/config`, so `reconfig` needs
+/// `add_auth("digest", "super:reconfig")` first; anyone else gets `NoAuth`.
+pub const SUPERUSER: (&str, &str) = ("super", "reconfig");
+
 impl Default for EnsembleOptions {
     fn default() -> Self {
         EnsembleOptions {
@@ -513,15 +524,96 @@ impl Default for EnsembleOptions {
             sync_limit: 5,
             min_session_timeout_ms: 1000,
             peer_view: None,
+            reconfig: false,
             read_only: false,
         }
     }
+}
+
+/// `server.N=...` for server `i` (N = i + 1) at `peer`; with `client`, the client
+/// address after `;` (the dynamic-config form).
+fn server_line(i: usize, client: u16, peer: PeerPorts, with_client: bool) -> String {
+    let mut line = format!("server.{}={}:{}", i + 1, peer.quorum, peer.election.port());
+    if with_client {
+        line.push_str(&format!(":participant;127.0.0.1:{client}"));
+    }
+    line
+}
+
+/// Server `i`'s JVM (not started), its data dir (`myid`) and config files in `dir`;
+/// `members` are `(index, client port, peer ports as i sees them)`.
+fn quorum_peer(
+    dir: &Path,
+    opts: &EnsembleOptions,
+    i: usize,
+    client: u16,
+    members: &[(usize, u16, PeerPorts)],
+) -> io::Result<Jvm> {
+    let data = dir.join(format!("data{}", i + 1));
+    fs::create_dir_all(&data)?;
+    fs::write(data.join("myid"), format!("{}\n", i + 1))?;
+    let mut lines = common_config(
+        &data,
+        client,
+        opts.tick_time_ms,
+        opts.min_session_timeout_ms,
+    );
+    lines.extend([
+        format!("initLimit={}", opts.init_limit),
+        format!("syncLimit={}", opts.sync_limit),
+    ]);
+    if opts.read_only {
+        lines.extend([
+            "localSessionsEnabled=true".into(),
+            "localSessionsUpgradingEnabled=true".into(),
+        ]);
+    }
+    let servers: Vec<String> = members
+        .iter()
+        .map(|(j, client, peer)| server_line(*j, *client, *peer, opts.reconfig))
+        .collect();
+    let mut jvm_flags = Vec::new();
+    if opts.read_only {
+        jvm_flags.push("-Dreadonlymode.enabled=true".into());
+    }
+    if opts.reconfig {
+        // The client address lives in the member lines; the membership in a file of
+        // its own, which the server rewrites on every reconfig.
+        lines.retain(|l| !l.starts_with("clientPort"));
+        let dynamic = dir.join(format!("zoo{}.cfg.dynamic", i + 1));
+        write_config(&dynamic, &servers)?;
+        lines.extend([
+            "reconfigEnabled=true".into(),
+            "standaloneEnabled=false".into(),
+            format!("dynamicConfigFile={}", dynamic.display()),
+        ]);
+        let (user, password) = SUPERUSER;
+        jvm_flags.push(format!(
+            "-Dzookeeper.DigestAuthenticationProvider.superDigest={}",
+            zk_recipes::client::ops::digest_id(user, password)
+        ));
+    } else {
+        lines.extend(servers);
+    }
+    let config = dir.join(format!("zoo{}.cfg", i + 1));
+    write_config(&config, &lines)?;
+    Ok(Jvm {
+        main_class: "org.apache.zookeeper.server.quorum.QuorumPeerMain",
+        config,
+        log: dir.join(format!("server{}.log", i + 1)),
+        client_addr: SocketAddr::from(([127, 0, 0, 1], client)),
+        secure_addr: None,
+        ttl_nodes: true,
+        jvm_flags,
+        child: None,
+    })
 }
 
 /// A three-server ZooKeeper ensemble on loopback ports.
 pub struct TestEnsemble {
     servers: Vec<Jvm>,
     peers: Vec<PeerPorts>,
+    opts: EnsembleOptions,
     _dir: tempfile::TempDir,
 }
 
@@ -551,53 +643,15 @@ impl TestEnsemble {
             .collect::<io::Result<_>>()?;
         let mut servers = Vec::new();
         for (i, (client, _)) in ports.iter().enumerate() {
-            let data = dir.path().join(format!("data{}", i + 1));
-            fs::create_dir_all(&data)?;
-            fs::write(data.join("myid"), format!("{}\n", i + 1))?;
-            let mut lines = common_config(
-                &data,
-                *client,
-                opts.tick_time_ms,
-                opts.min_session_timeout_ms,
-            );
-            lines.extend([
-                format!("initLimit={}", opts.init_limit),
-                format!("syncLimit={}", opts.sync_limit),
-            ]);
-            if opts.read_only {
-                lines.extend([
-                    "localSessionsEnabled=true".into(),
-                    "localSessionsUpgradingEnabled=true".into(),
-                ]);
-            }
-            for (j, (_, own)) in ports.iter().enumerate() {
+            let mut members = Vec::new();
+            for (j, (client, own)) in ports.iter().enumerate() {
                 let seen = match &opts.peer_view {
                     Some(view) if i != j => view(i, j, *own)?,
                     _ => *own,
                 };
-                lines.push(format!(
-                    "server.{}={}:{}",
-                    j + 1,
-                    seen.quorum,
-                    seen.election.port()
-                ));
+                members.push((j, *client, seen));
             }
-            let config = dir.path().join(format!("zoo{}.cfg", i + 1));
-            write_config(&config, &lines)?;
-            let mut jvm = Jvm {
-                main_class: "org.apache.zookeeper.server.quorum.QuorumPeerMain",
-                config,
-                log: dir.path().join(format!("server{}.log", i + 1)),
-                client_addr: SocketAddr::from(([127, 0, 0, 1], *client)),
-                secure_addr: None,
-                ttl_nodes: true,
-                jvm_flags: if opts.read_only {
-                    vec!["-Dreadonlymode.enabled=true".into()]
-                } else {
-                    Vec::new()
-                },
-                child: None,
-            };
+            let mut jvm = quorum_peer(dir.path(), &opts, i, *client, &members)?;
             jvm.spawn()?;
             servers.push(jvm);
         }
@@ -605,10 +659,61 @@ impl TestEnsemble {
         let ensemble = TestEnsemble {
             servers,
             peers,
+            opts,
             _dir: dir,
         };
         ensemble.wait_serving(&[0, 1, 2], Duration::from_secs(60))?;
         Ok(ensemble)
+    }
+
+    /// The `server.N=host:quorum:election:participant;host:clientPort` spec of server
+    /// `i` (0-based; N = i + 1), as `reconfig` takes it.
+    pub fn server_spec(&self, i: usize) -> String {
+        server_line(i, self.servers[i].client_addr.port(), self.peers[i], true)
+    }
+
+    /// Starts one more server (index [`len`](Self::len) before the call) that knows
+    /// every server started so far as a member, and itself: with
+    /// [`EnsembleOptions::reconfig`] it syncs with the leader as a non-voting follower
+    /// and serves clients until a `reconfig` adds it ([`server_spec`](Self::server_spec))
+    /// or it is stopped. Waits until it serves; returns its index.
+    pub fn start_joiner(&mut self) -> io::Result<usize> {
+        let i = self.servers.len();
+        let at = |p| SocketAddr::from(([127, 0, 0, 1], p));
+        let own = PeerPorts {
+            quorum: at(free_port()?),
+            election: at(free_port()?),
+        };
+        let client = free_port()?;
+        let mut members: Vec<(usize, u16, PeerPorts)> = self
+            .servers
+            .iter()
+            .zip(&self.peers)
+            .enumerate()
+            .map(|(j, (s, p))| (j, s.client_addr.port(), *p))
+            .collect();
+        members.push((i, client, own));
+        let mut jvm = quorum_peer(self._dir.path(), &self.opts, i, client, &members)?;
+        jvm.spawn()?;
+        self.servers.push(jvm);
+        self.peers.push(own);
+        self.wait_serving(&[i], Duration::from_secs(60))?;
+        Ok(i)
+    }
+
+    /// How many servers were started (members or not).
+    pub fn len(&self) -> usize {
+        self.servers.len()
+    }
+
+    /// Never empty (three servers at least).
+    pub fn is_empty(&self) -> bool {
+        self.servers.is_empty()
+    }
+
+    /// Stops server `i` (SIGTERM, then SIGKILL) and waits for it.
+    pub fn stop(&mut self, i: usize) -> io::Result<()> {
+        self.servers[i].stop()
     }
 
     /// Waits until the given servers answer `srvr` with a leader or follower mode.

@@ -3,6 +3,7 @@
 //! helpers shared by all of them are here.
 
 mod connection;
+mod ensemble;
 mod lanes;
 mod read_only;
 mod requests;

@@ -327,9 +327,11 @@ impl Watches {
             (&lists.persistent, |b| &mut b.persistent_watches),
             (&lists.recursive, |b| &mut b.persistent_recursive_watches),
         ];
-        for (paths, slot) in tables {
+        for (table, (paths, slot)) in tables.into_iter().enumerate() {
+            // Data and exist watches on the configuration node are outside the chroot.
+            let reads = table < 2;
             for p in paths {
-                let server_path = chroot.prefix(p);
+                let server_path = super::ensemble::server_path(chroot, p, reads);
                 if size + server_path.len() > SET_WATCHES_BATCH {
                     batches.extend(batch_request(core::mem::take(&mut batch)));
                     batch.relative_zxid = last_zxid;
