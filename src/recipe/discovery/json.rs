@@ -238,21 +238,7 @@ impl<'a> Reader<'a> {
             }
             Some(b'[') => {
                 self.at += 1;
-                if self.peek() == Some(b']') {
-                    self.at += 1;
-                    return Ok(());
-                }
-                loop {
-                    self.skip(depth + 1)?;
-                    match self.peek() {
-                        Some(b',') => self.at += 1,
-                        Some(b']') => {
-                            self.at += 1;
-                            return Ok(());
-                        }
-                        _ => return Err(self.fail("`,` or `]`")),
-                    }
-                }
+                self.elements(|r| r.skip(depth + 1))
             }
             Some(b'"') => self.string().map(drop),
             Some(b't' | b'f') => self.boolean().map(drop),
@@ -303,31 +289,29 @@ impl<'a> Reader<'a> {
         &mut self,
         mut each: impl FnMut(&mut Self, String) -> Result<(), InstanceError>,
     ) -> Result<(), InstanceError> {
-        if self.peek() == Some(b'}') {
-            self.at += 1;
-            return Ok(());
-        }
-        loop {
-            let key = self.string()?;
-            self.expect(b':', "`:`")?;
-            each(self, key)?;
-            match self.peek() {
-                Some(b',') => self.at += 1,
-                Some(b'}') => {
-                    self.at += 1;
-                    return Ok(());
-                }
-                _ => return Err(self.fail("`,` or `}`")),
-            }
-        }
+        self.sequence(b'}', "`,` or `}`", |r| {
+            let key = r.string()?;
+            r.expect(b':', "`:`")?;
+            each(r, key)
+        })
     }
 
-    /// The elements of an array whose `[` was consumed.
+    /// The elements of an array whose `[` was consumed; ends after the `]`.
     pub(super) fn elements(
         &mut self,
+        each: impl FnMut(&mut Self) -> Result<(), InstanceError>,
+    ) -> Result<(), InstanceError> {
+        self.sequence(b']', "`,` or `]`", each)
+    }
+
+    /// Items separated by `,` up to `close` (consumed); none at all is allowed.
+    fn sequence(
+        &mut self,
+        close: u8,
+        what: &'static str,
         mut each: impl FnMut(&mut Self) -> Result<(), InstanceError>,
     ) -> Result<(), InstanceError> {
-        if self.peek() == Some(b']') {
+        if self.peek() == Some(close) {
             self.at += 1;
             return Ok(());
         }
@@ -335,11 +319,11 @@ impl<'a> Reader<'a> {
             each(self)?;
             match self.peek() {
                 Some(b',') => self.at += 1,
-                Some(b']') => {
+                Some(c) if c == close => {
                     self.at += 1;
                     return Ok(());
                 }
-                _ => return Err(self.fail("`,` or `]`")),
+                _ => return Err(self.fail(what)),
             }
         }
     }
