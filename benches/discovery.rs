@@ -8,6 +8,11 @@
 //!   server's `zk_packets_received` (`mntr`) before and after, divided by the picks
 //!   (0 expected: a pick is served from the cache).
 //!
+//! Then the same for Curator 5.4 (`benches/curator/CuratorDiscoveryBench.java`, Debian's
+//! `libcurator-discovery-java`) on the same server, under another base path: a second
+//! Curator client registers, the time until its `ServiceCache` lists the instance
+//! (woken by the cache's listener); 10,000 `ServiceProvider.getInstance()` (round robin).
+//!
 //! The bench fails (panics) if an event is missing or a pick finds no instance.
 // A benchmark is a driver: it owns the clock.
 #![allow(clippy::disallowed_methods)]
@@ -16,6 +21,8 @@
 #[allow(dead_code)] // only `mntr` is used here
 mod curator;
 
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use zk_recipes_testing::TestServer;
@@ -104,4 +111,43 @@ async fn main() {
     drop(held);
     ours.close().await;
     other.close().await;
+    curators(&server, rounds);
+}
+
+/// Curator's side, on the same server.
+fn curators(server: &TestServer, rounds: usize) {
+    let java = curator::compiled("CuratorDiscoveryBench");
+    let mut child = Command::new("java")
+        .args(["-cp", &java.classpath, "CuratorDiscoveryBench"])
+        .arg(server.connect_string())
+        .arg(format!("{BASE}-curator"))
+        .arg(rounds.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("java");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut next = || lines.next().expect("a line from Curator").unwrap();
+    let reach = next();
+    let r: Vec<&str> = reach.split(' ').collect();
+    println!(
+        "Curator: registration to a watching ServiceCache ({rounds} rounds): median {} ms, p90 {} ms",
+        r[1], r[2]
+    );
+    assert_eq!(next(), "PICKS");
+    let before = curator::mntr(server.addr(), "zk_packets_received");
+    writeln!(stdin, "GO").unwrap();
+    let picked = next();
+    let after = curator::mntr(server.addr(), "zk_packets_received");
+    writeln!(stdin, "END").unwrap();
+    let ms = picked.strip_prefix("PICKED ").expect("PICKED");
+    println!(
+        "Curator: 10000 ServiceProvider.getInstance() in {ms} ms, {} requests to the server \
+         ({:.4} per lookup; pings included)",
+        after - before,
+        (after - before) as f64 / 10_000.0
+    );
+    child.wait().unwrap();
 }
