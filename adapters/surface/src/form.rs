@@ -22,6 +22,8 @@ mod barrier;
 mod cache;
 #[path = "config.rs"]
 mod config;
+#[path = "discovery.rs"]
+mod discovery;
 #[path = "election.rs"]
 mod election;
 #[path = "group.rs"]
@@ -55,6 +57,7 @@ pub use cache::{CacheConfig, CacheEvent, CachedNode, TreeCacheHandle};
 pub use config::{
     ConfigMode, ConfigReaderHandle, ConfigSnapshot, ReaderConfig, ReaderEvent, WriterConfig,
 };
+pub use discovery::{ServiceCacheHandle, ServiceRegistration};
 pub use election::{Candidate, ElectionBuilder, ElectionObserver};
 pub use group::{GroupMemberHandle, GroupView, NodeHandle, NodeWatchHandle, RendezvousHandle};
 pub use lock::{LockBuilder, LockGuard, ReentrantLock};
@@ -76,6 +79,10 @@ pub use zk_recipes::proto::{
     ReadOp, ServerRole, ServerSpec, Stat, WatcherType,
 };
 pub use zk_recipes::recipe::barrier::BarrierEvent;
+pub use zk_recipes::recipe::discovery::{
+    DownPolicy, InstanceError, RegistrationEvent, ServiceCacheEvent, ServiceInstance,
+    ServiceType, Strategy as PickStrategy, UriPart,
+};
 pub use zk_recipes::recipe::double_barrier::DoubleBarrierEvent;
 pub use zk_recipes::recipe::election::observer::{ObserverEvent, Participant};
 pub use zk_recipes::recipe::election::{ElectionEvent, Leadership};

@@ -1,13 +1,18 @@
-//! Apache Curator 5.4 from Debian (`apt-get install -y libcurator-recipes-java`): a Java
+//! Apache Curator 5.4 from Debian (`apt-get install -y libcurator-recipes-java
+//! libcurator-discovery-java`): a Java
 //! program compiled against its jars, for the interop tests and the benches that run a
 //! Curator client next to ours.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The jars under `/usr/share/java` a Curator recipe program needs.
+/// The jars under `/usr/share/java` a Curator recipe or discovery program needs.
 const JARS: &[&str] = &[
     "curator-recipes",
+    "curator-x-discovery",
+    "jackson-databind",
+    "jackson-core",
+    "jackson-annotations",
     "curator-framework",
     "curator-client",
     "zookeeper",
@@ -33,7 +38,7 @@ impl CuratorProgram {
                 let p = PathBuf::from(format!("/usr/share/java/{j}.jar"));
                 assert!(
                     p.exists(),
-                    "{} missing: install with `apt-get install -y libcurator-recipes-java`",
+                    "{} missing: install with `apt-get install -y libcurator-recipes-java libcurator-discovery-java`",
                     p.display()
                 );
                 p.display().to_string()

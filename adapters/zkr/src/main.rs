@@ -187,6 +187,49 @@ enum Cmd {
         #[arg(last = true, required = true, value_name = "CMD")]
         cmd: Vec<String>,
     },
+    /// Runs CMD while the service instance NAME at HOST:PORT is registered.
+    ///
+    /// Curator ServiceDiscovery compatible: the instance is the ephemeral node
+    /// BASE/NAME/ID holding the instance's JSON, re-registered after a session expiry,
+    /// unregistered when CMD exits. The node's creation zxid is in ZK_FENCING_TOKEN.
+    /// Same signals, loss rule and exit codes as `lock`.
+    Register {
+        /// The service's name.
+        name: String,
+        /// The instance's address, HOST:PORT.
+        address: String,
+        /// The discovery base path.
+        #[arg(long, default_value = "/services")]
+        base: String,
+        /// The instance id (default: a fresh one).
+        #[arg(long)]
+        id: Option<String>,
+        /// The instance's payload, one JSON value.
+        #[arg(long)]
+        payload: Option<String>,
+        #[command(flatten)]
+        stopping: Stopping,
+        /// The command and its arguments (after `--`).
+        #[arg(last = true, required = true, value_name = "CMD")]
+        cmd: Vec<String>,
+    },
+    /// Prints the instances of service NAME, one per line: ID ADDRESS:PORT.
+    ///
+    /// Reads a Curator ServiceDiscovery base path. With --watch, then prints each
+    /// change (`added`, `updated`, `removed`) until interrupted.
+    Discover {
+        /// The service's name.
+        name: String,
+        /// The discovery base path.
+        #[arg(long, default_value = "/services")]
+        base: String,
+        /// Each instance as its JSON (Curator's format), one per line.
+        #[arg(long)]
+        json: bool,
+        /// Follow the changes until interrupted.
+        #[arg(long)]
+        watch: bool,
+    },
     /// Prints the id of the current leader of the election PATH (exit 1 if none).
     Leader {
         /// The election's directory.
@@ -386,7 +429,7 @@ impl Cmd {
     fn runs_cmd(&self) -> bool {
         matches!(
             self,
-            Cmd::Lock { .. } | Cmd::Elect { .. } | Cmd::Barrier { .. }
+            Cmd::Lock { .. } | Cmd::Elect { .. } | Cmd::Barrier { .. } | Cmd::Register { .. }
         )
     }
 
@@ -410,6 +453,7 @@ impl Cmd {
             | Cmd::Ls { path, .. }
             | Cmd::Tree { path, .. }
             | Cmd::Watch { path, .. } => path,
+            Cmd::Register { base, .. } | Cmd::Discover { base, .. } => base,
             // Connects nowhere: `run` serves it before any check.
             Cmd::Serve(_) => "/",
         }
@@ -579,6 +623,24 @@ fn run(cli: Cli) -> Result<u8, u8> {
             },
             Some(signals),
         ) => barrier(&zk, &signals, &path, count, timeout, grace, &cmd),
+        (
+            Cmd::Register {
+                name,
+                address,
+                base,
+                id,
+                payload,
+                stopping,
+                cmd,
+            },
+            Some(signals),
+        ) => match instance(&name, &address, id, payload) {
+            Ok(i) => {
+                let hold = zk.register(&base, &i, stopping.stop_on_suspend).map(Some);
+                held(&signals, hold, &cmd, &stopping, (None, ""))
+            }
+            Err(e) => Err(zk_fail(e)),
+        },
         (command, _) => simple(&zk, command),
     };
     zk.close();
@@ -750,10 +812,68 @@ fn simple(zk: &Zk, command: Cmd) -> Result<u8, u8> {
             }
             Err(zk_fail(zk.ended("watch", &path)))
         }
-        Cmd::Lock { .. } | Cmd::Elect { .. } | Cmd::Barrier { .. } | Cmd::Serve(_) => {
-            Err(fail("internal: a command that runs CMD reached `simple`"))
+        Cmd::Discover {
+            name,
+            base,
+            json,
+            watch,
+        } => discover(zk, &base, &name, json, watch),
+        Cmd::Lock { .. }
+        | Cmd::Elect { .. }
+        | Cmd::Barrier { .. }
+        | Cmd::Register { .. }
+        | Cmd::Serve(_) => Err(fail("internal: a command that runs CMD reached `simple`")),
+    }
+}
+
+/// `zkr register`'s instance: NAME at HOST:PORT, the id given or a fresh one.
+fn instance(
+    name: &str,
+    address: &str,
+    id: Option<String>,
+    payload: Option<String>,
+) -> Result<zk::ServiceInstance, ZkError> {
+    let bad = || ZkError::failed(format!("register: {address:?} is not HOST:PORT"));
+    let (host, port) = address.rsplit_once(':').ok_or_else(bad)?;
+    let port: u16 = port.parse().map_err(|_| bad())?;
+    let id = id.unwrap_or_else(|| {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        format!("{:x}-{:x}", std::process::id(), nanos)
+    });
+    let mut i = zk::ServiceInstance::new(name, &id, host, i32::from(port));
+    i.payload = payload;
+    Ok(i)
+}
+
+/// `zkr discover`: the instances, then (`--watch`) each change.
+fn discover(zk: &Zk, base: &str, name: &str, json: bool, watch: bool) -> Result<u8, u8> {
+    let show = |i: &zk::ServiceInstance| {
+        if json {
+            i.to_json().map_err(|e| fail(e.to_string()))
+        } else {
+            Ok(zk::instance_line(i))
+        }
+    };
+    let (cache, now) = zk.discover(base, name).map_err(zk_fail)?;
+    for i in &now {
+        line(&show(i)?)?;
+    }
+    if !watch {
+        return Ok(0);
+    }
+    eprintln!("zkr: watching service {name} in {base}");
+    for e in cache {
+        match e {
+            zk::ServiceCacheEvent::Added(i) => line(&format!("added {}", show(&i)?))?,
+            zk::ServiceCacheEvent::Updated(i) => line(&format!("updated {}", show(&i)?))?,
+            zk::ServiceCacheEvent::Removed(i) => line(&format!("removed {}", i.id))?,
+            e if e.is_final() => break,
+            _ => {}
         }
     }
+    Err(zk_fail(zk.ended("discover", &format!("{base}/{name}"))))
 }
 
 /// `zkr queue put` (the item's name, if the queue gives one) and `zkr queue take`.

@@ -10,9 +10,11 @@ use zk_recipes_blocking::zk_recipes::session::ConnectString;
 use zk_recipes_blocking::{
     connect as adapter_connect, AddWatchMode, Candidate, Client, CounterFormat, CreateMode,
     CreateOptions, DoubleBarrier, ElectionEvent, Error, ErrorCode, EventType, LockChange,
-    LockGuard, LostReason, Options, Status, Tls, WatchStream,
+    LockGuard, LostReason, Options, OwnedNodeEvent, ServiceCacheHandle, ServiceRegistration,
+    Status, Tls, WatchStream,
 };
 pub use zk_recipes_blocking::{Bytes, Description, InspectedNode, Shape, Stat, Survey};
+pub use zk_recipes_blocking::{ServiceCacheEvent, ServiceInstance};
 
 use crate::duration::show;
 
@@ -648,5 +650,109 @@ impl Zk {
         self.client
             .describe_below(path)
             .map_err(|e| self.err("inspect", path, e))
+    }
+}
+
+/// A registered service instance (kept, and re-registered after an expiry, while CMD
+/// runs).
+struct Registered {
+    handle: ServiceRegistration,
+    path: String,
+    token: i64,
+    stop_on_suspend: bool,
+    lost: Option<String>,
+}
+
+impl Hold for Registered {
+    fn token(&self) -> i64 {
+        self.token
+    }
+
+    fn wait_loss(&mut self, wait: Duration) -> Option<String> {
+        if self.lost.is_none() {
+            self.lost = match self.handle.next_timeout(wait) {
+                Ok(Some(OwnedNodeEvent::Failed { error })) => {
+                    Some(format!("the registration failed: {error}"))
+                }
+                Ok(Some(OwnedNodeEvent::Suspended)) if self.stop_on_suspend => {
+                    Some(SUSPENDED.into())
+                }
+                Ok(None) => Some("the registration ended".into()),
+                _ => None,
+            };
+        }
+        self.lost.clone()
+    }
+
+    fn release(self: Box<Self>) -> Result<(), String> {
+        if self.lost.is_some() {
+            return Ok(());
+        }
+        let path = self.path;
+        self.handle
+            .unregister()
+            .map_err(|e| format!("unregister {path}: {e}"))
+    }
+}
+
+/// One instance as a line: `<id> <address>:<port>` (and `ssl=<port>`, `disabled`).
+pub fn instance_line(i: &ServiceInstance) -> String {
+    let mut s = format!(
+        "{} {}:{}",
+        i.id,
+        i.address.as_deref().unwrap_or("-"),
+        i.port.map_or_else(|| "-".into(), |p| p.to_string())
+    );
+    if let Some(p) = i.ssl_port {
+        s.push_str(&format!(" ssl={p}"));
+    }
+    if !i.enabled {
+        s.push_str(" disabled");
+    }
+    s
+}
+
+impl Zk {
+    /// Registers `instance` under `base` (Curator `ServiceDiscovery` compatible) and
+    /// waits until it is in place; the hold's token is the node's creation zxid.
+    pub fn register(
+        &self,
+        base: &str,
+        instance: &ServiceInstance,
+        stop_on_suspend: bool,
+    ) -> Result<Box<dyn Hold>, ZkError> {
+        let path = format!("{base}/{}/{}", instance.name, instance.id);
+        if let Err(e) = instance.to_json() {
+            return Err(ZkError::failed(format!("register {path}: --payload: {e}")));
+        }
+        let mut handle = self
+            .client
+            .register_service(base, instance)
+            .map_err(|e| self.err("register", &path, e))?;
+        let stat = handle
+            .created()
+            .map_err(|e| self.err("register", &path, e))?;
+        Ok(Box::new(Registered {
+            handle,
+            path,
+            token: stat.czxid,
+            stop_on_suspend,
+            lost: None,
+        }))
+    }
+
+    /// Follows service `name` under `base`: its instances once complete.
+    pub fn discover(
+        &self,
+        base: &str,
+        name: &str,
+    ) -> Result<(ServiceCacheHandle, Vec<ServiceInstance>), ZkError> {
+        let path = format!("{base}/{name}");
+        let mut cache = self
+            .client
+            .service_cache(base, name)
+            .map_err(|e| self.err("discover", &path, e))?;
+        let now = cache.synced().map_err(|e| self.err("discover", &path, e))?;
+        Ok((cache, now))
     }
 }

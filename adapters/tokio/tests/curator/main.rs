@@ -4,6 +4,7 @@
 
 mod support;
 
+mod discovery;
 mod double_barrier;
 mod kazoo;
 mod latch;

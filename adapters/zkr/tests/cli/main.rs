@@ -2,7 +2,8 @@
 //! 127.0.0.1 by the test support. The modules: `signals` (what reaches a command run
 //! directly), `nodes` (the node verbs), `messages` (what zkr says when something is
 //! wrong), `inspect` (`zkr inspect`, with Curator's lock and latch among the nodes),
-//! `serve` (`zkr serve`: the embedded server, no JVM).
+//! `serve` (`zkr serve`: the embedded server, no JVM), `discovery` (`zkr register`,
+//! `zkr discover`).
 
 use std::fs;
 use std::io::{BufRead, BufReader};
@@ -14,6 +15,7 @@ use std::time::{Duration, Instant};
 use zk_recipes_blocking::{connect, Client, Options};
 use zk_recipes_testing::TestServer;
 
+mod discovery;
 mod inspect;
 mod messages;
 mod nodes;

@@ -37,6 +37,7 @@ fn node_verbs() {
     let server = TestServer::start().unwrap();
     data_goes_through_get_raw_and_set_unchanged(&server);
     stat_versions_create_and_delete(&server);
+    super::discovery::register_while_cmd_runs_and_discover(&server);
 }
 
 fn data_goes_through_get_raw_and_set_unchanged(server: &TestServer) {
