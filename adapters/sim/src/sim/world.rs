@@ -517,8 +517,8 @@ impl<A: Actor> Simulation<A> {
         match ev {
             Ev::Wake(i) => self.wake(i),
             Ev::Dialed(i, gen) => self.dialed(i, gen),
-            Ev::ToServer(i, gen, bytes) => self.to_server(i, gen, bytes),
-            Ev::ToClient(i, gen, bytes, closed) => self.to_client(i, gen, bytes, closed),
+            Ev::ToServer(i, gen, bytes) => self.arrive_at_server(i, gen, bytes),
+            Ev::ToClient(i, gen, bytes, closed) => self.arrive_at_client(i, gen, bytes, closed),
             Ev::ServerTick => {
                 if self.paused_until.is_none() {
                     let ms = i64::try_from(self.now.as_micros() / 1000).unwrap_or(i64::MAX);
@@ -581,7 +581,7 @@ impl<A: Actor> Simulation<A> {
     }
 
     /// Bytes client `i` wrote reach the server (unless lost, or the server paused).
-    fn to_server(&mut self, i: usize, gen: u64, bytes: Bytes) {
+    fn arrive_at_server(&mut self, i: usize, gen: u64, bytes: Bytes) {
         if let Some(until) = self.paused_until {
             // A paused server reads nothing; the bytes wait in the socket.
             self.push(until, Ev::ToServer(i, gen, bytes));
@@ -610,7 +610,7 @@ impl<A: Actor> Simulation<A> {
     }
 
     /// Bytes the server wrote (then perhaps a close) reach client `i` (unless lost).
-    fn to_client(&mut self, i: usize, gen: u64, bytes: Bytes, closed: bool) {
+    fn arrive_at_client(&mut self, i: usize, gen: u64, bytes: Bytes, closed: bool) {
         if self.slots[i].conn_gen != gen || !self.slots[i].running {
             return;
         }
