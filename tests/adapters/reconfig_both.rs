@@ -147,7 +147,7 @@ async fn across_reconfig() {
     let acquired = Arc::new(AtomicUsize::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
-    for zk in clients.iter().cloned() {
+    for zk in clients.clone() {
         let (holders, overlaps, last_token, stale_tokens, acquired, stop) = (
             holders.clone(),
             overlaps.clone(),
