@@ -111,6 +111,9 @@ pub enum Format {
     Fifo,
     /// `entry-<ppp>-<seq>`: kazoo's `Queue`, priority first (lower first).
     Priority,
+    /// `queue-|<time>|<seq>`: Curator's `DistributedDelayQueue`, earliest time first,
+    /// an item takeable from its time on (see [`delay_queue`](crate::recipe::delay_queue)).
+    Delay,
 }
 
 /// The side directory of a queue: `<dir>-meta`.
@@ -124,7 +127,9 @@ pub fn meta_dir(dir: &str) -> String {
     s
 }
 
-/// The name prefix an item is created with (the server appends the sequence).
+/// The name prefix an item is created with (the server appends the sequence); a
+/// delay item's is [`delay_queue::item_prefix`](crate::recipe::delay_queue::item_prefix)
+/// of its time (here: time 0, takeable at once).
 ///
 /// ```
 /// use zk_recipes::recipe::queue::{item_prefix, Format};
@@ -139,6 +144,7 @@ pub fn item_prefix(format: Format, priority: u16) -> String {
             let _ = write!(s, "{:03}-", priority.min(MAX_PRIORITY));
             s
         }
+        Format::Delay => crate::recipe::delay_queue::item_prefix(0),
     }
 }
 
@@ -158,7 +164,9 @@ fn digits(s: &str) -> Option<i64> {
     s.parse().ok()
 }
 
-/// Parses an item name of `format`; `None` for anything else (foreign children).
+/// Parses an item name of `format`; `None` for anything else (foreign children). A
+/// delay item's key has its sequence only (its time orders it first: see
+/// [`delay_queue::ready_at`](crate::recipe::delay_queue::ready_at)).
 ///
 /// ```
 /// use zk_recipes::recipe::queue::{parse_item, Format, SortKey};
@@ -185,6 +193,13 @@ pub fn parse_item(format: Format, name: &str) -> Option<SortKey> {
                 sequence: digits(seq)?,
             })
         }
+        Format::Delay => {
+            let (_, sequence) = crate::recipe::delay_queue::ready_at(name)?;
+            Some(SortKey {
+                priority: 0,
+                sequence,
+            })
+        }
     }
 }
 
@@ -197,6 +212,9 @@ pub fn parse_item(format: Format, name: &str) -> Option<SortKey> {
 /// assert_eq!(sorted_items(Format::Fifo, &kids, 10), ["qn-0000000001", "qn-0000000003"]);
 /// ```
 pub fn sorted_items(format: Format, children: &[String], max: usize) -> Vec<String> {
+    if format == Format::Delay {
+        return crate::recipe::delay_queue::sorted(children, max);
+    }
     let mut items: Vec<(SortKey, &String)> = children
         .iter()
         .filter_map(|c| parse_item(format, c).map(|k| (k, c)))

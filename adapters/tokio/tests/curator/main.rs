@@ -4,6 +4,7 @@
 
 mod support;
 
+mod delay_queue;
 mod double_barrier;
 mod kazoo;
 mod latch;
