@@ -50,8 +50,9 @@ async fn curator_puts_for_later_and_we_take_not_before_their_time() {
     zk.create_all("/interop/dq1", "", &CreateOptions::default())
         .await
         .unwrap();
-    // Five due in 1.5 s, then five due at once: ours takes the five due first.
-    for (prefix, delay) in [("late", "1500"), ("now", "0")] {
+    // Five due at once, then five due 3 s after their put: ours takes the five due
+    // first, then the others, each not before its time.
+    for (prefix, delay) in [("now", "0"), ("late", "3000")] {
         let out = java(&cp, &[&cs, "/interop/dq1", "put", "5", prefix, delay])
             .output()
             .unwrap();
