@@ -16,8 +16,6 @@
 mod curator;
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use zk_recipes_testing::TestServer;
@@ -88,38 +86,19 @@ async fn ours(server: &TestServer, n: usize) -> Figures {
 }
 
 fn curator(server: &TestServer, n: usize) -> Figures {
-    let java = curator::compiled("CuratorDelayQueueBench");
-    let mut child = Command::new("java")
-        .args(["-cp", &java.classpath, "CuratorDelayQueueBench"])
-        .arg(server.connect_string())
-        .arg("/bench-dq/curator")
-        .arg(n.to_string())
-        .arg(DELAY_MS.to_string())
-        .arg(SPREAD_MS.to_string())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut next = || lines.next().expect("CuratorDelayQueueBench ended").unwrap();
-    assert_eq!(next(), "READY");
-    let before = curator::mntr(server.addr(), "zk_packets_received");
-    stdin.write_all(b"go\n").unwrap();
-    let result = next();
-    let after = curator::mntr(server.addr(), "zk_packets_received");
-    stdin.write_all(b"close\n").unwrap();
-    assert!(child.wait().unwrap().success());
-    let v: Vec<u64> = result
-        .strip_prefix("RESULT ")
-        .unwrap_or_else(|| panic!("CuratorDelayQueueBench said {result}"))
-        .split(' ')
-        .map(|x| x.parse().unwrap())
-        .collect();
+    let args = [
+        server.connect_string(),
+        "/bench-dq/curator".into(),
+        n.to_string(),
+        DELAY_MS.to_string(),
+        SPREAD_MS.to_string(),
+    ];
+    let (result, requests) = curator::run_measured("CuratorDelayQueueBench", &args, server.addr());
+    let v: Vec<u64> = result.split(' ').map(|x| x.parse().unwrap()).collect();
     Figures {
         put_ms: v[0],
         late: [v[1], v[2], v[3]],
-        requests: after - before - 1,
+        requests,
     }
 }
 

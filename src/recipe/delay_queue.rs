@@ -134,16 +134,7 @@ pub fn ready_at(name: &str) -> Option<(u64, i64)> {
 /// assert_eq!(sorted(&kids, 10), ["queue-|00000002|0000000005", "queue-|00000009|0000000001"]);
 /// ```
 pub fn sorted(children: &[String], max: usize) -> Vec<String> {
-    let mut items: Vec<((u64, i64), &String)> = children
-        .iter()
-        .filter_map(|c| ready_at(c).map(|k| (k, c)))
-        .collect();
-    if items.len() > max {
-        items.select_nth_unstable(max);
-        items.truncate(max);
-    }
-    items.sort_unstable();
-    items.into_iter().map(|(_, n)| n.clone()).collect()
+    super::queue::sorted_by(children, max, ready_at)
 }
 
 /// Curator's `ItemSerializer` frame of one item.

@@ -215,9 +215,19 @@ pub fn sorted_items(format: Format, children: &[String], max: usize) -> Vec<Stri
     if format == Format::Delay {
         return crate::recipe::delay_queue::sorted(children, max);
     }
-    let mut items: Vec<(SortKey, &String)> = children
+    sorted_by(children, max, |c| parse_item(format, c))
+}
+
+/// The children that have a `key`, in key (then name) order, at most `max` of them (the
+/// lowest ones): the one selection of every item format.
+pub(crate) fn sorted_by<K: Ord>(
+    children: &[String],
+    max: usize,
+    key: impl Fn(&str) -> Option<K>,
+) -> Vec<String> {
+    let mut items: Vec<(K, &String)> = children
         .iter()
-        .filter_map(|c| parse_item(format, c).map(|k| (k, c)))
+        .filter_map(|c| key(c).map(|k| (k, c)))
         .collect();
     if items.len() > max {
         items.select_nth_unstable(max);

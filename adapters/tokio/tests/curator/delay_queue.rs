@@ -14,7 +14,6 @@
 
 use crate::support as curator_support;
 
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -95,24 +94,11 @@ async fn we_put_for_later_and_curator_takes_not_before_their_time() {
     let at = SystemTime::now() + Duration::from_millis(1500);
     let ms = at.duration_since(UNIX_EPOCH).unwrap().as_millis();
     q.put_at(format!("r0@{ms}"), at).await.unwrap();
-    let mut child = java(&cp, &[&cs, "/interop/dq2", "take", "6"])
+    let child = java(&cp, &[&cs, "/interop/dq2", "take", "6"])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let out = child.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut items = Vec::new();
-        for line in BufReader::new(out).lines() {
-            let line = line.unwrap();
-            if let Some(item) = line.strip_prefix("ITEM ") {
-                items.push(item.to_string());
-            } else if line == "DONE" {
-                break;
-            }
-        }
-        let _ = child.wait();
-        items
-    });
+    let reader = curator_support::items_until_done(child);
     let mut items = Vec::new();
     for i in 1..6 {
         let delay = Duration::from_millis(if i % 2 == 0 { 0 } else { 800 });
