@@ -263,6 +263,8 @@ impl Driver {
                         }
                     }
                     Transport::Close => self.stream = None,
+                    // Read-only mode is off: never asked for.
+                    Transport::Probe { .. } => {}
                 }
             }
             while self.client.poll_transmit(&mut self.out) {

@@ -209,24 +209,20 @@ impl DigestExchange {
         }
         let realm: &[u8] = fields.get("realm").unwrap_or(b"");
         let nc = "00000001";
-        let response = digest(
-            &self.user,
-            realm,
-            &self.password,
-            nonce,
-            nc,
-            &self.cnonce,
-            "AUTHENTICATE:",
-        );
-        let rspauth = digest(
-            &self.user,
-            realm,
-            &self.password,
-            nonce,
-            nc,
-            &self.cnonce,
-            ":",
-        );
+        // One digest, with A2 prefixed `AUTHENTICATE:` for our response, `:` for `rspauth`.
+        let digest_of = |method: &str| {
+            digest(
+                &self.user,
+                realm,
+                &self.password,
+                nonce,
+                nc,
+                &self.cnonce,
+                method,
+            )
+        };
+        let response = digest_of("AUTHENTICATE:");
+        let rspauth = digest_of(":");
         let mut out = Vec::new();
         if utf8 {
             out.extend_from_slice(b"charset=utf-8,");
@@ -399,24 +395,20 @@ mod tests {
         //  a1=m(s+b":OA6MG9tEQGm2hh:OA6MHXh6VqTrRk").hexdigest();
         //  f=lambda p:m((a1+":OA6MG9tEQGm2hh:00000001:OA6MHXh6VqTrRk:auth:"+m((p+"zookeeper/zk-sasl-md5").encode()).hexdigest()).encode()).hexdigest();
         //  print(f("AUTHENTICATE:"),f(":"))'
-        let r = digest(
-            "chris",
-            b"elwood.innosoft.com",
-            "secret",
-            b"OA6MG9tEQGm2hh",
-            "00000001",
-            "OA6MHXh6VqTrRk",
-            "AUTHENTICATE:",
-        );
-        let a = digest(
-            "chris",
-            b"elwood.innosoft.com",
-            "secret",
-            b"OA6MG9tEQGm2hh",
-            "00000001",
-            "OA6MHXh6VqTrRk",
-            ":",
-        );
+        let digest_of = |method: &str| {
+            let realm = b"elwood.innosoft.com";
+            digest(
+                "chris",
+                realm,
+                "secret",
+                b"OA6MG9tEQGm2hh",
+                "00000001",
+                "OA6MHXh6VqTrRk",
+                method,
+            )
+        };
+        let r = digest_of("AUTHENTICATE:");
+        let a = digest_of(":");
         assert_eq!(r, "3d53f3e841d45c8a4dcf0f37c4725582");
         assert_eq!(a, "8c55a82deadfa98cf2a60488be40c74d");
         assert_ne!(r, a);

@@ -373,6 +373,12 @@ impl Client {
         self.pump(now);
     }
 
+    /// See [`Session::handle_probe`]: what a [`Transport::Probe`] of `host` read.
+    pub fn handle_probe(&mut self, now: Instant, host: usize, answer: &[u8]) {
+        self.session.handle_probe(now, host, answer);
+        self.pump(now);
+    }
+
     /// See [`Session::handle_bytes`].
     pub fn handle_bytes(&mut self, now: Instant, bytes: &[u8]) {
         self.session.handle_bytes(now, bytes);

@@ -7,7 +7,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
 
-use crate::proto::{DecodeError, FrameError};
+use crate::proto::{DecodeError, ErrorCode, FrameError};
 
 /// What the driver saw happen to its socket (it maps its I/O errors to these).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -145,10 +145,29 @@ pub enum DisconnectReason {
     /// The server answered a request for a new session with "expired": it will not
     /// give this client a session.
     SessionRefused,
+    /// The server answered the handshake with a bare reply header carrying `code`, in
+    /// place of a session. ZooKeeper 3.8's read-only server answers so (`NotReadOnly`)
+    /// every request for a new session unless it runs with `localSessionsEnabled=true`
+    /// (it creates sessions there only as local ones).
+    HandshakeRefused {
+        /// The error the header carries.
+        code: ErrorCode,
+    },
+    /// A handshake asking a read-only server for a read-only stand-in session (see
+    /// `docs/sessions.md`, read-only mode) was answered by a server that serves
+    /// read-write again: the new session it granted is not this client's session (it
+    /// is left to expire, holding nothing), and the session's own is presented next.
+    StandInNotReadOnly,
     /// A bad frame length.
     Frame(FrameError),
     /// A frame that does not decode.
     Decode(DecodeError),
+    /// The server is read-only and a probe found host `host` (an index into the
+    /// connect string) serving read-write: the session moves there.
+    ReadWriteServerFound {
+        /// The read-write host.
+        host: usize,
+    },
     /// A reply that does not answer the oldest request in flight.
     UnexpectedXid {
         /// xid of the oldest request in flight (0 if none).
@@ -180,6 +199,24 @@ impl fmt::Display for DisconnectReason {
             DisconnectReason::SessionRefused => {
                 f.write_str("the server refused to create a session")
             }
+            DisconnectReason::HandshakeRefused {
+                code: ErrorCode::NotReadOnly,
+            } => f.write_str(
+                "the read-only server refused to create a session (NotReadOnly, -119): \
+                 ZooKeeper 3.8 creates sessions on a read-only server only with \
+                 localSessionsEnabled=true",
+            ),
+            DisconnectReason::HandshakeRefused { code } => {
+                write!(f, "the server answered the handshake with an error: {code}")
+            }
+            DisconnectReason::StandInNotReadOnly => f.write_str(
+                "asked a read-only server for a read-only stand-in session, and a \
+                 read-write server answered",
+            ),
+            DisconnectReason::ReadWriteServerFound { host } => write!(
+                f,
+                "left a read-only server for host {host}, which serves read-write"
+            ),
             DisconnectReason::Frame(e) => write!(f, "protocol error: {e}"),
             DisconnectReason::Decode(e) => write!(f, "protocol error: {e}"),
             DisconnectReason::UnexpectedXid { expected, got } => {

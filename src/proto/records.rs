@@ -187,12 +187,18 @@ impl Wire for ConnectRequest {
             timeout_ms: Wire::decode(buf)?,
             session_id: Wire::decode(buf)?,
             passwd: Wire::decode(buf)?,
-            read_only: if buf.is_empty() {
-                false
-            } else {
-                Wire::decode(buf)?
-            },
+            read_only: trailing_flag(buf)?,
         })
+    }
+}
+
+/// The optional trailing `read_only` byte of the handshake records: `false` when absent
+/// (an old peer does not send it).
+fn trailing_flag(buf: &mut Bytes) -> Result<bool, DecodeError> {
+    if buf.is_empty() {
+        Ok(false)
+    } else {
+        Wire::decode(buf)
     }
 }
 
@@ -233,11 +239,7 @@ impl Wire for ConnectResponse {
             timeout_ms: Wire::decode(buf)?,
             session_id: Wire::decode(buf)?,
             passwd: Wire::decode(buf)?,
-            read_only: if buf.is_empty() {
-                false
-            } else {
-                Wire::decode(buf)?
-            },
+            read_only: trailing_flag(buf)?,
         })
     }
 }

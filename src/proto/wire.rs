@@ -56,26 +56,26 @@ fn need(buf: &Bytes, n: usize) -> Result<(), DecodeError> {
     }
 }
 
-impl Wire for i32 {
-    const MIN_SIZE: usize = 4;
-    fn encode(&self, buf: &mut BytesMut) {
-        buf.put_i32(*self);
-    }
-    fn decode(buf: &mut Bytes) -> Result<Self, DecodeError> {
-        need(buf, 4)?;
-        Ok(buf.get_i32())
-    }
+/// `Wire` for big-endian integers (jute's `int` and `long`): a trait impl per type,
+/// which a function cannot write.
+macro_rules! wire_int {
+    ($($t:ty => $put:ident, $get:ident;)*) => {$(
+        impl Wire for $t {
+            const MIN_SIZE: usize = core::mem::size_of::<$t>();
+            fn encode(&self, buf: &mut BytesMut) {
+                buf.$put(*self);
+            }
+            fn decode(buf: &mut Bytes) -> Result<Self, DecodeError> {
+                need(buf, Self::MIN_SIZE)?;
+                Ok(buf.$get())
+            }
+        }
+    )*};
 }
 
-impl Wire for i64 {
-    const MIN_SIZE: usize = 8;
-    fn encode(&self, buf: &mut BytesMut) {
-        buf.put_i64(*self);
-    }
-    fn decode(buf: &mut Bytes) -> Result<Self, DecodeError> {
-        need(buf, 8)?;
-        Ok(buf.get_i64())
-    }
+wire_int! {
+    i32 => put_i32, get_i32;
+    i64 => put_i64, get_i64;
 }
 
 impl Wire for bool {

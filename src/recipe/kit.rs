@@ -372,6 +372,15 @@ impl<P, E> Kit<P, E> {
         self.retry.deadline()
     }
 
+    /// May the recipe send at `now` ([`allows`](Self::allows))? `waiting` says whether
+    /// it now waits for the end of a backoff (its deadline: [`retry_at`](Self::retry_at)),
+    /// not for a suspension to end (the reconnect drives it again).
+    pub fn gate(&self, now: Instant, waiting: &mut bool) -> bool {
+        let allows = self.allows(now);
+        *waiting = !allows && !self.is_suspended();
+        allows
+    }
+
     /// The retry part of [`Recipe::poll_timeout`]: the
     /// earlier of the recipe's own `deadline` and, if it is `retrying` (something
     /// waits to be sent again), the end of the backoff.

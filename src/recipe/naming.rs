@@ -302,11 +302,9 @@ impl Resolve {
         if !self.need || self.run == Run::Done || !self.live {
             return;
         }
-        if !self.kit.allows(now) {
-            self.waiting = !self.kit.is_suspended();
+        if !self.kit.gate(now, &mut self.waiting) {
             return;
         }
-        self.waiting = false;
         self.need = false;
         let path = self.config.path.clone();
         if self.config.sync_first {
@@ -385,11 +383,8 @@ impl Protocol for Resolve {
     }
 
     fn deadline(&self) -> Option<Instant> {
-        if self.waiting && self.run != Run::Done {
-            self.kit.retry_at()
-        } else {
-            None
-        }
+        self.kit
+            .timeout(None, self.waiting && self.run != Run::Done)
     }
 
     fn finished(&self) -> bool {
@@ -1022,11 +1017,8 @@ impl Protocol for IdGenerator {
     }
 
     fn deadline(&self) -> Option<Instant> {
-        if self.timer && self.life != Life::Done {
-            self.kit.retry_at()
-        } else {
-            None
-        }
+        self.kit
+            .timeout(None, self.timer && self.life != Life::Done)
     }
 
     fn finished(&self) -> bool {

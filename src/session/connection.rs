@@ -7,7 +7,7 @@
 //! is `Suspended`, the next host is dialled).
 //!
 //! A step between the server's answer and the priming, the SASL exchange, is a phase
-//! of its own (`Authenticating`), run by `sasl.rs`; [`established`](Session::established)
+//! of its own (`Authenticating`), run by `authenticate.rs`; [`established`](Session::established)
 //! follows it.
 
 use bytes::Bytes;
@@ -15,7 +15,7 @@ use bytes::Bytes;
 use super::event::{SessionEvent, Transport};
 use super::{Phase, Session};
 use crate::error::{DisconnectReason, Error, SessionEnd};
-use crate::proto::{encode_connect, xid, ConnectResponse, Wire};
+use crate::proto::{encode_connect, xid, ConnectResponse, ErrorCode, ReplyHeader, Wire};
 use crate::time::Instant;
 
 impl Session {
@@ -49,7 +49,8 @@ impl Session {
         self.phase = Phase::Handshaking { deadline };
         self.link.reset();
         // `last_recv` stays: only the server's words count as hearing from it.
-        let req = self.identity.connect_request(&self.config);
+        let stand_in = self.hosts.stand_in_here();
+        let req = self.identity.connect_request(&self.config, stand_in);
         encode_connect(&mut self.link.tx, &req);
         self.counters.control_sent += 1;
         self.link.last_send = now;
@@ -61,8 +62,29 @@ impl Session {
         now: Instant,
         mut frame: Bytes,
     ) -> Result<(), DisconnectReason> {
+        // A bare reply header (16 bytes: shorter than any ConnectResponse) carrying an
+        // error: the server refuses the handshake (3.8's read-only server, NotReadOnly).
+        if frame.len() == ReplyHeader::MIN_SIZE {
+            if let Ok(header) = ReplyHeader::decode(&mut frame.clone()) {
+                if header.err != 0 {
+                    return Err(DisconnectReason::HandshakeRefused {
+                        code: ErrorCode::from_i32(header.err),
+                    });
+                }
+            }
+        }
         let resp =
             ConnectResponse::decode(&mut frame).map_err(|_| DisconnectReason::NotZooKeeper)?;
+        if self.identity.stand_in() {
+            // A stand-in is a read-only server's session, never an answer about the
+            // session itself (kept for the next read-write server).
+            if resp.is_expired() {
+                return Err(DisconnectReason::SessionRefused);
+            }
+            if !resp.read_only {
+                return Err(DisconnectReason::StandInNotReadOnly);
+            }
+        }
         if resp.is_expired() {
             self.expire(now, true);
             return Ok(());
@@ -85,6 +107,7 @@ impl Session {
         let announce_resumed = resumed && announced == self.identity.session_id;
         self.hosts.connected(now);
         let read_only = self.identity.read_only_server();
+        self.hosts.set_read_only(now, read_only);
         self.events.push_back(if announce_resumed {
             SessionEvent::Reconnected { read_only }
         } else {
@@ -116,7 +139,26 @@ impl Session {
     pub(super) fn connection_lost(&mut self, now: Instant, reason: DisconnectReason) {
         let was_connected = matches!(self.phase, Phase::Connected | Phase::Closing { .. });
         let closing = matches!(self.phase, Phase::Closing { .. });
+        // Read-only mode: a server that closes a handshake presenting this session
+        // unanswered may be a read-only one refusing it (ZooKeeper 3.8: "Refusing
+        // global session reconnection in RO mode"), or one not serving at all. A probe
+        // tells them apart; "ro" makes it the host of a read-only stand-in
+        // (`handle_probe`). A stand-in that ended is asked for again only after
+        // another refusal and probe.
+        let refused = matches!(self.phase, Phase::Handshaking { .. })
+            && matches!(reason, DisconnectReason::ClosedBeforeHandshake(_))
+            && self.config.read_only
+            && !self.identity.stand_in()
+            && self.identity.presents_session();
+        if self.identity.end_stand_in() {
+            self.hosts.end_stand_in();
+        }
         self.transport.push_back(Transport::Close);
+        if refused {
+            let host = self.hosts.current();
+            self.hosts.check_read_only(host);
+            self.transport.push_back(Transport::Probe { host });
+        }
         self.link.reset();
         self.fail_in_flight(Error::ConnectionLoss);
         if closing {

@@ -68,6 +68,27 @@ pub enum Transport {
     },
     /// Drop the current socket.
     Close,
+    /// Keep the current socket; on a separate, short-lived connection to
+    /// `hosts()[host]`, write [`Transport::PROBE_REQUEST`], read what the server answers
+    /// until it closes (at most [`Transport::PROBE_ANSWER_MAX`] bytes, within a few
+    /// seconds: the adapters give it 2 s) and give it to
+    /// [`handle_probe`](super::Session::handle_probe) (nothing read, or a failure:
+    /// an empty answer). Asked for only while the session is connected to a read-only
+    /// server: it is how the session finds a read-write one (the Java client's
+    /// `pingRwServer`). A driver that never carries it out only keeps the session on
+    /// its read-only server until that connection ends.
+    Probe {
+        /// Index into [`ConnectString::hosts`](super::ConnectString::hosts).
+        host: usize,
+    },
+}
+
+impl Transport {
+    /// What a [`Transport::Probe`] writes: ZooKeeper's `isro` four-letter word (the
+    /// server must allow it: `4lw.commands.whitelist` lists `isro`, or `*`).
+    pub const PROBE_REQUEST: &'static [u8] = b"isro";
+    /// The most a [`Transport::Probe`] reads (`rw` or `ro`; anything else is no answer).
+    pub const PROBE_ANSWER_MAX: usize = 16;
 }
 
 /// A reply to a submitted request.

@@ -6,6 +6,12 @@
 //! Owns: the seeded generator (host shuffle, jitter), the order and position, the
 //! failure count, when the current connection's handshake completed, the last failure.
 //! A new host list (a reconfiguration) is this part's to take: nothing else holds one.
+//!
+//! Also owns the search for a read-write server while connected to a read-only one
+//! (the Java client's `pingRwServer`): which host to probe next and when, the wait
+//! doubling from [`PROBE_MIN`] to [`PROBE_MAX`], and a host a probe found read-write,
+//! dialled next; and, while disconnected, a host that closed a handshake presenting
+//! the session, probed, and if found read-only the host of a read-only stand-in.
 
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -15,6 +21,23 @@ use super::event::SessionEvent;
 use super::rng::Rng;
 use crate::error::{DisconnectReason, HostFailures};
 use crate::time::Instant;
+
+/// The first wait before probing for a read-write server (the Java client's
+/// `minPingRwTimeout`); each probe doubles it, up to [`PROBE_MAX`].
+pub(super) const PROBE_MIN: Duration = Duration::from_millis(100);
+/// The longest wait between two probes (the Java client waits up to 60 s; a probe is
+/// one small TCP exchange, and a client on a read-only server cannot write).
+pub(super) const PROBE_MAX: Duration = Duration::from_secs(10);
+
+/// The search for a read-write server: when the next probe goes out, the wait after
+/// it, and how far along the host order it is.
+#[derive(Debug, Clone, Copy)]
+struct Probing {
+    at: Instant,
+    wait: Duration,
+    /// Offset from the current host in the order of the next host to probe.
+    step: usize,
+}
 
 /// Which host, in which order, and how long to wait before dialling again.
 #[derive(Debug)]
@@ -34,6 +57,16 @@ pub(super) struct Hosts {
     host_failures: Vec<Option<DisconnectReason>>,
     /// A session was ever established (on this session id or an earlier one).
     ever_connected: bool,
+    /// Connected to a read-only server: the search for a read-write one.
+    probing: Option<Probing>,
+    /// A probe found this host read-write: it is dialled next.
+    preferred: Option<usize>,
+    /// This host closed a handshake presenting the session: a probe asks whether it
+    /// is read-only.
+    checking: Option<usize>,
+    /// A probe found this host read-only after it refused the session: a handshake
+    /// there asks for a read-only stand-in.
+    stand_in: Option<usize>,
 }
 
 impl Hosts {
@@ -51,6 +84,10 @@ impl Hosts {
             last_failure: None,
             host_failures: Vec::new(),
             ever_connected: false,
+            probing: None,
+            preferred: None,
+            checking: None,
+            stand_in: None,
         }
     }
 
@@ -82,6 +119,7 @@ impl Hosts {
     pub(super) fn connected(&mut self, now: Instant) {
         self.connected_at = now;
         self.ever_connected = true;
+        self.checking = None;
     }
 
     /// The connection (or the attempt) on the current host was lost at `now`: a
@@ -108,9 +146,90 @@ impl Hosts {
         self.failures = self.failures.saturating_add(1);
     }
 
-    /// The next host in the order becomes the current one.
+    /// The next host in the order becomes the current one (or the host a probe found
+    /// read-write). Probing stops: it is for a connection to a read-only server.
     pub(super) fn advance(&mut self) {
-        self.position = (self.position + 1) % self.order.len().max(1);
+        self.probing = None;
+        let preferred = self
+            .preferred
+            .take()
+            .and_then(|host| self.order.iter().position(|&h| h == host));
+        self.position = match preferred {
+            Some(position) => position,
+            None => (self.position + 1) % self.order.len().max(1),
+        };
+    }
+
+    /// The connection on the current host is established, on a read-only server if
+    /// `read_only`: with other hosts to ask, probing starts (after [`PROBE_MIN`]);
+    /// on a read-write server it stops.
+    pub(super) fn set_read_only(&mut self, now: Instant, read_only: bool) {
+        self.probing = (read_only && self.order.len() > 1).then_some(Probing {
+            at: now + PROBE_MIN,
+            wait: PROBE_MIN,
+            step: 1,
+        });
+    }
+
+    /// `host` closed a handshake presenting the session: a probe of it is on its way.
+    pub(super) fn check_read_only(&mut self, host: usize) {
+        self.checking = Some(host);
+    }
+
+    /// A probe found `host` read-only: if it is the host that refused the session,
+    /// it becomes the stand-in host, dialled next (at once in place of the current
+    /// host if `idle`, waiting to dial, else after the current attempt). True if so.
+    pub(super) fn found_read_only(&mut self, host: usize, idle: bool) -> bool {
+        if self.checking != Some(host) {
+            return false;
+        }
+        self.checking = None;
+        self.stand_in = Some(host);
+        match self.order.iter().position(|&h| h == host) {
+            Some(position) if idle => self.position = position,
+            Some(_) => self.preferred = Some(host),
+            None => return false,
+        }
+        true
+    }
+
+    /// The handshake on the current host asks for a read-only stand-in.
+    pub(super) fn stand_in_here(&self) -> bool {
+        self.stand_in == Some(self.current())
+    }
+
+    /// A stand-in connection (or the attempt) ended: the next handshake there
+    /// presents the session again.
+    pub(super) fn end_stand_in(&mut self) {
+        self.stand_in = None;
+    }
+
+    /// When the next probe is due, while probing.
+    pub(super) fn probe_at(&self) -> Option<Instant> {
+        self.probing.map(|p| p.at)
+    }
+
+    /// The host to probe if a probe is due at `now` (the others in turn, never the
+    /// current one); the next probe is scheduled after twice the last wait.
+    pub(super) fn probe_due(&mut self, now: Instant) -> Option<usize> {
+        let hosts = self.order.len();
+        let current = self.position;
+        let p = self.probing.as_mut().filter(|p| p.at <= now)?;
+        let host = self.order.get((current + p.step) % hosts.max(1)).copied();
+        p.step = p.step % (hosts.max(2) - 1) + 1;
+        p.wait = (p.wait * 2).min(PROBE_MAX);
+        p.at = now + p.wait;
+        host
+    }
+
+    /// A probe found `host` read-write: if still probing, it is the host dialled
+    /// next; true if so (the caller then drops the read-only connection).
+    pub(super) fn found_read_write(&mut self, host: usize) -> bool {
+        if self.probing.is_none() || !self.order.contains(&host) || host == self.current() {
+            return false;
+        }
+        self.preferred = Some(host);
+        true
     }
 
     /// Notes why the last attempt failed (after [`failed_attempt`](Self::failed_attempt)).

@@ -86,13 +86,14 @@
 //! | `watches` | the registry, SetWatches2 arming, fan-out, re-arming after a resume |
 //!
 //! and the session's own steps, over those parts: `connection` (dialling, the
-//! handshake, priming, losing a connection), `submit` (admitting and writing
+//! handshake, priming, losing a connection), `authenticate` (the SASL exchange), `submit` (admitting and writing
 //! requests), `replies` (reading frames, completing requests), `timers` (pings,
 //! timeouts, the expiry estimate), `close` (closing, ending, expiry, failing what is
 //! pending). `config` and `event` are the settings and the vocabulary; the error types
 //! live in [`crate::error`].
 
 mod auth;
+mod authenticate;
 mod close;
 mod config;
 mod connect_string;
@@ -416,6 +417,39 @@ impl Session {
     /// [`SaslFailure::NoRandom`].
     pub fn handle_random(&mut self, random: [u8; 32]) {
         self.sasl.random = Some(random);
+    }
+
+    /// What a [`Transport::Probe`] of `host` read: `answer` (empty if the probe failed
+    /// or nothing came). If it says `host` serves read-write while this session is
+    /// still on a read-only server, the session drops that connection and dials `host`
+    /// at once (resuming the session there, its watches re-armed); requests in flight
+    /// fail with `ConnectionLoss`, as on any lost connection. If it says `host` is
+    /// read-only while the session is disconnected and `host` closed the handshake
+    /// presenting it, `host` is dialled next for a read-only stand-in. Anything else
+    /// changes nothing (the next probe asks another host later).
+    pub fn handle_probe(&mut self, now: Instant, host: usize, answer: &[u8]) {
+        let now = self.tick(now);
+        if answer == b"ro" {
+            let idle = matches!(self.phase, Phase::Idle { .. });
+            let disconnected = idle
+                || matches!(
+                    self.phase,
+                    Phase::Dialing { .. } | Phase::Handshaking { .. }
+                );
+            if disconnected && self.hosts.found_read_only(host, idle) && idle {
+                // Dial now: the wait was for the host that refused.
+                self.dial();
+            }
+            return;
+        }
+        if answer != b"rw"
+            || self.phase != Phase::Connected
+            || !self.identity.read_only_server()
+            || !self.hosts.found_read_write(host)
+        {
+            return;
+        }
+        self.connection_lost(now, DisconnectReason::ReadWriteServerFound { host });
     }
 
     // ----- commands -----

@@ -3,7 +3,8 @@
 //! auth answers (to [`Auth`](super::auth::Auth)'s waiter; a rejection ends the
 //! session; so does `SessionClosedRequireSaslAuth` on any frame: the server requires
 //! SASL and this session has none), and replies, which must answer the oldest request on the wire (anything
-//! else is a protocol error that drops the connection). A reply completes its request:
+//! else is a protocol error that drops the connection; one exception: a read-only
+//! server's `NotReadOnly`, which may overtake replies to earlier reads). A reply completes its request:
 //! the watches it set or removed, the chroot stripped from the paths it carries, then
 //! the [`Reply`] (or a [`SharedReply`] for a shared listing) and any notification held
 //! back for it.
@@ -80,17 +81,28 @@ impl Session {
         header: &ReplyHeader,
         body: Bytes,
     ) -> Result<(), DisconnectReason> {
-        let Some(head) = self.window.head() else {
+        let Some((head_xid, head_op)) = self.window.head().map(|h| (h.xid, h.op)) else {
             return Err(DisconnectReason::UnexpectedXid { expected: 0, got });
         };
-        if head.xid != got {
+        if head_xid != got {
+            // ZooKeeper 3.8's read-only server refuses a write from the first step of
+            // its pipeline, ahead of the replies to reads sent before it, still on
+            // their way through the rest: that refusal completes its request alone.
+            if header.err == ErrorCode::NotReadOnly.to_i32() && self.identity.read_only_server() {
+                if let Some(done) = self.window.take(got) {
+                    self.counters.replies_received += 1;
+                    self.complete(done, header.zxid, Err(Error::from(ErrorCode::NotReadOnly)));
+                    self.flush_queued(now);
+                    return Ok(());
+                }
+            }
             return Err(DisconnectReason::UnexpectedXid {
-                expected: head.xid,
+                expected: head_xid,
                 got,
             });
         }
         let result = if header.err == 0 {
-            Ok(Response::decode(head.op, body).map_err(DisconnectReason::Decode)?)
+            Ok(Response::decode(head_op, body).map_err(DisconnectReason::Decode)?)
         } else {
             Err(Error::from(ErrorCode::from_i32(header.err)))
         };
@@ -107,7 +119,12 @@ impl Session {
     }
 
     /// A request's answer: its watches, then its reply, then what was held back for it.
-    fn complete(&mut self, req: InFlight, zxid: i64, mut result: Result<Response, Error>) {
+    pub(super) fn complete(
+        &mut self,
+        req: InFlight,
+        zxid: i64,
+        mut result: Result<Response, Error>,
+    ) {
         if matches!(req.after, After::Close) {
             return self.end(SessionEnd::Closed, false);
         }

@@ -3,19 +3,24 @@
 //! rules, `max_watches`, the frame limit), the chroot applied, and where it goes — to
 //! the wire at once when nothing waits and the [`Window`](super::window::Window) has
 //! room, else into the [`Lanes`](super::lanes::Lanes) — and the writing of queued
-//! requests as room comes back (their zero xid patched).
+//! requests as room comes back (their zero xid patched). On a read-only server a
+//! `sync` is answered here instead (see `sync_read_only`).
 //!
 //! Owns no state: it moves requests between the lanes, the window and the link.
 
-use bytes::BytesMut;
+use alloc::string::String;
+use alloc::vec::Vec;
+use bytes::{Bytes, BytesMut};
 
 use super::event::Token;
 use super::lanes::Queued;
 use super::watches::After;
+use super::window::InFlight;
 use super::{Phase, Session};
 use crate::error::{SessionEnd, SubmitError};
 use crate::proto::{
-    encode_request, validate_path, validate_sequential_prefix, xid, AuthPacket, PathRole, Request,
+    encode_request, validate_path, validate_sequential_prefix, xid, AuthPacket, OpCode,
+    PathRequest, PathRole, Request, Response, Wire,
 };
 use crate::time::Instant;
 
@@ -39,6 +44,13 @@ impl Session {
             && self.lanes.is_empty()
             && self.window.has_room(self.config.max_in_flight)
         {
+            if let Request::Sync(PathRequest { path }) = &request {
+                if self.identity.read_only_server() {
+                    let path = path.clone();
+                    self.sync_read_only(token, after, Vec::new(), path);
+                    return Ok(());
+                }
+            }
             // Straight into the transmit buffer with its real xid (nothing is written
             // if it is too large).
             let xid = self.window.next_xid();
@@ -160,6 +172,13 @@ impl Session {
     /// Writes a queued request under the next xid.
     pub(super) fn write(&mut self, now: Instant, q: Queued) {
         let more = self.lanes.unshare(q.share);
+        if q.op == OpCode::Sync && self.identity.read_only_server() {
+            // The frame: length, xid, type, then the path.
+            let path = PathRequest::decode(&mut Bytes::copy_from_slice(&q.frame[12..]))
+                .map(|r| r.path)
+                .unwrap_or_default();
+            return self.sync_read_only(q.token, q.after, more, path);
+        }
         self.counters.requests_sent += 1;
         let mut frame = q.frame;
         frame[4..8].copy_from_slice(&self.window.next_xid().to_be_bytes());
@@ -167,5 +186,23 @@ impl Session {
         self.watches.arm_at_write(q.token, &q.after);
         self.window.push(q.op, q.token, q.after, more);
         self.link.last_send = now;
+    }
+
+    /// A `sync` on a read-only server: answered here, never sent. The server would
+    /// refuse it (NotReadOnly), though there is no leader to catch up with: it serves
+    /// what it has, and `Connected { read_only: true }` says so. Readers (caches,
+    /// watched values, config readers) sync before a load; they carry on.
+    fn sync_read_only(&mut self, token: Token, after: After, more: Vec<Token>, path: String) {
+        self.counters.requests_sent += 1;
+        self.counters.replies_received += 1;
+        let done = InFlight {
+            xid: 0,
+            op: OpCode::Sync,
+            token,
+            after,
+            more,
+        };
+        let zxid = self.identity.last_zxid;
+        self.complete(done, zxid, Ok(Response::Path(path)));
     }
 }

@@ -9,12 +9,15 @@
 //!   `Hosts::connect_timeout`); a close waits for its answer until its deadline.
 //! * Disconnected for the session timeout (counted from the last frame received) ⇒
 //!   `Expired` locally, before any server confirms it.
+//! * Connected to a read-only server: the next probe for a read-write one (see
+//!   `Hosts::probe_due`).
 //!
 //! Owns no state: the deadlines derive from the phase, the [`Link`](super::link::Link)'s
 //! last send and receive, and the [`Identity`](super::identity::Identity)'s timeout.
 
 use core::time::Duration;
 
+use super::event::Transport;
 use super::{Phase, Session};
 use crate::error::{DisconnectReason, SessionEnd};
 use crate::proto::{xid, Request};
@@ -61,9 +64,11 @@ impl Session {
             Phase::Dialing { deadline }
             | Phase::Handshaking { deadline }
             | Phase::Authenticating { deadline } => Some(deadline),
-            Phase::Connected => Some(
-                (last_recv + self.read_timeout()).min(self.link.last_send + self.ping_interval()),
-            ),
+            Phase::Connected => {
+                let due = (last_recv + self.read_timeout())
+                    .min(self.link.last_send + self.ping_interval());
+                Some(self.hosts.probe_at().map_or(due, |probe| due.min(probe)))
+            }
             Phase::Closing { deadline } => Some(deadline.min(last_recv + self.read_timeout())),
             Phase::Ended(_) => None,
         };
@@ -108,6 +113,12 @@ impl Session {
             Phase::Connected if self.link.last_send + self.ping_interval() <= now => {
                 self.link
                     .write_control(now, xid::PING, &Request::Ping, &mut self.counters);
+                true
+            }
+            Phase::Connected if self.hosts.probe_at().is_some_and(|at| at <= now) => {
+                if let Some(host) = self.hosts.probe_due(now) {
+                    self.transport.push_back(Transport::Probe { host });
+                }
                 true
             }
             _ => false,

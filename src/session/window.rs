@@ -95,6 +95,15 @@ impl Window {
         done
     }
 
+    /// The request on the wire with `xid`, answered out of order (see
+    /// `Session::on_reply`: a read-only server's refusal).
+    pub(super) fn take(&mut self, xid: i32) -> Option<InFlight> {
+        let at = self.in_flight.iter().position(|r| r.xid == xid)?;
+        let done = self.in_flight.remove(at);
+        shed_queue(&mut self.in_flight);
+        done
+    }
+
     /// Every request on the wire, oldest first (the connection is gone).
     pub(super) fn drain(&mut self) -> impl Iterator<Item = InFlight> + '_ {
         self.in_flight.drain(..)

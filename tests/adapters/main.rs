@@ -13,7 +13,7 @@
 macro_rules! forms {
     ($name:ident, $file:literal) => {
         mod $name {
-            mod tokio_form {
+            pub(crate) mod tokio_form {
                 #[allow(unused_imports)]
                 use crate::common::*;
                 #[allow(unused_imports)]
@@ -31,7 +31,7 @@ macro_rules! forms {
             // `run(scenario())` passes the scenario's result, `()` for most: the call
             // has already run (`unit_arg` is the point here).
             #[allow(clippy::unit_arg)]
-            mod blocking_form {
+            pub(crate) mod blocking_form {
                 #[allow(unused_imports)]
                 use crate::blocking_rt::*;
                 #[allow(unused_imports)]
@@ -330,8 +330,23 @@ forms!(queue_both_adapters, "queue_both_adapters.rs");
 forms!(semaphore_adapters, "semaphore_adapters.rs");
 mod tokio_only;
 // TLS: the adapters' feature `tls` (the root's dev-dependencies turn it on).
+forms!(read_only_both, "read_only_both.rs");
 forms!(sasl_both, "sasl_both.rs");
 forms!(tls_both, "tls_both.rs");
 forms!(two_phase_adapters, "two_phase_adapters.rs");
 forms!(value_adapters, "value_adapters.rs");
 forms!(watch_node, "watch_node.rs");
+
+/// Read-only mode in both forms on one ensemble (a start costs ~8 s): the tokio form,
+/// then the blocking one; each prints its figures for the note.
+#[test]
+fn read_only_mode_on_a_partitioned_ensemble() {
+    let mut ensemble =
+        zk_recipes_testing::TestEnsemble::start_with(zk_recipes_testing::EnsembleOptions {
+            read_only: true,
+            ..Default::default()
+        })
+        .expect("a three-server ensemble in read-only mode");
+    read_only_both::tokio_form::partition(&mut ensemble, "/ro-tokio");
+    read_only_both::blocking_form::partition(&mut ensemble, "/ro-blocking");
+}

@@ -284,7 +284,7 @@ pub(crate) fn run(mut core: Core, io: Io, shared: BoardTx, tls: TlsSetting) {
         inputs,
         waker,
     } = io;
-    let mut dialer = Dialer::new(waker);
+    let mut dialer = Dialer::new(waker.clone());
     let epoch = std::time::Instant::now();
     let now = move || {
         Instant::from_micros(u64::try_from(epoch.elapsed().as_micros()).unwrap_or(u64::MAX))
@@ -294,6 +294,8 @@ pub(crate) fn run(mut core: Core, io: Io, shared: BoardTx, tls: TlsSetting) {
     let mut out = BytesMut::with_capacity(64 * 1024);
     let mut buf = vec![0u8; 64 * 1024];
     let mut events = MioEvents::with_capacity(16);
+    // What probes for a read-write server read, by host.
+    let (probes_tx, probes) = std::sync::mpsc::channel::<(usize, Vec<u8>)>();
 
     loop {
         // Drain every output until there is nothing but a deadline (and bytes to write).
@@ -301,6 +303,21 @@ pub(crate) fn run(mut core: Core, io: Io, shared: BoardTx, tls: TlsSetting) {
             let mut progressed = false;
             while let Some(t) = core.poll_transport() {
                 progressed = true;
+                if let Transport::Probe { host } = t {
+                    // A side connection, on a thread of its own: the socket stays.
+                    let (addr, answers, waker) = (
+                        core.host(host).to_string(),
+                        probes_tx.clone(),
+                        waker.clone(),
+                    );
+                    let _ = std::thread::Builder::new()
+                        .name("zk-probe".into())
+                        .spawn(move || {
+                            let _ = answers.send((host, zk_recipes_surface::probe(&addr)));
+                            let _ = waker.wake();
+                        });
+                    continue;
+                }
                 close(&poll, &mut socket);
                 out.clear();
                 dialer.cancel();
@@ -369,6 +386,9 @@ pub(crate) fn run(mut core: Core, io: Io, shared: BoardTx, tls: TlsSetting) {
                     }
                     while let Ok(input) = inputs.try_recv() {
                         hub.handle(&mut core, now(), input);
+                    }
+                    while let Ok((host, answer)) = probes.try_recv() {
+                        core.handle_probe(now(), host, &answer);
                     }
                 }
                 SOCKET => {

@@ -231,6 +231,44 @@ impl Options {
     }
 }
 
+/// How long a [`probe`] may take, connecting and reading together.
+pub const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Carries out a [`Transport::Probe`](zk_recipes::session::Transport::Probe) of `host`
+/// (`host:port`) on a short-lived plain TCP connection, blocking (a driver runs it off
+/// its I/O loop): writes the probe's request, returns what the server answered before
+/// closing (at most the probe's maximum; empty if the connection or the read failed or
+/// took longer than [`PROBE_TIMEOUT`]).
+pub fn probe(host: &str) -> Vec<u8> {
+    use std::io::{Read, Write};
+    use std::net::{TcpStream, ToSocketAddrs};
+    use zk_recipes::session::Transport;
+    let deadline = std::time::Instant::now() + PROBE_TIMEOUT;
+    let left = || deadline.saturating_duration_since(std::time::Instant::now());
+    let Ok(addrs) = host.to_socket_addrs() else {
+        return Vec::new();
+    };
+    for addr in addrs {
+        if left().is_zero() {
+            break;
+        }
+        let Ok(mut stream) = TcpStream::connect_timeout(&addr, left()) else {
+            continue;
+        };
+        let mut answer = Vec::new();
+        let read = stream
+            .set_read_timeout(Some(left().max(std::time::Duration::from_millis(1))))
+            .and_then(|()| stream.write_all(Transport::PROBE_REQUEST))
+            .and_then(|()| {
+                (&mut stream)
+                    .take(Transport::PROBE_ANSWER_MAX as u64)
+                    .read_to_end(&mut answer)
+            });
+        return if read.is_ok() { answer } else { Vec::new() };
+    }
+    Vec::new()
+}
+
 /// A fresh random id for a node we create (Curator's `_c_<uuid>-` protection prefix).
 pub fn node_id() -> String {
     zk_recipes::recipe::lock::node_id(random_seed(), random_seed())

@@ -209,6 +209,7 @@ impl Nemesis {
             sync_limit: opts.sync_limit,
             min_session_timeout_ms: 1000,
             peer_view: Some(Arc::new(view)),
+            ..EnsembleOptions::default()
         })?;
         let server_proxies = std::mem::take(&mut *lock(&proxies));
         Ok(Nemesis {

@@ -495,6 +495,14 @@ pub struct EnsembleOptions {
     /// id connects back to a lower one at the election address the lower one announced
     /// (the nemesis's module docs say how its proxies deal with it).
     pub peer_view: Option<std::sync::Arc<PeerView>>,
+    /// Read-only mode (`-Dreadonlymode.enabled=true`): a server cut off from its quorum
+    /// keeps serving reads to clients that accept a read-only server. Also turns on
+    /// local sessions (`localSessionsEnabled`, `localSessionsUpgradingEnabled`): 3.8's
+    /// read-only server creates a session only as a local one and answers any other
+    /// new-session handshake with a bare reply header carrying NotReadOnly (-119), and
+    /// a session is a global one (one that can move between servers) only once it
+    /// created an ephemeral node.
+    pub read_only: bool,
 }
 
 impl Default for EnsembleOptions {
@@ -505,6 +513,7 @@ impl Default for EnsembleOptions {
             sync_limit: 5,
             min_session_timeout_ms: 1000,
             peer_view: None,
+            read_only: false,
         }
     }
 }
@@ -555,6 +564,12 @@ impl TestEnsemble {
                 format!("initLimit={}", opts.init_limit),
                 format!("syncLimit={}", opts.sync_limit),
             ]);
+            if opts.read_only {
+                lines.extend([
+                    "localSessionsEnabled=true".into(),
+                    "localSessionsUpgradingEnabled=true".into(),
+                ]);
+            }
             for (j, (_, own)) in ports.iter().enumerate() {
                 let seen = match &opts.peer_view {
                     Some(view) if i != j => view(i, j, *own)?,
@@ -576,7 +591,11 @@ impl TestEnsemble {
                 client_addr: SocketAddr::from(([127, 0, 0, 1], *client)),
                 secure_addr: None,
                 ttl_nodes: true,
-                jvm_flags: Vec::new(),
+                jvm_flags: if opts.read_only {
+                    vec!["-Dreadonlymode.enabled=true".into()]
+                } else {
+                    Vec::new()
+                },
                 child: None,
             };
             jvm.spawn()?;

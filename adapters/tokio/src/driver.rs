@@ -149,6 +149,8 @@ pub(crate) async fn run(
     let mut connecting: Option<Connecting> = None;
     let mut out = BytesMut::with_capacity(64 * 1024);
     let mut buf = vec![0u8; 64 * 1024];
+    // What probes for a read-write server read, by host.
+    let (probes_tx, mut probes) = mpsc::unbounded_channel::<(usize, Vec<u8>)>();
 
     loop {
         // Drain every output until there is nothing but a deadline (and bytes to write).
@@ -156,6 +158,14 @@ pub(crate) async fn run(
             let mut progressed = false;
             while let Some(t) = core.poll_transport() {
                 progressed = true;
+                if let Transport::Probe { host } = t {
+                    // A side connection: the session's socket stays.
+                    let (addr, answers) = (core.host(host).to_string(), probes_tx.clone());
+                    tokio::task::spawn_blocking(move || {
+                        let _ = answers.send((host, zk_recipes_surface::probe(&addr)));
+                    });
+                    continue;
+                }
                 reader = None;
                 writer = None;
                 connecting = None;
@@ -241,6 +251,7 @@ pub(crate) async fn run(
                     }
                 }
             },
+            Some((host, answer)) = probes.recv() => core.handle_probe(now(), host, &answer),
             _ = sleep_until(deadline) => core.handle_timeout(now()),
         }
     }

@@ -104,6 +104,11 @@ struct Cli {
     )]
     sasl_password_file: Option<std::path::PathBuf>,
 
+    /// Accept a read-only server (a server cut off from its quorum, run with
+    /// read-only mode enabled): reads work, writes fail with "server is read-only".
+    #[arg(long, env = "ZK_READ_ONLY", global = true)]
+    read_only: bool,
+
     #[command(subcommand)]
     command: Cmd,
 }
@@ -530,6 +535,7 @@ fn run(cli: Cli) -> Result<u8, u8> {
             .sasl_user
             .as_deref()
             .zip(cli.sasl_password_file.as_deref()),
+        read_only: cli.read_only,
     })
     .map_err(zk_fail)?;
     if let Some(s) = &signals {

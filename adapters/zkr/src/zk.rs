@@ -73,6 +73,9 @@ pub struct Settings<'a> {
     pub tls_client: Option<(&'a Path, &'a Path)>,
     /// SASL DIGEST-MD5: the user and the file holding the password.
     pub sasl: Option<(&'a str, &'a Path)>,
+    /// Accept a read-only server (one cut off from its quorum): reads work, writes
+    /// fail with "server is read-only".
+    pub read_only: bool,
 }
 
 /// One session to ZooKeeper. Clones share it.
@@ -100,7 +103,8 @@ pub fn connect(settings: &Settings<'_>) -> Result<Zk, ZkError> {
     let mut options = Options::default()
         .session_timeout(settings.session_timeout)
         .connect_timeout(settings.connect_timeout)
-        .renew_on_expiry(false);
+        .renew_on_expiry(false)
+        .read_only(settings.read_only);
     let tls_error = |e: std::io::Error| ZkError::failed(format!("TLS settings: {e}"));
     match (settings.tls_ca, settings.tls_client) {
         (Some(ca), client) => {

@@ -353,6 +353,35 @@ impl DoubleBarrier {
         self.kit.failed(now);
     }
 
+    /// The names a listing found (none if the directory is gone), or `None` when it
+    /// failed: retried for `need`, the barrier failed, or the session ended.
+    fn listed(
+        &mut self,
+        now: Instant,
+        result: Result<Response, Error>,
+        need: Need,
+    ) -> Option<Vec<String>> {
+        let children = match result {
+            Ok(Response::Children(c)) | Ok(Response::Children2 { children: c, .. }) => c,
+            Ok(_) => {
+                self.fail(Error::UnexpectedReply);
+                return None;
+            }
+            Err(Error::Server(ErrorCode::NoNode)) => Vec::new(),
+            Err(e) if e.is_retryable() => {
+                self.again(now, need);
+                return None;
+            }
+            Err(e) if e.ends_session() => return None,
+            Err(e) => {
+                self.fail(e);
+                return None;
+            }
+        };
+        self.kit.succeeded();
+        Some(children)
+    }
+
     fn in_flight(&self, f: impl Fn(&Purpose) -> bool) -> bool {
         self.kit.any(f)
     }
@@ -457,15 +486,9 @@ impl DoubleBarrier {
             }
             return;
         }
-        let children = match result {
-            Ok(Response::Children(c)) | Ok(Response::Children2 { children: c, .. }) => c,
-            Ok(_) => return self.fail(Error::UnexpectedReply),
-            Err(Error::Server(ErrorCode::NoNode)) => Vec::new(),
-            Err(e) if e.is_retryable() => return self.again(now, ARM),
-            Err(e) if e.ends_session() => return,
-            Err(e) => return self.fail(e),
+        let Some(children) = self.listed(now, result, ARM) else {
+            return;
         };
-        self.kit.succeeded();
         if !children.contains(&self.config.id) {
             // Our node is gone while we enter: deleted by someone else.
             self.set_enter(|e| e.created = false);
@@ -540,15 +563,9 @@ impl DoubleBarrier {
 
     /// Decides from a listing in leave.
     fn on_list_leave(&mut self, now: Instant, result: Result<Response, Error>) {
-        let children = match result {
-            Ok(Response::Children(c)) | Ok(Response::Children2 { children: c, .. }) => c,
-            Ok(_) => return self.fail(Error::UnexpectedReply),
-            Err(Error::Server(ErrorCode::NoNode)) => Vec::new(),
-            Err(e) if e.is_retryable() => return self.again(now, LIST),
-            Err(e) if e.ends_session() => return,
-            Err(e) => return self.fail(e),
+        let Some(children) = self.listed(now, result, LIST) else {
+            return;
         };
-        self.kit.succeeded();
         let saw_ready = children.iter().any(|c| c == READY);
         self.set_leave(|l| l.saw_ready = saw_ready);
         let mut members: Vec<String> = children.into_iter().filter(|c| c != READY).collect();
@@ -847,15 +864,10 @@ impl Protocol for DoubleBarrier {
             Phase::Entering | Phase::Leaving => self.deadline,
             _ => None,
         };
-        let retry = if !self.need.is_empty() && self.phase() != Phase::Done {
-            self.kit.retry_at()
-        } else {
-            None
-        };
-        match (deadline, retry) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        self.kit.timeout(
+            deadline,
+            !self.need.is_empty() && self.phase() != Phase::Done,
+        )
     }
 
     fn finished(&self) -> bool {

@@ -5,7 +5,7 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::{GRANT, MAX_SUCCESSORS, NOTICE};
+use super::types::{GRANT, MAX_SUCCESSORS, NOTICE};
 use crate::recipe::contender;
 
 /// `marker`, then `names` one per line: the data of a grant or a notice.

@@ -11,8 +11,8 @@ use super::phase::{
     Attempt, Blocker, Ended, Entering, Finish, Handoff, Holder, Leaving, Need, Node, Ours,
     OwnWatch, Phase, Purpose, Search, Waiter, Watching,
 };
-use super::{Acquire, LockConfig, LockEvent, LockKind, LostReason, Release};
-use super::{CURATOR_REVOKE, MAX_SUCCESSORS, REVOKE};
+use super::types::{Acquire, LockConfig, LockEvent, LockKind, LostReason, Release};
+use super::types::{CURATOR_REVOKE, MAX_SUCCESSORS, REVOKE};
 use crate::error::Error;
 use crate::proto::*;
 use crate::recipe::contender;

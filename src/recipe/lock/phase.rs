@@ -19,7 +19,7 @@ use crate::error::Error;
 use crate::recipe::OpId;
 use crate::time::Instant;
 
-use super::LostReason;
+use super::types::LostReason;
 
 /// What each request of the lock is for.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

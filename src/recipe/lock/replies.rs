@@ -8,7 +8,7 @@ use core::mem;
 
 use super::machine::{search_of, Lock};
 use super::phase::{Finish, Leaving, Need, Node, Ours, OwnWatch, Phase, Purpose, Search, Watching};
-use super::{LockEvent, LockKind, LostReason};
+use super::types::{LockEvent, LockKind, LostReason};
 use crate::error::Error;
 use crate::proto::*;
 use crate::recipe::contender;

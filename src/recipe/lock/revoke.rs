@@ -4,7 +4,7 @@ use alloc::string::String;
 use bytes::Bytes;
 use core::time::Duration;
 
-use super::REVOKE;
+use super::types::REVOKE;
 use crate::error::Error;
 use crate::proto::*;
 use crate::recipe::kit::{Kit, Plumbing, Protocol};

@@ -350,11 +350,9 @@ impl OwnedNode {
         if self.session.is_none() {
             return;
         }
-        if !self.kit.allows(now) {
-            self.waiting = !self.kit.is_suspended();
+        if !self.kit.gate(now, &mut self.waiting) {
             return;
         }
-        self.waiting = false;
         if self
             .kit
             .any(|p| matches!(p, NodeOp::Create(_) | NodeOp::Read | NodeOp::Delete))
@@ -727,11 +725,10 @@ impl Protocol for OwnedNode {
     }
 
     fn deadline(&self) -> Option<Instant> {
-        if self.waiting && matches!(self.phase, Phase::Active { .. } | Phase::Leaving { .. }) {
-            self.kit.retry_at()
-        } else {
-            None
-        }
+        self.kit.timeout(
+            None,
+            self.waiting && matches!(self.phase, Phase::Active { .. } | Phase::Leaving { .. }),
+        )
     }
 
     fn finished(&self) -> bool {

@@ -157,11 +157,9 @@ impl NodeWatch {
         if self.run != Run::Running || !self.link.live() {
             return;
         }
-        if !self.kit.allows(now) {
-            self.waiting = !self.kit.is_suspended();
+        if !self.kit.gate(now, &mut self.waiting) {
             return;
         }
-        self.waiting = false;
         if self
             .kit
             .any(|p| matches!(p, WatchOp::Read | WatchOp::Exists))
@@ -349,11 +347,8 @@ impl Protocol for NodeWatch {
     }
 
     fn deadline(&self) -> Option<Instant> {
-        if self.waiting && self.run == Run::Running {
-            self.kit.retry_at()
-        } else {
-            None
-        }
+        self.kit
+            .timeout(None, self.waiting && self.run == Run::Running)
     }
 
     fn finished(&self) -> bool {

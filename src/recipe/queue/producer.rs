@@ -45,8 +45,9 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::state::{Life, Marker, Parents};
-use super::{item_prefix, meta_dir, Format, DEFAULT_PRIORITY};
+use super::names::{item_prefix, meta_dir, Format, DEFAULT_PRIORITY, MAX_PRIORITY};
+use super::state::{in_doubt, marker_ops, Life, Marker, Parents};
+use crate::client::ops::{delete, exists};
 use crate::error::Error;
 use crate::proto::*;
 use crate::recipe::kit::{join, name_of, Kit, Plumbing, Protocol};
@@ -186,7 +187,7 @@ impl PutsWait {
             } => (
                 *id,
                 Err(if *may_have_applied {
-                    super::in_doubt(error)
+                    in_doubt(error)
                 } else {
                     error.clone()
                 }),
@@ -374,7 +375,7 @@ impl Producer {
         if self.life != Life::Open {
             return Err(Error::Closed);
         }
-        if priority > super::MAX_PRIORITY {
+        if priority > MAX_PRIORITY {
             return Err(Error::Server(ErrorCode::BadArguments));
         }
         if let Err(error) = validate_path(&self.config.dir) {
@@ -465,13 +466,8 @@ impl Producer {
             let present = self.marker != Marker::Absent;
             if present && self.session_id != 0 && self.kit.allows(now) {
                 self.life = Life::Closing { deleting: true };
-                self.kit.send(
-                    Purpose::DeleteMarker,
-                    Request::Delete(DeleteRequest {
-                        path: self.marker_path.clone(),
-                        version: -1,
-                    }),
-                );
+                self.kit
+                    .send(Purpose::DeleteMarker, delete(&self.marker_path, None));
             } else if !present || self.session_id == 0 {
                 self.end();
             }
@@ -514,20 +510,13 @@ impl Producer {
         }
         let no = self.marker.applied() + self.in_flight.len() as u32 + 1;
         let creates_marker = self.marker == Marker::Absent && self.in_flight.is_empty();
-        let mut ops = Vec::with_capacity(items.len() + 2);
-        if creates_marker {
-            ops.push(MultiOp::Create(CreateRequest::new(
-                self.marker_path.clone(),
-                Bytes::new(),
-                self.config.acl.clone(),
-                CreateMode::Ephemeral,
-            )));
-        }
-        ops.push(MultiOp::SetData(SetDataRequest {
-            path: self.marker_path.clone(),
-            data: Bytes::new(),
-            version: (no.wrapping_sub(1)) as i32,
-        }));
+        let mut ops = marker_ops(
+            &self.marker_path,
+            &self.config.acl,
+            creates_marker,
+            (no.wrapping_sub(1)) as i32,
+            items.len(),
+        );
         let mode = if self.config.ephemeral {
             CreateMode::EphemeralSequential
         } else {
@@ -570,13 +559,8 @@ impl Producer {
                 return;
             }
             self.kit.sync(Purpose::Sync, &self.config.meta_dir);
-            self.kit.send(
-                Purpose::ReadMarker,
-                Request::Exists(PathWatch {
-                    path: self.marker_path.clone(),
-                    watch: false,
-                }),
-            );
+            self.kit
+                .send(Purpose::ReadMarker, exists(&self.marker_path, false));
             return;
         }
         // Nothing in doubt: the marker is as we know it.
@@ -866,11 +850,7 @@ impl Protocol for Producer {
                 || (!self.failed.is_empty() && self.in_flight.is_empty())
                 || (self.parents.due(&self.kit, Purpose::is_parent) && self.failed.is_empty())
                 || (closing && self.marker != Marker::Absent && self.in_flight.is_empty()));
-        if waiting {
-            self.kit.retry_at()
-        } else {
-            None
-        }
+        self.kit.timeout(None, waiting)
     }
 
     fn finished(&self) -> bool {

@@ -3,11 +3,12 @@
 //! ([`Parents`]), and their life ([`Life`]: open, closing, ended).
 
 use alloc::string::String;
+use alloc::vec::Vec;
+use bytes::Bytes;
 
-use super::parent_round;
 use crate::error::Error;
-use crate::proto::{Acl, Response};
-use crate::recipe::kit::{Kit, MAX_PARENT_ROUNDS};
+use crate::proto::{Acl, CreateMode, CreateRequest, MultiOp, Response, SetDataRequest};
+use crate::recipe::kit::{join, Kit, MAX_PARENT_ROUNDS};
 use crate::recipe::path::ancestor_result;
 use crate::time::Instant;
 
@@ -106,4 +107,70 @@ pub(crate) enum Life {
     },
     /// `Closed` was reported.
     Ended,
+}
+
+/// The error a caller gets for a put or take whose outcome is in doubt (its request was
+/// on the wire when the session ended): `error` if it already says the request may have
+/// applied, else `ConnectionLoss`, which does — never one that says "not applied" (as
+/// the counter reports an add in doubt).
+pub(super) fn in_doubt(error: &crate::error::Error) -> crate::error::Error {
+    if error.may_have_applied() {
+        error.clone()
+    } else {
+        crate::error::Error::ConnectionLoss
+    }
+}
+
+/// One round of creates for the queue's directory and its side directory (each
+/// ancestor path with its request), shared by producer and consumer: the queue's
+/// directory is `PERSISTENT`, so its sequence numbers never start over and an item's
+/// name is never reused (see "The directory" in the module docs); its ancestors and the
+/// side directory (which holds only ephemeral nodes) are containers.
+fn parent_round(
+    dir: &str,
+    meta_dir: &str,
+    acl: &[crate::proto::Acl],
+) -> Vec<(String, crate::proto::Request)> {
+    use crate::proto::{CreateMode, CreateRequest, Request};
+    let mut round = crate::recipe::path::ancestor_creates(dir, acl, CreateMode::Container);
+    let dir_create = CreateRequest::new(
+        dir,
+        bytes::Bytes::new(),
+        acl.to_vec(),
+        CreateMode::Persistent,
+    );
+    round.push((String::from(dir), Request::Create(dir_create)));
+    round.extend(crate::recipe::path::ancestor_creates(
+        &join(meta_dir, "x"),
+        acl,
+        CreateMode::Container,
+    ));
+    round
+}
+
+/// The head of a `multi` that uses our marker at `path`: its create (ephemeral, with
+/// `acl`) when `create`, then its version checked at `version` and bumped; room for
+/// `more` ops after them.
+pub(super) fn marker_ops(
+    path: &str,
+    acl: &[Acl],
+    create: bool,
+    version: i32,
+    more: usize,
+) -> Vec<MultiOp> {
+    let mut ops = Vec::with_capacity(more + 2);
+    if create {
+        ops.push(MultiOp::Create(CreateRequest::new(
+            path,
+            Bytes::new(),
+            acl.to_vec(),
+            CreateMode::Ephemeral,
+        )));
+    }
+    ops.push(MultiOp::SetData(SetDataRequest {
+        path: path.into(),
+        data: Bytes::new(),
+        version,
+    }));
+    ops
 }

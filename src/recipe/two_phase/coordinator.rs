@@ -8,11 +8,11 @@ use bytes::Bytes;
 use core::time::Duration;
 
 use super::phase::{self, Coordinating, Life, Presence, Setup, Step, Timer};
-use super::{
+use super::types::{
     alive_dir, check_names, coordinator_path, payload_path, vote_path, votes_dir, Outcome, Variant,
     Vote, MAX_SITES,
 };
-use super::{decide_request, written, Written};
+use super::types::{decide_request, written, Written};
 use crate::error::Error;
 use crate::proto::*;
 use crate::recipe::kit::{parent_of, Kit, ParentStep, Plumbing, Protocol};
@@ -246,8 +246,7 @@ impl Coordinator {
         self.hard = Timer::at(self.config.vote_timeout.map(|d| now + d));
         self.setup.step = Step::Sending;
         self.need.add(Need::SETUP);
-        self.evaluate(now);
-        self.drive(now);
+        self.settle(now);
     }
 
     fn validate(&self) -> Result<(), Error> {
@@ -396,6 +395,13 @@ impl Coordinator {
         ops.push(create(alive_dir(tx), Bytes::new(), persistent));
         ops.push(create(coordinator_path(tx), id, CreateMode::Ephemeral));
         Request::Multi(ops)
+    }
+
+    /// The end of every input: what is known is evaluated, then the requests it calls
+    /// for are sent.
+    fn settle(&mut self, now: Instant) {
+        self.evaluate(now);
+        self.drive(now);
     }
 
     fn drive(&mut self, now: Instant) {
@@ -666,11 +672,7 @@ impl Coordinator {
     }
 
     fn on_decide(&mut self, now: Instant, outcome: Outcome, result: Result<Response, Error>) {
-        let tx_index = match outcome {
-            Outcome::Commit => self.config.sites.len(),
-            Outcome::Abort => 0,
-        };
-        match written(tx_index, &result) {
+        match written(outcome, self.config.sites.len(), &result) {
             Written::Done => {
                 self.kit.succeeded();
                 self.tx = TxView::Decided(outcome);
@@ -735,8 +737,7 @@ impl Protocol for Coordinator {
             return;
         };
         self.on_answer(now, p, result);
-        self.evaluate(now);
-        self.drive(now);
+        self.settle(now);
     }
 
     fn on_watch(&mut self, now: Instant, _op: OpId, event: &WatchEvent) {
@@ -760,8 +761,7 @@ impl Protocol for Coordinator {
                 self.need.add(Need::VOTES);
             }
         }
-        self.evaluate(now);
-        self.drive(now);
+        self.settle(now);
     }
 
     fn on_session(&mut self, now: Instant, change: SessionChange) {
@@ -786,13 +786,11 @@ impl Protocol for Coordinator {
                 self.fail(Error::Closed);
             }
         }
-        self.evaluate(now);
-        self.drive(now);
+        self.settle(now);
     }
 
     fn on_timeout(&mut self, now: Instant) {
-        self.evaluate(now);
-        self.drive(now);
+        self.settle(now);
     }
 
     fn on_abandon(&mut self, now: Instant) {
@@ -800,8 +798,7 @@ impl Protocol for Coordinator {
         if self.setup.step == Step::Idle {
             self.life = Life::Ended;
         }
-        self.evaluate(now);
-        self.drive(now);
+        self.settle(now);
     }
 
     fn deadline(&self) -> Option<Instant> {

@@ -27,7 +27,7 @@
 use core::marker::PhantomData;
 use core::ops::BitOr;
 
-use super::{Outcome, Vote};
+use super::types::{Outcome, Vote};
 use crate::time::Instant;
 
 /// Requests to send when the session allows, as a typed bit set: `M` says whose

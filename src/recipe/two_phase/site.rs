@@ -6,11 +6,11 @@ use alloc::vec::Vec;
 use bytes::Bytes;
 
 use super::phase::{self, Coord, Life, Participating, Told, TxView, Wanted};
-use super::{
+use super::types::{
     alive_path, check_names, coordinator_path, payload_path, vote_path, votes_dir, Outcome,
     Variant, Vote, MAX_SITES,
 };
-use super::{decide_request, written, Written};
+use super::types::{decide_request, written, Written};
 use crate::error::Error;
 use crate::proto::*;
 use crate::recipe::kit::{Kit, Plumbing, Protocol};
@@ -297,8 +297,7 @@ impl Site {
             return self.fail(error);
         }
         self.read_all();
-        self.evaluate(now);
-        self.drive(now);
+        self.settle(now);
     }
 
     /// Votes (once; later calls are ignored): written once the transaction is known and
@@ -310,8 +309,7 @@ impl Site {
             return false;
         }
         self.want(vote);
-        self.evaluate(now);
-        self.drive(now);
+        self.settle(now);
         true
     }
 
@@ -483,6 +481,13 @@ impl Site {
     }
 
     /// Sends what is needed, if the session allows it now.
+    /// The end of every input: what is known is evaluated, then the requests it calls
+    /// for are sent.
+    fn settle(&mut self, now: Instant) {
+        self.evaluate(now);
+        self.drive(now);
+    }
+
     fn drive(&mut self, now: Instant) {
         if self.need.is_empty() || self.between_sessions || !self.kit.allows(now) {
             return;
@@ -804,11 +809,7 @@ impl Site {
     }
 
     fn on_decide(&mut self, now: Instant, outcome: Outcome, result: Result<Response, Error>) {
-        let tx_index = match outcome {
-            Outcome::Commit => self.peers.as_ref().map_or(0, |p| p.len()),
-            Outcome::Abort => 0,
-        };
-        match written(tx_index, &result) {
+        match written(outcome, self.peers.as_ref().map_or(0, |p| p.len()), &result) {
             Written::Done => {
                 self.kit.succeeded();
                 self.tx = TxView::Decided(outcome);
@@ -864,8 +865,7 @@ impl Protocol for Site {
             return;
         };
         self.on_answer(now, p, result);
-        self.evaluate(now);
-        self.drive(now);
+        self.settle(now);
     }
 
     fn on_watch(&mut self, now: Instant, _op: OpId, event: &WatchEvent) {
@@ -899,8 +899,7 @@ impl Protocol for Site {
                 self.need.add(Need::PEER);
             }
         }
-        self.evaluate(now);
-        self.drive(now);
+        self.settle(now);
     }
 
     fn on_session(&mut self, now: Instant, change: SessionChange) {
@@ -928,13 +927,11 @@ impl Protocol for Site {
                 self.fail(Error::Closed);
             }
         }
-        self.evaluate(now);
-        self.drive(now);
+        self.settle(now);
     }
 
     fn on_timeout(&mut self, now: Instant) {
-        self.evaluate(now);
-        self.drive(now);
+        self.settle(now);
     }
 
     fn on_abandon(&mut self, now: Instant) {
@@ -948,8 +945,7 @@ impl Protocol for Site {
         if matches!(self.tx, TxView::Unseen | TxView::Stale | TxView::Missing) {
             self.life = Life::Ended; // nothing to vote on yet
         }
-        self.evaluate(now);
-        self.drive(now);
+        self.settle(now);
     }
 
     fn deadline(&self) -> Option<Instant> {

@@ -308,11 +308,9 @@ impl Update {
         {
             return;
         }
-        if !self.kit.allows(now) {
-            self.waiting = !self.kit.is_suspended();
+        if !self.kit.gate(now, &mut self.waiting) {
             return;
         }
-        self.waiting = false;
         if !self.kit.is_quiet() {
             return; // one round at a time: its answer decides
         }
@@ -584,11 +582,8 @@ impl Protocol for Update {
     }
 
     fn deadline(&self) -> Option<Instant> {
-        if self.waiting && self.stage != Stage::Done {
-            self.kit.retry_at()
-        } else {
-            None
-        }
+        self.kit
+            .timeout(None, self.waiting && self.stage != Stage::Done)
     }
 
     fn finished(&self) -> bool {

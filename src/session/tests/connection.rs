@@ -187,15 +187,7 @@ fn resume_replays_auth_then_watches_then_queued_requests() {
     s.submit(ms(3), digest_auth(), Token(9)).unwrap();
     s.submit(ms(3), get("/d", true), Token(1)).unwrap();
     s.submit(ms(3), exists("/e", true), Token(2)).unwrap();
-    s.submit(
-        ms(3),
-        Request::AddWatch(AddWatchRequest {
-            path: "/r".into(),
-            mode: 1,
-        }),
-        Token(3),
-    )
-    .unwrap();
+    s.submit(ms(3), add_watch("/r", 1), Token(3)).unwrap();
     assert_eq!(sent(&mut s).len(), 4);
     let mut r = reply(xid::AUTH, 0, ErrorCode::Ok, None);
     r.extend_from_slice(&reply(
@@ -280,18 +272,7 @@ fn disconnected_for_the_session_timeout_means_expired() {
     let mut s = connected();
     s.submit(ms(3), get("/a", false), Token(1)).unwrap();
     sent(&mut s);
-    s.handle_bytes(
-        ms(10),
-        &reply(
-            1,
-            1,
-            ErrorCode::Ok,
-            Some(Response::Data {
-                data: Bytes::new(),
-                stat: stat(1),
-            }),
-        ),
-    );
+    s.handle_bytes(ms(10), &data_reply(1));
     s.handle_disconnect(ms(11));
     events(&mut s);
     // Keep failing to connect; the estimate counts from the last byte received (10 ms).
@@ -334,15 +315,7 @@ fn close_waits_for_the_reply_or_the_deadline() {
         vec![(1, get("/a", false)), (2, Request::CloseSession)]
     );
     assert!(s.submit(ms(4), get("/b", false), Token(2)).is_err());
-    let mut r = reply(
-        1,
-        1,
-        ErrorCode::Ok,
-        Some(Response::Data {
-            data: Bytes::new(),
-            stat: stat(1),
-        }),
-    );
+    let mut r = data_reply(1);
     r.extend_from_slice(&reply(2, 2, ErrorCode::Ok, None));
     s.handle_bytes(ms(5), &r);
     let ev = events(&mut s);
@@ -468,10 +441,7 @@ fn hosts_that_accept_tcp_but_never_answer_do_not_postpone_expiry() {
     c.session_timeout = Duration::from_secs(3);
     let mut s = Session::new(c, T0);
     let _ = transports(&mut s);
-    s.handle_connected(ms(1));
-    let _ = s.poll_transmit(&mut BytesMut::new());
-    s.handle_bytes(ms(2), &connect_response(0x42, 3000));
-    events(&mut s);
+    establish(&mut s, 0x42, 3000);
     s.handle_disconnect(ms(10));
     events(&mut s);
     // Every host accepts the connection and then says nothing.
@@ -538,10 +508,7 @@ fn a_stable_connection_lost_is_redialled_after_a_short_jitter() {
     c.seed = 3;
     let mut s = Session::new(c, T0);
     let _ = transports(&mut s);
-    s.handle_connected(ms(1));
-    let _ = s.poll_transmit(&mut BytesMut::new());
-    s.handle_bytes(ms(2), &connect_response(0x42, 30_000));
-    events(&mut s);
+    establish(&mut s, 0x42, 30_000);
     s.handle_timeout(ms(5_000)); // a ping
     sent(&mut s);
     s.handle_bytes(ms(5_001), &reply(xid::PING, 0, ErrorCode::Ok, None));
@@ -599,10 +566,7 @@ fn after_expiry_a_new_session_starts_by_itself() {
     c.renew_on_expiry = true;
     let mut s = Session::new(c, T0);
     let _ = transports(&mut s);
-    s.handle_connected(ms(1));
-    let _ = s.poll_transmit(&mut BytesMut::new());
-    s.handle_bytes(ms(2), &connect_response(0x42, 6000));
-    events(&mut s);
+    establish(&mut s, 0x42, 6000);
     s.submit(ms(3), get("/a", true), Token(1)).unwrap();
     sent(&mut s);
     s.handle_disconnect(ms(4));
@@ -645,13 +609,7 @@ fn after_expiry_a_new_session_starts_by_itself() {
     let req = connect_request(&out);
     assert_eq!(req.session_id, 0, "a new session, not the old one");
     s.handle_bytes(at, &connect_response(0x43, 6000));
-    assert!(matches!(
-        events(&mut s)[..],
-        [SessionEvent::Connected {
-            session_id: 0x43,
-            ..
-        }]
-    ));
+    assert_connected(&events(&mut s), 0x43);
 }
 
 #[test]

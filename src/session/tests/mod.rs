@@ -4,6 +4,7 @@
 
 mod connection;
 mod lanes;
+mod read_only;
 mod requests;
 mod sasl;
 mod watches;
@@ -93,6 +94,14 @@ fn events(s: &mut Session) -> Vec<SessionEvent> {
     core::iter::from_fn(|| s.poll_event()).collect()
 }
 
+/// `ev` is exactly one `Connected` event, for session `id`.
+fn assert_connected(ev: &[SessionEvent], id: i64) {
+    assert!(
+        matches!(ev, [SessionEvent::Connected { session_id, .. }] if *session_id == id),
+        "{ev:?}"
+    );
+}
+
 fn transports(s: &mut Session) -> Vec<Transport> {
     core::iter::from_fn(|| s.poll_transport()).collect()
 }
@@ -112,6 +121,23 @@ fn exists(path: &str, watch: bool) -> Request {
 }
 
 /// The handshake's request, first in `out`.
+fn add_watch(path: &str, mode: i32) -> Request {
+    Request::AddWatch(AddWatchRequest {
+        path: path.into(),
+        mode,
+    })
+}
+
+/// An empty node at `path` (open ACL) created as `mode` says.
+fn create(path: &str, mode: CreateMode) -> Request {
+    Request::Create(CreateRequest::new(
+        path,
+        Bytes::new(),
+        Acl::open_unsafe(),
+        mode,
+    ))
+}
+
 fn connect_request(out: &[u8]) -> ConnectRequest {
     decode_exact(
         FrameDecoder::new(100)
@@ -167,11 +193,17 @@ fn connected_bounded(bound: usize, pending: usize) -> Session {
     c.max_in_flight = bound;
     c.max_pending = pending;
     let mut s = Session::new(c, T0);
+    establish(&mut s, 0x42, 6000);
+    s
+}
+
+/// Connects `s` (at 1 ms) and establishes session `id` with `timeout_ms` (at 2 ms);
+/// the events it reports are dropped.
+fn establish(s: &mut Session, id: i64, timeout_ms: i32) {
     s.handle_connected(ms(1));
     s.poll_transmit(&mut BytesMut::new());
-    s.handle_bytes(ms(2), &connect_response(0x42, 6000));
-    events(&mut s);
-    s
+    s.handle_bytes(ms(2), &connect_response(id, timeout_ms));
+    events(s);
 }
 
 fn data_reply(xid: i32) -> BytesMut {

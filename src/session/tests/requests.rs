@@ -28,12 +28,7 @@ fn bad_requests_are_refused_before_anything_is_queued() {
         Err(SubmitError::NotAllowed(OpCode::Ping))
     );
     // Sequential prefixes may end in '/'.
-    let seq = Request::Create(CreateRequest::new(
-        "/q/",
-        Bytes::new(),
-        Acl::open_unsafe(),
-        CreateMode::PersistentSequential,
-    ));
+    let seq = create("/q/", CreateMode::PersistentSequential);
     s.submit(ms(3), seq, Token(4)).unwrap();
     assert_eq!(sent(&mut s).len(), 1);
     assert_eq!(s.pending(), 1);
@@ -55,16 +50,8 @@ fn pending_requests_are_bounded() {
 #[test]
 fn chroot_is_applied_and_stripped() {
     let mut s = Session::new(config("h:1/app"), T0);
-    s.handle_connected(ms(1));
-    s.poll_transmit(&mut BytesMut::new());
-    s.handle_bytes(ms(2), &connect_response(1, 6000));
-    events(&mut s);
-    let create = Request::Create(CreateRequest::new(
-        "/x-",
-        Bytes::new(),
-        Acl::open_unsafe(),
-        CreateMode::EphemeralSequential,
-    ));
+    establish(&mut s, 1, 6000);
+    let create = create("/x-", CreateMode::EphemeralSequential);
     s.submit(ms(3), create, Token(1)).unwrap();
     s.submit(ms(3), get("/", true), Token(2)).unwrap();
     let frames = sent(&mut s);

@@ -68,13 +68,19 @@ fn server_token(xid: i32, t: &'static [u8]) -> BytesMut {
     )
 }
 
-/// Dials, handshakes with `session_id`, and checks that only the SASL exchange goes
-/// out until it completes; returns the events of the completion.
-fn authenticate(s: &mut Session, at: u64, session_id: i64, random: u8) -> Vec<SessionEvent> {
+/// Gives `random` bytes, connects at `at` and answers the handshake with `session_id`
+/// (timeout 6 s) at `at + 1`: the SASL exchange starts.
+fn handshake(s: &mut Session, at: u64, session_id: i64, random: u8) {
     s.handle_random([random; 32]);
     s.handle_connected(ms(at));
     s.poll_transmit(&mut BytesMut::new());
     s.handle_bytes(ms(at + 1), &connect_response(session_id, 6000));
+}
+
+/// Dials, handshakes with `session_id`, and checks that only the SASL exchange goes
+/// out until it completes; returns the events of the completion.
+fn authenticate(s: &mut Session, at: u64, session_id: i64, random: u8) -> Vec<SessionEvent> {
+    handshake(s, at, session_id, random);
     let xid = s.window.next_xid();
     assert_eq!(
         sent(s),
@@ -106,16 +112,7 @@ fn sasl_runs_first_on_every_connection_before_auth_watches_and_requests() {
     s.submit(T0, digest_auth(), Token(9)).unwrap();
     s.submit(T0, get("/d", true), Token(1)).unwrap();
     let ev = authenticate(&mut s, 1, 0x42, 1);
-    assert!(
-        matches!(
-            ev[..],
-            [SessionEvent::Connected {
-                session_id: 0x42,
-                ..
-            }]
-        ),
-        "{ev:?}"
-    );
+    assert_connected(&ev, 0x42);
     let frames = sent(&mut s);
     assert_eq!(frames[0].0, xid::AUTH);
     assert_eq!(frames[1], (1, get("/d", true)));
@@ -140,10 +137,7 @@ fn a_refused_exchange_ends_the_session_naming_mechanism_and_reason() {
     let mut s = Session::new(sasl_config(), T0);
     transports(&mut s);
     s.submit(T0, get("/a", false), Token(1)).unwrap();
-    s.handle_random([0; 32]);
-    s.handle_connected(ms(1));
-    s.poll_transmit(&mut BytesMut::new());
-    s.handle_bytes(ms(2), &connect_response(0x42, 6000));
+    handshake(&mut s, 1, 0x42, 0);
     let xid = sent(&mut s)[0].0;
     s.handle_bytes(ms(3), &server_token(xid, b"c1"));
     sent(&mut s);
@@ -176,10 +170,7 @@ fn a_refused_exchange_ends_the_session_naming_mechanism_and_reason() {
 #[test]
 fn a_challenge_the_mechanism_rejects_and_missing_random_bytes_are_final() {
     let mut s = Session::new(sasl_config(), T0);
-    s.handle_random([0; 32]);
-    s.handle_connected(ms(1));
-    s.poll_transmit(&mut BytesMut::new());
-    s.handle_bytes(ms(2), &connect_response(0x42, 6000));
+    handshake(&mut s, 1, 0x42, 0);
     let xid = sent(&mut s)[0].0;
     s.handle_bytes(ms(3), &server_token(xid, b"nonsense"));
     assert_eq!(
@@ -208,10 +199,7 @@ fn a_challenge_the_mechanism_rejects_and_missing_random_bytes_are_final() {
 fn a_silent_or_closed_connection_during_the_exchange_is_retried_not_final() {
     let mut s = Session::new(sasl_config(), T0);
     transports(&mut s);
-    s.handle_random([0; 32]);
-    s.handle_connected(ms(1));
-    s.poll_transmit(&mut BytesMut::new());
-    s.handle_bytes(ms(2), &connect_response(0x42, 6000));
+    handshake(&mut s, 1, 0x42, 0);
     sent(&mut s);
     // No answer within the attempt's time: the connection is dropped and redialled.
     let deadline = s.poll_timeout().unwrap();
@@ -228,16 +216,7 @@ fn a_silent_or_closed_connection_during_the_exchange_is_retried_not_final() {
     // The server made the session on the first connection: it is resumed, and
     // reported established for the first time.
     let ev = authenticate(&mut s, 3000, 0x42, 3);
-    assert!(
-        matches!(
-            ev[..],
-            [SessionEvent::Connected {
-                session_id: 0x42,
-                ..
-            }]
-        ),
-        "{ev:?}"
-    );
+    assert_connected(&ev, 0x42);
 }
 
 #[test]

@@ -52,24 +52,8 @@ fn one_notification_reaches_every_registrant_once() {
     s.submit(ms(3), get("/n", true), Token(1)).unwrap();
     s.submit(ms(3), exists("/n", true), Token(2)).unwrap();
     s.submit(ms(3), get("/n", true), Token(1)).unwrap();
-    s.submit(
-        ms(3),
-        Request::AddWatch(AddWatchRequest {
-            path: "/".into(),
-            mode: 1,
-        }),
-        Token(3),
-    )
-    .unwrap();
-    s.submit(
-        ms(3),
-        Request::AddWatch(AddWatchRequest {
-            path: "/n".into(),
-            mode: 0,
-        }),
-        Token(4),
-    )
-    .unwrap();
+    s.submit(ms(3), add_watch("/", 1), Token(3)).unwrap();
+    s.submit(ms(3), add_watch("/n", 0), Token(4)).unwrap();
     sent(&mut s);
     let data = Some(Response::Data {
         data: Bytes::new(),
@@ -116,15 +100,7 @@ fn one_notification_reaches_every_registrant_once() {
 #[test]
 fn remove_watches_tells_the_registrants() {
     let mut s = connected();
-    s.submit(
-        ms(3),
-        Request::AddWatch(AddWatchRequest {
-            path: "/p".into(),
-            mode: 0,
-        }),
-        Token(1),
-    )
-    .unwrap();
+    s.submit(ms(3), add_watch("/p", 0), Token(1)).unwrap();
     s.submit(
         ms(3),
         Request::RemoveWatches(WatchesRequest {

@@ -6,9 +6,11 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use bytes::Bytes;
 
+use super::super::state::marker_ops;
 use super::super::Format;
 use super::phase::{Batch, Marker, Multi, Settle, Slot};
 use super::{Consumer, ConsumerEvent, Item, Purpose};
+use crate::client::ops::exists;
 use crate::error::Error;
 use crate::proto::multi_failure;
 use crate::proto::*;
@@ -25,13 +27,8 @@ impl Consumer {
             Some(Multi::Doubt) => {
                 if !self.reading_marker() {
                     self.kit.sync(Purpose::Sync, &self.config.meta_dir);
-                    self.kit.send(
-                        Purpose::ReadMarker,
-                        Request::Exists(PathWatch {
-                            path: self.marker_path.clone(),
-                            watch: false,
-                        }),
-                    );
+                    self.kit
+                        .send(Purpose::ReadMarker, exists(&self.marker_path, false));
                 }
             }
             Some(Multi::Send) => {
@@ -120,20 +117,13 @@ impl Consumer {
     /// version checked and bumped, the items deleted).
     fn send_take(&mut self, b: &Batch, slots: Vec<usize>) {
         let applied = self.marker.applied();
-        let mut ops = Vec::with_capacity(slots.len() + 2);
-        if self.marker == Marker::Absent {
-            ops.push(MultiOp::Create(CreateRequest::new(
-                self.marker_path.clone(),
-                Bytes::new(),
-                self.config.acl.clone(),
-                CreateMode::Ephemeral,
-            )));
-        }
-        ops.push(MultiOp::SetData(SetDataRequest {
-            path: self.marker_path.clone(),
-            data: Bytes::new(),
-            version: applied as i32,
-        }));
+        let mut ops = marker_ops(
+            &self.marker_path,
+            &self.config.acl,
+            self.marker == Marker::Absent,
+            applied as i32,
+            slots.len(),
+        );
         for &i in &slots {
             ops.push(MultiOp::Delete(DeleteRequest {
                 path: self.item_path(&b.names[i]),

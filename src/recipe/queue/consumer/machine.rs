@@ -4,9 +4,11 @@
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use super::super::{sorted_items, Format, CLAIM_PREFIX};
+use super::super::names::{sorted_items, Format, CLAIM_PREFIX};
+use super::super::state::in_doubt;
 use super::phase::{Batch, Life, Marker, Mode, Multi, SideWatch, Slot, Take, View};
 use super::{Consumer, ConsumerEvent, Delivery, Purpose, LOST_KEPT};
+use crate::client::ops::delete;
 use crate::error::Error;
 use crate::proto::*;
 use crate::time::Instant;
@@ -36,13 +38,8 @@ impl Consumer {
         if self.closing_idle() && !self.reading_marker() {
             if self.marker != Marker::Absent {
                 self.life = Life::Closing { deleting: true };
-                self.kit.send(
-                    Purpose::DeleteMarker,
-                    Request::Delete(DeleteRequest {
-                        path: self.marker_path.clone(),
-                        version: -1,
-                    }),
-                );
+                self.kit
+                    .send(Purpose::DeleteMarker, delete(&self.marker_path, None));
             } else if self.kit.is_quiet() {
                 self.end();
             }
@@ -322,7 +319,7 @@ impl Consumer {
                     b.take,
                     ConsumerEvent::TakeFailed {
                         take: b.take,
-                        error: super::super::in_doubt(&error),
+                        error: in_doubt(&error),
                     },
                 );
             }

@@ -61,12 +61,14 @@ mod machine;
 mod phase;
 mod settle;
 
+pub use phase::TakeId;
+
 use alloc::collections::VecDeque;
 use alloc::string::String;
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::{meta_dir, Format, CLAIM_PREFIX};
+use super::names::{meta_dir, Format, CLAIM_PREFIX};
 use crate::error::Error;
 use crate::proto::*;
 use crate::recipe::kit::{join, Kit, Plumbing, Protocol};
@@ -74,9 +76,6 @@ use crate::recipe::{OpId, SessionChange};
 use crate::session::WatchEvent;
 use crate::time::Instant;
 use phase::{Batch, Life, Marker, Parents, Settle, Settling, Side, SideWatch, Take, View};
-
-/// Names one take.
-pub type TakeId = u64;
 
 /// How items are claimed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

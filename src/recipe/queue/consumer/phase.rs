@@ -18,11 +18,13 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::TakeId;
 use crate::error::Error;
 use crate::time::Instant;
 
 pub(super) use super::super::state::{Life, Marker, Parents};
+
+/// Names one take.
+pub type TakeId = u64;
 
 /// One item of the batch being claimed.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
