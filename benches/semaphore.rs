@@ -16,8 +16,6 @@
 #[path = "support/curator.rs"]
 mod curator;
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -75,36 +73,21 @@ async fn ours(server: &TestServer, each: usize) -> Figures {
 }
 
 fn curator(server: &TestServer, each: usize) -> Figures {
-    let java = curator::compiled("CuratorSemaphoreBench");
-    let mut child = Command::new("java")
-        .args(["-cp", &java.classpath, "CuratorSemaphoreBench"])
-        .arg(server.connect_string())
-        .arg("/bench-sem/curator")
-        .arg(LEASES.to_string())
-        .arg(CONTENDERS.to_string())
-        .arg(each.to_string())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut next = || lines.next().expect("CuratorSemaphoreBench ended").unwrap();
-    assert_eq!(next(), "READY");
-    let before = curator::mntr(server.addr(), "zk_packets_received");
-    stdin.write_all(b"go\n").unwrap();
-    let result = next();
-    let after = curator::mntr(server.addr(), "zk_packets_received");
-    stdin.write_all(b"close\n").unwrap();
-    assert!(child.wait().unwrap().success());
+    let args = [
+        server.connect_string(),
+        "/bench-sem/curator".into(),
+        LEASES.to_string(),
+        CONTENDERS.to_string(),
+        each.to_string(),
+    ];
+    let (result, requests) = curator::run_measured("CuratorSemaphoreBench", &args, server.addr());
     let ms: u64 = result
-        .strip_prefix("RESULT ")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("CuratorSemaphoreBench said {result}"));
+        .parse()
+        .unwrap_or_else(|_| panic!("CuratorSemaphoreBench said {result}"));
     Figures {
         acquisitions: CONTENDERS * each,
         elapsed: Duration::from_millis(ms),
-        requests: after - before - 1,
+        requests,
     }
 }
 

@@ -59,6 +59,7 @@ pub mod barrier;
 pub mod cache;
 pub mod config;
 pub mod contender;
+pub mod delay_queue;
 pub mod discovery;
 pub mod double_barrier;
 pub mod election;

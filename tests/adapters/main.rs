@@ -315,6 +315,7 @@ forms!(burst, "burst.rs");
 forms!(cache_adapters, "cache_adapters.rs");
 forms!(config_adapters, "config_adapters.rs");
 forms!(default_acl_both, "default_acl_both.rs");
+forms!(delay_queue_adapters, "delay_queue_adapters.rs");
 forms!(discovery_adapters, "discovery_adapters.rs");
 forms!(election_both, "election_both.rs");
 forms!(embedded_faults, "embedded_faults.rs");

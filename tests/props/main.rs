@@ -7,6 +7,7 @@ mod cache_props;
 mod codec_props;
 mod config_props;
 mod contender_props;
+mod delay_queue_props;
 mod discovery_props;
 mod double_barrier_props;
 mod election_props;

@@ -7,6 +7,7 @@ mod barrier_transcripts;
 mod cache_transcripts;
 mod client_refusals;
 mod config_transcripts;
+mod delay_queue_transcripts;
 mod discovery_transcripts;
 mod election_regressions;
 mod election_transcripts;

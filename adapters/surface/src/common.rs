@@ -304,6 +304,14 @@ pub fn random_bytes() -> [u8; 32] {
     bytes
 }
 
+/// The system's wall clock in milliseconds since the Unix epoch (0 before it): the
+/// clock a delay queue's consumer compares its items' times with.
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
 /// Entropy for seeds, from std's per-process random hasher keys.
 pub fn random_seed() -> u64 {
     use std::hash::{BuildHasher, Hasher};

@@ -22,6 +22,8 @@ mod barrier;
 mod cache;
 #[path = "config.rs"]
 mod config;
+#[path = "delay_queue.rs"]
+mod delay_queue;
 #[path = "discovery.rs"]
 mod discovery;
 #[path = "election.rs"]

@@ -24,8 +24,8 @@ mod common;
 pub mod tls;
 
 pub use common::{
-    final_for_host, node_id, probe, random_bytes, random_seed, transport_error, Options, Published,
-    Timeout, PROBE_TIMEOUT,
+    final_for_host, node_id, probe, random_bytes, random_seed, transport_error, unix_ms, Options,
+    Published, Timeout, PROBE_TIMEOUT,
 };
 /// The `rustls` the adapters speak TLS with (for [`Tls::from_config`]; feature `tls`).
 #[cfg(feature = "tls")]

@@ -15,7 +15,17 @@ use zk_recipes::client::Error;
 use super::{form, only_async, only_blocking, rt};
 use super::{Client, Handle, Hosted};
 
-/// A queue handle, made by [`Client::queue`] or [`Client::priority_queue`]. Puts and
+/// How one item is put: at once with the default priority, with a priority (a priority
+/// queue), or takeable from a time in Unix milliseconds (a delay queue).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum PutAt {
+    Now,
+    Priority(u16),
+    UnixMs(u64),
+}
+
+/// A queue handle, made by [`Client::queue`], [`Client::priority_queue`] or
+/// [`Client::delay_queue`]. Puts and
 /// takes host their machines on first use; dropping the handle ends them (items
 /// claimed at least once and not completed are released).
 pub struct Queue {
@@ -195,14 +205,29 @@ impl Queue {
         &mut self,
         items: Vec<(Bytes, Option<u16>)>,
     ) -> Result<Vec<Option<String>>, Error> {
+        let items = items
+            .into_iter()
+            .map(|(data, prio)| (data, prio.map_or(PutAt::Now, PutAt::Priority)))
+            .collect();
+        self.put_all(items).await
+    }
+
+    /// Puts items, each with its priority or its time (a delay queue), in order.
+    pub(crate) async fn put_all(
+        &mut self,
+        items: Vec<(Bytes, PutAt)>,
+    ) -> Result<Vec<Option<String>>, Error> {
         let n = items.len();
         let (first, mut events) = self
             .producer()?
             .call_subscribed(move |p, now| {
                 let mut first = None;
-                for (data, prio) in items {
-                    let prio = prio.unwrap_or(zk_recipes::recipe::queue::DEFAULT_PRIORITY);
-                    let id = p.put_with_priority(now, data, prio)?;
+                for (data, at) in items {
+                    let id = match at {
+                        PutAt::Now => p.put(now, data)?,
+                        PutAt::Priority(prio) => p.put_with_priority(now, data, prio)?,
+                        PutAt::UnixMs(ms) => p.put_at(now, data, ms)?,
+                    };
                     first.get_or_insert(id);
                 }
                 Ok::<_, Error>(first)
@@ -228,7 +253,11 @@ impl Queue {
         let id = taker
             .consumer
             .hosted
-            .call(move |c, now| c.take(now, max, wait.map(|w| now + w)))
+            .call(move |c, now| {
+                // A delay queue compares its items' times with this clock.
+                c.set_clock(now, crate::unix_ms());
+                c.take(now, max, wait.map(|w| now + w))
+            })
             .await?;
         let mut cancel = CancelTake {
             hosted: taker.consumer.hosted.clone(),
@@ -346,7 +375,7 @@ impl Client {
         self.queue_with(dir, Format::Priority)
     }
 
-    fn queue_with(&self, dir: &str, format: Format) -> Queue {
+    pub(crate) fn queue_with(&self, dir: &str, format: Format) -> Queue {
         Queue {
             client: self.clone(),
             dir: dir.into(),

@@ -75,6 +75,7 @@ pub mod producer;
 mod state;
 
 pub use consumer::{Consumer, ConsumerConfig, ConsumerEvent, Delivery, Item, TakeId};
+pub(crate) use names::sorted_by;
 pub use names::{
     item_prefix, meta_dir, parse_item, sorted_items, Format, SortKey, CLAIM_PREFIX,
     DEFAULT_PRIORITY, FIFO_PREFIX, MAX_PRIORITY, PRIORITY_PREFIX,

@@ -1,4 +1,4 @@
-//! The queue's item names: the prefixes of its two formats, the side directory, and
+//! The queue's item names: the prefixes of its formats, the side directory, and
 //! the order in which items are taken. A leaf: the producer and the consumer import these
 //! from here and [`queue`](super) re-exports them.
 
@@ -24,6 +24,9 @@ pub enum Format {
     Fifo,
     /// `entry-<ppp>-<seq>`: kazoo's `Queue`, priority first (lower first).
     Priority,
+    /// `queue-|<time>|<seq>`: Curator's `DistributedDelayQueue`, earliest time first,
+    /// an item takeable from its time on (see [`delay_queue`](crate::recipe::delay_queue)).
+    Delay,
 }
 
 /// The side directory of a queue: `<dir>-meta`.
@@ -37,7 +40,9 @@ pub fn meta_dir(dir: &str) -> String {
     s
 }
 
-/// The name prefix an item is created with (the server appends the sequence).
+/// The name prefix an item is created with (the server appends the sequence); a
+/// delay item's is [`delay_queue::item_prefix`](crate::recipe::delay_queue::item_prefix)
+/// of its time (here: time 0, takeable at once).
 ///
 /// ```
 /// use zk_recipes::recipe::queue::{item_prefix, Format};
@@ -52,6 +57,7 @@ pub fn item_prefix(format: Format, priority: u16) -> String {
             let _ = write!(s, "{:03}-", priority.min(MAX_PRIORITY));
             s
         }
+        Format::Delay => crate::recipe::delay_queue::item_prefix(0),
     }
 }
 
@@ -71,7 +77,9 @@ fn digits(s: &str) -> Option<i64> {
     s.parse().ok()
 }
 
-/// Parses an item name of `format`; `None` for anything else (foreign children).
+/// Parses an item name of `format`; `None` for anything else (foreign children). A
+/// delay item's key has its sequence only (its time orders it first: see
+/// [`delay_queue::ready_at`](crate::recipe::delay_queue::ready_at)).
 ///
 /// ```
 /// use zk_recipes::recipe::queue::{parse_item, Format, SortKey};
@@ -98,6 +106,13 @@ pub fn parse_item(format: Format, name: &str) -> Option<SortKey> {
                 sequence: digits(seq)?,
             })
         }
+        Format::Delay => {
+            let (_, sequence) = crate::recipe::delay_queue::ready_at(name)?;
+            Some(SortKey {
+                priority: 0,
+                sequence,
+            })
+        }
     }
 }
 
@@ -110,9 +125,22 @@ pub fn parse_item(format: Format, name: &str) -> Option<SortKey> {
 /// assert_eq!(sorted_items(Format::Fifo, &kids, 10), ["qn-0000000001", "qn-0000000003"]);
 /// ```
 pub fn sorted_items(format: Format, children: &[String], max: usize) -> Vec<String> {
-    let mut items: Vec<(SortKey, &String)> = children
+    if format == Format::Delay {
+        return crate::recipe::delay_queue::sorted(children, max);
+    }
+    sorted_by(children, max, |c| parse_item(format, c))
+}
+
+/// The children that have a `key`, in key (then name) order, at most `max` of them (the
+/// lowest ones): the one selection of every item format.
+pub(crate) fn sorted_by<K: Ord>(
+    children: &[String],
+    max: usize,
+    key: impl Fn(&str) -> Option<K>,
+) -> Vec<String> {
+    let mut items: Vec<(K, &String)> = children
         .iter()
-        .filter_map(|c| parse_item(format, c).map(|k| (k, c)))
+        .filter_map(|c| key(c).map(|k| (k, c)))
         .collect();
     if items.len() > max {
         items.select_nth_unstable(max);

@@ -221,6 +221,8 @@ struct PutItem {
     id: PutId,
     data: Bytes,
     priority: u16,
+    /// A delay item's time (Unix ms); 0 in the other formats.
+    ready_at: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -331,7 +333,8 @@ impl Producer {
         self.life == Life::Ended
     }
 
-    /// Puts `data` (priority [`DEFAULT_PRIORITY`] in a priority queue).
+    /// Puts `data` (priority [`DEFAULT_PRIORITY`] in a priority queue; takeable at once
+    /// in a delay queue).
     pub fn put(&mut self, now: Instant, data: Bytes) -> Result<PutId, Error> {
         self.put_with_priority(now, data, DEFAULT_PRIORITY)
     }
@@ -344,6 +347,30 @@ impl Producer {
         now: Instant,
         data: Bytes,
         priority: u16,
+    ) -> Result<PutId, Error> {
+        self.enqueue(now, data, priority, 0)
+    }
+
+    /// Puts `data` into a delay queue ([`Format::Delay`]), takeable from `ready_at_ms`
+    /// (milliseconds since the Unix epoch) on; see
+    /// [`delay_queue`](crate::recipe::delay_queue). Refused as
+    /// [`put_with_priority`](Self::put_with_priority) is, and with `BadArguments` when
+    /// the producer's format is not `Delay` or the time is past Java's `long`.
+    pub fn put_at(&mut self, now: Instant, data: Bytes, ready_at_ms: u64) -> Result<PutId, Error> {
+        if self.config.format != Format::Delay
+            || ready_at_ms > crate::recipe::delay_queue::MAX_READY_AT
+        {
+            return Err(Error::Server(ErrorCode::BadArguments));
+        }
+        self.enqueue(now, data, DEFAULT_PRIORITY, ready_at_ms)
+    }
+
+    fn enqueue(
+        &mut self,
+        now: Instant,
+        data: Bytes,
+        priority: u16,
+        ready_at: u64,
     ) -> Result<PutId, Error> {
         if self.life != Life::Open {
             return Err(Error::Closed);
@@ -362,7 +389,17 @@ impl Producer {
         }
         let id = self.next_id;
         self.next_id += 1;
-        self.pending.push_back(PutItem { id, data, priority });
+        // A delay item's data is Curator's frame of it.
+        let data = match self.config.format {
+            Format::Delay => crate::recipe::delay_queue::frame(&data),
+            _ => data,
+        };
+        self.pending.push_back(PutItem {
+            id,
+            data,
+            priority,
+            ready_at,
+        });
         self.drive(now);
         Ok(id)
     }
@@ -486,10 +523,11 @@ impl Producer {
             CreateMode::PersistentSequential
         };
         for item in &items {
-            let path = join(
-                &self.config.dir,
-                &item_prefix(self.config.format, item.priority),
-            );
+            let prefix = match self.config.format {
+                Format::Delay => crate::recipe::delay_queue::item_prefix(item.ready_at),
+                format => item_prefix(format, item.priority),
+            };
+            let path = join(&self.config.dir, &prefix);
             ops.push(MultiOp::Create(CreateRequest::new(
                 path,
                 item.data.clone(),

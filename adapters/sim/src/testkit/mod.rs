@@ -24,6 +24,7 @@ macro_rules! stats {
 
 pub mod cache;
 pub mod config;
+pub mod delay_queue;
 pub mod discovery;
 pub mod double_barrier;
 pub mod either;

@@ -52,6 +52,7 @@ use core::time::Duration;
 
 use zk_recipes::error::Error;
 use zk_recipes::proto::*;
+use zk_recipes::recipe::delay_queue;
 use zk_recipes::recipe::queue::{
     meta_dir, parse_item, Consumer, ConsumerConfig, ConsumerEvent, Delivery, Format, Producer,
     ProducerConfig, ProducerEvent, PutId, TakeId, CLAIM_PREFIX,
@@ -182,6 +183,8 @@ stats! {
         pub put_failed: u32,
         /// `ClaimLost` events.
         pub claims_lost: u32,
+        /// A delay queue: items delivered that were put with a time in the future.
+        pub delayed: usize,
         /// The common faults, on every machine (not only [`ME`]).
         pub faults: FaultCounts,
     }
@@ -194,8 +197,10 @@ struct QueueScript {
     slots: Vec<Slot>,
     puts: Vec<(Bytes, Outcome)>,
     put_count: u32,
-    /// Items by data (unique per put).
+    /// Items by data (unique per put; a delay item's payload, not its frame).
     seen: BTreeMap<Bytes, Seen>,
+    /// A delay queue: each put's time (Unix ms) and whether it was in the future.
+    ready: BTreeMap<Bytes, (u64, bool)>,
     /// Per producer: highest put number landed.
     order: BTreeMap<usize, u64>,
     /// Sessions that expired with a take or completion in doubt.
@@ -252,7 +257,16 @@ impl QueueScript {
     /// Compares the tree with the last look: items created (no duplicate, in put order
     /// per producer) and deleted (only by the protocol, a purge), by the model's zxids.
     fn look(&mut self, h: &H) -> Result<(), String> {
-        let items = Self::children_with(h, DIR, |x| (x.data.clone(), x.czxid));
+        let delay = self.format == Format::Delay;
+        let items = Self::children_with(h, DIR, |x| {
+            // A delay item is known by its payload (its data is Curator's frame of it).
+            let data = if delay {
+                delay_queue::payload(x.data.clone())
+            } else {
+                x.data.clone()
+            };
+            (data, x.czxid)
+        });
         let side = Self::children_with(h, &self.meta, |x| (x.owner, x.version, x.mzxid, x.czxid));
         // Created, in creation order (a batch is one transaction: then by sequence).
         let mut came: Vec<(i64, i64, String, Bytes)> = items
@@ -369,13 +383,16 @@ impl QueueScript {
                     .nodes
                     .get(&format!("{}/{CLAIM_PREFIX}{name}", self.meta))
                     .map(|n| n.owner);
-                let item = h
-                    .world
-                    .zk
-                    .nodes
-                    .get(&format!("{DIR}/{name}"))
-                    .map(|n| &n.data);
-                if claim != Some(s.id) || item != Some(data) {
+                let item =
+                    h.world
+                        .zk
+                        .nodes
+                        .get(&format!("{DIR}/{name}"))
+                        .map(|n| match self.format {
+                            Format::Delay => delay_queue::payload(n.data.clone()),
+                            _ => n.data.clone(),
+                        });
+                if claim != Some(s.id) || item.as_ref() != Some(data) {
                     return Err(format!(
                         "m{k} holds {name}: claim owner {claim:?} (session {:#x}), item {item:?}",
                         s.id
@@ -438,6 +455,18 @@ impl QueueScript {
                     }
                     s.delivered += 1;
                     self.stats.delivered += 1;
+                    if let Some(&(at, later)) = self.ready.get(&it.data) {
+                        // A delay item: never before its time, and named by it.
+                        let now_ms = h.world.now[k].as_micros() / 1000;
+                        let named = delay_queue::ready_at(&it.name).map(|(t, _)| t);
+                        if named != Some(at) || now_ms < at {
+                            return Err(format!(
+                                "m{k}: delivered {} at {now_ms} ms, its time {at} ms",
+                                it.name
+                            ));
+                        }
+                        self.stats.delayed += usize::from(later);
+                    }
                     if !alo {
                         if s.delivered > 1 {
                             return Err(format!("m{k}: {} delivered twice", it.name));
@@ -563,7 +592,15 @@ impl QueueScript {
                     for _ in 0..1 + what % 3 {
                         self.put_count += 1;
                         let data = Bytes::from(format!("{k}.{}", self.put_count));
-                        let r = p.put_with_priority(now, data.clone(), u16::from(what >> 5));
+                        let r = if self.format == Format::Delay {
+                            // A time from the past (10 ms ago) to 410 ms ahead.
+                            let ahead = u64::from((what >> 2) % 8) * 60;
+                            let at = (now.as_micros() / 1000 + ahead).saturating_sub(10);
+                            self.ready.insert(data.clone(), (at, ahead > 10));
+                            p.put_at(now, data.clone(), at)
+                        } else {
+                            p.put_with_priority(now, data.clone(), u16::from(what >> 5))
+                        };
                         lines.push(format!("  m{k} put {data:?} -> {r:?}"));
                         if let Ok(id) = r {
                             self.slots[k].outstanding.insert(id, self.puts.len());
@@ -917,6 +954,12 @@ impl Script<QueueMachine> for QueueScript {
 
 /// Runs one schedule; `Err` describes the broken invariant and the last steps taken.
 pub fn run(schedule: &[u8]) -> Result<Stats, String> {
+    run_format(schedule, None)
+}
+
+/// [`run`] with the item format `format` (else the schedule's choice of FIFO or
+/// priority): the delay queue's script is this one with [`Format::Delay`].
+pub fn run_format(schedule: &[u8], format: Option<Format>) -> Result<Stats, String> {
     let mut input = schedule.iter().copied();
     let a = input.next().unwrap_or(0);
     let b = input.next().unwrap_or(0);
@@ -927,10 +970,10 @@ pub fn run(schedule: &[u8]) -> Result<Stats, String> {
     } else {
         Delivery::AtLeastOnce
     };
-    let format = if a & 16 == 0 {
-        Format::Fifo
-    } else {
-        Format::Priority
+    let format = match format {
+        Some(f) => f,
+        None if a & 16 == 0 => Format::Fifo,
+        None => Format::Priority,
     };
     let meta = meta_dir(DIR);
     let n = producers + consumers;
@@ -986,6 +1029,7 @@ pub fn run(schedule: &[u8]) -> Result<Stats, String> {
         puts: Vec::new(),
         put_count: 0,
         seen: BTreeMap::new(),
+        ready: BTreeMap::new(),
         order: BTreeMap::new(),
         doubts: Vec::new(),
         items: BTreeMap::new(),

@@ -447,6 +447,7 @@ impl QueueUser {
             let priority = match self.format {
                 Format::Fifo => 0,
                 Format::Priority => (self.next() % 3) as u16,
+                Format::Delay => 0,
             };
             let bytes = Bytes::from(data.clone());
             let r = client

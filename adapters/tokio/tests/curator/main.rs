@@ -4,6 +4,7 @@
 
 mod support;
 
+mod delay_queue;
 mod discovery;
 mod double_barrier;
 mod kazoo;

@@ -14,8 +14,6 @@
 
 use crate::support as curator_support;
 
-use std::io::{BufRead, BufReader};
-
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -30,24 +28,11 @@ fn java(cp: &str, args: &[&str]) -> Command {
 
 /// Runs a Java `take` of `n` items in a thread; its items, in the order it took them.
 fn java_take(cp: &str, cs: &str, path: &str, n: usize) -> std::thread::JoinHandle<Vec<String>> {
-    let mut child = java(cp, &[cs, path, "take", &n.to_string()])
+    let child = java(cp, &[cs, path, "take", &n.to_string()])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let out = child.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        let mut items = Vec::new();
-        for line in BufReader::new(out).lines() {
-            let line = line.unwrap();
-            if let Some(item) = line.strip_prefix("ITEM ") {
-                items.push(item.to_string());
-            } else if line == "DONE" {
-                break;
-            }
-        }
-        let _ = child.wait();
-        items
-    })
+    curator_support::items_until_done(child)
 }
 
 fn numbered(prefix: &str, n: usize) -> Vec<String> {

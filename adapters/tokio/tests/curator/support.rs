@@ -13,3 +13,23 @@ pub fn compiled(program: &str) -> (CuratorProgram, String) {
     let cp = java.classpath.clone();
     (java, cp)
 }
+
+/// Reads a Java program's `ITEM <text>` lines until `DONE` (or its end) in a thread,
+/// then waits for it; the items, in the order printed.
+pub fn items_until_done(mut child: std::process::Child) -> std::thread::JoinHandle<Vec<String>> {
+    use std::io::{BufRead, BufReader};
+    let out = child.stdout.take().expect("the program's stdout piped");
+    std::thread::spawn(move || {
+        let mut items = Vec::new();
+        for line in BufReader::new(out).lines() {
+            let line = line.unwrap();
+            if let Some(item) = line.strip_prefix("ITEM ") {
+                items.push(item.to_string());
+            } else if line == "DONE" {
+                break;
+            }
+        }
+        let _ = child.wait();
+        items
+    })
+}

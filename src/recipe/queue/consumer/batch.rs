@@ -7,6 +7,7 @@ use alloc::vec::Vec;
 use bytes::Bytes;
 
 use super::super::state::marker_ops;
+use super::super::Format;
 use super::phase::{Batch, Marker, Multi, Settle, Slot};
 use super::{Consumer, ConsumerEvent, Item, Purpose};
 use crate::client::ops::exists;
@@ -169,6 +170,11 @@ impl Consumer {
         let mut items = Vec::new();
         for (slot, name) in b.slots.into_iter().zip(b.names) {
             if let Slot::Ready(data) = slot {
+                // A delay item's data is Curator's frame of it.
+                let data = match self.config.format {
+                    Format::Delay => crate::recipe::delay_queue::payload(data),
+                    _ => data,
+                };
                 items.push(Item { name, data });
             }
         }

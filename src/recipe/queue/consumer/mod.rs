@@ -296,6 +296,10 @@ pub struct Consumer {
     /// Stale claims whose delete's reply was lost: whose are they now?
     orphan_checks: Vec<String>,
     life: Life,
+    /// A delay queue: how instants map to Unix milliseconds.
+    clock: crate::recipe::delay_queue::Clock,
+    /// A delay queue: when the earliest item held back by the last listing is due.
+    wake: Option<Instant>,
     kit: Kit<Purpose, ConsumerEvent>,
 }
 
@@ -328,6 +332,8 @@ impl Consumer {
             orphans: Vec::new(),
             orphan_checks: Vec::new(),
             life: Life::Open,
+            clock: Default::default(),
+            wake: None,
             kit: Kit::default(),
         }
     }
@@ -383,6 +389,14 @@ impl Consumer {
             }
         }
         id
+    }
+
+    /// A delay queue ([`Format::Delay`]): at `now` the wall clock reads `unix_ms`
+    /// (milliseconds since the Unix epoch); items are takeable from their time on by
+    /// this clock (see [`delay_queue`](crate::recipe::delay_queue)). Both adapters set
+    /// it at each take; without it an instant counts as microseconds since the epoch.
+    pub fn set_clock(&mut self, now: Instant, unix_ms: u64) {
+        self.clock = crate::recipe::delay_queue::Clock { at: now, unix_ms };
     }
 
     /// Gives take `id` up (its caller is gone): it starts no new listing or batch and
@@ -575,6 +589,13 @@ impl Protocol for Consumer {
     }
 
     fn on_timeout(&mut self, now: Instant) {
+        if self.wake.is_some_and(|at| now >= at) {
+            // A delay item held back is due: look again.
+            self.wake = None;
+            if self.view == View::Waiting {
+                self.view = View::Stale;
+            }
+        }
         self.expire_takes(now);
         self.drive(now);
     }
@@ -592,6 +613,9 @@ impl Protocol for Consumer {
         let deadline = (0..self.takes.len())
             .filter_map(|i| self.take_expiry(i).filter(|&at| self.take_looked(i, at)))
             .min();
+        // A delay item held back wakes a waiting take at its time.
+        let wake = self.wake.filter(|_| !self.takes.is_empty());
+        let deadline = deadline.into_iter().chain(wake).min();
         self.kit.timeout(deadline, self.connected() && self.stuck())
     }
 
@@ -622,6 +646,10 @@ impl Protocol for Consumer {
             self.view.in_flight() == self.kit.any(|p| *p == Purpose::List),
             "a listing on the wire iff its request is: {:?}",
             self.view
+        );
+        debug_assert!(
+            self.wake.is_none() || self.config.format == Format::Delay,
+            "only a delay queue holds items back"
         );
         if self.ended() {
             debug_assert!(self.takes.is_empty() && self.batch.is_none());
