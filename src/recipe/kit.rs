@@ -757,7 +757,7 @@ macro_rules! follow_part {
 pub(crate) use follow_part;
 
 /// A machine built of part machines of one type (a multi-lock's locks, a semaphore's
-/// mutex and lease, a counter's update): what [`forward_parts!`] needs to write the
+/// mutex and lease, a counter's update): what `forward_parts!` needs to write the
 /// [`Recipe`] methods that only pass an input on to the parts. Part `i`'s op `op` is
 /// the machine's op `op * count + i`, so each reply finds its part.
 pub trait Parts {

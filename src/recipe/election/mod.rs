@@ -3,7 +3,7 @@
 //!
 //! # Protocol
 //!
-//! A candidate is a [`Lock`] of kind [`LockKind::Latch`]: an `EPHEMERAL_SEQUENTIAL`
+//! A candidate is a [`Lock`] of kind [`LockKind::Latch`](crate::recipe::lock::LockKind::Latch): an `EPHEMERAL_SEQUENTIAL`
 //! node `<dir>/_c_<uuid>-latch-<seq>` holding the participant id — Apache Curator
 //! `LeaderLatch`'s format, so a Rust service and a Java service using `LeaderLatch` on
 //! the same path elect one leader between them. Candidates are ordered by the sequence
