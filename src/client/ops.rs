@@ -357,13 +357,7 @@ pub fn read_data(r: Raw) -> Result<(Bytes, Stat), Error> {
 /// getConfig and reconfig: the parsed configuration and the node's Stat.
 pub fn read_config(r: Raw) -> Result<(EnsembleConfig, Stat), Error> {
     let (data, stat) = read_data(r)?;
-    let text = core::str::from_utf8(&data).map_err(|_| {
-        Error::BadConfig(ConfigError {
-            line: alloc::string::String::from_utf8_lossy(&data).into_owned(),
-            reason: "not UTF-8",
-        })
-    })?;
-    let config = EnsembleConfig::parse(text).map_err(Error::BadConfig)?;
+    let config = EnsembleConfig::from_data(&data).map_err(Error::BadConfig)?;
     Ok((config, stat))
 }
 

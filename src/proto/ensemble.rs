@@ -80,6 +80,16 @@ impl fmt::Display for ConfigError {
 }
 
 impl EnsembleConfig {
+    /// Parses the data of `/zookeeper/config` as read: UTF-8 text (else an error naming
+    /// it), then [`parse`](Self::parse).
+    pub fn from_data(data: &[u8]) -> Result<EnsembleConfig, ConfigError> {
+        let text = core::str::from_utf8(data).map_err(|_| ConfigError {
+            line: alloc::string::String::from_utf8_lossy(data).into_owned(),
+            reason: "not UTF-8",
+        })?;
+        EnsembleConfig::parse(text)
+    }
+
     /// Parses the text of `/zookeeper/config`. Unknown keys are ignored (ZooKeeper may
     /// add some); a malformed `server.N` or `version` line is an error naming it.
     pub fn parse(text: &str) -> Result<EnsembleConfig, ConfigError> {

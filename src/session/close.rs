@@ -23,7 +23,7 @@ impl Session {
             Phase::Connected => {
                 let mut frame = BytesMut::new();
                 let _ = encode_request(&mut frame, 0, &Request::CloseSession, usize::MAX);
-                let close = Queued::own(frame, OpCode::CloseSession, Token(u64::MAX), After::Close);
+                let close = Queued::own(frame, OpCode::CloseSession, Token::CLOSE, After::Close);
                 if self.lanes.is_empty() {
                     // The close itself is not held back by the bound: nothing follows it.
                     self.write(now, close);

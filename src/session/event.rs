@@ -16,6 +16,15 @@ use crate::proto::{EventType, Response};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Token(pub u64);
 
+impl Token {
+    /// The token of the session's own `closeSession`. Callers must not use it.
+    pub const CLOSE: Token = Token(u64::MAX);
+    /// The token of the session's own reads (the ensemble tracker's, see
+    /// [`SessionConfig::track_ensemble`](super::SessionConfig::track_ensemble)): their
+    /// replies and failures are the session's, never reported. Callers must not use it.
+    pub const SESSION: Token = Token(u64::MAX - 1);
+}
+
 /// The kind of a watch registration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum WatchKind {

@@ -84,6 +84,7 @@
 //! | `sasl` | the SASL exchange of this connection (a step of the handshake) |
 //! | `default_acl` | the ACL creates asking for "the default" get (applied at submit) |
 //! | `watches` | the registry, SetWatches2 arming, fan-out, re-arming after a resume |
+//! | `rebalance` | the ensemble tracker's state and rules: which reads are of `/zookeeper/config`, where their watches live, the rebalancing decision |
 //! | `ensemble` | following `/zookeeper/config` and rebalancing over its members ([`SessionConfig::track_ensemble`]) |
 //!
 //! and the session's own steps, over those parts: `connection` (dialling, the
@@ -106,6 +107,7 @@ mod hosts;
 mod identity;
 mod lanes;
 mod link;
+mod rebalance;
 mod replies;
 mod rng;
 mod sasl;
@@ -136,11 +138,11 @@ use crate::hash::shed_queue;
 use crate::proto::Request;
 use crate::time::Instant;
 use auth::Auth;
-use ensemble::Tracker;
 use hosts::Hosts;
 use identity::Identity;
 use lanes::Lanes;
 use link::Link;
+use rebalance::Tracker;
 use sasl::SaslStep;
 use watches::Watches;
 use window::Window;

@@ -122,7 +122,7 @@ impl Session {
         }
         let chroot = self.config.connect_string.chroot();
         // The configuration node is read outside the chroot (as getConfig does).
-        if chroot.root().is_some() && !super::ensemble::reads_config(&request) {
+        if chroot.root().is_some() && !super::rebalance::reads_config(&request) {
             request.for_each_path_mut(|_, path| *path = chroot.prefix(path));
         }
         Ok((request, after))

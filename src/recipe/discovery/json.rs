@@ -6,7 +6,7 @@
 
 use alloc::string::String;
 
-use super::InstanceError;
+use super::error::InstanceError;
 
 /// The deepest nesting accepted in a payload.
 pub const MAX_DEPTH: usize = 32;

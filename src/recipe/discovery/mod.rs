@@ -84,11 +84,13 @@ use crate::proto::*;
 use crate::session::WatchEvent;
 use crate::time::Instant;
 
+mod error;
 mod instance;
 mod json;
 mod provider;
 
-pub use instance::{InstanceError, ServiceInstance, ServiceType, UriPart};
+pub use error::InstanceError;
+pub use instance::{ServiceInstance, ServiceType, UriPart};
 pub use json::MAX_DEPTH;
 pub use provider::{DownPolicy, Provider, Strategy};
 

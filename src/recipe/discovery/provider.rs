@@ -5,7 +5,7 @@ use alloc::collections::BTreeMap;
 use alloc::string::String;
 use core::time::Duration;
 
-use super::ServiceInstance;
+use super::instance::ServiceInstance;
 use crate::time::Instant;
 
 /// How a [`Provider`] picks among the usable instances (sorted by id).

@@ -2,7 +2,7 @@
 //! `/zookeeper/config`, the host list it replaces, the rebalancing moves.
 
 use super::*;
-use crate::session::ensemble::rebalance_for_test;
+use crate::session::rebalance::rebalance_for_test;
 
 /// `server.N` lines whose client addresses are `hosts`, and `version`.
 fn config_text(hosts: &[&str], version: i64) -> Bytes {

@@ -331,7 +331,7 @@ impl Watches {
             // Data and exist watches on the configuration node are outside the chroot.
             let reads = table < 2;
             for p in paths {
-                let server_path = super::ensemble::server_path(chroot, p, reads);
+                let server_path = super::rebalance::server_path(chroot, p, reads);
                 if size + server_path.len() > SET_WATCHES_BATCH {
                     batches.extend(batch_request(core::mem::take(&mut batch)));
                     batch.relative_zxid = last_zxid;
