@@ -70,6 +70,7 @@
 //! because of contention is taken in the next listing round at the latest.
 
 pub mod consumer;
+pub(crate) mod delay;
 mod names;
 pub mod producer;
 mod state;

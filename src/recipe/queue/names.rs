@@ -57,7 +57,7 @@ pub fn item_prefix(format: Format, priority: u16) -> String {
             let _ = write!(s, "{:03}-", priority.min(MAX_PRIORITY));
             s
         }
-        Format::Delay => crate::recipe::delay_queue::item_prefix(0),
+        Format::Delay => super::delay::item_prefix(0),
     }
 }
 
@@ -107,7 +107,7 @@ pub fn parse_item(format: Format, name: &str) -> Option<SortKey> {
             })
         }
         Format::Delay => {
-            let (_, sequence) = crate::recipe::delay_queue::ready_at(name)?;
+            let (_, sequence) = super::delay::ready_at(name)?;
             Some(SortKey {
                 priority: 0,
                 sequence,
@@ -126,7 +126,7 @@ pub fn parse_item(format: Format, name: &str) -> Option<SortKey> {
 /// ```
 pub fn sorted_items(format: Format, children: &[String], max: usize) -> Vec<String> {
     if format == Format::Delay {
-        return crate::recipe::delay_queue::sorted(children, max);
+        return sorted_by(children, max, super::delay::ready_at);
     }
     sorted_by(children, max, |c| parse_item(format, c))
 }

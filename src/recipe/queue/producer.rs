@@ -357,9 +357,7 @@ impl Producer {
     /// [`put_with_priority`](Self::put_with_priority) is, and with `BadArguments` when
     /// the producer's format is not `Delay` or the time is past Java's `long`.
     pub fn put_at(&mut self, now: Instant, data: Bytes, ready_at_ms: u64) -> Result<PutId, Error> {
-        if self.config.format != Format::Delay
-            || ready_at_ms > crate::recipe::delay_queue::MAX_READY_AT
-        {
+        if self.config.format != Format::Delay || ready_at_ms > super::delay::MAX_READY_AT {
             return Err(Error::Server(ErrorCode::BadArguments));
         }
         self.enqueue(now, data, DEFAULT_PRIORITY, ready_at_ms)
@@ -391,7 +389,7 @@ impl Producer {
         self.next_id += 1;
         // A delay item's data is Curator's frame of it.
         let data = match self.config.format {
-            Format::Delay => crate::recipe::delay_queue::frame(&data),
+            Format::Delay => super::delay::frame(&data),
             _ => data,
         };
         self.pending.push_back(PutItem {
@@ -524,7 +522,7 @@ impl Producer {
         };
         for item in &items {
             let prefix = match self.config.format {
-                Format::Delay => crate::recipe::delay_queue::item_prefix(item.ready_at),
+                Format::Delay => super::delay::item_prefix(item.ready_at),
                 format => item_prefix(format, item.priority),
             };
             let path = join(&self.config.dir, &prefix);

@@ -172,7 +172,7 @@ impl Consumer {
             if let Slot::Ready(data) = slot {
                 // A delay item's data is Curator's frame of it.
                 let data = match self.config.format {
-                    Format::Delay => crate::recipe::delay_queue::payload(data),
+                    Format::Delay => crate::recipe::queue::delay::payload(data),
                     _ => data,
                 };
                 items.push(Item { name, data });

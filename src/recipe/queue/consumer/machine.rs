@@ -194,7 +194,7 @@ impl Consumer {
         let mut items = sorted_items(self.config.format, &children, self.config.max_listing);
         if self.config.format == Format::Delay {
             // Items whose time has not come count as absent; the first wakes us.
-            self.wake = crate::recipe::delay_queue::hold_back(&mut items, self.clock, now);
+            self.wake = crate::recipe::queue::delay::hold_back(&mut items, self.clock, now);
         }
         let listed = items.len();
         if self.at_least_once() {

@@ -297,7 +297,7 @@ pub struct Consumer {
     orphan_checks: Vec<String>,
     life: Life,
     /// A delay queue: how instants map to Unix milliseconds.
-    clock: crate::recipe::delay_queue::Clock,
+    clock: crate::recipe::queue::delay::Clock,
     /// A delay queue: when the earliest item held back by the last listing is due.
     wake: Option<Instant>,
     kit: Kit<Purpose, ConsumerEvent>,
@@ -396,7 +396,7 @@ impl Consumer {
     /// this clock (see [`delay_queue`](crate::recipe::delay_queue)). Both adapters set
     /// it at each take; without it an instant counts as microseconds since the epoch.
     pub fn set_clock(&mut self, now: Instant, unix_ms: u64) {
-        self.clock = crate::recipe::delay_queue::Clock { at: now, unix_ms };
+        self.clock = crate::recipe::queue::delay::Clock { at: now, unix_ms };
     }
 
     /// Gives take `id` up (its caller is gone): it starts no new listing or batch and
