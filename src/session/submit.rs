@@ -3,7 +3,7 @@
 //! rules, `max_watches`, the frame limit), the chroot applied, and where it goes — to
 //! the wire at once when nothing waits and the [`Window`](super::window::Window) has
 //! room, else into the [`Lanes`](super::lanes::Lanes) — and the writing of queued
-//! requests as room comes back (their zero xid patched). On a read-only server a
+//! requests as room comes back (their zero xid patched). On a read-only server a recipe's
 //! `sync` is answered here instead (see `sync_read_only`).
 //!
 //! Owns no state: it moves requests between the lanes, the window and the link.
@@ -45,7 +45,7 @@ impl Session {
             && self.window.has_room(self.config.max_in_flight)
         {
             if let Request::Sync(PathRequest { path }) = &request {
-                if self.identity.read_only_server() {
+                if requester != 0 && self.identity.read_only_server() {
                     let path = path.clone();
                     self.sync_read_only(token, after, Vec::new(), path);
                     return Ok(());
@@ -173,7 +173,7 @@ impl Session {
     /// Writes a queued request under the next xid.
     pub(super) fn write(&mut self, now: Instant, q: Queued) {
         let more = self.lanes.unshare(q.share);
-        if q.op == OpCode::Sync && self.identity.read_only_server() {
+        if q.op == OpCode::Sync && q.requester != 0 && self.identity.read_only_server() {
             // The frame: length, xid, type, then the path.
             let path = PathRequest::decode(&mut Bytes::copy_from_slice(&q.frame[12..]))
                 .map(|r| r.path)
@@ -189,10 +189,11 @@ impl Session {
         self.link.last_send = now;
     }
 
-    /// A `sync` on a read-only server: answered here, never sent. The server would
-    /// refuse it (NotReadOnly), though there is no leader to catch up with: it serves
-    /// what it has, and `Connected { read_only: true }` says so. Readers (caches,
-    /// watched values, config readers) sync before a load; they carry on.
+    /// A recipe's `sync` on a read-only server: answered here, never sent. The server
+    /// would refuse it (NotReadOnly), though there is no leader to catch up with: it
+    /// serves what it has, and `Connected { read_only: true }` says so. Readers (caches,
+    /// watched values, config readers) sync before a load; they carry on. A caller's
+    /// own `sync` (requester 0, the raw API) goes to the server and gets its refusal.
     fn sync_read_only(&mut self, token: Token, after: After, more: Vec<Token>, path: String) {
         self.counters.requests_sent += 1;
         self.counters.replies_received += 1;

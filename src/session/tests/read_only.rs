@@ -418,14 +418,15 @@ fn a_write_refused_ahead_of_earlier_reads_completes_out_of_order() {
 /// syncs first. Seen on a real server: the tree cache failed on its resync. On a
 /// read-only server the session answers a sync itself, queued or not.
 #[test]
-fn a_sync_on_a_read_only_server_is_answered_by_the_session() {
+fn a_recipes_sync_on_a_read_only_server_is_answered_by_the_session() {
     let (mut s, _) = on_a_read_only_server();
     let sync = || {
         Request::Sync(PathRequest {
             path: String::from("/w"),
         })
     };
-    s.submit(ms(20), sync(), Token(2)).unwrap();
+    // A recipe's sync (requester 1): see the next test for a raw one.
+    s.submit_shared(ms(20), sync(), Token(2), 1).unwrap();
     s.submit(ms(20), get("/w", false), Token(3)).unwrap();
     let frames = sent(&mut s);
     assert!(
@@ -442,8 +443,29 @@ fn a_sync_on_a_read_only_server_is_answered_by_the_session() {
     s.handle_bytes(ms(21), &data_reply(frames[0].0));
     events(&mut s);
     s.handle_disconnect(ms(22));
-    s.submit(ms(23), sync(), Token(4)).unwrap();
+    s.submit_shared(ms(23), sync(), Token(4), 1).unwrap();
     assert!(events(&mut s)
         .iter()
         .all(|e| !matches!(e, SessionEvent::Reply(_))));
+}
+
+#[test]
+fn a_raw_sync_on_a_read_only_server_goes_to_it_and_its_refusal_is_reported() {
+    let (mut s, _) = on_a_read_only_server();
+    let sync = Request::Sync(PathRequest {
+        path: String::from("/w"),
+    });
+    s.submit(ms(20), sync, Token(2)).unwrap();
+    let frames = sent(&mut s);
+    assert!(
+        matches!(frames.as_slice(), [(_, Request::Sync(_))]),
+        "the caller's sync is on the wire: {frames:?}"
+    );
+    s.handle_bytes(ms(21), &reply(frames[0].0, 9, ErrorCode::NotReadOnly, None));
+    let ev = events(&mut s);
+    assert!(
+        ev.iter().any(|e| matches!(e, SessionEvent::Reply(r)
+            if r.token == Token(2) && r.result == Err(Error::from(ErrorCode::NotReadOnly)))),
+        "{ev:?}"
+    );
 }
