@@ -569,7 +569,18 @@ fn run(cli: Cli) -> Result<u8, u8> {
     } else {
         None
     };
-    let zk = zk::connect(&Settings {
+    let zk = zk::connect(&settings(&cli)).map_err(zk_fail)?;
+    if let Some(s) = &signals {
+        s.attach(&zk);
+    }
+    let code = run_command(&zk, cli.command, signals);
+    zk.close();
+    Ok(code.unwrap_or_else(|code| code))
+}
+
+/// The session settings the flags give.
+fn settings(cli: &Cli) -> Settings<'_> {
+    Settings {
         servers: &cli.server,
         session_timeout: cli.session_timeout,
         connect_timeout: cli.connect_timeout,
@@ -580,12 +591,13 @@ fn run(cli: Cli) -> Result<u8, u8> {
             .as_deref()
             .zip(cli.sasl_password_file.as_deref()),
         read_only: cli.read_only,
-    })
-    .map_err(zk_fail)?;
-    if let Some(s) = &signals {
-        s.attach(&zk);
     }
-    let code = match (cli.command, signals) {
+}
+
+/// Runs `command` on the connected session: the ones that run a command while they
+/// hold something (with the signals taken over), or a simple one.
+fn run_command(zk: &Zk, command: Cmd, signals: Option<Signals>) -> Result<u8, u8> {
+    match (command, signals) {
         (
             Cmd::Lock {
                 path,
@@ -622,7 +634,7 @@ fn run(cli: Cli) -> Result<u8, u8> {
                 cmd,
             },
             Some(signals),
-        ) => barrier(&zk, &signals, &path, count, timeout, grace, &cmd),
+        ) => barrier(zk, &signals, &path, count, timeout, grace, &cmd),
         (
             Cmd::Register {
                 name,
@@ -641,10 +653,8 @@ fn run(cli: Cli) -> Result<u8, u8> {
             }
             Err(e) => Err(zk_fail(e)),
         },
-        (command, _) => simple(&zk, command),
-    };
-    zk.close();
-    Ok(code.unwrap_or_else(|code| code))
+        (command, _) => simple(zk, command),
+    }
 }
 
 /// The message of a `--timeout` that passed.
