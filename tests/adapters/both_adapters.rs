@@ -461,7 +461,8 @@ async fn expiry_is_lost_session_expired_and_the_client_goes_on_on(server: &TestS
 
 #[test]
 fn paths_and_a_missing_chroot() {
-    let server = server();
+    // Counts the requests the server received (`mntr`): a server of its own.
+    let server = own_server();
     run(paths_and_a_missing_chroot_on(&server));
 }
 
@@ -524,7 +525,7 @@ async fn a_recipe_defined_outside_the_core_is_hosted_on(server: &TestServer) {
 /// its connect timeout, instead of failing on the first refused connection.
 #[test]
 fn connect_waits_for_a_server_that_is_starting() {
-    let mut server = server();
+    let mut server = own_server();
     let cs = server.connect_string();
     server.stop().unwrap();
     let started = Instant::now();

@@ -13,7 +13,7 @@ const CALLS: usize = 2_000;
 
 #[test]
 fn every_raw_call_of_a_burst_is_answered() {
-    let server = TestServer::start().expect("a real ZooKeeper");
+    let server = server();
     run(every_raw_call_of_a_burst_is_answered_on(&server));
 }
 

@@ -478,7 +478,7 @@ fn session_expiry_resyncs_on_the_new_session() {
 
 #[test]
 fn ten_thousand_nodes_changes_and_a_restart() {
-    run(big_tree(&mut server()));
+    run(big_tree(&mut own_server()));
 }
 
 #[test]

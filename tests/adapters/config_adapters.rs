@@ -71,7 +71,7 @@ async fn follow(r: &mut zk::ConfigReaderHandle, who: &str) -> Vec<u32> {
 
 #[form]
 async fn scenario(mode: ConfigMode, root: &str) {
-    let server = TestServer::start().expect("a real ZooKeeper");
+    let server = server();
     let cs = server.connect_string();
     let ready = format!("{root}/ready");
     let paths = paths(root);
@@ -173,7 +173,7 @@ async fn a_multi_write_larger_than_the_limit_is_refused_up_front_on(server: &Tes
 /// configuration and everybody ends on the last one.
 #[test]
 fn writes_and_reads_survive_a_server_restart() {
-    let mut server = server();
+    let mut server = own_server();
     run(writes_and_reads_survive_a_server_restart_on(&mut server));
 }
 

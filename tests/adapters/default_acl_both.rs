@@ -57,7 +57,7 @@ fn every_recipe_node_carries_the_default_acl_and_another_identity_cannot_delete_
 
 #[form]
 async fn default_acl() {
-    let server = TestServer::start().unwrap();
+    let server = server();
     let owner_acl = digest("owner", "pw");
     let locks_acl = {
         let mut a = digest("owner", "pw");

@@ -177,7 +177,7 @@ async fn member_session_expiry_recreates_the_node_on(server: &mut TestServer) {
 
 #[test]
 fn view_resyncs_across_a_server_restart() {
-    run(view_resyncs_across_a_server_restart_on(&mut server()));
+    run(view_resyncs_across_a_server_restart_on(&mut own_server()));
 }
 
 #[form]

@@ -16,7 +16,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use zk_recipes_testing::TestServer;
 use zk_recipes_tokio as zt;
 
 #[test]
@@ -65,7 +64,7 @@ fn bytes_received_per_acquisition_do_not_grow_with_the_number_of_waiters() {
 /// Runs `n` waiters on one session; returns the bytes the session received per
 /// acquisition.
 fn many_waiters(n: usize, dir: &'static str, options: zt::Options) -> f64 {
-    let server = TestServer::start().expect("a real ZooKeeper");
+    let server = crate::common::server();
     let cs = server.connect_string();
     crate::tokio_rt::run(async {
         let zk = zt::connect(&cs, options.connect_timeout(Duration::from_secs(10)))

@@ -168,9 +168,19 @@ mod common {
     use std::time::Duration;
     use zk_recipes_testing::TestServer;
 
-    /// A real ZooKeeper 3.8 of the test's own.
+    /// The binary's shared real ZooKeeper 3.8, under a chroot of the test's own
+    /// (`/t/<module>-<form>-<test>`, in the connect string): for a scenario that only
+    /// connects. One that stops, kills, restarts or pauses the server, reads its
+    /// server-wide counters or needs options of its own takes [`own_server`]
+    /// (docs/testing.md, "Real servers: shared, or the test's own").
     pub fn server() -> TestServer {
-        TestServer::start().expect("a real ZooKeeper")
+        TestServer::shared().expect("the shared real ZooKeeper")
+    }
+
+    /// A real ZooKeeper 3.8 of the test's own, with the shared one's options (no
+    /// `fsync` per transaction: [`zk_recipes_testing::shared_options`]).
+    pub fn own_server() -> TestServer {
+        TestServer::start_with(zk_recipes_testing::shared_options()).expect("a real ZooKeeper")
     }
 
     /// The scenarios' client options (one type in both forms: the surface's): 6 s

@@ -190,7 +190,7 @@ async fn a_claiming_consumer_closed_mid_batch_leaves_its_items_to_another_on(s: 
 #[test]
 fn the_server_restarted_mid_run_loses_and_doubles_nothing() {
     run(the_server_restarted_mid_run_loses_and_doubles_nothing_on(
-        &mut server(),
+        &mut own_server(),
     ));
 }
 

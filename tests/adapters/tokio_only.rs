@@ -3,7 +3,6 @@
 
 use std::time::Duration;
 
-use zk_recipes_testing::TestServer;
 use zk_recipes_tokio as zt;
 
 use crate::shared::tokio_form::connect;
@@ -12,7 +11,7 @@ use crate::tokio_rt::{run, sleep};
 /// Dropping a pending `acquire()` future gives up and deletes our nodes.
 #[test]
 fn dropping_a_pending_semaphore_acquire_deletes_its_nodes() {
-    let server = TestServer::start().expect("a real ZooKeeper");
+    let server = crate::common::server();
     let cs = server.connect_string();
     run(async {
         let a = connect(&cs).await;

@@ -167,7 +167,7 @@ async fn update_reruns_after_a_concurrent_writer_on(server: &TestServer) {
 /// plus the ones whose error says `may_have_applied` (none lost, none counted twice).
 #[test]
 fn counter_across_a_server_restart() {
-    let mut server = server();
+    let mut server = own_server();
     run(counter_across_a_server_restart_on(&mut server));
 }
 

@@ -20,9 +20,10 @@ const JARS: &[&str] = &[
     "slf4j-api",
 ];
 
-/// A Java program compiled against Curator; its class directory goes on drop.
+/// A Java program compiled against Curator; its class directory goes on drop (unless
+/// it was compiled into a directory of the caller's, [`CuratorProgram::compile_into`]).
 pub struct CuratorProgram {
-    _classes: tempfile::TempDir,
+    _classes: Option<tempfile::TempDir>,
     /// The classpath to run it with (`java -cp <classpath> <Main>`).
     pub classpath: String,
 }
@@ -32,6 +33,17 @@ impl CuratorProgram {
     /// Curator jars are missing, or if `javac` fails).
     pub fn compile(src: &Path) -> CuratorProgram {
         let dir = tempfile::tempdir().expect("a temporary directory");
+        let mut program = Self::compile_into(src, dir.path());
+        program._classes = Some(dir);
+        program
+    }
+
+    /// [`compile`](Self::compile) into `classes` (emptied first, kept after): for a
+    /// program compiled once and run by many tests (`javac` is a JVM start, seconds of
+    /// CPU).
+    pub fn compile_into(src: &Path, classes: &Path) -> CuratorProgram {
+        let _ = std::fs::remove_dir_all(classes);
+        std::fs::create_dir_all(classes).expect("the class directory");
         let mut parts: Vec<String> = JARS
             .iter()
             .map(|j| {
@@ -44,19 +56,19 @@ impl CuratorProgram {
                 p.display().to_string()
             })
             .collect();
-        parts.push(dir.path().display().to_string());
+        parts.push(classes.display().to_string());
         let classpath = parts.join(":");
         let status = Command::new("javac")
             .arg("-cp")
             .arg(&classpath)
             .arg("-d")
-            .arg(dir.path())
+            .arg(classes)
             .arg(src)
             .status()
             .expect("javac (a JDK) is needed");
         assert!(status.success(), "javac failed on {}", src.display());
         CuratorProgram {
-            _classes: dir,
+            _classes: None,
             classpath,
         }
     }

@@ -42,8 +42,8 @@ pub use nemesis::{Endpoint, Nemesis, NemesisOptions};
 pub use proxy::{Flow, FlowControl, LinkProxy};
 pub use raw::{expire_session, RawClient};
 pub use server::{
-    four_letter, EnsembleOptions, Options, PeerPorts, PeerView, SaslUsers, TestEnsemble,
-    TestServer, SUPERUSER,
+    four_letter, shared_options, EnsembleOptions, Options, PeerPorts, PeerView, SaslUsers,
+    TestEnsemble, TestServer, SUPERUSER,
 };
 pub use tls::{
     tls_failure, ClientAuth, CountingProxy, Issued, SecureServer, ServerTls, TestCa, Validity,

@@ -4,6 +4,7 @@ use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -99,12 +100,22 @@ fn java() -> String {
     std::env::var("JAVA").unwrap_or_else(|_| "java".into())
 }
 
-/// The server's classpath (see [`crate::jar`]), once a `java` runs.
+/// The server's classpath (see [`crate::jar`]), once a `java` runs (asked once per
+/// process: `java -version` is a JVM start of its own).
 fn classpath() -> io::Result<String> {
+    static JAVA_RUNS: OnceLock<bool> = OnceLock::new();
     let cp = crate::jar::server_classpath()?;
-    match Command::new(java()).arg("-version").stdout(Stdio::null()).stderr(Stdio::null()).status() {
-        Ok(s) if s.success() => Ok(cp),
-        _ => Err(io::Error::new(
+    let runs = *JAVA_RUNS.get_or_init(|| {
+        Command::new(java())
+            .arg("-version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    });
+    match runs {
+        true => Ok(cp),
+        false => Err(io::Error::new(
             io::ErrorKind::NotFound,
             "no working `java` on PATH (set JAVA): install a JRE, e.g. `sudo apt-get install -y default-jre-headless`",
         )),
@@ -144,8 +155,30 @@ struct Jvm {
     secure_addr: Option<SocketAddr>,
     ttl_nodes: bool,
     jvm_flags: Vec<String>,
+    /// Tied to this process (the shared server, which no one drops): run under a shell
+    /// that kills it and removes this directory once the process ends (see [`TIE`]).
+    tie: Option<PathBuf>,
     child: Option<Child>,
 }
+
+/// The shell a tied JVM runs under (`sh -c TIE sh <java command>`; the directory in
+/// `ZK_TIED_DIR`, empty to keep it). Its stdin is a pipe whose writing end only the test
+/// process holds: when that process ends, however it ends (SIGKILL included), `cat`
+/// reads the end of the pipe and the JVM is killed and its directory removed. The shell
+/// ends with the JVM, so a JVM that exits at start is seen as before.
+const TIE: &str = r#"exec 3<&0
+"$@" 3<&- &
+j=$!
+( cat <&3 >/dev/null
+  kill -9 "$j" 2>/dev/null
+  while kill -0 "$j" 2>/dev/null; do sleep 0.1; done
+  if [ -n "$ZK_TIED_DIR" ]; then rm -rf "$ZK_TIED_DIR"; fi ) &
+w=$!
+exec 3<&-
+wait "$j"
+s=$?
+kill "$w" 2>/dev/null
+exit "$s""#;
 
 impl Jvm {
     fn spawn(&mut self) -> io::Result<()> {
@@ -170,6 +203,19 @@ impl Jvm {
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log);
+        if let Some(dir) = &self.tie {
+            let java = cmd;
+            cmd = Command::new("sh");
+            cmd.arg("-c")
+                .arg(TIE)
+                .arg("sh")
+                .arg(java.get_program())
+                .args(java.get_args())
+                .env("ZK_TIED_DIR", dir)
+                .stdin(Stdio::piped())
+                .stdout(fs::OpenOptions::new().append(true).open(&self.log)?)
+                .stderr(fs::OpenOptions::new().append(true).open(&self.log)?);
+        }
         self.child = Some(cmd.spawn()?);
         Ok(())
     }
@@ -296,12 +342,33 @@ fn common_config(data_dir: &Path, client_port: u16, tick: u32, min_timeout: u32)
     ]
 }
 
-/// A standalone ZooKeeper server on 127.0.0.1 with a temp data dir.
+/// A standalone ZooKeeper server on 127.0.0.1 with a temp data dir: one of the test's
+/// own ([`start`](Self::start)), or a view of the process's shared server under a chroot
+/// of the test's own ([`shared`](Self::shared)).
 pub struct TestServer {
-    jvm: Jvm,
+    addr: SocketAddr,
+    /// The chroot of a view of the shared server; `None` for a server of our own.
+    root: Option<String>,
+    /// The JVM of a server of our own.
+    jvm: Option<Jvm>,
     // Declared after `jvm` so the process dies before its directory is removed.
+    _dir: Option<tempfile::TempDir>,
+}
+
+/// The process's shared server: started on first use, never dropped (its JVM is tied
+/// to the process, [`TIE`]).
+struct Shared {
+    jvm: Jvm,
     _dir: tempfile::TempDir,
 }
+
+static SHARED: OnceLock<Result<Shared, String>> = OnceLock::new();
+
+/// The chroots handed out so far in this process (each view gets a new one).
+static ROOTS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Where every view's chroot lives on the shared server.
+const SHARED_PARENT: &str = "/t";
 
 impl TestServer {
     /// Starts a server with default [`Options`] and waits until it answers.
@@ -311,101 +378,128 @@ impl TestServer {
 
     /// Starts a server with the given options and waits until it answers.
     pub fn start_with(opts: Options) -> io::Result<TestServer> {
-        let mut builder = tempfile::Builder::new();
-        builder
-            .prefix("zk-test-")
-            .disable_cleanup(std::env::var_os("ZK_TEST_KEEP").is_some());
-        let dir = match &opts.base_dir {
-            Some(base) => builder.tempdir_in(base)?,
-            None => builder.tempdir()?,
-        };
-        let data = dir.path().join("data");
-        fs::create_dir_all(&data)?;
-        let mut jvm_flags = opts.jvm_flags.clone();
-        if let Some(sasl) = &opts.sasl {
-            let jaas = dir.path().join("jaas.conf");
-            fs::write(&jaas, sasl.jaas())?;
-            jvm_flags.extend(sasl.jvm_flags(&jaas));
-        }
-        // The free port is only free when we look: another test's client may take it
-        // before the JVM binds it, and the server then exits at once. Try another port.
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let port = free_port()?;
-            let config = dir.path().join("zoo.cfg");
-            let mut lines =
-                common_config(&data, port, opts.tick_time_ms, opts.min_session_timeout_ms);
-            let secure_addr = match &opts.tls {
-                Some(tls) => {
-                    let secure_port = free_port()?;
-                    lines.extend(tls.config(secure_port));
-                    Some(SocketAddr::from(([127, 0, 0, 1], secure_port)))
-                }
-                None => None,
-            };
-            write_config(&config, &lines)?;
-            let mut jvm = Jvm {
-                main_class: "org.apache.zookeeper.server.ZooKeeperServerMain",
-                config,
-                log: dir.path().join("server.log"),
-                client_addr: SocketAddr::from(([127, 0, 0, 1], port)),
-                secure_addr,
-                ttl_nodes: opts.ttl_nodes,
-                jvm_flags: jvm_flags.clone(),
-                child: None,
-            };
-            jvm.spawn()?;
-            match jvm.wait_ready(opts.start_timeout) {
-                Ok(()) => return Ok(TestServer { jvm, _dir: dir }),
-                Err(e) if attempt < 3 && jvm.child.is_none() => {
-                    eprintln!("test server: start failed ({e}); trying another port");
-                }
-                Err(e) => return Err(e),
-            }
-        }
+        let (jvm, dir) = start_standalone(&opts, false)?;
+        Ok(TestServer {
+            addr: jvm.client_addr,
+            root: None,
+            jvm: Some(jvm),
+            _dir: Some(dir),
+        })
     }
 
-    /// `127.0.0.1:<port>`.
+    /// A view of this process's shared server ([`shared_options`]; started by the first
+    /// call, it runs until the process ends) under a chroot of the test's own,
+    /// `/t/<name>`, made before this returns: `<name>` is the current thread's name — the
+    /// test's path under the standard test harness, `::` written `-` (e.g.
+    /// `/t/lock-tokio_form-two_clients`) — with `-2`, `-3`... if this process already
+    /// used it. [`connect_string`](Self::connect_string) carries the chroot; paths a
+    /// client sees are relative to it.
+    ///
+    /// For a test that only connects: one JVM start (about a second of CPU) per test
+    /// binary instead of one per test. A view refuses what would touch the other tests
+    /// on the server: [`stop`](Self::stop), [`kill`](Self::kill),
+    /// [`restart`](Self::restart), [`pause`](Self::pause), [`resume`](Self::resume)
+    /// and the server-wide [`four_letter`](Self::four_letter) commands ([`mntr`](Self::mntr))
+    /// answer an error, [`pid`](Self::pid) is `None`. A test that needs them, or
+    /// [`Options`] of its own, starts its own server.
+    ///
+    /// `ZK_TEST_SHARED=0` in the environment gives every caller a server of its own
+    /// instead ([`start`](Self::start), no chroot): the tests as they ran before
+    /// sharing, to tell whether a failure comes from it.
+    pub fn shared() -> io::Result<TestServer> {
+        let name = thread::current()
+            .name()
+            .unwrap_or("test")
+            .replace("::", "-");
+        Self::shared_under(&name)
+    }
+
+    /// [`shared`](Self::shared) with the chroot `/t/<name>` (characters other than
+    /// letters, digits, `-`, `_` and `.` written `_`; `-2`, `-3`... if taken).
+    pub fn shared_under(name: &str) -> io::Result<TestServer> {
+        if std::env::var_os("ZK_TEST_SHARED").is_some_and(|v| v == "0") {
+            return Self::start();
+        }
+        let shared = SHARED
+            .get_or_init(|| {
+                let (jvm, dir) =
+                    start_standalone(&shared_options(), true).map_err(|e| e.to_string())?;
+                Ok(Shared { jvm, _dir: dir })
+            })
+            .as_ref()
+            .map_err(|e| io::Error::other(format!("the shared server did not start: {e}")))?;
+        let root = claim_root(name);
+        make_root(shared.jvm.client_addr, &root)?;
+        Ok(TestServer {
+            addr: shared.jvm.client_addr,
+            root: Some(root),
+            jvm: None,
+            _dir: None,
+        })
+    }
+
+    /// The chroot of a view of the shared server (`/t/...`); `None` for a server of the
+    /// test's own.
+    pub fn chroot(&self) -> Option<&str> {
+        self.root.as_deref()
+    }
+
+    /// The server's JVM, or why a view of the shared server cannot `what`.
+    fn own(&self, what: &str) -> io::Result<&Jvm> {
+        self.jvm.as_ref().ok_or_else(|| refused(what))
+    }
+
+    fn own_mut(&mut self, what: &str) -> io::Result<&mut Jvm> {
+        self.jvm.as_mut().ok_or_else(|| refused(what))
+    }
+
+    /// `127.0.0.1:<port>`, and the chroot of a view of the shared server.
     pub fn connect_string(&self) -> String {
-        self.jvm.client_addr.to_string()
+        format!("{}{}", self.addr, self.root.as_deref().unwrap_or(""))
     }
 
     /// The client address.
     pub fn addr(&self) -> SocketAddr {
-        self.jvm.client_addr
+        self.addr
     }
 
     /// `127.0.0.1:<secure port>` when started with [`Options::tls`].
     pub fn secure_connect_string(&self) -> Option<String> {
-        self.jvm.secure_addr.map(|a| a.to_string())
+        self.jvm.as_ref()?.secure_addr.map(|a| a.to_string())
     }
 
-    /// The server's log so far (stdout and stderr of the JVM).
+    /// The server's log so far (stdout and stderr of the JVM; the shared server's for
+    /// a view of it).
     pub fn log(&self) -> String {
-        fs::read_to_string(&self.jvm.log).unwrap_or_default()
+        let log = match (&self.jvm, SHARED.get()) {
+            (Some(jvm), _) => &jvm.log,
+            (None, Some(Ok(shared))) => &shared.jvm.log,
+            (None, _) => return String::new(),
+        };
+        fs::read_to_string(log).unwrap_or_default()
     }
 
-    /// The JVM's pid while it runs.
+    /// The JVM's pid while it runs (`None` for a view of the shared server).
     pub fn pid(&self) -> Option<u32> {
-        self.jvm.pid()
+        self.jvm.as_ref()?.pid()
     }
 
     /// Stops the server gracefully (SIGTERM) and waits for it.
     pub fn stop(&mut self) -> io::Result<()> {
-        self.jvm.stop()
+        self.own_mut("stop")?.stop()
     }
 
     /// Kills the server (SIGKILL) and waits for it.
     pub fn kill(&mut self) -> io::Result<()> {
-        self.jvm.kill()
+        self.own_mut("kill")?.kill()
     }
 
     /// Starts the server again on the same port and data dir (after stop/kill).
     pub fn restart(&mut self) -> io::Result<()> {
-        self.jvm.stop()?;
-        self.jvm.spawn()?;
-        self.jvm.wait_ready(Duration::from_secs(60))
+        let jvm = self.own_mut("restart")?;
+        jvm.stop()?;
+        jvm.spawn()?;
+        jvm.wait_ready(Duration::from_secs(60))
     }
 
     /// Freezes the JVM (SIGSTOP): connections stay open but nothing answers. Returns
@@ -413,7 +507,7 @@ impl TestServer {
     /// signal is sent can otherwise still answer a request sent just after).
     pub fn pause(&self) -> io::Result<()> {
         let pid = self
-            .jvm
+            .own("pause")?
             .pid()
             .ok_or_else(|| io::Error::other("server is not running"))?;
         freeze(pid)
@@ -421,12 +515,12 @@ impl TestServer {
 
     /// Thaws a paused JVM (SIGCONT).
     pub fn resume(&self) -> io::Result<()> {
-        self.jvm.signal("-CONT")
+        self.own("resume")?.signal("-CONT")
     }
 
     /// Sends a four-letter command (`ruok`, `srvr`, `mntr`, `cons`, ...).
     pub fn four_letter(&self, cmd: &str) -> io::Result<String> {
-        four_letter(self.jvm.client_addr, cmd)
+        four_letter(self.own(cmd)?.client_addr, cmd)
     }
 
     /// The `mntr` counters as key → value.
@@ -438,6 +532,134 @@ impl TestServer {
     pub fn mntr_value(&self, key: &str) -> io::Result<i64> {
         mntr_value(&self.mntr()?, key)
     }
+}
+
+/// The shared server's options: the defaults, without an `fsync` per transaction
+/// (`zookeeper.forceSync=no`; checked here: 300 sequential writes 1.2 s instead of 5.6 s
+/// on disk). A write still reaches the operating system before it is acknowledged, so
+/// what a killed JVM acknowledged is there after a restart; only a machine crash could
+/// lose it, which no test survives anyway.
+pub fn shared_options() -> Options {
+    Options {
+        jvm_flags: vec!["-Dzookeeper.forceSync=no".into()],
+        ..Options::default()
+    }
+}
+
+/// Why a view of the shared server refuses `what`.
+fn refused(what: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Unsupported,
+        format!(
+            "`{what}` on the shared server would reach every test on it: \
+             start a server of the test's own (TestServer::start)"
+        ),
+    )
+}
+
+/// A standalone JVM with `opts` in a new temp dir, serving (tied to the process if `tie`).
+fn start_standalone(opts: &Options, tie: bool) -> io::Result<(Jvm, tempfile::TempDir)> {
+    let keep = std::env::var_os("ZK_TEST_KEEP").is_some();
+    let mut builder = tempfile::Builder::new();
+    builder.prefix("zk-test-").disable_cleanup(keep);
+    let dir = match &opts.base_dir {
+        Some(base) => builder.tempdir_in(base)?,
+        None => builder.tempdir()?,
+    };
+    let data = dir.path().join("data");
+    fs::create_dir_all(&data)?;
+    let mut jvm_flags = opts.jvm_flags.clone();
+    if let Some(sasl) = &opts.sasl {
+        let jaas = dir.path().join("jaas.conf");
+        fs::write(&jaas, sasl.jaas())?;
+        jvm_flags.extend(sasl.jvm_flags(&jaas));
+    }
+    // The free port is only free when we look: another test's client may take it
+    // before the JVM binds it, and the server then exits at once. Try another port.
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let port = free_port()?;
+        let config = dir.path().join("zoo.cfg");
+        let mut lines = common_config(&data, port, opts.tick_time_ms, opts.min_session_timeout_ms);
+        let secure_addr = match &opts.tls {
+            Some(tls) => {
+                let secure_port = free_port()?;
+                lines.extend(tls.config(secure_port));
+                Some(SocketAddr::from(([127, 0, 0, 1], secure_port)))
+            }
+            None => None,
+        };
+        write_config(&config, &lines)?;
+        let mut jvm = Jvm {
+            main_class: "org.apache.zookeeper.server.ZooKeeperServerMain",
+            config,
+            log: dir.path().join("server.log"),
+            client_addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            secure_addr,
+            ttl_nodes: opts.ttl_nodes,
+            jvm_flags: jvm_flags.clone(),
+            tie: tie.then(|| match keep {
+                true => PathBuf::new(),
+                false => dir.path().to_path_buf(),
+            }),
+            child: None,
+        };
+        jvm.spawn()?;
+        match jvm.wait_ready(opts.start_timeout) {
+            Ok(()) => return Ok((jvm, dir)),
+            Err(e) if attempt < 3 && jvm.child.is_none() => {
+                eprintln!("test server: start failed ({e}); trying another port");
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// A chroot under [`SHARED_PARENT`] named after `name`, not handed out before in this
+/// process.
+fn claim_root(name: &str) -> String {
+    let clean: String = name
+        .chars()
+        .map(|c| match c {
+            'a'..='z' | 'A'..='Z' | '0'..='9' | '-' | '_' | '.' => c,
+            _ => '_',
+        })
+        .collect();
+    // `.` and `..` are not node names.
+    let clean = match clean.trim_matches('.') {
+        "" => format!("test{clean}"),
+        _ => clean,
+    };
+    let mut roots = ROOTS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut root = format!("{SHARED_PARENT}/{clean}");
+    let mut n = 1;
+    while roots.contains(&root) {
+        n += 1;
+        root = format!("{SHARED_PARENT}/{clean}-{n}");
+    }
+    roots.push(root.clone());
+    root
+}
+
+/// Creates [`SHARED_PARENT`] (if missing) and `root` (which must not exist) on the
+/// server at `addr`, from a session of its own.
+fn make_root(addr: SocketAddr, root: &str) -> io::Result<()> {
+    use zk_recipes::proto::{Acl, CreateMode, CreateRequest, ErrorCode, Request};
+    let mut client = crate::RawClient::connect(addr, 10_000)?;
+    for (path, exists_ok) in [(SHARED_PARENT, true), (root, false)] {
+        let create = CreateRequest::new(path, "", Acl::open_unsafe(), CreateMode::Persistent);
+        let (header, _) = client.call(&Request::Create(create))?;
+        let exists = header.err == ErrorCode::NodeExists.to_i32();
+        if header.err != 0 && !(exists && exists_ok) {
+            return Err(io::Error::other(format!(
+                "creating the chroot {path} on the shared server: error {}",
+                header.err
+            )));
+        }
+    }
+    let _ = client.call(&Request::CloseSession);
+    Ok(())
 }
 
 /// Sends `sig` (`-STOP`, `-CONT`, `-TERM`...) to `pid`.
@@ -652,6 +874,7 @@ fn quorum_peer(
         secure_addr: None,
         ttl_nodes: true,
         jvm_flags,
+        tie: None,
         child: None,
     })
 }

@@ -120,6 +120,93 @@ fn restart_keeps_data_and_sessions() {
     assert_eq!(h.err, 0, "ephemeral still there");
 }
 
+/// Two views of the shared server: one JVM, a chroot each (made, empty, distinct), and
+/// everything that would reach the other tests on it refused.
+#[test]
+fn shared_views_are_chroots_of_one_server_and_refuse_what_would_reach_the_others() {
+    if std::env::var_os("ZK_TEST_SHARED").is_some_and(|v| v == "0") {
+        return; // every caller has a server of its own: nothing shared to check
+    }
+    let mut a = TestServer::shared_under("views").unwrap();
+    let mut b = TestServer::shared_under("views").unwrap();
+    assert_eq!(a.addr(), b.addr(), "one server");
+    assert_eq!(a.chroot(), Some("/t/views"));
+    assert_eq!(
+        b.chroot(),
+        Some("/t/views-2"),
+        "a name used twice gets a new chroot"
+    );
+    assert_eq!(a.connect_string(), format!("{}/t/views", a.addr()));
+    let mut c = RawClient::connect(a.addr(), 6000).unwrap();
+    for root in ["/t/views", "/t/views-2"] {
+        let (h, r) = c
+            .call(&Request::GetChildren(PathWatch {
+                path: root.into(),
+                watch: false,
+            }))
+            .unwrap();
+        assert_eq!((h.err, r), (0, Some(Response::Children(vec![]))), "{root}");
+    }
+    let refused = |r: std::io::Result<()>| {
+        assert_eq!(r.unwrap_err().kind(), std::io::ErrorKind::Unsupported);
+    };
+    refused(a.stop());
+    refused(a.kill());
+    refused(b.restart());
+    refused(a.pause());
+    refused(a.resume());
+    refused(a.four_letter("ruok").map(drop));
+    refused(b.mntr().map(drop));
+    assert_eq!(a.pid(), None);
+    // Still serving, to both.
+    let (h, _) = c
+        .call(&Request::Exists(PathWatch {
+            path: "/t/views".into(),
+            watch: false,
+        }))
+        .unwrap();
+    assert_eq!(h.err, 0);
+}
+
+/// The shared server is nobody's to drop: its JVM goes when the process that started
+/// it ends (here a child process running `shared_server_child`).
+#[test]
+fn the_shared_server_ends_with_its_process() {
+    if std::env::var_os("ZK_TEST_SHARED").is_some_and(|v| v == "0") {
+        return; // no shared server to end
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "shared_server_child", "--ignored", "--nocapture"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let addr: std::net::SocketAddr = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("SHARED AT "))
+        .unwrap_or_else(|| panic!("the child's output: {stdout}"))
+        .parse()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while std::net::TcpStream::connect(addr).is_ok() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the shared server at {addr} outlived its process by 15 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+#[test]
+#[ignore = "run by the_shared_server_ends_with_its_process in a child process"]
+fn shared_server_child() {
+    let server = TestServer::shared().unwrap();
+    assert_eq!(server.chroot(), Some("/t/shared_server_child"));
+    let mut c = RawClient::connect(server.addr(), 6000).unwrap();
+    assert!(!c.session.is_expired());
+    let _ = c.call(&Request::CloseSession);
+    println!("SHARED AT {}", server.addr());
+}
+
 #[test]
 fn missing_jar_gives_an_install_hint() {
     // Runs in its own process env only for this check; other tests don't read it.

@@ -42,7 +42,7 @@ fn split(item: &str) -> (String, u64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn curator_puts_for_later_and_we_take_not_before_their_time() {
     let (_dir, cp) = curator_support::compiled("CuratorDelayQueue");
-    let server = TestServer::start().unwrap();
+    let server = TestServer::shared().unwrap();
     let cs = server.connect_string();
     let zk = connect(&cs, Options::default()).await.unwrap();
     // The queue's directory made persistent first (Curator would make a container).
@@ -86,7 +86,7 @@ async fn curator_puts_for_later_and_we_take_not_before_their_time() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn we_put_for_later_and_curator_takes_not_before_their_time() {
     let (_dir, cp) = curator_support::compiled("CuratorDelayQueue");
-    let server = TestServer::start().unwrap();
+    let server = TestServer::shared().unwrap();
     let cs = server.connect_string();
     let zk = connect(&cs, Options::default()).await.unwrap();
     let mut q = zk.delay_queue("/interop/dq2");

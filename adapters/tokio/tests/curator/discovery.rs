@@ -111,7 +111,7 @@ fn curator_and_ours_see_each_other() {
 }
 
 async fn see_each_other() {
-    let server = TestServer::start().unwrap();
+    let server = TestServer::shared().unwrap();
     let cs = server.connect_string();
     let (_java, cp) = curator_support::compiled("CuratorDiscovery");
     let zk = connect(&cs, Options::default()).await.unwrap();

@@ -64,7 +64,7 @@ async fn rust(cs: &str) -> Client {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn java_and_rust_participants_share_one_double_barrier() {
     let (_dir, cp) = curator_support::compiled("CuratorDoubleBarrier");
-    let server = TestServer::start().unwrap();
+    let server = TestServer::shared().unwrap();
     let cs = server.connect_string();
     let path = "/interop/db";
     let (a, b) = (rust(&cs).await, rust(&cs).await);
@@ -118,7 +118,7 @@ async fn java_and_rust_participants_share_one_double_barrier() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rust_participant_arriving_late_to_a_curator_round_is_released() {
     let (_dir, cp) = curator_support::compiled("CuratorDoubleBarrier");
-    let server = TestServer::start().unwrap();
+    let server = TestServer::shared().unwrap();
     let cs = server.connect_string();
     let path = "/interop/late";
     // Two Java participants make the round (N = 2); a Rust one arrives after `ready`.

@@ -108,7 +108,7 @@ fn within<F: std::future::Future>(
 #[test]
 fn curator_leader_latch_and_our_candidates_elect_one_leader() {
     let (_dir, cp) = curator_support::compiled("CuratorLatch");
-    let server = TestServer::start().unwrap();
+    let server = TestServer::shared().unwrap();
     elect_one_leader_on(&cp, &server.connect_string());
 }
 

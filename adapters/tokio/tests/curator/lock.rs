@@ -27,7 +27,7 @@ fn curator_try(cp: &str, connect: &str, path: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn curator_and_zk_recipes_exclude_each_other() {
     let (_dir, cp) = curator_support::compiled("CuratorLock");
-    let server = TestServer::start().unwrap();
+    let server = TestServer::shared().unwrap();
     exclude_each_other_on(&cp, &server.connect_string()).await;
 }
 
@@ -159,7 +159,7 @@ impl CuratorHolder {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mixed_queue_with_curator_passes_the_lock_in_order() {
     let (_dir, cp) = curator_support::compiled("CuratorLock");
-    let server = TestServer::start().unwrap();
+    let server = TestServer::shared().unwrap();
     mixed_queue_on(&cp, &server.connect_string()).await;
 }
 
@@ -256,7 +256,7 @@ async fn shared_listings_keep_a_mixed_queue_with_curator_exclusive() {
     use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
     use std::sync::Arc;
     let (_dir, cp) = curator_support::compiled("CuratorLock");
-    let server = TestServer::start().unwrap();
+    let server = TestServer::shared().unwrap();
     let cs = server.connect_string();
     let zk = connect(&cs, Options::default().max_in_flight(2))
         .await

@@ -24,7 +24,7 @@ fn curator_try(cp: &str, connect: &str, path: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_curator_mutex_on_one_path_blocks_our_multi_lock_until_it_releases() {
     let (_dir, cp) = curator_support::compiled("CuratorLock");
-    let server = TestServer::start().unwrap();
+    let server = TestServer::shared().unwrap();
     let cs = server.connect_string();
     let zk = connect(&cs, Options::default()).await.unwrap();
     const A: &str = "/interop/multi/a";

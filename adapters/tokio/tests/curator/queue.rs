@@ -42,7 +42,7 @@ fn numbered(prefix: &str, n: usize) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn curator_offers_and_we_take_in_order() {
     let (_dir, cp) = curator_support::compiled("CuratorQueue");
-    let server = TestServer::start().unwrap();
+    let server = TestServer::shared().unwrap();
     let cs = server.connect_string();
     let out = java(&cp, &[&cs, "/interop/q1", "offer", "20", "j"])
         .output()
@@ -72,7 +72,7 @@ async fn curator_offers_and_we_take_in_order() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn we_put_and_curator_takes_in_order() {
     let (_dir, cp) = curator_support::compiled("CuratorQueue");
-    let server = TestServer::start().unwrap();
+    let server = TestServer::shared().unwrap();
     let cs = server.connect_string();
     let zk = connect(&cs, Options::default()).await.unwrap();
     let mut q = zk.queue("/interop/q2");
@@ -93,7 +93,7 @@ async fn we_put_and_curator_takes_in_order() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_curator_consumer_and_ours_share_one_queue() {
     let (_dir, cp) = curator_support::compiled("CuratorQueue");
-    let server = TestServer::start().unwrap();
+    let server = TestServer::shared().unwrap();
     let cs = server.connect_string();
     let zk = connect(&cs, Options::default()).await.unwrap();
     let mut producer = zk.queue("/interop/q3");

@@ -23,7 +23,7 @@ fn curator_try(cp: &str, connect: &str, path: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn curator_and_zk_recipes_share_the_leases() {
     let (_dir, cp) = curator_support::compiled("CuratorSemaphore");
-    let server = TestServer::start().unwrap();
+    let server = TestServer::shared().unwrap();
     let cs = server.connect_string();
     let a = connect(&cs, Options::default()).await.unwrap();
     let b = connect(&cs, Options::default()).await.unwrap();
@@ -90,7 +90,7 @@ async fn curator_and_zk_recipes_share_the_leases() {
 async fn sequential_acquisitions_per_second_against_curator() {
     const N: u32 = 300;
     let (_dir, cp) = curator_support::compiled("CuratorSemaphore");
-    let server = TestServer::start().unwrap();
+    let server = TestServer::shared().unwrap();
     let cs = server.connect_string();
     let out = Command::new("java")
         .args([

@@ -96,7 +96,7 @@ async fn three_writers(cp: &str, cs: &str, kind: &str, format: CounterFormat, pa
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn curator_shared_count_and_ours_count_together() {
     let (_dir, cp) = curator_support::compiled("CuratorCounter");
-    let server = TestServer::start().unwrap();
+    let server = TestServer::shared().unwrap();
     let cs = server.connect_string();
     three_writers(&cp, &cs, "shared", CounterFormat::I32, "/interop/shared").await;
 }
@@ -104,7 +104,7 @@ async fn curator_shared_count_and_ours_count_together() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn curator_atomic_long_and_ours_count_together() {
     let (_dir, cp) = curator_support::compiled("CuratorCounter");
-    let server = TestServer::start().unwrap();
+    let server = TestServer::shared().unwrap();
     let cs = server.connect_string();
     three_writers(&cp, &cs, "atomic", CounterFormat::I64, "/interop/atomic").await;
 }
