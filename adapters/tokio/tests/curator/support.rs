@@ -33,3 +33,120 @@ pub fn items_until_done(mut child: std::process::Child) -> std::thread::JoinHand
         items
     })
 }
+
+/// A child process (a Java peer, or this test binary run again as our side's process)
+/// whose stdout lines are read in a thread; killed with SIGKILL on drop.
+pub struct Proc {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+/// How long [`Proc::line`] waits for a line.
+const LINE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+impl Proc {
+    /// Starts `cmd` with stdin and stdout piped (stderr dropped).
+    pub fn spawn(mut cmd: std::process::Command) -> Proc {
+        use std::io::{BufRead, BufReader};
+        use std::process::Stdio;
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the process starts");
+        let out = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Proc { child, lines }
+    }
+
+    /// `java -cp <cp> <main> <args...>`.
+    pub fn java(cp: &str, main: &str, args: &[&str]) -> Proc {
+        let mut cmd = std::process::Command::new("java");
+        cmd.arg("-cp").arg(cp).arg(main).args(args);
+        Proc::spawn(cmd)
+    }
+
+    /// This test binary run again for the ignored test `test` alone, with `env` set
+    /// (our side's process, which a test can kill).
+    pub fn this_test(test: &str, env: &[(&str, &str)]) -> Proc {
+        let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+        cmd.args(["--exact", test, "--ignored", "--nocapture"]);
+        cmd.envs(env.iter().copied());
+        Proc::spawn(cmd)
+    }
+
+    /// The next line that starts with `prefix`, skipping others (libtest's own
+    /// lines); panics after 30 s without one, or if the process's output ends.
+    pub fn line(&mut self, prefix: &str) -> String {
+        let deadline = std::time::Instant::now() + LINE_WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let l = self
+                .lines
+                .recv_timeout(left)
+                .unwrap_or_else(|e| panic!("no `{prefix}` line: {e}"));
+            if l.starts_with(prefix) {
+                return l;
+            }
+        }
+    }
+
+    /// Skips lines until one equals `line` (30 s at most).
+    pub fn until(&mut self, line: &str) {
+        let deadline = std::time::Instant::now() + LINE_WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) if l == line => return,
+                Ok(_) => {}
+                Err(e) => panic!("no line `{line}`: {e}"),
+            }
+        }
+    }
+
+    /// Writes `command` and a newline to its stdin.
+    pub fn send(&mut self, command: &str) {
+        use std::io::Write;
+        let stdin = self.child.stdin.as_mut().expect("stdin piped");
+        writeln!(stdin, "{command}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// SIGKILL (`Child::kill` on Unix), then reaped.
+    pub fn kill9(&mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Proc {
+    /// Every line up to (not including) one equal to `end` (30 s at most).
+    pub fn lines_until(&mut self, end: &str) -> Vec<String> {
+        let deadline = std::time::Instant::now() + LINE_WAIT;
+        let mut lines = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) if l == end => return lines,
+                Ok(l) => lines.push(l),
+                Err(e) => panic!("no line `{end}`: {e}"),
+            }
+        }
+    }
+}
