@@ -45,14 +45,19 @@ pub struct Proc {
 const LINE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl Proc {
-    /// Starts `cmd` with stdin and stdout piped (stderr dropped).
+    /// Starts `cmd` with stdin and stdout piped (stderr dropped unless
+    /// `INTEROP_STDERR` is set).
     pub fn spawn(mut cmd: std::process::Command) -> Proc {
         use std::io::{BufRead, BufReader};
         use std::process::Stdio;
         let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(if std::env::var_os("INTEROP_STDERR").is_some() {
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            })
             .spawn()
             .expect("the process starts");
         let out = child.stdout.take().unwrap();
