@@ -1,17 +1,61 @@
-//! What every Curator interop test needs: one of the Java programs in `tests/curator/`
-//! compiled against Debian's Curator 5.4 jars (`zk_recipes_testing::CuratorProgram`).
+//! What every Curator interop test needs: the Java programs of `tests/curator/`
+//! compiled against Debian's Curator 5.4 jars (`zk_recipes_testing::CuratorProgram`),
+//! and a child process to talk to (a Java peer, or our side as a process of its own).
 
 use std::path::Path;
+use std::sync::OnceLock;
+use std::time::{Duration, SystemTime};
 
 use zk_recipes_testing::CuratorProgram;
 
-/// Compiles `tests/curator/<program>.java`; returns the program (keep it alive: its
-/// classes go with it) and the classpath to run it with.
-pub fn compiled(program: &str) -> (CuratorProgram, String) {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/curator/{program}.java"));
-    let java = CuratorProgram::compile(&src);
-    let cp = java.classpath.clone();
-    (java, cp)
+/// Every program of `tests/curator/`, compiled once per test binary run in one `javac`
+/// run (a JVM start each cost about 3 s of CPU per test).
+static PROGRAMS: OnceLock<CuratorProgram> = OnceLock::new();
+
+/// Checks that `tests/curator/<program>.java` is compiled (all of them are, once, on
+/// the first call) and returns the classpath to run it with. The classes live under
+/// the binary's `CARGO_TARGET_TMPDIR` (a static is never dropped: directories of runs
+/// that ended more than an hour ago are removed here).
+pub fn compiled(program: &str) -> ((), String) {
+    let java = PROGRAMS.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/curator");
+        let mut srcs: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "java"))
+            .collect();
+        srcs.sort();
+        let parent = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        remove_stale(parent);
+        CuratorProgram::compile_all_in(&srcs, parent)
+    });
+    let classes = java.classpath.rsplit(':').next().unwrap();
+    assert!(
+        Path::new(classes).join(format!("{program}.class")).exists(),
+        "no tests/curator/{program}.java"
+    );
+    ((), java.classpath.clone())
+}
+
+/// Removes the class directories of earlier runs (older than an hour).
+fn remove_stale(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    let hour_ago = SystemTime::now() - Duration::from_secs(3600);
+    for e in entries.flatten() {
+        let old = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| t < hour_ago);
+        if old
+            && e.file_name()
+                .to_string_lossy()
+                .starts_with("curator-classes-")
+        {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }
 
 /// Reads a Java program's `ITEM <text>` lines until `DONE` (or its end) in a thread,
