@@ -20,10 +20,9 @@ const JARS: &[&str] = &[
     "slf4j-api",
 ];
 
-/// A Java program compiled against Curator; its class directory goes on drop (unless
-/// it was compiled into a directory of the caller's, [`CuratorProgram::compile_into`]).
+/// A Java program compiled against Curator; its class directory goes on drop.
 pub struct CuratorProgram {
-    _classes: Option<tempfile::TempDir>,
+    _classes: tempfile::TempDir,
     /// The classpath to run it with (`java -cp <classpath> <Main>`).
     pub classpath: String,
 }
@@ -33,17 +32,21 @@ impl CuratorProgram {
     /// Curator jars are missing, or if `javac` fails).
     pub fn compile(src: &Path) -> CuratorProgram {
         let dir = tempfile::tempdir().expect("a temporary directory");
-        let mut program = Self::compile_into(src, dir.path());
-        program._classes = Some(dir);
-        program
+        Self::compile_into(&[src.to_path_buf()], dir)
     }
 
-    /// [`compile`](Self::compile) into `classes` (emptied first, kept after): for a
-    /// program compiled once and run by many tests (`javac` is a JVM start, seconds of
-    /// CPU).
-    pub fn compile_into(src: &Path, classes: &Path) -> CuratorProgram {
-        let _ = std::fs::remove_dir_all(classes);
-        std::fs::create_dir_all(classes).expect("the class directory");
+    /// Compiles the Java sources `srcs` in one `javac` run (one JVM start for all)
+    /// into a new directory under `parent`, e.g. a test binary's
+    /// `CARGO_TARGET_TMPDIR`; panics as [`compile`](Self::compile) does.
+    pub fn compile_all_in(srcs: &[PathBuf], parent: &Path) -> CuratorProgram {
+        let dir = tempfile::Builder::new()
+            .prefix("curator-classes-")
+            .tempdir_in(parent)
+            .expect("a temporary directory");
+        Self::compile_into(srcs, dir)
+    }
+
+    fn compile_into(srcs: &[PathBuf], dir: tempfile::TempDir) -> CuratorProgram {
         let mut parts: Vec<String> = JARS
             .iter()
             .map(|j| {
@@ -56,19 +59,19 @@ impl CuratorProgram {
                 p.display().to_string()
             })
             .collect();
-        parts.push(classes.display().to_string());
+        parts.push(dir.path().display().to_string());
         let classpath = parts.join(":");
         let status = Command::new("javac")
             .arg("-cp")
             .arg(&classpath)
             .arg("-d")
-            .arg(classes)
-            .arg(src)
+            .arg(dir.path())
+            .args(srcs)
             .status()
             .expect("javac (a JDK) is needed");
-        assert!(status.success(), "javac failed on {}", src.display());
+        assert!(status.success(), "javac failed on {srcs:?}");
         CuratorProgram {
-            _classes: None,
+            _classes: dir,
             classpath,
         }
     }
