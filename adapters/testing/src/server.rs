@@ -349,8 +349,8 @@ pub struct TestServer {
     addr: SocketAddr,
     /// The chroot of a view of the shared server; `None` for a server of our own.
     root: Option<String>,
-    /// The JVM of a server of our own.
-    jvm: Option<Jvm>,
+    /// The JVM of a server of our own (boxed: a view is small).
+    jvm: Option<Box<Jvm>>,
     // Declared after `jvm` so the process dies before its directory is removed.
     _dir: Option<tempfile::TempDir>,
 }
@@ -382,7 +382,7 @@ impl TestServer {
         Ok(TestServer {
             addr: jvm.client_addr,
             root: None,
-            jvm: Some(jvm),
+            jvm: Some(Box::new(jvm)),
             _dir: Some(dir),
         })
     }
@@ -446,11 +446,11 @@ impl TestServer {
 
     /// The server's JVM, or why a view of the shared server cannot `what`.
     fn own(&self, what: &str) -> io::Result<&Jvm> {
-        self.jvm.as_ref().ok_or_else(|| refused(what))
+        self.jvm.as_deref().ok_or_else(|| refused(what))
     }
 
     fn own_mut(&mut self, what: &str) -> io::Result<&mut Jvm> {
-        self.jvm.as_mut().ok_or_else(|| refused(what))
+        self.jvm.as_deref_mut().ok_or_else(|| refused(what))
     }
 
     /// `127.0.0.1:<port>`, and the chroot of a view of the shared server.
