@@ -317,16 +317,7 @@ fn a_session_a_read_only_server_refuses_is_served_there_by_a_read_only_stand_in(
     assert!(reply_tokens(&events(&mut s)).contains(&2));
     // The quorum is back: a probe finds a read-write host and the held session is
     // presented there, resumed, its watches re-armed.
-    let mut at;
-    let rw = loop {
-        let due = s.poll_timeout().unwrap();
-        s.handle_timeout(due);
-        at = due;
-        if let Some(Transport::Probe { host }) = s.poll_transport() {
-            break host;
-        }
-        s.handle_bytes(due, &reply(xid::PING, 0, ErrorCode::Ok, None));
-    };
+    let (rw, at) = next_probe(&mut s);
     s.handle_probe(at, rw, b"rw");
     events(&mut s);
     let (host, req) = dial(&mut s, at);
@@ -338,6 +329,19 @@ fn a_session_a_read_only_server_refuses_is_served_there_by_a_read_only_stand_in(
     );
     assert!(sent(&mut s).iter().any(|(x, _)| *x == xid::SET_WATCHES));
     assert_eq!(s.session_id(), 0x42);
+}
+
+/// Runs the session's timers (its pings answered) until it probes a host: that host
+/// and when.
+fn next_probe(s: &mut Session) -> (usize, Instant) {
+    loop {
+        let due = s.poll_timeout().unwrap();
+        s.handle_timeout(due);
+        if let Some(Transport::Probe { host }) = s.poll_transport() {
+            return (host, due);
+        }
+        s.handle_bytes(due, &reply(xid::PING, 0, ErrorCode::Ok, None));
+    }
 }
 
 /// `close()` on a stand-in closes the stand-in (its closeSession goes to the read-only
@@ -373,16 +377,7 @@ fn closing_on_a_read_only_stand_in_does_not_report_the_session_closed() {
 #[test]
 fn a_stand_in_is_left_behind_when_the_session_moves_to_a_read_write_server() {
     let (mut s, ro) = on_a_stand_in();
-    let mut at;
-    let rw = loop {
-        let due = s.poll_timeout().unwrap();
-        s.handle_timeout(due);
-        at = due;
-        if let Some(Transport::Probe { host }) = s.poll_transport() {
-            break host;
-        }
-        s.handle_bytes(due, &reply(xid::PING, 0, ErrorCode::Ok, None));
-    };
+    let (rw, at) = next_probe(&mut s);
     sent(&mut s);
     s.handle_probe(at, rw, b"rw");
     assert!(
