@@ -177,6 +177,14 @@ async fn scenario(ensemble: &mut TestEnsemble, root: &str) -> Figures {
         Ok(held) => panic!("{NAME}: a lock on a read-only server: {}", held.is_some()),
     };
     assert_eq!(e.code(), Some(ErrorCode::NotReadOnly), "{NAME}: {e}");
+    // A queue put and a counter add (recipes that write) too.
+    let e = zk.queue(&format!("{root}/queue")).put("x").await.unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::NotReadOnly), "{NAME}: queue: {e}");
+    let mut counter = zk
+        .counter(&format!("{root}/counter"), zk::CounterFormat::I64)
+        .unwrap();
+    let e = counter.add(1).await.unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::NotReadOnly), "{NAME}: counter: {e}");
     assert!(
         refused.elapsed() < Duration::from_secs(5),
         "{NAME}: refused after {:?}",
