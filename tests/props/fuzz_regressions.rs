@@ -26,6 +26,9 @@ const TARGETS: &[(&str, Harness)] = &[
         zk_recipes_sim::testkit::group::run(b).map(drop)
     }),
     ("lock", zk_recipes_sim::testkit::lock::run),
+    ("multi_lock", |b| {
+        zk_recipes_sim::testkit::multi_lock::run(b).map(drop)
+    }),
     ("naming", |b| {
         zk_recipes_sim::testkit::naming::run(b).map(drop)
     }),
