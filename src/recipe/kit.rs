@@ -671,71 +671,8 @@ macro_rules! follow_part {
             self.$part.is_done()
         }
     };
-    (@inputs $part:ident) => {
-        fn handle_reply(
-            &mut self,
-            now: $crate::time::Instant,
-            op: $crate::recipe::OpId,
-            result: Result<$crate::proto::Response, $crate::error::Error>,
-        ) {
-            self.$part.handle_reply(now, op, result)
-        }
-
-        fn handle_watch(
-            &mut self,
-            now: $crate::time::Instant,
-            op: $crate::recipe::OpId,
-            event: &$crate::session::WatchEvent,
-        ) {
-            self.$part.handle_watch(now, op, event)
-        }
-
-        fn handle_session(
-            &mut self,
-            now: $crate::time::Instant,
-            change: $crate::recipe::SessionChange,
-        ) {
-            self.$part.handle_session(now, change)
-        }
-
-        fn handle_timeout(&mut self, now: $crate::time::Instant) {
-            self.$part.handle_timeout(now)
-        }
-    };
     ($part:ident, $pump:ident) => {
-        fn handle_reply(
-            &mut self,
-            now: $crate::time::Instant,
-            op: $crate::recipe::OpId,
-            result: Result<$crate::proto::Response, $crate::error::Error>,
-        ) {
-            self.$part.handle_reply(now, op, result);
-            self.$pump();
-        }
-
-        fn handle_watch(
-            &mut self,
-            now: $crate::time::Instant,
-            op: $crate::recipe::OpId,
-            event: &$crate::session::WatchEvent,
-        ) {
-            self.$part.handle_watch(now, op, event);
-            self.$pump();
-        }
-
-        fn handle_session(
-            &mut self,
-            now: $crate::time::Instant,
-            change: $crate::recipe::SessionChange,
-        ) {
-            self.$part.handle_session(now, change);
-            self.$pump();
-        }
-
-        fn handle_timeout(&mut self, now: $crate::time::Instant) {
-            self.$part.handle_timeout(now);
-            self.$pump();
-        }
+        $crate::recipe::kit::follow_part!(@inputs $part, $pump);
 
         fn poll_request(&mut self) -> Option<($crate::recipe::OpId, $crate::proto::Request)> {
             self.$part.poll_request()
@@ -751,6 +688,42 @@ macro_rules! follow_part {
 
         fn is_done(&self) -> bool {
             self.$part.is_done() && self.events.is_empty()
+        }
+    };
+    // Every input goes to the part, then (if named) to `$pump`.
+    (@inputs $part:ident $(, $pump:ident)?) => {
+        fn handle_reply(
+            &mut self,
+            now: $crate::time::Instant,
+            op: $crate::recipe::OpId,
+            result: Result<$crate::proto::Response, $crate::error::Error>,
+        ) {
+            self.$part.handle_reply(now, op, result);
+            $(self.$pump();)?
+        }
+
+        fn handle_watch(
+            &mut self,
+            now: $crate::time::Instant,
+            op: $crate::recipe::OpId,
+            event: &$crate::session::WatchEvent,
+        ) {
+            self.$part.handle_watch(now, op, event);
+            $(self.$pump();)?
+        }
+
+        fn handle_session(
+            &mut self,
+            now: $crate::time::Instant,
+            change: $crate::recipe::SessionChange,
+        ) {
+            self.$part.handle_session(now, change);
+            $(self.$pump();)?
+        }
+
+        fn handle_timeout(&mut self, now: $crate::time::Instant) {
+            self.$part.handle_timeout(now);
+            $(self.$pump();)?
         }
     };
 }

@@ -37,6 +37,76 @@ fn is_refusal(e: &Error) -> bool {
     matches!(e, Error::Overloaded | Error::Server(ErrorCode::Throttled))
 }
 
+/// What a one-shot path call ([`CreateAll`], [`DeleteAll`]) keeps besides its own
+/// data: its kit, whether it started and ended, and whether its round goes again
+/// (refused, or lost with its connection: after the backoff, once the round's replies
+/// are in).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Call<P, E> {
+    kit: Kit<P, E>,
+    again: bool,
+    started: bool,
+    done: bool,
+}
+
+impl<P, E> Default for Call<P, E> {
+    fn default() -> Self {
+        Call {
+            kit: Kit::default(),
+            again: false,
+            started: false,
+            done: false,
+        }
+    }
+}
+
+impl<P, E> Call<P, E> {
+    /// Starts it: `false` if it had started already.
+    fn start(&mut self) -> bool {
+        !core::mem::replace(&mut self.started, true)
+    }
+
+    /// Ends it with `event` (the first end only).
+    fn finish(&mut self, event: E) {
+        if !self.done {
+            self.done = true;
+            self.kit.emit(event);
+        }
+    }
+
+    /// Follows a session change: the session's end ends the call (`failed` makes the
+    /// event of its error), and an ended call forgets its requests. Does it go on?
+    fn session(&mut self, change: SessionChange, failed: impl FnOnce(Error) -> E) -> bool {
+        if let Some(e) = change.end_error() {
+            self.finish(failed(e));
+        }
+        if self.done {
+            self.kit.clear_requests();
+        }
+        !self.done
+    }
+
+    /// Does the round go again now (the backoff is over and the last round's replies
+    /// are in)? Then it waits no more.
+    fn due(&mut self, now: Instant) -> bool {
+        let due = self.again && !self.done && self.kit.is_quiet() && self.kit.allows(now);
+        if due {
+            self.again = false;
+        }
+        due
+    }
+
+    /// [`Protocol::deadline`]: the end of the backoff while a round waits.
+    fn deadline(&self) -> Option<Instant> {
+        self.kit.timeout(None, self.again && !self.done)
+    }
+
+    /// [`Protocol::finished`].
+    fn finished(&self) -> bool {
+        self.done && self.kit.is_idle()
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Step {
     Parent(String),
@@ -62,11 +132,8 @@ pub struct CreateAll {
     data: Bytes,
     options: CreateOptions,
     parents: CreateMode,
-    kit: Kit<Step, CreateAllEvent>,
-    again: bool,
+    call: Call<Step, CreateAllEvent>,
     parent_error: Option<Error>,
-    started: bool,
-    done: bool,
 }
 
 /// The outcome of a [`CreateAll`].
@@ -92,11 +159,8 @@ impl CreateAll {
             data,
             options,
             parents: CreateMode::Persistent,
-            kit: Kit::default(),
-            again: false,
+            call: Call::default(),
             parent_error: None,
-            started: false,
-            done: false,
         }
     }
 
@@ -109,10 +173,9 @@ impl CreateAll {
 
     /// Starts (once).
     pub fn start(&mut self, now: Instant) {
-        if self.started {
+        if !self.call.start() {
             return;
         }
-        self.started = true;
         if let Err(error) = validate_path(&self.path) {
             return self.finish(CreateAllEvent::Failed(Error::InvalidPath {
                 path: self.path.clone(),
@@ -125,17 +188,14 @@ impl CreateAll {
     fn send(&mut self, _now: Instant) {
         self.parent_error = None;
         for (p, req) in ancestor_creates(&self.path, &self.options.acl, self.parents) {
-            self.kit.send(Step::Parent(p), req);
+            self.call.kit.send(Step::Parent(p), req);
         }
         let request = create2(&self.path, self.data.clone(), &self.options);
-        self.kit.send(Step::Node, request);
+        self.call.kit.send(Step::Node, request);
     }
 
     fn finish(&mut self, event: CreateAllEvent) {
-        if !self.done {
-            self.done = true;
-            self.kit.emit(event);
-        }
+        self.call.finish(event);
     }
 }
 
@@ -143,21 +203,21 @@ impl Protocol for CreateAll {
     type Event = CreateAllEvent;
 
     fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
-        &mut self.kit
+        &mut self.call.kit
     }
 
     fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some(step) = self.kit.take(op) else {
+        let Some(step) = self.call.kit.take(op) else {
             return;
         };
-        if self.done {
+        if self.call.done {
             return;
         }
         match step {
             Step::Parent(p) => {
                 if let Some(e) = ancestor_result(&p, &result) {
                     if is_refusal(&e) {
-                        self.again = true;
+                        self.call.again = true;
                     } else if self.parent_error.is_none() {
                         self.parent_error = Some(e);
                     }
@@ -173,11 +233,12 @@ impl Protocol for CreateAll {
                 }),
                 Ok(_) => self.finish(CreateAllEvent::Failed(Error::UnexpectedReply)),
                 Err(e)
-                    if is_refusal(&e) || (self.again && e == Error::Server(ErrorCode::NoNode)) =>
+                    if is_refusal(&e)
+                        || (self.call.again && e == Error::Server(ErrorCode::NoNode)) =>
                 {
                     // Never applied: try the whole pipeline again after a backoff.
-                    self.again = true;
-                    self.kit.failed(now);
+                    self.call.again = true;
+                    self.call.kit.failed(now);
                 }
                 Err(Error::Server(ErrorCode::NoNode)) => {
                     let e = match self.parent_error.take() {
@@ -193,33 +254,28 @@ impl Protocol for CreateAll {
     }
 
     fn on_session(&mut self, now: Instant, change: SessionChange) {
-        match change.end_error() {
-            Some(e) => self.finish(CreateAllEvent::Failed(e)),
-            None => self.on_timeout(now),
-        }
-        if self.done {
-            self.kit.clear_requests();
+        if self.call.session(change, CreateAllEvent::Failed) {
+            self.on_timeout(now);
         }
     }
 
     fn on_timeout(&mut self, now: Instant) {
-        if self.again && !self.done && self.kit.is_quiet() && self.kit.allows(now) {
-            self.again = false;
+        if self.call.due(now) {
             self.send(now);
         }
     }
 
     fn on_abandon(&mut self, _: Instant) {
         // Nothing to undo: the caller went away; the create completes or not.
-        self.done = true;
+        self.call.done = true;
     }
 
     fn deadline(&self) -> Option<Instant> {
-        self.kit.timeout(None, self.again && !self.done)
+        self.call.deadline()
     }
 
     fn finished(&self) -> bool {
-        self.done && self.kit.is_idle()
+        self.call.finished()
     }
 }
 
@@ -234,17 +290,14 @@ enum Del {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct DeleteAll {
     root: String,
-    kit: Kit<Del, Result<(), Error>>,
+    call: Call<Del, Result<(), Error>>,
     /// (depth, path) of every node found in this round.
     found: Vec<(usize, String)>,
     round: u32,
     /// The root was listed once: a later `NoNode` on it means it went (deleted by us
     /// with a lost reply, or by someone else), not that it never was.
     root_seen: bool,
-    again: bool,
     failed: Option<Error>,
-    started: bool,
-    done: bool,
 }
 
 impl DeleteAll {
@@ -255,23 +308,19 @@ impl DeleteAll {
     pub fn new(root: &str) -> Self {
         DeleteAll {
             root: root.into(),
-            kit: Kit::default(),
+            call: Call::default(),
             found: Vec::new(),
             round: 0,
             root_seen: false,
-            again: false,
             failed: None,
-            started: false,
-            done: false,
         }
     }
 
     /// Starts (once).
     pub fn start(&mut self, now: Instant) {
-        if self.started {
+        if !self.call.start() {
             return;
         }
-        self.started = true;
         match validate_path(&self.root) {
             Err(error) => self.finish(Err(Error::InvalidPath {
                 path: self.root.clone(),
@@ -295,26 +344,23 @@ impl DeleteAll {
             path: path.clone(),
             watch: false,
         });
-        self.kit.send(Del::List(path, depth), req);
+        self.call.kit.send(Del::List(path, depth), req);
     }
 
     fn finish(&mut self, result: Result<(), Error>) {
-        if !self.done {
-            self.done = true;
-            self.kit.emit(result);
-        }
+        self.call.finish(result);
     }
 
     /// A retryable failure: start the round again once allowed.
     fn again(&mut self, now: Instant) {
-        if !self.again {
-            self.again = true;
-            self.kit.failed(now);
+        if !self.call.again {
+            self.call.again = true;
+            self.call.kit.failed(now);
         }
     }
 
     fn lists_done(&mut self) {
-        if self.kit.any(|d| matches!(d, Del::List(..))) || self.again || self.done {
+        if self.call.kit.any(|d| matches!(d, Del::List(..))) || self.call.again || self.call.done {
             return;
         }
         if let Some(e) = self.failed.take() {
@@ -331,7 +377,7 @@ impl DeleteAll {
                 path: path.clone(),
                 version: -1,
             });
-            self.kit.send(Del::Delete(path), req);
+            self.call.kit.send(Del::Delete(path), req);
         }
     }
 }
@@ -340,14 +386,14 @@ impl Protocol for DeleteAll {
     type Event = Result<(), Error>;
 
     fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
-        &mut self.kit
+        &mut self.call.kit
     }
 
     fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some(step) = self.kit.take(op) else {
+        let Some(step) = self.call.kit.take(op) else {
             return;
         };
-        if self.done {
+        if self.call.done {
             return;
         }
         match (step, result) {
@@ -373,8 +419,8 @@ impl Protocol for DeleteAll {
             }
             (Del::Delete(path), Ok(_))
             | (Del::Delete(path), Err(Error::Server(ErrorCode::NoNode))) => {
-                self.kit.succeeded();
-                if path == self.root && !self.again {
+                self.call.kit.succeeded();
+                if path == self.root && !self.call.again {
                     self.finish(Ok(()));
                 }
             }
@@ -382,13 +428,13 @@ impl Protocol for DeleteAll {
                 if self.round >= Self::MAX_ROUNDS {
                     self.finish(Err(Error::Server(ErrorCode::NotEmpty)));
                 } else {
-                    self.again = true; // start over as soon as the pipeline drained
+                    self.call.again = true; // start over as soon as the pipeline drained
                 }
             }
             (_, Err(e)) if e.is_retryable() => self.again(now),
             (_, Err(e)) => {
                 self.failed.get_or_insert(e.clone());
-                if self.kit.is_quiet() {
+                if self.call.kit.is_quiet() {
                     self.finish(Err(e));
                 }
             }
@@ -398,31 +444,26 @@ impl Protocol for DeleteAll {
     }
 
     fn on_session(&mut self, now: Instant, change: SessionChange) {
-        match change.end_error() {
-            Some(e) => self.finish(Err(e)),
-            None => self.on_timeout(now),
-        }
-        if self.done {
-            self.kit.clear_requests();
+        if self.call.session(change, Err) {
+            self.on_timeout(now);
         }
     }
 
     fn on_timeout(&mut self, now: Instant) {
-        if self.again && !self.done && self.kit.is_quiet() && self.kit.allows(now) {
-            self.again = false;
+        if self.call.due(now) {
             self.begin(now);
         }
     }
 
     fn on_abandon(&mut self, _: Instant) {
-        self.done = true;
+        self.call.done = true;
     }
 
     fn deadline(&self) -> Option<Instant> {
-        self.kit.timeout(None, self.again && !self.done)
+        self.call.deadline()
     }
 
     fn finished(&self) -> bool {
-        self.done && self.kit.is_idle()
+        self.call.finished()
     }
 }

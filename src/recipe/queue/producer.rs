@@ -46,7 +46,7 @@ use alloc::vec::Vec;
 use bytes::Bytes;
 
 use super::names::{item_prefix, meta_dir, Format, DEFAULT_PRIORITY, MAX_PRIORITY};
-use super::state::{in_doubt, marker_ops, Life, Marker, Parents};
+use super::state::{in_doubt, marker_ops, side_path, Life, Marker, Parents};
 use crate::client::ops::{delete, exists};
 use crate::error::Error;
 use crate::proto::*;
@@ -291,12 +291,9 @@ pub struct Producer {
 impl Producer {
     /// A producer; puts wait for the session's `Connected`.
     pub fn new(config: ProducerConfig) -> Self {
-        let mut name = String::from("p-");
-        name.push_str(&config.id);
-        let marker_path = join(&config.meta_dir, &name);
         Producer {
+            marker_path: side_path(&config.meta_dir, "p-", &config.id),
             config,
-            marker_path,
             marker: Marker::Absent,
             session_id: 0,
             next_id: 1,

@@ -31,6 +31,14 @@ impl Marker {
     }
 }
 
+/// A node in the side directory `meta_dir`: `<meta_dir>/<prefix><name>` (a consumer's
+/// marker `c-<id>`, a producer's `p-<id>`, a claim on an item).
+pub(super) fn side_path(meta_dir: &str, prefix: &str, name: &str) -> String {
+    let mut node = String::from(prefix);
+    node.push_str(name);
+    join(meta_dir, &node)
+}
+
 /// The rounds creating the directories' ancestors.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub(crate) struct Parents {

@@ -7,7 +7,7 @@ use alloc::vec::Vec;
 use bytes::Bytes;
 use core::time::Duration;
 
-use super::phase::{self, Coordinating, Life, Presence, Setup, Step, Timer};
+use super::phase::{self, Coordinating, Life, Presence, Sessions, Setup, Step, Timer};
 use super::types::{
     alive_dir, check_names, coordinator_path, payload_path, vote_path, votes_dir, Outcome, Variant,
     Vote, MAX_SITES,
@@ -150,7 +150,7 @@ type Need = phase::Need<Coordinating>;
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Coordinator {
     config: CoordinatorConfig,
-    session_id: i64,
+    session: Sessions,
     life: Life,
     setup: Setup,
     presence: Presence,
@@ -165,11 +165,6 @@ pub struct Coordinator {
     need: Need,
     /// Our owner left: the outcome is `abort` unless it is known already.
     abandoned: bool,
-    /// Refused because the session is ending, or expired: send nothing until the next
-    /// session change.
-    between_sessions: bool,
-    /// The next read goes after a `sync`.
-    sync_next: bool,
     /// Vote watches are (being) armed.
     tracking: bool,
     kit: Kit<P, CoordinatorEvent>,
@@ -180,7 +175,7 @@ impl Coordinator {
     pub fn new(config: CoordinatorConfig) -> Coordinator {
         Coordinator {
             config,
-            session_id: 0,
+            session: Sessions::default(),
             life: Life::Idle,
             setup: Setup {
                 step: Step::Idle,
@@ -196,8 +191,6 @@ impl Coordinator {
             hard: Timer::Off,
             need: Need::default(),
             abandoned: false,
-            between_sessions: false,
-            sync_next: false,
             tracking: false,
             kit: Kit::default(),
         }
@@ -285,7 +278,7 @@ impl Coordinator {
 
     fn again(&mut self, now: Instant, need: Need) {
         self.need.add(need);
-        self.sync_next = true;
+        self.session.sync_next = true;
         self.kit.failed(now);
     }
 
@@ -317,7 +310,7 @@ impl Coordinator {
     }
 
     fn evaluate(&mut self, now: Instant) {
-        if self.life == Life::Idle || self.between_sessions {
+        if self.life == Life::Idle || self.session.between {
             return;
         }
         self.deadline.tick(now);
@@ -405,7 +398,7 @@ impl Coordinator {
     }
 
     fn drive(&mut self, now: Instant) {
-        if self.need.is_empty() || self.between_sessions || !self.kit.allows(now) {
+        if self.need.is_empty() || self.session.between || !self.kit.allows(now) {
             return;
         }
         let need = self.need.take();
@@ -413,8 +406,7 @@ impl Coordinator {
         if self.setup.step == Step::Sending {
             self.send_setup(need, &tx);
         }
-        if need.any(Need::READS) && self.sync_next {
-            self.sync_next = false;
+        if need.any(Need::READS) && self.session.take_sync() {
             self.kit.sync(P::Sync, &tx);
         }
         if need.any(Need::FIND) && self.setup.step == Step::InDoubt {
@@ -535,7 +527,7 @@ impl Coordinator {
                 self.setup.found_tx = true;
                 // Ours, made by a request whose reply was lost? Look for our id.
                 self.setup.step = Step::InDoubt;
-                self.sync_next = true;
+                self.session.sync_next = true;
             }
             (Some((0, ErrorCode::NoNode)), _) => {
                 match self.kit.parents_missing(parent_of(&self.config.tx)) {
@@ -590,23 +582,14 @@ impl Coordinator {
     }
 
     fn on_answer(&mut self, now: Instant, p: P, result: Result<Response, Error>) {
-        if let Err(e) = &result {
-            if e.ends_session() {
-                // Refused because the session is ending: send nothing more until the
-                // session change says what comes next (a new session, or the end).
-                self.between_sessions = true;
-                return;
-            }
+        if self.session.refused(&result) {
+            return; // the session change decides
         }
         match p {
             P::Parent(path) => self.kit.parent_answered(&path, &result),
             P::Setup => self.on_setup(now, result),
-            P::Sync => {
-                // The reads behind it read as lost (`Outbox::answer`): sync again.
-                if result.is_err() {
-                    self.sync_next = true;
-                }
-            }
+            // The reads behind it read as lost (`Outbox::answer`): sync again.
+            P::Sync => self.session.sync_next |= result.is_err(),
             P::Find => self.on_find(now, result),
             P::Tx => match result {
                 Ok(Response::Data { data, stat }) => {
@@ -678,11 +661,11 @@ impl Coordinator {
                 self.tx = TxView::Decided(outcome);
             }
             Written::Retry => {
-                self.sync_next = true;
+                self.session.sync_next = true;
                 self.kit.failed(now);
             }
             Written::Taken => {
-                self.sync_next = true;
+                self.session.sync_next = true;
                 self.tx = TxView::Unknown; // decided by someone else: read it
             }
             Written::VoteChanged => {
@@ -715,8 +698,8 @@ impl Coordinator {
             (Step::Idle, _) => Presence::Absent,
             _ => Presence::Lost,
         };
-        self.sync_next = false;
-        self.between_sessions = self.life == Life::Running;
+        self.session.sync_next = false;
+        self.session.between = self.life == Life::Running;
     }
 }
 
@@ -766,15 +749,6 @@ impl Protocol for Coordinator {
 
     fn on_session(&mut self, now: Instant, change: SessionChange) {
         match change {
-            SessionChange::Connected { session_id } => {
-                self.session_id = session_id;
-                self.between_sessions = false;
-            }
-            SessionChange::Suspended => {}
-            SessionChange::Reconnected { session_id } => {
-                self.session_id = session_id;
-                self.sync_next = true;
-            }
             SessionChange::Expired => self.expired(),
             SessionChange::Closed => {
                 self.kit.clear_requests();
@@ -782,8 +756,11 @@ impl Protocol for Coordinator {
                 if self.presence == Presence::Ours {
                     self.presence = Presence::Absent;
                 }
-                self.between_sessions = false;
+                self.session.between = false;
                 self.fail(Error::Closed);
+            }
+            _ => {
+                self.session.follow(change);
             }
         }
         self.settle(now);
@@ -802,7 +779,7 @@ impl Protocol for Coordinator {
     }
 
     fn deadline(&self) -> Option<Instant> {
-        let retrying = !self.need.is_empty() && !self.between_sessions;
+        let retrying = !self.need.is_empty() && !self.session.between;
         let own = if self.life == Life::Running {
             match (self.deadline.pending(), self.hard.pending()) {
                 (Some(a), Some(b)) => Some(a.min(b)),

@@ -10,7 +10,8 @@
 //! | `ours`, `lost_presence`, `applied_here` | [`Presence`]: `Absent`, `InDoubt` (a setup of this session may have made it), `Ours`, `Lost` (went with an expired session) |
 //! | `deadline_at`, `deadline_passed`; `hard_at`, `hard_passed` | two [`Timer`]s: `Off`, `At(t)`, `Passed` |
 //! | `need: u32` (bits `PARENTS` … `LEAVE`) | [`Need<Coordinating>`](Need) |
-//! | `abandoned`, `between_sessions`, `sync_next`, `tracking` | kept: independent of the rest |
+//! | `abandoned`, `tracking` | kept: independent of the rest |
+//! | `session_id`, `between_sessions`, `sync_next` | [`Sessions`] (`id`, `between`, `sync_next`), the site's too |
 //!
 //! A site's:
 //!
@@ -22,12 +23,16 @@
 //! | `ready_told`, `voted_told` | [`Told`] (`ready`, `voted`) |
 //! | `coord: Option<bool>` | [`Coord`]: `Unknown`, `Present`, `Gone` |
 //! | `need: u32` (bits `TX` … `LEAVE`) | [`Need<Participating>`](Need) |
-//! | `leaving`, `between_sessions`, `sync_next` | kept: independent of the rest |
+//! | `leaving` | kept: independent of the rest |
+//! | `session_id`, `between_sessions`, `sync_next` | [`Sessions`] (the coordinator's) |
 
 use core::marker::PhantomData;
 use core::ops::BitOr;
 
 use super::types::{Outcome, Vote};
+use crate::error::Error;
+use crate::proto::Response;
+use crate::recipe::SessionChange;
 use crate::time::Instant;
 
 /// Requests to send when the session allows, as a typed bit set: `M` says whose
@@ -104,6 +109,51 @@ impl Need<Coordinating> {
     pub const LEAVE: Self = Self::bit(128);
     /// The reads (a `sync` goes first when one is due).
     pub const READS: Self = Self::bit(4 | 8 | 16 | 32);
+}
+
+/// What the coordinator and a site both know of their session: its id (the owner of
+/// the nodes they create), whether their next reads go after a `sync` (after a
+/// reconnect or a failed request, the server may be a follower that lags), and whether
+/// they send nothing until the next session change (a request was refused because the
+/// session is ending, or it expired).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub(super) struct Sessions {
+    pub id: i64,
+    pub sync_next: bool,
+    pub between: bool,
+}
+
+impl Sessions {
+    /// Follows `Connected` and `Reconnected` (the machine handles the ends): the new
+    /// id; after a reconnect the next reads go after a `sync`. Did a new session begin
+    /// while the machine waited between sessions?
+    pub fn follow(&mut self, change: SessionChange) -> bool {
+        match change {
+            SessionChange::Connected { session_id } => {
+                self.id = session_id;
+                core::mem::take(&mut self.between)
+            }
+            SessionChange::Reconnected { session_id } => {
+                self.id = session_id;
+                self.sync_next = true;
+                false
+            }
+            _ => false,
+        }
+    }
+
+    /// Was this reply refused because the session is ending? Then nothing more is sent
+    /// until the session change says what comes next (a new session, or the end).
+    pub fn refused(&mut self, result: &Result<Response, Error>) -> bool {
+        let refused = matches!(result, Err(e) if e.ends_session());
+        self.between |= refused;
+        refused
+    }
+
+    /// Does a `sync` go before the reads now? It is then no longer due.
+    pub fn take_sync(&mut self) -> bool {
+        core::mem::take(&mut self.sync_next)
+    }
 }
 
 /// The coordinator's life.

@@ -5,7 +5,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::phase::{self, Coord, Life, Participating, Told, TxView, Wanted};
+use super::phase::{self, Coord, Life, Participating, Sessions, Told, TxView, Wanted};
 use super::types::{
     alive_path, check_names, coordinator_path, payload_path, vote_path, votes_dir, Outcome,
     Variant, Vote, MAX_SITES,
@@ -214,13 +214,11 @@ type Need = phase::Need<Participating>;
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Site {
     config: SiteConfig,
-    session_id: i64,
+    session: Sessions,
     /// `Ended`: a final event was reported (or the owner left): only cleanup remains.
     life: Life,
     /// Our owner left.
     leaving: bool,
-    /// Expired: waiting for the next session.
-    between_sessions: bool,
     tx: TxView,
     payload: Option<Bytes>,
     own: Own,
@@ -231,8 +229,6 @@ pub struct Site {
     wanted: Option<Wanted>,
     told: Told,
     need: Need,
-    /// The next read goes after a `sync`.
-    sync_next: bool,
     kit: Kit<P, SiteEvent>,
 }
 
@@ -241,10 +237,9 @@ impl Site {
     pub fn new(config: SiteConfig) -> Site {
         Site {
             config,
-            session_id: 0,
+            session: Sessions::default(),
             life: Life::Idle,
             leaving: false,
-            between_sessions: false,
             tx: TxView::Unseen,
             payload: None,
             own: Own::Unknown,
@@ -255,7 +250,6 @@ impl Site {
             wanted: None,
             told: Told::default(),
             need: Need::default(),
-            sync_next: false,
             kit: Kit::default(),
         }
     }
@@ -351,7 +345,7 @@ impl Site {
 
     fn again(&mut self, now: Instant, need: Need) {
         self.need.add(need);
-        self.sync_next = true;
+        self.session.sync_next = true;
         self.kit.failed(now);
     }
 
@@ -379,7 +373,7 @@ impl Site {
 
     /// Decides what to do from what we know (the reconcile step).
     fn evaluate(&mut self, _now: Instant) {
-        if self.life == Life::Idle || self.between_sessions {
+        if self.life == Life::Idle || self.session.between {
             return;
         }
         if !self.ended() {
@@ -489,14 +483,13 @@ impl Site {
     }
 
     fn drive(&mut self, now: Instant) {
-        if self.need.is_empty() || self.between_sessions || !self.kit.allows(now) {
+        if self.need.is_empty() || self.session.between || !self.kit.allows(now) {
             return;
         }
         let need = self.need.take();
         let tx = self.config.tx.clone();
         let name = self.config.name.clone();
-        if need.any(Need::READS) && self.sync_next {
-            self.sync_next = false;
+        if need.any(Need::READS) && self.session.take_sync() {
             self.kit.sync(P::Sync, &tx);
         }
         self.send_reads(need, &tx, &name);
@@ -593,21 +586,12 @@ impl Site {
     }
 
     fn on_answer(&mut self, now: Instant, p: P, result: Result<Response, Error>) {
-        if let Err(e) = &result {
-            if e.ends_session() {
-                // Refused because the session is ending: send nothing more until the
-                // session change says what comes next (a new session, or the end).
-                self.between_sessions = true;
-                return; // the session change decides
-            }
+        if self.session.refused(&result) {
+            return; // the session change decides
         }
         match p {
-            P::Sync => {
-                // The reads behind it read as lost (`Outbox::answer`): sync again.
-                if result.is_err() {
-                    self.sync_next = true;
-                }
-            }
+            // The reads behind it read as lost (`Outbox::answer`): sync again.
+            P::Sync => self.session.sync_next |= result.is_err(),
             P::Tx => self.on_tx(now, result),
             P::WaitTx => match result {
                 Ok(_) => self.read_all(),
@@ -736,7 +720,7 @@ impl Site {
     fn on_check_presence(&mut self, now: Instant, result: Result<Response, Error>) {
         match result {
             Ok(Response::Stat(stat)) => {
-                self.presence = if stat.ephemeral_owner == self.session_id {
+                self.presence = if stat.ephemeral_owner == self.session.id {
                     Presence::Ours
                 } else {
                     Presence::Foreign // watched: made again once it goes
@@ -783,7 +767,7 @@ impl Site {
             // Decided (or deleted) before this attempt: the transaction node tells —
             // and our vote node whether an earlier attempt (its reply lost) counted.
             (Some((0, _)), _) => {
-                self.sync_next = true;
+                self.session.sync_next = true;
                 self.tx.forget();
                 self.need.add(Need::TX);
                 if self.wanted.is_some_and(|w| w.in_doubt) {
@@ -792,7 +776,7 @@ impl Site {
             }
             // Already voted (an earlier incarnation, or our own lost reply), or not a site.
             (Some((1, ErrorCode::BadVersion | ErrorCode::NoNode)), _) => {
-                self.sync_next = true;
+                self.session.sync_next = true;
                 self.own = Own::Unknown;
             }
             (Some((_, code)), _) => self.fail(Error::Server(code)),
@@ -800,7 +784,7 @@ impl Site {
                 if let Some(w) = self.wanted.as_mut() {
                     w.in_doubt |= e.may_have_applied();
                 }
-                self.sync_next = true;
+                self.session.sync_next = true;
                 self.kit.failed(now);
             }
             (None, Err(e)) => self.fail(e),
@@ -816,11 +800,11 @@ impl Site {
             }
             Written::Retry => {
                 // Retried by the rule (a lost write comes back as `BadVersion`).
-                self.sync_next = true;
+                self.session.sync_next = true;
                 self.kit.failed(now);
             }
             Written::Taken => {
-                self.sync_next = true;
+                self.session.sync_next = true;
                 self.tx.forget();
                 self.need.add(Need::TX); // decided by someone else: read it
             }
@@ -848,8 +832,8 @@ impl Site {
         if !matches!(self.own, Own::Cast(_)) {
             self.own = Own::Unknown;
         }
-        self.sync_next = false;
-        self.between_sessions = true;
+        self.session.sync_next = false;
+        self.session.between = true;
     }
 }
 
@@ -904,27 +888,18 @@ impl Protocol for Site {
 
     fn on_session(&mut self, now: Instant, change: SessionChange) {
         match change {
-            SessionChange::Connected { session_id } => {
-                self.session_id = session_id;
-                if self.between_sessions {
-                    self.between_sessions = false;
-                    if !self.ended() {
-                        self.read_all();
-                    }
-                }
-            }
-            SessionChange::Suspended => {}
-            SessionChange::Reconnected { session_id } => {
-                self.session_id = session_id;
-                self.sync_next = true;
-            }
             SessionChange::Expired => self.expired(),
             SessionChange::Closed => {
                 self.kit.clear_requests();
                 self.need = Need::default();
                 self.presence = Presence::None;
-                self.between_sessions = false;
+                self.session.between = false;
                 self.fail(Error::Closed);
+            }
+            _ => {
+                if self.session.follow(change) && !self.ended() {
+                    self.read_all();
+                }
             }
         }
         self.settle(now);
@@ -949,7 +924,7 @@ impl Protocol for Site {
     }
 
     fn deadline(&self) -> Option<Instant> {
-        let retrying = !self.need.is_empty() && !self.between_sessions;
+        let retrying = !self.need.is_empty() && !self.session.between;
         self.kit.timeout(None, retrying)
     }
 

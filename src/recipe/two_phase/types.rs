@@ -47,33 +47,35 @@ pub enum Outcome {
     Abort,
 }
 
+/// The data of a commit (`true`) or an abort, in a vote node or the transaction node.
+fn data_of(commit: bool) -> Bytes {
+    Bytes::from_static(if commit { COMMIT } else { ABORT })
+}
+
+/// What a vote node or the transaction node says: nothing at version 0 (not written
+/// yet); at version 1 and above `commit` is a commit (`true`) and anything else an
+/// abort.
+fn commits(data: &[u8], version: i32) -> Option<bool> {
+    (version >= 1).then_some(data == COMMIT)
+}
+
 impl Vote {
     /// Its data in a vote node.
     pub fn data(self) -> Bytes {
-        Bytes::from_static(match self {
-            Vote::Commit => COMMIT,
-            Vote::Abort => ABORT,
-        })
+        data_of(self == Vote::Commit)
     }
 
     /// A vote node's vote: none at version 0 (not voted); at version 1 and above
     /// `commit` is a commit and anything else an abort.
     pub fn read(data: &[u8], version: i32) -> Option<Vote> {
-        (version >= 1).then_some(if data == COMMIT {
-            Vote::Commit
-        } else {
-            Vote::Abort
-        })
+        commits(data, version).map(|c| if c { Vote::Commit } else { Vote::Abort })
     }
 }
 
 impl Outcome {
     /// Its data in the transaction node.
     pub fn data(self) -> Bytes {
-        Bytes::from_static(match self {
-            Outcome::Commit => COMMIT,
-            Outcome::Abort => ABORT,
-        })
+        data_of(self.is_commit())
     }
 
     /// The transaction node's outcome: none at version 0 (undecided); at version 1 and
@@ -86,11 +88,7 @@ impl Outcome {
     /// assert_eq!(Outcome::read(b"abort", 1), Some(Outcome::Abort));
     /// ```
     pub fn read(data: &[u8], version: i32) -> Option<Outcome> {
-        (version >= 1).then_some(if data == COMMIT {
-            Outcome::Commit
-        } else {
-            Outcome::Abort
-        })
+        commits(data, version).map(|c| if c { Outcome::Commit } else { Outcome::Abort })
     }
 
     /// Is it a commit?

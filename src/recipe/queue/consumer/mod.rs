@@ -69,6 +69,7 @@ use alloc::vec::Vec;
 use bytes::Bytes;
 
 use super::names::{meta_dir, Format, CLAIM_PREFIX};
+use super::state::side_path;
 use crate::error::Error;
 use crate::proto::*;
 use crate::recipe::kit::{join, Kit, Plumbing, Protocol};
@@ -306,12 +307,9 @@ pub struct Consumer {
 impl Consumer {
     /// A consumer; takes wait for the session's `Connected`.
     pub fn new(config: ConsumerConfig) -> Self {
-        let mut name = String::from("c-");
-        name.push_str(&config.id);
-        let marker_path = join(&config.meta_dir, &name);
         Consumer {
+            marker_path: side_path(&config.meta_dir, "c-", &config.id),
             config,
-            marker_path,
             marker: Marker::Absent,
             session_id: 0,
             next_take: 1,
@@ -456,9 +454,7 @@ impl Consumer {
     }
 
     fn claim_path(&self, item: &str) -> String {
-        let mut name = String::from(CLAIM_PREFIX);
-        name.push_str(item);
-        join(&self.config.meta_dir, &name)
+        side_path(&self.config.meta_dir, CLAIM_PREFIX, item)
     }
 
     fn item_path(&self, item: &str) -> String {

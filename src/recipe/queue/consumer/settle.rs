@@ -134,10 +134,26 @@ impl Consumer {
                 // Did it land? Our claim is gone iff it did (only we delete it).
                 self.again(at, SettleState::Check, now);
             }
-            (Err(e), None) if e.is_retryable() => self.again(at, SettleState::Send, now),
-            (Err(e), None) if e.ends_session() => {}
-            (Err(e), None) => self.settled(at, failed(name, e)),
+            (Err(e), None) => self.failed(at, name, e, SettleState::Send, now),
             (Ok(_), None) => self.settled(at, failed(name, Error::UnexpectedReply)),
+        }
+    }
+
+    /// The request of the settlement at `at` failed with `error`: it goes again as
+    /// `retry` after a backoff if the error allows, is left to the session's end if it
+    /// ended the session, and is reported failed otherwise.
+    fn failed(
+        &mut self,
+        at: Option<usize>,
+        item: String,
+        error: Error,
+        retry: SettleState,
+        now: Instant,
+    ) {
+        if error.is_retryable() {
+            self.again(at, retry, now);
+        } else if !error.ends_session() {
+            self.settled(at, ConsumerEvent::CompleteFailed { item, error });
         }
     }
 
@@ -173,12 +189,7 @@ impl Consumer {
             }
             // Ours: not applied, again.
             Ok(_) => self.settling[at].state = SettleState::Send,
-            Err(e) if e.is_retryable() => self.again(Some(at), SettleState::Check, now),
-            Err(e) if e.ends_session() => {}
-            Err(error) => self.settled(
-                Some(at),
-                ConsumerEvent::CompleteFailed { item: name, error },
-            ),
+            Err(e) => self.failed(Some(at), name, e, SettleState::Check, now),
         }
     }
 
@@ -198,13 +209,8 @@ impl Consumer {
             // Did it land? Another consumer may hold a claim of that name by now: check
             // whose it is before deleting again.
             Err(e) if e.may_have_applied() => self.again(Some(at), SettleState::Check, now),
-            Err(e) if e.is_retryable() => self.again(Some(at), SettleState::Send, now),
-            Err(e) if e.ends_session() => {}
             // Refused for good: the claim stays until our session ends.
-            Err(error) => self.settled(
-                Some(at),
-                ConsumerEvent::CompleteFailed { item: name, error },
-            ),
+            Err(e) => self.failed(Some(at), name, e, SettleState::Send, now),
         }
     }
 
