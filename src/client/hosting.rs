@@ -624,7 +624,9 @@ impl Client {
                 session_id: self.session.session_id(),
             }),
             SessionEvent::Expired { .. } => Some(SessionChange::Expired),
-            SessionEvent::Closed | SessionEvent::AuthFailed(_) => Some(SessionChange::Closed),
+            SessionEvent::Closed { .. } | SessionEvent::AuthFailed(_) => {
+                Some(SessionChange::Closed)
+            }
             _ => None,
         };
         // An expiry no new session follows ends the client: recipes that would

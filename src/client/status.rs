@@ -79,7 +79,7 @@ impl Status {
             },
             SessionEvent::Suspended { .. } => Status::Suspended,
             SessionEvent::Expired { renewing, .. } => Status::Expired { renewing },
-            SessionEvent::Closed => Status::Closed,
+            SessionEvent::Closed { .. } => Status::Closed,
             SessionEvent::AuthFailed(why) => Status::AuthFailed(why),
             _ => return None,
         })

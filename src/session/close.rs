@@ -88,7 +88,7 @@ impl Session {
                 confirmed,
                 renewing: false,
             },
-            SessionEnd::Closed => SessionEvent::Closed,
+            SessionEnd::Closed => SessionEvent::Closed { confirmed },
             SessionEnd::AuthFailed(why) => SessionEvent::AuthFailed(why),
         });
     }

@@ -196,8 +196,15 @@ pub enum SessionEvent {
         /// The session leaves its current server.
         moving: bool,
     },
-    /// The session was closed. Terminal.
-    Closed,
+    /// The client was closed ([`Session::close`](super::Session::close)). Terminal.
+    Closed {
+        /// A server answered the session's closeSession: the session is over and its
+        /// ephemeral nodes are gone. `false` when the close ended without that answer —
+        /// no connection, the answer not in time, or the connection a read-only
+        /// stand-in's (the stand-in was closed, not the session) — the session then
+        /// ends when it expires, its ephemeral nodes staying until then.
+        confirmed: bool,
+    },
     /// Authentication failed, for this reason. Terminal.
     AuthFailed(AuthFailure),
     /// A request completed.
@@ -270,7 +277,11 @@ impl fmt::Display for SessionEvent {
                 hosts.join(","),
                 if *moving { "; moving to rebalance" } else { "" }
             ),
-            SessionEvent::Closed => f.write_str("session closed"),
+            SessionEvent::Closed { confirmed: true } => f.write_str("session closed"),
+            SessionEvent::Closed { confirmed: false } => f.write_str(
+                "client closed; no server confirmed the session's close: it ends when it \
+                 expires, its ephemeral nodes staying until then",
+            ),
             SessionEvent::AuthFailed(why) => {
                 write!(f, "authentication failed: {why}; session closed")
             }

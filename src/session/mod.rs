@@ -518,7 +518,9 @@ impl Session {
     /// Closes the session: sends closeSession after anything already submitted (in
     /// flight or queued under `max_in_flight`) and waits for the answer until
     /// `deadline`. Without a connection it ends at once (the server then expires the
-    /// session after its timeout).
+    /// session after its timeout). [`SessionEvent::Closed`] says whether a server
+    /// answered the session's own closeSession (`confirmed`); on a read-only stand-in
+    /// the answer closes the stand-in only, so it is not.
     pub fn close(&mut self, now: Instant, deadline: Instant) {
         let now = self.tick(now);
         self.begin_close(now, deadline);

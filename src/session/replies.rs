@@ -131,7 +131,9 @@ impl Session {
         mut result: Result<Response, Error>,
     ) {
         if matches!(req.after, After::Close) {
-            return self.end(SessionEnd::Closed, false);
+            // On a read-only stand-in the answer is about the stand-in, not the session.
+            let confirmed = !self.identity.stand_in();
+            return self.end(SessionEnd::Closed, confirmed);
         }
         let watch =
             self.watches

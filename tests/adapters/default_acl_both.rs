@@ -2,12 +2,14 @@
 // ZooKeeper, in each form: every node the recipes create — their parents included —
 // carries it (read back with getACL), a create that names its own ACL keeps it, the
 // longest prefix wins, and another identity cannot delete what the recipes made.
+// Every recipe of the README's table that creates nodes runs here, on one server.
 
 use std::time::Duration;
 
 use zk::zk_recipes::client::ops::digest_id;
 use zk::{
-    connect, perms, Acl, Client, CreateMode, CreateOptions, DefaultAcl, ErrorCode, Id, Options,
+    connect, perms, Acl, Client, ConfigMode, CreateMode, CreateOptions, DefaultAcl, ErrorCode,
+    Id, Options, OwnedNodeConfig, ServiceInstance, Variant, Vote,
 };
 use zk_recipes_testing::TestServer;
 
@@ -92,6 +94,72 @@ async fn default_acl() {
         .counter("/acl/counter", zk::CounterFormat::I64)
         .unwrap();
     c.add(1).await.unwrap();
+    // The other recipes that create nodes (the README's table).
+    let reentrant = zk.reentrant_lock("/acl/locks/re").acquire().await.unwrap();
+    let read = zk.read_lock("/acl/rw").acquire().await.unwrap();
+    let multi = zk
+        .multi_lock(&["/acl/multi/a", "/acl/multi/b"])
+        .acquire()
+        .await
+        .unwrap();
+    let mut double = zk.double_barrier("/acl/double", 1);
+    assert!(double.enter_timeout(W).await.unwrap(), "{NAME}");
+    let mut pq = zk.priority_queue("/acl/pqueue");
+    pq.put_priority("p", 5).await.unwrap();
+    let mut dq = zk.delay_queue("/acl/delay");
+    dq.put_delayed("d", Duration::from_secs(3600)).await.unwrap();
+    let mut q2 = zk.queue("/acl/claimed");
+    q2.put("c").await.unwrap();
+    let claimed = q2.take_claimed().await.unwrap();
+    let mut member = zk.group_member("/acl/group", "m", "10.0.0.1").unwrap();
+    created(&mut member, W).await.unwrap();
+    let mut owned = zk
+        .owned_node(OwnedNodeConfig::new("/acl/owned/n", "x"))
+        .unwrap();
+    created(&mut owned, W).await.unwrap();
+    let mut coordinator = zk.rendezvous_coordinator("/acl/rv/z_r").unwrap();
+    created(&mut coordinator, W).await.unwrap();
+    let mut publisher = zk.rendezvous_publisher("/acl/rv2/p", "host:1").unwrap();
+    created(&mut publisher, W).await.unwrap();
+    let mut name = zk
+        .register_name("/acl/names", "db", "10.0.0.7", CreateMode::Ephemeral)
+        .unwrap();
+    created(&mut name, W).await.unwrap();
+    zk.id_generator("/acl/ids").unwrap().next_id().await.unwrap();
+    let cfg = |k: &str| vec![(format!("/acl/cfg/{k}/a"), zk::Bytes::from("1"))];
+    zk.write_config("/acl/cfg/r/ready", cfg("r"), ConfigMode::ReadyNode)
+        .await
+        .unwrap();
+    zk.write_config("/acl/cfg/m/ready", cfg("m"), ConfigMode::Multi)
+        .await
+        .unwrap();
+    let mut service = zk
+        .register_service(
+            "/acl/services",
+            &ServiceInstance::new("web", "a", "10.0.0.1", 8080),
+        )
+        .unwrap();
+    created(&mut service, W).await.unwrap();
+    zk.update("/acl/update/v", |_| Some(zk::Bytes::from("v")))
+        .await
+        .unwrap();
+    zk.create_all("/acl/path/x/y", "", &CreateOptions::default())
+        .await
+        .unwrap();
+    let mut tx = zk
+        .transaction("/acl/tx/1", &["a"], Variant::Coordinator)
+        .deadline(W)
+        .start()
+        .await
+        .unwrap();
+    let mut site = zk.site("/acl/tx/1", "a", Variant::Coordinator).await.unwrap();
+    site.vote(Vote::Commit).await.unwrap();
+    assert_eq!(
+        tx.outcome_timeout(W).await.unwrap(),
+        Some(zk::Outcome::Commit),
+        "{NAME}"
+    );
+
     // A raw create with its own ACL keeps it.
     let own_read = vec![Acl {
         perms: perms::ALL & !perms::ADMIN,
@@ -109,7 +177,7 @@ async fn default_acl() {
     .unwrap();
 
     let nodes = tree(&zk, "/acl").await;
-    assert!(nodes.len() >= 10, "{NAME}: {nodes:?}");
+    assert!(nodes.len() >= 50, "{NAME}: {} nodes: {nodes:?}", nodes.len());
     for node in &nodes {
         let (acl, _) = zk.get_acl(node).await.unwrap();
         let want = if node == "/acl/own" {
@@ -133,4 +201,10 @@ async fn default_acl() {
     }
     held.release().await.unwrap();
     lease.release().await.unwrap();
+    reentrant.release().await.unwrap();
+    read.release().await.unwrap();
+    multi.release().await.unwrap();
+    claimed.complete().await.unwrap();
 }
+
+const W: Duration = Duration::from_secs(20);

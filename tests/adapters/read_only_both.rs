@@ -12,7 +12,10 @@
 
 use std::time::{Duration, Instant};
 
-use zk::{connect, ConfigMode, CreateMode, CreateOptions, ErrorCode, Options, ReaderEvent, Status};
+use zk::{
+    connect, ConfigMode, CreateMode, CreateOptions, ErrorCode, NodeWatchEvent, Options,
+    ReaderEvent, Status,
+};
 use zk_recipes_testing::TestEnsemble;
 
 const W: Duration = Duration::from_secs(40);
@@ -68,6 +71,22 @@ async fn next_value(r: &mut zk::ConfigReaderHandle) -> Option<bytes::Bytes> {
     }
 }
 
+/// The watched value's next version with data `want` (earlier versions, re-reads
+/// after a reconnect and other events skipped).
+#[form]
+async fn watched_becomes(w: &mut zk::NodeWatchHandle, want: &[u8]) {
+    let deadline = Instant::now() + W;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match w.next_timeout(left).await {
+            Ok(Some(NodeWatchEvent::Data { data, .. })) if &data[..] == want => return,
+            Ok(Some(NodeWatchEvent::Failed(e))) => panic!("{NAME}: watched value failed: {e}"),
+            Ok(Some(_)) => {}
+            other => panic!("{NAME}: never {want:?}: {other:?}"),
+        }
+    }
+}
+
 #[form]
 async fn scenario(ensemble: &mut TestEnsemble, root: &str) -> Figures {
     let cs = ensemble.connect_string();
@@ -116,6 +135,8 @@ async fn scenario(ensemble: &mut TestEnsemble, root: &str) -> Figures {
     assert_eq!(cache.initialized().await.unwrap(), 3);
     let mut reader = zk.config_reader(&ready, &[value.as_str()]).unwrap();
     assert_eq!(next_value(&mut reader).await.as_deref(), Some(&b"v1"[..]));
+    let mut watched = zk.watch_node(&value).unwrap();
+    watched_becomes(&mut watched, b"v1").await;
 
     // Servers 1 and 2 die: server 0 loses its quorum and, read-only mode enabled,
     // serves reads alone.
@@ -138,6 +159,8 @@ async fn scenario(ensemble: &mut TestEnsemble, root: &str) -> Figures {
     let reading = reading.elapsed();
     assert!(cache.get(&format!("{tree}/a")).await.unwrap().is_some());
     assert_eq!(cache.snapshot().await.unwrap().len(), 3);
+    let (data, _) = watched.value().await.unwrap().expect("the watched value");
+    assert_eq!(&data[..], b"v1", "{NAME}: the watched value");
     assert_eq!(
         zk.get_children(&tree).await.unwrap().len(),
         2,
@@ -154,6 +177,14 @@ async fn scenario(ensemble: &mut TestEnsemble, root: &str) -> Figures {
         Ok(held) => panic!("{NAME}: a lock on a read-only server: {}", held.is_some()),
     };
     assert_eq!(e.code(), Some(ErrorCode::NotReadOnly), "{NAME}: {e}");
+    // A queue put and a counter add (recipes that write) too.
+    let e = zk.queue(&format!("{root}/queue")).put("x").await.unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::NotReadOnly), "{NAME}: queue: {e}");
+    let mut counter = zk
+        .counter(&format!("{root}/counter"), zk::CounterFormat::I64)
+        .unwrap();
+    let e = counter.add(1).await.unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::NotReadOnly), "{NAME}: counter: {e}");
     assert!(
         refused.elapsed() < Duration::from_secs(5),
         "{NAME}: refused after {:?}",
@@ -181,6 +212,7 @@ async fn scenario(ensemble: &mut TestEnsemble, root: &str) -> Figures {
         .await
         .unwrap();
     assert_eq!(next_value(&mut reader).await.as_deref(), Some(&b"v2"[..]));
+    watched_becomes(&mut watched, b"v2").await;
     let deadline = Instant::now() + W;
     while cache.get(&format!("{tree}/c")).await.unwrap().is_none() {
         assert!(Instant::now() < deadline, "{NAME}: the cache never saw c");

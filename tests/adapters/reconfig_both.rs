@@ -204,12 +204,11 @@ async fn across_reconfig() {
     let add_took = added_at.elapsed();
     let during_add = acquired.load(Ordering::SeqCst) - before_add;
 
-    // Server 1 (index 0) is removed: its contenders leave it at once.
+    // Server 1 (index 0) is removed, non-incrementally (the add above was incremental):
+    // the new membership is servers 2-4. Its contenders leave it at once.
     let removed_at = Instant::now();
-    let (config3, _) = admin
-        .reconfig(&Reconfig::remove_server(1))
-        .await
-        .unwrap();
+    let rest: Vec<String> = (1..4).map(|i| ensemble.server_spec(i)).collect();
+    let (config3, _) = admin.reconfig(&Reconfig::members(&rest)).await.unwrap();
     assert_eq!(config3.servers.len(), 3, "{NAME}: {config3:?}");
     let removed = ensemble.addr(0).to_string();
     members.retain(|h| *h != removed);

@@ -109,6 +109,11 @@ struct Cli {
     #[arg(long, env = "ZK_READ_ONLY", global = true)]
     read_only: bool,
 
+    /// Follow the ensemble's membership (`/zookeeper/config`, ZooKeeper 3.5+): servers
+    /// added by a reconfiguration are used, and the session moves off a removed one.
+    #[arg(long, env = "ZK_TRACK_ENSEMBLE", global = true)]
+    track_ensemble: bool,
+
     #[command(subcommand)]
     command: Cmd,
 }
@@ -591,6 +596,7 @@ fn settings(cli: &Cli) -> Settings<'_> {
             .as_deref()
             .zip(cli.sasl_password_file.as_deref()),
         read_only: cli.read_only,
+        track_ensemble: cli.track_ensemble,
     }
 }
 
@@ -971,5 +977,21 @@ mod tests {
     #[test]
     fn the_command_line_is_well_formed() {
         Cli::command().debug_assert();
+    }
+
+    /// `--read-only` and `--track-ensemble` reach the session's settings, off unless
+    /// given, in any position (they are global).
+    #[test]
+    fn read_only_and_track_ensemble_reach_the_settings() {
+        let parse = |args: &[&str]| Cli::try_parse_from(args).unwrap();
+        let plain = parse(&["zkr", "get", "/a"]);
+        let s = settings(&plain);
+        assert!(!s.read_only && !s.track_ensemble);
+        let both = parse(&["zkr", "--track-ensemble", "get", "/a", "--read-only"]);
+        let s = settings(&both);
+        assert!(s.read_only && s.track_ensemble);
+        let one = parse(&["zkr", "ls", "/", "--track-ensemble"]);
+        let s = settings(&one);
+        assert!(!s.read_only && s.track_ensemble);
     }
 }

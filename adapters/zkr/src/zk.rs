@@ -78,6 +78,8 @@ pub struct Settings<'a> {
     /// Accept a read-only server (one cut off from its quorum): reads work, writes
     /// fail with "server is read-only".
     pub read_only: bool,
+    /// Follow the ensemble's membership (`/zookeeper/config`) and rebalance over it.
+    pub track_ensemble: bool,
 }
 
 /// One session to ZooKeeper. Clones share it.
@@ -106,7 +108,8 @@ pub fn connect(settings: &Settings<'_>) -> Result<Zk, ZkError> {
         .session_timeout(settings.session_timeout)
         .connect_timeout(settings.connect_timeout)
         .renew_on_expiry(false)
-        .read_only(settings.read_only);
+        .read_only(settings.read_only)
+        .track_ensemble(settings.track_ensemble);
     let tls_error = |e: std::io::Error| ZkError::failed(format!("TLS settings: {e}"));
     match (settings.tls_ca, settings.tls_client) {
         (Some(ca), client) => {

@@ -327,13 +327,17 @@ fn close_waits_for_the_reply_or_the_deadline() {
             ..
         })
     ));
-    assert_eq!(ev[1], SessionEvent::Closed);
+    assert_eq!(ev[1], SessionEvent::Closed { confirmed: true });
     assert_eq!(transports(&mut s), vec![Transport::Close]);
 
     let mut s = connected();
     s.close(ms(3), ms(1003));
     s.handle_timeout(ms(1003));
-    assert_eq!(events(&mut s), vec![SessionEvent::Closed]);
+    assert_eq!(
+        events(&mut s),
+        vec![SessionEvent::Closed { confirmed: false }],
+        "no answer in time: the session was not closed by a server"
+    );
     assert_eq!(s.poll_timeout(), None);
 }
 

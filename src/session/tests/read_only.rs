@@ -265,8 +265,9 @@ fn refused_on_a_read_only_server() -> (Session, usize) {
     (s, refusing)
 }
 
-#[test]
-fn a_session_a_read_only_server_refuses_is_served_there_by_a_read_only_stand_in() {
+/// The session 0x42, refused by the read-only host `ro`, served there by a read-only
+/// stand-in (the bytes a real 3.8.0 read-only server sent), its watch re-armed on it.
+fn on_a_stand_in() -> (Session, usize) {
     let (mut s, ro) = refused_on_a_read_only_server();
     // The refusing host is probed; the session meanwhile dials the next one.
     let t = transports(&mut s);
@@ -303,6 +304,12 @@ fn a_session_a_read_only_server_refuses_is_served_there_by_a_read_only_stand_in(
             && matches!(r, Request::SetWatches(w) if w.data_watches == vec![String::from("/w")])),
         "the watches are armed on the stand-in: {frames:?}"
     );
+    (s, ro)
+}
+
+#[test]
+fn a_session_a_read_only_server_refuses_is_served_there_by_a_read_only_stand_in() {
+    let (mut s, _) = on_a_stand_in();
     // Reads go through it; a write gets the server's NotReadOnly, final.
     s.submit(ms(20), get("/w", false), Token(2)).unwrap();
     sent(&mut s);
@@ -310,16 +317,7 @@ fn a_session_a_read_only_server_refuses_is_served_there_by_a_read_only_stand_in(
     assert!(reply_tokens(&events(&mut s)).contains(&2));
     // The quorum is back: a probe finds a read-write host and the held session is
     // presented there, resumed, its watches re-armed.
-    let mut at;
-    let rw = loop {
-        let due = s.poll_timeout().unwrap();
-        s.handle_timeout(due);
-        at = due;
-        if let Some(Transport::Probe { host }) = s.poll_transport() {
-            break host;
-        }
-        s.handle_bytes(due, &reply(xid::PING, 0, ErrorCode::Ok, None));
-    };
+    let (rw, at) = next_probe(&mut s);
     s.handle_probe(at, rw, b"rw");
     events(&mut s);
     let (host, req) = dial(&mut s, at);
@@ -331,6 +329,80 @@ fn a_session_a_read_only_server_refuses_is_served_there_by_a_read_only_stand_in(
     );
     assert!(sent(&mut s).iter().any(|(x, _)| *x == xid::SET_WATCHES));
     assert_eq!(s.session_id(), 0x42);
+}
+
+/// Runs the session's timers (its pings answered) until it probes a host: that host
+/// and when.
+fn next_probe(s: &mut Session) -> (usize, Instant) {
+    loop {
+        let due = s.poll_timeout().unwrap();
+        s.handle_timeout(due);
+        if let Some(Transport::Probe { host }) = s.poll_transport() {
+            return (host, due);
+        }
+        s.handle_bytes(due, &reply(xid::PING, 0, ErrorCode::Ok, None));
+    }
+}
+
+/// `close()` on a stand-in closes the stand-in (its closeSession goes to the read-only
+/// server, which answers it for the stand-in) but not the session, which that server
+/// refused: it is not reported closed (`confirmed: false`); it expires at its timeout
+/// on the quorum's side, its ephemeral nodes staying until then. The Java client,
+/// which never serves a refused session through a stand-in, closes unconfirmed too:
+/// without a connection to the session's server it sends nothing.
+#[test]
+fn closing_on_a_read_only_stand_in_does_not_report_the_session_closed() {
+    let (mut s, _) = on_a_stand_in();
+    s.close(ms(20), ms(1020));
+    let frames = sent(&mut s);
+    let close = frames
+        .iter()
+        .find_map(|(x, r)| matches!(r, Request::CloseSession).then_some(*x))
+        .expect("the stand-in is closed");
+    s.handle_bytes(ms(21), &reply(close, 0, ErrorCode::Ok, None));
+    let ev = events(&mut s);
+    assert_eq!(
+        ev.last(),
+        Some(&SessionEvent::Closed { confirmed: false }),
+        "the stand-in's answer does not close the session: {ev:?}"
+    );
+    assert_eq!(s.state(), SessionState::Ended(SessionEnd::Closed));
+}
+
+/// Moving back to a read-write server leaves the stand-in to the read-only server, as
+/// the Java client leaves a session a read-only server granted: no closeSession for
+/// it (it holds no node: a read-only server creates none; its watches go when that
+/// server times it out or rejoins a quorum and drops its clients); the connection is
+/// closed and the session itself presented to the read-write server.
+#[test]
+fn a_stand_in_is_left_behind_when_the_session_moves_to_a_read_write_server() {
+    let (mut s, ro) = on_a_stand_in();
+    let (rw, at) = next_probe(&mut s);
+    sent(&mut s);
+    s.handle_probe(at, rw, b"rw");
+    assert!(
+        !sent(&mut s)
+            .iter()
+            .any(|(_, r)| matches!(r, Request::CloseSession)),
+        "nothing more is written to the stand-in"
+    );
+    let t = transports(&mut s);
+    assert_eq!(
+        t,
+        vec![Transport::Close, Transport::Connect { host: rw }],
+        "the stand-in's connection closed, the read-write server dialled"
+    );
+    assert_ne!(rw, ro);
+    assert!(matches!(
+        &events(&mut s)[..],
+        [SessionEvent::Suspended {
+            reason: DisconnectReason::ReadWriteServerFound { .. }
+        }]
+    ));
+    s.handle_connected(at);
+    let mut out = BytesMut::new();
+    assert!(s.poll_transmit(&mut out));
+    assert_eq!(connect_request(&out).session_id, 0x42, "the session itself");
 }
 
 #[test]

@@ -197,7 +197,7 @@ fn close_goes_after_everything_queued_under_the_bound() {
     s.handle_bytes(ms(6), &r);
     let ev = events(&mut s);
     assert_eq!(reply_tokens(&ev), vec![1, 2]);
-    assert_eq!(ev.last(), Some(&SessionEvent::Closed));
+    assert_eq!(ev.last(), Some(&SessionEvent::Closed { confirmed: true }));
 }
 
 #[test]
