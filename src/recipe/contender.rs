@@ -15,7 +15,7 @@ pub const READ: &str = "__READ__";
 pub const WRITE: &str = "__WRIT__";
 /// Curator's `InterProcessSemaphoreV2` lease marker (see [`semaphore`](super::semaphore)).
 pub const LEASE: &str = "lease-";
-/// kazoo's lock marker (read only: we never create it).
+/// kazoo's lock marker (created only by a lock with [`Naming::Kazoo`](super::lock::Naming::Kazoo)).
 pub const KAZOO_LOCK: &str = "__lock__";
 /// kazoo's read-lock marker (read only).
 pub const KAZOO_READ: &str = "__rlock__";

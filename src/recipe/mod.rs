@@ -70,6 +70,7 @@ pub mod lock;
 pub mod multi_lock;
 pub mod naming;
 pub mod node;
+pub mod partitioner;
 pub mod path;
 pub mod queue;
 pub mod rendezvous;

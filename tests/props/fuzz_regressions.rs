@@ -32,6 +32,9 @@ const TARGETS: &[(&str, Harness)] = &[
     ("naming", |b| {
         zk_recipes_sim::testkit::naming::run(b).map(drop)
     }),
+    ("partitioner", |b| {
+        zk_recipes_sim::testkit::partitioner::run(b).map(drop)
+    }),
     ("queue", |b| {
         zk_recipes_sim::testkit::queue::run(b).map(drop)
     }),

@@ -17,6 +17,7 @@ mod inspect_props;
 mod lock_props;
 mod multi_lock_props;
 mod naming_props;
+mod partitioner_props;
 mod queue_props;
 mod semaphore_props;
 mod server_input_props;

@@ -19,6 +19,7 @@ mod lock_lanes;
 mod lock_transcripts;
 mod multi_lock_transcripts;
 mod naming_transcripts;
+mod partitioner_transcripts;
 mod path_transcripts;
 mod queue_regressions;
 mod queue_script;

@@ -11,7 +11,7 @@ use super::phase::{
     Attempt, Blocker, Ended, Entering, Finish, Handoff, Holder, Leaving, Need, Node, Ours,
     OwnWatch, Phase, Purpose, Search, Waiter, Watching,
 };
-use super::types::{Acquire, LockConfig, LockEvent, LockKind, LostReason, Release};
+use super::types::{Acquire, LockConfig, LockEvent, LockKind, LostReason, Naming, Release};
 use super::types::{CURATOR_REVOKE, MAX_SUCCESSORS, REVOKE};
 use crate::error::Error;
 use crate::proto::*;
@@ -281,12 +281,17 @@ impl Lock {
         matches!(self.phase, Phase::Entering(_) | Phase::Waiting(_))
     }
 
-    /// What every node of this lock starts with: `_c_<id>-<marker>` (made when needed:
-    /// a waiter keeps no copy).
+    /// What every node of this lock starts with: `_c_<id>-<marker>`, or kazoo's
+    /// `<id>__lock__` (made when needed: a waiter keeps no copy).
     pub(super) fn prefix(&self) -> String {
-        let mut prefix = contender::protected_prefix(&self.config.id);
-        prefix.push_str(self.config.kind.marker());
-        prefix
+        match self.config.naming {
+            Naming::Curator => {
+                let mut prefix = contender::protected_prefix(&self.config.id);
+                prefix.push_str(self.config.kind.marker());
+                prefix
+            }
+            Naming::Kazoo => alloc::format!("{}{}", self.config.id, contender::KAZOO_LOCK),
+        }
     }
 
     /// The ACL to create with (see [`LockConfig::acl`]).

@@ -175,5 +175,5 @@ pub use revoke::Revoke;
 pub(crate) use types::compact_acl;
 pub use types::{
     node_id, Acquire, AcquireWait, HoldState, LockChange, LockConfig, LockEvent, LockKind,
-    LockStatus, LostReason, Release, CURATOR_REVOKE, GRANT, MAX_SUCCESSORS, NOTICE, REVOKE,
+    LockStatus, LostReason, Naming, Release, CURATOR_REVOKE, GRANT, MAX_SUCCESSORS, NOTICE, REVOKE,
 };

@@ -95,6 +95,18 @@ impl LockKind {
     }
 }
 
+/// How a lock names its contender node.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Naming {
+    /// Curator's: `_c_<id>-<marker><sequence>` (what every recipe of the project uses).
+    #[default]
+    Curator,
+    /// kazoo's `Lock`: `<id>__lock__<sequence>` (exclusive locks only; the set
+    /// partitioner's item locks, which kazoo's `SetPartitioner` must see). The id is
+    /// still what finds a create whose reply was lost.
+    Kazoo,
+}
+
 /// How to take a lock.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct LockConfig {
@@ -134,6 +146,8 @@ pub struct LockConfig {
     /// How long a try-lock (or an attempt whose deadline passed while its first
     /// listing was on the way) waits for that listing. Default 1 s.
     pub try_grace: Duration,
+    /// How our node is named (Curator's by default).
+    pub naming: Naming,
 }
 
 /// `acl` as a [`LockConfig::acl`] keeps it: the open ACL as empty (no copy).
@@ -159,6 +173,7 @@ impl LockConfig {
             watch_own_node: true,
             reentrant: false,
             try_grace: Duration::from_secs(1),
+            naming: Naming::Curator,
         }
     }
 }

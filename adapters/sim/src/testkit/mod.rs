@@ -35,6 +35,7 @@ pub mod inspect;
 pub mod lock;
 pub mod multi_lock;
 pub mod naming;
+pub mod partitioner;
 pub mod queue;
 pub mod semaphore;
 pub mod server_input;
