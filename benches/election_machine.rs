@@ -1,7 +1,7 @@
 //! Cost of the election machines themselves, no I/O: `cargo bench --bench election_machine`.
 //!
 //! * A failover as a follower sees it: join (create2 + listing + own-node read +
-//!   predecessor read: 4 replies), the predecessor's deletion (1 watch), acknowledge
+//!   the predecessor's child watch: 4 replies), the predecessor's deletion (1 watch), acknowledge
 //!   (1 multi reply), close (1 delete reply): 8 inputs (plus the 4 commands).
 //! * An observer reading a 100-candidate listing (1 listing + 100 reads + ack read).
 //!
@@ -22,7 +22,7 @@ const DIR: &str = "/app/election";
 const PREDECESSOR: &str = "/app/election/_c_a-latch-0000000008";
 
 /// Answers every request the machine sent, as a server would; the listing once.
-/// Returns the op of the last watching getData on `watched`, if any.
+/// Returns the op of the last watching read of `watched`, if any.
 fn answer<R: Recipe>(r: &mut R, children: &mut Option<Vec<String>>, watched: &str) -> Option<OpId> {
     let sent: Vec<(OpId, Request)> = std::iter::from_fn(|| r.poll_request()).collect();
     let mut watch = None;
@@ -36,6 +36,11 @@ fn answer<R: Recipe>(r: &mut R, children: &mut Option<Vec<String>>, watched: &st
                     ..Stat::default()
                 },
             }),
+            // The predecessor is watched with a child watch (its deletion fires it).
+            Request::GetChildren(g) if g.path == watched && g.watch => {
+                watch = Some(*id);
+                Ok(Response::Children(Vec::new()))
+            }
             Request::GetChildren(_) => Ok(Response::Children(children.take().unwrap_or_default())),
             Request::GetData(g) => {
                 if g.path == watched {
