@@ -32,6 +32,21 @@ impl CuratorProgram {
     /// Curator jars are missing, or if `javac` fails).
     pub fn compile(src: &Path) -> CuratorProgram {
         let dir = tempfile::tempdir().expect("a temporary directory");
+        Self::compile_into(&[src.to_path_buf()], dir)
+    }
+
+    /// Compiles the Java sources `srcs` in one `javac` run (one JVM start for all)
+    /// into a new directory under `parent`, e.g. a test binary's
+    /// `CARGO_TARGET_TMPDIR`; panics as [`compile`](Self::compile) does.
+    pub fn compile_all_in(srcs: &[PathBuf], parent: &Path) -> CuratorProgram {
+        let dir = tempfile::Builder::new()
+            .prefix("curator-classes-")
+            .tempdir_in(parent)
+            .expect("a temporary directory");
+        Self::compile_into(srcs, dir)
+    }
+
+    fn compile_into(srcs: &[PathBuf], dir: tempfile::TempDir) -> CuratorProgram {
         let mut parts: Vec<String> = JARS
             .iter()
             .map(|j| {
@@ -51,10 +66,10 @@ impl CuratorProgram {
             .arg(&classpath)
             .arg("-d")
             .arg(dir.path())
-            .arg(src)
+            .args(srcs)
             .status()
             .expect("javac (a JDK) is needed");
-        assert!(status.success(), "javac failed on {}", src.display());
+        assert!(status.success(), "javac failed on {srcs:?}");
         CuratorProgram {
             _classes: dir,
             classpath,

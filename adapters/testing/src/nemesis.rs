@@ -56,11 +56,10 @@ pub use schedule::{
 use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
-use std::process::Command;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::proxy::{Flow, FlowControl, LinkProxy};
-use crate::server::{EnsembleOptions, PeerPorts, TestEnsemble};
+use crate::server::{freeze, signal, EnsembleOptions, PeerPorts, TestEnsemble};
 
 /// A small deterministic generator (SplitMix64): the nemesis's draws from a seed.
 #[derive(Clone, Debug)]
@@ -371,7 +370,7 @@ impl Nemesis {
             return Ok(());
         }
         let at = history::now_micros();
-        signal(pid, "-STOP")?;
+        freeze(pid)?;
         l.paused_since = Some(at);
         Ok(())
     }
@@ -413,17 +412,5 @@ impl Drop for Nemesis {
     fn drop(&mut self) {
         self.resume_all();
         self.heal();
-    }
-}
-
-fn signal(pid: u32, sig: &str) -> io::Result<()> {
-    let status = Command::new("kill")
-        .arg(sig)
-        .arg(pid.to_string())
-        .status()?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(io::Error::other(format!("kill {sig} {pid} failed")))
     }
 }

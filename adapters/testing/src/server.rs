@@ -236,15 +236,7 @@ impl Jvm {
         let Some(child) = &self.child else {
             return Err(io::Error::other("server is not running"));
         };
-        let status = Command::new("kill")
-            .arg(sig)
-            .arg(child.id().to_string())
-            .status()?;
-        if status.success() {
-            Ok(())
-        } else {
-            Err(io::Error::other(format!("kill {sig} failed")))
-        }
+        signal(child.id(), sig)
     }
 
     /// SIGTERM, then SIGKILL if it lingers; waits for the process.
@@ -416,9 +408,15 @@ impl TestServer {
         self.jvm.wait_ready(Duration::from_secs(60))
     }
 
-    /// Freezes the JVM (SIGSTOP): connections stay open but nothing answers.
+    /// Freezes the JVM (SIGSTOP): connections stay open but nothing answers. Returns
+    /// once every thread of the JVM has stopped (a thread already running when the
+    /// signal is sent can otherwise still answer a request sent just after).
     pub fn pause(&self) -> io::Result<()> {
-        self.jvm.signal("-STOP")
+        let pid = self
+            .jvm
+            .pid()
+            .ok_or_else(|| io::Error::other("server is not running"))?;
+        freeze(pid)
     }
 
     /// Thaws a paused JVM (SIGCONT).
@@ -440,6 +438,55 @@ impl TestServer {
     pub fn mntr_value(&self, key: &str) -> io::Result<i64> {
         mntr_value(&self.mntr()?, key)
     }
+}
+
+/// Sends `sig` (`-STOP`, `-CONT`, `-TERM`...) to `pid`.
+pub(crate) fn signal(pid: u32, sig: &str) -> io::Result<()> {
+    let status = Command::new("kill")
+        .arg(sig)
+        .arg(pid.to_string())
+        .status()?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!("kill {sig} {pid} failed")))
+    }
+}
+
+/// SIGSTOP to `pid`, then waits (up to 10 s) until every one of its threads is stopped.
+/// `kill` returns once the signal is queued; the stop itself begins when one of the
+/// process's threads next runs, and until then the others go on (a server thread woken
+/// by a request answers it).
+pub(crate) fn freeze(pid: u32) -> io::Result<()> {
+    signal(pid, "-STOP")?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !all_threads_stopped(pid)? {
+        if Instant::now() > deadline {
+            return Err(io::Error::other(format!(
+                "process {pid} did not stop within 10 s of SIGSTOP"
+            )));
+        }
+        thread::sleep(Duration::from_millis(1));
+    }
+    Ok(())
+}
+
+/// Whether every thread of `pid` is in state `T` (stopped) per `/proc/<pid>/task/*/stat`.
+fn all_threads_stopped(pid: u32) -> io::Result<bool> {
+    for task in fs::read_dir(format!("/proc/{pid}/task"))? {
+        // A thread that ended since the listing has nothing left to stop.
+        let Ok(stat) = fs::read_to_string(task?.path().join("stat")) else {
+            continue;
+        };
+        // `pid (comm) S ...`: the state follows the last `)` (comm may hold any byte).
+        let state = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.trim_start().chars().next());
+        if !matches!(state, Some('T' | 't')) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 fn parse_mntr(text: &str) -> io::Result<HashMap<String, String>> {

@@ -16,62 +16,15 @@
 // A test is a driver: it owns the clock.
 #![allow(clippy::disallowed_methods)]
 
-use std::io::{BufRead, BufReader, Lines};
-use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::Duration;
 
 use zk_recipes_testing::TestServer;
 use zk_recipes_tokio::{connect, Options, ServiceCacheEvent, ServiceInstance, ServiceType};
 
-use crate::support as curator_support;
+use crate::support::{self as curator_support, Proc};
 
 const BASE: &str = "/interop/services";
 const W: Duration = Duration::from_secs(20);
-
-/// A child process that prints lines; killed with SIGKILL on drop.
-struct Proc {
-    child: Child,
-    lines: Lines<BufReader<ChildStdout>>,
-}
-
-impl Proc {
-    fn spawn(mut cmd: Command) -> Proc {
-        let mut child = cmd
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("the process starts");
-        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        Proc { child, lines }
-    }
-
-    /// The next line that starts with `prefix`, skipping others (libtest's own lines).
-    fn line(&mut self, prefix: &str) -> String {
-        loop {
-            let l = self
-                .lines
-                .next()
-                .unwrap_or_else(|| panic!("no `{prefix}` line"))
-                .unwrap();
-            if l.starts_with(prefix) {
-                return l;
-            }
-        }
-    }
-
-    /// SIGKILL (`Child::kill` on Unix), then reaped.
-    fn kill9(&mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn ours() -> ServiceInstance {
     let mut i = ServiceInstance::new("web", "rust-1", "10.2.2.2", 8080);
@@ -118,27 +71,9 @@ async fn see_each_other() {
     let mut cache = zk.service_cache(BASE, "web").unwrap();
     cache.synced().await.unwrap();
 
-    let mut java = {
-        let mut cmd = Command::new("java");
-        cmd.arg("-cp")
-            .arg(&cp)
-            .arg("CuratorDiscovery")
-            .arg(&cs)
-            .arg(BASE);
-        Proc::spawn(cmd)
-    };
+    let mut java = Proc::java(&cp, "CuratorDiscovery", &[&cs, BASE]);
     java.line("READY");
-    let mut rust = {
-        let mut cmd = Command::new(std::env::current_exe().unwrap());
-        cmd.args([
-            "--exact",
-            "discovery::rust_registrant_child",
-            "--ignored",
-            "--nocapture",
-        ])
-        .env("DISCO_CHILD", &cs);
-        Proc::spawn(cmd)
-    };
+    let mut rust = Proc::this_test("discovery::rust_registrant_child", &[("DISCO_CHILD", &cs)]);
     rust.line("REGISTERED");
 
     // Ours reads Curator's instance with every field.

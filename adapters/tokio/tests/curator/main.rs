@@ -4,9 +4,11 @@
 
 mod support;
 
+mod cache;
 mod delay_queue;
 mod discovery;
 mod double_barrier;
+mod group;
 mod kazoo;
 mod latch;
 mod lock;
@@ -14,3 +16,5 @@ mod multi_lock;
 mod queue;
 mod semaphore;
 mod shared_count;
+#[cfg(feature = "tls")]
+mod tls_lock;
