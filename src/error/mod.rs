@@ -115,6 +115,13 @@ pub enum Error {
         /// The directory.
         path: String,
     },
+    /// The server refused to create a TTL node at `path` because TTL nodes are off
+    /// (a 3.5+ server answers `Unimplemented` unless it was started with
+    /// `-Dzookeeper.extendedTypesEnabled=true`).
+    TtlNodesDisabled {
+        /// The TTL node the recipe tried to create.
+        path: String,
+    },
 }
 
 impl Error {
@@ -128,6 +135,7 @@ impl Error {
             Error::Timeout => Some(ErrorCode::OperationTimeout),
             Error::InvalidPath { .. } => Some(ErrorCode::BadArguments),
             Error::NoParent { .. } | Error::ChrootMissing => Some(ErrorCode::NoNode),
+            Error::TtlNodesDisabled { .. } => Some(ErrorCode::Unimplemented),
             _ => None,
         }
     }
@@ -297,6 +305,10 @@ impl fmt::Display for Error {
             ),
             Error::ChrootMissing => f.write_str(
                 "the chroot of the connection string does not exist on the server; create it first",
+            ),
+            Error::TtlNodesDisabled { path } => write!(
+                f,
+                "cannot create the TTL node {path}: the server has TTL nodes off (start it with -Dzookeeper.extendedTypesEnabled=true)"
             ),
         }
     }

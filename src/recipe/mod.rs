@@ -75,6 +75,7 @@ pub mod path;
 pub mod queue;
 pub mod rendezvous;
 pub mod semaphore;
+pub mod ttl_node;
 pub mod two_phase;
 pub mod value;
 pub(crate) mod watcher;

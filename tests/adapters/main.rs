@@ -345,6 +345,7 @@ mod tokio_only;
 forms!(read_only_both, "read_only_both.rs");
 forms!(sasl_both, "sasl_both.rs");
 forms!(tls_both, "tls_both.rs");
+forms!(ttl_node_adapters, "ttl_node_adapters.rs");
 forms!(two_phase_adapters, "two_phase_adapters.rs");
 forms!(value_adapters, "value_adapters.rs");
 forms!(watch_node, "watch_node.rs");

@@ -40,3 +40,38 @@ fn dropping_a_pending_semaphore_acquire_deletes_its_nodes() {
         held.release().await.expect("released");
     });
 }
+
+/// A real 3.8 server with TTL nodes off answers `createTTL` with `Unimplemented`: the
+/// TTL node ends with `TtlNodesDisabled`, naming the node and the server flag.
+#[test]
+fn a_ttl_node_on_a_server_with_ttl_nodes_off_fails_naming_the_cause() {
+    let opts = zk_recipes_testing::Options {
+        ttl_nodes: false,
+        ..zk_recipes_testing::Options::default()
+    };
+    let server = TestServer::start_with(opts).expect("a real ZooKeeper");
+    let cs = server.connect_string();
+    run(async {
+        let a = connect(&cs).await;
+        let raw = a
+            .create(
+                "/off-raw",
+                Vec::new(),
+                &zt::CreateOptions::mode(zt::CreateMode::PersistentWithTtl)
+                    .ttl(Duration::from_secs(1)),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(raw.code(), Some(zt::ErrorCode::Unimplemented), "{raw}");
+        let mut node = a.ttl_node("/off/n", "x", Duration::from_secs(1)).unwrap();
+        let err = node.present(Duration::from_secs(10)).await.unwrap_err();
+        assert_eq!(
+            err,
+            zt::Error::TtlNodesDisabled {
+                path: "/off/n/touch".into()
+            }
+        );
+        assert!(err.to_string().contains("extendedTypesEnabled"), "{err}");
+        a.close().await;
+    });
+}

@@ -22,5 +22,6 @@ mod queue_props;
 mod semaphore_props;
 mod server_input_props;
 mod session_props;
+mod ttl_node_props;
 mod two_phase_props;
 mod value_props;

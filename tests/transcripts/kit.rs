@@ -129,6 +129,7 @@ pub fn line(r: &Request) -> String {
         Request::Create(c) => create_line("create", c),
         Request::Create2(c) => create_line("create2", c),
         Request::CreateContainer(c) => container_line(c),
+        Request::CreateTtl(c) => format!("createTTL {} ttl={}{}", c.path, c.ttl, opt_data(&c.data)),
         Request::Delete(d) => delete_line(d),
         Request::Exists(g) => format!("exists{} {}", bang(g.watch), g.path),
         Request::GetData(g) => format!("get{} {}", bang(g.watch), g.path),

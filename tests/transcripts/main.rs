@@ -26,5 +26,6 @@ mod queue_script;
 mod queue_transcripts;
 mod rendezvous_transcripts;
 mod semaphore_transcripts;
+mod ttl_node_transcripts;
 mod two_phase_transcripts;
 mod value_transcripts;

@@ -42,6 +42,8 @@ mod naming;
 mod queue;
 #[path = "semaphore.rs"]
 mod semaphore;
+#[path = "ttl_node.rs"]
+mod ttl_node;
 #[path = "two_phase.rs"]
 mod two_phase;
 #[path = "value.rs"]
@@ -67,6 +69,7 @@ pub use multi_lock::{MultiLock, MultiLockGuard, MultiLockState};
 pub use naming::IdGenerator;
 pub use queue::{Claimed, Queue};
 pub use semaphore::{Lease, LeaseState, Semaphore};
+pub use ttl_node::TtlNodeHandle;
 pub use two_phase::{Transaction, TransactionBuilder, TransactionSite};
 pub use value::{CounterFormat, CounterHandle, CounterWatchEvent, CounterWatchHandle};
 pub use zk_recipes;
@@ -98,6 +101,7 @@ pub use zk_recipes::recipe::naming::ResolveConfig;
 pub use zk_recipes::recipe::node::{NodeWatchEvent, OwnedNodeConfig, OwnedNodeEvent};
 pub use zk_recipes::recipe::queue::Item as QueueItem;
 pub use zk_recipes::recipe::rendezvous::{Master, RendezvousEvent, Worker};
+pub use zk_recipes::recipe::ttl_node::{TtlNodeConfig, TtlNodeEvent};
 pub use zk_recipes::recipe::two_phase::{CoordinatorEvent, Outcome, Variant, Vote, VoteOutcome};
 pub use zk_recipes::recipe::value::UpdateConfig;
 pub use zk_recipes::recipe::Recipe;

@@ -51,6 +51,7 @@ pub mod sim_queue;
 pub mod sim_semaphore;
 pub mod sim_two_phase;
 pub mod sim_value;
+pub mod ttl_node;
 pub mod two_phase;
 pub mod value;
 pub mod zk;

@@ -47,7 +47,12 @@
 //! `removeWatches` and `checkWatches` (like `setWatches2`) are served after the
 //! follower caught up, as it may at any time.
 //!
-//! Not modelled: ACLs (a create may be refused by path: [`Zk::refused`]), TTL nodes,
+//! TTL nodes (`createTTL`; off: [`Zk::ttl_nodes`]) are reaped like containers, at any
+//! point, once childless and unmodified for their TTL by the server's clock
+//! ([`Zk::clock_ms`]: the latest time of any client, started by a harness that uses
+//! TTL nodes).
+//!
+//! Not modelled: ACLs (a create may be refused by path: [`Zk::refused`]),
 //! the client-side `*WatchRemoved` events a `removeWatches` tells registrants of.
 
 use alloc::collections::{BTreeMap, VecDeque};
@@ -84,6 +89,18 @@ pub struct ZNode {
     pub creates: i32,
     /// Created as a container: reaped once it has had a child and has none.
     pub container: bool,
+    /// A TTL node (`createTTL`): reaped once childless and unmodified for its TTL.
+    pub ttl: Option<NodeTtl>,
+}
+
+/// A TTL node's clock: its TTL and the server time of its last create or `setData`
+/// (its `mtime`, which the server's TTL check counts from).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct NodeTtl {
+    /// The TTL, ms.
+    pub ttl_ms: i64,
+    /// Server time of the last modification, ms.
+    pub mtime_ms: i64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -191,6 +208,14 @@ pub struct Zk {
     /// `addWatch` is served (ZooKeeper 3.6+, the default); off: answered
     /// `Unimplemented`, as a 3.5 server does.
     pub persistent_watches: bool,
+    /// TTL nodes on (`zookeeper.extendedTypesEnabled`, the default here); off:
+    /// `createTTL` is answered `Unimplemented`, as a real 3.8 server does.
+    pub ttl_nodes: bool,
+    /// The server's clock in ms, for TTL nodes: `None` (the default: states carry no
+    /// clock, and TTL nodes never lapse) unless a harness that uses TTL nodes starts it
+    /// (`Some(0)`, at the clients' time zero); then the latest time of any client
+    /// ([`ModelWorld`] moves it as the clients' time passes).
+    pub clock_ms: Option<i64>,
 }
 
 /// A served single-node write the server applied (see [`Zk::journal`]).
@@ -277,6 +302,7 @@ impl Zk {
                 cversion: 0,
                 creates: 0,
                 container: false,
+                ttl: None,
             },
         );
         let mut zk = Zk {
@@ -292,6 +318,8 @@ impl Zk {
             failed_writes_take_zxids: true,
             journal: None,
             persistent_watches: true,
+            ttl_nodes: true,
+            clock_ms: None,
         };
         for _ in 0..clients {
             zk.open_session();
@@ -524,6 +552,10 @@ impl Zk {
                     },
                 })
             }
+            Request::CreateTtl(c) => self.create_ttl(c).map(|(path, node)| Response::PathStat {
+                path,
+                stat: stat_of(&node, 0),
+            }),
             Request::Delete(d) => self.delete(&d.path, d.version).map(|()| Response::Empty),
             Request::SetData(d) => self
                 .set_data(&d.path, &d.data, d.version)
@@ -639,6 +671,7 @@ impl Zk {
             cversion: 0,
             creates: 0,
             container: mode == CreateMode::Container,
+            ttl: None,
         };
         self.nodes.insert(path.clone(), node.clone());
         if let Some(p) = self.nodes.get_mut(&parent) {
@@ -651,6 +684,46 @@ impl Zk {
         self.fire(&parent, WatchKind::Child, EventType::NodeChildrenChanged);
         self.fire_persistent(&parent, EventType::NodeChildrenChanged);
         Ok((path, node))
+    }
+
+    /// Creates a TTL node (`createTTL`): refused with `Unimplemented` when TTL nodes
+    /// are off, `BadArguments` for a mode other than the two TTL modes or a TTL out of
+    /// 1 ..= 2^40 - 1 ms, as ZooKeeper does.
+    fn create_ttl(&mut self, r: &CreateTtlRequest) -> Result<(String, ZNode), ErrorCode> {
+        if !self.ttl_nodes {
+            return Err(ErrorCode::Unimplemented);
+        }
+        let mode = CreateMode::from_i32(r.flags);
+        let ttl_mode = matches!(
+            mode,
+            Some(CreateMode::PersistentWithTtl | CreateMode::PersistentSequentialWithTtl)
+        );
+        if !ttl_mode || !(1..(1 << 40)).contains(&r.ttl) {
+            return Err(ErrorCode::BadArguments);
+        }
+        let c = CreateRequest {
+            path: r.path.clone(),
+            data: r.data.clone(),
+            acl: r.acl.clone(),
+            flags: r.flags,
+        };
+        let (path, mut node) = self.create(0, &c)?;
+        let now = self.clock_ms.unwrap_or(0);
+        node.ttl = Some(NodeTtl {
+            ttl_ms: r.ttl,
+            mtime_ms: now,
+        });
+        if let Some(n) = self.nodes.get_mut(&path) {
+            n.ttl = node.ttl;
+        }
+        Ok((path, node))
+    }
+
+    /// The server's clock moves to `ms` (never back), if it was started.
+    pub fn clock_to(&mut self, ms: i64) {
+        if let Some(c) = self.clock_ms.as_mut() {
+            *c = (*c).max(ms);
+        }
     }
 
     fn delete(&mut self, path: &str, version: i32) -> Result<(), ErrorCode> {
@@ -698,6 +771,9 @@ impl Zk {
         n.data = data.clone();
         n.version += 1;
         n.mzxid = zxid;
+        if let (Some(t), Some(now)) = (n.ttl.as_mut(), self.clock_ms) {
+            t.mtime_ms = now;
+        }
         let stat = stat_of(n, children);
         self.fire(path, WatchKind::Data, EventType::NodeDataChanged);
         self.fire_persistent(path, EventType::NodeDataChanged);
@@ -740,11 +816,17 @@ impl Zk {
     /// The containers the server may reap now, in path order: created as containers,
     /// with no child, and a child counter past zero (they had a child: ZooKeeper's
     /// container manager reaps only those, so a container just made is not reaped
-    /// before its first child lands).
+    /// before its first child lands); and the TTL nodes with no child whose last
+    /// modification is older than their TTL by the server's clock.
     pub fn reapable(&self) -> Vec<String> {
+        let now = self.clock_ms.unwrap_or(0);
         self.nodes
             .iter()
-            .filter(|(p, n)| n.container && n.creates > 0 && self.children(p).is_empty())
+            .filter(|(p, n)| {
+                let container = n.container && n.creates > 0;
+                let lapsed = n.ttl.is_some_and(|t| now - t.mtime_ms > t.ttl_ms);
+                (container || lapsed) && self.children(p).is_empty()
+            })
             .map(|(p, _)| p.clone())
             .collect()
     }
@@ -1040,6 +1122,7 @@ impl Zk {
             Request::Create(c) | Request::Create2(c) | Request::CreateContainer(c) => {
                 Some(c.path.clone())
             }
+            Request::CreateTtl(c) => Some(c.path.clone()),
             Request::SetData(d) => Some(d.path.clone()),
             Request::Delete(d) => Some(d.path.clone()),
             _ => None,
@@ -1208,6 +1291,7 @@ impl<R: Recipe> ModelWorld<R> {
     /// collects its events; a done machine is dropped, as hosts do.
     pub fn pump(&mut self, c: usize) -> Vec<Happened<R::Event>> {
         let mut out = Vec::new();
+        self.zk.clock_to((self.now[c].as_micros() / 1000) as i64);
         let Some(m) = self.machines[c].as_mut() else {
             return out;
         };
