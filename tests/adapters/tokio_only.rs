@@ -49,7 +49,7 @@ fn a_ttl_node_on_a_server_with_ttl_nodes_off_fails_naming_the_cause() {
         ttl_nodes: false,
         ..zk_recipes_testing::Options::default()
     };
-    let server = TestServer::start_with(opts).expect("a real ZooKeeper");
+    let server = zk_recipes_testing::TestServer::start_with(opts).expect("a real ZooKeeper");
     let cs = server.connect_string();
     run(async {
         let a = connect(&cs).await;
