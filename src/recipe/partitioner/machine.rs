@@ -6,7 +6,9 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::mem;
 
-use super::{member_identifier, partition, HeldItem, PartitionEvent, PartitionerConfig, MAX_ITEMS};
+use super::types::{
+    member_identifier, partition, HeldItem, PartitionEvent, PartitionerConfig, MAX_ITEMS,
+};
 use crate::error::Error;
 use crate::proto::*;
 use crate::recipe::kit::{join, to_parts, Kit, ParentStep, Parts};
