@@ -147,6 +147,36 @@ impl<R: Recipe> Harness<R> {
         self.trace.push(line);
     }
 
+    /// An operator's fault or the server's reaping: when `arg`'s low bit is 0 and `dir`
+    /// has children, an operator deletes the one `pick` chooses (any version) and this
+    /// says whether the delete applied; else the server reaps a container (`arg >> 1`
+    /// chooses which, if any is reapable).
+    pub fn operator_deletes_a_child_or_reaps(&mut self, dir: &str, arg: u8, pick: usize) -> bool {
+        let nodes = if self.world.zk.nodes.contains_key(dir) {
+            self.world.zk.children(dir)
+        } else {
+            Vec::new()
+        };
+        if arg & 1 == 0 && !nodes.is_empty() {
+            let p = format!("{dir}/{}", nodes[pick % nodes.len()]);
+            let r = self.world.zk.write_as(
+                None,
+                &Request::Delete(DeleteRequest {
+                    path: p.clone(),
+                    version: -1,
+                }),
+            );
+            self.note(format!("  an operator deletes {p}: {r:?}"));
+            return r.is_ok();
+        }
+        let n = self.world.zk.reapable().len().max(1);
+        if self.world.zk.reap(usize::from(arg >> 1) % n) {
+            self.faults.reaps += 1;
+            self.note("  the server reaps a container".into());
+        }
+        false
+    }
+
     /// The trace so far.
     pub fn trace(&self) -> &[String] {
         &self.trace

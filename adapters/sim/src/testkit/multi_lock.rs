@@ -25,11 +25,10 @@
 //! lock node may be left on the server.
 
 use alloc::format;
-use alloc::string::{String, ToString};
+use alloc::string::String;
 use alloc::vec::Vec;
 use core::time::Duration;
 
-use zk_recipes::proto::*;
 use zk_recipes::recipe::multi_lock::{HeldLock, MultiLock, MultiLockConfig, MultiLockEvent};
 
 use super::harness::{self, FaultCounts, Harness, Machines, Script, ME};
@@ -325,30 +324,8 @@ impl Script<MultiLock> for MlScript {
             _ => {
                 // The operator deletes a lock node; or the server reaps a container.
                 let dir = DIRS[usize::from(arg >> 1) % DIRS.len()];
-                let nodes = if h.world.zk.nodes.contains_key(dir) {
-                    h.world.zk.children(dir)
-                } else {
-                    Vec::new()
-                };
-                if arg & 1 == 0 && !nodes.is_empty() {
-                    let p = format!("{dir}/{}", nodes[usize::from(arg >> 3) % nodes.len()]);
-                    let r = h.world.zk.write_as(
-                        None,
-                        &Request::Delete(DeleteRequest {
-                            path: p.clone(),
-                            version: -1,
-                        }),
-                    );
-                    h.note(format!("  an operator deletes {p}: {r:?}"));
-                    if r.is_ok() {
-                        self.stats.operator_deletes += 1;
-                    }
-                } else {
-                    let n = h.world.zk.reapable().len().max(1);
-                    if h.world.zk.reap(usize::from(arg >> 1) % n) {
-                        h.faults.reaps += 1;
-                        h.note("  the server reaps a container".to_string());
-                    }
+                if h.operator_deletes_a_child_or_reaps(dir, arg, usize::from(arg >> 3)) {
+                    self.stats.operator_deletes += 1;
                 }
                 Ok(())
             }

@@ -26,7 +26,6 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::time::Duration;
 
-use zk_recipes::proto::*;
 use zk_recipes::recipe::partitioner::{HeldItem, PartitionEvent, Partitioner, PartitionerConfig};
 
 use super::harness::{self, FaultCounts, Harness, Machines, Script, ME};
@@ -347,30 +346,8 @@ impl Script<Partitioner> for PartScript {
                     .chain([format!("{PATH}/party")])
                     .collect();
                 let dir = &dirs[usize::from(arg >> 1) % dirs.len()];
-                let nodes = if h.world.zk.nodes.contains_key(dir) {
-                    h.world.zk.children(dir)
-                } else {
-                    Vec::new()
-                };
-                if arg & 1 == 0 && !nodes.is_empty() {
-                    let p = format!("{dir}/{}", nodes[usize::from(arg >> 4) % nodes.len()]);
-                    let r = h.world.zk.write_as(
-                        None,
-                        &Request::Delete(DeleteRequest {
-                            path: p.clone(),
-                            version: -1,
-                        }),
-                    );
-                    h.note(format!("  an operator deletes {p}: {r:?}"));
-                    if r.is_ok() {
-                        self.stats.operator_deletes += 1;
-                    }
-                } else {
-                    let n = h.world.zk.reapable().len().max(1);
-                    if h.world.zk.reap(usize::from(arg >> 1) % n) {
-                        h.faults.reaps += 1;
-                        h.note("  the server reaps a container".to_string());
-                    }
+                if h.operator_deletes_a_child_or_reaps(dir, arg, usize::from(arg >> 4)) {
+                    self.stats.operator_deletes += 1;
                 }
                 Ok(())
             }

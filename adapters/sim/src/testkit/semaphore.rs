@@ -24,7 +24,7 @@
 //! done, and no lock or lease node may be left on the server.
 
 use alloc::format;
-use alloc::string::{String, ToString};
+use alloc::string::String;
 use alloc::vec::Vec;
 use core::time::Duration;
 
@@ -302,30 +302,8 @@ impl Script<Semaphore> for SemScript {
             }
             _ => {
                 // The operator deletes a lease node; or the server reaps a container.
-                let leases = if h.world.zk.nodes.contains_key(LEASES) {
-                    h.world.zk.children(LEASES)
-                } else {
-                    Vec::new()
-                };
-                if arg & 1 == 0 && !leases.is_empty() {
-                    let p = format!("{LEASES}/{}", leases[usize::from(arg >> 1) % leases.len()]);
-                    let r = h.world.zk.write_as(
-                        None,
-                        &Request::Delete(DeleteRequest {
-                            path: p.clone(),
-                            version: -1,
-                        }),
-                    );
-                    h.note(format!("  an operator deletes {p}: {r:?}"));
-                    if r.is_ok() {
-                        self.stats.operator_deletes += 1;
-                    }
-                } else {
-                    let n = h.world.zk.reapable().len().max(1);
-                    if h.world.zk.reap(usize::from(arg >> 1) % n) {
-                        h.faults.reaps += 1;
-                        h.note("  the server reaps a container".to_string());
-                    }
+                if h.operator_deletes_a_child_or_reaps(LEASES, arg, usize::from(arg >> 1)) {
+                    self.stats.operator_deletes += 1;
                 }
                 Ok(())
             }
