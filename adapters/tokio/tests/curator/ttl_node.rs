@@ -16,6 +16,7 @@
 
 use std::time::{Duration, Instant};
 
+use zk_recipes::proto::Stat;
 use zk_recipes_testing::{Options as ServerOptions, TestServer};
 use zk_recipes_tokio::{connect, Client, Options};
 
@@ -24,12 +25,45 @@ use crate::support::{self as curator_support, Proc};
 const TTL: Duration = Duration::from_millis(1000);
 const TTL_MS: &str = "1000";
 
+/// Curator's `PersistentTtlNode` on `path` (data "java") in a process of its own,
+/// once its client read `existing` there (`-`: nothing), `waitForInitialCreate` was
+/// true and its touch child is on the server.
+fn curator_node(cp: &str, cs: &str, path: &str, existing: &str) -> Proc {
+    let mut java = Proc::java(cp, "CuratorTtlNode", &[cs, path, TTL_MS, "java"]);
+    assert_eq!(java.line("EXISTING"), format!("EXISTING {existing}"));
+    assert_eq!(java.line("CREATED"), "CREATED true");
+    java.line("TOUCHED");
+    java
+}
+
+/// The touch child of `path`'s stat after more than its TTL: the same child as
+/// `first` (not lapsed and made again), touched since (its version moved on).
+async fn touched_past_ttl(zk: &Client, path: &str, first: &Stat) -> Stat {
+    tokio::time::sleep(TTL * 3 / 2).await;
+    let touch = format!("{path}/touch");
+    let later = zk
+        .exists(&touch)
+        .await
+        .unwrap()
+        .expect("lapsed while touched");
+    assert_eq!(later.czxid, first.czxid, "the touch child was made again");
+    assert!(later.version > first.version, "{first:?} -> {later:?}");
+    later
+}
+
 /// Waits until `path` is gone (our raw `exists`), at most `TTL * 8` (Curator's session
-/// lasts 20 s: a node gone by then went by its TTL); how long after `since` it went.
-async fn gone_after(zk: &Client, path: &str, since: Instant) -> Duration {
+/// lasts 20 s: a node gone by then went by its TTL), measured from now; checks it went
+/// no sooner than its TTL allows (the last touch was at most `ttl / 2` ago).
+async fn lapses(zk: &Client, path: &str) -> Duration {
+    let since = Instant::now();
     loop {
         if zk.exists(path).await.unwrap().is_none() {
-            return since.elapsed();
+            let gone = since.elapsed();
+            assert!(
+                gone >= TTL / 4,
+                "{path} gone {gone:?} after: before its TTL"
+            );
+            return gone;
         }
         assert!(
             since.elapsed() < TTL * 8,
@@ -54,78 +88,39 @@ async fn curator_and_ours_keep_one_ttl_node_and_it_lapses_after_both_stop() {
     let zk = connect(&cs, Options::default()).await.unwrap();
 
     // (1) Curator's node, read by ours: the data at `<path>`, the `touch` child, kept
-    // past its TTL by Curator's touches (the same child, its version moved on).
+    // past its TTL by Curator's touches.
     let path = "/interop/ttl/curator";
-    let touch = format!("{path}/touch");
-    let mut java = Proc::java(&cp, "CuratorTtlNode", &[&cs, path, TTL_MS, "java"]);
-    assert_eq!(java.line("EXISTING"), "EXISTING -");
-    assert_eq!(java.line("CREATED"), "CREATED true");
-    java.line("TOUCHED");
+    let mut java = curator_node(&cp, &cs, path, "-");
     assert_eq!(&zk.get_data(path).await.unwrap().0[..], b"java");
-    let first = zk
-        .exists(&touch)
-        .await
-        .unwrap()
-        .expect("Curator's touch child");
-    tokio::time::sleep(TTL * 3 / 2).await;
-    let later = zk
-        .exists(&touch)
-        .await
-        .unwrap()
-        .expect("lapsed while touched");
-    assert_eq!(later.czxid, first.czxid, "the touch child was made again");
-    assert!(later.version > first.version, "{first:?} -> {later:?}");
+    let first = zk.exists(&format!("{path}/touch")).await.unwrap();
+    touched_past_ttl(&zk, path, &first.expect("Curator's touch child")).await;
     // Killed with SIGKILL: the child lapses after its TTL (counted from the last
-    // touch, at most ttl / 2 before the kill), then the container goes.
+    // touch), then the container goes.
     java.kill9();
-    let gone = gone_after(&zk, path, Instant::now()).await;
-    assert!(
-        gone >= TTL / 4,
-        "gone {gone:?} after the kill: before its TTL"
-    );
+    let gone = lapses(&zk, path).await;
     println!("Curator's node gone {gone:?} after its process was killed (TTL {TTL:?})");
 
     // (2) Ours keeps a node; Curator's `PersistentTtlNode` on the same path adopts it:
     // its client reads our data, its create finds our container (same czxid) and
     // writes its data in, and its touches land on our touch child (same czxid).
     let path = "/interop/ttl/ours";
-    let touch = format!("{path}/touch");
     let mut ours = zk.ttl_node(path, "ours", TTL).unwrap();
     ours.present(Duration::from_secs(10)).await.unwrap();
     let container = zk.exists(path).await.unwrap().expect("our container");
-    let first = zk.exists(&touch).await.unwrap().expect("our touch child");
-    let mut java = Proc::java(&cp, "CuratorTtlNode", &[&cs, path, TTL_MS, "java"]);
-    assert_eq!(java.line("EXISTING"), "EXISTING ours");
-    assert_eq!(java.line("CREATED"), "CREATED true");
-    java.line("TOUCHED");
+    let first = zk.exists(&format!("{path}/touch")).await.unwrap();
+    let first = first.expect("our touch child");
+    let mut java = curator_node(&cp, &cs, path, "ours");
     let (data, stat) = zk.get_data(path).await.unwrap();
     assert_eq!((&data[..], stat.czxid), (&b"java"[..], container.czxid));
-    tokio::time::sleep(TTL * 3 / 2).await;
-    let later = zk
-        .exists(&touch)
-        .await
-        .unwrap()
-        .expect("lapsed while touched");
-    assert_eq!(later.czxid, first.czxid, "the touch child was made again");
+    let both = touched_past_ttl(&zk, path, &first).await;
     // Curator closes (it deletes nothing): ours keeps the node past its TTL.
     java.send("close");
     java.line("CLOSED");
-    tokio::time::sleep(TTL * 3 / 2).await;
+    touched_past_ttl(&zk, path, &both).await;
     assert!(ours.is_present().await.unwrap());
-    let kept = zk
-        .exists(&touch)
-        .await
-        .unwrap()
-        .expect("lapsed while ours touched");
-    assert_eq!(kept.czxid, first.czxid, "the touch child was made again");
-    assert!(kept.version > later.version, "{later:?} -> {kept:?}");
     // Ours closes too: the node lapses after its TTL.
     ours.close().await.unwrap();
-    let gone = gone_after(&zk, path, Instant::now()).await;
-    assert!(
-        gone >= TTL / 4,
-        "gone {gone:?} after ours closed: before its TTL"
-    );
+    let gone = lapses(&zk, path).await;
     println!("the node gone {gone:?} after ours closed (TTL {TTL:?})");
     zk.close().await;
 }
