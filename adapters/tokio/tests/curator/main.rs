@@ -18,3 +18,4 @@ mod semaphore;
 mod shared_count;
 #[cfg(feature = "tls")]
 mod tls_lock;
+mod ttl_node;
