@@ -8,13 +8,19 @@ use std::time::Duration;
 use bytes::Bytes;
 use zk_recipes_testing::TestServer;
 
-/// A client with the queue scenarios' options (5 s call timeout).
+/// A client with the queue scenarios' options (6 s session, 5 s call timeout).
 #[form]
 async fn qconnect(cs: &str) -> zk::Client {
+    qconnect_for(cs, Duration::from_secs(6)).await
+}
+
+/// A client with the queue scenarios' options and a `session` of its own.
+#[form]
+async fn qconnect_for(cs: &str, session: Duration) -> zk::Client {
     zk::connect(
         cs,
         zk::Options::default()
-            .session_timeout(Duration::from_secs(6))
+            .session_timeout(session)
             .connect_timeout(Duration::from_secs(10))
             .call_timeout(Duration::from_secs(5)),
     )
@@ -187,44 +193,89 @@ async fn a_claiming_consumer_closed_mid_batch_leaves_its_items_to_another_on(s: 
     other.close().await;
 }
 
+/// The session outlives the restart, so every put and take must succeed and all 400
+/// items come out exactly once. A 30 s session: under heavy load a restart (SIGTERM, a
+/// new JVM, ready) can outlast the scenarios' usual 6 s, and then the clients expire the
+/// session by their estimate and a put on the wire ends in doubt — the next test's case,
+/// a documented `ConnectionLoss`, which made this one flaky when it unwrapped every put.
 #[test]
 fn the_server_restarted_mid_run_loses_and_doubles_nothing() {
     run(the_server_restarted_mid_run_loses_and_doubles_nothing_on(
         &mut own_server(),
+        Duration::from_secs(30),
+        Duration::ZERO,
     ));
 }
 
+/// The server stays down longer than the 6 s session: the clients expire it by their
+/// estimate and start new ones, so a put or a take on the wire then is in doubt and
+/// fails with `ConnectionLoss` (docs/recipes.md, "Queues"): never a duplicate, every
+/// put answered `Ok` is in the queue (but for what a take in doubt deleted). Slow
+/// (~15 s): `-- --ignored`.
+#[test]
+#[ignore = "slow (~15 s): a restart longer than the session; run with --ignored"]
+fn a_restart_longer_than_the_session_answers_in_doubt_and_doubles_nothing() {
+    run(the_server_restarted_mid_run_loses_and_doubles_nothing_on(
+        &mut own_server(),
+        Duration::from_secs(6),
+        Duration::from_secs(7),
+    ));
+}
+
+/// Producer and consumer run while the server restarts (down for `down` at least);
+/// sessions of `session`. What may go wrong is only what the queue documents: a put or
+/// a take whose request was on the wire when its session ended fails with an error that
+/// says it may have applied — and only if that client's session did end (its id
+/// changed). Whatever the calls answered: nothing is taken twice, nothing taken that
+/// was not put, every put answered `Ok` is taken unless a take in doubt deleted it.
 #[form]
-async fn the_server_restarted_mid_run_loses_and_doubles_nothing_on(s: &mut TestServer) {
+async fn the_server_restarted_mid_run_loses_and_doubles_nothing_on(
+    s: &mut TestServer,
+    session: Duration,
+    down: Duration,
+) {
     let root = "";
     let dir = format!("{root}/qr");
     let cs = s.connect_string();
-    let producer = qconnect(&cs).await;
-    let consumer = qconnect(&cs).await;
+    let producer = qconnect_for(&cs, session).await;
+    let consumer = qconnect_for(&cs, session).await;
     let p = {
         let producer = producer.clone();
         let dir = dir.clone();
         spawn(move || async move {
+            let first = producer.session_id();
             let mut q = producer.queue(&dir);
+            let (mut ok, mut doubt, mut errors) = (Vec::new(), Vec::new(), Vec::new());
             for round in 0..20 {
-                q.put_many(items(&format!("r{round:02}"), 20))
-                    .await
-                    .unwrap();
+                let these = items(&format!("r{round:02}"), 20);
+                let text = these.iter().map(|i| String::from_utf8(i.to_vec()).unwrap());
+                match q.put_many(these.clone()).await {
+                    Ok(_) => ok.extend(text),
+                    Err(e) => {
+                        doubt.extend(text);
+                        errors.push(e);
+                    }
+                }
                 sleep(Duration::from_millis(20)).await;
             }
+            (ok, doubt, errors, producer.session_id() != first)
         })
     };
     let c = {
         let dir = dir.clone();
         spawn(move || async move {
+            let first = consumer.session_id();
             let mut q = consumer.queue(&dir);
-            let mut got = Vec::new();
+            let (mut got, mut errors) = (Vec::new(), Vec::new());
             let mut idle = 0;
             while idle < 6 {
-                let b = q
-                    .take_batch_timeout(16, Duration::from_millis(500))
-                    .await
-                    .unwrap();
+                let b = match q.take_batch_timeout(16, Duration::from_millis(500)).await {
+                    Ok(b) => b,
+                    Err(e) => {
+                        errors.push(e);
+                        continue;
+                    }
+                };
                 if b.is_empty() {
                     idle += 1;
                 } else {
@@ -235,24 +286,50 @@ async fn the_server_restarted_mid_run_loses_and_doubles_nothing_on(s: &mut TestS
                         .map(|i| String::from_utf8(i.data.to_vec()).unwrap()),
                 );
             }
+            let renewed = consumer.session_id() != first;
             consumer.close().await;
-            got
+            (got, errors, renewed)
         })
     };
     sleep(Duration::from_millis(150)).await;
+    let stopped = std::time::Instant::now();
+    if down > Duration::ZERO {
+        s.stop().unwrap();
+        sleep(down).await;
+    }
     s.restart().unwrap();
-    p.join().await;
-    let got = c.join().await;
-    let set: BTreeSet<_> = got.iter().cloned().collect();
-    assert_eq!(set.len(), got.len(), "no duplicate ({})", NAME);
+    let restart = stopped.elapsed();
+    let (ok, doubt, put_errors, producer_renewed) = p.join().await;
+    let (got, take_errors, consumer_renewed) = c.join().await;
     let rest = drain(&producer, &dir, 64).await;
-    assert_eq!(
-        set.len() + rest.len(),
-        400,
-        "none lost ({}, {} late)",
-        NAME,
+    let what = format!(
+        "{NAME}: server back after {restart:?}, puts failed {put_errors:?} (session renewed: {producer_renewed}), \
+         takes failed {take_errors:?} (session renewed: {consumer_renewed}), \
+         {} taken, {} late",
+        got.len(),
         rest.len()
     );
+    // Only a session's end puts a call in doubt, and then it says so.
+    for (errors, renewed) in [(&put_errors, producer_renewed), (&take_errors, consumer_renewed)] {
+        assert!(errors.is_empty() || renewed, "{what}");
+        assert!(errors.iter().all(|e| e.may_have_applied()), "{what}");
+    }
+    let all: Vec<_> = got.iter().chain(&rest).cloned().collect();
+    let set: BTreeSet<_> = all.iter().cloned().collect();
+    assert_eq!(set.len(), all.len(), "no duplicate ({what})");
+    let put: BTreeSet<_> = ok.iter().chain(&doubt).cloned().collect();
+    assert!(set.is_subset(&put), "nothing taken that was not put ({what})");
+    // A take in doubt deleted up to 16 items nobody received (at most once).
+    let missing = ok.iter().filter(|i| !set.contains(*i)).count();
+    assert!(missing <= 16 * take_errors.len(), "none lost ({what})");
+    if put_errors.is_empty() && take_errors.is_empty() {
+        assert_eq!(set.len(), 400, "none lost ({what})");
+    }
+    if down >= session {
+        // The scenario reaches what it is about: the producer's session ended under its
+        // puts (the consumer, idle while the server is down, may have stopped before).
+        assert!(producer_renewed, "{what}");
+    }
     producer.close().await;
 }
 
