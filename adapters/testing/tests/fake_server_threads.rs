@@ -20,6 +20,21 @@ fn fake_threads() -> usize {
         .count()
 }
 
+/// The `fake-zk` threads still listed a moment after a stop. The stop joins every thread,
+/// but a joined thread's `/proc` entry goes a little after the join returns (the kernel
+/// wakes the joiner before it reaps the task; a CI run on a loaded machine saw one left):
+/// wait up to two seconds for the count to reach zero. A thread truly left running stays.
+fn fake_threads_after_stop() -> usize {
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    loop {
+        let left = fake_threads();
+        if left == 0 || std::time::Instant::now() >= deadline {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 #[test]
 fn every_thread_ends_on_stop() {
     let mut hello = BytesMut::new();
@@ -45,7 +60,7 @@ fn every_thread_ends_on_stop() {
             assert!(fake_threads() >= 1, "{mode:?}");
         }
         drop(server);
-        assert_eq!(fake_threads(), 0, "{mode:?}: threads left after stop");
+        assert_eq!(fake_threads_after_stop(), 0, "{mode:?}: threads left after stop");
         drop(clients);
     }
 
@@ -74,5 +89,5 @@ fn every_thread_ends_on_stop() {
         assert_eq!(std::io::Read::read(s, &mut [0u8; 8]).unwrap(), 0);
     }
     drop(server);
-    assert_eq!(fake_threads(), 0);
+    assert_eq!(fake_threads_after_stop(), 0);
 }
