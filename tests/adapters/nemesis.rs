@@ -167,7 +167,7 @@ fn curator() -> Program {
     let java = COMPILED.get_or_init(|| {
         CuratorProgram::compile(
             &Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("adapters/tokio/tests/curator/CuratorNemesis.java"),
+                .join("../tokio/tests/curator/CuratorNemesis.java"),
         )
     });
     let cp = java.classpath.clone();

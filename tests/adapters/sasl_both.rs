@@ -266,7 +266,7 @@ async fn over_tls() {
 }
 
 /// Not part of the test command: the time to establish a session, with and without
-/// SASL (`cargo test --release --test adapters sasl_both -- --ignored --nocapture
+/// SASL (`cargo test --release -p zk-recipes-scenarios --test adapters sasl_both -- --ignored --nocapture
 /// connect_time`).
 #[test]
 #[ignore]
