@@ -48,7 +48,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::kit::{parent_of, Kit, ParentStep, Plumbing, Protocol};
+use super::kit::{parent_of, protocol_head, Kit, ParentStep, Protocol, Reply};
 use super::{OpId, SessionChange};
 use crate::error::Error;
 use crate::proto::*;
@@ -422,18 +422,10 @@ impl Barrier {
     }
 }
 
-impl Protocol for Barrier {
-    type Event = BarrierEvent;
-
-    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
-        &mut self.kit
-    }
-
-    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+impl Barrier {
+    /// The answer to request `op`, sent for `purpose` (`on_reply`: `protocol_head!`).
+    fn on_answer(&mut self, now: Instant, _op: OpId, purpose: Purpose, result: Reply) {
         // A look behind a failed sync reads as lost (`Outbox::answer`): look again.
-        let Some((purpose, result)) = self.kit.answer(op, result) else {
-            return;
-        };
         if self.phase != Phase::Done {
             match purpose {
                 Purpose::Parent(p) => self.kit.parent_answered(&p, &result),
@@ -445,6 +437,10 @@ impl Protocol for Barrier {
         }
         self.drive(now);
     }
+}
+
+impl Protocol for Barrier {
+    protocol_head!(BarrierEvent, answer);
 
     fn on_watch(&mut self, now: Instant, _op: OpId, event: &WatchEvent) {
         if let Phase::Waiting(waiter) = &mut self.phase {

@@ -54,7 +54,7 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::kit::{join, Kit, Plumbing, Protocol};
+use super::kit::{join, protocol_head, Kit, Protocol, Reply};
 use super::node::{NodeCommands, OwnedNode, OwnedNodeConfig, OwnedNodeEvent};
 use super::watcher::{watcher_protocol, Back, Need, Watcher};
 use super::{OpId, Recipe, SessionChange};
@@ -631,19 +631,18 @@ impl View {
     }
 }
 
-impl Protocol for View {
-    type Event = ViewEvent;
-
-    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
-        &mut self.kit
-    }
-
-    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+impl View {
+    /// The answer to request `op`, sent for `purpose` (`on_reply`: `protocol_head!`).
+    fn on_answer(
+        &mut self,
+        now: Instant,
+        op: OpId,
+        purpose: ViewOp,
+        result: Reply,
+        watch: Option<bool>,
+    ) {
         // A read behind a failed sync reads as lost (`Outbox::answer`): read again,
         // without asking for a second watch if the first was left.
-        let Some((purpose, result, watch)) = self.kit.answer_armed(op, result) else {
-            return;
-        };
         let armed = watch == Some(true);
         if self.watcher.is_done() {
             return;
@@ -656,6 +655,10 @@ impl Protocol for View {
         }
         self.drive(now);
     }
+}
+
+impl Protocol for View {
+    protocol_head!(ViewEvent, armed);
 
     fn on_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
         if self.watcher.is_done() {

@@ -63,7 +63,7 @@ use bytes::Bytes;
 
 use super::contender::{self, LATCH, LEASE, LOCK, READ, WRITE};
 use super::kit::join;
-use super::kit::{Kit, Plumbing, Protocol};
+use super::kit::{protocol_head, Kit, Protocol, Reply};
 use super::queue::{self, Format};
 use super::{OpId, SessionChange};
 use crate::error::Error;
@@ -759,17 +759,9 @@ fn shape_of(mut dir: Dir) -> Shape {
     }
 }
 
-impl Protocol for Inspect {
-    type Event = InspectEvent;
-
-    fn kit(&mut self) -> &mut dyn Plumbing<InspectEvent> {
-        &mut self.kit
-    }
-
-    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some((step, result)) = self.kit.answer(op, result) else {
-            return;
-        };
+impl Inspect {
+    /// The answer to request `op`, sent for `step` (`on_reply`: `protocol_head!`).
+    fn on_answer(&mut self, now: Instant, _op: OpId, step: Step, result: Reply) {
         if self.phase == Phase::Done {
             return;
         }
@@ -812,6 +804,10 @@ impl Protocol for Inspect {
         }
         self.round_done(now);
     }
+}
+
+impl Protocol for Inspect {
+    protocol_head!(InspectEvent, answer);
 
     fn on_session(&mut self, now: Instant, change: SessionChange) {
         match change.end_error() {

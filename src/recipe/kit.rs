@@ -57,6 +57,9 @@ use crate::proto::{
 use crate::session::WatchEvent;
 use crate::time::Instant;
 
+/// A reply to one of a recipe's requests, as [`Recipe::handle_reply`] takes it.
+pub type Reply = Result<Response, Error>;
+
 /// How many times a recipe creates the missing ancestors of a node before giving up.
 pub const MAX_PARENT_ROUNDS: u8 = 2;
 
@@ -632,6 +635,63 @@ impl<T: Protocol> Recipe for T {
         self.finished()
     }
 }
+
+/// The head every `impl` [`Protocol`] on a [`Kit`] writes, once: the event type, the
+/// kit (the field `kit`, or the path named last), and the step of `on_reply` that finds
+/// each reply's purpose in the kit and hands both to the recipe's own
+/// `on_answer(now, op, purpose, result)` (an inherent method: the purpose type stays
+/// the recipe's own). The second word says how the kit reads a reply:
+///
+/// * `answer`: [`Kit::answer`] (a read behind a failed `sync` reads as lost);
+/// * `armed`: [`Kit::answer_armed`], and `on_answer` takes the `watch` it returns last;
+/// * `take`: [`Kit::take`], the reply as it came.
+///
+/// A reply whose op is not in the kit (answered before, or forgotten) goes nowhere.
+///
+/// ```ignore
+/// impl Protocol for Barrier {
+///     protocol_head!(BarrierEvent, answer);
+///     fn on_session(&mut self, now: Instant, change: SessionChange) { /* ... */ }
+///     // ...
+/// }
+/// ```
+macro_rules! protocol_head {
+    ($event:ty, $how:ident) => {
+        $crate::recipe::kit::protocol_head!($event, $how, kit);
+    };
+    ($event:ty, $how:ident, $($kit:ident).+) => {
+        type Event = $event;
+
+        fn kit(&mut self) -> &mut dyn $crate::recipe::kit::Plumbing<Self::Event> {
+            &mut self.$($kit).+
+        }
+
+        fn on_reply(
+            &mut self,
+            now: $crate::time::Instant,
+            op: $crate::recipe::OpId,
+            result: Result<$crate::proto::Response, $crate::error::Error>,
+        ) {
+            $crate::recipe::kit::protocol_head!(@$how self, now, op, result, $($kit).+);
+        }
+    };
+    (@answer $self:ident, $now:ident, $op:ident, $result:ident, $($kit:ident).+) => {
+        if let Some((purpose, result)) = $self.$($kit).+.answer($op, $result) {
+            $self.on_answer($now, $op, purpose, result);
+        }
+    };
+    (@armed $self:ident, $now:ident, $op:ident, $result:ident, $($kit:ident).+) => {
+        if let Some((purpose, result, watch)) = $self.$($kit).+.answer_armed($op, $result) {
+            $self.on_answer($now, $op, purpose, result, watch);
+        }
+    };
+    (@take $self:ident, $now:ident, $op:ident, $result:ident, $($kit:ident).+) => {
+        if let Some(purpose) = $self.$($kit).+.take($op) {
+            $self.on_answer($now, $op, purpose, $result);
+        }
+    };
+}
+pub(crate) use protocol_head;
 
 /// The end of an input: the recipe's rules hold (debug builds only).
 fn checked<T: Protocol>(recipe: &T) {

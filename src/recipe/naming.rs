@@ -117,7 +117,7 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::kit::{Kit, Plumbing, Protocol, MAX_PARENT_ROUNDS};
+use super::kit::{protocol_head, Kit, Protocol, Reply, MAX_PARENT_ROUNDS};
 use super::node::{NodeWatch, OwnedNode, OwnedNodeConfig, Run};
 use super::path::ancestor_result;
 use super::{OpId, SessionChange};
@@ -320,19 +320,11 @@ impl Resolve {
     }
 }
 
-impl Protocol for Resolve {
-    type Event = ResolveEvent;
-
-    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
-        &mut self.kit
-    }
-
-    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+impl Resolve {
+    /// The answer to request `op`, sent for `purpose` (`on_reply`: `protocol_head!`).
+    fn on_answer(&mut self, now: Instant, _op: OpId, purpose: ReadOp, result: Reply) {
         // A read behind a sync that did not happen may be stale: the outbox reads it
         // as lost (`Outbox::answer`), and it is read again.
-        let Some((purpose, result)) = self.kit.answer(op, result) else {
-            return;
-        };
         if self.run == Run::Done || purpose == ReadOp::Sync {
             return;
         }
@@ -349,6 +341,10 @@ impl Protocol for Resolve {
         }
         self.drive(now);
     }
+}
+
+impl Protocol for Resolve {
+    protocol_head!(ResolveEvent, answer);
 
     fn on_watch(&mut self, _now: Instant, _op: OpId, _event: &WatchEvent) {}
 
@@ -950,17 +946,9 @@ impl IdGenerator {
     }
 }
 
-impl Protocol for IdGenerator {
-    type Event = IdEvent;
-
-    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
-        &mut self.kit
-    }
-
-    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some((purpose, result)) = self.kit.answer(op, result) else {
-            return;
-        };
+impl IdGenerator {
+    /// The answer to request `op`, sent for `purpose` (`on_reply`: `protocol_head!`).
+    fn on_answer(&mut self, now: Instant, _op: OpId, purpose: IdOp, result: Reply) {
         if self.life == Life::Done {
             return;
         }
@@ -973,6 +961,10 @@ impl Protocol for IdGenerator {
         }
         self.drive(now);
     }
+}
+
+impl Protocol for IdGenerator {
+    protocol_head!(IdEvent, answer);
 
     fn on_watch(&mut self, _now: Instant, _op: OpId, _event: &WatchEvent) {}
 

@@ -24,7 +24,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::kit::{Kit, Plumbing, Protocol};
+use super::kit::{protocol_head, Kit, Protocol, Reply};
 use super::{OpId, SessionChange};
 use crate::client::ops::{create2, CreateOptions};
 use crate::error::Error;
@@ -199,17 +199,9 @@ impl CreateAll {
     }
 }
 
-impl Protocol for CreateAll {
-    type Event = CreateAllEvent;
-
-    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
-        &mut self.call.kit
-    }
-
-    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some(step) = self.call.kit.take(op) else {
-            return;
-        };
+impl CreateAll {
+    /// The answer to request `op`, sent for `step` (`on_reply`: `protocol_head!`).
+    fn on_answer(&mut self, now: Instant, _op: OpId, step: Step, result: Reply) {
         if self.call.done {
             return;
         }
@@ -252,6 +244,10 @@ impl Protocol for CreateAll {
             },
         }
     }
+}
+
+impl Protocol for CreateAll {
+    protocol_head!(CreateAllEvent, take, call.kit);
 
     fn on_session(&mut self, now: Instant, change: SessionChange) {
         if self.call.session(change, CreateAllEvent::Failed) {
@@ -382,17 +378,9 @@ impl DeleteAll {
     }
 }
 
-impl Protocol for DeleteAll {
-    type Event = Result<(), Error>;
-
-    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
-        &mut self.call.kit
-    }
-
-    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some(step) = self.call.kit.take(op) else {
-            return;
-        };
+impl DeleteAll {
+    /// The answer to request `op`, sent for `step` (`on_reply`: `protocol_head!`).
+    fn on_answer(&mut self, now: Instant, _op: OpId, step: Del, result: Reply) {
         if self.call.done {
             return;
         }
@@ -442,6 +430,10 @@ impl Protocol for DeleteAll {
         }
         self.on_timeout(now);
     }
+}
+
+impl Protocol for DeleteAll {
+    protocol_head!(Result<(), Error>, take, call.kit);
 
     fn on_session(&mut self, now: Instant, change: SessionChange) {
         if self.call.session(change, Err) {

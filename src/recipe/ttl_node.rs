@@ -77,7 +77,7 @@ use alloc::vec::Vec;
 use bytes::Bytes;
 use core::time::Duration;
 
-use super::kit::{join, Kit, ParentStep, Plumbing, Protocol};
+use super::kit::{join, protocol_head, Kit, ParentStep, Protocol, Reply};
 use super::{OpId, SessionChange};
 use crate::error::Error;
 use crate::proto::*;
@@ -523,17 +523,9 @@ impl TtlNode {
     }
 }
 
-impl Protocol for TtlNode {
-    type Event = TtlNodeEvent;
-
-    fn kit(&mut self) -> &mut dyn Plumbing<TtlNodeEvent> {
-        &mut self.kit
-    }
-
-    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some((purpose, result)) = self.kit.answer(op, result) else {
-            return;
-        };
+impl TtlNode {
+    /// The answer to request `op`, sent for `purpose` (`on_reply`: `protocol_head!`).
+    fn on_answer(&mut self, now: Instant, _op: OpId, purpose: Purpose, result: Reply) {
         match (&self.phase, purpose) {
             (Phase::Running { .. }, Purpose::Parent(p)) => {
                 if result.is_ok() {
@@ -556,6 +548,10 @@ impl Protocol for TtlNode {
         }
         self.drive(now);
     }
+}
+
+impl Protocol for TtlNode {
+    protocol_head!(TtlNodeEvent, answer);
 
     fn on_session(&mut self, now: Instant, change: SessionChange) {
         match change {

@@ -8,7 +8,7 @@ use bytes::{Bytes, BytesMut};
 use super::mode::{check_paths, ConfigMode, MAX_MULTI_ROUNDS};
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::kit::{Kit, Plumbing, Protocol, MAX_PARENT_ROUNDS};
+use crate::recipe::kit::{protocol_head, Kit, Protocol, Reply, MAX_PARENT_ROUNDS};
 use crate::recipe::path::{ancestor_creates, ancestor_result};
 use crate::recipe::watcher::Link;
 use crate::recipe::{OpId, SessionChange};
@@ -353,7 +353,7 @@ impl ConfigWriter {
         }
     }
 
-    fn on_answer(&mut self, now: Instant, op: WriteOp, result: Result<Response, Error>) {
+    fn on_purpose(&mut self, now: Instant, op: WriteOp, result: Result<Response, Error>) {
         match op {
             WriteOp::Parent(p) => {
                 if let Some(e) = ancestor_result(&p, &result) {
@@ -499,17 +499,9 @@ impl ConfigWriter {
     }
 }
 
-impl Protocol for ConfigWriter {
-    type Event = WriterEvent;
-
-    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
-        &mut self.kit
-    }
-
-    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some(purpose) = self.kit.take(op) else {
-            return;
-        };
+impl ConfigWriter {
+    /// The answer to request `op`, sent for `purpose` (`on_reply`: `protocol_head!`).
+    fn on_answer(&mut self, now: Instant, _op: OpId, purpose: WriteOp, result: Reply) {
         if self.stage == Stage::Done {
             return;
         }
@@ -517,7 +509,7 @@ impl Protocol for ConfigWriter {
         if probe && result.is_err() && result != Err(Error::Server(ErrorCode::NoNode)) {
             self.probe_failed = true;
         }
-        self.on_answer(now, purpose, result);
+        self.on_purpose(now, purpose, result);
         if probe && self.stage == Stage::Probe && self.kit.is_quiet() {
             if core::mem::take(&mut self.probe_failed) {
                 // Not every node was probed: probe again (drive resends).
@@ -527,6 +519,10 @@ impl Protocol for ConfigWriter {
         }
         self.drive(now);
     }
+}
+
+impl Protocol for ConfigWriter {
+    protocol_head!(WriterEvent, take);
 
     fn on_watch(&mut self, _now: Instant, _op: OpId, _event: &WatchEvent) {}
 

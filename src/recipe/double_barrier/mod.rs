@@ -103,7 +103,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::kit::{join, name_of, Kit, ParentStep, Plumbing, Protocol};
+use super::kit::{join, name_of, protocol_head, Kit, ParentStep, Protocol, Reply};
 use super::{OpId, SessionChange};
 use crate::error::Error;
 use crate::proto::*;
@@ -685,18 +685,10 @@ impl DoubleBarrier {
     }
 }
 
-impl Protocol for DoubleBarrier {
-    type Event = DoubleBarrierEvent;
-
-    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
-        &mut self.kit
-    }
-
-    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+impl DoubleBarrier {
+    /// The answer to request `op`, sent for `purpose` (`on_reply`: `protocol_head!`).
+    fn on_answer(&mut self, now: Instant, _op: OpId, purpose: Purpose, result: Reply) {
         // A read behind a failed sync reads as lost (`Outbox::answer`): read again.
-        let Some((purpose, result)) = self.kit.answer(op, result) else {
-            return;
-        };
         let phase = self.phase();
         match purpose {
             Purpose::Parent(p) => self.kit.parent_answered(&p, &result),
@@ -730,6 +722,10 @@ impl Protocol for DoubleBarrier {
         }
         self.drive(now);
     }
+}
+
+impl Protocol for DoubleBarrier {
+    protocol_head!(DoubleBarrierEvent, answer);
 
     fn on_watch(&mut self, now: Instant, _op: OpId, event: &WatchEvent) {
         match self.phase() {

@@ -12,7 +12,7 @@ use super::types::{LockEvent, LockKind, LostReason};
 use crate::error::Error;
 use crate::proto::*;
 use crate::recipe::contender;
-use crate::recipe::kit::{name_of, ParentStep, Plumbing, Protocol};
+use crate::recipe::kit::{name_of, protocol_head, ParentStep, Protocol, Reply};
 use crate::recipe::{OpId, SessionChange, SharedListing};
 use crate::session::WatchEvent;
 use crate::time::Instant;
@@ -499,19 +499,18 @@ impl Lock {
     }
 }
 
-impl Protocol for Lock {
-    type Event = LockEvent;
-
-    fn kit(&mut self) -> &mut dyn Plumbing<LockEvent> {
-        &mut self.kit
-    }
-
-    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+impl Lock {
+    /// The answer to request `op`, sent for `purpose` (`on_reply`: `protocol_head!`).
+    fn on_answer(
+        &mut self,
+        now: Instant,
+        op: OpId,
+        purpose: Purpose,
+        result: Reply,
+        watch: Option<bool>,
+    ) {
         // A read behind a failed sync reads as lost (`Outbox::answer`): read again,
         // without asking for a second watch on our node if the first was left.
-        let Some((purpose, result, watch)) = self.kit.answer_armed(op, result) else {
-            return;
-        };
         match purpose {
             Purpose::Parent(p) => self.kit.parent_answered(&p, &result),
             Purpose::Sync => {}
@@ -529,6 +528,10 @@ impl Protocol for Lock {
         }
         self.drive(now);
     }
+}
+
+impl Protocol for Lock {
+    protocol_head!(LockEvent, armed);
 
     fn on_shared_reply(
         &mut self,

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use super::phase::{Known, Presence};
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::kit::{parent_of, Kit, ParentStep, Plumbing, Protocol};
+use crate::recipe::kit::{parent_of, protocol_head, Kit, ParentStep, Protocol, Reply};
 use crate::recipe::lock::LostReason;
 use crate::recipe::{OpId, Recipe, SessionChange};
 use crate::session::WatchEvent;
@@ -642,19 +642,18 @@ impl OwnedNode {
     }
 }
 
-impl Protocol for OwnedNode {
-    type Event = OwnedNodeEvent;
-
-    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
-        &mut self.kit
-    }
-
-    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+impl OwnedNode {
+    /// The answer to request `op`, sent for `purpose` (`on_reply`: `protocol_head!`).
+    fn on_answer(
+        &mut self,
+        now: Instant,
+        op: OpId,
+        purpose: NodeOp,
+        result: Reply,
+        watch: Option<bool>,
+    ) {
         // A read behind a failed sync reads as lost (`Outbox::answer`): read again,
         // without asking for a second watch if the first was left.
-        let Some((purpose, result, watch)) = self.kit.answer_armed(op, result) else {
-            return;
-        };
         let armed = watch == Some(true);
         if self.phase == Phase::Done {
             return;
@@ -669,6 +668,10 @@ impl Protocol for OwnedNode {
         }
         self.drive(now);
     }
+}
+
+impl Protocol for OwnedNode {
+    protocol_head!(OwnedNodeEvent, armed);
 
     fn on_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
         if self.watch != Some(op) || self.phase == Phase::Done {

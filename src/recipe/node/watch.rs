@@ -6,7 +6,7 @@ use bytes::Bytes;
 use super::phase::{Link, Run, Seen};
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::kit::{Kit, Plumbing, Protocol};
+use crate::recipe::kit::{protocol_head, Kit, Protocol, Reply};
 use crate::recipe::{OpId, SessionChange};
 use crate::session::WatchEvent;
 use crate::time::Instant;
@@ -256,19 +256,18 @@ impl NodeWatch {
     }
 }
 
-impl Protocol for NodeWatch {
-    type Event = NodeWatchEvent;
-
-    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
-        &mut self.kit
-    }
-
-    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+impl NodeWatch {
+    /// The answer to request `op`, sent for `purpose` (`on_reply`: `protocol_head!`).
+    fn on_answer(
+        &mut self,
+        now: Instant,
+        op: OpId,
+        purpose: WatchOp,
+        result: Reply,
+        watch: Option<bool>,
+    ) {
         // A read behind a failed sync reads as lost (`Outbox::answer`): read again,
         // without asking for a second watch if the first was left.
-        let Some((purpose, result, watch)) = self.kit.answer_armed(op, result) else {
-            return;
-        };
         let armed = watch == Some(true);
         if self.run == Run::Done {
             return;
@@ -280,6 +279,10 @@ impl Protocol for NodeWatch {
         }
         self.drive(now);
     }
+}
+
+impl Protocol for NodeWatch {
+    protocol_head!(NodeWatchEvent, armed);
 
     fn on_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
         if self.watch != Some(op) || self.run == Run::Done {

@@ -50,7 +50,7 @@ use super::state::{in_doubt, marker_ops, side_path, Life, Marker, Parents};
 use crate::client::ops::{delete, exists};
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::kit::{join, name_of, Kit, Plumbing, Protocol};
+use crate::recipe::kit::{join, name_of, protocol_head, Kit, Protocol, Reply};
 use crate::recipe::path::ancestor_result;
 use crate::recipe::{OpId, SessionChange};
 use crate::session::WatchEvent;
@@ -764,18 +764,10 @@ impl Producer {
     }
 }
 
-impl Protocol for Producer {
-    type Event = ProducerEvent;
-
-    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
-        &mut self.kit
-    }
-
-    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+impl Producer {
+    /// The answer to request `op`, sent for `purpose` (`on_reply`: `protocol_head!`).
+    fn on_answer(&mut self, now: Instant, _op: OpId, purpose: Purpose, result: Reply) {
         // A read behind a failed sync reads as lost (`Outbox::answer`): read again.
-        let Some((purpose, result)) = self.kit.answer(op, result) else {
-            return;
-        };
         match purpose {
             Purpose::Batch(no) => self.on_batch(now, no, result),
             Purpose::Parent(p) => self.parents.answered(&mut self.kit, now, &p, &result),
@@ -796,6 +788,10 @@ impl Protocol for Producer {
         }
         self.drive(now);
     }
+}
+
+impl Protocol for Producer {
+    protocol_head!(ProducerEvent, answer);
 
     fn on_watch(&mut self, _now: Instant, _op: OpId, _event: &WatchEvent) {}
 

@@ -7,7 +7,7 @@ use core::time::Duration;
 
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::kit::{parent_of, Kit, ParentStep, Plumbing, Protocol};
+use crate::recipe::kit::{parent_of, protocol_head, Kit, ParentStep, Protocol, Reply};
 use crate::recipe::{OpId, Retry, SessionChange};
 use crate::session::WatchEvent;
 use crate::time::Instant;
@@ -513,17 +513,9 @@ impl Update {
     }
 }
 
-impl Protocol for Update {
-    type Event = UpdateEvent;
-
-    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
-        &mut self.kit
-    }
-
-    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some((purpose, result)) = self.kit.answer(op, result) else {
-            return;
-        };
+impl Update {
+    /// The answer to request `op`, sent for `purpose` (`on_reply`: `protocol_head!`).
+    fn on_answer(&mut self, now: Instant, _op: OpId, purpose: Op, result: Reply) {
         if self.stage == Stage::Done {
             return;
         }
@@ -536,6 +528,10 @@ impl Protocol for Update {
         }
         self.drive(now);
     }
+}
+
+impl Protocol for Update {
+    protocol_head!(UpdateEvent, answer);
 
     fn on_watch(&mut self, _now: Instant, _op: OpId, _event: &WatchEvent) {}
 
