@@ -643,7 +643,10 @@ impl<T: Protocol> Recipe for T {
 /// the recipe's own). The second word says how the kit reads a reply:
 ///
 /// * `answer`: [`Kit::answer`] (a read behind a failed `sync` reads as lost);
-/// * `armed`: [`Kit::answer_armed`], and `on_answer` takes the `watch` it returns last;
+/// * `armed`: [`Kit::answer_armed`], and `on_answer` takes last whether the request's
+///   watch is set (`armed: bool`);
+/// * `watch`: the same, but `on_answer` takes the `watch` itself (`Option<bool>`: none
+///   asked for, or whether the server left it);
 /// * `take`: [`Kit::take`], the reply as it came.
 ///
 /// A reply whose op is not in the kit (answered before, or forgotten) goes nowhere.
@@ -681,6 +684,11 @@ macro_rules! protocol_head {
         }
     };
     (@armed $self:ident, $now:ident, $op:ident, $result:ident, $($kit:ident).+) => {
+        if let Some((purpose, result, watch)) = $self.$($kit).+.answer_armed($op, $result) {
+            $self.on_answer($now, $op, purpose, result, watch == Some(true));
+        }
+    };
+    (@watch $self:ident, $now:ident, $op:ident, $result:ident, $($kit:ident).+) => {
         if let Some((purpose, result, watch)) = $self.$($kit).+.answer_armed($op, $result) {
             $self.on_answer($now, $op, purpose, result, watch);
         }

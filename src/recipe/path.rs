@@ -107,6 +107,42 @@ impl<P, E> Call<P, E> {
     }
 }
 
+/// The [`Protocol`] of a one-shot path call `$call` on its [`Call`]: a session's end
+/// ends it (`$failed` makes the event of the error); a round that goes again is sent
+/// by `$send(now)` when due; the owner going away leaves the call to complete or not
+/// (nothing to undo).
+macro_rules! call_protocol {
+    ($call:ty, $event:ty, $failed:expr, $send:ident) => {
+        impl Protocol for $call {
+            protocol_head!($event, take, call.kit);
+
+            fn on_session(&mut self, now: Instant, change: SessionChange) {
+                if self.call.session(change, $failed) {
+                    self.on_timeout(now);
+                }
+            }
+
+            fn on_timeout(&mut self, now: Instant) {
+                if self.call.due(now) {
+                    self.$send(now);
+                }
+            }
+
+            fn on_abandon(&mut self, _: Instant) {
+                self.call.done = true;
+            }
+
+            fn deadline(&self) -> Option<Instant> {
+                self.call.deadline()
+            }
+
+            fn finished(&self) -> bool {
+                self.call.finished()
+            }
+        }
+    };
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Step {
     Parent(String),
@@ -246,34 +282,7 @@ impl CreateAll {
     }
 }
 
-impl Protocol for CreateAll {
-    protocol_head!(CreateAllEvent, take, call.kit);
-
-    fn on_session(&mut self, now: Instant, change: SessionChange) {
-        if self.call.session(change, CreateAllEvent::Failed) {
-            self.on_timeout(now);
-        }
-    }
-
-    fn on_timeout(&mut self, now: Instant) {
-        if self.call.due(now) {
-            self.send(now);
-        }
-    }
-
-    fn on_abandon(&mut self, _: Instant) {
-        // Nothing to undo: the caller went away; the create completes or not.
-        self.call.done = true;
-    }
-
-    fn deadline(&self) -> Option<Instant> {
-        self.call.deadline()
-    }
-
-    fn finished(&self) -> bool {
-        self.call.finished()
-    }
-}
+call_protocol!(CreateAll, CreateAllEvent, CreateAllEvent::Failed, send);
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Del {
@@ -432,30 +441,4 @@ impl DeleteAll {
     }
 }
 
-impl Protocol for DeleteAll {
-    protocol_head!(Result<(), Error>, take, call.kit);
-
-    fn on_session(&mut self, now: Instant, change: SessionChange) {
-        if self.call.session(change, Err) {
-            self.on_timeout(now);
-        }
-    }
-
-    fn on_timeout(&mut self, now: Instant) {
-        if self.call.due(now) {
-            self.begin(now);
-        }
-    }
-
-    fn on_abandon(&mut self, _: Instant) {
-        self.call.done = true;
-    }
-
-    fn deadline(&self) -> Option<Instant> {
-        self.call.deadline()
-    }
-
-    fn finished(&self) -> bool {
-        self.call.finished()
-    }
-}
+call_protocol!(DeleteAll, Result<(), Error>, Err, begin);

@@ -531,7 +531,7 @@ impl Lock {
 }
 
 impl Protocol for Lock {
-    protocol_head!(LockEvent, armed);
+    protocol_head!(LockEvent, watch);
 
     fn on_shared_reply(
         &mut self,

@@ -258,17 +258,9 @@ impl NodeWatch {
 
 impl NodeWatch {
     /// The answer to request `op`, sent for `purpose` (`on_reply`: `protocol_head!`).
-    fn on_answer(
-        &mut self,
-        now: Instant,
-        op: OpId,
-        purpose: WatchOp,
-        result: Reply,
-        watch: Option<bool>,
-    ) {
+    fn on_answer(&mut self, now: Instant, op: OpId, purpose: WatchOp, result: Reply, armed: bool) {
         // A read behind a failed sync reads as lost (`Outbox::answer`): read again,
         // without asking for a second watch if the first was left.
-        let armed = watch == Some(true);
         if self.run == Run::Done {
             return;
         }
