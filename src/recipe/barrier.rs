@@ -48,7 +48,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::kit::{parent_of, protocol_head, Kit, ParentStep, Protocol, Reply};
+use super::kit::{parent_of, protocol_head, valid_path, Kit, ParentStep, Protocol, Reply};
 use super::{OpId, SessionChange};
 use crate::error::Error;
 use crate::proto::*;
@@ -242,11 +242,8 @@ impl Barrier {
         if self.phase != Phase::Idle {
             return;
         }
-        if let Err(error) = validate_path(&self.config.path) {
-            let path = self.config.path.clone();
-            return self.finish(BarrierEvent::Failed {
-                error: Error::InvalidPath { path, error },
-            });
+        if let Err(error) = valid_path(&self.config.path) {
+            return self.finish(BarrierEvent::Failed { error });
         }
         self.phase = match self.command {
             BarrierCommand::Set | BarrierCommand::Remove => {

@@ -54,7 +54,7 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::kit::{join, protocol_head, Kit, Protocol, Reply};
+use super::kit::{join, protocol_head, valid_path, Kit, Protocol, Reply};
 use super::node::{NodeCommands, OwnedNode, OwnedNodeConfig, OwnedNodeEvent};
 use super::watcher::{watcher_protocol, Back, Need, Watcher};
 use super::{OpId, Recipe, SessionChange};
@@ -369,11 +369,8 @@ impl View {
         if self.watcher.has_started() {
             return;
         }
-        if let Err(error) = validate_path(&self.config.dir) {
-            return self.finish(ViewEvent::Failed(Error::InvalidPath {
-                path: self.config.dir.clone(),
-                error,
-            }));
+        if let Err(e) = valid_path(&self.config.dir) {
+            return self.finish(ViewEvent::Failed(e));
         }
         self.watcher.start();
         self.resync();

@@ -63,11 +63,11 @@ use bytes::Bytes;
 
 use super::contender::{self, LATCH, LEASE, LOCK, READ, WRITE};
 use super::kit::join;
-use super::kit::{protocol_head, Kit, Protocol, Reply};
+use super::kit::{protocol_head, valid_path, Kit, Protocol, Reply};
 use super::queue::{self, Format};
 use super::{OpId, SessionChange};
 use crate::error::Error;
-use crate::proto::{validate_path, ErrorCode, PathRequest, PathWatch, Request, Response, Stat};
+use crate::proto::{ErrorCode, PathRequest, PathWatch, Request, Response, Stat};
 use crate::time::Instant;
 
 /// The layouts [`kind_of`] recognises (see the [module docs](self)).
@@ -451,12 +451,9 @@ impl Inspect {
             return;
         }
         self.phase = Phase::Looking;
-        match validate_path(&self.config.path) {
+        match valid_path(&self.config.path) {
             Ok(()) => self.begin(now),
-            Err(error) => self.finish(InspectEvent::Failed(Error::InvalidPath {
-                path: self.config.path.clone(),
-                error,
-            })),
+            Err(e) => self.finish(InspectEvent::Failed(e)),
         }
     }
 

@@ -79,6 +79,21 @@ pub fn join(dir: &str, name: &str) -> String {
     s
 }
 
+/// [`validate_path`](crate::proto::validate_path), with the error a recipe reports:
+/// [`Error::InvalidPath`], which names the path.
+///
+/// ```
+/// use zk_recipes::recipe::kit::valid_path;
+/// assert!(valid_path("/a/b").is_ok());
+/// assert!(matches!(valid_path("a"), Err(zk_recipes::client::Error::InvalidPath { path, .. }) if path == "a"));
+/// ```
+pub fn valid_path(path: &str) -> Result<(), Error> {
+    crate::proto::validate_path(path).map_err(|error| Error::InvalidPath {
+        path: path.to_string(),
+        error,
+    })
+}
+
 /// The parent of `path` (`/` for a top-level node).
 ///
 /// ```

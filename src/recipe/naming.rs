@@ -117,7 +117,7 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::kit::{protocol_head, Kit, Protocol, Reply, MAX_PARENT_ROUNDS};
+use super::kit::{protocol_head, valid_path, Kit, Protocol, Reply, MAX_PARENT_ROUNDS};
 use super::node::{NodeWatch, OwnedNode, OwnedNodeConfig, Run};
 use super::path::ancestor_result;
 use super::{OpId, SessionChange};
@@ -284,9 +284,8 @@ impl Resolve {
             return;
         }
         self.run = Run::Running;
-        if let Err(error) = validate_path(&self.config.path) {
-            let path = self.config.path.clone();
-            return self.finish(ResolveEvent::Failed(Error::InvalidPath { path, error }));
+        if let Err(e) = valid_path(&self.config.path) {
+            return self.finish(ResolveEvent::Failed(e));
         }
         self.need = true;
         self.drive(now);
@@ -589,12 +588,8 @@ impl IdGenerator {
         } else if self.exhausted {
             let error = self.overflow();
             self.kit.emit(IdEvent::Failed { request: r, error });
-        } else if let Err(error) = validate_path(&self.config.dir) {
-            let path = self.config.dir.clone();
-            self.kit.emit(IdEvent::Failed {
-                request: r,
-                error: Error::InvalidPath { path, error },
-            });
+        } else if let Err(error) = valid_path(&self.config.dir) {
+            self.kit.emit(IdEvent::Failed { request: r, error });
         } else {
             self.waiting.push_back(r);
             self.drive(now);

@@ -24,7 +24,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::kit::{protocol_head, Kit, Protocol, Reply};
+use super::kit::{protocol_head, valid_path, Kit, Protocol, Reply};
 use super::{OpId, SessionChange};
 use crate::client::ops::{create2, CreateOptions};
 use crate::error::Error;
@@ -212,11 +212,8 @@ impl CreateAll {
         if !self.call.start() {
             return;
         }
-        if let Err(error) = validate_path(&self.path) {
-            return self.finish(CreateAllEvent::Failed(Error::InvalidPath {
-                path: self.path.clone(),
-                error,
-            }));
+        if let Err(e) = valid_path(&self.path) {
+            return self.finish(CreateAllEvent::Failed(e));
         }
         self.send(now);
     }
@@ -326,11 +323,8 @@ impl DeleteAll {
         if !self.call.start() {
             return;
         }
-        match validate_path(&self.root) {
-            Err(error) => self.finish(Err(Error::InvalidPath {
-                path: self.root.clone(),
-                error,
-            })),
+        match valid_path(&self.root) {
+            Err(e) => self.finish(Err(e)),
             Ok(()) if self.root == "/" => self.finish(Err(Error::Server(ErrorCode::BadArguments))),
             Ok(()) => self.begin(now),
         }

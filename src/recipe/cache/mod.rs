@@ -106,7 +106,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::kit::{join, protocol_head, Kit, Protocol, Reply};
+use super::kit::{join, protocol_head, valid_path, Kit, Protocol, Reply};
 use super::watcher::{watcher_protocol, Back, Need, Watcher};
 use super::{OpId, SessionChange};
 
@@ -485,11 +485,8 @@ impl TreeCache {
         if self.watcher.has_started() {
             return;
         }
-        if let Err(error) = validate_path(&self.config.path) {
-            return self.finish(CacheEvent::Failed(Error::InvalidPath {
-                path: self.config.path.clone(),
-                error,
-            }));
+        if let Err(e) = valid_path(&self.config.path) {
+            return self.finish(CacheEvent::Failed(e));
         }
         self.watcher.start();
         if self.style != WatchStyle::OneShot {

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use super::phase::{Known, Presence};
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::kit::{parent_of, protocol_head, Kit, ParentStep, Protocol, Reply};
+use crate::recipe::kit::{parent_of, protocol_head, valid_path, Kit, ParentStep, Protocol, Reply};
 use crate::recipe::lock::LostReason;
 use crate::recipe::{OpId, Recipe, SessionChange};
 use crate::session::WatchEvent;
@@ -241,10 +241,7 @@ impl OwnedNode {
     // ----- internals -----
 
     fn check_config(&self) -> Result<(), Error> {
-        validate_path(&self.config.path).map_err(|error| Error::InvalidPath {
-            path: self.config.path.clone(),
-            error,
-        })?;
+        valid_path(&self.config.path)?;
         match self.config.mode {
             CreateMode::Ephemeral | CreateMode::Persistent => Ok(()),
             _ => Err(Error::Server(ErrorCode::BadArguments)),

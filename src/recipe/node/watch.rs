@@ -6,7 +6,7 @@ use bytes::Bytes;
 use super::phase::{Link, Run, Seen};
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::kit::{protocol_head, Kit, Protocol, Reply};
+use crate::recipe::kit::{protocol_head, valid_path, Kit, Protocol, Reply};
 use crate::recipe::{OpId, SessionChange};
 use crate::session::WatchEvent;
 use crate::time::Instant;
@@ -115,11 +115,8 @@ impl NodeWatch {
         if self.run != Run::Idle {
             return;
         }
-        if let Err(error) = validate_path(&self.path) {
-            return self.finish(NodeWatchEvent::Failed(Error::InvalidPath {
-                path: self.path.clone(),
-                error,
-            }));
+        if let Err(e) = valid_path(&self.path) {
+            return self.finish(NodeWatchEvent::Failed(e));
         }
         self.run = Run::Running;
         self.need_read = true;

@@ -50,7 +50,7 @@ use super::state::{in_doubt, marker_ops, side_path, Life, Marker, Parents};
 use crate::client::ops::{delete, exists};
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::kit::{join, name_of, protocol_head, Kit, Protocol, Reply};
+use crate::recipe::kit::{join, name_of, protocol_head, valid_path, Kit, Protocol, Reply};
 use crate::recipe::path::ancestor_result;
 use crate::recipe::{OpId, SessionChange};
 use crate::session::WatchEvent;
@@ -373,12 +373,7 @@ impl Producer {
         if priority > MAX_PRIORITY {
             return Err(Error::Server(ErrorCode::BadArguments));
         }
-        if let Err(error) = validate_path(&self.config.dir) {
-            return Err(Error::InvalidPath {
-                path: self.config.dir.clone(),
-                error,
-            });
-        }
+        valid_path(&self.config.dir)?;
         if self.pending.len() >= self.config.max_queued {
             return Err(Error::Overloaded);
         }

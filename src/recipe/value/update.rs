@@ -7,7 +7,7 @@ use core::time::Duration;
 
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::kit::{parent_of, protocol_head, Kit, ParentStep, Protocol, Reply};
+use crate::recipe::kit::{parent_of, protocol_head, valid_path, Kit, ParentStep, Protocol, Reply};
 use crate::recipe::{OpId, Retry, SessionChange};
 use crate::session::WatchEvent;
 use crate::time::Instant;
@@ -220,14 +220,9 @@ impl Update {
     pub(super) fn begin(&mut self, now: Instant, reuse: bool) {
         let known = self.known.take();
         self.kit.clear_requests();
-        if let Err(error) = validate_path(&self.config.path) {
+        if let Err(error) = valid_path(&self.config.path) {
             self.stage = Stage::Done;
-            self.kit.emit(UpdateEvent::Failed {
-                error: Error::InvalidPath {
-                    path: self.config.path.clone(),
-                    error,
-                },
-            });
+            self.kit.emit(UpdateEvent::Failed { error });
             return;
         }
         self.stage = Stage::Reading;

@@ -72,7 +72,7 @@ use super::names::{meta_dir, Format, CLAIM_PREFIX};
 use super::state::side_path;
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::kit::{join, protocol_head, Kit, Protocol, Reply};
+use crate::recipe::kit::{join, protocol_head, valid_path, Kit, Protocol, Reply};
 use crate::recipe::{OpId, SessionChange};
 use crate::session::WatchEvent;
 use crate::time::Instant;
@@ -362,11 +362,8 @@ impl Consumer {
             Some(Error::Closed)
         } else if self.takes.len() >= MAX_TAKES {
             Some(Error::Overloaded)
-        } else if let Err(error) = validate_path(&self.config.dir) {
-            Some(Error::InvalidPath {
-                path: self.config.dir.clone(),
-                error,
-            })
+        } else if let Err(e) = valid_path(&self.config.dir) {
+            Some(e)
         } else if self.at_least_once() && self.held.len() >= self.config.max_held {
             Some(Error::Overloaded)
         } else {
