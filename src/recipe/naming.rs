@@ -123,7 +123,6 @@ use super::path::ancestor_result;
 use super::{OpId, SessionChange};
 use crate::error::Error;
 use crate::proto::*;
-use crate::session::WatchEvent;
 use crate::time::Instant;
 
 #[cfg(doc)]
@@ -344,8 +343,6 @@ impl Resolve {
 
 impl Protocol for Resolve {
     protocol_head!(ResolveEvent, answer);
-
-    fn on_watch(&mut self, _now: Instant, _op: OpId, _event: &WatchEvent) {}
 
     fn on_session(&mut self, now: Instant, change: SessionChange) {
         if self.run == Run::Done {
@@ -960,8 +957,6 @@ impl IdGenerator {
 
 impl Protocol for IdGenerator {
     protocol_head!(IdEvent, answer);
-
-    fn on_watch(&mut self, _now: Instant, _op: OpId, _event: &WatchEvent) {}
 
     fn on_session(&mut self, now: Instant, change: SessionChange) {
         if self.life == Life::Done {

@@ -465,10 +465,18 @@ impl TtlNode {
                 }
                 self.set_touch(Touch::Create { parents: true });
             }
-            Err(e) if e.is_retryable() || e.ends_session() => {
-                self.again(now, Touch::Create { parents: false })
-            }
-            Err(error) => self.finish(TtlNodeEvent::Failed { error }),
+            Err(e) => self.create_failed(now, e),
+        }
+    }
+
+    /// A create (of the container or the node) failed with `e`, none of the errors
+    /// its caller reads: refused, lost or in a session that ended, it goes again;
+    /// anything else ends the node.
+    fn create_failed(&mut self, now: Instant, e: Error) {
+        if e.is_retryable() || e.ends_session() {
+            self.again(now, Touch::Create { parents: false })
+        } else {
+            self.finish(TtlNodeEvent::Failed { error: e })
         }
     }
 
@@ -488,10 +496,7 @@ impl TtlNode {
                     path: self.config.touch_path(),
                 },
             }),
-            Err(e) if e.is_retryable() || e.ends_session() => {
-                self.again(now, Touch::Create { parents: false })
-            }
-            Err(error) => self.finish(TtlNodeEvent::Failed { error }),
+            Err(e) => self.create_failed(now, e),
         }
     }
 

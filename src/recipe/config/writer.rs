@@ -12,7 +12,6 @@ use crate::recipe::kit::{protocol_head, Kit, Protocol, Reply, MAX_PARENT_ROUNDS}
 use crate::recipe::path::{ancestor_creates, ancestor_result};
 use crate::recipe::watcher::Link;
 use crate::recipe::{OpId, SessionChange};
-use crate::session::WatchEvent;
 use crate::time::Instant;
 
 /// How a [`ConfigWriter`] writes.
@@ -523,8 +522,6 @@ impl ConfigWriter {
 
 impl Protocol for ConfigWriter {
     protocol_head!(WriterEvent, take);
-
-    fn on_watch(&mut self, _now: Instant, _op: OpId, _event: &WatchEvent) {}
 
     fn on_session(&mut self, now: Instant, change: SessionChange) {
         if matches!(self.stage, Stage::Done) {

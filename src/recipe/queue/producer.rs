@@ -53,7 +53,6 @@ use crate::proto::*;
 use crate::recipe::kit::{join, name_of, protocol_head, valid_path, Kit, Protocol, Reply};
 use crate::recipe::path::ancestor_result;
 use crate::recipe::{OpId, SessionChange};
-use crate::session::WatchEvent;
 use crate::time::Instant;
 
 /// Names one put.
@@ -787,8 +786,6 @@ impl Producer {
 
 impl Protocol for Producer {
     protocol_head!(ProducerEvent, answer);
-
-    fn on_watch(&mut self, _now: Instant, _op: OpId, _event: &WatchEvent) {}
 
     fn on_session(&mut self, now: Instant, change: SessionChange) {
         match change {

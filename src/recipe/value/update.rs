@@ -9,7 +9,6 @@ use crate::error::Error;
 use crate::proto::*;
 use crate::recipe::kit::{parent_of, protocol_head, valid_path, Kit, ParentStep, Protocol, Reply};
 use crate::recipe::{OpId, Retry, SessionChange};
-use crate::session::WatchEvent;
 use crate::time::Instant;
 
 /// The wait after a lost race spans at most 2^this rounds...
@@ -527,8 +526,6 @@ impl Update {
 
 impl Protocol for Update {
     protocol_head!(UpdateEvent, answer);
-
-    fn on_watch(&mut self, _now: Instant, _op: OpId, _event: &WatchEvent) {}
 
     fn on_session(&mut self, now: Instant, change: SessionChange) {
         self.known = None; // what we wrote may have been overwritten meanwhile
