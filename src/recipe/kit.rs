@@ -716,6 +716,17 @@ macro_rules! protocol_head {
 }
 pub(crate) use protocol_head;
 
+/// The `on_timeout` of a [`Protocol`] whose only deadline is its kit's backoff: the time
+/// is up, so `self.drive(now)` sends what waited for it. Use it inside the `impl`.
+macro_rules! timeout_drives {
+    () => {
+        fn on_timeout(&mut self, now: $crate::time::Instant) {
+            self.drive(now);
+        }
+    };
+}
+pub(crate) use timeout_drives;
+
 /// The end of an input: the recipe's rules hold (debug builds only).
 fn checked<T: Protocol>(recipe: &T) {
     if cfg!(debug_assertions) {

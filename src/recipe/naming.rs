@@ -117,7 +117,9 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::kit::{protocol_head, valid_path, Kit, Protocol, Reply, MAX_PARENT_ROUNDS};
+use super::kit::{
+    protocol_head, timeout_drives, valid_path, Kit, Protocol, Reply, MAX_PARENT_ROUNDS,
+};
 use super::node::{NodeWatch, OwnedNode, OwnedNodeConfig, Run};
 use super::path::ancestor_result;
 use super::{OpId, SessionChange};
@@ -363,9 +365,7 @@ impl Protocol for Resolve {
         self.drive(now);
     }
 
-    fn on_timeout(&mut self, now: Instant) {
-        self.drive(now);
-    }
+    timeout_drives!();
 
     fn on_abandon(&mut self, _now: Instant) {
         if self.run != Run::Done {
@@ -990,9 +990,7 @@ impl Protocol for IdGenerator {
         self.drive(now);
     }
 
-    fn on_timeout(&mut self, now: Instant) {
-        self.drive(now);
-    }
+    timeout_drives!();
 
     fn on_abandon(&mut self, now: Instant) {
         self.close(now);

@@ -8,7 +8,7 @@ use bytes::{Bytes, BytesMut};
 use super::mode::{check_paths, ConfigMode, MAX_MULTI_ROUNDS};
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::kit::{protocol_head, Kit, Protocol, Reply, MAX_PARENT_ROUNDS};
+use crate::recipe::kit::{protocol_head, timeout_drives, Kit, Protocol, Reply, MAX_PARENT_ROUNDS};
 use crate::recipe::path::{ancestor_creates, ancestor_result};
 use crate::recipe::watcher::Link;
 use crate::recipe::{OpId, SessionChange};
@@ -550,9 +550,7 @@ impl Protocol for ConfigWriter {
         self.drive(now);
     }
 
-    fn on_timeout(&mut self, now: Instant) {
-        self.drive(now);
-    }
+    timeout_drives!();
 
     fn on_abandon(&mut self, _now: Instant) {
         if self.stage != Stage::Done {

@@ -7,7 +7,9 @@ use bytes::Bytes;
 use super::phase::{Known, Presence};
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::kit::{parent_of, protocol_head, valid_path, Kit, ParentStep, Protocol, Reply};
+use crate::recipe::kit::{
+    parent_of, protocol_head, timeout_drives, valid_path, Kit, ParentStep, Protocol, Reply,
+};
 use crate::recipe::lock::LostReason;
 use crate::recipe::{OpId, Recipe, SessionChange};
 use crate::session::WatchEvent;
@@ -708,9 +710,7 @@ impl Protocol for OwnedNode {
         self.drive(now);
     }
 
-    fn on_timeout(&mut self, now: Instant) {
-        self.drive(now);
-    }
+    timeout_drives!();
 
     fn on_abandon(&mut self, now: Instant) {
         self.delete(now);

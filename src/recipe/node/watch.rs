@@ -6,7 +6,7 @@ use bytes::Bytes;
 use super::phase::{Link, Run, Seen};
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::kit::{protocol_head, valid_path, Kit, Protocol, Reply};
+use crate::recipe::kit::{protocol_head, timeout_drives, valid_path, Kit, Protocol, Reply};
 use crate::recipe::{OpId, SessionChange};
 use crate::session::WatchEvent;
 use crate::time::Instant;
@@ -330,9 +330,7 @@ impl Protocol for NodeWatch {
         self.drive(now);
     }
 
-    fn on_timeout(&mut self, now: Instant) {
-        self.drive(now);
-    }
+    timeout_drives!();
 
     fn on_abandon(&mut self, now: Instant) {
         self.close(now);

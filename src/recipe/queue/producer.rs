@@ -50,7 +50,9 @@ use super::state::{in_doubt, marker_ops, side_path, Life, Marker, Parents};
 use crate::client::ops::{delete, exists};
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::kit::{join, name_of, protocol_head, valid_path, Kit, Protocol, Reply};
+use crate::recipe::kit::{
+    join, name_of, protocol_head, timeout_drives, valid_path, Kit, Protocol, Reply,
+};
 use crate::recipe::path::ancestor_result;
 use crate::recipe::{OpId, SessionChange};
 use crate::time::Instant;
@@ -803,9 +805,7 @@ impl Protocol for Producer {
         self.drive(now);
     }
 
-    fn on_timeout(&mut self, now: Instant) {
-        self.drive(now);
-    }
+    timeout_drives!();
 
     fn on_abandon(&mut self, now: Instant) {
         // The owner is gone: nobody waits for the queued puts; what is on the wire ends.

@@ -7,7 +7,9 @@ use core::time::Duration;
 
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::kit::{parent_of, protocol_head, valid_path, Kit, ParentStep, Protocol, Reply};
+use crate::recipe::kit::{
+    parent_of, protocol_head, timeout_drives, valid_path, Kit, ParentStep, Protocol, Reply,
+};
 use crate::recipe::{OpId, Retry, SessionChange};
 use crate::time::Instant;
 
@@ -559,9 +561,7 @@ impl Protocol for Update {
         self.drive(now);
     }
 
-    fn on_timeout(&mut self, now: Instant) {
-        self.drive(now);
-    }
+    timeout_drives!();
 
     fn on_abandon(&mut self, _now: Instant) {
         if self.stage != Stage::Done {
