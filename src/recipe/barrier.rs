@@ -338,7 +338,7 @@ impl Barrier {
         }
     }
 
-    fn on_create(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_create(&mut self, now: Instant, result: Reply) {
         match result {
             Ok(_) | Err(Error::Server(ErrorCode::NodeExists)) => {
                 self.finish(BarrierEvent::Set);
@@ -357,7 +357,7 @@ impl Barrier {
         }
     }
 
-    fn on_delete(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_delete(&mut self, now: Instant, result: Reply) {
         match result {
             Ok(_) | Err(Error::Server(ErrorCode::NoNode)) => self.finish(BarrierEvent::Removed),
             Err(e) if e.is_retryable() => self.again(now),
@@ -366,7 +366,7 @@ impl Barrier {
         }
     }
 
-    fn on_exists(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_exists(&mut self, now: Instant, result: Reply) {
         let seen = match result {
             Ok(Response::Stat(_)) => {
                 self.kit.succeeded();

@@ -521,7 +521,7 @@ impl View {
         }
     }
 
-    fn on_list(&mut self, now: Instant, op: OpId, armed: bool, result: Result<Response, Error>) {
+    fn on_list(&mut self, now: Instant, op: OpId, armed: bool, result: Reply) {
         if self.child_watch == Some(op) && !armed {
             self.child_watch = None;
         }
@@ -546,14 +546,7 @@ impl View {
         }
     }
 
-    fn on_read(
-        &mut self,
-        now: Instant,
-        op: OpId,
-        armed: bool,
-        name: String,
-        result: Result<Response, Error>,
-    ) {
+    fn on_read(&mut self, now: Instant, op: OpId, armed: bool, name: String, result: Reply) {
         self.reading.remove(&name);
         if !armed && self.data_watch.get(&name) == Some(&op) {
             self.data_watch.remove(&name);
@@ -606,7 +599,7 @@ impl View {
         }
     }
 
-    fn on_exists(&mut self, now: Instant, op: OpId, armed: bool, result: Result<Response, Error>) {
+    fn on_exists(&mut self, now: Instant, op: OpId, armed: bool, result: Reply) {
         match result {
             Ok(_) => {
                 // The directory appeared meanwhile: list it (the exists watch stays

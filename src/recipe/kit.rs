@@ -150,7 +150,7 @@ pub fn ancestor_creates(path: &str, acl: &[Acl], mode: CreateMode) -> Vec<(Strin
 /// (throttled, connection lost...) as it is, to retry; otherwise the error that names
 /// it. A top-level node that cannot be created for lack of a parent
 /// means the chroot does not exist (`/` always does).
-pub fn ancestor_result(path: &str, result: &Result<Response, Error>) -> Option<Error> {
+pub fn ancestor_result(path: &str, result: &Reply) -> Option<Error> {
     match result {
         Ok(_) | Err(Error::Server(ErrorCode::NodeExists)) => None,
         Err(Error::Server(ErrorCode::NoNode)) if parent(path) == Some("/") => {
@@ -294,11 +294,7 @@ impl<P, E> Kit<P, E> {
 
     /// See [`Outbox::answer`]: the purpose of `op`, removed, and its reply as the
     /// recipe should read it (a read behind a failed `sync` reads as lost).
-    pub fn answer(
-        &mut self,
-        op: OpId,
-        result: Result<Response, Error>,
-    ) -> Option<(P, Result<Response, Error>)> {
+    pub fn answer(&mut self, op: OpId, result: Reply) -> Option<(P, Result<Response, Error>)> {
         self.outbox.answer(op, result)
     }
 
@@ -306,7 +302,7 @@ impl<P, E> Kit<P, E> {
     pub fn answer_armed(
         &mut self,
         op: OpId,
-        result: Result<Response, Error>,
+        result: Reply,
     ) -> Option<(P, Result<Response, Error>, Option<bool>)> {
         self.outbox.answer_armed(op, result)
     }
@@ -459,7 +455,7 @@ impl<P, E> Kit<P, E> {
 
     /// The create of `ancestor` answered `result` (the ancestor exists now, was
     /// refused or lost, or cannot be created).
-    pub fn parent_answered(&mut self, ancestor: &str, result: &Result<Response, Error>) {
+    pub fn parent_answered(&mut self, ancestor: &str, result: &Reply) {
         if let Some(e) = ancestor_result(ancestor, result) {
             let parents = self.parents.get_or_insert_with(Box::default);
             if e.is_retryable() {
@@ -553,14 +549,14 @@ pub trait Protocol: Send + 'static {
     /// Its kit.
     fn kit(&mut self) -> &mut dyn Plumbing<Self::Event>;
     /// [`Recipe::handle_reply`].
-    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>);
+    fn on_reply(&mut self, now: Instant, op: OpId, result: Reply);
     /// [`Recipe::handle_shared_reply`]; by default a copy goes to
     /// [`on_reply`](Self::on_reply).
     fn on_shared_reply(
         &mut self,
         now: Instant,
         op: OpId,
-        result: &Result<Response, Error>,
+        result: &Reply,
         shared: &mut SharedListing,
     ) {
         let _ = shared;
@@ -593,7 +589,7 @@ pub trait Protocol: Send + 'static {
 impl<T: Protocol> Recipe for T {
     type Event = T::Event;
 
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+    fn handle_reply(&mut self, now: Instant, op: OpId, result: Reply) {
         self.on_reply(now, op, result);
         checked(self);
     }
@@ -602,7 +598,7 @@ impl<T: Protocol> Recipe for T {
         &mut self,
         now: Instant,
         op: OpId,
-        result: &Result<Response, Error>,
+        result: &Reply,
         shared: &mut SharedListing,
     ) {
         self.on_shared_reply(now, op, result, shared);
@@ -860,15 +856,14 @@ pub trait Parts {
 
 /// Inputs and outputs of a [`Parts`] machine that only concern its parts, written once.
 pub mod to_parts {
-    use super::{Parts, Recipe};
-    use crate::error::Error;
-    use crate::proto::{Request, Response};
+    use super::{Parts, Recipe, Reply};
+    use crate::proto::Request;
     use crate::recipe::{OpId, SessionChange, SharedListing};
     use crate::session::WatchEvent;
     use crate::time::Instant;
 
     /// A reply goes to the part whose op it answers.
-    pub fn reply<T: Parts>(t: &mut T, now: Instant, op: OpId, result: Result<Response, Error>) {
+    pub fn reply<T: Parts>(t: &mut T, now: Instant, op: OpId, result: Reply) {
         if let Some((i, op)) = t.route(op) {
             t.part_mut(i).handle_reply(now, op, result);
         }
@@ -879,7 +874,7 @@ pub mod to_parts {
         t: &mut T,
         now: Instant,
         op: OpId,
-        result: &Result<Response, Error>,
+        result: &Reply,
         shared: &mut SharedListing,
     ) {
         if let Some((i, op)) = t.route(op) {

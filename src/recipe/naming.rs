@@ -803,7 +803,7 @@ impl IdGenerator {
         }
     }
 
-    fn on_create(&mut self, now: Instant, n: u64, result: Result<Response, Error>) {
+    fn on_create(&mut self, now: Instant, n: u64, result: Reply) {
         let Some(a) = self.attempts.iter().find(|a| a.n == n).cloned() else {
             return;
         };
@@ -871,7 +871,7 @@ impl IdGenerator {
         }
     }
 
-    fn on_list(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_list(&mut self, now: Instant, result: Reply) {
         // A listing behind a sync that did not happen reads as lost (`Outbox::answer`):
         // listed again.
         let children = match result {
@@ -924,7 +924,7 @@ impl IdGenerator {
         }
     }
 
-    fn on_delete(&mut self, now: Instant, path: String, result: Result<Response, Error>) {
+    fn on_delete(&mut self, now: Instant, path: String, result: Reply) {
         match result {
             Ok(_) | Err(Error::Server(ErrorCode::NoNode)) => self.kit.succeeded(),
             Err(e) if e.is_retryable() => {

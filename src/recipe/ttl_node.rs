@@ -437,7 +437,7 @@ impl TtlNode {
         self.tell(Told::Present, TtlNodeEvent::Present);
     }
 
-    fn on_container(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_container(&mut self, now: Instant, result: Reply) {
         if matches!(&result, Ok(_) | Err(Error::Server(ErrorCode::NodeExists))) {
             // Its parents exist: a later round of parent creates starts afresh.
             self.kit.reset_parents();
@@ -480,7 +480,7 @@ impl TtlNode {
         }
     }
 
-    fn on_create(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_create(&mut self, now: Instant, result: Reply) {
         match result {
             Ok(_) => self.touched(now),
             // There already (our create whose reply was lost, another owner's): touch
@@ -500,7 +500,7 @@ impl TtlNode {
         }
     }
 
-    fn on_touch(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_touch(&mut self, now: Instant, result: Reply) {
         match result {
             Ok(_) => self.touched(now),
             Err(Error::Server(ErrorCode::NoNode)) => {
@@ -514,7 +514,7 @@ impl TtlNode {
 }
 
 impl TtlNode {
-    fn on_delete(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_delete(&mut self, now: Instant, result: Reply) {
         match result {
             Err(e) if e.is_retryable() || e.ends_session() => {
                 self.phase = Phase::Closing(Leave::Send);

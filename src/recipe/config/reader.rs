@@ -349,7 +349,7 @@ impl ConfigReader {
         }
     }
 
-    fn on_purpose(&mut self, op: OpId, kind: ReadOpKind, result: Result<Response, Error>) {
+    fn on_purpose(&mut self, op: OpId, kind: ReadOpKind, result: Reply) {
         match kind {
             ReadOpKind::Sync => {
                 if let Err(e) = result {
@@ -393,7 +393,7 @@ impl ConfigReader {
         }
     }
 
-    fn on_read(&mut self, op: OpId, i: usize, result: Result<Response, Error>) {
+    fn on_read(&mut self, op: OpId, i: usize, result: Reply) {
         match result {
             Ok(Response::Data { data, stat }) => {
                 self.missing[i] = false;
@@ -421,7 +421,7 @@ impl ConfigReader {
         }
     }
 
-    fn on_multi_read(&mut self, result: Result<Response, Error>) {
+    fn on_multi_read(&mut self, result: Reply) {
         match result {
             Ok(Response::Multi(results)) if results.len() == self.config.paths.len() => {
                 for (i, res) in results.into_iter().enumerate() {

@@ -352,7 +352,7 @@ impl ConfigWriter {
         }
     }
 
-    fn on_purpose(&mut self, now: Instant, op: WriteOp, result: Result<Response, Error>) {
+    fn on_purpose(&mut self, now: Instant, op: WriteOp, result: Reply) {
         match op {
             WriteOp::Parent(p) => {
                 if let Some(e) = ancestor_result(&p, &result) {
@@ -395,13 +395,7 @@ impl ConfigWriter {
         }
     }
 
-    fn on_create(
-        &mut self,
-        now: Instant,
-        i: usize,
-        with_parents: bool,
-        result: Result<Response, Error>,
-    ) {
+    fn on_create(&mut self, now: Instant, i: usize, with_parents: bool, result: Reply) {
         match result {
             Ok(_) => self.items[i] = Item::Done,
             Err(Error::Server(ErrorCode::NodeExists)) => self.items[i] = Item::Set,
@@ -440,12 +434,7 @@ impl ConfigWriter {
         }
     }
 
-    fn on_create_ready(
-        &mut self,
-        now: Instant,
-        with_parents: bool,
-        result: Result<Response, Error>,
-    ) {
+    fn on_create_ready(&mut self, now: Instant, with_parents: bool, result: Reply) {
         match result {
             Ok(_) | Err(Error::Server(ErrorCode::NodeExists)) => self.finish(WriterEvent::Written),
             Err(Error::Server(ErrorCode::NoNode)) if !with_parents || self.again => {
@@ -468,7 +457,7 @@ impl ConfigWriter {
         }
     }
 
-    fn on_multi(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_multi(&mut self, now: Instant, result: Reply) {
         let failed = match result {
             Ok(Response::Multi(results)) => match first_error(&results) {
                 None => return self.finish(WriterEvent::Written),

@@ -476,7 +476,7 @@ impl OwnedNode {
         let _ = now;
     }
 
-    fn on_create(&mut self, now: Instant, sent: Bytes, result: Result<Response, Error>) {
+    fn on_create(&mut self, now: Instant, sent: Bytes, result: Reply) {
         if self.known == Known::Creating {
             self.known = Known::Unknown; // the paired read decides, unless we learn more
         }
@@ -515,7 +515,7 @@ impl OwnedNode {
         }
     }
 
-    fn on_read(&mut self, now: Instant, op: OpId, armed: bool, result: Result<Response, Error>) {
+    fn on_read(&mut self, now: Instant, op: OpId, armed: bool, result: Reply) {
         if self.watch == Some(op) && !armed {
             self.watch = None;
         }
@@ -557,7 +557,7 @@ impl OwnedNode {
         }
     }
 
-    fn on_set(&mut self, now: Instant, sent: Bytes, result: Result<Response, Error>) {
+    fn on_set(&mut self, now: Instant, sent: Bytes, result: Reply) {
         match result {
             Ok(Response::Stat(stat)) => {
                 self.kit.succeeded();
@@ -586,7 +586,7 @@ impl OwnedNode {
         }
     }
 
-    fn on_delete(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_delete(&mut self, now: Instant, result: Reply) {
         match result {
             Ok(_) | Err(Error::Server(ErrorCode::NoNode)) => {
                 self.known = Known::Absent;

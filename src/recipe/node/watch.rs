@@ -192,7 +192,7 @@ impl NodeWatch {
         }
     }
 
-    fn on_read(&mut self, now: Instant, op: OpId, armed: bool, result: Result<Response, Error>) {
+    fn on_read(&mut self, now: Instant, op: OpId, armed: bool, result: Reply) {
         if self.watch == Some(op) && !armed {
             self.watch = None;
         }
@@ -230,7 +230,7 @@ impl NodeWatch {
         }
     }
 
-    fn on_exists(&mut self, now: Instant, op: OpId, armed: bool, result: Result<Response, Error>) {
+    fn on_exists(&mut self, now: Instant, op: OpId, armed: bool, result: Reply) {
         let watch_gone = self.watch == Some(op) && !armed;
         match result {
             Ok(_) => {

@@ -609,7 +609,7 @@ impl Producer {
         }
     }
 
-    fn on_batch(&mut self, now: Instant, no: u32, result: Result<Response, Error>) {
+    fn on_batch(&mut self, now: Instant, no: u32, result: Reply) {
         let Some(at) = self.in_flight.iter().position(|b| b.no == no) else {
             return;
         };
@@ -679,7 +679,7 @@ impl Producer {
         self.failed.sort_by_key(|b| b.no);
     }
 
-    fn on_read_marker(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_read_marker(&mut self, now: Instant, result: Reply) {
         match result {
             Ok(Response::Stat(stat)) if stat.ephemeral_owner == self.session_id => {
                 self.settle(true, stat.version as u32)

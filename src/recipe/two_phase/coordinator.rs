@@ -516,7 +516,7 @@ impl Coordinator {
         }
     }
 
-    fn on_setup(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_setup(&mut self, now: Instant, result: Reply) {
         if self.setup.step != Step::Sending {
             return;
         }
@@ -552,7 +552,7 @@ impl Coordinator {
     }
 
     /// The lookup of our id after a setup in doubt.
-    fn on_find(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_find(&mut self, now: Instant, result: Reply) {
         match result {
             Ok(Response::Data { data, .. }) if data == self.config.id.as_bytes() => {
                 self.setup_done()
@@ -631,7 +631,7 @@ impl Coordinator {
     }
 
     /// A site's vote, read (and watched).
-    fn on_vote(&mut self, now: Instant, site: String, result: Result<Response, Error>) {
+    fn on_vote(&mut self, now: Instant, site: String, result: Reply) {
         match result {
             Ok(Response::Data { data, stat }) => {
                 let vote = Vote::read(&data, stat.version);
@@ -656,7 +656,7 @@ impl Coordinator {
         }
     }
 
-    fn on_decide(&mut self, now: Instant, outcome: Outcome, result: Result<Response, Error>) {
+    fn on_decide(&mut self, now: Instant, outcome: Outcome, result: Reply) {
         match written(outcome, self.config.sites.len(), &result) {
             Written::Done => {
                 self.kit.succeeded();

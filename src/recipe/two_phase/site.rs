@@ -630,7 +630,7 @@ impl Site {
 
     /// The payload, our vote node, the coordinator's presence: read once they are
     /// unknown.
-    fn on_fact(&mut self, now: Instant, p: P, result: Result<Response, Error>) {
+    fn on_fact(&mut self, now: Instant, p: P, result: Reply) {
         match p {
             P::Payload => match result {
                 Ok(Response::Data { data, .. }) => self.payload = Some(data),
@@ -670,7 +670,7 @@ impl Site {
         }
     }
 
-    fn on_tx(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_tx(&mut self, now: Instant, result: Reply) {
         match result {
             Ok(Response::Data { data, stat }) => {
                 self.kit.succeeded();
@@ -694,7 +694,7 @@ impl Site {
         }
     }
 
-    fn on_presence(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_presence(&mut self, now: Instant, result: Reply) {
         match result {
             Ok(_) => self.presence = Presence::Ours,
             Err(Error::Server(ErrorCode::NodeExists)) => {
@@ -719,7 +719,7 @@ impl Site {
         }
     }
 
-    fn on_check_presence(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_check_presence(&mut self, now: Instant, result: Reply) {
         match result {
             Ok(Response::Stat(stat)) => {
                 self.presence = if stat.ephemeral_owner == self.session.id {
@@ -735,7 +735,7 @@ impl Site {
         }
     }
 
-    fn on_peers(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_peers(&mut self, now: Instant, result: Reply) {
         match result {
             Ok(Response::Children(c)) | Ok(Response::Children2 { children: c, .. }) => {
                 if c.len() > MAX_SITES {
@@ -760,7 +760,7 @@ impl Site {
         }
     }
 
-    fn on_vote(&mut self, now: Instant, vote: Vote, result: Result<Response, Error>) {
+    fn on_vote(&mut self, now: Instant, vote: Vote, result: Reply) {
         match (multi_failure(&result), result) {
             (None, Ok(Response::Multi(_))) => {
                 self.kit.succeeded();
@@ -794,7 +794,7 @@ impl Site {
         }
     }
 
-    fn on_decide(&mut self, now: Instant, outcome: Outcome, result: Result<Response, Error>) {
+    fn on_decide(&mut self, now: Instant, outcome: Outcome, result: Reply) {
         match written(outcome, self.peers.as_ref().map_or(0, |p| p.len()), &result) {
             Written::Done => {
                 self.kit.succeeded();

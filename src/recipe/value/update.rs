@@ -406,7 +406,7 @@ impl Update {
         }
     }
 
-    fn on_read(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_read(&mut self, now: Instant, result: Reply) {
         // Without its sync the read may come from a lagging follower: a node, or its
         // absence (our own create, applied with its reply lost, not there yet), may be
         // stale either way; the outbox reads it as lost (`Outbox::answer`).
@@ -438,7 +438,7 @@ impl Update {
         }
     }
 
-    fn on_set(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_set(&mut self, now: Instant, result: Reply) {
         match result {
             Ok(Response::Stat(stat)) => self.written(now, stat),
             Ok(_) => self.fail_in_doubt(Error::UnexpectedReply, true),
@@ -491,7 +491,7 @@ impl Update {
         self.finish(UpdateEvent::Updated { stat });
     }
 
-    fn on_create(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_create(&mut self, now: Instant, result: Reply) {
         match result {
             Ok(Response::PathStat { stat, .. }) => self.written(now, stat),
             Ok(_) => self.fail_in_doubt(Error::UnexpectedReply, true),

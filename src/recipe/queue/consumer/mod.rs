@@ -475,7 +475,7 @@ impl Consumer {
         self.kit.any(|p| *p == Purpose::ReadMarker)
     }
 
-    fn on_delete_marker(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_delete_marker(&mut self, now: Instant, result: Reply) {
         if let Life::Closing { deleting } = &mut self.life {
             *deleting = false;
         }
