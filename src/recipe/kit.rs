@@ -542,7 +542,10 @@ impl<P, E> Plumbing<E> for Kit<P, E> {
 /// [`on_session`](Self::on_session) sees it, and in debug builds (every test,
 /// simulator, property and model-check run) calls [`check`](Self::check) at the end
 /// of each input. Drive such a recipe through [`Recipe`] (its `handle_*`), not through
-/// these methods.
+/// these methods. Inside this crate the head every impl repeats (`type Event`, `kit`,
+/// and the `on_reply` that finds each reply's purpose in the kit) is written by the
+/// crate's `protocol_head!` macro, which hands each answer to the recipe's own
+/// `on_answer(now, op, purpose, result)`.
 pub trait Protocol: Send + 'static {
     /// What the recipe reports to its user.
     type Event: Clone + fmt::Debug + Send + 'static;
