@@ -259,10 +259,7 @@ impl Barrier {
     }
 
     fn finish(&mut self, event: BarrierEvent) {
-        if self.phase != Phase::Done {
-            self.phase = Phase::Done;
-            self.kit.emit(event);
-        }
+        self.kit.end(&mut self.phase, Phase::Done, event);
     }
 
     /// Something is to be sent again after the backoff.

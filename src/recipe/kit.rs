@@ -413,6 +413,15 @@ impl<P, E> Kit<P, E> {
         self.events.emit(event);
     }
 
+    /// Ends the recipe once: moves `state` to `done` and reports `event`, unless `state`
+    /// is `done` already (then nothing: a recipe reports one final event).
+    pub fn end<S: PartialEq>(&mut self, state: &mut S, done: S, event: E) {
+        if *state != done {
+            *state = done;
+            self.emit(event);
+        }
+    }
+
     /// [`Recipe::poll_event`]: the next event.
     pub fn poll_event(&mut self) -> Option<E> {
         self.events.poll()
@@ -716,11 +725,20 @@ macro_rules! protocol_head {
 pub(crate) use protocol_head;
 
 /// The `on_timeout` of a [`Protocol`] whose only deadline is its kit's backoff: the time
-/// is up, so `self.drive(now)` sends what waited for it. Use it inside the `impl`.
+/// is up, so `self.drive(now)` sends what waited for it. Use it inside the `impl`;
+/// `timeout_drives!(abandon => close)` also writes an `on_abandon` that is
+/// `self.close(now)` (the method named).
 macro_rules! timeout_drives {
     () => {
         fn on_timeout(&mut self, now: $crate::time::Instant) {
             self.drive(now);
+        }
+    };
+    (abandon => $abandon:ident) => {
+        $crate::recipe::kit::timeout_drives!();
+
+        fn on_abandon(&mut self, now: $crate::time::Instant) {
+            self.$abandon(now);
         }
     };
 }

@@ -990,11 +990,7 @@ impl Protocol for IdGenerator {
         self.drive(now);
     }
 
-    timeout_drives!();
-
-    fn on_abandon(&mut self, now: Instant) {
-        self.close(now);
-    }
+    timeout_drives!(abandon => close);
 
     fn deadline(&self) -> Option<Instant> {
         self.kit

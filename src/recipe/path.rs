@@ -68,10 +68,7 @@ impl<P, E> Call<P, E> {
 
     /// Ends it with `event` (the first end only).
     fn finish(&mut self, event: E) {
-        if !self.done {
-            self.done = true;
-            self.kit.emit(event);
-        }
+        self.kit.end(&mut self.done, true, event);
     }
 
     /// Follows a session change: the session's end ends the call (`failed` makes the

@@ -322,10 +322,7 @@ impl TtlNode {
     }
 
     fn finish(&mut self, event: TtlNodeEvent) {
-        if self.phase != Phase::Done {
-            self.phase = Phase::Done;
-            self.kit.emit(event);
-        }
+        self.kit.end(&mut self.phase, Phase::Done, event);
     }
 
     /// The touch goes on as `next`.

@@ -80,10 +80,7 @@ impl Revoke {
     }
 
     fn finish(&mut self, result: Result<(), Error>) {
-        if self.step != RevokeStep::Done {
-            self.step = RevokeStep::Done;
-            self.kit.emit(result);
-        }
+        self.kit.end(&mut self.step, RevokeStep::Done, result);
     }
 }
 

@@ -710,11 +710,7 @@ impl Protocol for OwnedNode {
         self.drive(now);
     }
 
-    timeout_drives!();
-
-    fn on_abandon(&mut self, now: Instant) {
-        self.delete(now);
-    }
+    timeout_drives!(abandon => delete);
 
     fn deadline(&self) -> Option<Instant> {
         self.kit.timeout(
