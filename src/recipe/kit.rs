@@ -674,7 +674,7 @@ impl<T: Protocol> Recipe for T {
 ///
 /// A reply whose op is not in the kit (answered before, or forgotten) goes nowhere.
 ///
-/// ```ignore
+/// ```text
 /// impl Protocol for Barrier {
 ///     protocol_head!(BarrierEvent, answer);
 ///     fn on_session(&mut self, now: Instant, change: SessionChange) { /* ... */ }
