@@ -48,7 +48,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::kit::{parent_of, Kit, ParentStep, Plumbing, Protocol};
+use super::kit::{parent_of, protocol_head, valid_path, Kit, ParentStep, Protocol, Reply};
 use super::{OpId, SessionChange};
 use crate::error::Error;
 use crate::proto::*;
@@ -242,11 +242,8 @@ impl Barrier {
         if self.phase != Phase::Idle {
             return;
         }
-        if let Err(error) = validate_path(&self.config.path) {
-            let path = self.config.path.clone();
-            return self.finish(BarrierEvent::Failed {
-                error: Error::InvalidPath { path, error },
-            });
+        if let Err(error) = valid_path(&self.config.path) {
+            return self.finish(BarrierEvent::Failed { error });
         }
         self.phase = match self.command {
             BarrierCommand::Set | BarrierCommand::Remove => {
@@ -262,10 +259,7 @@ impl Barrier {
     }
 
     fn finish(&mut self, event: BarrierEvent) {
-        if self.phase != Phase::Done {
-            self.phase = Phase::Done;
-            self.kit.emit(event);
-        }
+        self.kit.end(&mut self.phase, Phase::Done, event);
     }
 
     /// Something is to be sent again after the backoff.
@@ -341,7 +335,7 @@ impl Barrier {
         }
     }
 
-    fn on_create(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_create(&mut self, now: Instant, result: Reply) {
         match result {
             Ok(_) | Err(Error::Server(ErrorCode::NodeExists)) => {
                 self.finish(BarrierEvent::Set);
@@ -360,7 +354,7 @@ impl Barrier {
         }
     }
 
-    fn on_delete(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_delete(&mut self, now: Instant, result: Reply) {
         match result {
             Ok(_) | Err(Error::Server(ErrorCode::NoNode)) => self.finish(BarrierEvent::Removed),
             Err(e) if e.is_retryable() => self.again(now),
@@ -369,7 +363,7 @@ impl Barrier {
         }
     }
 
-    fn on_exists(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_exists(&mut self, now: Instant, result: Reply) {
         let seen = match result {
             Ok(Response::Stat(_)) => {
                 self.kit.succeeded();
@@ -422,18 +416,10 @@ impl Barrier {
     }
 }
 
-impl Protocol for Barrier {
-    type Event = BarrierEvent;
-
-    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
-        &mut self.kit
-    }
-
-    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+impl Barrier {
+    /// The answer to request `op`, sent for `purpose` (`on_reply`: `protocol_head!`).
+    fn on_answer(&mut self, now: Instant, _op: OpId, purpose: Purpose, result: Reply) {
         // A look behind a failed sync reads as lost (`Outbox::answer`): look again.
-        let Some((purpose, result)) = self.kit.answer(op, result) else {
-            return;
-        };
         if self.phase != Phase::Done {
             match purpose {
                 Purpose::Parent(p) => self.kit.parent_answered(&p, &result),
@@ -445,6 +431,10 @@ impl Protocol for Barrier {
         }
         self.drive(now);
     }
+}
+
+impl Protocol for Barrier {
+    protocol_head!(BarrierEvent, answer);
 
     fn on_watch(&mut self, now: Instant, _op: OpId, event: &WatchEvent) {
         if let Phase::Waiting(waiter) = &mut self.phase {

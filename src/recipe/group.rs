@@ -54,7 +54,7 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::kit::{join, Kit, Plumbing, Protocol};
+use super::kit::{join, protocol_head, valid_path, Kit, Protocol, Reply};
 use super::node::{NodeCommands, OwnedNode, OwnedNodeConfig, OwnedNodeEvent};
 use super::watcher::{watcher_protocol, Back, Need, Watcher};
 use super::{OpId, Recipe, SessionChange};
@@ -369,11 +369,8 @@ impl View {
         if self.watcher.has_started() {
             return;
         }
-        if let Err(error) = validate_path(&self.config.dir) {
-            return self.finish(ViewEvent::Failed(Error::InvalidPath {
-                path: self.config.dir.clone(),
-                error,
-            }));
+        if let Err(e) = valid_path(&self.config.dir) {
+            return self.finish(ViewEvent::Failed(e));
         }
         self.watcher.start();
         self.resync();
@@ -524,7 +521,7 @@ impl View {
         }
     }
 
-    fn on_list(&mut self, now: Instant, op: OpId, armed: bool, result: Result<Response, Error>) {
+    fn on_list(&mut self, now: Instant, op: OpId, armed: bool, result: Reply) {
         if self.child_watch == Some(op) && !armed {
             self.child_watch = None;
         }
@@ -549,14 +546,7 @@ impl View {
         }
     }
 
-    fn on_read(
-        &mut self,
-        now: Instant,
-        op: OpId,
-        armed: bool,
-        name: String,
-        result: Result<Response, Error>,
-    ) {
+    fn on_read(&mut self, now: Instant, op: OpId, armed: bool, name: String, result: Reply) {
         self.reading.remove(&name);
         if !armed && self.data_watch.get(&name) == Some(&op) {
             self.data_watch.remove(&name);
@@ -609,7 +599,7 @@ impl View {
         }
     }
 
-    fn on_exists(&mut self, now: Instant, op: OpId, armed: bool, result: Result<Response, Error>) {
+    fn on_exists(&mut self, now: Instant, op: OpId, armed: bool, result: Reply) {
         match result {
             Ok(_) => {
                 // The directory appeared meanwhile: list it (the exists watch stays
@@ -631,20 +621,11 @@ impl View {
     }
 }
 
-impl Protocol for View {
-    type Event = ViewEvent;
-
-    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
-        &mut self.kit
-    }
-
-    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+impl View {
+    /// The answer to request `op`, sent for `purpose` (`on_reply`: `protocol_head!`).
+    fn on_answer(&mut self, now: Instant, op: OpId, purpose: ViewOp, result: Reply, armed: bool) {
         // A read behind a failed sync reads as lost (`Outbox::answer`): read again,
         // without asking for a second watch if the first was left.
-        let Some((purpose, result, watch)) = self.kit.answer_armed(op, result) else {
-            return;
-        };
-        let armed = watch == Some(true);
         if self.watcher.is_done() {
             return;
         }
@@ -656,6 +637,10 @@ impl Protocol for View {
         }
         self.drive(now);
     }
+}
+
+impl Protocol for View {
+    protocol_head!(ViewEvent, armed);
 
     fn on_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
         if self.watcher.is_done() {

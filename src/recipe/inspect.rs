@@ -63,11 +63,11 @@ use bytes::Bytes;
 
 use super::contender::{self, LATCH, LEASE, LOCK, READ, WRITE};
 use super::kit::join;
-use super::kit::{Kit, Plumbing, Protocol};
+use super::kit::{protocol_head, valid_path, Kit, Protocol, Reply};
 use super::queue::{self, Format};
 use super::{OpId, SessionChange};
 use crate::error::Error;
-use crate::proto::{validate_path, ErrorCode, PathRequest, PathWatch, Request, Response, Stat};
+use crate::proto::{ErrorCode, PathRequest, PathWatch, Request, Response, Stat};
 use crate::time::Instant;
 
 /// The layouts [`kind_of`] recognises (see the [module docs](self)).
@@ -451,12 +451,9 @@ impl Inspect {
             return;
         }
         self.phase = Phase::Looking;
-        match validate_path(&self.config.path) {
+        match valid_path(&self.config.path) {
             Ok(()) => self.begin(now),
-            Err(error) => self.finish(InspectEvent::Failed(Error::InvalidPath {
-                path: self.config.path.clone(),
-                error,
-            })),
+            Err(e) => self.finish(InspectEvent::Failed(e)),
         }
     }
 
@@ -759,17 +756,9 @@ fn shape_of(mut dir: Dir) -> Shape {
     }
 }
 
-impl Protocol for Inspect {
-    type Event = InspectEvent;
-
-    fn kit(&mut self) -> &mut dyn Plumbing<InspectEvent> {
-        &mut self.kit
-    }
-
-    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some((step, result)) = self.kit.answer(op, result) else {
-            return;
-        };
+impl Inspect {
+    /// The answer to request `op`, sent for `step` (`on_reply`: `protocol_head!`).
+    fn on_answer(&mut self, now: Instant, _op: OpId, step: Step, result: Reply) {
         if self.phase == Phase::Done {
             return;
         }
@@ -812,6 +801,10 @@ impl Protocol for Inspect {
         }
         self.round_done(now);
     }
+}
+
+impl Protocol for Inspect {
+    protocol_head!(InspectEvent, answer);
 
     fn on_session(&mut self, now: Instant, change: SessionChange) {
         match change.end_error() {

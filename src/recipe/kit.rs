@@ -57,6 +57,9 @@ use crate::proto::{
 use crate::session::WatchEvent;
 use crate::time::Instant;
 
+/// A reply to one of a recipe's requests, as [`Recipe::handle_reply`] takes it.
+pub type Reply = Result<Response, Error>;
+
 /// How many times a recipe creates the missing ancestors of a node before giving up.
 pub const MAX_PARENT_ROUNDS: u8 = 2;
 
@@ -74,6 +77,21 @@ pub fn join(dir: &str, name: &str) -> String {
     }
     s.push_str(name);
     s
+}
+
+/// [`validate_path`](crate::proto::validate_path), with the error a recipe reports:
+/// [`Error::InvalidPath`], which names the path.
+///
+/// ```
+/// use zk_recipes::recipe::kit::valid_path;
+/// assert!(valid_path("/a/b").is_ok());
+/// assert!(matches!(valid_path("a"), Err(zk_recipes::client::Error::InvalidPath { path, .. }) if path == "a"));
+/// ```
+pub fn valid_path(path: &str) -> Result<(), Error> {
+    crate::proto::validate_path(path).map_err(|error| Error::InvalidPath {
+        path: path.to_string(),
+        error,
+    })
 }
 
 /// The parent of `path` (`/` for a top-level node).
@@ -132,7 +150,7 @@ pub fn ancestor_creates(path: &str, acl: &[Acl], mode: CreateMode) -> Vec<(Strin
 /// (throttled, connection lost...) as it is, to retry; otherwise the error that names
 /// it. A top-level node that cannot be created for lack of a parent
 /// means the chroot does not exist (`/` always does).
-pub fn ancestor_result(path: &str, result: &Result<Response, Error>) -> Option<Error> {
+pub fn ancestor_result(path: &str, result: &Reply) -> Option<Error> {
     match result {
         Ok(_) | Err(Error::Server(ErrorCode::NodeExists)) => None,
         Err(Error::Server(ErrorCode::NoNode)) if parent(path) == Some("/") => {
@@ -276,11 +294,7 @@ impl<P, E> Kit<P, E> {
 
     /// See [`Outbox::answer`]: the purpose of `op`, removed, and its reply as the
     /// recipe should read it (a read behind a failed `sync` reads as lost).
-    pub fn answer(
-        &mut self,
-        op: OpId,
-        result: Result<Response, Error>,
-    ) -> Option<(P, Result<Response, Error>)> {
+    pub fn answer(&mut self, op: OpId, result: Reply) -> Option<(P, Result<Response, Error>)> {
         self.outbox.answer(op, result)
     }
 
@@ -288,7 +302,7 @@ impl<P, E> Kit<P, E> {
     pub fn answer_armed(
         &mut self,
         op: OpId,
-        result: Result<Response, Error>,
+        result: Reply,
     ) -> Option<(P, Result<Response, Error>, Option<bool>)> {
         self.outbox.answer_armed(op, result)
     }
@@ -399,6 +413,15 @@ impl<P, E> Kit<P, E> {
         self.events.emit(event);
     }
 
+    /// Ends the recipe once: moves `state` to `done` and reports `event`, unless `state`
+    /// is `done` already (then nothing: a recipe reports one final event).
+    pub fn end<S: PartialEq>(&mut self, state: &mut S, done: S, event: E) {
+        if *state != done {
+            *state = done;
+            self.emit(event);
+        }
+    }
+
     /// [`Recipe::poll_event`]: the next event.
     pub fn poll_event(&mut self) -> Option<E> {
         self.events.poll()
@@ -441,7 +464,7 @@ impl<P, E> Kit<P, E> {
 
     /// The create of `ancestor` answered `result` (the ancestor exists now, was
     /// refused or lost, or cannot be created).
-    pub fn parent_answered(&mut self, ancestor: &str, result: &Result<Response, Error>) {
+    pub fn parent_answered(&mut self, ancestor: &str, result: &Reply) {
         if let Some(e) = ancestor_result(ancestor, result) {
             let parents = self.parents.get_or_insert_with(Box::default);
             if e.is_retryable() {
@@ -528,21 +551,24 @@ impl<P, E> Plumbing<E> for Kit<P, E> {
 /// [`on_session`](Self::on_session) sees it, and in debug builds (every test,
 /// simulator, property and model-check run) calls [`check`](Self::check) at the end
 /// of each input. Drive such a recipe through [`Recipe`] (its `handle_*`), not through
-/// these methods.
+/// these methods. Inside this crate the head every impl repeats (`type Event`, `kit`,
+/// and the `on_reply` that finds each reply's purpose in the kit) is written by the
+/// crate's `protocol_head!` macro, which hands each answer to the recipe's own
+/// `on_answer(now, op, purpose, result)`.
 pub trait Protocol: Send + 'static {
     /// What the recipe reports to its user.
     type Event: Clone + fmt::Debug + Send + 'static;
     /// Its kit.
     fn kit(&mut self) -> &mut dyn Plumbing<Self::Event>;
     /// [`Recipe::handle_reply`].
-    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>);
+    fn on_reply(&mut self, now: Instant, op: OpId, result: Reply);
     /// [`Recipe::handle_shared_reply`]; by default a copy goes to
     /// [`on_reply`](Self::on_reply).
     fn on_shared_reply(
         &mut self,
         now: Instant,
         op: OpId,
-        result: &Result<Response, Error>,
+        result: &Reply,
         shared: &mut SharedListing,
     ) {
         let _ = shared;
@@ -575,7 +601,7 @@ pub trait Protocol: Send + 'static {
 impl<T: Protocol> Recipe for T {
     type Event = T::Event;
 
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+    fn handle_reply(&mut self, now: Instant, op: OpId, result: Reply) {
         self.on_reply(now, op, result);
         checked(self);
     }
@@ -584,7 +610,7 @@ impl<T: Protocol> Recipe for T {
         &mut self,
         now: Instant,
         op: OpId,
-        result: &Result<Response, Error>,
+        result: &Reply,
         shared: &mut SharedListing,
     ) {
         self.on_shared_reply(now, op, result, shared);
@@ -632,6 +658,91 @@ impl<T: Protocol> Recipe for T {
         self.finished()
     }
 }
+
+/// The head every `impl` [`Protocol`] on a [`Kit`] writes, once: the event type, the
+/// kit (the field `kit`, or the path named last), and the step of `on_reply` that finds
+/// each reply's purpose in the kit and hands both to the recipe's own
+/// `on_answer(now, op, purpose, result)` (an inherent method: the purpose type stays
+/// the recipe's own). The second word says how the kit reads a reply:
+///
+/// * `answer`: [`Kit::answer`] (a read behind a failed `sync` reads as lost);
+/// * `armed`: [`Kit::answer_armed`], and `on_answer` takes last whether the request's
+///   watch is set (`armed: bool`);
+/// * `watch`: the same, but `on_answer` takes the `watch` itself (`Option<bool>`: none
+///   asked for, or whether the server left it);
+/// * `take`: [`Kit::take`], the reply as it came.
+///
+/// A reply whose op is not in the kit (answered before, or forgotten) goes nowhere.
+///
+/// ```text
+/// impl Protocol for Barrier {
+///     protocol_head!(BarrierEvent, answer);
+///     fn on_session(&mut self, now: Instant, change: SessionChange) { /* ... */ }
+///     // ...
+/// }
+/// ```
+macro_rules! protocol_head {
+    ($event:ty, $how:ident) => {
+        $crate::recipe::kit::protocol_head!($event, $how, kit);
+    };
+    ($event:ty, $how:ident, $($kit:ident).+) => {
+        type Event = $event;
+
+        fn kit(&mut self) -> &mut dyn $crate::recipe::kit::Plumbing<Self::Event> {
+            &mut self.$($kit).+
+        }
+
+        fn on_reply(
+            &mut self,
+            now: $crate::time::Instant,
+            op: $crate::recipe::OpId,
+            result: Result<$crate::proto::Response, $crate::error::Error>,
+        ) {
+            $crate::recipe::kit::protocol_head!(@$how self, now, op, result, $($kit).+);
+        }
+    };
+    (@answer $self:ident, $now:ident, $op:ident, $result:ident, $($kit:ident).+) => {
+        if let Some((purpose, result)) = $self.$($kit).+.answer($op, $result) {
+            $self.on_answer($now, $op, purpose, result);
+        }
+    };
+    (@armed $self:ident, $now:ident, $op:ident, $result:ident, $($kit:ident).+) => {
+        if let Some((purpose, result, watch)) = $self.$($kit).+.answer_armed($op, $result) {
+            $self.on_answer($now, $op, purpose, result, watch == Some(true));
+        }
+    };
+    (@watch $self:ident, $now:ident, $op:ident, $result:ident, $($kit:ident).+) => {
+        if let Some((purpose, result, watch)) = $self.$($kit).+.answer_armed($op, $result) {
+            $self.on_answer($now, $op, purpose, result, watch);
+        }
+    };
+    (@take $self:ident, $now:ident, $op:ident, $result:ident, $($kit:ident).+) => {
+        if let Some(purpose) = $self.$($kit).+.take($op) {
+            $self.on_answer($now, $op, purpose, $result);
+        }
+    };
+}
+pub(crate) use protocol_head;
+
+/// The `on_timeout` of a [`Protocol`] whose only deadline is its kit's backoff: the time
+/// is up, so `self.drive(now)` sends what waited for it. Use it inside the `impl`;
+/// `timeout_drives!(abandon => close)` also writes an `on_abandon` that is
+/// `self.close(now)` (the method named).
+macro_rules! timeout_drives {
+    () => {
+        fn on_timeout(&mut self, now: $crate::time::Instant) {
+            self.drive(now);
+        }
+    };
+    (abandon => $abandon:ident) => {
+        $crate::recipe::kit::timeout_drives!();
+
+        fn on_abandon(&mut self, now: $crate::time::Instant) {
+            self.$abandon(now);
+        }
+    };
+}
+pub(crate) use timeout_drives;
 
 /// The end of an input: the recipe's rules hold (debug builds only).
 fn checked<T: Protocol>(recipe: &T) {
@@ -766,15 +877,14 @@ pub trait Parts {
 
 /// Inputs and outputs of a [`Parts`] machine that only concern its parts, written once.
 pub mod to_parts {
-    use super::{Parts, Recipe};
-    use crate::error::Error;
-    use crate::proto::{Request, Response};
+    use super::{Parts, Recipe, Reply};
+    use crate::proto::Request;
     use crate::recipe::{OpId, SessionChange, SharedListing};
     use crate::session::WatchEvent;
     use crate::time::Instant;
 
     /// A reply goes to the part whose op it answers.
-    pub fn reply<T: Parts>(t: &mut T, now: Instant, op: OpId, result: Result<Response, Error>) {
+    pub fn reply<T: Parts>(t: &mut T, now: Instant, op: OpId, result: Reply) {
         if let Some((i, op)) = t.route(op) {
             t.part_mut(i).handle_reply(now, op, result);
         }
@@ -785,7 +895,7 @@ pub mod to_parts {
         t: &mut T,
         now: Instant,
         op: OpId,
-        result: &Result<Response, Error>,
+        result: &Reply,
         shared: &mut SharedListing,
     ) {
         if let Some((i, op)) = t.route(op) {

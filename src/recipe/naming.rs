@@ -117,13 +117,14 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::kit::{Kit, Plumbing, Protocol, MAX_PARENT_ROUNDS};
+use super::kit::{
+    protocol_head, timeout_drives, valid_path, Kit, Protocol, Reply, MAX_PARENT_ROUNDS,
+};
 use super::node::{NodeWatch, OwnedNode, OwnedNodeConfig, Run};
 use super::path::ancestor_result;
 use super::{OpId, SessionChange};
 use crate::error::Error;
 use crate::proto::*;
-use crate::session::WatchEvent;
 use crate::time::Instant;
 
 #[cfg(doc)]
@@ -284,9 +285,8 @@ impl Resolve {
             return;
         }
         self.run = Run::Running;
-        if let Err(error) = validate_path(&self.config.path) {
-            let path = self.config.path.clone();
-            return self.finish(ResolveEvent::Failed(Error::InvalidPath { path, error }));
+        if let Err(e) = valid_path(&self.config.path) {
+            return self.finish(ResolveEvent::Failed(e));
         }
         self.need = true;
         self.drive(now);
@@ -320,19 +320,11 @@ impl Resolve {
     }
 }
 
-impl Protocol for Resolve {
-    type Event = ResolveEvent;
-
-    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
-        &mut self.kit
-    }
-
-    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+impl Resolve {
+    /// The answer to request `op`, sent for `purpose` (`on_reply`: `protocol_head!`).
+    fn on_answer(&mut self, now: Instant, _op: OpId, purpose: ReadOp, result: Reply) {
         // A read behind a sync that did not happen may be stale: the outbox reads it
         // as lost (`Outbox::answer`), and it is read again.
-        let Some((purpose, result)) = self.kit.answer(op, result) else {
-            return;
-        };
         if self.run == Run::Done || purpose == ReadOp::Sync {
             return;
         }
@@ -349,8 +341,10 @@ impl Protocol for Resolve {
         }
         self.drive(now);
     }
+}
 
-    fn on_watch(&mut self, _now: Instant, _op: OpId, _event: &WatchEvent) {}
+impl Protocol for Resolve {
+    protocol_head!(ResolveEvent, answer);
 
     fn on_session(&mut self, now: Instant, change: SessionChange) {
         if self.run == Run::Done {
@@ -371,9 +365,7 @@ impl Protocol for Resolve {
         self.drive(now);
     }
 
-    fn on_timeout(&mut self, now: Instant) {
-        self.drive(now);
-    }
+    timeout_drives!();
 
     fn on_abandon(&mut self, _now: Instant) {
         if self.run != Run::Done {
@@ -593,12 +585,8 @@ impl IdGenerator {
         } else if self.exhausted {
             let error = self.overflow();
             self.kit.emit(IdEvent::Failed { request: r, error });
-        } else if let Err(error) = validate_path(&self.config.dir) {
-            let path = self.config.dir.clone();
-            self.kit.emit(IdEvent::Failed {
-                request: r,
-                error: Error::InvalidPath { path, error },
-            });
+        } else if let Err(error) = valid_path(&self.config.dir) {
+            self.kit.emit(IdEvent::Failed { request: r, error });
         } else {
             self.waiting.push_back(r);
             self.drive(now);
@@ -815,7 +803,7 @@ impl IdGenerator {
         }
     }
 
-    fn on_create(&mut self, now: Instant, n: u64, result: Result<Response, Error>) {
+    fn on_create(&mut self, now: Instant, n: u64, result: Reply) {
         let Some(a) = self.attempts.iter().find(|a| a.n == n).cloned() else {
             return;
         };
@@ -883,7 +871,7 @@ impl IdGenerator {
         }
     }
 
-    fn on_list(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_list(&mut self, now: Instant, result: Reply) {
         // A listing behind a sync that did not happen reads as lost (`Outbox::answer`):
         // listed again.
         let children = match result {
@@ -936,7 +924,7 @@ impl IdGenerator {
         }
     }
 
-    fn on_delete(&mut self, now: Instant, path: String, result: Result<Response, Error>) {
+    fn on_delete(&mut self, now: Instant, path: String, result: Reply) {
         match result {
             Ok(_) | Err(Error::Server(ErrorCode::NoNode)) => self.kit.succeeded(),
             Err(e) if e.is_retryable() => {
@@ -950,17 +938,9 @@ impl IdGenerator {
     }
 }
 
-impl Protocol for IdGenerator {
-    type Event = IdEvent;
-
-    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
-        &mut self.kit
-    }
-
-    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some((purpose, result)) = self.kit.answer(op, result) else {
-            return;
-        };
+impl IdGenerator {
+    /// The answer to request `op`, sent for `purpose` (`on_reply`: `protocol_head!`).
+    fn on_answer(&mut self, now: Instant, _op: OpId, purpose: IdOp, result: Reply) {
         if self.life == Life::Done {
             return;
         }
@@ -973,8 +953,10 @@ impl Protocol for IdGenerator {
         }
         self.drive(now);
     }
+}
 
-    fn on_watch(&mut self, _now: Instant, _op: OpId, _event: &WatchEvent) {}
+impl Protocol for IdGenerator {
+    protocol_head!(IdEvent, answer);
 
     fn on_session(&mut self, now: Instant, change: SessionChange) {
         if self.life == Life::Done {
@@ -1008,13 +990,7 @@ impl Protocol for IdGenerator {
         self.drive(now);
     }
 
-    fn on_timeout(&mut self, now: Instant) {
-        self.drive(now);
-    }
-
-    fn on_abandon(&mut self, now: Instant) {
-        self.close(now);
-    }
+    timeout_drives!(abandon => close);
 
     fn deadline(&self) -> Option<Instant> {
         self.kit

@@ -24,7 +24,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::kit::{Kit, Plumbing, Protocol};
+use super::kit::{protocol_head, valid_path, Kit, Protocol, Reply};
 use super::{OpId, SessionChange};
 use crate::client::ops::{create2, CreateOptions};
 use crate::error::Error;
@@ -68,10 +68,7 @@ impl<P, E> Call<P, E> {
 
     /// Ends it with `event` (the first end only).
     fn finish(&mut self, event: E) {
-        if !self.done {
-            self.done = true;
-            self.kit.emit(event);
-        }
+        self.kit.end(&mut self.done, true, event);
     }
 
     /// Follows a session change: the session's end ends the call (`failed` makes the
@@ -105,6 +102,42 @@ impl<P, E> Call<P, E> {
     fn finished(&self) -> bool {
         self.done && self.kit.is_idle()
     }
+}
+
+/// The [`Protocol`] of a one-shot path call `$call` on its [`Call`]: a session's end
+/// ends it (`$failed` makes the event of the error); a round that goes again is sent
+/// by `$send(now)` when due; the owner going away leaves the call to complete or not
+/// (nothing to undo).
+macro_rules! call_protocol {
+    ($call:ty, $event:ty, $failed:expr, $send:ident) => {
+        impl Protocol for $call {
+            protocol_head!($event, take, call.kit);
+
+            fn on_session(&mut self, now: Instant, change: SessionChange) {
+                if self.call.session(change, $failed) {
+                    self.on_timeout(now);
+                }
+            }
+
+            fn on_timeout(&mut self, now: Instant) {
+                if self.call.due(now) {
+                    self.$send(now);
+                }
+            }
+
+            fn on_abandon(&mut self, _: Instant) {
+                self.call.done = true;
+            }
+
+            fn deadline(&self) -> Option<Instant> {
+                self.call.deadline()
+            }
+
+            fn finished(&self) -> bool {
+                self.call.finished()
+            }
+        }
+    };
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -176,11 +209,8 @@ impl CreateAll {
         if !self.call.start() {
             return;
         }
-        if let Err(error) = validate_path(&self.path) {
-            return self.finish(CreateAllEvent::Failed(Error::InvalidPath {
-                path: self.path.clone(),
-                error,
-            }));
+        if let Err(e) = valid_path(&self.path) {
+            return self.finish(CreateAllEvent::Failed(e));
         }
         self.send(now);
     }
@@ -199,17 +229,9 @@ impl CreateAll {
     }
 }
 
-impl Protocol for CreateAll {
-    type Event = CreateAllEvent;
-
-    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
-        &mut self.call.kit
-    }
-
-    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some(step) = self.call.kit.take(op) else {
-            return;
-        };
+impl CreateAll {
+    /// The answer to request `op`, sent for `step` (`on_reply`: `protocol_head!`).
+    fn on_answer(&mut self, now: Instant, _op: OpId, step: Step, result: Reply) {
         if self.call.done {
             return;
         }
@@ -252,32 +274,9 @@ impl Protocol for CreateAll {
             },
         }
     }
-
-    fn on_session(&mut self, now: Instant, change: SessionChange) {
-        if self.call.session(change, CreateAllEvent::Failed) {
-            self.on_timeout(now);
-        }
-    }
-
-    fn on_timeout(&mut self, now: Instant) {
-        if self.call.due(now) {
-            self.send(now);
-        }
-    }
-
-    fn on_abandon(&mut self, _: Instant) {
-        // Nothing to undo: the caller went away; the create completes or not.
-        self.call.done = true;
-    }
-
-    fn deadline(&self) -> Option<Instant> {
-        self.call.deadline()
-    }
-
-    fn finished(&self) -> bool {
-        self.call.finished()
-    }
 }
+
+call_protocol!(CreateAll, CreateAllEvent, CreateAllEvent::Failed, send);
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Del {
@@ -321,11 +320,8 @@ impl DeleteAll {
         if !self.call.start() {
             return;
         }
-        match validate_path(&self.root) {
-            Err(error) => self.finish(Err(Error::InvalidPath {
-                path: self.root.clone(),
-                error,
-            })),
+        match valid_path(&self.root) {
+            Err(e) => self.finish(Err(e)),
             Ok(()) if self.root == "/" => self.finish(Err(Error::Server(ErrorCode::BadArguments))),
             Ok(()) => self.begin(now),
         }
@@ -382,17 +378,9 @@ impl DeleteAll {
     }
 }
 
-impl Protocol for DeleteAll {
-    type Event = Result<(), Error>;
-
-    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
-        &mut self.call.kit
-    }
-
-    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some(step) = self.call.kit.take(op) else {
-            return;
-        };
+impl DeleteAll {
+    /// The answer to request `op`, sent for `step` (`on_reply`: `protocol_head!`).
+    fn on_answer(&mut self, now: Instant, _op: OpId, step: Del, result: Reply) {
         if self.call.done {
             return;
         }
@@ -442,28 +430,6 @@ impl Protocol for DeleteAll {
         }
         self.on_timeout(now);
     }
-
-    fn on_session(&mut self, now: Instant, change: SessionChange) {
-        if self.call.session(change, Err) {
-            self.on_timeout(now);
-        }
-    }
-
-    fn on_timeout(&mut self, now: Instant) {
-        if self.call.due(now) {
-            self.begin(now);
-        }
-    }
-
-    fn on_abandon(&mut self, _: Instant) {
-        self.call.done = true;
-    }
-
-    fn deadline(&self) -> Option<Instant> {
-        self.call.deadline()
-    }
-
-    fn finished(&self) -> bool {
-        self.call.finished()
-    }
 }
+
+call_protocol!(DeleteAll, Result<(), Error>, Err, begin);

@@ -46,7 +46,7 @@
 
 use bytes::Bytes;
 
-use super::kit::{Events, Kit};
+use super::kit::{Events, Kit, Reply};
 #[cfg(doc)]
 use super::node::OwnedNode;
 use super::node::{NodeWatch, NodeWatchEvent, OwnedNodeConfig};
@@ -367,7 +367,7 @@ impl Master {
         );
     }
 
-    fn on_set(&mut self, now: Instant, sent: Bytes, result: Result<Response, Error>) {
+    fn on_set(&mut self, now: Instant, sent: Bytes, result: Reply) {
         let Stage::Running(run) = &mut self.stage else {
             return;
         };
@@ -411,7 +411,7 @@ impl Master {
 
 impl Recipe for Master {
     type Event = RendezvousEvent;
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+    fn handle_reply(&mut self, now: Instant, op: OpId, result: Reply) {
         if op & OWN != 0 {
             if let Some(sent) = self.kit.take(op & !OWN) {
                 self.on_set(now, sent, result);

@@ -77,7 +77,7 @@ use alloc::vec::Vec;
 use bytes::Bytes;
 use core::time::Duration;
 
-use super::kit::{join, Kit, ParentStep, Plumbing, Protocol};
+use super::kit::{join, protocol_head, Kit, ParentStep, Protocol, Reply};
 use super::{OpId, SessionChange};
 use crate::error::Error;
 use crate::proto::*;
@@ -322,10 +322,7 @@ impl TtlNode {
     }
 
     fn finish(&mut self, event: TtlNodeEvent) {
-        if self.phase != Phase::Done {
-            self.phase = Phase::Done;
-            self.kit.emit(event);
-        }
+        self.kit.end(&mut self.phase, Phase::Done, event);
     }
 
     /// The touch goes on as `next`.
@@ -437,7 +434,7 @@ impl TtlNode {
         self.tell(Told::Present, TtlNodeEvent::Present);
     }
 
-    fn on_container(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_container(&mut self, now: Instant, result: Reply) {
         if matches!(&result, Ok(_) | Err(Error::Server(ErrorCode::NodeExists))) {
             // Its parents exist: a later round of parent creates starts afresh.
             self.kit.reset_parents();
@@ -465,14 +462,22 @@ impl TtlNode {
                 }
                 self.set_touch(Touch::Create { parents: true });
             }
-            Err(e) if e.is_retryable() || e.ends_session() => {
-                self.again(now, Touch::Create { parents: false })
-            }
-            Err(error) => self.finish(TtlNodeEvent::Failed { error }),
+            Err(e) => self.create_failed(now, e),
         }
     }
 
-    fn on_create(&mut self, now: Instant, result: Result<Response, Error>) {
+    /// A create (of the container or the node) failed with `e`, none of the errors
+    /// its caller reads: refused, lost or in a session that ended, it goes again;
+    /// anything else ends the node.
+    fn create_failed(&mut self, now: Instant, e: Error) {
+        if e.is_retryable() || e.ends_session() {
+            self.again(now, Touch::Create { parents: false })
+        } else {
+            self.finish(TtlNodeEvent::Failed { error: e })
+        }
+    }
+
+    fn on_create(&mut self, now: Instant, result: Reply) {
         match result {
             Ok(_) => self.touched(now),
             // There already (our create whose reply was lost, another owner's): touch
@@ -488,14 +493,11 @@ impl TtlNode {
                     path: self.config.touch_path(),
                 },
             }),
-            Err(e) if e.is_retryable() || e.ends_session() => {
-                self.again(now, Touch::Create { parents: false })
-            }
-            Err(error) => self.finish(TtlNodeEvent::Failed { error }),
+            Err(e) => self.create_failed(now, e),
         }
     }
 
-    fn on_touch(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_touch(&mut self, now: Instant, result: Reply) {
         match result {
             Ok(_) => self.touched(now),
             Err(Error::Server(ErrorCode::NoNode)) => {
@@ -509,7 +511,7 @@ impl TtlNode {
 }
 
 impl TtlNode {
-    fn on_delete(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_delete(&mut self, now: Instant, result: Reply) {
         match result {
             Err(e) if e.is_retryable() || e.ends_session() => {
                 self.phase = Phase::Closing(Leave::Send);
@@ -523,17 +525,9 @@ impl TtlNode {
     }
 }
 
-impl Protocol for TtlNode {
-    type Event = TtlNodeEvent;
-
-    fn kit(&mut self) -> &mut dyn Plumbing<TtlNodeEvent> {
-        &mut self.kit
-    }
-
-    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some((purpose, result)) = self.kit.answer(op, result) else {
-            return;
-        };
+impl TtlNode {
+    /// The answer to request `op`, sent for `purpose` (`on_reply`: `protocol_head!`).
+    fn on_answer(&mut self, now: Instant, _op: OpId, purpose: Purpose, result: Reply) {
         match (&self.phase, purpose) {
             (Phase::Running { .. }, Purpose::Parent(p)) => {
                 if result.is_ok() {
@@ -556,6 +550,10 @@ impl Protocol for TtlNode {
         }
         self.drive(now);
     }
+}
+
+impl Protocol for TtlNode {
+    protocol_head!(TtlNodeEvent, answer);
 
     fn on_session(&mut self, now: Instant, change: SessionChange) {
         match change {

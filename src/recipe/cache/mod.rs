@@ -106,7 +106,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::kit::{join, Kit, Plumbing, Protocol};
+use super::kit::{join, protocol_head, valid_path, Kit, Protocol, Reply};
 use super::watcher::{watcher_protocol, Back, Need, Watcher};
 use super::{OpId, SessionChange};
 
@@ -485,11 +485,8 @@ impl TreeCache {
         if self.watcher.has_started() {
             return;
         }
-        if let Err(error) = validate_path(&self.config.path) {
-            return self.finish(CacheEvent::Failed(Error::InvalidPath {
-                path: self.config.path.clone(),
-                error,
-            }));
+        if let Err(e) = valid_path(&self.config.path) {
+            return self.finish(CacheEvent::Failed(e));
         }
         self.watcher.start();
         if self.style != WatchStyle::OneShot {
@@ -897,17 +894,9 @@ impl TreeCache {
     }
 }
 
-impl Protocol for TreeCache {
-    type Event = CacheEvent;
-
-    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
-        &mut self.kit
-    }
-
-    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some(purpose) = self.kit.take(op) else {
-            return;
-        };
+impl TreeCache {
+    /// The answer to request `op`, sent for `purpose` (`on_reply`: `protocol_head!`).
+    fn on_answer(&mut self, now: Instant, op: OpId, purpose: Op, result: Reply) {
         if self.watcher.is_done() {
             return;
         }
@@ -942,6 +931,10 @@ impl Protocol for TreeCache {
         }
         self.drive(now);
     }
+}
+
+impl Protocol for TreeCache {
+    protocol_head!(CacheEvent, take);
 
     fn on_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
         if self.watcher.is_done() {

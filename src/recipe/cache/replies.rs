@@ -11,7 +11,7 @@ use super::{
 };
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::kit::join;
+use crate::recipe::kit::{join, Reply};
 use crate::recipe::OpId;
 use crate::session::WatchEvent;
 use crate::time::Instant;
@@ -25,7 +25,7 @@ impl TreeCache {
         path: String,
         gen: u64,
         watch: bool,
-        result: Result<Response, Error>,
+        result: Reply,
     ) {
         if watch && !matches!(result, Ok(Response::Data { .. })) {
             self.unarmed(op, &path, false);
@@ -69,7 +69,7 @@ impl TreeCache {
         gen: u64,
         full: bool,
         watch: bool,
-        result: Result<Response, Error>,
+        result: Reply,
     ) {
         if watch && !matches!(result, Ok(Response::Children2 { .. })) {
             self.unarmed(op, &path, true);
@@ -103,13 +103,7 @@ impl TreeCache {
         }
     }
 
-    pub(super) fn on_exists(
-        &mut self,
-        now: Instant,
-        op: OpId,
-        gen: u64,
-        result: Result<Response, Error>,
-    ) {
+    pub(super) fn on_exists(&mut self, now: Instant, op: OpId, gen: u64, result: Reply) {
         match result {
             Ok(_) => {
                 // The node exists: the watch is now a data watch on it.
@@ -138,7 +132,7 @@ impl TreeCache {
         }
     }
 
-    pub(super) fn on_add_watch(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+    pub(super) fn on_add_watch(&mut self, now: Instant, op: OpId, result: Reply) {
         match result {
             Ok(_) => {
                 self.kit.succeeded();

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use super::mode::{check_paths, ConfigMode};
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::kit::{Kit, Plumbing, Protocol};
+use crate::recipe::kit::{protocol_head, Kit, Protocol, Reply};
 use crate::recipe::watcher::{watcher_protocol, Back, Need, Watcher};
 use crate::recipe::{OpId, SessionChange};
 use crate::session::WatchEvent;
@@ -349,7 +349,7 @@ impl ConfigReader {
         }
     }
 
-    fn on_answer(&mut self, op: OpId, kind: ReadOpKind, result: Result<Response, Error>) {
+    fn on_purpose(&mut self, op: OpId, kind: ReadOpKind, result: Reply) {
         match kind {
             ReadOpKind::Sync => {
                 if let Err(e) = result {
@@ -393,7 +393,7 @@ impl ConfigReader {
         }
     }
 
-    fn on_read(&mut self, op: OpId, i: usize, result: Result<Response, Error>) {
+    fn on_read(&mut self, op: OpId, i: usize, result: Reply) {
         match result {
             Ok(Response::Data { data, stat }) => {
                 self.missing[i] = false;
@@ -421,7 +421,7 @@ impl ConfigReader {
         }
     }
 
-    fn on_multi_read(&mut self, result: Result<Response, Error>) {
+    fn on_multi_read(&mut self, result: Reply) {
         match result {
             Ok(Response::Multi(results)) if results.len() == self.config.paths.len() => {
                 for (i, res) in results.into_iter().enumerate() {
@@ -512,21 +512,13 @@ impl ConfigReader {
     }
 }
 
-impl Protocol for ConfigReader {
-    type Event = ReaderEvent;
-
-    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
-        &mut self.kit
-    }
-
-    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some(kind) = self.kit.take(op) else {
-            return;
-        };
+impl ConfigReader {
+    /// The answer to request `op`, sent for `kind` (`on_reply`: `protocol_head!`).
+    fn on_answer(&mut self, now: Instant, op: OpId, kind: ReadOpKind, result: Reply) {
         if self.watcher.is_done() {
             return;
         }
-        self.on_answer(op, kind, result);
+        self.on_purpose(op, kind, result);
         if let Some(r) = &mut self.round {
             r.pending = r.pending.saturating_sub(1);
             if r.pending == 0 {
@@ -535,6 +527,10 @@ impl Protocol for ConfigReader {
         }
         self.drive(now);
     }
+}
+
+impl Protocol for ConfigReader {
+    protocol_head!(ReaderEvent, take);
 
     fn on_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
         if self.watcher.is_done() {

@@ -8,11 +8,10 @@ use bytes::{Bytes, BytesMut};
 use super::mode::{check_paths, ConfigMode, MAX_MULTI_ROUNDS};
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::kit::{Kit, Plumbing, Protocol, MAX_PARENT_ROUNDS};
+use crate::recipe::kit::{protocol_head, timeout_drives, Kit, Protocol, Reply, MAX_PARENT_ROUNDS};
 use crate::recipe::path::{ancestor_creates, ancestor_result};
 use crate::recipe::watcher::Link;
 use crate::recipe::{OpId, SessionChange};
-use crate::session::WatchEvent;
 use crate::time::Instant;
 
 /// How a [`ConfigWriter`] writes.
@@ -353,7 +352,7 @@ impl ConfigWriter {
         }
     }
 
-    fn on_answer(&mut self, now: Instant, op: WriteOp, result: Result<Response, Error>) {
+    fn on_purpose(&mut self, now: Instant, op: WriteOp, result: Reply) {
         match op {
             WriteOp::Parent(p) => {
                 if let Some(e) = ancestor_result(&p, &result) {
@@ -396,13 +395,7 @@ impl ConfigWriter {
         }
     }
 
-    fn on_create(
-        &mut self,
-        now: Instant,
-        i: usize,
-        with_parents: bool,
-        result: Result<Response, Error>,
-    ) {
+    fn on_create(&mut self, now: Instant, i: usize, with_parents: bool, result: Reply) {
         match result {
             Ok(_) => self.items[i] = Item::Done,
             Err(Error::Server(ErrorCode::NodeExists)) => self.items[i] = Item::Set,
@@ -441,12 +434,7 @@ impl ConfigWriter {
         }
     }
 
-    fn on_create_ready(
-        &mut self,
-        now: Instant,
-        with_parents: bool,
-        result: Result<Response, Error>,
-    ) {
+    fn on_create_ready(&mut self, now: Instant, with_parents: bool, result: Reply) {
         match result {
             Ok(_) | Err(Error::Server(ErrorCode::NodeExists)) => self.finish(WriterEvent::Written),
             Err(Error::Server(ErrorCode::NoNode)) if !with_parents || self.again => {
@@ -469,7 +457,7 @@ impl ConfigWriter {
         }
     }
 
-    fn on_multi(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_multi(&mut self, now: Instant, result: Reply) {
         let failed = match result {
             Ok(Response::Multi(results)) => match first_error(&results) {
                 None => return self.finish(WriterEvent::Written),
@@ -499,17 +487,9 @@ impl ConfigWriter {
     }
 }
 
-impl Protocol for ConfigWriter {
-    type Event = WriterEvent;
-
-    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
-        &mut self.kit
-    }
-
-    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some(purpose) = self.kit.take(op) else {
-            return;
-        };
+impl ConfigWriter {
+    /// The answer to request `op`, sent for `purpose` (`on_reply`: `protocol_head!`).
+    fn on_answer(&mut self, now: Instant, _op: OpId, purpose: WriteOp, result: Reply) {
         if self.stage == Stage::Done {
             return;
         }
@@ -517,7 +497,7 @@ impl Protocol for ConfigWriter {
         if probe && result.is_err() && result != Err(Error::Server(ErrorCode::NoNode)) {
             self.probe_failed = true;
         }
-        self.on_answer(now, purpose, result);
+        self.on_purpose(now, purpose, result);
         if probe && self.stage == Stage::Probe && self.kit.is_quiet() {
             if core::mem::take(&mut self.probe_failed) {
                 // Not every node was probed: probe again (drive resends).
@@ -527,8 +507,10 @@ impl Protocol for ConfigWriter {
         }
         self.drive(now);
     }
+}
 
-    fn on_watch(&mut self, _now: Instant, _op: OpId, _event: &WatchEvent) {}
+impl Protocol for ConfigWriter {
+    protocol_head!(WriterEvent, take);
 
     fn on_session(&mut self, now: Instant, change: SessionChange) {
         if matches!(self.stage, Stage::Done) {
@@ -557,9 +539,7 @@ impl Protocol for ConfigWriter {
         self.drive(now);
     }
 
-    fn on_timeout(&mut self, now: Instant) {
-        self.drive(now);
-    }
+    timeout_drives!();
 
     fn on_abandon(&mut self, _now: Instant) {
         if self.stage != Stage::Done {

@@ -76,7 +76,7 @@ use alloc::vec::Vec;
 use bytes::Bytes;
 
 use super::group::{Member, View, ViewConfig, ViewEvent};
-use super::kit::{join, Events};
+use super::kit::{join, Events, Reply};
 use super::node::{NodeCommands, OwnedNode, OwnedNodeConfig, OwnedNodeEvent};
 use super::{OpId, Recipe, SessionChange};
 use crate::error::Error;
@@ -216,7 +216,7 @@ impl NodeCommands for Registration {
 
 impl Recipe for Registration {
     type Event = RegistrationEvent;
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+    fn handle_reply(&mut self, now: Instant, op: OpId, result: Reply) {
         self.node.handle_reply(now, op, result)
     }
     fn handle_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {

@@ -103,7 +103,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::kit::{join, name_of, Kit, ParentStep, Plumbing, Protocol};
+use super::kit::{join, name_of, protocol_head, Kit, ParentStep, Protocol, Reply};
 use super::{OpId, SessionChange};
 use crate::error::Error;
 use crate::proto::*;
@@ -355,12 +355,7 @@ impl DoubleBarrier {
 
     /// The names a listing found (none if the directory is gone), or `None` when it
     /// failed: retried for `need`, the barrier failed, or the session ended.
-    fn listed(
-        &mut self,
-        now: Instant,
-        result: Result<Response, Error>,
-        need: Need,
-    ) -> Option<Vec<String>> {
+    fn listed(&mut self, now: Instant, result: Reply, need: Need) -> Option<Vec<String>> {
         let children = match result {
             Ok(Response::Children(c)) | Ok(Response::Children2 { children: c, .. }) => c,
             Ok(_) => {
@@ -432,7 +427,7 @@ impl DoubleBarrier {
         self.emit(DoubleBarrierEvent::Left);
     }
 
-    fn on_create(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_create(&mut self, now: Instant, result: Reply) {
         match result {
             Ok(_) | Err(Error::Server(ErrorCode::NodeExists)) => {
                 // NodeExists: our earlier create landed (the name is unique).
@@ -452,7 +447,7 @@ impl DoubleBarrier {
         }
     }
 
-    fn on_ready_exists(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_ready_exists(&mut self, now: Instant, result: Reply) {
         match result {
             // A watch on an existing `ready` fires on its deletion, not a creation.
             Ok(_) => self.set_enter(|e| e.ready_armed = false),
@@ -468,7 +463,7 @@ impl DoubleBarrier {
         }
     }
 
-    fn on_list_enter(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_list_enter(&mut self, now: Instant, result: Reply) {
         if self.enter_state().ready_seen {
             return; // `ready` was created: the look at our node decides
         }
@@ -509,7 +504,7 @@ impl DoubleBarrier {
         }
     }
 
-    fn on_ready_create(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_ready_create(&mut self, now: Instant, result: Reply) {
         match (multi_failure(&result), result) {
             // `ready` exists now: the `exists` of our node sent behind it decides.
             (None, Ok(Response::Multi(_))) | (Some((1, ErrorCode::NodeExists)), _) => {
@@ -543,7 +538,7 @@ impl DoubleBarrier {
 
     /// The look at our node after `ready` was created: there, entered; gone (deleted by
     /// someone else), the participation fails — never `Entered` on a node that is gone.
-    fn on_confirm(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_confirm(&mut self, now: Instant, result: Reply) {
         if !self.enter_state().ready_seen {
             return; // its `ready` create failed: what that answer chose goes on
         }
@@ -562,7 +557,7 @@ impl DoubleBarrier {
     }
 
     /// Decides from a listing in leave.
-    fn on_list_leave(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_list_leave(&mut self, now: Instant, result: Reply) {
         let Some(children) = self.listed(now, result, LIST) else {
             return;
         };
@@ -609,7 +604,7 @@ impl DoubleBarrier {
         }
     }
 
-    fn on_wait(&mut self, now: Instant, name: String, result: Result<Response, Error>) {
+    fn on_wait(&mut self, now: Instant, name: String, result: Reply) {
         if self.watching() != Some(name.as_str()) {
             return;
         }
@@ -628,7 +623,7 @@ impl DoubleBarrier {
         }
     }
 
-    fn on_delete_own(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_delete_own(&mut self, now: Instant, result: Reply) {
         match result {
             Ok(_) | Err(Error::Server(ErrorCode::NoNode)) => self.deleted_own = true,
             Err(e) if e.is_retryable() => self.again(now, DELETE_OWN),
@@ -638,7 +633,7 @@ impl DoubleBarrier {
     }
 
     /// The answer to the last leaver's (or the cleanup's) `multi`.
-    fn on_final(&mut self, now: Instant, result: Result<Response, Error>, dir_at: Option<usize>) {
+    fn on_final(&mut self, now: Instant, result: Reply, dir_at: Option<usize>) {
         match result {
             Ok(Response::Multi(results)) => {
                 let failure = results.iter().enumerate().find_map(|(i, r)| match r {
@@ -671,7 +666,7 @@ impl DoubleBarrier {
         }
     }
 
-    fn on_stop_delete(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_stop_delete(&mut self, now: Instant, result: Reply) {
         match result {
             Ok(_) | Err(Error::Server(ErrorCode::NoNode)) => {
                 // Any create of ours was sent before this delete: it is answered.
@@ -685,18 +680,10 @@ impl DoubleBarrier {
     }
 }
 
-impl Protocol for DoubleBarrier {
-    type Event = DoubleBarrierEvent;
-
-    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
-        &mut self.kit
-    }
-
-    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+impl DoubleBarrier {
+    /// The answer to request `op`, sent for `purpose` (`on_reply`: `protocol_head!`).
+    fn on_answer(&mut self, now: Instant, _op: OpId, purpose: Purpose, result: Reply) {
         // A read behind a failed sync reads as lost (`Outbox::answer`): read again.
-        let Some((purpose, result)) = self.kit.answer(op, result) else {
-            return;
-        };
         let phase = self.phase();
         match purpose {
             Purpose::Parent(p) => self.kit.parent_answered(&p, &result),
@@ -730,6 +717,10 @@ impl Protocol for DoubleBarrier {
         }
         self.drive(now);
     }
+}
+
+impl Protocol for DoubleBarrier {
+    protocol_head!(DoubleBarrierEvent, answer);
 
     fn on_watch(&mut self, now: Instant, _op: OpId, event: &WatchEvent) {
         match self.phase() {

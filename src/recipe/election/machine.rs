@@ -13,7 +13,7 @@ use super::{
 };
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::kit::{Plumbing, Protocol, MAX_PARENT_ROUNDS};
+use crate::recipe::kit::{Plumbing, Protocol, Reply, MAX_PARENT_ROUNDS};
 use crate::recipe::lock::{compact_acl, node_id, Lock, LockConfig, LockEvent, LockKind};
 use crate::recipe::path::ancestor_creates;
 use crate::recipe::{OpId, Recipe, SessionChange};
@@ -287,7 +287,7 @@ impl Election {
         self.parts.kit.send(Purpose::Write, Request::Multi(ops));
     }
 
-    fn on_own_reply(&mut self, now: Instant, purpose: Purpose, result: Result<Response, Error>) {
+    fn on_own_reply(&mut self, now: Instant, purpose: Purpose, result: Reply) {
         if purpose == Purpose::Parent {
             // What the parents' creation came to shows in the next write.
             return;
@@ -328,7 +328,7 @@ impl Election {
     }
 
     /// The answer to our acknowledgement's multi, sent by the current leadership.
-    fn on_write(&mut self, result: Result<Response, Error>) {
+    fn on_write(&mut self, result: Reply) {
         let failure = multi_failure(&result);
         let rounds = self.leader().map_or(0, |l| l.parent_rounds);
         match (result, failure) {
@@ -408,7 +408,7 @@ impl Protocol for Election {
         &mut self.parts
     }
 
-    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+    fn on_reply(&mut self, now: Instant, op: OpId, result: Reply) {
         if op & 1 == 1 {
             if let Some(purpose) = self.parts.kit.take(op >> 1) {
                 self.on_own_reply(now, purpose, result);

@@ -29,6 +29,7 @@ use super::super::{contender, OpId, Recipe, SessionChange};
 use super::default_ack_dir;
 use crate::error::Error;
 use crate::proto::*;
+use crate::recipe::kit::Reply;
 use crate::session::WatchEvent;
 use crate::time::Instant;
 
@@ -214,7 +215,7 @@ impl Observer {
 impl Recipe for Observer {
     type Event = ObserverEvent;
 
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+    fn handle_reply(&mut self, now: Instant, op: OpId, result: Reply) {
         match op & 1 {
             0 => self.candidates.handle_reply(now, op >> 1, result),
             _ => self.acks.handle_reply(now, op >> 1, result),

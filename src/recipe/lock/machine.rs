@@ -16,7 +16,7 @@ use super::types::{CURATOR_REVOKE, MAX_SUCCESSORS, REVOKE};
 use crate::error::Error;
 use crate::proto::*;
 use crate::recipe::contender;
-use crate::recipe::kit::{join, Kit};
+use crate::recipe::kit::{join, valid_path, Kit};
 use crate::recipe::{OpId, SharedListing};
 use crate::time::Instant;
 
@@ -153,12 +153,9 @@ impl Lock {
         let reentrant = self.config.reentrant;
         match &mut self.phase {
             Phase::Idle => {
-                if let Err(error) = validate_path(&self.config.dir) {
+                if let Err(error) = valid_path(&self.config.dir) {
                     self.phase = Phase::Done(Ended::default());
-                    let path = self.config.dir.clone();
-                    self.kit.emit(LockEvent::Failed {
-                        error: Error::InvalidPath { path, error },
-                    });
+                    self.kit.emit(LockEvent::Failed { error });
                     return Acquire::Pending;
                 }
                 self.phase = Phase::Entering(Entering {

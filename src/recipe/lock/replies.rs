@@ -12,13 +12,13 @@ use super::types::{LockEvent, LockKind, LostReason};
 use crate::error::Error;
 use crate::proto::*;
 use crate::recipe::contender;
-use crate::recipe::kit::{name_of, ParentStep, Plumbing, Protocol};
+use crate::recipe::kit::{name_of, protocol_head, ParentStep, Protocol, Reply};
 use crate::recipe::{OpId, SessionChange, SharedListing};
 use crate::session::WatchEvent;
 use crate::time::Instant;
 
 /// The children of a listing reply.
-fn children(result: &Result<Response, Error>) -> Option<&Vec<String>> {
+fn children(result: &Reply) -> Option<&Vec<String>> {
     match result {
         Ok(Response::Children(c)) | Ok(Response::Children2 { children: c, .. }) => Some(c),
         _ => None,
@@ -26,7 +26,7 @@ fn children(result: &Result<Response, Error>) -> Option<&Vec<String>> {
 }
 
 impl Lock {
-    fn on_create(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_create(&mut self, now: Instant, result: Reply) {
         let leaving = matches!(self.phase, Phase::Leaving(_));
         let created = matches!(result, Ok(Response::PathStat { .. }));
         if let (Phase::Entering(e), false) = (&mut self.phase, created) {
@@ -95,7 +95,7 @@ impl Lock {
         }
     }
 
-    fn on_list(&mut self, now: Instant, watched: bool, result: Result<Response, Error>) {
+    fn on_list(&mut self, now: Instant, watched: bool, result: Reply) {
         if !self.attempting() {
             return; // we are leaving
         }
@@ -153,7 +153,7 @@ impl Lock {
         self.evaluate(children, Some(shared), now);
     }
 
-    fn on_recover(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_recover(&mut self, now: Instant, result: Reply) {
         match result {
             Ok(Response::Children(children)) | Ok(Response::Children2 { children, .. }) => {
                 let prefix = self.prefix();
@@ -186,7 +186,7 @@ impl Lock {
         }
     }
 
-    fn on_adopt(&mut self, now: Instant, name: String, result: Result<Response, Error>) {
+    fn on_adopt(&mut self, now: Instant, name: String, result: Reply) {
         let session_id = self.kit.session_id();
         match result {
             Ok(Response::Stat(stat)) if stat.ephemeral_owner == session_id && session_id != 0 => {
@@ -267,7 +267,7 @@ impl Lock {
         }
     }
 
-    fn on_blocker(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+    fn on_blocker(&mut self, now: Instant, op: OpId, result: Reply) {
         let Phase::Waiting(w) = &mut self.phase else {
             return;
         };
@@ -301,7 +301,7 @@ impl Lock {
         }
     }
 
-    fn on_verify(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_verify(&mut self, now: Instant, result: Reply) {
         let session_id = self.kit.session_id();
         let Phase::Held(h) = &mut self.phase else {
             return; // lost or released meanwhile
@@ -324,7 +324,7 @@ impl Lock {
     }
 
     /// The turn read: granted, or (the only blocker gone) held, or list again.
-    fn on_turn(&mut self, now: Instant, watch: Option<bool>, result: Result<Response, Error>) {
+    fn on_turn(&mut self, now: Instant, watch: Option<bool>, result: Reply) {
         let waiting = matches!(self.phase, Phase::Waiting(_));
         match result {
             Ok(Response::Data { data, stat }) => {
@@ -359,7 +359,7 @@ impl Lock {
 
     /// The release that hands on: done, or (successor gone or written meanwhile) a
     /// plain delete.
-    fn on_grant(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_grant(&mut self, now: Instant, result: Reply) {
         // Our delete is the last op.
         let last = match &result {
             Ok(Response::Multi(results)) => results.len().saturating_sub(1),
@@ -381,7 +381,7 @@ impl Lock {
         }
     }
 
-    fn on_own(&mut self, now: Instant, watch: Option<bool>, result: Result<Response, Error>) {
+    fn on_own(&mut self, now: Instant, watch: Option<bool>, result: Reply) {
         let went = matches!(&self.phase,
             Phase::Waiting(w) if matches!(w.blocker.watch, Some(Watching::Gone(_))));
         match result {
@@ -412,7 +412,7 @@ impl Lock {
         }
     }
 
-    fn on_delete(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_delete(&mut self, now: Instant, result: Reply) {
         match result {
             Ok(_) | Err(Error::Server(ErrorCode::NoNode)) => self.done(),
             Err(e) if e.is_retryable() => {
@@ -432,7 +432,7 @@ impl Lock {
         }
     }
 
-    fn on_orphan(&mut self, now: Instant, name: String, result: Result<Response, Error>) {
+    fn on_orphan(&mut self, now: Instant, name: String, result: Reply) {
         if let Err(e) = result {
             if e.is_retryable() {
                 self.orphans.push(name);
@@ -499,19 +499,18 @@ impl Lock {
     }
 }
 
-impl Protocol for Lock {
-    type Event = LockEvent;
-
-    fn kit(&mut self) -> &mut dyn Plumbing<LockEvent> {
-        &mut self.kit
-    }
-
-    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+impl Lock {
+    /// The answer to request `op`, sent for `purpose` (`on_reply`: `protocol_head!`).
+    fn on_answer(
+        &mut self,
+        now: Instant,
+        op: OpId,
+        purpose: Purpose,
+        result: Reply,
+        watch: Option<bool>,
+    ) {
         // A read behind a failed sync reads as lost (`Outbox::answer`): read again,
         // without asking for a second watch on our node if the first was left.
-        let Some((purpose, result, watch)) = self.kit.answer_armed(op, result) else {
-            return;
-        };
         match purpose {
             Purpose::Parent(p) => self.kit.parent_answered(&p, &result),
             Purpose::Sync => {}
@@ -529,12 +528,16 @@ impl Protocol for Lock {
         }
         self.drive(now);
     }
+}
+
+impl Protocol for Lock {
+    protocol_head!(LockEvent, watch);
 
     fn on_shared_reply(
         &mut self,
         now: Instant,
         op: OpId,
-        result: &Result<Response, Error>,
+        result: &Reply,
         shared: &mut SharedListing,
     ) {
         let listing = matches!(self.kit.purpose(op), Some(Purpose::List(_)));

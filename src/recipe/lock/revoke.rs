@@ -7,7 +7,7 @@ use core::time::Duration;
 use super::types::REVOKE;
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::kit::{Kit, Plumbing, Protocol};
+use crate::recipe::kit::{protocol_head, Kit, Protocol, Reply};
 use crate::recipe::{OpId, SessionChange};
 use crate::time::Instant;
 
@@ -80,24 +80,13 @@ impl Revoke {
     }
 
     fn finish(&mut self, result: Result<(), Error>) {
-        if self.step != RevokeStep::Done {
-            self.step = RevokeStep::Done;
-            self.kit.emit(result);
-        }
+        self.kit.end(&mut self.step, RevokeStep::Done, result);
     }
 }
 
-impl Protocol for Revoke {
-    type Event = Result<(), Error>;
-
-    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
-        &mut self.kit
-    }
-
-    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some(step) = self.kit.take(op) else {
-            return;
-        };
+impl Revoke {
+    /// The answer to request `op`, sent for `step` (`on_reply`: `protocol_head!`).
+    fn on_answer(&mut self, now: Instant, _op: OpId, step: RevokeStep, result: Reply) {
         match (step, result) {
             (_, Err(Error::Server(ErrorCode::NoNode))) => self.finish(Ok(())),
             (_, Err(e)) if e.is_retryable() => self.kit.failed(now),
@@ -113,6 +102,10 @@ impl Protocol for Revoke {
         }
         self.send(now);
     }
+}
+
+impl Protocol for Revoke {
+    protocol_head!(Result<(), Error>, take);
 
     fn on_session(&mut self, now: Instant, change: SessionChange) {
         match change.end_error() {

@@ -7,7 +7,9 @@ use bytes::Bytes;
 use super::phase::{Known, Presence};
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::kit::{parent_of, Kit, ParentStep, Plumbing, Protocol};
+use crate::recipe::kit::{
+    parent_of, protocol_head, timeout_drives, valid_path, Kit, ParentStep, Protocol, Reply,
+};
 use crate::recipe::lock::LostReason;
 use crate::recipe::{OpId, Recipe, SessionChange};
 use crate::session::WatchEvent;
@@ -241,10 +243,7 @@ impl OwnedNode {
     // ----- internals -----
 
     fn check_config(&self) -> Result<(), Error> {
-        validate_path(&self.config.path).map_err(|error| Error::InvalidPath {
-            path: self.config.path.clone(),
-            error,
-        })?;
+        valid_path(&self.config.path)?;
         match self.config.mode {
             CreateMode::Ephemeral | CreateMode::Persistent => Ok(()),
             _ => Err(Error::Server(ErrorCode::BadArguments)),
@@ -477,7 +476,7 @@ impl OwnedNode {
         let _ = now;
     }
 
-    fn on_create(&mut self, now: Instant, sent: Bytes, result: Result<Response, Error>) {
+    fn on_create(&mut self, now: Instant, sent: Bytes, result: Reply) {
         if self.known == Known::Creating {
             self.known = Known::Unknown; // the paired read decides, unless we learn more
         }
@@ -516,7 +515,7 @@ impl OwnedNode {
         }
     }
 
-    fn on_read(&mut self, now: Instant, op: OpId, armed: bool, result: Result<Response, Error>) {
+    fn on_read(&mut self, now: Instant, op: OpId, armed: bool, result: Reply) {
         if self.watch == Some(op) && !armed {
             self.watch = None;
         }
@@ -558,7 +557,7 @@ impl OwnedNode {
         }
     }
 
-    fn on_set(&mut self, now: Instant, sent: Bytes, result: Result<Response, Error>) {
+    fn on_set(&mut self, now: Instant, sent: Bytes, result: Reply) {
         match result {
             Ok(Response::Stat(stat)) => {
                 self.kit.succeeded();
@@ -587,7 +586,7 @@ impl OwnedNode {
         }
     }
 
-    fn on_delete(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_delete(&mut self, now: Instant, result: Reply) {
         match result {
             Ok(_) | Err(Error::Server(ErrorCode::NoNode)) => {
                 self.known = Known::Absent;
@@ -642,20 +641,11 @@ impl OwnedNode {
     }
 }
 
-impl Protocol for OwnedNode {
-    type Event = OwnedNodeEvent;
-
-    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
-        &mut self.kit
-    }
-
-    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+impl OwnedNode {
+    /// The answer to request `op`, sent for `purpose` (`on_reply`: `protocol_head!`).
+    fn on_answer(&mut self, now: Instant, op: OpId, purpose: NodeOp, result: Reply, armed: bool) {
         // A read behind a failed sync reads as lost (`Outbox::answer`): read again,
         // without asking for a second watch if the first was left.
-        let Some((purpose, result, watch)) = self.kit.answer_armed(op, result) else {
-            return;
-        };
-        let armed = watch == Some(true);
         if self.phase == Phase::Done {
             return;
         }
@@ -669,6 +659,10 @@ impl Protocol for OwnedNode {
         }
         self.drive(now);
     }
+}
+
+impl Protocol for OwnedNode {
+    protocol_head!(OwnedNodeEvent, armed);
 
     fn on_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
         if self.watch != Some(op) || self.phase == Phase::Done {
@@ -716,13 +710,7 @@ impl Protocol for OwnedNode {
         self.drive(now);
     }
 
-    fn on_timeout(&mut self, now: Instant) {
-        self.drive(now);
-    }
-
-    fn on_abandon(&mut self, now: Instant) {
-        self.delete(now);
-    }
+    timeout_drives!(abandon => delete);
 
     fn deadline(&self) -> Option<Instant> {
         self.kit.timeout(

@@ -6,7 +6,7 @@ use bytes::Bytes;
 use super::phase::{Link, Run, Seen};
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::kit::{Kit, Plumbing, Protocol};
+use crate::recipe::kit::{protocol_head, timeout_drives, valid_path, Kit, Protocol, Reply};
 use crate::recipe::{OpId, SessionChange};
 use crate::session::WatchEvent;
 use crate::time::Instant;
@@ -115,11 +115,8 @@ impl NodeWatch {
         if self.run != Run::Idle {
             return;
         }
-        if let Err(error) = validate_path(&self.path) {
-            return self.finish(NodeWatchEvent::Failed(Error::InvalidPath {
-                path: self.path.clone(),
-                error,
-            }));
+        if let Err(e) = valid_path(&self.path) {
+            return self.finish(NodeWatchEvent::Failed(e));
         }
         self.run = Run::Running;
         self.need_read = true;
@@ -195,7 +192,7 @@ impl NodeWatch {
         }
     }
 
-    fn on_read(&mut self, now: Instant, op: OpId, armed: bool, result: Result<Response, Error>) {
+    fn on_read(&mut self, now: Instant, op: OpId, armed: bool, result: Reply) {
         if self.watch == Some(op) && !armed {
             self.watch = None;
         }
@@ -233,7 +230,7 @@ impl NodeWatch {
         }
     }
 
-    fn on_exists(&mut self, now: Instant, op: OpId, armed: bool, result: Result<Response, Error>) {
+    fn on_exists(&mut self, now: Instant, op: OpId, armed: bool, result: Reply) {
         let watch_gone = self.watch == Some(op) && !armed;
         match result {
             Ok(_) => {
@@ -256,20 +253,11 @@ impl NodeWatch {
     }
 }
 
-impl Protocol for NodeWatch {
-    type Event = NodeWatchEvent;
-
-    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
-        &mut self.kit
-    }
-
-    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+impl NodeWatch {
+    /// The answer to request `op`, sent for `purpose` (`on_reply`: `protocol_head!`).
+    fn on_answer(&mut self, now: Instant, op: OpId, purpose: WatchOp, result: Reply, armed: bool) {
         // A read behind a failed sync reads as lost (`Outbox::answer`): read again,
         // without asking for a second watch if the first was left.
-        let Some((purpose, result, watch)) = self.kit.answer_armed(op, result) else {
-            return;
-        };
-        let armed = watch == Some(true);
         if self.run == Run::Done {
             return;
         }
@@ -280,6 +268,10 @@ impl Protocol for NodeWatch {
         }
         self.drive(now);
     }
+}
+
+impl Protocol for NodeWatch {
+    protocol_head!(NodeWatchEvent, armed);
 
     fn on_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
         if self.watch != Some(op) || self.run == Run::Done {
@@ -338,13 +330,7 @@ impl Protocol for NodeWatch {
         self.drive(now);
     }
 
-    fn on_timeout(&mut self, now: Instant) {
-        self.drive(now);
-    }
-
-    fn on_abandon(&mut self, now: Instant) {
-        self.close(now);
-    }
+    timeout_drives!(abandon => close);
 
     fn deadline(&self) -> Option<Instant> {
         self.kit

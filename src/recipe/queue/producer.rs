@@ -50,10 +50,11 @@ use super::state::{in_doubt, marker_ops, side_path, Life, Marker, Parents};
 use crate::client::ops::{delete, exists};
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::kit::{join, name_of, Kit, Plumbing, Protocol};
+use crate::recipe::kit::{
+    join, name_of, protocol_head, timeout_drives, valid_path, Kit, Protocol, Reply,
+};
 use crate::recipe::path::ancestor_result;
 use crate::recipe::{OpId, SessionChange};
-use crate::session::WatchEvent;
 use crate::time::Instant;
 
 /// Names one put.
@@ -373,12 +374,7 @@ impl Producer {
         if priority > MAX_PRIORITY {
             return Err(Error::Server(ErrorCode::BadArguments));
         }
-        if let Err(error) = validate_path(&self.config.dir) {
-            return Err(Error::InvalidPath {
-                path: self.config.dir.clone(),
-                error,
-            });
-        }
+        valid_path(&self.config.dir)?;
         if self.pending.len() >= self.config.max_queued {
             return Err(Error::Overloaded);
         }
@@ -613,7 +609,7 @@ impl Producer {
         }
     }
 
-    fn on_batch(&mut self, now: Instant, no: u32, result: Result<Response, Error>) {
+    fn on_batch(&mut self, now: Instant, no: u32, result: Reply) {
         let Some(at) = self.in_flight.iter().position(|b| b.no == no) else {
             return;
         };
@@ -683,7 +679,7 @@ impl Producer {
         self.failed.sort_by_key(|b| b.no);
     }
 
-    fn on_read_marker(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_read_marker(&mut self, now: Instant, result: Reply) {
         match result {
             Ok(Response::Stat(stat)) if stat.ephemeral_owner == self.session_id => {
                 self.settle(true, stat.version as u32)
@@ -764,18 +760,10 @@ impl Producer {
     }
 }
 
-impl Protocol for Producer {
-    type Event = ProducerEvent;
-
-    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
-        &mut self.kit
-    }
-
-    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+impl Producer {
+    /// The answer to request `op`, sent for `purpose` (`on_reply`: `protocol_head!`).
+    fn on_answer(&mut self, now: Instant, _op: OpId, purpose: Purpose, result: Reply) {
         // A read behind a failed sync reads as lost (`Outbox::answer`): read again.
-        let Some((purpose, result)) = self.kit.answer(op, result) else {
-            return;
-        };
         match purpose {
             Purpose::Batch(no) => self.on_batch(now, no, result),
             Purpose::Parent(p) => self.parents.answered(&mut self.kit, now, &p, &result),
@@ -796,8 +784,10 @@ impl Protocol for Producer {
         }
         self.drive(now);
     }
+}
 
-    fn on_watch(&mut self, _now: Instant, _op: OpId, _event: &WatchEvent) {}
+impl Protocol for Producer {
+    protocol_head!(ProducerEvent, answer);
 
     fn on_session(&mut self, now: Instant, change: SessionChange) {
         match change {
@@ -815,9 +805,7 @@ impl Protocol for Producer {
         self.drive(now);
     }
 
-    fn on_timeout(&mut self, now: Instant) {
-        self.drive(now);
-    }
+    timeout_drives!();
 
     fn on_abandon(&mut self, now: Instant) {
         // The owner is gone: nobody waits for the queued puts; what is on the wire ends.

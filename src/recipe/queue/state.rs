@@ -7,8 +7,8 @@ use alloc::vec::Vec;
 use bytes::Bytes;
 
 use crate::error::Error;
-use crate::proto::{Acl, CreateMode, CreateRequest, MultiOp, Response, SetDataRequest};
-use crate::recipe::kit::{join, Kit, MAX_PARENT_ROUNDS};
+use crate::proto::{Acl, CreateMode, CreateRequest, MultiOp, SetDataRequest};
+use crate::recipe::kit::{join, Kit, Reply, MAX_PARENT_ROUNDS};
 use crate::recipe::path::ancestor_result;
 use crate::time::Instant;
 
@@ -86,7 +86,7 @@ impl Parents {
         kit: &mut Kit<P, E>,
         now: Instant,
         path: &str,
-        result: &Result<Response, Error>,
+        result: &Reply,
     ) {
         let Some(e) = ancestor_result(path, result) else {
             return;

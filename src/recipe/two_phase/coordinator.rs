@@ -15,7 +15,7 @@ use super::types::{
 use super::types::{decide_request, written, Written};
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::kit::{parent_of, Kit, ParentStep, Plumbing, Protocol};
+use crate::recipe::kit::{parent_of, protocol_head, Kit, ParentStep, Protocol, Reply};
 use crate::recipe::lock::node_id;
 use crate::recipe::{OpId, SessionChange};
 use crate::session::WatchEvent;
@@ -516,7 +516,7 @@ impl Coordinator {
         }
     }
 
-    fn on_setup(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_setup(&mut self, now: Instant, result: Reply) {
         if self.setup.step != Step::Sending {
             return;
         }
@@ -552,7 +552,7 @@ impl Coordinator {
     }
 
     /// The lookup of our id after a setup in doubt.
-    fn on_find(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_find(&mut self, now: Instant, result: Reply) {
         match result {
             Ok(Response::Data { data, .. }) if data == self.config.id.as_bytes() => {
                 self.setup_done()
@@ -581,55 +581,57 @@ impl Coordinator {
         }
     }
 
-    fn on_answer(&mut self, now: Instant, p: P, result: Result<Response, Error>) {
-        if self.session.refused(&result) {
-            return; // the session change decides
-        }
-        match p {
-            P::Parent(path) => self.kit.parent_answered(&path, &result),
-            P::Setup => self.on_setup(now, result),
-            // The reads behind it read as lost (`Outbox::answer`): sync again.
-            P::Sync => self.session.sync_next |= result.is_err(),
-            P::Find => self.on_find(now, result),
-            P::Tx => match result {
-                Ok(Response::Data { data, stat }) => {
-                    self.tx = match Outcome::read(&data, stat.version) {
-                        Some(o) => TxView::Decided(o),
-                        None => TxView::Undecided,
-                    };
-                }
-                Ok(_) => self.fail(Error::UnexpectedReply),
-                // Not made (the setup's answer decides; read again once it is).
-                Err(_) if self.setup.step != Step::Done => self.tx = TxView::Unknown,
-                Err(e) if e.is_retryable() => self.again(now, Need::TX),
-                Err(e) => self.fail(e), // deleted under us, no permission
-            },
-            P::Vote(site) => self.on_vote(now, site, result),
-            P::Alive => match result {
-                Ok(Response::Children(c)) | Ok(Response::Children2 { children: c, .. }) => {
-                    let present = c
-                        .into_iter()
-                        .filter(|s| self.votes.contains_key(s))
-                        .collect();
-                    self.present = Some(present);
-                }
-                Err(e) if e.is_retryable() => self.again(now, Need::ALIVE),
-                _ => self.present = Some(BTreeSet::new()),
-            },
-            P::Decide(outcome) => self.on_decide(now, outcome, result),
-            P::Leave => match result {
-                Err(e) if e.is_retryable() => self.again(now, Need::LEAVE),
-                _ => {
-                    if self.presence == Presence::Ours {
-                        self.presence = Presence::Absent;
+    /// The answer to request `op`, sent for `p` (`on_reply`: `protocol_head!`).
+    fn on_answer(&mut self, now: Instant, _op: OpId, p: P, result: Reply) {
+        // A refused request: the session change decides.
+        if !self.session.refused(&result) {
+            match p {
+                P::Parent(path) => self.kit.parent_answered(&path, &result),
+                P::Setup => self.on_setup(now, result),
+                // The reads behind it read as lost (`Outbox::answer`): sync again.
+                P::Sync => self.session.sync_next |= result.is_err(),
+                P::Find => self.on_find(now, result),
+                P::Tx => match result {
+                    Ok(Response::Data { data, stat }) => {
+                        self.tx = match Outcome::read(&data, stat.version) {
+                            Some(o) => TxView::Decided(o),
+                            None => TxView::Undecided,
+                        };
                     }
-                }
-            },
+                    Ok(_) => self.fail(Error::UnexpectedReply),
+                    // Not made (the setup's answer decides; read again once it is).
+                    Err(_) if self.setup.step != Step::Done => self.tx = TxView::Unknown,
+                    Err(e) if e.is_retryable() => self.again(now, Need::TX),
+                    Err(e) => self.fail(e), // deleted under us, no permission
+                },
+                P::Vote(site) => self.on_vote(now, site, result),
+                P::Alive => match result {
+                    Ok(Response::Children(c)) | Ok(Response::Children2 { children: c, .. }) => {
+                        let present = c
+                            .into_iter()
+                            .filter(|s| self.votes.contains_key(s))
+                            .collect();
+                        self.present = Some(present);
+                    }
+                    Err(e) if e.is_retryable() => self.again(now, Need::ALIVE),
+                    _ => self.present = Some(BTreeSet::new()),
+                },
+                P::Decide(outcome) => self.on_decide(now, outcome, result),
+                P::Leave => match result {
+                    Err(e) if e.is_retryable() => self.again(now, Need::LEAVE),
+                    _ => {
+                        if self.presence == Presence::Ours {
+                            self.presence = Presence::Absent;
+                        }
+                    }
+                },
+            }
         }
+        self.settle(now);
     }
 
     /// A site's vote, read (and watched).
-    fn on_vote(&mut self, now: Instant, site: String, result: Result<Response, Error>) {
+    fn on_vote(&mut self, now: Instant, site: String, result: Reply) {
         match result {
             Ok(Response::Data { data, stat }) => {
                 let vote = Vote::read(&data, stat.version);
@@ -654,7 +656,7 @@ impl Coordinator {
         }
     }
 
-    fn on_decide(&mut self, now: Instant, outcome: Outcome, result: Result<Response, Error>) {
+    fn on_decide(&mut self, now: Instant, outcome: Outcome, result: Reply) {
         match written(outcome, self.config.sites.len(), &result) {
             Written::Done => {
                 self.kit.succeeded();
@@ -709,19 +711,7 @@ fn watched_read(path: String) -> Request {
 }
 
 impl Protocol for Coordinator {
-    type Event = CoordinatorEvent;
-
-    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
-        &mut self.kit
-    }
-
-    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some((p, result)) = self.kit.answer(op, result) else {
-            return;
-        };
-        self.on_answer(now, p, result);
-        self.settle(now);
-    }
+    protocol_head!(CoordinatorEvent, answer);
 
     fn on_watch(&mut self, now: Instant, _op: OpId, event: &WatchEvent) {
         let tx = &self.config.tx;

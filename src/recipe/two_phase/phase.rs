@@ -30,8 +30,7 @@ use core::marker::PhantomData;
 use core::ops::BitOr;
 
 use super::types::{Outcome, Vote};
-use crate::error::Error;
-use crate::proto::Response;
+use crate::recipe::kit::Reply;
 use crate::recipe::SessionChange;
 use crate::time::Instant;
 
@@ -144,7 +143,7 @@ impl Sessions {
 
     /// Was this reply refused because the session is ending? Then nothing more is sent
     /// until the session change says what comes next (a new session, or the end).
-    pub fn refused(&mut self, result: &Result<Response, Error>) -> bool {
+    pub fn refused(&mut self, result: &Reply) -> bool {
         let refused = matches!(result, Err(e) if e.ends_session());
         self.between |= refused;
         refused

@@ -13,7 +13,7 @@ use super::types::{
 use super::types::{decide_request, written, Written};
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::kit::{Kit, Plumbing, Protocol};
+use crate::recipe::kit::{protocol_head, Kit, Protocol, Reply};
 use crate::recipe::{OpId, SessionChange};
 use crate::session::WatchEvent;
 use crate::time::Instant;
@@ -585,50 +585,52 @@ impl Site {
         }
     }
 
-    fn on_answer(&mut self, now: Instant, p: P, result: Result<Response, Error>) {
-        if self.session.refused(&result) {
-            return; // the session change decides
-        }
-        match p {
-            // The reads behind it read as lost (`Outbox::answer`): sync again.
-            P::Sync => self.session.sync_next |= result.is_err(),
-            P::Tx => self.on_tx(now, result),
-            P::WaitTx => match result {
-                Ok(_) => self.read_all(),
-                Err(Error::Server(ErrorCode::NoNode)) => {} // the watch tells
-                Err(e) if e.is_retryable() => self.again(now, Need::WAIT_TX),
-                Err(e) => self.fail(e),
-            },
-            P::Payload | P::Own | P::Coord => self.on_fact(now, p, result),
-            P::Presence => self.on_presence(now, result),
-            P::CheckPresence => self.on_check_presence(now, result),
-            P::Peers => self.on_peers(now, result),
-            P::Peer(name) => match result {
-                Ok(Response::Data { data, stat }) => {
-                    if let Some(slot) = self.peers.as_mut().and_then(|p| p.get_mut(&name)) {
-                        *slot = slot.or(Vote::read(&data, stat.version));
+    /// The answer to request `op`, sent for `p` (`on_reply`: `protocol_head!`).
+    fn on_answer(&mut self, now: Instant, _op: OpId, p: P, result: Reply) {
+        // A refused request: the session change decides.
+        if !self.session.refused(&result) {
+            match p {
+                // The reads behind it read as lost (`Outbox::answer`): sync again.
+                P::Sync => self.session.sync_next |= result.is_err(),
+                P::Tx => self.on_tx(now, result),
+                P::WaitTx => match result {
+                    Ok(_) => self.read_all(),
+                    Err(Error::Server(ErrorCode::NoNode)) => {} // the watch tells
+                    Err(e) if e.is_retryable() => self.again(now, Need::WAIT_TX),
+                    Err(e) => self.fail(e),
+                },
+                P::Payload | P::Own | P::Coord => self.on_fact(now, p, result),
+                P::Presence => self.on_presence(now, result),
+                P::CheckPresence => self.on_check_presence(now, result),
+                P::Peers => self.on_peers(now, result),
+                P::Peer(name) => match result {
+                    Ok(Response::Data { data, stat }) => {
+                        if let Some(slot) = self.peers.as_mut().and_then(|p| p.get_mut(&name)) {
+                            *slot = slot.or(Vote::read(&data, stat.version));
+                        }
                     }
-                }
-                Err(e) if e.is_retryable() => {
-                    self.peer_reads.insert(name);
-                    self.again(now, Need::PEER);
-                }
-                // Gone (the transaction deleted) or refused: the transaction node tells.
-                _ => {}
-            },
-            P::Vote(vote) => self.on_vote(now, vote, result),
-            P::Decide(outcome) => self.on_decide(now, outcome, result),
-            P::Leave => match result {
-                Err(e) if e.is_retryable() => self.kit.failed(now),
-                // Deleted, gone, or refused for good (it goes with the session).
-                _ => self.presence = Presence::None,
-            },
+                    Err(e) if e.is_retryable() => {
+                        self.peer_reads.insert(name);
+                        self.again(now, Need::PEER);
+                    }
+                    // Gone (the transaction deleted) or refused: the transaction node tells.
+                    _ => {}
+                },
+                P::Vote(vote) => self.on_vote(now, vote, result),
+                P::Decide(outcome) => self.on_decide(now, outcome, result),
+                P::Leave => match result {
+                    Err(e) if e.is_retryable() => self.kit.failed(now),
+                    // Deleted, gone, or refused for good (it goes with the session).
+                    _ => self.presence = Presence::None,
+                },
+            }
         }
+        self.settle(now);
     }
 
     /// The payload, our vote node, the coordinator's presence: read once they are
     /// unknown.
-    fn on_fact(&mut self, now: Instant, p: P, result: Result<Response, Error>) {
+    fn on_fact(&mut self, now: Instant, p: P, result: Reply) {
         match p {
             P::Payload => match result {
                 Ok(Response::Data { data, .. }) => self.payload = Some(data),
@@ -668,7 +670,7 @@ impl Site {
         }
     }
 
-    fn on_tx(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_tx(&mut self, now: Instant, result: Reply) {
         match result {
             Ok(Response::Data { data, stat }) => {
                 self.kit.succeeded();
@@ -692,7 +694,7 @@ impl Site {
         }
     }
 
-    fn on_presence(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_presence(&mut self, now: Instant, result: Reply) {
         match result {
             Ok(_) => self.presence = Presence::Ours,
             Err(Error::Server(ErrorCode::NodeExists)) => {
@@ -717,7 +719,7 @@ impl Site {
         }
     }
 
-    fn on_check_presence(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_check_presence(&mut self, now: Instant, result: Reply) {
         match result {
             Ok(Response::Stat(stat)) => {
                 self.presence = if stat.ephemeral_owner == self.session.id {
@@ -733,7 +735,7 @@ impl Site {
         }
     }
 
-    fn on_peers(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_peers(&mut self, now: Instant, result: Reply) {
         match result {
             Ok(Response::Children(c)) | Ok(Response::Children2 { children: c, .. }) => {
                 if c.len() > MAX_SITES {
@@ -758,7 +760,7 @@ impl Site {
         }
     }
 
-    fn on_vote(&mut self, now: Instant, vote: Vote, result: Result<Response, Error>) {
+    fn on_vote(&mut self, now: Instant, vote: Vote, result: Reply) {
         match (multi_failure(&result), result) {
             (None, Ok(Response::Multi(_))) => {
                 self.kit.succeeded();
@@ -792,7 +794,7 @@ impl Site {
         }
     }
 
-    fn on_decide(&mut self, now: Instant, outcome: Outcome, result: Result<Response, Error>) {
+    fn on_decide(&mut self, now: Instant, outcome: Outcome, result: Reply) {
         match written(outcome, self.peers.as_ref().map_or(0, |p| p.len()), &result) {
             Written::Done => {
                 self.kit.succeeded();
@@ -838,19 +840,7 @@ impl Site {
 }
 
 impl Protocol for Site {
-    type Event = SiteEvent;
-
-    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
-        &mut self.kit
-    }
-
-    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some((p, result)) = self.kit.answer(op, result) else {
-            return;
-        };
-        self.on_answer(now, p, result);
-        self.settle(now);
-    }
+    protocol_head!(SiteEvent, answer);
 
     fn on_watch(&mut self, now: Instant, _op: OpId, event: &WatchEvent) {
         let tx = &self.config.tx;

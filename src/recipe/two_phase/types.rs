@@ -11,6 +11,7 @@ use crate::proto::{
     multi_failure, CheckVersionRequest, ErrorCode, MultiOp, PathError, Request, Response,
     SetDataRequest,
 };
+use crate::recipe::kit::Reply;
 
 /// The most sites a transaction may have (bounds every list and `multi`).
 pub const MAX_SITES: usize = 1000;
@@ -202,7 +203,7 @@ pub(super) enum Written {
 /// Reads the answer to the write of `outcome` over `votes` votes: a commit's `multi`
 /// checks each vote first, so its `setData` comes after them; an abort writes alone
 /// (a plain write's failure counts at the `setData`).
-pub(super) fn written(outcome: Outcome, votes: usize, result: &Result<Response, Error>) -> Written {
+pub(super) fn written(outcome: Outcome, votes: usize, result: &Reply) -> Written {
     let tx_index = match outcome {
         Outcome::Commit => votes,
         Outcome::Abort => 0,

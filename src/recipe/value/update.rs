@@ -7,9 +7,10 @@ use core::time::Duration;
 
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::kit::{parent_of, Kit, ParentStep, Plumbing, Protocol};
+use crate::recipe::kit::{
+    parent_of, protocol_head, timeout_drives, valid_path, Kit, ParentStep, Protocol, Reply,
+};
 use crate::recipe::{OpId, Retry, SessionChange};
-use crate::session::WatchEvent;
 use crate::time::Instant;
 
 /// The wait after a lost race spans at most 2^this rounds...
@@ -220,14 +221,9 @@ impl Update {
     pub(super) fn begin(&mut self, now: Instant, reuse: bool) {
         let known = self.known.take();
         self.kit.clear_requests();
-        if let Err(error) = validate_path(&self.config.path) {
+        if let Err(error) = valid_path(&self.config.path) {
             self.stage = Stage::Done;
-            self.kit.emit(UpdateEvent::Failed {
-                error: Error::InvalidPath {
-                    path: self.config.path.clone(),
-                    error,
-                },
-            });
+            self.kit.emit(UpdateEvent::Failed { error });
             return;
         }
         self.stage = Stage::Reading;
@@ -410,7 +406,7 @@ impl Update {
         }
     }
 
-    fn on_read(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_read(&mut self, now: Instant, result: Reply) {
         // Without its sync the read may come from a lagging follower: a node, or its
         // absence (our own create, applied with its reply lost, not there yet), may be
         // stale either way; the outbox reads it as lost (`Outbox::answer`).
@@ -442,7 +438,7 @@ impl Update {
         }
     }
 
-    fn on_set(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_set(&mut self, now: Instant, result: Reply) {
         match result {
             Ok(Response::Stat(stat)) => self.written(now, stat),
             Ok(_) => self.fail_in_doubt(Error::UnexpectedReply, true),
@@ -495,7 +491,7 @@ impl Update {
         self.finish(UpdateEvent::Updated { stat });
     }
 
-    fn on_create(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_create(&mut self, now: Instant, result: Reply) {
         match result {
             Ok(Response::PathStat { stat, .. }) => self.written(now, stat),
             Ok(_) => self.fail_in_doubt(Error::UnexpectedReply, true),
@@ -513,17 +509,9 @@ impl Update {
     }
 }
 
-impl Protocol for Update {
-    type Event = UpdateEvent;
-
-    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
-        &mut self.kit
-    }
-
-    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        let Some((purpose, result)) = self.kit.answer(op, result) else {
-            return;
-        };
+impl Update {
+    /// The answer to request `op`, sent for `purpose` (`on_reply`: `protocol_head!`).
+    fn on_answer(&mut self, now: Instant, _op: OpId, purpose: Op, result: Reply) {
         if self.stage == Stage::Done {
             return;
         }
@@ -536,8 +524,10 @@ impl Protocol for Update {
         }
         self.drive(now);
     }
+}
 
-    fn on_watch(&mut self, _now: Instant, _op: OpId, _event: &WatchEvent) {}
+impl Protocol for Update {
+    protocol_head!(UpdateEvent, answer);
 
     fn on_session(&mut self, now: Instant, change: SessionChange) {
         self.known = None; // what we wrote may have been overwritten meanwhile
@@ -571,9 +561,7 @@ impl Protocol for Update {
         self.drive(now);
     }
 
-    fn on_timeout(&mut self, now: Instant) {
-        self.drive(now);
-    }
+    timeout_drives!();
 
     fn on_abandon(&mut self, _now: Instant) {
         if self.stage != Stage::Done {

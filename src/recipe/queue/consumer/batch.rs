@@ -14,6 +14,7 @@ use crate::client::ops::exists;
 use crate::error::Error;
 use crate::proto::multi_failure;
 use crate::proto::*;
+use crate::recipe::kit::Reply;
 use crate::time::Instant;
 
 impl Consumer {
@@ -207,7 +208,7 @@ impl Consumer {
         })
     }
 
-    pub(super) fn on_claim(&mut self, now: Instant, i: usize, result: Result<Response, Error>) {
+    pub(super) fn on_claim(&mut self, now: Instant, i: usize, result: Reply) {
         let parents_done = self.parents.done();
         let reading = self
             .kit
@@ -261,12 +262,7 @@ impl Consumer {
         b.slots[i] = next;
     }
 
-    pub(super) fn on_check_claim(
-        &mut self,
-        now: Instant,
-        i: usize,
-        result: Result<Response, Error>,
-    ) {
+    pub(super) fn on_check_claim(&mut self, now: Instant, i: usize, result: Reply) {
         let session = self.session_id;
         let Some(b) = self.batch.as_mut() else {
             return;
@@ -289,12 +285,7 @@ impl Consumer {
         };
     }
 
-    pub(super) fn on_read(
-        &mut self,
-        now: Instant,
-        slots: Vec<usize>,
-        result: Result<Response, Error>,
-    ) {
+    pub(super) fn on_read(&mut self, now: Instant, slots: Vec<usize>, result: Reply) {
         let alo = self.at_least_once();
         let Some(b) = self.batch.as_mut() else {
             return;
@@ -350,13 +341,7 @@ impl Consumer {
         }
     }
 
-    pub(super) fn on_take(
-        &mut self,
-        now: Instant,
-        no: u32,
-        slots: Vec<usize>,
-        result: Result<Response, Error>,
-    ) {
+    pub(super) fn on_take(&mut self, now: Instant, no: u32, slots: Vec<usize>, result: Reply) {
         let present = self.marker != Marker::Absent;
         let marker_ops = if present { 1 } else { 2 };
         let parents_done = self.parents.done();
@@ -405,7 +390,7 @@ impl Consumer {
         }
     }
 
-    pub(super) fn on_read_marker(&mut self, now: Instant, result: Result<Response, Error>) {
+    pub(super) fn on_read_marker(&mut self, now: Instant, result: Reply) {
         let (present, version) = match result {
             Ok(Response::Stat(stat)) if stat.ephemeral_owner == self.session_id => {
                 (true, stat.version as u32)

@@ -11,6 +11,7 @@ use super::{Consumer, ConsumerEvent, Delivery, Purpose, LOST_KEPT};
 use crate::client::ops::delete;
 use crate::error::Error;
 use crate::proto::*;
+use crate::recipe::kit::Reply;
 use crate::time::Instant;
 
 impl Consumer {
@@ -165,7 +166,7 @@ impl Consumer {
         }
     }
 
-    pub(super) fn on_list(&mut self, now: Instant, result: Result<Response, Error>) {
+    pub(super) fn on_list(&mut self, now: Instant, result: Reply) {
         let watched = self.view.watching();
         self.view = View::Stale;
         let children = match result {

@@ -72,7 +72,7 @@ use super::names::{meta_dir, Format, CLAIM_PREFIX};
 use super::state::side_path;
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::kit::{join, Kit, Plumbing, Protocol};
+use crate::recipe::kit::{join, protocol_head, valid_path, Kit, Protocol, Reply};
 use crate::recipe::{OpId, SessionChange};
 use crate::session::WatchEvent;
 use crate::time::Instant;
@@ -362,11 +362,8 @@ impl Consumer {
             Some(Error::Closed)
         } else if self.takes.len() >= MAX_TAKES {
             Some(Error::Overloaded)
-        } else if let Err(error) = validate_path(&self.config.dir) {
-            Some(Error::InvalidPath {
-                path: self.config.dir.clone(),
-                error,
-            })
+        } else if let Err(e) = valid_path(&self.config.dir) {
+            Some(e)
         } else if self.at_least_once() && self.held.len() >= self.config.max_held {
             Some(Error::Overloaded)
         } else {
@@ -478,7 +475,7 @@ impl Consumer {
         self.kit.any(|p| *p == Purpose::ReadMarker)
     }
 
-    fn on_delete_marker(&mut self, now: Instant, result: Result<Response, Error>) {
+    fn on_delete_marker(&mut self, now: Instant, result: Reply) {
         if let Life::Closing { deleting } = &mut self.life {
             *deleting = false;
         }
@@ -489,18 +486,10 @@ impl Consumer {
     }
 }
 
-impl Protocol for Consumer {
-    type Event = ConsumerEvent;
-
-    fn kit(&mut self) -> &mut dyn Plumbing<Self::Event> {
-        &mut self.kit
-    }
-
-    fn on_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
+impl Consumer {
+    /// The answer to request `op`, sent for `purpose` (`on_reply`: `protocol_head!`).
+    fn on_answer(&mut self, now: Instant, _op: OpId, purpose: Purpose, result: Reply) {
         // A read behind a failed sync reads as lost (`Outbox::answer`): read again.
-        let Some((purpose, result)) = self.kit.answer(op, result) else {
-            return;
-        };
         match purpose {
             Purpose::List => self.on_list(now, result),
             Purpose::ListClaims => {
@@ -535,6 +524,10 @@ impl Protocol for Consumer {
         self.batch_step();
         self.drive(now);
     }
+}
+
+impl Protocol for Consumer {
+    protocol_head!(ConsumerEvent, answer);
 
     fn on_watch(&mut self, now: Instant, _op: OpId, event: &WatchEvent) {
         if event.path == self.config.dir

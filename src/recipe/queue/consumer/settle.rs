@@ -8,6 +8,7 @@ use super::{Consumer, ConsumerEvent, Purpose};
 use crate::error::Error;
 use crate::proto::multi_failure;
 use crate::proto::*;
+use crate::recipe::kit::Reply;
 use crate::time::Instant;
 
 impl Consumer {
@@ -111,12 +112,7 @@ impl Consumer {
         self.emit(event);
     }
 
-    pub(super) fn on_complete(
-        &mut self,
-        now: Instant,
-        name: String,
-        result: Result<Response, Error>,
-    ) {
+    pub(super) fn on_complete(&mut self, now: Instant, name: String, result: Reply) {
         let failure = multi_failure(&result);
         let at = self.settling_at(&name);
         let failed = |item: String, error: Error| ConsumerEvent::CompleteFailed { item, error };
@@ -169,12 +165,7 @@ impl Consumer {
     /// Our claim after a complete or release whose reply was lost: gone, or another
     /// session's (only we delete ours while our session lives), means it landed; still
     /// ours means it did not: send it again.
-    pub(super) fn on_check_settle(
-        &mut self,
-        now: Instant,
-        name: String,
-        result: Result<Response, Error>,
-    ) {
+    pub(super) fn on_check_settle(&mut self, now: Instant, name: String, result: Reply) {
         let Some(at) = self.settling_at(&name) else {
             return;
         };
@@ -193,12 +184,7 @@ impl Consumer {
         }
     }
 
-    pub(super) fn on_release(
-        &mut self,
-        now: Instant,
-        name: String,
-        result: Result<Response, Error>,
-    ) {
+    pub(super) fn on_release(&mut self, now: Instant, name: String, result: Reply) {
         let Some(at) = self.settling_at(&name) else {
             return;
         };
@@ -216,12 +202,7 @@ impl Consumer {
 
     /// A stale claim after its delete's reply was lost (and a `sync`; after a failed
     /// sync the read reads as lost, `Outbox::answer`, and is made again).
-    pub(super) fn on_check_orphan(
-        &mut self,
-        now: Instant,
-        name: String,
-        result: Result<Response, Error>,
-    ) {
+    pub(super) fn on_check_orphan(&mut self, now: Instant, name: String, result: Reply) {
         match result {
             // Still ours (our delete did not land): delete it again.
             Ok(Response::Stat(stat)) if stat.ephemeral_owner == self.session_id => {
@@ -236,12 +217,7 @@ impl Consumer {
         }
     }
 
-    pub(super) fn on_orphan(
-        &mut self,
-        now: Instant,
-        name: String,
-        result: &Result<Response, Error>,
-    ) {
+    pub(super) fn on_orphan(&mut self, now: Instant, name: String, result: &Reply) {
         match result {
             // It may have landed, and the item's name may be claimed by someone else
             // since: never delete it blindly again.
