@@ -18,9 +18,9 @@
 
 #[path = "support/curator.rs"]
 mod curator;
+#[path = "support/kazoo.rs"]
+mod kazoo;
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use zk_recipes_testing::TestServer;
@@ -29,8 +29,6 @@ use zk_recipes_tokio::{connect, Client, Options, SetPartitioner};
 const ITEMS: usize = 1000;
 const MEMBERS: usize = 7;
 const BOUNDARY: Duration = Duration::from_millis(100);
-/// Debian's Python, which has `python3-kazoo` (a `python3` earlier on PATH may not).
-const PYTHON: &str = "/usr/bin/python3";
 
 struct Figures {
     times: Vec<Duration>,
@@ -119,42 +117,22 @@ async fn ours(server: &TestServer, rounds: usize) -> Figures {
 
 /// kazoo's `SetPartitioner`, or `Err(why)` when it cannot run here.
 fn kazoo(server: &TestServer, rounds: usize) -> Result<Figures, String> {
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/benches/kazoo/kazoo_partitioner.py"
-    );
-    let mut child = Command::new(PYTHON)
-        .arg(script)
-        .arg(server.connect_string())
-        .arg("/bench-partitioner/kazoo")
-        .arg(ITEMS.to_string())
-        .arg(MEMBERS.to_string())
-        .arg(BOUNDARY.as_secs_f64().to_string())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("{PYTHON} cannot be started: {e}"))?;
-    let mut stdin = child.stdin.take().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut next = || {
-        lines
-            .next()
-            .and_then(Result::ok)
-            .unwrap_or_else(|| "(no output)".into())
-    };
-    let ready = next();
-    if ready != "READY" {
-        let _ = child.wait();
-        return Err(ready);
-    }
+    let args = [
+        server.connect_string(),
+        "/bench-partitioner/kazoo".into(),
+        ITEMS.to_string(),
+        MEMBERS.to_string(),
+        BOUNDARY.as_secs_f64().to_string(),
+    ];
+    let mut script = kazoo::Script::ready("kazoo_partitioner.py", &args)?;
     let mut f = Figures {
         times: Vec::new(),
         requests: Vec::new(),
     };
     for _ in 0..rounds {
         let before = curator::mntr(server.addr(), "zk_packets_received");
-        stdin.write_all(b"join\n").unwrap();
-        let result = next();
+        script.send("join");
+        let result = script.next();
         let after = curator::mntr(server.addr(), "zk_packets_received");
         let ms: f64 = match result.split_whitespace().collect::<Vec<_>>()[..] {
             ["RESULT", ms] => ms.parse().map_err(|_| result.clone())?,
@@ -162,15 +140,12 @@ fn kazoo(server: &TestServer, rounds: usize) -> Result<Figures, String> {
         };
         f.times.push(Duration::from_secs_f64(ms / 1e3));
         f.requests.push(after - before - 1);
-        stdin.write_all(b"leave\n").unwrap();
-        assert_eq!(next(), "LEFT");
+        script.send("leave");
+        assert_eq!(script.next(), "LEFT");
     }
-    stdin.write_all(b"quit\n").unwrap();
-    assert_eq!(next(), "DONE");
-    assert!(
-        child.wait().unwrap().success(),
-        "kazoo_partitioner.py failed"
-    );
+    script.send("quit");
+    assert_eq!(script.next(), "DONE");
+    assert!(script.success(), "kazoo_partitioner.py failed");
     Ok(f)
 }
 

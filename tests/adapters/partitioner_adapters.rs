@@ -3,7 +3,8 @@
 // item); a fourth joins — the three are told to release, release, and the four divide
 // again; the fourth finishes and a third is dropped — nothing of them is left and the
 // rest divide again; then a member's session expires — it is told, and the last member
-// takes every item. A 200 ms time boundary keeps it short.
+// takes every item. A timed-out wait leaves a member dividing. A 200 ms time boundary
+// keeps it short.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -96,6 +97,10 @@ async fn partitioner_on(server: &TestServer) {
     let mut a = member(&za, path, "a").await;
     let mut b = member(&zb, path, "b").await;
     let mut c = member(&zc, path, "c").await;
+    // A wait that times out (the 200 ms boundary is not over) leaves the member dividing.
+    let early = a.acquired_timeout(Duration::from_millis(1)).await;
+    assert_eq!(early, Ok(None), "{NAME}");
+    assert_eq!(a.state(), zk::PartitionState::Allocating, "{NAME}");
     divided(&za, path, &mut [("a", &mut a), ("b", &mut b), ("c", &mut c)]).await;
 
     // d joins: everyone releases, the four divide again.
