@@ -121,6 +121,7 @@ impl PartitionerBuilder {
     /// [`acquired`](SetPartitioner::acquired) waits for our share). A bad config ends
     /// the member with `Failed` at once.
     pub fn join(self) -> Result<SetPartitioner, Error> {
+        let path = self.config.path.clone();
         let hold = Handle::start(&self.client, Machine::new(self.config), |m, now| {
             m.start(now)
         })?;
@@ -131,6 +132,7 @@ impl PartitionerBuilder {
                 items: Vec::new(),
                 releases: 0,
             },
+            path,
         })
     }
 }
@@ -141,6 +143,8 @@ impl PartitionerBuilder {
 pub struct SetPartitioner {
     hold: Handle<Machine>,
     share: Share,
+    /// For the calls' spans.
+    path: String,
 }
 
 #[form]
@@ -188,14 +192,14 @@ impl SetPartitioner {
     /// Waits until our share of the set is held (at once if it is): the items. Called
     /// while a release is needed (the caller is done with its share), it releases
     /// first. `Err` once the member has ended (`Finished` after a finish).
-    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "partitioner"))]
+    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "partitioner", path = %self.path))]
     pub async fn acquired(&mut self) -> Result<Vec<HeldItem>, Error> {
         self.acquired_until(None).await?.ok_or(Error::Timeout)
     }
 
     /// [`acquired`](Self::acquired), waiting at most `wait`: `Ok(None)` if the share
     /// was not held in time (the member goes on dividing).
-    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "partitioner"))]
+    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "partitioner", path = %self.path))]
     pub async fn acquired_timeout(
         &mut self,
         wait: Duration,
@@ -220,14 +224,14 @@ impl SetPartitioner {
     /// Waits until the items must be released (at once if they must): the party
     /// changed, the connection dropped or an item's lock was lost. Stop working on them
     /// and call [`release`](Self::release). `Err` once the member has ended.
-    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "partitioner"))]
+    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "partitioner", path = %self.path))]
     pub async fn release_needed(&mut self) -> Result<(), Error> {
         self.release_needed_until(None).await?.ok_or(Error::Timeout)
     }
 
     /// [`release_needed`](Self::release_needed), waiting at most `wait`: `Ok(false)` if
     /// no release was needed in time.
-    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "partitioner"))]
+    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "partitioner", path = %self.path))]
     pub async fn release_needed_timeout(&mut self, wait: Duration) -> Result<bool, Error> {
         let needed = self.release_needed_until(Some(Instant::now() + wait)).await?;
         Ok(needed.is_some())
@@ -244,7 +248,7 @@ impl SetPartitioner {
     /// Releases our items (kazoo's `release_set`) and waits until every lock node is
     /// deleted; the set is then divided again. Nothing to do (`Ok`) while nothing is
     /// held.
-    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "partitioner"))]
+    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "partitioner", path = %self.path))]
     pub async fn release(&mut self) -> Result<(), Error> {
         if !matches!(
             self.state(),
@@ -263,7 +267,7 @@ impl SetPartitioner {
 
     /// Releases our items and leaves the party (kazoo's `finish`), and waits until
     /// nothing of ours is left.
-    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "partitioner"))]
+    #[tracing::instrument(level = "debug", skip_all, fields(recipe = "partitioner", path = %self.path))]
     pub async fn finish(mut self) -> Result<(), Error> {
         if let Some(end) = self.share.ended() {
             return end.or_else(|e| if e == Error::Finished { Ok(()) } else { Err(e) });
