@@ -7,7 +7,7 @@
 //! 8 clients, each on its own session, add 1 to one counter 100 times in a row, all at
 //! once: ours with the tokio adapter (one task per client, `CounterFormat::I32`), kazoo
 //! with `benches/kazoo/kazoo_counter.py` (one `KazooClient` and one thread per client;
-//! skipped with a message when python3 or kazoo is missing: `pip install kazoo`). Each
+//! skipped with a message when Debian's `/usr/bin/python3` or its `python3-kazoo` is missing). Each
 //! round starts on a new node (missing: the first increments race to create it). The
 //! final value must be exactly 8 × 100 (checked; panics otherwise).
 //!
@@ -23,10 +23,9 @@
 #[allow(dead_code)] // only `mntr` is used here
 #[path = "support/curator.rs"]
 mod curator;
+#[path = "support/kazoo.rs"]
+mod kazoo;
 
-use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use zk_recipes_testing::TestServer;
@@ -103,36 +102,19 @@ async fn ours(server: &TestServer, path: &str, each: usize) -> Figures {
 
 /// kazoo's `Counter`, or `Err(why)` when it cannot run here.
 fn kazoo(server: &TestServer, path: &str, each: usize) -> Result<Figures, String> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/kazoo/kazoo_counter.py");
-    let mut child = Command::new("python3")
-        .arg(&script)
-        .arg(server.connect_string())
-        .arg(path)
-        .arg(clients().to_string())
-        .arg(each.to_string())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("python3 cannot be started: {e}"))?;
-    let mut stdin = child.stdin.take().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut next = || {
-        lines
-            .next()
-            .and_then(Result::ok)
-            .unwrap_or_else(|| "(no output)".into())
-    };
-    let ready = next();
-    if ready != "READY" {
-        let _ = child.wait();
-        return Err(ready);
-    }
+    let args = [
+        server.connect_string(),
+        path.to_string(),
+        clients().to_string(),
+        each.to_string(),
+    ];
+    let mut script = kazoo::Script::ready("kazoo_counter.py", &args)?;
     let before = curator::mntr(server.addr(), "zk_packets_received");
-    stdin.write_all(b"go\n").unwrap();
-    let result = next();
+    script.send("go");
+    let result = script.next();
     let after = curator::mntr(server.addr(), "zk_packets_received");
-    stdin.write_all(b"close\n").unwrap();
-    assert!(child.wait().unwrap().success(), "kazoo_counter.py failed");
+    script.send("close");
+    assert!(script.success(), "kazoo_counter.py failed");
     let fields: Vec<&str> = result.split_whitespace().collect();
     let (ms, value) = match fields[..] {
         ["RESULT", ms, value] => (ms.parse::<u64>().ok(), value.parse::<i64>().ok()),

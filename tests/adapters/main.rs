@@ -337,6 +337,7 @@ forms!(misbehaving, "misbehaving.rs");
 forms!(naming_adapters, "naming_adapters.rs");
 mod nemesis;
 forms!(nemesis_clients, "nemesis_clients.rs");
+forms!(partitioner_adapters, "partitioner_adapters.rs");
 forms!(queue_both_adapters, "queue_both_adapters.rs");
 forms!(reconfig_both, "reconfig_both.rs");
 forms!(semaphore_adapters, "semaphore_adapters.rs");

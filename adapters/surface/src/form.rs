@@ -38,6 +38,8 @@ mod lock;
 mod multi_lock;
 #[path = "naming.rs"]
 mod naming;
+#[path = "partitioner.rs"]
+mod partitioner;
 #[path = "queue.rs"]
 mod queue;
 #[path = "semaphore.rs"]
@@ -67,6 +69,7 @@ pub use group::{GroupMemberHandle, GroupView, NodeHandle, NodeWatchHandle, Rende
 pub use lock::{LockBuilder, LockGuard, ReentrantLock};
 pub use multi_lock::{MultiLock, MultiLockGuard, MultiLockState};
 pub use naming::IdGenerator;
+pub use partitioner::{PartitionState, PartitionerBuilder, SetPartitioner};
 pub use queue::{Claimed, Queue};
 pub use semaphore::{Lease, LeaseState, Semaphore};
 pub use ttl_node::TtlNodeHandle;
@@ -98,6 +101,7 @@ pub use zk_recipes::recipe::inspect::{
 pub use zk_recipes::recipe::lock::{HoldState, LockChange, LostReason};
 pub use zk_recipes::recipe::multi_lock::{HeldLock, MultiLockEvent};
 pub use zk_recipes::recipe::naming::ResolveConfig;
+pub use zk_recipes::recipe::partitioner::{HeldItem, PartitionEvent};
 pub use zk_recipes::recipe::node::{NodeWatchEvent, OwnedNodeConfig, OwnedNodeEvent};
 pub use zk_recipes::recipe::queue::Item as QueueItem;
 pub use zk_recipes::recipe::rendezvous::{Master, RendezvousEvent, Worker};

@@ -13,6 +13,7 @@ mod kazoo;
 mod latch;
 mod lock;
 mod multi_lock;
+mod partitioner;
 mod queue;
 mod semaphore;
 mod shared_count;
