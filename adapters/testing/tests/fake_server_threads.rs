@@ -60,11 +60,7 @@ fn every_thread_ends_on_stop() {
             assert!(fake_threads() >= 1, "{mode:?}");
         }
         drop(server);
-        assert_eq!(
-            fake_threads_after_stop(),
-            0,
-            "{mode:?}: threads left after stop"
-        );
+        assert_eq!(fake_threads_after_stop(), 0, "{mode:?}: threads left after stop");
         drop(clients);
     }
 
