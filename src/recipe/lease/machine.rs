@@ -11,7 +11,7 @@ use super::record::{self, Record, MAX_END};
 use super::{Holder, LeaseConfig, LeaseEvent, LeaseOutcome, MAX_IDENTIFIER};
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::kit::{join, to_parts, Kit, Parts};
+use crate::recipe::kit::{join, own_and_parts, to_parts, Kit, Parts};
 use crate::recipe::lock::{compact_acl, Lock, LockConfig, LockEvent, LockKind, Naming};
 use crate::recipe::{OpId, Recipe, SessionChange};
 use crate::session::WatchEvent;
@@ -349,6 +349,9 @@ impl Lease {
         }
     }
 
+    /// We set no watch of our own.
+    fn on_own_watch(&mut self, _: Instant, _: &WatchEvent) {}
+
     fn after_input(&mut self, now: Instant) {
         self.drive(now);
         self.check();
@@ -418,20 +421,7 @@ fn is_own(op: OpId) -> Option<OpId> {
 impl Recipe for Lease {
     type Event = LeaseEvent;
 
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        match is_own(op) {
-            Some(op) => self.on_own_reply(now, op, result),
-            None => to_parts::reply(self, now, op, result),
-        }
-        self.after_input(now);
-    }
-
-    fn handle_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
-        if is_own(op).is_none() {
-            to_parts::watch(self, now, op, event);
-        }
-        self.after_input(now);
-    }
+    own_and_parts!(after_input; is_own, own_op; on_own_reply, on_own_watch);
 
     fn handle_session(&mut self, now: Instant, change: SessionChange) {
         self.kit.session(change);
@@ -440,11 +430,6 @@ impl Recipe for Lease {
             // The session's requests may never be answered: the lock reports the end.
             self.kit.clear_requests();
         }
-        self.after_input(now);
-    }
-
-    fn handle_timeout(&mut self, now: Instant) {
-        to_parts::timeout(self, now);
         self.after_input(now);
     }
 
@@ -463,25 +448,6 @@ impl Recipe for Lease {
             }
         }
         self.after_input(now);
-    }
-
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        if let Some((op, request)) = self.kit.poll_request() {
-            return Some((own_op(op), request));
-        }
-        to_parts::poll_request(self)
-    }
-
-    fn yields(&self, op: OpId) -> bool {
-        is_own(op).is_none() && to_parts::yields(self, op)
-    }
-
-    fn poll_event(&mut self) -> Option<LeaseEvent> {
-        self.kit.poll_event()
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
-        to_parts::poll_timeout(self)
     }
 
     fn is_done(&self) -> bool {
