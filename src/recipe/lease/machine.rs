@@ -7,8 +7,9 @@ use bytes::Bytes;
 use core::mem;
 use core::time::Duration;
 
+use super::record::Holder;
 use super::record::{self, Record, MAX_END};
-use super::{Holder, LeaseConfig, LeaseEvent, LeaseOutcome, MAX_IDENTIFIER};
+use super::types::{LeaseConfig, LeaseEvent, LeaseOutcome, HOLDER, MAX_IDENTIFIER};
 use crate::error::Error;
 use crate::proto::*;
 use crate::recipe::kit::{join, own_and_parts, to_parts, Kit, Parts};
@@ -87,7 +88,7 @@ impl Lease {
 
     /// The record's path, `<path>/lease_holder`.
     pub fn holder_path(&self) -> String {
-        join(&self.config.path, super::HOLDER)
+        join(&self.config.path, HOLDER)
     }
 
     /// Our lock node's name, once known (while the attempt runs).
