@@ -1,4 +1,4 @@
-//! kazoo's `NonBlockingLease` in the model world: our attempts ([`ME`], identifier
+//! kazoo's `NonBlockingLease` in the model world: our attempts ([`ME`](super::harness::ME), identifier
 //! `me`) and a kazoo holder (client 1, identifier `kz`, written as kazoo's
 //! `NonBlockingLease` runs: take the `__lock__` node, wait to be lowest, read the
 //! record and decide, then — in a later step, so our attempts run in between — write
@@ -6,7 +6,7 @@
 //! apply, dropped connections, lagging followers, refusals, throttling, expiries,
 //! reaps) and time passing by up to a second at once; kazoo's process may die (its
 //! lock node goes with it), the user may drop an attempt. Both read one wall clock:
-//! [`BASE`] plus [`ME`]'s time.
+//! [`BASE`] plus [`ME`](super::harness::ME)'s time.
 //!
 //! Safety, after every step:
 //!
@@ -42,7 +42,7 @@ const PATH: &str = "/app/lease";
 const RECORD: &str = "/app/lease/lease_holder";
 /// The kazoo holder's client.
 const KZ: usize = 1;
-/// The wall clock at [`ME`]'s time zero: 2025-11-30T00:00:00Z.
+/// The wall clock at [`ME`](super::harness::ME)'s time zero: 2025-11-30T00:00:00Z.
 pub const BASE: Duration = Duration::from_secs(1_764_460_800);
 
 type H = Harness<Lease>;
