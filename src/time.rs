@@ -76,6 +76,37 @@ impl Sub<Instant> for Instant {
     }
 }
 
+/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's `days_from_civil`):
+/// for the recipes that read or write wall-clock dates (the core reads no clock).
+///
+/// ```
+/// use zk_recipes::time::{civil_from_days, days_from_civil};
+/// assert_eq!(days_from_civil(2000, 2, 29), 11_016);
+/// assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+/// ```
+pub fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * ((m + 9) % 12) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The date (year, month, day) of a day count since 1970-01-01, proleptic Gregorian
+/// (H. Hinnant's `civil_from_days`).
+pub fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -122,6 +122,13 @@ pub enum Error {
         /// The TTL node the recipe tried to create.
         path: String,
     },
+    /// A lease record (`<path>/lease_holder`, see `recipe::lease`) holds data that is
+    /// not kazoo's format: a JSON object with `version` and, for version 1, a string
+    /// `holder` and an `end` in `%Y-%m-%dT%H:%M:%S`. Nothing was written.
+    BadLease {
+        /// The record.
+        path: String,
+    },
 }
 
 impl Error {
@@ -309,6 +316,10 @@ impl fmt::Display for Error {
             Error::TtlNodesDisabled { path } => write!(
                 f,
                 "cannot create the TTL node {path}: the server has TTL nodes off (start it with -Dzookeeper.extendedTypesEnabled=true)"
+            ),
+            Error::BadLease { path } => write!(
+                f,
+                "the lease record {path} is not in kazoo's format (version, holder, end); nothing was written"
             ),
         }
     }

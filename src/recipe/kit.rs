@@ -1042,3 +1042,64 @@ macro_rules! forward_parts {
     };
 }
 pub(crate) use forward_parts;
+
+/// The [`Recipe`] methods of a [`Parts`] machine that also sends requests of its own
+/// from `self.kit` (a [`Kit`]; the set partitioner, the lease): `$is_own` tells the
+/// machine's own op ids (`Some(its kit's op)`) from its parts', `$own_op` makes one;
+/// its own replies go to `self.$reply(now, op, result)`, its own watches to
+/// `self.$watch(now, event)`, and every input ends with `self.$after(now)`. Its events
+/// are its kit's. The machine writes `handle_session`, `handle_abandon` and `is_done`.
+macro_rules! own_and_parts {
+    ($after:ident; $is_own:path, $own_op:path; $reply:ident, $watch:ident) => {
+        fn handle_reply(
+            &mut self,
+            now: $crate::time::Instant,
+            op: $crate::recipe::OpId,
+            result: Result<$crate::proto::Response, $crate::error::Error>,
+        ) {
+            match $is_own(op) {
+                Some(op) => self.$reply(now, op, result),
+                None => $crate::recipe::kit::to_parts::reply(self, now, op, result),
+            }
+            self.$after(now);
+        }
+
+        fn handle_watch(
+            &mut self,
+            now: $crate::time::Instant,
+            op: $crate::recipe::OpId,
+            event: &$crate::session::WatchEvent,
+        ) {
+            match $is_own(op) {
+                Some(_) => self.$watch(now, event),
+                None => $crate::recipe::kit::to_parts::watch(self, now, op, event),
+            }
+            self.$after(now);
+        }
+
+        fn handle_timeout(&mut self, now: $crate::time::Instant) {
+            $crate::recipe::kit::to_parts::timeout(self, now);
+            self.$after(now);
+        }
+
+        fn poll_request(&mut self) -> Option<($crate::recipe::OpId, $crate::proto::Request)> {
+            if let Some((op, request)) = self.kit.poll_request() {
+                return Some(($own_op(op), request));
+            }
+            $crate::recipe::kit::to_parts::poll_request(self)
+        }
+
+        fn yields(&self, op: $crate::recipe::OpId) -> bool {
+            $is_own(op).is_none() && $crate::recipe::kit::to_parts::yields(self, op)
+        }
+
+        fn poll_event(&mut self) -> Option<Self::Event> {
+            self.kit.poll_event()
+        }
+
+        fn poll_timeout(&self) -> Option<$crate::time::Instant> {
+            $crate::recipe::kit::to_parts::poll_timeout(self)
+        }
+    };
+}
+pub(crate) use own_and_parts;

@@ -66,6 +66,7 @@ pub mod election;
 pub mod group;
 pub mod inspect;
 pub mod kit;
+pub mod lease;
 pub mod lock;
 pub mod multi_lock;
 pub mod naming;

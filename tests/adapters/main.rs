@@ -331,6 +331,7 @@ forms!(election_both, "election_both.rs");
 forms!(embedded_faults, "embedded_faults.rs");
 forms!(group_rendezvous, "group_rendezvous.rs");
 forms!(inspect_adapters, "inspect_adapters.rs");
+forms!(lease_adapters, "lease_adapters.rs");
 mod lock_many_waiters;
 forms!(multi_lock_adapters, "multi_lock_adapters.rs");
 forms!(misbehaving, "misbehaving.rs");

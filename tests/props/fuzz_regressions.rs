@@ -25,6 +25,9 @@ const TARGETS: &[(&str, Harness)] = &[
     ("group", |b| {
         zk_recipes_sim::testkit::group::run(b).map(drop)
     }),
+    ("lease", |b| {
+        zk_recipes_sim::testkit::lease::run(b).map(drop)
+    }),
     ("lock", zk_recipes_sim::testkit::lock::run),
     ("multi_lock", |b| {
         zk_recipes_sim::testkit::multi_lock::run(b).map(drop)

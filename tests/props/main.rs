@@ -14,6 +14,7 @@ mod election_props;
 mod fuzz_regressions;
 mod group_props;
 mod inspect_props;
+mod lease_props;
 mod lock_props;
 mod multi_lock_props;
 mod naming_props;

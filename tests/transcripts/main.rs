@@ -15,6 +15,7 @@ mod golden;
 mod group_transcripts;
 mod inspect_transcripts;
 mod kit;
+mod lease_transcripts;
 mod lock_lanes;
 mod lock_transcripts;
 mod multi_lock_transcripts;

@@ -32,6 +32,8 @@ mod election;
 mod group;
 #[path = "inspect.rs"]
 mod inspect;
+#[path = "lease.rs"]
+mod lease;
 #[path = "lock.rs"]
 mod lock;
 #[path = "multi_lock.rs"]
@@ -97,6 +99,9 @@ pub use zk_recipes::recipe::election::{ElectionEvent, Leadership};
 pub use zk_recipes::recipe::group::{Member, MemberConfig, ViewConfig, ViewEvent};
 pub use zk_recipes::recipe::inspect::{
     Description, InspectConfig, Kind as RecipeKind, Participant as InspectedNode, Shape, Survey,
+};
+pub use zk_recipes::recipe::lease::{
+    Holder as LeaseHolder, LeaseConfig, LeaseEvent, LeaseOutcome,
 };
 pub use zk_recipes::recipe::lock::{HoldState, LockChange, LostReason};
 pub use zk_recipes::recipe::multi_lock::{HeldLock, MultiLockEvent};

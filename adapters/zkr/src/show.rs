@@ -44,25 +44,12 @@ pub fn session(id: i64) -> String {
     format!("0x{id:x}")
 }
 
-/// (year, month, day) of a day count since 1970-01-01 (proleptic Gregorian).
-fn civil(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
-}
-
 /// A time in ms since the epoch (a Stat's `ctime`, `mtime`) as UTC, RFC 3339:
 /// `2026-11-29T08:41:07.123Z`.
 pub fn utc(ms: i64) -> String {
     let secs = ms.div_euclid(1000);
     let (days, day_secs) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let (y, mo, d) = civil(days);
+    let (y, mo, d) = zk_recipes_blocking::zk_recipes::time::civil_from_days(days);
     format!(
         "{y:04}-{mo:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
         day_secs / 3600,

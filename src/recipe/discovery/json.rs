@@ -12,13 +12,13 @@ use super::error::InstanceError;
 pub const MAX_DEPTH: usize = 32;
 
 /// A cursor over JSON text.
-pub(super) struct Reader<'a> {
+pub(crate) struct Reader<'a> {
     text: &'a [u8],
     at: usize,
 }
 
 impl<'a> Reader<'a> {
-    pub(super) fn new(text: &'a [u8]) -> Self {
+    pub(crate) fn new(text: &'a [u8]) -> Self {
         Reader { text, at: 0 }
     }
 
@@ -38,7 +38,7 @@ impl<'a> Reader<'a> {
         self.text.get(self.at).copied()
     }
 
-    pub(super) fn expect(&mut self, b: u8, what: &'static str) -> Result<(), InstanceError> {
+    pub(crate) fn expect(&mut self, b: u8, what: &'static str) -> Result<(), InstanceError> {
         if self.peek() == Some(b) {
             self.at += 1;
             Ok(())
@@ -48,7 +48,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Only blanks are left.
-    pub(super) fn end(&mut self) -> Result<(), InstanceError> {
+    pub(crate) fn end(&mut self) -> Result<(), InstanceError> {
         match self.peek() {
             None => Ok(()),
             Some(_) => Err(self.fail("text after the object")),
@@ -81,7 +81,7 @@ impl<'a> Reader<'a> {
     }
 
     /// An integer in `i64` (no fraction, no exponent).
-    pub(super) fn integer(&mut self) -> Result<i64, InstanceError> {
+    pub(crate) fn integer(&mut self) -> Result<i64, InstanceError> {
         self.ws();
         let neg = self.text.get(self.at) == Some(&b'-');
         let start = self.at + usize::from(neg);
@@ -167,7 +167,7 @@ impl<'a> Reader<'a> {
     }
 
     /// A string, unescaped.
-    pub(super) fn string(&mut self) -> Result<String, InstanceError> {
+    pub(crate) fn string(&mut self) -> Result<String, InstanceError> {
         self.expect(b'"', "a string")?;
         let mut out = String::new();
         loop {
@@ -220,7 +220,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Any value, validated; its raw text (`depth`: the nesting it sits in).
-    pub(super) fn raw(&mut self, depth: usize) -> Result<&'a str, InstanceError> {
+    pub(crate) fn raw(&mut self, depth: usize) -> Result<&'a str, InstanceError> {
         self.ws();
         let start = self.at;
         self.skip(depth)?;
@@ -285,7 +285,7 @@ impl<'a> Reader<'a> {
 
     /// The members of an object whose `{` was consumed: `each(reader, key)` reads
     /// each value; ends after the `}`.
-    pub(super) fn members(
+    pub(crate) fn members(
         &mut self,
         mut each: impl FnMut(&mut Self, String) -> Result<(), InstanceError>,
     ) -> Result<(), InstanceError> {
@@ -330,7 +330,7 @@ impl<'a> Reader<'a> {
 }
 
 /// Writes `s` as a JSON string (quotes, `\"`, `\\` and control characters escaped).
-pub(super) fn write_string(out: &mut String, s: &str) {
+pub(crate) fn write_string(out: &mut String, s: &str) {
     out.push('"');
     for c in s.chars() {
         match c {

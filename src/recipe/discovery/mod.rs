@@ -86,7 +86,7 @@ use crate::time::Instant;
 
 mod error;
 mod instance;
-mod json;
+pub(crate) mod json;
 mod provider;
 
 pub use error::InstanceError;

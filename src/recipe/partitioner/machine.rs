@@ -11,7 +11,7 @@ use super::types::{
 };
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::kit::{join, to_parts, Kit, ParentStep, Parts};
+use crate::recipe::kit::{join, own_and_parts, to_parts, Kit, ParentStep, Parts};
 use crate::recipe::lock::{compact_acl, Lock, LockConfig, LockEvent, LockKind, Naming};
 use crate::recipe::{OpId, Recipe, SessionChange};
 use crate::session::WatchEvent;
@@ -762,31 +762,12 @@ fn is_own(op: OpId) -> Option<OpId> {
 impl Recipe for Partitioner {
     type Event = PartitionEvent;
 
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        match is_own(op) {
-            Some(op) => self.on_own_reply(now, op, result),
-            None => to_parts::reply(self, now, op, result),
-        }
-        self.after_input(now);
-    }
-
-    fn handle_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
-        match is_own(op) {
-            Some(_) => self.on_own_watch(now, event),
-            None => to_parts::watch(self, now, op, event),
-        }
-        self.after_input(now);
-    }
+    own_and_parts!(after_input; is_own, own_op; on_own_reply, on_own_watch);
 
     fn handle_session(&mut self, now: Instant, change: SessionChange) {
         self.kit.session(change);
         to_parts::session(self, now, change);
         self.session_change(now, change);
-        self.after_input(now);
-    }
-
-    fn handle_timeout(&mut self, now: Instant) {
-        to_parts::timeout(self, now);
         self.after_input(now);
     }
 
@@ -802,25 +783,6 @@ impl Recipe for Partitioner {
             _ => self.release_locks(now, Phase::Leaving { end: None }),
         }
         self.after_input(now);
-    }
-
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        if let Some((op, request)) = self.kit.poll_request() {
-            return Some((own_op(op), request));
-        }
-        to_parts::poll_request(self)
-    }
-
-    fn yields(&self, op: OpId) -> bool {
-        is_own(op).is_none() && to_parts::yields(self, op)
-    }
-
-    fn poll_event(&mut self) -> Option<PartitionEvent> {
-        self.kit.poll_event()
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
-        to_parts::poll_timeout(self)
     }
 
     fn is_done(&self) -> bool {

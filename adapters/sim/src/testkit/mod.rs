@@ -32,6 +32,7 @@ pub mod election;
 pub mod group;
 pub mod harness;
 pub mod inspect;
+pub mod lease;
 pub mod lock;
 pub mod multi_lock;
 pub mod naming;

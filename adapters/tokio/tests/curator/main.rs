@@ -10,6 +10,7 @@ mod discovery;
 mod double_barrier;
 mod group;
 mod kazoo;
+mod kazoo_lease;
 mod latch;
 mod lock;
 mod multi_lock;
