@@ -2,6 +2,26 @@
 
 use super::*;
 
+/// A session whose window of one holds a read of `/busy` (token 1): what comes next
+/// queues.
+fn busy() -> Session {
+    let mut s = connected_bounded(1, 100);
+    s.submit(ms(3), get("/busy", false), Token(1)).unwrap();
+    s
+}
+
+/// Submits `request` of `requester` at 3 ms under `token`, to share.
+fn shared(s: &mut Session, request: Request, token: u64, requester: u64) {
+    s.submit_shared(ms(3), request, Token(token), requester)
+        .unwrap();
+}
+
+/// Submits `request` of `requester` at 3 ms under `token`, to yield.
+fn yielding(s: &mut Session, request: Request, token: u64, requester: u64) {
+    s.submit_yielding(ms(3), request, Token(token), requester)
+        .unwrap();
+}
+
 fn children(path: &str, watch: bool) -> Request {
     Request::GetChildren(PathWatch {
         path: path.into(),
@@ -27,16 +47,11 @@ fn children_reply(xid: i32, names: &[&str]) -> BytesMut {
 /// submits never share.
 #[test]
 fn queued_identical_listings_of_two_requesters_are_one_request() {
-    let mut s = connected_bounded(1, 100);
-    s.submit(ms(3), get("/busy", false), Token(1)).unwrap();
-    s.submit_shared(ms(3), exists("/d/a", false), Token(2), 10)
-        .unwrap();
-    s.submit_shared(ms(3), children("/d", true), Token(3), 10)
-        .unwrap();
-    s.submit_shared(ms(3), exists("/d/b", false), Token(4), 11)
-        .unwrap();
-    s.submit_shared(ms(3), children("/d", true), Token(5), 11)
-        .unwrap();
+    let mut s = busy();
+    shared(&mut s, exists("/d/a", false), 2, 10);
+    shared(&mut s, children("/d", true), 3, 10);
+    shared(&mut s, exists("/d/b", false), 4, 11);
+    shared(&mut s, children("/d", true), 5, 11);
     assert_eq!(s.pending(), 4, "one on the wire, three queued");
     assert_eq!(sent(&mut s), vec![(1, get("/busy", false))]);
     s.handle_bytes(ms(4), &data_reply(1));
@@ -72,19 +87,14 @@ fn queued_identical_listings_of_two_requesters_are_one_request() {
 
 #[test]
 fn a_listing_whose_requester_sent_more_keeps_its_place_and_raw_ones_never_share() {
-    let mut s = connected_bounded(1, 100);
-    s.submit(ms(3), get("/busy", false), Token(1)).unwrap();
-    s.submit_shared(ms(3), children("/d", false), Token(2), 10)
-        .unwrap();
-    s.submit_shared(ms(3), get("/d/a", false), Token(3), 10)
-        .unwrap();
-    s.submit_shared(ms(3), children("/d", false), Token(4), 11)
-        .unwrap();
+    let mut s = busy();
+    shared(&mut s, children("/d", false), 2, 10);
+    shared(&mut s, get("/d/a", false), 3, 10);
+    shared(&mut s, children("/d", false), 4, 11);
     s.submit(ms(3), children("/d", false), Token(5)).unwrap();
     s.submit(ms(3), children("/d", false), Token(6)).unwrap();
     // A different watch flag is another request.
-    s.submit_shared(ms(3), children("/d", true), Token(7), 12)
-        .unwrap();
+    shared(&mut s, children("/d", true), 7, 12);
     assert_eq!(s.pending(), 7, "nothing joined");
     let mut order = Vec::new();
     for xid in 1..=7 {
@@ -102,12 +112,9 @@ fn a_listing_whose_requester_sent_more_keeps_its_place_and_raw_ones_never_share(
 
 #[test]
 fn a_shared_listing_lost_with_the_connection_fails_for_each_requester() {
-    let mut s = connected_bounded(1, 100);
-    s.submit(ms(3), get("/busy", false), Token(1)).unwrap();
-    s.submit_shared(ms(3), children("/d", true), Token(2), 10)
-        .unwrap();
-    s.submit_shared(ms(3), children("/d", true), Token(3), 11)
-        .unwrap();
+    let mut s = busy();
+    shared(&mut s, children("/d", true), 2, 10);
+    shared(&mut s, children("/d", true), 3, 11);
     assert_eq!(s.pending(), 2, "the second joined the first");
     assert_eq!(sent(&mut s), vec![(1, get("/busy", false))]);
     s.handle_bytes(ms(4), &data_reply(1));
@@ -137,22 +144,16 @@ fn a_shared_listing_lost_with_the_connection_fails_for_each_requester() {
 /// yielding requests keep theirs; a close goes after everything.
 #[test]
 fn later_requests_of_others_pass_queued_yielding_ones_never_a_requesters_own() {
-    let mut s = connected_bounded(1, 100);
-    s.submit(ms(3), get("/busy", false), Token(1)).unwrap();
-    s.submit_yielding(ms(3), exists("/e/1", false), Token(2), 10)
-        .unwrap();
-    s.submit_yielding(ms(3), exists("/e/2", false), Token(3), 11)
-        .unwrap();
+    let mut s = busy();
+    yielding(&mut s, exists("/e/1", false), 2, 10);
+    yielding(&mut s, exists("/e/2", false), 3, 11);
     // Requester 10 again, not yielding: behind its own yielding request.
-    s.submit_shared(ms(3), get("/e/1b", false), Token(4), 10)
-        .unwrap();
+    shared(&mut s, get("/e/1b", false), 4, 10);
     // Requester 12 (a release) and a raw request pass every queued yielding one.
-    s.submit_shared(ms(3), get("/release", false), Token(5), 12)
-        .unwrap();
+    shared(&mut s, get("/release", false), 5, 12);
     s.submit(ms(3), get("/raw", false), Token(6)).unwrap();
     // Requester 0 never yields.
-    s.submit_yielding(ms(3), get("/raw2", false), Token(7), 0)
-        .unwrap();
+    yielding(&mut s, get("/raw2", false), 7, 0);
     s.close(ms(3), ms(1000));
     assert_eq!(
         s.pending(),
@@ -187,18 +188,13 @@ fn later_requests_of_others_pass_queued_yielding_ones_never_a_requesters_own() {
 /// their later requests behind it.
 #[test]
 fn yielding_listings_share_and_hold_their_members_later_requests() {
-    let mut s = connected_bounded(1, 100);
-    s.submit(ms(3), get("/busy", false), Token(1)).unwrap();
-    s.submit_yielding(ms(3), children("/d", false), Token(2), 10)
-        .unwrap();
-    s.submit_yielding(ms(3), children("/d", false), Token(3), 11)
-        .unwrap();
+    let mut s = busy();
+    yielding(&mut s, children("/d", false), 2, 10);
+    yielding(&mut s, children("/d", false), 3, 11);
     assert_eq!(s.pending(), 2, "the second joined the first");
     // Both members' next requests wait behind their shared listing; another's passes.
-    s.submit_shared(ms(3), get("/a", false), Token(4), 11)
-        .unwrap();
-    s.submit_shared(ms(3), get("/b", false), Token(5), 12)
-        .unwrap();
+    shared(&mut s, get("/a", false), 4, 11);
+    shared(&mut s, get("/b", false), 5, 12);
     let mut order = Vec::new();
     for xid in 1..=4 {
         order.extend(sent(&mut s));

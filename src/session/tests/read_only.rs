@@ -265,6 +265,16 @@ fn refused_on_a_read_only_server() -> (Session, usize) {
     (s, refusing)
 }
 
+/// [`refused_on_a_read_only_server`], the probe of the refusing host `ro` answered
+/// `isro` (`answer`), and the next host down too.
+fn probed_then_next_refused(answer: &[u8]) -> (Session, usize) {
+    let (mut s, ro) = refused_on_a_read_only_server();
+    transports(&mut s);
+    s.handle_probe(ms(13), ro, answer);
+    s.handle_transport_error(ms(14), TransportError::Refused);
+    (s, ro)
+}
+
 /// The session 0x42, refused by the read-only host `ro`, served there by a read-only
 /// stand-in (the bytes a real 3.8.0 read-only server sent), its watch re-armed on it.
 fn on_a_stand_in() -> (Session, usize) {
@@ -407,10 +417,7 @@ fn a_stand_in_is_left_behind_when_the_session_moves_to_a_read_write_server() {
 
 #[test]
 fn a_stand_in_a_read_write_server_grants_is_not_taken_for_the_session() {
-    let (mut s, ro) = refused_on_a_read_only_server();
-    transports(&mut s);
-    s.handle_probe(ms(13), ro, b"ro");
-    s.handle_transport_error(ms(14), TransportError::Refused);
+    let (mut s, ro) = probed_then_next_refused(b"ro");
     let (host, req) = dial(&mut s, ms(15));
     assert_eq!((host, req.session_id), (ro, 0));
     // Between the probe and the handshake the server became read-write: it grants
@@ -431,11 +438,8 @@ fn a_stand_in_a_read_write_server_grants_is_not_taken_for_the_session() {
 
 #[test]
 fn a_refusal_by_a_server_the_probe_does_not_find_read_only_changes_nothing() {
-    let (mut s, ro) = refused_on_a_read_only_server();
-    transports(&mut s);
     // A server not serving at all (electing) answers `isro` with "null".
-    s.handle_probe(ms(13), ro, b"null");
-    s.handle_transport_error(ms(14), TransportError::Refused);
+    let (mut s, ro) = probed_then_next_refused(b"null");
     for _ in 0..3 {
         let (_, req) = dial(&mut s, ms(15));
         assert_eq!(req.session_id, 0x42, "never a new session");

@@ -96,13 +96,20 @@ fn chroot_is_applied_and_stripped() {
     );
 }
 
-#[test]
-fn at_most_max_in_flight_on_the_wire_the_rest_go_out_in_order_as_replies_come() {
-    let mut s = connected_bounded(2, 100);
-    for i in 1..=5u64 {
+/// A session with a window of `bound` that submitted reads of `/1` to `/<n>` (tokens
+/// 1 to `n`) at 3 ms.
+fn reads(bound: usize, n: u64) -> Session {
+    let mut s = connected_bounded(bound, 100);
+    for i in 1..=n {
         s.submit(ms(3), get(&alloc::format!("/{i}"), false), Token(i))
             .unwrap();
     }
+    s
+}
+
+#[test]
+fn at_most_max_in_flight_on_the_wire_the_rest_go_out_in_order_as_replies_come() {
+    let mut s = reads(2, 5);
     assert_eq!(
         sent(&mut s),
         vec![(1, get("/1", false)), (2, get("/2", false))],
@@ -202,11 +209,7 @@ fn close_goes_after_everything_queued_under_the_bound() {
 
 #[test]
 fn queued_requests_wait_across_a_reconnect_and_keep_their_order() {
-    let mut s = connected_bounded(2, 100);
-    for i in 1..=4u64 {
-        s.submit(ms(3), get(&alloc::format!("/{i}"), false), Token(i))
-            .unwrap();
-    }
+    let mut s = reads(2, 4);
     assert_eq!(sent(&mut s).len(), 2);
     s.handle_disconnect(ms(4));
     let ev = events(&mut s);
@@ -248,11 +251,7 @@ fn counters_count_bytes_both_ways() {
 
 #[test]
 fn a_throttled_reply_halves_the_window_once_and_good_replies_grow_it_back() {
-    let mut s = connected_bounded(8, 100);
-    for i in 1..=40u64 {
-        s.submit(ms(3), get(&alloc::format!("/{i}"), false), Token(i))
-            .unwrap();
-    }
+    let mut s = reads(8, 40);
     assert_eq!(sent(&mut s).len(), 8, "the full window on the wire");
     // The server throttles the first two: the window halves once (the second throttled
     // reply is of a request sent before the cut), to 4.

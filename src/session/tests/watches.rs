@@ -195,11 +195,18 @@ fn watch_event(token: u64, t: EventType, path: &str) -> SessionEvent {
     }
 }
 
-#[test]
-fn a_callers_set_watches_arms_several_watches_in_one_request_and_its_reply_comes_first() {
+/// A session that submitted (under token 7) a caller's SetWatches2 at zxid 9: a
+/// data watch on `/d`, an exist watch on `/c`.
+fn watching_d_and_c() -> Session {
     let mut s = connected();
     s.submit(ms(3), set_watches2(9, &["/d"], &["/c"]), Token(7))
         .unwrap();
+    s
+}
+
+#[test]
+fn a_callers_set_watches_arms_several_watches_in_one_request_and_its_reply_comes_first() {
+    let mut s = watching_d_and_c();
     // Written under a normal xid (ZooKeeper answers it like any request), and armed as
     // it is written.
     let written = sent(&mut s);
@@ -233,9 +240,7 @@ fn a_callers_set_watches_arms_several_watches_in_one_request_and_its_reply_comes
 
 #[test]
 fn a_callers_set_watches_lost_with_the_connection_registers_nothing() {
-    let mut s = connected();
-    s.submit(ms(3), set_watches2(9, &["/d"], &["/c"]), Token(7))
-        .unwrap();
+    let mut s = watching_d_and_c();
     sent(&mut s);
     s.handle_bytes(ms(4), &notification(EventType::NodeDataChanged, "/d"));
     s.handle_disconnect(ms(5));
@@ -268,9 +273,7 @@ fn a_callers_set_watches_lost_with_the_connection_registers_nothing() {
 /// blocker's deletion — reached nobody. Events queued and not yet polled count.
 #[test]
 fn a_token_still_watches_while_its_events_wait_to_be_polled() {
-    let mut s = connected();
-    s.submit(ms(3), set_watches2(9, &["/d"], &["/c"]), Token(7))
-        .unwrap();
+    let mut s = watching_d_and_c();
     sent(&mut s);
     let mut frames = notification(EventType::NodeDataChanged, "/d");
     frames.extend_from_slice(&notification(EventType::NodeDeleted, "/c"));
