@@ -40,6 +40,17 @@ fn children_reply(xid: i32, names: &[&str]) -> BytesMut {
     )
 }
 
+/// Lets the window of one take the queued requests in turn: `n` times, what is sent
+/// (xid `x`) is answered at 4 ms with `answer(x)`. Returns what went out, in order.
+fn one_by_one(s: &mut Session, n: i32, answer: impl Fn(i32) -> BytesMut) -> Vec<(i32, Request)> {
+    let mut order = Vec::new();
+    for xid in 1..=n {
+        order.extend(sent(s));
+        s.handle_bytes(ms(4), &answer(xid));
+    }
+    order
+}
+
 /// Issue 25: waiters of one session each list the directory after their create. Behind
 /// a full window, the listing of requester 10 moves back to the identical one of
 /// requester 11 (after 11's create): one request, one reply for both, the watch
@@ -96,17 +107,12 @@ fn a_listing_whose_requester_sent_more_keeps_its_place_and_raw_ones_never_share(
     // A different watch flag is another request.
     shared(&mut s, children("/d", true), 7, 12);
     assert_eq!(s.pending(), 7, "nothing joined");
-    let mut order = Vec::new();
-    for xid in 1..=7 {
-        order.extend(sent(&mut s).into_iter().map(|(x, _)| x));
-        let answer = match xid {
-            1 => data_reply(1),
-            3 => data_reply(3),
-            _ => children_reply(xid, &[]),
-        };
-        s.handle_bytes(ms(4), &answer);
-    }
-    assert_eq!(order, vec![1, 2, 3, 4, 5, 6, 7]);
+    let order = one_by_one(&mut s, 7, |xid| match xid {
+        1 | 3 => data_reply(xid),
+        _ => children_reply(xid, &[]),
+    });
+    let xids: Vec<i32> = order.into_iter().map(|(x, _)| x).collect();
+    assert_eq!(xids, vec![1, 2, 3, 4, 5, 6, 7]);
     assert_eq!(reply_tokens(&events(&mut s)), vec![1, 2, 3, 4, 5, 6, 7]);
 }
 
@@ -160,11 +166,7 @@ fn later_requests_of_others_pass_queued_yielding_ones_never_a_requesters_own() {
         8,
         "one on the wire, the rest and the close queued"
     );
-    let mut order = Vec::new();
-    for xid in 1..=7 {
-        order.extend(sent(&mut s));
-        s.handle_bytes(ms(4), &data_reply(xid));
-    }
+    let order = one_by_one(&mut s, 7, data_reply);
     let want = vec![
         (1, get("/busy", false)),
         (2, get("/release", false)),
@@ -195,15 +197,10 @@ fn yielding_listings_share_and_hold_their_members_later_requests() {
     // Both members' next requests wait behind their shared listing; another's passes.
     shared(&mut s, get("/a", false), 4, 11);
     shared(&mut s, get("/b", false), 5, 12);
-    let mut order = Vec::new();
-    for xid in 1..=4 {
-        order.extend(sent(&mut s));
-        let answer = match xid {
-            3 => children_reply(3, &["x"]),
-            _ => data_reply(xid),
-        };
-        s.handle_bytes(ms(4), &answer);
-    }
+    let order = one_by_one(&mut s, 4, |xid| match xid {
+        3 => children_reply(3, &["x"]),
+        _ => data_reply(xid),
+    });
     assert_eq!(
         order,
         vec![
