@@ -875,6 +875,25 @@ pub trait Parts {
     }
 }
 
+/// The `count`, `part` and `part_mut` of a [`Parts`] machine with one part, the field
+/// `$field` (a counter's update, a lease's lock). Use it inside the `impl Parts`.
+macro_rules! one_part {
+    ($field:ident) => {
+        fn count(&self) -> usize {
+            1
+        }
+
+        fn part(&self, _: usize) -> &Self::Part {
+            &self.$field
+        }
+
+        fn part_mut(&mut self, _: usize) -> &mut Self::Part {
+            &mut self.$field
+        }
+    };
+}
+pub(crate) use one_part;
+
 /// Inputs and outputs of a [`Parts`] machine that only concern its parts, written once.
 pub mod to_parts {
     use super::{Parts, Recipe, Reply};

@@ -12,7 +12,7 @@ use super::record::{self, Record, MAX_END};
 use super::types::{LeaseConfig, LeaseEvent, LeaseOutcome, HOLDER, MAX_IDENTIFIER};
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::kit::{join, own_and_parts, to_parts, Kit, Parts};
+use crate::recipe::kit::{join, one_part, own_and_parts, to_parts, Kit, Parts};
 use crate::recipe::lock::{compact_acl, Lock, LockConfig, LockEvent, LockKind, Naming};
 use crate::recipe::{OpId, Recipe, SessionChange};
 use crate::session::WatchEvent;
@@ -384,17 +384,7 @@ impl Lease {
 impl Parts for Lease {
     type Part = Lock;
 
-    fn count(&self) -> usize {
-        1
-    }
-
-    fn part(&self, _: usize) -> &Lock {
-        &self.lock
-    }
-
-    fn part_mut(&mut self, _: usize) -> &mut Lock {
-        &mut self.lock
-    }
+    one_part!(lock);
 
     fn own_deadline(&self) -> Option<Instant> {
         self.kit.timeout(None, self.due())

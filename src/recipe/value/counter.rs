@@ -6,7 +6,7 @@ use bytes::Bytes;
 use super::update::{Proposal, Update, UpdateConfig, UpdateEvent};
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::kit::{forward_parts, to_parts, Events, Parts};
+use crate::recipe::kit::{forward_parts, one_part, to_parts, Events, Parts};
 use crate::recipe::{OpId, Recipe, SessionChange};
 use crate::session::WatchEvent;
 use crate::time::Instant;
@@ -319,17 +319,7 @@ impl Counter {
 impl Parts for Counter {
     type Part = Update;
 
-    fn count(&self) -> usize {
-        1
-    }
-
-    fn part(&self, _: usize) -> &Update {
-        &self.update
-    }
-
-    fn part_mut(&mut self, _: usize) -> &mut Update {
-        &mut self.update
-    }
+    one_part!(update);
 }
 
 impl Recipe for Counter {
