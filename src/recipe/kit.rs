@@ -840,6 +840,22 @@ macro_rules! follow_part {
 }
 pub(crate) use follow_part;
 
+/// The public calls of a [`follow_part!`] machine with a `$pump` that only pass on to
+/// the part: each `name` (with its doc) becomes `pub fn name(&mut self, now)`, which
+/// calls the part's `name` and then reads its events (`self.$pump()`).
+macro_rules! part_calls {
+    ($part:ident, $pump:ident; $($(#[$doc:meta])* $name:ident),+ $(,)?) => {
+        $(
+            $(#[$doc])*
+            pub fn $name(&mut self, now: $crate::time::Instant) {
+                self.$part.$name(now);
+                self.$pump();
+            }
+        )+
+    };
+}
+pub(crate) use part_calls;
+
 /// A machine built of part machines of one type (a multi-lock's locks, a semaphore's
 /// mutex and lease, a counter's update): what `forward_parts!` needs to write the
 /// [`Recipe`] methods that only pass an input on to the parts. Part `i`'s op `op` is

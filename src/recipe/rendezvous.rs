@@ -154,17 +154,13 @@ impl Worker {
         self.address.as_ref().map(|(d, _)| d)
     }
 
-    /// Starts waiting (once).
-    pub fn start(&mut self, now: Instant) {
-        self.watch.start(now);
-        self.pump();
-    }
-
-    /// Stops; [`RendezvousEvent::Closed`].
-    pub fn close(&mut self, now: Instant) {
-        self.watch.close(now);
-        self.pump();
-    }
+    crate::recipe::kit::part_calls!(
+        watch, pump;
+        /// Starts waiting (once).
+        start,
+        /// Stops; [`RendezvousEvent::Closed`].
+        close,
+    );
 
     fn pump(&mut self) {
         while let Some(e) = self.watch.poll_event() {

@@ -359,17 +359,13 @@ impl ServiceCache {
         &self.provider
     }
 
-    /// Starts following (once).
-    pub fn start(&mut self, now: Instant) {
-        self.view.start(now);
-        self.pump();
-    }
-
-    /// Stops; [`ServiceCacheEvent::Closed`].
-    pub fn close(&mut self, now: Instant) {
-        self.view.close(now);
-        self.pump();
-    }
+    crate::recipe::kit::part_calls!(
+        view, pump;
+        /// Starts following (once).
+        start,
+        /// Stops; [`ServiceCacheEvent::Closed`].
+        close,
+    );
 
     /// One usable instance by the strategy (enabled, not down), from the cache: no
     /// request. `now` ends down periods that are over first.

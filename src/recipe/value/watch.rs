@@ -132,23 +132,15 @@ impl CounterWatch {
         self.watch.has_ended()
     }
 
-    /// Starts following (once).
-    pub fn start(&mut self, now: Instant) {
-        self.watch.start(now);
-        self.pump();
-    }
-
-    /// `sync`, then read again (see [`NodeWatch::refresh`](NodeWatch::refresh)).
-    pub fn refresh(&mut self, now: Instant) {
-        self.watch.refresh(now);
-        self.pump();
-    }
-
-    /// Stops following; [`CounterWatchEvent::Closed`].
-    pub fn close(&mut self, now: Instant) {
-        self.watch.close(now);
-        self.pump();
-    }
+    crate::recipe::kit::part_calls!(
+        watch, pump;
+        /// Starts following (once).
+        start,
+        /// `sync`, then read again (see [`NodeWatch::refresh`](NodeWatch::refresh)).
+        refresh,
+        /// Stops following; [`CounterWatchEvent::Closed`].
+        close,
+    );
 
     fn pump(&mut self) {
         use NodeWatchEvent as N;
