@@ -55,7 +55,7 @@ use alloc::vec::Vec;
 use bytes::Bytes;
 
 use super::kit::{join, protocol_head, valid_path, Kit, Protocol, Reply};
-use super::node::{NodeCommands, OwnedNode, OwnedNodeConfig, OwnedNodeEvent};
+use super::node::{node_commands, OwnedNode, OwnedNodeConfig, OwnedNodeEvent};
 use super::watcher::{watcher_protocol, Back, Need, Watcher};
 use super::{OpId, Recipe, SessionChange};
 use crate::error::Error;
@@ -182,17 +182,7 @@ impl GroupMember {
     }
 }
 
-impl NodeCommands for GroupMember {
-    fn create_node(&mut self, now: Instant) {
-        self.join(now)
-    }
-    fn delete_node(&mut self, now: Instant) {
-        self.leave(now)
-    }
-    fn set_node_data(&mut self, now: Instant, data: Bytes) {
-        self.set_data(now, data)
-    }
-}
+node_commands!(GroupMember: join, leave, set_data);
 
 impl Recipe for GroupMember {
     type Event = MemberEvent;

@@ -77,7 +77,7 @@ use bytes::Bytes;
 
 use super::group::{Member, View, ViewConfig, ViewEvent};
 use super::kit::{join, Events, Reply};
-use super::node::{NodeCommands, OwnedNode, OwnedNodeConfig, OwnedNodeEvent};
+use super::node::{node_commands, OwnedNode, OwnedNodeConfig, OwnedNodeEvent};
 use super::{OpId, Recipe, SessionChange};
 use crate::error::Error;
 use crate::proto::*;
@@ -202,17 +202,7 @@ impl Registration {
     }
 }
 
-impl NodeCommands for Registration {
-    fn create_node(&mut self, now: Instant) {
-        self.register(now)
-    }
-    fn delete_node(&mut self, now: Instant) {
-        self.unregister(now)
-    }
-    fn set_node_data(&mut self, now: Instant, data: Bytes) {
-        self.node.set_data(now, data)
-    }
-}
+node_commands!(Registration: register, unregister, node.set_data);
 
 impl Recipe for Registration {
     type Event = RegistrationEvent;

@@ -47,6 +47,7 @@ mod owned;
 mod phase;
 mod watch;
 
+pub(crate) use owned::node_commands;
 pub use owned::{NodeCommands, OwnedNode, OwnedNodeConfig, OwnedNodeEvent};
 pub use watch::{NodeWatch, NodeWatchEvent};
 

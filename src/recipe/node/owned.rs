@@ -764,14 +764,23 @@ pub trait NodeCommands: Recipe<Event = OwnedNodeEvent> {
     fn set_node_data(&mut self, now: Instant, data: Bytes);
 }
 
-impl NodeCommands for OwnedNode {
-    fn create_node(&mut self, now: Instant) {
-        self.create(now)
-    }
-    fn delete_node(&mut self, now: Instant) {
-        self.delete(now)
-    }
-    fn set_node_data(&mut self, now: Instant, data: Bytes) {
-        self.set_data(now, data)
-    }
+/// `impl NodeCommands for $machine` by its methods of the three commands (the last
+/// may be a field's: `node.set_data`).
+macro_rules! node_commands {
+    ($machine:ty: $create:ident, $delete:ident, $($set:ident).+) => {
+        impl $crate::recipe::node::NodeCommands for $machine {
+            fn create_node(&mut self, now: $crate::time::Instant) {
+                self.$create(now)
+            }
+            fn delete_node(&mut self, now: $crate::time::Instant) {
+                self.$delete(now)
+            }
+            fn set_node_data(&mut self, now: $crate::time::Instant, data: bytes::Bytes) {
+                self.$($set).+(now, data)
+            }
+        }
+    };
 }
+pub(crate) use node_commands;
+
+node_commands!(OwnedNode: create, delete, set_data);
