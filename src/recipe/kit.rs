@@ -803,37 +803,22 @@ macro_rules! follow_part {
     };
     // Every input goes to the part, then (if named) to `$pump`.
     (@inputs $part:ident $(, $pump:ident)?) => {
-        fn handle_reply(
-            &mut self,
-            now: $crate::time::Instant,
+        $crate::recipe::kit::follow_part!(@input $part $(, $pump)?; handle_reply(
             op: $crate::recipe::OpId,
             result: Result<$crate::proto::Response, $crate::error::Error>,
-        ) {
-            self.$part.handle_reply(now, op, result);
-            $(self.$pump();)?
-        }
-
-        fn handle_watch(
-            &mut self,
-            now: $crate::time::Instant,
+        ));
+        $crate::recipe::kit::follow_part!(@input $part $(, $pump)?; handle_watch(
             op: $crate::recipe::OpId,
             event: &$crate::session::WatchEvent,
-        ) {
-            self.$part.handle_watch(now, op, event);
-            $(self.$pump();)?
-        }
-
-        fn handle_session(
-            &mut self,
-            now: $crate::time::Instant,
+        ));
+        $crate::recipe::kit::follow_part!(@input $part $(, $pump)?; handle_session(
             change: $crate::recipe::SessionChange,
-        ) {
-            self.$part.handle_session(now, change);
-            $(self.$pump();)?
-        }
-
-        fn handle_timeout(&mut self, now: $crate::time::Instant) {
-            self.$part.handle_timeout(now);
+        ));
+        $crate::recipe::kit::follow_part!(@input $part $(, $pump)?; handle_timeout());
+    };
+    (@input $part:ident $(, $pump:ident)?; $method:ident($($arg:ident: $ty:ty),* $(,)?)) => {
+        fn $method(&mut self, now: $crate::time::Instant $(, $arg: $ty)*) {
+            self.$part.$method(now $(, $arg)*);
             $(self.$pump();)?
         }
     };
@@ -1006,52 +991,36 @@ macro_rules! forward_parts {
         $( $crate::recipe::kit::forward_parts!(@ $method $after); )+
     };
     (@ handle_reply $after:ident) => {
-        fn handle_reply(
-            &mut self,
-            now: $crate::time::Instant,
+        $crate::recipe::kit::forward_parts!(@input $after; handle_reply => reply(
             op: $crate::recipe::OpId,
             result: Result<$crate::proto::Response, $crate::error::Error>,
-        ) {
-            $crate::recipe::kit::to_parts::reply(self, now, op, result);
-            self.$after(now);
-        }
+        ));
     };
     (@ handle_shared_reply $after:ident) => {
-        fn handle_shared_reply(
-            &mut self,
-            now: $crate::time::Instant,
+        $crate::recipe::kit::forward_parts!(@input $after; handle_shared_reply => shared_reply(
             op: $crate::recipe::OpId,
             result: &Result<$crate::proto::Response, $crate::error::Error>,
             shared: &mut $crate::recipe::SharedListing,
-        ) {
-            $crate::recipe::kit::to_parts::shared_reply(self, now, op, result, shared);
-            self.$after(now);
-        }
+        ));
     };
     (@ handle_watch $after:ident) => {
-        fn handle_watch(
-            &mut self,
-            now: $crate::time::Instant,
+        $crate::recipe::kit::forward_parts!(@input $after; handle_watch => watch(
             op: $crate::recipe::OpId,
             event: &$crate::session::WatchEvent,
-        ) {
-            $crate::recipe::kit::to_parts::watch(self, now, op, event);
-            self.$after(now);
-        }
+        ));
     };
     (@ handle_session $after:ident) => {
-        fn handle_session(
-            &mut self,
-            now: $crate::time::Instant,
+        $crate::recipe::kit::forward_parts!(@input $after; handle_session => session(
             change: $crate::recipe::SessionChange,
-        ) {
-            $crate::recipe::kit::to_parts::session(self, now, change);
-            self.$after(now);
-        }
+        ));
     };
     (@ handle_timeout $after:ident) => {
-        fn handle_timeout(&mut self, now: $crate::time::Instant) {
-            $crate::recipe::kit::to_parts::timeout(self, now);
+        $crate::recipe::kit::forward_parts!(@input $after; handle_timeout => timeout());
+    };
+    // An input: to the parts (`to_parts::$to`), then `self.$after(now)`.
+    (@input $after:ident; $method:ident => $to:ident($($arg:ident: $ty:ty),* $(,)?)) => {
+        fn $method(&mut self, now: $crate::time::Instant $(, $arg: $ty)*) {
+            $crate::recipe::kit::to_parts::$to(self, now $(, $arg)*);
             self.$after(now);
         }
     };
@@ -1112,10 +1081,7 @@ macro_rules! own_and_parts {
             self.$after(now);
         }
 
-        fn handle_timeout(&mut self, now: $crate::time::Instant) {
-            $crate::recipe::kit::to_parts::timeout(self, now);
-            self.$after(now);
-        }
+        $crate::recipe::kit::forward_parts!($after; handle_timeout, poll_timeout);
 
         fn poll_request(&mut self) -> Option<($crate::recipe::OpId, $crate::proto::Request)> {
             if let Some((op, request)) = self.kit.poll_request() {
@@ -1130,10 +1096,6 @@ macro_rules! own_and_parts {
 
         fn poll_event(&mut self) -> Option<Self::Event> {
             self.kit.poll_event()
-        }
-
-        fn poll_timeout(&self) -> Option<$crate::time::Instant> {
-            $crate::recipe::kit::to_parts::poll_timeout(self)
         }
     };
 }
