@@ -7,6 +7,20 @@ use crate::error::ConnectStringError;
 use crate::sasl::Mechanism;
 use crate::session::{ConnectString, DefaultAcl, SessionConfig};
 
+/// Builder methods that each set one session setting: `name(arg: T) => field`
+/// writes `pub fn name(mut self, arg: T) -> Self` (with its doc).
+macro_rules! session_setters {
+    ($($(#[$doc:meta])* $name:ident($arg:ident: $ty:ty) => $field:ident;)+) => {
+        $(
+            $(#[$doc])*
+            pub fn $name(mut self, $arg: $ty) -> Self {
+                self.session.$field = $arg;
+                self
+            }
+        )+
+    };
+}
+
 /// Client options: the session settings.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -22,55 +36,26 @@ impl Options {
         })
     }
 
-    /// Sets the requested session timeout.
-    pub fn session_timeout(mut self, timeout: Duration) -> Self {
-        self.session.session_timeout = timeout;
-        self
-    }
-
-    /// Sets the seed for host order and jitter (drivers pass real entropy).
-    pub fn seed(mut self, seed: u64) -> Self {
-        self.session.seed = seed;
-        self
-    }
-
-    /// Accept read-only servers.
-    pub fn read_only(mut self, read_only: bool) -> Self {
-        self.session.read_only = read_only;
-        self
-    }
-
-    /// Follow the ensemble's membership (`/zookeeper/config`) and rebalance over it
-    /// (default off); see [`SessionConfig::track_ensemble`].
-    pub fn track_ensemble(mut self, track: bool) -> Self {
-        self.session.track_ensemble = track;
-        self
-    }
-
-    /// Start a new session by itself after an expiry (default on).
-    pub fn renew_on_expiry(mut self, renew: bool) -> Self {
-        self.session.renew_on_expiry = renew;
-        self
-    }
-
-    /// Cap on requests in flight plus requests queued in the session; beyond it a
-    /// request is refused with [`Error::Overloaded`](crate::error::Error::Overloaded) (recipes back off and retry).
-    pub fn max_pending(mut self, n: usize) -> Self {
-        self.session.max_pending = n;
-        self
-    }
-
-    /// Cap on requests on the wire awaiting their reply (default 512); later ones wait
-    /// in the session's queue in order.
-    pub fn max_in_flight(mut self, n: usize) -> Self {
-        self.session.max_in_flight = n;
-        self
-    }
-
-    /// Cap on watch registrations.
-    pub fn max_watches(mut self, n: usize) -> Self {
-        self.session.max_watches = n;
-        self
+    session_setters! {
+        /// Sets the requested session timeout.
+        session_timeout(timeout: Duration) => session_timeout;
+        /// Sets the seed for host order and jitter (drivers pass real entropy).
+        seed(seed: u64) => seed;
+        /// Accept read-only servers.
+        read_only(read_only: bool) => read_only;
+        /// Follow the ensemble's membership (`/zookeeper/config`) and rebalance over it
+        /// (default off); see [`SessionConfig::track_ensemble`].
+        track_ensemble(track: bool) => track_ensemble;
+        /// Start a new session by itself after an expiry (default on).
+        renew_on_expiry(renew: bool) => renew_on_expiry;
+        /// Cap on requests in flight plus requests queued in the session; beyond it a
+        /// request is refused with [`Error::Overloaded`](crate::error::Error::Overloaded) (recipes back off and retry).
+        max_pending(n: usize) => max_pending;
+        /// Cap on requests on the wire awaiting their reply (default 512); later ones wait
+        /// in the session's queue in order.
+        max_in_flight(n: usize) => max_in_flight;
+        /// Cap on watch registrations.
+        max_watches(n: usize) => max_watches;
     }
 
     /// Authenticates every connection with this SASL mechanism, right after the
