@@ -474,7 +474,6 @@ impl Site {
         }
     }
 
-    /// Sends what is needed, if the session allows it now.
     /// The end of every input: what is known is evaluated, then the requests it calls
     /// for are sent.
     fn settle(&mut self, now: Instant) {
@@ -482,6 +481,7 @@ impl Site {
         self.drive(now);
     }
 
+    /// Sends what is needed, if the session allows it now.
     fn drive(&mut self, now: Instant) {
         if self.need.is_empty() || self.session.between || !self.kit.allows(now) {
             return;
