@@ -439,7 +439,7 @@ fn a_stand_in_a_read_write_server_grants_is_not_taken_for_the_session() {
 #[test]
 fn a_refusal_by_a_server_the_probe_does_not_find_read_only_changes_nothing() {
     // A server not serving at all (electing) answers `isro` with "null".
-    let (mut s, ro) = probed_then_next_refused(b"null");
+    let (mut s, _) = probed_then_next_refused(b"null");
     for _ in 0..3 {
         let (_, req) = dial(&mut s, ms(15));
         assert_eq!(req.session_id, 0x42, "never a new session");
