@@ -19,14 +19,18 @@ use zk_recipes::session::{Transport, TransportError};
 use zk_recipes::time::Instant;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let (_server, addr) = match std::env::var("ZK_ADDR") {
-        Ok(a) => (None, a),
+    match std::env::var("ZK_ADDR") {
+        Ok(addr) => run(&addr),
         Err(_) => {
-            let s = zk_recipes_testing::TestServer::start()?;
-            let a = s.connect_string();
-            (Some(s), a)
+            let server = zk_recipes_testing::TestServer::start()?;
+            run(&server.connect_string())
         }
-    };
+    }
+}
+
+/// Takes and releases the lock `/demo/lock` on the server at `addr` (the test command runs
+/// this from `tests/quickstart.rs`).
+pub fn run(addr: &str) -> Result<(), Box<dyn std::error::Error>> {
     // The driver owns the clock and the entropy; the core gets both as arguments.
     let epoch = StdInstant::now();
     let now = || Instant::from_micros(epoch.elapsed().as_micros() as u64);
@@ -40,7 +44,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
         h.finish()
     };
-    let mut client = Client::new(Options::new(&addr)?.seed(entropy()), now());
+    let mut client = Client::new(Options::new(addr)?.seed(entropy()), now());
     let id = zk_recipes::recipe::lock::node_id(entropy(), entropy());
     let lock = client.add(
         now(),
@@ -54,6 +58,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut out = BytesMut::new();
     let mut buf = vec![0u8; 64 * 1024];
     let mut release_at = None;
+    let mut released = false;
     loop {
         // 1. Everything the core wants done: dial/close, bytes to write, events.
         while let Some(t) = client.poll_transport() {
@@ -101,7 +106,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                             println!("acquired {node} (fencing token {fencing_token})");
                             release_at = Some(now() + Duration::from_millis(200));
                         }
-                        Ok(LockEvent::Released) => println!("released"),
+                        Ok(LockEvent::Released) => {
+                            println!("released");
+                            released = true;
+                        }
                         Ok(other) => println!("lock: {other:?}"),
                         Err(e) => println!("unexpected event {e:?}"),
                     }
@@ -114,7 +122,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
         if client.is_ended() {
-            return Ok(());
+            return match released {
+                true => Ok(()),
+                false => Err("the lock ended without being taken and released".into()),
+            };
         }
         // 2. Write what the socket takes; read what it has. Never block.
         if let Some(s) = socket.as_mut() {

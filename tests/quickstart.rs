@@ -17,6 +17,11 @@ mod blocking_quickstart {
     }
 }
 
+// The custom-runtime example, as a module: its `main` is the example's, unused here.
+#[allow(dead_code)]
+#[path = "../examples/custom_runtime.rs"]
+mod custom_runtime;
+
 const README: &str = include_str!("../README.md");
 
 #[test]
@@ -45,5 +50,16 @@ fn the_quick_starts_run_against_a_fresh_server() {
         server.mntr_value("zk_ephemerals_count").expect("mntr"),
         0,
         "the quick starts leave no ephemeral node behind"
+    );
+}
+
+#[test]
+fn the_custom_runtime_example_takes_and_releases_a_lock() {
+    let server = zk_recipes_testing::TestServer::start().expect("start ZooKeeper");
+    custom_runtime::run(&server.connect_string()).expect("the custom-runtime example");
+    assert_eq!(
+        server.mntr_value("zk_ephemerals_count").expect("mntr"),
+        0,
+        "the example leaves no ephemeral node behind"
     );
 }
