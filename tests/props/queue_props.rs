@@ -57,6 +57,23 @@ fn a_stale_claim_check_after_a_failed_sync_checks_again() {
     zk_recipes_sim::testkit::queue::run(&schedule).unwrap();
 }
 
+/// Found by `queue_invariants_hold` (fresh seed): an at-least-once consumer holding
+/// `qn-0000000000` took again; the listing of the side directory sent with that take's
+/// listing of the queue was throttled, so the queue's listing was read with
+/// no claims to skip, and our own held item became a candidate. Its claim's create was
+/// applied (as `NodeExists`) but the reply lost; the check after `sync` found the claim
+/// ours (the held one) and delivered the item a second time to the same consumer. An item
+/// we hold is never a candidate, whatever the claims listing says.
+#[test]
+fn a_held_item_is_never_claimed_again_when_the_claims_listing_failed() {
+    let schedule = [
+        12, 134, 0, 0, 107, 39, 0, 0, 0, 0, 0, 43, 50, 0, 13, 0, 59, 208, 160, 0, 0, 0, 0, 0, 0, 0,
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 27, 0, 0, 0, 0, 15, 0, 59, 10, 0,
+        231, 0, 233, 0, 186, 1, 148, 0, 27, 60, 0, 9, 0, 91, 4, 0, 164, 0, 87,
+    ];
+    zk_recipes_sim::testkit::queue::run(&schedule).unwrap();
+}
+
 /// Items flow: most schedules put, take and (at least once) complete items.
 #[test]
 fn items_flow() {

@@ -199,11 +199,16 @@ impl Consumer {
         }
         let listed = items.len();
         if self.at_least_once() {
+            // Skip the items claimed, and those we hold whatever the claims listing
+            // says (it may have been refused, or read on a lagging follower): a held
+            // item's claim is ours, so a claim in doubt would find it "ours" again.
             let claims = core::mem::take(&mut self.side.claims);
+            let held = &self.held;
             items.retain(|n| {
-                !claims
-                    .iter()
-                    .any(|c| c.strip_prefix(CLAIM_PREFIX) == Some(n.as_str()))
+                !held.contains(n)
+                    && !claims
+                        .iter()
+                        .any(|c| c.strip_prefix(CLAIM_PREFIX) == Some(n.as_str()))
             });
         }
         self.side.blocked = listed > 0 && items.is_empty();
