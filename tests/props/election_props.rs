@@ -47,6 +47,40 @@ fn the_acknowledgement_of_a_deleted_candidate_does_not_outlive_close() {
 /// acknowledge, lose, reconnect and resign, an operator deletes candidate nodes, the
 /// peers meet faults, and the machine under test meets lost replies, reconnects to
 /// lagging followers, refusals, expiries and reaped containers.
+/// Found by `election_invariants_hold` (fresh seed): a leader's acknowledgement was
+/// queued when the client gave up on its session; the session answers the queued write
+/// with `SessionExpired` before it reports `Expired`, and between the two the machine
+/// still said "an acknowledgement in flight" with nothing in flight (its `check` rule).
+/// A write the session's end answered leaves nothing to do: the leadership ends with it.
+#[test]
+fn an_acknowledgement_answered_by_the_session_end_is_not_left_in_flight() {
+    let schedule = [
+        140, 0, 0, 0, 0, 0, 0, 15, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9, 0, 9, 0, 9, 0, 0, 0, 0, 0, 0, 0,
+        0, 0, 75, 1, 0, 25, 0, 9, 0, 132, 0, 73, 0, 59, 1, 0, 0, 0, 212, 0, 93, 0, 203, 73, 69, 0,
+        0, 0, 0, 148, 0, 36, 0, 4, 0, 15, 0, 15, 0, 20, 0, 39, 0, 42, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        0, 0, 0, 15, 0, 0, 0, 0, 0, 15, 0, 0, 0, 61, 249,
+    ];
+    zk_recipes_sim::testkit::election::run(&schedule).unwrap();
+}
+
+/// Found by `election_invariants_hold` (fresh seed): a leader's acknowledgement was
+/// written, then an operator deleted its candidate node and the connection broke; on the
+/// reconnect the check of its node was still open (its `sync` refused) when the user
+/// called `acknowledge()` again, and the machine told `Acknowledged` at once on what it
+/// knew before. Now it tells it at once only while nothing questions its hold; otherwise
+/// it writes the acknowledgement again, whose `check` of our node decides.
+#[test]
+fn acknowledge_again_while_the_hold_is_questioned_writes_again() {
+    let schedule = [
+        140, 111, 0, 0, 0, 68, 0, 4, 0, 176, 0, 91, 1, 0, 106, 0, 153, 0, 20, 0, 48, 0, 48, 0, 43,
+        1, 13, 59, 1, 45, 15, 0, 171, 1, 55, 0, 0, 218, 0, 9, 0, 25, 0, 89, 0, 144, 0, 9, 0, 0, 0,
+        75, 1, 0, 52, 0, 144, 0, 4, 0, 48, 0, 9, 0, 43, 0, 0, 0, 0, 123, 0, 0, 0, 0, 91, 0, 0, 52,
+        0, 87, 0, 0, 0, 0, 0, 0, 0, 31, 0, 15, 0, 0, 0, 57, 0, 41, 0, 171, 0, 0, 170, 43, 0, 0, 0,
+        0, 0, 0, 31, 0, 91, 0, 0, 116, 0, 91, 61, 93,
+    ];
+    zk_recipes_sim::testkit::election::run(&schedule).unwrap();
+}
+
 #[test]
 fn schedules_exercise_every_path() {
     let mut total = zk_recipes_sim::testkit::election::Stats::default();

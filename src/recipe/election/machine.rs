@@ -303,6 +303,12 @@ impl Election {
                 return;
             }
             if e.ends_session() {
+                // The session's end answered our write: nothing is in flight, and
+                // nothing is to be written (this leadership ends with the session,
+                // whose event comes next).
+                if let Some(leader) = self.leader_mut().filter(|l| l.ack == Ack::Busy) {
+                    leader.ack = Ack::Idle;
+                }
                 return;
             }
         }

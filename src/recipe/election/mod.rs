@@ -419,19 +419,28 @@ impl Election {
 
     /// After the leader procedure: writes our acknowledgement (see the
     /// [module docs](self)); `Acknowledged` or `AckFailed` follows. `false` if we do
-    /// not lead now.
+    /// not lead now. Called again once written, `Acknowledged` is told again at once
+    /// while nothing questions our hold; after a reconnect whose check of our node is
+    /// still open, it is written again (its `check` of our node decides).
     pub fn acknowledge(&mut self, now: Instant) -> bool {
         if self.resigning != Resigning::No {
             return false;
         }
+        // Our acknowledgement is told again at once only while nothing questions our
+        // hold; otherwise (suspended, our node being checked after a reconnect) it is
+        // written again, its `check` of our node deciding.
+        let unquestioned = self
+            .candidacy()
+            .is_some_and(|c| c.lock.is_held_unquestioned());
         let Some(leader) = self.leader_mut() else {
             return false;
         };
         let token = leader.token;
         match leader.ack {
-            Ack::Done => self.emit(ElectionEvent::Acknowledged {
+            Ack::Done if unquestioned => self.emit(ElectionEvent::Acknowledged {
                 fencing_token: token,
             }),
+            Ack::Done => leader.ack = Ack::Wanted,
             // Already on its way.
             Ack::Busy | Ack::Wanted => {}
             Ack::Idle => {
