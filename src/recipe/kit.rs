@@ -267,9 +267,14 @@ impl<P, E> Kit<P, E> {
 
     /// Follows a session change (call it first in `handle_session`): the retry waits
     /// while suspended and goes at once when the session is back; the session id is
-    /// the new one.
+    /// the new one. An expired session's requests were never answered, so a round of
+    /// parent creates it carried proves nothing: the next session counts its rounds
+    /// afresh.
     pub fn session(&mut self, change: SessionChange) {
         self.retry.session(change);
+        if change == SessionChange::Expired {
+            self.parents = None;
+        }
     }
 
     /// The id of the session the recipe last heard of (0 before one): the

@@ -60,3 +60,18 @@ fn ttl_nodes_off_ends_with_an_error_naming_the_cause() {
     .to_string();
     assert!(text.contains("extendedTypesEnabled"), "{text}");
 }
+
+/// Found by `ttl_node_invariants_hold` (fresh seed): the server expired the session
+/// while a round of parent creates was on the wire; the round was never answered, yet it
+/// counted, so the next `NoNode` (the emptied containers reaped meanwhile) found the
+/// rounds used up and failed with `ChrootMissing`. An expired session's round does not
+/// count (`Kit::session`).
+#[test]
+fn a_parent_round_cut_by_an_expired_session_does_not_count() {
+    let schedule = [
+        63, 0, 16, 0, 27, 0, 0, 218, 90, 0, 0, 0, 0, 25, 0, 68, 0, 0, 0, 91, 0, 0, 48, 0, 0, 0, 0,
+        0, 0, 0, 48, 0, 141, 249, 80, 0, 39, 0, 57, 0, 25, 0, 96, 0, 84, 0, 4, 0, 0, 0, 47, 0, 31,
+        0, 47, 0, 95, 0, 157, 252,
+    ];
+    zk_recipes_sim::testkit::ttl_node::run(&schedule).unwrap();
+}
