@@ -2,13 +2,13 @@
 //! with a zero xid that is patched as they are written. Two lanes and shared listings:
 //!
 //! * The main lane keeps submission order. The **yielding** lane
-//!   (`Session::submit_yielding`: a hosted recipe's entry, which nobody else waits for)
+//!   (`Session::submit_from` with `yields`: a hosted recipe's entry, which nobody else waits for)
 //!   is written only once the main lane is empty, so requests other requesters submit
 //!   later go before it. A requester's own requests are never reordered: while one of
 //!   its yielding requests is queued, its later ones queue behind it, whatever their
 //!   kind. A close waits at the back of the yielding lane, behind everything.
 //! * A listing (`getChildren`, `getChildren2`) of a requester may be **shared**
-//!   (`Session::submit_shared`): an identical queued listing near the back of its lane
+//!   (`Session::submit_from`): an identical queued listing near the back of its lane
 //!   whose members submitted nothing since moves to the back and answers the newcomer
 //!   too, so one request and one reply serve them all.
 //!
@@ -33,7 +33,7 @@ pub(super) struct Queued {
     pub(super) op: OpCode,
     pub(super) token: Token,
     pub(super) after: After,
-    /// A read other requesters' identical reads may join (see `Session::submit_shared`).
+    /// A read other requesters' identical reads may join (see `Session::submit_from`).
     pub(super) share: Option<Box<Share>>,
     /// Who submitted it (0: nobody in particular, a raw request).
     pub(super) requester: u64,

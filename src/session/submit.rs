@@ -25,9 +25,32 @@ use crate::proto::{
 use crate::time::Instant;
 
 impl Session {
-    /// Submits `request` for `requester` (0: a raw request); it `yields` while queued
-    /// (see [`submit_yielding`](Session::submit_yielding)).
-    pub(super) fn submit_in(
+    /// [`submit`](Self::submit) for one of several independent `requester`s (nonzero;
+    /// a host passes each hosted recipe's id), whose queued requests are **shared** and
+    /// may **yield**:
+    ///
+    /// * Shared: a listing (`getChildren`, `getChildren2`) waiting in the queue behind a
+    ///   full window is shared with the identical listing (same path, same watch flag)
+    ///   another requester submits later: the earlier one moves back to the later one's
+    ///   place, and one request on the wire answers both as one
+    ///   [`SessionEvent::SharedReply`](super::SessionEvent::SharedReply), its watch
+    ///   registered for each. A read answered later than asked is still a read after
+    ///   everything its requester submitted before it; a listing whose requester
+    ///   submitted anything after it (or requester 0) never moves, so each requester's
+    ///   replies keep its own order. Without a backlog nothing is shared (the request
+    ///   is written at once). Listings of a directory that thousands of waiters of one
+    ///   session join at once thus cost one request and one reply, not one each
+    ///   (issue 25).
+    /// * Yielding (`yields`): while it waits in the queue (behind a full window or for a
+    ///   connection), requests other requesters submit later are written before it. For
+    ///   what nobody else waits for — a lock waiter's create and first listing, say — so
+    ///   that what others do wait for (a holder's release) does not wait behind
+    ///   thousands of entries. Yielding requests keep their order among themselves, and
+    ///   a requester's own requests are never reordered: while this one is queued,
+    ///   everything `requester` submits queues behind it. Requester 0 (raw requests)
+    ///   never yields. Requests already on the wire are answered in order as always
+    ///   (ZooKeeper runs one session's requests in order).
+    pub fn submit_from(
         &mut self,
         now: Instant,
         request: Request,

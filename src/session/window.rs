@@ -24,7 +24,7 @@ pub(super) struct InFlight {
     pub(super) op: OpCode,
     pub(super) token: Token,
     pub(super) after: After,
-    /// The other requesters a shared read answers (see `Session::submit_shared`).
+    /// The other requesters a shared read answers (see `Session::submit_from`).
     pub(super) more: Vec<Token>,
 }
 
