@@ -23,6 +23,7 @@ use bytes::BytesMut;
 
 use super::event::{Counters, Token};
 use super::watches::After;
+use super::window::Ticket;
 use crate::hash::{shed_map, shed_queue, HashMap};
 use crate::proto::{OpCode, Request};
 
@@ -30,9 +31,7 @@ use crate::proto::{OpCode, Request};
 #[derive(Debug)]
 pub(super) struct Queued {
     pub(super) frame: BytesMut,
-    pub(super) op: OpCode,
-    pub(super) token: Token,
-    pub(super) after: After,
+    pub(super) ticket: Ticket,
     /// A read other requesters' identical reads may join (see `Session::submit_from`).
     pub(super) share: Option<Box<Share>>,
     /// Who submitted it (0: nobody in particular, a raw request).
@@ -41,12 +40,10 @@ pub(super) struct Queued {
 
 impl Queued {
     /// A request the session writes by itself, that nobody shares.
-    pub(super) fn own(frame: BytesMut, op: OpCode, token: Token, after: After) -> Queued {
+    pub(super) fn own(frame: BytesMut, ticket: Ticket) -> Queued {
         Queued {
             frame,
-            op,
-            token,
-            after,
+            ticket,
             share: None,
             requester: 0,
         }
@@ -145,9 +142,7 @@ impl Lanes {
         };
         let q = Queued {
             frame,
-            op,
-            token,
-            after,
+            ticket: Ticket { op, token, after },
             share,
             requester,
         };
@@ -217,7 +212,7 @@ impl Lanes {
         let close_first = self
             .yielding
             .front()
-            .is_some_and(|q| q.op == OpCode::CloseSession);
+            .is_some_and(|q| q.ticket.op == OpCode::CloseSession);
         if !(room || close_first) {
             return None;
         }
@@ -274,10 +269,12 @@ impl Lanes {
         let queued = core::mem::take(&mut self.queued);
         for q in queued.into_iter().chain(yielding) {
             let more = self.unshare(q.share);
-            if matches!(q.after, After::Close) {
+            if matches!(q.ticket.after, After::Close) {
                 continue;
             }
-            core::iter::once(q.token).chain(more).for_each(&mut failed);
+            core::iter::once(q.ticket.token)
+                .chain(more)
+                .for_each(&mut failed);
         }
     }
 }

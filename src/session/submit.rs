@@ -15,7 +15,7 @@ use bytes::{Bytes, BytesMut};
 use super::event::Token;
 use super::lanes::Queued;
 use super::watches::After;
-use super::window::InFlight;
+use super::window::{InFlight, Ticket};
 use super::{Phase, Session};
 use crate::error::{SessionEnd, SubmitError};
 use crate::proto::{
@@ -81,8 +81,8 @@ impl Session {
                 .map_err(SubmitError::TooLarge)?;
             self.counters.requests_sent += 1;
             self.watches.arm_at_write(token, &after);
-            self.window
-                .push(request.op_code(), token, after, alloc::vec::Vec::new());
+            let op = request.op_code();
+            self.window.push(Ticket { op, token, after }, Vec::new());
             self.link.last_send = now;
         } else {
             let mut frame = BytesMut::new();
@@ -196,19 +196,19 @@ impl Session {
     /// Writes a queued request under the next xid.
     pub(super) fn write(&mut self, now: Instant, q: Queued) {
         let more = self.lanes.unshare(q.share);
-        if q.op == OpCode::Sync && q.requester != 0 && self.identity.read_only_server() {
+        if q.ticket.op == OpCode::Sync && q.requester != 0 && self.identity.read_only_server() {
             // The frame: length, xid, type, then the path.
             let path = PathRequest::decode(&mut Bytes::copy_from_slice(&q.frame[12..]))
                 .map(|r| r.path)
                 .unwrap_or_default();
-            return self.sync_read_only(q.token, q.after, more, path);
+            return self.sync_read_only(q.ticket.token, q.ticket.after, more, path);
         }
         self.counters.requests_sent += 1;
         let mut frame = q.frame;
         frame[4..8].copy_from_slice(&self.window.next_xid().to_be_bytes());
         self.link.tx.extend_from_slice(&frame);
-        self.watches.arm_at_write(q.token, &q.after);
-        self.window.push(q.op, q.token, q.after, more);
+        self.watches.arm_at_write(q.ticket.token, &q.ticket.after);
+        self.window.push(q.ticket, more);
         self.link.last_send = now;
     }
 
@@ -222,9 +222,11 @@ impl Session {
         self.counters.replies_received += 1;
         let done = InFlight {
             xid: 0,
-            op: OpCode::Sync,
-            token,
-            after,
+            ticket: Ticket {
+                op: OpCode::Sync,
+                token,
+                after,
+            },
             more,
         };
         let zxid = self.identity.last_zxid;
