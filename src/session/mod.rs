@@ -78,7 +78,7 @@
 //! | `hosts` | host order and rotation, failures, backoff, `Unreachable` |
 //! | `identity` | session id and password, negotiated timeout, read-only, last zxid, suspended |
 //! | `link` | the connection's bytes: frame decoder, bytes to write, last send and receive |
-//! | `window` | xids, the requests in flight (FIFO matching), the AIMD window |
+//! | `window` | xids, the requests in flight (FIFO matching), the AIMD window; the `Ticket` (opcode, token, what the answer does) a request carries from the lanes to its answer |
 //! | `lanes` | the queue: main and yielding lanes, shared listings |
 //! | `auth` | auth packets to replay, answers awaited |
 //! | `sasl` | the SASL exchange of this connection (a step of the handshake) |
