@@ -81,7 +81,7 @@
 //! What grew with N was each waiter's entry listing (waiter *i* of N queued at once
 //! listed about *i* children: B rx/acq ≈ 30 B × N): the server's CPU per acquisition
 //! (serialising the listings) and the client's (decoding them, one `String` per
-//! child). Since listings queued in the session are shared (`Session::submit_shared`,
+//! child). Since listings queued in the session are shared (`Session::submit_from`,
 //! read through one `contender::SortedListing`), the same command gives 4.25 / 4.03
 //! req/acq and 6,383–6,425 / 6,821–7,219 B rx/acq at 1,000 / 10,000 waiters (six runs
 //! each, alternated with the base; all figures in `docs/benchmarks.md`).

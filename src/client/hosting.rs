@@ -500,16 +500,13 @@ impl Client {
         } {
             let token = self.token();
             // The recipe's id names it as a requester: its listings may be shared
-            // with other recipes' identical ones (see `Session::submit_shared`), and
-            // its entry may yield to other recipes' later requests
-            // (`Session::submit_yielding`).
+            // with other recipes' identical ones, and its entry may yield to other
+            // recipes' later requests (see `Session::submit_from`).
             let requester = (u64::from(id.generation) << 33) | (u64::from(id.index) + 1);
-            let submitted = if yields {
-                self.session.submit_yielding(now, request, token, requester)
-            } else {
-                self.session.submit_shared(now, request, token, requester)
-            };
-            match submitted {
+            match self
+                .session
+                .submit_from(now, request, token, requester, yields)
+            {
                 Ok(()) => {
                     moved = true;
                     self.recipe_tokens.insert(token, (id, op));

@@ -169,16 +169,10 @@ impl MultiResult {
         .encode(buf);
         match self {
             MultiResult::Create(path) => path.encode(buf),
-            MultiResult::Create2 { path, stat } => {
-                path.encode(buf);
-                stat.encode(buf);
-            }
+            MultiResult::Create2 { path, stat } => with_stat(path, stat, buf),
             MultiResult::Delete | MultiResult::Check => {}
             MultiResult::SetData(stat) => stat.encode(buf),
-            MultiResult::GetData { data, stat } => {
-                data.encode(buf);
-                stat.encode(buf);
-            }
+            MultiResult::GetData { data, stat } => with_stat(data, stat, buf),
             MultiResult::GetChildren(children) => children.encode(buf),
             MultiResult::Error(code) => code.to_i32().encode(buf),
         }
@@ -205,6 +199,13 @@ impl MultiResult {
             _ => return Err(DecodeError::UnexpectedType(header.op)),
         })
     }
+}
+
+/// Appends a body that is some value followed by a node's Stat (create2, getData,
+/// getACL, getChildren2, and their multi results).
+fn with_stat(value: &impl Wire, stat: &Stat, buf: &mut BytesMut) {
+    value.encode(buf);
+    stat.encode(buf);
 }
 
 impl Response {
@@ -268,24 +269,12 @@ impl Response {
         match self {
             Response::Empty => {}
             Response::Path(path) => path.encode(buf),
-            Response::PathStat { path, stat } => {
-                path.encode(buf);
-                stat.encode(buf);
-            }
+            Response::PathStat { path, stat } => with_stat(path, stat, buf),
             Response::Stat(stat) => stat.encode(buf),
-            Response::Data { data, stat } => {
-                data.encode(buf);
-                stat.encode(buf);
-            }
-            Response::Acl { acl, stat } => {
-                acl.encode(buf);
-                stat.encode(buf);
-            }
+            Response::Data { data, stat } => with_stat(data, stat, buf),
+            Response::Acl { acl, stat } => with_stat(acl, stat, buf),
             Response::Children(children) => children.encode(buf),
-            Response::Children2 { children, stat } => {
-                children.encode(buf);
-                stat.encode(buf);
-            }
+            Response::Children2 { children, stat } => with_stat(children, stat, buf),
             Response::Count(n) => n.encode(buf),
             Response::WatchAdded => 0i32.encode(buf),
             Response::Sasl(token) => token.encode(buf),

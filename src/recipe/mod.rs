@@ -173,7 +173,7 @@ pub trait Recipe: Send + 'static {
     /// comes at once, before the replies to requests sent earlier.
     fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>);
     /// A reply to request `op` (a listing) that answers other hosted recipes' identical
-    /// requests too (see [`Session::submit_shared`](crate::session::Session::submit_shared)):
+    /// requests too (see [`Session::submit_from`](crate::session::Session::submit_from)):
     /// read in place; `shared` keeps what one recipe derives from it for the next ones
     /// (see [`SharedListing`]). By default a copy goes to
     /// [`handle_reply`](Self::handle_reply).
@@ -200,7 +200,7 @@ pub trait Recipe: Send + 'static {
     fn poll_request(&mut self) -> Option<(OpId, Request)>;
     /// May request `op` (just polled) **yield**: wait, while it is queued in the
     /// session, behind requests other recipes submit later (see
-    /// [`Session::submit_yielding`](crate::session::Session::submit_yielding))? For
+    /// [`Session::submit_from`](crate::session::Session::submit_from))? For
     /// requests nobody else waits for, such as a lock waiter's entry: then a holder's
     /// release is not queued behind thousands of them. A recipe's own requests keep
     /// their order whatever it answers. By default, no.

@@ -11,6 +11,7 @@ use bytes::BytesMut;
 use super::event::{Reply, SessionEvent, Token, Transport};
 use super::lanes::Queued;
 use super::watches::After;
+use super::window::{InFlight, Ticket};
 use super::{Phase, Session};
 use crate::error::{DisconnectReason, Error, SessionEnd};
 use crate::proto::{encode_request, OpCode, Request};
@@ -23,7 +24,14 @@ impl Session {
             Phase::Connected => {
                 let mut frame = BytesMut::new();
                 let _ = encode_request(&mut frame, 0, &Request::CloseSession, usize::MAX);
-                let close = Queued::own(frame, OpCode::CloseSession, Token::CLOSE, After::Close);
+                let close = Queued::own(
+                    frame,
+                    Ticket {
+                        op: OpCode::CloseSession,
+                        token: Token::CLOSE,
+                        after: After::Close,
+                    },
+                );
                 if self.lanes.is_empty() {
                     // The close itself is not held back by the bound: nothing follows it.
                     self.write(now, close);
@@ -98,16 +106,16 @@ impl Session {
     /// auth answer awaited fails.
     pub(super) fn fail_in_flight(&mut self, error: Error) {
         let mut session_read = false;
-        for req in self.window.drain() {
-            if req.token == Token::SESSION {
+        for InFlight { ticket, more, .. } in self.window.drain() {
+            if ticket.token == Token::SESSION {
                 session_read = true;
                 continue;
             }
-            if matches!(req.after, After::Arm(_)) {
-                self.watches.armed(req.token, false);
+            if matches!(ticket.after, After::Arm(_)) {
+                self.watches.armed(ticket.token, false);
             }
-            if !matches!(req.after, After::Close) {
-                for token in core::iter::once(req.token).chain(req.more) {
+            if !matches!(ticket.after, After::Close) {
+                for token in core::iter::once(ticket.token).chain(more) {
                     self.events.push_back(failed(token, &error));
                 }
             }

@@ -28,6 +28,7 @@ use alloc::vec::Vec;
 use super::event::{SessionEvent, Token};
 use super::rebalance::rebalance;
 use super::watches::After;
+use super::window::Ticket;
 use super::{Phase, Session};
 use crate::error::{DisconnectReason, Error};
 use crate::proto::{
@@ -68,8 +69,12 @@ impl Session {
             return;
         }
         self.counters.requests_sent += 1;
-        self.window
-            .push(OpCode::GetData, Token::SESSION, After::Nothing, Vec::new());
+        let ticket = Ticket {
+            op: OpCode::GetData,
+            token: Token::SESSION,
+            after: After::Nothing,
+        };
+        self.window.push(ticket, Vec::new());
         self.link.last_send = now;
         self.ensemble.reading = true;
     }

@@ -62,7 +62,7 @@ pub struct Counters {
     /// session's in-flight window at most once per window of replies.
     pub throttled: u64,
     /// Listings that joined an identical queued one instead of going out themselves
-    /// (see [`Session::submit_shared`](super::Session::submit_shared)): requests saved.
+    /// (see [`Session::submit_from`](super::Session::submit_from)): requests saved.
     pub listings_shared: u64,
 }
 
@@ -116,7 +116,7 @@ pub struct Reply {
     pub watch: Option<WatchKind>,
 }
 
-/// One reply to a listing several requesters shared ([`Session::submit_shared`](super::Session::submit_shared)).
+/// One reply to a listing several requesters shared ([`Session::submit_from`](super::Session::submit_from)).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct SharedReply {
     /// The tokens it answers, in the order they were submitted.
@@ -210,7 +210,7 @@ pub enum SessionEvent {
     /// A request completed.
     Reply(Reply),
     /// A listing shared by several requesters completed: the same reply for each of
-    /// their tokens, in the order they asked (see [`Session::submit_shared`](super::Session::submit_shared); never for
+    /// their tokens, in the order they asked (see [`Session::submit_from`](super::Session::submit_from); never for
     /// requests made with [`Session::submit`](super::Session::submit)).
     SharedReply(SharedReply),
     /// A watch fired for `token`.

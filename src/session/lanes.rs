@@ -2,13 +2,13 @@
 //! with a zero xid that is patched as they are written. Two lanes and shared listings:
 //!
 //! * The main lane keeps submission order. The **yielding** lane
-//!   (`Session::submit_yielding`: a hosted recipe's entry, which nobody else waits for)
+//!   (`Session::submit_from` with `yields`: a hosted recipe's entry, which nobody else waits for)
 //!   is written only once the main lane is empty, so requests other requesters submit
 //!   later go before it. A requester's own requests are never reordered: while one of
 //!   its yielding requests is queued, its later ones queue behind it, whatever their
 //!   kind. A close waits at the back of the yielding lane, behind everything.
 //! * A listing (`getChildren`, `getChildren2`) of a requester may be **shared**
-//!   (`Session::submit_shared`): an identical queued listing near the back of its lane
+//!   (`Session::submit_from`): an identical queued listing near the back of its lane
 //!   whose members submitted nothing since moves to the back and answers the newcomer
 //!   too, so one request and one reply serve them all.
 //!
@@ -23,6 +23,7 @@ use bytes::BytesMut;
 
 use super::event::{Counters, Token};
 use super::watches::After;
+use super::window::Ticket;
 use crate::hash::{shed_map, shed_queue, HashMap};
 use crate::proto::{OpCode, Request};
 
@@ -30,10 +31,8 @@ use crate::proto::{OpCode, Request};
 #[derive(Debug)]
 pub(super) struct Queued {
     pub(super) frame: BytesMut,
-    pub(super) op: OpCode,
-    pub(super) token: Token,
-    pub(super) after: After,
-    /// A read other requesters' identical reads may join (see `Session::submit_shared`).
+    pub(super) ticket: Ticket,
+    /// A read other requesters' identical reads may join (see `Session::submit_from`).
     pub(super) share: Option<Box<Share>>,
     /// Who submitted it (0: nobody in particular, a raw request).
     pub(super) requester: u64,
@@ -41,12 +40,10 @@ pub(super) struct Queued {
 
 impl Queued {
     /// A request the session writes by itself, that nobody shares.
-    pub(super) fn own(frame: BytesMut, op: OpCode, token: Token, after: After) -> Queued {
+    pub(super) fn own(frame: BytesMut, ticket: Ticket) -> Queued {
         Queued {
             frame,
-            op,
-            token,
-            after,
+            ticket,
             share: None,
             requester: 0,
         }
@@ -145,9 +142,7 @@ impl Lanes {
         };
         let q = Queued {
             frame,
-            op,
-            token,
-            after,
+            ticket: Ticket { op, token, after },
             share,
             requester,
         };
@@ -217,7 +212,7 @@ impl Lanes {
         let close_first = self
             .yielding
             .front()
-            .is_some_and(|q| q.op == OpCode::CloseSession);
+            .is_some_and(|q| q.ticket.op == OpCode::CloseSession);
         if !(room || close_first) {
             return None;
         }
@@ -274,10 +269,12 @@ impl Lanes {
         let queued = core::mem::take(&mut self.queued);
         for q in queued.into_iter().chain(yielding) {
             let more = self.unshare(q.share);
-            if matches!(q.after, After::Close) {
+            if matches!(q.ticket.after, After::Close) {
                 continue;
             }
-            core::iter::once(q.token).chain(more).for_each(&mut failed);
+            core::iter::once(q.ticket.token)
+                .chain(more)
+                .for_each(&mut failed);
         }
     }
 }

@@ -48,7 +48,7 @@
 //!   to a throttling server: a `Throttled` reply halves it (once per window of
 //!   replies), a window's worth of other replies grows it by one.
 //! * Two lanes: a request submitted as *yielding*
-//!   ([`submit_yielding`](Session::submit_yielding): a hosted recipe's entry, such as a
+//!   ([`submit_from`](Session::submit_from) with `yields`: a hosted recipe's entry, such as a
 //!   lock waiter's create and first listing, which nobody else waits for) waits, while
 //!   queued, behind requests of other requesters submitted later; every other request
 //!   keeps submission order with everything but those. A requester's own requests are
@@ -78,7 +78,7 @@
 //! | `hosts` | host order and rotation, failures, backoff, `Unreachable` |
 //! | `identity` | session id and password, negotiated timeout, read-only, last zxid, suspended |
 //! | `link` | the connection's bytes: frame decoder, bytes to write, last send and receive |
-//! | `window` | xids, the requests in flight (FIFO matching), the AIMD window |
+//! | `window` | xids, the requests in flight (FIFO matching), the AIMD window; the `Ticket` (opcode, token, what the answer does) a request carries from the lanes to its answer |
 //! | `lanes` | the queue: main and yielding lanes, shared listings |
 //! | `auth` | auth packets to replay, answers awaited |
 //! | `sasl` | the SASL exchange of this connection (a step of the handshake) |
@@ -470,49 +470,7 @@ impl Session {
         request: Request,
         token: Token,
     ) -> Result<(), SubmitError> {
-        self.submit_shared(now, request, token, 0)
-    }
-
-    /// [`submit_shared`](Self::submit_shared) for a request that may **yield**: while
-    /// it waits in the queue (behind a full window or for a connection), requests
-    /// other requesters submit later are written before it. For what nobody else waits
-    /// for — a lock waiter's create and first listing, say — so that what others do
-    /// wait for (a holder's release) does not wait behind thousands of entries.
-    /// Yielding requests keep their order among themselves, and a requester's own
-    /// requests are never reordered: while this one is queued, everything `requester`
-    /// submits queues behind it. Requester 0 (raw requests) never yields. Requests
-    /// already on the wire are answered in order as always (ZooKeeper runs one
-    /// session's requests in order).
-    pub fn submit_yielding(
-        &mut self,
-        now: Instant,
-        request: Request,
-        token: Token,
-        requester: u64,
-    ) -> Result<(), SubmitError> {
-        self.submit_in(now, request, token, requester, requester != 0)
-    }
-
-    /// [`submit`](Self::submit) for one of several independent `requester`s (nonzero;
-    /// a host passes each hosted recipe's id): a listing (`getChildren`,
-    /// `getChildren2`) waiting in the queue behind a full window is **shared** with the
-    /// identical listing (same path, same watch flag) another requester submits later:
-    /// the earlier one moves back to the later one's place, and one request on the wire
-    /// answers both as one [`SessionEvent::SharedReply`], its watch registered for each.
-    /// A read answered later than asked is still a read after everything its requester
-    /// submitted before it; a listing whose requester submitted anything after it (or
-    /// requester 0) never moves, so each requester's replies keep its own order. Without
-    /// a backlog nothing is shared (the request is written at once). Listings of a
-    /// directory that thousands of waiters of one session join at once thus cost one
-    /// request and one reply, not one each (issue 25).
-    pub fn submit_shared(
-        &mut self,
-        now: Instant,
-        request: Request,
-        token: Token,
-        requester: u64,
-    ) -> Result<(), SubmitError> {
-        self.submit_in(now, request, token, requester, false)
+        self.submit_from(now, request, token, 0, false)
     }
 
     /// Closes the session: sends closeSession after anything already submitted (in

@@ -15,7 +15,7 @@ use bytes::Bytes;
 
 use super::event::{Reply, SessionEvent, SharedReply, Token};
 use super::watches::After;
-use super::window::InFlight;
+use super::window::{InFlight, Ticket};
 use super::Session;
 use crate::error::{AuthFailure, DisconnectReason, Error, SessionEnd};
 use crate::proto::{
@@ -82,7 +82,7 @@ impl Session {
         header: &ReplyHeader,
         body: Bytes,
     ) -> Result<(), DisconnectReason> {
-        let Some((head_xid, head_op)) = self.window.head().map(|h| (h.xid, h.op)) else {
+        let Some((head_xid, head_op)) = self.window.head().map(|h| (h.xid, h.ticket.op)) else {
             return Err(DisconnectReason::UnexpectedXid { expected: 0, got });
         };
         if head_xid != got {
@@ -113,7 +113,7 @@ impl Session {
             .adapt(throttled, self.config.max_in_flight, &mut self.counters);
         self.identity.saw_zxid(header.zxid);
         self.counters.replies_received += 1;
-        if done.token == Token::SESSION {
+        if done.ticket.token == Token::SESSION {
             self.on_ensemble(now, result);
         } else {
             self.complete(done, header.zxid, result);
@@ -130,27 +130,32 @@ impl Session {
         zxid: i64,
         mut result: Result<Response, Error>,
     ) {
-        if matches!(req.after, After::Close) {
+        let InFlight {
+            ticket: Ticket { op, token, after },
+            more,
+            ..
+        } = req;
+        if matches!(after, After::Close) {
             // On a read-only stand-in the answer is about the stand-in, not the session.
             let confirmed = !self.identity.stand_in();
             return self.end(SessionEnd::Closed, confirmed);
         }
-        let watch =
-            self.watches
-                .on_reply(&mut self.events, req.after, req.token, &req.more, &result);
+        let watch = self
+            .watches
+            .on_reply(&mut self.events, after, token, &more, &result);
         if let Ok(resp) = &mut result {
-            self.strip_chroot(req.op, resp);
+            self.strip_chroot(op, resp);
         }
-        if req.more.is_empty() {
+        if more.is_empty() {
             self.events.push_back(SessionEvent::Reply(Reply {
-                token: req.token,
+                token,
                 zxid,
                 result,
                 watch,
             }));
         } else {
-            let mut tokens = req.more;
-            tokens.insert(0, req.token);
+            let mut tokens = more;
+            tokens.insert(0, token);
             self.events
                 .push_back(SessionEvent::SharedReply(SharedReply {
                     tokens,
@@ -159,7 +164,7 @@ impl Session {
                     watch,
                 }));
         }
-        self.watches.release_deferred(&mut self.events, req.token);
+        self.watches.release_deferred(&mut self.events, token);
     }
 
     fn strip_chroot(&self, op: OpCode, resp: &mut Response) {

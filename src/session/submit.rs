@@ -15,7 +15,7 @@ use bytes::{Bytes, BytesMut};
 use super::event::Token;
 use super::lanes::Queued;
 use super::watches::After;
-use super::window::InFlight;
+use super::window::{InFlight, Ticket};
 use super::{Phase, Session};
 use crate::error::{SessionEnd, SubmitError};
 use crate::proto::{
@@ -25,9 +25,32 @@ use crate::proto::{
 use crate::time::Instant;
 
 impl Session {
-    /// Submits `request` for `requester` (0: a raw request); it `yields` while queued
-    /// (see [`submit_yielding`](Session::submit_yielding)).
-    pub(super) fn submit_in(
+    /// [`submit`](Self::submit) for one of several independent `requester`s (nonzero;
+    /// a host passes each hosted recipe's id), whose queued requests are **shared** and
+    /// may **yield**:
+    ///
+    /// * Shared: a listing (`getChildren`, `getChildren2`) waiting in the queue behind a
+    ///   full window is shared with the identical listing (same path, same watch flag)
+    ///   another requester submits later: the earlier one moves back to the later one's
+    ///   place, and one request on the wire answers both as one
+    ///   [`SessionEvent::SharedReply`](super::SessionEvent::SharedReply), its watch
+    ///   registered for each. A read answered later than asked is still a read after
+    ///   everything its requester submitted before it; a listing whose requester
+    ///   submitted anything after it (or requester 0) never moves, so each requester's
+    ///   replies keep its own order. Without a backlog nothing is shared (the request
+    ///   is written at once). Listings of a directory that thousands of waiters of one
+    ///   session join at once thus cost one request and one reply, not one each
+    ///   (issue 25).
+    /// * Yielding (`yields`): while it waits in the queue (behind a full window or for a
+    ///   connection), requests other requesters submit later are written before it. For
+    ///   what nobody else waits for — a lock waiter's create and first listing, say — so
+    ///   that what others do wait for (a holder's release) does not wait behind
+    ///   thousands of entries. Yielding requests keep their order among themselves, and
+    ///   a requester's own requests are never reordered: while this one is queued,
+    ///   everything `requester` submits queues behind it. Requester 0 (raw requests)
+    ///   never yields. Requests already on the wire are answered in order as always
+    ///   (ZooKeeper runs one session's requests in order).
+    pub fn submit_from(
         &mut self,
         now: Instant,
         request: Request,
@@ -58,8 +81,8 @@ impl Session {
                 .map_err(SubmitError::TooLarge)?;
             self.counters.requests_sent += 1;
             self.watches.arm_at_write(token, &after);
-            self.window
-                .push(request.op_code(), token, after, alloc::vec::Vec::new());
+            let op = request.op_code();
+            self.window.push(Ticket { op, token, after }, Vec::new());
             self.link.last_send = now;
         } else {
             let mut frame = BytesMut::new();
@@ -173,19 +196,19 @@ impl Session {
     /// Writes a queued request under the next xid.
     pub(super) fn write(&mut self, now: Instant, q: Queued) {
         let more = self.lanes.unshare(q.share);
-        if q.op == OpCode::Sync && q.requester != 0 && self.identity.read_only_server() {
+        if q.ticket.op == OpCode::Sync && q.requester != 0 && self.identity.read_only_server() {
             // The frame: length, xid, type, then the path.
             let path = PathRequest::decode(&mut Bytes::copy_from_slice(&q.frame[12..]))
                 .map(|r| r.path)
                 .unwrap_or_default();
-            return self.sync_read_only(q.token, q.after, more, path);
+            return self.sync_read_only(q.ticket.token, q.ticket.after, more, path);
         }
         self.counters.requests_sent += 1;
         let mut frame = q.frame;
         frame[4..8].copy_from_slice(&self.window.next_xid().to_be_bytes());
         self.link.tx.extend_from_slice(&frame);
-        self.watches.arm_at_write(q.token, &q.after);
-        self.window.push(q.op, q.token, q.after, more);
+        self.watches.arm_at_write(q.ticket.token, &q.ticket.after);
+        self.window.push(q.ticket, more);
         self.link.last_send = now;
     }
 
@@ -199,9 +222,11 @@ impl Session {
         self.counters.replies_received += 1;
         let done = InFlight {
             xid: 0,
-            op: OpCode::Sync,
-            token,
-            after,
+            ticket: Ticket {
+                op: OpCode::Sync,
+                token,
+                after,
+            },
             more,
         };
         let zxid = self.identity.last_zxid;

@@ -17,14 +17,21 @@ use super::watches::After;
 use crate::hash::shed_queue;
 use crate::proto::OpCode;
 
+/// What a request carries from its submission to its answer, queued or on the wire:
+/// its opcode, the token its answer goes back under, and what the answer does besides.
+#[derive(Debug)]
+pub(super) struct Ticket {
+    pub(super) op: OpCode,
+    pub(super) token: Token,
+    pub(super) after: After,
+}
+
 /// A request written and not yet answered.
 #[derive(Debug)]
 pub(super) struct InFlight {
     pub(super) xid: i32,
-    pub(super) op: OpCode,
-    pub(super) token: Token,
-    pub(super) after: After,
-    /// The other requesters a shared read answers (see `Session::submit_shared`).
+    pub(super) ticket: Ticket,
+    /// The other requesters a shared read answers (see `Session::submit_from`).
     pub(super) more: Vec<Token>,
 }
 
@@ -71,16 +78,10 @@ impl Window {
     }
 
     /// A request was written under [`next_xid`](Self::next_xid): it waits for its reply.
-    pub(super) fn push(&mut self, op: OpCode, token: Token, after: After, more: Vec<Token>) {
+    pub(super) fn push(&mut self, ticket: Ticket, more: Vec<Token>) {
         let xid = self.next_xid;
         self.next_xid = if xid == i32::MAX { 1 } else { xid + 1 };
-        self.in_flight.push_back(InFlight {
-            xid,
-            op,
-            token,
-            after,
-            more,
-        });
+        self.in_flight.push_back(InFlight { xid, ticket, more });
     }
 
     /// The oldest request on the wire: the one the next reply must answer.

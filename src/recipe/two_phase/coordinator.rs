@@ -7,15 +7,15 @@ use alloc::vec::Vec;
 use bytes::Bytes;
 use core::time::Duration;
 
-use super::phase::{self, Coordinating, Life, Presence, Sessions, Setup, Step, Timer};
+use super::phase::{self, Coordinating, Life, Presence, Role, Setup, Step, Timer};
 use super::types::{
-    alive_dir, check_names, coordinator_path, payload_path, vote_path, votes_dir, Outcome, Variant,
-    Vote, MAX_SITES,
+    alive_dir, check_names, coordinator_path, payload_path, vote_path, voter, votes_dir, Outcome,
+    Variant, Vote, MAX_SITES,
 };
-use super::types::{decide_request, written, Written};
+use super::types::{decide_request, delete, list, read, written, Written};
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::kit::{parent_of, protocol_head, Kit, ParentStep, Protocol, Reply};
+use crate::recipe::kit::{parent_of, protocol_head, ParentStep, Protocol, Reply};
 use crate::recipe::lock::node_id;
 use crate::recipe::{OpId, SessionChange};
 use crate::session::WatchEvent;
@@ -150,8 +150,8 @@ type Need = phase::Need<Coordinating>;
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Coordinator {
     config: CoordinatorConfig,
-    session: Sessions,
-    life: Life,
+    /// The kit, the session, the needs and the life.
+    role: Role<Coordinating, P, CoordinatorEvent>,
     setup: Setup,
     presence: Presence,
     tx: TxView,
@@ -162,12 +162,10 @@ pub struct Coordinator {
     deadline: Timer,
     /// The hard vote timeout ([`CoordinatorConfig::vote_timeout`]).
     hard: Timer,
-    need: Need,
     /// Our owner left: the outcome is `abort` unless it is known already.
     abandoned: bool,
     /// Vote watches are (being) armed.
     tracking: bool,
-    kit: Kit<P, CoordinatorEvent>,
 }
 
 impl Coordinator {
@@ -175,8 +173,7 @@ impl Coordinator {
     pub fn new(config: CoordinatorConfig) -> Coordinator {
         Coordinator {
             config,
-            session: Sessions::default(),
-            life: Life::Idle,
+            role: Role::default(),
             setup: Setup {
                 step: Step::Idle,
                 found_tx: false,
@@ -189,10 +186,8 @@ impl Coordinator {
             present: None,
             deadline: Timer::Off,
             hard: Timer::Off,
-            need: Need::default(),
             abandoned: false,
             tracking: false,
-            kit: Kit::default(),
         }
     }
 
@@ -216,16 +211,15 @@ impl Coordinator {
 
     /// Has it reported its final event?
     pub fn has_ended(&self) -> bool {
-        self.life == Life::Ended
+        self.role.ended()
     }
 
     /// Creates the transaction (once) and runs it to its outcome: `Started`, then
     /// `Decided` (or `Failed`).
     pub fn start(&mut self, now: Instant) {
-        if self.life != Life::Idle {
+        if !self.role.start() {
             return;
         }
-        self.life = Life::Running;
         if let Err(error) = self.validate() {
             return self.fail(error);
         }
@@ -238,7 +232,7 @@ impl Coordinator {
         self.deadline = Timer::At(now + self.config.deadline);
         self.hard = Timer::at(self.config.vote_timeout.map(|d| now + d));
         self.setup.step = Step::Sending;
-        self.need.add(Need::SETUP);
+        self.role.need.add(Need::SETUP);
         self.settle(now);
     }
 
@@ -257,29 +251,8 @@ impl Coordinator {
 
     // ----- internals -----
 
-    fn emit(&mut self, e: CoordinatorEvent) {
-        self.kit.emit(e);
-    }
-
-    fn ended(&self) -> bool {
-        self.life == Life::Ended
-    }
-
     fn fail(&mut self, error: Error) {
-        if !self.ended() {
-            self.life = Life::Ended;
-            self.emit(CoordinatorEvent::Failed { error });
-        }
-    }
-
-    fn in_flight(&self, p: &P) -> bool {
-        self.kit.any(|q| q == p)
-    }
-
-    fn again(&mut self, now: Instant, need: Need) {
-        self.need.add(need);
-        self.session.sync_next = true;
-        self.kit.failed(now);
+        self.role.end(CoordinatorEvent::Failed { error });
     }
 
     fn decision(&self) -> Option<Outcome> {
@@ -296,7 +269,8 @@ impl Coordinator {
             // A site whose vote is being read (its notification said it changed) has
             // not been shown to have no vote: its read decides.
             let reading = |s: &String| {
-                self.vote_reads.contains(s) || self.kit.any(|p| matches!(p, P::Vote(x) if x == s))
+                self.vote_reads.contains(s)
+                    || self.role.kit.any(|p| matches!(p, P::Vote(x) if x == s))
             };
             let gone = self
                 .votes
@@ -310,36 +284,34 @@ impl Coordinator {
     }
 
     fn evaluate(&mut self, now: Instant) {
-        if self.life == Life::Idle || self.session.between {
+        if self.role.life == Life::Idle || self.role.session.between {
             return;
         }
         self.deadline.tick(now);
         self.hard.tick(now);
-        if !self.ended() {
+        if !self.role.ended() {
             self.progress();
         }
-        if self.ended() {
-            self.need.keep(Need::LEAVE);
-            if self.presence == Presence::Ours && !self.in_flight(&P::Leave) {
-                self.need.add(Need::LEAVE);
+        if self.role.ended() {
+            self.role.need.keep(Need::LEAVE);
+            if self.presence == Presence::Ours && !self.role.in_flight(&P::Leave) {
+                self.role.need.add(Need::LEAVE);
             }
         }
     }
 
     fn progress(&mut self) {
-        if self.setup.step == Step::InDoubt && !self.in_flight(&P::Find) {
-            self.need.add(Need::FIND);
+        if self.setup.step == Step::InDoubt && !self.role.in_flight(&P::Find) {
+            self.role.need.add(Need::FIND);
         }
         if self.setup.step != Step::Done {
             return;
         }
         if let TxView::Decided(outcome) = self.tx {
-            self.life = Life::Ended;
-            self.emit(CoordinatorEvent::Decided { outcome });
-            return;
+            return self.role.end(CoordinatorEvent::Decided { outcome });
         }
-        if self.tx == TxView::Unknown && !self.in_flight(&P::Tx) {
-            self.need.add(Need::TX);
+        if self.tx == TxView::Unknown && !self.role.in_flight(&P::Tx) {
+            self.role.need.add(Need::TX);
         }
         // Votes matter while we may still decide on them (not once we must abort).
         let track = (self.config.variant == Variant::Coordinator || self.deadline.passed())
@@ -353,16 +325,16 @@ impl Coordinator {
             }
         }
         if self.tracking && !self.vote_reads.is_empty() {
-            self.need.add(Need::VOTES);
+            self.role.need.add(Need::VOTES);
         }
-        if self.deadline.passed() && self.present.is_none() && !self.in_flight(&P::Alive) {
-            self.need.add(Need::ALIVE);
+        if self.deadline.passed() && self.present.is_none() && !self.role.in_flight(&P::Alive) {
+            self.role.need.add(Need::ALIVE);
         }
         if self.tx == TxView::Undecided
             && self.decision().is_some()
-            && !self.kit.any(|p| matches!(p, P::Decide(_)))
+            && !self.role.kit.any(|p| matches!(p, P::Decide(_)))
         {
-            self.need.add(Need::DECIDE);
+            self.role.need.add(Need::DECIDE);
         }
     }
 
@@ -398,41 +370,34 @@ impl Coordinator {
     }
 
     fn drive(&mut self, now: Instant) {
-        if self.need.is_empty() || self.session.between || !self.kit.allows(now) {
+        let Some(need) = self.role.due(now) else {
             return;
-        }
-        let need = self.need.take();
+        };
         let tx = self.config.tx.clone();
         if self.setup.step == Step::Sending {
             self.send_setup(need, &tx);
         }
-        if need.any(Need::READS) && self.session.take_sync() {
-            self.kit.sync(P::Sync, &tx);
+        if need.any(Need::READS) && self.role.session.take_sync() {
+            self.role.kit.sync(P::Sync, &tx);
         }
         if need.any(Need::FIND) && self.setup.step == Step::InDoubt {
-            let path = votes_dir(&tx);
-            self.kit
-                .send(P::Find, Request::GetData(PathWatch { path, watch: false }));
+            self.role.kit.send(P::Find, read(votes_dir(&tx), false));
         }
-        if !self.ended() {
+        if !self.role.ended() {
             self.send_reads(need, &tx);
         }
-        if need.any(Need::DECIDE) && !self.ended() && self.tx == TxView::Undecided {
+        if need.any(Need::DECIDE) && !self.role.ended() && self.tx == TxView::Undecided {
             if let Some(outcome) = self.decision() {
                 let checked: &[String] = match outcome {
                     Outcome::Commit => &self.config.sites,
                     Outcome::Abort => &[],
                 };
                 let request = decide_request(&tx, outcome, checked.iter());
-                self.kit.send(P::Decide(outcome), request);
+                self.role.kit.send(P::Decide(outcome), request);
             }
         }
         if need.any(Need::LEAVE) && self.presence == Presence::Ours {
-            let path = coordinator_path(&tx);
-            self.kit.send(
-                P::Leave,
-                Request::Delete(DeleteRequest { path, version: -1 }),
-            );
+            self.role.kit.send(P::Leave, delete(coordinator_path(&tx)));
         }
     }
 
@@ -440,23 +405,24 @@ impl Coordinator {
     fn send_setup(&mut self, need: Need, tx: &str) {
         if need.any(Need::PARENTS) {
             let acl = &self.config.acl;
-            self.kit
+            self.role
+                .kit
                 .send_parents(tx, acl, CreateMode::Container, P::Parent);
         }
         if !need.any(Need::SETUP) {
             return;
         }
         let request = self.setup_request();
-        self.kit.send(P::Setup, request);
+        self.role.kit.send(P::Setup, request);
         // Executed after the setup: read (and watch) what it made, same round trip.
         self.tx = TxView::Unknown;
-        self.kit.send(P::Tx, watched_read(tx.into()));
+        self.role.kit.send(P::Tx, read(tx.into(), true));
         if self.config.variant == Variant::Coordinator {
             self.tracking = true;
             self.vote_reads.clear(); // all read here
             for s in self.config.sites.clone() {
                 let path = vote_path(tx, &s);
-                self.kit.send(P::Vote(s), watched_read(path));
+                self.role.kit.send(P::Vote(s), read(path, true));
             }
         }
     }
@@ -464,25 +430,21 @@ impl Coordinator {
     /// The reads (and watches) of `<tx>`, the votes and the presence nodes.
     fn send_reads(&mut self, need: Need, tx: &str) {
         if need.any(Need::TX) {
-            self.kit.send(P::Tx, watched_read(tx.into()));
+            self.role.kit.send(P::Tx, read(tx.into(), true));
         }
         if need.any(Need::VOTES) {
             for s in core::mem::take(&mut self.vote_reads) {
                 let path = vote_path(tx, &s);
-                self.kit.send(P::Vote(s), watched_read(path));
+                self.role.kit.send(P::Vote(s), read(path, true));
             }
         }
         if need.any(Need::ALIVE) {
-            let path = alive_dir(tx);
-            self.kit.send(
-                P::Alive,
-                Request::GetChildren(PathWatch { path, watch: true }),
-            );
+            self.role.kit.send(P::Alive, list(alive_dir(tx), true));
         }
     }
 
     fn setup_done(&mut self) {
-        self.kit.succeeded();
+        self.role.kit.succeeded();
         if self.setup.step != Step::Done {
             // Made by our own multi in this session; else (a restarted process found
             // its transaction) the presence node is an earlier session's: not touched.
@@ -493,7 +455,7 @@ impl Coordinator {
                 Presence::Absent => Presence::Absent,
             };
             self.setup.step = Step::Done;
-            self.emit(CoordinatorEvent::Started);
+            self.role.kit.emit(CoordinatorEvent::Started);
         }
     }
 
@@ -501,7 +463,7 @@ impl Coordinator {
     fn setup_again(&mut self, now: Instant, need: Need) {
         if self.abandoned {
             self.setup.step = Step::Idle;
-            self.life = Life::Ended; // nothing was made, nobody waits
+            self.role.life = Life::Ended; // nothing was made, nobody waits
             return;
         }
         // Never made, so no presence of ours was lost either: make it in this session.
@@ -510,9 +472,9 @@ impl Coordinator {
             self.presence = Presence::Absent;
         }
         if !need.is_empty() {
-            self.again(now, need);
+            self.role.again(now, need);
         } else {
-            self.need.add(Need::SETUP);
+            self.role.need.add(Need::SETUP);
         }
     }
 
@@ -527,12 +489,12 @@ impl Coordinator {
                 self.setup.found_tx = true;
                 // Ours, made by a request whose reply was lost? Look for our id.
                 self.setup.step = Step::InDoubt;
-                self.session.sync_next = true;
+                self.role.session.sync_next = true;
             }
             (Some((0, ErrorCode::NoNode)), _) => {
-                match self.kit.parents_missing(parent_of(&self.config.tx)) {
-                    ParentStep::Again => self.again(now, Need::PARENTS | Need::SETUP),
-                    ParentStep::Create => self.need.add(Need::PARENTS | Need::SETUP),
+                match self.role.kit.parents_missing(parent_of(&self.config.tx)) {
+                    ParentStep::Again => self.role.again(now, Need::PARENTS | Need::SETUP),
+                    ParentStep::Create => self.role.need.add(Need::PARENTS | Need::SETUP),
                     ParentStep::Fail(e) => self.fail(e),
                 }
             }
@@ -542,7 +504,7 @@ impl Coordinator {
                     self.presence = Presence::InDoubt;
                 }
                 self.setup.step = Step::InDoubt;
-                self.again(now, Need::default());
+                self.role.again(now, Need::default());
             }
             (None, Err(e)) if e.is_retryable() => self.setup_again(now, Need::SETUP),
             (None, Err(e)) if e.ends_session() => {}
@@ -576,7 +538,7 @@ impl Coordinator {
                 }
                 self.setup_again(now, Need::default())
             }
-            Err(e) if e.is_retryable() => self.again(now, Need::default()),
+            Err(e) if e.is_retryable() => self.role.again(now, Need::default()),
             Err(e) => self.fail(e),
         }
     }
@@ -584,24 +546,22 @@ impl Coordinator {
     /// The answer to request `op`, sent for `p` (`on_reply`: `protocol_head!`).
     fn on_answer(&mut self, now: Instant, _op: OpId, p: P, result: Reply) {
         // A refused request: the session change decides.
-        if !self.session.refused(&result) {
+        if !self.role.session.refused(&result) {
             match p {
-                P::Parent(path) => self.kit.parent_answered(&path, &result),
+                P::Parent(path) => self.role.kit.parent_answered(&path, &result),
                 P::Setup => self.on_setup(now, result),
                 // The reads behind it read as lost (`Outbox::answer`): sync again.
-                P::Sync => self.session.sync_next |= result.is_err(),
+                P::Sync => self.role.session.sync_next |= result.is_err(),
                 P::Find => self.on_find(now, result),
                 P::Tx => match result {
                     Ok(Response::Data { data, stat }) => {
-                        self.tx = match Outcome::read(&data, stat.version) {
-                            Some(o) => TxView::Decided(o),
-                            None => TxView::Undecided,
-                        };
+                        self.tx = Outcome::read(&data, stat.version)
+                            .map_or(TxView::Undecided, TxView::Decided);
                     }
                     Ok(_) => self.fail(Error::UnexpectedReply),
                     // Not made (the setup's answer decides; read again once it is).
                     Err(_) if self.setup.step != Step::Done => self.tx = TxView::Unknown,
-                    Err(e) if e.is_retryable() => self.again(now, Need::TX),
+                    Err(e) if e.is_retryable() => self.role.again(now, Need::TX),
                     Err(e) => self.fail(e), // deleted under us, no permission
                 },
                 P::Vote(site) => self.on_vote(now, site, result),
@@ -613,12 +573,12 @@ impl Coordinator {
                             .collect();
                         self.present = Some(present);
                     }
-                    Err(e) if e.is_retryable() => self.again(now, Need::ALIVE),
+                    Err(e) if e.is_retryable() => self.role.again(now, Need::ALIVE),
                     _ => self.present = Some(BTreeSet::new()),
                 },
                 P::Decide(outcome) => self.on_decide(now, outcome, result),
                 P::Leave => match result {
-                    Err(e) if e.is_retryable() => self.again(now, Need::LEAVE),
+                    Err(e) if e.is_retryable() => self.role.again(now, Need::LEAVE),
                     _ => {
                         if self.presence == Presence::Ours {
                             self.presence = Presence::Absent;
@@ -638,15 +598,17 @@ impl Coordinator {
                 if let (Some(slot), Some(v)) = (self.votes.get_mut(&site), vote) {
                     if slot.is_none() {
                         *slot = Some(v);
-                        if !self.ended() {
-                            self.emit(CoordinatorEvent::Voted { site, vote: v });
+                        if !self.role.ended() {
+                            self.role
+                                .kit
+                                .emit(CoordinatorEvent::Voted { site, vote: v });
                         }
                     }
                 }
             }
             Err(e) if e.is_retryable() => {
                 self.vote_reads.insert(site);
-                self.again(now, Need::VOTES);
+                self.role.again(now, Need::VOTES);
             }
             // Not made yet: read again once it is.
             Err(_) if self.setup.step != Step::Done => {
@@ -659,15 +621,12 @@ impl Coordinator {
     fn on_decide(&mut self, now: Instant, outcome: Outcome, result: Reply) {
         match written(outcome, self.config.sites.len(), &result) {
             Written::Done => {
-                self.kit.succeeded();
+                self.role.kit.succeeded();
                 self.tx = TxView::Decided(outcome);
             }
-            Written::Retry => {
-                self.session.sync_next = true;
-                self.kit.failed(now);
-            }
+            Written::Retry => self.role.again(now, Need::default()),
             Written::Taken => {
-                self.session.sync_next = true;
+                self.role.session.sync_next = true;
                 self.tx = TxView::Unknown; // decided by someone else: read it
             }
             Written::VoteChanged => {
@@ -676,7 +635,7 @@ impl Coordinator {
                     *v = None;
                     self.vote_reads.insert(s.clone());
                 }
-                self.again(now, Need::VOTES);
+                self.role.again(now, Need::VOTES);
             }
             Written::Failed(e) => self.fail(e),
         }
@@ -684,8 +643,7 @@ impl Coordinator {
 
     /// The session expired: our presence node and watches are gone with it.
     fn expired(&mut self) {
-        self.kit.clear_requests();
-        self.need = Need::default();
+        self.role.drop_requests();
         self.tracking = false;
         self.vote_reads.clear();
         self.present = None;
@@ -700,18 +658,13 @@ impl Coordinator {
             (Step::Idle, _) => Presence::Absent,
             _ => Presence::Lost,
         };
-        self.session.sync_next = false;
-        self.session.between = self.life == Life::Running;
+        self.role.session.sync_next = false;
+        self.role.session.between = self.role.life == Life::Running;
     }
 }
 
-/// A read of `path` that sets a data watch.
-fn watched_read(path: String) -> Request {
-    Request::GetData(PathWatch { path, watch: true })
-}
-
 impl Protocol for Coordinator {
-    protocol_head!(CoordinatorEvent, answer);
+    protocol_head!(CoordinatorEvent, answer, role.kit);
 
     fn on_watch(&mut self, now: Instant, _op: OpId, event: &WatchEvent) {
         let tx = &self.config.tx;
@@ -719,19 +672,16 @@ impl Protocol for Coordinator {
         let t = event.event_type;
         if path == tx {
             if matches!(t, EventType::NodeDataChanged | EventType::NodeDeleted) {
-                self.need.add(Need::TX);
+                self.role.need.add(Need::TX);
             }
         } else if path == alive_dir(tx) {
             if t == EventType::NodeChildrenChanged {
-                self.need.add(Need::ALIVE);
+                self.role.need.add(Need::ALIVE);
             }
-        } else if let Some(site) = path
-            .strip_prefix(votes_dir(tx).as_str())
-            .and_then(|p| p.strip_prefix('/'))
-        {
+        } else if let Some(site) = voter(tx, path) {
             if t == EventType::NodeDataChanged && self.votes.get(site) == Some(&None) {
                 self.vote_reads.insert(site.into());
-                self.need.add(Need::VOTES);
+                self.role.need.add(Need::VOTES);
             }
         }
         self.settle(now);
@@ -741,16 +691,15 @@ impl Protocol for Coordinator {
         match change {
             SessionChange::Expired => self.expired(),
             SessionChange::Closed => {
-                self.kit.clear_requests();
-                self.need = Need::default();
                 if self.presence == Presence::Ours {
                     self.presence = Presence::Absent;
                 }
-                self.session.between = false;
-                self.fail(Error::Closed);
+                self.role.closed(CoordinatorEvent::Failed {
+                    error: Error::Closed,
+                });
             }
             _ => {
-                self.session.follow(change);
+                self.role.session.follow(change);
             }
         }
         self.settle(now);
@@ -763,14 +712,13 @@ impl Protocol for Coordinator {
     fn on_abandon(&mut self, now: Instant) {
         self.abandoned = true;
         if self.setup.step == Step::Idle {
-            self.life = Life::Ended;
+            self.role.life = Life::Ended;
         }
         self.settle(now);
     }
 
     fn deadline(&self) -> Option<Instant> {
-        let retrying = !self.need.is_empty() && !self.session.between;
-        let own = if self.life == Life::Running {
+        let own = if self.role.life == Life::Running {
             match (self.deadline.pending(), self.hard.pending()) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
@@ -778,11 +726,11 @@ impl Protocol for Coordinator {
         } else {
             None
         };
-        self.kit.timeout(own, retrying)
+        self.role.timeout(own)
     }
 
     fn finished(&self) -> bool {
-        self.ended() && self.kit.is_idle() && self.presence != Presence::Ours
+        self.role.ended() && self.role.kit.is_idle() && self.presence != Presence::Ours
     }
 
     fn check(&self) {
@@ -791,11 +739,12 @@ impl Protocol for Coordinator {
             "a presence node of ours before the setup is done"
         );
         debug_assert!(
-            self.life != Life::Idle || (self.setup.step == Step::Idle && self.votes.is_empty()),
+            self.role.life != Life::Idle
+                || (self.setup.step == Step::Idle && self.votes.is_empty()),
             "a coordinator not started has a setup or votes"
         );
         debug_assert!(
-            self.life != Life::Running || self.votes.len() == self.config.sites.len(),
+            self.role.life != Life::Running || self.votes.len() == self.config.sites.len(),
             "a running coordinator has a vote slot per site"
         );
         debug_assert!(

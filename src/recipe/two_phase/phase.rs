@@ -25,12 +25,16 @@
 //! | `need: u32` (bits `TX` … `LEAVE`) | [`Need<Participating>`](Need) |
 //! | `leaving` | kept: independent of the rest |
 //! | `session_id`, `between_sessions`, `sync_next` | [`Sessions`] (the coordinator's) |
+//!
+//! Both machines keep their kit, [`Sessions`], [`Life`] and [`Need`] in one [`Role`],
+//! with what they do alike on them (report the final event once, send again after a
+//! backoff, take what is due, drop it all when the session ends).
 
 use core::marker::PhantomData;
 use core::ops::BitOr;
 
 use super::types::{Outcome, Vote};
-use crate::recipe::kit::Reply;
+use crate::recipe::kit::{Kit, Reply};
 use crate::recipe::SessionChange;
 use crate::time::Instant;
 
@@ -165,6 +169,93 @@ pub(super) enum Life {
     /// The final event is reported (or the owner left before the start): only cleanup
     /// remains.
     Ended,
+}
+
+/// What a coordinator and a site both carry besides their own protocol: the kit, what
+/// they know of their session, their life, and the requests to send when the session
+/// allows (`M` says whose).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct Role<M, P, E> {
+    pub kit: Kit<P, E>,
+    pub session: Sessions,
+    pub life: Life,
+    pub need: Need<M>,
+}
+
+impl<M, P, E> Default for Role<M, P, E> {
+    fn default() -> Self {
+        Role {
+            kit: Kit::default(),
+            session: Sessions::default(),
+            life: Life::Idle,
+            need: Need::default(),
+        }
+    }
+}
+
+impl<M, P: PartialEq, E> Role<M, P, E> {
+    /// Starts it, once: false if it was started before.
+    pub fn start(&mut self) -> bool {
+        let first = self.life == Life::Idle;
+        if first {
+            self.life = Life::Running;
+        }
+        first
+    }
+
+    /// Is the final event reported (only cleanup remains)?
+    pub fn ended(&self) -> bool {
+        self.life == Life::Ended
+    }
+
+    /// Is a request for `p` on the wire?
+    pub fn in_flight(&self, p: &P) -> bool {
+        self.kit.any(|q| q == p)
+    }
+
+    /// Reports the final `event`, unless one was reported already.
+    pub fn end(&mut self, event: E) {
+        if !self.ended() {
+            self.life = Life::Ended;
+            self.kit.emit(event);
+        }
+    }
+
+    /// A request failed: `need` is sent again after a backoff, the reads after a `sync`.
+    pub fn again(&mut self, now: Instant, need: Need<M>) {
+        self.need.add(need);
+        self.session.sync_next = true;
+        self.kit.failed(now);
+    }
+
+    /// What to send now, taken: nothing between sessions or during a backoff.
+    pub fn due(&mut self, now: Instant) -> Option<Need<M>> {
+        if self.need.is_empty() || self.session.between || !self.kit.allows(now) {
+            return None;
+        }
+        Some(self.need.take())
+    }
+
+    /// Nothing in flight and nothing to send any more (the session closed or expired).
+    pub fn drop_requests(&mut self) {
+        self.kit.clear_requests();
+        self.need = Need::default();
+    }
+
+    /// The session closed: nothing is sent any more, and `failed` (the machine's
+    /// `Failed { Closed }`) ends it unless it has ended.
+    pub fn closed(&mut self, failed: E) {
+        self.drop_requests();
+        self.session.between = false;
+        self.end(failed);
+    }
+
+    /// When to be called next: at `own` (the machine's deadline), or at the end of a
+    /// backoff while something waits to be sent.
+    pub fn timeout(&self, own: Option<Instant>) -> Option<Instant> {
+        let retrying = !self.need.is_empty() && !self.session.between;
+        self.kit.timeout(own, retrying)
+    }
 }
 
 /// Where the setup `multi` stands.

@@ -5,15 +5,15 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::phase::{self, Coord, Life, Participating, Sessions, Told, TxView, Wanted};
+use super::phase::{self, Coord, Life, Participating, Role, Told, TxView, Wanted};
 use super::types::{
-    alive_path, check_names, coordinator_path, payload_path, vote_path, votes_dir, Outcome,
+    alive_path, check_names, coordinator_path, payload_path, vote_path, voter, votes_dir, Outcome,
     Variant, Vote, MAX_SITES,
 };
-use super::types::{decide_request, written, Written};
+use super::types::{decide_request, delete, exists, list, read, written, Written};
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::kit::{protocol_head, Kit, Protocol, Reply};
+use crate::recipe::kit::{protocol_head, Protocol, Reply};
 use crate::recipe::{OpId, SessionChange};
 use crate::session::WatchEvent;
 use crate::time::Instant;
@@ -214,9 +214,9 @@ type Need = phase::Need<Participating>;
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Site {
     config: SiteConfig,
-    session: Sessions,
-    /// `Ended`: a final event was reported (or the owner left): only cleanup remains.
-    life: Life,
+    /// The kit, the session, the needs, and the life (`Ended`: a final event was
+    /// reported, or the owner left: only cleanup remains).
+    role: Role<Participating, P, SiteEvent>,
     /// Our owner left.
     leaving: bool,
     tx: TxView,
@@ -228,8 +228,6 @@ pub struct Site {
     peer_reads: BTreeSet<String>,
     wanted: Option<Wanted>,
     told: Told,
-    need: Need,
-    kit: Kit<P, SiteEvent>,
 }
 
 impl Site {
@@ -237,8 +235,7 @@ impl Site {
     pub fn new(config: SiteConfig) -> Site {
         Site {
             config,
-            session: Sessions::default(),
-            life: Life::Idle,
+            role: Role::default(),
             leaving: false,
             tx: TxView::Unseen,
             payload: None,
@@ -249,8 +246,6 @@ impl Site {
             peer_reads: BTreeSet::new(),
             wanted: None,
             told: Told::default(),
-            need: Need::default(),
-            kit: Kit::default(),
         }
     }
 
@@ -277,16 +272,15 @@ impl Site {
 
     /// Has it reported its final event?
     pub fn has_ended(&self) -> bool {
-        self.ended()
+        self.role.ended()
     }
 
     /// Joins the transaction (once): waits for it to exist, reads it, announces our
     /// presence. Reports `Ready` (or `Decided` if it is decided already).
     pub fn start(&mut self, now: Instant) {
-        if self.life != Life::Idle {
+        if !self.role.start() {
             return;
         }
-        self.life = Life::Running;
         if let Err(error) = check_names(&self.config.tx, Some(&self.config.name)) {
             return self.fail(error);
         }
@@ -299,7 +293,7 @@ impl Site {
     /// (see [`SiteStatus::vote_outcome`]). Returns false if a vote was already asked
     /// for or the site has ended.
     pub fn vote(&mut self, now: Instant, vote: Vote) -> bool {
-        if self.ended() || self.wanted.is_some() {
+        if self.role.ended() || self.wanted.is_some() {
             return false;
         }
         self.want(vote);
@@ -309,10 +303,6 @@ impl Site {
 
     // ----- internals -----
 
-    fn ended(&self) -> bool {
-        self.life == Life::Ended
-    }
-
     fn want(&mut self, vote: Vote) {
         self.wanted = Some(Wanted {
             vote,
@@ -320,33 +310,17 @@ impl Site {
         });
     }
 
-    fn emit(&mut self, e: SiteEvent) {
-        self.kit.emit(e);
-    }
-
     fn fail(&mut self, error: Error) {
-        if !self.ended() {
-            self.life = Life::Ended;
-            self.emit(SiteEvent::Failed { error });
-        }
-    }
-
-    fn in_flight(&self, p: &P) -> bool {
-        self.kit.any(|q| q == p)
+        self.role.end(SiteEvent::Failed { error });
     }
 
     fn read_all(&mut self) {
-        self.need
+        self.role
+            .need
             .add(Need::TX | Need::PAYLOAD | Need::OWN | Need::COORD | Need::PRESENCE);
         if self.config.variant == Variant::Peers {
-            self.need.add(Need::PEERS);
+            self.role.need.add(Need::PEERS);
         }
-    }
-
-    fn again(&mut self, now: Instant, need: Need) {
-        self.need.add(need);
-        self.session.sync_next = true;
-        self.kit.failed(now);
     }
 
     /// Has the transaction node existed (see [`TxView::seen`])?
@@ -373,13 +347,13 @@ impl Site {
 
     /// Decides what to do from what we know (the reconcile step).
     fn evaluate(&mut self, _now: Instant) {
-        if self.life == Life::Idle || self.session.between {
+        if self.role.life == Life::Idle || self.role.session.between {
             return;
         }
-        if !self.ended() {
+        if !self.role.ended() {
             self.progress();
         }
-        if self.ended() {
+        if self.role.ended() {
             self.cleanup();
         }
     }
@@ -390,18 +364,18 @@ impl Site {
         let watching = self.config.variant != Variant::Peers
             || (self.peers.is_some()
                 && self.peer_reads.is_empty()
-                && !self.kit.any(|p| matches!(p, P::Peer(_))));
+                && !self.role.kit.any(|p| matches!(p, P::Peer(_))));
         if self.tx == TxView::Undecided && !self.told.ready && watching {
             if let (Some(payload), Own::Empty | Own::Cast(_)) = (self.payload.clone(), self.own) {
                 self.told.ready = true;
                 let voted = self.vote_cast();
                 self.told.voted = voted.is_some();
-                self.emit(SiteEvent::Ready { payload, voted });
+                self.role.kit.emit(SiteEvent::Ready { payload, voted });
             }
         }
         if let (Own::Cast(vote), Some(_), false) = (self.own, self.wanted, self.told.voted) {
             self.told.voted = true;
-            self.emit(SiteEvent::Voted { vote });
+            self.role.kit.emit(SiteEvent::Voted { vote });
         }
     }
 
@@ -411,14 +385,12 @@ impl Site {
             // We asked to vote and an attempt may have counted (its reply lost): our
             // vote node tells whether it did, before the outcome is reported.
             if self.wanted.is_some() && !self.told.voted && self.own == Own::Unknown {
-                if !self.in_flight(&P::Own) {
-                    self.need.add(Need::OWN);
+                if !self.role.in_flight(&P::Own) {
+                    self.role.need.add(Need::OWN);
                 }
                 return;
             }
-            self.life = Life::Ended;
-            self.emit(SiteEvent::Decided { outcome });
-            return;
+            return self.role.end(SiteEvent::Decided { outcome });
         }
         if self.tx != TxView::Undecided {
             return;
@@ -427,7 +399,7 @@ impl Site {
             return self.fail(Error::Server(ErrorCode::NoNode));
         }
         if self.leaving && !matches!(self.own, Own::Unknown | Own::Empty) {
-            self.life = Life::Ended; // our vote is in: nobody waits for us any more
+            self.role.life = Life::Ended; // our vote is in: nobody waits for us any more
             return;
         }
         self.ask();
@@ -447,28 +419,28 @@ impl Site {
             ),
         ];
         for (wanted, p, need) in unknown {
-            if wanted && !self.in_flight(&p) {
-                self.need.add(need);
+            if wanted && !self.role.in_flight(&p) {
+                self.role.need.add(need);
             }
         }
         if self.wanted.is_some()
             && self.own == Own::Empty
-            && !self.kit.any(|p| matches!(p, P::Vote(_)))
+            && !self.role.kit.any(|p| matches!(p, P::Vote(_)))
         {
-            self.need.add(Need::VOTE);
+            self.role.need.add(Need::VOTE);
         }
-        if self.decision().is_some() && !self.kit.any(|p| matches!(p, P::Decide(_))) {
-            self.need.add(Need::DECIDE);
+        if self.decision().is_some() && !self.role.kit.any(|p| matches!(p, P::Decide(_))) {
+            self.role.need.add(Need::DECIDE);
         }
     }
 
     /// After the final event: remove our presence node.
     fn cleanup(&mut self) {
-        self.need.keep(Need::LEAVE | Need::CHECK_PRESENCE);
+        self.role.need.keep(Need::LEAVE | Need::CHECK_PRESENCE);
         match self.presence {
-            Presence::Ours if !self.in_flight(&P::Leave) => self.need.add(Need::LEAVE),
-            Presence::InDoubt if !self.in_flight(&P::CheckPresence) => {
-                self.need.add(Need::CHECK_PRESENCE)
+            Presence::Ours if !self.role.in_flight(&P::Leave) => self.role.need.add(Need::LEAVE),
+            Presence::InDoubt if !self.role.in_flight(&P::CheckPresence) => {
+                self.role.need.add(Need::CHECK_PRESENCE)
             }
             _ => {}
         }
@@ -483,17 +455,16 @@ impl Site {
 
     /// Sends what is needed, if the session allows it now.
     fn drive(&mut self, now: Instant) {
-        if self.need.is_empty() || self.session.between || !self.kit.allows(now) {
+        let Some(need) = self.role.due(now) else {
             return;
-        }
-        let need = self.need.take();
+        };
         let tx = self.config.tx.clone();
         let name = self.config.name.clone();
-        if need.any(Need::READS) && self.session.take_sync() {
-            self.kit.sync(P::Sync, &tx);
+        if need.any(Need::READS) && self.role.session.take_sync() {
+            self.role.kit.sync(P::Sync, &tx);
         }
         self.send_reads(need, &tx, &name);
-        if need.any(Need::PRESENCE) && self.presence == Presence::None && !self.ended() {
+        if need.any(Need::PRESENCE) && self.presence == Presence::None && !self.role.ended() {
             self.presence = Presence::Creating;
             let create = CreateRequest::new(
                 alive_path(&tx, &name),
@@ -501,12 +472,12 @@ impl Site {
                 self.config.acl.clone(),
                 CreateMode::Ephemeral,
             );
-            self.kit.send(P::Presence, Request::Create(create));
+            self.role.kit.send(P::Presence, Request::Create(create));
         }
-        if need.any(Need::VOTE) && !self.ended() {
+        if need.any(Need::VOTE) && !self.role.ended() {
             self.send_vote(&tx, &name);
         }
-        if need.any(Need::DECIDE) && !self.ended() {
+        if need.any(Need::DECIDE) && !self.role.ended() {
             if let Some(outcome) = self.decision() {
                 let peers = self.peers.as_ref().map(|p| p.keys());
                 let request = match (outcome, peers) {
@@ -517,52 +488,45 @@ impl Site {
                     Request::Multi(_) => Outcome::Commit,
                     _ => Outcome::Abort,
                 };
-                self.kit.send(P::Decide(outcome), request);
+                self.role.kit.send(P::Decide(outcome), request);
             }
         }
         if need.any(Need::LEAVE) && self.presence == Presence::Ours {
-            let path = alive_path(&tx, &name);
-            self.kit.send(
-                P::Leave,
-                Request::Delete(DeleteRequest { path, version: -1 }),
-            );
+            self.role.kit.send(P::Leave, delete(alive_path(&tx, &name)));
         }
     }
 
     /// The reads (and watches) `need` asks for.
     fn send_reads(&mut self, need: Need, tx: &str, name: &str) {
-        let read = |path: String, watch: bool| Request::GetData(PathWatch { path, watch });
-        let exists = |path: String| Request::Exists(PathWatch { path, watch: true });
         if need.any(Need::TX) {
-            self.kit.send(P::Tx, read(tx.into(), true));
+            self.role.kit.send(P::Tx, read(tx.into(), true));
         }
         if need.any(Need::WAIT_TX) {
-            self.kit.send(P::WaitTx, exists(tx.into()));
+            self.role.kit.send(P::WaitTx, exists(tx.into()));
         }
         if need.any(Need::PAYLOAD) {
-            self.kit.send(P::Payload, read(payload_path(tx), false));
+            self.role
+                .kit
+                .send(P::Payload, read(payload_path(tx), false));
         }
         if need.any(Need::OWN) {
-            self.kit.send(P::Own, read(vote_path(tx, name), false));
+            self.role.kit.send(P::Own, read(vote_path(tx, name), false));
         }
         if need.any(Need::COORD) {
-            self.kit.send(P::Coord, exists(coordinator_path(tx)));
+            self.role.kit.send(P::Coord, exists(coordinator_path(tx)));
         }
         if need.any(Need::PEERS) {
-            let path = votes_dir(tx);
-            self.kit.send(
-                P::Peers,
-                Request::GetChildren(PathWatch { path, watch: false }),
-            );
+            self.role.kit.send(P::Peers, list(votes_dir(tx), false));
         }
         if need.any(Need::PEER) {
             for peer in core::mem::take(&mut self.peer_reads) {
                 let path = vote_path(tx, &peer);
-                self.kit.send(P::Peer(peer), read(path, true));
+                self.role.kit.send(P::Peer(peer), read(path, true));
             }
         }
         if need.any(Need::CHECK_PRESENCE) {
-            self.kit
+            self.role
+                .kit
                 .send(P::CheckPresence, exists(alive_path(tx, name)));
         }
     }
@@ -581,22 +545,22 @@ impl Site {
                     version: 0,
                 }),
             ];
-            self.kit.send(P::Vote(vote), Request::Multi(ops));
+            self.role.kit.send(P::Vote(vote), Request::Multi(ops));
         }
     }
 
     /// The answer to request `op`, sent for `p` (`on_reply`: `protocol_head!`).
     fn on_answer(&mut self, now: Instant, _op: OpId, p: P, result: Reply) {
         // A refused request: the session change decides.
-        if !self.session.refused(&result) {
+        if !self.role.session.refused(&result) {
             match p {
                 // The reads behind it read as lost (`Outbox::answer`): sync again.
-                P::Sync => self.session.sync_next |= result.is_err(),
+                P::Sync => self.role.session.sync_next |= result.is_err(),
                 P::Tx => self.on_tx(now, result),
                 P::WaitTx => match result {
                     Ok(_) => self.read_all(),
                     Err(Error::Server(ErrorCode::NoNode)) => {} // the watch tells
-                    Err(e) if e.is_retryable() => self.again(now, Need::WAIT_TX),
+                    Err(e) if e.is_retryable() => self.role.again(now, Need::WAIT_TX),
                     Err(e) => self.fail(e),
                 },
                 P::Payload | P::Own | P::Coord => self.on_fact(now, p, result),
@@ -611,7 +575,7 @@ impl Site {
                     }
                     Err(e) if e.is_retryable() => {
                         self.peer_reads.insert(name);
-                        self.again(now, Need::PEER);
+                        self.role.again(now, Need::PEER);
                     }
                     // Gone (the transaction deleted) or refused: the transaction node tells.
                     _ => {}
@@ -619,7 +583,7 @@ impl Site {
                 P::Vote(vote) => self.on_vote(now, vote, result),
                 P::Decide(outcome) => self.on_decide(now, outcome, result),
                 P::Leave => match result {
-                    Err(e) if e.is_retryable() => self.kit.failed(now),
+                    Err(e) if e.is_retryable() => self.role.kit.failed(now),
                     // Deleted, gone, or refused for good (it goes with the session).
                     _ => self.presence = Presence::None,
                 },
@@ -638,7 +602,7 @@ impl Site {
                 Err(Error::Server(ErrorCode::NoNode)) if self.tx_exists() => {
                     self.fail(Error::Server(ErrorCode::NoNode))
                 }
-                Err(e) if e.is_retryable() => self.kit.failed(now),
+                Err(e) if e.is_retryable() => self.role.kit.failed(now),
                 Err(Error::Server(ErrorCode::NoNode)) => {}
                 Err(e) => self.fail(e),
             },
@@ -653,7 +617,7 @@ impl Site {
                 Err(Error::Server(ErrorCode::NoNode)) if self.tx_exists() => {
                     self.own = Own::NotASite
                 }
-                Err(e) if e.is_retryable() => self.again(now, Need::default()),
+                Err(e) if e.is_retryable() => self.role.again(now, Need::default()),
                 Err(Error::Server(ErrorCode::NoNode)) => {}
                 Err(e) => self.fail(e),
             },
@@ -662,7 +626,7 @@ impl Site {
                 Err(Error::Server(ErrorCode::NoNode)) if self.tx_exists() => {
                     self.coord = Coord::Gone
                 }
-                Err(e) if e.is_retryable() => self.again(now, Need::COORD),
+                Err(e) if e.is_retryable() => self.role.again(now, Need::COORD),
                 Err(Error::Server(ErrorCode::NoNode)) => {}
                 Err(e) => self.fail(e),
             },
@@ -673,12 +637,10 @@ impl Site {
     fn on_tx(&mut self, now: Instant, result: Reply) {
         match result {
             Ok(Response::Data { data, stat }) => {
-                self.kit.succeeded();
+                self.role.kit.succeeded();
                 // Every path to here asked for the other facts in the same batch.
-                self.tx = match Outcome::read(&data, stat.version) {
-                    Some(o) => TxView::Decided(o),
-                    None => TxView::Undecided,
-                };
+                self.tx =
+                    Outcome::read(&data, stat.version).map_or(TxView::Undecided, TxView::Decided);
             }
             Ok(_) => self.fail(Error::UnexpectedReply),
             Err(Error::Server(ErrorCode::NoNode)) => {
@@ -686,10 +648,10 @@ impl Site {
                     self.fail(Error::Server(ErrorCode::NoNode)); // deleted under us
                 } else {
                     self.tx = TxView::Missing;
-                    self.need.add(Need::WAIT_TX);
+                    self.role.need.add(Need::WAIT_TX);
                 }
             }
-            Err(e) if e.is_retryable() => self.again(now, Need::TX),
+            Err(e) if e.is_retryable() => self.role.again(now, Need::TX),
             Err(e) => self.fail(e),
         }
     }
@@ -699,15 +661,15 @@ impl Site {
             Ok(_) => self.presence = Presence::Ours,
             Err(Error::Server(ErrorCode::NodeExists)) => {
                 self.presence = Presence::InDoubt;
-                self.need.add(Need::CHECK_PRESENCE);
+                self.role.need.add(Need::CHECK_PRESENCE);
             }
             Err(e) if e.may_have_applied() => {
                 self.presence = Presence::InDoubt;
-                self.again(now, Need::CHECK_PRESENCE);
+                self.role.again(now, Need::CHECK_PRESENCE);
             }
             Err(e) if e.is_retryable() => {
                 self.presence = Presence::None;
-                self.kit.failed(now);
+                self.role.kit.failed(now);
             }
             Err(Error::Server(ErrorCode::NoNode)) if !self.tx_exists() => {
                 self.presence = Presence::None; // made again once the transaction exists
@@ -722,7 +684,7 @@ impl Site {
     fn on_check_presence(&mut self, now: Instant, result: Reply) {
         match result {
             Ok(Response::Stat(stat)) => {
-                self.presence = if stat.ephemeral_owner == self.session.id {
+                self.presence = if stat.ephemeral_owner == self.role.session.id {
                     Presence::Ours
                 } else {
                     Presence::Foreign // watched: made again once it goes
@@ -730,7 +692,7 @@ impl Site {
             }
             Ok(_) => self.presence = Presence::None,
             Err(Error::Server(ErrorCode::NoNode)) => self.presence = Presence::None,
-            Err(e) if e.is_retryable() => self.again(now, Need::CHECK_PRESENCE),
+            Err(e) if e.is_retryable() => self.role.again(now, Need::CHECK_PRESENCE),
             Err(_) => self.presence = Presence::None,
         }
     }
@@ -751,10 +713,10 @@ impl Site {
                     peers.insert(name, known);
                 }
                 self.peers = Some(peers);
-                self.need.add(Need::PEER);
+                self.role.need.add(Need::PEER);
             }
             Ok(_) => self.fail(Error::UnexpectedReply),
-            Err(e) if e.is_retryable() => self.again(now, Need::default()),
+            Err(e) if e.is_retryable() => self.role.again(now, Need::default()),
             Err(Error::Server(ErrorCode::NoNode)) if !self.tx_exists() => {}
             Err(e) => self.fail(e),
         }
@@ -763,22 +725,22 @@ impl Site {
     fn on_vote(&mut self, now: Instant, vote: Vote, result: Reply) {
         match (multi_failure(&result), result) {
             (None, Ok(Response::Multi(_))) => {
-                self.kit.succeeded();
+                self.role.kit.succeeded();
                 self.own = Own::Cast(vote);
             }
             // Decided (or deleted) before this attempt: the transaction node tells —
             // and our vote node whether an earlier attempt (its reply lost) counted.
             (Some((0, _)), _) => {
-                self.session.sync_next = true;
+                self.role.session.sync_next = true;
                 self.tx.forget();
-                self.need.add(Need::TX);
+                self.role.need.add(Need::TX);
                 if self.wanted.is_some_and(|w| w.in_doubt) {
                     self.own = Own::Unknown;
                 }
             }
             // Already voted (an earlier incarnation, or our own lost reply), or not a site.
             (Some((1, ErrorCode::BadVersion | ErrorCode::NoNode)), _) => {
-                self.session.sync_next = true;
+                self.role.session.sync_next = true;
                 self.own = Own::Unknown;
             }
             (Some((_, code)), _) => self.fail(Error::Server(code)),
@@ -786,8 +748,7 @@ impl Site {
                 if let Some(w) = self.wanted.as_mut() {
                     w.in_doubt |= e.may_have_applied();
                 }
-                self.session.sync_next = true;
-                self.kit.failed(now);
+                self.role.again(now, Need::default());
             }
             (None, Err(e)) => self.fail(e),
             (None, Ok(_)) => self.fail(Error::UnexpectedReply),
@@ -797,23 +758,20 @@ impl Site {
     fn on_decide(&mut self, now: Instant, outcome: Outcome, result: Reply) {
         match written(outcome, self.peers.as_ref().map_or(0, |p| p.len()), &result) {
             Written::Done => {
-                self.kit.succeeded();
+                self.role.kit.succeeded();
                 self.tx = TxView::Decided(outcome);
             }
-            Written::Retry => {
-                // Retried by the rule (a lost write comes back as `BadVersion`).
-                self.session.sync_next = true;
-                self.kit.failed(now);
-            }
+            // Retried by the rule (a lost write comes back as `BadVersion`).
+            Written::Retry => self.role.again(now, Need::default()),
             Written::Taken => {
-                self.session.sync_next = true;
+                self.role.session.sync_next = true;
                 self.tx.forget();
-                self.need.add(Need::TX); // decided by someone else: read it
+                self.role.need.add(Need::TX); // decided by someone else: read it
             }
             Written::VoteChanged => {
                 // A vote is not what we read: list the votes again.
                 self.peers = None;
-                self.again(now, Need::default());
+                self.role.again(now, Need::default());
             }
             Written::Failed(e) => self.fail(e),
         }
@@ -822,8 +780,7 @@ impl Site {
     /// The session expired: our presence node and watches are gone; votes and the
     /// outcome stay.
     fn expired(&mut self) {
-        self.kit.clear_requests();
-        self.need = Need::default();
+        self.role.drop_requests();
         self.presence = Presence::None;
         self.coord = Coord::Unknown;
         self.peers = None;
@@ -834,13 +791,13 @@ impl Site {
         if !matches!(self.own, Own::Cast(_)) {
             self.own = Own::Unknown;
         }
-        self.session.sync_next = false;
-        self.session.between = true;
+        self.role.session.sync_next = false;
+        self.role.session.between = true;
     }
 }
 
 impl Protocol for Site {
-    protocol_head!(SiteEvent, answer);
+    protocol_head!(SiteEvent, answer, role.kit);
 
     fn on_watch(&mut self, now: Instant, _op: OpId, event: &WatchEvent) {
         let tx = &self.config.tx;
@@ -849,28 +806,25 @@ impl Protocol for Site {
         if path == tx {
             match t {
                 EventType::NodeCreated => self.read_all(),
-                EventType::NodeDataChanged | EventType::NodeDeleted => self.need.add(Need::TX),
+                EventType::NodeDataChanged | EventType::NodeDeleted => self.role.need.add(Need::TX),
                 _ => {}
             }
         } else if path == coordinator_path(tx) {
             match t {
                 EventType::NodeDeleted => self.coord = Coord::Gone,
-                EventType::NodeCreated => self.need.add(Need::COORD),
+                EventType::NodeCreated => self.role.need.add(Need::COORD),
                 _ => {}
             }
         } else if path == alive_path(tx, &self.config.name) {
-            if t == EventType::NodeDeleted && !self.in_flight(&P::Leave) {
+            if t == EventType::NodeDeleted && !self.role.in_flight(&P::Leave) {
                 self.presence = Presence::None; // made again if still wanted
             }
-        } else if let Some(peer) = path
-            .strip_prefix(votes_dir(tx).as_str())
-            .and_then(|p| p.strip_prefix('/'))
-        {
+        } else if let Some(peer) = voter(tx, path) {
             if t == EventType::NodeDataChanged
                 && self.peers.as_ref().is_some_and(|p| p.contains_key(peer))
             {
                 self.peer_reads.insert(peer.into());
-                self.need.add(Need::PEER);
+                self.role.need.add(Need::PEER);
             }
         }
         self.settle(now);
@@ -880,14 +834,13 @@ impl Protocol for Site {
         match change {
             SessionChange::Expired => self.expired(),
             SessionChange::Closed => {
-                self.kit.clear_requests();
-                self.need = Need::default();
                 self.presence = Presence::None;
-                self.session.between = false;
-                self.fail(Error::Closed);
+                self.role.closed(SiteEvent::Failed {
+                    error: Error::Closed,
+                });
             }
             _ => {
-                if self.session.follow(change) && !self.ended() {
+                if self.role.session.follow(change) && !self.role.ended() {
                     self.read_all();
                 }
             }
@@ -901,27 +854,26 @@ impl Protocol for Site {
 
     fn on_abandon(&mut self, now: Instant) {
         self.leaving = true;
-        if self.life == Life::Idle {
-            self.life = Life::Ended;
-        } else if self.wanted.is_none() && !self.ended() {
+        if self.role.life == Life::Idle {
+            self.role.life = Life::Ended;
+        } else if self.wanted.is_none() && !self.role.ended() {
             // We will not vote commit now: say so, so nobody waits for the deadline.
             self.want(Vote::Abort);
         }
         if matches!(self.tx, TxView::Unseen | TxView::Stale | TxView::Missing) {
-            self.life = Life::Ended; // nothing to vote on yet
+            self.role.life = Life::Ended; // nothing to vote on yet
         }
         self.settle(now);
     }
 
     fn deadline(&self) -> Option<Instant> {
-        let retrying = !self.need.is_empty() && !self.session.between;
-        self.kit.timeout(None, retrying)
+        self.role.timeout(None)
     }
 
     fn finished(&self) -> bool {
-        self.ended()
-            && self.kit.is_quiet()
-            && self.kit.no_events()
+        self.role.ended()
+            && self.role.kit.is_quiet()
+            && self.role.kit.no_events()
             && !matches!(
                 self.presence,
                 Presence::Ours | Presence::InDoubt | Presence::Creating

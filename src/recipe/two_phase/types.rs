@@ -8,8 +8,8 @@ use bytes::Bytes;
 
 use crate::error::Error;
 use crate::proto::{
-    multi_failure, CheckVersionRequest, ErrorCode, MultiOp, PathError, Request, Response,
-    SetDataRequest,
+    multi_failure, CheckVersionRequest, DeleteRequest, ErrorCode, MultiOp, PathError, PathWatch,
+    Request, Response, SetDataRequest,
 };
 use crate::recipe::kit::Reply;
 
@@ -122,6 +122,11 @@ pub fn vote_path(tx: &str, site: &str) -> String {
     child(&votes_dir(tx), site)
 }
 
+/// The site whose vote node `path` is (a watch's path), if it is one of `<tx>`'s.
+pub(super) fn voter<'a>(tx: &str, path: &'a str) -> Option<&'a str> {
+    path.strip_prefix(votes_dir(tx).as_str())?.strip_prefix('/')
+}
+
 /// The presence directory: `<tx>/alive`.
 pub fn alive_dir(tx: &str) -> String {
     child(tx, "alive")
@@ -135,6 +140,26 @@ pub fn alive_path(tx: &str, site: &str) -> String {
 /// The coordinator's presence node: `<tx>/coordinator`.
 pub fn coordinator_path(tx: &str) -> String {
     child(tx, "coordinator")
+}
+
+/// `getData` of `path`, with a data watch if `watch`.
+pub(super) fn read(path: String, watch: bool) -> Request {
+    Request::GetData(PathWatch { path, watch })
+}
+
+/// `exists` of `path`, with a watch.
+pub(super) fn exists(path: String) -> Request {
+    Request::Exists(PathWatch { path, watch: true })
+}
+
+/// `getChildren` of `path`, with a child watch if `watch`.
+pub(super) fn list(path: String, watch: bool) -> Request {
+    Request::GetChildren(PathWatch { path, watch })
+}
+
+/// `delete` of `path`, whatever its version (a presence node of ours).
+pub(super) fn delete(path: String) -> Request {
+    Request::Delete(DeleteRequest { path, version: -1 })
 }
 
 /// The transaction path must be a valid path other than `/`; a site name one path

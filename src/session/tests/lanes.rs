@@ -12,13 +12,13 @@ fn busy() -> Session {
 
 /// Submits `request` of `requester` at 3 ms under `token`, to share.
 fn shared(s: &mut Session, request: Request, token: u64, requester: u64) {
-    s.submit_shared(ms(3), request, Token(token), requester)
+    s.submit_from(ms(3), request, Token(token), requester, false)
         .unwrap();
 }
 
 /// Submits `request` of `requester` at 3 ms under `token`, to yield.
 fn yielding(s: &mut Session, request: Request, token: u64, requester: u64) {
-    s.submit_yielding(ms(3), request, Token(token), requester)
+    s.submit_from(ms(3), request, Token(token), requester, true)
         .unwrap();
 }
 

@@ -502,7 +502,7 @@ fn a_recipes_sync_on_a_read_only_server_is_answered_by_the_session() {
         })
     };
     // A recipe's sync (requester 1): see the next test for a raw one.
-    s.submit_shared(ms(20), sync(), Token(2), 1).unwrap();
+    s.submit_from(ms(20), sync(), Token(2), 1, false).unwrap();
     s.submit(ms(20), get("/w", false), Token(3)).unwrap();
     let frames = sent(&mut s);
     assert!(
@@ -519,7 +519,7 @@ fn a_recipes_sync_on_a_read_only_server_is_answered_by_the_session() {
     s.handle_bytes(ms(21), &data_reply(frames[0].0));
     events(&mut s);
     s.handle_disconnect(ms(22));
-    s.submit_shared(ms(23), sync(), Token(4), 1).unwrap();
+    s.submit_from(ms(23), sync(), Token(4), 1, false).unwrap();
     assert!(events(&mut s)
         .iter()
         .all(|e| !matches!(e, SessionEvent::Reply(_))));
