@@ -107,7 +107,7 @@ use alloc::vec::Vec;
 use bytes::Bytes;
 
 use super::kit::{join, protocol_head, valid_path, Kit, Protocol, Reply};
-use super::watcher::{watcher_protocol, Back, Need, Watcher};
+use super::watcher::{watcher_calls, watcher_protocol, Need, Watcher};
 use super::{OpId, SessionChange};
 
 mod replies;
@@ -480,30 +480,21 @@ impl TreeCache {
 
     // ----- commands -----
 
-    /// Starts the load (once).
-    pub fn start(&mut self, now: Instant) {
-        if self.watcher.has_started() {
-            return;
-        }
-        if let Err(e) = valid_path(&self.config.path) {
-            return self.finish(CacheEvent::Failed(e));
-        }
-        self.watcher.start();
+    watcher_calls!(CacheEvent, "the load"; begin);
+
+    // ----- internals -----
+
+    fn valid(&self) -> Result<(), Error> {
+        valid_path(&self.config.path)
+    }
+
+    /// The first load, and the persistent watch unless one-shot.
+    fn begin(&mut self) {
         if self.style != WatchStyle::OneShot {
             self.need.add(WATCH);
         }
         self.need.add(RESYNC);
-        self.drive(now);
     }
-
-    /// Stops following; [`CacheEvent::Closed`].
-    pub fn close(&mut self, _now: Instant) {
-        if !self.watcher.is_done() {
-            self.finish(CacheEvent::Closed);
-        }
-    }
-
-    // ----- internals -----
 
     fn finish(&mut self, e: CacheEvent) {
         self.watcher.end();
@@ -931,15 +922,9 @@ impl TreeCache {
         }
         self.drive(now);
     }
-}
 
-impl Protocol for TreeCache {
-    protocol_head!(CacheEvent, take);
-
-    fn on_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
-        if self.watcher.is_done() {
-            return;
-        }
+    /// A notification of a watch of ours (`on_watch`: `watcher_protocol!`).
+    fn on_notice(&mut self, op: OpId, event: &WatchEvent) -> bool {
         if event.event_type == EventType::PersistentWatchRemoved {
             if self.watch_ops.remove(&op) && self.watch_ops.is_empty() {
                 self.need.add(WATCH);
@@ -948,47 +933,41 @@ impl Protocol for TreeCache {
         } else {
             self.on_notification(op, event);
         }
-        self.drive(now);
+        true
     }
 
-    fn on_session(&mut self, now: Instant, change: SessionChange) {
-        if matches!(
-            change,
-            SessionChange::Connected { .. } | SessionChange::Reconnected { .. }
-        ) {
-            self.conn_lost = false;
-        }
-        match self.watcher.session(change) {
-            Back::Nothing => {}
-            Back::Resync { new } => {
-                if new {
-                    if self.style != WatchStyle::OneShot {
-                        self.need.add(WATCH);
-                    } else {
-                        self.need.take(WATCH);
-                    }
-                }
-                // A reconnect may land on a lagging follower, and changes made
-                // while away may not be notified: sync and read everything.
-                self.need.add(RESYNC);
+    /// A session is back (`on_session`: `watcher_protocol!`).
+    fn on_resync(&mut self, new: bool) {
+        self.conn_lost = false;
+        if new {
+            if self.style != WatchStyle::OneShot {
+                self.need.add(WATCH);
+            } else {
+                self.need.take(WATCH);
             }
-            Back::Suspend => self.kit.emit(CacheEvent::Suspended),
-            Back::Expire { report } => {
-                self.kit.clear_requests();
-                self.watch_ops.clear();
-                self.armed_data.clear();
-                self.armed_child.clear();
-                self.armed_exists = None;
-                if report {
-                    self.kit.emit(CacheEvent::Suspended);
-                }
-            }
-            Back::Close => self.finish(CacheEvent::Failed(Error::Closed)),
         }
-        self.drive(now);
+        // A reconnect may land on a lagging follower, and changes made while away may
+        // not be notified: sync and read everything.
+        self.need.add(RESYNC);
     }
 
-    watcher_protocol!();
+    fn on_suspend(&mut self) {
+        self.kit.emit(CacheEvent::Suspended);
+    }
+
+    /// The session expired: its watches went with it.
+    fn forget(&mut self) {
+        self.watch_ops.clear();
+        self.armed_data.clear();
+        self.armed_child.clear();
+        self.armed_exists = None;
+    }
+}
+
+impl Protocol for TreeCache {
+    protocol_head!(CacheEvent, take);
+
+    watcher_protocol!(CacheEvent);
 
     fn check(&self) {
         debug_assert!(
