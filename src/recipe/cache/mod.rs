@@ -252,6 +252,16 @@ enum Op {
     },
 }
 
+/// What a read of a node reads: its data, or its children (`full`: for a full load, see
+/// `Job::Children`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Read {
+    /// `getData`.
+    Data,
+    /// `getChildren2`.
+    Children { full: bool },
+}
+
 /// Where the cache's loads stand.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Load {
@@ -739,15 +749,15 @@ impl TreeCache {
                 let Some(depth) = self.cached_depth(&path) else {
                     return;
                 };
-                self.send_data(&path);
+                self.send_read(&path, Read::Data);
                 if self.lists_children(depth) {
-                    self.send_children(&path, full);
+                    self.send_read(&path, Read::Children { full });
                 }
             }
-            Job::Data(path) => self.send_data(&path),
+            Job::Data(path) => self.send_read(&path, Read::Data),
             // Sent even if the node is not cached yet: a data read queued before it
             // answers first and decides.
-            Job::Children { path, full } => self.send_children(&path, full),
+            Job::Children { path, full } => self.send_read(&path, Read::Children { full }),
             Job::Exists => {
                 let root = &self.config.path;
                 if self.one_shot()
@@ -765,42 +775,48 @@ impl TreeCache {
         }
     }
 
-    fn send_data(&mut self, path: &str) {
+    /// Reads `path` (`read`: its data or its children); in the one-shot style with a
+    /// watch, unless one is armed there.
+    fn send_read(&mut self, path: &str, read: Read) {
+        let children = read != Read::Data;
         // An `exists` watch on the root becomes its data watch if it finds it.
-        let exists_armed = self.armed_exists.is_some() && path == self.config.path;
-        let watch = self.one_shot() && !exists_armed && !self.armed_data.contains_key(path);
-        let op = self.kit.send(
-            Op::Data {
-                path: path.into(),
-                gen: self.gen,
-                watch,
-            },
-            Request::GetData(PathWatch {
-                path: path.into(),
-                watch,
-            }),
-        );
+        let exists_armed = !children && self.armed_exists.is_some() && path == self.config.path;
+        let watch = self.one_shot() && !exists_armed && !self.armed(children).contains_key(path);
+        let (gen, path) = (self.gen, String::from(path));
+        let at = PathWatch {
+            path: path.clone(),
+            watch,
+        };
+        let op = match read {
+            Read::Data => self.kit.send(
+                Op::Data {
+                    path: path.clone(),
+                    gen,
+                    watch,
+                },
+                Request::GetData(at),
+            ),
+            Read::Children { full } => self.kit.send(
+                Op::Children {
+                    path: path.clone(),
+                    gen,
+                    full,
+                    watch,
+                },
+                Request::GetChildren2(at),
+            ),
+        };
         if watch {
-            self.armed_data.insert(path.into(), op);
+            self.armed(children).insert(path, op);
         }
     }
 
-    fn send_children(&mut self, path: &str, full: bool) {
-        let watch = self.one_shot() && !self.armed_child.contains_key(path);
-        let op = self.kit.send(
-            Op::Children {
-                path: path.into(),
-                gen: self.gen,
-                full,
-                watch,
-            },
-            Request::GetChildren2(PathWatch {
-                path: path.into(),
-                watch,
-            }),
-        );
-        if watch {
-            self.armed_child.insert(path.into(), op);
+    /// The one-shot watches armed: the child watches, or the data watches.
+    fn armed(&mut self, children: bool) -> &mut BTreeMap<String, OpId> {
+        if children {
+            &mut self.armed_child
+        } else {
+            &mut self.armed_data
         }
     }
 
@@ -911,13 +927,15 @@ impl TreeCache {
                     }
                 }
             }
-            Op::Data { path, gen, watch } => self.on_data(now, op, path, gen, watch, result),
+            Op::Data { path, gen, watch } => {
+                self.on_read(now, op, path, gen, watch, Read::Data, result)
+            }
             Op::Children {
                 path,
                 gen,
                 full,
                 watch,
-            } => self.on_children(now, op, path, gen, full, watch, result),
+            } => self.on_read(now, op, path, gen, watch, Read::Children { full }, result),
             Op::Exists { gen } => self.on_exists(now, op, gen, result),
         }
         self.drive(now);
