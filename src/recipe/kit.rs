@@ -1047,10 +1047,10 @@ macro_rules! forward_parts {
 }
 pub(crate) use forward_parts;
 
-/// How a [`Parts`] machine with requests of its own ([`own_and_parts!`]) numbers them:
-/// of every `slots` op ids, slot `own` is the machine's own (its kit's op `op` is
-/// `op * slots + own`); its [`Parts::encode`] and [`Parts::route`] keep the other slots
-/// for its parts.
+/// How a [`Parts`] machine with requests of its own on a [`Kit`] (the lease, the set
+/// partitioner) numbers them: of every `slots` op ids, slot `own` is the machine's own
+/// (its kit's op `op` is `op * slots + own`); its [`Parts::encode`] and
+/// [`Parts::route`] keep the other slots for its parts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OwnSlot {
     /// How many slots.
