@@ -56,7 +56,7 @@ use bytes::Bytes;
 
 use super::kit::{join, protocol_head, valid_path, Kit, Protocol, Reply};
 use super::node::{node_commands, OwnedNode, OwnedNodeConfig, OwnedNodeEvent};
-use super::watcher::{watcher_protocol, Back, Need, Watcher};
+use super::watcher::{watcher_calls, watcher_protocol, Need, Watcher};
 use super::{OpId, Recipe, SessionChange};
 use crate::error::Error;
 use crate::proto::*;
@@ -354,25 +354,7 @@ impl View {
 
     // ----- commands -----
 
-    /// Starts following the group (once).
-    pub fn start(&mut self, now: Instant) {
-        if self.watcher.has_started() {
-            return;
-        }
-        if let Err(e) = valid_path(&self.config.dir) {
-            return self.finish(ViewEvent::Failed(e));
-        }
-        self.watcher.start();
-        self.resync();
-        self.drive(now);
-    }
-
-    /// Stops following; [`ViewEvent::Closed`].
-    pub fn close(&mut self, _now: Instant) {
-        if !self.watcher.is_done() {
-            self.finish(ViewEvent::Closed);
-        }
-    }
+    watcher_calls!(ViewEvent, "following the group"; resync);
 
     // ----- internals -----
 
@@ -388,6 +370,10 @@ impl View {
         self.dir_watch = None;
         self.data_watch.clear();
         self.kit.emit(e);
+    }
+
+    fn valid(&self) -> Result<(), Error> {
+        valid_path(&self.config.dir)
     }
 
     fn resync(&mut self) {
@@ -627,15 +613,10 @@ impl View {
         }
         self.drive(now);
     }
-}
 
-impl Protocol for View {
-    protocol_head!(ViewEvent, armed);
-
-    fn on_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
-        if self.watcher.is_done() {
-            return;
-        }
+    /// A notification of a watch of ours (`on_watch`: `watcher_protocol!`): false if it
+    /// is not a registration we hold.
+    fn on_notice(&mut self, op: OpId, event: &WatchEvent) -> bool {
         if self.child_watch == Some(op) {
             self.child_watch = None;
             self.need.add(LIST);
@@ -645,7 +626,7 @@ impl Protocol for View {
         } else {
             let name = event.path.rsplit('/').next().unwrap_or("").to_string();
             if self.data_watch.get(&name) != Some(&op) {
-                return; // not a registration we hold
+                return false; // not a registration we hold
             }
             self.data_watch.remove(&name);
             match event.event_type {
@@ -664,41 +645,37 @@ impl Protocol for View {
                 }
             }
         }
-        self.drive(now);
+        true
     }
 
-    fn on_session(&mut self, now: Instant, change: SessionChange) {
-        match self.watcher.session(change) {
-            Back::Nothing => {}
-            Back::Resync { .. } => {
-                // A reconnect may land on a lagging follower.
-                self.need.add(SYNC);
-                if self.watcher.resume() {
-                    self.kit.emit(ViewEvent::Reconnected);
-                }
-                self.resync();
-            }
-            Back::Suspend => {
-                self.synced = false;
-                self.kit.emit(ViewEvent::Suspended);
-            }
-            Back::Expire { report } => {
-                self.kit.clear_requests();
-                self.child_watch = None;
-                self.dir_watch = None;
-                self.data_watch.clear();
-                self.reading.clear();
-                if report {
-                    self.synced = false;
-                    self.kit.emit(ViewEvent::Suspended);
-                }
-            }
-            Back::Close => self.finish(ViewEvent::Failed(Error::Closed)),
+    /// A session is back (`on_session`: `watcher_protocol!`).
+    fn on_resync(&mut self, _: bool) {
+        // A reconnect may land on a lagging follower.
+        self.need.add(SYNC);
+        if self.watcher.resume() {
+            self.kit.emit(ViewEvent::Reconnected);
         }
-        self.drive(now);
+        self.resync();
     }
 
-    watcher_protocol!();
+    fn on_suspend(&mut self) {
+        self.synced = false;
+        self.kit.emit(ViewEvent::Suspended);
+    }
+
+    /// The session expired: its watches and reads went with it.
+    fn forget(&mut self) {
+        self.child_watch = None;
+        self.dir_watch = None;
+        self.data_watch.clear();
+        self.reading.clear();
+    }
+}
+
+impl Protocol for View {
+    protocol_head!(ViewEvent, armed);
+
+    watcher_protocol!(ViewEvent);
 
     fn check(&self) {
         debug_assert!(

@@ -1052,25 +1052,52 @@ macro_rules! forward_parts {
 }
 pub(crate) use forward_parts;
 
+/// How a [`Parts`] machine with requests of its own on a [`Kit`] (the lease, the set
+/// partitioner) numbers them: of every `slots` op ids, slot `own` is the machine's own
+/// (its kit's op `op` is `op * slots + own`); its [`Parts::encode`] and
+/// [`Parts::route`] keep the other slots for its parts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OwnSlot {
+    /// How many slots.
+    pub slots: u64,
+    /// The machine's own slot (below `slots`).
+    pub own: u64,
+}
+
+impl OwnSlot {
+    /// The machine's op id of its kit's op `op`.
+    pub fn op(self, op: OpId) -> OpId {
+        op.saturating_mul(self.slots).saturating_add(self.own)
+    }
+
+    /// The kit's op of the machine's op `op`, if it is one of its own.
+    pub fn own(self, op: OpId) -> Option<OpId> {
+        (op % self.slots == self.own).then_some(op / self.slots)
+    }
+}
+
 /// The [`Recipe`] methods of a [`Parts`] machine that also sends requests of its own
-/// from `self.kit` (a [`Kit`]; the set partitioner, the lease): `$is_own` tells the
-/// machine's own op ids (`Some(its kit's op)`) from its parts', `$own_op` makes one;
-/// its own replies go to `self.$reply(now, op, result)`, its own watches to
-/// `self.$watch(now, event)`, and every input ends with `self.$after(now)`. Its events
-/// are its kit's. The machine writes `handle_session`, `handle_abandon` and `is_done`.
+/// from `self.kit` (a [`Kit`]; the set partitioner, the lease), numbered by `$own` (an
+/// [`OwnSlot`]). Every input ends with `self.after_input(now)` (the machine's step: it
+/// drives, then checks its rules); its own replies go to `self.on_own_reply(now, op,
+/// result)` (`op` its kit's), its own watches to `self.on_own_watch(now, event)`, the
+/// others to its parts. A session change goes to the kit, then to every part, then to
+/// `self.on_own_session(now, change)`; an abandon drops the events nobody will read,
+/// then calls `self.on_own_abandon(now)` (the machine's cleanup: it abandons or releases
+/// its parts). Its events are its kit's. The machine writes `is_done`.
 macro_rules! own_and_parts {
-    ($after:ident; $is_own:path, $own_op:path; $reply:ident, $watch:ident) => {
+    ($own:path) => {
         fn handle_reply(
             &mut self,
             now: $crate::time::Instant,
             op: $crate::recipe::OpId,
             result: Result<$crate::proto::Response, $crate::error::Error>,
         ) {
-            match $is_own(op) {
-                Some(op) => self.$reply(now, op, result),
+            match $own.own(op) {
+                Some(op) => self.on_own_reply(now, op, result),
                 None => $crate::recipe::kit::to_parts::reply(self, now, op, result),
             }
-            self.$after(now);
+            self.after_input(now);
         }
 
         fn handle_watch(
@@ -1079,24 +1106,38 @@ macro_rules! own_and_parts {
             op: $crate::recipe::OpId,
             event: &$crate::session::WatchEvent,
         ) {
-            match $is_own(op) {
-                Some(_) => self.$watch(now, event),
+            match $own.own(op) {
+                Some(_) => self.on_own_watch(now, event),
                 None => $crate::recipe::kit::to_parts::watch(self, now, op, event),
             }
-            self.$after(now);
+            self.after_input(now);
         }
 
-        $crate::recipe::kit::forward_parts!($after; handle_timeout, poll_timeout);
+        fn handle_session(&mut self, now: $crate::time::Instant, change: $crate::recipe::SessionChange) {
+            self.kit.session(change);
+            $crate::recipe::kit::to_parts::session(self, now, change);
+            self.on_own_session(now, change);
+            self.after_input(now);
+        }
+
+        fn handle_abandon(&mut self, now: $crate::time::Instant) {
+            // Nobody listens any more: no event, only the cleanup.
+            self.kit.clear_events();
+            self.on_own_abandon(now);
+            self.after_input(now);
+        }
+
+        $crate::recipe::kit::forward_parts!(after_input; handle_timeout, poll_timeout);
 
         fn poll_request(&mut self) -> Option<($crate::recipe::OpId, $crate::proto::Request)> {
             if let Some((op, request)) = self.kit.poll_request() {
-                return Some(($own_op(op), request));
+                return Some(($own.op(op), request));
             }
             $crate::recipe::kit::to_parts::poll_request(self)
         }
 
         fn yields(&self, op: $crate::recipe::OpId) -> bool {
-            $is_own(op).is_none() && $crate::recipe::kit::to_parts::yields(self, op)
+            $own.own(op).is_none() && $crate::recipe::kit::to_parts::yields(self, op)
         }
 
         fn poll_event(&mut self) -> Option<Self::Event> {

@@ -90,12 +90,45 @@ impl Link {
 }
 
 /// The [`Protocol`](super::kit::Protocol) methods every watcher writes the same way,
-/// written once: a timeout drives it, an abandon closes it, its deadline is the
-/// watcher's backoff, it is finished once ended with its events polled. For a recipe
-/// with fields `watcher` and `kit` and methods `drive(now)` and `close(now)`; use it
-/// inside its `impl Protocol`.
+/// written once, for a recipe with fields `watcher` and `kit` whose events `$event` have
+/// the variant `Failed(Error)`; use it inside its `impl Protocol`:
+///
+/// * a notification of an ended watcher is dropped; any other goes to the recipe's
+///   `on_notice(op, event) -> bool` (true: it was one of ours, drive);
+/// * a session change goes through [`Watcher::session`], and what it asks ([`Back`])
+///   to the recipe: `Resync { new }` to `on_resync(new)` (sync, read again, re-arm),
+///   `Suspend` to `on_suspend()` (report it), `Expire` clears the kit's requests and
+///   calls `forget()` (the watches and reads of the session), then `on_suspend()` if
+///   it is to be reported, and `Close` ends with `Failed(Closed)` (`finish(event)`);
+///   then it drives;
+/// * a timeout drives (`drive(now)`), an abandon closes (`close(now)`), the deadline
+///   is the watcher's backoff, and it is finished once ended with its events polled.
 macro_rules! watcher_protocol {
-    () => {
+    ($event:ident) => {
+        fn on_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
+            if !self.watcher.is_done() && self.on_notice(op, event) {
+                self.drive(now);
+            }
+        }
+
+        fn on_session(&mut self, now: Instant, change: SessionChange) {
+            use $crate::recipe::watcher::Back;
+            match self.watcher.session(change) {
+                Back::Nothing => {}
+                Back::Resync { new } => self.on_resync(new),
+                Back::Suspend => self.on_suspend(),
+                Back::Expire { report } => {
+                    self.kit.clear_requests();
+                    self.forget();
+                    if report {
+                        self.on_suspend();
+                    }
+                }
+                Back::Close => self.finish($event::Failed($crate::error::Error::Closed)),
+            }
+            self.drive(now);
+        }
+
         fn on_timeout(&mut self, now: Instant) {
             self.drive(now);
         }
@@ -114,6 +147,36 @@ macro_rules! watcher_protocol {
     };
 }
 pub(crate) use watcher_protocol;
+
+/// The public `start` and `close` of a watcher, written once, for a recipe with the
+/// field `watcher` and the methods `valid()` (its paths: `Err` ends it with
+/// `Failed`), `drive(now)` and `finish(event)` (ends with the final event); `$what`
+/// says what it starts doing (for the docs), `$begin()` asks for its first reads. Use
+/// it inside the recipe's `impl`.
+macro_rules! watcher_calls {
+    ($event:ident, $what:literal; $begin:ident) => {
+        #[doc = concat!("Starts ", $what, " (once).")]
+        pub fn start(&mut self, now: Instant) {
+            if self.watcher.has_started() {
+                return;
+            }
+            if let Err(e) = self.valid() {
+                return self.finish($event::Failed(e));
+            }
+            self.watcher.start();
+            self.$begin();
+            self.drive(now);
+        }
+
+        #[doc = concat!("Stops; [`", stringify!($event), "::Closed`].")]
+        pub fn close(&mut self, _now: Instant) {
+            if !self.watcher.is_done() {
+                self.finish($event::Closed);
+            }
+        }
+    };
+}
+pub(crate) use watcher_calls;
 
 /// What a watcher has still to do, typed: a small set of a recipe's own bits
 /// (`Need::bit`), each a request to send or a report owed once its reads are in.

@@ -107,7 +107,7 @@ use alloc::vec::Vec;
 use bytes::Bytes;
 
 use super::kit::{join, protocol_head, valid_path, Kit, Protocol, Reply};
-use super::watcher::{watcher_protocol, Back, Need, Watcher};
+use super::watcher::{watcher_calls, watcher_protocol, Need, Watcher};
 use super::{OpId, SessionChange};
 
 mod replies;
@@ -250,6 +250,16 @@ enum Op {
     Exists {
         gen: u64,
     },
+}
+
+/// What a read of a node reads: its data, or its children (`full`: for a full load, see
+/// `Job::Children`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Read {
+    /// `getData`.
+    Data,
+    /// `getChildren2`.
+    Children { full: bool },
 }
 
 /// Where the cache's loads stand.
@@ -480,30 +490,21 @@ impl TreeCache {
 
     // ----- commands -----
 
-    /// Starts the load (once).
-    pub fn start(&mut self, now: Instant) {
-        if self.watcher.has_started() {
-            return;
-        }
-        if let Err(e) = valid_path(&self.config.path) {
-            return self.finish(CacheEvent::Failed(e));
-        }
-        self.watcher.start();
+    watcher_calls!(CacheEvent, "the load"; begin);
+
+    // ----- internals -----
+
+    fn valid(&self) -> Result<(), Error> {
+        valid_path(&self.config.path)
+    }
+
+    /// The first load, and the persistent watch unless one-shot.
+    fn begin(&mut self) {
         if self.style != WatchStyle::OneShot {
             self.need.add(WATCH);
         }
         self.need.add(RESYNC);
-        self.drive(now);
     }
-
-    /// Stops following; [`CacheEvent::Closed`].
-    pub fn close(&mut self, _now: Instant) {
-        if !self.watcher.is_done() {
-            self.finish(CacheEvent::Closed);
-        }
-    }
-
-    // ----- internals -----
 
     fn finish(&mut self, e: CacheEvent) {
         self.watcher.end();
@@ -748,15 +749,15 @@ impl TreeCache {
                 let Some(depth) = self.cached_depth(&path) else {
                     return;
                 };
-                self.send_data(&path);
+                self.send_read(&path, Read::Data);
                 if self.lists_children(depth) {
-                    self.send_children(&path, full);
+                    self.send_read(&path, Read::Children { full });
                 }
             }
-            Job::Data(path) => self.send_data(&path),
+            Job::Data(path) => self.send_read(&path, Read::Data),
             // Sent even if the node is not cached yet: a data read queued before it
             // answers first and decides.
-            Job::Children { path, full } => self.send_children(&path, full),
+            Job::Children { path, full } => self.send_read(&path, Read::Children { full }),
             Job::Exists => {
                 let root = &self.config.path;
                 if self.one_shot()
@@ -774,42 +775,48 @@ impl TreeCache {
         }
     }
 
-    fn send_data(&mut self, path: &str) {
+    /// Reads `path` (`read`: its data or its children); in the one-shot style with a
+    /// watch, unless one is armed there.
+    fn send_read(&mut self, path: &str, read: Read) {
+        let children = read != Read::Data;
         // An `exists` watch on the root becomes its data watch if it finds it.
-        let exists_armed = self.armed_exists.is_some() && path == self.config.path;
-        let watch = self.one_shot() && !exists_armed && !self.armed_data.contains_key(path);
-        let op = self.kit.send(
-            Op::Data {
-                path: path.into(),
-                gen: self.gen,
-                watch,
-            },
-            Request::GetData(PathWatch {
-                path: path.into(),
-                watch,
-            }),
-        );
+        let exists_armed = !children && self.armed_exists.is_some() && path == self.config.path;
+        let watch = self.one_shot() && !exists_armed && !self.armed(children).contains_key(path);
+        let (gen, path) = (self.gen, String::from(path));
+        let at = PathWatch {
+            path: path.clone(),
+            watch,
+        };
+        let op = match read {
+            Read::Data => self.kit.send(
+                Op::Data {
+                    path: path.clone(),
+                    gen,
+                    watch,
+                },
+                Request::GetData(at),
+            ),
+            Read::Children { full } => self.kit.send(
+                Op::Children {
+                    path: path.clone(),
+                    gen,
+                    full,
+                    watch,
+                },
+                Request::GetChildren2(at),
+            ),
+        };
         if watch {
-            self.armed_data.insert(path.into(), op);
+            self.armed(children).insert(path, op);
         }
     }
 
-    fn send_children(&mut self, path: &str, full: bool) {
-        let watch = self.one_shot() && !self.armed_child.contains_key(path);
-        let op = self.kit.send(
-            Op::Children {
-                path: path.into(),
-                gen: self.gen,
-                full,
-                watch,
-            },
-            Request::GetChildren2(PathWatch {
-                path: path.into(),
-                watch,
-            }),
-        );
-        if watch {
-            self.armed_child.insert(path.into(), op);
+    /// The one-shot watches armed: the child watches, or the data watches.
+    fn armed(&mut self, children: bool) -> &mut BTreeMap<String, OpId> {
+        if children {
+            &mut self.armed_child
+        } else {
+            &mut self.armed_data
         }
     }
 
@@ -920,26 +927,22 @@ impl TreeCache {
                     }
                 }
             }
-            Op::Data { path, gen, watch } => self.on_data(now, op, path, gen, watch, result),
+            Op::Data { path, gen, watch } => {
+                self.on_read(now, op, path, gen, watch, Read::Data, result)
+            }
             Op::Children {
                 path,
                 gen,
                 full,
                 watch,
-            } => self.on_children(now, op, path, gen, full, watch, result),
+            } => self.on_read(now, op, path, gen, watch, Read::Children { full }, result),
             Op::Exists { gen } => self.on_exists(now, op, gen, result),
         }
         self.drive(now);
     }
-}
 
-impl Protocol for TreeCache {
-    protocol_head!(CacheEvent, take);
-
-    fn on_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
-        if self.watcher.is_done() {
-            return;
-        }
+    /// A notification of a watch of ours (`on_watch`: `watcher_protocol!`).
+    fn on_notice(&mut self, op: OpId, event: &WatchEvent) -> bool {
         if event.event_type == EventType::PersistentWatchRemoved {
             if self.watch_ops.remove(&op) && self.watch_ops.is_empty() {
                 self.need.add(WATCH);
@@ -948,47 +951,41 @@ impl Protocol for TreeCache {
         } else {
             self.on_notification(op, event);
         }
-        self.drive(now);
+        true
     }
 
-    fn on_session(&mut self, now: Instant, change: SessionChange) {
-        if matches!(
-            change,
-            SessionChange::Connected { .. } | SessionChange::Reconnected { .. }
-        ) {
-            self.conn_lost = false;
-        }
-        match self.watcher.session(change) {
-            Back::Nothing => {}
-            Back::Resync { new } => {
-                if new {
-                    if self.style != WatchStyle::OneShot {
-                        self.need.add(WATCH);
-                    } else {
-                        self.need.take(WATCH);
-                    }
-                }
-                // A reconnect may land on a lagging follower, and changes made
-                // while away may not be notified: sync and read everything.
-                self.need.add(RESYNC);
+    /// A session is back (`on_session`: `watcher_protocol!`).
+    fn on_resync(&mut self, new: bool) {
+        self.conn_lost = false;
+        if new {
+            if self.style != WatchStyle::OneShot {
+                self.need.add(WATCH);
+            } else {
+                self.need.take(WATCH);
             }
-            Back::Suspend => self.kit.emit(CacheEvent::Suspended),
-            Back::Expire { report } => {
-                self.kit.clear_requests();
-                self.watch_ops.clear();
-                self.armed_data.clear();
-                self.armed_child.clear();
-                self.armed_exists = None;
-                if report {
-                    self.kit.emit(CacheEvent::Suspended);
-                }
-            }
-            Back::Close => self.finish(CacheEvent::Failed(Error::Closed)),
         }
-        self.drive(now);
+        // A reconnect may land on a lagging follower, and changes made while away may
+        // not be notified: sync and read everything.
+        self.need.add(RESYNC);
     }
 
-    watcher_protocol!();
+    fn on_suspend(&mut self) {
+        self.kit.emit(CacheEvent::Suspended);
+    }
+
+    /// The session expired: its watches went with it.
+    fn forget(&mut self) {
+        self.watch_ops.clear();
+        self.armed_data.clear();
+        self.armed_child.clear();
+        self.armed_exists = None;
+    }
+}
+
+impl Protocol for TreeCache {
+    protocol_head!(CacheEvent, take);
+
+    watcher_protocol!(CacheEvent);
 
     fn check(&self) {
         debug_assert!(

@@ -7,7 +7,8 @@ use alloc::vec::Vec;
 use bytes::Bytes;
 
 use super::{
-    disarm, kept, parent_of, CacheEvent, CachedNode, Job, Op, TreeCache, WatchStyle, RESYNC, WATCH,
+    disarm, kept, parent_of, CacheEvent, CachedNode, Job, Op, Read, TreeCache, WatchStyle, RESYNC,
+    WATCH,
 };
 use crate::error::Error;
 use crate::proto::*;
@@ -17,77 +18,60 @@ use crate::session::WatchEvent;
 use crate::time::Instant;
 
 impl TreeCache {
+    /// The answer to a read of `path` sent in load `gen` (`Op::Data`, `Op::Children`):
+    /// a watch it asked for and did not set is forgotten; only an answer of the current
+    /// load is applied.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn on_data(
+    pub(super) fn on_read(
         &mut self,
         now: Instant,
         op: OpId,
         path: String,
         gen: u64,
         watch: bool,
+        read: Read,
         result: Reply,
     ) {
-        if watch && !matches!(result, Ok(Response::Data { .. })) {
-            self.unarmed(op, &path, false);
+        let read_ok = match read {
+            Read::Data => matches!(result, Ok(Response::Data { .. })),
+            Read::Children { .. } => matches!(result, Ok(Response::Children2 { .. })),
+        };
+        if watch && !read_ok {
+            self.unarmed(op, &path, read != Read::Data);
         }
         if gen != self.gen {
             return;
         }
-        match result {
-            Ok(Response::Data { data, stat }) => {
+        match (result, read) {
+            (Ok(Response::Data { data, stat }), Read::Data) => {
                 self.kit.succeeded();
                 self.apply_data(path, data, stat);
             }
-            Ok(_) => self.finish(CacheEvent::Failed(Error::UnexpectedReply)),
-            Err(Error::Server(ErrorCode::NoNode)) => {
-                self.kit.succeeded();
-                self.remove_subtree(&path);
-                if path == self.config.path {
-                    self.push(Job::Exists);
-                }
-            }
-            Err(e) if e.is_retryable() => {
-                // A listing sent with it was ignored if the node is not cached yet.
-                let job = if self.nodes.contains_key(&path) {
-                    Job::Data(path)
-                } else {
-                    Job::Node { path, full: true } // its listing was ignored
-                };
-                self.retryable(now, job)
-            }
-            Err(e) if e.ends_session() => {}
-            Err(e) => self.finish(CacheEvent::Failed(e)),
-        }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn on_children(
-        &mut self,
-        now: Instant,
-        op: OpId,
-        path: String,
-        gen: u64,
-        full: bool,
-        watch: bool,
-        result: Reply,
-    ) {
-        if watch && !matches!(result, Ok(Response::Children2 { .. })) {
-            self.unarmed(op, &path, true);
-        }
-        if gen != self.gen {
-            return;
-        }
-        match result {
-            Ok(Response::Children2 { children, stat }) => {
+            (Ok(Response::Children2 { children, stat }), Read::Children { full }) => {
                 self.kit.succeeded();
                 self.apply_children(path, children, stat, full);
             }
-            Ok(_) => self.finish(CacheEvent::Failed(Error::UnexpectedReply)),
-            Err(Error::Server(ErrorCode::NoNode)) => {
+            (Ok(_), _) => self.finish(CacheEvent::Failed(Error::UnexpectedReply)),
+            (Err(Error::Server(ErrorCode::NoNode)), _) => {
                 self.kit.succeeded();
                 self.remove_subtree(&path);
+                if read == Read::Data && path == self.config.path {
+                    self.push(Job::Exists);
+                }
             }
-            Err(e) if e.is_retryable() => {
+            (Err(e), _) if e.is_retryable() => self.read_again(now, path, read),
+            (Err(e), _) if e.ends_session() => {}
+            (Err(e), _) => self.finish(CacheEvent::Failed(e)),
+        }
+    }
+
+    /// A read of `path` failed and may succeed if sent again.
+    fn read_again(&mut self, now: Instant, path: String, read: Read) {
+        match read {
+            // A listing sent with it was ignored if the node is not cached yet.
+            Read::Data if self.nodes.contains_key(&path) => self.retryable(now, Job::Data(path)),
+            Read::Data => self.retryable(now, Job::Node { path, full: true }),
+            Read::Children { full } => {
                 let node = Job::Node {
                     path: path.clone(),
                     full: true,
@@ -98,8 +82,6 @@ impl TreeCache {
                     self.retryable(now, Job::Children { path, full })
                 }
             }
-            Err(e) if e.ends_session() => {}
-            Err(e) => self.finish(CacheEvent::Failed(e)),
         }
     }
 
@@ -214,12 +196,7 @@ impl TreeCache {
     /// did not set it: forget the registration; reads sent meanwhile counted on it, so
     /// read again with one.
     fn unarmed(&mut self, op: OpId, path: &str, children: bool) {
-        let armed = if children {
-            &mut self.armed_child
-        } else {
-            &mut self.armed_data
-        };
-        disarm(armed, path, op);
+        disarm(self.armed(children), path, op);
         let reading = self.kit.any(|o| match o {
             Op::Data { path: p, .. } => !children && p == path,
             Op::Children { path: p, .. } => children && p == path,

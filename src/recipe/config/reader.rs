@@ -8,7 +8,7 @@ use super::mode::{check_paths, ConfigMode};
 use crate::error::Error;
 use crate::proto::*;
 use crate::recipe::kit::{protocol_head, Kit, Protocol, Reply};
-use crate::recipe::watcher::{watcher_protocol, Back, Need, Watcher};
+use crate::recipe::watcher::{watcher_calls, watcher_protocol, Need, Watcher};
 use crate::recipe::{OpId, SessionChange};
 use crate::session::WatchEvent;
 use crate::time::Instant;
@@ -198,20 +198,7 @@ impl ConfigReader {
         self.readiness == Readiness::Ready
     }
 
-    /// Starts reading (once).
-    pub fn start(&mut self, now: Instant) {
-        if self.watcher.has_started() {
-            return;
-        }
-        let ready =
-            (self.config.mode == ConfigMode::ReadyNode).then_some(self.config.ready.as_str());
-        if let Err(e) = check_paths(self.config.paths.iter().map(|p| p.as_str()).chain(ready)) {
-            return self.finish(ReaderEvent::Failed(e));
-        }
-        self.watcher.start();
-        self.need.add(ROUND);
-        self.drive(now);
-    }
+    watcher_calls!(ReaderEvent, "reading"; ask_round);
 
     /// Reads again now (after `sync` if [`sync_first`](ReaderConfig::sync_first)): for
     /// a reader told by another channel that the configuration changed.
@@ -222,11 +209,15 @@ impl ConfigReader {
         }
     }
 
-    /// Stops; [`ReaderEvent::Closed`].
-    pub fn close(&mut self, _now: Instant) {
-        if !self.watcher.is_done() {
-            self.finish(ReaderEvent::Closed);
-        }
+    fn valid(&self) -> Result<(), Error> {
+        let ready =
+            (self.config.mode == ConfigMode::ReadyNode).then_some(self.config.ready.as_str());
+        check_paths(self.config.paths.iter().map(|p| p.as_str()).chain(ready))
+    }
+
+    /// A round to read.
+    fn ask_round(&mut self) {
+        self.need.add(ROUND);
     }
 
     fn finish(&mut self, e: ReaderEvent) {
@@ -527,15 +518,10 @@ impl ConfigReader {
         }
         self.drive(now);
     }
-}
 
-impl Protocol for ConfigReader {
-    protocol_head!(ReaderEvent, take);
-
-    fn on_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
-        if self.watcher.is_done() {
-            return;
-        }
+    /// A notification of a watch of ours (`on_watch`: `watcher_protocol!`): false if it
+    /// is not one we hold.
+    fn on_notice(&mut self, op: OpId, event: &WatchEvent) -> bool {
         if self.ready_watch == Some(op) {
             self.ready_watch = None;
             if let Some(r) = &mut self.round {
@@ -558,33 +544,35 @@ impl Protocol for ConfigReader {
                 self.need.add(ROUND);
             }
         } else {
-            return;
+            return false;
         }
-        self.drive(now);
+        true
     }
 
-    fn on_session(&mut self, now: Instant, change: SessionChange) {
-        match self.watcher.session(change) {
-            Back::Resync { .. } => {
-                // No `Suspended` to answer: the reader reports rounds only.
-                self.watcher.resume();
-                // A reconnect may land on a lagging server: sync, then read.
-                self.need.add(SYNC);
-                self.need.add(ROUND);
-            }
-            Back::Nothing | Back::Suspend => {}
-            Back::Expire { .. } => {
-                self.kit.clear_requests();
-                self.round = None;
-                self.ready_watch = None;
-                self.watches.iter_mut().for_each(|w| *w = None);
-            }
-            Back::Close => self.finish(ReaderEvent::Failed(Error::Closed)),
-        }
-        self.drive(now);
+    /// A session is back (`on_session`: `watcher_protocol!`).
+    fn on_resync(&mut self, _: bool) {
+        // No `Suspended` to answer: the reader reports rounds only.
+        self.watcher.resume();
+        // A reconnect may land on a lagging server: sync, then read.
+        self.need.add(SYNC);
+        self.need.add(ROUND);
     }
 
-    watcher_protocol!();
+    /// The reader reports rounds only, not the session's state.
+    fn on_suspend(&mut self) {}
+
+    /// The session expired: its round and watches went with it.
+    fn forget(&mut self) {
+        self.round = None;
+        self.ready_watch = None;
+        self.watches.iter_mut().for_each(|w| *w = None);
+    }
+}
+
+impl Protocol for ConfigReader {
+    protocol_head!(ReaderEvent, take);
+
+    watcher_protocol!(ReaderEvent);
 
     fn check(&self) {
         debug_assert!(

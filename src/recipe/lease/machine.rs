@@ -12,7 +12,7 @@ use super::record::{self, Record, MAX_END};
 use super::types::{LeaseConfig, LeaseEvent, LeaseOutcome, HOLDER, MAX_IDENTIFIER};
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::kit::{join, one_part, own_and_parts, to_parts, Kit, Parts};
+use crate::recipe::kit::{join, one_part, own_and_parts, Kit, OwnSlot, Parts};
 use crate::recipe::lock::{compact_acl, Lock, LockConfig, LockEvent, LockKind, Naming};
 use crate::recipe::{OpId, Recipe, SessionChange};
 use crate::session::WatchEvent;
@@ -353,16 +353,40 @@ impl Lease {
     /// We set no watch of our own.
     fn on_own_watch(&mut self, _: Instant, _: &WatchEvent) {}
 
+    /// After the kit and the lock followed a session change.
+    fn on_own_session(&mut self, _: Instant, change: SessionChange) {
+        if matches!(change, SessionChange::Expired | SessionChange::Closed) {
+            // The session's requests may never be answered: the lock reports the end.
+            self.kit.clear_requests();
+        }
+    }
+
+    /// The owner went away: release what we hold, report nothing.
+    fn on_own_abandon(&mut self, now: Instant) {
+        match self.phase {
+            Phase::Idle => {
+                self.phase = Phase::Done;
+                self.lock.handle_abandon(now);
+            }
+            Phase::Done => {}
+            Phase::Releasing { ref mut outcome } => *outcome = None,
+            _ => {
+                self.phase = Phase::Releasing { outcome: None };
+                self.lock.handle_abandon(now);
+            }
+        }
+    }
+
+    /// Every input and command ends here: send what is due, then (debug builds) check.
     fn after_input(&mut self, now: Instant) {
         self.drive(now);
-        self.check();
+        if cfg!(debug_assertions) {
+            self.check();
+        }
     }
 
     /// The rules the types cannot spell, checked after every input in debug builds.
     fn check(&self) {
-        if !cfg!(debug_assertions) {
-            return;
-        }
         match &self.phase {
             Phase::Idle => debug_assert!(self.kit.is_quiet()),
             Phase::Reading { sent: true } | Phase::Writing { sent: true, .. } => {
@@ -390,56 +414,23 @@ impl Parts for Lease {
         self.kit.timeout(None, self.due())
     }
 
-    /// The lock's ops are even, ours odd.
+    /// The lock's ops are even (slot 0), ours odd (`OWN`).
     fn encode(&self, _: usize, op: OpId) -> OpId {
-        op.saturating_mul(2)
+        op.saturating_mul(OWN.slots)
     }
 
     fn route(&self, op: OpId) -> Option<(usize, OpId)> {
-        (op % 2 == 0).then_some((0, op / 2))
+        (op % OWN.slots == 0).then_some((0, op / OWN.slots))
     }
 }
 
-/// Our own op `op`, and back.
-fn own_op(op: OpId) -> OpId {
-    op.saturating_mul(2).saturating_add(1)
-}
-
-fn is_own(op: OpId) -> Option<OpId> {
-    (op % 2 == 1).then_some(op / 2)
-}
+/// Of every two op ids, the even one is the lock's, the odd one ours.
+const OWN: OwnSlot = OwnSlot { slots: 2, own: 1 };
 
 impl Recipe for Lease {
     type Event = LeaseEvent;
 
-    own_and_parts!(after_input; is_own, own_op; on_own_reply, on_own_watch);
-
-    fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.kit.session(change);
-        to_parts::session(self, now, change);
-        if matches!(change, SessionChange::Expired | SessionChange::Closed) {
-            // The session's requests may never be answered: the lock reports the end.
-            self.kit.clear_requests();
-        }
-        self.after_input(now);
-    }
-
-    fn handle_abandon(&mut self, now: Instant) {
-        self.kit.clear_events();
-        match self.phase {
-            Phase::Idle => {
-                self.phase = Phase::Done;
-                self.lock.handle_abandon(now);
-            }
-            Phase::Done => {}
-            Phase::Releasing { ref mut outcome } => *outcome = None,
-            _ => {
-                self.phase = Phase::Releasing { outcome: None };
-                self.lock.handle_abandon(now);
-            }
-        }
-        self.after_input(now);
-    }
+    own_and_parts!(OWN);
 
     fn is_done(&self) -> bool {
         self.phase == Phase::Done && self.kit.is_idle() && self.lock.is_done()

@@ -11,15 +11,18 @@ use super::types::{
 };
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::kit::{join, own_and_parts, to_parts, Kit, ParentStep, Parts};
+use crate::recipe::kit::{join, own_and_parts, to_parts, Kit, OwnSlot, ParentStep, Parts};
 use crate::recipe::lock::{compact_acl, Lock, LockConfig, LockEvent, LockKind, Naming};
 use crate::recipe::{OpId, Recipe, SessionChange};
 use crate::session::WatchEvent;
 use crate::time::Instant;
 
-/// Op ids: `(op << 16 | round) * SLOTS + slot`; slot `MAX_ITEMS` is the machine's own.
-const SLOTS: u64 = MAX_ITEMS as u64 + 1;
-const OWN: u64 = MAX_ITEMS as u64;
+/// Op ids: `(op << 16 | round) * slots + slot` for the item locks, slot `MAX_ITEMS` is
+/// the machine's own.
+const OWN: OwnSlot = OwnSlot {
+    slots: MAX_ITEMS as u64 + 1,
+    own: MAX_ITEMS as u64,
+};
 
 /// What each of our own requests is for.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -646,7 +649,8 @@ impl Partitioner {
         self.changed(now);
     }
 
-    fn session_change(&mut self, now: Instant, change: SessionChange) {
+    /// After the kit and the locks followed a session change.
+    fn on_own_session(&mut self, now: Instant, change: SessionChange) {
         match change {
             SessionChange::Connected { .. } => {}
             SessionChange::Suspended => {
@@ -673,16 +677,29 @@ impl Partitioner {
         }
     }
 
+    /// The owner went away: release the locks and leave, report nothing.
+    fn on_own_abandon(&mut self, now: Instant) {
+        match self.phase {
+            Phase::Idle => {
+                self.member = Member::Gone;
+                self.phase = Phase::Done;
+            }
+            Phase::Done => {}
+            Phase::Leaving { ref mut end } => *end = None,
+            _ => self.release_locks(now, Phase::Leaving { end: None }),
+        }
+    }
+
+    /// Every input and command ends here: send what is due, then (debug builds) check.
     fn after_input(&mut self, now: Instant) {
         self.drive(now);
-        self.check();
+        if cfg!(debug_assertions) {
+            self.check();
+        }
     }
 
     /// The rules the types cannot spell, checked after every input in debug builds.
     fn check(&self) {
-        if !cfg!(debug_assertions) {
-            return;
-        }
         debug_assert!(self.locks.len() <= MAX_ITEMS);
         match &self.phase {
             Phase::Idle | Phase::Allocating { .. } => debug_assert!(self.locks.is_empty()),
@@ -737,53 +754,23 @@ impl Parts for Partitioner {
     /// Lock `i`'s op `op` of this round.
     fn encode(&self, i: usize, op: OpId) -> OpId {
         ((op << 16) | u64::from(self.round))
-            .saturating_mul(SLOTS)
+            .saturating_mul(OWN.slots)
             .saturating_add(i as u64)
     }
 
     /// A lock of this round, and its op; `None` for our own ops and earlier rounds'.
     fn route(&self, op: OpId) -> Option<(usize, OpId)> {
-        let (slot, q) = (op % SLOTS, op / SLOTS);
+        let (slot, q) = (op % OWN.slots, op / OWN.slots);
         let i = usize::try_from(slot).ok()?;
-        (slot != OWN && i < self.locks.len() && q & 0xffff == u64::from(self.round))
+        (slot != OWN.own && i < self.locks.len() && q & 0xffff == u64::from(self.round))
             .then_some((i, q >> 16))
     }
-}
-
-/// Our own op id `op`, and back.
-fn own_op(op: OpId) -> OpId {
-    op.saturating_mul(SLOTS).saturating_add(OWN)
-}
-
-fn is_own(op: OpId) -> Option<OpId> {
-    (op % SLOTS == OWN).then_some(op / SLOTS)
 }
 
 impl Recipe for Partitioner {
     type Event = PartitionEvent;
 
-    own_and_parts!(after_input; is_own, own_op; on_own_reply, on_own_watch);
-
-    fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.kit.session(change);
-        to_parts::session(self, now, change);
-        self.session_change(now, change);
-        self.after_input(now);
-    }
-
-    fn handle_abandon(&mut self, now: Instant) {
-        self.kit.clear_events();
-        match self.phase {
-            Phase::Idle => {
-                self.member = Member::Gone;
-                self.phase = Phase::Done;
-            }
-            Phase::Done => {}
-            Phase::Leaving { ref mut end } => *end = None,
-            _ => self.release_locks(now, Phase::Leaving { end: None }),
-        }
-        self.after_input(now);
-    }
+    own_and_parts!(OWN);
 
     fn is_done(&self) -> bool {
         self.phase == Phase::Done && self.kit.is_idle() && to_parts::all_done(self)

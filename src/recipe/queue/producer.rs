@@ -46,7 +46,7 @@ use alloc::vec::Vec;
 use bytes::Bytes;
 
 use super::names::{item_prefix, meta_dir, Format, DEFAULT_PRIORITY, MAX_PRIORITY};
-use super::state::{in_doubt, marker_ops, side_path, Life, Marker, Parents};
+use super::state::{follow_session, in_doubt, marker_ops, side_path, Life, Marker, Parents};
 use crate::client::ops::{delete, exists};
 use crate::error::Error;
 use crate::proto::*;
@@ -790,17 +790,10 @@ impl Protocol for Producer {
     protocol_head!(ProducerEvent, answer);
 
     fn on_session(&mut self, now: Instant, change: SessionChange) {
-        match change {
-            SessionChange::Connected { session_id } => {
-                self.session_id = session_id;
-                self.marker = Marker::Absent;
-            }
-            SessionChange::Suspended => {}
-            SessionChange::Reconnected { session_id } => {
-                self.session_id = session_id;
-            }
-            SessionChange::Expired => self.on_session_end(Error::SessionExpired, false),
-            SessionChange::Closed => self.on_session_end(Error::Closed, true),
+        if let Some((error, terminal)) =
+            follow_session(change, &mut self.session_id, &mut self.marker)
+        {
+            self.on_session_end(error, terminal);
         }
         self.drive(now);
     }

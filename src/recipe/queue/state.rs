@@ -1,6 +1,7 @@
 //! What the queue's producer and consumer both keep: their marker in the side
-//! directory ([`Marker`]), the rounds creating the directories' ancestors
-//! ([`Parents`]), and their life ([`Life`]: open, closing, ended).
+//! directory ([`Marker`]) and what a session change does to it ([`follow_session`]),
+//! the rounds creating the directories' ancestors ([`Parents`]), and their life
+//! ([`Life`]: open, closing, ended).
 
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -10,6 +11,7 @@ use crate::error::Error;
 use crate::proto::{Acl, CreateMode, CreateRequest, MultiOp, SetDataRequest};
 use crate::recipe::kit::{join, Kit, Reply, MAX_PARENT_ROUNDS};
 use crate::recipe::path::ancestor_result;
+use crate::recipe::SessionChange;
 use crate::time::Instant;
 
 /// Our marker (`<meta>/c-<id>`, `<meta>/p-<id>`) as far as we know.
@@ -28,6 +30,31 @@ impl Marker {
             Marker::Absent => 0,
             Marker::Present(v) => v,
         }
+    }
+}
+
+/// What a session change means to a side of the queue (a consumer, a producer): in a
+/// session, its id (`session_id`; a new session holds no marker of ours yet); at the
+/// end of one, the error and whether it is terminal for the side's `on_session_end`
+/// (`Expired`: what was in doubt goes on in the next session; `Closed`: nothing does).
+pub(super) fn follow_session(
+    change: SessionChange,
+    session_id: &mut i64,
+    marker: &mut Marker,
+) -> Option<(Error, bool)> {
+    match change {
+        SessionChange::Connected { session_id: id } => {
+            *session_id = id;
+            *marker = Marker::Absent;
+            None
+        }
+        SessionChange::Reconnected { session_id: id } => {
+            *session_id = id;
+            None
+        }
+        SessionChange::Suspended => None,
+        SessionChange::Expired => Some((Error::SessionExpired, false)),
+        SessionChange::Closed => Some((Error::Closed, true)),
     }
 }
 

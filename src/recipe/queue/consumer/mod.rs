@@ -69,7 +69,7 @@ use alloc::vec::Vec;
 use bytes::Bytes;
 
 use super::names::{meta_dir, Format, CLAIM_PREFIX};
-use super::state::side_path;
+use super::state::{follow_session, side_path};
 use crate::error::Error;
 use crate::proto::*;
 use crate::recipe::kit::{join, protocol_head, valid_path, Kit, Protocol, Reply};
@@ -559,20 +559,13 @@ impl Protocol for Consumer {
     }
 
     fn on_session(&mut self, now: Instant, change: SessionChange) {
-        match change {
-            SessionChange::Connected { session_id } => {
-                self.session_id = session_id;
-                self.marker = Marker::Absent;
-            }
-            SessionChange::Suspended => {}
-            SessionChange::Reconnected { session_id } => {
-                self.session_id = session_id;
-                if self.view == View::Waiting {
-                    self.view = View::Stale;
-                }
-            }
-            SessionChange::Expired => self.on_session_end(Error::SessionExpired, false),
-            SessionChange::Closed => self.on_session_end(Error::Closed, true),
+        if let Some((error, terminal)) =
+            follow_session(change, &mut self.session_id, &mut self.marker)
+        {
+            self.on_session_end(error, terminal);
+        } else if matches!(change, SessionChange::Reconnected { .. }) && self.view == View::Waiting
+        {
+            self.view = View::Stale;
         }
         self.drive(now);
     }
