@@ -94,8 +94,9 @@ const SEQUENCE_DIGITS: usize = 10;
 pub fn split(name: &str) -> Option<(&'static str, &str)> {
     let bytes = name.as_bytes();
     if let Some(at) = bytes.len().checked_sub(SEQUENCE_DIGITS) {
-        if bytes[at..].iter().all(u8::is_ascii_digit) {
-            let head = &bytes[..at];
+        let (head, tail) = bytes.split_at(at);
+        // Every byte looked at, no early exit: the compiler checks them side by side.
+        if tail.iter().fold(true, |all, b| all & b.is_ascii_digit()) {
             if let Some(marker) = MARKERS.iter().find(|m| head.ends_with(m.as_bytes())) {
                 // `at` follows an ASCII digit run's start: a char boundary.
                 return Some((marker, name.get(at..)?));
@@ -105,14 +106,25 @@ pub fn split(name: &str) -> Option<(&'static str, &str)> {
     split_general(name)
 }
 
+/// Where the last occurrence of `marker` starts in `name` (`str::rfind` on bytes, with
+/// no searcher to set up: for names this short the set-up costs more than the search).
+/// An ASCII marker can only match at a char boundary.
+fn rfind(name: &[u8], marker: &[u8]) -> Option<usize> {
+    let (&first, _) = marker.split_first()?;
+    let last = name.len().checked_sub(marker.len())?;
+    (0..=last).rev().find(|&i| {
+        name.get(i) == Some(&first) && name.get(i..).is_some_and(|n| n.starts_with(marker))
+    })
+}
+
 /// The general rule behind [`split`]: the last occurrence of any known marker (at the
 /// same position the longer one), searched for in the whole name.
 pub fn split_general(name: &str) -> Option<(&'static str, &str)> {
     let (at, marker) = MARKERS
         .iter()
-        .filter_map(|m| name.rfind(m).map(|i| (i, *m)))
+        .filter_map(|m| rfind(name.as_bytes(), m.as_bytes()).map(|i| (i, *m)))
         .max_by_key(|(i, m)| (*i, m.len()))?;
-    Some((marker, &name[at + marker.len()..]))
+    Some((marker, name.get(at + marker.len()..)?))
 }
 
 /// What blocks `ours` in a listing: how many lower contenders block it, and the

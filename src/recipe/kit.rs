@@ -209,12 +209,14 @@ impl<E> Events<E> {
 
     /// [`Recipe::poll_event`]: the next event.
     pub fn poll(&mut self) -> Option<E> {
-        let next = self.0.pop_front();
-        if next.is_none() && self.0.capacity() > 0 {
+        if self.0.is_empty() {
             // Drained: a recipe that waits holds no buffer while it waits.
-            self.0 = VecDeque::new();
+            if self.0.capacity() > 0 {
+                self.0 = VecDeque::new();
+            }
+            return None;
         }
-        next
+        self.0.pop_front()
     }
 
     /// No event waits to be polled.

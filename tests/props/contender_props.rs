@@ -69,6 +69,12 @@ proptest! {
         prop_assert_eq!(split(&name), split_general(&name), "{:?}", name);
     }
 
+    /// The general rule's own search (bytes, no searcher) finds what `str::rfind` finds.
+    #[test]
+    fn the_general_rule_is_the_last_marker_rfind_finds(name in name()) {
+        prop_assert_eq!(split_general(&name), last_marker_by_rfind(&name), "{:?}", name);
+    }
+
     #[test]
     fn a_curator_name_is_read_by_its_suffix(
         id in "[0-9a-f-]{0,40}",
@@ -80,6 +86,16 @@ proptest! {
         prop_assert_eq!(split(&name), Some((marker, expected.as_str())));
         prop_assert_eq!(split(&name), split_general(&name));
     }
+}
+
+/// The general rule written with `str::rfind`: the last occurrence of any marker (at
+/// the same position the longer one).
+fn last_marker_by_rfind(name: &str) -> Option<(&'static str, &str)> {
+    let (at, marker) = MARKERS
+        .iter()
+        .filter_map(|m| name.rfind(m).map(|i| (i, *m)))
+        .max_by_key(|(i, m)| (*i, m.len()))?;
+    Some((marker, &name[at + marker.len()..]))
 }
 
 /// What the fast path relies on: no marker holds a digit, nor another marker.
@@ -110,6 +126,7 @@ fn fixed_cases() {
         "é-lock-0000000007",
     ] {
         assert_eq!(split(name), split_general(name), "{name}");
+        assert_eq!(split_general(name), last_marker_by_rfind(name), "{name}");
     }
     assert_eq!(
         contender::order_key("_c_a-lock-0000000001"),
