@@ -8,7 +8,7 @@
 //! Listings handed to the machines are built outside the measured part.
 
 use bytes::Bytes;
-use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use criterion::{black_box, criterion_group, BatchSize, Criterion, Throughput};
 use zk_recipes::client::Error;
 use zk_recipes::proto::*;
 use zk_recipes::recipe::election::observer::Observer;
@@ -93,13 +93,8 @@ fn observe(children: Vec<String>) {
     black_box(o.leader());
 }
 
-fn benches(c: &mut Criterion) {
-    println!(
-        "size_of::<Election>() = {} bytes, size_of::<Observer>() = {} bytes (plus strings)",
-        std::mem::size_of::<Election>(),
-        std::mem::size_of::<Observer>()
-    );
-    let mut g = c.benchmark_group("election machine");
+/// The listings: a candidate line (us behind our predecessor), and 100 candidates.
+fn listings() -> (Vec<String>, Vec<String>) {
     let line: Vec<String> = vec![
         format!(
             "_c_{}-latch-0000000009",
@@ -107,13 +102,24 @@ fn benches(c: &mut Criterion) {
         ),
         "_c_a-latch-0000000008".into(),
     ];
+    let many: Vec<String> = (0..100)
+        .map(|i| format!("_c_{i:08x}-latch-{:010}", 100 + i))
+        .collect();
+    (line, many)
+}
+
+fn benches(c: &mut Criterion) {
+    println!(
+        "size_of::<Election>() = {} bytes, size_of::<Observer>() = {} bytes (plus strings)",
+        std::mem::size_of::<Election>(),
+        std::mem::size_of::<Observer>()
+    );
+    let mut g = c.benchmark_group("election machine");
+    let (line, many) = listings();
     g.throughput(Throughput::Elements(8));
     g.bench_function("follower to leader, acknowledge, close (8 inputs)", |b| {
         b.iter_batched(|| line.clone(), failover, BatchSize::SmallInput)
     });
-    let many: Vec<String> = (0..100)
-        .map(|i| format!("_c_{i:08x}-latch-{:010}", 100 + i))
-        .collect();
     g.throughput(Throughput::Elements(102));
     g.bench_function("observer: 100-candidate view (102 inputs)", |b| {
         b.iter_batched(|| many.clone(), observe, BatchSize::SmallInput)
@@ -121,5 +127,23 @@ fn benches(c: &mut Criterion) {
     g.finish();
 }
 
+#[path = "support/cycles.rs"]
+mod cycles;
+
 criterion_group!(election_machine, benches);
-criterion_main!(election_machine);
+
+fn main() {
+    let (line, many) = listings();
+    let cycled = cycles::run_cycles(|case| {
+        match case {
+            "failover" => failover(line.clone()),
+            "observer" => observe(many.clone()),
+            _ => return false,
+        }
+        true
+    });
+    if !cycled {
+        election_machine();
+        Criterion::default().configure_from_args().final_summary();
+    }
+}

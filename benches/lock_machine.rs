@@ -4,7 +4,7 @@
 //! The listing handed to the machine is built outside the measured part.
 
 use bytes::Bytes;
-use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use criterion::{black_box, criterion_group, BatchSize, Criterion, Throughput};
 use zk_recipes::client::Error;
 use zk_recipes::proto::*;
 use zk_recipes::recipe::lock::{Lock, LockConfig, LockKind};
@@ -65,23 +65,29 @@ fn cycle(children: Vec<String>, blocker: bool) {
     black_box(l.is_done());
 }
 
+/// The listings the two cycles are handed: free (ours and another child), and busy
+/// (100 waiters queued behind us, our predecessor, and us).
+fn listings() -> (Vec<String>, Vec<String>) {
+    let free = vec![format!("_c_{ID}-lock-0000000009"), "config".into()];
+    let mut busy: Vec<String> = (0..100)
+        .map(|i| format!("_c_{i:08x}-lock-{:010}", 100 + i))
+        .collect();
+    busy.push(format!("_c_{ID}-lock-0000000009"));
+    busy.push("_c_a-lock-0000000008".into());
+    (free, busy)
+}
+
 fn benches(c: &mut Criterion) {
     println!(
         "size_of::<Lock>() = {} bytes (plus its strings: dir, id, node name)",
         std::mem::size_of::<Lock>()
     );
     let mut g = c.benchmark_group("lock machine");
-    let free = vec![format!("_c_{ID}-lock-0000000009"), "config".into()];
+    let (free, busy) = listings();
     g.throughput(Throughput::Elements(6));
     g.bench_function("uncontended cycle (6 inputs)", |b| {
         b.iter_batched(|| free.clone(), |c| cycle(c, false), BatchSize::SmallInput)
     });
-    // 100 waiters queued behind us (higher sequences), our predecessor, and us.
-    let mut busy: Vec<String> = (0..100)
-        .map(|i| format!("_c_{i:08x}-lock-{:010}", 100 + i))
-        .collect();
-    busy.push(format!("_c_{ID}-lock-0000000009"));
-    busy.push("_c_a-lock-0000000008".into());
     g.throughput(Throughput::Elements(8));
     g.bench_function("handoff cycle with a 100-child listing (8 inputs)", |b| {
         b.iter_batched(|| busy.clone(), |c| cycle(c, true), BatchSize::SmallInput)
@@ -89,5 +95,23 @@ fn benches(c: &mut Criterion) {
     g.finish();
 }
 
+#[path = "support/cycles.rs"]
+mod cycles;
+
 criterion_group!(lock_machine, benches);
-criterion_main!(lock_machine);
+
+fn main() {
+    let (free, busy) = listings();
+    let cycled = cycles::run_cycles(|case| {
+        match case {
+            "uncontended" => cycle(free.clone(), false),
+            "handoff" => cycle(busy.clone(), true),
+            _ => return false,
+        }
+        true
+    });
+    if !cycled {
+        lock_machine();
+        Criterion::default().configure_from_args().final_summary();
+    }
+}
