@@ -43,7 +43,7 @@
 //! Each machine holds at most one watch registration at a time, so watches never pile
 //! up however often the node changes.
 
-mod owned;
+pub(crate) mod owned;
 mod phase;
 mod watch;
 

@@ -768,7 +768,7 @@ pub trait NodeCommands: Recipe<Event = OwnedNodeEvent> {
 /// may be a field's: `node.set_data`).
 macro_rules! node_commands {
     ($machine:ty: $create:ident, $delete:ident, $($set:ident).+) => {
-        impl $crate::recipe::node::NodeCommands for $machine {
+        impl $crate::recipe::node::owned::NodeCommands for $machine {
             fn create_node(&mut self, now: $crate::time::Instant) {
                 self.$create(now)
             }
