@@ -972,8 +972,7 @@ impl Protocol for IdGenerator {
                 self.kit.clear_requests();
                 self.deletes.clear();
                 self.session = None;
-                self.parents = false;
-                self.kit.reset_parents();
+                self.parents = false; // the kit forgot its rounds (`Kit::session`)
                 self.round = 0;
                 self.attempts
                     .retain(|a| !matches!(a.draw, Draw::Sent | Draw::Lost { .. }));
