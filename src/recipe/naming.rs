@@ -122,6 +122,7 @@ use super::kit::{
 };
 use super::node::{NodeWatch, OwnedNode, OwnedNodeConfig, Run};
 use super::path::ancestor_result;
+use super::watcher::Link;
 use super::{OpId, SessionChange};
 use crate::error::Error;
 use crate::proto::*;
@@ -257,12 +258,10 @@ enum ReadOp {
 pub struct Resolve {
     config: ResolveConfig,
     run: Run,
-    /// A session is up.
-    live: bool,
+    /// The session, and whether the read waits for the backoff to end.
+    link: Link,
     /// The read is to be sent (again).
     need: bool,
-    /// The read waits for the backoff to end.
-    waiting: bool,
     kit: Kit<ReadOp, ResolveEvent>,
 }
 
@@ -272,9 +271,8 @@ impl Resolve {
         Resolve {
             config,
             run: Run::Idle,
-            live: false,
+            link: Link::Down,
             need: false,
-            waiting: false,
             kit: Kit::default(),
         }
     }
@@ -299,10 +297,7 @@ impl Resolve {
     }
 
     fn drive(&mut self, now: Instant) {
-        if !self.need || self.run == Run::Done || !self.live {
-            return;
-        }
-        if !self.kit.gate(now, &mut self.waiting) {
+        if !self.need || self.run == Run::Done || !self.link.gate(&self.kit, now) {
             return;
         }
         self.need = false;
@@ -351,13 +346,12 @@ impl Protocol for Resolve {
             return;
         }
         match change {
-            SessionChange::Connected { .. } | SessionChange::Reconnected { .. } => self.live = true,
+            SessionChange::Connected { .. } | SessionChange::Reconnected { .. } => self.link.up(),
             SessionChange::Suspended => {}
             SessionChange::Expired => {
                 // A read holds nothing of the session: read again in the next one.
                 self.kit.clear_requests();
-                self.live = false;
-                self.waiting = false;
+                self.link.down();
                 self.need = self.run == Run::Running;
             }
             SessionChange::Closed => return self.finish(ResolveEvent::Failed(Error::Closed)),
@@ -375,8 +369,11 @@ impl Protocol for Resolve {
     }
 
     fn deadline(&self) -> Option<Instant> {
-        self.kit
-            .timeout(None, self.waiting && self.run != Run::Done)
+        if self.run == Run::Done {
+            None
+        } else {
+            self.link.deadline(&self.kit)
+        }
     }
 
     fn finished(&self) -> bool {
@@ -384,7 +381,7 @@ impl Protocol for Resolve {
     }
 
     fn check(&self) {
-        if self.run != Run::Running || !self.live {
+        if self.run != Run::Running || !self.link.is_up() {
             debug_assert_eq!(
                 self.kit.in_flight(),
                 0,
@@ -479,11 +476,12 @@ struct Attempt {
 /// | before (fields of `IdGenerator`) | after |
 /// | --- | --- |
 /// | `closing`, `done` | `Life::{Open, Closing, Done}` |
-/// | `live`, `session_id` | `session: Option<i64>` (the live session's id) |
-/// | `exhausted`, `parents`, `timer` | kept: independent of the life |
+/// | `live`, `timer` | `link` ([`Link`]: `Down`, `Up`, `BackingOff`), as the watchers' |
+/// | `session_id` | the kit's ([`Kit::session_id`]: read while the link is up) |
+/// | `exhausted`, `parents` | kept: independent of the life |
 ///
 /// (`Resolve`: `started`, `done` became [`Run`]`::{Idle, Running, Done}`; `live`,
-/// `need`, `waiting` kept.)
+/// `waiting` became `link`; `need` kept.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Life {
     /// Taking requests.
@@ -507,9 +505,9 @@ enum IdOp {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct IdGenerator {
     config: IdGeneratorConfig,
-    /// The live session's id (`None` before the first `Connected` and after an
-    /// expiry).
-    session: Option<i64>,
+    /// The session (`Down` before the first `Connected` and after an expiry), and
+    /// whether something waits for the backoff to end.
+    link: Link,
     life: Life,
     /// A number wrapped: every request fails with [`Error::SequenceOverflow`].
     exhausted: bool,
@@ -525,8 +523,6 @@ pub struct IdGenerator {
     /// Rounds of directory creates sent since a create last worked.
     round: u32,
     recovered: u64,
-    /// Something waits for the backoff to end.
-    timer: bool,
     kit: Kit<IdOp, IdEvent>,
 }
 
@@ -535,7 +531,7 @@ impl IdGenerator {
     pub fn new(config: IdGeneratorConfig) -> Self {
         IdGenerator {
             config,
-            session: None,
+            link: Link::Down,
             life: Life::Open,
             exhausted: false,
             next_request: 1,
@@ -547,7 +543,6 @@ impl IdGenerator {
             parents: false,
             round: 0,
             recovered: 0,
-            timer: false,
             kit: Kit::default(),
         }
     }
@@ -670,15 +665,11 @@ impl IdGenerator {
 
     /// Sends what can be sent now.
     fn drive(&mut self, now: Instant) {
-        self.timer = false;
         self.settle();
-        let Some(session) = self.session.filter(|_| self.life != Life::Done) else {
-            return self.settle();
-        };
-        if !self.kit.allows(now) {
-            self.timer = !self.kit.is_suspended();
+        if self.life == Life::Done || !self.link.gate(&self.kit, now) {
             return self.settle();
         }
+        let session = self.kit.session_id();
         // 1. Lost creates: list before any new create (a node found was applied before
         //    the sync, so before every create sent after it).
         let unlisted = self
@@ -963,15 +954,13 @@ impl Protocol for IdGenerator {
             return;
         }
         match change {
-            SessionChange::Connected { session_id } | SessionChange::Reconnected { session_id } => {
-                self.session = Some(session_id);
-            }
+            SessionChange::Connected { .. } | SessionChange::Reconnected { .. } => self.link.up(),
             SessionChange::Suspended => {}
             SessionChange::Expired => {
                 // Our nodes went with the session; numbers already drawn stay valid.
                 self.kit.clear_requests();
                 self.deletes.clear();
-                self.session = None;
+                self.link.down();
                 self.parents = false; // the kit forgot its rounds (`Kit::session`)
                 self.round = 0;
                 self.attempts
@@ -992,8 +981,11 @@ impl Protocol for IdGenerator {
     timeout_drives!(abandon => close);
 
     fn deadline(&self) -> Option<Instant> {
-        self.kit
-            .timeout(None, self.timer && self.life != Life::Done)
+        if self.life == Life::Done {
+            None
+        } else {
+            self.link.deadline(&self.kit)
+        }
     }
 
     fn finished(&self) -> bool {
@@ -1013,7 +1005,7 @@ impl Protocol for IdGenerator {
                 "an ended generator holds nothing"
             );
         }
-        if self.session.is_none() {
+        if !self.link.is_up() {
             debug_assert_eq!(self.kit.in_flight(), 0, "no request without a session");
             debug_assert!(
                 !self

@@ -1,7 +1,10 @@
 //! The lifecycle every recipe that keeps a watched view shares, written once: the
 //! group [`View`](super::group::View), the [`TreeCache`](super::cache::TreeCache) and
-//! the [`ConfigReader`](super::config::ConfigReader) (the
-//! [`ConfigWriter`](super::config::ConfigWriter) uses its [`Link`]).
+//! the [`ConfigReader`](super::config::ConfigReader). Its [`Link`] (the session, and
+//! whether a retry waits for the backoff) serves the one-shot recipes too: the
+//! [`ConfigWriter`](super::config::ConfigWriter), the value
+//! [`Update`](super::value::Update), and naming's [`Resolve`](super::naming::Resolve)
+//! and [`IdGenerator`](super::naming::IdGenerator).
 //!
 //! | state | what it holds |
 //! | --- | --- |
@@ -54,6 +57,13 @@ impl Link {
     /// The session expired: nothing in flight, nothing to wait for.
     pub fn down(&mut self) {
         *self = Link::Down;
+    }
+
+    /// Nothing waits for the backoff any more (the recipe ended); the session stays.
+    pub fn rest(&mut self) {
+        if *self == Link::BackingOff {
+            *self = Link::Up;
+        }
     }
 
     /// May the recipe send at `now`? Notes a backoff to wait for (not a suspension:

@@ -10,6 +10,7 @@ use crate::proto::*;
 use crate::recipe::kit::{
     parent_of, protocol_head, timeout_drives, valid_path, Kit, ParentStep, Protocol, Reply,
 };
+use crate::recipe::watcher::Link;
 use crate::recipe::{OpId, Retry, SessionChange};
 use crate::time::Instant;
 
@@ -108,7 +109,8 @@ impl UpdateEvent {
 /// | `seen` (the Stat reported in `Current`) | `Proposing { seen }`, `Writing { seen, .. }`, `Verifying { seen, .. }` |
 /// | `proposal` | `Writing { proposal, .. }`, `Verifying { proposal, .. }` |
 /// | `in_doubt` (a write of ours may have been applied) | `Verifying` (or a write on the wire) |
-/// | `live`, `sync_next`, `waiting`, `parents` | kept: independent of the stage |
+/// | `live`, `waiting` | `link` (`Down`, `Up`, `BackingOff`), as the watchers' |
+/// | `sync_next`, `parents` | kept: independent of the stage |
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Stage {
     Idle,
@@ -146,10 +148,9 @@ enum Op {
 pub struct Update {
     config: UpdateConfig,
     stage: Stage,
-    /// A session is up.
-    live: bool,
+    /// The session, and whether a request waits for the backoff to end.
+    link: Link,
     sync_next: bool,
-    waiting: bool,
     parents: bool,
     rounds: u32,
     /// Races lost in a row in this update.
@@ -171,9 +172,8 @@ impl Update {
             kit: Kit::with_retry(Retry::with_seed(config.seed)),
             config,
             stage: Stage::Idle,
-            live: false,
+            link: Link::Down,
             sync_next: false,
-            waiting: false,
             parents: false,
             rounds: 0,
             losses: 0,
@@ -233,7 +233,7 @@ impl Update {
         self.rounds = 0;
         self.losses = 0;
         self.round_start = None;
-        if reuse && self.live && !self.sync_next && self.kit.allows(now) {
+        if reuse && self.link.is_up() && !self.sync_next && self.kit.allows(now) {
             if let Some((data, stat, _)) = known.filter(|k| now - k.2 <= self.last_round) {
                 self.round_start = Some(now);
                 return self.present(Some((data, stat)));
@@ -266,7 +266,7 @@ impl Update {
     fn finish(&mut self, e: UpdateEvent) {
         self.stage = Stage::Done;
         self.kit.clear_requests();
-        self.waiting = false;
+        self.link.rest();
         self.kit.emit(e);
     }
 
@@ -300,11 +300,8 @@ impl Update {
         if !matches!(
             self.stage,
             Stage::Reading | Stage::Writing { .. } | Stage::Verifying { .. }
-        ) || !self.live
+        ) || !self.link.gate(&self.kit, now)
         {
-            return;
-        }
-        if !self.kit.gate(now, &mut self.waiting) {
             return;
         }
         if !self.kit.is_quiet() {
@@ -533,26 +530,25 @@ impl Protocol for Update {
         self.known = None; // what we wrote may have been overwritten meanwhile
         match change {
             SessionChange::Connected { .. } => {
-                self.live = true;
+                self.link.up();
                 // A new session: whatever we knew may be stale.
                 self.sync_next |= !matches!(self.stage, Stage::Idle | Stage::Done);
             }
             SessionChange::Reconnected { .. } => {
-                self.live = true;
+                self.link.up();
                 self.sync_next = true;
             }
             SessionChange::Suspended => {}
             SessionChange::Expired => {
                 let writing = self.kit.any(|p| matches!(p, Op::Set | Op::Create));
                 self.kit.clear_requests();
-                self.live = false;
-                self.waiting = false;
+                self.link.down();
                 if writing {
                     self.doubt();
                 }
             }
             SessionChange::Closed => {
-                self.live = false;
+                self.link.down();
                 if self.stage != Stage::Done {
                     self.fail(Error::Closed);
                 }
@@ -570,8 +566,11 @@ impl Protocol for Update {
     }
 
     fn deadline(&self) -> Option<Instant> {
-        self.kit
-            .timeout(None, self.waiting && self.stage != Stage::Done)
+        if self.stage == Stage::Done {
+            None
+        } else {
+            self.link.deadline(&self.kit)
+        }
     }
 
     fn finished(&self) -> bool {
@@ -591,7 +590,7 @@ impl Protocol for Update {
             }
             _ => {}
         }
-        if !self.live {
+        if !self.link.is_up() {
             debug_assert_eq!(self.kit.in_flight(), 0, "no request without a session");
         }
         if self.kit.any(|p| matches!(p, Op::Set | Op::Create)) {
