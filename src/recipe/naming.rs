@@ -117,12 +117,10 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use bytes::Bytes;
 
-use super::kit::{
-    protocol_head, timeout_drives, valid_path, Kit, Protocol, Reply, MAX_PARENT_ROUNDS,
-};
+use super::kit::{protocol_head, valid_path, Kit, Protocol, Reply, MAX_PARENT_ROUNDS};
 use super::node::{NodeWatch, OwnedNode, OwnedNodeConfig, Run};
 use super::path::ancestor_result;
-use super::watcher::Link;
+use super::watcher::{link_protocol, Link};
 use super::{OpId, SessionChange};
 use crate::error::Error;
 use crate::proto::*;
@@ -359,25 +357,13 @@ impl Protocol for Resolve {
         self.drive(now);
     }
 
-    timeout_drives!();
+    link_protocol!(run == Run::Done);
 
     fn on_abandon(&mut self, _now: Instant) {
         if self.run != Run::Done {
             self.run = Run::Done;
             self.kit.clear_requests();
         }
-    }
-
-    fn deadline(&self) -> Option<Instant> {
-        if self.run == Run::Done {
-            None
-        } else {
-            self.link.deadline(&self.kit)
-        }
-    }
-
-    fn finished(&self) -> bool {
-        self.run == Run::Done && self.kit.no_events()
     }
 
     fn check(&self) {
@@ -978,19 +964,7 @@ impl Protocol for IdGenerator {
         self.drive(now);
     }
 
-    timeout_drives!(abandon => close);
-
-    fn deadline(&self) -> Option<Instant> {
-        if self.life == Life::Done {
-            None
-        } else {
-            self.link.deadline(&self.kit)
-        }
-    }
-
-    fn finished(&self) -> bool {
-        self.life == Life::Done && self.kit.no_events()
-    }
+    link_protocol!(life == Life::Done, abandon => close);
 
     fn check(&self) {
         if self.life != Life::Open || self.exhausted {

@@ -99,6 +99,35 @@ impl Link {
     }
 }
 
+/// The [`Protocol`](super::kit::Protocol) methods of a recipe whose only deadline is its
+/// [`Link`]'s backoff, written once, for a recipe with fields `link` and `kit` that has
+/// ended once `self.$field == $ended`; use it inside its `impl Protocol`:
+///
+/// * a timeout drives (`drive(now)`); `abandon => close` also writes an `on_abandon`
+///   that is `self.close(now)` (the method named), as [`timeout_drives!`] does;
+/// * the deadline is the end of the backoff the link waits for, none once ended;
+/// * it is finished once ended with its events polled.
+///
+/// [`timeout_drives!`]: super::kit::timeout_drives
+macro_rules! link_protocol {
+    ($field:ident == $ended:path $(, abandon => $abandon:ident)?) => {
+        $crate::recipe::kit::timeout_drives!($(abandon => $abandon)?);
+
+        fn deadline(&self) -> Option<$crate::time::Instant> {
+            if self.$field == $ended {
+                None
+            } else {
+                self.link.deadline(&self.kit)
+            }
+        }
+
+        fn finished(&self) -> bool {
+            self.$field == $ended && self.kit.no_events()
+        }
+    };
+}
+pub(crate) use link_protocol;
+
 /// The [`Protocol`](super::kit::Protocol) methods every watcher writes the same way,
 /// written once, for a recipe with fields `watcher` and `kit` whose events `$event` have
 /// the variant `Failed(Error)`; use it inside its `impl Protocol`:

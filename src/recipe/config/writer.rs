@@ -8,9 +8,9 @@ use bytes::{Bytes, BytesMut};
 use super::mode::{check_paths, ConfigMode, MAX_MULTI_ROUNDS};
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::kit::{protocol_head, timeout_drives, Kit, Protocol, Reply, MAX_PARENT_ROUNDS};
+use crate::recipe::kit::{protocol_head, Kit, Protocol, Reply, MAX_PARENT_ROUNDS};
 use crate::recipe::path::{ancestor_creates, ancestor_result};
-use crate::recipe::watcher::Link;
+use crate::recipe::watcher::{link_protocol, Link};
 use crate::recipe::{OpId, SessionChange};
 use crate::time::Instant;
 
@@ -539,24 +539,12 @@ impl Protocol for ConfigWriter {
         self.drive(now);
     }
 
-    timeout_drives!();
+    link_protocol!(stage == Stage::Done);
 
     fn on_abandon(&mut self, _now: Instant) {
         if self.stage != Stage::Done {
             self.fail(Error::Finished);
         }
-    }
-
-    fn deadline(&self) -> Option<Instant> {
-        if matches!(self.stage, Stage::Idle | Stage::Done) {
-            None
-        } else {
-            self.link.deadline(&self.kit)
-        }
-    }
-
-    fn finished(&self) -> bool {
-        self.stage == Stage::Done && self.kit.no_events()
     }
 
     fn check(&self) {

@@ -7,10 +7,8 @@ use core::time::Duration;
 
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::kit::{
-    parent_of, protocol_head, timeout_drives, valid_path, Kit, ParentStep, Protocol, Reply,
-};
-use crate::recipe::watcher::Link;
+use crate::recipe::kit::{parent_of, protocol_head, valid_path, Kit, ParentStep, Protocol, Reply};
+use crate::recipe::watcher::{link_protocol, Link};
 use crate::recipe::{OpId, Retry, SessionChange};
 use crate::time::Instant;
 
@@ -557,24 +555,12 @@ impl Protocol for Update {
         self.drive(now);
     }
 
-    timeout_drives!();
+    link_protocol!(stage == Stage::Done);
 
     fn on_abandon(&mut self, _now: Instant) {
         if self.stage != Stage::Done {
             self.fail(Error::Closed);
         }
-    }
-
-    fn deadline(&self) -> Option<Instant> {
-        if self.stage == Stage::Done {
-            None
-        } else {
-            self.link.deadline(&self.kit)
-        }
-    }
-
-    fn finished(&self) -> bool {
-        self.stage == Stage::Done && self.kit.no_events()
     }
 
     fn check(&self) {
