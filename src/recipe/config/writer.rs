@@ -182,10 +182,10 @@ impl ConfigWriter {
         self.finish(WriterEvent::Failed(e));
     }
 
+    /// Ends with `e`, once: a writer that ended reports nothing more.
     fn finish(&mut self, e: WriterEvent) {
-        self.stage = Stage::Done;
         self.kit.clear_requests();
-        self.kit.emit(e);
+        self.kit.end(&mut self.stage, Stage::Done, e);
     }
 
     /// The `multi` for the items as they stand, refused if too large.
@@ -542,9 +542,7 @@ impl Protocol for ConfigWriter {
     link_protocol!(stage == Stage::Done);
 
     fn on_abandon(&mut self, _now: Instant) {
-        if self.stage != Stage::Done {
-            self.fail(Error::Finished);
-        }
+        self.fail(Error::Finished);
     }
 
     fn check(&self) {

@@ -261,11 +261,11 @@ impl Update {
         }
     }
 
+    /// Ends with `e`, once: an update that ended reports nothing more.
     fn finish(&mut self, e: UpdateEvent) {
-        self.stage = Stage::Done;
         self.kit.clear_requests();
         self.link.rest();
-        self.kit.emit(e);
+        self.kit.end(&mut self.stage, Stage::Done, e);
     }
 
     /// Ends with `error` — or `ConnectionLoss` if a write of ours is in doubt (its reply
@@ -547,9 +547,7 @@ impl Protocol for Update {
             }
             SessionChange::Closed => {
                 self.link.down();
-                if self.stage != Stage::Done {
-                    self.fail(Error::Closed);
-                }
+                self.fail(Error::Closed);
             }
         }
         self.drive(now);
@@ -558,9 +556,7 @@ impl Protocol for Update {
     link_protocol!(stage == Stage::Done);
 
     fn on_abandon(&mut self, _now: Instant) {
-        if self.stage != Stage::Done {
-            self.fail(Error::Closed);
-        }
+        self.fail(Error::Closed);
     }
 
     fn check(&self) {
