@@ -1,14 +1,14 @@
 //! What the queue's producer and consumer both keep: their marker in the side
-//! directory ([`Marker`]) and what a session change does to it ([`follow_session`]),
-//! the rounds creating the directories' ancestors ([`Parents`]), and their life
-//! ([`Life`]: open, closing, ended).
+//! directory and the session it lives in ([`Mine`], what a session change does to them:
+//! [`Mine::follow_session`]), the rounds creating the directories' ancestors
+//! ([`Parents`]), and their life ([`Life`]: open, closing, ended).
 
 use alloc::string::String;
 use alloc::vec::Vec;
 use bytes::Bytes;
 
 use crate::error::Error;
-use crate::proto::{Acl, CreateMode, CreateRequest, MultiOp, SetDataRequest};
+use crate::proto::{Acl, CreateMode, CreateRequest, MultiOp, SetDataRequest, Stat};
 use crate::recipe::kit::{join, Kit, Reply, MAX_PARENT_ROUNDS};
 use crate::recipe::path::ancestor_result;
 use crate::recipe::SessionChange;
@@ -33,28 +33,70 @@ impl Marker {
     }
 }
 
-/// What a session change means to a side of the queue (a consumer, a producer): in a
-/// session, its id (`session_id`; a new session holds no marker of ours yet); at the
-/// end of one, the error and whether it is terminal for the side's `on_session_end`
-/// (`Expired`: what was in doubt goes on in the next session; `Closed`: nothing does).
-pub(super) fn follow_session(
-    change: SessionChange,
-    session_id: &mut i64,
-    marker: &mut Marker,
-) -> Option<(Error, bool)> {
-    match change {
-        SessionChange::Connected { session_id: id } => {
-            *session_id = id;
-            *marker = Marker::Absent;
-            None
+/// What is ours in the side directory, as a producer or a consumer knows it: our
+/// marker (its path, and whether it is there and at which version) and the session we
+/// work in, which owns our marker (and a consumer's claims).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Mine {
+    /// Our marker's path: `<meta_dir>/<prefix><id>`.
+    pub path: String,
+    /// Our marker as far as we know.
+    pub marker: Marker,
+    /// The session we work in (0 before one, and after it ended).
+    session_id: i64,
+}
+
+impl Mine {
+    /// Ours for a side named `<prefix><id>` in `meta_dir`: no marker, no session yet.
+    pub fn new(meta_dir: &str, prefix: &str, id: &str) -> Self {
+        Mine {
+            path: side_path(meta_dir, prefix, id),
+            marker: Marker::Absent,
+            session_id: 0,
         }
-        SessionChange::Reconnected { session_id: id } => {
-            *session_id = id;
-            None
+    }
+
+    /// In a session (connected, or suspended in it).
+    pub fn in_session(&self) -> bool {
+        self.session_id != 0
+    }
+
+    /// Our marker is there, as far as we know.
+    pub fn present(&self) -> bool {
+        self.marker != Marker::Absent
+    }
+
+    /// The node of `stat` is ours: an ephemeral node of the session we work in.
+    pub fn owns(&self, stat: &Stat) -> bool {
+        stat.ephemeral_owner == self.session_id
+    }
+
+    /// What a session change means to a side of the queue: in a session, its id (a new
+    /// session holds no marker of ours yet); at the end of one, the error and whether
+    /// it is terminal for the side's `on_session_end` (`Expired`: what was in doubt goes
+    /// on in the next session; `Closed`: nothing does), which calls
+    /// [`end_session`](Self::end_session).
+    pub fn follow_session(&mut self, change: SessionChange) -> Option<(Error, bool)> {
+        match change {
+            SessionChange::Connected { session_id } => {
+                self.session_id = session_id;
+                self.marker = Marker::Absent;
+                None
+            }
+            SessionChange::Reconnected { session_id } => {
+                self.session_id = session_id;
+                None
+            }
+            SessionChange::Suspended => None,
+            SessionChange::Expired => Some((Error::SessionExpired, false)),
+            SessionChange::Closed => Some((Error::Closed, true)),
         }
-        SessionChange::Suspended => None,
-        SessionChange::Expired => Some((Error::SessionExpired, false)),
-        SessionChange::Closed => Some((Error::Closed, true)),
+    }
+
+    /// The session ended: we work in none, and our marker (ephemeral) went with it.
+    pub fn end_session(&mut self) {
+        self.session_id = 0;
+        self.marker = Marker::Absent;
     }
 }
 
