@@ -550,12 +550,13 @@ impl Producer {
             return;
         }
         // Nothing in doubt: the marker is as we know it.
-        self.settle(self.mine.present(), self.mine.marker.applied());
+        self.settle(self.mine.marker);
     }
 
-    /// The marker's state is known (`present`, `version`): report applied batches,
-    /// fail final ones, queue the rest again in order.
-    fn settle(&mut self, present: bool, version: u32) {
+    /// The marker's state is known (`found`): report applied batches, fail final ones,
+    /// queue the rest again in order.
+    fn settle(&mut self, found: Marker) {
+        let (present, version) = (found != Marker::Absent, found.applied());
         let lost_marker = !present && self.marker_used;
         let mut again: Vec<PutItem> = Vec::new();
         for batch in core::mem::take(&mut self.failed) {
@@ -594,11 +595,7 @@ impl Producer {
         if lost_marker || !present {
             self.marker_used = false;
         }
-        self.mine.marker = if present {
-            Marker::Present(version)
-        } else {
-            Marker::Absent
-        };
+        self.mine.marker = found;
         for item in again.into_iter().rev() {
             self.pending.push_front(item);
         }
@@ -675,20 +672,8 @@ impl Producer {
     }
 
     fn on_read_marker(&mut self, now: Instant, result: Reply) {
-        match result {
-            Ok(Response::Stat(stat)) if self.mine.owns(&stat) => {
-                self.settle(true, stat.version as u32)
-            }
-            Ok(Response::Stat(_)) => {
-                // Another session's (our previous one, not yet expired on the server):
-                // wait for it to go before creating ours.
-                self.kit.failed(now);
-                self.settle(false, 0)
-            }
-            Ok(_) | Err(Error::Server(ErrorCode::NoNode)) => {
-                // Not there (or not ours: treat as absent and replace it).
-                self.settle(false, 0)
-            }
+        match self.mine.read(&mut self.kit, now, result) {
+            Ok(found) => self.settle(found),
             Err(e) if e.is_retryable() => self.kit.failed(now),
             Err(e) if e.ends_session() => {}
             Err(e) => {
@@ -697,7 +682,7 @@ impl Producer {
                         b.fail = Some(Fail::Final(e.clone()));
                     }
                 }
-                self.settle(false, 0);
+                self.settle(Marker::Absent);
             }
         }
     }

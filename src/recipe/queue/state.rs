@@ -8,7 +8,9 @@ use alloc::vec::Vec;
 use bytes::Bytes;
 
 use crate::error::Error;
-use crate::proto::{Acl, CreateMode, CreateRequest, MultiOp, SetDataRequest, Stat};
+use crate::proto::{
+    Acl, CreateMode, CreateRequest, ErrorCode, MultiOp, Response, SetDataRequest, Stat,
+};
 use crate::recipe::kit::{join, Kit, Reply, MAX_PARENT_ROUNDS};
 use crate::recipe::path::ancestor_result;
 use crate::recipe::SessionChange;
@@ -90,6 +92,29 @@ impl Mine {
             SessionChange::Suspended => None,
             SessionChange::Expired => Some((Error::SessionExpired, false)),
             SessionChange::Closed => Some((Error::Closed, true)),
+        }
+    }
+
+    /// What the read (`exists`) of our marker found: ours at its version, or absent
+    /// (not there, or another session's: a previous session of ours the server has not
+    /// expired yet, which ours cannot replace before it goes: `kit` backs off, so that
+    /// it is waited out instead of tried again at once); `Err`: the read failed.
+    pub fn read<P, E>(
+        &self,
+        kit: &mut Kit<P, E>,
+        now: Instant,
+        result: Reply,
+    ) -> Result<Marker, Error> {
+        match result {
+            Ok(Response::Stat(stat)) if self.owns(&stat) => {
+                Ok(Marker::Present(stat.version as u32))
+            }
+            Ok(Response::Stat(_)) => {
+                kit.failed(now);
+                Ok(Marker::Absent)
+            }
+            Ok(_) | Err(Error::Server(ErrorCode::NoNode)) => Ok(Marker::Absent),
+            Err(e) => Err(e),
         }
     }
 

@@ -390,16 +390,8 @@ impl Consumer {
     }
 
     pub(super) fn on_read_marker(&mut self, now: Instant, result: Reply) {
-        let (present, version) = match result {
-            Ok(Response::Stat(stat)) if self.mine.owns(&stat) => (true, stat.version as u32),
-            Ok(Response::Stat(_)) => {
-                // Another session's marker (a previous session of ours the server has
-                // not expired yet): our take cannot create it; wait it out with a
-                // backoff, as the producer does, instead of sending again at once.
-                self.kit.failed(now);
-                (false, 0)
-            }
-            Ok(_) | Err(Error::Server(ErrorCode::NoNode)) => (false, 0),
+        let found = match self.mine.read(&mut self.kit, now, result) {
+            Ok(found) => found,
             Err(e) => {
                 if e.is_retryable() {
                     self.kit.failed(now);
@@ -408,16 +400,12 @@ impl Consumer {
             }
         };
         let applied_before = self.mine.marker.applied();
-        self.mine.marker = if present {
-            Marker::Present(version)
-        } else {
-            Marker::Absent
-        };
+        self.mine.marker = found;
         let Some(b) = self.batch.as_mut() else {
             return;
         };
         let no = applied_before.wrapping_add(1);
-        if present && version >= no && version != applied_before {
+        if matches!(found, Marker::Present(version) if version >= no && version != applied_before) {
             // Our take was applied: the items are ours.
             b.set_multi(Multi::Taken);
         } else {
