@@ -689,9 +689,7 @@ impl Producer {
 
     fn on_session_end(&mut self, error: Error, terminal: bool) {
         self.kit.clear_requests();
-        if let Life::Closing { deleting } = &mut self.life {
-            *deleting = false;
-        }
+        self.life.delete_over();
         self.parents.need = false;
         let mut batches: Vec<Batch> = core::mem::take(&mut self.failed);
         batches.extend(self.in_flight.drain(..));
@@ -749,15 +747,9 @@ impl Producer {
             Purpose::Sync => {}
             Purpose::ReadMarker => self.on_read_marker(now, result),
             Purpose::DeleteMarker => {
-                if let Life::Closing { deleting } = &mut self.life {
-                    *deleting = false;
-                }
-                match result {
-                    Err(e) if e.is_retryable() => self.kit.failed(now),
-                    _ => {
-                        self.mine.marker = Marker::Absent;
-                        self.end();
-                    }
+                self.life.delete_over();
+                if self.mine.deleted(&mut self.kit, now, &result) {
+                    self.end();
                 }
             }
         }

@@ -118,6 +118,21 @@ impl Mine {
         }
     }
 
+    /// The answer to our marker's delete: true, it is gone; false, the delete was
+    /// refused for now (`kit` backs off) and goes again.
+    pub fn deleted<P, E>(&mut self, kit: &mut Kit<P, E>, now: Instant, result: &Reply) -> bool {
+        match result {
+            Err(e) if e.is_retryable() => {
+                kit.failed(now);
+                false
+            }
+            _ => {
+                self.marker = Marker::Absent;
+                true
+            }
+        }
+    }
+
     /// The session ended: we work in none, and our marker (ephemeral) went with it.
     pub fn end_session(&mut self) {
         self.session_id = 0;
@@ -209,6 +224,16 @@ pub(crate) enum Life {
     },
     /// `Closed` was reported.
     Ended,
+}
+
+impl Life {
+    /// The delete of our marker is no longer on the wire (answered, or gone with the
+    /// session).
+    pub fn delete_over(&mut self) {
+        if let Life::Closing { deleting } = self {
+            *deleting = false;
+        }
+    }
 }
 
 /// The error a caller gets for a put or take whose outcome is in doubt (its request was

@@ -305,9 +305,7 @@ impl Consumer {
         self.kit.clear_requests();
         self.mine.end_session();
         self.view = View::Stale;
-        if let Life::Closing { deleting } = &mut self.life {
-            *deleting = false;
-        }
+        self.life.delete_over();
         self.parents.need = false;
         self.orphans.clear();
         self.orphan_checks.clear();

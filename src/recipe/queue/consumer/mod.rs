@@ -76,7 +76,7 @@ use crate::recipe::kit::{join, protocol_head, valid_path, Kit, Protocol, Reply};
 use crate::recipe::{OpId, SessionChange};
 use crate::session::WatchEvent;
 use crate::time::Instant;
-use phase::{Batch, Life, Marker, Parents, Settle, Settling, Side, SideWatch, Take, View};
+use phase::{Batch, Life, Parents, Settle, Settling, Side, SideWatch, Take, View};
 
 /// How items are claimed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -471,13 +471,8 @@ impl Consumer {
     }
 
     fn on_delete_marker(&mut self, now: Instant, result: Reply) {
-        if let Life::Closing { deleting } = &mut self.life {
-            *deleting = false;
-        }
-        match result {
-            Err(e) if e.is_retryable() => self.kit.failed(now),
-            _ => self.mine.marker = Marker::Absent,
-        }
+        self.life.delete_over();
+        self.mine.deleted(&mut self.kit, now, &result);
     }
 }
 
