@@ -46,7 +46,7 @@ use alloc::vec::Vec;
 use bytes::Bytes;
 
 use super::names::{item_prefix, meta_dir, Format, DEFAULT_PRIORITY, MAX_PRIORITY};
-use super::state::{follow_session, in_doubt, marker_ops, side_path, Life, Marker, Parents};
+use super::state::{in_doubt, marker_ops, Life, Marker, Mine, Parents};
 use crate::client::ops::{delete, exists};
 use crate::error::Error;
 use crate::proto::*;
@@ -270,12 +270,9 @@ const MAX_BATCHES: usize = 64;
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Producer {
     config: ProducerConfig,
-    /// Our marker's path.
-    marker_path: String,
-    /// Our marker: absent, or there with the number of batches applied since it was
-    /// created (its version).
-    marker: Marker,
-    session_id: i64,
+    /// Our marker (absent, or there with the number of batches applied since it was
+    /// created: its version), and the session we work in.
+    mine: Mine,
     next_id: PutId,
     pending: VecDeque<PutItem>,
     in_flight: VecDeque<Batch>,
@@ -293,10 +290,8 @@ impl Producer {
     /// A producer; puts wait for the session's `Connected`.
     pub fn new(config: ProducerConfig) -> Self {
         Producer {
-            marker_path: side_path(&config.meta_dir, "p-", &config.id),
+            mine: Mine::new(&config.meta_dir, "p-", &config.id),
             config,
-            marker: Marker::Absent,
-            session_id: 0,
             next_id: 1,
             pending: VecDeque::new(),
             in_flight: VecDeque::new(),
@@ -316,7 +311,7 @@ impl Producer {
 
     /// Our marker's path.
     pub fn marker(&self) -> &str {
-        &self.marker_path
+        &self.mine.path
     }
 
     /// Puts not yet answered (queued or in flight).
@@ -409,7 +404,7 @@ impl Producer {
     }
 
     fn can_send(&self, now: Instant) -> bool {
-        self.session_id != 0
+        self.mine.in_session()
             && self.kit.allows(now)
             && self.failed.is_empty()
             && !self.reading_marker()
@@ -442,7 +437,7 @@ impl Producer {
         // the server) could match the chained version and apply it out of order.
         while self.can_send(now)
             && !self.pending.is_empty()
-            && (self.marker != Marker::Absent || self.in_flight.is_empty())
+            && (self.mine.present() || self.in_flight.is_empty())
             && self.items_in_flight < self.config.max_in_flight.max(1)
             && self.in_flight.len() < self.config.max_batches_in_flight.clamp(1, MAX_BATCHES)
         {
@@ -454,12 +449,12 @@ impl Producer {
             && self.failed.is_empty()
             && !self.reading_marker()
         {
-            let present = self.marker != Marker::Absent;
-            if present && self.session_id != 0 && self.kit.allows(now) {
+            let present = self.mine.present();
+            if present && self.mine.in_session() && self.kit.allows(now) {
                 self.life = Life::Closing { deleting: true };
                 self.kit
-                    .send(Purpose::DeleteMarker, delete(&self.marker_path, None));
-            } else if !present || self.session_id == 0 {
+                    .send(Purpose::DeleteMarker, delete(&self.mine.path, None));
+            } else if !present || !self.mine.in_session() {
                 self.end();
             }
         }
@@ -499,10 +494,10 @@ impl Producer {
                 items.push(item);
             }
         }
-        let no = self.marker.applied() + self.in_flight.len() as u32 + 1;
-        let creates_marker = self.marker == Marker::Absent && self.in_flight.is_empty();
+        let no = self.mine.marker.applied() + self.in_flight.len() as u32 + 1;
+        let creates_marker = !self.mine.present() && self.in_flight.is_empty();
         let mut ops = marker_ops(
-            &self.marker_path,
+            &self.mine.path,
             &self.config.acl,
             creates_marker,
             (no.wrapping_sub(1)) as i32,
@@ -546,21 +541,22 @@ impl Producer {
             .iter()
             .any(|b| matches!(b.fail, Some(Fail::Doubt) | Some(Fail::Marker)));
         if needs_read {
-            if self.session_id == 0 || !self.kit.allows(now) {
+            if !self.mine.in_session() || !self.kit.allows(now) {
                 return;
             }
             self.kit.sync(Purpose::Sync, &self.config.meta_dir);
             self.kit
-                .send(Purpose::ReadMarker, exists(&self.marker_path, false));
+                .send(Purpose::ReadMarker, exists(&self.mine.path, false));
             return;
         }
         // Nothing in doubt: the marker is as we know it.
-        self.settle(self.marker != Marker::Absent, self.marker.applied());
+        self.settle(self.mine.marker);
     }
 
-    /// The marker's state is known (`present`, `version`): report applied batches,
-    /// fail final ones, queue the rest again in order.
-    fn settle(&mut self, present: bool, version: u32) {
+    /// The marker's state is known (`found`): report applied batches, fail final ones,
+    /// queue the rest again in order.
+    fn settle(&mut self, found: Marker) {
+        let (present, version) = (found != Marker::Absent, found.applied());
         let lost_marker = !present && self.marker_used;
         let mut again: Vec<PutItem> = Vec::new();
         for batch in core::mem::take(&mut self.failed) {
@@ -599,11 +595,7 @@ impl Producer {
         if lost_marker || !present {
             self.marker_used = false;
         }
-        self.marker = if present {
-            Marker::Present(version)
-        } else {
-            Marker::Absent
-        };
+        self.mine.marker = found;
         for item in again.into_iter().rev() {
             self.pending.push_front(item);
         }
@@ -623,7 +615,7 @@ impl Producer {
                 self.kit.succeeded();
                 self.parents.rounds = 0;
                 self.parents.error = None;
-                self.marker = Marker::Present(self.marker.applied().max(no));
+                self.mine.marker = Marker::Present(self.mine.marker.applied().max(no));
                 self.marker_used = true;
                 let skip = if batch.creates_marker { 2 } else { 1 };
                 for (i, item) in batch.items.into_iter().enumerate() {
@@ -680,20 +672,8 @@ impl Producer {
     }
 
     fn on_read_marker(&mut self, now: Instant, result: Reply) {
-        match result {
-            Ok(Response::Stat(stat)) if stat.ephemeral_owner == self.session_id => {
-                self.settle(true, stat.version as u32)
-            }
-            Ok(Response::Stat(_)) => {
-                // Another session's (our previous one, not yet expired on the server):
-                // wait for it to go before creating ours.
-                self.kit.failed(now);
-                self.settle(false, 0)
-            }
-            Ok(_) | Err(Error::Server(ErrorCode::NoNode)) => {
-                // Not there (or not ours: treat as absent and replace it).
-                self.settle(false, 0)
-            }
+        match self.mine.read(&mut self.kit, now, result) {
+            Ok(found) => self.settle(found),
             Err(e) if e.is_retryable() => self.kit.failed(now),
             Err(e) if e.ends_session() => {}
             Err(e) => {
@@ -702,16 +682,14 @@ impl Producer {
                         b.fail = Some(Fail::Final(e.clone()));
                     }
                 }
-                self.settle(false, 0);
+                self.settle(Marker::Absent);
             }
         }
     }
 
     fn on_session_end(&mut self, error: Error, terminal: bool) {
         self.kit.clear_requests();
-        if let Life::Closing { deleting } = &mut self.life {
-            *deleting = false;
-        }
+        self.life.delete_over();
         self.parents.need = false;
         let mut batches: Vec<Batch> = core::mem::take(&mut self.failed);
         batches.extend(self.in_flight.drain(..));
@@ -743,9 +721,8 @@ impl Producer {
         for item in again.into_iter().rev() {
             self.pending.push_front(item);
         }
-        self.marker = Marker::Absent;
+        self.mine.end_session();
         self.marker_used = false;
-        self.session_id = 0;
         if terminal {
             for item in core::mem::take(&mut self.pending) {
                 self.kit.emit(ProducerEvent::PutFailed {
@@ -770,15 +747,9 @@ impl Producer {
             Purpose::Sync => {}
             Purpose::ReadMarker => self.on_read_marker(now, result),
             Purpose::DeleteMarker => {
-                if let Life::Closing { deleting } = &mut self.life {
-                    *deleting = false;
-                }
-                match result {
-                    Err(e) if e.is_retryable() => self.kit.failed(now),
-                    _ => {
-                        self.marker = Marker::Absent;
-                        self.end();
-                    }
+                self.life.delete_over();
+                if self.mine.deleted(&mut self.kit, now, &result) {
+                    self.end();
                 }
             }
         }
@@ -790,9 +761,7 @@ impl Protocol for Producer {
     protocol_head!(ProducerEvent, answer);
 
     fn on_session(&mut self, now: Instant, change: SessionChange) {
-        if let Some((error, terminal)) =
-            follow_session(change, &mut self.session_id, &mut self.marker)
-        {
+        if let Some((error, terminal)) = self.mine.follow_session(change) {
             self.on_session_end(error, terminal);
         }
         self.drive(now);
@@ -817,15 +786,15 @@ impl Protocol for Producer {
             && self.failed.is_empty()
             && self.items_in_flight < self.config.max_in_flight.max(1)
             && self.in_flight.len() < self.config.max_batches_in_flight.clamp(1, MAX_BATCHES)
-            && (self.marker != Marker::Absent || self.in_flight.is_empty());
+            && (self.mine.present() || self.in_flight.is_empty());
         let closing = self.life != Life::Open;
-        let waiting = self.session_id != 0
+        let waiting = self.mine.in_session()
             && !self.reading_marker()
             && !self.deleting_marker()
             && (room
                 || (!self.failed.is_empty() && self.in_flight.is_empty())
                 || (self.parents.due(&self.kit, Purpose::is_parent) && self.failed.is_empty())
-                || (closing && self.marker != Marker::Absent && self.in_flight.is_empty()));
+                || (closing && self.mine.present() && self.in_flight.is_empty()));
         self.kit.timeout(None, waiting)
     }
 
@@ -856,7 +825,7 @@ impl Protocol for Producer {
             debug_assert!(self.pending.is_empty(), "nothing queued once ended");
         }
         if self.marker_used && self.life != Life::Ended {
-            debug_assert!(self.marker != Marker::Absent, "a used marker is there");
+            debug_assert!(self.mine.present(), "a used marker is there");
         }
     }
 }

@@ -1,14 +1,16 @@
 //! What the queue's producer and consumer both keep: their marker in the side
-//! directory ([`Marker`]) and what a session change does to it ([`follow_session`]),
-//! the rounds creating the directories' ancestors ([`Parents`]), and their life
-//! ([`Life`]: open, closing, ended).
+//! directory and the session it lives in ([`Mine`], what a session change does to them:
+//! [`Mine::follow_session`]), the rounds creating the directories' ancestors
+//! ([`Parents`]), and their life ([`Life`]: open, closing, ended).
 
 use alloc::string::String;
 use alloc::vec::Vec;
 use bytes::Bytes;
 
 use crate::error::Error;
-use crate::proto::{Acl, CreateMode, CreateRequest, MultiOp, SetDataRequest};
+use crate::proto::{
+    Acl, CreateMode, CreateRequest, ErrorCode, MultiOp, Response, SetDataRequest, Stat,
+};
 use crate::recipe::kit::{join, Kit, Reply, MAX_PARENT_ROUNDS};
 use crate::recipe::path::ancestor_result;
 use crate::recipe::SessionChange;
@@ -33,28 +35,108 @@ impl Marker {
     }
 }
 
-/// What a session change means to a side of the queue (a consumer, a producer): in a
-/// session, its id (`session_id`; a new session holds no marker of ours yet); at the
-/// end of one, the error and whether it is terminal for the side's `on_session_end`
-/// (`Expired`: what was in doubt goes on in the next session; `Closed`: nothing does).
-pub(super) fn follow_session(
-    change: SessionChange,
-    session_id: &mut i64,
-    marker: &mut Marker,
-) -> Option<(Error, bool)> {
-    match change {
-        SessionChange::Connected { session_id: id } => {
-            *session_id = id;
-            *marker = Marker::Absent;
-            None
+/// What is ours in the side directory, as a producer or a consumer knows it: our
+/// marker (its path, and whether it is there and at which version) and the session we
+/// work in, which owns our marker (and a consumer's claims).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Mine {
+    /// Our marker's path: `<meta_dir>/<prefix><id>`.
+    pub path: String,
+    /// Our marker as far as we know.
+    pub marker: Marker,
+    /// The session we work in (0 before one, and after it ended).
+    session_id: i64,
+}
+
+impl Mine {
+    /// Ours for a side named `<prefix><id>` in `meta_dir`: no marker, no session yet.
+    pub fn new(meta_dir: &str, prefix: &str, id: &str) -> Self {
+        Mine {
+            path: side_path(meta_dir, prefix, id),
+            marker: Marker::Absent,
+            session_id: 0,
         }
-        SessionChange::Reconnected { session_id: id } => {
-            *session_id = id;
-            None
+    }
+
+    /// In a session (connected, or suspended in it).
+    pub fn in_session(&self) -> bool {
+        self.session_id != 0
+    }
+
+    /// Our marker is there, as far as we know.
+    pub fn present(&self) -> bool {
+        self.marker != Marker::Absent
+    }
+
+    /// The node of `stat` is ours: an ephemeral node of the session we work in.
+    pub fn owns(&self, stat: &Stat) -> bool {
+        stat.ephemeral_owner == self.session_id
+    }
+
+    /// What a session change means to a side of the queue: in a session, its id (a new
+    /// session holds no marker of ours yet); at the end of one, the error and whether
+    /// it is terminal for the side's `on_session_end` (`Expired`: what was in doubt goes
+    /// on in the next session; `Closed`: nothing does), which calls
+    /// [`end_session`](Self::end_session).
+    pub fn follow_session(&mut self, change: SessionChange) -> Option<(Error, bool)> {
+        match change {
+            SessionChange::Connected { session_id } => {
+                self.session_id = session_id;
+                self.marker = Marker::Absent;
+                None
+            }
+            SessionChange::Reconnected { session_id } => {
+                self.session_id = session_id;
+                None
+            }
+            SessionChange::Suspended => None,
+            SessionChange::Expired => Some((Error::SessionExpired, false)),
+            SessionChange::Closed => Some((Error::Closed, true)),
         }
-        SessionChange::Suspended => None,
-        SessionChange::Expired => Some((Error::SessionExpired, false)),
-        SessionChange::Closed => Some((Error::Closed, true)),
+    }
+
+    /// What the read (`exists`) of our marker found: ours at its version, or absent
+    /// (not there, or another session's: a previous session of ours the server has not
+    /// expired yet, which ours cannot replace before it goes: `kit` backs off, so that
+    /// it is waited out instead of tried again at once); `Err`: the read failed.
+    pub fn read<P, E>(
+        &self,
+        kit: &mut Kit<P, E>,
+        now: Instant,
+        result: Reply,
+    ) -> Result<Marker, Error> {
+        match result {
+            Ok(Response::Stat(stat)) if self.owns(&stat) => {
+                Ok(Marker::Present(stat.version as u32))
+            }
+            Ok(Response::Stat(_)) => {
+                kit.failed(now);
+                Ok(Marker::Absent)
+            }
+            Ok(_) | Err(Error::Server(ErrorCode::NoNode)) => Ok(Marker::Absent),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The answer to our marker's delete: true, it is gone; false, the delete was
+    /// refused for now (`kit` backs off) and goes again.
+    pub fn deleted<P, E>(&mut self, kit: &mut Kit<P, E>, now: Instant, result: &Reply) -> bool {
+        match result {
+            Err(e) if e.is_retryable() => {
+                kit.failed(now);
+                false
+            }
+            _ => {
+                self.marker = Marker::Absent;
+                true
+            }
+        }
+    }
+
+    /// The session ended: we work in none, and our marker (ephemeral) went with it.
+    pub fn end_session(&mut self) {
+        self.session_id = 0;
+        self.marker = Marker::Absent;
     }
 }
 
@@ -142,6 +224,16 @@ pub(crate) enum Life {
     },
     /// `Closed` was reported.
     Ended,
+}
+
+impl Life {
+    /// The delete of our marker is no longer on the wire (answered, or gone with the
+    /// session).
+    pub fn delete_over(&mut self) {
+        if let Life::Closing { deleting } = self {
+            *deleting = false;
+        }
+    }
 }
 
 /// The error a caller gets for a put or take whose outcome is in doubt (its request was

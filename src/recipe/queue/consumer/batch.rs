@@ -29,7 +29,7 @@ impl Consumer {
                 if !self.reading_marker() {
                     self.kit.sync(Purpose::Sync, &self.config.meta_dir);
                     self.kit
-                        .send(Purpose::ReadMarker, exists(&self.marker_path, false));
+                        .send(Purpose::ReadMarker, exists(&self.mine.path, false));
                 }
             }
             Some(Multi::Send) => {
@@ -117,11 +117,11 @@ impl Consumer {
     /// At most once: the take, one `multi` (our marker created if it is not there, its
     /// version checked and bumped, the items deleted).
     fn send_take(&mut self, b: &Batch, slots: Vec<usize>) {
-        let applied = self.marker.applied();
+        let applied = self.mine.marker.applied();
         let mut ops = marker_ops(
-            &self.marker_path,
+            &self.mine.path,
             &self.config.acl,
-            self.marker == Marker::Absent,
+            !self.mine.present(),
             applied as i32,
             slots.len(),
         );
@@ -263,7 +263,6 @@ impl Consumer {
     }
 
     pub(super) fn on_check_claim(&mut self, now: Instant, i: usize, result: Reply) {
-        let session = self.session_id;
         let Some(b) = self.batch.as_mut() else {
             return;
         };
@@ -271,7 +270,7 @@ impl Consumer {
             return;
         }
         b.slots[i] = match result {
-            Ok(Response::Stat(stat)) if stat.ephemeral_owner == session => {
+            Ok(Response::Stat(stat)) if self.mine.owns(&stat) => {
                 b.set_claimed(i, true);
                 Slot::NeedData
             }
@@ -342,7 +341,7 @@ impl Consumer {
     }
 
     pub(super) fn on_take(&mut self, now: Instant, no: u32, slots: Vec<usize>, result: Reply) {
-        let present = self.marker != Marker::Absent;
+        let present = self.mine.present();
         let marker_ops = if present { 1 } else { 2 };
         let parents_done = self.parents.done();
         let no_meta = self.no_meta();
@@ -352,7 +351,7 @@ impl Consumer {
         match (&result, multi_failure(&result)) {
             (Ok(Response::Multi(_)), None) => {
                 self.kit.succeeded();
-                self.marker = Marker::Present(no);
+                self.mine.marker = Marker::Present(no);
                 b.set_multi(Multi::Taken); // taken: deliver
             }
             (_, Some((i, code))) if i >= marker_ops => {
@@ -391,18 +390,8 @@ impl Consumer {
     }
 
     pub(super) fn on_read_marker(&mut self, now: Instant, result: Reply) {
-        let (present, version) = match result {
-            Ok(Response::Stat(stat)) if stat.ephemeral_owner == self.session_id => {
-                (true, stat.version as u32)
-            }
-            Ok(Response::Stat(_)) => {
-                // Another session's marker (a previous session of ours the server has
-                // not expired yet): our take cannot create it; wait it out with a
-                // backoff, as the producer does, instead of sending again at once.
-                self.kit.failed(now);
-                (false, 0)
-            }
-            Ok(_) | Err(Error::Server(ErrorCode::NoNode)) => (false, 0),
+        let found = match self.mine.read(&mut self.kit, now, result) {
+            Ok(found) => found,
             Err(e) => {
                 if e.is_retryable() {
                     self.kit.failed(now);
@@ -410,17 +399,13 @@ impl Consumer {
                 return; // read again (or the session change decides)
             }
         };
-        let applied_before = self.marker.applied();
-        self.marker = if present {
-            Marker::Present(version)
-        } else {
-            Marker::Absent
-        };
+        let applied_before = self.mine.marker.applied();
+        self.mine.marker = found;
         let Some(b) = self.batch.as_mut() else {
             return;
         };
         let no = applied_before.wrapping_add(1);
-        if present && version >= no && version != applied_before {
+        if matches!(found, Marker::Present(version) if version >= no && version != applied_before) {
             // Our take was applied: the items are ours.
             b.set_multi(Multi::Taken);
         } else {

@@ -6,7 +6,7 @@ use alloc::vec::Vec;
 
 use super::super::names::{sorted_items, Format, CLAIM_PREFIX};
 use super::super::state::in_doubt;
-use super::phase::{Batch, Life, Marker, Mode, Multi, SideWatch, Slot, Take, View};
+use super::phase::{Batch, Life, Mode, Multi, SideWatch, Slot, Take, View};
 use super::{Consumer, ConsumerEvent, Delivery, Purpose, LOST_KEPT};
 use crate::client::ops::delete;
 use crate::error::Error;
@@ -37,10 +37,10 @@ impl Consumer {
             self.next_batch();
         }
         if self.closing_idle() && !self.reading_marker() {
-            if self.marker != Marker::Absent {
+            if self.mine.present() {
                 self.life = Life::Closing { deleting: true };
                 self.kit
-                    .send(Purpose::DeleteMarker, delete(&self.marker_path, None));
+                    .send(Purpose::DeleteMarker, delete(&self.mine.path, None));
             } else if self.kit.is_quiet() {
                 self.end();
             }
@@ -70,7 +70,7 @@ impl Consumer {
             }
         };
         let closing = self.closing_idle()
-            && (self.marker != Marker::Absent || self.kit.is_quiet())
+            && (self.mine.present() || self.kit.is_quiet())
             && !self.reading_marker();
         let parents = self.parents.due(&self.kit, Purpose::is_parent);
         parents
@@ -303,12 +303,9 @@ impl Consumer {
 
     pub(super) fn on_session_end(&mut self, error: Error, terminal: bool) {
         self.kit.clear_requests();
-        self.session_id = 0;
+        self.mine.end_session();
         self.view = View::Stale;
-        if let Life::Closing { deleting } = &mut self.life {
-            *deleting = false;
-        }
-        self.marker = Marker::Absent;
+        self.life.delete_over();
         self.parents.need = false;
         self.orphans.clear();
         self.orphan_checks.clear();

@@ -69,14 +69,14 @@ use alloc::vec::Vec;
 use bytes::Bytes;
 
 use super::names::{meta_dir, Format, CLAIM_PREFIX};
-use super::state::{follow_session, side_path};
+use super::state::{side_path, Mine};
 use crate::error::Error;
 use crate::proto::*;
 use crate::recipe::kit::{join, protocol_head, valid_path, Kit, Protocol, Reply};
 use crate::recipe::{OpId, SessionChange};
 use crate::session::WatchEvent;
 use crate::time::Instant;
-use phase::{Batch, Life, Marker, Parents, Settle, Settling, Side, SideWatch, Take, View};
+use phase::{Batch, Life, Parents, Settle, Settling, Side, SideWatch, Take, View};
 
 /// How items are claimed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -271,11 +271,8 @@ const LOST_KEPT: usize = 1024;
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Consumer {
     config: ConsumerConfig,
-    /// Our marker's path.
-    marker_path: String,
-    marker: Marker,
-    /// The session we work in (0 before one, and after it ended).
-    session_id: i64,
+    /// Our marker, and the session we work in.
+    mine: Mine,
     next_take: TakeId,
     takes: VecDeque<Take>,
     view: View,
@@ -308,10 +305,8 @@ impl Consumer {
     /// A consumer; takes wait for the session's `Connected`.
     pub fn new(config: ConsumerConfig) -> Self {
         Consumer {
-            marker_path: side_path(&config.meta_dir, "c-", &config.id),
+            mine: Mine::new(&config.meta_dir, "c-", &config.id),
             config,
-            marker: Marker::Absent,
-            session_id: 0,
             next_take: 1,
             takes: VecDeque::new(),
             view: View::Stale,
@@ -463,11 +458,11 @@ impl Consumer {
     }
 
     fn connected(&self) -> bool {
-        self.session_id != 0 && !self.kit.is_suspended()
+        self.mine.in_session() && !self.kit.is_suspended()
     }
 
     fn can_send(&self, now: Instant) -> bool {
-        self.session_id != 0 && self.kit.allows(now)
+        self.mine.in_session() && self.kit.allows(now)
     }
 
     /// The marker's read is on the wire.
@@ -476,13 +471,8 @@ impl Consumer {
     }
 
     fn on_delete_marker(&mut self, now: Instant, result: Reply) {
-        if let Life::Closing { deleting } = &mut self.life {
-            *deleting = false;
-        }
-        match result {
-            Err(e) if e.is_retryable() => self.kit.failed(now),
-            _ => self.marker = Marker::Absent,
-        }
+        self.life.delete_over();
+        self.mine.deleted(&mut self.kit, now, &result);
     }
 }
 
@@ -559,9 +549,7 @@ impl Protocol for Consumer {
     }
 
     fn on_session(&mut self, now: Instant, change: SessionChange) {
-        if let Some((error, terminal)) =
-            follow_session(change, &mut self.session_id, &mut self.marker)
-        {
+        if let Some((error, terminal)) = self.mine.follow_session(change) {
             self.on_session_end(error, terminal);
         } else if matches!(change, SessionChange::Reconnected { .. }) && self.view == View::Waiting
         {

@@ -175,9 +175,7 @@ impl Consumer {
         };
         match result {
             Err(Error::Server(ErrorCode::NoNode)) => self.settled(Some(at), landed),
-            Ok(Response::Stat(stat)) if stat.ephemeral_owner != self.session_id => {
-                self.settled(Some(at), landed)
-            }
+            Ok(Response::Stat(stat)) if !self.mine.owns(&stat) => self.settled(Some(at), landed),
             // Ours: not applied, again.
             Ok(_) => self.settling[at].state = SettleState::Send,
             Err(e) => self.failed(Some(at), name, e, SettleState::Check, now),
@@ -205,9 +203,7 @@ impl Consumer {
     pub(super) fn on_check_orphan(&mut self, now: Instant, name: String, result: Reply) {
         match result {
             // Still ours (our delete did not land): delete it again.
-            Ok(Response::Stat(stat)) if stat.ephemeral_owner == self.session_id => {
-                self.orphans.push(name)
-            }
+            Ok(Response::Stat(stat)) if self.mine.owns(&stat) => self.orphans.push(name),
             Err(e) if e.is_retryable() => {
                 self.orphan_checks.push(name);
                 self.kit.failed(now);
