@@ -13,7 +13,7 @@ use zk_recipes::client::Error;
 use zk_recipes::proto::*;
 use zk_recipes::recipe::election::observer::Observer;
 use zk_recipes::recipe::election::{Election, ElectionConfig};
-use zk_recipes::recipe::{OpId, Recipe, SessionChange};
+use zk_recipes::recipe::{Machine, OpId, Recipe, SessionChange};
 use zk_recipes::session::WatchEvent;
 use zk_recipes::time::Instant;
 

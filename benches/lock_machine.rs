@@ -8,7 +8,7 @@ use criterion::{black_box, criterion_group, BatchSize, Criterion, Throughput};
 use zk_recipes::client::Error;
 use zk_recipes::proto::*;
 use zk_recipes::recipe::lock::{Lock, LockConfig, LockKind};
-use zk_recipes::recipe::{Recipe, SessionChange};
+use zk_recipes::recipe::{Machine, Recipe, SessionChange};
 use zk_recipes::session::WatchEvent;
 use zk_recipes::time::Instant;
 

@@ -101,7 +101,7 @@ use bytes::BytesMut;
 use zk_recipes::client::{ops, Client, ClientEvent, Options, RecipeHandle};
 use zk_recipes::proto::{CreateMode, Response, Stat};
 use zk_recipes::recipe::lock::{node_id, Lock, LockConfig, LockEvent, LockKind};
-use zk_recipes::recipe::{Recipe, SessionChange};
+use zk_recipes::recipe::{Machine, Recipe, SessionChange};
 use zk_recipes::session::{SessionEvent, Token, Transport};
 use zk_recipes::time::Instant;
 use zk_recipes_testing::TestServer;

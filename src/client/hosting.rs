@@ -338,7 +338,7 @@ impl Client {
     }
 
     /// The recipe's owner went away: it cleans up and ends (see
-    /// [`Recipe::handle_abandon`]).
+    /// [`Machine::handle_abandon`](crate::recipe::Machine::handle_abandon)).
     pub fn abandon(&mut self, now: Instant, id: RecipeId) {
         if let Some(r) = self.slot(id) {
             r.handle_abandon(now);

@@ -29,7 +29,7 @@
 //!
 //! ```
 //! use zk_recipes::recipe::barrier::{Barrier, BarrierConfig, BarrierEvent};
-//! use zk_recipes::recipe::{Recipe, SessionChange};
+//! use zk_recipes::recipe::{Machine, Recipe, SessionChange};
 //! use zk_recipes::proto::{ErrorCode, OpCode};
 //! use zk_recipes::time::Instant;
 //!

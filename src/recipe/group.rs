@@ -38,7 +38,7 @@
 //!
 //! ```
 //! use zk_recipes::recipe::group::{View, ViewConfig};
-//! use zk_recipes::recipe::{Recipe, SessionChange};
+//! use zk_recipes::recipe::{Machine, Recipe, SessionChange};
 //! use zk_recipes::time::Instant;
 //!
 //! let mut view = View::new(ViewConfig::new("/services/web"));
@@ -57,7 +57,7 @@ use bytes::Bytes;
 use super::kit::{join, protocol_head, valid_path, Kit, Protocol, Reply};
 use super::node::{node_commands, OwnedNode, OwnedNodeConfig, OwnedNodeEvent};
 use super::watcher::{watcher_calls, watcher_protocol, Need, Watcher};
-use super::{OpId, Recipe, SessionChange};
+use super::{Machine, OpId, SessionChange};
 use crate::error::Error;
 use crate::proto::*;
 use crate::session::WatchEvent;
@@ -105,7 +105,7 @@ pub type MemberEvent = OwnedNodeEvent;
 ///
 /// ```
 /// use zk_recipes::recipe::group::{GroupMember, MemberConfig};
-/// use zk_recipes::recipe::{Recipe, SessionChange};
+/// use zk_recipes::recipe::{Machine, Recipe, SessionChange};
 /// use zk_recipes::time::Instant;
 ///
 /// let mut m = GroupMember::new(MemberConfig::new("/services/web", "host-1", "10.0.0.1:80"));
@@ -184,11 +184,11 @@ impl GroupMember {
 
 node_commands!(GroupMember: join, leave, set_data);
 
-impl Recipe for GroupMember {
-    type Event = MemberEvent;
-
+impl Machine for GroupMember {
     super::kit::follow_part!(node);
 }
+
+super::kit::recipe_events!(GroupMember => MemberEvent, node.poll_event);
 
 // ======================================================================================
 // View

@@ -15,7 +15,7 @@
 //!   is sent again, at most [`MAX_PARENT_ROUNDS`] times; an ancestor that cannot be
 //!   created ends the attempt with the error that names it.
 //!
-//! It also writes the common [`Recipe`] method bodies: a recipe's
+//! It also writes the common [`Machine`] and [`Recipe`] method bodies: a recipe's
 //! `poll_request` is [`Kit::poll_request`], its `poll_event` [`Kit::poll_event`], the
 //! retry part of its `poll_timeout` [`Kit::timeout`], its `yields`
 //! [`Kit::yields`], and its `handle_session` starts with [`Kit::session`].
@@ -49,7 +49,7 @@ use core::time::Duration;
 
 use core::fmt;
 
-use super::{OpId, Outbox, Recipe, Retry, SessionChange, SharedListing};
+use super::{Machine, OpId, Outbox, Recipe, Retry, SessionChange, SharedListing};
 use crate::error::Error;
 use crate::proto::{
     parent, Acl, CreateMode, CreateRequest, ErrorCode, PathRequest, Request, Response,
@@ -57,7 +57,7 @@ use crate::proto::{
 use crate::session::WatchEvent;
 use crate::time::Instant;
 
-/// A reply to one of a recipe's requests, as [`Recipe::handle_reply`] takes it.
+/// A reply to one of a recipe's requests, as [`Machine::handle_reply`] takes it.
 pub type Reply = Result<Response, Error>;
 
 /// How many times a recipe creates the missing ancestors of a node before giving up.
@@ -349,12 +349,12 @@ impl<P, E> Kit<P, E> {
         self.outbox.clear();
     }
 
-    /// [`Recipe::poll_request`]: the next request to send.
+    /// [`Machine::poll_request`]: the next request to send.
     pub fn poll_request(&mut self) -> Option<(OpId, Request)> {
         self.outbox.poll()
     }
 
-    /// [`Recipe::yields`]: does request `op` serve a purpose
+    /// [`Machine::yields`]: does request `op` serve a purpose
     /// that `f` says may yield?
     pub fn yields(&self, op: OpId, f: impl Fn(&P) -> bool) -> bool {
         self.outbox.get(op).is_some_and(f)
@@ -402,7 +402,7 @@ impl<P, E> Kit<P, E> {
         allows
     }
 
-    /// The retry part of [`Recipe::poll_timeout`]: the
+    /// The retry part of [`Machine::poll_timeout`]: the
     /// earlier of the recipe's own `deadline` and, if it is `retrying` (something
     /// waits to be sent again), the end of the backoff.
     pub fn timeout(&self, deadline: Option<Instant>, retrying: bool) -> Option<Instant> {
@@ -527,8 +527,8 @@ impl<P, E> Kit<P, E> {
     }
 }
 
-/// What the [`Recipe`] impl of a [`Protocol`] takes from its [`Kit`]: object-safe, so
-/// that a recipe's purpose type stays its own.
+/// What the [`Machine`] and [`Recipe`] impls of a [`Protocol`] take from its [`Kit`]:
+/// object-safe, so that a recipe's purpose type stays its own.
 pub trait Plumbing<E> {
     /// [`Kit::poll_request`].
     fn poll_request(&mut self) -> Option<(OpId, Request)>;
@@ -553,11 +553,11 @@ impl<P, E> Plumbing<E> for Kit<P, E> {
 }
 
 /// A recipe written on the [`Kit`]: its protocol, nothing else. Every `Protocol` is a
-/// [`Recipe`] (the impl below): the kit answers `poll_request` and `poll_event`,
-/// follows every session change ([`Kit::session`]) before
+/// [`Machine`] and a [`Recipe`] (the impls below): the kit answers `poll_request` and
+/// `poll_event`, follows every session change ([`Kit::session`]) before
 /// [`on_session`](Self::on_session) sees it, and in debug builds (every test,
 /// simulator, property and model-check run) calls [`check`](Self::check) at the end
-/// of each input. Drive such a recipe through [`Recipe`] (its `handle_*`), not through
+/// of each input. Drive such a recipe through [`Machine`] (its `handle_*`), not through
 /// these methods. Inside this crate the head every impl repeats (`type Event`, `kit`,
 /// and the `on_reply` that finds each reply's purpose in the kit) is written by the
 /// crate's `protocol_head!` macro, which hands each answer to the recipe's own
@@ -567,9 +567,9 @@ pub trait Protocol: Send + 'static {
     type Event: Clone + fmt::Debug + Send + 'static;
     /// Its kit.
     fn kit(&mut self) -> &mut dyn Plumbing<Self::Event>;
-    /// [`Recipe::handle_reply`].
+    /// [`Machine::handle_reply`].
     fn on_reply(&mut self, now: Instant, op: OpId, result: Reply);
-    /// [`Recipe::handle_shared_reply`]; by default a copy goes to
+    /// [`Machine::handle_shared_reply`]; by default a copy goes to
     /// [`on_reply`](Self::on_reply).
     fn on_shared_reply(
         &mut self,
@@ -581,21 +581,21 @@ pub trait Protocol: Send + 'static {
         let _ = shared;
         self.on_reply(now, op, result.clone())
     }
-    /// [`Recipe::handle_watch`]; by default nothing (a recipe that sets no watch).
+    /// [`Machine::handle_watch`]; by default nothing (a recipe that sets no watch).
     fn on_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
         let _ = (now, op, event);
     }
-    /// [`Recipe::handle_session`], after the kit followed the change.
+    /// [`Machine::handle_session`], after the kit followed the change.
     fn on_session(&mut self, now: Instant, change: SessionChange);
-    /// [`Recipe::handle_timeout`].
+    /// [`Machine::handle_timeout`].
     fn on_timeout(&mut self, now: Instant);
-    /// [`Recipe::handle_abandon`].
+    /// [`Machine::handle_abandon`].
     fn on_abandon(&mut self, now: Instant);
-    /// [`Recipe::poll_timeout`] ([`Kit::timeout`] adds the end of a backoff).
+    /// [`Machine::poll_timeout`] ([`Kit::timeout`] adds the end of a backoff).
     fn deadline(&self) -> Option<Instant>;
-    /// [`Recipe::is_done`].
+    /// [`Machine::is_done`].
     fn finished(&self) -> bool;
-    /// [`Recipe::yields`] (see [`Kit::yields`]); by default, no.
+    /// [`Machine::yields`] (see [`Kit::yields`]); by default, no.
     fn may_yield(&self, op: OpId) -> bool {
         let _ = op;
         false
@@ -605,9 +605,7 @@ pub trait Protocol: Send + 'static {
     fn check(&self) {}
 }
 
-impl<T: Protocol> Recipe for T {
-    type Event = T::Event;
-
+impl<T: Protocol> Machine for T {
     fn handle_reply(&mut self, now: Instant, op: OpId, result: Reply) {
         self.on_reply(now, op, result);
         checked(self);
@@ -653,16 +651,20 @@ impl<T: Protocol> Recipe for T {
         self.may_yield(op)
     }
 
-    fn poll_event(&mut self) -> Option<T::Event> {
-        self.kit().poll_event()
-    }
-
     fn poll_timeout(&self) -> Option<Instant> {
         self.deadline()
     }
 
     fn is_done(&self) -> bool {
         self.finished()
+    }
+}
+
+impl<T: Protocol> Recipe for T {
+    type Event = T::Event;
+
+    fn poll_event(&mut self) -> Option<T::Event> {
+        self.kit().poll_event()
     }
 }
 
@@ -758,13 +760,40 @@ fn checked<T: Protocol>(recipe: &T) {
     }
 }
 
-/// The `Recipe` methods of a machine built on one part machine (`$part`) that reads the
-/// part's events after every input (`$pump`) and reports its own from `self.events`
-/// (an [`Events`]): every input goes to the part and then to `$pump`; requests, deadline
-/// and end are the part's. Only `handle_abandon` is written by the machine itself.
+/// The [`Recipe`] impl of a machine whose [`Machine`] methods are written apart (by
+/// [`follow_part!`], [`forward_parts!`], [`own_and_parts!`] or by hand): its event type,
+/// and the field and method `poll_event` reads them from: `events.poll` (an [`Events`]),
+/// `kit.poll_event` (its [`Kit`]), or `$part.poll_event` (the part it follows).
+///
+/// ```text
+/// impl Machine for Counter {
+///     forward_parts!(pump; handle_reply, handle_timeout, poll_request, poll_timeout);
+///     // ...
+/// }
+///
+/// recipe_events!(Counter => CounterEvent, events.poll);
+/// ```
+macro_rules! recipe_events {
+    ($machine:ty => $event:ty, $from:ident . $poll:ident) => {
+        impl $crate::recipe::Recipe for $machine {
+            type Event = $event;
+
+            fn poll_event(&mut self) -> Option<$event> {
+                self.$from.$poll()
+            }
+        }
+    };
+}
+pub(crate) use recipe_events;
+
+/// The [`Machine`] methods of a machine built on one part machine (`$part`) that reads
+/// the part's events after every input (`$pump`) and reports its own from `self.events`
+/// (an [`Events`]: `recipe_events!(.., events.poll)`): every input goes to the part and
+/// then to `$pump`; requests, deadline and end are the part's. Only `handle_abandon`
+/// is written by the machine itself.
 ///
 /// `follow_part!($part)` alone: a machine that is its part under another name (its
-/// events too); every method is the part's.
+/// events too: `recipe_events!(.., $part.poll_event)`); every method is the part's.
 macro_rules! follow_part {
     ($part:ident) => {
         $crate::recipe::kit::follow_part!(@inputs $part);
@@ -775,10 +804,6 @@ macro_rules! follow_part {
 
         fn poll_request(&mut self) -> Option<($crate::recipe::OpId, $crate::proto::Request)> {
             self.$part.poll_request()
-        }
-
-        fn poll_event(&mut self) -> Option<Self::Event> {
-            self.$part.poll_event()
         }
 
         fn poll_timeout(&self) -> Option<$crate::time::Instant> {
@@ -794,10 +819,6 @@ macro_rules! follow_part {
 
         fn poll_request(&mut self) -> Option<($crate::recipe::OpId, $crate::proto::Request)> {
             self.$part.poll_request()
-        }
-
-        fn poll_event(&mut self) -> Option<Self::Event> {
-            self.events.poll()
         }
 
         fn poll_timeout(&self) -> Option<$crate::time::Instant> {
@@ -850,11 +871,11 @@ pub(crate) use part_calls;
 
 /// A machine built of part machines of one type (a multi-lock's locks, a semaphore's
 /// mutex and lease, a counter's update): what `forward_parts!` needs to write the
-/// [`Recipe`] methods that only pass an input on to the parts. Part `i`'s op `op` is
+/// [`Machine`] methods that only pass an input on to the parts. Part `i`'s op `op` is
 /// the machine's op `op * count + i`, so each reply finds its part.
 pub trait Parts {
     /// The parts' machine.
-    type Part: Recipe;
+    type Part: Machine;
     /// How many parts there are (a session change goes to each).
     fn count(&self) -> usize;
     /// Parts `0..started()` run: they are timed, polled for requests and deadlines,
@@ -904,7 +925,7 @@ pub(crate) use one_part;
 
 /// Inputs and outputs of a [`Parts`] machine that only concern its parts, written once.
 pub mod to_parts {
-    use super::{Parts, Recipe, Reply};
+    use super::{Machine, Parts, Reply};
     use crate::proto::Request;
     use crate::recipe::{OpId, SessionChange, SharedListing};
     use crate::session::WatchEvent;
@@ -988,11 +1009,11 @@ pub mod to_parts {
     }
 }
 
-/// The [`Recipe`] methods of a [`Parts`] machine that only pass an input on to its
+/// The [`Machine`] methods of a [`Parts`] machine that only pass an input on to its
 /// parts (then call `self.$after(now)`, the machine's own step after each input) or
 /// read their outputs: list the methods to write; the machine writes the others,
 /// which carry logic of its own (they may call [`to_parts`] for the part they pass
-/// on). `poll_event` reads `self.events` (an [`Events`]).
+/// on). Its events: [`recipe_events!`].
 macro_rules! forward_parts {
     ($after:ident; $($method:ident),+ $(,)?) => {
         $( $crate::recipe::kit::forward_parts!(@ $method $after); )+
@@ -1041,11 +1062,6 @@ macro_rules! forward_parts {
             $crate::recipe::kit::to_parts::yields(self, op)
         }
     };
-    (@ poll_event $after:ident) => {
-        fn poll_event(&mut self) -> Option<Self::Event> {
-            self.events.poll()
-        }
-    };
     (@ poll_timeout $after:ident) => {
         fn poll_timeout(&self) -> Option<$crate::time::Instant> {
             $crate::recipe::kit::to_parts::poll_timeout(self)
@@ -1078,7 +1094,7 @@ impl OwnSlot {
     }
 }
 
-/// The [`Recipe`] methods of a [`Parts`] machine that also sends requests of its own
+/// The [`Machine`] methods of a [`Parts`] machine that also sends requests of its own
 /// from `self.kit` (a [`Kit`]; the set partitioner, the lease), numbered by `$own` (an
 /// [`OwnSlot`]). Every input ends with `self.after_input(now)` (the machine's step: it
 /// drives, then checks its rules); its own replies go to `self.on_own_reply(now, op,
@@ -1086,7 +1102,8 @@ impl OwnSlot {
 /// others to its parts. A session change goes to the kit, then to every part, then to
 /// `self.on_own_session(now, change)`; an abandon drops the events nobody will read,
 /// then calls `self.on_own_abandon(now)` (the machine's cleanup: it abandons or releases
-/// its parts). Its events are its kit's. The machine writes `is_done`.
+/// its parts). Its events are its kit's (`recipe_events!(.., kit.poll_event)`). The
+/// machine writes `is_done`.
 macro_rules! own_and_parts {
     ($own:path) => {
         fn handle_reply(
@@ -1140,10 +1157,6 @@ macro_rules! own_and_parts {
 
         fn yields(&self, op: $crate::recipe::OpId) -> bool {
             $own.own(op).is_none() && $crate::recipe::kit::to_parts::yields(self, op)
-        }
-
-        fn poll_event(&mut self) -> Option<Self::Event> {
-            self.kit.poll_event()
         }
     };
 }

@@ -3,20 +3,21 @@
 //!
 //! # The recipe contract
 //!
-//! Every recipe is a state machine with the same shape ([`Recipe`]):
+//! Every recipe is a state machine with the same shape: a [`Machine`] (what the host
+//! drives) and a [`Recipe`] (the events it reports):
 //!
-//! * **Input** — [`handle_reply`](Recipe::handle_reply) for a request it issued (by its
-//!   own [`OpId`]), [`handle_watch`](Recipe::handle_watch) for a watch one of its
-//!   requests set, [`handle_session`](Recipe::handle_session) for every session state
-//!   change, [`handle_timeout`](Recipe::handle_timeout), and
-//!   [`handle_abandon`](Recipe::handle_abandon) when its owner went away.
+//! * **Input** — [`handle_reply`](Machine::handle_reply) for a request it issued (by its
+//!   own [`OpId`]), [`handle_watch`](Machine::handle_watch) for a watch one of its
+//!   requests set, [`handle_session`](Machine::handle_session) for every session state
+//!   change, [`handle_timeout`](Machine::handle_timeout), and
+//!   [`handle_abandon`](Machine::handle_abandon) when its owner went away.
 //! * **Commands** — plain methods on the concrete type (`acquire`, `release`, ...). They
 //!   only change state and queue output; they never block or do I/O. A command that
 //!   answers at once returns its answer; one that needs the server reports its outcome
 //!   as an event, and the recipe's module says which events end which command.
-//! * **Output** — [`poll_request`](Recipe::poll_request) (requests to send, tagged with
+//! * **Output** — [`poll_request`](Machine::poll_request) (requests to send, tagged with
 //!   the recipe's own op ids), [`poll_event`](Recipe::poll_event) (the recipe's typed
-//!   events), [`poll_timeout`](Recipe::poll_timeout) (its next deadline).
+//!   events), [`poll_timeout`](Machine::poll_timeout) (its next deadline).
 //!
 //! The host (normally [`Client`](crate::client::Client)) polls in this order after every
 //! input or command: `poll_request` until empty (submitting each to the session, and
@@ -29,7 +30,7 @@
 //!
 //! A recipe of this crate embeds a [`kit::Kit`] (its outbox, retry, events, session
 //! and parent-creation rounds) and implements [`kit::Protocol`], which makes it a
-//! `Recipe`: the plumbing is written once there (see `docs/design.md`, "Adding a
+//! `Machine` and a `Recipe`: the plumbing is written once there (see `docs/design.md`, "Adding a
 //! recipe").
 //!
 //! # Rules every recipe keeps (and the helpers here that make them easy)
@@ -160,13 +161,12 @@ impl SharedListing {
     }
 }
 
-/// The contract every recipe implements; see the [module docs](self).
-///
-/// Any type implementing it can be hosted by a [`Client`](crate::client::Client) and
-/// by both adapters, including recipes written outside this crate.
-pub trait Recipe: Send + 'static {
-    /// What the recipe reports to its user.
-    type Event: Clone + fmt::Debug + Send + 'static;
+/// What a host drives in every recipe: its inputs (`handle_*`) and every output but its
+/// events (`poll_request`, `yields`, `poll_timeout`, `is_done`); see the
+/// [module docs](self). Object-safe: a host stores recipes of every type as
+/// [`AnyRecipe`], whose supertrait this is. A recipe implements it beside [`Recipe`]
+/// (its events); import it to drive a recipe by hand.
+pub trait Machine: Send + 'static {
     /// A reply to request `op`: the server's answer, or the error it failed with
     /// (`ConnectionLoss`, a local refusal such as `Overloaded` or `Closed`, ...).
     /// Replies come in the order the requests were sent, except a local refusal: it
@@ -208,45 +208,30 @@ pub trait Recipe: Send + 'static {
         let _ = op;
         false
     }
-    /// The next event for the application.
-    fn poll_event(&mut self) -> Option<Self::Event>;
     /// The next deadline.
     fn poll_timeout(&self) -> Option<Instant>;
     /// Finished: nothing in flight, nothing more will happen; the host drops it.
     fn is_done(&self) -> bool;
 }
 
-/// The object-safe form of [`Recipe`] a host stores; implemented for every `Recipe`
-/// (never implement it yourself). Events come out type-erased as [`AnyEvent`].
-pub trait AnyRecipe: Send {
-    /// See [`Recipe::handle_reply`].
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>);
-    /// See [`Recipe::handle_shared_reply`].
-    fn handle_shared_reply(
-        &mut self,
-        now: Instant,
-        op: OpId,
-        result: &Result<Response, Error>,
-        shared: &mut SharedListing,
-    );
-    /// See [`Recipe::handle_watch`].
-    fn handle_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent);
-    /// See [`Recipe::handle_session`].
-    fn handle_session(&mut self, now: Instant, change: SessionChange);
-    /// See [`Recipe::handle_timeout`].
-    fn handle_timeout(&mut self, now: Instant);
-    /// See [`Recipe::handle_abandon`].
-    fn handle_abandon(&mut self, now: Instant);
-    /// See [`Recipe::poll_request`].
-    fn poll_request(&mut self) -> Option<(OpId, Request)>;
-    /// See [`Recipe::yields`].
-    fn yields(&self, op: OpId) -> bool;
+/// The contract every recipe implements: a [`Machine`] (what the host drives) that
+/// reports typed events; see the [module docs](self).
+///
+/// Any type implementing it can be hosted by a [`Client`](crate::client::Client) and
+/// by both adapters, including recipes written outside this crate.
+pub trait Recipe: Machine {
+    /// What the recipe reports to its user.
+    type Event: Clone + fmt::Debug + Send + 'static;
+    /// The next event for the application.
+    fn poll_event(&mut self) -> Option<Self::Event>;
+}
+
+/// The form of [`Recipe`] a host stores (object-safe: events come out type-erased as
+/// [`AnyEvent`]); implemented for every `Recipe` (never implement it yourself). The
+/// host drives it through its supertrait [`Machine`].
+pub trait AnyRecipe: Machine {
     /// [`Recipe::poll_event`], boxed.
     fn poll_any_event(&mut self) -> Option<AnyEvent>;
-    /// See [`Recipe::poll_timeout`].
-    fn poll_timeout(&self) -> Option<Instant>;
-    /// See [`Recipe::is_done`].
-    fn is_done(&self) -> bool;
     /// The concrete recipe, for commands.
     fn as_any_mut(&mut self) -> &mut dyn Any;
     /// The concrete recipe, for getters.
@@ -254,44 +239,8 @@ pub trait AnyRecipe: Send {
 }
 
 impl<R: Recipe> AnyRecipe for R {
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
-        Recipe::handle_reply(self, now, op, result)
-    }
-    fn handle_shared_reply(
-        &mut self,
-        now: Instant,
-        op: OpId,
-        result: &Result<Response, Error>,
-        shared: &mut SharedListing,
-    ) {
-        Recipe::handle_shared_reply(self, now, op, result, shared)
-    }
-    fn handle_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
-        Recipe::handle_watch(self, now, op, event)
-    }
-    fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        Recipe::handle_session(self, now, change)
-    }
-    fn handle_timeout(&mut self, now: Instant) {
-        Recipe::handle_timeout(self, now)
-    }
-    fn handle_abandon(&mut self, now: Instant) {
-        Recipe::handle_abandon(self, now)
-    }
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        Recipe::poll_request(self)
-    }
-    fn yields(&self, op: OpId) -> bool {
-        Recipe::yields(self, op)
-    }
     fn poll_any_event(&mut self) -> Option<AnyEvent> {
-        Recipe::poll_event(self).map(AnyEvent::new)
-    }
-    fn poll_timeout(&self) -> Option<Instant> {
-        Recipe::poll_timeout(self)
-    }
-    fn is_done(&self) -> bool {
-        Recipe::is_done(self)
+        self.poll_event().map(AnyEvent::new)
     }
     fn as_any_mut(&mut self) -> &mut dyn Any {
         self
@@ -575,7 +524,7 @@ impl<P> Outbox<P> {
         self.syncs.clear();
     }
 
-    /// The next request to send (for [`Recipe::poll_request`]).
+    /// The next request to send (for [`Machine::poll_request`]).
     pub fn poll(&mut self) -> Option<(OpId, Request)> {
         if self.queue.is_empty() {
             // Drained: give the buffer back. A recipe spends most of its life waiting
@@ -799,7 +748,7 @@ mod retry_tests {
         use crate::error::Error;
         use crate::proto::ErrorCode;
         use crate::recipe::lock::{Lock, LockConfig, LockKind};
-        use crate::recipe::Recipe;
+        use crate::recipe::{Machine, Recipe};
         let t = Instant::from_micros(5_000);
         let mut deadlines = Vec::new();
         for id in ["0000aaaa-1111", "0000bbbb-2222"] {

@@ -67,7 +67,7 @@
 //!
 //! ```
 //! use zk_recipes::recipe::multi_lock::{MultiLock, MultiLockConfig};
-//! use zk_recipes::recipe::{Recipe, SessionChange};
+//! use zk_recipes::recipe::{Machine, Recipe, SessionChange};
 //! use zk_recipes::proto::Request;
 //! use zk_recipes::time::Instant;
 //!
@@ -87,9 +87,9 @@ use alloc::vec::Vec;
 use bytes::Bytes;
 use core::mem;
 
-use super::kit::{forward_parts, to_parts, Events, Parts};
+use super::kit::{forward_parts, recipe_events, to_parts, Events, Parts};
 use super::lock::{compact_acl, Lock, LockConfig, LockEvent, LockKind, LostReason};
-use super::Recipe;
+use super::{Machine, Recipe};
 use crate::error::Error;
 use crate::proto::{validate_path, Acl, ErrorCode};
 use crate::time::Instant;
@@ -563,9 +563,7 @@ impl Parts for MultiLock {
     }
 }
 
-impl Recipe for MultiLock {
-    type Event = MultiLockEvent;
-
+impl Machine for MultiLock {
     forward_parts!(
         after_input;
         handle_reply,
@@ -574,7 +572,6 @@ impl Recipe for MultiLock {
         handle_session,
         poll_request,
         yields,
-        poll_event,
         poll_timeout,
     );
 
@@ -605,3 +602,5 @@ impl Recipe for MultiLock {
         self.phase == Phase::Done && self.events.is_empty() && to_parts::all_done(self)
     }
 }
+
+recipe_events!(MultiLock => MultiLockEvent, events.poll);

@@ -96,7 +96,7 @@
 //!
 //! ```
 //! use zk_recipes::recipe::naming::{IdGenerator, IdGeneratorConfig};
-//! use zk_recipes::recipe::{Recipe, SessionChange};
+//! use zk_recipes::recipe::{Machine, Recipe, SessionChange};
 //! use zk_recipes::proto::Request;
 //! use zk_recipes::time::Instant;
 //!

@@ -151,7 +151,7 @@ enum Step {
 ///
 /// ```
 /// use zk_recipes::recipe::path::CreateAll;
-/// use zk_recipes::recipe::Recipe;
+/// use zk_recipes::recipe::{Machine, Recipe};
 /// use zk_recipes::client::ops::CreateOptions;
 /// use zk_recipes::time::Instant;
 /// let mut c = CreateAll::new("/a/b/c", "x".into(), CreateOptions::default());

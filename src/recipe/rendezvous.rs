@@ -33,7 +33,7 @@
 //!
 //! ```
 //! use zk_recipes::recipe::rendezvous::{RendezvousEvent, Worker};
-//! use zk_recipes::recipe::{Recipe, SessionChange};
+//! use zk_recipes::recipe::{Machine, Recipe, SessionChange};
 //! use zk_recipes::time::Instant;
 //!
 //! let mut w = Worker::new("/jobs/42/rendezvous");
@@ -50,7 +50,7 @@ use super::kit::{Events, Kit, Reply};
 #[cfg(doc)]
 use super::node::OwnedNode;
 use super::node::{NodeWatch, NodeWatchEvent, OwnedNodeConfig};
-use super::{OpId, Recipe, SessionChange};
+use super::{Machine, OpId, Recipe, SessionChange};
 use crate::error::Error;
 use crate::proto::*;
 use crate::session::WatchEvent;
@@ -193,15 +193,15 @@ impl Worker {
     }
 }
 
-impl Recipe for Worker {
-    type Event = RendezvousEvent;
-
+impl Machine for Worker {
     super::kit::follow_part!(watch, pump);
 
     fn handle_abandon(&mut self, now: Instant) {
         self.close(now);
     }
 }
+
+super::kit::recipe_events!(Worker => RendezvousEvent, events.poll);
 
 // ======================================================================================
 // Master
@@ -405,8 +405,7 @@ impl Master {
     }
 }
 
-impl Recipe for Master {
-    type Event = RendezvousEvent;
+impl Machine for Master {
     fn handle_reply(&mut self, now: Instant, op: OpId, result: Reply) {
         if op & OWN != 0 {
             if let Some(sent) = self.kit.take(op & !OWN) {
@@ -448,9 +447,6 @@ impl Recipe for Master {
         }
         self.watch.poll_request()
     }
-    fn poll_event(&mut self) -> Option<RendezvousEvent> {
-        self.kit.poll_event()
-    }
     fn poll_timeout(&self) -> Option<Instant> {
         let own = if self.waiting && matches!(self.stage, Stage::Running(_)) {
             self.kit.retry_at()
@@ -466,3 +462,5 @@ impl Recipe for Master {
         self.stage == Stage::Ended && self.watch.is_done() && self.kit.no_events()
     }
 }
+
+super::kit::recipe_events!(Master => RendezvousEvent, kit.poll_event);

@@ -100,7 +100,7 @@
 //!
 //! ```
 //! use zk_recipes::recipe::semaphore::{Semaphore, SemaphoreConfig};
-//! use zk_recipes::recipe::{Recipe, SessionChange};
+//! use zk_recipes::recipe::{Machine, Recipe, SessionChange};
 //! use zk_recipes::proto::{OpCode, Request};
 //! use zk_recipes::time::Instant;
 //!
@@ -115,13 +115,13 @@
 //! assert_eq!(s.poll_request().unwrap().1.op_code(), OpCode::GetChildren);
 //! ```
 
-use super::kit::{forward_parts, join, to_parts, Events, Parts};
+use super::kit::{forward_parts, join, recipe_events, to_parts, Events, Parts};
 use alloc::string::String;
 use alloc::vec::Vec;
 use bytes::Bytes;
 
 use super::lock::{compact_acl, Lock, LockConfig, LockEvent, LockKind, LostReason};
-use super::{Recipe, SessionChange};
+use super::{Machine, Recipe, SessionChange};
 use crate::error::Error;
 use crate::proto::{Acl, ErrorCode};
 use crate::time::Instant;
@@ -534,10 +534,8 @@ impl Parts for Semaphore {
     }
 }
 
-impl Recipe for Semaphore {
-    type Event = SemaphoreEvent;
-
-    forward_parts!(pump; handle_reply, handle_watch, poll_request, poll_event);
+impl Machine for Semaphore {
+    forward_parts!(pump; handle_reply, handle_watch, poll_request);
 
     fn handle_session(&mut self, now: Instant, change: SessionChange) {
         match change {
@@ -605,3 +603,5 @@ impl Recipe for Semaphore {
             && (!self.lease_started || self.lease.is_done())
     }
 }
+
+recipe_events!(Semaphore => SemaphoreEvent, events.poll);

@@ -54,7 +54,7 @@
 //! ```
 //! use core::time::Duration;
 //! use zk_recipes::recipe::ttl_node::{TtlNode, TtlNodeConfig, TtlNodeEvent};
-//! use zk_recipes::recipe::{Recipe, SessionChange};
+//! use zk_recipes::recipe::{Machine, Recipe, SessionChange};
 //! use zk_recipes::proto::{OpCode, Response, Stat};
 //! use zk_recipes::time::Instant;
 //!

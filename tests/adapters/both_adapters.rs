@@ -9,7 +9,7 @@ use bytes::Bytes;
 use zk::{CreateOptions, Error, HoldState, LockChange, Status};
 use zk_recipes::proto::*;
 use zk_recipes::recipe::lock::LostReason;
-use zk_recipes::recipe::{OpId, Outbox, Recipe, SessionChange};
+use zk_recipes::recipe::{Machine, OpId, Outbox, Recipe, SessionChange};
 use zk_recipes::session::WatchEvent;
 use zk_recipes_testing::{expire_session, TestServer};
 
@@ -580,8 +580,7 @@ impl Touch {
     }
 }
 
-impl Recipe for Touch {
-    type Event = Result<Bytes, Error>;
+impl Machine for Touch {
     fn handle_reply(&mut self, _: zk_recipes::time::Instant, op: OpId, r: Result<Response, Error>) {
         match (self.outbox.take(op), r) {
             (Some(true), Ok(Response::Data { data, .. })) => self.result = Some(Ok(data)),
@@ -603,17 +602,21 @@ impl Recipe for Touch {
     fn poll_request(&mut self) -> Option<(OpId, Request)> {
         self.outbox.poll()
     }
+    fn poll_timeout(&self) -> Option<zk_recipes::time::Instant> {
+        None
+    }
+    fn is_done(&self) -> bool {
+        self.done && self.outbox.is_empty()
+    }
+}
+
+impl Recipe for Touch {
+    type Event = Result<Bytes, Error>;
     fn poll_event(&mut self) -> Option<Self::Event> {
         let r = self.result.take();
         if r.is_some() {
             self.done = true;
         }
         r
-    }
-    fn poll_timeout(&self) -> Option<zk_recipes::time::Instant> {
-        None
-    }
-    fn is_done(&self) -> bool {
-        self.done && self.outbox.is_empty()
     }
 }

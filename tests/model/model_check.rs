@@ -52,7 +52,7 @@ use zk_recipes::recipe::two_phase::{
     Coordinator, CoordinatorConfig, CoordinatorEvent, Outcome, Site, SiteConfig, SiteEvent,
     Variant, Vote,
 };
-use zk_recipes::recipe::{OpId, Recipe, SessionChange};
+use zk_recipes::recipe::{Machine, OpId, Recipe, SessionChange};
 use zk_recipes::session::WatchEvent;
 use zk_recipes::time::Instant;
 use zk_recipes_sim::testkit::zk::{Faults, Happened, Link, ModelWorld, Step, ZNode};
@@ -1776,8 +1776,7 @@ impl Hasty {
     }
 }
 
-impl Recipe for Hasty {
-    type Event = LockEvent;
+impl Machine for Hasty {
     fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
         if self.eager {
             self.grant();
@@ -1802,6 +1801,16 @@ impl Recipe for Hasty {
     fn poll_request(&mut self) -> Option<(OpId, Request)> {
         self.lock.poll_request()
     }
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.lock.poll_timeout()
+    }
+    fn is_done(&self) -> bool {
+        self.fake.is_none() && self.lock.is_done()
+    }
+}
+
+impl Recipe for Hasty {
+    type Event = LockEvent;
     fn poll_event(&mut self) -> Option<LockEvent> {
         if let Some(e) = self.fake.take() {
             return Some(e);
@@ -1820,12 +1829,6 @@ impl Recipe for Hasty {
                 }
             }
         }
-    }
-    fn poll_timeout(&self) -> Option<Instant> {
-        self.lock.poll_timeout()
-    }
-    fn is_done(&self) -> bool {
-        self.fake.is_none() && self.lock.is_done()
     }
 }
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use zk_recipes::client::{Client, Error, Options};
 use zk_recipes::proto::{PathWatch, Request, Response};
-use zk_recipes::recipe::{OpId, Outbox, Recipe, SessionChange};
+use zk_recipes::recipe::{Machine, OpId, Outbox, Recipe, SessionChange};
 use zk_recipes::session::WatchEvent;
 use zk_recipes::time::Instant;
 
@@ -34,8 +34,7 @@ impl Stubborn {
     }
 }
 
-impl Recipe for Stubborn {
-    type Event = u64;
+impl Machine for Stubborn {
     fn handle_reply(&mut self, _: Instant, op: OpId, r: Result<Response, Error>) {
         self.outbox.take(op);
         if r.is_err() {
@@ -50,14 +49,18 @@ impl Recipe for Stubborn {
     fn poll_request(&mut self) -> Option<(OpId, Request)> {
         self.outbox.poll()
     }
-    fn poll_event(&mut self) -> Option<u64> {
-        None
-    }
     fn poll_timeout(&self) -> Option<Instant> {
         None
     }
     fn is_done(&self) -> bool {
         false
+    }
+}
+
+impl Recipe for Stubborn {
+    type Event = u64;
+    fn poll_event(&mut self) -> Option<u64> {
+        None
     }
 }
 
@@ -91,8 +94,7 @@ struct Holder {
     events: std::collections::VecDeque<SessionChange>,
 }
 
-impl Recipe for Holder {
-    type Event = SessionChange;
+impl Machine for Holder {
     fn handle_reply(&mut self, _: Instant, _: OpId, _: Result<Response, Error>) {}
     fn handle_watch(&mut self, _: Instant, _: OpId, _: &WatchEvent) {}
     fn handle_session(&mut self, _: Instant, change: SessionChange) {
@@ -104,14 +106,18 @@ impl Recipe for Holder {
     fn poll_request(&mut self) -> Option<(OpId, Request)> {
         None
     }
-    fn poll_event(&mut self) -> Option<SessionChange> {
-        self.events.pop_front()
-    }
     fn poll_timeout(&self) -> Option<Instant> {
         None
     }
     fn is_done(&self) -> bool {
         self.events.is_empty() && self.heard.contains(&SessionChange::Closed)
+    }
+}
+
+impl Recipe for Holder {
+    type Event = SessionChange;
+    fn poll_event(&mut self) -> Option<SessionChange> {
+        self.events.pop_front()
     }
 }
 

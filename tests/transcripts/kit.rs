@@ -23,7 +23,7 @@
 pub use bytes::Bytes;
 pub use zk_recipes::client::Error;
 pub use zk_recipes::proto::*;
-pub use zk_recipes::recipe::{OpId, Recipe, SessionChange};
+pub use zk_recipes::recipe::{Machine, OpId, Recipe, SessionChange};
 pub use zk_recipes::session::WatchEvent;
 pub use zk_recipes::time::Instant;
 

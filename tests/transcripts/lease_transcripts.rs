@@ -8,7 +8,7 @@ use std::time::Duration;
 use zk_recipes::recipe::lease::{
     encode_record, Holder, Lease, LeaseConfig, LeaseEvent, LeaseOutcome,
 };
-use zk_recipes::recipe::Recipe;
+use zk_recipes::recipe::Machine;
 
 const ID: &str = "6f1c2a4e-2b1d-4d7e-9a63-0c2f5a7b8d90";
 const HEX: &str = "6f1c2a4e2b1d4d7e9a630c2f5a7b8d90";

@@ -3,7 +3,7 @@
 use zk_recipes::client::Error;
 use zk_recipes::proto::*;
 use zk_recipes::recipe::path::DeleteAll;
-use zk_recipes::recipe::{Recipe, SessionChange};
+use zk_recipes::recipe::{Machine, Recipe, SessionChange};
 use zk_recipes::time::Instant;
 
 const T: Instant = Instant::ZERO;

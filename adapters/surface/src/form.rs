@@ -113,6 +113,6 @@ pub use zk_recipes::recipe::rendezvous::{Master, RendezvousEvent, Worker};
 pub use zk_recipes::recipe::ttl_node::{TtlNodeConfig, TtlNodeEvent};
 pub use zk_recipes::recipe::two_phase::{CoordinatorEvent, Outcome, Variant, Vote, VoteOutcome};
 pub use zk_recipes::recipe::value::UpdateConfig;
-pub use zk_recipes::recipe::Recipe;
+pub use zk_recipes::recipe::{Machine, Recipe};
 pub use zk_recipes::session::HostFailures;
 pub use zk_recipes::session::{Counters, WatchEvent};

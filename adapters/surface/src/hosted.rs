@@ -43,7 +43,7 @@ impl Drop for Owner {
 }
 
 /// The owner of a hosted recipe of type `R`. Clones share ownership; when the last one
-/// drops, the recipe is abandoned (see [`Recipe::handle_abandon`]).
+/// drops, the recipe is abandoned (see [`Machine::handle_abandon`](zk_recipes::recipe::Machine::handle_abandon)).
 pub struct Hosted<R> {
     owner: Arc<Owner>,
     _recipe: PhantomData<fn() -> R>,

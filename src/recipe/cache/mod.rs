@@ -90,7 +90,7 @@
 //!
 //! ```
 //! use zk_recipes::recipe::cache::{CacheConfig, CacheEvent, TreeCache};
-//! use zk_recipes::recipe::{Recipe, SessionChange};
+//! use zk_recipes::recipe::{Machine, Recipe, SessionChange};
 //! use zk_recipes::proto::Request;
 //! use zk_recipes::time::Instant;
 //!

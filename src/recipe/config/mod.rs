@@ -83,7 +83,7 @@
 //! ```
 //! use zk_recipes::proto::{ErrorCode, Request, Response};
 //! use zk_recipes::recipe::config::{ConfigWriter, WriterConfig, WriterEvent};
-//! use zk_recipes::recipe::{Recipe, SessionChange};
+//! use zk_recipes::recipe::{Machine, Recipe, SessionChange};
 //! use zk_recipes::time::Instant;
 //! use zk_recipes::client::Error;
 //!

@@ -60,7 +60,7 @@
 //!
 //! ```
 //! use zk_recipes::recipe::discovery::{Registration, ServiceInstance};
-//! use zk_recipes::recipe::{Recipe, SessionChange};
+//! use zk_recipes::recipe::{Machine, Recipe, SessionChange};
 //! use zk_recipes::time::Instant;
 //!
 //! let instance = ServiceInstance::new("web", "host-1", "10.0.0.1", 8080);
@@ -76,12 +76,11 @@ use alloc::vec::Vec;
 use bytes::Bytes;
 
 use super::group::{Member, View, ViewConfig, ViewEvent};
-use super::kit::{join, Events, Reply};
+use super::kit::{join, Events};
 use super::node::{node_commands, OwnedNode, OwnedNodeConfig, OwnedNodeEvent};
-use super::{OpId, Recipe, SessionChange};
+use super::{Machine, Recipe};
 use crate::error::Error;
 use crate::proto::*;
-use crate::session::WatchEvent;
 use crate::time::Instant;
 
 mod error;
@@ -204,36 +203,11 @@ impl Registration {
 
 node_commands!(Registration: register, unregister, node.set_data);
 
-impl Recipe for Registration {
-    type Event = RegistrationEvent;
-    fn handle_reply(&mut self, now: Instant, op: OpId, result: Reply) {
-        self.node.handle_reply(now, op, result)
-    }
-    fn handle_watch(&mut self, now: Instant, op: OpId, event: &WatchEvent) {
-        self.node.handle_watch(now, op, event)
-    }
-    fn handle_session(&mut self, now: Instant, change: SessionChange) {
-        self.node.handle_session(now, change)
-    }
-    fn handle_timeout(&mut self, now: Instant) {
-        self.node.handle_timeout(now)
-    }
-    fn handle_abandon(&mut self, now: Instant) {
-        self.node.handle_abandon(now)
-    }
-    fn poll_request(&mut self) -> Option<(OpId, Request)> {
-        self.node.poll_request()
-    }
-    fn poll_event(&mut self) -> Option<RegistrationEvent> {
-        self.node.poll_event()
-    }
-    fn poll_timeout(&self) -> Option<Instant> {
-        self.node.poll_timeout()
-    }
-    fn is_done(&self) -> bool {
-        self.node.is_done()
-    }
+impl Machine for Registration {
+    super::kit::follow_part!(node);
 }
+
+super::kit::recipe_events!(Registration => RegistrationEvent, node.poll_event);
 
 // ======================================================================================
 // ServiceCache
@@ -284,7 +258,7 @@ impl ServiceCacheEvent {
 ///
 /// ```
 /// use zk_recipes::recipe::discovery::{DownPolicy, ServiceCache, Strategy};
-/// use zk_recipes::recipe::{Recipe, SessionChange};
+/// use zk_recipes::recipe::{Machine, Recipe, SessionChange};
 /// use zk_recipes::time::Instant;
 ///
 /// let mut cache = ServiceCache::new("/services", "web", Strategy::RoundRobin, DownPolicy::default());
@@ -429,12 +403,12 @@ impl ServiceCache {
     }
 }
 
-impl Recipe for ServiceCache {
-    type Event = ServiceCacheEvent;
-
+impl Machine for ServiceCache {
     super::kit::follow_part!(view, pump);
 
     fn handle_abandon(&mut self, now: Instant) {
         self.close(now);
     }
 }
+
+super::kit::recipe_events!(ServiceCache => ServiceCacheEvent, events.poll);

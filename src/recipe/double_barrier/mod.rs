@@ -87,7 +87,7 @@
 //!
 //! ```
 //! use zk_recipes::recipe::double_barrier::{DoubleBarrier, DoubleBarrierConfig};
-//! use zk_recipes::recipe::{Recipe, SessionChange};
+//! use zk_recipes::recipe::{Machine, Recipe, SessionChange};
 //! use zk_recipes::proto::OpCode;
 //! use zk_recipes::time::Instant;
 //!

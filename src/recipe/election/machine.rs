@@ -16,7 +16,7 @@ use crate::proto::*;
 use crate::recipe::kit::{Plumbing, Protocol, Reply, MAX_PARENT_ROUNDS};
 use crate::recipe::lock::{compact_acl, node_id, Lock, LockConfig, LockEvent, LockKind};
 use crate::recipe::path::ancestor_creates;
-use crate::recipe::{OpId, Recipe, SessionChange};
+use crate::recipe::{Machine, OpId, Recipe, SessionChange};
 use crate::session::WatchEvent;
 use crate::time::Instant;
 

@@ -60,7 +60,7 @@
 //!
 //! ```
 //! use zk_recipes::recipe::election::{Election, ElectionConfig};
-//! use zk_recipes::recipe::{Recipe, SessionChange};
+//! use zk_recipes::recipe::{Machine, Recipe, SessionChange};
 //! use zk_recipes::time::Instant;
 //!
 //! let mut e = Election::new(ElectionConfig::new("/election/app", "node-1", (7, 9)));

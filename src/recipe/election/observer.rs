@@ -25,7 +25,7 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 use super::super::group::{View, ViewConfig, ViewEvent};
-use super::super::{contender, OpId, Recipe, SessionChange};
+use super::super::{contender, Machine, OpId, Recipe, SessionChange};
 use super::default_ack_dir;
 use crate::error::Error;
 use crate::proto::*;
@@ -212,9 +212,7 @@ impl Observer {
     }
 }
 
-impl Recipe for Observer {
-    type Event = ObserverEvent;
-
+impl Machine for Observer {
     fn handle_reply(&mut self, now: Instant, op: OpId, result: Reply) {
         match op & 1 {
             0 => self.candidates.handle_reply(now, op >> 1, result),
@@ -255,10 +253,6 @@ impl Recipe for Observer {
         Some((tag(op, true), r))
     }
 
-    fn poll_event(&mut self) -> Option<ObserverEvent> {
-        self.events.poll()
-    }
-
     fn poll_timeout(&self) -> Option<Instant> {
         match (self.candidates.poll_timeout(), self.acks.poll_timeout()) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -270,3 +264,5 @@ impl Recipe for Observer {
         self.ended && self.candidates.is_done() && self.acks.is_done() && self.events.is_empty()
     }
 }
+
+super::super::kit::recipe_events!(Observer => ObserverEvent, events.poll);

@@ -12,9 +12,9 @@ use super::record::{self, Record, MAX_END};
 use super::types::{LeaseConfig, LeaseEvent, LeaseOutcome, HOLDER, MAX_IDENTIFIER};
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::kit::{join, one_part, own_and_parts, Kit, OwnSlot, Parts};
+use crate::recipe::kit::{join, one_part, own_and_parts, recipe_events, Kit, OwnSlot, Parts};
 use crate::recipe::lock::{compact_acl, Lock, LockConfig, LockEvent, LockKind, Naming};
-use crate::recipe::{OpId, Recipe, SessionChange};
+use crate::recipe::{Machine, OpId, Recipe, SessionChange};
 use crate::session::WatchEvent;
 use crate::time::Instant;
 
@@ -427,12 +427,12 @@ impl Parts for Lease {
 /// Of every two op ids, the even one is the lock's, the odd one ours.
 const OWN: OwnSlot = OwnSlot { slots: 2, own: 1 };
 
-impl Recipe for Lease {
-    type Event = LeaseEvent;
-
+impl Machine for Lease {
     own_and_parts!(OWN);
 
     fn is_done(&self) -> bool {
         self.phase == Phase::Done && self.kit.is_idle() && self.lock.is_done()
     }
 }
+
+recipe_events!(Lease => LeaseEvent, kit.poll_event);

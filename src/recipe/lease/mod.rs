@@ -62,7 +62,7 @@
 //! ```
 //! use core::time::Duration;
 //! use zk_recipes::recipe::lease::{Lease, LeaseConfig, LeaseEvent, LeaseOutcome};
-//! use zk_recipes::recipe::{Recipe, SessionChange};
+//! use zk_recipes::recipe::{Machine, Recipe, SessionChange};
 //! use zk_recipes::proto::{Request, Response, Stat};
 //! use zk_recipes::error::Error;
 //! use zk_recipes::proto::ErrorCode;

@@ -12,7 +12,7 @@
 //!    created as containers in the same pipeline and the pair is sent again — at most
 //!    twice; an ancestor that cannot be created ends the attempt with
 //!    [`Error::NoParent`] naming it, or [`Error::ChrootMissing`]. This entry yields
-//!    ([`Recipe::yields`](crate::recipe::Recipe::yields)): queued in the session, it lets other recipes' later
+//!    ([`Machine::yields`](crate::recipe::Machine::yields)): queued in the session, it lets other recipes' later
 //!    requests go first (a holder's release is not queued behind the entries of
 //!    thousands of waiters of the same session); the pair itself stays in order. So
 //!    does the watch-arming request of a waiter more than two places from the lock.
@@ -148,7 +148,7 @@
 //!
 //! ```
 //! use zk_recipes::recipe::lock::{Lock, LockConfig, LockKind};
-//! use zk_recipes::recipe::{Recipe, SessionChange};
+//! use zk_recipes::recipe::{Machine, Recipe, SessionChange};
 //! use zk_recipes::time::Instant;
 //!
 //! let mut lock = Lock::new(LockConfig::new("/locks/job", LockKind::Exclusive, "6f1c2a4e-2b1d-4d7e-9a63-0c2f5a7b8d90"));

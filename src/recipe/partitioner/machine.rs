@@ -11,9 +11,11 @@ use super::types::{
 };
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::kit::{join, own_and_parts, to_parts, Kit, OwnSlot, ParentStep, Parts};
+use crate::recipe::kit::{
+    join, own_and_parts, recipe_events, to_parts, Kit, OwnSlot, ParentStep, Parts,
+};
 use crate::recipe::lock::{compact_acl, Lock, LockConfig, LockEvent, LockKind, Naming};
-use crate::recipe::{OpId, Recipe, SessionChange};
+use crate::recipe::{Machine, OpId, Recipe, SessionChange};
 use crate::session::WatchEvent;
 use crate::time::Instant;
 
@@ -767,12 +769,12 @@ impl Parts for Partitioner {
     }
 }
 
-impl Recipe for Partitioner {
-    type Event = PartitionEvent;
-
+impl Machine for Partitioner {
     own_and_parts!(OWN);
 
     fn is_done(&self) -> bool {
         self.phase == Phase::Done && self.kit.is_idle() && to_parts::all_done(self)
     }
 }
+
+recipe_events!(Partitioner => PartitionEvent, kit.poll_event);

@@ -100,7 +100,7 @@
 //!
 //! ```
 //! use zk_recipes::recipe::two_phase::{Coordinator, CoordinatorConfig, Site, SiteConfig, Variant};
-//! use zk_recipes::recipe::{Recipe, SessionChange};
+//! use zk_recipes::recipe::{Machine, Recipe, SessionChange};
 //! use zk_recipes::time::Instant;
 //!
 //! let config = CoordinatorConfig::new("/tx/42", &["a", "b"], Variant::Coordinator, (1, 2));

@@ -6,8 +6,8 @@ use bytes::Bytes;
 use super::update::{Proposal, Update, UpdateConfig, UpdateEvent};
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::kit::{forward_parts, one_part, to_parts, Events, Parts};
-use crate::recipe::{OpId, Recipe, SessionChange};
+use crate::recipe::kit::{forward_parts, one_part, recipe_events, to_parts, Events, Parts};
+use crate::recipe::{Machine, OpId, Recipe, SessionChange};
 use crate::session::WatchEvent;
 use crate::time::Instant;
 
@@ -322,10 +322,8 @@ impl Parts for Counter {
     one_part!(update);
 }
 
-impl Recipe for Counter {
-    type Event = CounterEvent;
-
-    forward_parts!(pump; handle_reply, handle_timeout, poll_request, poll_event, poll_timeout);
+impl Machine for Counter {
+    forward_parts!(pump; handle_reply, handle_timeout, poll_request, poll_timeout);
 
     fn handle_watch(&mut self, _now: Instant, _op: OpId, _event: &WatchEvent) {}
 
@@ -346,3 +344,5 @@ impl Recipe for Counter {
         self.closed && self.events.is_empty()
     }
 }
+
+recipe_events!(Counter => CounterEvent, events.poll);

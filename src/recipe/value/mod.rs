@@ -117,7 +117,7 @@
 //!
 //! ```
 //! use zk_recipes::recipe::value::{Counter, CounterEvent, CounterFormat};
-//! use zk_recipes::recipe::{Recipe, SessionChange};
+//! use zk_recipes::recipe::{Machine, Recipe, SessionChange};
 //! use zk_recipes::proto::{Response, Stat};
 //! use zk_recipes::time::Instant;
 //! let t = Instant::ZERO;

@@ -5,7 +5,7 @@ use crate::error::Error;
 use crate::proto::*;
 use crate::recipe::kit::Events;
 use crate::recipe::node::{NodeWatch, NodeWatchEvent};
-use crate::recipe::Recipe;
+use crate::recipe::{Machine, Recipe};
 use crate::time::Instant;
 
 /// What a [`CounterWatch`] reports. `Failed` and `Closed` are final.
@@ -77,7 +77,7 @@ impl CounterWatchEvent {
 ///
 /// ```
 /// use zk_recipes::recipe::value::{CounterFormat, CounterWatch, CounterWatchEvent};
-/// use zk_recipes::recipe::{Recipe, SessionChange};
+/// use zk_recipes::recipe::{Machine, Recipe, SessionChange};
 /// use zk_recipes::proto::{Response, Stat};
 /// use zk_recipes::time::Instant;
 /// let t = Instant::ZERO;
@@ -170,9 +170,7 @@ impl CounterWatch {
     }
 }
 
-impl Recipe for CounterWatch {
-    type Event = CounterWatchEvent;
-
+impl Machine for CounterWatch {
     crate::recipe::kit::follow_part!(watch, pump);
 
     fn handle_abandon(&mut self, now: Instant) {
@@ -180,3 +178,5 @@ impl Recipe for CounterWatch {
         self.pump();
     }
 }
+
+crate::recipe::kit::recipe_events!(CounterWatch => CounterWatchEvent, events.poll);

@@ -42,7 +42,7 @@ use bytes::Bytes;
 use zk_recipes::error::Error;
 use zk_recipes::proto::*;
 use zk_recipes::recipe::cache::{CacheConfig, CacheEvent, TreeCache, WatchStyle};
-use zk_recipes::recipe::Recipe;
+use zk_recipes::recipe::Machine;
 
 use super::harness::{self, FaultCounts, Harness, Script, ME};
 use super::zk::{Happened, Zk};

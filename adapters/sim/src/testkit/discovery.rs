@@ -35,7 +35,7 @@ use zk_recipes::recipe::discovery::{
     DownPolicy, Registration, RegistrationEvent, ServiceCache, ServiceCacheEvent, ServiceInstance,
     Strategy,
 };
-use zk_recipes::recipe::{OpId, Recipe, SessionChange};
+use zk_recipes::recipe::{Machine, OpId, Recipe, SessionChange};
 use zk_recipes::session::WatchEvent;
 use zk_recipes::time::Instant;
 
@@ -79,8 +79,7 @@ impl Duo {
     }
 }
 
-impl Recipe for Duo {
-    type Event = DuoEvent;
+impl Machine for Duo {
     fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
         if matches!(result, Err(Error::ConnectionLoss)) {
             self.lost.insert(op);
@@ -114,12 +113,6 @@ impl Recipe for Duo {
         }
         self.cache.poll_request().map(|(op, r)| (op * 2 + 1, r))
     }
-    fn poll_event(&mut self) -> Option<DuoEvent> {
-        if let Some(e) = self.registration.poll_event() {
-            return Some(DuoEvent::Registration(e));
-        }
-        self.cache.poll_event().map(DuoEvent::Cache)
-    }
     fn poll_timeout(&self) -> Option<Instant> {
         [self.registration.poll_timeout(), self.cache.poll_timeout()]
             .into_iter()
@@ -128,6 +121,16 @@ impl Recipe for Duo {
     }
     fn is_done(&self) -> bool {
         self.registration.is_done() && self.cache.is_done()
+    }
+}
+
+impl Recipe for Duo {
+    type Event = DuoEvent;
+    fn poll_event(&mut self) -> Option<DuoEvent> {
+        if let Some(e) = self.registration.poll_event() {
+            return Some(DuoEvent::Registration(e));
+        }
+        self.cache.poll_event().map(DuoEvent::Cache)
     }
 }
 

@@ -5,7 +5,7 @@
 
 use zk_recipes::error::Error;
 use zk_recipes::proto::{Request, Response};
-use zk_recipes::recipe::{OpId, Recipe, SessionChange};
+use zk_recipes::recipe::{Machine, OpId, Recipe, SessionChange};
 use zk_recipes::session::WatchEvent;
 use zk_recipes::time::Instant;
 
@@ -47,8 +47,7 @@ impl<A, B> Either<A, B> {
     }
 }
 
-impl<A: Recipe, B: Recipe> Recipe for Either<A, B> {
-    type Event = Either<A::Event, B::Event>;
+impl<A: Machine, B: Machine> Machine for Either<A, B> {
     fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
         either!(self, m => m.handle_reply(now, op, result))
     }
@@ -67,16 +66,20 @@ impl<A: Recipe, B: Recipe> Recipe for Either<A, B> {
     fn poll_request(&mut self) -> Option<(OpId, Request)> {
         either!(self, m => m.poll_request())
     }
-    fn poll_event(&mut self) -> Option<Self::Event> {
-        match self {
-            Either::A(m) => m.poll_event().map(Either::A),
-            Either::B(m) => m.poll_event().map(Either::B),
-        }
-    }
     fn poll_timeout(&self) -> Option<Instant> {
         either!(self, m => m.poll_timeout())
     }
     fn is_done(&self) -> bool {
         either!(self, m => m.is_done())
+    }
+}
+
+impl<A: Recipe, B: Recipe> Recipe for Either<A, B> {
+    type Event = Either<A::Event, B::Event>;
+    fn poll_event(&mut self) -> Option<Self::Event> {
+        match self {
+            Either::A(m) => m.poll_event().map(Either::A),
+            Either::B(m) => m.poll_event().map(Either::B),
+        }
     }
 }

@@ -35,7 +35,7 @@ use zk_recipes::recipe::group::{
     GroupMember, MemberConfig, MemberEvent, View, ViewConfig, ViewEvent,
 };
 use zk_recipes::recipe::rendezvous::{RendezvousEvent, Worker};
-use zk_recipes::recipe::{OpId, Recipe, SessionChange};
+use zk_recipes::recipe::{Machine, OpId, Recipe, SessionChange};
 use zk_recipes::session::WatchEvent;
 use zk_recipes::time::Instant;
 
@@ -91,8 +91,7 @@ impl Trio {
     }
 }
 
-impl Recipe for Trio {
-    type Event = TrioEvent;
+impl Machine for Trio {
     fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
         if matches!(result, Err(Error::ConnectionLoss)) {
             self.lost.insert(op);
@@ -126,15 +125,6 @@ impl Recipe for Trio {
         }
         self.worker.poll_request().map(|(op, r)| (op * 4 + 2, r))
     }
-    fn poll_event(&mut self) -> Option<TrioEvent> {
-        if let Some(e) = self.member.poll_event() {
-            return Some(TrioEvent::Member(e));
-        }
-        if let Some(e) = self.view.poll_event() {
-            return Some(TrioEvent::View(e));
-        }
-        self.worker.poll_event().map(TrioEvent::Worker)
-    }
     fn poll_timeout(&self) -> Option<Instant> {
         [
             self.member.poll_timeout(),
@@ -147,6 +137,19 @@ impl Recipe for Trio {
     }
     fn is_done(&self) -> bool {
         self.member.is_done() && self.view.is_done() && self.worker.is_done()
+    }
+}
+
+impl Recipe for Trio {
+    type Event = TrioEvent;
+    fn poll_event(&mut self) -> Option<TrioEvent> {
+        if let Some(e) = self.member.poll_event() {
+            return Some(TrioEvent::Member(e));
+        }
+        if let Some(e) = self.view.poll_event() {
+            return Some(TrioEvent::View(e));
+        }
+        self.worker.poll_event().map(TrioEvent::Worker)
     }
 }
 

@@ -32,7 +32,7 @@ use zk_recipes::proto::*;
 use zk_recipes::recipe::lease::{
     decode_record, encode_record, Holder, Lease, LeaseConfig, LeaseEvent, LeaseOutcome, Record,
 };
-use zk_recipes::recipe::Recipe;
+use zk_recipes::recipe::Machine;
 use zk_recipes::time::Instant;
 
 use super::harness::{self, FaultCounts, Harness, Script};

@@ -33,7 +33,7 @@ use core::time::Duration;
 use zk_recipes::proto::*;
 use zk_recipes::recipe::contender;
 use zk_recipes::recipe::lock::{Acquire, Lock, LockConfig, LockEvent, LockKind};
-use zk_recipes::recipe::Recipe;
+use zk_recipes::recipe::Machine;
 
 use super::harness::{self, FaultCounts, Harness, Script, ME};
 use super::zk::Happened;

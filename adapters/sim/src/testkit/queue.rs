@@ -57,7 +57,7 @@ use zk_recipes::recipe::queue::{
     meta_dir, parse_item, Consumer, ConsumerConfig, ConsumerEvent, Delivery, Format, Producer,
     ProducerConfig, ProducerEvent, PutId, TakeId, CLAIM_PREFIX,
 };
-use zk_recipes::recipe::{OpId, Recipe, SessionChange};
+use zk_recipes::recipe::{Machine, OpId, Recipe, SessionChange};
 use zk_recipes::session::WatchEvent;
 use zk_recipes::time::Instant;
 
@@ -95,8 +95,7 @@ macro_rules! both {
     };
 }
 
-impl Recipe for QueueMachine {
-    type Event = QueueEvent;
+impl Machine for QueueMachine {
     fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
         both!(self, m => m.handle_reply(now, op, result))
     }
@@ -115,17 +114,21 @@ impl Recipe for QueueMachine {
     fn poll_request(&mut self) -> Option<(OpId, Request)> {
         both!(self, m => m.poll_request())
     }
-    fn poll_event(&mut self) -> Option<QueueEvent> {
-        match self {
-            QueueMachine::P(m) => m.poll_event().map(QueueEvent::P),
-            QueueMachine::C(m) => m.poll_event().map(QueueEvent::C),
-        }
-    }
     fn poll_timeout(&self) -> Option<Instant> {
         both!(self, m => m.poll_timeout())
     }
     fn is_done(&self) -> bool {
         both!(self, m => m.is_done())
+    }
+}
+
+impl Recipe for QueueMachine {
+    type Event = QueueEvent;
+    fn poll_event(&mut self) -> Option<QueueEvent> {
+        match self {
+            QueueMachine::P(m) => m.poll_event().map(QueueEvent::P),
+            QueueMachine::C(m) => m.poll_event().map(QueueEvent::C),
+        }
     }
 }
 

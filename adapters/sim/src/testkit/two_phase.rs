@@ -566,7 +566,7 @@ impl Script<M> for TwoPhaseScript {
                     self.abandoned = true;
                     h.note("  the user drops the machine".into());
                     h.user(self, |m, now| {
-                        zk_recipes::recipe::Recipe::handle_abandon(m, now)
+                        zk_recipes::recipe::Machine::handle_abandon(m, now)
                     })?;
                 }
                 1 if !self.closed && h.machine().is_some() => self.close(h)?,

@@ -40,7 +40,7 @@ use core::time::Duration;
 use zk_recipes::error::Error;
 use zk_recipes::proto::*;
 use zk_recipes::recipe::value::{counter_value, Counter, CounterEvent, CounterFormat};
-use zk_recipes::recipe::{OpId, Recipe, SessionChange};
+use zk_recipes::recipe::{Machine, OpId, Recipe, SessionChange};
 use zk_recipes::session::WatchEvent;
 use zk_recipes::time::Instant;
 
@@ -86,8 +86,7 @@ impl Tagged {
     }
 }
 
-impl Recipe for Tagged {
-    type Event = CounterEvent;
+impl Machine for Tagged {
     fn handle_reply(&mut self, now: Instant, op: OpId, result: Result<Response, Error>) {
         if matches!(result, Err(Error::ConnectionLoss | Error::SessionExpired)) {
             self.lost.insert(op);
@@ -129,6 +128,16 @@ impl Recipe for Tagged {
         }
         Some((op, req))
     }
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.counter.poll_timeout()
+    }
+    fn is_done(&self) -> bool {
+        self.counter.is_done() && self.events.is_empty()
+    }
+}
+
+impl Recipe for Tagged {
+    type Event = CounterEvent;
     fn poll_event(&mut self) -> Option<CounterEvent> {
         if let Some(e) = self.events.pop_front() {
             return Some(e);
@@ -138,12 +147,6 @@ impl Recipe for Tagged {
             self.answered += 1;
         }
         Some(e)
-    }
-    fn poll_timeout(&self) -> Option<Instant> {
-        self.counter.poll_timeout()
-    }
-    fn is_done(&self) -> bool {
-        self.counter.is_done() && self.events.is_empty()
     }
 }
 
