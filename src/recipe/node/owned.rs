@@ -7,10 +7,9 @@ use bytes::Bytes;
 use super::phase::{Known, Presence};
 use crate::error::Error;
 use crate::proto::*;
-use crate::recipe::kit::{
-    parent_of, protocol_head, timeout_drives, valid_path, Kit, ParentStep, Protocol, Reply,
-};
+use crate::recipe::kit::{parent_of, protocol_head, valid_path, Kit, ParentStep, Protocol, Reply};
 use crate::recipe::lock::LostReason;
+use crate::recipe::watcher::{link_protocol, Link};
 use crate::recipe::{OpId, Recipe, SessionChange};
 use crate::session::WatchEvent;
 use crate::time::Instant;
@@ -139,9 +138,9 @@ enum NodeOp {
 pub struct OwnedNode {
     config: OwnedNodeConfig,
     phase: Phase,
-    /// The live session's id (`None` before the first `Connected` and after an
-    /// expiry).
-    session: Option<i64>,
+    /// The session (`Down` before the first `Connected` and after an expiry; its id is
+    /// the kit's), and whether something waits for the backoff to end.
+    link: Link,
     known: Known,
     stat: Stat,
     /// The data last seen in our node.
@@ -156,8 +155,6 @@ pub struct OwnedNode {
     /// Create the missing ancestors before the next create.
     parents: bool,
     sync_next: bool,
-    /// Something waits for the backoff to end.
-    waiting: bool,
     kit: Kit<NodeOp, OwnedNodeEvent>,
 }
 
@@ -167,7 +164,7 @@ impl OwnedNode {
         OwnedNode {
             config,
             phase: Phase::Idle,
-            session: None,
+            link: Link::Down,
             known: Known::Absent,
             stat: Stat::default(),
             server_data: None,
@@ -177,7 +174,6 @@ impl OwnedNode {
             refused: None,
             parents: false,
             sync_next: false,
-            waiting: false,
             kit: Kit::default(),
         }
     }
@@ -267,7 +263,7 @@ impl OwnedNode {
             }
             Phase::Active { .. } => {
                 self.phase = Phase::Leaving { finish };
-                if self.session.is_none() && self.ephemeral() {
+                if !self.link.is_up() && self.ephemeral() {
                     self.end(); // no session: nothing of ours exists
                 }
             }
@@ -333,7 +329,9 @@ impl OwnedNode {
 
     fn owned_by_us(&self, stat: &Stat) -> bool {
         if self.ephemeral() {
-            self.session == Some(stat.ephemeral_owner) && stat.ephemeral_owner != 0
+            self.link.is_up()
+                && stat.ephemeral_owner == self.kit.session_id()
+                && stat.ephemeral_owner != 0
         } else {
             stat.ephemeral_owner == 0
         }
@@ -346,10 +344,7 @@ impl OwnedNode {
             Phase::Leaving { .. } => false,
             Phase::Idle | Phase::Done => return,
         };
-        if self.session.is_none() {
-            return;
-        }
-        if !self.kit.gate(now, &mut self.waiting) {
+        if !self.link.gate(&self.kit, now) {
             return;
         }
         if self
@@ -605,8 +600,7 @@ impl OwnedNode {
     fn session_gone(&mut self, reason: LostReason) {
         self.kit.clear_requests();
         self.watch = None;
-        self.session = None;
-        self.waiting = false;
+        self.link.down();
         let ephemeral = self.ephemeral();
         if ephemeral {
             self.known = Known::Absent;
@@ -690,15 +684,15 @@ impl Protocol for OwnedNode {
 
     fn on_session(&mut self, now: Instant, change: SessionChange) {
         match change {
-            SessionChange::Connected { session_id } => self.session = Some(session_id),
+            SessionChange::Connected { .. } => self.link.up(),
             SessionChange::Suspended => {
                 if self.presence == Presence::Present && self.is_active() {
                     self.presence = Presence::Suspended;
                     self.emit(OwnedNodeEvent::Suspended);
                 }
             }
-            SessionChange::Reconnected { session_id } => {
-                self.session = Some(session_id);
+            SessionChange::Reconnected { .. } => {
+                self.link.up();
                 self.sync_next = true;
                 if matches!(self.known, Known::Ours | Known::Other(_)) {
                     self.known = Known::Unknown; // verify
@@ -710,18 +704,7 @@ impl Protocol for OwnedNode {
         self.drive(now);
     }
 
-    timeout_drives!(abandon => delete);
-
-    fn deadline(&self) -> Option<Instant> {
-        self.kit.timeout(
-            None,
-            self.waiting && matches!(self.phase, Phase::Active { .. } | Phase::Leaving { .. }),
-        )
-    }
-
-    fn finished(&self) -> bool {
-        self.phase == Phase::Done && self.kit.no_events()
-    }
+    link_protocol!(phase == Phase::Done, abandon => delete);
 
     fn check(&self) {
         match self.phase {
@@ -743,7 +726,7 @@ impl Protocol for OwnedNode {
             );
             debug_assert!(self.blocked_by.is_none(), "not blocked while ours");
         }
-        if self.session.is_none() {
+        if !self.link.is_up() {
             debug_assert!(
                 self.presence != Presence::Present,
                 "in place without a session"

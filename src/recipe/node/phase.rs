@@ -5,10 +5,10 @@
 //! | before (fields of `OwnedNode`) | after |
 //! | --- | --- |
 //! | `phase: Idle/Active/Leaving/Done`, `set_pending`, `finish` | `Phase` (in `owned.rs`: it carries the final event): `Idle`, `Active { set_pending }`, `Leaving { finish }`, `Done` |
-//! | `live`, `session_id` | `session: Option<i64>` (the live session's id) |
+//! | `live`, `session_id`, `waiting` | `link` ([`watcher::Link`](crate::recipe::watcher::Link): `Down`, `Up`, `BackingOff`), as the one-shot recipes'; the id is the kit's |
 //! | `present`, `suspended`, `created_once` | [`Presence`]: `Unseen`, `Present`, `Suspended`, `Lost` |
 //! | `known` | [`Known`] (unchanged) |
-//! | `parents`, `sync_next`, `waiting` | kept: independent of the phase |
+//! | `parents`, `sync_next` | kept: independent of the phase |
 //!
 //! [`NodeWatch`](super::NodeWatch):
 //!
