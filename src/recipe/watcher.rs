@@ -3,8 +3,9 @@
 //! the [`ConfigReader`](super::config::ConfigReader). Its [`Link`] (the session, and
 //! whether a retry waits for the backoff) serves the one-shot recipes too: the
 //! [`ConfigWriter`](super::config::ConfigWriter), the value
-//! [`Update`](super::value::Update), and naming's [`Resolve`](super::naming::Resolve)
-//! and [`IdGenerator`](super::naming::IdGenerator).
+//! [`Update`](super::value::Update), naming's [`Resolve`](super::naming::Resolve)
+//! and [`IdGenerator`](super::naming::IdGenerator), and the
+//! [`OwnedNode`](super::node::OwnedNode).
 //!
 //! | state | what it holds |
 //! | --- | --- |
