@@ -50,6 +50,7 @@ use super::kit::{Events, Kit, Reply};
 #[cfg(doc)]
 use super::node::OwnedNode;
 use super::node::{NodeWatch, NodeWatchEvent, OwnedNodeConfig};
+use super::watcher::Link;
 use super::{Machine, OpId, Recipe, SessionChange};
 use crate::error::Error;
 use crate::proto::*;
@@ -243,10 +244,9 @@ pub struct Master {
     watch: NodeWatch,
     address: Bytes,
     stage: Stage,
-    /// A session is up (connected, not expired).
-    live: bool,
-    /// A write waits for the end of a backoff (not for a reconnect).
-    waiting: bool,
+    /// The session (up: connected, not expired), and whether a write waits for the end
+    /// of a backoff (not for a reconnect).
+    link: Link,
     kit: Kit<Bytes, RendezvousEvent>,
 }
 
@@ -258,8 +258,7 @@ impl Master {
             watch: NodeWatch::new(path),
             address: address.into(),
             stage: Stage::Idle,
-            live: false,
-            waiting: false,
+            link: Link::Down,
             kit: Kit::default(),
         }
     }
@@ -301,7 +300,7 @@ impl Master {
     /// Ends with `e` (final): nothing of ours is sent after it.
     fn end(&mut self, e: RendezvousEvent) {
         self.stage = Stage::Ended;
-        self.waiting = false;
+        self.link.rest();
         self.kit.clear_requests();
         self.kit.emit(e);
     }
@@ -340,14 +339,9 @@ impl Master {
         let Stage::Running(run) = self.stage else {
             return;
         };
-        if !self.live || !run.due || run.missing {
+        if !run.due || run.missing || !self.link.gate(&self.kit, now) {
             return;
         }
-        if !self.kit.allows(now) {
-            self.waiting = !self.kit.is_suspended();
-            return;
-        }
-        self.waiting = false;
         if !self.kit.is_quiet() {
             return; // one write at a time; its answer decides
         }
@@ -423,10 +417,9 @@ impl Machine for Master {
     fn handle_session(&mut self, now: Instant, change: SessionChange) {
         self.kit.session(change);
         match change {
-            SessionChange::Connected { .. } | SessionChange::Reconnected { .. } => self.live = true,
+            SessionChange::Connected { .. } | SessionChange::Reconnected { .. } => self.link.up(),
             SessionChange::Expired => {
-                self.live = false;
-                self.waiting = false;
+                self.link.down();
                 self.kit.clear_requests();
             }
             _ => {}
@@ -448,8 +441,8 @@ impl Machine for Master {
         self.watch.poll_request()
     }
     fn poll_timeout(&self) -> Option<Instant> {
-        let own = if self.waiting && matches!(self.stage, Stage::Running(_)) {
-            self.kit.retry_at()
+        let own = if matches!(self.stage, Stage::Running(_)) {
+            self.link.deadline(&self.kit)
         } else {
             None
         };

@@ -4,8 +4,9 @@
 //! whether a retry waits for the backoff) serves the one-shot recipes too: the
 //! [`ConfigWriter`](super::config::ConfigWriter), the value
 //! [`Update`](super::value::Update), naming's [`Resolve`](super::naming::Resolve)
-//! and [`IdGenerator`](super::naming::IdGenerator), and the
-//! [`OwnedNode`](super::node::OwnedNode).
+//! and [`IdGenerator`](super::naming::IdGenerator), the
+//! [`OwnedNode`](super::node::OwnedNode) and the rendezvous
+//! [`Master`](super::rendezvous::Master).
 //!
 //! | state | what it holds |
 //! | --- | --- |
