@@ -289,9 +289,8 @@ impl Resolve {
     }
 
     fn finish(&mut self, e: ResolveEvent) {
-        self.run = Run::Done;
         self.kit.clear_requests();
-        self.kit.emit(e);
+        self.kit.end(&mut self.run, Run::Done, e);
     }
 
     fn drive(&mut self, now: Instant) {
